@@ -1,0 +1,64 @@
+package consumer
+
+import (
+	"context"
+	"time"
+)
+
+// Source is the seam to a broker, like database/sql/driver is to a
+// database. For each message it delivers, the consumer calls exactly one of
+// Ack, Nack or DeadLetter. A Source must be safe for concurrent use.
+type Source interface {
+	// Receive blocks until at least one message is available, ctx is done,
+	// or the source is closed, and returns at most max messages. It
+	// returns ErrSourceClosed once closed.
+	Receive(ctx context.Context, max int) ([]*Message, error)
+	// Ack settles a message whose record is COMPLETED. It may finish
+	// asynchronously (batched); Close flushes what is pending.
+	Ack(ctx context.Context, m *Message) error
+	// Nack gives a message back to be delivered again after delay.
+	Nack(ctx context.Context, m *Message, delay time.Duration) error
+	// DeadLetter moves a message to the dead-letter destination with the
+	// reason, then settles it.
+	DeadLetter(ctx context.Context, m *Message, reason string) error
+	// Close stops receiving, flushes pending acks and releases resources.
+	// Messages not settled stay with the broker for redelivery.
+	Close(ctx context.Context) error
+}
+
+// Extender is implemented by sources whose deliveries time out (SQS
+// visibility); the consumer calls it while a handler runs long.
+type Extender interface {
+	// Extend keeps the message invisible to others for d from now.
+	Extend(ctx context.Context, m *Message, d time.Duration) error
+}
+
+// Ordering is the order a source promises within a key.
+type Ordering int
+
+const (
+	// Unordered: messages may be processed in any order and concurrently.
+	Unordered Ordering = iota
+	// OrderByKey: messages with the same Partition and Key are processed
+	// one at a time, in delivery order (SQS FIFO groups, Kafka key mode).
+	OrderByKey
+	// OrderByPartition: messages of one Partition are processed one at a
+	// time, in delivery order.
+	OrderByPartition
+)
+
+// Orderer is implemented by sources that declare an Ordering. The consumer
+// serializes accordingly; with any ordering, a message to be retried is
+// retried in place (holding its key) rather than given back to the source,
+// so that its successors cannot overtake it.
+type Orderer interface {
+	Ordering() Ordering
+}
+
+// Origin says where a message came from.
+type Origin struct {
+	System      string // "aws_sqs", "kafka", "memory"
+	Destination string // queue name or URL, or topic
+	Partition   int32  // Kafka partition; 0 elsewhere
+	Offset      int64  // Kafka offset; 0 elsewhere
+}

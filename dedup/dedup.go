@@ -1,0 +1,154 @@
+// Package dedup defines the idempotency record, its state machine and the
+// Store seam that the consumer claims message fingerprints through.
+//
+// The state machine (one record per key):
+//
+//	absent or expired --Claim--> PENDING (lease) --Complete--> COMPLETED (retention)
+//	                                             \--Fail-----> FAILED (retry delay)
+//
+// A record whose ExpiresAt has passed is treated as absent, whatever its
+// status: that is what makes TTL lag harmless and lets a crashed worker's
+// lease, a FAILED retry delay and a COMPLETED retention all end the same way.
+// Complete, Fail and Extend are fenced by the lease (owner and version): a
+// worker whose lease was taken over gets ErrLeaseLost and must not ack.
+//
+// All times are supplied by the caller (one clock, the consumer's); a Store
+// keeps no clock of its own.
+package dedup
+
+import (
+	"context"
+	"time"
+)
+
+// Status is the state of a record.
+type Status string
+
+// The record states.
+const (
+	StatusPending   Status = "PENDING"
+	StatusCompleted Status = "COMPLETED"
+	StatusFailed    Status = "FAILED"
+)
+
+// Record is the stored state of one key.
+type Record struct {
+	Key         string
+	Status      Status
+	Version     int64  // increases by one on every transition of the key
+	Owner       string // token of the claim that wrote PENDING
+	PayloadHash string // hash of the body that claimed the key
+	Response    []byte // cached for duplicates (COMPLETED)
+	Attempts    int    // claims since the key was last absent or reset
+	LastError   string // reason of the last Fail
+	CreatedAt   time.Time
+	ExpiresAt   time.Time // lease, retention or retry delay, by status
+}
+
+// Live reports whether the record still counts at now. An expired record is
+// treated as absent even when it is still stored.
+func (r Record) Live(now time.Time) bool { return now.Before(r.ExpiresAt) }
+
+// Lease is the fencing token of a successful claim.
+type Lease struct {
+	Key     string
+	Owner   string
+	Version int64
+}
+
+// ClaimRequest asks to take a key.
+type ClaimRequest struct {
+	Key         string
+	PayloadHash string
+	Owner       string
+	Now         time.Time
+	LeaseUntil  time.Time // ExpiresAt of the PENDING record
+}
+
+// Claim is the answer to a ClaimRequest.
+type Claim struct {
+	// Acquired is true when the caller now holds the lease.
+	Acquired bool
+	// Lease fences the caller's later calls (when Acquired).
+	Lease Lease
+	// Attempt numbers this claim: 1 for a fresh key, more after a FAILED
+	// record or an expired lease was taken over (when Acquired).
+	Attempt int
+	// Previous is the expired-but-present record taken over, if any (when
+	// Acquired). Seeing one means TTL had not yet removed it.
+	Previous *Record
+	// Existing is the live record that won (when not Acquired).
+	Existing Record
+}
+
+// CompleteRequest moves a held lease to COMPLETED.
+type CompleteRequest struct {
+	Lease     Lease
+	Response  []byte
+	Now       time.Time
+	ExpiresAt time.Time // retention
+	// Writes are business writes committed atomically with the transition.
+	// Their type is the Store's own (see each Store's documentation); a
+	// Store that does not understand one returns ErrUnsupportedWrite.
+	Writes []any
+}
+
+// FailRequest moves a held lease to FAILED.
+type FailRequest struct {
+	Lease   Lease
+	Reason  string
+	Now     time.Time
+	RetryAt time.Time // ExpiresAt of the FAILED record
+	// ResetAttempts starts the attempt count afresh, used when the message
+	// is dead-lettered so that a redrive from the DLQ gets a full budget.
+	ResetAttempts bool
+}
+
+// ExtendRequest pushes a held lease's expiry out (a heartbeat).
+type ExtendRequest struct {
+	Lease      Lease
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// Store keeps records. Implementations must be safe for concurrent use and
+// pass storetest.Run.
+type Store interface {
+	// Claim takes the key when it is absent or expired, in one conditional
+	// write; otherwise it returns the live record without taking it.
+	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
+	// Complete marks the lease COMPLETED, with its Writes in the same
+	// atomic commit. ErrLeaseLost when the lease is no longer held; a
+	// *BusinessConditionError when a write's own condition failed (nothing
+	// is committed then).
+	Complete(ctx context.Context, req CompleteRequest) error
+	// Fail marks the lease FAILED. ErrLeaseLost when no longer held.
+	Fail(ctx context.Context, req FailRequest) error
+	// Extend renews the lease. ErrLeaseLost when no longer held.
+	Extend(ctx context.Context, req ExtendRequest) error
+	// Get reads a record with strong consistency, expired or not.
+	// ErrNotFound when absent.
+	Get(ctx context.Context, key string) (Record, error)
+}
+
+// ClaimCompleteRequest is the one-round-trip claim: the record is written
+// straight as COMPLETED together with Writes, if the key is claimable.
+type ClaimCompleteRequest struct {
+	Key         string
+	PayloadHash string
+	Owner       string
+	Response    []byte
+	Now         time.Time
+	ExpiresAt   time.Time
+	Writes      []any
+}
+
+// ClaimCompleter is implemented by Stores that can claim and complete in one
+// atomic call, for handlers whose whole effect is their Writes.
+type ClaimCompleter interface {
+	// ClaimComplete commits the COMPLETED record and Writes when the key is
+	// absent or expired. When it is live, nothing is written and the Claim
+	// carries the existing record (Acquired false). A business write's
+	// condition failing gives a *BusinessConditionError.
+	ClaimComplete(ctx context.Context, req ClaimCompleteRequest) (Claim, error)
+}

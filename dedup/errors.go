@@ -1,0 +1,78 @@
+package dedup
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the dedup layer. Test with errors.Is.
+var (
+	// ErrLeaseLost: the lease was taken over (expired and re-claimed) or
+	// the record moved on; the caller must not ack nor apply effects.
+	ErrLeaseLost = errors.New("dedup: lease lost")
+	// ErrNotFound: no record is stored for the key.
+	ErrNotFound = errors.New("dedup: record not found")
+	// ErrEmptyKey: a message produced an empty idempotency key.
+	ErrEmptyKey = errors.New("dedup: empty idempotency key")
+	// ErrKeyReuse: the key is live with a different payload.
+	ErrKeyReuse = errors.New("dedup: idempotency key reused with a different payload")
+	// ErrTooManyWrites: more business writes than one atomic commit holds.
+	ErrTooManyWrites = errors.New("dedup: too many writes for one transaction")
+	// ErrRecordTooLarge: the record with its response exceeds the Store's
+	// item size limit.
+	ErrRecordTooLarge = errors.New("dedup: record too large")
+	// ErrUnsupportedWrite: a business write of a type the Store does not know.
+	ErrUnsupportedWrite = errors.New("dedup: unsupported write type")
+)
+
+// KeyReuseError carries the record that holds the key.
+type KeyReuseError struct {
+	Key      string
+	Existing Record
+}
+
+func (e *KeyReuseError) Error() string {
+	return fmt.Sprintf("dedup: key %q reused with a different payload (record is %s)", e.Key, e.Existing.Status)
+}
+
+// Is makes errors.Is(err, ErrKeyReuse) true.
+func (e *KeyReuseError) Is(target error) bool { return target == ErrKeyReuse }
+
+// BusinessConditionError reports that a business write's own condition
+// failed, so the atomic commit was cancelled as a whole.
+type BusinessConditionError struct {
+	// Index of the failing write in the request's Writes.
+	Index int
+	// Reason as the Store reports it (e.g. "ConditionalCheckFailed").
+	Reason string
+	// Message is the Store's detail, if any.
+	Message string
+}
+
+func (e *BusinessConditionError) Error() string {
+	s := fmt.Sprintf("dedup: business write %d rejected: %s", e.Index, e.Reason)
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// TooManyWritesError says how many writes were given and what fits.
+type TooManyWritesError struct{ Got, Max int }
+
+func (e *TooManyWritesError) Error() string {
+	return fmt.Sprintf("dedup: %d writes, at most %d fit one transaction", e.Got, e.Max)
+}
+
+// Is makes errors.Is(err, ErrTooManyWrites) true.
+func (e *TooManyWritesError) Is(target error) bool { return target == ErrTooManyWrites }
+
+// RecordTooLargeError says how large the record was and what fits.
+type RecordTooLargeError struct{ Size, Max int }
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("dedup: record of %d bytes exceeds the %d byte limit", e.Size, e.Max)
+}
+
+// Is makes errors.Is(err, ErrRecordTooLarge) true.
+func (e *RecordTooLargeError) Is(target error) bool { return target == ErrRecordTooLarge }
