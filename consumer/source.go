@@ -29,7 +29,10 @@ type Source interface {
 // Extender is implemented by sources whose deliveries time out (SQS
 // visibility); the consumer calls it while a handler runs long.
 type Extender interface {
-	// Extend keeps the message invisible to others for d from now.
+	// DeliveryTimeout is how long a delivery stays hidden from other
+	// consumers unless extended; the consumer extends well before it ends.
+	DeliveryTimeout() time.Duration
+	// Extend keeps the message hidden from others for d from now.
 	Extend(ctx context.Context, m *Message, d time.Duration) error
 }
 
