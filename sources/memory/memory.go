@@ -1,0 +1,382 @@
+// Package memory is an in-process queue and consumer.Source, with the
+// behaviour of a broker that matters to onceq: a visibility timeout that
+// redelivers what is not settled, nack with delay, delivery counting, a
+// dead-letter list and, optionally, FIFO groups. It backs the embedded demo
+// and fast tests and passes sources/sourcetest like the real adapters.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/onceq/onceq/consumer"
+)
+
+// Outgoing is a message to send.
+type Outgoing struct {
+	Key        string
+	Body       []byte
+	Attributes map[string]string
+}
+
+// DeadLetter is a dead-lettered message with its reason.
+type DeadLetter struct {
+	Message consumer.Message
+	Reason  string
+}
+
+// Option configures a Queue.
+type Option func(*Queue)
+
+// WithVisibilityTimeout sets how long a delivery stays hidden before it is
+// redelivered unless settled or extended (default 30s).
+func WithVisibilityTimeout(d time.Duration) Option {
+	return func(q *Queue) { q.visibility = d }
+}
+
+// WithOrdering makes the queue FIFO per key, like an SQS FIFO queue: a key
+// has at most one message in flight, delivered in send order.
+func WithOrdering(o consumer.Ordering) Option {
+	return func(q *Queue) { q.ordering = o }
+}
+
+// Queue is the destination. Sources read it; Send writes it.
+type Queue struct {
+	name       string
+	visibility time.Duration
+	ordering   consumer.Ordering
+
+	mu         sync.Mutex
+	seq        uint64
+	ready      []*entry // by seq when ordered, else arrival
+	delayed    []*entry
+	inFlight   map[*entry]struct{}
+	keysBusy   map[string]int
+	nextExpiry time.Time
+	dead       []DeadLetter
+	acked      int
+	wake       chan struct{} // closed and replaced whenever state changes
+}
+
+type entry struct {
+	seq        uint64
+	out        Outgoing
+	sentAt     time.Time
+	attempts   int
+	token      uint64 // changes on every delivery, so stale settles are refused
+	visibleAt  time.Time
+	owner      *Source
+}
+
+// NewQueue makes an empty queue.
+func NewQueue(name string, opts ...Option) *Queue {
+	q := &Queue{name: name, visibility: 30 * time.Second,
+		inFlight: map[*entry]struct{}{}, keysBusy: map[string]int{}, wake: make(chan struct{})}
+	for _, o := range opts {
+		o(q)
+	}
+	return q
+}
+
+// Send enqueues a message.
+func (q *Queue) Send(_ context.Context, m Outgoing) error {
+	q.mu.Lock()
+	q.seq++
+	q.ready = append(q.ready, &entry{seq: q.seq, out: m, sentAt: time.Now()})
+	q.signalLocked()
+	q.mu.Unlock()
+	return nil
+}
+
+// Source returns a new reader of the queue.
+func (q *Queue) Source() *Source { return &Source{q: q} }
+
+// Stats is a snapshot of the queue.
+type Stats struct {
+	Ready, Delayed, InFlight, Acked, DeadLettered int
+}
+
+// Stats reports what the queue holds.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return Stats{Ready: len(q.ready), Delayed: len(q.delayed), InFlight: len(q.inFlight), Acked: q.acked, DeadLettered: len(q.dead)}
+}
+
+// DeadLetters returns what has been dead-lettered.
+func (q *Queue) DeadLetters() []DeadLetter {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.dead)
+}
+
+func (q *Queue) signalLocked() {
+	close(q.wake)
+	q.wake = make(chan struct{})
+}
+
+// insertReadyLocked puts e back among the ready. Ordered queues keep send
+// order, so a retried head stays ahead of its successors.
+func (q *Queue) insertReadyLocked(e *entry) {
+	if q.ordering == consumer.Unordered {
+		q.ready = append(q.ready, e)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(q.ready, e.seq, func(x *entry, s uint64) int { return cmpUint(x.seq, s) })
+	q.ready = slices.Insert(q.ready, i, e)
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// releaseLocked takes e out of flight (settled, nacked or expired).
+func (q *Queue) releaseLocked(e *entry) {
+	delete(q.inFlight, e)
+	e.owner = nil
+	if q.ordering != consumer.Unordered {
+		if n := q.keysBusy[e.out.Key] - 1; n > 0 {
+			q.keysBusy[e.out.Key] = n
+		} else {
+			delete(q.keysBusy, e.out.Key)
+		}
+	}
+}
+
+// promoteLocked moves due delayed entries and expired deliveries back to
+// ready, and returns when the next such change is due (zero if none).
+func (q *Queue) promoteLocked(now time.Time) time.Time {
+	var next time.Time
+	earliest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	kept := q.delayed[:0]
+	for _, e := range q.delayed {
+		if !now.Before(e.visibleAt) {
+			q.insertReadyLocked(e)
+		} else {
+			kept = append(kept, e)
+			earliest(e.visibleAt)
+		}
+	}
+	clear(q.delayed[len(kept):])
+	q.delayed = kept
+	if !q.nextExpiry.IsZero() && !now.Before(q.nextExpiry) {
+		q.nextExpiry = time.Time{}
+		for e := range q.inFlight {
+			if !now.Before(e.visibleAt) {
+				q.releaseLocked(e)
+				q.insertReadyLocked(e)
+			} else if q.nextExpiry.IsZero() || e.visibleAt.Before(q.nextExpiry) {
+				q.nextExpiry = e.visibleAt
+			}
+		}
+	}
+	if !q.nextExpiry.IsZero() {
+		earliest(q.nextExpiry)
+	}
+	return next
+}
+
+// Source reads a Queue. It implements consumer.Source, consumer.Extender
+// and consumer.Orderer.
+type Source struct {
+	q      *Queue
+	closed bool // guarded by q.mu
+}
+
+type handle struct {
+	e     *entry
+	token uint64
+}
+
+// Receive implements consumer.Source.
+func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
+	if max <= 0 {
+		max = 1
+	}
+	q := s.q
+	for {
+		q.mu.Lock()
+		if s.closed {
+			q.mu.Unlock()
+			return nil, consumer.ErrSourceClosed
+		}
+		now := time.Now()
+		next := q.promoteLocked(now)
+		msgs := s.takeLocked(now, max)
+		wake := q.wake
+		q.mu.Unlock()
+		if len(msgs) > 0 {
+			return msgs, nil
+		}
+		var timer <-chan time.Time
+		if !next.IsZero() {
+			t := time.NewTimer(time.Until(next))
+			timer = t.C
+			defer t.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wake:
+		case <-timer:
+		}
+	}
+}
+
+func (s *Source) takeLocked(now time.Time, max int) []*consumer.Message {
+	q := s.q
+	var msgs []*consumer.Message
+	ordered := q.ordering != consumer.Unordered
+	kept := q.ready[:0]
+	for i, e := range q.ready {
+		if len(msgs) == max {
+			kept = append(kept, q.ready[i:]...)
+			break
+		}
+		if ordered && q.keysBusy[e.out.Key] > 0 {
+			kept = append(kept, e)
+			continue
+		}
+		if ordered {
+			q.keysBusy[e.out.Key]++
+		}
+		e.attempts++
+		e.token++
+		e.owner = s
+		e.visibleAt = now.Add(q.visibility)
+		if q.nextExpiry.IsZero() || e.visibleAt.Before(q.nextExpiry) {
+			q.nextExpiry = e.visibleAt
+		}
+		q.inFlight[e] = struct{}{}
+		if msgs == nil {
+			msgs = make([]*consumer.Message, 0, min(max, len(q.ready)))
+		}
+		msgs = append(msgs, &consumer.Message{
+			ID:         fmt.Sprintf("%s-%d", q.name, e.seq),
+			Key:        e.out.Key,
+			Body:       e.out.Body,
+			Attributes: e.out.Attributes,
+			Attempt:    e.attempts,
+			Origin:     consumer.Origin{System: "memory", Destination: q.name},
+			ReceivedAt: now,
+			Handle:     handle{e, e.token},
+		})
+	}
+	clear(q.ready[len(kept):])
+	q.ready = kept
+	return msgs
+}
+
+// settle finds the live delivery of m, or reports a stale one.
+func (s *Source) settleLocked(m *consumer.Message) (*entry, error) {
+	h, ok := m.Handle.(handle)
+	if !ok {
+		return nil, fmt.Errorf("memory: message %s was not delivered by this source", m.ID)
+	}
+	if _, live := s.q.inFlight[h.e]; !live || h.e.token != h.token {
+		return nil, fmt.Errorf("memory: delivery of %s is no longer held (visibility expired)", m.ID)
+	}
+	return h.e, nil
+}
+
+// Ack implements consumer.Source.
+func (s *Source) Ack(_ context.Context, m *consumer.Message) error {
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, err := s.settleLocked(m)
+	if err != nil {
+		return err
+	}
+	q.releaseLocked(e)
+	q.acked++
+	q.signalLocked()
+	return nil
+}
+
+// Nack implements consumer.Source.
+func (s *Source) Nack(_ context.Context, m *consumer.Message, delay time.Duration) error {
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, err := s.settleLocked(m)
+	if err != nil {
+		return err
+	}
+	q.releaseLocked(e)
+	if delay <= 0 {
+		q.insertReadyLocked(e)
+	} else {
+		e.visibleAt = time.Now().Add(delay)
+		q.delayed = append(q.delayed, e)
+	}
+	q.signalLocked()
+	return nil
+}
+
+// DeadLetter implements consumer.Source.
+func (s *Source) DeadLetter(_ context.Context, m *consumer.Message, reason string) error {
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, err := s.settleLocked(m)
+	if err != nil {
+		return err
+	}
+	q.releaseLocked(e)
+	q.dead = append(q.dead, DeadLetter{Message: *m, Reason: reason})
+	q.signalLocked()
+	return nil
+}
+
+// DeliveryTimeout implements consumer.Extender.
+func (s *Source) DeliveryTimeout() time.Duration { return s.q.visibility }
+
+// Extend implements consumer.Extender.
+func (s *Source) Extend(_ context.Context, m *consumer.Message, d time.Duration) error {
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, err := s.settleLocked(m)
+	if err != nil {
+		return err
+	}
+	e.visibleAt = time.Now().Add(d)
+	return nil
+}
+
+// Ordering implements consumer.Orderer.
+func (s *Source) Ordering() consumer.Ordering { return s.q.ordering }
+
+// Close implements consumer.Source. Deliveries it still holds become
+// visible at once, as they would after a consumer-group rebalance.
+func (s *Source) Close(context.Context) error {
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for e := range q.inFlight {
+		if e.owner == s {
+			q.releaseLocked(e)
+			q.insertReadyLocked(e)
+		}
+	}
+	q.signalLocked()
+	return nil
+}
