@@ -62,13 +62,13 @@ type Queue struct {
 }
 
 type entry struct {
-	seq        uint64
-	out        Outgoing
-	sentAt     time.Time
-	attempts   int
-	token      uint64 // changes on every delivery, so stale settles are refused
-	visibleAt  time.Time
-	owner      *Source
+	seq       uint64
+	out       Outgoing
+	sentAt    time.Time
+	attempts  int
+	token     uint64 // changes on every delivery, so stale settles are refused
+	visibleAt time.Time
+	owner     *Source
 }
 
 // NewQueue makes an empty queue.
