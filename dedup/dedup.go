@@ -45,9 +45,9 @@ type Record struct {
 	ExpiresAt   time.Time // lease, retention or retry delay, by status
 }
 
-// Live reports whether the record still counts at now. An expired record is
-// treated as absent even when it is still stored.
-func (r Record) Live(now time.Time) bool { return now.Before(r.ExpiresAt) }
+// Live reports whether the record still counts at now: until and including
+// ExpiresAt. An expired record is treated as absent even when still stored.
+func (r Record) Live(now time.Time) bool { return !now.After(r.ExpiresAt) }
 
 // Lease is the fencing token of a successful claim.
 type Lease struct {

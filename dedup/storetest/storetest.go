@@ -1,0 +1,400 @@
+// Package storetest is the conformance suite every dedup.Store runs: the
+// in-memory Store and the DynamoDB Store prove the same state machine.
+//
+// Times are whole seconds an hour ahead of the wall clock, so a Store that
+// keeps epoch seconds sees exact values and a real TTL sweeper never removes
+// a record a test is still looking at.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// Options tune the suite for slower stores.
+type Options struct {
+	// RaceGoroutines and RaceRounds size the one-key claim race
+	// (default 64 × 200).
+	RaceGoroutines, RaceRounds int
+}
+
+// Run runs the suite. newStore is called once per subtest.
+func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.RaceGoroutines <= 0 {
+		o.RaceGoroutines = 64
+	}
+	if o.RaceRounds <= 0 {
+		o.RaceRounds = 200
+	}
+	s := &suite{opts: o}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, st dedup.Store)
+	}{
+		{"ClaimFresh", s.claimFresh},
+		{"ClaimRaceHasOneWinner", s.claimRace},
+		{"LoserLearnsLiveRecord", s.loserLearns},
+		{"CompletedReturnsCachedResponse", s.completedCached},
+		{"TakeoverAfterLeaseExpiryFencesOldOwner", s.takeover},
+		{"FailedReclaimableAfterDelay", s.failedReclaim},
+		{"ResetAttemptsOnFail", s.resetAttempts},
+		{"ExpiredButPresentIsAbsent", s.expiredPresent},
+		{"PayloadHashKeptForKeyReuse", s.payloadHash},
+		{"ExtendKeepsLease", s.extend},
+		{"CompleteOnlyOnce", s.completeOnce},
+		{"UnsupportedWriteCommitsNothing", s.unsupportedWrite},
+		{"GetAbsent", s.getAbsent},
+		{"ClaimComplete", s.claimComplete},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
+	}
+}
+
+type suite struct{ opts Options }
+
+var t0 = time.Now().Add(time.Hour).Truncate(time.Second)
+
+func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+
+func key(t *testing.T) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "storetest#" + t.Name() + "-" + hex.EncodeToString(b)
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func claim(t *testing.T, st dedup.Store, k, owner, hash string, now, until int) dedup.Claim {
+	t.Helper()
+	c, err := st.Claim(ctx(t), dedup.ClaimRequest{Key: k, PayloadHash: hash, Owner: owner, Now: at(now), LeaseUntil: at(until)})
+	if err != nil {
+		t.Fatalf("claim %s by %s at +%ds: %v", k, owner, now, err)
+	}
+	return c
+}
+
+func mustAcquire(t *testing.T, c dedup.Claim, attempt int) dedup.Lease {
+	t.Helper()
+	if !c.Acquired {
+		t.Fatalf("claim not acquired; existing %+v", c.Existing)
+	}
+	if c.Attempt != attempt {
+		t.Fatalf("claim Attempt %d, want %d", c.Attempt, attempt)
+	}
+	return c.Lease
+}
+
+func mustLose(t *testing.T, c dedup.Claim, status dedup.Status) dedup.Record {
+	t.Helper()
+	if c.Acquired {
+		t.Fatalf("claim acquired a live key (lease %+v)", c.Lease)
+	}
+	if c.Existing.Status != status {
+		t.Fatalf("existing record %s, want %s (%+v)", c.Existing.Status, status, c.Existing)
+	}
+	return c.Existing
+}
+
+func complete(t *testing.T, st dedup.Store, l dedup.Lease, resp string, now, until int) error {
+	t.Helper()
+	return st.Complete(ctx(t), dedup.CompleteRequest{Lease: l, Response: []byte(resp), Now: at(now), ExpiresAt: at(until)})
+}
+
+func get(t *testing.T, st dedup.Store, k string) dedup.Record {
+	t.Helper()
+	r, err := st.Get(ctx(t), k)
+	if err != nil {
+		t.Fatalf("get %s: %v", k, err)
+	}
+	return r
+}
+
+func (s *suite) claimFresh(t *testing.T, st dedup.Store) {
+	k := key(t)
+	c := claim(t, st, k, "a", "h1", 0, 30)
+	l := mustAcquire(t, c, 1)
+	if l.Key != k || l.Owner != "a" || l.Version <= 0 {
+		t.Fatalf("lease %+v", l)
+	}
+	if c.Previous != nil {
+		t.Fatalf("fresh claim reports a previous record %+v", c.Previous)
+	}
+	r := get(t, st, k)
+	if r.Status != dedup.StatusPending || r.Owner != "a" || r.PayloadHash != "h1" || r.Version != l.Version || r.Attempts != 1 {
+		t.Fatalf("record after claim %+v", r)
+	}
+	if !r.ExpiresAt.Equal(at(30)) {
+		t.Fatalf("PENDING expires at %v, want the lease end %v", r.ExpiresAt, at(30))
+	}
+}
+
+func (s *suite) claimRace(t *testing.T, st dedup.Store) {
+	n, rounds := s.opts.RaceGoroutines, s.opts.RaceRounds
+	base := key(t)
+	for round := range rounds {
+		k := fmt.Sprintf("%s-%d", base, round)
+		var (
+			wins   atomic.Int32
+			winner atomic.Value
+			wg     sync.WaitGroup
+			start  = make(chan struct{})
+			errs   = make(chan error, n)
+			owners = make([]string, n)
+			seen   = make([]dedup.Claim, n)
+		)
+		for g := range n {
+			owners[g] = fmt.Sprintf("w%d", g)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				c, err := st.Claim(context.Background(), dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: owners[g], Now: at(0), LeaseUntil: at(60)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				seen[g] = c
+				if c.Acquired {
+					wins.Add(1)
+					winner.Store(owners[g])
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: claim error: %v", round, err)
+		}
+		if w := wins.Load(); w != 1 {
+			t.Fatalf("round %d: %d winners, want exactly 1", round, w)
+		}
+		for g, c := range seen {
+			if !c.Acquired && (c.Existing.Owner != winner.Load() || c.Existing.Status != dedup.StatusPending) {
+				t.Fatalf("round %d: loser %d saw %+v, winner %v", round, g, c.Existing, winner.Load())
+			}
+		}
+	}
+}
+
+func (s *suite) loserLearns(t *testing.T, st dedup.Store) {
+	k := key(t)
+	mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	r := mustLose(t, claim(t, st, k, "b", "h1", 1, 31), dedup.StatusPending)
+	if r.Owner != "a" || r.PayloadHash != "h1" || !r.ExpiresAt.Equal(at(30)) {
+		t.Fatalf("loser saw %+v", r)
+	}
+}
+
+func (s *suite) completedCached(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	resp := "ok\x00\xff binary"
+	if err := complete(t, st, l, resp, 1, 3600); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	r := mustLose(t, claim(t, st, k, "b", "h1", 2, 32), dedup.StatusCompleted)
+	if string(r.Response) != resp || !r.ExpiresAt.Equal(at(3600)) {
+		t.Fatalf("duplicate saw response %q expiry %v", r.Response, r.ExpiresAt)
+	}
+	if g := get(t, st, k); g.Status != dedup.StatusCompleted || string(g.Response) != resp || g.Version <= l.Version {
+		t.Fatalf("record after complete %+v (lease version %d)", g, l.Version)
+	}
+}
+
+func (s *suite) takeover(t *testing.T, st dedup.Store) {
+	k := key(t)
+	a := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 10), 1)
+	mustLose(t, claim(t, st, k, "b", "h1", 10, 20), dedup.StatusPending)
+	c := claim(t, st, k, "b", "h1", 11, 41)
+	b := mustAcquire(t, c, 2)
+	if b.Version <= a.Version {
+		t.Fatalf("takeover version %d not above %d", b.Version, a.Version)
+	}
+	if c.Previous == nil || c.Previous.Owner != "a" || c.Previous.Status != dedup.StatusPending {
+		t.Fatalf("takeover saw previous %+v", c.Previous)
+	}
+	if err := complete(t, st, a, "from a", 12, 3600); !errors.Is(err, dedup.ErrLeaseLost) {
+		t.Fatalf("fenced Complete: %v, want ErrLeaseLost", err)
+	}
+	if err := st.Fail(ctx(t), dedup.FailRequest{Lease: a, Reason: "x", Now: at(12), RetryAt: at(15)}); !errors.Is(err, dedup.ErrLeaseLost) {
+		t.Fatalf("fenced Fail: %v, want ErrLeaseLost", err)
+	}
+	if err := st.Extend(ctx(t), dedup.ExtendRequest{Lease: a, Now: at(12), LeaseUntil: at(50)}); !errors.Is(err, dedup.ErrLeaseLost) {
+		t.Fatalf("fenced Extend: %v, want ErrLeaseLost", err)
+	}
+	if err := complete(t, st, b, "from b", 13, 3600); err != nil {
+		t.Fatalf("new owner's Complete: %v", err)
+	}
+	if r := get(t, st, k); r.Status != dedup.StatusCompleted || string(r.Response) != "from b" || r.Owner != "b" {
+		t.Fatalf("record %+v, want COMPLETED by b", r)
+	}
+}
+
+func (s *suite) failedReclaim(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	if err := st.Fail(ctx(t), dedup.FailRequest{Lease: l, Reason: "boom", Now: at(1), RetryAt: at(5)}); err != nil {
+		t.Fatalf("fail: %v", err)
+	}
+	r := mustLose(t, claim(t, st, k, "b", "h1", 2, 32), dedup.StatusFailed)
+	if r.LastError != "boom" || !r.ExpiresAt.Equal(at(5)) || r.Attempts != 1 {
+		t.Fatalf("FAILED record %+v", r)
+	}
+	c := claim(t, st, k, "b", "h1", 6, 36)
+	mustAcquire(t, c, 2)
+	if c.Previous == nil || c.Previous.Status != dedup.StatusFailed {
+		t.Fatalf("re-claim saw previous %+v", c.Previous)
+	}
+}
+
+func (s *suite) resetAttempts(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	if err := st.Fail(ctx(t), dedup.FailRequest{Lease: l, Reason: "x", Now: at(1), RetryAt: at(2)}); err != nil {
+		t.Fatal(err)
+	}
+	l = mustAcquire(t, claim(t, st, k, "a", "h1", 3, 30), 2)
+	if err := st.Fail(ctx(t), dedup.FailRequest{Lease: l, Reason: "dead", Now: at(4), RetryAt: at(5), ResetAttempts: true}); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, claim(t, st, k, "a", "h1", 6, 30), 1)
+}
+
+func (s *suite) expiredPresent(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	if err := complete(t, st, l, "old", 1, 60); err != nil {
+		t.Fatal(err)
+	}
+	mustLose(t, claim(t, st, k, "b", "h1", 60, 90), dedup.StatusCompleted)
+	c := claim(t, st, k, "b", "h1", 61, 91)
+	mustAcquire(t, c, 2)
+	if c.Previous == nil || c.Previous.Status != dedup.StatusCompleted || string(c.Previous.Response) != "old" {
+		t.Fatalf("claim over expired COMPLETED saw previous %+v", c.Previous)
+	}
+	if r := get(t, st, k); r.Status != dedup.StatusPending || len(r.Response) != 0 || r.Owner != "b" {
+		t.Fatalf("record after re-claim %+v", r)
+	}
+}
+
+func (s *suite) payloadHash(t *testing.T, st dedup.Store) {
+	k := key(t)
+	mustAcquire(t, claim(t, st, k, "a", "hash-1", 0, 30), 1)
+	r := mustLose(t, claim(t, st, k, "b", "hash-2", 1, 31), dedup.StatusPending)
+	if r.PayloadHash != "hash-1" {
+		t.Fatalf("existing payload hash %q, want hash-1", r.PayloadHash)
+	}
+	if g := get(t, st, k); g.PayloadHash != "hash-1" {
+		t.Fatalf("a losing claim changed the payload hash to %q", g.PayloadHash)
+	}
+}
+
+func (s *suite) extend(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 10), 1)
+	if err := st.Extend(ctx(t), dedup.ExtendRequest{Lease: l, Now: at(5), LeaseUntil: at(30)}); err != nil {
+		t.Fatalf("extend: %v", err)
+	}
+	mustLose(t, claim(t, st, k, "b", "h1", 15, 45), dedup.StatusPending)
+	if err := complete(t, st, l, "done", 20, 3600); err != nil {
+		t.Fatalf("complete after extend: %v", err)
+	}
+	k2 := key(t) + "-2"
+	l2 := mustAcquire(t, claim(t, st, k2, "a", "h1", 0, 10), 1)
+	if err := st.Extend(ctx(t), dedup.ExtendRequest{Lease: l2, Now: at(5), LeaseUntil: at(30)}); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, claim(t, st, k2, "b", "h1", 31, 61), 2)
+}
+
+func (s *suite) completeOnce(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	if err := complete(t, st, l, "first", 1, 3600); err != nil {
+		t.Fatal(err)
+	}
+	if err := complete(t, st, l, "second", 2, 3600); !errors.Is(err, dedup.ErrLeaseLost) {
+		t.Fatalf("second Complete on one lease: %v, want ErrLeaseLost", err)
+	}
+	if r := get(t, st, k); string(r.Response) != "first" {
+		t.Fatalf("response %q after a second Complete", r.Response)
+	}
+}
+
+func (s *suite) unsupportedWrite(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	err := st.Complete(ctx(t), dedup.CompleteRequest{Lease: l, Response: []byte("x"), Now: at(1), ExpiresAt: at(3600),
+		Writes: []any{struct{ Nonsense int }{1}}})
+	if !errors.Is(err, dedup.ErrUnsupportedWrite) {
+		t.Fatalf("Complete with an unknown write: %v, want ErrUnsupportedWrite", err)
+	}
+	if r := get(t, st, k); r.Status != dedup.StatusPending {
+		t.Fatalf("a rejected Complete changed the record: %+v", r)
+	}
+	if err := complete(t, st, l, "x", 2, 3600); err != nil {
+		t.Fatalf("lease not held after a rejected Complete: %v", err)
+	}
+}
+
+func (s *suite) getAbsent(t *testing.T, st dedup.Store) {
+	if _, err := st.Get(ctx(t), key(t)); !errors.Is(err, dedup.ErrNotFound) {
+		t.Fatalf("Get of an absent key: %v, want ErrNotFound", err)
+	}
+}
+
+func (s *suite) claimComplete(t *testing.T, st dedup.Store) {
+	cc, ok := st.(dedup.ClaimCompleter)
+	if !ok {
+		t.Skip("store has no one-round-trip claim")
+	}
+	k := key(t)
+	req := dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h1", Owner: "a", Response: []byte("r"), Now: at(0), ExpiresAt: at(3600)}
+	c, err := cc.ClaimComplete(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, c, 1)
+	if r := get(t, st, k); r.Status != dedup.StatusCompleted || string(r.Response) != "r" {
+		t.Fatalf("record after ClaimComplete %+v", r)
+	}
+	req.Owner, req.Response, req.Now = "b", []byte("other"), at(1)
+	c, err = cc.ClaimComplete(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := mustLose(t, c, dedup.StatusCompleted); string(r.Response) != "r" {
+		t.Fatalf("duplicate ClaimComplete saw %q", r.Response)
+	}
+	k2 := key(t) + "-p"
+	mustAcquire(t, claim(t, st, k2, "a", "h1", 0, 30), 1)
+	c, err = cc.ClaimComplete(ctx(t), dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h1", Owner: "b", Now: at(1), ExpiresAt: at(3600)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustLose(t, c, dedup.StatusPending)
+	c, err = cc.ClaimComplete(ctx(t), dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h1", Owner: "b", Now: at(31), ExpiresAt: at(3600)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, c, 2)
+}
