@@ -1,0 +1,492 @@
+// Package consumer runs a Handler over a Source with exactly-once effects:
+// each message's fingerprint is claimed in a dedup.Store before the handler
+// runs, the handler's result commits with the COMPLETED record, and only
+// then is the message acked.
+//
+// The package knows no broker and no database: it talks to a Source and a
+// dedup.Store, the way database/sql talks to its drivers.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// RedeliveryWindow is implemented by sources that know how long the broker
+// may redeliver a message (SQS's retention period). COMPLETED records must
+// outlive it, or a late redelivery would find no record and run again.
+type RedeliveryWindow interface {
+	RedeliveryWindow() time.Duration
+}
+
+// Consumer runs a Handler over a Source through a Guard.
+type Consumer struct {
+	cfg      config
+	src      Source
+	guard    *Guard
+	ordering Ordering
+	extender Extender
+	started  atomic.Bool
+}
+
+// New validates the options and returns a Consumer. Run starts it.
+func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, error) {
+	if src == nil {
+		return nil, configError("a Source is required")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.maxInFlight == 0 {
+		cfg.maxInFlight = 2 * cfg.concurrency
+	}
+	if w, ok := src.(RedeliveryWindow); ok {
+		window := w.RedeliveryWindow()
+		if !cfg.retentionSet && cfg.retention <= window {
+			cfg.retention = window + time.Hour
+		}
+		if cfg.retention <= window {
+			return nil, configError("Retention %v: the source may redeliver for %v, so a late duplicate would run again",
+				cfg.retention, window)
+		}
+	}
+	g, err := newGuard(cfg, store, h)
+	if err != nil {
+		return nil, err
+	}
+	c := &Consumer{cfg: cfg, src: src, guard: g}
+	if o, ok := src.(Orderer); ok {
+		c.ordering = o.Ordering()
+	}
+	if e, ok := src.(Extender); ok && e.DeliveryTimeout() > 0 {
+		c.extender = e
+	}
+	return c, nil
+}
+
+// Run receives and processes messages until ctx is cancelled or the source
+// closes. On cancel it stops receiving, gives in-flight handlers up to
+// DrainTimeout, settles what they finished, gives back what never started
+// and closes the Source. It returns nil after a cancel, or the error that
+// stopped it. A Consumer runs once.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return errors.New("consumer: Run called twice")
+	}
+	r := newRun(c)
+	return r.run(ctx)
+}
+
+// orderKey is what the consumer serializes on.
+type orderKey struct {
+	partition int32
+	key       string
+}
+
+// slot is one held message.
+type slot struct {
+	r          *run
+	m          *Message
+	key        orderKey
+	started    bool
+	lease      dedup.Lease
+	leased     bool
+	cancel     context.CancelFunc
+	lastLease  time.Time
+	lastSource time.Time
+	retry      *time.Timer
+}
+
+// slotTracker tells the shared heartbeat about a slot's lease.
+type slotTracker struct{ s *slot }
+
+func (t slotTracker) leased(l dedup.Lease, cancel context.CancelFunc) {
+	r := t.s.r
+	r.mu.Lock()
+	t.s.lease, t.s.leased, t.s.cancel, t.s.lastLease = l, true, cancel, time.Now()
+	r.mu.Unlock()
+}
+
+func (t slotTracker) unleased() {
+	r := t.s.r
+	r.mu.Lock()
+	t.s.leased, t.s.cancel = false, nil
+	r.mu.Unlock()
+}
+
+type keyQueue struct{ pending []*slot }
+
+type run struct {
+	c    *Consumer
+	work chan *slot
+
+	// handlerCtx outlives Run's context by the drain: handlers keep going
+	// until DrainTimeout, then it is cancelled.
+	handlerCtx    context.Context
+	cancelHandler context.CancelFunc
+
+	mu       sync.Mutex
+	held     map[*slot]struct{}
+	keys     map[orderKey]*keyQueue
+	draining bool
+	space    chan struct{} // a slot was freed
+	empty    chan struct{} // closed when draining and nothing is held
+}
+
+func newRun(c *Consumer) *run {
+	r := &run{c: c, work: make(chan *slot, c.cfg.maxInFlight),
+		held: make(map[*slot]struct{}, c.cfg.maxInFlight), keys: map[orderKey]*keyQueue{},
+		space: make(chan struct{}, 1), empty: make(chan struct{})}
+	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
+	return r
+}
+
+func (r *run) run(ctx context.Context) error {
+	cfg := &r.c.cfg
+	var workers sync.WaitGroup
+	for range cfg.concurrency {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for s := range r.work {
+				r.handle(s)
+			}
+		}()
+	}
+	hbStop := make(chan struct{})
+	hbDone := make(chan struct{})
+	go r.heartbeat(hbStop, hbDone)
+
+	fetchErr := r.fetch(ctx)
+
+	// Drain: nothing new starts; what runs gets until the deadline.
+	drainStart := time.Now()
+	r.mu.Lock()
+	r.draining = true
+	var unstarted []*slot
+	for s := range r.held {
+		if s.retry != nil && s.retry.Stop() {
+			unstarted = append(unstarted, s)
+		}
+	}
+	for _, q := range r.keys {
+		unstarted = append(unstarted, q.pending...)
+		q.pending = nil
+	}
+	r.mu.Unlock()
+	for _, s := range unstarted {
+		r.giveBack(s)
+	}
+	reserve := min(time.Second, cfg.drainTimeout/5)
+	r.waitEmpty(cfg.drainTimeout - reserve)
+	r.cancelHandler()
+	r.waitEmpty(reserve)
+	close(r.work)
+	workers.Wait()
+	close(hbStop)
+	<-hbDone
+
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
+	defer cancel()
+	closeErr := r.c.src.Close(closeCtx)
+	if fetchErr != nil {
+		return fetchErr
+	}
+	if closeErr != nil {
+		return fmt.Errorf("consumer: closing source: %w", closeErr)
+	}
+	return nil
+}
+
+func (r *run) waitEmpty(d time.Duration) {
+	r.mu.Lock()
+	if len(r.held) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.empty:
+	case <-t.C:
+	}
+}
+
+// fetch receives while there is room, until ctx ends or the source fails
+// for good.
+func (r *run) fetch(ctx context.Context) error {
+	cfg := &r.c.cfg
+	failures := 0
+	for {
+		free, ok := r.waitFree(ctx)
+		if !ok {
+			return nil
+		}
+		msgs, err := r.c.src.Receive(ctx, free)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, ErrSourceClosed):
+				return err
+			}
+			failures++
+			delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
+			cfg.logger.WarnContext(ctx, "receive failed", "error", err.Error(), "retry_in", delay)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(delay):
+			}
+			continue
+		}
+		failures = 0
+		now := time.Now()
+		r.mu.Lock()
+		for _, m := range msgs {
+			s := &slot{r: r, m: m, lastSource: now}
+			switch r.c.ordering {
+			case OrderByKey:
+				s.key = orderKey{m.Origin.Partition, m.Key}
+			case OrderByPartition:
+				s.key = orderKey{partition: m.Origin.Partition}
+			}
+			r.held[s] = struct{}{}
+			r.dispatchLocked(s)
+		}
+		n := len(r.held)
+		r.mu.Unlock()
+		r.reportInFlight(n)
+	}
+}
+
+// waitFree blocks until fewer than MaxInFlight messages are held and says
+// how many more may be taken.
+func (r *run) waitFree(ctx context.Context) (int, bool) {
+	for {
+		r.mu.Lock()
+		free := r.c.cfg.maxInFlight - len(r.held)
+		r.mu.Unlock()
+		if free > 0 {
+			return free, ctx.Err() == nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case <-r.space:
+		}
+	}
+}
+
+// dispatchLocked hands s to a worker, or queues it behind its key. The work
+// channel holds MaxInFlight, so a send never blocks.
+func (r *run) dispatchLocked(s *slot) {
+	if r.c.ordering == Unordered {
+		r.work <- s
+		return
+	}
+	if q, busy := r.keys[s.key]; busy {
+		q.pending = append(q.pending, s)
+		return
+	}
+	r.keys[s.key] = &keyQueue{}
+	r.work <- s
+}
+
+func (r *run) handle(s *slot) {
+	r.mu.Lock()
+	if r.draining {
+		r.mu.Unlock()
+		r.giveBack(s)
+		return
+	}
+	s.started, s.retry = true, nil
+	r.mu.Unlock()
+
+	o := r.c.guard.process(r.handlerCtx, s.m, slotTracker{s})
+	r.settle(s, o)
+}
+
+// settle carries out the outcome's action on the source.
+func (r *run) settle(s *slot, o Outcome) {
+	ctx, cancel := settleContext(r.handlerCtx)
+	defer cancel()
+	src := r.c.src
+	var err error
+	action := o.Action()
+	switch action {
+	case Ack:
+		err = src.Ack(ctx, s.m)
+	case DeadLetter:
+		if err = src.DeadLetter(ctx, s.m, o.Reason()); err != nil {
+			// No dead-letter destination took it: keep the message rather
+			// than lose it, and say so loudly.
+			r.c.cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogErr(err))
+			_ = src.Nack(ctx, s.m, r.c.cfg.maxRetryDelay)
+		}
+	case Retry:
+		if r.c.ordering != Unordered && r.retryInPlace(s, o.RetryAfter) {
+			r.reportSettled(ctx, s.m, action, nil)
+			return
+		}
+		err = src.Nack(ctx, s.m, o.RetryAfter)
+	}
+	r.reportSettled(ctx, s.m, action, err)
+	if err != nil && action != DeadLetter {
+		r.c.cfg.logger.WarnContext(ctx, "settle failed", "action", int(action), slogID(s.m), slogErr(err))
+	}
+	r.release(s)
+}
+
+// retryInPlace keeps an ordered message, and so its key, and runs it
+// again after delay: giving it back would let its successors overtake it.
+func (r *run) retryInPlace(s *slot, delay time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.draining {
+		return false
+	}
+	s.m.Attempt++
+	s.started = false
+	s.retry = time.AfterFunc(delay, func() {
+		r.mu.Lock()
+		if r.draining {
+			r.mu.Unlock()
+			r.giveBack(s)
+			return
+		}
+		r.work <- s
+		r.mu.Unlock()
+	})
+	return true
+}
+
+// giveBack returns a message that was never started to the source at once.
+func (r *run) giveBack(s *slot) {
+	ctx, cancel := settleContext(r.handlerCtx)
+	defer cancel()
+	err := r.c.src.Nack(ctx, s.m, 0)
+	r.reportSettled(ctx, s.m, Retry, err)
+	r.release(s)
+}
+
+// release forgets s and lets its key's next message run.
+func (r *run) release(s *slot) {
+	r.mu.Lock()
+	delete(r.held, s)
+	if r.c.ordering != Unordered {
+		if q := r.keys[s.key]; q != nil {
+			if len(q.pending) > 0 && !r.draining {
+				next := q.pending[0]
+				q.pending = q.pending[1:]
+				r.work <- next
+			} else {
+				delete(r.keys, s.key)
+			}
+		}
+	}
+	n := len(r.held)
+	if n == 0 && r.draining {
+		select {
+		case <-r.empty:
+		default:
+			close(r.empty)
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case r.space <- struct{}{}:
+	default:
+	}
+	r.reportInFlight(n)
+}
+
+func (r *run) reportInFlight(n int) {
+	for _, h := range r.c.guard.hooks.inFlight {
+		h.OnInFlight(n)
+	}
+}
+
+func (r *run) reportSettled(ctx context.Context, m *Message, a Action, err error) {
+	for _, h := range r.c.guard.hooks.settle {
+		h.OnSettled(ctx, m, a, err)
+	}
+}
+
+// heartbeat renews, for every held message, the source's delivery timeout
+// and, while its handler runs, the lease: one goroutine for all messages.
+func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	cfg := &r.c.cfg
+	leaseEvery := cfg.leaseTTL / 3
+	var srcTimeout, srcEvery time.Duration
+	tick := leaseEvery / 2
+	if r.c.extender != nil {
+		srcTimeout = r.c.extender.DeliveryTimeout()
+		srcEvery = srcTimeout / 2
+		tick = min(tick, srcTimeout/4)
+	}
+	tick = max(tick, 10*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	type due struct {
+		s      *slot
+		lease  dedup.Lease
+		cancel context.CancelFunc
+		source bool
+		renew  bool
+	}
+	var batch []due
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		batch = batch[:0]
+		r.mu.Lock()
+		for s := range r.held {
+			d := due{s: s}
+			if r.c.extender != nil && now.Sub(s.lastSource) >= srcEvery {
+				d.source, s.lastSource = true, now
+			}
+			if s.leased && now.Sub(s.lastLease) >= leaseEvery {
+				d.renew, d.lease, d.cancel, s.lastLease = true, s.lease, s.cancel, now
+			}
+			if d.source || d.renew {
+				batch = append(batch, d)
+			}
+		}
+		r.mu.Unlock()
+		for _, d := range batch {
+			ctx, cancel := settleContext(r.handlerCtx)
+			if d.source {
+				err := r.c.extender.Extend(ctx, d.s.m, srcTimeout)
+				r.reportHeartbeat(ctx, d.s.m, false, err)
+			}
+			if d.renew {
+				err := r.c.guard.extendLease(ctx, d.lease)
+				r.reportHeartbeat(ctx, d.s.m, true, err)
+				if errors.Is(err, dedup.ErrLeaseLost) {
+					d.cancel() // another worker owns the key: stop this handler
+				}
+			}
+			cancel()
+		}
+	}
+}
+
+func (r *run) reportHeartbeat(ctx context.Context, m *Message, lease bool, err error) {
+	for _, h := range r.c.guard.hooks.heartbeat {
+		h.OnHeartbeat(ctx, m, lease, err)
+	}
+}

@@ -1,0 +1,492 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
+	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/sources/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// ledger is a business effect applied only through a memory.Write, so it
+// moves exactly when a COMPLETED commit lands.
+type ledger struct {
+	mu      sync.Mutex
+	applied map[string]int
+}
+
+func newLedger() *ledger { return &ledger{applied: map[string]int{}} }
+
+func (l *ledger) write(key string) memory_write {
+	return dedupmem.Write{Apply: func() { l.mu.Lock(); l.applied[key]++; l.mu.Unlock() }}
+}
+
+type memory_write = dedupmem.Write
+
+func (l *ledger) counts() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.applied))
+	for k, v := range l.applied {
+		out[k] = v
+	}
+	return out
+}
+
+// countingSource records every settle by message ID and checks, at each
+// ack, that the message's record is COMPLETED.
+type countingSource struct {
+	consumer.Source
+	t     *testing.T
+	store dedup.Store
+	mu    sync.Mutex
+	acks  map[string]int
+	nacks int
+}
+
+func (s *countingSource) Ack(ctx context.Context, m *consumer.Message) error {
+	if s.store != nil {
+		r, err := s.store.Get(ctx, m.IdempotencyKey)
+		if err != nil || r.Status != dedup.StatusCompleted {
+			s.t.Errorf("ack of %s before its record was COMPLETED: %+v %v", m.ID, r.Status, err)
+		}
+	}
+	s.mu.Lock()
+	s.acks[m.ID]++
+	s.mu.Unlock()
+	return s.Source.Ack(ctx, m)
+}
+
+func (s *countingSource) Nack(ctx context.Context, m *consumer.Message, d time.Duration) error {
+	s.mu.Lock()
+	s.nacks++
+	s.mu.Unlock()
+	return s.Source.Nack(ctx, m, d)
+}
+
+func newCounting(t *testing.T, src consumer.Source, store dedup.Store) *countingSource {
+	return &countingSource{Source: src, t: t, store: store, acks: map[string]int{}}
+}
+
+// runUntil runs c until done reports true, then cancels and waits.
+func runUntil(t *testing.T, c *consumer.Consumer, done func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			cancel()
+			<-errc
+			t.Fatal("condition not reached within 60s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestExactlyOnceWithDuplicates(t *testing.T) {
+	const total, unique = 10000, 7000
+	q := memory.NewQueue("orders")
+	ctx := context.Background()
+	for i := range total {
+		id := i
+		if i >= unique {
+			id = (i * 7919) % unique // 30% re-deliveries of earlier messages
+		}
+		_ = q.Send(ctx, memory.Outgoing{Body: []byte(fmt.Sprintf(`{"order":%d}`, id)),
+			Attributes: map[string]string{"idempotency-key": fmt.Sprintf("order-%d", id)}})
+	}
+	store := dedupmem.New()
+	src := newCounting(t, q.Source(), store)
+	led := newLedger()
+	var calls atomic.Int64
+	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+		calls.Add(1)
+		return consumer.Result{Response: []byte("ok"), Writes: []any{led.write(m.Attributes["idempotency-key"])}}, nil
+	})
+	c, err := consumer.New(src, store, h, consumer.Concurrency(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, c, func() bool { return q.Stats().Acked == total })
+
+	counts := led.counts()
+	if len(counts) != unique {
+		t.Fatalf("%d keys took effect, want %d", len(counts), unique)
+	}
+	for k, n := range counts {
+		if n != 1 {
+			t.Fatalf("key %s took effect %d times", k, n)
+		}
+	}
+	if calls.Load() != unique {
+		t.Fatalf("handler ran %d times for %d unique messages", calls.Load(), unique)
+	}
+	if len(src.acks) != total {
+		t.Fatalf("%d messages acked, want %d", len(src.acks), total)
+	}
+	for id, n := range src.acks {
+		if n != 1 {
+			t.Fatalf("message %s acked %d times", id, n)
+		}
+	}
+	if s := q.Stats(); s.Ready+s.Delayed+s.InFlight != 0 {
+		t.Fatalf("queue not empty: %+v", s)
+	}
+}
+
+// flakyStore fails the first n Completes.
+type flakyStore struct {
+	dedup.Store
+	failures atomic.Int32
+}
+
+func (s *flakyStore) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	if s.failures.Add(-1) >= 0 {
+		return errors.New("injected: connection reset during complete")
+	}
+	return s.Store.Complete(ctx, req)
+}
+
+func TestAckOnlyAfterCompleted(t *testing.T) {
+	q := memory.NewQueue("ack")
+	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("m1")})
+	store := &flakyStore{Store: dedupmem.New()}
+	store.failures.Store(2)
+	src := newCounting(t, q.Source(), store)
+	led := newLedger()
+	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{Writes: []any{led.write("m1")}}, nil
+	})
+	c, err := consumer.New(src, store, h, consumer.FailedRetryDelay(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, c, func() bool { return q.Stats().Acked == 1 })
+	if src.nacks < 2 {
+		t.Fatalf("%d nacks, want the two failed completes given back", src.nacks)
+	}
+	if n := led.counts()["m1"]; n != 1 {
+		t.Fatalf("effect applied %d times", n)
+	}
+}
+
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestFencingAfterLeaseExpiry(t *testing.T) {
+	store := dedupmem.New()
+	clock := &manualClock{now: time.Now()}
+	led := newLedger()
+	gates := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	entered := make(chan int, 2)
+	var n atomic.Int32
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		i := int(n.Add(1)) - 1
+		entered <- i
+		<-gates[i]
+		return consumer.Result{Response: []byte("r"), Writes: []any{led.write("k")}}, nil
+	})
+	opts := []consumer.Option{consumer.WithClock(clock), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute)}
+	a, err := consumer.NewGuard(store, h, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := consumer.NewGuard(store, h, opts...)
+	msg := func() *consumer.Message {
+		return &consumer.Message{ID: "m", Body: []byte("x"), Attributes: map[string]string{"idempotency-key": "k"}}
+	}
+	outA, outB := make(chan consumer.Outcome, 1), make(chan consumer.Outcome, 1)
+	go func() { outA <- a.Process(context.Background(), msg()) }()
+	<-entered
+	clock.Advance(3 * time.Minute) // A's lease is over: B takes the key
+	go func() { outB <- b.Process(context.Background(), msg()) }()
+	<-entered
+	close(gates[0]) // A finishes first, while B holds the lease
+	o := <-outA
+	if o.Kind != consumer.LeaseLost || o.Action() == consumer.Ack || !errors.Is(o.Err, dedup.ErrLeaseLost) {
+		t.Fatalf("A: %v, action %v (%v); want lease lost, not acked", o.Kind, o.Action(), o.Err)
+	}
+	if c := led.counts()["k"]; c != 0 {
+		t.Fatalf("the fenced worker's effect was applied")
+	}
+	close(gates[1])
+	if o := <-outB; o.Kind != consumer.Processed || o.Attempt != 2 {
+		t.Fatalf("B: %v attempt %d (%v), want processed on attempt 2", o.Kind, o.Attempt, o.Err)
+	}
+	if c := led.counts()["k"]; c != 1 {
+		t.Fatalf("effect applied %d times", c)
+	}
+}
+
+func TestDrainTimeoutBoundsRun(t *testing.T) {
+	q := memory.NewQueue("drain")
+	for i := range 4 {
+		_ = q.Send(context.Background(), memory.Outgoing{Body: []byte(fmt.Sprint(i))})
+	}
+	started := make(chan struct{}, 4)
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		started <- struct{}{}
+		<-ctx.Done() // a handler that only stops when told
+		return consumer.Result{}, ctx.Err()
+	})
+	store := dedupmem.New()
+	c, err := consumer.New(q.Source(), store, h, consumer.Concurrency(2), consumer.DrainTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	<-started
+	<-started
+	cancel()
+	begin := time.Now()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 3*time.Second {
+		t.Fatalf("Run took %v to return after cancel with a 500ms drain", took)
+	}
+	s := q.Stats()
+	if s.Acked != 0 || s.Ready != 4 || s.InFlight != 0 {
+		t.Fatalf("after drain %+v: want all 4 given back, none acked", s)
+	}
+	// The interrupted claims are re-claimable at once.
+	c2, _ := consumer.New(q.Source(), store, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{}, nil
+	}))
+	runUntil(t, c2, func() bool { return q.Stats().Acked == 4 })
+}
+
+func TestDrainLetsInFlightFinish(t *testing.T) {
+	q := memory.NewQueue("finish")
+	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("slow")})
+	started := make(chan struct{})
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		close(started)
+		time.Sleep(200 * time.Millisecond)
+		return consumer.Result{}, nil
+	})
+	c, _ := consumer.New(q.Source(), dedupmem.New(), h)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	<-started
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if s := q.Stats(); s.Acked != 1 {
+		t.Fatalf("in-flight message not acked during drain: %+v", s)
+	}
+}
+
+func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
+	q := memory.NewQueue("panic")
+	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("once")})
+	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("always")})
+	var onceCalls, alwaysCalls atomic.Int32
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		if string(m.Body) == "always" {
+			alwaysCalls.Add(1)
+			panic("boom")
+		}
+		if onceCalls.Add(1) == 1 {
+			panic("first time only")
+		}
+		return consumer.Result{}, nil
+	})
+	c, _ := consumer.New(q.Source(), dedupmem.New(), h, consumer.FailedRetryDelay(5*time.Millisecond), consumer.MaxAttempts(3))
+	runUntil(t, c, func() bool { s := q.Stats(); return s.Acked == 1 && s.DeadLettered == 1 })
+	if onceCalls.Load() != 2 || alwaysCalls.Load() != 3 {
+		t.Fatalf("calls once=%d always=%d, want 2 and 3", onceCalls.Load(), alwaysCalls.Load())
+	}
+	dl := q.DeadLetters()
+	if string(dl[0].Message.Body) != "always" || !strings.Contains(dl[0].Reason, "attempts exhausted") || !strings.Contains(dl[0].Reason, "boom") {
+		t.Fatalf("dead letter %q: %q", dl[0].Message.Body, dl[0].Reason)
+	}
+}
+
+func TestBadInputOutcomes(t *testing.T) {
+	q := memory.NewQueue("bad")
+	send := func(body, key string) {
+		_ = q.Send(context.Background(), memory.Outgoing{Body: []byte(body), Attributes: map[string]string{"idempotency-key": key}})
+	}
+	send("not json", "k-bad")  // permanent: dead letter at once
+	send("good", "")           // empty key: dead letter
+	send("first", "k-reused")  // processed
+	send("second", "k-reused") // same key, other body: key reuse
+	send("good", string([]byte{0xff, 0xfe}))
+	var calls atomic.Int32
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		calls.Add(1)
+		if string(m.Body) == "not json" {
+			return consumer.Result{}, consumer.Permanent(errors.New("malformed order: not JSON"))
+		}
+		return consumer.Result{}, nil
+	})
+	c, _ := consumer.New(q.Source(), dedupmem.New(), h, consumer.Concurrency(1))
+	runUntil(t, c, func() bool { s := q.Stats(); return s.Acked+s.DeadLettered == 5 })
+	reasons := map[string]string{}
+	for _, d := range q.DeadLetters() {
+		reasons[string(d.Message.Body)] = d.Reason
+	}
+	if !strings.Contains(reasons["not json"], "malformed order") {
+		t.Errorf("permanent failure reason %q", reasons["not json"])
+	}
+	if !strings.Contains(reasons["good"], "empty idempotency key") {
+		t.Errorf("empty key reason %q", reasons["good"])
+	}
+	if !strings.Contains(reasons["second"], "reused") {
+		t.Errorf("key reuse reason %q", reasons["second"])
+	}
+	if s := q.Stats(); s.Acked != 2 || s.DeadLettered != 3 {
+		t.Fatalf("stats %+v: want the first reused-key message and the non-UTF-8 key acked", s)
+	}
+}
+
+func TestInFlightElsewhereIsNotAcked(t *testing.T) {
+	q := memory.NewQueue("elsewhere")
+	for range 2 {
+		_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("same")})
+	}
+	store := dedupmem.New()
+	src := newCounting(t, q.Source(), store)
+	var calls atomic.Int32
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		calls.Add(1)
+		time.Sleep(300 * time.Millisecond)
+		return consumer.Result{Response: []byte("done")}, nil
+	})
+	var outcomes sync.Map
+	c, _ := consumer.New(src, store, h, consumer.Concurrency(2), consumer.PendingRecheck(50*time.Millisecond),
+		consumer.WithHooks(outcomeRecorder{&outcomes}))
+	runUntil(t, c, func() bool { return q.Stats().Acked == 2 })
+	if calls.Load() != 1 {
+		t.Fatalf("handler ran %d times", calls.Load())
+	}
+	for _, k := range []consumer.Kind{consumer.Processed, consumer.InFlightElsewhere, consumer.Duplicate} {
+		if _, ok := outcomes.Load(k); !ok {
+			t.Errorf("no %v outcome seen", k)
+		}
+	}
+}
+
+type outcomeRecorder struct{ m *sync.Map }
+
+func (r outcomeRecorder) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
+	r.m.Store(o.Kind, true)
+}
+
+// orderedSource declares key ordering over an unordered queue, so the
+// consumer alone must serialize.
+type orderedSource struct{ *memory.Source }
+
+func (orderedSource) Ordering() consumer.Ordering { return consumer.OrderByKey }
+
+func TestKeyOrderUnderConcurrency(t *testing.T) {
+	const keys, per = 8, 40
+	q := memory.NewQueue("ordered")
+	for i := range per {
+		for k := range keys {
+			_ = q.Send(context.Background(), memory.Outgoing{Key: fmt.Sprint(k), Body: []byte(fmt.Sprintf("%d/%d", k, i))})
+		}
+	}
+	var (
+		mu      sync.Mutex
+		seen    = map[string][]string{}
+		running = map[string]int{}
+		failed  atomic.Bool
+	)
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		mu.Lock()
+		running[m.Key]++
+		if running[m.Key] > 1 {
+			t.Errorf("key %s: two messages at once", m.Key)
+		}
+		mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+		mu.Lock()
+		defer mu.Unlock()
+		running[m.Key]--
+		if string(m.Body) == "3/5" && failed.CompareAndSwap(false, true) {
+			return consumer.Result{}, errors.New("transient failure of a head")
+		}
+		seen[m.Key] = append(seen[m.Key], string(m.Body))
+		return consumer.Result{}, nil
+	})
+	c, _ := consumer.New(orderedSource{q.Source()}, dedupmem.New(), h, consumer.Concurrency(16),
+		consumer.MaxInFlight(64), consumer.FailedRetryDelay(20*time.Millisecond))
+	runUntil(t, c, func() bool { return q.Stats().Acked == keys*per })
+	mu.Lock()
+	defer mu.Unlock()
+	for k := range keys {
+		key := fmt.Sprint(k)
+		if len(seen[key]) != per {
+			t.Fatalf("key %s processed %d of %d", key, len(seen[key]), per)
+		}
+		for i, b := range seen[key] {
+			if b != fmt.Sprintf("%d/%d", k, i) {
+				t.Fatalf("key %s out of order: %v", key, seen[key])
+			}
+		}
+	}
+}
+
+func TestConfigurationRefused(t *testing.T) {
+	src := memory.NewQueue("cfg").Source()
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
+	cases := map[string][]consumer.Option{
+		"zero lease":                {consumer.LeaseTTL(0)},
+		"negative lease":            {consumer.LeaseTTL(-time.Second)},
+		"lease shorter than timeout": {consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(time.Minute)},
+		"retention under lease":     {consumer.Retention(time.Second)},
+		"no workers":                {consumer.Concurrency(0)},
+		"in flight under workers":   {consumer.Concurrency(8), consumer.MaxInFlight(4)},
+		"zero attempts":             {consumer.MaxAttempts(0)},
+	}
+	for name, opts := range cases {
+		if _, err := consumer.New(src, dedupmem.New(), h, opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	if _, err := consumer.New(windowSource{src}, dedupmem.New(), h, consumer.Retention(48*time.Hour)); !errors.Is(err, consumer.ErrInvalidConfig) {
+		t.Errorf("retention below the redelivery window: %v", err)
+	}
+	if _, err := consumer.New(src, oneCallStore{}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
+		t.Errorf("one round trip on a store without it: %v", err)
+	}
+}
+
+type windowSource struct{ *memory.Source }
+
+func (windowSource) RedeliveryWindow() time.Duration { return 4 * 24 * time.Hour }
+
+type oneCallStore struct{ dedup.Store }

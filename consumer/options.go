@@ -1,0 +1,171 @@
+package consumer
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Clock tells the time the consumer writes into records. One clock for all
+// records: stores keep none of their own.
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// KeyFunc returns a message's idempotency key (before the namespace is
+// prefixed). An empty key dead-letters the message.
+type KeyFunc func(m *Message) (string, error)
+
+// Option configures a Consumer or a Guard.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	concurrency      int
+	maxInFlight      int
+	handlerTimeout   time.Duration
+	leaseTTL         time.Duration
+	retention        time.Duration
+	retentionSet     bool
+	failedRetryDelay time.Duration
+	maxRetryDelay    time.Duration
+	pendingRecheck   time.Duration
+	maxAttempts      int
+	drainTimeout     time.Duration
+	namespace        string
+	keyFunc          KeyFunc
+	logger           *slog.Logger
+	clock            Clock
+	oneRoundTrip     bool
+	hooks            []Hook
+}
+
+func defaultConfig() config {
+	return config{
+		concurrency:      16,
+		handlerTimeout:   30 * time.Second,
+		leaseTTL:         60 * time.Second,
+		retention:        24 * time.Hour,
+		failedRetryDelay: 2 * time.Second,
+		maxRetryDelay:    5 * time.Minute,
+		pendingRecheck:   2 * time.Second,
+		maxAttempts:      5,
+		drainTimeout:     30 * time.Second,
+		namespace:        "onceq",
+		logger:           slog.New(slog.DiscardHandler),
+		clock:            wallClock{},
+	}
+}
+
+// leaseMargin is how much longer than the handler timeout a lease must be,
+// so that a handler is stopped before another worker may take its key.
+func leaseMargin(handlerTimeout time.Duration) time.Duration {
+	return max(2*time.Second, handlerTimeout/10)
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.concurrency < 1:
+		return configError("Concurrency %d: must be at least 1", c.concurrency)
+	case c.maxInFlight < c.concurrency:
+		return configError("MaxInFlight %d: must be at least Concurrency (%d)", c.maxInFlight, c.concurrency)
+	case c.handlerTimeout <= 0:
+		return configError("HandlerTimeout %v: must be positive", c.handlerTimeout)
+	case c.leaseTTL <= 0:
+		return configError("LeaseTTL %v: must be positive", c.leaseTTL)
+	case c.leaseTTL < c.handlerTimeout+leaseMargin(c.handlerTimeout):
+		return configError("LeaseTTL %v: must exceed HandlerTimeout %v by at least %v, or a live handler's key could be taken over",
+			c.leaseTTL, c.handlerTimeout, leaseMargin(c.handlerTimeout))
+	case c.retention <= c.leaseTTL:
+		return configError("Retention %v: must exceed LeaseTTL %v", c.retention, c.leaseTTL)
+	case c.failedRetryDelay <= 0 || c.maxRetryDelay < c.failedRetryDelay:
+		return configError("FailedRetryDelay %v: must be positive and at most %v", c.failedRetryDelay, c.maxRetryDelay)
+	case c.pendingRecheck <= 0:
+		return configError("PendingRecheck %v: must be positive", c.pendingRecheck)
+	case c.maxAttempts < 1:
+		return configError("MaxAttempts %d: must be at least 1", c.maxAttempts)
+	case c.drainTimeout <= 0:
+		return configError("DrainTimeout %v: must be positive", c.drainTimeout)
+	case c.logger == nil || c.clock == nil:
+		return configError("Logger and Clock: must not be nil")
+	}
+	return nil
+}
+
+// Concurrency sets how many handlers run at once (default 16).
+func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
+
+// MaxInFlight bounds the messages held at once, received but not settled,
+// running or queued behind their key (default 2 × Concurrency). Receive is
+// never asked for more: this is the back-pressure on the broker.
+func MaxInFlight(n int) Option { return optionFunc(func(c *config) { c.maxInFlight = n }) }
+
+// HandlerTimeout bounds one handler call (default 30s).
+func HandlerTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.handlerTimeout = d })
+}
+
+// LeaseTTL is how long a claim holds its key before another worker may take
+// it over (default 60s); heartbeats renew it while the handler runs. It
+// must exceed HandlerTimeout by a margin.
+func LeaseTTL(d time.Duration) Option { return optionFunc(func(c *config) { c.leaseTTL = d }) }
+
+// Retention is how long a COMPLETED record answers duplicates (default 24h,
+// or longer when the source declares a longer redelivery window). It must
+// exceed how long the source may redeliver a message.
+func Retention(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.retention, c.retentionSet = d, true })
+}
+
+// FailedRetryDelay is the first retry delay after a handler failure
+// (default 2s); it doubles per attempt up to 5 minutes.
+func FailedRetryDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.failedRetryDelay = d })
+}
+
+// PendingRecheck is how soon a message whose key is in flight elsewhere is
+// looked at again (default 2s, never later than the lease's end).
+func PendingRecheck(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.pendingRecheck = d })
+}
+
+// MaxAttempts is how many times the handler may run for a key before the
+// message is dead-lettered (default 5). Attempts are counted in the record,
+// so a message that crashes its worker is counted too.
+func MaxAttempts(n int) Option { return optionFunc(func(c *config) { c.maxAttempts = n }) }
+
+// DrainTimeout bounds the wait for in-flight handlers once Run's context
+// is cancelled (default 30s); then their contexts are cancelled.
+func DrainTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.drainTimeout = d })
+}
+
+// Namespace prefixes every key ("<namespace>#<key>"), to share one table
+// among workers or tenants (default "onceq").
+func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespace = ns }) }
+
+// WithKeyFunc replaces the default idempotency key: the
+// IdempotencyKeyAttribute when present, else the SHA-256 of the body.
+func WithKeyFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.keyFunc = f }) }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+
+// WithClock sets the clock of record times (tests).
+func WithClock(clk Clock) Option { return optionFunc(func(c *config) { c.clock = clk }) }
+
+// OneRoundTrip runs the handler before claiming and commits the record
+// straight as COMPLETED with the handler's Writes in one atomic call: for
+// handlers whose whole effect is their Writes (no outside calls), since the
+// handler also runs for duplicates. The Store must be a dedup.ClaimCompleter.
+func OneRoundTrip() Option { return optionFunc(func(c *config) { c.oneRoundTrip = true }) }
+
+// WithHooks adds observers; each may implement any of the hook interfaces
+// in hooks.go.
+func WithHooks(hooks ...Hook) Option {
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
+}

@@ -1,0 +1,88 @@
+package consumer
+
+import "time"
+
+// Kind is what became of a message.
+type Kind int
+
+// The outcomes. Each ends in one source action; see Kind.Action.
+const (
+	// Processed: the handler ran and its result committed as COMPLETED.
+	Processed Kind = iota + 1
+	// Duplicate: the key was already COMPLETED; its cached response stands.
+	Duplicate
+	// InFlightElsewhere: another worker holds the key's lease; re-checked
+	// after a delay, never acked meanwhile.
+	InFlightElsewhere
+	// Retrying: the handler or the store failed; the message comes back.
+	Retrying
+	// DeadLettered: permanent failure, bad input or MaxAttempts reached.
+	DeadLettered
+	// LeaseLost: the lease was taken over while the handler ran; nothing
+	// was committed by this worker and the message is not acked.
+	LeaseLost
+	// KeyReuse: the key is held by a different payload.
+	KeyReuse
+	// Rejected: a business condition refused the effect; the refusal is
+	// cached as COMPLETED so duplicates get the same answer.
+	Rejected
+)
+
+var kindNames = [...]string{"", "processed", "duplicate", "in_flight_elsewhere", "retrying", "dead_lettered", "lease_lost", "key_reuse", "rejected"}
+
+func (k Kind) String() string {
+	if k > 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Action is what the source is told to do.
+type Action int
+
+const (
+	// Ack settles the message: its record is COMPLETED.
+	Ack Action = iota + 1
+	// Retry gives the message back (or holds it in place) for RetryAfter.
+	Retry
+	// DeadLetter moves the message to the dead-letter destination.
+	DeadLetter
+)
+
+// Action maps an outcome to what the source must do.
+func (k Kind) Action() Action {
+	switch k {
+	case Processed, Duplicate, Rejected:
+		return Ack
+	case DeadLettered, KeyReuse:
+		return DeadLetter
+	default:
+		return Retry
+	}
+}
+
+// Outcome is the result of running one message through the guard.
+type Outcome struct {
+	Kind Kind
+	// Key is the idempotency key claimed (namespace#fingerprint).
+	Key string
+	// Attempt is the claim's attempt number (0 when no claim was made).
+	Attempt int
+	// Response is the committed or cached response.
+	Response []byte
+	// Err is the cause of Retrying, DeadLettered, LeaseLost and KeyReuse.
+	Err error
+	// RetryAfter is the delay before the message should be seen again.
+	RetryAfter time.Duration
+}
+
+// Action is Kind.Action.
+func (o Outcome) Action() Action { return o.Kind.Action() }
+
+// Reason is the dead-letter reason: the cause's text.
+func (o Outcome) Reason() string {
+	if o.Err == nil {
+		return o.Kind.String()
+	}
+	return o.Err.Error()
+}
