@@ -29,11 +29,11 @@ type ledger struct {
 
 func newLedger() *ledger { return &ledger{applied: map[string]int{}} }
 
-func (l *ledger) write(key string) memory_write {
+func (l *ledger) write(key string) dedupmem.Write {
 	return dedupmem.Write{Apply: func() { l.mu.Lock(); l.applied[key]++; l.mu.Unlock() }}
 }
 
-type memory_write = dedupmem.Write
+
 
 func (l *ledger) counts() map[string]int {
 	l.mu.Lock()
@@ -464,13 +464,13 @@ func TestConfigurationRefused(t *testing.T) {
 	src := memory.NewQueue("cfg").Source()
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	cases := map[string][]consumer.Option{
-		"zero lease":                {consumer.LeaseTTL(0)},
-		"negative lease":            {consumer.LeaseTTL(-time.Second)},
+		"zero lease":                 {consumer.LeaseTTL(0)},
+		"negative lease":             {consumer.LeaseTTL(-time.Second)},
 		"lease shorter than timeout": {consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(time.Minute)},
-		"retention under lease":     {consumer.Retention(time.Second)},
-		"no workers":                {consumer.Concurrency(0)},
-		"in flight under workers":   {consumer.Concurrency(8), consumer.MaxInFlight(4)},
-		"zero attempts":             {consumer.MaxAttempts(0)},
+		"retention under lease":      {consumer.Retention(time.Second)},
+		"no workers":                 {consumer.Concurrency(0)},
+		"in flight under workers":    {consumer.Concurrency(8), consumer.MaxInFlight(4)},
+		"zero attempts":              {consumer.MaxAttempts(0)},
 	}
 	for name, opts := range cases {
 		if _, err := consumer.New(src, dedupmem.New(), h, opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
