@@ -311,14 +311,14 @@ func (r *run) handle(s *slot) {
 	s.started, s.retry = true, nil
 	r.mu.Unlock()
 
-	o := r.c.guard.process(r.handlerCtx, s.m, slotTracker{s})
-	r.settle(s, o)
+	ctx, cancel := settleContext(r.handlerCtx)
+	defer cancel()
+	o := r.c.guard.process(r.handlerCtx, ctx, s.m, slotTracker{s})
+	r.settle(ctx, s, o)
 }
 
 // settle carries out the outcome's action on the source.
-func (r *run) settle(s *slot, o Outcome) {
-	ctx, cancel := settleContext(r.handlerCtx)
-	defer cancel()
+func (r *run) settle(ctx context.Context, s *slot, o Outcome) {
 	src := r.c.src
 	var err error
 	action := o.Action()

@@ -90,12 +90,16 @@ type leaseTracker interface {
 func (g *Guard) Process(ctx context.Context, m *Message) Outcome {
 	hb := &selfHeartbeat{g: g}
 	defer hb.unleased()
-	return g.process(ctx, m, hb)
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	return g.process(ctx, sctx, m, hb)
 }
 
-func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) Outcome {
+// process runs m; ctx bounds the handler, sctx the store calls that settle
+// the record (it outlives a cancelled ctx, so a drain can record its work).
+func (g *Guard) process(ctx, sctx context.Context, m *Message, tr leaseTracker) Outcome {
 	start := time.Now()
-	o := g.run(ctx, m, tr)
+	o := g.run(ctx, sctx, m, tr)
 	for _, h := range g.hooks.outcome {
 		h.OnOutcome(ctx, m, o, time.Since(start))
 	}
@@ -139,14 +143,14 @@ func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 }
 
-func (g *Guard) run(ctx context.Context, m *Message, tr leaseTracker) Outcome {
+func (g *Guard) run(ctx, sctx context.Context, m *Message, tr leaseTracker) Outcome {
 	key, hash, err := g.keys(m)
 	if err != nil {
 		return Outcome{Kind: DeadLettered, Err: err}
 	}
 	m.IdempotencyKey = key
 	if g.oneShot != nil {
-		return g.runOneShot(ctx, m, key, hash)
+		return g.runOneShot(ctx, sctx, m, key, hash)
 	}
 	now := g.cfg.clock.Now()
 	c, err := g.store.Claim(ctx, dedup.ClaimRequest{Key: key, PayloadHash: hash, Owner: g.nextOwner(),
@@ -168,10 +172,10 @@ func (g *Guard) run(ctx context.Context, m *Message, tr leaseTracker) Outcome {
 	if c.Attempt > g.cfg.maxAttempts {
 		// Earlier attempts died with their worker (crash, OOM, kill):
 		// the record counted them, the source may not have.
-		return g.fail(ctx, c.Lease, o, fmt.Errorf("%w: %d attempts", ErrAttemptsExhausted, c.Attempt-1), true)
+		return g.fail(ctx, sctx, c.Lease, o, fmt.Errorf("%w: %d attempts", ErrAttemptsExhausted, c.Attempt-1), true)
 	}
 	if ctx.Err() != nil {
-		return g.fail(ctx, c.Lease, o, fmt.Errorf("consumer: stopped before the handler ran: %w", ctx.Err()), false)
+		return g.fail(ctx, sctx, c.Lease, o, fmt.Errorf("consumer: stopped before the handler ran: %w", ctx.Err()), false)
 	}
 
 	hctx, cancel := context.WithTimeout(ctx, g.cfg.handlerTimeout)
@@ -184,15 +188,15 @@ func (g *Guard) run(ctx context.Context, m *Message, tr leaseTracker) Outcome {
 		o.Err = herr
 		switch {
 		case ctx.Err() != nil:
-			return g.fail(ctx, c.Lease, o, herr, false)
+			return g.fail(ctx, sctx, c.Lease, o, herr, false)
 		case errors.Is(herr, ErrPermanent):
-			return g.fail(ctx, c.Lease, o, herr, true)
+			return g.fail(ctx, sctx, c.Lease, o, herr, true)
 		case c.Attempt >= g.cfg.maxAttempts:
-			return g.fail(ctx, c.Lease, o, fmt.Errorf("%w after %d: %w", ErrAttemptsExhausted, c.Attempt, herr), true)
+			return g.fail(ctx, sctx, c.Lease, o, fmt.Errorf("%w after %d: %w", ErrAttemptsExhausted, c.Attempt, herr), true)
 		}
-		return g.fail(ctx, c.Lease, o, herr, false)
+		return g.fail(ctx, sctx, c.Lease, o, herr, false)
 	}
-	return g.complete(ctx, c.Lease, o, res)
+	return g.complete(ctx, sctx, c.Lease, o, res)
 }
 
 // existing decides what a live record held by someone else means.
@@ -218,9 +222,7 @@ func (g *Guard) existing(key, hash string, now time.Time, r dedup.Record) Outcom
 // fail records a failed attempt and says what to do with the message.
 // dead marks a final failure: the message is dead-lettered and the
 // attempt count reset, so a redrive from the DLQ starts afresh.
-func (g *Guard) fail(ctx context.Context, l dedup.Lease, o Outcome, cause error, dead bool) Outcome {
-	sctx, cancel := settleContext(ctx)
-	defer cancel()
+func (g *Guard) fail(ctx, sctx context.Context, l dedup.Lease, o Outcome, cause error, dead bool) Outcome {
 	now := g.cfg.clock.Now()
 	delay := g.retryDelay(o.Attempt)
 	if dead || ctx.Err() != nil {
@@ -243,9 +245,7 @@ func (g *Guard) fail(ctx context.Context, l dedup.Lease, o Outcome, cause error,
 }
 
 // complete commits the handler's result with the COMPLETED transition.
-func (g *Guard) complete(ctx context.Context, l dedup.Lease, o Outcome, res Result) Outcome {
-	sctx, cancel := settleContext(ctx)
-	defer cancel()
+func (g *Guard) complete(ctx, sctx context.Context, l dedup.Lease, o Outcome, res Result) Outcome {
 	kind, resp, writes := Processed, res.Response, res.Writes
 	if res.Rejected {
 		kind, writes = Rejected, nil
@@ -270,11 +270,11 @@ func (g *Guard) complete(ctx context.Context, l dedup.Lease, o Outcome, res Resu
 		o.Kind, o.Err, o.RetryAfter = LeaseLost, err, g.cfg.pendingRecheck
 		return o
 	case permanentStoreError(err):
-		return g.fail(ctx, l, o, fmt.Errorf("consumer: complete: %w", err), true)
+		return g.fail(ctx, sctx, l, o, fmt.Errorf("consumer: complete: %w", err), true)
 	}
 	// Unknown whether anything committed? A transaction either committed
 	// or not; a retry finds COMPLETED or re-claims. Free the key at once.
-	o = g.fail(ctx, l, o, fmt.Errorf("consumer: complete: %w", err), false)
+	o = g.fail(ctx, sctx, l, o, fmt.Errorf("consumer: complete: %w", err), false)
 	if o.Kind == Retrying {
 		o.RetryAfter = g.cfg.failedRetryDelay
 	}
@@ -286,7 +286,7 @@ func permanentStoreError(err error) bool {
 		errors.Is(err, dedup.ErrUnsupportedWrite) || retry.Classify(err) == retry.Permanent
 }
 
-func (g *Guard) runOneShot(ctx context.Context, m *Message, key, hash string) Outcome {
+func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash string) Outcome {
 	o := Outcome{Key: key, Attempt: m.Attempt}
 	hctx, cancel := context.WithTimeout(ctx, g.cfg.handlerTimeout)
 	res, herr := g.callHandler(hctx, m)
@@ -303,8 +303,6 @@ func (g *Guard) runOneShot(ctx context.Context, m *Message, key, hash string) Ou
 		}
 		return o
 	}
-	sctx, scancel := settleContext(ctx)
-	defer scancel()
 	kind, resp, writes := Processed, res.Response, res.Writes
 	if res.Rejected {
 		kind, writes = Rejected, nil

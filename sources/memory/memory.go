@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -58,10 +59,12 @@ type Queue struct {
 	nextExpiry time.Time
 	dead       []DeadLetter
 	acked      int
-	wake       chan struct{} // closed and replaced whenever state changes
+	wake       chan struct{} // closed and replaced when state changes and someone waits
+	waiters    int
 }
 
 type entry struct {
+	id        string
 	seq       uint64
 	out       Outgoing
 	sentAt    time.Time
@@ -85,7 +88,7 @@ func NewQueue(name string, opts ...Option) *Queue {
 func (q *Queue) Send(_ context.Context, m Outgoing) error {
 	q.mu.Lock()
 	q.seq++
-	q.ready = append(q.ready, &entry{seq: q.seq, out: m, sentAt: time.Now()})
+	q.ready = append(q.ready, &entry{id: q.name + "-" + strconv.FormatUint(q.seq, 10), seq: q.seq, out: m, sentAt: time.Now()})
 	q.signalLocked()
 	q.mu.Unlock()
 	return nil
@@ -114,6 +117,9 @@ func (q *Queue) DeadLetters() []DeadLetter {
 }
 
 func (q *Queue) signalLocked() {
+	if q.waiters == 0 {
+		return
+	}
 	close(q.wake)
 	q.wake = make(chan struct{})
 }
@@ -216,22 +222,34 @@ func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, err
 		now := time.Now()
 		next := q.promoteLocked(now)
 		msgs := s.takeLocked(now, max)
-		wake := q.wake
-		q.mu.Unlock()
 		if len(msgs) > 0 {
+			q.mu.Unlock()
 			return msgs, nil
 		}
-		var timer <-chan time.Time
+		wake := q.wake
+		q.waiters++
+		q.mu.Unlock()
+		var timer *time.Timer
+		var fire <-chan time.Time
 		if !next.IsZero() {
-			t := time.NewTimer(time.Until(next))
-			timer = t.C
-			defer t.Stop()
+			timer = time.NewTimer(time.Until(next))
+			fire = timer.C
 		}
+		var err error
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			err = ctx.Err()
 		case <-wake:
-		case <-timer:
+		case <-fire:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		q.mu.Lock()
+		q.waiters--
+		q.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
 	}
 }
@@ -265,7 +283,7 @@ func (s *Source) takeLocked(now time.Time, max int) []*consumer.Message {
 			msgs = make([]*consumer.Message, 0, min(max, len(q.ready)))
 		}
 		msgs = append(msgs, &consumer.Message{
-			ID:         fmt.Sprintf("%s-%d", q.name, e.seq),
+			ID:         e.id,
 			Key:        e.out.Key,
 			Body:       e.out.Body,
 			Attributes: e.out.Attributes,

@@ -1,0 +1,37 @@
+# onceq: the two set-up commands are `make run` and `make test`.
+GO          ?= go
+BIN         := $(CURDIR)/.bin
+STATICCHECK := $(BIN)/staticcheck
+STATICCHECK_VERSION := v0.7.0
+
+.PHONY: run test lint unit bench fuzz servers-start servers-stop
+
+## run: the example order worker on the embedded default (no AWS needed)
+run:
+	$(GO) run ./examples/order-worker -demo 10000
+
+## test: lint, then every test against real servers it starts and stops
+test: lint
+	bash integration/run-tests.sh
+
+## unit: the tests that need no server (the rest skip outside CI)
+unit:
+	$(GO) test -race -count=1 ./...
+
+lint: $(STATICCHECK)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+$(STATICCHECK):
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+## bench: the Go benchmarks (median of 5 runs each)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./consumer/...
+
+servers-start:
+	bash integration/servers.sh start
+
+servers-stop:
+	bash integration/servers.sh stop

@@ -1,0 +1,176 @@
+// Command order-worker reserves inventory for orders, exactly once.
+//
+// Each order message ({"order_id":"o-1","sku":"sku-1","qty":2}) reserves
+// stock in the same atomic commit that marks its idempotency record
+// COMPLETED; duplicates get the cached answer, orders beyond the stock are
+// rejected (and stay rejected), malformed ones are dead-lettered.
+//
+// With no flags it runs embedded: an in-memory queue and store.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/onceq/onceq/consumer"
+	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/sources/memory"
+)
+
+type options struct {
+	source      string
+	store       string
+	concurrency int
+	demo        int
+	progress    time.Duration
+}
+
+// envName maps a flag to its environment variable: -demo → ORDER_WORKER_DEMO.
+func envName(flagName string) string {
+	return "ORDER_WORKER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("order-worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.source, "source", "memory", "message source: memory")
+	fs.StringVar(&o.store, "store", "memory", "idempotency store: memory")
+	fs.IntVar(&o.concurrency, "concurrency", 16, "handlers running at once")
+	fs.IntVar(&o.demo, "demo", 0, "memory source: run N generated orders (about 20% duplicates, a few malformed and out of stock), print the summary, exit")
+	fs.DurationVar(&o.progress, "progress", 2*time.Second, "interval of the progress line on stderr")
+	// Every flag may come from the environment; a flag on the command line wins.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return o, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.source != "memory" || o.store != "memory" {
+		return o, fmt.Errorf("-source %q -store %q: this build supports memory only", o.source, o.store)
+	}
+	return o, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "order-worker:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := work(ctx, opts, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "order-worker:", err)
+		return 1
+	}
+	return 0
+}
+
+func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	queue := memory.NewQueue("orders")
+	inv := newMemoryInventory(100, 1_000_000)
+	store := dedupmem.New()
+	expected := 0
+	if opts.demo > 0 {
+		expected = generateDemo(ctx, queue, opts.demo)
+	}
+	sum := &summary{start: time.Now()}
+	c, err := consumer.New(queue.Source(), store, reserveHandler(inv),
+		consumer.Concurrency(opts.concurrency),
+		consumer.WithKeyFunc(orderKey),
+		consumer.WithLogger(logger),
+		consumer.WithHooks(sum))
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+
+	tick := time.NewTicker(opts.progress)
+	defer tick.Stop()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			sum.progress(stderr)
+		case <-poll.C:
+			if expected > 0 && sum.settled() >= int64(expected) {
+				break loop
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		return err
+	}
+	sum.progress(stderr)
+	reserved, orders := inv.totals()
+	fmt.Fprintf(stderr, "order-worker: inventory reserved %d units over %d orders\n", reserved, orders)
+	return sum.writeJSON(stdout)
+}
+
+// generateDemo enqueues n deliveries: unique orders, every fifth delivery
+// a duplicate of an earlier one (same body, new message), ten that exceed
+// any sku's stock and, past 100 orders, four malformed bodies. It returns
+// how many messages were sent.
+func generateDemo(ctx context.Context, q *memory.Queue, n int) int {
+	send := func(body string) { _ = q.Send(ctx, memory.Outgoing{Body: []byte(body)}) }
+	var sent []string
+	if n > 100 {
+		for _, b := range []string{`not json`, `{"order_id":"","sku":"sku-1","qty":1}`, `{"order_id":"bad-qty","sku":"sku-1","qty":-3}`, ``} {
+			send(b)
+		}
+		n -= 4
+	}
+	for i := range n {
+		if i%5 == 4 {
+			send(sent[(i*7919)%len(sent)])
+			continue
+		}
+		qty := 1 + int64(i%3)
+		if len(sent) < 10*4 && i%4 == 3 {
+			qty = 2_000_000 // more than any sku holds: rejected
+		}
+		body := orderJSON(len(sent), qty)
+		sent = append(sent, body)
+		send(body)
+	}
+	return q.Stats().Ready
+}
+
+func orderJSON(id int, qty int64) string {
+	return `{"order_id":"o-` + strconv.Itoa(id) + `","sku":"sku-` + strconv.Itoa(id%100) + `","qty":` + strconv.FormatInt(qty, 10) + `}`
+}

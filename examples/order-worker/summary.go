@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/onceq/onceq/consumer"
+)
+
+// summary counts outcomes; it is a consumer.OutcomeHook and InFlightHook.
+type summary struct {
+	processed, duplicates, rejected, deadLettered, failed, leaseLost, inFlightElsewhere atomic.Int64
+	inFlight                                                                             atomic.Int64
+	start                                                                                time.Time
+}
+
+func (s *summary) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
+	switch o.Kind {
+	case consumer.Processed:
+		s.processed.Add(1)
+	case consumer.Duplicate:
+		s.duplicates.Add(1)
+	case consumer.Rejected:
+		s.rejected.Add(1)
+	case consumer.DeadLettered, consumer.KeyReuse:
+		s.deadLettered.Add(1)
+	case consumer.Retrying:
+		s.failed.Add(1)
+	case consumer.LeaseLost:
+		s.leaseLost.Add(1)
+	case consumer.InFlightElsewhere:
+		s.inFlightElsewhere.Add(1)
+	}
+}
+
+func (s *summary) OnInFlight(n int) { s.inFlight.Store(int64(n)) }
+
+// settled counts messages that reached a final outcome.
+func (s *summary) settled() int64 {
+	return s.processed.Load() + s.duplicates.Load() + s.rejected.Load() + s.deadLettered.Load()
+}
+
+// Summary is the one JSON line printed at the end.
+type Summary struct {
+	Processed    int64 `json:"processed"`
+	Duplicates   int64 `json:"duplicates"`
+	Rejected     int64 `json:"rejected"`
+	DeadLettered int64 `json:"dead_lettered"`
+	Failed       int64 `json:"failed"`
+	LeaseLost    int64 `json:"lease_lost"`
+}
+
+func (s *summary) snapshot() Summary {
+	return Summary{s.processed.Load(), s.duplicates.Load(), s.rejected.Load(), s.deadLettered.Load(), s.failed.Load(), s.leaseLost.Load()}
+}
+
+func (s *summary) writeJSON(w io.Writer) error {
+	b, err := json.Marshal(s.snapshot())
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func (s *summary) progress(w io.Writer) {
+	el := time.Since(s.start).Seconds()
+	fmt.Fprintf(w, "order-worker: %.0f msg/s, processed %d, duplicates %d, rejected %d, dead-lettered %d, in flight %d\n",
+		float64(s.settled())/max(el, 1e-9), s.processed.Load(), s.duplicates.Load(), s.rejected.Load(),
+		s.deadLettered.Load(), s.inFlight.Load())
+}
