@@ -167,9 +167,10 @@ func (p Policy) Backoff(ctx context.Context) backoff.BackOff {
 }
 
 // Do calls op until it succeeds, fails with a class that is not retried, or
-// the policy gives up; it returns op's last error. onRetry, if not nil, is
-// told of every error that is retried, with its class, before the wait.
-func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, onRetry func(Class, error)) error {
+// the policy gives up; it returns op's last error. observe, if not nil, is
+// told of every retryable failure with its class (the last one too, when
+// the policy gives up), so throttles are counted whoever retries them.
+func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, observe func(Class, error)) error {
 	b := p.Backoff(ctx)
 	var last error
 	err := backoff.Retry(func() error {
@@ -182,8 +183,8 @@ func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, onRe
 		if !class.Retryable() || ctx.Err() != nil {
 			return backoff.Permanent(err)
 		}
-		if onRetry != nil {
-			onRetry(class, err)
+		if observe != nil {
+			observe(class, err)
 		}
 		return err
 	}, b)

@@ -1,0 +1,117 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/retry"
+)
+
+// apiError has the methods smithy-go's APIError and ResponseError have.
+type apiError struct {
+	code   string
+	status int
+}
+
+func (e apiError) Error() string       { return e.code }
+func (e apiError) ErrorCode() string   { return e.code }
+func (e apiError) HTTPStatusCode() int { return e.status }
+
+type statusOnly int
+
+func (s statusOnly) Error() string       { return fmt.Sprint(int(s)) }
+func (s statusOnly) HTTPStatusCode() int { return int(s) }
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		err  error
+		want retry.Class
+	}{
+		{apiError{"ProvisionedThroughputExceededException", 400}, retry.Throttled},
+		{apiError{"ThrottlingException", 400}, retry.Throttled},
+		{apiError{"RequestLimitExceeded", 400}, retry.Throttled},
+		{apiError{"ConditionalCheckFailedException", 400}, retry.ConditionFailed},
+		{apiError{"TransactionCanceledException", 400}, retry.TransactionCancelled},
+		{apiError{"TransactionConflictException", 400}, retry.Transient},
+		{apiError{"ValidationException", 400}, retry.Permanent},
+		{apiError{"AccessDeniedException", 400}, retry.Permanent},
+		{apiError{"ResourceNotFoundException", 400}, retry.Permanent},
+		{fmt.Errorf("wrapped: %w", apiError{"ThrottlingException", 400}), retry.Throttled},
+		{statusOnly(500), retry.Transient},
+		{statusOnly(503), retry.Transient},
+		{statusOnly(429), retry.Throttled},
+		{statusOnly(403), retry.Permanent},
+		{&net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, retry.Transient},
+		{context.Canceled, retry.Cancelled},
+		{fmt.Errorf("op: %w", context.DeadlineExceeded), retry.Cancelled},
+		{errors.New("never seen"), retry.Transient},
+	}
+	for _, c := range cases {
+		if got := retry.Classify(c.err); got != c.want {
+			t.Errorf("Classify(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+type selfClassified struct{}
+
+func (selfClassified) Error() string           { return "x" }
+func (selfClassified) RetryClass() retry.Class { return retry.Throttled }
+
+func TestClassifierWins(t *testing.T) {
+	if got := retry.Classify(fmt.Errorf("w: %w", selfClassified{})); got != retry.Throttled {
+		t.Fatalf("got %v", got)
+	}
+}
+
+func TestPolicyRetriesOnlyRetryable(t *testing.T) {
+	p := retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxAttempts: 5}
+	for _, tc := range []struct {
+		err   error
+		calls int
+	}{
+		{apiError{"ThrottlingException", 400}, 5},
+		{statusOnly(500), 5},
+		{apiError{"ConditionalCheckFailedException", 400}, 1},
+		{apiError{"ValidationException", 400}, 1},
+	} {
+		calls, seen := 0, 0
+		err := p.Do(context.Background(), func(context.Context) error { calls++; return tc.err },
+			func(retry.Class, error) { seen++ })
+		if calls != tc.calls || !errors.Is(err, tc.err) {
+			t.Errorf("%v: %d calls, err %v; want %d calls and the op's error", tc.err, calls, err, tc.calls)
+		}
+		if tc.calls > 1 && seen != tc.calls {
+			t.Errorf("%v: observer saw %d of %d retryable failures", tc.err, seen, tc.calls)
+		}
+	}
+	calls := 0
+	err := p.Do(context.Background(), func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return apiError{"ThrottlingException", 400}
+		}
+		return nil
+	}, nil)
+	if err != nil || calls != 3 {
+		t.Fatalf("recovering op: %d calls, %v", calls, err)
+	}
+}
+
+func TestPolicyStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := retry.Policy{Initial: 50 * time.Millisecond, MaxAttempts: 100, MaxElapsed: time.Minute}
+	calls := 0
+	err := p.Do(ctx, func(context.Context) error {
+		calls++
+		cancel()
+		return statusOnly(500)
+	}, nil)
+	if calls != 1 || err == nil {
+		t.Fatalf("%d calls after cancel, err %v", calls, err)
+	}
+}
