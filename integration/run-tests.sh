@@ -5,11 +5,12 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 
+export ONCEQ_RUN_DIR="${ONCEQ_RUN_DIR:-$here/.run}"
 bash "$here/servers.sh" start
 trap 'bash "$here/servers.sh" stop' EXIT
 set -a
 # shellcheck disable=SC1091
-. "$here/.run/env"
+. "$ONCEQ_RUN_DIR/env"
 set +a
 
 cd "$root"

