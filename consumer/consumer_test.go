@@ -33,8 +33,6 @@ func (l *ledger) write(key string) dedupmem.Write {
 	return dedupmem.Write{Apply: func() { l.mu.Lock(); l.applied[key]++; l.mu.Unlock() }}
 }
 
-
-
 func (l *ledger) counts() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

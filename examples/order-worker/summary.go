@@ -14,8 +14,8 @@ import (
 // summary counts outcomes; it is a consumer.OutcomeHook and InFlightHook.
 type summary struct {
 	processed, duplicates, rejected, deadLettered, failed, leaseLost, inFlightElsewhere atomic.Int64
-	inFlight                                                                             atomic.Int64
-	start                                                                                time.Time
+	inFlight                                                                            atomic.Int64
+	start                                                                               time.Time
 }
 
 func (s *summary) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
