@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // RedeliveryWindow is implemented by sources that know how long the broker
@@ -410,12 +411,15 @@ func (r *run) release(s *slot) {
 }
 
 func (r *run) reportInFlight(n int) {
+	r.c.guard.tel.inFlight.Record(context.Background(), int64(n))
 	for _, h := range r.c.guard.hooks.inFlight {
 		h.OnInFlight(n)
 	}
 }
 
 func (r *run) reportSettled(ctx context.Context, m *Message, a Action, err error) {
+	r.c.guard.tel.settles.Add(ctx, 1, metric.WithAttributes(attrAction.String(actionName(a)), attrResult.String(resultName(err)),
+		attrMessagingSystem.String(m.Origin.System)))
 	for _, h := range r.c.guard.hooks.settle {
 		h.OnSettled(ctx, m, a, err)
 	}
@@ -486,6 +490,11 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 }
 
 func (r *run) reportHeartbeat(ctx context.Context, m *Message, lease bool, err error) {
+	kind := "visibility"
+	if lease {
+		kind = "lease"
+	}
+	r.c.guard.tel.heartbeats.Add(ctx, 1, metric.WithAttributes(attrHeartbeatKind.String(kind), attrResult.String(resultName(err))))
 	for _, h := range r.c.guard.hooks.heartbeat {
 		h.OnHeartbeat(ctx, m, lease, err)
 	}

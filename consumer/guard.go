@@ -14,6 +14,8 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/retry"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrAttemptsExhausted is the dead-letter cause once MaxAttempts is reached.
@@ -40,6 +42,7 @@ type Guard struct {
 	oneShot dedup.ClaimCompleter
 	handler Handler
 	hooks   hooks
+	tel     *telemetry
 	ownerID string
 	seq     atomic.Uint64
 }
@@ -63,7 +66,11 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg, store: store, handler: h, hooks: collectHooks(cfg.hooks)}
+	tel, err := newTelemetry(cfg.tracerProvider, cfg.meterProvider, cfg.propagator)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: telemetry: %w", err)
+	}
+	g := &Guard{cfg: cfg, store: store, handler: h, hooks: collectHooks(cfg.hooks), tel: tel}
 	if cfg.oneRoundTrip {
 		cc, ok := store.(dedup.ClaimCompleter)
 		if !ok {
@@ -99,7 +106,10 @@ func (g *Guard) Process(ctx context.Context, m *Message) Outcome {
 // the record (it outlives a cancelled ctx, so a drain can record its work).
 func (g *Guard) process(ctx, sctx context.Context, m *Message, tr leaseTracker) Outcome {
 	start := time.Now()
+	ctx, span := g.tel.startProcess(ctx, m)
+	sctx = trace.ContextWithSpan(sctx, span)
 	o := g.run(ctx, sctx, m, tr)
+	g.tel.endProcess(ctx, span, m, o)
 	for _, h := range g.hooks.outcome {
 		h.OnOutcome(ctx, m, o, time.Since(start))
 	}
@@ -153,8 +163,10 @@ func (g *Guard) run(ctx, sctx context.Context, m *Message, tr leaseTracker) Outc
 		return g.runOneShot(ctx, sctx, m, key, hash)
 	}
 	now := g.cfg.clock.Now()
-	c, err := g.store.Claim(ctx, dedup.ClaimRequest{Key: key, PayloadHash: hash, Owner: g.nextOwner(),
+	cctx, span, began := g.tel.beginStore(ctx, "claim")
+	c, err := g.store.Claim(cctx, dedup.ClaimRequest{Key: key, PayloadHash: hash, Owner: g.nextOwner(),
 		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL)})
+	g.tel.endStore(cctx, span, "claim", began, err)
 	if err != nil {
 		// A store that refuses claims is an outage or a misconfiguration,
 		// never the message's fault: keep the message.
@@ -164,6 +176,7 @@ func (g *Guard) run(ctx, sctx context.Context, m *Message, tr leaseTracker) Outc
 		return g.existing(key, hash, now, c.Existing)
 	}
 	if c.Previous != nil {
+		g.tel.expired.Add(ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(c.Previous.Status))))
 		for _, h := range g.hooks.expired {
 			h.OnExpiredPresent(ctx, m, string(c.Previous.Status))
 		}
@@ -228,8 +241,10 @@ func (g *Guard) fail(ctx, sctx context.Context, l dedup.Lease, o Outcome, cause 
 	if dead || ctx.Err() != nil {
 		delay = 0 // re-claimable at once: by a redrive, or after shutdown
 	}
-	err := g.store.Fail(sctx, dedup.FailRequest{Lease: l, Reason: truncate(cause.Error(), 1024), Now: now,
+	fctx, span, began := g.tel.beginStore(sctx, "fail")
+	err := g.store.Fail(fctx, dedup.FailRequest{Lease: l, Reason: truncate(cause.Error(), 1024), Now: now,
 		RetryAt: now.Add(delay), ResetAttempts: dead})
+	g.tel.endStore(fctx, span, "fail", began, err)
 	o.Err = cause
 	switch {
 	case errors.Is(err, dedup.ErrLeaseLost):
@@ -252,12 +267,12 @@ func (g *Guard) complete(ctx, sctx context.Context, l dedup.Lease, o Outcome, re
 	}
 	now := g.cfg.clock.Now()
 	req := dedup.CompleteRequest{Lease: l, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
-	err := g.store.Complete(sctx, req)
+	err := g.storeComplete(sctx, req)
 	var be *dedup.BusinessConditionError
 	if errors.As(err, &be) {
 		kind, resp = Rejected, res.RejectResponse
 		req.Response, req.Writes = resp, nil
-		err = g.store.Complete(sctx, req)
+		err = g.storeComplete(sctx, req)
 	}
 	switch {
 	case err == nil:
@@ -279,6 +294,24 @@ func (g *Guard) complete(ctx, sctx context.Context, l dedup.Lease, o Outcome, re
 		o.RetryAfter = g.cfg.failedRetryDelay
 	}
 	return o
+}
+
+func (g *Guard) storeComplete(ctx context.Context, req dedup.CompleteRequest) error {
+	op := "complete"
+	if len(req.Writes) > 0 {
+		op = "transaction"
+	}
+	ctx, span, began := g.tel.beginStore(ctx, op)
+	err := g.store.Complete(ctx, req)
+	g.tel.endStore(ctx, span, op, began, err)
+	return err
+}
+
+func (g *Guard) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	ctx, span, began := g.tel.beginStore(ctx, "claim_complete")
+	c, err := g.oneShot.ClaimComplete(ctx, req)
+	g.tel.endStore(ctx, span, "claim_complete", began, err)
+	return c, err
 }
 
 func permanentStoreError(err error) bool {
@@ -310,12 +343,12 @@ func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash stri
 	now := g.cfg.clock.Now()
 	req := dedup.ClaimCompleteRequest{Key: key, PayloadHash: hash, Owner: g.nextOwner(), Response: resp,
 		Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
-	c, err := g.oneShot.ClaimComplete(sctx, req)
+	c, err := g.storeClaimComplete(sctx, req)
 	var be *dedup.BusinessConditionError
 	if errors.As(err, &be) {
 		kind, resp = Rejected, res.RejectResponse
 		req.Response, req.Writes = resp, nil
-		c, err = g.oneShot.ClaimComplete(sctx, req)
+		c, err = g.storeClaimComplete(sctx, req)
 	}
 	switch {
 	case err == nil && !c.Acquired:
@@ -334,13 +367,17 @@ func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash stri
 // callHandler runs the handler, turning a panic into an error.
 func (g *Guard) callHandler(ctx context.Context, m *Message) (res Result, err error) {
 	start := time.Now()
+	ctx, span := g.tel.tracer.Start(ctx, "onceq.handler")
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
 			g.cfg.logger.ErrorContext(ctx, "handler panic", "panic", fmt.Sprint(p), "stack", string(debug.Stack()), slogID(m))
 		}
+		took := time.Since(start)
+		endChild(span, err)
+		g.tel.handlerTime.Record(ctx, took.Seconds(), metric.WithAttributes(attrResult.String(resultName(err))))
 		for _, h := range g.hooks.handler {
-			h.OnHandled(ctx, m, time.Since(start), err)
+			h.OnHandled(ctx, m, took, err)
 		}
 	}()
 	return g.handler.Handle(ctx, m)
@@ -351,7 +388,10 @@ func (g *Guard) extendLease(ctx context.Context, l dedup.Lease) error {
 	sctx, cancel := settleContext(ctx)
 	defer cancel()
 	now := g.cfg.clock.Now()
-	return g.store.Extend(sctx, dedup.ExtendRequest{Lease: l, Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL)})
+	sctx, span, began := g.tel.beginStore(sctx, "extend")
+	err := g.store.Extend(sctx, dedup.ExtendRequest{Lease: l, Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL)})
+	g.tel.endStore(sctx, span, "extend", began, err)
+	return err
 }
 
 // selfHeartbeat renews a lease on a timer, for Guard.Process callers that

@@ -3,6 +3,10 @@ package consumer
 import (
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Clock tells the time the consumer writes into records. One clock for all
@@ -42,6 +46,9 @@ type config struct {
 	clock            Clock
 	oneRoundTrip     bool
 	hooks            []Hook
+	tracerProvider   trace.TracerProvider
+	meterProvider    metric.MeterProvider
+	propagator       propagation.TextMapPropagator
 }
 
 func defaultConfig() config {
@@ -168,4 +175,20 @@ func OneRoundTrip() Option { return optionFunc(func(c *config) { c.oneRoundTrip 
 // in hooks.go.
 func WithHooks(hooks ...Hook) Option {
 	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
+}
+
+// WithTracerProvider sets where spans go (default: the global provider).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tracerProvider = tp })
+}
+
+// WithMeterProvider sets where metrics go (default: the global provider).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meterProvider = mp })
+}
+
+// WithPropagator sets how trace context is read from message attributes
+// (default: W3C trace context and baggage).
+func WithPropagator(p propagation.TextMapPropagator) Option {
+	return optionFunc(func(c *config) { c.propagator = p })
 }

@@ -1,0 +1,231 @@
+package consumer
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentationName names the tracer and meter.
+const instrumentationName = "github.com/onceq/onceq/consumer"
+
+// Attribute keys: OpenTelemetry's messaging conventions, plus onceq's own.
+const (
+	attrMessagingSystem = attribute.Key("messaging.system")
+	attrDestination     = attribute.Key("messaging.destination.name")
+	attrMessageID       = attribute.Key("messaging.message.id")
+	attrOperationType   = attribute.Key("messaging.operation.type")
+	attrOperationName   = attribute.Key("messaging.operation.name")
+	attrPartition       = attribute.Key("messaging.destination.partition.id")
+	attrKafkaOffset     = attribute.Key("messaging.kafka.offset")
+	attrBodySize        = attribute.Key("messaging.message.body.size")
+	attrOutcome         = attribute.Key("onceq.outcome")
+	attrDedupStatus     = attribute.Key("onceq.dedup.status")
+	attrAttempt         = attribute.Key("onceq.attempt")
+	attrStoreOperation  = attribute.Key("onceq.store.operation")
+	attrAction          = attribute.Key("onceq.action")
+	attrHeartbeatKind   = attribute.Key("onceq.heartbeat")
+	attrResult          = attribute.Key("onceq.result")
+	attrPreviousStatus  = attribute.Key("onceq.previous_status")
+	attrErrorType       = attribute.Key("error.type")
+)
+
+// telemetry is the consumer's tracing and metrics, through the OpenTelemetry
+// API only: the application picks the SDK and exporters.
+type telemetry struct {
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+
+	messages    metric.Int64Counter
+	handlerTime metric.Float64Histogram
+	storeCalls  metric.Int64Counter
+	storeTime   metric.Float64Histogram
+	expired     metric.Int64Counter
+	inFlight    metric.Int64Gauge
+	settles     metric.Int64Counter
+	heartbeats  metric.Int64Counter
+}
+
+func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.TextMapPropagator) (*telemetry, error) {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if prop == nil {
+		prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
+	m := mp.Meter(instrumentationName)
+	t := &telemetry{tracer: tp.Tracer(instrumentationName), propagator: prop}
+	var err error
+	set := func(f func() error) {
+		if err == nil {
+			err = f()
+		}
+	}
+	set(func() (e error) {
+		t.messages, e = m.Int64Counter("onceq.messages", metric.WithDescription("Messages processed, by outcome."))
+		return
+	})
+	set(func() (e error) {
+		t.handlerTime, e = m.Float64Histogram("onceq.handler.duration", metric.WithUnit("s"),
+			metric.WithDescription("Handler call duration."))
+		return
+	})
+	set(func() (e error) {
+		t.storeCalls, e = m.Int64Counter("onceq.store.calls", metric.WithDescription("Dedup store calls, by operation and result."))
+		return
+	})
+	set(func() (e error) {
+		t.storeTime, e = m.Float64Histogram("onceq.store.duration", metric.WithUnit("s"),
+			metric.WithDescription("Dedup store call duration, by operation."))
+		return
+	})
+	set(func() (e error) {
+		t.expired, e = m.Int64Counter("onceq.dedup.expired_present",
+			metric.WithDescription("Claims that found an expired record still stored (TTL had not removed it): the seed's dynamo_ttl_delete_before_retry_total."))
+		return
+	})
+	set(func() (e error) {
+		t.inFlight, e = m.Int64Gauge("onceq.in_flight", metric.WithDescription("Messages held: running, queued behind their key or waiting to retry."))
+		return
+	})
+	set(func() (e error) {
+		t.settles, e = m.Int64Counter("onceq.source.settles", metric.WithDescription("Source actions (ack, retry, dead_letter), by result."))
+		return
+	})
+	set(func() (e error) {
+		t.heartbeats, e = m.Int64Counter("onceq.heartbeats", metric.WithDescription("Lease and visibility extensions, by result."))
+		return
+	})
+	return t, err
+}
+
+// attributeCarrier reads and writes trace context in message attributes
+// (SQS message attributes, Kafka headers).
+type attributeCarrier map[string]string
+
+func (c attributeCarrier) Get(k string) string { return c[k] }
+func (c attributeCarrier) Set(k, v string)     { c[k] = v }
+func (c attributeCarrier) Keys() []string {
+	out := make([]string, 0, len(c))
+	for k := range c {
+		out = append(out, k)
+	}
+	return out
+}
+
+// InjectTraceContext writes ctx's trace context (W3C traceparent and
+// baggage) into attrs, for a producer to send with a message so the
+// consumer's span continues the producer's trace.
+func InjectTraceContext(ctx context.Context, attrs map[string]string) {
+	propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}).
+		Inject(ctx, attributeCarrier(attrs))
+}
+
+// startProcess starts the span of one processing attempt, as a child of
+// the trace context the message carries.
+func (t *telemetry) startProcess(ctx context.Context, m *Message) (context.Context, trace.Span) {
+	if len(m.Attributes) > 0 {
+		ctx = t.propagator.Extract(ctx, attributeCarrier(m.Attributes))
+	}
+	ctx, span := t.tracer.Start(ctx, "process "+m.Origin.Destination, trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		span.SetAttributes(
+			attrMessagingSystem.String(m.Origin.System),
+			attrDestination.String(m.Origin.Destination),
+			attrMessageID.String(m.ID),
+			attrOperationType.String("process"),
+			attrOperationName.String("process"),
+			attrBodySize.Int(len(m.Body)),
+			attrAttempt.Int(m.Attempt),
+		)
+		if m.Origin.System == "kafka" {
+			span.SetAttributes(attrPartition.String(strconv.Itoa(int(m.Origin.Partition))), attrKafkaOffset.Int64(m.Origin.Offset))
+		}
+	}
+	return ctx, span
+}
+
+// endProcess records the outcome on the span and in the metrics.
+func (t *telemetry) endProcess(ctx context.Context, span trace.Span, m *Message, o Outcome) {
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(o.Kind.String()), attrDedupStatus.String(dedupStatus(o.Kind)), attrAttempt.Int(o.Attempt))
+		if o.Err != nil && o.Kind != LeaseLost && o.Kind != InFlightElsewhere && o.Kind != Rejected {
+			span.RecordError(o.Err)
+			span.SetStatus(codes.Error, o.Err.Error())
+		}
+	}
+	span.End()
+	t.messages.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(o.Kind.String()),
+		attrMessagingSystem.String(m.Origin.System), attrDestination.String(m.Origin.Destination)))
+}
+
+// dedupStatus is the record state an outcome leaves or found.
+func dedupStatus(k Kind) string {
+	switch k {
+	case Processed, Duplicate, Rejected:
+		return "COMPLETED"
+	case InFlightElsewhere:
+		return "PENDING"
+	case Retrying, DeadLettered:
+		return "FAILED"
+	}
+	return ""
+}
+
+func endChild(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// beginStore starts a store call's span; endStore ends it and counts it.
+func (t *telemetry) beginStore(ctx context.Context, op string) (context.Context, trace.Span, time.Time) {
+	ctx, span := t.tracer.Start(ctx, "onceq."+op, trace.WithSpanKind(trace.SpanKindClient))
+	return ctx, span, time.Now()
+}
+
+func (t *telemetry) endStore(ctx context.Context, span trace.Span, op string, start time.Time, err error) {
+	endChild(span, err)
+	t.storeCall(ctx, op, start, err)
+}
+
+// storeCall records one store call.
+func (t *telemetry) storeCall(ctx context.Context, op string, start time.Time, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	t.storeCalls.Add(ctx, 1, metric.WithAttributes(attrStoreOperation.String(op), attrResult.String(result)))
+	t.storeTime.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrStoreOperation.String(op)))
+}
+
+func actionName(a Action) string {
+	switch a {
+	case Ack:
+		return "ack"
+	case Retry:
+		return "retry"
+	case DeadLetter:
+		return "dead_letter"
+	}
+	return "unknown"
+}
+
+func resultName(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}

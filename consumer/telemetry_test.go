@@ -1,0 +1,120 @@
+package consumer_test
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/onceq/onceq/consumer"
+	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/sources/memory"
+)
+
+func TestTracesAndMetrics(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+
+	// A producer's span, carried in the message attributes.
+	pctx, producer := tp.Tracer("producer").Start(context.Background(), "send orders")
+	attrs := map[string]string{"idempotency-key": "o-1"}
+	consumer.InjectTraceContext(pctx, attrs)
+	producer.End()
+	if attrs["traceparent"] == "" {
+		t.Fatalf("no traceparent injected: %v", attrs)
+	}
+
+	q := memory.NewQueue("orders")
+	ctx := context.Background()
+	_ = q.Send(ctx, memory.Outgoing{Body: []byte("a"), Attributes: attrs})
+	_ = q.Send(ctx, memory.Outgoing{Body: []byte("a"), Attributes: map[string]string{"idempotency-key": "o-1"}})
+	_ = q.Send(ctx, memory.Outgoing{Body: []byte("bad"), Attributes: map[string]string{"idempotency-key": ""}})
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{Response: []byte("ok")}, nil
+	})
+	c, err := consumer.New(q.Source(), dedupmem.New(), h, consumer.Concurrency(1),
+		consumer.WithTracerProvider(tp), consumer.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, c, func() bool { s := q.Stats(); return s.Acked+s.DeadLettered == 3 })
+
+	var process sdktrace.ReadOnlySpan
+	children := map[string]trace.SpanID{}
+	for _, s := range rec.Ended() {
+		if s.Name() == "process orders" && s.Parent().TraceID() == producer.SpanContext().TraceID() {
+			process = s
+		}
+	}
+	if process == nil {
+		t.Fatal("no process span continued the producer's trace")
+	}
+	if process.SpanKind() != trace.SpanKindConsumer || process.Parent().SpanID() != producer.SpanContext().SpanID() {
+		t.Fatalf("process span kind %v parent %v", process.SpanKind(), process.Parent().SpanID())
+	}
+	want := map[attribute.Key]string{"messaging.system": "memory", "messaging.destination.name": "orders",
+		"onceq.outcome": "processed", "onceq.dedup.status": "COMPLETED", "messaging.operation.type": "process"}
+	got := map[attribute.Key]string{}
+	for _, kv := range process.Attributes() {
+		got[kv.Key] = kv.Value.Emit()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("attribute %s = %q, want %q", k, got[k], v)
+		}
+	}
+	if got["messaging.message.id"] == "" {
+		t.Error("no messaging.message.id")
+	}
+	for _, s := range rec.Ended() {
+		if s.Parent().SpanID() == process.SpanContext().SpanID() {
+			children[s.Name()] = s.SpanContext().SpanID()
+		}
+	}
+	for _, name := range []string{"onceq.claim", "onceq.handler", "onceq.complete"} {
+		if _, ok := children[name]; !ok {
+			t.Errorf("no %s span under the process span (children: %v)", name, children)
+		}
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	outcomes := counterBy(rm, "onceq.messages", "onceq.outcome")
+	if outcomes["processed"] != 1 || outcomes["duplicate"] != 1 || outcomes["dead_lettered"] != 1 {
+		t.Fatalf("onceq.messages by outcome %v", outcomes)
+	}
+	if settles := counterBy(rm, "onceq.source.settles", "onceq.action"); settles["ack"] != 2 || settles["dead_letter"] != 1 {
+		t.Fatalf("onceq.source.settles by action %v", settles)
+	}
+	if calls := counterBy(rm, "onceq.store.calls", "onceq.store.operation"); calls["claim"] != 2 || calls["complete"] != 1 {
+		t.Fatalf("onceq.store.calls by operation %v", calls)
+	}
+}
+
+// counterBy sums an Int64 counter by one attribute.
+func counterBy(rm metricdata.ResourceMetrics, name string, key attribute.Key) map[string]int64 {
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range sum.DataPoints {
+					v, _ := dp.Attributes.Value(key)
+					out[v.Emit()] += dp.Value
+				}
+			}
+		}
+	}
+	return out
+}
