@@ -63,7 +63,7 @@ func TestTracesAndMetrics(t *testing.T) {
 		"onceq.outcome": "processed", "onceq.dedup.status": "COMPLETED", "messaging.operation.type": "process"}
 	got := map[attribute.Key]string{}
 	for _, kv := range process.Attributes() {
-		got[kv.Key] = kv.Value.Emit()
+		got[kv.Key] = kv.Value.String()
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -111,7 +111,7 @@ func counterBy(rm metricdata.ResourceMetrics, name string, key attribute.Key) ma
 			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
 				for _, dp := range sum.DataPoints {
 					v, _ := dp.Attributes.Value(key)
-					out[v.Emit()] += dp.Value
+					out[v.String()] += dp.Value
 				}
 			}
 		}
