@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // RedeliveryWindow is implemented by sources that know how long the broker
@@ -418,8 +417,7 @@ func (r *run) reportInFlight(n int) {
 }
 
 func (r *run) reportSettled(ctx context.Context, m *Message, a Action, err error) {
-	r.c.guard.tel.settles.Add(ctx, 1, metric.WithAttributes(attrAction.String(actionName(a)), attrResult.String(resultName(err)),
-		attrMessagingSystem.String(m.Origin.System)))
+	r.c.guard.tel.settled(ctx, m, a, err)
 	for _, h := range r.c.guard.hooks.settle {
 		h.OnSettled(ctx, m, a, err)
 	}
@@ -490,11 +488,7 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 }
 
 func (r *run) reportHeartbeat(ctx context.Context, m *Message, lease bool, err error) {
-	kind := "visibility"
-	if lease {
-		kind = "lease"
-	}
-	r.c.guard.tel.heartbeats.Add(ctx, 1, metric.WithAttributes(attrHeartbeatKind.String(kind), attrResult.String(resultName(err))))
+	r.c.guard.tel.heartbeat(ctx, lease, err)
 	for _, h := range r.c.guard.hooks.heartbeat {
 		h.OnHeartbeat(ctx, m, lease, err)
 	}

@@ -107,7 +107,9 @@ func (g *Guard) Process(ctx context.Context, m *Message) Outcome {
 func (g *Guard) process(ctx, sctx context.Context, m *Message, tr leaseTracker) Outcome {
 	start := time.Now()
 	ctx, span := g.tel.startProcess(ctx, m)
-	sctx = trace.ContextWithSpan(sctx, span)
+	if span.IsRecording() {
+		sctx = trace.ContextWithSpan(sctx, span)
+	}
 	o := g.run(ctx, sctx, m, tr)
 	g.tel.endProcess(ctx, span, m, o)
 	for _, h := range g.hooks.outcome {
@@ -367,7 +369,7 @@ func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash stri
 // callHandler runs the handler, turning a panic into an error.
 func (g *Guard) callHandler(ctx context.Context, m *Message) (res Result, err error) {
 	start := time.Now()
-	ctx, span := g.tel.tracer.Start(ctx, "onceq.handler")
+	ctx, span := g.tel.startHandler(ctx)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
@@ -375,7 +377,7 @@ func (g *Guard) callHandler(ctx context.Context, m *Message) (res Result, err er
 		}
 		took := time.Since(start)
 		endChild(span, err)
-		g.tel.handlerTime.Record(ctx, took.Seconds(), metric.WithAttributes(attrResult.String(resultName(err))))
+		g.tel.handled(ctx, took, err)
 		for _, h := range g.hooks.handler {
 			h.OnHandled(ctx, m, took, err)
 		}

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -51,6 +52,60 @@ type telemetry struct {
 	inFlight    metric.Int64Gauge
 	settles     metric.Int64Counter
 	heartbeats  metric.Int64Counter
+
+	// Attribute sets are built once per combination: building them per
+	// message would cost more allocations than the rest of the path.
+	mu       sync.RWMutex
+	attrSets map[attrSetKey]measurement
+	names    map[string]string // destination → span name
+}
+
+type attrSetKey struct {
+	metric  string
+	a, b, c string
+}
+
+// measurement holds ready option slices: a variadic argument to an
+// interface method escapes, so even the slice is built once.
+type measurement struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// options returns the cached attribute options for a metric's attributes.
+func (t *telemetry) options(k attrSetKey, build func() []attribute.KeyValue) measurement {
+	t.mu.RLock()
+	o, ok := t.attrSets[k]
+	t.mu.RUnlock()
+	if ok {
+		return o
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(build()...))
+	o = measurement{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
+	t.mu.Lock()
+	t.attrSets[k] = o
+	t.mu.Unlock()
+	return o
+}
+
+// notRecording stands in for the spans not worth starting: children of a
+// span nobody records.
+var notRecording = trace.SpanFromContext(context.Background())
+
+var consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+
+func (t *telemetry) spanName(dest string) string {
+	t.mu.RLock()
+	n, ok := t.names[dest]
+	t.mu.RUnlock()
+	if ok {
+		return n
+	}
+	n = "process " + dest
+	t.mu.Lock()
+	t.names[dest] = n
+	t.mu.Unlock()
+	return n
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.TextMapPropagator) (*telemetry, error) {
@@ -64,7 +119,8 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 		prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
 	m := mp.Meter(instrumentationName)
-	t := &telemetry{tracer: tp.Tracer(instrumentationName), propagator: prop}
+	t := &telemetry{tracer: tp.Tracer(instrumentationName), propagator: prop,
+		attrSets: map[attrSetKey]measurement{}, names: map[string]string{}}
 	var err error
 	set := func(f func() error) {
 		if err == nil {
@@ -137,7 +193,7 @@ func (t *telemetry) startProcess(ctx context.Context, m *Message) (context.Conte
 	if len(m.Attributes) > 0 {
 		ctx = t.propagator.Extract(ctx, attributeCarrier(m.Attributes))
 	}
-	ctx, span := t.tracer.Start(ctx, "process "+m.Origin.Destination, trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := t.tracer.Start(ctx, t.spanName(m.Origin.Destination), consumerSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			attrMessagingSystem.String(m.Origin.System),
@@ -165,8 +221,10 @@ func (t *telemetry) endProcess(ctx context.Context, span trace.Span, m *Message,
 		}
 	}
 	span.End()
-	t.messages.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(o.Kind.String()),
-		attrMessagingSystem.String(m.Origin.System), attrDestination.String(m.Origin.Destination)))
+	kind, sys, dest := o.Kind.String(), m.Origin.System, m.Origin.Destination
+	t.messages.Add(ctx, 1, t.options(attrSetKey{"messages", kind, sys, dest}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrOutcome.String(kind), attrMessagingSystem.String(sys), attrDestination.String(dest)}
+	}).add...)
 }
 
 // dedupStatus is the record state an outcome leaves or found.
@@ -192,6 +250,9 @@ func endChild(span trace.Span, err error) {
 
 // beginStore starts a store call's span; endStore ends it and counts it.
 func (t *telemetry) beginStore(ctx context.Context, op string) (context.Context, trace.Span, time.Time) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, notRecording, time.Now()
+	}
 	ctx, span := t.tracer.Start(ctx, "onceq."+op, trace.WithSpanKind(trace.SpanKindClient))
 	return ctx, span, time.Now()
 }
@@ -207,8 +268,12 @@ func (t *telemetry) storeCall(ctx context.Context, op string, start time.Time, e
 	if err != nil {
 		result = "error"
 	}
-	t.storeCalls.Add(ctx, 1, metric.WithAttributes(attrStoreOperation.String(op), attrResult.String(result)))
-	t.storeTime.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrStoreOperation.String(op)))
+	t.storeCalls.Add(ctx, 1, t.options(attrSetKey{"store.calls", op, result, ""}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrStoreOperation.String(op), attrResult.String(result)}
+	}).add...)
+	t.storeTime.Record(ctx, time.Since(start).Seconds(), t.options(attrSetKey{"store.duration", op, "", ""}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrStoreOperation.String(op)}
+	}).rec...)
 }
 
 func actionName(a Action) string {
@@ -228,4 +293,36 @@ func resultName(err error) string {
 		return "error"
 	}
 	return "ok"
+}
+
+// startHandler starts the handler's span when its parent is recorded.
+func (t *telemetry) startHandler(ctx context.Context) (context.Context, trace.Span) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, notRecording
+	}
+	return t.tracer.Start(ctx, "onceq.handler")
+}
+
+func (t *telemetry) handled(ctx context.Context, took time.Duration, err error) {
+	result := resultName(err)
+	t.handlerTime.Record(ctx, took.Seconds(), t.options(attrSetKey{"handler", result, "", ""}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrResult.String(result)}
+	}).rec...)
+}
+
+func (t *telemetry) settled(ctx context.Context, m *Message, a Action, err error) {
+	action, result, sys := actionName(a), resultName(err), m.Origin.System
+	t.settles.Add(ctx, 1, t.options(attrSetKey{"settles", action, result, sys}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrAction.String(action), attrResult.String(result), attrMessagingSystem.String(sys)}
+	}).add...)
+}
+
+func (t *telemetry) heartbeat(ctx context.Context, lease bool, err error) {
+	kind, result := "visibility", resultName(err)
+	if lease {
+		kind = "lease"
+	}
+	t.heartbeats.Add(ctx, 1, t.options(attrSetKey{"heartbeats", kind, result, ""}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrHeartbeatKind.String(kind), attrResult.String(result)}
+	}).add...)
 }
