@@ -488,3 +488,48 @@ type windowSource struct{ *memory.Source }
 func (windowSource) RedeliveryWindow() time.Duration { return 4 * 24 * time.Hour }
 
 type oneCallStore struct{ dedup.Store }
+
+// claimCounter counts the claims that reach the store.
+type claimCounter struct {
+	dedup.Store
+	claims atomic.Int64
+}
+
+func (c *claimCounter) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, req)
+}
+
+func TestCompletedCacheSavesStoreCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []consumer.Option
+		claims int64
+	}{
+		{"cached", nil, 1},
+		{"uncached", []consumer.Option{consumer.NoCompletedCache()}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := memory.NewQueue("dups")
+			store := &claimCounter{Store: dedupmem.New()}
+			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+				return consumer.Result{Response: []byte("r")}, nil
+			})
+			c, _ := consumer.New(q.Source(), store, h, append(tc.opts, consumer.Concurrency(1))...)
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() { errc <- c.Run(ctx) }()
+			for i := range 5 {
+				_ = q.Send(ctx, memory.Outgoing{Body: []byte("same")})
+				for q.Stats().Acked <= i {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			cancel()
+			<-errc
+			if n := store.claims.Load(); n != tc.claims {
+				t.Fatalf("%d claims reached the store for 1 message and 4 duplicates, want %d", n, tc.claims)
+			}
+		})
+	}
+}

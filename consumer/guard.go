@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/cache"
 	"github.com/onceq/onceq/retry"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -70,6 +71,13 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: telemetry: %w", err)
 	}
+	if cfg.cacheEntries > 0 {
+		c := cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes)
+		if err := tel.observeCache(c); err != nil {
+			return nil, fmt.Errorf("consumer: telemetry: %w", err)
+		}
+		store = c
+	}
 	g := &Guard{cfg: cfg, store: store, handler: h, hooks: collectHooks(cfg.hooks), tel: tel}
 	if cfg.oneRoundTrip {
 		cc, ok := store.(dedup.ClaimCompleter)
@@ -82,6 +90,15 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	_, _ = rand.Read(b[:])
 	g.ownerID = hex.EncodeToString(b[:]) + "-"
 	return g, nil
+}
+
+// CacheStats reports the COMPLETED-record cache's counters, if it is on.
+func (g *Guard) CacheStats() (cache.Stats, bool) {
+	c, ok := g.store.(cache.Cache)
+	if !ok {
+		return cache.Stats{}, false
+	}
+	return c.Stats(), true
 }
 
 // leaseTracker is told when the handler holds a lease, so heartbeats can

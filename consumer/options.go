@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/onceq/onceq/dedup/cache"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -49,6 +50,8 @@ type config struct {
 	tracerProvider   trace.TracerProvider
 	meterProvider    metric.MeterProvider
 	propagator       propagation.TextMapPropagator
+	cacheEntries     int // 0: off
+	cacheBytes       int
 }
 
 func defaultConfig() config {
@@ -65,6 +68,8 @@ func defaultConfig() config {
 		namespace:        "onceq",
 		logger:           slog.New(slog.DiscardHandler),
 		clock:            wallClock{},
+		cacheEntries:     cache.DefaultEntries,
+		cacheBytes:       cache.DefaultBytes,
 	}
 }
 
@@ -192,3 +197,14 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 func WithPropagator(p propagation.TextMapPropagator) Option {
 	return optionFunc(func(c *config) { c.propagator = p })
 }
+
+// CompletedCache sizes the in-process cache of COMPLETED records that
+// answers repeated duplicates without a store call (default 10,000 records,
+// 16 MiB). Entries never outlive their record's expiry.
+func CompletedCache(entries, bytes int) Option {
+	return optionFunc(func(c *config) { c.cacheEntries, c.cacheBytes = max(entries, 1), bytes })
+}
+
+// NoCompletedCache turns the COMPLETED-record cache off: every duplicate
+// asks the store.
+func NoCompletedCache() Option { return optionFunc(func(c *config) { c.cacheEntries = 0 }) }

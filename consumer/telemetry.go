@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/onceq/onceq/dedup/cache"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -42,6 +43,7 @@ const (
 // API only: the application picks the SDK and exporters.
 type telemetry struct {
 	tracer     trace.Tracer
+	meter      metric.Meter
 	propagator propagation.TextMapPropagator
 
 	messages    metric.Int64Counter
@@ -119,7 +121,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 		prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
 	m := mp.Meter(instrumentationName)
-	t := &telemetry{tracer: tp.Tracer(instrumentationName), propagator: prop,
+	t := &telemetry{tracer: tp.Tracer(instrumentationName), meter: m, propagator: prop,
 		attrSets: map[attrSetKey]measurement{}, names: map[string]string{}}
 	var err error
 	set := func(f func() error) {
@@ -325,4 +327,28 @@ func (t *telemetry) heartbeat(ctx context.Context, lease bool, err error) {
 	t.heartbeats.Add(ctx, 1, t.options(attrSetKey{"heartbeats", kind, result, ""}, func() []attribute.KeyValue {
 		return []attribute.KeyValue{attrHeartbeatKind.String(kind), attrResult.String(result)}
 	}).add...)
+}
+
+// observeCache reports the COMPLETED-record cache's counters.
+func (t *telemetry) observeCache(c cache.Cache) error {
+	hits, err := t.meter.Int64ObservableCounter("onceq.cache.hits", metric.WithDescription("Duplicates answered by the COMPLETED-record cache, with no store call."))
+	if err != nil {
+		return err
+	}
+	misses, err := t.meter.Int64ObservableCounter("onceq.cache.misses", metric.WithDescription("Claims the cache could not answer."))
+	if err != nil {
+		return err
+	}
+	evictions, err := t.meter.Int64ObservableCounter("onceq.cache.evictions", metric.WithDescription("Records evicted from the cache by its bounds."))
+	if err != nil {
+		return err
+	}
+	_, err = t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := c.Stats()
+		o.ObserveInt64(hits, s.Hits)
+		o.ObserveInt64(misses, s.Misses)
+		o.ObserveInt64(evictions, s.Evictions)
+		return nil
+	}, hits, misses, evictions)
+	return err
 }

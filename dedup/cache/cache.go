@@ -1,0 +1,229 @@
+// Package cache keeps COMPLETED records in process memory in front of any
+// dedup.Store, so that a duplicate of a key this worker has already seen
+// completed costs no store call.
+//
+// It is safe because COMPLETED is terminal until the record's ExpiresAt:
+// no transition can change such a record before then, and every entry
+// expires no later than its record. PENDING and FAILED records, which
+// change, are never cached.
+package cache
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// Defaults bound the cache modestly.
+const (
+	DefaultEntries = 10_000
+	DefaultBytes   = 16 << 20
+)
+
+// Stats counts what the cache did.
+type Stats struct {
+	Hits, Misses, Evictions int64
+	Entries                 int
+	Bytes                   int
+}
+
+// Store is a dedup.Store with a COMPLETED-record cache in front.
+type Store struct {
+	next       dedup.Store
+	maxEntries int
+	maxBytes   int
+
+	mu      sync.Mutex
+	lru     *list.List // front: most recent; values are *entry
+	entries map[string]*list.Element
+	bytes   int
+	// hashes remembers the payload hash of leases this Store granted, so
+	// that their Complete can be cached with it.
+	hashes map[dedup.Lease]string
+
+	hits, misses, evictions atomic.Int64
+}
+
+type entry struct {
+	rec  dedup.Record
+	size int
+}
+
+// Cache is a dedup.Store with a COMPLETED-record cache in front. It is a
+// dedup.ClaimCompleter exactly when the Store behind it is one.
+type Cache interface {
+	dedup.Store
+	Stats() Stats
+	Unwrap() dedup.Store
+}
+
+// Wrap puts a cache of at most maxEntries records and maxBytes bytes (keys
+// and responses) in front of next; zero or less takes the default.
+func Wrap(next dedup.Store, maxEntries, maxBytes int) Cache {
+	s := newStore(next, maxEntries, maxBytes)
+	if cc, ok := next.(dedup.ClaimCompleter); ok {
+		return &completerStore{Store: s, next: cc}
+	}
+	return s
+}
+
+func newStore(next dedup.Store, maxEntries, maxBytes int) *Store {
+	if maxEntries <= 0 {
+		maxEntries = DefaultEntries
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultBytes
+	}
+	return &Store{next: next, maxEntries: maxEntries, maxBytes: maxBytes, lru: list.New(),
+		entries: map[string]*list.Element{}, hashes: map[dedup.Lease]string{}}
+}
+
+// Unwrap returns the Store behind the cache.
+func (s *Store) Unwrap() dedup.Store { return s.next }
+
+// Stats reports the counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	n, b := len(s.entries), s.bytes
+	s.mu.Unlock()
+	return Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Evictions: s.evictions.Load(), Entries: n, Bytes: b}
+}
+
+// hit returns the cached record of key if it is still live at now.
+func (s *Store) hit(key string, live func(dedup.Record) bool) (dedup.Record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.entries[key]
+	if !ok {
+		return dedup.Record{}, false
+	}
+	e := el.Value.(*entry)
+	if !live(e.rec) {
+		s.removeLocked(el)
+		return dedup.Record{}, false
+	}
+	s.lru.MoveToFront(el)
+	return e.rec, true
+}
+
+func (s *Store) put(r dedup.Record) {
+	if r.Status != dedup.StatusCompleted {
+		return
+	}
+	size := len(r.Key) + len(r.Response) + len(r.PayloadHash) + 64
+	if size > s.maxBytes {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.entries[r.Key]; ok {
+		s.removeLocked(el)
+	}
+	s.entries[r.Key] = s.lru.PushFront(&entry{rec: r, size: size})
+	s.bytes += size
+	for len(s.entries) > s.maxEntries || s.bytes > s.maxBytes {
+		s.removeLocked(s.lru.Back())
+		s.evictions.Add(1)
+	}
+}
+
+func (s *Store) removeLocked(el *list.Element) {
+	e := s.lru.Remove(el).(*entry)
+	delete(s.entries, e.rec.Key)
+	s.bytes -= e.size
+}
+
+// Claim implements dedup.Store.
+func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	if r, ok := s.hit(req.Key, func(r dedup.Record) bool { return r.Live(req.Now) }); ok {
+		s.hits.Add(1)
+		return dedup.Claim{Existing: r}, nil
+	}
+	s.misses.Add(1)
+	c, err := s.next.Claim(ctx, req)
+	if err != nil {
+		return c, err
+	}
+	if c.Acquired {
+		s.mu.Lock()
+		if len(s.hashes) >= 4*s.maxEntries {
+			// Leases claimed through this Store but never settled through
+			// it: forget them rather than grow.
+			clear(s.hashes)
+		}
+		s.hashes[c.Lease] = req.PayloadHash
+		s.mu.Unlock()
+	} else {
+		s.put(c.Existing)
+	}
+	return c, nil
+}
+
+// forget drops the remembered hash of a lease and returns it.
+func (s *Store) forget(l dedup.Lease) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.hashes[l]
+	delete(s.hashes, l)
+	return h, ok
+}
+
+// Complete implements dedup.Store.
+func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	err := s.next.Complete(ctx, req)
+	var business *dedup.BusinessConditionError
+	if errors.As(err, &business) {
+		return err // the lease is still held: a second Complete follows
+	}
+	hash, ok := s.forget(req.Lease)
+	if err == nil && ok {
+		s.put(dedup.Record{Key: req.Lease.Key, Status: dedup.StatusCompleted, Version: req.Lease.Version + 1,
+			Owner: req.Lease.Owner, PayloadHash: hash, Response: req.Response, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt})
+	}
+	return err
+}
+
+// Fail implements dedup.Store.
+func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
+	s.forget(req.Lease)
+	return s.next.Fail(ctx, req)
+}
+
+// Extend implements dedup.Store.
+func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
+	return s.next.Extend(ctx, req)
+}
+
+// Get implements dedup.Store. It always reads the store: Get is for
+// operators, who want the truth, not the cache.
+func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
+	return s.next.Get(ctx, key)
+}
+
+type completerStore struct {
+	*Store
+	next dedup.ClaimCompleter
+}
+
+// ClaimComplete implements dedup.ClaimCompleter.
+func (c *completerStore) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	if r, ok := c.hit(req.Key, func(r dedup.Record) bool { return r.Live(req.Now) }); ok {
+		c.hits.Add(1)
+		return dedup.Claim{Existing: r}, nil
+	}
+	c.misses.Add(1)
+	cl, err := c.next.ClaimComplete(ctx, req)
+	switch {
+	case err != nil:
+	case cl.Acquired:
+		c.put(dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
+			PayloadHash: req.PayloadHash, Response: req.Response, Attempts: cl.Attempt, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt})
+	default:
+		c.put(cl.Existing)
+	}
+	return cl, err
+}

@@ -1,0 +1,107 @@
+package cache_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/cache"
+	"github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/dedup/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) dedup.Store { return cache.Wrap(memory.New(), 100, 0) })
+}
+
+// counting counts the calls that reach the store behind the cache.
+type counting struct {
+	*memory.Store
+	claims atomic.Int64
+}
+
+func (c *counting) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, req)
+}
+
+func TestDuplicatesOfCompletedMakeNoCall(t *testing.T) {
+	ctx := context.Background()
+	inner := &counting{Store: memory.New()}
+	c := cache.Wrap(inner, 10, 0)
+	now := time.Now()
+	cl, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || !cl.Acquired {
+		t.Fatal(cl, err)
+	}
+	if err := c.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: []byte("r"), Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		d, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "b", Now: now.Add(time.Duration(i) * time.Minute), LeaseUntil: now.Add(time.Hour)})
+		if err != nil || d.Acquired || d.Existing.Status != dedup.StatusCompleted || string(d.Existing.Response) != "r" || d.Existing.PayloadHash != "h" {
+			t.Fatalf("duplicate %d: %+v %v", i, d, err)
+		}
+	}
+	if n := inner.claims.Load(); n != 1 {
+		t.Fatalf("%d claims reached the store, want only the first", n)
+	}
+	// After the record's expiry the cache no longer answers.
+	late, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "c", Now: now.Add(2 * time.Hour), LeaseUntil: now.Add(3 * time.Hour)})
+	if err != nil || !late.Acquired || inner.claims.Load() != 2 {
+		t.Fatalf("claim after expiry: %+v %v (store claims %d)", late, err, inner.claims.Load())
+	}
+	if s := c.Stats(); s.Hits != 3 || s.Misses != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestNeverCachesPendingOrFailed(t *testing.T) {
+	ctx := context.Background()
+	inner := &counting{Store: memory.New()}
+	c := cache.Wrap(inner, 10, 0)
+	now := time.Now()
+	cl, _ := c.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
+	for range 2 {
+		if d, _ := c.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "b", Now: now, LeaseUntil: now.Add(time.Minute)}); d.Existing.Status != dedup.StatusPending {
+			t.Fatalf("saw %s", d.Existing.Status)
+		}
+	}
+	_ = c.Fail(ctx, dedup.FailRequest{Lease: cl.Lease, Now: now, RetryAt: now.Add(time.Minute)})
+	if d, _ := c.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "b", Now: now, LeaseUntil: now.Add(time.Minute)}); d.Existing.Status != dedup.StatusFailed {
+		t.Fatalf("saw %s after Fail", d.Existing.Status)
+	}
+	if inner.claims.Load() != 4 || c.Stats().Entries != 0 {
+		t.Fatalf("claims %d, entries %d: PENDING or FAILED was cached", inner.claims.Load(), c.Stats().Entries)
+	}
+}
+
+func TestBoundedByEntriesAndBytes(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	for _, bound := range []struct{ entries, bytes int }{{5, 1 << 20}, {1000, 5 * (1024 + 200)}} {
+		c := cache.Wrap(memory.New(), bound.entries, bound.bytes)
+		for i := range 50 {
+			k := fmt.Sprint("k", i)
+			cl, _ := c.Claim(ctx, dedup.ClaimRequest{Key: k, Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
+			_ = c.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: make([]byte, 1024), Now: now, ExpiresAt: now.Add(time.Hour)})
+		}
+		s := c.Stats()
+		if s.Entries > 5 || s.Bytes > bound.bytes || s.Evictions < 45 {
+			t.Fatalf("bound %+v: stats %+v", bound, s)
+		}
+	}
+}
+
+func TestClaimCompleteKept(t *testing.T) {
+	if _, ok := cache.Wrap(memory.New(), 0, 0).(dedup.ClaimCompleter); !ok {
+		t.Fatal("the cache hides the store's one-round-trip claim")
+	}
+	type plain struct{ dedup.Store }
+	if _, ok := cache.Wrap(plain{memory.New()}, 0, 0).(dedup.ClaimCompleter); ok {
+		t.Fatal("the cache claims a one-round-trip claim its store lacks")
+	}
+}
