@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
 )
 
 // RedeliveryWindow is implemented by sources that know how long the broker
@@ -132,6 +133,9 @@ type run struct {
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc
 
+	limiter *limiter      // nil with FixedConcurrency
+	drained chan struct{} // closed when the drain starts
+
 	mu       sync.Mutex
 	held     map[*slot]struct{}
 	keys     map[orderKey]*keyQueue
@@ -143,8 +147,17 @@ type run struct {
 func newRun(c *Consumer) *run {
 	r := &run{c: c, work: make(chan *slot, c.cfg.maxInFlight),
 		held: make(map[*slot]struct{}, c.cfg.maxInFlight), keys: map[orderKey]*keyQueue{},
-		space: make(chan struct{}, 1), empty: make(chan struct{})}
+		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{})}
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
+	if !c.cfg.fixedConcurrency {
+		r.limiter = newLimiter(c.cfg.concurrency, r.reportLimit)
+		// Stores report the throttles they retry through the context.
+		r.handlerCtx = retry.WithObserver(r.handlerCtx, func(class retry.Class, _ error) {
+			if class == retry.Throttled {
+				r.limiter.throttled(time.Now())
+			}
+		})
+	}
 	return r
 }
 
@@ -170,6 +183,7 @@ func (r *run) run(ctx context.Context) error {
 	drainStart := time.Now()
 	r.mu.Lock()
 	r.draining = true
+	close(r.drained)
 	var unstarted []*slot
 	for s := range r.held {
 		if s.retry != nil && s.retry.Stop() {
@@ -302,6 +316,13 @@ func (r *run) dispatchLocked(s *slot) {
 }
 
 func (r *run) handle(s *slot) {
+	if r.limiter != nil {
+		if !r.limiter.acquire(r.drained) {
+			r.giveBack(s)
+			return
+		}
+		defer func() { r.limiter.release(time.Now()) }()
+	}
 	r.mu.Lock()
 	if r.draining {
 		r.mu.Unlock()
@@ -407,6 +428,13 @@ func (r *run) release(s *slot) {
 	default:
 	}
 	r.reportInFlight(n)
+}
+
+func (r *run) reportLimit(n int) {
+	r.c.guard.tel.limit.Record(context.Background(), int64(n))
+	for _, h := range r.c.guard.hooks.limit {
+		h.OnConcurrencyLimit(n)
+	}
 }
 
 func (r *run) reportInFlight(n int) {

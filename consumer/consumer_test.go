@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/memory"
 )
 
@@ -530,6 +531,83 @@ func TestCompletedCacheSavesStoreCalls(t *testing.T) {
 			if n := store.claims.Load(); n != tc.claims {
 				t.Fatalf("%d claims reached the store for 1 message and 4 duplicates, want %d", n, tc.claims)
 			}
+		})
+	}
+}
+
+type throttleErr struct{}
+
+func (throttleErr) Error() string     { return "ThrottlingException: rate exceeded" }
+func (throttleErr) ErrorCode() string { return "ThrottlingException" }
+
+// throttlingStore sheds claims beyond a concurrency it can take, the way a
+// table beyond its capacity does, and retries them like a real Store.
+type throttlingStore struct {
+	dedup.Store
+	capacity  int32
+	active    atomic.Int32
+	throttles atomic.Int64
+}
+
+func (s *throttlingStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	var c dedup.Claim
+	err := retry.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, MaxAttempts: 50}.Do(ctx, func(ctx context.Context) error {
+		defer s.active.Add(-1)
+		if s.active.Add(1) > s.capacity {
+			s.throttles.Add(1)
+			return throttleErr{}
+		}
+		time.Sleep(time.Millisecond)
+		var err error
+		c, err = s.Store.Claim(ctx, req)
+		return err
+	}, nil)
+	return c, err
+}
+
+type limitRecorder struct{ lowest atomic.Int64 }
+
+func (l *limitRecorder) OnConcurrencyLimit(n int) {
+	for {
+		cur := l.lowest.Load()
+		if int64(n) >= cur || l.lowest.CompareAndSwap(cur, int64(n)) {
+			return
+		}
+	}
+}
+
+func TestConcurrencyAdaptsToThrottles(t *testing.T) {
+	for _, fixed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fixed=%v", fixed), func(t *testing.T) {
+			const total = 600
+			q := memory.NewQueue("throttled")
+			for i := range total {
+				_ = q.Send(context.Background(), memory.Outgoing{Body: []byte(fmt.Sprint(i))})
+			}
+			store := &throttlingStore{Store: dedupmem.New(), capacity: 3}
+			led := newLedger()
+			h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+				return consumer.Result{Writes: []any{led.write(string(m.Body))}}, nil
+			})
+			rec := &limitRecorder{}
+			rec.lowest.Store(1 << 30)
+			opts := []consumer.Option{consumer.Concurrency(16), consumer.WithHooks(rec)}
+			if fixed {
+				opts = append(opts, consumer.FixedConcurrency())
+			}
+			c, _ := consumer.New(q.Source(), store, h, opts...)
+			runUntil(t, c, func() bool { return q.Stats().Acked == total })
+			if n := len(led.counts()); n != total {
+				t.Fatalf("%d effects, want %d", n, total)
+			}
+			lowest := rec.lowest.Load()
+			if fixed && lowest != 1<<30 {
+				t.Fatalf("fixed concurrency changed its limit to %d", lowest)
+			}
+			if !fixed && lowest >= 16 {
+				t.Fatalf("the limit never dropped under throttling (%d throttles)", store.throttles.Load())
+			}
+			t.Logf("throttles %d, lowest limit %d", store.throttles.Load(), lowest)
 		})
 	}
 }

@@ -41,7 +41,13 @@ type ExpiredPresentHook interface {
 	OnExpiredPresent(ctx context.Context, m *Message, previous string)
 }
 
+// LimitHook sees the adaptive concurrency limit change.
+type LimitHook interface {
+	OnConcurrencyLimit(n int)
+}
+
 type hooks struct {
+	limit     []LimitHook
 	outcome   []OutcomeHook
 	handler   []HandlerHook
 	settle    []SettleHook
@@ -67,6 +73,9 @@ func collectHooks(hs []Hook) hooks {
 		}
 		if x, ok := h.(HeartbeatHook); ok {
 			out.heartbeat = append(out.heartbeat, x)
+		}
+		if x, ok := h.(LimitHook); ok {
+			out.limit = append(out.limit, x)
 		}
 		if x, ok := h.(ExpiredPresentHook); ok {
 			out.expired = append(out.expired, x)

@@ -50,6 +50,7 @@ type config struct {
 	tracerProvider   trace.TracerProvider
 	meterProvider    metric.MeterProvider
 	propagator       propagation.TextMapPropagator
+	fixedConcurrency bool
 	cacheEntries     int // 0: off
 	cacheBytes       int
 }
@@ -208,3 +209,9 @@ func CompletedCache(entries, bytes int) Option {
 // NoCompletedCache turns the COMPLETED-record cache off: every duplicate
 // asks the store.
 func NoCompletedCache() Option { return optionFunc(func(c *config) { c.cacheEntries = 0 }) }
+
+// FixedConcurrency keeps Concurrency handlers running whatever the store
+// says. By default the consumer lowers its concurrency multiplicatively when
+// the store reports throttles and raises it additively as calls succeed,
+// between 1 and Concurrency; receiving follows through MaxInFlight.
+func FixedConcurrency() Option { return optionFunc(func(c *config) { c.fixedConcurrency = true }) }

@@ -52,6 +52,7 @@ type telemetry struct {
 	storeTime   metric.Float64Histogram
 	expired     metric.Int64Counter
 	inFlight    metric.Int64Gauge
+	limit       metric.Int64Gauge
 	settles     metric.Int64Counter
 	heartbeats  metric.Int64Counter
 
@@ -154,6 +155,10 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 	})
 	set(func() (e error) {
 		t.inFlight, e = m.Int64Gauge("onceq.in_flight", metric.WithDescription("Messages held: running, queued behind their key or waiting to retry."))
+		return
+	})
+	set(func() (e error) {
+		t.limit, e = m.Int64Gauge("onceq.concurrency.limit", metric.WithDescription("The adaptive concurrency limit: lowered on store throttles, raised as calls succeed."))
 		return
 	})
 	set(func() (e error) {

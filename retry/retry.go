@@ -186,6 +186,9 @@ func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, obse
 		if observe != nil {
 			observe(class, err)
 		}
+		if o, ok := ctx.Value(observerKey{}).(func(Class, error)); ok {
+			o(class, err)
+		}
 		return err
 	}, b)
 	if err == nil {
@@ -195,4 +198,13 @@ func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, obse
 		return last
 	}
 	return err
+}
+
+type observerKey struct{}
+
+// WithObserver returns a context whose Policy.Do calls also tell observe of
+// every retryable failure. The consumer uses it to learn of throttles that
+// a store retried on its own, to adapt its concurrency.
+func WithObserver(ctx context.Context, observe func(Class, error)) context.Context {
+	return context.WithValue(ctx, observerKey{}, observe)
 }

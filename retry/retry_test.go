@@ -115,3 +115,19 @@ func TestPolicyStopsOnCancel(t *testing.T) {
 		t.Fatalf("%d calls after cancel, err %v", calls, err)
 	}
 }
+
+func TestContextObserverSeesRetries(t *testing.T) {
+	var seen []retry.Class
+	ctx := retry.WithObserver(context.Background(), func(c retry.Class, _ error) { seen = append(seen, c) })
+	calls := 0
+	_ = retry.Policy{Initial: time.Millisecond, MaxAttempts: 3}.Do(ctx, func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return apiError{"ThrottlingException", 400}
+		}
+		return nil
+	}, nil)
+	if len(seen) != 1 || seen[0] != retry.Throttled {
+		t.Fatalf("context observer saw %v", seen)
+	}
+}
