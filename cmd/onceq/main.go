@@ -1,0 +1,58 @@
+// Command onceq is the operator's tool for onceq's DynamoDB idempotency
+// table: create it, look at a key, budget its capacity.
+//
+// Exit codes: 0 ok, 1 failure, 2 usage.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+var commands = []struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) int
+}{
+	{"capacity", "budget write capacity for a workload", runCapacity},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: onceq <command> [flags]")
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "Run 'onceq <command> -h' for a command's flags.")
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "onceq: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// usageExit maps a flag parse error to its exit code.
+func usageExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func onceq(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestCapacity(t *testing.T) {
+	code, out, _ := onceq("capacity", "-rps", "2000", "-dup", "0.15")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	// The seed's example: 2,000 requests/s with 15% duplicates → 2,300 WCU.
+	for _, want := range []string{"2300", "4300", "claim + transaction (2 items)", "10300", "9200", "on-demand"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("capacity output lacks %q:\n%s", want, out)
+		}
+	}
+	p := planCapacity(2000, 0.15, 2)
+	if p.Seed != 2300 || p.ClaimComplete != 4300 || p.Transaction != 10300 || p.OneRoundTrip != 9200 {
+		t.Fatalf("plan %+v", p)
+	}
+}
+
+func TestUsageAndExitCodes(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		in   string // where the message goes: "out" or "err"
+		want string
+	}{
+		{nil, 2, "err", "usage: onceq"},
+		{[]string{"help"}, 0, "out", "capacity"},
+		{[]string{"frobnicate"}, 2, "err", `unknown command "frobnicate"`},
+		{[]string{"capacity"}, 2, "err", "-rps must be a positive number"},
+		{[]string{"capacity", "-rps", "10", "-dup", "-1"}, 2, "err", "-dup"},
+		{[]string{"capacity", "-rps", "10", "-txn-items", "101"}, 2, "err", "1 to 100"},
+		{[]string{"capacity", "-bogus"}, 2, "err", "flag provided but not defined"},
+		{[]string{"capacity", "-h"}, 0, "err", "usage: onceq capacity"},
+	}
+	for _, c := range cases {
+		code, out, errOut := onceq(c.args...)
+		text := errOut
+		if c.in == "out" {
+			text = out
+		}
+		if code != c.code || !strings.Contains(text, c.want) {
+			t.Errorf("onceq %v: exit %d, %s %q; want exit %d containing %q", c.args, code, c.in, text, c.code, c.want)
+		}
+	}
+}
