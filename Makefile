@@ -30,6 +30,14 @@ $(STATICCHECK):
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./consumer/...
 
+## fuzz: each fuzz target for FUZZTIME (default 20s)
+FUZZTIME ?= 20s
+FUZZ_TARGETS := ./dedup:FuzzKey ./examples/order-worker:FuzzParseOrder
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$fn in $$pkg for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+
 servers-start:
 	bash integration/servers.sh start
 

@@ -55,3 +55,21 @@ func TestParseOrder(t *testing.T) {
 		t.Fatalf("%+v %v", o, err)
 	}
 }
+
+func FuzzParseOrder(f *testing.F) {
+	for _, s := range []string{`{"order_id":"o-1","sku":"sku-1","qty":2}`, `not json`, ``, `{"qty":-1}`, `{"order_id":"o","sku":"s","qty":1e30}`, "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		o, err := parseOrder(body)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedOrder) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if o.OrderID == "" || o.SKU == "" || o.Qty <= 0 {
+			t.Fatalf("accepted an invalid order %+v", o)
+		}
+	})
+}
