@@ -1,0 +1,177 @@
+package dynamodb
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	smithy "github.com/aws/smithy-go"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
+)
+
+// LeaseLostError is the fence failing: the record is no longer the PENDING
+// record of the caller's lease. errors.Is(err, dedup.ErrLeaseLost) holds.
+type LeaseLostError struct {
+	Op    string
+	Lease dedup.Lease
+	// Current is the record as DynamoDB saw it when the condition failed,
+	// nil when the item was absent (e.g. deleted by TTL).
+	Current *dedup.Record
+}
+
+func (e *LeaseLostError) Error() string {
+	s := fmt.Sprintf("dynamodb: %s %q: lease lost (owner %q, version %d)", e.Op, e.Lease.Key, e.Lease.Owner, e.Lease.Version)
+	if e.Current == nil {
+		return s + ": record absent"
+	}
+	return s + fmt.Sprintf(": record is %s, owner %q, version %d", e.Current.Status, e.Current.Owner, e.Current.Version)
+}
+
+// Is makes errors.Is(err, dedup.ErrLeaseLost) true.
+func (e *LeaseLostError) Is(target error) bool { return target == dedup.ErrLeaseLost }
+
+// RetryClass: a lost lease is a condition's decision.
+func (e *LeaseLostError) RetryClass() retry.Class { return retry.ConditionFailed }
+
+// TransactionError is a cancelled TransactWriteItems whose reasons are not
+// a condition of the record or of a business write: a conflict or a
+// throttle (retried), or a size or validation failure (permanent).
+type TransactionError struct {
+	Op string
+	// Reasons are DynamoDB's, by item index (0 is the record).
+	Reasons []types.CancellationReason
+	class   retry.Class
+	err     error
+}
+
+func (e *TransactionError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "dynamodb: %s: transaction cancelled (%s):", e.Op, e.class)
+	for i, r := range e.Reasons {
+		code := deref(r.Code)
+		if code == "" || code == "None" {
+			continue
+		}
+		fmt.Fprintf(&b, " [%d] %s", i, code)
+		if m := deref(r.Message); m != "" {
+			fmt.Fprintf(&b, " (%s)", m)
+		}
+	}
+	return b.String()
+}
+
+// Unwrap gives the SDK's *types.TransactionCanceledException.
+func (e *TransactionError) Unwrap() error { return e.err }
+
+// RetryClass tells retry.Policy whether the cancellation is worth retrying.
+func (e *TransactionError) RetryClass() retry.Class { return e.class }
+
+// ErrorCode is the first non-"None" reason, for hooks and logs.
+func (e *TransactionError) ErrorCode() string {
+	for _, r := range e.Reasons {
+		if c := deref(r.Code); c != "" && c != "None" {
+			return c
+		}
+	}
+	return "TransactionCanceledException"
+}
+
+// reasonClass classifies one cancellation reason code.
+func reasonClass(code string) retry.Class {
+	switch code {
+	case "", "None":
+		return retry.Transient
+	case "ConditionalCheckFailed":
+		return retry.ConditionFailed
+	case "TransactionConflict":
+		return retry.Transient
+	case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded", "Throttling", "ThrottlingException":
+		return retry.Throttled
+	default: // ItemCollectionSizeLimitExceeded, ValidationError, ...
+		return retry.Permanent
+	}
+}
+
+// cancellation is what a TransactionCanceledException means for us.
+type cancellation struct {
+	ok           bool                            // no cancellation: committed
+	recordFailed bool                            // the record's condition failed
+	record       map[string]types.AttributeValue // its ALL_OLD item then
+	business     int                             // index in Writes of a failed write condition, or -1
+	reason       types.CancellationReason
+}
+
+// readCancellation reads the reasons by index. The record's condition
+// decides first (a fenced worker must neither retry nor be told its write
+// was rejected); then a permanent reason; then a retryable one, even over a
+// business condition, which may read differently once the conflict is gone.
+// A nil error means c.recordFailed or c.business >= 0.
+func readCancellation(op string, tce *types.TransactionCanceledException, h Hooks) (cancellation, error) {
+	c := cancellation{business: -1}
+	permanent := false
+	retryable := retry.Class(-1)
+	for i, r := range tce.CancellationReasons {
+		code := deref(r.Code)
+		if code == "" || code == "None" {
+			continue
+		}
+		h.cancellation(code)
+		switch class := reasonClass(code); {
+		case class == retry.ConditionFailed && i == 0:
+			c.recordFailed, c.record = true, r.Item
+		case class == retry.ConditionFailed:
+			if c.business < 0 {
+				c.business, c.reason = i-1, r
+			}
+		case class == retry.Permanent:
+			permanent = true
+		case class == retry.Throttled:
+			retryable = retry.Throttled
+		case retryable < 0:
+			retryable = retry.Transient
+		}
+	}
+	switch {
+	case c.recordFailed:
+		return c, nil
+	case permanent:
+		return c, &TransactionError{Op: op, Reasons: tce.CancellationReasons, class: retry.Permanent, err: tce}
+	case retryable >= 0:
+		return c, &TransactionError{Op: op, Reasons: tce.CancellationReasons, class: retryable, err: tce}
+	case c.business >= 0:
+		return c, nil
+	}
+	// No reason given: unknown faults are retried a bounded number of times.
+	return c, &TransactionError{Op: op, Reasons: tce.CancellationReasons, class: retry.Transient, err: tce}
+}
+
+func businessError(c cancellation) error {
+	return &dedup.BusinessConditionError{Index: c.business, Reason: deref(c.reason.Code), Message: deref(c.reason.Message)}
+}
+
+// errorCode is the DynamoDB error code of err, "" when it has none.
+func errorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// isItemTooLarge recognises DynamoDB's own size refusal, for records the
+// estimate let through.
+func isItemTooLarge(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" &&
+		strings.Contains(ae.ErrorMessage(), "size has exceeded")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

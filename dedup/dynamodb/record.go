@@ -1,0 +1,291 @@
+package dynamodb
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// Attribute names of a record.
+const (
+	attrPK       = "pk"
+	attrSK       = "sk"
+	attrStatus   = "status"
+	attrVersion  = "version"
+	attrOwner    = "owner"
+	attrPayload  = "payload_hash"
+	attrAttempts = "attempts"
+	attrCreated  = "created_at"
+	attrExpires  = "expires_at"
+	attrLease    = "lease_expires_at"
+	attrResponse = "response"
+	attrError    = "error"
+)
+
+// Limits of DynamoDB.
+const (
+	maxItemSize      = 400 * 1024
+	maxTransactItems = 100
+	maxPartitionKey  = 2048
+	maxSortKey       = 1024
+	// maxErrorLen bounds a stored failure reason, so that a huge error
+	// text can never make Fail itself fail on the item size limit.
+	maxErrorLen = 8 * 1024
+	// maxEpoch is the end of year 9999; later times are not plausible.
+	maxEpoch = 253402300799
+)
+
+// ErrBadKey is returned for a key the table layout cannot store.
+var ErrBadKey = errors.New("dynamodb: key not storable in this table layout")
+
+// layout maps a dedup key to the item's primary key.
+type layout struct{ tenant bool }
+
+func (l layout) key(k string) (map[string]types.AttributeValue, error) {
+	if k == "" {
+		return nil, dedup.ErrEmptyKey
+	}
+	if !l.tenant {
+		if len(k) > maxPartitionKey {
+			return nil, fmt.Errorf("%w: %d bytes, the partition key holds %d", ErrBadKey, len(k), maxPartitionKey)
+		}
+		return map[string]types.AttributeValue{attrPK: str(k)}, nil
+	}
+	tenant, fp, ok := strings.Cut(k, "#")
+	if !ok || tenant == "" || fp == "" {
+		return nil, fmt.Errorf("%w: %q: the tenant layout needs <tenant>#<fingerprint>", ErrBadKey, k)
+	}
+	if len(tenant) > maxPartitionKey || len(fp) > maxSortKey {
+		return nil, fmt.Errorf("%w: tenant of %d bytes (max %d) or fingerprint of %d bytes (max %d)",
+			ErrBadKey, len(tenant), maxPartitionKey, len(fp), maxSortKey)
+	}
+	return map[string]types.AttributeValue{attrPK: str(tenant), attrSK: str(fp)}, nil
+}
+
+// notExists is the "absent" arm of a claim condition. One key attribute
+// would do (the condition is evaluated on the one item of that primary
+// key), but naming both keeps the tenant layout's intent explicit.
+func (l layout) notExists() string {
+	if l.tenant {
+		return "(attribute_not_exists(#pk) AND attribute_not_exists(#sk))"
+	}
+	return "attribute_not_exists(#pk)"
+}
+
+func (l layout) names(m map[string]string) map[string]string {
+	m["#pk"] = attrPK
+	if l.tenant {
+		m["#sk"] = attrSK
+	}
+	return m
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// ceilUnix rounds an expiry up: a record never expires before asked.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// floorUnix rounds a "now" down: nothing is seen as expired early.
+func floorUnix(t time.Time) int64 { return t.Unix() }
+
+// truncateUTF8 cuts s to at most n bytes on a rune boundary.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// decodeRecord turns a stored item into a Record. It is total: any missing
+// or mistyped attribute is an error, never a panic.
+func decodeRecord(m map[string]types.AttributeValue) (dedup.Record, error) {
+	var r dedup.Record
+	if len(m) == 0 {
+		return r, errors.New("dynamodb: empty item")
+	}
+	pk, err := getS(m, attrPK, true)
+	if err != nil {
+		return r, err
+	}
+	if pk == "" {
+		return r, errors.New("dynamodb: empty pk")
+	}
+	r.Key = pk
+	if _, ok := m[attrSK]; ok {
+		sk, err := getS(m, attrSK, true)
+		if err != nil {
+			return r, err
+		}
+		r.Key = pk + "#" + sk
+	}
+	status, err := getS(m, attrStatus, true)
+	if err != nil {
+		return r, err
+	}
+	switch s := dedup.Status(status); s {
+	case dedup.StatusPending, dedup.StatusCompleted, dedup.StatusFailed:
+		r.Status = s
+	default:
+		return r, fmt.Errorf("dynamodb: unknown status %q", status)
+	}
+	if r.Version, err = getN(m, attrVersion, true, 0, 1<<62); err != nil {
+		return r, err
+	}
+	if r.Owner, err = getS(m, attrOwner, true); err != nil {
+		return r, err
+	}
+	if r.PayloadHash, err = getS(m, attrPayload, true); err != nil {
+		return r, err
+	}
+	attempts, err := getN(m, attrAttempts, true, 0, 1<<31-1)
+	if err != nil {
+		return r, err
+	}
+	r.Attempts = int(attempts)
+	created, err := getN(m, attrCreated, true, 0, maxEpoch)
+	if err != nil {
+		return r, err
+	}
+	r.CreatedAt = time.Unix(created, 0)
+	expires, err := getN(m, attrExpires, true, 0, maxEpoch)
+	if err != nil {
+		return r, err
+	}
+	r.ExpiresAt = time.Unix(expires, 0)
+	if _, err := getN(m, attrLease, false, 0, maxEpoch); err != nil {
+		return r, err
+	}
+	if v, ok := m[attrResponse]; ok {
+		b, ok := v.(*types.AttributeValueMemberB)
+		if !ok {
+			return r, fmt.Errorf("dynamodb: attribute %s is %T, want binary", attrResponse, v)
+		}
+		r.Response = b.Value
+	}
+	if r.LastError, err = getS(m, attrError, false); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func getS(m map[string]types.AttributeValue, name string, required bool) (string, error) {
+	v, ok := m[name]
+	if !ok {
+		if required {
+			return "", fmt.Errorf("dynamodb: attribute %s missing", name)
+		}
+		return "", nil
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok || s == nil {
+		return "", fmt.Errorf("dynamodb: attribute %s is %T, want string", name, v)
+	}
+	return s.Value, nil
+}
+
+func getN(m map[string]types.AttributeValue, name string, required bool, lo, hi int64) (int64, error) {
+	v, ok := m[name]
+	if !ok {
+		if required {
+			return 0, fmt.Errorf("dynamodb: attribute %s missing", name)
+		}
+		return 0, nil
+	}
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok || n == nil {
+		return 0, fmt.Errorf("dynamodb: attribute %s is %T, want number", name, v)
+	}
+	i, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("dynamodb: attribute %s: %w", name, err)
+	}
+	if i < lo || i > hi {
+		return 0, fmt.Errorf("dynamodb: attribute %s = %d out of range [%d, %d]", name, i, lo, hi)
+	}
+	return i, nil
+}
+
+// itemSize estimates an item's stored size by DynamoDB's rules: for each
+// attribute, the UTF-8 length of its name plus the size of its value.
+func itemSize(m map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return numberSize(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += numberSize(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range v.Value {
+			n += len(b)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// numberSize: one byte per two significant digits, plus one.
+func numberSize(s string) int {
+	s = strings.TrimLeft(s, "+-")
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.Replace(s, ".", "", 1)
+	s = strings.Trim(s, "0")
+	return (len(s)+1)/2 + 1
+}

@@ -1,0 +1,672 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
+)
+
+// Store is a dedup.Store and dedup.ClaimCompleter over one DynamoDB table.
+// It is safe for concurrent use.
+type Store struct {
+	clients []*ddb.Client
+	table   string
+	layout  layout
+	policy  retry.Policy
+	skew    time.Duration
+	hooks   Hooks
+	log     *slog.Logger
+}
+
+var (
+	_ dedup.Store          = (*Store)(nil)
+	_ dedup.ClaimCompleter = (*Store)(nil)
+)
+
+// New returns a Store over table, which CreateTable can make (with the same
+// layout option). client may be nil only when WithRegionalClients is given.
+func New(client *ddb.Client, table string, opts ...Option) *Store {
+	cfg := config{policy: retry.DefaultPolicy(), logger: slog.Default()}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	clients := []*ddb.Client{client}
+	if len(cfg.regional) > 0 {
+		clients = cfg.regional
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	return &Store{
+		clients: clients,
+		table:   table,
+		layout:  layout{tenant: cfg.tenant},
+		policy:  cfg.policy,
+		skew:    cfg.skew,
+		hooks:   cfg.hooks,
+		log:     cfg.logger,
+	}
+}
+
+// Table is the table name.
+func (s *Store) Table() string { return s.table }
+
+// client is the key's home client: a stable hash keeps every call for one
+// key in one region.
+func (s *Store) client(key string) *ddb.Client {
+	if len(s.clients) == 1 {
+		return s.clients[0]
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return s.clients[h.Sum64()%uint64(len(s.clients))]
+}
+
+// noSDKRetry makes one HTTP attempt per SDK call: retry.Policy retries, so
+// that every throttle reaches Hooks.OnRetry.
+func noSDKRetry(o *ddb.Options) { o.Retryer = aws.NopRetryer{} }
+
+// do runs call under the retry policy; call learns its attempt number (1
+// first) so it can tell a retry, after which an earlier attempt may have
+// committed unseen, from a first try.
+func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context, attempt int) error) error {
+	attempt := 0
+	return s.policy.Do(ctx, func(ctx context.Context) error {
+		attempt++
+		start := time.Now()
+		err := call(ctx, attempt)
+		s.hooks.call(op, time.Since(start), err)
+		return err
+	}, func(c retry.Class, err error) {
+		code := errorCode(err)
+		s.hooks.retry(op, c, code)
+		s.log.DebugContext(ctx, "dynamodb: retrying", "op", op, "class", c.String(), "code", code, "err", err)
+	})
+}
+
+// claimNow is :now of a claim condition: floored, minus the skew margin.
+func (s *Store) claimNow(now time.Time) int64 { return floorUnix(now.Add(-s.skew)) }
+
+// decision marks an error a condition decided; the caller handles it.
+type decision struct{ err error }
+
+func (d *decision) Error() string           { return d.err.Error() }
+func (d *decision) Unwrap() error           { return d.err }
+func (d *decision) RetryClass() retry.Class { return retry.ConditionFailed }
+
+func checkClaim(key, owner string, now time.Time) error {
+	switch {
+	case key == "":
+		return dedup.ErrEmptyKey
+	case owner == "":
+		return errors.New("dynamodb: claim without an owner token")
+	case now.IsZero():
+		return errors.New("dynamodb: claim without Now")
+	}
+	return nil
+}
+
+func checkLease(l dedup.Lease) error {
+	if l.Key == "" {
+		return dedup.ErrEmptyKey
+	}
+	if l.Owner == "" || l.Version <= 0 {
+		return fmt.Errorf("dynamodb: invalid lease (owner %q, version %d)", l.Owner, l.Version)
+	}
+	return nil
+}
+
+// Claim takes the key when it is absent or expired (see the package
+// documentation). Key reuse is not judged here: the Claim's Existing
+// carries the live record's PayloadHash for the caller to compare.
+func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	const op = "Claim"
+	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
+		return dedup.Claim{}, err
+	}
+	key, err := s.layout.key(req.Key)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	if err := checkSize(key, req.Owner, req.PayloadHash, nil, ""); err != nil {
+		return dedup.Claim{}, err
+	}
+	lease := ceilUnix(req.LeaseUntil)
+	in := &ddb.UpdateItemInput{
+		TableName: aws.String(s.table),
+		Key:       key,
+		UpdateExpression: aws.String("SET #status = :pending, #version = if_not_exists(#version, :zero) + :one, " +
+			"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #ph = :ph, " +
+			"#created = :created, #exp = :lease, #lease = :lease REMOVE #response, #error"),
+		ConditionExpression:                 aws.String(s.layout.notExists() + " OR #exp < :now"),
+		ExpressionAttributeNames:            s.layout.names(recordNames()),
+		ExpressionAttributeValues:           claimValues(req.Owner, req.PayloadHash, req.Now, s.claimNow(req.Now), map[string]types.AttributeValue{":pending": str(string(dedup.StatusPending)), ":lease": num(lease)}),
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	in.ExpressionAttributeNames = usedNames(in.ExpressionAttributeNames, *in.UpdateExpression, *in.ConditionExpression)
+	in.ExpressionAttributeValues = usedValues(in.ExpressionAttributeValues, *in.UpdateExpression, *in.ConditionExpression)
+	client := s.client(req.Key)
+	var out *ddb.UpdateItemOutput
+	retried := false
+	err = s.do(ctx, op, func(ctx context.Context, attempt int) error {
+		retried = attempt > 1
+		o, err := client.UpdateItem(ctx, in, noSDKRetry)
+		out = o
+		return err
+	})
+	if err == nil {
+		return s.acquired(ctx, req.Key, req.Owner, out.Attributes), nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return dedup.Claim{}, s.wrap(op, req.Key, err)
+	}
+	return s.lost(req.Key, req.Owner, dedup.StatusPending, ccf.Item, retried)
+}
+
+// acquired builds a won Claim from the ALL_OLD attributes the claim
+// replaced (empty when the key was absent), computing the new counters the
+// way the update did: if_not_exists(x, 0) + 1.
+func (s *Store) acquired(ctx context.Context, key, owner string, old map[string]types.AttributeValue) dedup.Claim {
+	c := dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: 1}, Attempt: 1}
+	if len(old) == 0 {
+		return c
+	}
+	v, _ := getN(old, attrVersion, false, 0, 1<<62)
+	a, _ := getN(old, attrAttempts, false, 0, 1<<31-2)
+	c.Lease.Version, c.Attempt = v+1, int(a)+1
+	s.hooks.expiredPresent()
+	prev, err := decodeRecord(old)
+	if err != nil {
+		s.log.WarnContext(ctx, "dynamodb: claim replaced an undecodable record", "key", key, "err", err)
+		return c
+	}
+	c.Previous = &prev
+	return c
+}
+
+// lost reads the record a failed claim condition returned. On a retry, a
+// record holding our owner token in the state we were writing is our own
+// earlier attempt, committed though its answer was lost: the claim is ours.
+func (s *Store) lost(key, owner string, writing dedup.Status, item map[string]types.AttributeValue, retried bool) (dedup.Claim, error) {
+	rec, err := decodeRecord(item)
+	if err != nil {
+		return dedup.Claim{}, fmt.Errorf("dynamodb: claim %q: key is held but its record is unreadable: %w", key, err)
+	}
+	if retried && rec.Owner == owner && rec.Status == writing {
+		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts}, nil
+	}
+	return dedup.Claim{Existing: rec}, nil
+}
+
+// Complete marks the lease COMPLETED, with req.Writes in the same
+// TransactWriteItems when there are any.
+func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	const op = "Complete"
+	if err := checkLease(req.Lease); err != nil {
+		return err
+	}
+	writes, err := transactItems(req.Writes)
+	if err != nil {
+		return err
+	}
+	key, err := s.layout.key(req.Lease.Key)
+	if err != nil {
+		return err
+	}
+	if err := checkSize(key, req.Lease.Owner, "", req.Response, ""); err != nil {
+		return err
+	}
+	values := fenceValues(req.Lease, map[string]types.AttributeValue{
+		":completed": str(string(dedup.StatusCompleted)),
+		":v1":        num(req.Lease.Version + 1),
+		":exp":       num(ceilUnix(req.ExpiresAt)),
+	})
+	update := "SET #status = :completed, #version = :v1, #exp = :exp"
+	remove := " REMOVE #lease, #error"
+	if len(req.Response) > 0 {
+		update += ", #response = :resp"
+		values[":resp"] = &types.AttributeValueMemberB{Value: req.Response}
+	} else {
+		remove += ", #response"
+	}
+	upd := fencedUpdate{
+		key:    key,
+		update: update + remove,
+		names:  recordNames(),
+		values: values,
+	}
+	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, upd, writes)
+}
+
+// Fail marks the lease FAILED until req.RetryAt.
+func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
+	const op = "Fail"
+	if err := checkLease(req.Lease); err != nil {
+		return err
+	}
+	key, err := s.layout.key(req.Lease.Key)
+	if err != nil {
+		return err
+	}
+	values := fenceValues(req.Lease, map[string]types.AttributeValue{
+		":failed": str(string(dedup.StatusFailed)),
+		":v1":     num(req.Lease.Version + 1),
+		":exp":    num(ceilUnix(req.RetryAt)),
+		":err":    str(truncateUTF8(req.Reason, maxErrorLen)),
+	})
+	update := "SET #status = :failed, #version = :v1, #exp = :exp, #error = :err"
+	if req.ResetAttempts {
+		update += ", #attempts = :zero"
+		values[":zero"] = num(0)
+	}
+	upd := fencedUpdate{key: key, update: update + " REMOVE #lease, #response", names: recordNames(), values: values}
+	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, upd, nil)
+}
+
+// Extend pushes the lease to req.LeaseUntil. The version is kept, so the
+// caller's Lease stays valid; the owner and version still fence it.
+func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
+	const op = "Extend"
+	if err := checkLease(req.Lease); err != nil {
+		return err
+	}
+	key, err := s.layout.key(req.Lease.Key)
+	if err != nil {
+		return err
+	}
+	values := fenceValues(req.Lease, map[string]types.AttributeValue{":lease": num(ceilUnix(req.LeaseUntil))})
+	upd := fencedUpdate{key: key, update: "SET #exp = :lease, #lease = :lease", names: recordNames(), values: values}
+	// A retry re-applies the same idempotent update, so there is no earlier
+	// attempt to recognise: done status PENDING with the same version.
+	return s.fenced(ctx, op, req.Lease, "", 0, upd, nil)
+}
+
+type fencedUpdate struct {
+	key    map[string]types.AttributeValue
+	update string
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+const fenceCondition = "#owner = :owner AND #version = :v AND #status = :pending"
+
+func fenceValues(l dedup.Lease, m map[string]types.AttributeValue) map[string]types.AttributeValue {
+	m[":owner"] = str(l.Owner)
+	m[":v"] = num(l.Version)
+	m[":pending"] = str(string(dedup.StatusPending))
+	return m
+}
+
+// fenced runs a fenced update of the record, alone (UpdateItem) or with
+// business writes (TransactWriteItems, the record first). done and
+// doneVersion describe the record our update leaves, to recognise it on a
+// retry ("" when the update is idempotent and needs no recognising).
+func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup.Status, doneVersion int64, u fencedUpdate, writes []types.TransactWriteItem) error {
+	client := s.client(l.Key)
+	retried := false
+	var failedItem map[string]types.AttributeValue
+	var err error
+	if len(writes) == 0 {
+		in := &ddb.UpdateItemInput{
+			TableName:                           aws.String(s.table),
+			Key:                                 u.key,
+			UpdateExpression:                    aws.String(u.update),
+			ConditionExpression:                 aws.String(fenceCondition),
+			ExpressionAttributeNames:            usedNames(u.names, u.update, fenceCondition),
+			ExpressionAttributeValues:           usedValues(u.values, u.update, fenceCondition),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}
+		err = s.do(ctx, op, func(ctx context.Context, attempt int) error {
+			retried = attempt > 1
+			_, err := client.UpdateItem(ctx, in, noSDKRetry)
+			return err
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if err == nil {
+			return nil
+		}
+		if !errors.As(err, &ccf) {
+			return s.wrap(op, l.Key, err)
+		}
+		failedItem = ccf.Item
+	} else {
+		record := types.TransactWriteItem{Update: &types.Update{
+			TableName:                           aws.String(s.table),
+			Key:                                 u.key,
+			UpdateExpression:                    aws.String(u.update),
+			ConditionExpression:                 aws.String(fenceCondition),
+			ExpressionAttributeNames:            usedNames(u.names, u.update, fenceCondition),
+			ExpressionAttributeValues:           usedValues(u.values, u.update, fenceCondition),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}}
+		c, err := s.transact(ctx, op, client, record, writes, &retried)
+		switch {
+		case err != nil:
+			return s.wrap(op, l.Key, err)
+		case c.ok:
+			return nil
+		case !c.recordFailed:
+			return businessError(c)
+		}
+		failedItem = c.record
+	}
+	var cur *dedup.Record
+	if len(failedItem) > 0 {
+		r, err := decodeRecord(failedItem)
+		if err != nil {
+			return fmt.Errorf("%w (record unreadable: %v)", &LeaseLostError{Op: op, Lease: l}, err)
+		}
+		cur = &r
+	}
+	if retried && done != "" && cur != nil && cur.Owner == l.Owner && cur.Status == done && cur.Version == doneVersion {
+		// Our earlier attempt committed; its answer was lost.
+		return nil
+	}
+	return &LeaseLostError{Op: op, Lease: l, Current: cur}
+}
+
+// transact sends one TransactWriteItems of record then writes, retried by
+// the policy. With a nil error, either it committed (c.ok) or a condition
+// decided: the record's (c.recordFailed) or a business write's (c.business).
+func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, record types.TransactWriteItem, writes []types.TransactWriteItem, retried *bool) (cancellation, error) {
+	items := make([]types.TransactWriteItem, 0, 1+len(writes))
+	items = append(items, record)
+	items = append(items, writes...)
+	in := &ddb.TransactWriteItemsInput{TransactItems: items}
+	var c cancellation
+	err := s.do(ctx, op, func(ctx context.Context, attempt int) error {
+		*retried = attempt > 1
+		c = cancellation{business: -1}
+		_, err := client.TransactWriteItems(ctx, in, noSDKRetry)
+		var tce *types.TransactionCanceledException
+		if err == nil || !errors.As(err, &tce) {
+			return err
+		}
+		c, err = readCancellation(op, tce, s.hooks)
+		if err != nil {
+			return err
+		}
+		return &decision{err: tce}
+	})
+	var d *decision
+	if errors.As(err, &d) {
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	c.ok = true
+	return c, nil
+}
+
+// ClaimComplete writes the record straight as COMPLETED, with req.Writes in
+// the same TransactWriteItems, when the key is absent or expired. Without
+// writes it is one UpdateItem and the Claim is as complete as Claim's; with
+// writes DynamoDB returns no values on success, so the Claim's
+// Lease.Version and Attempt are 0 (unknown) and Previous is nil.
+func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	const op = "ClaimComplete"
+	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
+		return dedup.Claim{}, err
+	}
+	writes, err := transactItems(req.Writes)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	key, err := s.layout.key(req.Key)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	if err := checkSize(key, req.Owner, req.PayloadHash, req.Response, ""); err != nil {
+		return dedup.Claim{}, err
+	}
+	extra := map[string]types.AttributeValue{
+		":completed": str(string(dedup.StatusCompleted)),
+		":exp":       num(ceilUnix(req.ExpiresAt)),
+	}
+	update := "SET #status = :completed, #version = if_not_exists(#version, :zero) + :one, " +
+		"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #ph = :ph, " +
+		"#created = :created, #exp = :exp"
+	remove := " REMOVE #lease, #error"
+	if len(req.Response) > 0 {
+		update += ", #response = :resp"
+		extra[":resp"] = &types.AttributeValueMemberB{Value: req.Response}
+	} else {
+		remove += ", #response"
+	}
+	values := claimValues(req.Owner, req.PayloadHash, req.Now, s.claimNow(req.Now), extra)
+	cond := s.layout.notExists() + " OR #exp < :now"
+	names := usedNames(s.layout.names(recordNames()), update+remove, cond)
+	values = usedValues(values, update+remove, cond)
+	client := s.client(req.Key)
+	retried := false
+
+	if len(writes) == 0 {
+		in := &ddb.UpdateItemInput{
+			TableName:                           aws.String(s.table),
+			Key:                                 key,
+			UpdateExpression:                    aws.String(update + remove),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            names,
+			ExpressionAttributeValues:           values,
+			ReturnValues:                        types.ReturnValueAllOld,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}
+		var out *ddb.UpdateItemOutput
+		err := s.do(ctx, op, func(ctx context.Context, attempt int) error {
+			retried = attempt > 1
+			o, err := client.UpdateItem(ctx, in, noSDKRetry)
+			out = o
+			return err
+		})
+		if err == nil {
+			return s.acquired(ctx, req.Key, req.Owner, out.Attributes), nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return dedup.Claim{}, s.wrap(op, req.Key, err)
+		}
+		return s.lost(req.Key, req.Owner, dedup.StatusCompleted, ccf.Item, retried)
+	}
+
+	record := types.TransactWriteItem{Update: &types.Update{
+		TableName:                           aws.String(s.table),
+		Key:                                 key,
+		UpdateExpression:                    aws.String(update + remove),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+	c, err := s.transact(ctx, op, client, record, writes, &retried)
+	switch {
+	case err != nil:
+		return dedup.Claim{}, s.wrap(op, req.Key, err)
+	case c.ok:
+		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: req.Key, Owner: req.Owner}}, nil
+	case c.recordFailed:
+		return s.lost(req.Key, req.Owner, dedup.StatusCompleted, c.record, retried)
+	default:
+		return dedup.Claim{}, businessError(c)
+	}
+}
+
+// Get reads the record with a strongly consistent GetItem.
+func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
+	const op = "Get"
+	k, err := s.layout.key(key)
+	if err != nil {
+		return dedup.Record{}, err
+	}
+	in := &ddb.GetItemInput{TableName: aws.String(s.table), Key: k, ConsistentRead: aws.Bool(true)}
+	client := s.client(key)
+	var out *ddb.GetItemOutput
+	err = s.do(ctx, op, func(ctx context.Context, _ int) error {
+		o, err := client.GetItem(ctx, in, noSDKRetry)
+		out = o
+		return err
+	})
+	if err != nil {
+		return dedup.Record{}, s.wrap(op, key, err)
+	}
+	if len(out.Item) == 0 {
+		return dedup.Record{}, fmt.Errorf("dynamodb: get %q: %w", key, dedup.ErrNotFound)
+	}
+	rec, err := decodeRecord(out.Item)
+	if err != nil {
+		return dedup.Record{}, fmt.Errorf("dynamodb: get %q: %w", key, err)
+	}
+	return rec, nil
+}
+
+func (s *Store) wrap(op, key string, err error) error {
+	var te *TransactionError
+	if isItemTooLarge(err) {
+		return fmt.Errorf("dynamodb: %s %q: %w (%v)", op, key, &dedup.RecordTooLargeError{Size: maxItemSize + 1, Max: maxItemSize}, err)
+	}
+	if errors.As(err, &te) {
+		return err
+	}
+	return fmt.Errorf("dynamodb: %s %q: %w", op, key, err)
+}
+
+// recordNames aliases every attribute: several are reserved words.
+func recordNames() map[string]string {
+	return map[string]string{
+		"#status":   attrStatus,
+		"#version":  attrVersion,
+		"#attempts": attrAttempts,
+		"#owner":    attrOwner,
+		"#ph":       attrPayload,
+		"#created":  attrCreated,
+		"#exp":      attrExpires,
+		"#lease":    attrLease,
+		"#response": attrResponse,
+		"#error":    attrError,
+	}
+}
+
+func claimValues(owner, payloadHash string, now time.Time, claimNow int64, m map[string]types.AttributeValue) map[string]types.AttributeValue {
+	m[":zero"] = num(0)
+	m[":one"] = num(1)
+	m[":owner"] = str(owner)
+	m[":ph"] = str(payloadHash)
+	m[":created"] = num(floorUnix(now))
+	m[":now"] = num(claimNow)
+	return m
+}
+
+// transactItems checks the business writes' types and count.
+func transactItems(ws []any) ([]types.TransactWriteItem, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	if 1+len(ws) > maxTransactItems {
+		return nil, &dedup.TooManyWritesError{Got: len(ws), Max: maxTransactItems - 1}
+	}
+	out := make([]types.TransactWriteItem, 0, len(ws))
+	for i, w := range ws {
+		switch w := w.(type) {
+		case types.TransactWriteItem:
+			out = append(out, w)
+		case *types.TransactWriteItem:
+			if w == nil {
+				return nil, fmt.Errorf("%w: write %d is a nil *types.TransactWriteItem", dedup.ErrUnsupportedWrite, i)
+			}
+			out = append(out, *w)
+		default:
+			return nil, fmt.Errorf("%w: write %d is %T, want types.TransactWriteItem", dedup.ErrUnsupportedWrite, i, w)
+		}
+	}
+	return out, nil
+}
+
+// checkSize estimates the largest item the record can become and refuses
+// it before sending when over DynamoDB's limit. Numbers are sized at their
+// widest; an unknown payload hash (Complete) as a hex SHA-256.
+func checkSize(key map[string]types.AttributeValue, owner, payloadHash string, response []byte, errText string) error {
+	if payloadHash == "" {
+		payloadHash = "0000000000000000000000000000000000000000000000000000000000000000"
+	}
+	m := map[string]types.AttributeValue{
+		attrStatus:   str(string(dedup.StatusCompleted)),
+		attrVersion:  num(1 << 62),
+		attrOwner:    str(owner),
+		attrPayload:  str(payloadHash),
+		attrAttempts: num(1<<31 - 1),
+		attrCreated:  num(maxEpoch),
+		attrExpires:  num(maxEpoch),
+		attrLease:    num(maxEpoch),
+		attrError:    str(errText),
+	}
+	if len(response) > 0 {
+		m[attrResponse] = &types.AttributeValueMemberB{Value: response}
+	}
+	for k, v := range key {
+		m[k] = v
+	}
+	if n := itemSize(m); n > maxItemSize {
+		return &dedup.RecordTooLargeError{Size: n, Max: maxItemSize}
+	}
+	return nil
+}
+
+// usedNames keeps the aliases the expressions use: DynamoDB refuses a
+// request that defines one it does not use.
+func usedNames(names map[string]string, exprs ...string) map[string]string {
+	out := make(map[string]string, len(names))
+	for k, v := range names {
+		if referenced(k, exprs) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// usedValues keeps the placeholders the expressions use, likewise.
+func usedValues(values map[string]types.AttributeValue, exprs ...string) map[string]types.AttributeValue {
+	out := make(map[string]types.AttributeValue, len(values))
+	for k, v := range values {
+		if referenced(k, exprs) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// referenced reports whether token stands whole in any expression.
+func referenced(token string, exprs []string) bool {
+	for _, e := range exprs {
+		for i := strings.Index(e, token); i >= 0; {
+			end := i + len(token)
+			if end == len(e) || !isNameChar(e[end]) {
+				return true
+			}
+			next := strings.Index(e[end:], token)
+			if next < 0 {
+				break
+			}
+			i = end + next
+		}
+	}
+	return false
+}
+
+func isNameChar(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}

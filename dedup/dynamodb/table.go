@@ -1,0 +1,99 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// CreateTable makes a records table: on-demand billing, the key schema of
+// the layout (pk; or pk + sk with WithTenantLayout) and TTL on expires_at.
+// It is idempotent: an existing table is accepted when its key schema
+// matches, and TTL is enabled if it is not. It returns once the table is
+// ACTIVE.
+func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...TableOption) error {
+	cfg := tableConfig{waitTimeout: 5 * time.Minute}
+	for _, o := range opts {
+		if o != nil {
+			o.applyTable(&cfg)
+		}
+	}
+	attrs := []types.AttributeDefinition{{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS}}
+	schema := []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}}
+	if cfg.tenant {
+		attrs = append(attrs, types.AttributeDefinition{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS})
+		schema = append(schema, types.KeySchemaElement{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange})
+	}
+	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: attrs,
+		KeySchema:            schema,
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("dynamodb: create table %s: %w", table, err)
+	}
+	waiter := ddb.NewTableExistsWaiter(client, func(o *ddb.TableExistsWaiterOptions) {
+		o.MinDelay = 500 * time.Millisecond
+		o.MaxDelay = 5 * time.Second
+	})
+	desc, err := waiter.WaitForOutput(ctx, &ddb.DescribeTableInput{TableName: aws.String(table)}, cfg.waitTimeout)
+	if err != nil {
+		return fmt.Errorf("dynamodb: wait for table %s: %w", table, err)
+	}
+	if err := checkSchema(desc.Table, cfg.tenant); err != nil {
+		return fmt.Errorf("dynamodb: table %s: %w", table, err)
+	}
+	return ensureTTL(ctx, client, table)
+}
+
+func checkSchema(t *types.TableDescription, tenant bool) error {
+	want := map[string]types.KeyType{attrPK: types.KeyTypeHash}
+	if tenant {
+		want[attrSK] = types.KeyTypeRange
+	}
+	if t == nil || len(t.KeySchema) != len(want) {
+		return fmt.Errorf("key schema does not match the layout (tenant=%v)", tenant)
+	}
+	for _, k := range t.KeySchema {
+		if kt, ok := want[aws.ToString(k.AttributeName)]; !ok || kt != k.KeyType {
+			return fmt.Errorf("key schema does not match the layout (tenant=%v)", tenant)
+		}
+	}
+	return nil
+}
+
+// ensureTTL enables TTL on expires_at unless it already is: a second
+// UpdateTimeToLive is a ValidationException, not a no-op.
+func ensureTTL(ctx context.Context, client *ddb.Client, table string) error {
+	d, err := client.DescribeTimeToLive(ctx, &ddb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err != nil {
+		return fmt.Errorf("dynamodb: describe TTL of %s: %w", table, err)
+	}
+	if ttl := d.TimeToLiveDescription; ttl != nil {
+		switch ttl.TimeToLiveStatus {
+		case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
+			if name := aws.ToString(ttl.AttributeName); name != attrExpires {
+				return fmt.Errorf("dynamodb: table %s has TTL on %q, want %q", table, name, attrExpires)
+			}
+			return nil
+		}
+	}
+	_, err = client.UpdateTimeToLive(ctx, &ddb.UpdateTimeToLiveInput{
+		TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(attrExpires),
+			Enabled:       aws.Bool(true),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamodb: enable TTL on %s: %w", table, err)
+	}
+	return nil
+}
