@@ -1,0 +1,111 @@
+package sqs
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/onceq/onceq/retry"
+)
+
+// Option configures a Source; pass them to New.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// Hooks are told of events worth counting; a nil func is skipped. They are
+// called synchronously from the source's goroutines: keep them cheap.
+type Hooks struct {
+	// OnDeleteFailed: an ack could not be carried out. A lost receipt
+	// handle (visibility ran out first) is reported with ErrDeliveryLost;
+	// the message comes back and dedup recognises it.
+	OnDeleteFailed func(ctx context.Context, messageID string, err error)
+	// OnVisibilityExtended: Extend moved a delivery's deadline to d from now.
+	OnVisibilityExtended func(ctx context.Context, messageID string, d time.Duration)
+	// OnDeadLetter: a message was sent to the dead-letter queue.
+	OnDeadLetter func(ctx context.Context, messageID, reason string)
+	// OnRetry: a call to SQS failed and is retried. The SDK's own retryer
+	// is switched off for the calls this source retries, so every throttle
+	// passes through here.
+	OnRetry func(ctx context.Context, op string, class retry.Class, err error)
+}
+
+type config struct {
+	waitTime       time.Duration
+	pollers        int
+	visibility     time.Duration // 0: the queue's attribute
+	dlqURL         string
+	flushInterval  time.Duration
+	deleteWorkers  int
+	logger         *slog.Logger
+	hooks          Hooks
+	policy         retry.Policy
+	emptyPollPause time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		waitTime:       20 * time.Second,
+		pollers:        2,
+		flushInterval:  20 * time.Millisecond,
+		deleteWorkers:  4,
+		emptyPollPause: 100 * time.Millisecond,
+	}
+}
+
+// WaitTime is the long-polling wait of each ReceiveMessage, 0 to 20s in
+// whole seconds. Default 20s. With 0 (short polling) a poller pauses 100ms
+// after an empty answer rather than spinning.
+func WaitTime(d time.Duration) Option { return optionFunc(func(c *config) { c.waitTime = d }) }
+
+// Pollers is how many ReceiveMessage loops run at once. Default 2. They
+// poll only while a Receive call is waiting for messages.
+func Pollers(n int) Option { return optionFunc(func(c *config) { c.pollers = n }) }
+
+// VisibilityTimeout asks SQS to hide each received message for d (whole
+// seconds, 1s to 12h). Default: the queue's VisibilityTimeout attribute.
+func VisibilityTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.visibility = d })
+}
+
+// DeadLetterQueue is the URL DeadLetter sends to. Default: the queue of
+// the source queue's RedrivePolicy, if it has one.
+func DeadLetterQueue(url string) Option { return optionFunc(func(c *config) { c.dlqURL = url }) }
+
+// DeleteFlushInterval is how long an ack may wait for nine others before
+// its DeleteMessageBatch is sent anyway. Default 20ms.
+func DeleteFlushInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.flushInterval = d })
+}
+
+// DeleteConcurrency is how many DeleteMessageBatch calls may be in flight
+// at once. Default 4.
+func DeleteConcurrency(n int) Option { return optionFunc(func(c *config) { c.deleteWorkers = n }) }
+
+// Logger receives the source's logs. Default slog.Default().
+func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+
+// WithHooks installs hooks for metrics.
+func WithHooks(h Hooks) Option { return optionFunc(func(c *config) { c.hooks = h }) }
+
+// RetryPolicy is how failed SQS calls (deletes, visibility changes,
+// dead-letter sends) are retried. Default retry.DefaultPolicy().
+func RetryPolicy(p retry.Policy) Option { return optionFunc(func(c *config) { c.policy = p }) }
+
+func (c *config) validate() error {
+	switch {
+	case c.waitTime < 0 || c.waitTime > 20*time.Second || c.waitTime%time.Second != 0:
+		return invalidOption("WaitTime %v: want whole seconds from 0 to 20s", c.waitTime)
+	case c.pollers < 1:
+		return invalidOption("Pollers %d: want at least 1", c.pollers)
+	case c.visibility != 0 && (c.visibility < time.Second || c.visibility > maxVisibility || c.visibility%time.Second != 0):
+		return invalidOption("VisibilityTimeout %v: want whole seconds from 1s to 12h", c.visibility)
+	case c.flushInterval <= 0:
+		return invalidOption("DeleteFlushInterval %v: want > 0", c.flushInterval)
+	case c.deleteWorkers < 1:
+		return invalidOption("DeleteConcurrency %d: want at least 1", c.deleteWorkers)
+	}
+	return nil
+}
