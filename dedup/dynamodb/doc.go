@@ -14,7 +14,7 @@
 //
 // A claim is ONE UpdateItem conditioned on "absent or expired":
 //
-//	attribute_not_exists(pk) OR expires_at <= :now
+//	attribute_not_exists(pk) OR expires_at < :now
 //
 // with ReturnValues=ALL_OLD (a winner learns the expired-but-present record
 // it took over: Claim.Previous) and ReturnValuesOnConditionCheckFailure=ALL_OLD
@@ -39,12 +39,13 @@
 // Every expiry written (lease, retention, retry delay) is rounded UP to the
 // next second and the caller's Now is rounded DOWN, so a record is never
 // treated as expired before the time the caller asked for: a lease can last
-// up to a second longer than requested, never shorter. With integer seconds,
-// "expires_at <= floor(now)" is exactly "now >= expires_at", the same rule as
-// dedup.Record.Live on the decoded record. WithClockSkewMargin subtracts a
-// margin from :now in claim conditions, so an expired record becomes
-// claimable that much later (protection against a claimer whose clock runs
-// ahead of the holder's).
+// up to a second longer than requested, never shorter. A record is live
+// through its expiry second (dedup.Record.Live) and claimable once
+// expires_at < floor(now). WithClockSkewMargin subtracts a margin from :now
+// in claim conditions, so an expired record becomes claimable that much
+// later (protection against a claimer whose clock runs ahead of the
+// holder's); meanwhile a loser may be shown a record whose ExpiresAt has
+// passed.
 //
 // # Transactions
 //
