@@ -49,7 +49,7 @@ func (o *outcomes) String() string {
 }
 
 // runConsumer runs c until stop is called; stop returns Run's error.
-func runConsumer(t *testing.T, c *consumer.Consumer) (stop func() error) {
+func runConsumer(t testing.TB, c *consumer.Consumer) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
