@@ -23,16 +23,23 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
 	"github.com/onceq/onceq/sources/memory"
 )
 
 type options struct {
-	source      string
-	store       string
-	concurrency int
-	demo        int
-	progress    time.Duration
+	source           string
+	store            string
+	sqsQueueURL      string
+	sqsDLQURL        string
+	idempotencyTable string
+	inventoryTable   string
+	ordersTable      string
+	createTables     bool
+	concurrency      int
+	demo             int
+	progress         time.Duration
+	// stopAfter ends the run once this many messages settled (tests).
+	stopAfter int
 }
 
 // envName maps a flag to its environment variable: -demo → ORDER_WORKER_DEMO.
@@ -44,8 +51,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("order-worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.source, "source", "memory", "message source: memory")
-	fs.StringVar(&o.store, "store", "memory", "idempotency store: memory")
+	fs.StringVar(&o.source, "source", "memory", "message source: memory or sqs")
+	fs.StringVar(&o.store, "store", "memory", "idempotency store and inventory: memory or dynamodb")
+	fs.StringVar(&o.sqsQueueURL, "sqs-queue-url", "", "SQS queue URL (-source sqs)")
+	fs.StringVar(&o.sqsDLQURL, "sqs-dlq-url", "", "SQS dead-letter queue URL (default: the queue's redrive policy)")
+	fs.StringVar(&o.idempotencyTable, "idempotency-table", "onceq_idempotency", "DynamoDB idempotency table")
+	fs.StringVar(&o.inventoryTable, "inventory-table", "onceq_inventory", "DynamoDB inventory table")
+	fs.StringVar(&o.ordersTable, "orders-table", "onceq_orders", "DynamoDB orders table")
+	fs.BoolVar(&o.createTables, "create-tables", false, "create missing tables (TTL on) and seed skus sku-0 … sku-99 with 1000000 available")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "handlers running at once")
 	fs.IntVar(&o.demo, "demo", 0, "memory source: run N generated orders (about 20% duplicates, a few malformed and out of stock), print the summary, exit")
 	fs.DurationVar(&o.progress, "progress", 2*time.Second, "interval of the progress line on stderr")
@@ -64,8 +77,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.source != "memory" || o.store != "memory" {
-		return o, fmt.Errorf("-source %q -store %q: this build supports memory only", o.source, o.store)
+	switch {
+	case o.source != "memory" && o.source != "sqs":
+		return o, fmt.Errorf("-source %q: want memory or sqs", o.source)
+	case o.store != "memory" && o.store != "dynamodb":
+		return o, fmt.Errorf("-store %q: want memory or dynamodb", o.store)
+	case o.source == "sqs" && o.sqsQueueURL == "":
+		return o, errors.New("-source sqs needs -sqs-queue-url")
+	case o.source == "sqs" && o.demo > 0:
+		return o, errors.New("-demo runs on the memory source only")
 	}
 	return o, nil
 }
@@ -94,15 +114,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	queue := memory.NewQueue("orders")
-	inv := newMemoryInventory(100, 1_000_000)
-	store := dedupmem.New()
-	expected := 0
+	wiring, err := wire(ctx, opts, logger)
+	if err != nil {
+		return err
+	}
+	inv := wiring.inventory
+	expected := opts.stopAfter
 	if opts.demo > 0 {
-		expected = generateDemo(ctx, queue, opts.demo)
+		expected = generateDemo(ctx, wiring.queue, opts.demo)
 	}
 	sum := &summary{start: time.Now()}
-	c, err := consumer.New(queue.Source(), store, reserveHandler(inv),
+	c, err := consumer.New(wiring.source, wiring.store, reserveHandler(inv),
 		consumer.Concurrency(opts.concurrency),
 		consumer.WithKeyFunc(orderKey),
 		consumer.WithLogger(logger),
@@ -137,8 +159,9 @@ loop:
 		return err
 	}
 	sum.progress(stderr)
-	reserved, orders := inv.totals()
-	fmt.Fprintf(stderr, "order-worker: inventory reserved %d units over %d orders\n", reserved, orders)
+	if reserved, orders, err := wiring.totals(context.WithoutCancel(ctx)); err == nil {
+		fmt.Fprintf(stderr, "order-worker: inventory reserved %d units over %d orders\n", reserved, orders)
+	}
 	return sum.writeJSON(stdout)
 }
 

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamodb"
+	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/sources/sqs"
+)
+
+// wiring is what the flags chose.
+type wiring struct {
+	source    consumer.Source
+	queue     *memory.Queue // the memory source's queue, for -demo
+	store     dedup.Store
+	inventory Inventory
+	totals    func(ctx context.Context) (reserved int64, orders int, err error)
+}
+
+// wire builds the source, store and inventory. AWS endpoints, region and
+// credentials come from the SDK's standard settings (AWS_REGION,
+// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, …).
+func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) {
+	w := &wiring{}
+	needAWS := o.source == "sqs" || o.store == "dynamodb"
+	var db *ddb.Client
+	var sqsClient *awssqs.Client
+	if needAWS {
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("AWS configuration: %w", err)
+		}
+		db = ddb.NewFromConfig(cfg)
+		sqsClient = awssqs.NewFromConfig(cfg)
+	}
+
+	switch o.store {
+	case "dynamodb":
+		if o.createTables {
+			if err := dynamodb.CreateTable(ctx, db, o.idempotencyTable); err != nil {
+				return nil, err
+			}
+			if err := createExampleTables(ctx, db, o.inventoryTable, o.ordersTable, 100, 1_000_000); err != nil {
+				return nil, err
+			}
+		}
+		w.store = dynamodb.New(db, o.idempotencyTable, dynamodb.WithLogger(logger))
+		w.inventory = &dynamoInventory{client: db, inventory: o.inventoryTable, ordersTable: o.ordersTable, now: time.Now}
+		w.totals = func(ctx context.Context) (int64, int, error) {
+			return dynamoTotals(ctx, db, o.inventoryTable, o.ordersTable)
+		}
+	default:
+		inv := newMemoryInventory(100, 1_000_000)
+		w.store, w.inventory = dedupmem.New(), inv
+		w.totals = func(context.Context) (int64, int, error) { r, n := inv.totals(); return r, n, nil }
+	}
+
+	switch o.source {
+	case "sqs":
+		opts := []sqs.Option{sqs.Logger(logger)}
+		if o.sqsDLQURL != "" {
+			opts = append(opts, sqs.DeadLetterQueue(o.sqsDLQURL))
+		}
+		src, err := sqs.New(ctx, sqsClient, o.sqsQueueURL, opts...)
+		if err != nil {
+			return nil, err
+		}
+		w.source = src
+	default:
+		w.queue = memory.NewQueue("orders")
+		w.source = w.queue.Source()
+	}
+	return w, nil
+}
