@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqs"
 )
@@ -104,7 +105,13 @@ func TestEndToEndDuplicates(t *testing.T) {
 			mu.Unlock()
 		}}}}, nil
 	})
-	src := newSource(t, c, url)
+	// No call may fail: a lost ReceiveMessage answer (see callOptions in
+	// source.go) would hide ten messages for 30s.
+	var callFailures atomic.Int32
+	src := newSource(t, c, url, sqs.WithHooks(sqs.Hooks{OnRetry: func(_ context.Context, op string, _ retry.Class, err error) {
+		callFailures.Add(1)
+		t.Logf("%s failed: %v", op, err)
+	}}))
 	seen := &outcomes{}
 	cons, err := consumer.New(src, memory.New(), h, consumer.Concurrency(16), consumer.WithHooks(seen),
 		consumer.PendingRecheck(200*time.Millisecond))
@@ -131,6 +138,9 @@ func TestEndToEndDuplicates(t *testing.T) {
 		if n != 1 {
 			t.Errorf("key %s: %d effects", k, n)
 		}
+	}
+	if n := callFailures.Load(); n > 0 {
+		t.Errorf("%d SQS calls failed", n)
 	}
 	if n := seen.count(consumer.Processed); n != unique {
 		t.Errorf("%d processed, want %d", n, unique)

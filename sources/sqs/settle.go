@@ -94,7 +94,7 @@ func (s *Source) changeVisibility(ctx context.Context, op string, h *handle, sec
 			QueueUrl:          aws.String(s.queueURL),
 			ReceiptHandle:     aws.String(h.receipt),
 			VisibilityTimeout: secs,
-		}, noRetry)
+		}, callOptions)
 		if err != nil && isLostHandle(err) {
 			return deliveryLost("ChangeMessageVisibility", err)
 		}
@@ -131,7 +131,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *consumer.Message, reason str
 		in.MessageDeduplicationId = aws.String(m.ID)
 	}
 	err = s.cfg.policy.Do(ctx, func(ctx context.Context) error {
-		_, err := s.client.SendMessage(ctx, in, noRetry)
+		_, err := s.client.SendMessage(ctx, in, callOptions)
 		return err
 	}, s.onRetry(ctx, "SendMessage"))
 	if err != nil {
@@ -338,7 +338,7 @@ func (s *Source) deleteBatch(ctx context.Context, entries []deleteEntry) {
 		for i, e := range remaining {
 			in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(e.receipt)}
 		}
-		out, err := s.client.DeleteMessageBatch(ctx, in, noRetry)
+		out, err := s.client.DeleteMessageBatch(ctx, in, callOptions)
 		if err != nil {
 			return err
 		}
@@ -386,7 +386,7 @@ func (s *Source) deleteOne(ctx context.Context, e deleteEntry) error {
 		_, err := s.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{
 			QueueUrl:      aws.String(s.queueURL),
 			ReceiptHandle: aws.String(e.receipt),
-		}, noRetry)
+		}, callOptions)
 		return err
 	}, s.onRetry(ctx, "DeleteMessage"))
 	if err != nil && isLostHandle(err) {

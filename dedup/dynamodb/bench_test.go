@@ -1,0 +1,172 @@
+package dynamodb_test
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+const (
+	benchWorkers = 32
+	benchSKUs    = 256 // spread inventory writes so transactions rarely conflict
+)
+
+// BenchmarkDynamoDB measures, in one run, raw DynamoDB write shapes against
+// the store's paths at 32-way concurrency, and logs their ratios:
+//
+//	go test -run '^$' -bench BenchmarkDynamoDB ./dedup/dynamodb/
+func BenchmarkDynamoDB(b *testing.B) {
+	ep := testenv.DynamoDBEndpoint(b)
+	client := dynamoClient(b, ep, nil)
+	table := recordsTable(b, client)
+	raw := uniqueName("onceq_raw_")
+	if err := dynamodb.CreateTable(b.Context(), client, raw); err != nil {
+		b.Fatal(err)
+	}
+	inv := newInventory(b, client)
+	for i := range benchSKUs {
+		inv.stock(b, "sku-"+strconv.Itoa(i), 1<<40)
+	}
+	st := dynamodb.New(client, table)
+	run := uniqueName("")
+	var seq atomic.Int64
+	next := func() (string, string) {
+		n := seq.Add(1)
+		return fmt.Sprintf("bench#%s-%d", run, n), "sku-" + strconv.Itoa(int(n%benchSKUs))
+	}
+	now := time.Now()
+	lease, keep := now.Add(time.Minute), now.Add(time.Hour)
+	rawPut := func(b *testing.B, k string) {
+		_, err := client.PutItem(b.Context(), &ddb.PutItemInput{
+			TableName: aws.String(raw),
+			Item: map[string]types.AttributeValue{
+				"pk":         &types.AttributeValueMemberS{Value: k},
+				"status":     &types.AttributeValueMemberS{Value: "PENDING"},
+				"expires_at": &types.AttributeValueMemberN{Value: strconv.FormatInt(lease.Unix(), 10)},
+			},
+			ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		})
+		if err != nil {
+			b.Error(err)
+		}
+	}
+
+	cases := []struct {
+		name string
+		op   func(b *testing.B)
+	}{
+		{"RawConditionalPut", func(b *testing.B) {
+			k, _ := next()
+			rawPut(b, k)
+		}},
+		{"RawPutThenUpdate", func(b *testing.B) {
+			k, _ := next()
+			rawPut(b, k)
+			_, err := client.UpdateItem(b.Context(), &ddb.UpdateItemInput{
+				TableName:                 aws.String(raw),
+				Key:                       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: k}},
+				UpdateExpression:          aws.String("SET #s = :c"),
+				ConditionExpression:       aws.String("#s = :p"),
+				ExpressionAttributeNames:  map[string]string{"#s": "status"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberS{Value: "COMPLETED"}, ":p": &types.AttributeValueMemberS{Value: "PENDING"}},
+			})
+			if err != nil {
+				b.Error(err)
+			}
+		}},
+		{"ClaimThenComplete", func(b *testing.B) {
+			k, _ := next()
+			c, err := st.Claim(b.Context(), dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: k, Now: now, LeaseUntil: lease})
+			if err != nil || !c.Acquired {
+				b.Error(c, err)
+				return
+			}
+			if err := st.Complete(b.Context(), dedup.CompleteRequest{Lease: c.Lease, Response: []byte("ok"), Now: now, ExpiresAt: keep}); err != nil {
+				b.Error(err)
+			}
+		}},
+		{"ClaimComplete", func(b *testing.B) {
+			k, _ := next()
+			if _, err := st.ClaimComplete(b.Context(), dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: k, Response: []byte("ok"), Now: now, ExpiresAt: keep}); err != nil {
+				b.Error(err)
+			}
+		}},
+		{"RawTransact2", func(b *testing.B) {
+			k, sku := next()
+			_, err := client.TransactWriteItems(b.Context(), &ddb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+				{Put: &types.Put{
+					TableName: aws.String(raw),
+					Item: map[string]types.AttributeValue{
+						"pk":     &types.AttributeValueMemberS{Value: k},
+						"status": &types.AttributeValueMemberS{Value: "COMPLETED"},
+					},
+					ConditionExpression: aws.String("attribute_not_exists(pk)"),
+				}},
+				inv.reserve(sku, 1),
+			}})
+			if err != nil {
+				b.Error(err)
+			}
+		}},
+		{"ClaimThenCompleteWith1Write", func(b *testing.B) {
+			k, sku := next()
+			c, err := st.Claim(b.Context(), dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: k, Now: now, LeaseUntil: lease})
+			if err != nil || !c.Acquired {
+				b.Error(c, err)
+				return
+			}
+			if err := st.Complete(b.Context(), dedup.CompleteRequest{Lease: c.Lease, Response: []byte("ok"), Now: now, ExpiresAt: keep, Writes: []any{inv.reserve(sku, 1)}}); err != nil {
+				b.Error(err)
+			}
+		}},
+		{"ClaimCompleteWith1Write", func(b *testing.B) {
+			k, sku := next()
+			if _, err := st.ClaimComplete(b.Context(), dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: k, Response: []byte("ok"), Now: now, ExpiresAt: keep, Writes: []any{inv.reserve(sku, 1)}}); err != nil {
+				b.Error(err)
+			}
+		}},
+	}
+
+	rates := map[string]float64{}
+	par := (benchWorkers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetParallelism(par)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tc.op(b)
+				}
+			})
+			r := float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(r, "msgs/s")
+			rates[tc.name] = r // the last (largest) run wins
+		})
+	}
+	ratio := func(a, c string) float64 {
+		if rates[c] == 0 {
+			return 0
+		}
+		return rates[a] / rates[c]
+	}
+	// The ratios as metrics of one more entry, so one run prints them.
+	b.Run("Ratios", func(b *testing.B) {
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(ratio("ClaimThenComplete", "RawConditionalPut"), "claim+complete/put")
+		b.ReportMetric(ratio("ClaimThenComplete", "RawPutThenUpdate"), "claim+complete/put+update")
+		b.ReportMetric(ratio("ClaimComplete", "RawConditionalPut"), "claimcomplete/put")
+		b.ReportMetric(ratio("ClaimComplete", "ClaimThenComplete"), "claimcomplete/claim+complete")
+		b.ReportMetric(ratio("ClaimCompleteWith1Write", "RawTransact2"), "claimcomplete+w/txn2")
+		b.ReportMetric(ratio("ClaimThenCompleteWith1Write", "RawTransact2"), "claim+complete+w/txn2")
+	})
+}

@@ -1,0 +1,226 @@
+package faultproxy_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/integration/faultproxy"
+)
+
+// backend is a real HTTP server standing for the service: it answers 200
+// with the operation it was asked, and counts what reached it.
+func backend(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		_, _ = io.WriteString(w, `{"op":"`+r.Header.Get("X-Amz-Target")+`"}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func client() *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+}
+
+type answer struct {
+	status int
+	typ    string
+	err    error
+}
+
+func call(c *http.Client, url, op string) answer {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("{}"))
+	req.Header.Set("X-Amz-Target", "DynamoDB_20120810."+op)
+	resp, err := c.Do(req)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Type string `json:"__type"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return answer{status: resp.StatusCode, typ: body.Type}
+}
+
+func TestForwardsAndCounts(t *testing.T) {
+	srv, hits := backend(t)
+	p := faultproxy.Start(t, srv.URL)
+	c := client()
+	for range 3 {
+		if a := call(c, p.URL(), "GetItem"); a.err != nil || a.status != 200 {
+			t.Fatalf("forwarded: %+v", a)
+		}
+	}
+	call(c, p.URL(), "PutItem")
+	s := p.Stats()
+	if s.Requests != 4 || s.Forwarded != 4 || s.ByOp["GetItem"] != 3 || p.Requests("PutItem") != 1 || hits.Load() != 4 {
+		t.Fatalf("stats %+v, backend %d", s, hits.Load())
+	}
+}
+
+func TestRules(t *testing.T) {
+	srv, hits := backend(t)
+	p := faultproxy.Start(t, srv.URL)
+	c := client()
+	p.AddRule(faultproxy.Rule{Op: "UpdateItem", Nth: 2, Fault: faultproxy.InternalError})
+	p.AddRule(faultproxy.Rule{Op: "PutItem", Times: 2, Fault: faultproxy.Throttle})
+	p.AddRule(faultproxy.Rule{Op: "GetItem", Times: 1, Fault: faultproxy.ThrottlingException})
+
+	want := []struct {
+		op     string
+		status int
+		typ    string
+	}{
+		{"UpdateItem", 200, ""},
+		{"UpdateItem", 500, "com.amazonaws.dynamodb.v20120810#InternalServerError"},
+		{"UpdateItem", 200, ""},
+		{"PutItem", 400, "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"},
+		{"PutItem", 400, "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"},
+		{"PutItem", 200, ""},
+		{"GetItem", 400, "com.amazonaws.dynamodb.v20120810#ThrottlingException"},
+		{"GetItem", 200, ""},
+	}
+	for i, w := range want {
+		a := call(c, p.URL(), w.op)
+		if a.err != nil || a.status != w.status || (w.typ != "" && a.typ != w.typ) {
+			t.Fatalf("request %d (%s): %+v, want %d %s", i, w.op, a, w.status, w.typ)
+		}
+	}
+	s := p.Stats()
+	if s.Injected[faultproxy.Throttle] != 2 || s.Injected[faultproxy.InternalError] != 1 || s.Injected[faultproxy.ThrottlingException] != 1 {
+		t.Fatalf("injected %v", s.Injected)
+	}
+	if hits.Load() != 4 || s.Forwarded != 4 {
+		t.Fatalf("backend saw %d, forwarded %d, want 4", hits.Load(), s.Forwarded)
+	}
+	p.ClearRules()
+	if a := call(c, p.URL(), "PutItem"); a.status != 200 {
+		t.Fatalf("after ClearRules: %+v", a)
+	}
+}
+
+func TestResetAndAfter(t *testing.T) {
+	srv, hits := backend(t)
+	p := faultproxy.Start(t, srv.URL)
+	c := client()
+	p.AddRule(faultproxy.Rule{Op: "PutItem", Times: 1, Fault: faultproxy.Reset})
+	if a := call(c, p.URL(), "PutItem"); a.err == nil {
+		t.Fatalf("reset connection answered %+v", a)
+	}
+	if hits.Load() != 0 {
+		t.Fatal("a reset request reached the backend")
+	}
+	// After: the backend does the work, the client loses the answer.
+	p.AddRule(faultproxy.Rule{Op: "UpdateItem", Times: 1, Fault: faultproxy.Reset, After: true})
+	p.AddRule(faultproxy.Rule{Op: "GetItem", Times: 1, Fault: faultproxy.InternalError, After: true})
+	if a := call(c, p.URL(), "UpdateItem"); a.err == nil {
+		t.Fatalf("reset after forwarding answered %+v", a)
+	}
+	if a := call(c, p.URL(), "GetItem"); a.status != 500 {
+		t.Fatalf("500 after forwarding: %+v", a)
+	}
+	if hits.Load() != 2 {
+		t.Fatalf("backend saw %d requests, want 2 (faults after forwarding)", hits.Load())
+	}
+	if p.Injected(faultproxy.Reset) != 2 {
+		t.Fatalf("resets %d", p.Injected(faultproxy.Reset))
+	}
+}
+
+func TestLatency(t *testing.T) {
+	srv, _ := backend(t)
+	p := faultproxy.Start(t, srv.URL)
+	p.AddRule(faultproxy.Rule{Fault: faultproxy.Latency, Delay: 150 * time.Millisecond, Times: 1})
+	start := time.Now()
+	if a := call(client(), p.URL(), "GetItem"); a.status != 200 {
+		t.Fatal(a)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("latency %v", d)
+	}
+}
+
+// A seed fixes which requests a rate rule hits.
+func TestRateIsDeterministic(t *testing.T) {
+	srv, _ := backend(t)
+	pattern := func(seed uint64) string {
+		p, err := faultproxy.New(srv.URL, faultproxy.WithSeed(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		p.AddRule(faultproxy.Rule{Rate: 0.3, Fault: faultproxy.Throttle})
+		c := client()
+		var b strings.Builder
+		for range 100 {
+			if call(c, p.URL(), "PutItem").status == 400 {
+				b.WriteByte('T')
+			} else {
+				b.WriteByte('.')
+			}
+		}
+		return b.String()
+	}
+	a, b, other := pattern(7), pattern(7), pattern(8)
+	if a != b {
+		t.Fatalf("same seed, different faults:\n%s\n%s", a, b)
+	}
+	if a == other {
+		t.Fatal("different seeds, same faults")
+	}
+	if n := strings.Count(a, "T"); n < 15 || n > 45 {
+		t.Fatalf("rate 0.3 gave %d of 100", n)
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	srv, _ := backend(t)
+	p := faultproxy.Start(t, srv.URL, faultproxy.WithCapacity(20))
+	c := client()
+	throttled := 0
+	for range 60 {
+		if call(c, p.URL(), "PutItem").status == 400 {
+			throttled++
+		}
+	}
+	// 60 back-to-back requests against a burst of 20: most beyond it throttle.
+	if throttled < 20 || p.Stats().OverCapacity != throttled {
+		t.Fatalf("throttled %d, counted %d", throttled, p.Stats().OverCapacity)
+	}
+	p.SetCapacity(0)
+	if a := call(c, p.URL(), "PutItem"); a.status != 200 {
+		t.Fatalf("after removing the ceiling: %+v", a)
+	}
+}
+
+func TestCloseIdempotent(t *testing.T) {
+	srv, _ := backend(t)
+	p, err := faultproxy.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.AddRule(faultproxy.Rule{Fault: faultproxy.Latency, Delay: time.Hour})
+	done := make(chan answer, 1)
+	go func() { done <- call(client(), p.URL(), "GetItem") }()
+	if err := p.Wait(t.Context(), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	p.Close() // must not wait out the hour
+	p.Close()
+	if a := <-done; a.err == nil {
+		t.Fatalf("request through a closed proxy answered %+v", a)
+	}
+	if _, err := faultproxy.New("not a url"); err == nil {
+		t.Fatal("bad target accepted")
+	}
+}
