@@ -152,8 +152,13 @@ func businessError(c cancellation) error {
 	return &dedup.BusinessConditionError{Index: c.business, Reason: deref(c.reason.Code), Message: deref(c.reason.Message)}
 }
 
-// errorCode is the DynamoDB error code of err, "" when it has none.
+// errorCode is the DynamoDB error code of err, "" when it has none; for a
+// cancelled transaction, its first reason (e.g. "TransactionConflict").
 func errorCode(err error) string {
+	var te *TransactionError
+	if errors.As(err, &te) {
+		return te.ErrorCode()
+	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		return ae.ErrorCode()

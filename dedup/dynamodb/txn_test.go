@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/retry"
 )
 
 // TestCallCounts proves the round trips the design promises.
@@ -435,4 +436,55 @@ func TestCreateTableIdempotent(t *testing.T) {
 	if err := dynamodb.CreateTable(t.Context(), client, name, dynamodb.WithTenantLayout()); err == nil {
 		t.Fatal("CreateTable accepted a table of the other layout")
 	}
+}
+
+// Concurrent Completes reserving the same sku: on AWS they conflict
+// (TransactionConflict, retried; DynamoDB Local serializes them instead),
+// and every reservation lands exactly once.
+func TestTransactionConflictsRetried(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	client := dynamoClient(t, ep, nil)
+	var mu sync.Mutex
+	codes := map[string]int{}
+	st := dynamodb.New(client, recordsTable(t, client),
+		dynamodb.WithRetryPolicy(fastPolicy(30)),
+		dynamodb.WithHooks(dynamodb.Hooks{OnRetry: func(_ string, c retry.Class, code string) {
+			mu.Lock()
+			codes[c.String()+"/"+code]++
+			mu.Unlock()
+		}}))
+	inv := newInventory(t, client)
+	sku := uniqueName("sku-")
+	inv.stock(t, sku, 1000)
+	at := clock()
+	const n = 24
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: uniqueKey(t), Owner: "o", Now: at(0), LeaseUntil: at(30)})
+			if err == nil {
+				err = st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Now: at(1), ExpiresAt: at(99), Writes: []any{inv.reserve(sku, 1)}})
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if a, r := inv.levels(t, sku); a != 1000-n || r != n {
+		t.Fatalf("stock %d/%d, want %d/%d", a, r, 1000-n, n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for code := range codes {
+		if code != "transient/TransactionConflict" {
+			t.Fatalf("unexpected retry %s", code)
+		}
+	}
+	t.Logf("retries: %v", codes)
 }

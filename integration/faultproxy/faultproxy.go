@@ -10,6 +10,7 @@ package faultproxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -39,9 +40,13 @@ const (
 	Reset
 	// Latency forwards the request after Rule.Delay.
 	Latency
+	// Cancel answers HTTP 400 TransactionCanceledException with
+	// Rule.Reasons as its CancellationReasons (e.g. "None",
+	// "TransactionConflict"), for TransactWriteItems.
+	Cancel
 )
 
-var faultNames = [...]string{"none", "throttle", "throttling_exception", "internal_error", "reset", "latency"}
+var faultNames = [...]string{"none", "throttle", "throttling_exception", "internal_error", "reset", "latency", "cancel"}
 
 func (f Fault) String() string {
 	if f >= 0 && int(f) < len(faultNames) {
@@ -66,6 +71,9 @@ type Rule struct {
 	Fault Fault
 	// Delay is the added latency of a Latency fault.
 	Delay time.Duration
+	// Reasons are the cancellation reason codes of a Cancel fault, by
+	// item index.
+	Reasons []string
 	// After forwards the request first and injects InternalError or Reset
 	// in place of the real answer: the effect commits, the answer is
 	// lost, the ambiguous failure a client must survive.
@@ -340,6 +348,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case Reset:
 			reset(w)
 			return
+		case Cancel:
+			writeCancel(w, rl.Reasons)
+			return
 		case Latency:
 			t := time.NewTimer(rl.Delay)
 			select {
@@ -412,6 +423,31 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("X-Amzn-RequestId", "faultproxy")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `{"__type":"com.amazonaws.dynamodb.v20120810#%s","message":%q}`, code, msg)
+}
+
+func writeCancel(w http.ResponseWriter, reasons []string) {
+	type reason struct {
+		Code    string
+		Message string `json:",omitempty"`
+	}
+	body := struct {
+		Type                string `json:"__type"`
+		Message             string `json:"message"`
+		CancellationReasons []reason
+	}{Type: "com.amazonaws.dynamodb.v20120810#TransactionCanceledException"}
+	for _, r := range reasons {
+		rs := reason{Code: r}
+		if r != "None" {
+			rs.Message = "faultproxy: injected " + r
+		}
+		body.CancellationReasons = append(body.CancellationReasons, rs)
+	}
+	body.Message = "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(reasons, ", ") + "]"
+	b, _ := json.Marshal(body)
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amzn-ErrorType", "TransactionCanceledException")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(b)
 }
 
 // reset hijacks the connection and closes it with SO_LINGER 0, so the

@@ -75,6 +75,7 @@ func TestRules(t *testing.T) {
 	p.AddRule(faultproxy.Rule{Op: "UpdateItem", Nth: 2, Fault: faultproxy.InternalError})
 	p.AddRule(faultproxy.Rule{Op: "PutItem", Times: 2, Fault: faultproxy.Throttle})
 	p.AddRule(faultproxy.Rule{Op: "GetItem", Times: 1, Fault: faultproxy.ThrottlingException})
+	p.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Times: 1, Fault: faultproxy.Cancel, Reasons: []string{"None", "TransactionConflict"}})
 
 	want := []struct {
 		op     string
@@ -89,6 +90,8 @@ func TestRules(t *testing.T) {
 		{"PutItem", 200, ""},
 		{"GetItem", 400, "com.amazonaws.dynamodb.v20120810#ThrottlingException"},
 		{"GetItem", 200, ""},
+		{"TransactWriteItems", 400, "com.amazonaws.dynamodb.v20120810#TransactionCanceledException"},
+		{"TransactWriteItems", 200, ""},
 	}
 	for i, w := range want {
 		a := call(c, p.URL(), w.op)
@@ -100,8 +103,8 @@ func TestRules(t *testing.T) {
 	if s.Injected[faultproxy.Throttle] != 2 || s.Injected[faultproxy.InternalError] != 1 || s.Injected[faultproxy.ThrottlingException] != 1 {
 		t.Fatalf("injected %v", s.Injected)
 	}
-	if hits.Load() != 4 || s.Forwarded != 4 {
-		t.Fatalf("backend saw %d, forwarded %d, want 4", hits.Load(), s.Forwarded)
+	if hits.Load() != 5 || s.Forwarded != 5 {
+		t.Fatalf("backend saw %d, forwarded %d, want 5", hits.Load(), s.Forwarded)
 	}
 	p.ClearRules()
 	if a := call(c, p.URL(), "PutItem"); a.status != 200 {
