@@ -1,0 +1,216 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/onceq/onceq/consumer"
+	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/sources/kafka"
+)
+
+// member is one consumer.Consumer over its own Source, run until stop.
+type member struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startMember(t *testing.T, src *kafka.Source, store *dedupmem.Store, h consumer.Handler, opts ...consumer.Option) *member {
+	t.Helper()
+	base := []consumer.Option{consumer.WithKeyFunc(kafka.Fingerprint), consumer.PendingRecheck(100 * time.Millisecond),
+		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testLogger())}
+	c, err := consumer.New(src, store, h, append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("consumer.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- c.Run(ctx) }()
+	t.Cleanup(func() { m.stop(t) })
+	return m
+}
+
+// stop cancels the member and waits for Run, which closes the Source.
+func (m *member) stop(t *testing.T) {
+	if m.cancel == nil {
+		return
+	}
+	m.cancel()
+	m.cancel = nil
+	select {
+	case err := <-m.done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("member did not stop")
+	}
+}
+
+// effects counts, per idempotency key, the writes committed with COMPLETED.
+type effects struct {
+	mu    sync.Mutex
+	n     map[string]int
+	total atomic.Int64
+}
+
+func newEffects() *effects { return &effects{n: map[string]int{}} }
+
+func (e *effects) write(key string) dedupmem.Write {
+	return dedupmem.Write{Apply: func() {
+		e.mu.Lock()
+		e.n[key]++
+		e.mu.Unlock()
+		e.total.Add(1)
+	}}
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Under a worker pool, messages of one key run one at a time and in offset
+// order, while different keys run concurrently.
+func TestKeyOrderUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	addr := broker(t)
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	const partitions, keys, per = 6, 40, 50
+	createTopic(t, addr, topic, partitions)
+	var out []kgo.Message
+	for i := range per {
+		for k := range keys {
+			out = append(out, kgo.Message{Key: fmt.Appendf(nil, "key%02d", k), Value: fmt.Appendf(nil, "key%02d:%03d", k, i)})
+		}
+	}
+	produce(t, writer(t, addr, topic), out...)
+
+	var mu sync.Mutex
+	running := map[string]bool{}
+	seen := map[string][]int{}
+	var maxParallel, parallel atomic.Int64
+	eff := newEffects()
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		key, seq, _ := strings.Cut(string(m.Body), ":")
+		mu.Lock()
+		if running[key] {
+			mu.Unlock()
+			return consumer.Result{}, consumer.Permanent(fmt.Errorf("key %s ran twice at once", key))
+		}
+		running[key] = true
+		n, _ := strconv.Atoi(seq)
+		seen[key] = append(seen[key], n)
+		mu.Unlock()
+		p := parallel.Add(1)
+		for {
+			old := maxParallel.Load()
+			if p <= old || maxParallel.CompareAndSwap(old, p) {
+				break
+			}
+		}
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		parallel.Add(-1)
+		mu.Lock()
+		running[key] = false
+		mu.Unlock()
+		return consumer.Result{Writes: []any{eff.write(m.IdempotencyKey)}}, nil
+	})
+	src := newSource(t, addr, group, []string{topic}) // OrderByKey is the default
+	if src.Ordering() != consumer.OrderByKey {
+		t.Fatalf("default ordering %v", src.Ordering())
+	}
+	m := startMember(t, src, dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
+	waitFor(t, "every message", 30*time.Second, func() bool { return eff.total.Load() == keys*per })
+	m.stop(t)
+
+	for k := range keys {
+		key := fmt.Sprintf("key%02d", k)
+		for i, n := range seen[key] {
+			if n != i {
+				t.Fatalf("key %s ran %v: out of order", key, seen[key])
+			}
+		}
+	}
+	if maxParallel.Load() < 2 {
+		t.Fatalf("at most %d handlers ran at once: no concurrency", maxParallel.Load())
+	}
+	t.Logf("max handlers at once: %d", maxParallel.Load())
+}
+
+// A message that always fails is retried in place up to MaxAttempts, then
+// produced to the dead-letter topic with its reason and origin, and its
+// partition goes on: every other message is processed and the committed
+// offset reaches the log end.
+func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
+	t.Parallel()
+	addr := broker(t)
+	topic, dlq, group := topicName(t, "in"), topicName(t, "dlq"), topicName(t, "group")
+	createTopic(t, addr, topic, 1)
+	createTopic(t, addr, dlq, 1)
+	var out []kgo.Message
+	for i := range 20 {
+		body := fmt.Sprintf("m%02d", i)
+		if i == 5 {
+			body = "poison"
+		}
+		out = append(out, kgo.Message{Key: []byte("same-key"), Value: []byte(body),
+			Headers: []kgo.Header{{Key: consumer.IdempotencyKeyAttribute, Value: []byte(body)}}})
+	}
+	produce(t, writer(t, addr, topic), out...)
+
+	var attempts atomic.Int64
+	eff := newEffects()
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		if string(m.Body) == "poison" {
+			attempts.Add(1)
+			return consumer.Result{}, errors.New("cannot parse")
+		}
+		return consumer.Result{Writes: []any{eff.write(m.IdempotencyKey)}}, nil
+	})
+	var dead atomic.Int64
+	src := newSource(t, addr, group, []string{topic}, kafka.DeadLetterTopic(dlq),
+		kafka.WithHooks(kafka.Hooks{OnDeadLetter: func(string, int32, int64, string) { dead.Add(1) }}))
+	m := startMember(t, src, dedupmem.New(), h, consumer.MaxAttempts(3), consumer.FailedRetryDelay(20*time.Millisecond))
+	waitFor(t, "the 19 good messages", 30*time.Second, func() bool { return eff.total.Load() == 19 })
+	waitCommitted(t, addr, group, topic, []int64{20})
+	m.stop(t)
+
+	if n := attempts.Load(); n != 3 {
+		t.Fatalf("poison handled %d times, want MaxAttempts 3", n)
+	}
+	if dead.Load() != 1 {
+		t.Fatalf("OnDeadLetter called %d times", dead.Load())
+	}
+	recs, err := readTopic(ctxFor(t, 10*time.Second), t, addr, dlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || string(recs[0].Value) != "poison" || string(recs[0].Key) != "same-key" {
+		t.Fatalf("dead letters %+v", recs)
+	}
+	hs := map[string]string{}
+	for _, h := range recs[0].Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	if hs[kafka.OriginalTopicHeader] != topic || hs[kafka.OriginalPartitionHeader] != "0" || hs[kafka.OriginalOffsetHeader] != "5" ||
+		!strings.Contains(hs[kafka.ReasonHeader], "cannot parse") || hs[consumer.IdempotencyKeyAttribute] != "poison" {
+		t.Fatalf("dead-letter headers %v", hs)
+	}
+}

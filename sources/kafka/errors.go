@@ -1,0 +1,55 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/onceq/onceq/retry"
+)
+
+// Errors of the Kafka source. Test with errors.Is; a kafka-go error, when
+// there is one, stays reachable with errors.As.
+var (
+	// ErrInvalidOption wraps every configuration error New returns.
+	ErrInvalidOption = errors.New("kafka: invalid option")
+	// ErrUnknownTopic: a topic given to New (or the dead-letter topic) does
+	// not exist on the cluster.
+	ErrUnknownTopic = errors.New("kafka: unknown topic")
+	// ErrNoDeadLetterTopic: DeadLetter was called but the source has no
+	// DeadLetterTopic. The message is left unsettled, its offset held.
+	ErrNoDeadLetterTopic = errors.New("kafka: no dead-letter topic configured")
+	// ErrDeadLetterFailed: the dead-letter record could not be produced.
+	// The message is left unsettled, its offset held.
+	ErrDeadLetterFailed = errors.New("kafka: producing the dead-letter record failed")
+	// ErrPartitionRevoked: the message's partition was taken from this
+	// member by a rebalance (or the source closed) before the call. Its
+	// offset was not committed, so the partition's new owner delivers it
+	// again and the dedup store recognises it.
+	ErrPartitionRevoked = errors.New("kafka: partition revoked; message will be redelivered to its new owner")
+	// ErrCommitFailed: committing offsets failed (Close reports it for the
+	// final commit). The uncommitted messages are delivered again to the
+	// partition's next owner and the dedup store answers them.
+	ErrCommitFailed = errors.New("kafka: committing offsets failed")
+	// ErrNotInFlight: the message is not out for delivery now: it was
+	// settled already, or given back with Nack.
+	ErrNotInFlight = errors.New("kafka: message not in flight")
+	// ErrForeignMessage: the message was not delivered by this source.
+	ErrForeignMessage = errors.New("kafka: message not delivered by this source")
+)
+
+// classified lets a sentinel-wrapping error state its retry class, so
+// retry.Classify does not have to guess.
+type classified struct {
+	err   error
+	class retry.Class
+}
+
+func (e *classified) Error() string           { return e.err.Error() }
+func (e *classified) Unwrap() error           { return e.err }
+func (e *classified) RetryClass() retry.Class { return e.class }
+
+func invalidOption(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+func permanent(err error) error { return &classified{err: err, class: retry.Permanent} }

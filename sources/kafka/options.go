@@ -1,0 +1,176 @@
+package kafka
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/onceq/onceq/consumer"
+)
+
+// Option configures a Source; pass them to New.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// Hooks are told of events worth counting; a nil func is skipped. They are
+// called synchronously from the source's goroutines: keep them cheap.
+type Hooks struct {
+	// OnCommit: offset (the next one to read) was committed for partition.
+	OnCommit func(topic string, partition int32, offset int64)
+	// OnCommitError: a commit failed; its offsets stay uncommitted and are
+	// retried at the next interval (or redelivered after a rebalance).
+	OnCommitError func(generation int32, err error)
+	// OnLateAck: a message was settled after its generation ended and its
+	// partition was released. It is dropped; the partition's owner reads
+	// it again and the dedup store recognises it.
+	OnLateAck func(topic string, partition int32, offset int64, generation int32)
+	// OnRebalance: partitions were assigned to this member, or revoked
+	// from it and drained.
+	OnRebalance func(e RebalanceEvent)
+	// OnDeadLetter: a message was produced to the dead-letter topic.
+	OnDeadLetter func(topic string, partition int32, offset int64, reason string)
+}
+
+// RebalanceEvent describes one side of a rebalance as this member saw it.
+type RebalanceEvent struct {
+	Generation int32
+	// Revoked is false when Partitions were assigned, true when they were
+	// taken away (or released by Close).
+	Revoked    bool
+	Partitions map[string][]int32
+	// Drain is how long the wait for in-flight messages took (revokes only).
+	Drain time.Duration
+	// Abandoned counts messages still in flight when the drain ended; their
+	// offsets were not committed and their settles will be dropped.
+	Abandoned int
+}
+
+// GroupTimings tunes kafka-go's consumer-group protocol; a zero field keeps
+// kafka-go's default (heartbeat 3s, session 30s, rebalance 30s, join
+// back-off 5s). A revoke is seen at the next heartbeat.
+type GroupTimings struct {
+	Heartbeat   time.Duration
+	Session     time.Duration
+	Rebalance   time.Duration
+	JoinBackoff time.Duration
+}
+
+type config struct {
+	ordering       consumer.Ordering
+	maxInFlight    int
+	commitInterval time.Duration
+	drainTimeout   time.Duration
+	dlqTopic       string
+	logger         *slog.Logger
+	hooks          Hooks
+	timings        GroupTimings
+	fetchMaxWait   time.Duration
+	fetchMaxBytes  int
+	dlqBatch       time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		ordering:       consumer.OrderByKey,
+		maxInFlight:    256,
+		commitInterval: time.Second,
+		drainTimeout:   10 * time.Second,
+		logger:         slog.New(slog.DiscardHandler),
+		fetchMaxWait:   time.Second,
+		fetchMaxBytes:  1 << 20,
+		dlqBatch:       5 * time.Millisecond,
+	}
+}
+
+// Kafka-go's default rebalance timeout; a drain must end well before it or
+// this member is dropped from the group.
+const defaultRebalanceTimeout = 30 * time.Second
+
+func (c *config) validate() error {
+	rebalance := c.timings.Rebalance
+	if rebalance == 0 {
+		rebalance = defaultRebalanceTimeout
+	}
+	switch {
+	case c.ordering != consumer.OrderByKey && c.ordering != consumer.OrderByPartition && c.ordering != consumer.Unordered:
+		return invalidOption("Ordering %d: unknown", c.ordering)
+	case c.maxInFlight < 1:
+		return invalidOption("MaxInFlightPerPartition %d: must be at least 1", c.maxInFlight)
+	case c.commitInterval <= 0:
+		return invalidOption("CommitInterval %v: must be positive", c.commitInterval)
+	case c.drainTimeout <= 0:
+		return invalidOption("DrainTimeout %v: must be positive", c.drainTimeout)
+	case c.drainTimeout >= rebalance:
+		return invalidOption("DrainTimeout %v: must be shorter than the rebalance timeout %v, or the group drops this member while it drains",
+			c.drainTimeout, rebalance)
+	case c.timings.Heartbeat < 0 || c.timings.Session < 0 || c.timings.Rebalance < 0 || c.timings.JoinBackoff < 0:
+		return invalidOption("GroupTimings %+v: must not be negative", c.timings)
+	case c.fetchMaxWait <= 0 || c.fetchMaxBytes < 1:
+		return invalidOption("Fetch(%v, %d): must be positive", c.fetchMaxWait, c.fetchMaxBytes)
+	case c.logger == nil:
+		return invalidOption("Logger: must not be nil")
+	}
+	return nil
+}
+
+// Ordering declares the order the consumer keeps (default
+// consumer.OrderByKey: one message in flight per record key within a
+// partition). consumer.OrderByPartition keeps one in flight per partition;
+// consumer.Unordered none. The consumer does the serializing; the source
+// delivers each partition in offset order.
+//
+// Records without a key share the key "" and so, under OrderByKey, run one
+// at a time per partition: the partition order is all Kafka promised them.
+// The consumer orders by partition number and key, not topic: with several
+// topics, same-numbered partitions may be serialized together (never less
+// than declared).
+func Ordering(o consumer.Ordering) Option { return optionFunc(func(c *config) { c.ordering = o }) }
+
+// MaxInFlightPerPartition bounds the messages of one partition fetched and
+// not yet settled (default 256): the fetch loop waits above it. Since the
+// committed offset cannot pass an unsettled message, it also bounds how
+// much a crash redelivers.
+func MaxInFlightPerPartition(n int) Option {
+	return optionFunc(func(c *config) { c.maxInFlight = n })
+}
+
+// CommitInterval is how often completed offsets are committed (default
+// 1s). They are also committed when a partition is revoked and on Close.
+func CommitInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.commitInterval = d })
+}
+
+// DrainTimeout bounds how long a revoked generation waits for its in-flight
+// messages to be settled before it commits and lets the group move on
+// (default 10s). It must be shorter than the group's rebalance timeout.
+func DrainTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.drainTimeout = d })
+}
+
+// DeadLetterTopic is where DeadLetter produces (no default: DeadLetter
+// fails with ErrNoDeadLetterTopic). The topic must exist.
+func DeadLetterTopic(topic string) Option {
+	return optionFunc(func(c *config) { c.dlqTopic = topic })
+}
+
+// WithLogger sets the logger (default: discard). kafka-go's own messages
+// go to it at debug level, its errors at warn.
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+
+// WithHooks sets the hooks.
+func WithHooks(h Hooks) Option { return optionFunc(func(c *config) { c.hooks = h }) }
+
+// WithGroupTimings tunes the consumer-group protocol.
+func WithGroupTimings(t GroupTimings) Option {
+	return optionFunc(func(c *config) { c.timings = t })
+}
+
+// FetchMaxWait is how long a fetch waits on the broker for new records
+// (default 1s).
+func FetchMaxWait(d time.Duration) Option { return optionFunc(func(c *config) { c.fetchMaxWait = d }) }
+
+// FetchMaxBytes bounds one fetch response (default 1 MiB); it must exceed
+// the largest record.
+func FetchMaxBytes(n int) Option { return optionFunc(func(c *config) { c.fetchMaxBytes = n }) }

@@ -1,0 +1,269 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/sources/kafka"
+)
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func produce(t *testing.T, w *kgo.Writer, msgs ...kgo.Message) {
+	t.Helper()
+	for len(msgs) > 0 {
+		n := min(len(msgs), 1000)
+		if err := w.WriteMessages(ctxFor(t, 30*time.Second), msgs[:n]...); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		msgs = msgs[n:]
+	}
+}
+
+func receiveN(t *testing.T, s consumer.Source, n int) []*consumer.Message {
+	t.Helper()
+	ctx := ctxFor(t, 20*time.Second)
+	var got []*consumer.Message
+	for len(got) < n {
+		msgs, err := s.Receive(ctx, n-len(got))
+		if err != nil {
+			t.Fatalf("receive after %d of %d: %v", len(got), n, err)
+		}
+		got = append(got, msgs...)
+	}
+	return got
+}
+
+// waitCommitted polls until the group's committed offsets equal want.
+func waitCommitted(t *testing.T, addr, group, topic string, want []int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, _, err := committed(ctxFor(t, 5*time.Second), t, addr, group, topic, len(want))
+		if err == nil && slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committed %v (err %v), want %v", got, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	addr := broker(t)
+	topic := topicName(t, "in")
+	createTopic(t, addr, topic, 1)
+	ctx := ctxFor(t, 10*time.Second)
+	cases := []struct {
+		name   string
+		topics []string
+		opts   []kafka.Option
+		want   error
+	}{
+		{"unknown topic", []string{"nope"}, nil, kafka.ErrUnknownTopic},
+		{"unknown dead-letter topic", []string{topic}, []kafka.Option{kafka.DeadLetterTopic("nope")}, kafka.ErrUnknownTopic},
+		{"drain past rebalance", []string{topic}, []kafka.Option{kafka.DrainTimeout(time.Minute)}, kafka.ErrInvalidOption},
+		{"no topics", nil, nil, kafka.ErrInvalidOption},
+		{"bad ordering", []string{topic}, []kafka.Option{kafka.Ordering(7)}, kafka.ErrInvalidOption},
+	}
+	for _, c := range cases {
+		s, err := kafka.New(ctx, []string{addr}, "g", c.topics, c.opts...)
+		if !errors.Is(err, c.want) {
+			if s != nil {
+				_ = s.Close(ctx)
+			}
+			t.Errorf("%s: New: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// Completions out of order commit only the contiguous prefix, and the
+// commits reported never go back.
+func TestCommitsContiguousPrefix(t *testing.T) {
+	t.Parallel()
+	addr := broker(t)
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	createTopic(t, addr, topic, 1)
+	var mu sync.Mutex
+	var commits []int64
+	s := newSource(t, addr, group, []string{topic}, kafka.WithHooks(kafka.Hooks{
+		OnCommit: func(_ string, _ int32, off int64) {
+			mu.Lock()
+			commits = append(commits, off)
+			mu.Unlock()
+		},
+	}))
+	w := writer(t, addr, topic)
+	var out []kgo.Message
+	for i := range 10 {
+		out = append(out, kgo.Message{Value: fmt.Appendf(nil, "m%d", i)})
+	}
+	produce(t, w, out...)
+	got := receiveN(t, s, 10)
+	byOffset := map[int64]*consumer.Message{}
+	for _, m := range got {
+		byOffset[m.Origin.Offset] = m
+		if m.ID != fmt.Sprintf("%s/0/%d", topic, m.Origin.Offset) || m.Origin.System != "kafka" || m.Origin.Destination != topic {
+			t.Fatalf("identity: ID %q origin %+v", m.ID, m.Origin)
+		}
+	}
+	ack := func(offs ...int64) {
+		for _, o := range offs {
+			if err := s.Ack(context.Background(), byOffset[o]); err != nil {
+				t.Fatalf("ack %d: %v", o, err)
+			}
+		}
+	}
+	ack(2, 3, 5, 9)
+	time.Sleep(300 * time.Millisecond) // three commit intervals
+	waitCommitted(t, addr, group, topic, []int64{-1})
+	ack(0)
+	waitCommitted(t, addr, group, topic, []int64{1})
+	ack(1)
+	waitCommitted(t, addr, group, topic, []int64{4})
+	ack(8, 7, 6)
+	waitCommitted(t, addr, group, topic, []int64{4})
+	ack(4)
+	waitCommitted(t, addr, group, topic, []int64{10})
+	if err := s.Ack(context.Background(), byOffset[4]); !errors.Is(err, kafka.ErrNotInFlight) {
+		t.Fatalf("second ack: %v, want ErrNotInFlight", err)
+	}
+	if err := s.Ack(context.Background(), &consumer.Message{ID: "x"}); !errors.Is(err, kafka.ErrForeignMessage) {
+		t.Fatalf("foreign ack: %v, want ErrForeignMessage", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.IsSorted(commits) || len(commits) == 0 {
+		t.Fatalf("commits %v: not moving forward only", commits)
+	}
+}
+
+// Without a dead-letter topic DeadLetter fails with a typed error and the
+// message stays in flight, its offset held.
+func TestDeadLetterWithoutTopic(t *testing.T) {
+	t.Parallel()
+	addr := broker(t)
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	createTopic(t, addr, topic, 1)
+	s := newSource(t, addr, group, []string{topic})
+	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
+	m := receiveN(t, s, 1)[0]
+	if err := s.DeadLetter(context.Background(), m, "bad"); !errors.Is(err, kafka.ErrNoDeadLetterTopic) {
+		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterTopic", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	waitCommitted(t, addr, group, topic, []int64{-1})
+	if err := s.Ack(context.Background(), m); err != nil {
+		t.Fatalf("ack after failed dead letter: %v", err)
+	}
+	waitCommitted(t, addr, group, topic, []int64{1})
+}
+
+// A member that holds messages through a rebalance past its drain timeout
+// commits nothing for them; its later acks are dropped and counted, and
+// the messages are delivered again, now to whichever member owns them.
+func TestLateAcksDropped(t *testing.T) {
+	t.Parallel()
+	addr := broker(t)
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	createTopic(t, addr, topic, 2)
+	var mu sync.Mutex
+	var late []int64
+	revoked := make(chan kafka.RebalanceEvent, 16)
+	a := newSource(t, addr, group, []string{topic}, kafka.DrainTimeout(300*time.Millisecond),
+		kafka.WithHooks(kafka.Hooks{
+			OnLateAck: func(_ string, _ int32, off int64, _ int32) {
+				mu.Lock()
+				late = append(late, off)
+				mu.Unlock()
+			},
+			OnRebalance: func(e kafka.RebalanceEvent) {
+				if e.Revoked {
+					revoked <- e
+				}
+			},
+		}))
+	var out []kgo.Message
+	for i := range 10 {
+		out = append(out, kgo.Message{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "m%d", i)})
+	}
+	produce(t, writer(t, addr, topic), out...)
+	held := receiveN(t, a, 10)
+
+	b := newSource(t, addr, group, []string{topic})
+	var e kafka.RebalanceEvent
+	select {
+	case e = <-revoked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("member a saw no revoke")
+	}
+	if e.Abandoned != 10 || e.Drain < 300*time.Millisecond {
+		t.Fatalf("revoke %+v: want 10 abandoned after the 300ms drain", e)
+	}
+	for _, m := range held {
+		if err := a.Ack(context.Background(), m); err != nil {
+			t.Fatalf("late ack: %v", err)
+		}
+	}
+	mu.Lock()
+	if len(late) != 10 {
+		t.Fatalf("late acks counted %d, want 10", len(late))
+	}
+	mu.Unlock()
+
+	// Every message comes again, from a or b; each acked once now.
+	ctx := ctxFor(t, 30*time.Second)
+	seen := map[string]int{}
+	var smu sync.Mutex
+	var wg sync.WaitGroup
+	for _, s := range []*kafka.Source{a, b} {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				msgs, _ := s.Receive(rctx, 10)
+				cancel()
+				for _, m := range msgs {
+					smu.Lock()
+					seen[string(m.Body)]++
+					n := len(seen)
+					smu.Unlock()
+					if err := s.Ack(ctx, m); err != nil {
+						t.Errorf("ack: %v", err)
+					}
+					if n == 10 {
+						return
+					}
+				}
+				smu.Lock()
+				n := len(seen)
+				smu.Unlock()
+				if n == 10 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != 10 {
+		t.Fatalf("redelivered %d of 10: %v", len(seen), seen)
+	}
+	_, end, err := committed(ctx, t, addr, group, topic, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCommitted(t, addr, group, topic, end)
+}
