@@ -36,7 +36,6 @@ const (
 	attrHeartbeatKind   = attribute.Key("onceq.heartbeat")
 	attrResult          = attribute.Key("onceq.result")
 	attrPreviousStatus  = attribute.Key("onceq.previous_status")
-	attrErrorType       = attribute.Key("error.type")
 )
 
 // telemetry is the consumer's tracing and metrics, through the OpenTelemetry

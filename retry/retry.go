@@ -9,7 +9,6 @@ package retry
 import (
 	"context"
 	"errors"
-	"net"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -110,10 +109,7 @@ func Classify(err error) Class {
 			return Permanent
 		}
 	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return Transient
-	}
+	// Network errors (resets, timeouts) and anything unknown are transient.
 	return Transient
 }
 

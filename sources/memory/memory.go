@@ -67,7 +67,6 @@ type entry struct {
 	id        string
 	seq       uint64
 	out       Outgoing
-	sentAt    time.Time
 	attempts  int
 	token     uint64 // changes on every delivery, so stale settles are refused
 	visibleAt time.Time
@@ -88,7 +87,7 @@ func NewQueue(name string, opts ...Option) *Queue {
 func (q *Queue) Send(_ context.Context, m Outgoing) error {
 	q.mu.Lock()
 	q.seq++
-	q.ready = append(q.ready, &entry{id: q.name + "-" + strconv.FormatUint(q.seq, 10), seq: q.seq, out: m, sentAt: time.Now()})
+	q.ready = append(q.ready, &entry{id: q.name + "-" + strconv.FormatUint(q.seq, 10), seq: q.seq, out: m})
 	q.signalLocked()
 	q.mu.Unlock()
 	return nil
