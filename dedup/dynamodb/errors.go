@@ -1,6 +1,7 @@
 package dynamodb
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -109,7 +110,8 @@ type cancellation struct {
 // was rejected); then a permanent reason; then a retryable one, even over a
 // business condition, which may read differently once the conflict is gone.
 // A nil error means c.recordFailed or c.business >= 0.
-func readCancellation(op string, tce *types.TransactionCanceledException, h Hooks) (cancellation, error) {
+// tel may be nil.
+func readCancellation(ctx context.Context, op string, tce *types.TransactionCanceledException, h Hooks, tel *telemetry) (cancellation, error) {
 	c := cancellation{business: -1}
 	permanent := false
 	retryable := retry.Class(-1)
@@ -119,6 +121,9 @@ func readCancellation(op string, tce *types.TransactionCanceledException, h Hook
 			continue
 		}
 		h.cancellation(code)
+		if tel != nil {
+			tel.cancellation(ctx, op, code)
+		}
 		switch class := reasonClass(code); {
 		case class == retry.ConditionFailed && i == 0:
 			c.recordFailed, c.record = true, r.Item

@@ -6,6 +6,8 @@ import (
 
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/onceq/onceq/retry"
 )
 
@@ -22,6 +24,7 @@ type config struct {
 	regional []*ddb.Client
 	hooks    Hooks
 	logger   *slog.Logger
+	meter    metric.MeterProvider
 }
 
 type optionFunc func(*config)
@@ -60,6 +63,13 @@ func WithHooks(h Hooks) Option {
 // slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// WithMeterProvider sets where the store's metrics go (default the global
+// MeterProvider): onceq.dynamodb.errors, .transaction_cancellations and
+// .retries.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meter = mp })
 }
 
 // LayoutOption selects the tenant layout; it is both an Option and a

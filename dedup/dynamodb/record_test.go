@@ -155,7 +155,7 @@ func TestReadCancellation(t *testing.T) {
 		{[]string{"ValidationError", "TransactionConflict"}, false, -1, retry.Permanent},
 		{[]string{"None", "None"}, false, -1, retry.Transient},
 	} {
-		c, err := readCancellation("Complete", reasons(tc.codes...), h)
+		c, err := readCancellation(t.Context(), "Complete", reasons(tc.codes...), h, nil)
 		if c.recordFailed != tc.record || (err == nil && c.business != tc.business) {
 			t.Errorf("%v: record %v business %d", tc.codes, c.recordFailed, c.business)
 		}

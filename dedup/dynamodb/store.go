@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/retry"
@@ -27,6 +28,7 @@ type Store struct {
 	skew    time.Duration
 	hooks   Hooks
 	log     *slog.Logger
+	tel     *telemetry
 }
 
 var (
@@ -50,6 +52,12 @@ func New(client *ddb.Client, table string, opts ...Option) *Store {
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
+	tel, err := newTelemetry(cfg.meter)
+	if err != nil {
+		// New has no error to return; metrics must not stop the store.
+		cfg.logger.Warn("dynamodb: metrics disabled", "err", err)
+		tel, _ = newTelemetry(noop.NewMeterProvider())
+	}
 	return &Store{
 		clients: clients,
 		table:   table,
@@ -58,6 +66,7 @@ func New(client *ddb.Client, table string, opts ...Option) *Store {
 		skew:    cfg.skew,
 		hooks:   cfg.hooks,
 		log:     cfg.logger,
+		tel:     tel,
 	}
 }
 
@@ -84,17 +93,26 @@ func noSDKRetry(o *ddb.Options) { o.Retryer = aws.NopRetryer{} }
 // committed unseen, from a first try.
 func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context, attempt int) error) error {
 	attempt := 0
-	return s.policy.Do(ctx, func(ctx context.Context) error {
+	err := s.policy.Do(ctx, func(ctx context.Context) error {
 		attempt++
 		start := time.Now()
 		err := call(ctx, attempt)
 		s.hooks.call(op, time.Since(start), err)
+		if err != nil {
+			s.tel.requestError(ctx, op, errorCode(err), retry.Classify(err))
+		}
 		return err
 	}, func(c retry.Class, err error) {
 		code := errorCode(err)
 		s.hooks.retry(op, c, code)
-		s.log.DebugContext(ctx, "dynamodb: retrying", "op", op, "class", c.String(), "code", code, "err", err)
+		s.tel.retry(ctx, op, code, c)
+		s.log.DebugContext(ctx, "dynamodb: retrying", "op", op, "class", c.String(), "dynamo_error_code", code, "err", err)
 	})
+	if c := retry.Classify(err); err != nil && c.Retryable() {
+		// Retries ran out: the caller gets the error, the operator the code.
+		s.log.WarnContext(ctx, "dynamodb: giving up", "op", op, "class", c.String(), "dynamo_error_code", errorCode(err), "attempts", attempt, "err", err)
+	}
+	return err
 }
 
 // claimNow is :now of a claim condition: floored, minus the skew margin.
@@ -397,7 +415,7 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 		if err == nil || !errors.As(err, &tce) {
 			return err
 		}
-		c, err = readCancellation(op, tce, s.hooks)
+		c, err = readCancellation(ctx, op, tce, s.hooks, s.tel)
 		if err != nil {
 			return err
 		}
