@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/onceq/onceq/retry"
 )
 
@@ -43,6 +45,7 @@ type config struct {
 	hooks          Hooks
 	policy         retry.Policy
 	emptyPollPause time.Duration
+	meter          metric.MeterProvider
 }
 
 func defaultConfig() config {
@@ -89,6 +92,13 @@ func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logge
 
 // WithHooks installs hooks for metrics.
 func WithHooks(h Hooks) Option { return optionFunc(func(c *config) { c.hooks = h }) }
+
+// WithMeterProvider sets where the source's metrics go (default the global
+// MeterProvider): onceq.sqs.visibility_changes, .dead_letters,
+// .delete_batches and .delete_failures.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meter = mp })
+}
 
 // RetryPolicy is how failed SQS calls (deletes, visibility changes,
 // dead-letter sends) are retried. Default retry.DefaultPolicy().

@@ -100,6 +100,7 @@ func (s *Source) changeVisibility(ctx context.Context, op string, h *handle, sec
 		}
 		return err
 	}, s.onRetry(ctx, op))
+	s.tel.visibilityChanged(ctx, op, err)
 	return err
 }
 
@@ -134,6 +135,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *consumer.Message, reason str
 		_, err := s.client.SendMessage(ctx, in, callOptions)
 		return err
 	}, s.onRetry(ctx, "SendMessage"))
+	s.tel.deadLettered(ctx, err)
 	if err != nil {
 		return fmt.Errorf("sqs: dead-letter %s: send to %s: %w", m.ID, queueName(s.dlq.url), err)
 	}
@@ -339,6 +341,7 @@ func (s *Source) deleteBatch(ctx context.Context, entries []deleteEntry) {
 			in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(e.receipt)}
 		}
 		out, err := s.client.DeleteMessageBatch(ctx, in, callOptions)
+		s.tel.deleteBatch(ctx, err)
 		if err != nil {
 			return err
 		}
@@ -397,6 +400,7 @@ func (s *Source) deleteOne(ctx context.Context, e deleteEntry) error {
 }
 
 func (s *Source) deleteFailed(ctx context.Context, e deleteEntry, err error) {
+	s.tel.deleteFailed(ctx, err)
 	if errors.Is(err, ErrDeliveryLost) {
 		s.log.Info("sqs: delete of a message whose visibility ran out; it will be delivered again", "message_id", e.id, "err", err)
 	} else {

@@ -111,6 +111,7 @@ type Source struct {
 	dlq             *deadLetterQueue
 	cfg             config
 	log             *slog.Logger
+	tel             *telemetry
 
 	stopPolls context.CancelFunc
 	pollers   sync.WaitGroup
@@ -171,6 +172,11 @@ func New(ctx context.Context, client *awssqs.Client, queueURL string, opts ...Op
 		changed:   make(chan struct{}),
 	}
 	s.log = cfg.logger.With("queue", s.queueName)
+	tel, err := newTelemetry(cfg.meter, s.queueName)
+	if err != nil {
+		return nil, fmt.Errorf("sqs: metrics: %w", err)
+	}
+	s.tel = tel
 
 	attrs, err := s.queueAttributes(ctx, queueURL)
 	if err != nil {
@@ -618,6 +624,7 @@ func (s *Source) release(ctx context.Context, msgs []*consumer.Message) {
 			ReceiptHandle:     aws.String(h.receipt),
 			VisibilityTimeout: 0,
 		}, callOptions)
+		s.tel.visibilityChanged(ctx, "Release", err)
 		if err != nil && !isLostHandle(err) && !errors.Is(err, context.Canceled) {
 			s.log.Debug("sqs: could not release a message on close", "message_id", m.ID, "err", err)
 		}

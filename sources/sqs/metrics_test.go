@@ -1,0 +1,120 @@
+package sqs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/sources/sourcetest"
+	"github.com/onceq/onceq/sources/sqs"
+)
+
+// counter sums the points of an int64 counter whose attributes include all
+// of want.
+func counter(t *testing.T, r *sdkmetric.ManualReader, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				t.Fatalf("%s is %T, want an int64 sum", name, m.Data)
+			}
+		points:
+			for _, p := range sum.DataPoints {
+				for _, kv := range want {
+					if v, ok := p.Attributes.Value(kv.Key); !ok || v != kv.Value {
+						continue points
+					}
+				}
+				n += p.Value
+			}
+		}
+	}
+	return n
+}
+
+// Visibility extensions and nacks, dead-letter sends and delete batches
+// are counted on fauxqs, by result.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	_, dlqARN := createQueue(t, c, queueSpec{})
+	url, _ := createQueue(t, c, queueSpec{redrive: dlqARN, maxReceive: 10})
+	for _, b := range []string{"a", "b", "c"} {
+		if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)), sqs.WaitTime(time.Second), sqs.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*consumer.Message
+	for len(msgs) < 3 {
+		got, err := src.Receive(ctxFor(t, 10*time.Second), 3-len(msgs))
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		msgs = append(msgs, got...)
+	}
+	for range 2 {
+		if err := src.Extend(context.Background(), msgs[0], 40*time.Second); err != nil {
+			t.Fatalf("extend: %v", err)
+		}
+	}
+	if err := src.Nack(context.Background(), msgs[0], 0); err != nil {
+		t.Fatalf("nack: %v", err)
+	}
+	if err := src.DeadLetter(context.Background(), msgs[1], "poison"); err != nil {
+		t.Fatalf("dead letter: %v", err)
+	}
+	if err := src.Ack(context.Background(), msgs[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	ok := attribute.String("onceq.result", "ok")
+	queue := attribute.String("messaging.destination.name", queueNameOf(url))
+	if n := counter(t, reader, "onceq.sqs.visibility_changes", queue, ok, attribute.String("onceq.sqs.operation", "Extend")); n != 2 {
+		t.Errorf("extensions %d, want 2", n)
+	}
+	if n := counter(t, reader, "onceq.sqs.visibility_changes", ok, attribute.String("onceq.sqs.operation", "Nack")); n != 1 {
+		t.Errorf("nacks %d, want 1", n)
+	}
+	if n := counter(t, reader, "onceq.sqs.dead_letters", queue, ok); n != 1 {
+		t.Errorf("dead letters %d, want 1", n)
+	}
+	if n := counter(t, reader, "onceq.sqs.delete_batches", ok); n != 1 {
+		t.Errorf("delete batches %d, want 1 (one ack, flushed on close)", n)
+	}
+	if n := counter(t, reader, "onceq.sqs.delete_failures"); n != 0 {
+		t.Errorf("delete failures %d, want 0", n)
+	}
+}
+
+func queueNameOf(url string) string {
+	for i := len(url) - 1; i >= 0; i-- {
+		if url[i] == '/' {
+			return url[i+1:]
+		}
+	}
+	return url
+}
