@@ -64,7 +64,7 @@ func (s *Source) newGeneration(kgen *kgo.Generation) *generation {
 			g.parts = append(g.parts, &partition{
 				gen: g, topic: t, id: int32(a.ID), start: a.Offset,
 				tr: newTracker(committed), timers: map[*entry]*time.Timer{},
-				space: make(chan struct{}, 1),
+				space: make(chan struct{}, 1), lagSet: s.tel.partitionSet(t, int32(a.ID)),
 			})
 		}
 	}
@@ -211,7 +211,9 @@ func (s *Source) commit(g *generation) error {
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := g.kgen.CommitOffsets(offsets); err != nil {
+	err := g.kgen.CommitOffsets(offsets)
+	s.tel.committed(context.Background(), err)
+	if err != nil {
 		err = fmt.Errorf("%w: generation %d: %w", ErrCommitFailed, g.id, err)
 		s.cfg.logger.Warn("kafka: commit failed", "group", s.groupID, "generation", g.id, "error", err.Error())
 		if h := s.cfg.hooks.OnCommitError; h != nil {
@@ -301,6 +303,7 @@ func (s *Source) enqueue(p *partition, m kgo.Message) {
 	if p.state != active || !p.tr.add(m.Offset) {
 		return
 	}
+	p.hwm = max(p.hwm, m.HighWaterMark)
 	id := p.topic + "/" + strconv.Itoa(int(p.id)) + "/" + strconv.FormatInt(m.Offset, 10)
 	p.queue = append(p.queue, &entry{p: p, msg: m, id: id})
 	s.signalLocked()

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/onceq/onceq/consumer"
 )
 
@@ -31,6 +33,13 @@ type Hooks struct {
 	OnRebalance func(e RebalanceEvent)
 	// OnDeadLetter: a message was produced to the dead-letter topic.
 	OnDeadLetter func(topic string, partition int32, offset int64, reason string)
+}
+
+// WithMeterProvider sets where the source's metrics go (default the global
+// MeterProvider): onceq.kafka.commit_lag, .late_settles, .dead_letters and
+// .commits.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meter = mp })
 }
 
 // RebalanceEvent describes one side of a rebalance as this member saw it.
@@ -69,6 +78,7 @@ type config struct {
 	fetchMaxWait   time.Duration
 	fetchMaxBytes  int
 	dlqBatch       time.Duration
+	meter          metric.MeterProvider
 }
 
 func defaultConfig() config {

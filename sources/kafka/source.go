@@ -34,6 +34,8 @@ import (
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/consumer"
 )
@@ -73,6 +75,8 @@ type Source struct {
 	waiters  int
 	closed   bool
 	closeErr error // the final commit's
+
+	tel *telemetry
 }
 
 type partState int
@@ -97,6 +101,8 @@ type partition struct {
 	inFlight int
 	timers   map[*entry]*time.Timer // Nack delays
 	space    chan struct{}          // a slot freed: wakes the fetch loop
+	hwm      int64                  // highest log end offset a fetch reported
+	lagSet   metric.ObserveOption   // the commit-lag gauge's attributes
 }
 
 // entry is one fetched record, from fetch until settled.
@@ -152,6 +158,15 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		loopDone:  make(chan struct{}),
 	}
 	s.kLog, s.kErrLog = kafkaLoggers(cfg.logger)
+	if cfg.meter == nil {
+		cfg.meter = otel.GetMeterProvider()
+		s.cfg.meter = cfg.meter
+	}
+	tel, err := newTelemetry(cfg.meter, group, topics, cfg.dlqTopic)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: metrics: %w", err)
+	}
+	s.tel = tel
 	check := slices.Clone(topics)
 	if cfg.dlqTopic != "" {
 		check = append(check, cfg.dlqTopic)
@@ -184,6 +199,11 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 			BatchTimeout: cfg.dlqBatch,
 			Logger:       s.kLog, ErrorLogger: s.kErrLog,
 		}
+	}
+	if s.tel.reg, err = cfg.meter.Meter(instrumentationName).RegisterCallback(s.observeLag, s.tel.lag); err != nil {
+		_ = s.group.Close()
+		s.transport.CloseIdleConnections()
+		return nil, fmt.Errorf("kafka: metrics: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.loop()
@@ -371,6 +391,7 @@ func (s *Source) settledLocked(d *delivery, done bool) {
 }
 
 func (s *Source) late(d *delivery) {
+	s.tel.late(context.Background(), d.e.p.topic)
 	if h := s.cfg.hooks.OnLateAck; h != nil {
 		h(d.e.p.topic, d.Partition, d.Offset, d.Generation)
 	}
@@ -486,6 +507,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *consumer.Message, reason str
 		kgo.Header{Key: OriginalOffsetHeader, Value: []byte(strconv.FormatInt(d.Offset, 10))},
 	)
 	err = s.dlq.WriteMessages(ctx, kgo.Message{Key: orig.Key, Value: orig.Value, Headers: headers, Time: orig.Time})
+	s.tel.deadLettered(ctx, s.cfg.dlqTopic, err)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrDeadLetterFailed, m.ID, err)
 	}
@@ -528,6 +550,7 @@ func (s *Source) Close(ctx context.Context) error {
 		if s.dlq != nil {
 			_ = s.dlq.Close()
 		}
+		_ = s.tel.reg.Unregister()
 		s.transport.CloseIdleConnections()
 	})
 	s.mu.Lock()

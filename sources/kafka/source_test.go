@@ -10,6 +10,7 @@ import (
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/sources/kafka"
@@ -184,7 +185,8 @@ func TestLateAcksDropped(t *testing.T) {
 	var mu sync.Mutex
 	var late []int64
 	revoked := make(chan kafka.RebalanceEvent, 16)
-	a := newSource(t, addr, group, []string{topic}, kafka.DrainTimeout(300*time.Millisecond),
+	mp, reader := meterProvider(t)
+	a := newSource(t, addr, group, []string{topic}, kafka.DrainTimeout(300*time.Millisecond), kafka.WithMeterProvider(mp),
 		kafka.WithHooks(kafka.Hooks{
 			OnLateAck: func(_ string, _ int32, off int64, _ int32) {
 				mu.Lock()
@@ -224,6 +226,9 @@ func TestLateAcksDropped(t *testing.T) {
 		t.Fatalf("late acks counted %d, want 10", len(late))
 	}
 	mu.Unlock()
+	if n, _ := metricValue(t, reader, "onceq.kafka.late_settles", attribute.String("messaging.destination.name", topic)); n != 10 {
+		t.Fatalf("onceq.kafka.late_settles %d, want 10", n)
+	}
 
 	// Every message comes again, from a or b; each acked once now.
 	ctx := ctxFor(t, 30*time.Second)
