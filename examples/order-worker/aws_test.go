@@ -66,11 +66,13 @@ func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
 
 	opts, err := parseFlags([]string{"-source", "sqs", "-store", "dynamodb", "-sqs-queue-url", *queue.QueueUrl, "-create-tables",
 		"-idempotency-table", "idem_" + suffix, "-inventory-table", "inv_" + suffix, "-orders-table", "orders_" + suffix,
-		"-progress", "1h"}, &bytes.Buffer{})
+		"-progress", "1h", "-metrics-addr", "127.0.0.1:0"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.stopAfter = len(bodies)
+	var metrics string
+	opts.beforeExit = func(addr string) { _, metrics = scrape(t, "http://"+addr+"/metrics") }
 	var out, errOut bytes.Buffer
 	runCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -90,5 +92,13 @@ func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
 	}
 	if reserved != want || rows != unique-scarce {
 		t.Fatalf("reserved %d over %d rows; want %d over %d", reserved, rows, want, unique-scarce)
+	}
+	// The store and the source report to the same /metrics: every rejection
+	// is a business write's cancelled condition; acks went out in batches.
+	if n := sample(metrics, "onceq_dynamodb_transaction_cancellations_total", `transact_write_cancellation_reason="ConditionalCheckFailed"`); n < float64(scarce) {
+		t.Errorf("ConditionalCheckFailed cancellations %v, want at least %d", n, scarce)
+	}
+	if n := sample(metrics, "onceq_sqs_delete_batches_total", `onceq_result="ok"`); n < 1 {
+		t.Errorf("delete batches %v, want at least 1", n)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/sources/memory"
 )
@@ -38,8 +40,14 @@ type options struct {
 	concurrency      int
 	demo             int
 	progress         time.Duration
+	metricsAddr      string
 	// stopAfter ends the run once this many messages settled (tests).
 	stopAfter int
+	// meters is where the store and source report (set by work).
+	meters metric.MeterProvider
+	// beforeExit, when set, is called with the bound metrics address after
+	// the run and before telemetry stops (tests scrape then).
+	beforeExit func(metricsAddr string)
 }
 
 // envName maps a flag to its environment variable: -demo → ORDER_WORKER_DEMO.
@@ -62,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 16, "handlers running at once")
 	fs.IntVar(&o.demo, "demo", 0, "memory source: run N generated orders (about 20% duplicates, a few malformed and out of stock), print the summary, exit")
 	fs.DurationVar(&o.progress, "progress", 2*time.Second, "interval of the progress line on stderr")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9464", "serve Prometheus /metrics and /healthz here; empty: off")
 	// Every flag may come from the environment; a flag on the command line wins.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -114,6 +123,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	tel, err := startTelemetry(ctx, opts.metricsAddr, stderr, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if opts.beforeExit != nil {
+			opts.beforeExit(tel.addr)
+		}
+		if err := tel.shutdown(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("telemetry shutdown", "err", err)
+		}
+	}()
+	opts.meters = tel.meterProvider()
 	wiring, err := wire(ctx, opts, logger)
 	if err != nil {
 		return err
@@ -128,7 +150,9 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 		consumer.Concurrency(opts.concurrency),
 		consumer.WithKeyFunc(orderKey),
 		consumer.WithLogger(logger),
-		consumer.WithHooks(sum))
+		consumer.WithHooks(sum),
+		consumer.WithMeterProvider(tel.meterProvider()),
+		consumer.WithTracerProvider(tel.tracerProvider()))
 	if err != nil {
 		return err
 	}

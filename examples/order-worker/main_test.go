@@ -11,7 +11,7 @@ import (
 
 func TestDemoSummary(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"-demo", "2000", "-progress", "1h"}, &out, &errOut); code != 0 {
+	if code := run([]string{"-demo", "2000", "-progress", "1h", "-metrics-addr", ""}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	var s Summary

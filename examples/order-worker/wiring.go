@@ -54,7 +54,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 				return nil, err
 			}
 		}
-		w.store = dynamodb.New(db, o.idempotencyTable, dynamodb.WithLogger(logger))
+		w.store = dynamodb.New(db, o.idempotencyTable, dynamodb.WithLogger(logger), dynamodb.WithMeterProvider(o.meters))
 		w.inventory = &dynamoInventory{client: db, inventory: o.inventoryTable, ordersTable: o.ordersTable, now: time.Now}
 		w.totals = func(ctx context.Context) (int64, int, error) {
 			return dynamoTotals(ctx, db, o.inventoryTable, o.ordersTable)
@@ -67,7 +67,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 
 	switch o.source {
 	case "sqs":
-		opts := []sqs.Option{sqs.Logger(logger)}
+		opts := []sqs.Option{sqs.Logger(logger), sqs.WithMeterProvider(o.meters)}
 		if o.sqsDLQURL != "" {
 			opts = append(opts, sqs.DeadLetterQueue(o.sqsDLQURL))
 		}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scrape GETs url and returns the status and body.
+func scrape(t *testing.T, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// sample is the value of the Prometheus sample of name whose labels
+// include every label="value" of labels; -1 when there is none.
+func sample(body, name string, labels ...string) float64 {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{([^}]*)\} (\S+)$`)
+	total, found := 0.0, false
+lines:
+	for _, m := range re.FindAllStringSubmatch(body, -1) {
+		for _, l := range labels {
+			if !strings.Contains(m[1], l) {
+				continue lines
+			}
+		}
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			continue
+		}
+		total, found = total+v, true
+	}
+	if !found {
+		return -1
+	}
+	return total
+}
+
+// The demo serves /metrics with the consumer's counters by outcome, and
+// /healthz; the summary line stays alone on stdout.
+func TestMetricsEndpoint(t *testing.T) {
+	opts, err := parseFlags([]string{"-demo", "500", "-progress", "1h", "-metrics-addr", "127.0.0.1:0"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics, health string
+	healthStatus := 0
+	opts.beforeExit = func(addr string) {
+		if addr == "" {
+			t.Error("no metrics address reported")
+			return
+		}
+		_, metrics = scrape(t, "http://"+addr+"/metrics")
+		healthStatus, health = scrape(t, "http://"+addr+"/healthz")
+	}
+	var out, errOut bytes.Buffer
+	if err := work(t.Context(), opts, &out, &errOut); err != nil {
+		t.Fatalf("work: %v\n%s", err, errOut.String())
+	}
+	if healthStatus != http.StatusOK {
+		t.Errorf("/healthz: %d %q", healthStatus, health)
+	}
+	// 500 deliveries: 4 malformed, every fifth of the rest a duplicate.
+	for _, c := range []struct {
+		outcome string
+		want    float64
+	}{{"processed", 500 - 4 - 99 - 10}, {"duplicate", 99}, {"rejected", 10}, {"dead_lettered", 4}} {
+		if got := sample(metrics, "onceq_messages_total", `onceq_outcome="`+c.outcome+`"`); got != c.want {
+			t.Errorf("onceq_messages_total{onceq_outcome=%q} = %v, want %v", c.outcome, got, c.want)
+		}
+	}
+	if !strings.Contains(metrics, "onceq_store_calls_total") {
+		t.Error("no onceq_store_calls_total in /metrics")
+	}
+	if lines := strings.Count(strings.TrimSpace(out.String()), "\n"); lines != 0 || !strings.HasPrefix(out.String(), "{") {
+		t.Errorf("stdout is not one JSON line: %q", out.String())
+	}
+	if !strings.Contains(errOut.String(), "metrics on http://127.0.0.1:") {
+		t.Errorf("no metrics address on stderr: %s", errOut.String())
+	}
+}
+
+// An empty -metrics-addr serves nothing.
+func TestMetricsDisabled(t *testing.T) {
+	opts, err := parseFlags([]string{"-demo", "200", "-progress", "1h", "-metrics-addr", ""}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := "unset"
+	opts.beforeExit = func(addr string) { got = addr }
+	var out, errOut bytes.Buffer
+	if err := work(t.Context(), opts, &out, &errOut); err != nil {
+		t.Fatalf("work: %v\n%s", err, errOut.String())
+	}
+	if got != "" || strings.Contains(errOut.String(), "metrics on") {
+		t.Fatalf("metrics served at %q with -metrics-addr empty", got)
+	}
+}
