@@ -4,7 +4,7 @@ BIN         := $(CURDIR)/.bin
 STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.7.0
 
-.PHONY: run test lint unit bench fuzz servers-start servers-stop
+.PHONY: run test lint unit bench fuzz chaos servers-start servers-stop
 
 ## run: the example order worker on the embedded default (no AWS needed)
 run:
@@ -37,6 +37,11 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  echo "fuzz $$fn in $$pkg for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+
+## chaos: worker processes killed and restarted under DynamoDB faults, then
+## every order checked exactly once (CHAOS_FLAGS="-orders 5000 -workers 4")
+chaos:
+	bash integration/chaos.sh $(CHAOS_FLAGS)
 
 servers-start:
 	bash integration/servers.sh start

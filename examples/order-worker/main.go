@@ -41,6 +41,8 @@ type options struct {
 	demo             int
 	progress         time.Duration
 	metricsAddr      string
+	leaseTTL         time.Duration
+	handlerTimeout   time.Duration
 	// stopAfter ends the run once this many messages settled (tests).
 	stopAfter int
 	// meters is where the store and source report (set by work).
@@ -71,6 +73,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.demo, "demo", 0, "memory source: run N generated orders (about 20% duplicates, a few malformed and out of stock), print the summary, exit")
 	fs.DurationVar(&o.progress, "progress", 2*time.Second, "interval of the progress line on stderr")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9464", "serve Prometheus /metrics and /healthz here; empty: off")
+	// Short leases let a crashed worker's claims be taken over quickly (chaos runs).
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", 60*time.Second, "idempotency lease; must exceed -handler-timeout by max(2s, 10%)")
+	fs.DurationVar(&o.handlerTimeout, "handler-timeout", 30*time.Second, "handler timeout")
 	// Every flag may come from the environment; a flag on the command line wins.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -148,6 +153,8 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	sum := &summary{start: time.Now()}
 	c, err := consumer.New(wiring.source, wiring.store, reserveHandler(inv),
 		consumer.Concurrency(opts.concurrency),
+		consumer.LeaseTTL(opts.leaseTTL),
+		consumer.HandlerTimeout(opts.handlerTimeout),
 		consumer.WithKeyFunc(orderKey),
 		consumer.WithLogger(logger),
 		consumer.WithHooks(sum),

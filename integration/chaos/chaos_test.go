@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// The SDK's idle keep-alive connections outlive a run by design.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// The short chaos run inside the suite: 2,000 orders over three worker
+// processes, a kill every few seconds, throttles, 500s, resets and
+// latency at DynamoDB; the tables must show every order exactly once.
+func TestChaosShort(t *testing.T) {
+	dbEP, sqsEP := testenv.DynamoDBEndpoint(t), testenv.SQSEndpoint(t)
+	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", dbEP)
+	t.Setenv("ONCEQ_SQS_ENDPOINT", sqsEP)
+	cfg, err := parseFlags([]string{"-orders", "2000", "-malformed", "12", "-kill-every", "4s", "-timeout", "2m", "-seed", "7"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	res, err := run(context.Background(), cfg, &log)
+	if res != nil {
+		t.Log(res.line())
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	switch {
+	case res.lost != 0 || res.doubled != 0 || res.extra != 0 || res.pending != 0:
+		t.Fatalf("not exactly once: %s", res.line())
+	case res.unitsGot != res.unitsWant:
+		t.Fatalf("reserved %d units, want %d", res.unitsGot, res.unitsWant)
+	case res.dlqMissing != 0 || res.dlqUnseen != 0 || res.malformed != 12:
+		t.Fatalf("dead letters: %d missing, %d unexpected", res.dlqMissing, res.dlqUnseen)
+	case res.kills == 0 || res.throttles == 0 || res.resets == 0:
+		// A run that injected nothing proves nothing.
+		t.Fatalf("no chaos happened: %s", res.line())
+	case res.duplicatesSuppressed != 400:
+		t.Fatalf("duplicates suppressed %d, want 400", res.duplicatesSuppressed)
+	}
+}

@@ -1,0 +1,110 @@
+// Command chaos is the reliability proof of the example order worker: it
+// runs several worker processes against the SQS emulator and DynamoDB Local
+// (behind the fault proxy, which throttles, fails, resets and delays
+// requests), SIGKILLs and restarts a random worker every few seconds, and
+// once the queue is drained checks the tables: every unique valid order
+// applied exactly once, every malformed one in the dead-letter queue,
+// nothing left PENDING. It prints one line and exits non-zero on any loss
+// or doubling.
+//
+// The servers come from the environment integration/servers.sh writes
+// (ONCEQ_DYNAMODB_ENDPOINT, ONCEQ_SQS_ENDPOINT); `make chaos` starts them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// settings is every knob of a run.
+type settings struct {
+	source        string
+	workers       int
+	orders        int
+	dupPercent    int
+	malformed     int
+	killEvery     time.Duration
+	throttleRate  float64
+	errorRate     float64
+	resetRate     float64
+	latencyRate   float64
+	latency       time.Duration
+	leaseTTL      time.Duration
+	handlerTO     time.Duration
+	visibility    time.Duration
+	concurrency   int
+	timeout       time.Duration
+	seed          uint64
+	workerBin     string // prebuilt order-worker; empty builds it
+	keepLogs      bool
+	dynamoDBURL   string
+	sqsURL        string
+	verboseWorker bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (settings, error) {
+	var c settings
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.source, "source", "sqs", "broker: sqs")
+	fs.IntVar(&c.workers, "workers", 3, "worker processes")
+	fs.IntVar(&c.orders, "orders", 20_000, "valid order deliveries, duplicates included")
+	fs.IntVar(&c.dupPercent, "dup", 20, "percent of the valid deliveries that repeat an earlier order (same key, new message)")
+	fs.IntVar(&c.malformed, "malformed", 20, "malformed deliveries (must end in the dead-letter queue)")
+	fs.DurationVar(&c.killEvery, "kill-every", 2*time.Second, "mean interval between SIGKILLs of a random worker (0: none)")
+	fs.Float64Var(&c.throttleRate, "throttle", 0.10, "fraction of DynamoDB requests answered with a throttle")
+	fs.Float64Var(&c.errorRate, "errors", 0.01, "fraction answered with HTTP 500")
+	fs.Float64Var(&c.resetRate, "resets", 0.01, "fraction whose connection is reset")
+	fs.Float64Var(&c.latencyRate, "latency-rate", 0.05, "fraction delayed by -latency")
+	fs.DurationVar(&c.latency, "latency", 50*time.Millisecond, "added latency")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", 4*time.Second, "the workers' lease (short, so a killed worker's claims are taken over quickly)")
+	fs.DurationVar(&c.handlerTO, "handler-timeout", time.Second, "the workers' handler timeout")
+	fs.DurationVar(&c.visibility, "visibility", 5*time.Second, "SQS visibility timeout of the chaos queue")
+	fs.IntVar(&c.concurrency, "concurrency", 16, "handlers per worker")
+	fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "give up (and fail) after this long")
+	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "random seed (faults, kills, order of sends)")
+	fs.StringVar(&c.workerBin, "worker-bin", "", "order-worker binary (default: built from examples/order-worker)")
+	fs.BoolVar(&c.verboseWorker, "worker-logs", false, "pass the workers' stderr through")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.dynamoDBURL = os.Getenv("ONCEQ_DYNAMODB_ENDPOINT")
+	c.sqsURL = os.Getenv("ONCEQ_SQS_ENDPOINT")
+	switch {
+	case c.source != "sqs":
+		return c, fmt.Errorf("-source %q: want sqs", c.source)
+	case c.workers < 1 || c.orders < 1 || c.dupPercent < 0 || c.dupPercent > 90 || c.malformed < 0:
+		return c, errors.New("-workers and -orders must be positive, -dup within 0..90, -malformed not negative")
+	case c.dynamoDBURL == "" || c.sqsURL == "":
+		return c, errors.New("ONCEQ_DYNAMODB_ENDPOINT and ONCEQ_SQS_ENDPOINT must be set (start the servers with integration/servers.sh and load its env file)")
+	}
+	return c, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := run(ctx, cfg, os.Stderr)
+	if res != nil {
+		fmt.Println(res.line())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}

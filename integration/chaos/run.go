@@ -1,0 +1,592 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/integration/faultproxy"
+)
+
+// ErrNotExactlyOnce is returned when the tables show a lost or doubled
+// order, a malformed order outside the dead-letter queue, or a record left
+// PENDING.
+var ErrNotExactlyOnce = errors.New("not exactly once")
+
+// result is what a run saw and checked.
+type result struct {
+	source                string
+	messages, unique      int
+	malformed, dlq        int
+	kills                 int
+	throttles, errors5xx  int
+	resets, delayed       int
+	duplicatesSuppressed  int
+	pending, failedLeft   int
+	lost, doubled, extra  int
+	unitsWant, unitsGot   int64
+	wall                  time.Duration
+	workerSummaries       []string
+	workersExitedNonZero  int
+	dlqMissing, dlqUnseen int
+}
+
+func (r *result) line() string {
+	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d dead_lettered=%d/%d pending=%d lost=%d doubled=%d wall=%s",
+		r.source, r.messages, r.unique, r.kills, r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
+		r.dlq, r.malformed, r.pending, r.lost, r.doubled, r.wall.Round(100*time.Millisecond))
+}
+
+// tables and queues of one run, named apart so runs never share state.
+type names struct {
+	idem, inventory, orders string
+	queueURL, dlqURL        string
+}
+
+const skus = 100
+
+// run is one chaos run; progress goes to logw.
+func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	rng := mrand.New(mrand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15))
+	logf := func(format string, a ...any) { fmt.Fprintf(logw, "chaos: "+format+"\n", a...) }
+
+	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	db := ddb.NewFromConfig(awsCfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(cfg.dynamoDBURL) })
+	q := awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(cfg.sqsURL) })
+
+	n, err := setUp(ctx, db, q, cfg)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "onceq-chaos-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	bin := cfg.workerBin
+	if bin == "" {
+		bin = filepath.Join(tmp, "order-worker")
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/onceq/onceq/examples/order-worker").CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("build order-worker: %w\n%s", err, out)
+		}
+	}
+
+	proxy, err := faultproxy.New(cfg.dynamoDBURL, faultproxy.WithSeed(cfg.seed))
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	addFaults(proxy, cfg)
+
+	deliveries, want := plan(cfg, rng)
+	res := &result{source: cfg.source, messages: len(deliveries), unique: len(want.orders), malformed: len(want.malformed)}
+
+	pool := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, dynamoURL: proxy.URL(), logw: logw}
+	for i := range cfg.workers {
+		if err := pool.start(i); err != nil {
+			pool.stopAll(5 * time.Second)
+			return nil, err
+		}
+	}
+	defer pool.stopAll(5 * time.Second) // on an early return; a no-op after the orderly stop
+
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- send(ctx, q, n.queueURL, deliveries) }()
+
+	kills, err := chaosUntilDrained(ctx, cfg, rng, pool, q, n.queueURL, sendErr, logf)
+	res.kills = kills
+	if err != nil {
+		return res, err
+	}
+	res.workerSummaries, res.workersExitedNonZero = pool.stopAll(30 * time.Second)
+	st := proxy.Stats()
+	res.throttles = st.Injected[faultproxy.Throttle] + st.OverCapacity
+	res.errors5xx = st.Injected[faultproxy.InternalError]
+	res.resets = st.Injected[faultproxy.Reset]
+	res.delayed = st.Injected[faultproxy.Latency]
+
+	if err := verify(ctx, db, q, n, want, res); err != nil {
+		return res, err
+	}
+	res.wall = time.Since(start)
+	var problems []string
+	if res.lost > 0 || res.doubled > 0 || res.extra > 0 {
+		problems = append(problems, fmt.Sprintf("lost %d, doubled %d units, %d orders rows that should not exist", res.lost, res.doubled, res.extra))
+	}
+	if res.unitsGot != res.unitsWant {
+		problems = append(problems, fmt.Sprintf("reserved %d units, want %d", res.unitsGot, res.unitsWant))
+	}
+	if res.pending > 0 {
+		problems = append(problems, fmt.Sprintf("%d records left PENDING", res.pending))
+	}
+	if res.dlqMissing > 0 || res.dlqUnseen > 0 {
+		problems = append(problems, fmt.Sprintf("%d malformed orders not in the DLQ, %d valid ones in it", res.dlqMissing, res.dlqUnseen))
+	}
+	if res.workersExitedNonZero > 0 {
+		problems = append(problems, fmt.Sprintf("%d workers failed on SIGTERM", res.workersExitedNonZero))
+	}
+	if len(problems) > 0 {
+		return res, fmt.Errorf("%w: %s", ErrNotExactlyOnce, strings.Join(problems, "; "))
+	}
+	return res, nil
+}
+
+func setUp(ctx context.Context, db *ddb.Client, q *awssqs.Client, cfg settings) (names, error) {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	s := hex.EncodeToString(b)
+	n := names{idem: "chaos_idem_" + s, inventory: "chaos_inv_" + s, orders: "chaos_orders_" + s}
+	if err := dynamodb.CreateTable(ctx, db, n.idem); err != nil {
+		return n, err
+	}
+	for _, t := range []struct{ name, key string }{{n.inventory, "sku"}, {n.orders, "order_id"}} {
+		if _, err := db.CreateTable(ctx, &ddb.CreateTableInput{
+			TableName:            aws.String(t.name),
+			BillingMode:          ddbtypes.BillingModePayPerRequest,
+			AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String(t.key), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+			KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String(t.key), KeyType: ddbtypes.KeyTypeHash}},
+		}); err != nil {
+			return n, fmt.Errorf("create table %s: %w", t.name, err)
+		}
+	}
+	// Ample stock: no order is rejected, so every unique one must reserve.
+	for i := range skus {
+		if _, err := db.PutItem(ctx, &ddb.PutItemInput{TableName: aws.String(n.inventory), Item: map[string]ddbtypes.AttributeValue{
+			"sku":       &ddbtypes.AttributeValueMemberS{Value: "sku-" + strconv.Itoa(i)},
+			"available": &ddbtypes.AttributeValueMemberN{Value: "1000000000"},
+			"reserved":  &ddbtypes.AttributeValueMemberN{Value: "0"},
+		}}); err != nil {
+			return n, fmt.Errorf("seed inventory: %w", err)
+		}
+	}
+	dlq, err := q.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("chaos-dlq-" + s)})
+	if err != nil {
+		return n, fmt.Errorf("create DLQ: %w", err)
+	}
+	// No redrive policy: the broker must never move a valid order aside
+	// because a kill made it receive often; the worker decides dead letters.
+	main, err := q.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("chaos-" + s),
+		Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(max(1, int(cfg.visibility.Seconds())))}})
+	if err != nil {
+		return n, fmt.Errorf("create queue: %w", err)
+	}
+	n.queueURL, n.dlqURL = *main.QueueUrl, *dlq.QueueUrl
+	return n, nil
+}
+
+// addFaults installs the DynamoDB faults. Half of the resets come after
+// the request was forwarded: the write commits and its answer is lost.
+func addFaults(p *faultproxy.Proxy, cfg settings) {
+	if cfg.throttleRate > 0 {
+		p.AddRule(faultproxy.Rule{Rate: cfg.throttleRate, Fault: faultproxy.Throttle})
+	}
+	if cfg.errorRate > 0 {
+		p.AddRule(faultproxy.Rule{Rate: cfg.errorRate, Fault: faultproxy.InternalError})
+	}
+	if cfg.resetRate > 0 {
+		p.AddRule(faultproxy.Rule{Rate: cfg.resetRate / 2, Fault: faultproxy.Reset})
+		p.AddRule(faultproxy.Rule{Rate: cfg.resetRate / 2, Fault: faultproxy.Reset, After: true})
+	}
+	if cfg.latencyRate > 0 && cfg.latency > 0 {
+		p.AddRule(faultproxy.Rule{Rate: cfg.latencyRate, Fault: faultproxy.Latency, Delay: cfg.latency})
+	}
+}
+
+type delivery struct {
+	body, key string // key "" sends no idempotency-key attribute
+}
+
+type expected struct {
+	orders    map[string]int64 // order ID → qty
+	perSKU    map[string]int64
+	malformed map[string]bool // bodies
+}
+
+// plan makes the deliveries in a random order: unique orders, duplicates
+// of them (same key, new message) and malformed bodies, half of those with
+// an idempotency key so they are claimed before the handler refuses them.
+func plan(cfg settings, rng *mrand.Rand) ([]delivery, expected) {
+	dups := cfg.orders * cfg.dupPercent / 100
+	unique := cfg.orders - dups
+	want := expected{orders: map[string]int64{}, perSKU: map[string]int64{}, malformed: map[string]bool{}}
+	var ds []delivery
+	for i := range unique {
+		id := "o-" + strconv.Itoa(i)
+		qty := int64(1 + rng.IntN(3))
+		sku := "sku-" + strconv.Itoa(rng.IntN(skus))
+		want.orders[id] = qty
+		want.perSKU[sku] += qty
+		ds = append(ds, delivery{body: fmt.Sprintf(`{"order_id":%q,"sku":%q,"qty":%d}`, id, sku, qty), key: id})
+	}
+	for range dups {
+		d := ds[rng.IntN(unique)]
+		if rng.IntN(2) == 0 {
+			d.key = "" // the order ID is the key either way
+		}
+		ds = append(ds, d)
+	}
+	bad := []string{`not json %d`, `{"order_id":"bad-%d","sku":"sku-1","qty":-3}`, `{"order_id":"bad-%d","qty":1}`, `{"order_id":"bad-%d","sku":"sku-1","qty":1} trailing`}
+	for i := range cfg.malformed {
+		b := fmt.Sprintf(bad[i%len(bad)], i)
+		want.malformed[b] = true
+		d := delivery{body: b}
+		if i%2 == 0 {
+			d.key = "bad-key-" + strconv.Itoa(i)
+		}
+		ds = append(ds, d)
+	}
+	rng.Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+	return ds, want
+}
+
+// send produces the deliveries in batches of ten from four goroutines.
+func send(ctx context.Context, q *awssqs.Client, url string, ds []delivery) error {
+	const senders = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, senders)
+	for s := range senders {
+		wg.Go(func() {
+			for i := s * 10; i < len(ds); i += senders * 10 {
+				var entries []sqstypes.SendMessageBatchRequestEntry
+				for j := i; j < min(i+10, len(ds)); j++ {
+					e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(ds[j].body)}
+					if ds[j].key != "" {
+						e.MessageAttributes = map[string]sqstypes.MessageAttributeValue{
+							"idempotency-key": {DataType: aws.String("String"), StringValue: aws.String(ds[j].key)}}
+					}
+					entries = append(entries, e)
+				}
+				out, err := q.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+				if err == nil && len(out.Failed) > 0 {
+					err = fmt.Errorf("%d sends failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+				}
+				if err != nil {
+					errs <- fmt.Errorf("send: %w", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// chaosUntilDrained kills and restarts workers until everything was sent
+// and the queue has held nothing, visible or in flight, for three polls in
+// a row (a batched delete still pending keeps its message in flight).
+func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *pool, q *awssqs.Client, url string, sendErr <-chan error, logf func(string, ...any)) (int, error) {
+	kills, sent, empty := 0, false, 0
+	nextKill := time.Now().Add(jitter(cfg.killEvery, rng))
+	poll := time.NewTicker(500 * time.Millisecond)
+	defer poll.Stop()
+	lastLog := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return kills, fmt.Errorf("not drained in time: %w", ctx.Err())
+		case err := <-sendErr:
+			if err != nil {
+				return kills, err
+			}
+			sent = true
+			logf("all deliveries sent")
+		case <-poll.C:
+		}
+		if err := p.check(); err != nil {
+			return kills, err
+		}
+		if cfg.killEvery > 0 && time.Now().After(nextKill) {
+			i := rng.IntN(cfg.workers)
+			if err := p.kill(i); err != nil {
+				return kills, err
+			}
+			kills++
+			if err := p.start(i); err != nil {
+				return kills, err
+			}
+			nextKill = time.Now().Add(jitter(cfg.killEvery, rng))
+		}
+		if !sent {
+			continue
+		}
+		attrs, err := q.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+		if err != nil {
+			return kills, fmt.Errorf("queue attributes: %w", err)
+		}
+		left := 0
+		for _, v := range attrs.Attributes {
+			k, _ := strconv.Atoi(v)
+			left += k
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			logf("%s visible, %s in flight, %d kills", attrs.Attributes["ApproximateNumberOfMessages"], attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], kills)
+			lastLog = time.Now()
+		}
+		if left > 0 {
+			empty = 0
+			continue
+		}
+		if empty++; empty >= 3 {
+			return kills, nil
+		}
+	}
+}
+
+func jitter(d time.Duration, rng *mrand.Rand) time.Duration {
+	if d <= 0 {
+		return time.Hour
+	}
+	return d/2 + time.Duration(rng.Int64N(int64(d)))
+}
+
+// pool owns the worker processes: each is started, killed or stopped here
+// and waited for by its own goroutine, which ends when the process does.
+type pool struct {
+	bin, tmp  string
+	cfg       settings
+	names     names
+	dynamoURL string
+	logw      io.Writer
+
+	mu    sync.Mutex
+	procs map[int]*proc
+	gen   int
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	done   chan struct{}
+	err    error
+	log    string
+}
+
+func (p *pool) start(i int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.procs == nil {
+		p.procs = map[int]*proc{}
+	}
+	p.gen++
+	logPath := filepath.Join(p.tmp, fmt.Sprintf("worker-%d-%d.log", i, p.gen))
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	c := p.cfg
+	cmd := exec.Command(p.bin, "-source", "sqs", "-store", "dynamodb",
+		"-sqs-queue-url", p.names.queueURL, "-sqs-dlq-url", p.names.dlqURL,
+		"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
+		"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),
+		"-progress", "1h")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ORDER_WORKER_") && !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+p.dynamoURL, "AWS_ENDPOINT_URL_SQS="+c.sqsURL,
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+	pr := &proc{cmd: cmd, done: make(chan struct{}), log: logPath}
+	cmd.Stdout = &pr.stdout
+	if c.verboseWorker {
+		cmd.Stderr = io.MultiWriter(logf, p.logw)
+	} else {
+		cmd.Stderr = logf
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start worker: %w", err)
+	}
+	go func() {
+		pr.err = cmd.Wait()
+		logf.Close()
+		close(pr.done)
+	}()
+	p.procs[i] = pr
+	return nil
+}
+
+// check reports a worker that died on its own.
+func (p *pool) check() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, pr := range p.procs {
+		select {
+		case <-pr.done:
+			tail, _ := os.ReadFile(pr.log)
+			return fmt.Errorf("worker %d exited by itself (%v): %s", i, pr.err, lastLines(tail, 5))
+		default:
+		}
+	}
+	return nil
+}
+
+func (p *pool) kill(i int) error {
+	p.mu.Lock()
+	pr := p.procs[i]
+	delete(p.procs, i)
+	p.mu.Unlock()
+	if pr == nil {
+		return nil
+	}
+	if err := pr.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	<-pr.done
+	return nil
+}
+
+// stopAll sends SIGTERM to every worker, waits up to grace (then kills),
+// and returns their summary lines and how many exited non-zero.
+func (p *pool) stopAll(grace time.Duration) (summaries []string, failed int) {
+	p.mu.Lock()
+	procs := p.procs
+	p.procs = nil
+	p.mu.Unlock()
+	for _, pr := range procs {
+		_ = pr.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	for _, pr := range procs {
+		select {
+		case <-pr.done:
+		case <-deadline.C:
+			_ = pr.cmd.Process.Kill()
+			<-pr.done
+		}
+		if pr.err != nil {
+			failed++
+			tail, _ := os.ReadFile(pr.log)
+			fmt.Fprintf(p.logw, "chaos: worker stop: %v: %s\n", pr.err, lastLines(tail, 5))
+		}
+		summaries = append(summaries, strings.TrimSpace(pr.stdout.String()))
+	}
+	return summaries, failed
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// verify reads the tables and the DLQ directly (not through the proxy).
+func verify(ctx context.Context, db *ddb.Client, q *awssqs.Client, n names, want expected, res *result) error {
+	rows := map[string]int{}
+	if err := scan(ctx, db, n.orders, func(it map[string]ddbtypes.AttributeValue) {
+		if s, ok := it["order_id"].(*ddbtypes.AttributeValueMemberS); ok {
+			rows[s.Value]++
+		}
+	}); err != nil {
+		return err
+	}
+	for id := range want.orders {
+		if rows[id] == 0 {
+			res.lost++
+		}
+	}
+	for id := range rows {
+		if _, ok := want.orders[id]; !ok {
+			res.extra++
+		}
+	}
+	for _, q := range want.perSKU {
+		res.unitsWant += q
+	}
+	if err := scan(ctx, db, n.inventory, func(it map[string]ddbtypes.AttributeValue) {
+		sku, _ := it["sku"].(*ddbtypes.AttributeValueMemberS)
+		r, _ := it["reserved"].(*ddbtypes.AttributeValueMemberN)
+		if sku == nil || r == nil {
+			return
+		}
+		got, _ := strconv.ParseInt(r.Value, 10, 64)
+		res.unitsGot += got
+		if d := got - want.perSKU[sku.Value]; d > 0 {
+			res.doubled += int(d)
+		}
+	}); err != nil {
+		return err
+	}
+	if err := scan(ctx, db, n.idem, func(it map[string]ddbtypes.AttributeValue) {
+		if s, ok := it["status"].(*ddbtypes.AttributeValueMemberS); ok && s.Value == "PENDING" {
+			res.pending++
+		}
+	}); err != nil {
+		return err
+	}
+	if res.doubled == 0 && res.extra == 0 {
+		res.duplicatesSuppressed = res.messages - res.malformed - len(rows)
+	}
+	// Drain the DLQ: a long visibility so nothing is seen twice.
+	seen := map[string]bool{}
+	for emptyPolls := 0; emptyPolls < 2; {
+		out, err := q.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(n.dlqURL), MaxNumberOfMessages: 10,
+			VisibilityTimeout: 600, WaitTimeSeconds: 1})
+		if err != nil {
+			return fmt.Errorf("receive DLQ: %w", err)
+		}
+		if len(out.Messages) == 0 {
+			emptyPolls++
+			continue
+		}
+		for _, m := range out.Messages {
+			b := aws.ToString(m.Body)
+			if want.malformed[b] {
+				seen[b] = true
+			} else {
+				res.dlqUnseen++
+			}
+			res.dlq++
+		}
+	}
+	res.dlqMissing = len(want.malformed) - len(seen)
+	return nil
+}
+
+func scan(ctx context.Context, db *ddb.Client, table string, f func(map[string]ddbtypes.AttributeValue)) error {
+	p := ddb.NewScanPaginator(db, &ddb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", table, err)
+		}
+		for _, it := range page.Items {
+			f(it)
+		}
+	}
+	return nil
+}
