@@ -48,6 +48,9 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	if cfg.maxInFlight == 0 {
 		cfg.maxInFlight = 2 * cfg.concurrency
 	}
+	if ks, ok := src.(KeySource); ok && cfg.keyFunc == nil {
+		cfg.keyFunc = ks.DefaultKeyFunc()
+	}
 	if w, ok := src.(RedeliveryWindow); ok {
 		window := w.RedeliveryWindow()
 		if !cfg.retentionSet && cfg.retention <= window {

@@ -611,3 +611,40 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 		})
 	}
 }
+
+// keyedSource supplies a default key: its messages' "group" attribute.
+type keyedSource struct{ consumer.Source }
+
+func (keyedSource) DefaultKeyFunc() consumer.KeyFunc {
+	return func(m *consumer.Message) (string, error) { return m.Attributes["group"], nil }
+}
+
+func TestSourceSuppliesDefaultKey(t *testing.T) {
+	run := func(t *testing.T, opts ...consumer.Option) int64 {
+		q := memory.NewQueue("events")
+		ctx := context.Background()
+		// One body, three groups: three events by the source's key, one by
+		// the body's (the consumer's own default).
+		for i := range 3 {
+			_ = q.Send(ctx, memory.Outgoing{Body: []byte("same body"), Attributes: map[string]string{"group": fmt.Sprintf("g-%d", i)}})
+		}
+		var calls atomic.Int64
+		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+			calls.Add(1)
+			return consumer.Result{}, nil
+		})
+		c, err := consumer.New(keyedSource{q.Source()}, dedupmem.New(), h, append(opts, consumer.Concurrency(1))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runUntil(t, c, func() bool { return q.Stats().Acked == 3 })
+		return calls.Load()
+	}
+	if n := run(t); n != 3 {
+		t.Fatalf("with the source's key the handler ran %d times, want 3", n)
+	}
+	byBody := consumer.WithKeyFunc(func(m *consumer.Message) (string, error) { return string(m.Body), nil })
+	if n := run(t, byBody); n != 1 {
+		t.Fatalf("WithKeyFunc must win over the source's key: handler ran %d times, want 1", n)
+	}
+}

@@ -58,6 +58,14 @@ type Orderer interface {
 	Ordering() Ordering
 }
 
+// KeySource is implemented by sources whose messages have a natural
+// idempotency key other than the consumer's default (Kafka: topic, record
+// key and value, since a producer retry gets a new offset). The consumer
+// uses it unless WithKeyFunc was given.
+type KeySource interface {
+	DefaultKeyFunc() KeyFunc
+}
+
 // Origin says where a message came from.
 type Origin struct {
 	System      string // "aws_sqs", "kafka", "memory"

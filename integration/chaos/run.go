@@ -411,7 +411,7 @@ func (p *pool) start(i int) error {
 		"-sqs-queue-url", p.names.queueURL, "-sqs-dlq-url", p.names.dlqURL,
 		"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
 		"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),
-		"-progress", "1h")
+		"-progress", "1h", "-metrics-addr", "") // several workers share the machine: no fixed port
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ORDER_WORKER_") && !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") {

@@ -258,6 +258,10 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 // Ordering declares the ordering the consumer keeps (consumer.Orderer).
 func (s *Source) Ordering() consumer.Ordering { return s.cfg.ordering }
 
+// DefaultKeyFunc makes Fingerprint the consumer's key unless the user
+// passes consumer.WithKeyFunc.
+func (s *Source) DefaultKeyFunc() consumer.KeyFunc { return Fingerprint }
+
 // Receive returns up to max messages, waiting for one. Partitions are
 // served in turn; each in offset order.
 func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
