@@ -43,7 +43,6 @@ type settings struct {
 	timeout       time.Duration
 	seed          uint64
 	workerBin     string // prebuilt order-worker; empty builds it
-	keepLogs      bool
 	dynamoDBURL   string
 	sqsURL        string
 	verboseWorker bool

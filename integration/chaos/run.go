@@ -44,7 +44,7 @@ type result struct {
 	throttles, errors5xx  int
 	resets, delayed       int
 	duplicatesSuppressed  int
-	pending, failedLeft   int
+	pending               int
 	lost, doubled, extra  int
 	unitsWant, unitsGot   int64
 	wall                  time.Duration
