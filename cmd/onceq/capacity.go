@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -31,7 +32,7 @@ func planCapacity(peak, dup float64, txnItems int) capacityPlan {
 	}
 }
 
-func runCapacity(args []string, stdout, stderr io.Writer) int {
+func runCapacity(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("onceq capacity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {

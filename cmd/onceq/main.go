@@ -5,19 +5,30 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	// Ctrl-C cancels a running call (a table wait, a read) instead of
+	// killing the process mid-request.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
 var commands = []struct {
 	name, summary string
-	run           func(args []string, stdout, stderr io.Writer) int
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }{
+	{"create-table", "create the idempotency table (idempotent)", runCreateTable},
+	{"inspect", "show the stored record of an idempotency key", runInspect},
 	{"capacity", "budget write capacity for a workload", runCapacity},
 }
 
@@ -30,7 +41,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Run 'onceq <command> -h' for a command's flags.")
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
@@ -41,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
+			return c.run(ctx, args[1:], stdout, stderr)
 		}
 	}
 	fmt.Fprintf(stderr, "onceq: unknown command %q\n", args[0])

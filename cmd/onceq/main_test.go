@@ -2,13 +2,26 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// The SDK's HTTP transport keeps idle keep-alive connections; their loops
+// are the transport's, not the CLI's.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
 
 func onceq(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	code := run(args, &out, &errOut)
+	code := run(context.Background(), args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -44,6 +57,17 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"capacity", "-rps", "10", "-txn-items", "101"}, 2, "err", "1 to 100"},
 		{[]string{"capacity", "-bogus"}, 2, "err", "flag provided but not defined"},
 		{[]string{"capacity", "-h"}, 0, "err", "usage: onceq capacity"},
+		{[]string{"help"}, 0, "out", "create-table"},
+		{[]string{"help"}, 0, "out", "inspect"},
+		{[]string{"create-table", "-h"}, 0, "err", "usage: onceq create-table"},
+		{[]string{"create-table"}, 2, "err", "-table is required"},
+		{[]string{"create-table", "-table", "t", "extra"}, 2, "err", `unexpected argument "extra"`},
+		{[]string{"inspect", "-h"}, 0, "err", "usage: onceq inspect"},
+		{[]string{"inspect", "k"}, 2, "err", "-table is required"},
+		{[]string{"inspect", "-table", "t"}, 2, "err", "exactly one KEY"},
+		{[]string{"inspect", "-table", "t", "a", "b"}, 2, "err", "exactly one KEY"},
+		{[]string{"inspect", "-table", "t", ""}, 2, "err", "empty"},
+		{[]string{"inspect", "-table", "t", "-stored-key", ""}, 2, "err", "must not be empty"},
 	}
 	for _, c := range cases {
 		code, out, errOut := onceq(c.args...)

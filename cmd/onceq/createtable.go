@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/onceq/onceq/dedup/dynamodb"
+)
+
+func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("onceq create-table", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: onceq create-table -table NAME [-tenant-layout]")
+		fmt.Fprintln(stderr, "Creates the idempotency table (on-demand billing, TTL on expires_at) and waits until it is ACTIVE.")
+		fmt.Fprintln(stderr, "An existing table with the same key schema is accepted; TTL is enabled on it if it is not.")
+		fmt.Fprintln(stderr, "Endpoint, region and credentials come from the AWS SDK's standard settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB).")
+		fs.PrintDefaults()
+	}
+	table := fs.String("table", "", "table name (required)")
+	tenant := fs.Bool("tenant-layout", false, "partition key = the tenant (the key before its first '#'), sort key = the rest")
+	if err := fs.Parse(args); err != nil {
+		return usageExit(err)
+	}
+	if *table == "" {
+		fmt.Fprintln(stderr, "onceq create-table: -table is required")
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "onceq create-table: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	client, err := dynamoClient(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+		return 1
+	}
+	var opts []dynamodb.TableOption
+	if *tenant {
+		opts = append(opts, dynamodb.WithTenantLayout())
+	}
+	if err := dynamodb.CreateTable(ctx, client, *table, opts...); err != nil {
+		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+		return 1
+	}
+	layout := "key layout"
+	if *tenant {
+		layout = "tenant layout"
+	}
+	fmt.Fprintf(stdout, "table %s is ACTIVE (%s, on-demand, TTL on expires_at)\n", *table, layout)
+	return 0
+}
