@@ -6,45 +6,13 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/integration/faultproxy"
+	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/internal/testenv"
 )
-
-// counter sums the points of an int64 counter whose attributes include all
-// of want.
-func counter(t *testing.T, r *sdkmetric.ManualReader, name string, want ...attribute.KeyValue) int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(t.Context(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			if !ok {
-				t.Fatalf("%s is %T, want an int64 sum", name, m.Data)
-			}
-		points:
-			for _, p := range sum.DataPoints {
-				for _, kv := range want {
-					if v, ok := p.Attributes.Value(kv.Key); !ok || v != kv.Value {
-						continue points
-					}
-				}
-				n += p.Value
-			}
-		}
-	}
-	return n
-}
 
 // Throttles and condition failures are counted apart: the throttles under
 // their code with onceq.throttle=true, and as retries; a lost claim under
@@ -69,19 +37,19 @@ func TestMetricsThrottlesApartFromConditions(t *testing.T) {
 		t.Fatalf("losing claim: %+v %v", c, err)
 	}
 	op := attribute.String("onceq.dynamodb.operation", "Claim")
-	if n := counter(t, reader, "onceq.dynamodb.errors", op, attribute.String("dynamo_error_code", "ProvisionedThroughputExceededException"), attribute.Bool("onceq.throttle", true)); n != 3 {
+	if n := metrictest.Counter(t, reader, "onceq.dynamodb.errors", op, attribute.String("dynamo_error_code", "ProvisionedThroughputExceededException"), attribute.Bool("onceq.throttle", true)); n != 3 {
 		t.Errorf("throttle errors %d, want 3", n)
 	}
-	if n := counter(t, reader, "onceq.dynamodb.errors", op, attribute.String("dynamo_error_code", "ConditionalCheckFailedException"), attribute.Bool("onceq.throttle", false)); n != 1 {
+	if n := metrictest.Counter(t, reader, "onceq.dynamodb.errors", op, attribute.String("dynamo_error_code", "ConditionalCheckFailedException"), attribute.Bool("onceq.throttle", false)); n != 1 {
 		t.Errorf("condition failures %d, want 1", n)
 	}
-	if n := counter(t, reader, "onceq.dynamodb.errors", attribute.Bool("onceq.throttle", true)); n != 3 {
+	if n := metrictest.Counter(t, reader, "onceq.dynamodb.errors", attribute.Bool("onceq.throttle", true)); n != 3 {
 		t.Errorf("all throttles %d, want 3 (a condition failure counted as one?)", n)
 	}
-	if n := counter(t, reader, "onceq.dynamodb.retries", op, attribute.String("onceq.retry.class", "throttled")); n != 3 {
+	if n := metrictest.Counter(t, reader, "onceq.dynamodb.retries", op, attribute.String("onceq.retry.class", "throttled")); n != 3 {
 		t.Errorf("throttled retries %d, want 3", n)
 	}
-	if n := counter(t, reader, "onceq.dynamodb.retries"); n != 3 {
+	if n := metrictest.Counter(t, reader, "onceq.dynamodb.retries"); n != 3 {
 		t.Errorf("retries %d, want 3 (a condition failure retried?)", n)
 	}
 }
@@ -109,7 +77,7 @@ func TestMetricsCancellationReasons(t *testing.T) {
 	}
 	reason := func(r string) attribute.KeyValue { return attribute.String("transact_write_cancellation_reason", r) }
 	op := attribute.String("onceq.dynamodb.operation", "Complete")
-	if n := counter(t, reader, "onceq.dynamodb.transaction_cancellations", op, reason("ConditionalCheckFailed"), attribute.Bool("onceq.throttle", false)); n != 1 {
+	if n := metrictest.Counter(t, reader, "onceq.dynamodb.transaction_cancellations", op, reason("ConditionalCheckFailed"), attribute.Bool("onceq.throttle", false)); n != 1 {
 		t.Errorf("business condition cancellations %d, want 1", n)
 	}
 
@@ -118,13 +86,13 @@ func TestMetricsCancellationReasons(t *testing.T) {
 	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: l, Now: at(1), ExpiresAt: at(99), Writes: []any{inv.reserve(sku, 1)}}); err != nil {
 		t.Fatalf("complete across a throttled cancellation: %v", err)
 	}
-	if n := counter(t, reader, "onceq.dynamodb.transaction_cancellations", op, reason("ThrottlingError"), attribute.Bool("onceq.throttle", true)); n != 1 {
+	if n := metrictest.Counter(t, reader, "onceq.dynamodb.transaction_cancellations", op, reason("ThrottlingError"), attribute.Bool("onceq.throttle", true)); n != 1 {
 		t.Errorf("throttled cancellations %d, want 1", n)
 	}
-	if n := counter(t, reader, "onceq.dynamodb.transaction_cancellations", reason("None")); n != 0 {
+	if n := metrictest.Counter(t, reader, "onceq.dynamodb.transaction_cancellations", reason("None")); n != 0 {
 		t.Errorf("None reasons counted: %d", n)
 	}
-	if n := counter(t, reader, "onceq.dynamodb.retries", op, attribute.String("dynamo_error_code", "ThrottlingError"), attribute.Bool("onceq.throttle", true)); n != 1 {
+	if n := metrictest.Counter(t, reader, "onceq.dynamodb.retries", op, attribute.String("dynamo_error_code", "ThrottlingError"), attribute.Bool("onceq.throttle", true)); n != 1 {
 		t.Errorf("throttled transaction retries %d, want 1", n)
 	}
 }

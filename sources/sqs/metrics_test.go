@@ -7,44 +7,12 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqs"
 )
-
-// counter sums the points of an int64 counter whose attributes include all
-// of want.
-func counter(t *testing.T, r *sdkmetric.ManualReader, name string, want ...attribute.KeyValue) int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			if !ok {
-				t.Fatalf("%s is %T, want an int64 sum", name, m.Data)
-			}
-		points:
-			for _, p := range sum.DataPoints {
-				for _, kv := range want {
-					if v, ok := p.Attributes.Value(kv.Key); !ok || v != kv.Value {
-						continue points
-					}
-				}
-				n += p.Value
-			}
-		}
-	}
-	return n
-}
 
 // Visibility extensions and nacks, dead-letter sends and delete batches
 // are counted on fauxqs, by result.
@@ -93,19 +61,19 @@ func TestMetrics(t *testing.T) {
 
 	ok := attribute.String("onceq.result", "ok")
 	queue := attribute.String("messaging.destination.name", queueNameOf(url))
-	if n := counter(t, reader, "onceq.sqs.visibility_changes", queue, ok, attribute.String("onceq.sqs.operation", "Extend")); n != 2 {
+	if n := metrictest.Counter(t, reader, "onceq.sqs.visibility_changes", queue, ok, attribute.String("onceq.sqs.operation", "Extend")); n != 2 {
 		t.Errorf("extensions %d, want 2", n)
 	}
-	if n := counter(t, reader, "onceq.sqs.visibility_changes", ok, attribute.String("onceq.sqs.operation", "Nack")); n != 1 {
+	if n := metrictest.Counter(t, reader, "onceq.sqs.visibility_changes", ok, attribute.String("onceq.sqs.operation", "Nack")); n != 1 {
 		t.Errorf("nacks %d, want 1", n)
 	}
-	if n := counter(t, reader, "onceq.sqs.dead_letters", queue, ok); n != 1 {
+	if n := metrictest.Counter(t, reader, "onceq.sqs.dead_letters", queue, ok); n != 1 {
 		t.Errorf("dead letters %d, want 1", n)
 	}
-	if n := counter(t, reader, "onceq.sqs.delete_batches", ok); n != 1 {
+	if n := metrictest.Counter(t, reader, "onceq.sqs.delete_batches", ok); n != 1 {
 		t.Errorf("delete batches %d, want 1 (one ack, flushed on close)", n)
 	}
-	if n := counter(t, reader, "onceq.sqs.delete_failures"); n != 0 {
+	if n := metrictest.Counter(t, reader, "onceq.sqs.delete_failures"); n != 0 {
 		t.Errorf("delete failures %d, want 0", n)
 	}
 }

@@ -1,0 +1,43 @@
+// Package metrictest reads counters back from an OpenTelemetry ManualReader
+// in tests. Only tests import it, so the SDK stays out of library code.
+package metrictest
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// Counter sums the points of an int64 counter whose attributes include all
+// of want.
+func Counter(t testing.TB, r *sdkmetric.ManualReader, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				t.Fatalf("%s is %T, want an int64 sum", name, m.Data)
+			}
+		points:
+			for _, p := range sum.DataPoints {
+				for _, kv := range want {
+					if v, ok := p.Attributes.Value(kv.Key); !ok || v != kv.Value {
+						continue points
+					}
+				}
+				n += p.Value
+			}
+		}
+	}
+	return n
+}
