@@ -39,21 +39,8 @@ func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const unique, dups, scarce = 1600, 400, 10
-	var bodies []string
-	var want int64
-	for i := range unique {
-		qty := int64(1 + i%3)
-		if i < scarce {
-			qty = 2_000_000
-		} else {
-			want += qty
-		}
-		bodies = append(bodies, fmt.Sprintf(`{"order_id":"o-%d","sku":"sku-%d","qty":%d}`, i, i%100, qty))
-	}
-	for i := range dups {
-		bodies = append(bodies, bodies[scarce+(i*7)%(unique-scarce)])
-	}
+	f := newOrderFixture()
+	bodies := f.bodies
 	for i := 0; i < len(bodies); i += 10 {
 		var entries []types.SendMessageBatchRequestEntry
 		for j := i; j < min(i+10, len(bodies)); j++ {
@@ -79,26 +66,61 @@ func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
 	if err := work(runCtx, opts, &out, &errOut); err != nil {
 		t.Fatalf("work: %v\n%s", err, errOut.String())
 	}
-	var s Summary
-	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
-		t.Fatalf("summary %q: %v", out.String(), err)
+	f.check(t, ctx, db, suffix, out.Bytes(), 0)
+	// The store and the source report to the same /metrics: every rejection
+	// is a business write's cancelled condition; acks went out in batches.
+	if n := sample(metrics, "onceq_dynamodb_transaction_cancellations_total", `transact_write_cancellation_reason="ConditionalCheckFailed"`); n < float64(f.scarce) {
+		t.Errorf("ConditionalCheckFailed cancellations %v, want at least %d", n, f.scarce)
 	}
-	if s.Processed != unique-scarce || s.Rejected != scarce || s.Duplicates != dups || s.DeadLettered != 0 || s.LeaseLost != 0 {
-		t.Fatalf("summary %+v", s)
+	if n := sample(metrics, "onceq_sqs_delete_batches_total", `onceq_result="ok"`); n < 1 {
+		t.Errorf("delete batches %v, want at least 1", n)
+	}
+}
+
+// orderFixture is the orders both end-to-end tests send: 1,600 unique
+// orders, 400 duplicate deliveries of accepted ones, the first 10 beyond
+// any sku's stock.
+type orderFixture struct {
+	bodies               []string
+	unique, dups, scarce int
+	wantReserved         int64
+}
+
+func newOrderFixture() orderFixture {
+	f := orderFixture{unique: 1600, dups: 400, scarce: 10}
+	for i := range f.unique {
+		qty := int64(1 + i%3)
+		if i < f.scarce {
+			qty = 2_000_000
+		} else {
+			f.wantReserved += qty
+		}
+		f.bodies = append(f.bodies, fmt.Sprintf(`{"order_id":"o-%d","sku":"sku-%d","qty":%d}`, i, i%100, qty))
+	}
+	for i := range f.dups {
+		f.bodies = append(f.bodies, f.bodies[f.scarce+(i*7)%(f.unique-f.scarce)])
+	}
+	return f
+}
+
+// check compares the worker's summary line and the tables with what the
+// fixture makes: each accepted order reserved once, each row written once.
+func (f orderFixture) check(t *testing.T, ctx context.Context, db *ddb.Client, suffix string, summaryLine []byte, deadLettered int64) Summary {
+	t.Helper()
+	var s Summary
+	if err := json.Unmarshal(summaryLine, &s); err != nil {
+		t.Fatalf("summary %q: %v", summaryLine, err)
+	}
+	accepted := int64(f.unique - f.scarce)
+	if s.Processed != accepted || s.Rejected != int64(f.scarce) || s.Duplicates != int64(f.dups) || s.DeadLettered != deadLettered || s.LeaseLost != 0 {
+		t.Fatalf("summary %+v; want %d processed, %d rejected, %d duplicates, %d dead-lettered", s, accepted, f.scarce, f.dups, deadLettered)
 	}
 	reserved, rows, err := dynamoTotals(ctx, db, "inv_"+suffix, "orders_"+suffix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reserved != want || rows != unique-scarce {
-		t.Fatalf("reserved %d over %d rows; want %d over %d", reserved, rows, want, unique-scarce)
+	if reserved != f.wantReserved || int64(rows) != accepted {
+		t.Fatalf("reserved %d over %d rows; want %d over %d", reserved, rows, f.wantReserved, accepted)
 	}
-	// The store and the source report to the same /metrics: every rejection
-	// is a business write's cancelled condition; acks went out in batches.
-	if n := sample(metrics, "onceq_dynamodb_transaction_cancellations_total", `transact_write_cancellation_reason="ConditionalCheckFailed"`); n < float64(scarce) {
-		t.Errorf("ConditionalCheckFailed cancellations %v, want at least %d", n, scarce)
-	}
-	if n := sample(metrics, "onceq_sqs_delete_batches_total", `onceq_result="ok"`); n < 1 {
-		t.Errorf("delete batches %v, want at least 1", n)
-	}
+	return s
 }

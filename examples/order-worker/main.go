@@ -33,6 +33,10 @@ type options struct {
 	store            string
 	sqsQueueURL      string
 	sqsDLQURL        string
+	kafkaBrokers     string
+	kafkaTopic       string
+	kafkaGroup       string
+	kafkaDLQTopic    string
 	idempotencyTable string
 	inventoryTable   string
 	ordersTable      string
@@ -61,10 +65,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("order-worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.source, "source", "memory", "message source: memory or sqs")
+	fs.StringVar(&o.source, "source", "memory", "message source: memory, sqs or kafka")
 	fs.StringVar(&o.store, "store", "memory", "idempotency store and inventory: memory or dynamodb")
 	fs.StringVar(&o.sqsQueueURL, "sqs-queue-url", "", "SQS queue URL (-source sqs)")
 	fs.StringVar(&o.sqsDLQURL, "sqs-dlq-url", "", "SQS dead-letter queue URL (default: the queue's redrive policy)")
+	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap brokers (-source kafka)")
+	fs.StringVar(&o.kafkaTopic, "kafka-topic", "orders", "Kafka topic of the orders")
+	fs.StringVar(&o.kafkaGroup, "kafka-group", "order-worker", "Kafka consumer group")
+	fs.StringVar(&o.kafkaDLQTopic, "kafka-dlq-topic", "", "Kafka dead-letter topic (default: the orders topic + \"-dlq\")")
 	fs.StringVar(&o.idempotencyTable, "idempotency-table", "onceq_idempotency", "DynamoDB idempotency table")
 	fs.StringVar(&o.inventoryTable, "inventory-table", "onceq_inventory", "DynamoDB inventory table")
 	fs.StringVar(&o.ordersTable, "orders-table", "onceq_orders", "DynamoDB orders table")
@@ -92,16 +100,32 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	switch {
-	case o.source != "memory" && o.source != "sqs":
-		return o, fmt.Errorf("-source %q: want memory or sqs", o.source)
+	case o.source != "memory" && o.source != "sqs" && o.source != "kafka":
+		return o, fmt.Errorf("-source %q: want memory, sqs or kafka", o.source)
 	case o.store != "memory" && o.store != "dynamodb":
 		return o, fmt.Errorf("-store %q: want memory or dynamodb", o.store)
 	case o.source == "sqs" && o.sqsQueueURL == "":
 		return o, errors.New("-source sqs needs -sqs-queue-url")
-	case o.source == "sqs" && o.demo > 0:
+	case o.source == "kafka" && (len(o.brokers()) == 0 || o.kafkaTopic == "" || o.kafkaGroup == ""):
+		return o, errors.New("-source kafka needs -kafka-brokers, -kafka-topic and -kafka-group")
+	case o.source != "memory" && o.demo > 0:
 		return o, errors.New("-demo runs on the memory source only")
 	}
+	if o.kafkaDLQTopic == "" {
+		o.kafkaDLQTopic = o.kafkaTopic + "-dlq"
+	}
 	return o, nil
+}
+
+// brokers is -kafka-brokers as a list, blanks dropped.
+func (o options) brokers() []string {
+	var out []string
+	for b := range strings.SplitSeq(o.kafkaBrokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 func main() {

@@ -73,3 +73,24 @@ func FuzzParseOrder(f *testing.F) {
 		}
 	})
 }
+
+func TestSourceFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-source", "nats"},
+		{"-source", "sqs"},
+		{"-source", "kafka", "-kafka-brokers", " , "},
+		{"-source", "kafka", "-kafka-group", ""},
+		{"-source", "kafka", "-demo", "10"},
+	} {
+		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+	o, err := parseFlags([]string{"-source", "kafka", "-kafka-brokers", "a:9092, b:9092", "-kafka-topic", "orders-eu"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := o.brokers(); len(b) != 2 || b[1] != "b:9092" || o.kafkaDLQTopic != "orders-eu-dlq" || o.kafkaGroup != "order-worker" {
+		t.Fatalf("brokers %q, dead-letter topic %q, group %q", b, o.kafkaDLQTopic, o.kafkaGroup)
+	}
+}

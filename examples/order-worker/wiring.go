@@ -14,6 +14,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/sources/kafka"
 	"github.com/onceq/onceq/sources/memory"
 	"github.com/onceq/onceq/sources/sqs"
 )
@@ -29,7 +30,7 @@ type wiring struct {
 
 // wire builds the source, store and inventory. AWS endpoints, region and
 // credentials come from the SDK's standard settings (AWS_REGION,
-// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, …).
+// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, …); Kafka brokers from -kafka-brokers.
 func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) {
 	w := &wiring{}
 	needAWS := o.source == "sqs" || o.store == "dynamodb"
@@ -72,6 +73,15 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 			opts = append(opts, sqs.DeadLetterQueue(o.sqsDLQURL))
 		}
 		src, err := sqs.New(ctx, sqsClient, o.sqsQueueURL, opts...)
+		if err != nil {
+			return nil, err
+		}
+		w.source = src
+	case "kafka":
+		// Malformed orders must land somewhere, so the dead-letter topic
+		// is always set (it defaults to the orders topic + "-dlq").
+		src, err := kafka.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic},
+			kafka.DeadLetterTopic(o.kafkaDLQTopic), kafka.WithLogger(logger), kafka.WithMeterProvider(o.meters))
 		if err != nil {
 			return nil, err
 		}
