@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
@@ -304,7 +303,6 @@ func (s *Source) enqueue(p *partition, m kgo.Message) {
 		return
 	}
 	p.hwm = max(p.hwm, m.HighWaterMark)
-	id := p.topic + "/" + strconv.Itoa(int(p.id)) + "/" + strconv.FormatInt(m.Offset, 10)
-	p.queue = append(p.queue, &entry{p: p, msg: m, id: id})
+	p.queue = append(p.queue, &entry{p: p, msg: m, id: recordID(p.topic, p.id, m.Offset)})
 	s.signalLocked()
 }

@@ -339,18 +339,11 @@ func (s *Source) deliverLocked(e *entry, now time.Time) *consumer.Message {
 	d := &delivery{e: e, Generation: p.gen.id, Partition: p.id, Offset: e.msg.Offset}
 	e.cur = d
 	p.inFlight++
-	var attrs map[string]string
-	if len(e.msg.Headers) > 0 {
-		attrs = make(map[string]string, len(e.msg.Headers))
-		for _, h := range e.msg.Headers {
-			attrs[h.Key] = string(h.Value)
-		}
-	}
 	return &consumer.Message{
 		ID:         e.id,
 		Key:        string(e.msg.Key),
 		Body:       e.msg.Value,
-		Attributes: attrs,
+		Attributes: headerAttributes(e.msg.Headers),
 		Attempt:    e.attempts,
 		Origin:     consumer.Origin{System: "kafka", Destination: p.topic, Partition: p.id, Offset: e.msg.Offset},
 		ReceivedAt: now,

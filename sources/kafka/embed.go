@@ -1,0 +1,45 @@
+package kafka
+
+import (
+	"strconv"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/onceq/onceq/consumer"
+)
+
+// ToMessage turns a record read by an existing kafka-go loop (a Reader's
+// FetchMessage) into a consumer.Message for consumer.Guard: headers become
+// Attributes, the record key Key, topic/partition/offset the Origin and ID,
+// exactly as this package's Source delivers them, so Fingerprint and the
+// idempotency-key header work the same either way. attempt counts how
+// often the loop has tried this record, from 1.
+func ToMessage(m kgo.Message, attempt int) *consumer.Message {
+	return &consumer.Message{
+		ID:         recordID(m.Topic, int32(m.Partition), m.Offset),
+		Key:        string(m.Key),
+		Body:       m.Value,
+		Attributes: headerAttributes(m.Headers),
+		Attempt:    attempt,
+		Origin:     consumer.Origin{System: "kafka", Destination: m.Topic, Partition: int32(m.Partition), Offset: m.Offset},
+		ReceivedAt: time.Now(),
+	}
+}
+
+func recordID(topic string, partition int32, offset int64) string {
+	return topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
+}
+
+// headerAttributes maps headers to attributes; a repeated header keeps its
+// last value. No headers, no map.
+func headerAttributes(hs []kgo.Header) map[string]string {
+	if len(hs) == 0 {
+		return nil
+	}
+	attrs := make(map[string]string, len(hs))
+	for _, h := range hs {
+		attrs[h.Key] = string(h.Value)
+	}
+	return attrs
+}
