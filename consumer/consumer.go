@@ -88,10 +88,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return r.run(ctx)
 }
 
-// orderKey is what the consumer serializes on.
+// orderKey is what the consumer serializes on. The destination is part of
+// it: partition 0 of one topic and partition 0 of another are unrelated.
 type orderKey struct {
-	partition int32
-	key       string
+	destination string
+	partition   int32
+	key         string
 }
 
 // slot is one held message.
@@ -272,9 +274,9 @@ func (r *run) fetch(ctx context.Context) error {
 			s := &slot{r: r, m: m, lastSource: now}
 			switch r.c.ordering {
 			case OrderByKey:
-				s.key = orderKey{m.Origin.Partition, m.Key}
+				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.Key}
 			case OrderByPartition:
-				s.key = orderKey{partition: m.Origin.Partition}
+				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
 			r.held[s] = struct{}{}
 			r.dispatchLocked(s)

@@ -459,6 +459,45 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 	}
 }
 
+// twoTopicSource delivers each message as if from partition 0 of the topic
+// its body names, under partition ordering.
+type twoTopicSource struct{ *memory.Source }
+
+func (twoTopicSource) Ordering() consumer.Ordering { return consumer.OrderByPartition }
+
+func (s twoTopicSource) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
+	ms, err := s.Source.Receive(ctx, max)
+	for _, m := range ms {
+		m.Origin.Destination, m.Origin.Partition = string(m.Body), 0
+	}
+	return ms, err
+}
+
+// Partition order holds within a topic, not across topics: partition 0 of
+// "a" must not wait for partition 0 of "b".
+func TestPartitionOrderIsPerTopic(t *testing.T) {
+	q := memory.NewQueue("topics")
+	for _, b := range []string{"a", "b"} {
+		_ = q.Send(context.Background(), memory.Outgoing{Body: []byte(b)})
+	}
+	bothRunning := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(2)
+	go func() { started.Wait(); close(bothRunning) }()
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		started.Done()
+		select {
+		case <-bothRunning:
+			return consumer.Result{}, nil
+		case <-time.After(10 * time.Second):
+			t.Errorf("topic %s: partition 0 of the other topic never ran beside it", m.Body)
+			return consumer.Result{}, nil
+		}
+	})
+	c, _ := consumer.New(twoTopicSource{q.Source()}, dedupmem.New(), h, consumer.Concurrency(4))
+	runUntil(t, c, func() bool { return q.Stats().Acked == 2 })
+}
+
 func TestConfigurationRefused(t *testing.T) {
 	src := memory.NewQueue("cfg").Source()
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })

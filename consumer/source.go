@@ -42,11 +42,12 @@ type Ordering int
 const (
 	// Unordered: messages may be processed in any order and concurrently.
 	Unordered Ordering = iota
-	// OrderByKey: messages with the same Partition and Key are processed
-	// one at a time, in delivery order (SQS FIFO groups, Kafka key mode).
+	// OrderByKey: messages with the same Origin Destination, Partition and
+	// Key are processed one at a time, in delivery order (SQS FIFO groups,
+	// Kafka key mode).
 	OrderByKey
-	// OrderByPartition: messages of one Partition are processed one at a
-	// time, in delivery order.
+	// OrderByPartition: messages of one Destination's Partition are
+	// processed one at a time, in delivery order.
 	OrderByPartition
 )
 

@@ -133,9 +133,8 @@ func (c *config) validate() error {
 //
 // Records without a key share the key "" and so, under OrderByKey, run one
 // at a time per partition: the partition order is all Kafka promised them.
-// The consumer orders by partition number and key, not topic: with several
-// topics, same-numbered partitions may be serialized together (never less
-// than declared).
+// The consumer orders by topic, partition and key, so with several topics
+// same-numbered partitions do not wait for each other.
 func Ordering(o consumer.Ordering) Option { return optionFunc(func(c *config) { c.ordering = o }) }
 
 // MaxInFlightPerPartition bounds the messages of one partition fetched and
