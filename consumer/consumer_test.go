@@ -687,3 +687,41 @@ func TestSourceSuppliesDefaultKey(t *testing.T) {
 		t.Fatalf("WithKeyFunc must win over the source's key: handler ran %d times, want 1", n)
 	}
 }
+
+// closeFailingSource is a Source whose final flush fails (SQS: a delete
+// batch; Kafka: the last offset commit).
+type closeFailingSource struct {
+	*memory.Source
+	err error
+}
+
+func (s closeFailingSource) Close(ctx context.Context) error {
+	_ = s.Source.Close(ctx)
+	return s.err
+}
+
+// A failed final flush is not swallowed: Run returns it, so a supervisor
+// sees it; what it did not ack is delivered again and answered from the
+// store as a duplicate.
+func TestRunReportsCloseError(t *testing.T) {
+	q := memory.NewQueue("close")
+	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("m")})
+	errFlush := errors.New("final commit failed")
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
+	c, err := consumer.New(closeFailingSource{q.Source(), errFlush}, dedupmem.New(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	for deadline := time.Now().Add(30 * time.Second); q.Stats().Acked < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the message was never acked")
+		}
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, errFlush) {
+		t.Fatalf("Run: %v, want the source's close error", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	kgo "github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/consumer"
@@ -79,6 +80,8 @@ type config struct {
 	fetchMaxBytes  int
 	dlqBatch       time.Duration
 	meter          metric.MeterProvider
+	dialer         *kgo.Dialer
+	reset          Reset
 }
 
 func defaultConfig() config {
@@ -91,6 +94,7 @@ func defaultConfig() config {
 		fetchMaxWait:   time.Second,
 		fetchMaxBytes:  1 << 20,
 		dlqBatch:       5 * time.Millisecond,
+		dialer:         &kgo.Dialer{Timeout: 10 * time.Second, DualStack: true},
 	}
 }
 
@@ -121,6 +125,10 @@ func (c *config) validate() error {
 		return invalidOption("Fetch(%v, %d): must be positive", c.fetchMaxWait, c.fetchMaxBytes)
 	case c.logger == nil:
 		return invalidOption("Logger: must not be nil")
+	case c.dialer == nil:
+		return invalidOption("WithDialer: must not be nil")
+	case c.reset != ResetEarliest && c.reset != ResetLatest:
+		return invalidOption("OffsetReset %d: unknown", c.reset)
 	}
 	return nil
 }
@@ -183,3 +191,33 @@ func FetchMaxWait(d time.Duration) Option { return optionFunc(func(c *config) { 
 // FetchMaxBytes bounds one fetch response (default 1 MiB); it must exceed
 // the largest record.
 func FetchMaxBytes(n int) Option { return optionFunc(func(c *config) { c.fetchMaxBytes = n }) }
+
+// WithDialer sets how connections to the brokers are made: TLS, SASL,
+// client ID, timeouts (default: plain TCP, 10 s connect timeout). The
+// dead-letter writer uses the same TLS and SASL settings.
+func WithDialer(d *kgo.Dialer) Option { return optionFunc(func(c *config) { c.dialer = d }) }
+
+// Reset says where a partition without a committed offset starts.
+type Reset int
+
+const (
+	// ResetEarliest starts at the oldest record still in the log: nothing
+	// already produced is skipped (the default, for exactly-once work).
+	ResetEarliest Reset = iota
+	// ResetLatest starts at the end: only records produced after the
+	// group first joined are read.
+	ResetLatest
+)
+
+// OffsetReset sets where a group with no committed offset for a partition
+// starts (default ResetEarliest). A committed offset that retention has
+// already deleted is moved to the oldest record still there (kafka-go's
+// reader does so): the records in between are gone either way.
+func OffsetReset(r Reset) Option { return optionFunc(func(c *config) { c.reset = r }) }
+
+func (r Reset) startOffset() int64 {
+	if r == ResetLatest {
+		return kgo.LastOffset
+	}
+	return kgo.FirstOffset
+}

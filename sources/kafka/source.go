@@ -152,8 +152,9 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	}
 	s := &Source{
 		cfg: cfg, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
-		dialer:    &kgo.Dialer{Timeout: 10 * time.Second, DualStack: true},
-		transport: &kgo.Transport{},
+		dialer: cfg.dialer,
+		// The dead-letter writer goes through the transport: same TLS, SASL.
+		transport: &kgo.Transport{TLS: cfg.dialer.TLS, SASL: cfg.dialer.SASLMechanism, ClientID: cfg.dialer.ClientID},
 		wake:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
 	}
@@ -180,7 +181,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		ID: group, Brokers: s.brokers, Topics: s.topics, Dialer: s.dialer,
 		HeartbeatInterval: t.Heartbeat, SessionTimeout: t.Session,
 		RebalanceTimeout: t.Rebalance, JoinGroupBackoff: t.JoinBackoff,
-		StartOffset: kgo.FirstOffset,
+		StartOffset: cfg.reset.startOffset(),
 		Logger:      s.kLog, ErrorLogger: s.kErrLog,
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,6 +81,8 @@ func TestNewValidates(t *testing.T) {
 		{"drain past rebalance", []string{topic}, []kafka.Option{kafka.DrainTimeout(time.Minute)}, kafka.ErrInvalidOption},
 		{"no topics", nil, nil, kafka.ErrInvalidOption},
 		{"bad ordering", []string{topic}, []kafka.Option{kafka.Ordering(7)}, kafka.ErrInvalidOption},
+		{"nil dialer", []string{topic}, []kafka.Option{kafka.WithDialer(nil)}, kafka.ErrInvalidOption},
+		{"bad reset", []string{topic}, []kafka.Option{kafka.OffsetReset(9)}, kafka.ErrInvalidOption},
 	}
 	for _, c := range cases {
 		s, err := kafka.New(ctx, []string{addr}, "g", c.topics, c.opts...)
@@ -89,6 +92,63 @@ func TestNewValidates(t *testing.T) {
 			}
 			t.Errorf("%s: New: %v, want %v", c.name, err, c.want)
 		}
+	}
+}
+
+// A new group under ResetLatest skips what was produced before it joined;
+// under the default it reads from the oldest record.
+func TestOffsetReset(t *testing.T) {
+	t.Parallel()
+	addr := broker(t)
+	topic := topicName(t, "in")
+	createTopic(t, addr, topic, 1)
+	w := writer(t, addr, topic)
+	produce(t, w, kgo.Message{Value: []byte("old-0")}, kgo.Message{Value: []byte("old-1")})
+
+	assigned := make(chan struct{}, 1)
+	latest := newSource(t, addr, topicName(t, "latest"), []string{topic}, kafka.OffsetReset(kafka.ResetLatest),
+		kafka.WithDialer(&kgo.Dialer{Timeout: 5 * time.Second}),
+		kafka.WithHooks(kafka.Hooks{OnRebalance: func(e kafka.RebalanceEvent) {
+			if !e.Revoked {
+				select {
+				case assigned <- struct{}{}:
+				default:
+				}
+			}
+		}}))
+	select {
+	case <-assigned:
+	case <-ctxFor(t, 20*time.Second).Done():
+		t.Fatal("no partitions assigned")
+	}
+	// The fetch loop resolves "latest" when it starts, a moment after the
+	// assignment: keep producing until it reads; it must never read an old one.
+	stop := make(chan struct{})
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for i := 0; ; i++ {
+			if err := w.WriteMessages(context.Background(), kgo.Message{Value: fmt.Appendf(nil, "new-%d", i)}); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	got := receiveN(t, latest, 1)
+	close(stop)
+	<-produced
+	if !strings.HasPrefix(string(got[0].Body), "new-") || got[0].Origin.Offset < 2 {
+		t.Fatalf("ResetLatest read %q at offset %d, want a record produced after joining", got[0].Body, got[0].Origin.Offset)
+	}
+
+	earliest := newSource(t, addr, topicName(t, "earliest"), []string{topic})
+	if got := receiveN(t, earliest, 1); string(got[0].Body) != "old-0" {
+		t.Fatalf("the default read %q first, want old-0", got[0].Body)
 	}
 }
 
