@@ -45,8 +45,11 @@ type options struct {
 	demo             int
 	progress         time.Duration
 	metricsAddr      string
-	leaseTTL         time.Duration
-	handlerTimeout   time.Duration
+	// metricsAddrSet: -metrics-addr came from the command line or the
+	// environment, so failing to bind it is an error, not a warning.
+	metricsAddrSet bool
+	leaseTTL       time.Duration
+	handlerTimeout time.Duration
 	// stopAfter ends the run once this many messages settled (tests).
 	stopAfter int
 	// meters is where the store and source report (set by work).
@@ -99,6 +102,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	_, o.metricsAddrSet = os.LookupEnv(envName("metrics-addr"))
+	fs.Visit(func(f *flag.Flag) { o.metricsAddrSet = o.metricsAddrSet || f.Name == "metrics-addr" })
 	switch {
 	case o.source != "memory" && o.source != "sqs" && o.source != "kafka":
 		return o, fmt.Errorf("-source %q: want memory, sqs or kafka", o.source)
@@ -152,7 +157,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tel, err := startTelemetry(ctx, opts.metricsAddr, stderr, logger)
+	tel, err := startTelemetry(ctx, opts.metricsAddr, !opts.metricsAddrSet, stderr, logger)
 	if err != nil {
 		return err
 	}
@@ -209,6 +214,7 @@ loop:
 			}
 		}
 	}
+	tel.draining.Store(true)
 	cancel()
 	if err := <-done; err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,12 +43,18 @@ type telemetry struct {
 	served chan error
 	addr   string // the bound address, e.g. 127.0.0.1:9464
 	closer io.Closer
+	// draining turns /healthz to 503 once shutdown began, so a load
+	// balancer or orchestrator stops counting on this worker.
+	draining atomic.Bool
 }
 
 // startTelemetry sets up metrics (a Prometheus registry of the run's own,
 // not the process-wide default, so runs in one process never collide) and
 // tracing, and serves /metrics and /healthz on addr ("" serves nothing).
-func startTelemetry(ctx context.Context, addr string, stderr io.Writer, logger *slog.Logger) (*telemetry, error) {
+// When addr cannot be bound and optional is set (the default address, not
+// one the user asked for), it warns and runs without the server: a busy
+// port must not stop the embedded demo.
+func startTelemetry(ctx context.Context, addr string, optional bool, stderr io.Writer, logger *slog.Logger) (*telemetry, error) {
 	t := &telemetry{}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -66,6 +73,10 @@ func startTelemetry(ctx context.Context, addr string, stderr io.Writer, logger *
 		return t, nil
 	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil && optional {
+		fmt.Fprintf(stderr, "order-worker: metrics off: %v (set -metrics-addr to choose another address)\n", err)
+		return t, nil
+	}
 	if err != nil {
 		_ = t.shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("-metrics-addr %s: %w", addr, err)
@@ -74,6 +85,11 @@ func startTelemetry(ctx context.Context, addr string, stderr io.Writer, logger *
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if t.draining.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "draining\n")
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, "ok\n")
 	})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -78,8 +80,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err := work(t.Context(), opts, &out, &errOut); err != nil {
 		t.Fatalf("work: %v\n%s", err, errOut.String())
 	}
-	if healthStatus != http.StatusOK {
-		t.Errorf("/healthz: %d %q", healthStatus, health)
+	// Scraped after the drain began: the worker says it is going away.
+	if healthStatus != http.StatusServiceUnavailable || health != "draining\n" {
+		t.Errorf("/healthz after shutdown began: %d %q, want 503 draining", healthStatus, health)
 	}
 	// 500 deliveries: 4 malformed, every fifth of the rest a duplicate.
 	for _, c := range []struct {
@@ -115,5 +118,48 @@ func TestMetricsDisabled(t *testing.T) {
 	}
 	if got != "" || strings.Contains(errOut.String(), "metrics on") {
 		t.Fatalf("metrics served at %q with -metrics-addr empty", got)
+	}
+}
+
+// /healthz is 200 while running and 503 "draining" once shutdown began.
+func TestHealthzDraining(t *testing.T) {
+	tel, err := startTelemetry(t.Context(), "127.0.0.1:0", false, io.Discard, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tel.shutdown(context.Background()) }()
+	if code, body := scrape(t, "http://"+tel.addr+"/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("running: %d %q", code, body)
+	}
+	tel.draining.Store(true)
+	if code, body := scrape(t, "http://"+tel.addr+"/healthz"); code != http.StatusServiceUnavailable || body != "draining\n" {
+		t.Fatalf("draining: %d %q", code, body)
+	}
+}
+
+// A busy default metrics port does not stop the demo (make run); a busy
+// address the user asked for is an error.
+func TestBusyMetricsPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	opts, err := parseFlags([]string{"-demo", "200", "-progress", "1h"}, &bytes.Buffer{})
+	if err != nil || opts.metricsAddrSet {
+		t.Fatalf("default -metrics-addr counted as set (%v)", err)
+	}
+	opts.metricsAddr = ln.Addr().String() // the default, but busy
+	var out, errOut bytes.Buffer
+	if err := work(t.Context(), opts, &out, &errOut); err != nil || !strings.Contains(errOut.String(), "metrics off") || !strings.HasPrefix(out.String(), "{") {
+		t.Fatalf("busy default port: %v; stderr %q; stdout %q", err, errOut.String(), out.String())
+	}
+	opts, _ = parseFlags([]string{"-demo", "200", "-progress", "1h", "-metrics-addr", ln.Addr().String()}, &bytes.Buffer{})
+	if err := work(t.Context(), opts, &out, &errOut); err == nil {
+		t.Fatal("a busy -metrics-addr given on the command line was not an error")
+	}
+	t.Setenv("ORDER_WORKER_METRICS_ADDR", ln.Addr().String())
+	if opts, _ = parseFlags(nil, &bytes.Buffer{}); !opts.metricsAddrSet {
+		t.Fatal("-metrics-addr from the environment not counted as set")
 	}
 }
