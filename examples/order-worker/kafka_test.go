@@ -14,6 +14,8 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
@@ -51,7 +53,13 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		records = append(records, kgo.Message{Key: []byte(o.OrderID), Value: []byte(body)})
+		rec := kgo.Message{Key: []byte(o.OrderID), Value: []byte(body)}
+		if len(o.OrderID)%2 == 0 {
+			// Orders with an even-length ID carry the header, and so do
+			// their duplicates: the header, not the order ID, is their key.
+			rec.Headers = []kgo.Header{{Key: "idempotency-key", Value: []byte("idem-" + o.OrderID)}}
+		}
+		records = append(records, rec)
 	}
 	for i, body := range malformed {
 		records = append(records, kgo.Message{Key: fmt.Appendf(nil, "bad-%d", i), Value: []byte(body)})
@@ -84,6 +92,16 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 		t.Fatalf("work: %v\n%s", err, errOut.String())
 	}
 	f.check(t, ctx, db, suffix, out.Bytes(), int64(len(malformed)))
+
+	// A record with the header was claimed under it, not under its order ID.
+	store := dynamodb.New(db, "idem_"+suffix)
+	for key, want := range map[string]bool{"idem-o-12": true, "o-12": false, "o-123": true} {
+		k, _ := dedup.Key("onceq", key)
+		rec, err := store.Get(ctx, k)
+		if found := err == nil && rec.Status == dedup.StatusCompleted; found != want {
+			t.Errorf("record %q COMPLETED: %v (%v), want %v", key, found, err, want)
+		}
+	}
 
 	// Every malformed record is on the dead-letter topic once, with why.
 	r := kgo.NewReader(kgo.ReaderConfig{Brokers: []string{addr}, GroupTopics: []string{"orders-dlq"}, GroupID: "dlq-check-" + suffix,
