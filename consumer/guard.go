@@ -141,23 +141,30 @@ func (g *Guard) process(ctx, sctx context.Context, m *Message, tr leaseTracker) 
 
 // keys returns the stored key and payload hash of m.
 func (g *Guard) keys(m *Message) (string, string, error) {
-	hash := dedup.PayloadHash(m.Body)
-	raw := hash
+	raw, ok := "", false
 	if g.cfg.keyFunc != nil {
 		k, err := g.cfg.keyFunc(m)
 		if err != nil {
 			return "", "", fmt.Errorf("consumer: key function: %w", err)
 		}
-		raw = k
-	} else if k, ok := m.Attributes[IdempotencyKeyAttribute]; ok {
-		raw = k
+		raw, ok = k, true
+	} else if k, found := m.Attributes[IdempotencyKeyAttribute]; found {
+		raw, ok = k, true
+	}
+	if !ok {
+		// The key is the body's hash: hash once, allocate once.
+		return dedup.BodyKey(g.cfg.namespace, m.Body)
 	}
 	key, err := dedup.Key(g.cfg.namespace, raw)
-	return key, hash, err
+	return key, dedup.PayloadHash(m.Body), err
 }
 
 func (g *Guard) nextOwner() string {
-	return g.ownerID + strconv.FormatUint(g.seq.Add(1), 36)
+	// Built in one buffer: concatenating a formatted number costs two
+	// allocations per claim.
+	var buf [32]byte
+	b := append(buf[:0], g.ownerID...)
+	return string(strconv.AppendUint(b, g.seq.Add(1), 36))
 }
 
 func (g *Guard) retryDelay(attempt int) time.Duration {
@@ -287,8 +294,8 @@ func (g *Guard) complete(ctx, sctx context.Context, l dedup.Lease, o Outcome, re
 	now := g.cfg.clock.Now()
 	req := dedup.CompleteRequest{Lease: l, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
 	err := g.storeComplete(sctx, req)
-	var be *dedup.BusinessConditionError
-	if errors.As(err, &be) {
+	be := businessError(err)
+	if be != nil {
 		kind, resp = Rejected, res.RejectResponse
 		req.Response, req.Writes = resp, nil
 		err = g.storeComplete(sctx, req)
@@ -333,6 +340,19 @@ func (g *Guard) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteR
 	return c, err
 }
 
+// businessError is err's *dedup.BusinessConditionError, if any. The
+// errors.As target escapes, so it is only made when there is an error.
+func businessError(err error) *dedup.BusinessConditionError {
+	if err == nil {
+		return nil
+	}
+	var be *dedup.BusinessConditionError
+	if errors.As(err, &be) {
+		return be
+	}
+	return nil
+}
+
 func permanentStoreError(err error) bool {
 	return errors.Is(err, dedup.ErrRecordTooLarge) || errors.Is(err, dedup.ErrTooManyWrites) ||
 		errors.Is(err, dedup.ErrUnsupportedWrite) || retry.Classify(err) == retry.Permanent
@@ -363,8 +383,7 @@ func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash stri
 	req := dedup.ClaimCompleteRequest{Key: key, PayloadHash: hash, Owner: g.nextOwner(), Response: resp,
 		Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
 	c, err := g.storeClaimComplete(sctx, req)
-	var be *dedup.BusinessConditionError
-	if errors.As(err, &be) {
+	if be := businessError(err); be != nil {
 		kind, resp = Rejected, res.RejectResponse
 		req.Response, req.Writes = resp, nil
 		c, err = g.storeClaimComplete(sctx, req)
