@@ -138,6 +138,7 @@ type run struct {
 
 	limiter *limiter      // nil with FixedConcurrency
 	drained chan struct{} // closed when the drain starts
+	settles settleContexts
 
 	mu       sync.Mutex
 	held     map[*slot]struct{}
@@ -161,6 +162,7 @@ func newRun(c *Consumer) *run {
 			}
 		})
 	}
+	r.settles.parent = context.WithoutCancel(r.handlerCtx)
 	return r
 }
 
@@ -209,6 +211,7 @@ func (r *run) run(ctx context.Context) error {
 	workers.Wait()
 	close(hbStop)
 	<-hbDone
+	r.settles.stop()
 
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
 	defer cancel()
@@ -335,8 +338,7 @@ func (r *run) handle(s *slot) {
 	s.started, s.retry = true, nil
 	r.mu.Unlock()
 
-	ctx, cancel := settleContext(r.handlerCtx)
-	defer cancel()
+	ctx := r.settles.get(time.Now())
 	o := r.c.guard.process(r.handlerCtx, ctx, s.m, slotTracker{s})
 	r.settle(ctx, s, o)
 }
@@ -395,8 +397,7 @@ func (r *run) retryInPlace(s *slot, delay time.Duration) bool {
 
 // giveBack returns a message that was never started to the source at once.
 func (r *run) giveBack(s *slot) {
-	ctx, cancel := settleContext(r.handlerCtx)
-	defer cancel()
+	ctx := r.settles.get(time.Now())
 	err := r.c.src.Nack(ctx, s.m, 0)
 	r.reportSettled(ctx, s.m, Retry, err)
 	r.release(s)
@@ -454,6 +455,65 @@ func (r *run) reportSettled(ctx context.Context, m *Message, a Action, err error
 	}
 }
 
+// settleContexts hands out the contexts that bound settle calls (store
+// transitions, source acks and heartbeats): they outlive Run's context,
+// so that a drain can still record its work. A context and a timer per
+// message cost more than the rest of the hot path, so the calls begun
+// within one settleWindow share a context whose deadline is settleTimeout
+// after the window ends: each call gets between settleTimeout and
+// settleTimeout+settleWindow.
+type settleContexts struct {
+	parent context.Context // set once, before any worker starts
+	cur    atomic.Pointer[sharedSettle]
+	mu     sync.Mutex
+	live   []*sharedSettle // not yet past their deadline
+}
+
+type sharedSettle struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	until  time.Time // handed out before then
+}
+
+const settleWindow = time.Second
+
+func (s *settleContexts) get(now time.Time) context.Context {
+	if c := s.cur.Load(); c != nil && now.Before(c.until) {
+		return c.ctx
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.cur.Load(); c != nil && now.Before(c.until) {
+		return c.ctx
+	}
+	kept := s.live[:0]
+	for _, c := range s.live {
+		if now.Before(c.until.Add(settleTimeout)) {
+			kept = append(kept, c)
+		} else {
+			c.cancel() // past its deadline: only releases it
+		}
+	}
+	clear(s.live[len(kept):])
+	s.live = kept
+	ctx, cancel := context.WithDeadline(s.parent, now.Add(settleWindow+settleTimeout))
+	c := &sharedSettle{ctx: ctx, cancel: cancel, until: now.Add(settleWindow)}
+	s.live = append(s.live, c)
+	s.cur.Store(c)
+	return ctx
+}
+
+// stop releases the contexts once no settle call can be running.
+func (s *settleContexts) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.live {
+		c.cancel()
+	}
+	s.live = nil
+	s.cur.Store(nil)
+}
+
 // heartbeat renews, for every held message, the source's delivery timeout
 // and, while its handler runs, the lease: one goroutine for all messages.
 func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
@@ -501,7 +561,7 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		}
 		r.mu.Unlock()
 		for _, d := range batch {
-			ctx, cancel := settleContext(r.handlerCtx)
+			ctx := r.settles.get(now)
 			if d.source {
 				err := r.c.extender.Extend(ctx, d.s.m, srcTimeout)
 				r.reportHeartbeat(ctx, d.s.m, false, err)
@@ -513,7 +573,6 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 					d.cancel() // another worker owns the key: stop this handler
 				}
 			}
-			cancel()
 		}
 	}
 }
