@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -56,12 +57,15 @@ func BodyKey(namespace string, body []byte) (key, hash string, err error) {
 	// the key is never hashed again.
 	const hexLen = 2 * sha256.Size
 	sum := sha256.Sum256(body)
-	b := make([]byte, len(namespace)+1+hexLen)
-	n := copy(b, namespace)
-	b[n] = '#'
-	hex.Encode(b[n+1:], sum[:])
-	key = string(b)
-	return key, key[n+1:], nil
+	var hx [hexLen]byte
+	hex.Encode(hx[:], sum[:])
+	var b strings.Builder // its String does not copy: one allocation
+	b.Grow(len(namespace) + 1 + hexLen)
+	b.WriteString(namespace)
+	b.WriteByte('#')
+	b.Write(hx[:])
+	key = b.String()
+	return key, key[len(namespace)+1:], nil
 }
 
 func hashHex(b []byte) string {
