@@ -118,6 +118,17 @@ func (t slotTracker) leased(l dedup.Lease, cancel context.CancelFunc) {
 	r.mu.Unlock()
 }
 
+// handlerContext bounds a handler by HandlerTimeout. When the handler's
+// context carries nothing of its own (no span, no extracted trace), it is
+// a cancel scope under a shared deadline: no timer per message.
+func (t slotTracker) handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	r := t.s.r
+	if ctx != r.handlerCtx {
+		return context.WithTimeout(ctx, timeout)
+	}
+	return context.WithCancel(r.handlerDeadlines.get(time.Now()))
+}
+
 func (t slotTracker) unleased() {
 	r := t.s.r
 	r.mu.Lock()
@@ -138,7 +149,15 @@ type run struct {
 
 	limiter *limiter      // nil with FixedConcurrency
 	drained chan struct{} // closed when the drain starts
-	settles settleContexts
+
+	// settles bound settle calls (store transitions, source acks,
+	// heartbeats): they outlive Run's context, so that a drain can still
+	// record its work. Each gets between settleTimeout and
+	// settleTimeout+settleWindow.
+	settles sharedDeadlines
+	// handlerDeadlines end handlers HandlerTimeout after they start, up
+	// to handlerWindow early.
+	handlerDeadlines sharedDeadlines
 
 	mu       sync.Mutex
 	held     map[*slot]struct{}
@@ -162,7 +181,10 @@ func newRun(c *Consumer) *run {
 			}
 		})
 	}
-	r.settles.parent = context.WithoutCancel(r.handlerCtx)
+	r.settles = sharedDeadlines{parent: context.WithoutCancel(r.handlerCtx),
+		window: settleWindow, after: settleTimeout + settleWindow}
+	r.handlerDeadlines = sharedDeadlines{parent: r.handlerCtx,
+		window: handlerWindow(c.cfg.handlerTimeout), after: c.cfg.handlerTimeout}
 	return r
 }
 
@@ -212,6 +234,7 @@ func (r *run) run(ctx context.Context) error {
 	close(hbStop)
 	<-hbDone
 	r.settles.stop()
+	r.handlerDeadlines.stop()
 
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
 	defer cancel()
@@ -455,29 +478,34 @@ func (r *run) reportSettled(ctx context.Context, m *Message, a Action, err error
 	}
 }
 
-// settleContexts hands out the contexts that bound settle calls (store
-// transitions, source acks and heartbeats): they outlive Run's context,
-// so that a drain can still record its work. A context and a timer per
-// message cost more than the rest of the hot path, so the calls begun
-// within one settleWindow share a context whose deadline is settleTimeout
-// after the window ends: each call gets between settleTimeout and
-// settleTimeout+settleWindow.
-type settleContexts struct {
-	parent context.Context // set once, before any worker starts
-	cur    atomic.Pointer[sharedSettle]
-	mu     sync.Mutex
-	live   []*sharedSettle // not yet past their deadline
-}
-
-type sharedSettle struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	until  time.Time // handed out before then
-}
-
 const settleWindow = time.Second
 
-func (s *settleContexts) get(now time.Time) context.Context {
+// handlerWindow is how much earlier than HandlerTimeout a handler may be
+// stopped: 1%, at most 100ms.
+func handlerWindow(timeout time.Duration) time.Duration {
+	return min(max(timeout/100, time.Millisecond), 100*time.Millisecond)
+}
+
+// sharedDeadlines hands out contexts with a deadline, shared by the calls
+// begun within one window: a context and a timer per message cost more
+// than the rest of the hot path. A context handed out at t has its
+// deadline between t+after-window and t+after.
+type sharedDeadlines struct {
+	parent        context.Context // set once, before any worker starts
+	window, after time.Duration
+	cur           atomic.Pointer[sharedDeadline]
+	mu            sync.Mutex
+	live          []*sharedDeadline // not yet past their deadline
+}
+
+type sharedDeadline struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	until    time.Time // handed out before then
+	deadline time.Time
+}
+
+func (s *sharedDeadlines) get(now time.Time) context.Context {
 	if c := s.cur.Load(); c != nil && now.Before(c.until) {
 		return c.ctx
 	}
@@ -488,7 +516,7 @@ func (s *settleContexts) get(now time.Time) context.Context {
 	}
 	kept := s.live[:0]
 	for _, c := range s.live {
-		if now.Before(c.until.Add(settleTimeout)) {
+		if now.Before(c.deadline) {
 			kept = append(kept, c)
 		} else {
 			c.cancel() // past its deadline: only releases it
@@ -496,15 +524,15 @@ func (s *settleContexts) get(now time.Time) context.Context {
 	}
 	clear(s.live[len(kept):])
 	s.live = kept
-	ctx, cancel := context.WithDeadline(s.parent, now.Add(settleWindow+settleTimeout))
-	c := &sharedSettle{ctx: ctx, cancel: cancel, until: now.Add(settleWindow)}
+	c := &sharedDeadline{until: now.Add(s.window), deadline: now.Add(s.after)}
+	c.ctx, c.cancel = context.WithDeadline(s.parent, c.deadline)
 	s.live = append(s.live, c)
 	s.cur.Store(c)
-	return ctx
+	return c.ctx
 }
 
-// stop releases the contexts once no settle call can be running.
-func (s *settleContexts) stop() {
+// stop releases the contexts once no call can be using them.
+func (s *sharedDeadlines) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.live {

@@ -104,6 +104,8 @@ func (g *Guard) CacheStats() (cache.Stats, bool) {
 // leaseTracker is told when the handler holds a lease, so heartbeats can
 // renew it and cancel the handler if it is lost.
 type leaseTracker interface {
+	// handlerContext is ctx bounded by timeout, for the handler.
+	handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc)
 	leased(l dedup.Lease, cancel context.CancelFunc)
 	unleased()
 }
@@ -186,7 +188,7 @@ func (g *Guard) run(ctx, sctx context.Context, m *Message, tr leaseTracker) Outc
 	}
 	m.IdempotencyKey = key
 	if g.oneShot != nil {
-		return g.runOneShot(ctx, sctx, m, key, hash)
+		return g.runOneShot(ctx, sctx, m, key, hash, tr)
 	}
 	now := g.cfg.clock.Now()
 	cctx, span, began := g.tel.beginStore(ctx, "claim")
@@ -217,7 +219,7 @@ func (g *Guard) run(ctx, sctx context.Context, m *Message, tr leaseTracker) Outc
 		return g.fail(ctx, sctx, c.Lease, o, fmt.Errorf("consumer: stopped before the handler ran: %w", ctx.Err()), false)
 	}
 
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.handlerTimeout)
+	hctx, cancel := tr.handlerContext(ctx, g.cfg.handlerTimeout)
 	tr.leased(c.Lease, cancel)
 	res, herr := g.callHandler(hctx, m)
 	tr.unleased()
@@ -358,9 +360,9 @@ func permanentStoreError(err error) bool {
 		errors.Is(err, dedup.ErrUnsupportedWrite) || retry.Classify(err) == retry.Permanent
 }
 
-func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash string) Outcome {
+func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash string, tr leaseTracker) Outcome {
 	o := Outcome{Key: key, Attempt: m.Attempt}
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.handlerTimeout)
+	hctx, cancel := tr.handlerContext(ctx, g.cfg.handlerTimeout)
 	res, herr := g.callHandler(hctx, m)
 	cancel()
 	if herr != nil {
@@ -441,6 +443,10 @@ type selfHeartbeat struct {
 	lease  dedup.Lease
 	cancel context.CancelFunc
 	done   bool
+}
+
+func (h *selfHeartbeat) handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, timeout)
 }
 
 func (h *selfHeartbeat) leased(l dedup.Lease, cancel context.CancelFunc) {
