@@ -120,6 +120,17 @@ func (t slotTracker) leased(l dedup.Lease, cancel context.CancelFunc) {
 	r.mu.Unlock()
 }
 
+// handlerContext bounds a handler by HandlerTimeout. When the handler's
+// context carries nothing of its own (no span, no extracted trace), it is
+// a cancel scope under a shared deadline: no timer per message.
+func (t slotTracker) handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	r := t.s.r
+	if ctx != r.handlerCtx {
+		return context.WithTimeout(ctx, timeout)
+	}
+	return context.WithCancel(r.handlerDeadlines.get(time.Now()))
+}
+
 func (t slotTracker) unleased() {
 	r := t.s.r
 	r.mu.Lock()
@@ -140,6 +151,15 @@ type run struct {
 
 	limiter *limiter      // nil with FixedConcurrency
 	drained chan struct{} // closed when the drain starts
+
+	// settles bound settle calls (store transitions, source acks,
+	// heartbeats): they outlive Run's context, so that a drain can still
+	// record its work. Each gets between settleTimeout and
+	// settleTimeout+settleWindow.
+	settles sharedDeadlines
+	// handlerDeadlines end handlers HandlerTimeout after they start, up
+	// to handlerWindow early.
+	handlerDeadlines sharedDeadlines
 
 	mu       sync.Mutex
 	held     map[*slot]struct{}
@@ -163,6 +183,10 @@ func newRun(c *Consumer) *run {
 			}
 		})
 	}
+	r.settles = sharedDeadlines{parent: context.WithoutCancel(r.handlerCtx),
+		window: settleWindow, after: settleTimeout + settleWindow}
+	r.handlerDeadlines = sharedDeadlines{parent: r.handlerCtx,
+		window: handlerWindow(c.cfg.handlerTimeout), after: c.cfg.handlerTimeout}
 	return r
 }
 
@@ -211,6 +235,8 @@ func (r *run) run(ctx context.Context) error {
 	workers.Wait()
 	close(hbStop)
 	<-hbDone
+	r.settles.stop()
+	r.handlerDeadlines.stop()
 
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
 	defer cancel()
@@ -337,8 +363,7 @@ func (r *run) handle(s *slot) {
 	s.started, s.retry = true, nil
 	r.mu.Unlock()
 
-	ctx, cancel := settleContext(r.handlerCtx)
-	defer cancel()
+	ctx := r.settles.get(time.Now())
 	o := r.c.guard.process(r.handlerCtx, ctx, s.m, slotTracker{s})
 	r.settle(ctx, s, o)
 }
@@ -397,8 +422,7 @@ func (r *run) retryInPlace(s *slot, delay time.Duration) bool {
 
 // giveBack returns a message that was never started to the source at once.
 func (r *run) giveBack(s *slot) {
-	ctx, cancel := settleContext(r.handlerCtx)
-	defer cancel()
+	ctx := r.settles.get(time.Now())
 	err := r.c.src.Nack(ctx, s.m, 0)
 	r.reportSettled(ctx, s.m, Retry, err)
 	r.release(s)
@@ -456,6 +480,70 @@ func (r *run) reportSettled(ctx context.Context, m *Message, a Action, err error
 	}
 }
 
+const settleWindow = time.Second
+
+// handlerWindow is how much earlier than HandlerTimeout a handler may be
+// stopped: 1%, at most 100ms.
+func handlerWindow(timeout time.Duration) time.Duration {
+	return min(max(timeout/100, time.Millisecond), 100*time.Millisecond)
+}
+
+// sharedDeadlines hands out contexts with a deadline, shared by the calls
+// begun within one window: a context and a timer per message cost more
+// than the rest of the hot path. A context handed out at t has its
+// deadline between t+after-window and t+after.
+type sharedDeadlines struct {
+	parent        context.Context // set once, before any worker starts
+	window, after time.Duration
+	cur           atomic.Pointer[sharedDeadline]
+	mu            sync.Mutex
+	live          []*sharedDeadline // not yet past their deadline
+}
+
+type sharedDeadline struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	until    time.Time // handed out before then
+	deadline time.Time
+}
+
+func (s *sharedDeadlines) get(now time.Time) context.Context {
+	if c := s.cur.Load(); c != nil && now.Before(c.until) {
+		return c.ctx
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.cur.Load(); c != nil && now.Before(c.until) {
+		return c.ctx
+	}
+	kept := s.live[:0]
+	for _, c := range s.live {
+		if now.Before(c.deadline) {
+			kept = append(kept, c)
+		} else {
+			c.cancel() // past its deadline: only releases it
+		}
+	}
+	clear(s.live[len(kept):])
+	s.live = kept
+	c := &sharedDeadline{until: now.Add(s.window), deadline: now.Add(s.after)}
+	c.ctx, c.cancel = context.WithDeadline(s.parent, c.deadline)
+	s.live = append(s.live, c)
+	s.cur.Store(c)
+	return c.ctx
+}
+
+// stop releases the contexts once no call can be using them.
+func (s *sharedDeadlines) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.live {
+		c.cancel()
+	}
+	s.live = nil
+	s.cur.Store(nil)
+}
+
 // heartbeat renews, for every held message, the source's delivery timeout
 // and, while its handler runs, the lease: one goroutine for all messages.
 func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
@@ -503,7 +591,7 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		}
 		r.mu.Unlock()
 		for _, d := range batch {
-			ctx, cancel := settleContext(r.handlerCtx)
+			ctx := r.settles.get(now)
 			if d.source {
 				err := r.c.extender.Extend(ctx, d.s.m, srcTimeout)
 				r.reportHeartbeat(ctx, d.s.m, false, err)
@@ -515,7 +603,6 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 					d.cancel() // another worker owns the key: stop this handler
 				}
 			}
-			cancel()
 		}
 	}
 }

@@ -725,3 +725,48 @@ func TestRunReportsCloseError(t *testing.T) {
 		t.Fatalf("Run: %v, want the source's close error", err)
 	}
 }
+
+// A handler is stopped at HandlerTimeout, with the deadline error, and
+// retried; its deadline is HandlerTimeout from its start (handlers share
+// deadline contexts, so it may come up to 1% early).
+func TestHandlerTimeoutStopsHandler(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	q := memory.NewQueue("timeout")
+	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("slow")})
+	var mu sync.Mutex
+	var left []time.Duration
+	var errs []error
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		d, ok := ctx.Deadline()
+		mu.Lock()
+		left = append(left, time.Until(d))
+		mu.Unlock()
+		if !ok {
+			return consumer.Result{}, nil
+		}
+		if m.Attempt == 1 {
+			<-ctx.Done()
+			mu.Lock()
+			errs = append(errs, ctx.Err())
+			mu.Unlock()
+			return consumer.Result{}, ctx.Err()
+		}
+		return consumer.Result{}, nil
+	})
+	c, err := consumer.New(q.Source(), dedupmem.New(), h, consumer.HandlerTimeout(timeout),
+		consumer.FailedRetryDelay(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, c, func() bool { return q.Stats().Acked == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(left) != 2 || len(errs) != 1 || !errors.Is(errs[0], context.DeadlineExceeded) {
+		t.Fatalf("handler saw deadlines %v and errors %v; want two attempts, the first stopped by its deadline", left, errs)
+	}
+	for _, l := range left {
+		if l > timeout || l < timeout/2 {
+			t.Fatalf("handler deadline %v away, want about %v", l, timeout)
+		}
+	}
+}

@@ -104,6 +104,8 @@ func (g *Guard) CacheStats() (cache.Stats, bool) {
 // leaseTracker is told when the handler holds a lease, so heartbeats can
 // renew it and cancel the handler if it is lost.
 type leaseTracker interface {
+	// handlerContext is ctx bounded by timeout, for the handler.
+	handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc)
 	leased(l dedup.Lease, cancel context.CancelFunc)
 	unleased()
 }
@@ -141,23 +143,30 @@ func (g *Guard) process(ctx, sctx context.Context, m *Message, tr leaseTracker) 
 
 // keys returns the stored key and payload hash of m.
 func (g *Guard) keys(m *Message) (string, string, error) {
-	hash := dedup.PayloadHash(m.Body)
-	raw := hash
+	raw, ok := "", false
 	if g.cfg.keyFunc != nil {
 		k, err := g.cfg.keyFunc(m)
 		if err != nil {
 			return "", "", fmt.Errorf("consumer: key function: %w", err)
 		}
-		raw = k
-	} else if k, ok := m.Attributes[IdempotencyKeyAttribute]; ok {
-		raw = k
+		raw, ok = k, true
+	} else if k, found := m.Attributes[IdempotencyKeyAttribute]; found {
+		raw, ok = k, true
+	}
+	if !ok {
+		// The key is the body's hash: hash once, allocate once.
+		return dedup.BodyKey(g.cfg.namespace, m.Body)
 	}
 	key, err := dedup.Key(g.cfg.namespace, raw)
-	return key, hash, err
+	return key, dedup.PayloadHash(m.Body), err
 }
 
 func (g *Guard) nextOwner() string {
-	return g.ownerID + strconv.FormatUint(g.seq.Add(1), 36)
+	// Built in one buffer: concatenating a formatted number costs two
+	// allocations per claim.
+	var buf [32]byte
+	b := append(buf[:0], g.ownerID...)
+	return string(strconv.AppendUint(b, g.seq.Add(1), 36))
 }
 
 func (g *Guard) retryDelay(attempt int) time.Duration {
@@ -179,7 +188,7 @@ func (g *Guard) run(ctx, sctx context.Context, m *Message, tr leaseTracker) Outc
 	}
 	m.IdempotencyKey = key
 	if g.oneShot != nil {
-		return g.runOneShot(ctx, sctx, m, key, hash)
+		return g.runOneShot(ctx, sctx, m, key, hash, tr)
 	}
 	now := g.cfg.clock.Now()
 	cctx, span, began := g.tel.beginStore(ctx, "claim")
@@ -210,7 +219,7 @@ func (g *Guard) run(ctx, sctx context.Context, m *Message, tr leaseTracker) Outc
 		return g.fail(ctx, sctx, c.Lease, o, fmt.Errorf("consumer: stopped before the handler ran: %w", ctx.Err()), false)
 	}
 
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.handlerTimeout)
+	hctx, cancel := tr.handlerContext(ctx, g.cfg.handlerTimeout)
 	tr.leased(c.Lease, cancel)
 	res, herr := g.callHandler(hctx, m)
 	tr.unleased()
@@ -287,8 +296,8 @@ func (g *Guard) complete(ctx, sctx context.Context, l dedup.Lease, o Outcome, re
 	now := g.cfg.clock.Now()
 	req := dedup.CompleteRequest{Lease: l, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
 	err := g.storeComplete(sctx, req)
-	var be *dedup.BusinessConditionError
-	if errors.As(err, &be) {
+	be := businessError(err)
+	if be != nil {
 		kind, resp = Rejected, res.RejectResponse
 		req.Response, req.Writes = resp, nil
 		err = g.storeComplete(sctx, req)
@@ -333,14 +342,27 @@ func (g *Guard) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteR
 	return c, err
 }
 
+// businessError is err's *dedup.BusinessConditionError, if any. The
+// errors.As target escapes, so it is only made when there is an error.
+func businessError(err error) *dedup.BusinessConditionError {
+	if err == nil {
+		return nil
+	}
+	var be *dedup.BusinessConditionError
+	if errors.As(err, &be) {
+		return be
+	}
+	return nil
+}
+
 func permanentStoreError(err error) bool {
 	return errors.Is(err, dedup.ErrRecordTooLarge) || errors.Is(err, dedup.ErrTooManyWrites) ||
 		errors.Is(err, dedup.ErrUnsupportedWrite) || retry.Classify(err) == retry.Permanent
 }
 
-func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash string) Outcome {
+func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash string, tr leaseTracker) Outcome {
 	o := Outcome{Key: key, Attempt: m.Attempt}
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.handlerTimeout)
+	hctx, cancel := tr.handlerContext(ctx, g.cfg.handlerTimeout)
 	res, herr := g.callHandler(hctx, m)
 	cancel()
 	if herr != nil {
@@ -363,8 +385,7 @@ func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash stri
 	req := dedup.ClaimCompleteRequest{Key: key, PayloadHash: hash, Owner: g.nextOwner(), Response: resp,
 		Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
 	c, err := g.storeClaimComplete(sctx, req)
-	var be *dedup.BusinessConditionError
-	if errors.As(err, &be) {
+	if be := businessError(err); be != nil {
 		kind, resp = Rejected, res.RejectResponse
 		req.Response, req.Writes = resp, nil
 		c, err = g.storeClaimComplete(sctx, req)
@@ -422,6 +443,10 @@ type selfHeartbeat struct {
 	lease  dedup.Lease
 	cancel context.CancelFunc
 	done   bool
+}
+
+func (h *selfHeartbeat) handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, timeout)
 }
 
 func (h *selfHeartbeat) leased(l dedup.Lease, cancel context.CancelFunc) {

@@ -16,6 +16,7 @@ type limiter struct {
 	limit        float64
 	min, max     float64
 	active       int
+	waiters      int // acquire calls waiting on wake
 	lastDecrease time.Time
 	cooldown     time.Duration
 	wake         chan struct{}
@@ -49,12 +50,19 @@ func (l *limiter) acquire(stop <-chan struct{}) bool {
 			return true
 		}
 		wake := l.wake
+		l.waiters++
 		l.mu.Unlock()
 		select {
 		case <-wake:
 		case <-stop:
+			l.mu.Lock()
+			l.waiters--
+			l.mu.Unlock()
 			return false
 		}
+		l.mu.Lock()
+		l.waiters--
+		l.mu.Unlock()
 	}
 }
 
@@ -90,7 +98,12 @@ func (l *limiter) throttled(now time.Time) {
 	}
 }
 
+// signalLocked wakes the waiters; with none, it makes no new channel,
+// which would otherwise cost an allocation per message.
 func (l *limiter) signalLocked() {
+	if l.waiters == 0 {
+		return
+	}
 	close(l.wake)
 	l.wake = make(chan struct{})
 }

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // instrumentationName names the tracer and meter.
@@ -41,9 +43,15 @@ const (
 // telemetry is the consumer's tracing and metrics, through the OpenTelemetry
 // API only: the application picks the SDK and exporters.
 type telemetry struct {
-	tracer     trace.Tracer
-	meter      metric.Meter
+	tracer trace.Tracer
+	// spansOff is true when the tracer provider records nothing, so that
+	// starting a span would only allocate (three allocations a message).
+	// globalTP is the global provider it was decided for: once the
+	// application sets another, spans are started again.
+	spansOff   bool
+	globalTP   trace.TracerProvider
 	propagator propagation.TextMapPropagator
+	meter      metric.Meter
 
 	messages    metric.Int64Counter
 	handlerTime metric.Float64Histogram
@@ -110,9 +118,30 @@ func (t *telemetry) spanName(dest string) string {
 	return n
 }
 
+// recordsNothing reports providers known to drop every span: OpenTelemetry's
+// no-op, and the global provider while no application provider is set
+// (its type is internal, so it is known by its package).
+func recordsNothing(tp trace.TracerProvider) bool {
+	if _, ok := tp.(noop.TracerProvider); ok {
+		return true
+	}
+	t := reflect.TypeOf(tp)
+	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
+
+// tracing reports whether spans may be recorded.
+func (t *telemetry) tracing() bool {
+	if !t.spansOff {
+		return true
+	}
+	return t.globalTP != nil && otel.GetTracerProvider() != t.globalTP
+}
+
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.TextMapPropagator) (*telemetry, error) {
+	var globalTP trace.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
+		globalTP = tp
 	}
 	if mp == nil {
 		mp = otel.GetMeterProvider()
@@ -122,6 +151,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 	}
 	m := mp.Meter(instrumentationName)
 	t := &telemetry{tracer: tp.Tracer(instrumentationName), meter: m, propagator: prop,
+		spansOff: recordsNothing(tp), globalTP: globalTP,
 		attrSets: map[attrSetKey]measurement{}, names: map[string]string{}}
 	var err error
 	set := func(f func() error) {
@@ -198,6 +228,11 @@ func InjectTraceContext(ctx context.Context, attrs map[string]string) {
 func (t *telemetry) startProcess(ctx context.Context, m *Message) (context.Context, trace.Span) {
 	if len(m.Attributes) > 0 {
 		ctx = t.propagator.Extract(ctx, attributeCarrier(m.Attributes))
+	}
+	if !t.tracing() {
+		// What a no-op tracer would do, without its allocations: the
+		// extracted parent, if any, stays in ctx for the handler.
+		return ctx, notRecording
 	}
 	ctx, span := t.tracer.Start(ctx, t.spanName(m.Origin.Destination), consumerSpan...)
 	if span.IsRecording() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -117,4 +118,58 @@ func counterBy(rm metricdata.ResourceMetrics, name string, key attribute.Key) ma
 		}
 	}
 	return out
+}
+
+// Without a tracer provider the consumer starts no spans, yet the handler
+// still sees the producer's trace context; once the application sets a
+// global provider, spans are recorded through it. (It sets the global
+// provider, so it is the last test touching tracing.)
+func TestSpansFollowTheGlobalProvider(t *testing.T) {
+	producerTP := sdktrace.NewTracerProvider()
+	pctx, producer := producerTP.Tracer("producer").Start(context.Background(), "send")
+	attrs := map[string]string{}
+	consumer.InjectTraceContext(pctx, attrs)
+	producer.End()
+
+	var seen []trace.SpanContext
+	h := consumer.HandlerFunc(func(ctx context.Context, _ *consumer.Message) (consumer.Result, error) {
+		seen = append(seen, trace.SpanContextFromContext(ctx))
+		return consumer.Result{}, nil
+	})
+	newConsumer := func(q *memory.Queue) *consumer.Consumer {
+		c, err := consumer.New(q.Source(), dedupmem.New(), h, consumer.Concurrency(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ctx := context.Background()
+	q1, q2 := memory.NewQueue("before"), memory.NewQueue("after")
+	c1, c2 := newConsumer(q1), newConsumer(q2) // both built before a provider is set
+	_ = q1.Send(ctx, memory.Outgoing{Body: []byte("a"), Attributes: attrs})
+	runUntil(t, c1, func() bool { return q1.Stats().Acked == 1 })
+	if len(seen) != 1 || seen[0].TraceID() != producer.SpanContext().TraceID() {
+		t.Fatalf("handler saw %v, want the producer's trace %v", seen, producer.SpanContext().TraceID())
+	}
+
+	rec := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	_ = q2.Send(ctx, memory.Outgoing{Body: []byte("b"), Attributes: attrs})
+	runUntil(t, c2, func() bool { return q2.Stats().Acked == 1 })
+	var process, handler sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "process after":
+			process = s
+		case "onceq.handler":
+			handler = s
+		}
+	}
+	if process == nil || process.Parent().SpanID() != producer.SpanContext().SpanID() {
+		t.Fatalf("no process span under the producer's after the global provider was set (%d spans)", len(rec.Ended()))
+	}
+	if handler == nil || handler.Parent().SpanID() != process.SpanContext().SpanID() ||
+		len(seen) != 2 || seen[1].SpanID() != handler.SpanContext().SpanID() {
+		t.Fatalf("handler's span context %v, want its onceq.handler span under the process span", seen[1:])
+	}
 }

@@ -43,6 +43,21 @@ func TestKey(t *testing.T) {
 	}
 }
 
+func TestBodyKey(t *testing.T) {
+	body := []byte("order 42")
+	key, hash, err := dedup.BodyKey("orders", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := dedup.Key("orders", dedup.BodyFingerprint(body))
+	if key != want || hash != dedup.PayloadHash(body) {
+		t.Fatalf("BodyKey = %q, %q; want %q, %q", key, hash, want, dedup.PayloadHash(body))
+	}
+	if _, _, err := dedup.BodyKey(strings.Repeat("n", 300), body); err == nil {
+		t.Fatal("an oversized namespace was accepted")
+	}
+}
+
 func FuzzKey(f *testing.F) {
 	for _, s := range []string{"o-1", "", strings.Repeat("x", 3000), "\xff\xfe", "a#b"} {
 		f.Add("onceq", s)

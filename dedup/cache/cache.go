@@ -9,7 +9,6 @@
 package cache
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"sync"
@@ -38,8 +37,8 @@ type Store struct {
 	maxBytes   int
 
 	mu      sync.Mutex
-	lru     *list.List // front: most recent; values are *entry
-	entries map[string]*list.Element
+	lru     entry // sentinel of the recency ring: lru.next is the most recent
+	entries map[string]*entry
 	bytes   int
 	// hashes remembers the payload hash of leases this Store granted, so
 	// that their Complete can be cached with it.
@@ -48,9 +47,23 @@ type Store struct {
 	hits, misses, evictions atomic.Int64
 }
 
+// entry is a cached record and its place in the recency ring; the links
+// live in the entry so that a put costs one allocation.
 type entry struct {
-	rec  dedup.Record
-	size int
+	rec        dedup.Record
+	size       int
+	prev, next *entry
+}
+
+func (s *Store) unlinkLocked(e *entry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+}
+
+func (s *Store) pushFrontLocked(e *entry) {
+	e.prev, e.next = &s.lru, s.lru.next
+	s.lru.next.prev = e
+	s.lru.next = e
 }
 
 // Cache is a dedup.Store with a COMPLETED-record cache in front. It is a
@@ -78,8 +91,10 @@ func newStore(next dedup.Store, maxEntries, maxBytes int) *Store {
 	if maxBytes <= 0 {
 		maxBytes = DefaultBytes
 	}
-	return &Store{next: next, maxEntries: maxEntries, maxBytes: maxBytes, lru: list.New(),
-		entries: map[string]*list.Element{}, hashes: map[dedup.Lease]string{}}
+	s := &Store{next: next, maxEntries: maxEntries, maxBytes: maxBytes,
+		entries: map[string]*entry{}, hashes: map[dedup.Lease]string{}}
+	s.lru.prev, s.lru.next = &s.lru, &s.lru
+	return s
 }
 
 // Unwrap returns the Store behind the cache.
@@ -97,16 +112,16 @@ func (s *Store) Stats() Stats {
 func (s *Store) hit(key string, live func(dedup.Record) bool) (dedup.Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, ok := s.entries[key]
+	e, ok := s.entries[key]
 	if !ok {
 		return dedup.Record{}, false
 	}
-	e := el.Value.(*entry)
 	if !live(e.rec) {
-		s.removeLocked(el)
+		s.removeLocked(e)
 		return dedup.Record{}, false
 	}
-	s.lru.MoveToFront(el)
+	s.unlinkLocked(e)
+	s.pushFrontLocked(e)
 	return e.rec, true
 }
 
@@ -120,19 +135,21 @@ func (s *Store) put(r dedup.Record) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if el, ok := s.entries[r.Key]; ok {
-		s.removeLocked(el)
+	if old, ok := s.entries[r.Key]; ok {
+		s.removeLocked(old)
 	}
-	s.entries[r.Key] = s.lru.PushFront(&entry{rec: r, size: size})
+	e := &entry{rec: r, size: size}
+	s.entries[r.Key] = e
+	s.pushFrontLocked(e)
 	s.bytes += size
 	for len(s.entries) > s.maxEntries || s.bytes > s.maxBytes {
-		s.removeLocked(s.lru.Back())
+		s.removeLocked(s.lru.prev)
 		s.evictions.Add(1)
 	}
 }
 
-func (s *Store) removeLocked(el *list.Element) {
-	e := s.lru.Remove(el).(*entry)
+func (s *Store) removeLocked(e *entry) {
+	s.unlinkLocked(e)
 	delete(s.entries, e.rec.Key)
 	s.bytes -= e.size
 }
@@ -175,8 +192,7 @@ func (s *Store) forget(l dedup.Lease) (string, bool) {
 // Complete implements dedup.Store.
 func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	err := s.next.Complete(ctx, req)
-	var business *dedup.BusinessConditionError
-	if errors.As(err, &business) {
+	if isBusiness(err) {
 		return err // the lease is still held: a second Complete follows
 	}
 	hash, ok := s.forget(req.Lease)
@@ -185,6 +201,16 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 			Owner: req.Lease.Owner, PayloadHash: hash, Response: req.Response, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt})
 	}
 	return err
+}
+
+// isBusiness reports a *dedup.BusinessConditionError; the errors.As
+// target escapes, so it is only made when there is an error.
+func isBusiness(err error) bool {
+	if err == nil {
+		return false
+	}
+	var business *dedup.BusinessConditionError
+	return errors.As(err, &business)
 }
 
 // Fail implements dedup.Store.

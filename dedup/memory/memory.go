@@ -104,6 +104,9 @@ func held(sh *shard, l dedup.Lease) (*dedup.Record, error) {
 }
 
 func asWrites(ws []any) ([]Write, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
 	out := make([]Write, len(ws))
 	for i, w := range ws {
 		switch w := w.(type) {
@@ -118,24 +121,29 @@ func asWrites(ws []any) ([]Write, error) {
 	return out, nil
 }
 
-// commit runs fn, which decides under the shard lock whether the record
-// side may commit, together with writes, all or nothing.
-func (s *Store) commit(ws []any, key string, fn func(sh *shard) (apply func(), err error)) error {
-	writes, err := asWrites(ws)
-	if err != nil {
-		return err
-	}
+// lockCommit takes the locks a commit on key needs: the key's shard, and
+// first the lock serializing commits that carry writes. The record side
+// is decided and applied inline by the caller (no closures: they would
+// cost allocations on every Complete).
+func (s *Store) lockCommit(key string, writes []Write) *shard {
 	if len(writes) > 0 {
 		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	apply, err := fn(sh)
-	if err != nil || apply == nil {
-		return err
+	return sh
+}
+
+func (s *Store) unlockCommit(sh *shard, writes []Write) {
+	sh.mu.Unlock()
+	if len(writes) > 0 {
+		s.writeMu.Unlock()
 	}
+}
+
+// applyWrites runs every Check and, only if all pass, every Apply: the
+// business side of an all-or-nothing commit.
+func applyWrites(writes []Write) error {
 	for i, w := range writes {
 		if w.Check == nil {
 			continue
@@ -149,23 +157,28 @@ func (s *Store) commit(ws []any, key string, fn func(sh *shard) (apply func(), e
 			w.Apply()
 		}
 	}
-	apply()
 	return nil
 }
 
 // Complete implements dedup.Store.
 func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
-	return s.commit(req.Writes, req.Lease.Key, func(sh *shard) (func(), error) {
-		r, err := held(sh, req.Lease)
-		if err != nil {
-			return nil, err
-		}
-		return func() {
-			r.Status, r.Version = dedup.StatusCompleted, r.Version+1
-			r.Response = slices.Clone(req.Response)
-			r.ExpiresAt, r.LastError = req.ExpiresAt, ""
-		}, nil
-	})
+	writes, err := asWrites(req.Writes)
+	if err != nil {
+		return err
+	}
+	sh := s.lockCommit(req.Lease.Key, writes)
+	defer s.unlockCommit(sh, writes)
+	r, err := held(sh, req.Lease)
+	if err != nil {
+		return err
+	}
+	if err := applyWrites(writes); err != nil {
+		return err
+	}
+	r.Status, r.Version = dedup.StatusCompleted, r.Version+1
+	r.Response = slices.Clone(req.Response)
+	r.ExpiresAt, r.LastError = req.ExpiresAt, ""
+	return nil
 }
 
 // ClaimComplete implements dedup.ClaimCompleter.
@@ -173,26 +186,31 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
-	var c dedup.Claim
-	err := s.commit(req.Writes, req.Key, func(sh *shard) (func(), error) {
-		old := sh.records[req.Key]
-		if old != nil && old.Live(req.Now) {
-			c = dedup.Claim{Existing: *clone(old)}
-			return nil, nil
-		}
-		rec := &dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: 1, Owner: req.Owner,
-			PayloadHash: req.PayloadHash, Attempts: 1, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt,
-			Response: slices.Clone(req.Response)}
-		next := dedup.Claim{Acquired: true}
-		if old != nil {
-			rec.Version, rec.Attempts = old.Version+1, old.Attempts+1
-			next.Previous = old
-		}
-		next.Lease = dedup.Lease{Key: req.Key, Owner: req.Owner, Version: rec.Version}
-		next.Attempt = rec.Attempts
-		return func() { sh.records[req.Key] = rec; c = next }, nil
-	})
-	return c, err
+	writes, err := asWrites(req.Writes)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	sh := s.lockCommit(req.Key, writes)
+	defer s.unlockCommit(sh, writes)
+	old := sh.records[req.Key]
+	if old != nil && old.Live(req.Now) {
+		return dedup.Claim{Existing: *clone(old)}, nil
+	}
+	rec := &dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: 1, Owner: req.Owner,
+		PayloadHash: req.PayloadHash, Attempts: 1, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt}
+	c := dedup.Claim{Acquired: true}
+	if old != nil {
+		rec.Version, rec.Attempts = old.Version+1, old.Attempts+1
+		c.Previous = old
+	}
+	if err := applyWrites(writes); err != nil {
+		return dedup.Claim{}, err
+	}
+	rec.Response = slices.Clone(req.Response)
+	sh.records[req.Key] = rec
+	c.Lease = dedup.Lease{Key: req.Key, Owner: req.Owner, Version: rec.Version}
+	c.Attempt = rec.Attempts
+	return c, nil
 }
 
 // Fail implements dedup.Store.

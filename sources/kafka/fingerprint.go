@@ -22,12 +22,20 @@ func Fingerprint(m *consumer.Message) (string, error) {
 		return k, nil
 	}
 	h := sha256.New()
-	var n [8]byte
+	// The length-prefixed topic and key, then the sum, go through one
+	// buffer: the key is computed for every record.
+	dest, key := m.Origin.Destination, m.Key
+	buf := make([]byte, 0, max(8+len(dest)+8+len(key)+8, sha256.Size))
 	// Length prefixes keep ("ab","c") and ("a","bc") apart.
-	for _, part := range [][]byte{[]byte(m.Origin.Destination), []byte(m.Key), m.Body} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		h.Write(n[:])
-		h.Write(part)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	buf = binary.BigEndian.AppendUint64(buf, uint64(len(dest)))
+	buf = append(buf, dest...)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(len(key)))
+	buf = append(buf, key...)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(len(m.Body)))
+	h.Write(buf)
+	h.Write(m.Body)
+	sum := h.Sum(buf[:0])
+	var hx [2 * sha256.Size]byte
+	hex.Encode(hx[:], sum)
+	return string(hx[:]), nil
 }

@@ -206,6 +206,11 @@ type handle struct {
 	token uint64
 }
 
+type delivery struct {
+	m consumer.Message
+	h handle
+}
+
 // Receive implements consumer.Source.
 func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
 	if max <= 0 {
@@ -281,7 +286,9 @@ func (s *Source) takeLocked(now time.Time, max int) []*consumer.Message {
 		if msgs == nil {
 			msgs = make([]*consumer.Message, 0, min(max, len(q.ready)))
 		}
-		msgs = append(msgs, &consumer.Message{
+		// The message and its handle share one allocation.
+		d := &delivery{h: handle{e, e.token}}
+		d.m = consumer.Message{
 			ID:         e.id,
 			Key:        e.out.Key,
 			Body:       e.out.Body,
@@ -289,8 +296,9 @@ func (s *Source) takeLocked(now time.Time, max int) []*consumer.Message {
 			Attempt:    e.attempts,
 			Origin:     consumer.Origin{System: "memory", Destination: q.name},
 			ReceivedAt: now,
-			Handle:     handle{e, e.token},
-		})
+			Handle:     &d.h,
+		}
+		msgs = append(msgs, &d.m)
 	}
 	clear(q.ready[len(kept):])
 	q.ready = kept
@@ -299,7 +307,7 @@ func (s *Source) takeLocked(now time.Time, max int) []*consumer.Message {
 
 // settle finds the live delivery of m, or reports a stale one.
 func (s *Source) settleLocked(m *consumer.Message) (*entry, error) {
-	h, ok := m.Handle.(handle)
+	h, ok := m.Handle.(*handle)
 	if !ok {
 		return nil, fmt.Errorf("memory: message %s was not delivered by this source", m.ID)
 	}
