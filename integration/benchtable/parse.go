@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Results holds every value a `go test -bench` output reported, by
+// benchmark name (without the -GOMAXPROCS suffix) and unit, one value per
+// run in the order printed.
+type Results struct {
+	Values map[string]map[string][]float64
+	// CPU is the "cpu:" line go test prints, if any.
+	CPU string
+}
+
+// procSuffix is the "-2" go test appends to a benchmark's name when
+// GOMAXPROCS is not 1.
+var procSuffix = regexp.MustCompile(`-\d+$`)
+
+// Parse reads benchmark output. Lines other than results (PASS, ok, logs)
+// are skipped; a result line whose values do not parse is an error, so a
+// changed format is noticed rather than read as missing figures.
+func Parse(r io.Reader) (*Results, error) {
+	res := &Results{Values: map[string]map[string][]float64{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if cpu, ok := strings.CutPrefix(text, "cpu: "); ok {
+			res.CPU = cpu
+			continue
+		}
+		if !strings.HasPrefix(text, "Benchmark") {
+			continue
+		}
+		f := strings.Fields(text)
+		// A result line is the name, the iteration count, then value-unit
+		// pairs; a benchmark's name printed alone (its logs follow) is not.
+		if len(f) < 4 || len(f)%2 != 0 {
+			continue
+		}
+		if _, err := strconv.ParseInt(f[1], 10, 64); err != nil {
+			continue
+		}
+		name := procSuffix.ReplaceAllString(f[0], "")
+		m := res.Values[name]
+		if m == nil {
+			m = map[string][]float64{}
+			res.Values[name] = m
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, &ParseError{Line: line, Text: text, Err: err}
+			}
+			m[f[i+1]] = append(m[f[i+1]], v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ParseError is a result line whose values are not numbers.
+type ParseError struct {
+	Line int
+	Text string
+	Err  error
+}
+
+func (e *ParseError) Error() string {
+	return fmt.Sprintf("line %d: %q: %v", e.Line, e.Text, e.Err)
+}
+
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Median is the median of the runs of a benchmark's unit, and how many
+// runs there were; ok is false if there were none.
+func (r *Results) Median(name, unit string) (v float64, runs int, ok bool) {
+	vs := r.Values[name][unit]
+	if len(vs) == 0 {
+		return 0, 0, false
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2], n, true
+	}
+	return (s[n/2-1] + s[n/2]) / 2, n, true
+}
