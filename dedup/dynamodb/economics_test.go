@@ -50,10 +50,12 @@ func (r capacityResult) callsPerMessage() float64 {
 	return float64(r.requests-r.throttled) / float64(r.messages)
 }
 
-// ofCeiling is the throughput as a share of what the ceiling allows at
-// this run's calls per message.
+// ofCeiling is the throughput as a share of what the ceiling admits over
+// the run at this run's calls per message: capacityPerSecond for each
+// second plus the bucket's initial burst of one second's worth.
 func (r capacityResult) ofCeiling() float64 {
-	return r.rate() / (capacityPerSecond / r.callsPerMessage())
+	admitted := capacityPerSecond * (r.elapsed.Seconds() + 1)
+	return float64(r.messages) / (admitted / r.callsPerMessage())
 }
 
 func (r capacityResult) String() string {

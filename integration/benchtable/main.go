@@ -108,7 +108,6 @@ var rows = []Row{
 	{Label: "DynamoDB calls per unique message, transaction mode", Onceq: Fig{ddb + "ClaimThenCompleteWith1Write", "calls/msg"}, Raw: Fig{ddb + "RawPutThenTransact2", "calls/msg"}, NoRatio: true, Target: Equal(2)},
 	{Label: "DynamoDB calls per unique message, one-round-trip", Onceq: Fig{ddb + "ClaimComplete", "calls/msg"}, Raw: Fig{ddb + "RawConditionalPut", "calls/msg"}, NoRatio: true, Target: Equal(1)},
 	{Label: "DynamoDB calls per duplicate (store, no cache)", Onceq: Fig{ddb + "Duplicate", "calls/msg"}, Target: Equal(1)},
-	{Label: "DynamoDB calls per repeated duplicate (consumer, COMPLETED cache)", Onceq: Fig{ddb + "CachedDuplicate", "calls/msg"}, Target: Equal(0)},
 	{Label: "capacity 300 req/s: msgs/s (adaptive vs fixed)", Onceq: Fig{capA, "msgs/s"}, Raw: Fig{capF, "msgs/s"}},
 	{Label: "capacity 300 req/s: adaptive msgs/s ÷ ceiling", Onceq: Fig{capA, "of_ceiling"}, Target: AtLeast(0.8)},
 	{Label: "capacity 300 req/s: % of calls throttled (adaptive vs fixed)", Onceq: Fig{capA, "throttled_%"}, Raw: Fig{capF, "throttled_%"}, NoRatio: true, Target: AtMost(5)},
