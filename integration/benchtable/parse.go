@@ -31,6 +31,10 @@ func Parse(r io.Reader) (*Results, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	line := 0
+	// go test prints a benchmark's name before running it; output the
+	// benchmark writes meanwhile (logs) then splits the name from its
+	// figures, which come on a later line of their own.
+	pending := ""
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
@@ -38,18 +42,20 @@ func Parse(r io.Reader) (*Results, error) {
 			res.CPU = cpu
 			continue
 		}
-		if !strings.HasPrefix(text, "Benchmark") {
-			continue
-		}
 		f := strings.Fields(text)
+		if len(f) >= 1 && strings.HasPrefix(f[0], "Benchmark") && (len(f) == 1 || !isCount(f[1])) {
+			pending = f[0]
+			continue
+		}
+		if len(f) >= 3 && len(f)%2 == 1 && pending != "" && isCount(f[0]) {
+			f = append([]string{pending}, f...) // the figures of the name printed earlier
+		}
 		// A result line is the name, the iteration count, then value-unit
-		// pairs; a benchmark's name printed alone (its logs follow) is not.
-		if len(f) < 4 || len(f)%2 != 0 {
+		// pairs.
+		if len(f) < 4 || len(f)%2 != 0 || !strings.HasPrefix(f[0], "Benchmark") || !isCount(f[1]) {
 			continue
 		}
-		if _, err := strconv.ParseInt(f[1], 10, 64); err != nil {
-			continue
-		}
+		pending = ""
 		name := procSuffix.ReplaceAllString(f[0], "")
 		m := res.Values[name]
 		if m == nil {
@@ -68,6 +74,11 @@ func Parse(r io.Reader) (*Results, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+func isCount(s string) bool {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
 }
 
 // ParseError is a result line whose values are not numbers.

@@ -54,6 +54,23 @@ func TestParseMedians(t *testing.T) {
 	}
 }
 
+func TestParseJoinsSplitResultLines(t *testing.T) {
+	out := "BenchmarkCapacity/Fixed-2         \t2026/12/03 11:16:39 WARN giving up attempts=8\n" +
+		"2026/12/03 11:16:40 WARN giving up attempts=8\n" +
+		"       1\t24662084998 ns/op\t       132.9 msgs/s\t  47.24 throttled_%\n" +
+		"BenchmarkCapacity/Adaptive-2 \t 1\t21664799471 ns/op\t 157.8 msgs/s\n"
+	r, err := Parse(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, ok := r.Median("BenchmarkCapacity/Fixed", "throttled_%"); !ok || v != 47.24 {
+		t.Fatalf("split line: throttled %v (ok %v), values %v", v, ok, r.Values)
+	}
+	if v, _, ok := r.Median("BenchmarkCapacity/Adaptive", "msgs/s"); !ok || v != 157.8 {
+		t.Fatalf("next line: msgs/s %v (ok %v)", v, ok)
+	}
+}
+
 func TestParseRejectsGarbledValues(t *testing.T) {
 	_, err := Parse(strings.NewReader("BenchmarkX-2 \t 10 \t 12x ns/op\n"))
 	var pe *ParseError
