@@ -18,7 +18,8 @@ import (
 // A capacity ceiling is a rate: when one message at a time still draws
 // throttles (a fast store under a low ceiling), the limit cannot fall
 // further, so the limiter paces starts instead, on the start rate: each
-// throttle cuts it by paceDecrease; each start without a recent throttle
+// throttle cuts it by paceDecrease, never below paceFloor of the rate it
+// began from; each start without a recent throttle
 // raises it, fast (paceFast per second) while below nine tenths of the
 // rate of the last throttle, slowly (paceSlow) from there, so it dwells
 // near the ceiling rather than overshooting it. Pacing ends once it no
@@ -41,6 +42,7 @@ type limiter struct {
 	interval  time.Duration // least time between two starts, 1/rate
 	rate      float64       // starts per second allowed
 	peak      float64       // the rate at the last paced throttle
+	floor     float64       // the least rate: paceFloor of where pacing began
 	next      time.Time     // earliest next start while pacing
 	lastStart time.Time
 	gap       time.Duration // moving average of the time between starts
@@ -62,6 +64,11 @@ const (
 	paceDecrease = 0.8
 	paceFast     = 0.5 // rate growth per second, well below the last peak
 	paceSlow     = 0.1 // rate growth per second, near or above it
+	// paceFloor bounds how far pacing may slow starts, as a share of the
+	// one-at-a-time rate it began from: throttles that come whatever the
+	// rate (a hot partition, injected faults) must not starve the consumer;
+	// per-call backoff still spaces what is throttled below it.
+	paceFloor = 0.25
 	// paceSlackStarts starts in a row at under half the pace end pacing.
 	paceSlackStarts = 20
 )
@@ -195,7 +202,11 @@ func (l *limiter) startedLocked(now time.Time) {
 	var since time.Duration
 	if !l.lastStart.IsZero() {
 		since = min(max(now.Sub(l.lastStart), 0), l.cooldown)
-		l.gap = (9*l.gap + since) / 10
+		if l.gap == 0 {
+			l.gap = since
+		} else {
+			l.gap = (9*l.gap + since) / 10
+		}
 	}
 	l.lastStart = now
 	if l.interval == 0 {
@@ -262,7 +273,7 @@ func (l *limiter) throttled(now time.Time) {
 	switch {
 	case l.interval > 0:
 		l.peak = l.rate
-		l.setRateLocked(l.rate * paceDecrease)
+		l.setRateLocked(max(l.floor, l.rate*paceDecrease))
 		l.next = later(l.next, now.Add(l.interval))
 	case l.limit <= l.min:
 		// One at a time is still too many: pace from the rate seen, with
@@ -272,6 +283,7 @@ func (l *limiter) throttled(now time.Time) {
 			gap = time.Millisecond
 		}
 		l.peak = math.Inf(1)
+		l.floor = paceFloor / gap.Seconds()
 		l.setRateLocked(paceDecrease / gap.Seconds())
 		l.next = now.Add(l.interval)
 	default:

@@ -72,6 +72,18 @@ func TestLimiterPacesAtTheFloor(t *testing.T) {
 	if next := l.next.Sub(at); next != slower {
 		t.Fatalf("next start %v after the throttle, want the interval %v", next, slower)
 	}
+	// Throttles whatever the rate slow it to a floor, not to a stop.
+	for i := range 30 {
+		l.mu.Unlock()
+		l.throttled(at.Add(time.Duration(i+1) * time.Second))
+		l.mu.Lock()
+	}
+	// 4ms between starts before pacing: the floor is a quarter of that rate.
+	if floor := l.interval; floor < 15*time.Millisecond || floor > 17*time.Millisecond {
+		l.mu.Unlock()
+		t.Fatalf("after 30 throttles the interval is %v, want the floor of about 16ms", floor)
+	}
+	at = at.Add(31 * time.Second)
 	// Unthrottled starts at the paced interval raise the rate.
 	at = at.Add(l.cooldown)
 	for range 50 {
@@ -89,8 +101,8 @@ func TestLimiterPacesAtTheFloor(t *testing.T) {
 	}
 	interval := l.interval
 	l.mu.Unlock()
-	if quicker <= 0 || quicker >= slower {
-		t.Fatalf("unthrottled starts left the interval at %v (was %v)", quicker, slower)
+	if quicker <= 0 || quicker >= 16*time.Millisecond {
+		t.Fatalf("unthrottled starts left the interval at %v (was the floor, 16ms)", quicker)
 	}
 	if interval != 0 {
 		t.Fatalf("pacing did not end with starts at a third of its pace: interval %v", interval)
