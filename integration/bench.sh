@@ -33,6 +33,8 @@ bench() { # package, then go test flags
   echo "== $pkg $*" >&2
   go test -run '^$' "$@" "$pkg" 2>&1 | tee -a "$out" || failed=1
 }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
+load_start=$(loadavg)
 start=$(date +%s)
 bench ./consumer/ -bench '^(BenchmarkMemoryPipeline|BenchmarkLatencyHiding)$' -benchmem -count "$count"
 bench ./sources/sqs/ -bench '^BenchmarkRawVsConsumer$' -benchtime 3x -count "$count"
@@ -52,9 +54,10 @@ else
   failed=1
 fi
 took=$(( $(date +%s) - start ))
+load_end=$(loadavg)
 
 echo
 go run ./integration/benchtable -md BENCHMARKS.md -cmd "make bench" \
-  -note "Runs: $count of each Go benchmark, $capcount of the capacity comparison, $rsscount of each RSS size; $took s in all." "$out" || failed=1
+  -note "Runs: $count of each Go benchmark, $capcount of the capacity comparison, $rsscount of each RSS size; $took s in all. Load average (1, 5, 15 min) $load_start at the start, $load_end at the end: figures from a loaded machine are low, and ratios between runs minutes apart (the DynamoDB rows) noisy." "$out" || failed=1
 echo "(written to BENCHMARKS.md; raw output in $out)"
 exit "$failed"
