@@ -94,8 +94,16 @@ func (l *limiter) pacing() time.Duration {
 // acquire waits for room under the limit, in arrival order; false if stop
 // closed first.
 func (l *limiter) acquire(stop <-chan struct{}) bool {
-	w := &limitWaiter{ready: make(chan struct{}), nudge: make(chan struct{}, 1)}
 	l.mu.Lock()
+	// Room now and no one waiting: start without queueing (no allocation
+	// on the unthrottled path).
+	if now := time.Now(); len(l.queue) == 0 && l.active < int(l.limit) && (l.interval == 0 || !now.Before(l.next)) {
+		l.active++
+		l.startedLocked(now)
+		l.mu.Unlock()
+		return true
+	}
+	w := &limitWaiter{ready: make(chan struct{}), nudge: make(chan struct{}, 1)}
 	l.queue = append(l.queue, w)
 	wait := l.grantLocked(time.Now())
 	if len(l.queue) > 0 && l.queue[0] != w {
