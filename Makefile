@@ -26,9 +26,10 @@ lint: $(STATICCHECK)
 $(STATICCHECK):
 	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## bench: the Go benchmarks (median of 5 runs each)
+## bench: one table of onceq beside the raw clients, medians of several
+## runs against real servers it starts and stops; writes BENCHMARKS.md
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./consumer/...
+	bash integration/bench.sh
 
 ## fuzz: each fuzz target for FUZZTIME (default 20s)
 FUZZTIME ?= 20s

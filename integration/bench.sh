@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The body of `make bench`: start the servers the benchmarks need (a
+# private set, stopped by PID on exit), run every benchmark of the table
+# several times, and print one table of medians, onceq beside the raw
+# client, which also goes to BENCHMARKS.md with the date, cores and command.
+#
+# Counts (environment): BENCH_COUNT (5) runs of each Go benchmark,
+# BENCH_CAPACITY_COUNT (3) of the capacity comparison (about 45 s each),
+# BENCH_RSS_COUNT (3) of each RSS size. Total about 6 minutes on 2 cores.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+count="${BENCH_COUNT:-5}"
+capcount="${BENCH_CAPACITY_COUNT:-3}"
+rsscount="${BENCH_RSS_COUNT:-3}"
+
+export ONCEQ_RUN_DIR="${ONCEQ_BENCH_RUN_DIR:-$here/.run-bench}"
+bash "$here/servers.sh" start || exit 1
+trap 'bash "$here/servers.sh" stop' EXIT
+set -a
+# shellcheck disable=SC1091
+. "$ONCEQ_RUN_DIR/env"
+set +a
+# Fail, never skip, when a server is missing: a table with holes is no table.
+export CI=true
+
+cd "$root"
+out="$ONCEQ_RUN_DIR/bench.out"
+: >"$out"
+failed=0
+bench() { # package, then go test flags
+  local pkg="$1"; shift
+  echo "== $pkg $*" >&2
+  go test -run '^$' "$@" "$pkg" 2>&1 | tee -a "$out" || failed=1
+}
+loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
+load_start=$(loadavg)
+start=$(date +%s)
+bench ./consumer/ -bench '^(BenchmarkMemoryPipeline|BenchmarkLatencyHiding)$' -benchmem -count "$count"
+bench ./sources/sqs/ -bench '^BenchmarkRawVsConsumer$' -benchtime 3x -count "$count"
+bench ./sources/kafka/ -bench '^BenchmarkGroupThroughput$' -benchtime 1x -count "$count"
+bench ./dedup/dynamodb/ -bench '^BenchmarkDynamoDB$' -count "$count"
+bench ./dedup/dynamodb/ -bench '^BenchmarkCapacity$' -benchtime 1x -count "$capcount" -timeout 30m
+
+rss="$ONCEQ_RUN_DIR/rssbench"
+if go build -o "$rss" ./integration/rssbench; then
+  for n in 100000 1000000; do
+    for _ in $(seq "$rsscount"); do
+      echo "== rssbench -messages $n" >&2
+      "$rss" -messages "$n" -max-in-flight 1024 | tee -a "$out" || failed=1
+    done
+  done
+else
+  failed=1
+fi
+took=$(( $(date +%s) - start ))
+load_end=$(loadavg)
+
+echo
+go run ./integration/benchtable -md BENCHMARKS.md -cmd "make bench" \
+  -note "Runs: $count of each Go benchmark, $capcount of the capacity comparison, $rsscount of each RSS size; $took s in all. Load average (1, 5, 15 min) $load_start at the start, $load_end at the end: figures from a loaded machine are low, and ratios between runs minutes apart (the DynamoDB rows) noisy." "$out" || failed=1
+echo "(written to BENCHMARKS.md; raw output in $out)"
+exit "$failed"

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/onceq/onceq/consumer
+cpu: AMD EPYC
+BenchmarkMemoryPipeline/workers=16-2         	  300000	      2500 ns/op	    400000 msgs/s	     512 B/op	       9 allocs/op
+BenchmarkMemoryPipeline/workers=16-2         	  300000	      2100 ns/op	    476190 msgs/s	     512 B/op	       8 allocs/op
+BenchmarkMemoryPipeline/workers=16-2         	  300000	      3000 ns/op	    333333 msgs/s	     512 B/op	      10 allocs/op
+BenchmarkDynamoDB/Ratios
+    bench_test.go:99: some log line 12 34
+BenchmarkDynamoDB/Ratios-2   	1	0 ns/op	0.91 claim+complete/put+update
+BenchmarkDynamoDB/Ratios-2   	1	0 ns/op	0.85 claim+complete/put+update
+PASS
+ok  	github.com/onceq/onceq/consumer	12.3s
+`
+
+func TestParseMedians(t *testing.T) {
+	r, err := Parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CPU != "AMD EPYC" {
+		t.Fatalf("cpu %q", r.CPU)
+	}
+	cases := []struct {
+		name, unit string
+		want       float64
+		runs       int
+	}{
+		{"BenchmarkMemoryPipeline/workers=16", "ns/op", 2500, 3},
+		{"BenchmarkMemoryPipeline/workers=16", "allocs/op", 9, 3},
+		{"BenchmarkMemoryPipeline/workers=16", "msgs/s", 400000, 3},
+		{"BenchmarkDynamoDB/Ratios", "claim+complete/put+update", 0.88, 2}, // even count: mean of the middle two
+	}
+	for _, c := range cases {
+		v, n, ok := r.Median(c.name, c.unit)
+		if !ok || n != c.runs || strconv.FormatFloat(v, 'f', 6, 64) != strconv.FormatFloat(c.want, 'f', 6, 64) {
+			t.Errorf("%s %s: %v over %d runs (ok %v), want %v over %d", c.name, c.unit, v, n, ok, c.want, c.runs)
+		}
+	}
+	if _, _, ok := r.Median("BenchmarkMemoryPipeline/workers=1", "ns/op"); ok {
+		t.Error("a benchmark never run has a median")
+	}
+	if _, ok := r.Values["BenchmarkDynamoDB/Ratios"]["log"]; ok {
+		t.Error("a log line was read as a result")
+	}
+}
+
+func TestParseJoinsSplitResultLines(t *testing.T) {
+	out := "BenchmarkCapacity/Fixed-2         \t2026/12/03 11:16:39 WARN giving up attempts=8\n" +
+		"2026/12/03 11:16:40 WARN giving up attempts=8\n" +
+		"       1\t24662084998 ns/op\t       132.9 msgs/s\t  47.24 throttled_%\n" +
+		"BenchmarkCapacity/Adaptive-2 \t 1\t21664799471 ns/op\t 157.8 msgs/s\n"
+	r, err := Parse(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, ok := r.Median("BenchmarkCapacity/Fixed", "throttled_%"); !ok || v != 47.24 {
+		t.Fatalf("split line: throttled %v (ok %v), values %v", v, ok, r.Values)
+	}
+	if v, _, ok := r.Median("BenchmarkCapacity/Adaptive", "msgs/s"); !ok || v != 157.8 {
+		t.Fatalf("next line: msgs/s %v (ok %v)", v, ok)
+	}
+}
+
+func TestParseRejectsGarbledValues(t *testing.T) {
+	_, err := Parse(strings.NewReader("BenchmarkX-2 \t 10 \t 12x ns/op\n"))
+	var pe *ParseError
+	if !errors.As(err, &pe) || pe.Line != 1 {
+		t.Fatalf("garbled value: %v, want a ParseError at line 1", err)
+	}
+}
+
+func TestTableMarksTargets(t *testing.T) {
+	r, err := Parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []Row{
+		{Label: "fast path", Onceq: Fig{"BenchmarkMemoryPipeline/workers=16", "msgs/s"}, Target: AtLeast(500000)},
+		{Label: "allocs", Onceq: Fig{"BenchmarkMemoryPipeline/workers=16", "allocs/op"}, Target: AtMost(9)},
+		{Label: "ratio", Ratio: Fig{"BenchmarkDynamoDB/Ratios", "claim+complete/put+update"}, Target: AtLeast(0.8)},
+		{Label: "missing", Onceq: Fig{"BenchmarkNope", "msgs/s"}, Target: AtLeast(1)},
+	}
+	got := Render(r, rows)
+	want := []string{
+		"| fast path | 400000 |  |  | ≥ 500000 | missed |",
+		"| allocs | 9 |  |  | ≤ 9 | met |",
+		"| ratio |  |  | 0.88 | ≥ 0.8 | met |",
+		"| missing | not run |  |  | ≥ 1 | not run |",
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w+"\n") {
+			t.Errorf("table lacks %q:\n%s", w, got)
+		}
+	}
+}
+
+func TestWithin(t *testing.T) {
+	tg := Within(0.2)
+	for _, c := range []struct {
+		v    float64
+		want bool
+	}{{1.0, true}, {1.19, true}, {0.81, true}, {1.25, false}, {0.7, false}} {
+		if got := tg.Met(c.v); got != c.want {
+			t.Errorf("within 20%% of 1: %v gave %v", c.v, got)
+		}
+	}
+}
+
+func TestNoRatioJudgesOnceq(t *testing.T) {
+	r, err := Parse(strings.NewReader("BenchmarkCap/Adaptive-2 1 0 ns/op 2 throttled_%\nBenchmarkCap/Fixed-2 1 0 ns/op 40 throttled_%\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Render(r, []Row{{Label: "throttled", Onceq: Fig{"BenchmarkCap/Adaptive", "throttled_%"}, Raw: Fig{"BenchmarkCap/Fixed", "throttled_%"}, NoRatio: true, Target: AtMost(5)}})
+	if w := "| throttled | 2 | 40 |  | ≤ 5 | met |\n"; !strings.Contains(got, w) {
+		t.Fatalf("table lacks %q:\n%s", w, got)
+	}
+}
