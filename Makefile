@@ -39,7 +39,8 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 ## chaos: worker processes killed and restarted under DynamoDB faults, then
-## every order checked exactly once (CHAOS_FLAGS="-orders 5000 -workers 4")
+## every order checked exactly once; on SQS, then on Kafka
+## (CHAOS_FLAGS="-orders 5000 -workers 4"; "-source kafka" runs one mode)
 chaos:
 	bash integration/chaos.sh $(CHAOS_FLAGS)
 
