@@ -76,7 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.DurationVar(&c.handlerTO, "handler-timeout", time.Second, "the workers' handler timeout")
 	fs.DurationVar(&c.visibility, "visibility", 5*time.Second, "SQS visibility timeout of the chaos queue")
 	fs.IntVar(&c.concurrency, "concurrency", 16, "handlers per worker")
-	fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "give up (and fail) after this long")
+	fs.DurationVar(&c.timeout, "timeout", 45*time.Minute, "give up (and fail) after this long (Kafka runs are slower: every kill or leave is a group rebalance)")
 	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "random seed (faults, kills, order of sends)")
 	fs.StringVar(&c.workerBin, "worker-bin", "", "order-worker binary (default: built from examples/order-worker)")
 	fs.BoolVar(&c.verboseWorker, "worker-logs", false, "pass the workers' stderr through")
