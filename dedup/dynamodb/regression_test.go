@@ -96,7 +96,9 @@ func TestRegression_PendingWithoutExpiryRefused(t *testing.T) {
 		}
 	}
 	key := uniqueKey(t)
-	n := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+	n := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	if _, err := client.PutItem(t.Context(), &ddb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 		"pk": s(key), "status": s("PENDING"), "version": n(1), "owner": s("o"), "payload_hash": s("h"),
