@@ -77,7 +77,8 @@ func TestChaosShortKafka(t *testing.T) {
 		t.Fatalf("not exactly once: %s", res.line())
 	case res.unitsGot != res.unitsWant:
 		t.Fatalf("reserved %d units, want %d", res.unitsGot, res.unitsWant)
-	case res.dlqMissing != 0 || res.dlqUnseen != 0 || res.dlq != 12:
+	case res.dlqMissing != 0 || res.dlqUnseen != 0 || res.malformed != 12 || res.dlq < 12:
+		// At least once: a kill between the dead letter and the commit repeats it.
 		t.Fatalf("dead letters: %d of 12, %d missing, %d unexpected", res.dlq, res.dlqMissing, res.dlqUnseen)
 	case res.kills+res.leaves == 0 || res.throttles == 0:
 		t.Fatalf("no chaos happened: %s", res.line())
