@@ -33,14 +33,15 @@ bench:
 
 ## fuzz: each fuzz target for FUZZTIME (default 20s)
 FUZZTIME ?= 20s
-FUZZ_TARGETS := ./dedup:FuzzKey ./examples/order-worker:FuzzParseOrder
+FUZZ_TARGETS := ./dedup:FuzzKey ./dedup/dynamodb:FuzzDecodeRecord ./examples/order-worker:FuzzParseOrder
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  echo "fuzz $$fn in $$pkg for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 ## chaos: worker processes killed and restarted under DynamoDB faults, then
-## every order checked exactly once (CHAOS_FLAGS="-orders 5000 -workers 4")
+## every order checked exactly once; on SQS, then on Kafka
+## (CHAOS_FLAGS="-orders 5000 -workers 4"; "-source kafka" runs one mode)
 chaos:
 	bash integration/chaos.sh $(CHAOS_FLAGS)
 

@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
 # The body of `make chaos`: run the chaos driver (flags are passed on)
 # against the servers in the environment, or against a private set it
-# starts here and stops afterwards, by PID.
+# starts here and stops afterwards, by PID. Without a -source flag it runs
+# twice, on SQS and then on Kafka, and fails if either run does.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 
+bin="$(mktemp -d)"
+started=""
+cleanup() {
+  rm -rf "$bin"
+  if [ -n "$started" ]; then bash "$here/servers.sh" stop; fi
+}
+trap cleanup EXIT
 if [ -z "${ONCEQ_DYNAMODB_ENDPOINT:-}" ] || [ -z "${ONCEQ_SQS_ENDPOINT:-}" ]; then
   export ONCEQ_RUN_DIR="${ONCEQ_RUN_DIR:-$here/.run/chaos}"
+  started=1
   bash "$here/servers.sh" start
-  trap 'bash "$here/servers.sh" stop' EXIT
   set -a
   # shellcheck disable=SC1091
   . "$ONCEQ_RUN_DIR/env"
   set +a
 fi
 cd "$root"
-go run ./integration/chaos "$@"
+case " $* " in
+  *" -source "* | *" -source="* | *" --source "* | *" --source="*)
+    go run ./integration/chaos "$@" ;;
+  *)
+    go build -o "$bin/chaos" ./integration/chaos
+    "$bin/chaos" -source sqs "$@"
+    "$bin/chaos" -source kafka "$@" ;;
+esac

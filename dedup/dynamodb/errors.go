@@ -185,3 +185,31 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// ErrCorruptRecord: a stored item is not a record this package writes (a
+// missing or mistyped attribute, an unknown status, a PENDING record
+// without its lease expiry). The error is a *CorruptRecordError.
+var ErrCorruptRecord = errors.New("dynamodb: corrupt record")
+
+// ErrNoLeaseExpiry: a Claim whose LeaseUntil is not after its Now. A
+// PENDING record must expire, or a crashed owner's key is held forever.
+var ErrNoLeaseExpiry = errors.New("dynamodb: claim without a lease expiry after Now")
+
+// CorruptRecordError says which stored item could not be decoded and why.
+type CorruptRecordError struct {
+	// PK is the item's partition key, when it has a readable one.
+	PK  string
+	Err error
+}
+
+func (e *CorruptRecordError) Error() string {
+	return fmt.Sprintf("%s %q: %v", ErrCorruptRecord, e.PK, e.Err)
+}
+
+func (e *CorruptRecordError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCorruptRecord) true.
+func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorruptRecord }
+
+// RetryClass: reading the item again gives the same bytes.
+func (e *CorruptRecordError) RetryClass() retry.Class { return retry.Permanent }

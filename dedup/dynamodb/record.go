@@ -117,8 +117,21 @@ func truncateUTF8(s string, n int) string {
 }
 
 // decodeRecord turns a stored item into a Record. It is total: any missing
-// or mistyped attribute is an error, never a panic.
+// or mistyped attribute is a *CorruptRecordError, never a panic.
 func decodeRecord(m map[string]types.AttributeValue) (dedup.Record, error) {
+	r, err := decodeItem(m)
+	if err != nil {
+		pk, _ := m[attrPK].(*types.AttributeValueMemberS)
+		e := &CorruptRecordError{Err: err}
+		if pk != nil {
+			e.PK = pk.Value
+		}
+		return r, e
+	}
+	return r, nil
+}
+
+func decodeItem(m map[string]types.AttributeValue) (dedup.Record, error) {
 	var r dedup.Record
 	if len(m) == 0 {
 		return r, errors.New("dynamodb: empty item")
@@ -172,7 +185,9 @@ func decodeRecord(m map[string]types.AttributeValue) (dedup.Record, error) {
 		return r, err
 	}
 	r.ExpiresAt = time.Unix(expires, 0)
-	if _, err := getN(m, attrLease, false, 0, maxEpoch); err != nil {
+	// Every claim writes the lease expiry; a PENDING record without one
+	// would hold its key forever once its owner died.
+	if _, err := getN(m, attrLease, r.Status == dedup.StatusPending, 0, maxEpoch); err != nil {
 		return r, err
 	}
 	if v, ok := m[attrResponse]; ok {

@@ -155,6 +155,9 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
 		return dedup.Claim{}, err
 	}
+	if !req.LeaseUntil.After(req.Now) {
+		return dedup.Claim{}, fmt.Errorf("%w (LeaseUntil %v, Now %v)", ErrNoLeaseExpiry, req.LeaseUntil, req.Now)
+	}
 	key, err := s.layout.key(req.Key)
 	if err != nil {
 		return dedup.Claim{}, err

@@ -37,6 +37,9 @@ type options struct {
 	kafkaTopic       string
 	kafkaGroup       string
 	kafkaDLQTopic    string
+	kafkaSession     time.Duration
+	kafkaRebalance   time.Duration
+	kafkaHeartbeat   time.Duration
 	idempotencyTable string
 	inventoryTable   string
 	ordersTable      string
@@ -76,6 +79,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.kafkaTopic, "kafka-topic", "orders", "Kafka topic of the orders")
 	fs.StringVar(&o.kafkaGroup, "kafka-group", "order-worker", "Kafka consumer group")
 	fs.StringVar(&o.kafkaDLQTopic, "kafka-dlq-topic", "", "Kafka dead-letter topic (default: the orders topic + \"-dlq\")")
+	// Short group timings let the group notice a killed member quickly (chaos runs).
+	fs.DurationVar(&o.kafkaSession, "kafka-session-timeout", 0, "Kafka group session timeout; 0: kafka-go's 30s")
+	fs.DurationVar(&o.kafkaHeartbeat, "kafka-heartbeat", 0, "Kafka group heartbeat interval, which is also how soon a rebalance is noticed; 0: a third of the session timeout")
+	fs.DurationVar(&o.kafkaRebalance, "kafka-rebalance-timeout", 0, "Kafka group rebalance timeout; 0: kafka-go's 30s (in-flight work drains for half of it at most)")
 	fs.StringVar(&o.idempotencyTable, "idempotency-table", "onceq_idempotency", "DynamoDB idempotency table")
 	fs.StringVar(&o.inventoryTable, "inventory-table", "onceq_inventory", "DynamoDB inventory table")
 	fs.StringVar(&o.ordersTable, "orders-table", "onceq_orders", "DynamoDB orders table")
@@ -113,6 +120,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-source sqs needs -sqs-queue-url")
 	case o.source == "kafka" && (len(o.brokers()) == 0 || o.kafkaTopic == "" || o.kafkaGroup == ""):
 		return o, errors.New("-source kafka needs -kafka-brokers, -kafka-topic and -kafka-group")
+	case o.kafkaSession < 0 || o.kafkaRebalance < 0 || o.kafkaHeartbeat < 0:
+		return o, errors.New("-kafka-session-timeout, -kafka-rebalance-timeout and -kafka-heartbeat must not be negative")
 	case o.source != "memory" && o.demo > 0:
 		return o, errors.New("-demo runs on the memory source only")
 	}

@@ -17,27 +17,61 @@ type Order struct {
 	Qty     int64  `json:"qty"`
 }
 
-// ErrMalformedOrder is the cause of every dead-lettered order.
+// ErrMalformedOrder is the cause of every dead-lettered order; the error
+// is a *MalformedOrderError.
 var ErrMalformedOrder = errors.New("malformed order")
+
+// MaxOrderBody bounds an order message: real orders are a few hundred
+// bytes, and a bigger body is refused before it is decoded.
+const MaxOrderBody = 64 << 10
+
+// MalformedOrderError says which part of an order is off and why.
+type MalformedOrderError struct {
+	// Field is the JSON field at fault, or "body" for the message as a whole.
+	Field string
+	// Problem is what is wrong with it.
+	Problem string
+}
+
+func (e *MalformedOrderError) Error() string {
+	return fmt.Sprintf("%s: %s: %s", ErrMalformedOrder, e.Field, e.Problem)
+}
+
+// Is makes errors.Is(err, ErrMalformedOrder) true.
+func (e *MalformedOrderError) Is(target error) bool { return target == ErrMalformedOrder }
+
+func malformed(field, format string, args ...any) error {
+	return &MalformedOrderError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
 
 // parseOrder accepts unknown fields (producers evolve) but nothing else
 // that is off.
 func parseOrder(body []byte) (Order, error) {
 	var o Order
+	switch {
+	case len(body) == 0:
+		return o, malformed("body", "empty")
+	case len(body) > MaxOrderBody:
+		return o, malformed("body", "%d bytes, at most %d", len(body), MaxOrderBody)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&o); err != nil {
-		return o, fmt.Errorf("%w: %v", ErrMalformedOrder, err)
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return o, malformed(te.Field, "%v", err)
+		}
+		return o, malformed("body", "not a JSON order: %v", err)
 	}
 	if dec.More() {
-		return o, fmt.Errorf("%w: trailing data after the JSON object", ErrMalformedOrder)
+		return o, malformed("body", "trailing data after the JSON object")
 	}
 	switch {
 	case o.OrderID == "":
-		return o, fmt.Errorf("%w: order_id missing", ErrMalformedOrder)
+		return o, malformed("order_id", "missing")
 	case o.SKU == "":
-		return o, fmt.Errorf("%w: sku missing", ErrMalformedOrder)
+		return o, malformed("sku", "missing")
 	case o.Qty <= 0:
-		return o, fmt.Errorf("%w: qty %d must be positive", ErrMalformedOrder, o.Qty)
+		return o, malformed("qty", "%d must be positive", o.Qty)
 	}
 	return o, nil
 }

@@ -80,8 +80,20 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 	case "kafka":
 		// Malformed orders must land somewhere, so the dead-letter topic
 		// is always set (it defaults to the orders topic + "-dlq").
-		src, err := kafka.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic},
-			kafka.DeadLetterTopic(o.kafkaDLQTopic), kafka.WithLogger(logger), kafka.WithMeterProvider(o.meters))
+		opts := []kafka.Option{kafka.DeadLetterTopic(o.kafkaDLQTopic), kafka.WithLogger(logger), kafka.WithMeterProvider(o.meters)}
+		if o.kafkaSession > 0 || o.kafkaRebalance > 0 || o.kafkaHeartbeat > 0 {
+			// A member that rejoins soon after a rebalance keeps the
+			// group moving when members come and go every few seconds.
+			t := kafka.GroupTimings{Heartbeat: o.kafkaHeartbeat, Session: o.kafkaSession, Rebalance: o.kafkaRebalance, JoinBackoff: 500 * time.Millisecond}
+			if t.Heartbeat == 0 {
+				t.Heartbeat = o.kafkaSession / 3
+			}
+			opts = append(opts, kafka.WithGroupTimings(t))
+			if o.kafkaRebalance > 0 {
+				opts = append(opts, kafka.DrainTimeout(o.kafkaRebalance/2))
+			}
+		}
+		src, err := kafka.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
 		if err != nil {
 			return nil, err
 		}

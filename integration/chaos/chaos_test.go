@@ -53,3 +53,36 @@ func TestChaosShort(t *testing.T) {
 		t.Fatalf("duplicates suppressed %d, want 400", res.duplicatesSuppressed)
 	}
 }
+
+// The short chaos run on Kafka: the loopback broker as its own process,
+// three worker processes in one group that are killed, or leave and
+// rejoin, every few seconds; the same checks, dead letters read back
+// from the dead-letter topic.
+func TestChaosShortKafka(t *testing.T) {
+	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", testenv.DynamoDBEndpoint(t))
+	cfg, err := parseFlags([]string{"-source", "kafka", "-orders", "1500", "-malformed", "12", "-kill-every", "4s", "-timeout", "90s", "-seed", "7"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	res, err := run(context.Background(), cfg, &log)
+	if res != nil {
+		t.Log(res.line())
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	switch {
+	case res.lost != 0 || res.doubled != 0 || res.extra != 0 || res.pending != 0:
+		t.Fatalf("not exactly once: %s", res.line())
+	case res.unitsGot != res.unitsWant:
+		t.Fatalf("reserved %d units, want %d", res.unitsGot, res.unitsWant)
+	case res.dlqMissing != 0 || res.dlqUnseen != 0 || res.malformed != 12 || res.dlq < 12:
+		// At least once: a kill between the dead letter and the commit repeats it.
+		t.Fatalf("dead letters: %d of 12, %d missing, %d unexpected", res.dlq, res.dlqMissing, res.dlqUnseen)
+	case res.kills+res.leaves == 0 || res.throttles == 0:
+		t.Fatalf("no chaos happened: %s", res.line())
+	case res.duplicatesSuppressed != 300:
+		t.Fatalf("duplicates suppressed %d, want 300", res.duplicatesSuppressed)
+	}
+}

@@ -1,14 +1,17 @@
 // Command chaos is the reliability proof of the example order worker: it
-// runs several worker processes against the SQS emulator and DynamoDB Local
+// runs several worker processes against the SQS emulator (-source sqs) or
+// a loopback Kafka broker process (-source kafka) and DynamoDB Local
 // (behind the fault proxy, which throttles, fails, resets and delays
-// requests), SIGKILLs and restarts a random worker every few seconds, and
-// once the queue is drained checks the tables: every unique valid order
+// requests), SIGKILLs and restarts a random worker every few seconds (on
+// Kafka every third event is a graceful leave and rejoin instead), and
+// once the queue or group is drained checks the tables: every unique valid order
 // applied exactly once, every malformed one in the dead-letter queue,
 // nothing left PENDING. It prints one line and exits non-zero on any loss
 // or doubling.
 //
 // The servers come from the environment integration/servers.sh writes
-// (ONCEQ_DYNAMODB_ENDPOINT, ONCEQ_SQS_ENDPOINT); `make chaos` starts them.
+// (ONCEQ_DYNAMODB_ENDPOINT, and ONCEQ_SQS_ENDPOINT for SQS); `make chaos`
+// starts them. The Kafka broker is started by the driver itself.
 package main
 
 import (
@@ -25,34 +28,40 @@ import (
 
 // settings is every knob of a run.
 type settings struct {
-	source        string
-	workers       int
-	orders        int
-	dupPercent    int
-	malformed     int
-	killEvery     time.Duration
-	throttleRate  float64
-	errorRate     float64
-	resetRate     float64
-	latencyRate   float64
-	latency       time.Duration
-	leaseTTL      time.Duration
-	handlerTO     time.Duration
-	visibility    time.Duration
-	concurrency   int
-	timeout       time.Duration
-	seed          uint64
-	workerBin     string // prebuilt order-worker; empty builds it
-	dynamoDBURL   string
-	sqsURL        string
-	verboseWorker bool
+	source         string
+	partitions     int
+	kafkaSession   time.Duration
+	kafkaRebalance time.Duration
+	workers        int
+	orders         int
+	dupPercent     int
+	malformed      int
+	killEvery      time.Duration
+	throttleRate   float64
+	errorRate      float64
+	resetRate      float64
+	latencyRate    float64
+	latency        time.Duration
+	leaseTTL       time.Duration
+	handlerTO      time.Duration
+	visibility     time.Duration
+	concurrency    int
+	timeout        time.Duration
+	seed           uint64
+	workerBin      string // prebuilt order-worker; empty builds it
+	dynamoDBURL    string
+	sqsURL         string
+	verboseWorker  bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	var c settings
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.source, "source", "sqs", "broker: sqs")
+	fs.StringVar(&c.source, "source", "sqs", "broker: sqs or kafka")
+	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the Kafka topics")
+	fs.DurationVar(&c.kafkaSession, "kafka-session-timeout", 6*time.Second, "the workers' Kafka group session timeout (brokers refuse less than 6s by default)")
+	fs.DurationVar(&c.kafkaRebalance, "kafka-rebalance-timeout", 3*time.Second, "the workers' Kafka group rebalance timeout")
 	fs.IntVar(&c.workers, "workers", 3, "worker processes")
 	fs.IntVar(&c.orders, "orders", 20_000, "valid order deliveries, duplicates included")
 	fs.IntVar(&c.dupPercent, "dup", 20, "percent of the valid deliveries that repeat an earlier order (same key, new message)")
@@ -67,7 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.DurationVar(&c.handlerTO, "handler-timeout", time.Second, "the workers' handler timeout")
 	fs.DurationVar(&c.visibility, "visibility", 5*time.Second, "SQS visibility timeout of the chaos queue")
 	fs.IntVar(&c.concurrency, "concurrency", 16, "handlers per worker")
-	fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "give up (and fail) after this long")
+	fs.DurationVar(&c.timeout, "timeout", 45*time.Minute, "give up (and fail) after this long (Kafka runs are slower: every kill or leave is a group rebalance)")
 	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "random seed (faults, kills, order of sends)")
 	fs.StringVar(&c.workerBin, "worker-bin", "", "order-worker binary (default: built from examples/order-worker)")
 	fs.BoolVar(&c.verboseWorker, "worker-logs", false, "pass the workers' stderr through")
@@ -77,12 +86,12 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	c.dynamoDBURL = os.Getenv("ONCEQ_DYNAMODB_ENDPOINT")
 	c.sqsURL = os.Getenv("ONCEQ_SQS_ENDPOINT")
 	switch {
-	case c.source != "sqs":
-		return c, fmt.Errorf("-source %q: want sqs", c.source)
-	case c.workers < 1 || c.orders < 1 || c.dupPercent < 0 || c.dupPercent > 90 || c.malformed < 0:
-		return c, errors.New("-workers and -orders must be positive, -dup within 0..90, -malformed not negative")
-	case c.dynamoDBURL == "" || c.sqsURL == "":
-		return c, errors.New("ONCEQ_DYNAMODB_ENDPOINT and ONCEQ_SQS_ENDPOINT must be set (start the servers with integration/servers.sh and load its env file)")
+	case c.source != "sqs" && c.source != "kafka":
+		return c, fmt.Errorf("-source %q: want sqs or kafka", c.source)
+	case c.workers < 1 || c.orders < 1 || c.dupPercent < 0 || c.dupPercent > 90 || c.malformed < 0 || c.partitions < 1:
+		return c, errors.New("-workers, -orders and -partitions must be positive, -dup within 0..90, -malformed not negative")
+	case c.dynamoDBURL == "" || (c.source == "sqs" && c.sqsURL == ""):
+		return c, errors.New("ONCEQ_DYNAMODB_ENDPOINT (and for SQS ONCEQ_SQS_ENDPOINT) must be set (start the servers with integration/servers.sh and load its env file)")
 	}
 	return c, nil
 }

@@ -23,8 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/integration/faultproxy"
@@ -40,7 +38,7 @@ type result struct {
 	source                string
 	messages, unique      int
 	malformed, dlq        int
-	kills                 int
+	kills, leaves         int
 	throttles, errors5xx  int
 	resets, delayed       int
 	duplicatesSuppressed  int
@@ -54,15 +52,29 @@ type result struct {
 }
 
 func (r *result) line() string {
-	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d dead_lettered=%d/%d pending=%d lost=%d doubled=%d wall=%s",
-		r.source, r.messages, r.unique, r.kills, r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
+	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d dead_lettered=%d/%d pending=%d lost=%d doubled=%d wall=%s",
+		r.source, r.messages, r.unique, r.kills, r.leaves, r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
 		r.dlq, r.malformed, r.pending, r.lost, r.doubled, r.wall.Round(100*time.Millisecond))
 }
 
-// tables and queues of one run, named apart so runs never share state.
+// tables of one run, named apart so runs never share state; suffix names
+// the run's queues or topics too.
 type names struct {
-	idem, inventory, orders string
-	queueURL, dlqURL        string
+	idem, inventory, orders, suffix string
+}
+
+// broker is the message side of a run: SQS or Kafka.
+type broker interface {
+	// workerArgs are the order-worker flags that point it at the broker.
+	workerArgs() []string
+	// send produces every delivery, each a new broker message.
+	send(ctx context.Context, ds []delivery) error
+	// left counts what is not yet settled (for the log, a description).
+	left(ctx context.Context) (n int, desc string, err error)
+	// deadLetters returns the body of every dead-lettered message.
+	deadLetters(ctx context.Context) ([]string, error)
+	// close releases what the broker started.
+	close()
 }
 
 const skus = 100
@@ -81,9 +93,8 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
 	db := ddb.NewFromConfig(awsCfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(cfg.dynamoDBURL) })
-	q := awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(cfg.sqsURL) })
 
-	n, err := setUp(ctx, db, q, cfg)
+	n, err := setUp(ctx, db)
 	if err != nil {
 		return nil, err
 	}
@@ -95,11 +106,21 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	bin := cfg.workerBin
 	if bin == "" {
 		bin = filepath.Join(tmp, "order-worker")
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/onceq/onceq/examples/order-worker").CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("build order-worker: %w\n%s", err, out)
+		if err := goBuild(ctx, bin, "github.com/onceq/onceq/examples/order-worker"); err != nil {
+			return nil, err
 		}
 	}
+	var b broker
+	switch cfg.source {
+	case "kafka":
+		b, err = startKafka(ctx, cfg, tmp, n.suffix, logw)
+	default:
+		b, err = newSQS(ctx, awsCfg, cfg, n.suffix)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
 
 	proxy, err := faultproxy.New(cfg.dynamoDBURL, faultproxy.WithSeed(cfg.seed))
 	if err != nil {
@@ -111,7 +132,7 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	deliveries, want := plan(cfg, rng)
 	res := &result{source: cfg.source, messages: len(deliveries), unique: len(want.orders), malformed: len(want.malformed)}
 
-	pool := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, dynamoURL: proxy.URL(), logw: logw}
+	pool := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, brokerArgs: b.workerArgs(), dynamoURL: proxy.URL(), logw: logw}
 	for i := range cfg.workers {
 		if err := pool.start(i); err != nil {
 			pool.stopAll(5 * time.Second)
@@ -121,21 +142,22 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	defer pool.stopAll(5 * time.Second) // on an early return; a no-op after the orderly stop
 
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- send(ctx, q, n.queueURL, deliveries) }()
+	go func() { sendErr <- b.send(ctx, deliveries) }()
 
-	kills, err := chaosUntilDrained(ctx, cfg, rng, pool, q, n.queueURL, sendErr, logf)
-	res.kills = kills
+	err = chaosUntilDrained(ctx, cfg, rng, pool, b, sendErr, logf, res)
 	if err != nil {
 		return res, err
 	}
-	res.workerSummaries, res.workersExitedNonZero = pool.stopAll(30 * time.Second)
+	var failed int
+	res.workerSummaries, failed = pool.stopAll(30 * time.Second)
+	res.workersExitedNonZero += failed
 	st := proxy.Stats()
 	res.throttles = st.Injected[faultproxy.Throttle] + st.OverCapacity
 	res.errors5xx = st.Injected[faultproxy.InternalError]
 	res.resets = st.Injected[faultproxy.Reset]
 	res.delayed = st.Injected[faultproxy.Latency]
 
-	if err := verify(ctx, db, q, n, want, res); err != nil {
+	if err := verify(ctx, db, b, n, want, res); err != nil {
 		return res, err
 	}
 	res.wall = time.Since(start)
@@ -161,11 +183,11 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	return res, nil
 }
 
-func setUp(ctx context.Context, db *ddb.Client, q *awssqs.Client, cfg settings) (names, error) {
+func setUp(ctx context.Context, db *ddb.Client) (names, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s := hex.EncodeToString(b)
-	n := names{idem: "chaos_idem_" + s, inventory: "chaos_inv_" + s, orders: "chaos_orders_" + s}
+	n := names{idem: "chaos_idem_" + s, inventory: "chaos_inv_" + s, orders: "chaos_orders_" + s, suffix: s}
 	if err := dynamodb.CreateTable(ctx, db, n.idem); err != nil {
 		return n, err
 	}
@@ -189,19 +211,15 @@ func setUp(ctx context.Context, db *ddb.Client, q *awssqs.Client, cfg settings) 
 			return n, fmt.Errorf("seed inventory: %w", err)
 		}
 	}
-	dlq, err := q.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("chaos-dlq-" + s)})
-	if err != nil {
-		return n, fmt.Errorf("create DLQ: %w", err)
-	}
-	// No redrive policy: the broker must never move a valid order aside
-	// because a kill made it receive often; the worker decides dead letters.
-	main, err := q.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("chaos-" + s),
-		Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(max(1, int(cfg.visibility.Seconds())))}})
-	if err != nil {
-		return n, fmt.Errorf("create queue: %w", err)
-	}
-	n.queueURL, n.dlqURL = *main.QueueUrl, *dlq.QueueUrl
 	return n, nil
+}
+
+func goBuild(ctx context.Context, out, pkg string) error {
+	b, err := exec.CommandContext(ctx, "go", "build", "-o", out, pkg).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
 }
 
 // addFaults installs the DynamoDB faults. Half of the resets come after
@@ -224,6 +242,7 @@ func addFaults(p *faultproxy.Proxy, cfg settings) {
 
 type delivery struct {
 	body, key string // key "" sends no idempotency-key attribute
+	id        string // the order ID (the Kafka record key)
 }
 
 type expected struct {
@@ -246,7 +265,7 @@ func plan(cfg settings, rng *mrand.Rand) ([]delivery, expected) {
 		sku := "sku-" + strconv.Itoa(rng.IntN(skus))
 		want.orders[id] = qty
 		want.perSKU[sku] += qty
-		ds = append(ds, delivery{body: fmt.Sprintf(`{"order_id":%q,"sku":%q,"qty":%d}`, id, sku, qty), key: id})
+		ds = append(ds, delivery{body: fmt.Sprintf(`{"order_id":%q,"sku":%q,"qty":%d}`, id, sku, qty), key: id, id: id})
 	}
 	for range dups {
 		d := ds[rng.IntN(unique)]
@@ -259,7 +278,7 @@ func plan(cfg settings, rng *mrand.Rand) ([]delivery, expected) {
 	for i := range cfg.malformed {
 		b := fmt.Sprintf(bad[i%len(bad)], i)
 		want.malformed[b] = true
-		d := delivery{body: b}
+		d := delivery{body: b, id: "bad-" + strconv.Itoa(i)}
 		if i%2 == 0 {
 			d.key = "bad-key-" + strconv.Itoa(i)
 		}
@@ -269,44 +288,13 @@ func plan(cfg settings, rng *mrand.Rand) ([]delivery, expected) {
 	return ds, want
 }
 
-// send produces the deliveries in batches of ten from four goroutines.
-func send(ctx context.Context, q *awssqs.Client, url string, ds []delivery) error {
-	const senders = 4
-	var wg sync.WaitGroup
-	errs := make(chan error, senders)
-	for s := range senders {
-		wg.Go(func() {
-			for i := s * 10; i < len(ds); i += senders * 10 {
-				var entries []sqstypes.SendMessageBatchRequestEntry
-				for j := i; j < min(i+10, len(ds)); j++ {
-					e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(ds[j].body)}
-					if ds[j].key != "" {
-						e.MessageAttributes = map[string]sqstypes.MessageAttributeValue{
-							"idempotency-key": {DataType: aws.String("String"), StringValue: aws.String(ds[j].key)}}
-					}
-					entries = append(entries, e)
-				}
-				out, err := q.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
-				if err == nil && len(out.Failed) > 0 {
-					err = fmt.Errorf("%d sends failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
-				}
-				if err != nil {
-					errs <- fmt.Errorf("send: %w", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
-}
-
 // chaosUntilDrained kills and restarts workers until everything was sent
-// and the queue has held nothing, visible or in flight, for three polls in
-// a row (a batched delete still pending keeps its message in flight).
-func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *pool, q *awssqs.Client, url string, sendErr <-chan error, logf func(string, ...any)) (int, error) {
-	kills, sent, empty := 0, false, 0
+// and the broker has held nothing unsettled for three polls in a row (a
+// batched delete or commit still pending keeps its message counted). On
+// Kafka every third event is a graceful leave (SIGTERM) instead of a kill:
+// the group sees members both vanish and leave.
+func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *pool, b broker, sendErr <-chan error, logf func(string, ...any), res *result) error {
+	sent, empty, events := false, 0, 0
 	nextKill := time.Now().Add(jitter(cfg.killEvery, rng))
 	poll := time.NewTicker(500 * time.Millisecond)
 	defer poll.Stop()
@@ -314,45 +302,47 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 	for {
 		select {
 		case <-ctx.Done():
-			return kills, fmt.Errorf("not drained in time: %w", ctx.Err())
+			return fmt.Errorf("not drained in time: %w", ctx.Err())
 		case err := <-sendErr:
 			if err != nil {
-				return kills, err
+				return err
 			}
 			sent = true
 			logf("all deliveries sent")
 		case <-poll.C:
 		}
 		if err := p.check(); err != nil {
-			return kills, err
+			return err
 		}
 		if cfg.killEvery > 0 && time.Now().After(nextKill) {
 			i := rng.IntN(cfg.workers)
-			if err := p.kill(i); err != nil {
-				return kills, err
+			events++
+			if cfg.source == "kafka" && events%3 == 0 {
+				if err := p.leave(i, 15*time.Second); err != nil {
+					res.workersExitedNonZero++
+					logf("%v", err)
+				}
+				res.leaves++
+			} else {
+				if err := p.kill(i); err != nil {
+					return err
+				}
+				res.kills++
 			}
-			kills++
 			if err := p.start(i); err != nil {
-				return kills, err
+				return err
 			}
 			nextKill = time.Now().Add(jitter(cfg.killEvery, rng))
 		}
 		if !sent {
 			continue
 		}
-		attrs, err := q.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
-			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+		left, desc, err := b.left(ctx)
 		if err != nil {
-			return kills, fmt.Errorf("queue attributes: %w", err)
-		}
-		left := 0
-		for _, v := range attrs.Attributes {
-			k, _ := strconv.Atoi(v)
-			left += k
+			return err
 		}
 		if time.Since(lastLog) > 5*time.Second {
-			logf("%s visible, %s in flight, %d kills", attrs.Attributes["ApproximateNumberOfMessages"], attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], kills)
+			logf("%s, %d kills, %d leaves", desc, res.kills, res.leaves)
 			lastLog = time.Now()
 		}
 		if left > 0 {
@@ -360,7 +350,7 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 			continue
 		}
 		if empty++; empty >= 3 {
-			return kills, nil
+			return nil
 		}
 	}
 }
@@ -375,11 +365,12 @@ func jitter(d time.Duration, rng *mrand.Rand) time.Duration {
 // pool owns the worker processes: each is started, killed or stopped here
 // and waited for by its own goroutine, which ends when the process does.
 type pool struct {
-	bin, tmp  string
-	cfg       settings
-	names     names
-	dynamoURL string
-	logw      io.Writer
+	bin, tmp   string
+	cfg        settings
+	names      names
+	brokerArgs []string
+	dynamoURL  string
+	logw       io.Writer
 
 	mu    sync.Mutex
 	procs map[int]*proc
@@ -407,19 +398,22 @@ func (p *pool) start(i int) error {
 		return err
 	}
 	c := p.cfg
-	cmd := exec.Command(p.bin, "-source", "sqs", "-store", "dynamodb",
-		"-sqs-queue-url", p.names.queueURL, "-sqs-dlq-url", p.names.dlqURL,
+	args := append([]string{"-store", "dynamodb"}, p.brokerArgs...)
+	cmd := exec.Command(p.bin, append(args,
 		"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
 		"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),
-		"-progress", "1h", "-metrics-addr", "") // several workers share the machine: no fixed port
+		"-progress", "1h", "-metrics-addr", "")...) // several workers share the machine: no fixed port
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ORDER_WORKER_") && !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+p.dynamoURL, "AWS_ENDPOINT_URL_SQS="+c.sqsURL,
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+	env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+p.dynamoURL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+	if c.sqsURL != "" {
+		env = append(env, "AWS_ENDPOINT_URL_SQS="+c.sqsURL)
+	}
+	cmd.Env = env
 	pr := &proc{cmd: cmd, done: make(chan struct{}), log: logPath}
 	cmd.Stdout = &pr.stdout
 	if c.verboseWorker {
@@ -470,6 +464,30 @@ func (p *pool) kill(i int) error {
 	return nil
 }
 
+// leave stops worker i with SIGTERM (a graceful leave of the group),
+// killing it after grace; it reports a non-zero exit.
+func (p *pool) leave(i int, grace time.Duration) error {
+	p.mu.Lock()
+	pr := p.procs[i]
+	delete(p.procs, i)
+	p.mu.Unlock()
+	if pr == nil {
+		return nil
+	}
+	_ = pr.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-pr.done:
+	case <-time.After(grace):
+		_ = pr.cmd.Process.Kill()
+		<-pr.done
+	}
+	if !stoppedCleanly(pr.err) {
+		tail, _ := os.ReadFile(pr.log)
+		return fmt.Errorf("worker %d leave: %v: %s", i, pr.err, lastLines(tail, 5))
+	}
+	return nil
+}
+
 // stopAll sends SIGTERM to every worker, waits up to grace (then kills),
 // and returns their summary lines and how many exited non-zero.
 func (p *pool) stopAll(grace time.Duration) (summaries []string, failed int) {
@@ -489,7 +507,7 @@ func (p *pool) stopAll(grace time.Duration) (summaries []string, failed int) {
 			_ = pr.cmd.Process.Kill()
 			<-pr.done
 		}
-		if pr.err != nil {
+		if !stoppedCleanly(pr.err) {
 			failed++
 			tail, _ := os.ReadFile(pr.log)
 			fmt.Fprintf(p.logw, "chaos: worker stop: %v: %s\n", pr.err, lastLines(tail, 5))
@@ -499,13 +517,28 @@ func (p *pool) stopAll(grace time.Duration) (summaries []string, failed int) {
 	return summaries, failed
 }
 
+// stoppedCleanly: the worker exited 0 on SIGTERM, or died of the signal
+// itself, which it can only do before main installed its handler, so
+// before it received any message (a worker restarted just before the end).
+func stoppedCleanly(err error) bool {
+	var ee *exec.ExitError
+	if err == nil {
+		return true
+	}
+	if errors.As(err, &ee) {
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM
+	}
+	return false
+}
+
 func lastLines(b []byte, n int) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // verify reads the tables and the DLQ directly (not through the proxy).
-func verify(ctx context.Context, db *ddb.Client, q *awssqs.Client, n names, want expected, res *result) error {
+func verify(ctx context.Context, db *ddb.Client, b broker, n names, want expected, res *result) error {
 	rows := map[string]int{}
 	if err := scan(ctx, db, n.orders, func(it map[string]ddbtypes.AttributeValue) {
 		if s, ok := it["order_id"].(*ddbtypes.AttributeValueMemberS); ok {
@@ -551,27 +584,18 @@ func verify(ctx context.Context, db *ddb.Client, q *awssqs.Client, n names, want
 	if res.doubled == 0 && res.extra == 0 {
 		res.duplicatesSuppressed = res.messages - res.malformed - len(rows)
 	}
-	// Drain the DLQ: a long visibility so nothing is seen twice.
+	bodies, err := b.deadLetters(ctx)
+	if err != nil {
+		return err
+	}
 	seen := map[string]bool{}
-	for emptyPolls := 0; emptyPolls < 2; {
-		out, err := q.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(n.dlqURL), MaxNumberOfMessages: 10,
-			VisibilityTimeout: 600, WaitTimeSeconds: 1})
-		if err != nil {
-			return fmt.Errorf("receive DLQ: %w", err)
+	for _, body := range bodies {
+		if want.malformed[body] {
+			seen[body] = true
+		} else {
+			res.dlqUnseen++
 		}
-		if len(out.Messages) == 0 {
-			emptyPolls++
-			continue
-		}
-		for _, m := range out.Messages {
-			b := aws.ToString(m.Body)
-			if want.malformed[b] {
-				seen[b] = true
-			} else {
-				res.dlqUnseen++
-			}
-			res.dlq++
-		}
+		res.dlq++
 	}
 	res.dlqMissing = len(want.malformed) - len(seen)
 	return nil

@@ -52,16 +52,20 @@ func TestWorkerSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := ddb.NewFromConfig(awsCfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(dbEP) })
-	q := awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(sqsEP) })
-	n, err := setUp(ctx, db, q, cfg)
+	n, err := setUp(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, err := newSQS(ctx, awsCfg, cfg, n.suffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := b.q
 	// Slow commits, so that many orders are mid-transaction at SIGTERM.
 	proxy := faultproxy.Start(t, dbEP, faultproxy.WithSeed(3))
 	proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Rate: 0.5, Fault: faultproxy.Latency, Delay: 150 * time.Millisecond})
 	ds, want := plan(cfg, mrand.New(mrand.NewPCG(11, 12)))
-	if err := send(ctx, q, n.queueURL, ds); err != nil {
+	if err := b.send(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
@@ -69,7 +73,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/onceq/onceq/examples/order-worker").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	p := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, dynamoURL: proxy.URL(), logw: os.Stderr}
+	p := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, brokerArgs: b.workerArgs(), dynamoURL: proxy.URL(), logw: os.Stderr}
 	t.Cleanup(func() { p.stopAll(5 * time.Second) })
 
 	if err := p.start(0); err != nil {
@@ -95,7 +99,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 	left := map[string]int{}
 	var handles []string
 	for empty := 0; empty < 2; {
-		out, err := q.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(n.queueURL), MaxNumberOfMessages: 10,
+		out, err := q.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(b.queueURL), MaxNumberOfMessages: 10,
 			VisibilityTimeout: 600, WaitTimeSeconds: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -127,7 +131,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 		}
 	}
 	for _, h := range handles { // back in the queue for the restart
-		if _, err := q.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(n.queueURL), ReceiptHandle: aws.String(h), VisibilityTimeout: 0}); err != nil {
+		if _, err := q.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(b.queueURL), ReceiptHandle: aws.String(h), VisibilityTimeout: 0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,7 +143,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 		if err := p.check(); err != nil {
 			t.Fatal(err)
 		}
-		if queueEmpty(t, q, n.queueURL) {
+		if queueEmpty(t, q, b.queueURL) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -153,7 +157,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 		t.Fatalf("dead-lettered %d, want %d", dl, len(want.malformed))
 	}
 	res := &result{messages: len(ds), malformed: len(want.malformed)}
-	if err := verify(ctx, db, q, n, want, res); err != nil {
+	if err := verify(ctx, db, b, n, want, res); err != nil {
 		t.Fatal(err)
 	}
 	if res.lost != 0 || res.doubled != 0 || res.extra != 0 || res.pending != 0 || res.unitsGot != res.unitsWant || res.dlqMissing != 0 {

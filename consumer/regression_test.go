@@ -1,0 +1,63 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/consumer"
+	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/sources/memory"
+)
+
+// Regression tests for failures known from other idempotency libraries,
+// named after the failure; the DynamoDB store's own are in
+// dedup/dynamodb/regression_test.go.
+
+func noopHandler() consumer.Handler {
+	return consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{}, nil
+	})
+}
+
+// Both constructors must refuse opts with ErrInvalidConfig.
+func refused(t *testing.T, opts ...consumer.Option) {
+	t.Helper()
+	if _, err := consumer.New(memory.NewQueue("r").Source(), dedupmem.New(), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+		t.Errorf("New: %v, want ErrInvalidConfig", err)
+	}
+	if _, err := consumer.NewGuard(dedupmem.New(), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+		t.Errorf("NewGuard: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// A zero lease would write PENDING records already expired (every
+// duplicate re-runs the handler); a negative one, records expired in the
+// past. Both are refused when the consumer is built.
+func TestRegression_ZeroLeaseRefused(t *testing.T) {
+	refused(t, consumer.LeaseTTL(0))
+}
+
+func TestRegression_NegativeLeaseRefused(t *testing.T) {
+	refused(t, consumer.LeaseTTL(-time.Second))
+	refused(t, consumer.LeaseTTL(-time.Nanosecond))
+}
+
+// A lease that can expire while its handler still runs lets a second
+// worker take the key over and run the side effect again. The lease must
+// exceed the handler timeout by max(2s, 10%): shorter, equal, or inside
+// the margin is refused; exactly the margin is accepted.
+func TestRegression_LeaseShorterThanHandlerTimeoutRefused(t *testing.T) {
+	refused(t, consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(30*time.Second))
+	refused(t, consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(time.Minute))
+	refused(t, consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(66*time.Second-time.Nanosecond))
+	refused(t, consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second-time.Nanosecond))
+	refused(t, consumer.HandlerTimeout(0), consumer.LeaseTTL(time.Minute))
+	if _, err := consumer.NewGuard(dedupmem.New(), noopHandler(), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(66*time.Second)); err != nil {
+		t.Errorf("lease of the handler timeout plus its 10%% margin refused: %v", err)
+	}
+	if _, err := consumer.NewGuard(dedupmem.New(), noopHandler(), consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second)); err != nil {
+		t.Errorf("lease of the handler timeout plus the 2s minimum margin refused: %v", err)
+	}
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamodb"
+	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/memory"
+)
+
+// outcomes hands each message's outcome to the test, in order.
+type outcomes chan outcomeOf
+
+type outcomeOf struct {
+	body string
+	o    consumer.Outcome
+}
+
+func (c outcomes) OnOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
+	c <- outcomeOf{string(m.Body), o}
+}
+
+// pipeline is a running consumer on a memory queue; next sends one message
+// and returns its outcome.
+type pipeline struct {
+	t    *testing.T
+	q    *memory.Queue
+	outs outcomes
+}
+
+func startPipeline(t *testing.T, store dedup.Store, h consumer.Handler) *pipeline {
+	t.Helper()
+	p := &pipeline{t: t, q: memory.NewQueue("orders"), outs: make(outcomes, 16)}
+	c, err := consumer.New(p.q.Source(), store, h, consumer.Concurrency(2), consumer.WithKeyFunc(orderKey),
+		consumer.WithHooks(p.outs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("consumer: %v", err)
+		}
+	})
+	return p
+}
+
+func (p *pipeline) next(body string, attrs map[string]string) consumer.Outcome {
+	p.t.Helper()
+	if err := p.q.Send(context.Background(), memory.Outgoing{Body: []byte(body), Attributes: attrs}); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case got := <-p.outs:
+		if got.body != body {
+			p.t.Fatalf("outcome of %.40q, want of %.40q", got.body, body)
+		}
+		return got.o
+	case <-time.After(10 * time.Second):
+		p.t.Fatalf("no outcome for %.40q", body)
+		return consumer.Outcome{}
+	}
+}
+
+// alive checks the worker still processes a valid order.
+func (p *pipeline) alive(id string) {
+	p.t.Helper()
+	if o := p.next(fmt.Sprintf(`{"order_id":%q,"sku":"sku-1","qty":1}`, id), nil); o.Kind != consumer.Processed {
+		p.t.Fatalf("valid order %s after bad input: %v (%v)", id, o.Kind, o.Err)
+	}
+}
+
+func malformedField(t *testing.T, o consumer.Outcome, field string) {
+	t.Helper()
+	var me *MalformedOrderError
+	if o.Kind != consumer.DeadLettered || !errors.As(o.Err, &me) || me.Field != field {
+		t.Fatalf("outcome %v (%v), want dead-lettered with a *MalformedOrderError on %q", o.Kind, o.Err, field)
+	}
+}
+
+// The bad-input corpus through the order worker's real pipeline (consumer,
+// memory queue and store, the reservation handler): each case has its
+// defined outcome and typed error, and a valid order still goes through
+// after it. The README's bad-input table lists the same outcomes.
+func TestBadInputCorpus(t *testing.T) {
+	p := startPipeline(t, dedupmem.New(), reserveHandler(newMemoryInventory(100, 1_000_000)))
+	key := func(k string) map[string]string { return map[string]string{consumer.IdempotencyKeyAttribute: k} }
+	order := func(id string) string { return fmt.Sprintf(`{"order_id":%q,"sku":"sku-2","qty":2}`, id) }
+	big := `{"order_id":"big","sku":"sku-1","qty":1,"note":"` + strings.Repeat("x", 256<<10) + `"}`
+	longKey := strings.Repeat("k", 10<<10)
+
+	cases := []struct {
+		name  string
+		body  string
+		attrs map[string]string
+		check func(t *testing.T, o consumer.Outcome)
+	}{
+		{"not JSON", `not json`, nil, func(t *testing.T, o consumer.Outcome) { malformedField(t, o, "body") }},
+		{"not JSON, keyed", `not json`, key("bad-1"), func(t *testing.T, o consumer.Outcome) { malformedField(t, o, "body") }},
+		{"empty body", ``, nil, func(t *testing.T, o consumer.Outcome) { malformedField(t, o, "body") }},
+		{"256 KB body", big, nil, func(t *testing.T, o consumer.Outcome) { malformedField(t, o, "body") }},
+		{"negative qty", `{"order_id":"neg","sku":"sku-1","qty":-3}`, nil, func(t *testing.T, o consumer.Outcome) { malformedField(t, o, "qty") }},
+		{"qty not a number", `{"order_id":"str","sku":"sku-1","qty":"2"}`, nil, func(t *testing.T, o consumer.Outcome) { malformedField(t, o, "qty") }},
+		{"empty idempotency key", order("empty-key"), key(""), func(t *testing.T, o consumer.Outcome) {
+			if o.Kind != consumer.DeadLettered || !errors.Is(o.Err, dedup.ErrEmptyKey) {
+				t.Fatalf("outcome %v (%v), want dead-lettered with dedup.ErrEmptyKey", o.Kind, o.Err)
+			}
+		}},
+		{"10 KB key", order("long-key"), key(longKey), func(t *testing.T, o consumer.Outcome) {
+			// Stored as its SHA-256: DynamoDB keys hold 2,048 bytes.
+			if o.Kind != consumer.Processed || !strings.Contains(o.Key, "#sha256:") || len(o.Key) > dedup.MaxKeyLen {
+				t.Fatalf("outcome %v key %.80q (%v), want processed under a hashed key", o.Kind, o.Key, o.Err)
+			}
+		}},
+		{"10 KB key again", order("long-key"), key(longKey), func(t *testing.T, o consumer.Outcome) {
+			if o.Kind != consumer.Duplicate {
+				t.Fatalf("outcome %v (%v), want the hashed key to be found again (duplicate)", o.Kind, o.Err)
+			}
+		}},
+		{"non-UTF-8 key", order("bad-utf8"), key("o-\xff\xfe"), func(t *testing.T, o consumer.Outcome) {
+			if o.Kind != consumer.Processed || !strings.Contains(o.Key, "#sha256:") {
+				t.Fatalf("outcome %v key %q (%v), want processed under a hashed key", o.Kind, o.Key, o.Err)
+			}
+		}},
+		{"unknown fields", `{"order_id":"extra","sku":"sku-1","qty":1,"gift_wrap":true}`, nil, func(t *testing.T, o consumer.Outcome) {
+			if o.Kind != consumer.Processed {
+				t.Fatalf("outcome %v (%v), want processed: unknown fields are accepted", o.Kind, o.Err)
+			}
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.check(t, p.next(c.body, c.attrs))
+			p.alive(fmt.Sprintf("alive-%d", i))
+		})
+	}
+	// Every dead letter carries its reason.
+	dls := p.q.DeadLetters()
+	if len(dls) != 7 {
+		t.Fatalf("%d dead letters, want 7", len(dls))
+	}
+	for _, d := range dls {
+		if !strings.Contains(d.Reason, "malformed order") && !strings.Contains(d.Reason, "empty idempotency key") {
+			t.Errorf("dead letter %.40q: reason %q", d.Message.Body, d.Reason)
+		}
+	}
+}
+
+// A handler response over DynamoDB's 400 KB item limit, on DynamoDB Local:
+// the store refuses it before sending with a *dedup.RecordTooLargeError, the
+// message is dead-lettered once (the handler is not called again: no retry
+// storm) and the worker goes on.
+func TestBadInputResponseOver400KB(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	ctx := context.Background()
+	db := ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	table := "badinput_" + hex.EncodeToString(b)
+	if err := dynamodb.CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	var bigCalls atomic.Int64
+	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+		o, err := parseOrder(m.Body)
+		if err != nil {
+			return consumer.Result{}, consumer.Permanent(err)
+		}
+		if o.OrderID == "huge-response" {
+			bigCalls.Add(1)
+			return consumer.Result{Response: make([]byte, 401<<10)}, nil
+		}
+		return consumer.Result{Response: reservedResponse}, nil
+	})
+	p := startPipeline(t, dynamodb.New(db, table), h)
+
+	o := p.next(`{"order_id":"huge-response","sku":"sku-1","qty":1}`, nil)
+	var tl *dedup.RecordTooLargeError
+	if o.Kind != consumer.DeadLettered || !errors.As(o.Err, &tl) || tl.Size <= tl.Max || tl.Max != 400<<10 {
+		t.Fatalf("outcome %v (%v), want dead-lettered with a *dedup.RecordTooLargeError over 400 KB", o.Kind, o.Err)
+	}
+	p.alive("after-huge")
+	if n := bigCalls.Load(); n != 1 {
+		t.Fatalf("handler ran %d times for the oversized response, want once", n)
+	}
+	if dls := p.q.DeadLetters(); len(dls) != 1 || !strings.Contains(dls[0].Reason, "record too large") && !strings.Contains(dls[0].Reason, "exceeds") {
+		t.Fatalf("dead letters %v", dls)
+	}
+}
