@@ -165,38 +165,75 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if err := checkSize(key, req.Owner, req.PayloadHash, nil, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	lease := ceilUnix(req.LeaseUntil)
-	in := &ddb.UpdateItemInput{
-		TableName: aws.String(s.table),
-		Key:       key,
-		UpdateExpression: aws.String("SET #status = :pending, #version = if_not_exists(#version, :zero) + :one, " +
-			"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #ph = :ph, " +
-			"#created = :created, #exp = :lease, #lease = :lease REMOVE #response, #error"),
-		ConditionExpression:                 aws.String(s.layout.notExists() + " OR #exp < :now"),
-		ExpressionAttributeNames:            s.layout.names(recordNames()),
-		ExpressionAttributeValues:           claimValues(req.Owner, req.PayloadHash, req.Now, s.claimNow(req.Now), map[string]types.AttributeValue{":pending": str(string(dedup.StatusPending)), ":lease": num(lease)}),
+	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, dedup.StatusPending, ceilUnix(req.LeaseUntil), nil)
+	return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusPending, w.updateInput(s.table, key))
+}
+
+// claimWrite is the conditional write that takes a key when it is absent
+// or expired, shared by Claim (PENDING, with a lease until expires) and
+// ClaimComplete (COMPLETED with its response, retained until expires).
+type claimWrite struct {
+	update, cond string
+	names        map[string]string
+	values       map[string]types.AttributeValue
+}
+
+func (s *Store) claimWrite(owner, payloadHash string, now time.Time, status dedup.Status, expires int64, response []byte) claimWrite {
+	extra := map[string]types.AttributeValue{":status": str(string(status)), ":exp": num(expires)}
+	update := "SET #status = :status, #version = if_not_exists(#version, :zero) + :one, " +
+		"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #ph = :ph, " +
+		"#created = :created, #exp = :exp"
+	var remove string
+	switch {
+	case status == dedup.StatusPending:
+		update += ", #lease = :exp"
+		remove = " REMOVE #response, #error"
+	case len(response) > 0:
+		update += ", #response = :resp"
+		extra[":resp"] = &types.AttributeValueMemberB{Value: response}
+		remove = " REMOVE #lease, #error"
+	default:
+		remove = " REMOVE #lease, #error, #response"
+	}
+	w := claimWrite{update: update + remove, cond: s.layout.notExists() + " OR #exp < :now"}
+	w.names = usedNames(s.layout.names(recordNames()), w.update, w.cond)
+	w.values = usedValues(claimValues(owner, payloadHash, now, s.claimNow(now), extra), w.update, w.cond)
+	return w
+}
+
+func (w claimWrite) updateInput(table string, key map[string]types.AttributeValue) *ddb.UpdateItemInput {
+	return &ddb.UpdateItemInput{
+		TableName:                           aws.String(table),
+		Key:                                 key,
+		UpdateExpression:                    aws.String(w.update),
+		ConditionExpression:                 aws.String(w.cond),
+		ExpressionAttributeNames:            w.names,
+		ExpressionAttributeValues:           w.values,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	in.ExpressionAttributeNames = usedNames(in.ExpressionAttributeNames, *in.UpdateExpression, *in.ConditionExpression)
-	in.ExpressionAttributeValues = usedValues(in.ExpressionAttributeValues, *in.UpdateExpression, *in.ConditionExpression)
-	client := s.client(req.Key)
+}
+
+// claimItem makes a claim's UpdateItem and reads its outcome: won, or
+// lost to the live record the condition failure returns.
+func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing dedup.Status, in *ddb.UpdateItemInput) (dedup.Claim, error) {
+	client := s.client(key)
 	var out *ddb.UpdateItemOutput
 	retried := false
-	err = s.do(ctx, op, func(ctx context.Context, attempt int) error {
+	err := s.do(ctx, op, func(ctx context.Context, attempt int) error {
 		retried = attempt > 1
 		o, err := client.UpdateItem(ctx, in, noSDKRetry)
 		out = o
 		return err
 	})
 	if err == nil {
-		return s.acquired(ctx, req.Key, req.Owner, out.Attributes), nil
+		return s.acquired(ctx, key, owner, out.Attributes), nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return dedup.Claim{}, s.wrap(op, req.Key, err)
+		return dedup.Claim{}, s.wrap(op, key, err)
 	}
-	return s.lost(req.Key, req.Owner, dedup.StatusPending, ccf.Item, retried)
+	return s.lost(key, owner, writing, ccf.Item, retried)
 }
 
 // acquired builds a won Claim from the ALL_OLD attributes the claim
@@ -456,62 +493,20 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err := checkSize(key, req.Owner, req.PayloadHash, req.Response, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	extra := map[string]types.AttributeValue{
-		":completed": str(string(dedup.StatusCompleted)),
-		":exp":       num(ceilUnix(req.ExpiresAt)),
+	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, dedup.StatusCompleted, ceilUnix(req.ExpiresAt), req.Response)
+	if len(writes) == 0 {
+		return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusCompleted, w.updateInput(s.table, key))
 	}
-	update := "SET #status = :completed, #version = if_not_exists(#version, :zero) + :one, " +
-		"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #ph = :ph, " +
-		"#created = :created, #exp = :exp"
-	remove := " REMOVE #lease, #error"
-	if len(req.Response) > 0 {
-		update += ", #response = :resp"
-		extra[":resp"] = &types.AttributeValueMemberB{Value: req.Response}
-	} else {
-		remove += ", #response"
-	}
-	values := claimValues(req.Owner, req.PayloadHash, req.Now, s.claimNow(req.Now), extra)
-	cond := s.layout.notExists() + " OR #exp < :now"
-	names := usedNames(s.layout.names(recordNames()), update+remove, cond)
-	values = usedValues(values, update+remove, cond)
+
 	client := s.client(req.Key)
 	retried := false
-
-	if len(writes) == 0 {
-		in := &ddb.UpdateItemInput{
-			TableName:                           aws.String(s.table),
-			Key:                                 key,
-			UpdateExpression:                    aws.String(update + remove),
-			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            names,
-			ExpressionAttributeValues:           values,
-			ReturnValues:                        types.ReturnValueAllOld,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}
-		var out *ddb.UpdateItemOutput
-		err := s.do(ctx, op, func(ctx context.Context, attempt int) error {
-			retried = attempt > 1
-			o, err := client.UpdateItem(ctx, in, noSDKRetry)
-			out = o
-			return err
-		})
-		if err == nil {
-			return s.acquired(ctx, req.Key, req.Owner, out.Attributes), nil
-		}
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			return dedup.Claim{}, s.wrap(op, req.Key, err)
-		}
-		return s.lost(req.Key, req.Owner, dedup.StatusCompleted, ccf.Item, retried)
-	}
-
 	record := types.TransactWriteItem{Update: &types.Update{
 		TableName:                           aws.String(s.table),
 		Key:                                 key,
-		UpdateExpression:                    aws.String(update + remove),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
+		UpdateExpression:                    aws.String(w.update),
+		ConditionExpression:                 aws.String(w.cond),
+		ExpressionAttributeNames:            w.names,
+		ExpressionAttributeValues:           w.values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 	c, err := s.transact(ctx, op, client, record, writes, &retried)
