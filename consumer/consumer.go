@@ -50,6 +50,9 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	}
 	if ks, ok := src.(KeySource); ok && cfg.keyFunc == nil {
 		cfg.keyFunc = ks.DefaultKeyFunc()
+		if bs, ok := ks.(BodyKeySource); ok {
+			cfg.keyCoversBody = bs.KeyCoversBody
+		}
 	}
 	if w, ok := src.(RedeliveryWindow); ok {
 		window := w.RedeliveryWindow()

@@ -770,3 +770,60 @@ func TestHandlerTimeoutStopsHandler(t *testing.T) {
 		}
 	}
 }
+
+// bodyKeySource's default key is the body itself, so it covers the body
+// (unless the message says otherwise).
+type bodyKeySource struct{ consumer.Source }
+
+func (bodyKeySource) DefaultKeyFunc() consumer.KeyFunc {
+	return func(m *consumer.Message) (string, error) { return string(m.Body), nil }
+}
+
+func (bodyKeySource) KeyCoversBody(m *consumer.Message) bool { return m.Attributes["own-key"] == "" }
+
+func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
+	ctx := context.Background()
+	store := dedupmem.New()
+	// A record left by a consumer that stored a payload hash of its own:
+	// with a key that covers the body it is a duplicate, not a key reuse.
+	oldKey, err := dedup.Key("onceq", "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	c0, err := store.Claim(ctx, dedup.ClaimRequest{Key: oldKey, PayloadHash: "some-other-hash", Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || !c0.Acquired {
+		t.Fatalf("seeding claim: %+v, %v", c0, err)
+	}
+	if err := store.Complete(ctx, dedup.CompleteRequest{Lease: c0.Lease, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	q := memory.NewQueue("events")
+	_ = q.Send(ctx, memory.Outgoing{Body: []byte("old")})
+	_ = q.Send(ctx, memory.Outgoing{Body: []byte("new")})
+	var kinds sync.Map // body → Kind
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
+	c, err := consumer.New(bodyKeySource{q.Source()}, store, h, consumer.Concurrency(1),
+		consumer.WithHooks(outcomeByBody{&kinds}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, c, func() bool { return q.Stats().Acked == 2 })
+	if k, _ := kinds.Load("old"); k != consumer.Duplicate {
+		t.Fatalf("old record: outcome %v, want Duplicate", k)
+	}
+	if k, _ := kinds.Load("new"); k != consumer.Processed {
+		t.Fatalf("new message: outcome %v, want Processed", k)
+	}
+	newKey, _ := dedup.Key("onceq", "new")
+	r, err := store.Get(ctx, newKey)
+	if err != nil || r.Status != dedup.StatusCompleted || r.PayloadHash != "" {
+		t.Fatalf("new record: %+v, %v; want COMPLETED with no payload hash", r, err)
+	}
+}
+
+type outcomeByBody struct{ m *sync.Map }
+
+func (r outcomeByBody) OnOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
+	r.m.Store(string(m.Body), o.Kind)
+}

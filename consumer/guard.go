@@ -149,6 +149,10 @@ func (g *Guard) keys(m *Message) (string, string, error) {
 		if err != nil {
 			return "", "", fmt.Errorf("consumer: key function: %w", err)
 		}
+		if g.cfg.keyCoversBody != nil && g.cfg.keyCoversBody(m) {
+			key, err := dedup.Key(g.cfg.namespace, k)
+			return key, "", err // the key already hashes the body
+		}
 		raw, ok = k, true
 	} else if k, found := m.Attributes[IdempotencyKeyAttribute]; found {
 		raw, ok = k, true
@@ -243,7 +247,8 @@ func (g *Guard) run(ctx, sctx context.Context, m *Message, tr leaseTracker) Outc
 // existing decides what a live record held by someone else means.
 func (g *Guard) existing(key, hash string, now time.Time, r dedup.Record) Outcome {
 	o := Outcome{Key: key, Attempt: r.Attempts}
-	if r.PayloadHash != "" && r.PayloadHash != hash {
+	// No hash: the key covers the body, so the same key is the same payload.
+	if hash != "" && r.PayloadHash != "" && r.PayloadHash != hash {
 		o.Kind, o.Err = KeyReuse, &dedup.KeyReuseError{Key: key, Existing: r}
 		return o
 	}

@@ -43,6 +43,7 @@ type config struct {
 	drainTimeout     time.Duration
 	namespace        string
 	keyFunc          KeyFunc
+	keyCoversBody    func(*Message) bool // set with a BodyKeySource's default key
 	logger           *slog.Logger
 	clock            Clock
 	oneRoundTrip     bool

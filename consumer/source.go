@@ -67,6 +67,17 @@ type KeySource interface {
 	DefaultKeyFunc() KeyFunc
 }
 
+// BodyKeySource is a KeySource whose default key, for the messages
+// KeyCoversBody reports, is a hash over the whole body (Kafka's
+// Fingerprint without an idempotency-key header). For them a second hash
+// of the body, to detect a key reused for another payload, would say
+// nothing the key does not, so the consumer skips it: the claim stores no
+// payload hash and a stored one is not compared.
+type BodyKeySource interface {
+	KeySource
+	KeyCoversBody(m *Message) bool
+}
+
 // Origin says where a message came from.
 type Origin struct {
 	System      string // "aws_sqs", "kafka", "memory"

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -44,4 +45,30 @@ func TestConformanceTenantLayout(t *testing.T) {
 	table := newTable(t, c, dynamodb.WithTenantLayout())
 	storetest.Run(t, func(*testing.T) dedup.Store { return dynamodb.New(c, table, dynamodb.WithTenantLayout()) },
 		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
+}
+
+// A consumer whose key already hashes the body claims with no payload
+// hash: both claim shapes must store and return it as empty.
+func TestClaimWithoutPayloadHash(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	s := dynamodb.New(c, newTable(t, c))
+	now := time.Now()
+	cl, err := s.Claim(ctx, dedup.ClaimRequest{Key: "ns#a", Owner: "o1", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || !cl.Acquired {
+		t.Fatalf("Claim: %+v, %v", cl, err)
+	}
+	if err := s.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	cc, err := s.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: "ns#b", Owner: "o2", Now: now, ExpiresAt: now.Add(time.Hour)})
+	if err != nil || !cc.Acquired {
+		t.Fatalf("ClaimComplete: %+v, %v", cc, err)
+	}
+	for _, k := range []string{"ns#a", "ns#b"} {
+		r, err := s.Get(ctx, k)
+		if err != nil || r.Status != dedup.StatusCompleted || r.PayloadHash != "" {
+			t.Fatalf("%s: %+v, %v; want COMPLETED with no payload hash", k, r, err)
+		}
+	}
 }

@@ -263,6 +263,12 @@ func (s *Source) Ordering() consumer.Ordering { return s.cfg.ordering }
 // passes consumer.WithKeyFunc.
 func (s *Source) DefaultKeyFunc() consumer.KeyFunc { return Fingerprint }
 
+// KeyCoversBody says Fingerprint hashed m's value (no idempotency-key
+// header), so the consumer need not hash the value a second time.
+func (s *Source) KeyCoversBody(m *consumer.Message) bool {
+	return m.Attributes[consumer.IdempotencyKeyAttribute] == ""
+}
+
 // Receive returns up to max messages, waiting for one. Partitions are
 // served in turn; each in offset order.
 func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
