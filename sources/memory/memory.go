@@ -265,6 +265,13 @@ func (s *Source) takeLocked(now time.Time, max int) []*consumer.Message {
 	kept := q.ready[:0]
 	for i, e := range q.ready {
 		if len(msgs) == max {
+			if len(kept) == 0 {
+				// Everything before i was taken: drop the prefix instead of
+				// copying the whole rest of the queue down on every take.
+				clear(q.ready[:i])
+				q.ready = q.ready[i:]
+				return msgs
+			}
 			kept = append(kept, q.ready[i:]...)
 			break
 		}
