@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
@@ -154,5 +155,58 @@ func TestTransactions(t *testing.T) {
 	err = st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour), Writes: writes})
 	if !errors.Is(err, dedup.ErrTooManyWrites) || calls.Load() != 0 {
 		t.Fatalf("101 items: %v after %d calls, want ErrTooManyWrites before any call", err, calls.Load())
+	}
+}
+
+// stepClock is a consumer.Clock the test moves.
+type stepClock struct{ now atomic.Pointer[time.Time] }
+
+func (c *stepClock) Now() time.Time  { return *c.now.Load() }
+func (c *stepClock) set(t time.Time) { c.now.Store(&t) }
+
+// Through the consumer's Guard, with its default COMPLETED-record cache in
+// front of DynamoDB: the first delivery takes claim + complete, every later
+// duplicate on this worker takes no DynamoDB call at all, and once the
+// record's retention is over the cache no longer answers.
+func TestCachedDuplicatesMakeNoCall(t *testing.T) {
+	c, calls := countingClient(t)
+	table := newTable(t, c)
+	clock := &stepClock{}
+	start := time.Now()
+	clock.set(start)
+	handled := 0
+	g, err := consumer.NewGuard(dynamodb.New(c, table), consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		handled++
+		return consumer.Result{Response: []byte("ok")}, nil
+	}), consumer.WithClock(clock), consumer.Retention(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func() *consumer.Message {
+		return &consumer.Message{ID: "m", Body: []byte("order-1"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "order-1"}, Attempt: 1}
+	}
+	ctx := context.Background()
+	calls.Store(0)
+	if o := g.Process(ctx, msg()); o.Kind != consumer.Processed {
+		t.Fatalf("first: %v (%v)", o.Kind, o.Err)
+	}
+	if n := calls.Swap(0); n != 2 {
+		t.Fatalf("first delivery: %d calls, want 2", n)
+	}
+	for i := range 3 {
+		clock.set(start.Add(time.Duration(i+1) * time.Minute))
+		if o := g.Process(ctx, msg()); o.Kind != consumer.Duplicate || string(o.Response) != "ok" {
+			t.Fatalf("duplicate %d: %v %q (%v)", i, o.Kind, o.Response, o.Err)
+		}
+	}
+	if n := calls.Swap(0); n != 0 {
+		t.Fatalf("3 duplicates of a COMPLETED key: %d DynamoDB calls, want 0", n)
+	}
+	clock.set(start.Add(2 * time.Hour)) // past the record's expires_at
+	if o := g.Process(ctx, msg()); o.Kind != consumer.Processed {
+		t.Fatalf("after expiry: %v (%v), want processed again", o.Kind, o.Err)
+	}
+	if n := calls.Load(); n == 0 || handled != 2 {
+		t.Fatalf("after expiry: %d calls, handler ran %d times; the cache must not answer", n, handled)
 	}
 }
