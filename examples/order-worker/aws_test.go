@@ -57,16 +57,8 @@ func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.stopAfter = len(bodies)
-	var metrics string
-	opts.beforeExit = func(addr string) { _, metrics = scrape(t, "http://"+addr+"/metrics") }
-	var out, errOut bytes.Buffer
-	runCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := work(runCtx, opts, &out, &errOut); err != nil {
-		t.Fatalf("work: %v\n%s", err, errOut.String())
-	}
-	f.check(t, ctx, db, suffix, out.Bytes(), 0)
+	summary, metrics := runWorker(t, opts, len(bodies))
+	f.check(t, ctx, db, suffix, summary, 0)
 	// The store and the source report to the same /metrics: every rejection
 	// is a business write's cancelled condition; acks went out in batches.
 	if n := sample(metrics, "onceq_dynamodb_transaction_cancellations_total", `transact_write_cancellation_reason="ConditionalCheckFailed"`); n < float64(f.scarce) {
@@ -123,4 +115,19 @@ func (f orderFixture) check(t *testing.T, ctx context.Context, db *ddb.Client, s
 		t.Fatalf("reserved %d over %d rows; want %d over %d", reserved, rows, f.wantReserved, accepted)
 	}
 	return s
+}
+
+// runWorker runs the worker until it settled messages and returns its
+// summary line and what /metrics said just before it exited.
+func runWorker(t *testing.T, opts options, messages int) (summary []byte, metrics string) {
+	t.Helper()
+	opts.stopAfter = messages
+	opts.beforeExit = func(addr string) { _, metrics = scrape(t, "http://"+addr+"/metrics") }
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := work(ctx, opts, &out, &errOut); err != nil {
+		t.Fatalf("work: %v\n%s", err, errOut.String())
+	}
+	return out.Bytes(), metrics
 }

@@ -82,16 +82,8 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 	if opts.kafkaDLQTopic != "orders-dlq" {
 		t.Fatalf("dead-letter topic %q, want the orders topic + -dlq", opts.kafkaDLQTopic)
 	}
-	opts.stopAfter = len(records)
-	var metrics string
-	opts.beforeExit = func(addr string) { _, metrics = scrape(t, "http://"+addr+"/metrics") }
-	var out, errOut bytes.Buffer
-	runCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := work(runCtx, opts, &out, &errOut); err != nil {
-		t.Fatalf("work: %v\n%s", err, errOut.String())
-	}
-	f.check(t, ctx, db, suffix, out.Bytes(), int64(len(malformed)))
+	summary, metrics := runWorker(t, opts, len(records))
+	f.check(t, ctx, db, suffix, summary, int64(len(malformed)))
 
 	// A record with the header was claimed under it, not under its order ID.
 	store := dynamodb.New(db, "idem_"+suffix)
