@@ -83,11 +83,7 @@ func (s *Store) Claim(_ context.Context, req dedup.ClaimRequest) (dedup.Claim, e
 	}
 	rec := &dedup.Record{Key: req.Key, Status: dedup.StatusPending, Version: 1, Owner: req.Owner,
 		PayloadHash: req.PayloadHash, Attempts: 1, CreatedAt: req.Now, ExpiresAt: req.LeaseUntil}
-	c := dedup.Claim{Acquired: true}
-	if old != nil {
-		rec.Version, rec.Attempts = old.Version+1, old.Attempts+1
-		c.Previous = old
-	}
+	c := succeed(old, rec)
 	sh.records[req.Key] = rec
 	c.Lease = dedup.Lease{Key: req.Key, Owner: req.Owner, Version: rec.Version}
 	c.Attempt = rec.Attempts
@@ -198,11 +194,7 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	}
 	rec := &dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: 1, Owner: req.Owner,
 		PayloadHash: req.PayloadHash, Attempts: 1, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt}
-	c := dedup.Claim{Acquired: true}
-	if old != nil {
-		rec.Version, rec.Attempts = old.Version+1, old.Attempts+1
-		c.Previous = old
-	}
+	c := succeed(old, rec)
 	if err := applyWrites(writes); err != nil {
 		return dedup.Claim{}, err
 	}
@@ -273,4 +265,15 @@ func (s *Store) Sweep(now time.Time) int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// succeed makes rec the claim that follows old (nil for a fresh key): one
+// version and one attempt on.
+func succeed(old, rec *dedup.Record) dedup.Claim {
+	c := dedup.Claim{Acquired: true}
+	if old != nil {
+		rec.Version, rec.Attempts = old.Version+1, old.Attempts+1
+		c.Previous = old
+	}
+	return c
 }
