@@ -19,21 +19,13 @@ import (
 	"github.com/onceq/onceq/retry"
 )
 
-// RedeliveryWindow is implemented by sources that know how long the broker
-// may redeliver a message (SQS's retention period). COMPLETED records must
-// outlive it, or a late redelivery would find no record and run again.
-type RedeliveryWindow interface {
-	RedeliveryWindow() time.Duration
-}
-
 // Consumer runs a Handler over a Source through a Guard.
 type Consumer struct {
-	cfg      config
-	src      Source
-	guard    *Guard
-	ordering Ordering
-	extender Extender
-	started  atomic.Bool
+	cfg     config
+	src     Source
+	guard   *Guard
+	caps    Capabilities
+	started atomic.Bool
 }
 
 // New validates the options and returns a Consumer. Run starts it.
@@ -48,14 +40,14 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	if cfg.maxInFlight == 0 {
 		cfg.maxInFlight = 2 * cfg.concurrency
 	}
-	if ks, ok := src.(KeySource); ok && cfg.keyFunc == nil {
-		cfg.keyFunc = ks.DefaultKeyFunc()
-		if bs, ok := ks.(BodyKeySource); ok {
-			cfg.keyCoversBody = bs.KeyCoversBody
-		}
+	caps := src.Capabilities()
+	if !caps.DeadLetter && !cfg.noDeadLetter {
+		return nil, configError("the Source has no dead-letter destination: give it one (SQS: a dead-letter queue or redrive policy; Kafka: a dead-letter topic), or pass WithoutDeadLetters")
 	}
-	if w, ok := src.(RedeliveryWindow); ok {
-		window := w.RedeliveryWindow()
+	if caps.DefaultKey != nil && cfg.keyFunc == nil {
+		cfg.keyFunc, cfg.keyCoversBody = caps.DefaultKey, caps.KeyCoversBody
+	}
+	if window := caps.RedeliveryWindow; window > 0 {
 		if !cfg.retentionSet && cfg.retention <= window {
 			cfg.retention = window + time.Hour
 		}
@@ -68,27 +60,44 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	if err != nil {
 		return nil, err
 	}
-	c := &Consumer{cfg: cfg, src: src, guard: g}
-	if o, ok := src.(Orderer); ok {
-		c.ordering = o.Ordering()
-	}
-	if e, ok := src.(Extender); ok && e.DeliveryTimeout() > 0 {
-		c.extender = e
-	}
-	return c, nil
+	return &Consumer{cfg: cfg, src: src, guard: g, caps: caps}, nil
 }
 
-// Run receives and processes messages until ctx is cancelled or the source
-// closes. On cancel it stops receiving, gives in-flight handlers up to
-// DrainTimeout, settles what they finished, gives back what never started
-// and closes the Source. It returns nil after a cancel, or the error that
-// stopped it. A Consumer runs once.
+// Run checks the Store and the Source (see Check), then receives and
+// processes messages until ctx is cancelled, the source closes, or a
+// configuration fault stops it. On stopping it stops receiving, gives
+// in-flight handlers up to DrainTimeout, settles what they finished, gives
+// back what never started and closes the Source. It returns nil after a
+// cancel, or the error that stopped it: one wrapping ErrMisconfigured for
+// a fault of the deployment. A Consumer runs once.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
-		return errors.New("consumer: Run called twice")
+		return ErrRunTwice
+	}
+	if err := c.Check(ctx); err != nil {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.drainTimeout)
+		defer cancel()
+		_ = c.src.Close(closeCtx)
+		return err
 	}
 	r := newRun(c)
 	return r.run(ctx)
+}
+
+// Check runs the Store's and the Source's checks (the table exists with the
+// right layout, the queue or topic and the dead-letter destination can be
+// reached), each bounded by CheckTimeout. An error wraps ErrMisconfigured.
+// Run calls it before the first receive.
+func (c *Consumer) Check(ctx context.Context) error {
+	if err := c.guard.Check(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.checkTimeout)
+	defer cancel()
+	if err := c.src.Check(ctx); err != nil {
+		return fmt.Errorf("%w: source: %w", ErrMisconfigured, err)
+	}
+	return nil
 }
 
 // orderKey is what the consumer serializes on. The destination is part of
@@ -301,7 +310,7 @@ func (r *run) fetch(ctx context.Context) error {
 		r.mu.Lock()
 		for _, m := range msgs {
 			s := &slot{r: r, m: m, lastSource: now}
-			switch r.c.ordering {
+			switch r.c.caps.Ordering {
 			case OrderByKey:
 				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.Key}
 			case OrderByPartition:
@@ -337,7 +346,7 @@ func (r *run) waitFree(ctx context.Context) (int, bool) {
 // dispatchLocked hands s to a worker, or queues it behind its key. The work
 // channel holds MaxInFlight, so a send never blocks.
 func (r *run) dispatchLocked(s *slot) {
-	if r.c.ordering == Unordered {
+	if r.c.caps.Ordering == Unordered {
 		r.work <- s
 		return
 	}
@@ -387,7 +396,7 @@ func (r *run) settle(ctx context.Context, s *slot, o Outcome) {
 			_ = src.Nack(ctx, s.m, r.c.cfg.maxRetryDelay)
 		}
 	case Retry:
-		if r.c.ordering != Unordered && r.retryInPlace(s, o.RetryAfter) {
+		if r.c.caps.Ordering != Unordered && r.retryInPlace(s, o.RetryAfter) {
 			r.reportSettled(ctx, s.m, action, nil)
 			return
 		}
@@ -435,7 +444,7 @@ func (r *run) giveBack(s *slot) {
 func (r *run) release(s *slot) {
 	r.mu.Lock()
 	delete(r.held, s)
-	if r.c.ordering != Unordered {
+	if r.c.caps.Ordering != Unordered {
 		if q := r.keys[s.key]; q != nil {
 			if len(q.pending) > 0 && !r.draining {
 				next := q.pending[0]
@@ -555,8 +564,9 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 	leaseEvery := cfg.leaseTTL / 3
 	var srcTimeout, srcEvery time.Duration
 	tick := leaseEvery / 2
-	if r.c.extender != nil {
-		srcTimeout = r.c.extender.DeliveryTimeout()
+	extends := r.c.caps.DeliveryTimeout > 0
+	if extends {
+		srcTimeout = r.c.caps.DeliveryTimeout
 		srcEvery = srcTimeout / 2
 		tick = min(tick, srcTimeout/4)
 	}
@@ -582,7 +592,7 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		r.mu.Lock()
 		for s := range r.held {
 			d := due{s: s}
-			if r.c.extender != nil && now.Sub(s.lastSource) >= srcEvery {
+			if extends && now.Sub(s.lastSource) >= srcEvery {
 				d.source, s.lastSource = true, now
 			}
 			if s.leased && now.Sub(s.lastLease) >= leaseEvery {
@@ -596,7 +606,7 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		for _, d := range batch {
 			ctx := r.settles.get(now)
 			if d.source {
-				err := r.c.extender.Extend(ctx, d.s.m, srcTimeout)
+				err := r.c.src.Extend(ctx, d.s.m, srcTimeout)
 				r.reportHeartbeat(ctx, d.s.m, false, err)
 			}
 			if d.renew {

@@ -408,7 +408,11 @@ func (r outcomeRecorder) OnOutcome(_ context.Context, _ *consumer.Message, o con
 // consumer alone must serialize.
 type orderedSource struct{ *memory.Source }
 
-func (orderedSource) Ordering() consumer.Ordering { return consumer.OrderByKey }
+func (o orderedSource) Capabilities() consumer.Capabilities {
+	c := o.Source.Capabilities()
+	c.Ordering = consumer.OrderByKey
+	return c
+}
 
 func TestKeyOrderUnderConcurrency(t *testing.T) {
 	const keys, per = 8, 40
@@ -463,7 +467,11 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 // its body names, under partition ordering.
 type twoTopicSource struct{ *memory.Source }
 
-func (twoTopicSource) Ordering() consumer.Ordering { return consumer.OrderByPartition }
+func (s twoTopicSource) Capabilities() consumer.Capabilities {
+	c := s.Source.Capabilities()
+	c.Ordering = consumer.OrderByPartition
+	return c
+}
 
 func (s twoTopicSource) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
 	ms, err := s.Source.Receive(ctx, max)
@@ -525,7 +533,11 @@ func TestConfigurationRefused(t *testing.T) {
 
 type windowSource struct{ *memory.Source }
 
-func (windowSource) RedeliveryWindow() time.Duration { return 4 * 24 * time.Hour }
+func (w windowSource) Capabilities() consumer.Capabilities {
+	c := w.Source.Capabilities()
+	c.RedeliveryWindow = 4 * 24 * time.Hour
+	return c
+}
 
 type oneCallStore struct{ dedup.Store }
 
@@ -654,8 +666,10 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 // keyedSource supplies a default key: its messages' "group" attribute.
 type keyedSource struct{ consumer.Source }
 
-func (keyedSource) DefaultKeyFunc() consumer.KeyFunc {
-	return func(m *consumer.Message) (string, error) { return m.Attributes["group"], nil }
+func (k keyedSource) Capabilities() consumer.Capabilities {
+	c := k.Source.Capabilities()
+	c.DefaultKey = func(m *consumer.Message) (string, error) { return m.Attributes["group"], nil }
+	return c
 }
 
 func TestSourceSuppliesDefaultKey(t *testing.T) {
@@ -775,11 +789,12 @@ func TestHandlerTimeoutStopsHandler(t *testing.T) {
 // (unless the message says otherwise).
 type bodyKeySource struct{ consumer.Source }
 
-func (bodyKeySource) DefaultKeyFunc() consumer.KeyFunc {
-	return func(m *consumer.Message) (string, error) { return string(m.Body), nil }
+func (b bodyKeySource) Capabilities() consumer.Capabilities {
+	c := b.Source.Capabilities()
+	c.DefaultKey = func(m *consumer.Message) (string, error) { return string(m.Body), nil }
+	c.KeyCoversBody = func(m *consumer.Message) bool { return m.Attributes["own-key"] == "" }
+	return c
 }
-
-func (bodyKeySource) KeyCoversBody(m *consumer.Message) bool { return m.Attributes["own-key"] == "" }
 
 func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	ctx := context.Background()

@@ -3,12 +3,23 @@ package consumer
 import (
 	"errors"
 	"fmt"
+
+	"github.com/onceq/onceq/broker"
 )
 
 // Errors of the consumer. Test with errors.Is / errors.As.
 var (
-	// ErrSourceClosed is returned by a Source's Receive once it is closed.
-	ErrSourceClosed = errors.New("consumer: source closed")
+	// ErrSourceClosed is returned by a Source's Receive once it is closed
+	// ([broker.ErrSourceClosed]).
+	ErrSourceClosed = broker.ErrSourceClosed
+	// ErrMisconfigured wraps every fault of the deployment rather than of a
+	// message: a missing table or queue, denied access, a wrong table
+	// layout, a clock too far off, a Source or Store that fails its Check.
+	// Run returns it (before the first receive, or as soon as a store call
+	// meets one), and no message is dead-lettered for it.
+	ErrMisconfigured = errors.New("consumer: misconfigured")
+	// ErrRunTwice is returned by a second call of Consumer.Run.
+	ErrRunTwice = errors.New("consumer: Run called twice; a Consumer runs once")
 	// ErrInvalidConfig wraps every configuration error New returns.
 	ErrInvalidConfig = errors.New("consumer: invalid configuration")
 	// ErrHandlerPanic wraps a recovered handler panic.

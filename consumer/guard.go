@@ -78,7 +78,11 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 		}
 		store = c
 	}
-	g := &Guard{cfg: cfg, store: store, handler: h, hooks: collectHooks(cfg.hooks), tel: tel}
+	hs, err := collectHooks(cfg.hooks)
+	if err != nil {
+		return nil, err
+	}
+	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel}
 	if cfg.oneRoundTrip {
 		cc, ok := store.(dedup.ClaimCompleter)
 		if !ok {
@@ -90,6 +94,18 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	_, _ = rand.Read(b[:])
 	g.ownerID = hex.EncodeToString(b[:]) + "-"
 	return g, nil
+}
+
+// Check runs the Store's check (its table exists with the right layout and
+// can be read), bounded by CheckTimeout. An error wraps ErrMisconfigured.
+// Consumer.Run calls it; call it before a receive loop that uses Process.
+func (g *Guard) Check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.checkTimeout)
+	defer cancel()
+	if err := g.store.Check(ctx); err != nil {
+		return fmt.Errorf("%w: store: %w", ErrMisconfigured, err)
+	}
+	return nil
 }
 
 // CacheStats reports the COMPLETED-record cache's counters, if it is on.

@@ -2,12 +2,17 @@ package consumer
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/onceq/onceq/internal/hookset"
 )
 
-// Hook is an observer. It may implement any of the interfaces below; the
-// consumer calls those it implements, synchronously, so they must be quick
-// and safe for concurrent use (in the manner of franz-go's kgo hooks).
+// Hook is an observer. It must implement at least one of the interfaces
+// below (New refuses one that implements none, so a misspelt method is an
+// error, not silence); the consumer calls those it implements,
+// synchronously, so they must be quick and safe for concurrent use (in the
+// manner of franz-go's kgo hooks).
 type Hook any
 
 // OutcomeHook sees every message's outcome, exactly once per processing.
@@ -36,7 +41,7 @@ type HeartbeatHook interface {
 }
 
 // ExpiredPresentHook sees a claim that took over an expired record still
-// stored (TTL lag): the seed's dynamo_ttl_delete_before_retry_total.
+// stored (TTL lag: DynamoDB deletes expired items up to 48 hours late).
 type ExpiredPresentHook interface {
 	OnExpiredPresent(ctx context.Context, m *Message, previous string)
 }
@@ -56,30 +61,22 @@ type hooks struct {
 	expired   []ExpiredPresentHook
 }
 
-func collectHooks(hs []Hook) hooks {
+// collectHooks sorts hs by the interfaces each implements; a hook that
+// implements none is a configuration error.
+func collectHooks(hs []Hook) (hooks, error) {
 	var out hooks
 	for _, h := range hs {
-		if x, ok := h.(OutcomeHook); ok {
-			out.outcome = append(out.outcome, x)
-		}
-		if x, ok := h.(HandlerHook); ok {
-			out.handler = append(out.handler, x)
-		}
-		if x, ok := h.(SettleHook); ok {
-			out.settle = append(out.settle, x)
-		}
-		if x, ok := h.(InFlightHook); ok {
-			out.inFlight = append(out.inFlight, x)
-		}
-		if x, ok := h.(HeartbeatHook); ok {
-			out.heartbeat = append(out.heartbeat, x)
-		}
-		if x, ok := h.(LimitHook); ok {
-			out.limit = append(out.limit, x)
-		}
-		if x, ok := h.(ExpiredPresentHook); ok {
-			out.expired = append(out.expired, x)
+		// Not short-circuited: a hook may implement several.
+		used := hookset.Add(&out.outcome, h)
+		used = hookset.Add(&out.handler, h) || used
+		used = hookset.Add(&out.settle, h) || used
+		used = hookset.Add(&out.inFlight, h) || used
+		used = hookset.Add(&out.heartbeat, h) || used
+		used = hookset.Add(&out.limit, h) || used
+		used = hookset.Add(&out.expired, h) || used
+		if !used {
+			return hooks{}, fmt.Errorf("%w: %w", ErrInvalidConfig, hookset.Unused("consumer", h))
 		}
 	}
-	return out
+	return out, nil
 }

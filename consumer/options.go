@@ -18,10 +18,6 @@ type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
 
-// KeyFunc returns a message's idempotency key (before the namespace is
-// prefixed). An empty key dead-letters the message.
-type KeyFunc func(m *Message) (string, error)
-
 // Option configures a Consumer or a Guard.
 type Option interface{ apply(*config) }
 
@@ -41,9 +37,10 @@ type config struct {
 	pendingRecheck   time.Duration
 	maxAttempts      int
 	drainTimeout     time.Duration
+	checkTimeout     time.Duration
 	namespace        string
 	keyFunc          KeyFunc
-	keyCoversBody    func(*Message) bool // set with a BodyKeySource's default key
+	keyCoversBody    func(*Message) bool // set with a Source's default key
 	logger           *slog.Logger
 	clock            Clock
 	oneRoundTrip     bool
@@ -52,6 +49,7 @@ type config struct {
 	meterProvider    metric.MeterProvider
 	propagator       propagation.TextMapPropagator
 	fixedConcurrency bool
+	noDeadLetter     bool
 	cacheEntries     int // 0: off
 	cacheBytes       int
 }
@@ -67,6 +65,7 @@ func defaultConfig() config {
 		pendingRecheck:   2 * time.Second,
 		maxAttempts:      5,
 		drainTimeout:     30 * time.Second,
+		checkTimeout:     10 * time.Second,
 		namespace:        "onceq",
 		logger:           slog.New(slog.DiscardHandler),
 		clock:            wallClock{},
@@ -104,6 +103,8 @@ func (c *config) validate() error {
 		return configError("MaxAttempts %d: must be at least 1", c.maxAttempts)
 	case c.drainTimeout <= 0:
 		return configError("DrainTimeout %v: must be positive", c.drainTimeout)
+	case c.checkTimeout <= 0:
+		return configError("CheckTimeout %v: must be positive", c.checkTimeout)
 	case c.logger == nil || c.clock == nil:
 		return configError("Logger and Clock: must not be nil")
 	}
@@ -159,6 +160,11 @@ func DrainTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.drainTimeout = d })
 }
 
+// CheckTimeout bounds each of the checks Run makes before it starts (the
+// Store's, then the Source's; default 10s). A check that does not answer
+// in time is a failure: an unreachable endpoint is most often a wrong one.
+func CheckTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.checkTimeout = d }) }
+
 // Namespace prefixes every key ("<namespace>#<key>"), to share one table
 // among workers or tenants (default "onceq").
 func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespace = ns }) }
@@ -179,8 +185,9 @@ func WithClock(clk Clock) Option { return optionFunc(func(c *config) { c.clock =
 // handler also runs for duplicates. The Store must be a dedup.ClaimCompleter.
 func OneRoundTrip() Option { return optionFunc(func(c *config) { c.oneRoundTrip = true }) }
 
-// WithHooks adds observers; each may implement any of the hook interfaces
-// in hooks.go.
+// WithHooks adds observers; each must implement at least one of the hook
+// interfaces ([OutcomeHook], [HandlerHook], [SettleHook], [InFlightHook],
+// [HeartbeatHook], [ExpiredPresentHook], [LimitHook]).
 func WithHooks(hooks ...Hook) Option {
 	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }
@@ -211,6 +218,13 @@ func CompletedCache(entries, bytes int) Option {
 // NoCompletedCache turns the COMPLETED-record cache off: every duplicate
 // asks the store.
 func NoCompletedCache() Option { return optionFunc(func(c *config) { c.cacheEntries = 0 }) }
+
+// WithoutDeadLetters accepts a Source that has no dead-letter destination.
+// A message that should be dead-lettered is then given back to the broker
+// after the longest retry delay, again and again (counted as
+// dead_letter_failed), until the broker's own policy moves it or an
+// operator does. Without this option New refuses such a Source.
+func WithoutDeadLetters() Option { return optionFunc(func(c *config) { c.noDeadLetter = true }) }
 
 // FixedConcurrency keeps Concurrency handlers running whatever the store
 // says. By default the consumer lowers its concurrency multiplicatively when

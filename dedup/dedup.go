@@ -113,7 +113,22 @@ type ExtendRequest struct {
 
 // Store keeps records. Implementations must be safe for concurrent use and
 // pass storetest.Run.
+//
+// Throttles: a Store that retries throttled calls itself must tell the
+// caller of each one, through retry.Observe(ctx, retry.Throttled, err) on
+// the ctx it was given (retry.Policy.Do does so). The consumer adapts its
+// concurrency to these signals; a Store that hides them is never slowed.
+//
+// Errors are classified by retry.Classify: a configuration fault (a missing
+// table, denied access) must classify as retry.Misconfigured, an outage as
+// retry.Transient or retry.Throttled. Error texts must not carry keys, which
+// may hold personal data: use KeyHash.
 type Store interface {
+	// Check verifies, before the first claim, that the Store can work: its
+	// table exists with the expected layout and can be read. An error is a
+	// configuration fault (the consumer does not start); a Store may log a
+	// warning for what works but is unwise (TTL off, say).
+	Check(ctx context.Context) error
 	// Claim takes the key when it is absent or expired, in one conditional
 	// write; otherwise it returns the live record without taking it.
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)

@@ -3,15 +3,22 @@
 // are decisions and are never retried.
 //
 // Classification is by the error's code (the ErrorCode method smithy-go's
-// APIError has) and HTTP status, so this package imports no SDK.
+// APIError has) and HTTP status, so this package imports no SDK. The codes
+// are listed once, here: every package that needs to tell a throttle from
+// a fault asks Classify.
+//
+// The classes map to what the consumer does with the message (see the
+// README's fault table): the message's own fault (Permanent, a condition)
+// dead-letters it; an outage (Transient, Throttled) holds it without
+// spending an attempt; a configuration fault (Misconfigured) stops the
+// consumer before it can blame any message.
 package retry
 
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
-
-	"github.com/cenkalti/backoff/v4"
 )
 
 // Class is what kind of failure an error is.
@@ -27,13 +34,18 @@ const (
 	// TransactionCancelled: a transaction was cancelled for a reason that
 	// retrying will not fix (a condition, a size limit).
 	TransactionCancelled
-	// Permanent: validation, access, missing resource: retrying is futile.
+	// Permanent: the request itself is invalid (validation, an item too
+	// large): retrying the same request is futile.
 	Permanent
 	// Cancelled: the caller's context ended.
 	Cancelled
+	// Misconfigured: a missing table or queue, denied access, unknown
+	// credentials, a clock too far off: the deployment is wrong, not the
+	// request. Retrying is futile until an operator acts.
+	Misconfigured
 )
 
-var classNames = [...]string{"transient", "throttled", "condition_failed", "transaction_cancelled", "permanent", "cancelled"}
+var classNames = [...]string{"transient", "throttled", "condition_failed", "transaction_cancelled", "permanent", "cancelled", "misconfigured"}
 
 func (c Class) String() string {
 	if c >= 0 && int(c) < len(classNames) {
@@ -70,12 +82,23 @@ var codeClasses = map[string]Class{
 	"InternalFailure":                          Transient,
 	"ServiceUnavailable":                       Transient,
 	"ValidationException":                      Permanent,
-	"AccessDeniedException":                    Permanent,
-	"AccessDenied":                             Permanent,
-	"UnrecognizedClientException":              Permanent,
-	"ResourceNotFoundException":                Permanent,
 	"ItemCollectionSizeLimitExceededException": Permanent,
 	"SerializationException":                   Permanent,
+	"AccessDeniedException":                    Misconfigured,
+	"AccessDenied":                             Misconfigured,
+	"UnrecognizedClientException":              Misconfigured,
+	"InvalidClientTokenId":                     Misconfigured,
+	"InvalidSignatureException":                Misconfigured,
+	"SignatureDoesNotMatch":                    Misconfigured,
+	"MissingAuthenticationToken":               Misconfigured,
+	"ExpiredToken":                             Misconfigured,
+	"ExpiredTokenException":                    Misconfigured,
+	"ResourceNotFoundException":                Misconfigured,
+	"TableNotFoundException":                   Misconfigured,
+	"QueueDoesNotExist":                        Misconfigured,
+	"AWS.SimpleQueueService.NonExistentQueue":  Misconfigured,
+	"KMS.AccessDeniedException":                Misconfigured,
+	"KmsAccessDenied":                          Misconfigured,
 }
 
 // Classify says which Class err belongs to. Unknown errors are Transient,
@@ -103,6 +126,8 @@ func Classify(err error) Class {
 		switch code := hs.HTTPStatusCode(); {
 		case code == 429:
 			return Throttled
+		case code == 401 || code == 403:
+			return Misconfigured
 		case code >= 500:
 			return Transient
 		case code >= 400:
@@ -149,58 +174,71 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// Backoff returns a fresh backoff.BackOff following the policy, bound to ctx.
-func (p Policy) Backoff(ctx context.Context) backoff.BackOff {
-	p = p.withDefaults()
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = p.Initial
-	b.MaxInterval = p.Max
-	b.Multiplier = p.Multiplier
-	b.RandomizationFactor = p.Jitter
-	b.MaxElapsedTime = p.MaxElapsed
-	b.Reset()
-	return backoff.WithContext(backoff.WithMaxRetries(b, uint64(p.MaxAttempts-1)), ctx)
+// delay is the wait before call n+1 (n from 1): Initial × Multiplier^(n-1),
+// capped at Max, spread by ±Jitter.
+func (p Policy) delay(n int) time.Duration {
+	d := float64(p.Initial)
+	for i := 1; i < n && d < float64(p.Max); i++ {
+		d *= p.Multiplier
+	}
+	d = min(d, float64(p.Max))
+	return time.Duration(d * (1 - p.Jitter + 2*p.Jitter*rand.Float64()))
 }
 
 // Do calls op until it succeeds, fails with a class that is not retried, or
 // the policy gives up; it returns op's last error. observe, if not nil, is
 // told of every retryable failure with its class (the last one too, when
-// the policy gives up), so throttles are counted whoever retries them.
+// the policy gives up), and so is the observer of ctx (WithObserver), so
+// throttles are counted whoever retries them.
 func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, observe func(Class, error)) error {
-	b := p.Backoff(ctx)
-	var last error
-	err := backoff.Retry(func() error {
+	p = p.withDefaults()
+	start := time.Now()
+	var timer *time.Timer
+	for n := 1; ; n++ {
 		err := op(ctx)
 		if err == nil {
 			return nil
 		}
-		last = err
 		class := Classify(err)
 		if !class.Retryable() || ctx.Err() != nil {
-			return backoff.Permanent(err)
+			return err
 		}
 		if observe != nil {
 			observe(class, err)
 		}
-		if o, ok := ctx.Value(observerKey{}).(func(Class, error)); ok {
-			o(class, err)
+		Observe(ctx, class, err)
+		wait := p.delay(n)
+		if n >= p.MaxAttempts || time.Since(start)+wait > p.MaxElapsed {
+			return err
 		}
-		return err
-	}, b)
-	if err == nil {
-		return nil
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-timer.C:
+		}
 	}
-	if last != nil {
-		return last
-	}
-	return err
 }
 
 type observerKey struct{}
 
-// WithObserver returns a context whose Policy.Do calls also tell observe of
-// every retryable failure. The consumer uses it to learn of throttles that
-// a store retried on its own, to adapt its concurrency.
+// WithObserver returns a context whose Policy.Do calls, and every Observe
+// call, also tell observe of each retryable failure. The consumer gives
+// such a context to every Store call to learn of the throttles the store
+// met, and adapts its concurrency to them: a Store that retries by other
+// means than Policy.Do must call Observe itself (see dedup.Store).
 func WithObserver(ctx context.Context, observe func(Class, error)) context.Context {
 	return context.WithValue(ctx, observerKey{}, observe)
+}
+
+// Observe tells ctx's observer, if any, of a retryable failure of class.
+func Observe(ctx context.Context, class Class, err error) {
+	if o, ok := ctx.Value(observerKey{}).(func(Class, error)); ok {
+		o(class, err)
+	}
 }

@@ -224,6 +224,9 @@ func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	return s.next.Extend(ctx, req)
 }
 
+// Check implements dedup.Store: it checks the Store behind.
+func (s *Store) Check(ctx context.Context) error { return s.next.Check(ctx) }
+
 // Get implements dedup.Store. It always reads the store: Get is for
 // operators, who want the truth, not the cache.
 func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {

@@ -9,6 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
 )
 
 // CreateTable makes a records table: on-demand billing, the key schema of
@@ -52,6 +55,51 @@ func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...
 	}
 	return ensureTTL(ctx, client, table)
 }
+
+// Check implements dedup.Store: the table exists, is ACTIVE (or being
+// updated), has the key schema of the store's layout, and can be read. A
+// table without TTL on expires_at works (expired records are still treated
+// as absent) but grows without end: Check logs a warning.
+func (s *Store) Check(ctx context.Context) error {
+	client := s.clients[0]
+	desc, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
+	if err != nil {
+		return fmt.Errorf("dynamodb: table %s: %w", s.table, err)
+	}
+	if err := checkSchema(desc.Table, s.layout.tenant); err != nil {
+		return fmt.Errorf("dynamodb: table %s: %w", s.table, &LayoutError{Err: err})
+	}
+	switch st := desc.Table.TableStatus; st {
+	case types.TableStatusActive, types.TableStatusUpdating:
+	default:
+		return fmt.Errorf("dynamodb: table %s is %s, not ACTIVE", s.table, st)
+	}
+	ttl, err := client.DescribeTimeToLive(ctx, &ddb.DescribeTimeToLiveInput{TableName: aws.String(s.table)})
+	if err != nil {
+		return fmt.Errorf("dynamodb: TTL of table %s: %w", s.table, err)
+	}
+	if d := ttl.TimeToLiveDescription; d == nil || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled && d.TimeToLiveStatus != types.TimeToLiveStatusEnabling ||
+		aws.ToString(d.AttributeName) != attrExpires {
+		s.log.WarnContext(ctx, "dynamodb: TTL is not enabled on expires_at: expired records are never deleted and the table grows",
+			"table", s.table)
+	}
+	// A read proves the permission the claims need most.
+	if _, err := s.Get(ctx, "onceq-check#"+s.table); err != nil && !errors.Is(err, dedup.ErrNotFound) {
+		return fmt.Errorf("dynamodb: reading table %s: %w", s.table, err)
+	}
+	return nil
+}
+
+// LayoutError says the table's key schema is not the one the store's
+// layout needs (a tenant-layout table opened without WithTenantLayout, or
+// the reverse). It is a configuration fault.
+type LayoutError struct{ Err error }
+
+func (e *LayoutError) Error() string { return e.Err.Error() }
+func (e *LayoutError) Unwrap() error { return e.Err }
+
+// RetryClass implements retry.Classifier: a wrong layout is misconfigured.
+func (e *LayoutError) RetryClass() retry.Class { return retry.Misconfigured }
 
 func checkSchema(t *types.TableDescription, tenant bool) error {
 	want := map[string]types.KeyType{attrPK: types.KeyTypeHash}

@@ -38,6 +38,10 @@ func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dlq, err := q.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("orders-dlq-" + suffix)})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	f := newOrderFixture()
 	bodies := f.bodies
@@ -51,7 +55,7 @@ func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
 		}
 	}
 
-	opts, err := parseFlags([]string{"-source", "sqs", "-store", "dynamodb", "-sqs-queue-url", *queue.QueueUrl, "-create-tables",
+	opts, err := parseFlags([]string{"-source", "sqs", "-store", "dynamodb", "-sqs-queue-url", *queue.QueueUrl, "-sqs-dlq-url", *dlq.QueueUrl, "-create-tables",
 		"-idempotency-table", "idem_" + suffix, "-inventory-table", "inv_" + suffix, "-orders-table", "orders_" + suffix,
 		"-progress", "1h", "-metrics-addr", "127.0.0.1:0"}, &bytes.Buffer{})
 	if err != nil {

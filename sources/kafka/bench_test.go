@@ -132,7 +132,7 @@ func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Durat
 		return consumer.Result{}, nil
 	})
 	c, err := consumer.New(src, dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(512),
-		consumer.WithHooks(acks))
+		consumer.WithHooks(acks), consumer.WithoutDeadLetters())
 	if err != nil {
 		b.Fatal(err)
 	}

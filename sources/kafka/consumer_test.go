@@ -28,7 +28,7 @@ type member struct {
 func startMember(t *testing.T, src *kafka.Source, store *dedupmem.Store, h consumer.Handler, opts ...consumer.Option) *member {
 	t.Helper()
 	base := []consumer.Option{consumer.WithKeyFunc(kafka.Fingerprint), consumer.PendingRecheck(100 * time.Millisecond),
-		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testLogger())}
+		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testLogger()), consumer.WithoutDeadLetters()}
 	c, err := consumer.New(src, store, h, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("consumer.New: %v", err)
@@ -133,8 +133,8 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 		return consumer.Result{Writes: []any{eff.write(m.IdempotencyKey)}}, nil
 	})
 	src := newSource(t, addr, group, []string{topic}) // OrderByKey is the default
-	if src.Ordering() != consumer.OrderByKey {
-		t.Fatalf("default ordering %v", src.Ordering())
+	if src.Capabilities().Ordering != consumer.OrderByKey {
+		t.Fatalf("default ordering %v", src.Capabilities().Ordering)
 	}
 	m := startMember(t, src, dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
 	waitFor(t, "every message", 30*time.Second, func() bool { return eff.total.Load() == keys*per })

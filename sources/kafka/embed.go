@@ -6,23 +6,23 @@ import (
 
 	kgo "github.com/segmentio/kafka-go"
 
-	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/broker"
 )
 
 // ToMessage turns a record read by an existing kafka-go loop (a Reader's
-// FetchMessage) into a consumer.Message for consumer.Guard: headers become
+// FetchMessage) into a broker.Message for the consumer's Guard: headers become
 // Attributes, the record key Key, topic/partition/offset the Origin and ID,
 // exactly as this package's Source delivers them, so Fingerprint and the
 // idempotency-key header work the same either way. attempt counts how
 // often the loop has tried this record, from 1.
-func ToMessage(m kgo.Message, attempt int) *consumer.Message {
-	return &consumer.Message{
+func ToMessage(m kgo.Message, attempt int) *broker.Message {
+	return &broker.Message{
 		ID:         recordID(m.Topic, int32(m.Partition), m.Offset),
 		Key:        string(m.Key),
 		Body:       m.Value,
 		Attributes: headerAttributes(m.Headers),
 		Attempt:    attempt,
-		Origin:     consumer.Origin{System: "kafka", Destination: m.Topic, Partition: int32(m.Partition), Offset: m.Offset},
+		Origin:     broker.Origin{System: "kafka", Destination: m.Topic, Partition: int32(m.Partition), Offset: m.Offset},
 		ReceivedAt: time.Now(),
 	}
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 
-	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/broker"
 )
 
 // Fingerprint is the idempotency key for Kafka records, for
-// consumer.WithKeyFunc: the idempotency-key header when present, else the
+// the consumer's WithKeyFunc: the idempotency-key header when present, else the
 // SHA-256 of topic, record key and value.
 //
 // The offset is left out on purpose: a producer that retries a send (a lost
@@ -17,8 +17,8 @@ import (
 // new offset, and that copy must be recognised as a duplicate. Two distinct
 // events with identical topic, key and value are therefore one event; give
 // them an idempotency-key header if they must differ.
-func Fingerprint(m *consumer.Message) (string, error) {
-	if k := m.Attributes[consumer.IdempotencyKeyAttribute]; k != "" {
+func Fingerprint(m *broker.Message) (string, error) {
+	if k := m.Attributes[broker.IdempotencyKeyAttribute]; k != "" {
 		return k, nil
 	}
 	h := sha256.New()

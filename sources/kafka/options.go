@@ -7,7 +7,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/broker"
 )
 
 // Option configures a Source; pass them to New.
@@ -68,7 +68,7 @@ type GroupTimings struct {
 }
 
 type config struct {
-	ordering       consumer.Ordering
+	ordering       broker.Ordering
 	maxInFlight    int
 	commitInterval time.Duration
 	drainTimeout   time.Duration
@@ -86,7 +86,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		ordering:       consumer.OrderByKey,
+		ordering:       broker.OrderByKey,
 		maxInFlight:    256,
 		commitInterval: time.Second,
 		drainTimeout:   10 * time.Second,
@@ -108,7 +108,7 @@ func (c *config) validate() error {
 		rebalance = defaultRebalanceTimeout
 	}
 	switch {
-	case c.ordering != consumer.OrderByKey && c.ordering != consumer.OrderByPartition && c.ordering != consumer.Unordered:
+	case c.ordering != broker.OrderByKey && c.ordering != broker.OrderByPartition && c.ordering != broker.Unordered:
 		return invalidOption("Ordering %d: unknown", c.ordering)
 	case c.maxInFlight < 1:
 		return invalidOption("MaxInFlightPerPartition %d: must be at least 1", c.maxInFlight)
@@ -134,16 +134,16 @@ func (c *config) validate() error {
 }
 
 // Ordering declares the order the consumer keeps (default
-// consumer.OrderByKey: one message in flight per record key within a
-// partition). consumer.OrderByPartition keeps one in flight per partition;
-// consumer.Unordered none. The consumer does the serializing; the source
+// broker.OrderByKey: one message in flight per record key within a
+// partition). broker.OrderByPartition keeps one in flight per partition;
+// broker.Unordered none. The consumer does the serializing; the source
 // delivers each partition in offset order.
 //
 // Records without a key share the key "" and so, under OrderByKey, run one
 // at a time per partition: the partition order is all Kafka promised them.
 // The consumer orders by topic, partition and key, so with several topics
 // same-numbered partitions do not wait for each other.
-func Ordering(o consumer.Ordering) Option { return optionFunc(func(c *config) { c.ordering = o }) }
+func Ordering(o broker.Ordering) Option { return optionFunc(func(c *config) { c.ordering = o }) }
 
 // MaxInFlightPerPartition bounds the messages of one partition fetched and
 // not yet settled (default 256): the fetch loop waits above it. Since the

@@ -1,4 +1,4 @@
-// Package kafka is a consumer.Source over segmentio/kafka-go's consumer
+// Package kafka is a broker.Source over segmentio/kafka-go's consumer
 // groups, with per-partition offset tracking.
 //
 // It is built on kafka-go's lower-level ConsumerGroup / Generation API, not
@@ -37,7 +37,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/broker"
 )
 
 // Headers a dead-letter record carries besides the original's own.
@@ -48,7 +48,7 @@ const (
 	OriginalOffsetHeader    = "onceq-original-offset"
 )
 
-// Source is a consumer.Source reading topics as a member of a consumer
+// Source is a broker.Source reading topics as a member of a consumer
 // group. It is safe for concurrent use.
 type Source struct {
 	cfg       config
@@ -256,22 +256,37 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 	return info, errs
 }
 
-// Ordering declares the ordering the consumer keeps (consumer.Orderer).
-func (s *Source) Ordering() consumer.Ordering { return s.cfg.ordering }
-
-// DefaultKeyFunc makes Fingerprint the consumer's key unless the user
-// passes consumer.WithKeyFunc.
-func (s *Source) DefaultKeyFunc() consumer.KeyFunc { return Fingerprint }
-
-// KeyCoversBody says Fingerprint hashed m's value (no idempotency-key
-// header), so the consumer need not hash the value a second time.
-func (s *Source) KeyCoversBody(m *consumer.Message) bool {
-	return m.Attributes[consumer.IdempotencyKeyAttribute] == ""
+// Capabilities declares the configured ordering and Fingerprint as the
+// default key (the consumer's WithKeyFunc still wins). Records that carry
+// no idempotency-key header are keyed by a hash over their value, so the
+// consumer need not hash the value a second time. Deliveries never time
+// out: a record stays with this member until its partition is revoked.
+func (s *Source) Capabilities() broker.Capabilities {
+	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: keyCoversBody,
+		DeadLetter: s.cfg.dlqTopic != ""}
 }
+
+func keyCoversBody(m *broker.Message) bool {
+	return m.Attributes[broker.IdempotencyKeyAttribute] == ""
+}
+
+// Check proves the brokers can be reached and the topics, and the
+// dead-letter topic if one is set, exist.
+func (s *Source) Check(ctx context.Context) error {
+	topics := slices.Clone(s.topics)
+	if s.cfg.dlqTopic != "" {
+		topics = append(topics, s.cfg.dlqTopic)
+	}
+	return s.checkTopics(ctx, topics)
+}
+
+// Extend does nothing: Kafka deliveries do not time out (Capabilities
+// declares none, so the consumer never calls it).
+func (s *Source) Extend(context.Context, *broker.Message, time.Duration) error { return nil }
 
 // Receive returns up to max messages, waiting for one. Partitions are
 // served in turn; each in offset order.
-func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
+func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
 	max = min(max, 1<<16)
 	if max < 1 {
 		max = 1
@@ -280,7 +295,7 @@ func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, err
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return nil, consumer.ErrSourceClosed
+			return nil, broker.ErrSourceClosed
 		}
 		if out := s.takeLocked(max); len(out) > 0 {
 			s.mu.Unlock()
@@ -312,12 +327,12 @@ func (s *Source) signalLocked() {
 
 // takeLocked takes up to max queued entries, one partition at a time in
 // turn, so that a busy partition does not starve the others.
-func (s *Source) takeLocked(max int) []*consumer.Message {
+func (s *Source) takeLocked(max int) []*broker.Message {
 	n := len(s.parts)
 	if n == 0 {
 		return nil
 	}
-	var out []*consumer.Message
+	var out []*broker.Message
 	now := time.Now()
 	for len(out) < max {
 		took := false
@@ -340,19 +355,19 @@ func (s *Source) takeLocked(max int) []*consumer.Message {
 	return out
 }
 
-func (s *Source) deliverLocked(e *entry, now time.Time) *consumer.Message {
+func (s *Source) deliverLocked(e *entry, now time.Time) *broker.Message {
 	p := e.p
 	e.attempts++
 	d := &delivery{e: e, Generation: p.gen.id, Partition: p.id, Offset: e.msg.Offset}
 	e.cur = d
 	p.inFlight++
-	return &consumer.Message{
+	return &broker.Message{
 		ID:         e.id,
 		Key:        string(e.msg.Key),
 		Body:       e.msg.Value,
 		Attributes: headerAttributes(e.msg.Headers),
 		Attempt:    e.attempts,
-		Origin:     consumer.Origin{System: "kafka", Destination: p.topic, Partition: p.id, Offset: e.msg.Offset},
+		Origin:     broker.Origin{System: "kafka", Destination: p.topic, Partition: p.id, Offset: e.msg.Offset},
 		ReceivedAt: now,
 		Handle:     d,
 	}
@@ -361,7 +376,7 @@ func (s *Source) deliverLocked(e *entry, now time.Time) *consumer.Message {
 // current validates m's handle: it returns the delivery when m is this
 // source's current delivery of a live partition; late reports a partition
 // already released.
-func (s *Source) currentLocked(m *consumer.Message) (d *delivery, late bool, err error) {
+func (s *Source) currentLocked(m *broker.Message) (d *delivery, late bool, err error) {
 	d, ok := m.Handle.(*delivery)
 	if !ok || d == nil || d.e.p.gen.src != s {
 		return nil, false, permanent(fmt.Errorf("%w: %s", ErrForeignMessage, m.ID))
@@ -407,7 +422,7 @@ func (s *Source) late(d *delivery) {
 // committed at the next interval once every message below it is done. An
 // ack after its partition was released is dropped (Hooks.OnLateAck) and
 // returns nil: the new owner redelivers the message and dedup answers it.
-func (s *Source) Ack(_ context.Context, m *consumer.Message) error {
+func (s *Source) Ack(_ context.Context, m *broker.Message) error {
 	s.mu.Lock()
 	d, late, err := s.currentLocked(m)
 	if err != nil || late {
@@ -425,7 +440,7 @@ func (s *Source) Ack(_ context.Context, m *consumer.Message) error {
 // Nack redelivers the message in place after delay, with Attempt+1; its
 // offset is held meanwhile. On a revoked partition it is not redelivered
 // here: the partition's next owner reads it again.
-func (s *Source) Nack(_ context.Context, m *consumer.Message, delay time.Duration) error {
+func (s *Source) Nack(_ context.Context, m *broker.Message, delay time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, late, err := s.currentLocked(m)
@@ -479,7 +494,7 @@ func cmpInt64(a, b int64) int {
 // value and headers and the reason and origin headers, then settles it so
 // its partition moves on. Without DeadLetterTopic, or if the produce fails,
 // the message stays in flight and an error says why.
-func (s *Source) DeadLetter(ctx context.Context, m *consumer.Message, reason string) error {
+func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
 	if s.dlq == nil {
 		return permanent(fmt.Errorf("%w: %s", ErrNoDeadLetterTopic, m.ID))
 	}

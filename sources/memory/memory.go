@@ -1,4 +1,4 @@
-// Package memory is an in-process queue and consumer.Source, with the
+// Package memory is an in-process queue and broker.Source, with the
 // behaviour of a broker that matters to onceq: a visibility timeout that
 // redelivers what is not settled, nack with delay, delivery counting, a
 // dead-letter list and, optionally, FIFO groups. It backs the embedded demo
@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/broker"
 )
 
 // Outgoing is a message to send.
@@ -25,7 +25,7 @@ type Outgoing struct {
 
 // DeadLetter is a dead-lettered message with its reason.
 type DeadLetter struct {
-	Message consumer.Message
+	Message broker.Message
 	Reason  string
 }
 
@@ -40,7 +40,7 @@ func WithVisibilityTimeout(d time.Duration) Option {
 
 // WithOrdering makes the queue FIFO per key, like an SQS FIFO queue: a key
 // has at most one message in flight, delivered in send order.
-func WithOrdering(o consumer.Ordering) Option {
+func WithOrdering(o broker.Ordering) Option {
 	return func(q *Queue) { q.ordering = o }
 }
 
@@ -48,7 +48,7 @@ func WithOrdering(o consumer.Ordering) Option {
 type Queue struct {
 	name       string
 	visibility time.Duration
-	ordering   consumer.Ordering
+	ordering   broker.Ordering
 
 	mu         sync.Mutex
 	seq        uint64
@@ -126,7 +126,7 @@ func (q *Queue) signalLocked() {
 // insertReadyLocked puts e back among the ready. Ordered queues keep send
 // order, so a retried head stays ahead of its successors.
 func (q *Queue) insertReadyLocked(e *entry) {
-	if q.ordering == consumer.Unordered {
+	if q.ordering == broker.Unordered {
 		q.ready = append(q.ready, e)
 		return
 	}
@@ -148,7 +148,7 @@ func cmpUint(a, b uint64) int {
 func (q *Queue) releaseLocked(e *entry) {
 	delete(q.inFlight, e)
 	e.owner = nil
-	if q.ordering != consumer.Unordered {
+	if q.ordering != broker.Unordered {
 		if n := q.keysBusy[e.out.Key] - 1; n > 0 {
 			q.keysBusy[e.out.Key] = n
 		} else {
@@ -194,8 +194,7 @@ func (q *Queue) promoteLocked(now time.Time) time.Time {
 	return next
 }
 
-// Source reads a Queue. It implements consumer.Source, consumer.Extender
-// and consumer.Orderer.
+// Source reads a Queue. It implements broker.Source.
 type Source struct {
 	q      *Queue
 	closed bool // guarded by q.mu
@@ -207,12 +206,12 @@ type handle struct {
 }
 
 type delivery struct {
-	m consumer.Message
+	m broker.Message
 	h handle
 }
 
-// Receive implements consumer.Source.
-func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
+// Receive implements broker.Source.
+func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
 	if max <= 0 {
 		max = 1
 	}
@@ -221,7 +220,7 @@ func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, err
 		q.mu.Lock()
 		if s.closed {
 			q.mu.Unlock()
-			return nil, consumer.ErrSourceClosed
+			return nil, broker.ErrSourceClosed
 		}
 		now := time.Now()
 		next := q.promoteLocked(now)
@@ -258,10 +257,10 @@ func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, err
 	}
 }
 
-func (s *Source) takeLocked(now time.Time, max int) []*consumer.Message {
+func (s *Source) takeLocked(now time.Time, max int) []*broker.Message {
 	q := s.q
-	var msgs []*consumer.Message
-	ordered := q.ordering != consumer.Unordered
+	var msgs []*broker.Message
+	ordered := q.ordering != broker.Unordered
 	kept := q.ready[:0]
 	for i, e := range q.ready {
 		if len(msgs) == max {
@@ -291,17 +290,17 @@ func (s *Source) takeLocked(now time.Time, max int) []*consumer.Message {
 		}
 		q.inFlight[e] = struct{}{}
 		if msgs == nil {
-			msgs = make([]*consumer.Message, 0, min(max, len(q.ready)))
+			msgs = make([]*broker.Message, 0, min(max, len(q.ready)))
 		}
 		// The message and its handle share one allocation.
 		d := &delivery{h: handle{e, e.token}}
-		d.m = consumer.Message{
+		d.m = broker.Message{
 			ID:         e.id,
 			Key:        e.out.Key,
 			Body:       e.out.Body,
 			Attributes: e.out.Attributes,
 			Attempt:    e.attempts,
-			Origin:     consumer.Origin{System: "memory", Destination: q.name},
+			Origin:     broker.Origin{System: "memory", Destination: q.name},
 			ReceivedAt: now,
 			Handle:     &d.h,
 		}
@@ -313,7 +312,7 @@ func (s *Source) takeLocked(now time.Time, max int) []*consumer.Message {
 }
 
 // settle finds the live delivery of m, or reports a stale one.
-func (s *Source) settleLocked(m *consumer.Message) (*entry, error) {
+func (s *Source) settleLocked(m *broker.Message) (*entry, error) {
 	h, ok := m.Handle.(*handle)
 	if !ok {
 		return nil, fmt.Errorf("memory: message %s was not delivered by this source", m.ID)
@@ -324,8 +323,8 @@ func (s *Source) settleLocked(m *consumer.Message) (*entry, error) {
 	return h.e, nil
 }
 
-// Ack implements consumer.Source.
-func (s *Source) Ack(_ context.Context, m *consumer.Message) error {
+// Ack implements broker.Source.
+func (s *Source) Ack(_ context.Context, m *broker.Message) error {
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -339,8 +338,8 @@ func (s *Source) Ack(_ context.Context, m *consumer.Message) error {
 	return nil
 }
 
-// Nack implements consumer.Source.
-func (s *Source) Nack(_ context.Context, m *consumer.Message, delay time.Duration) error {
+// Nack implements broker.Source.
+func (s *Source) Nack(_ context.Context, m *broker.Message, delay time.Duration) error {
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -359,8 +358,8 @@ func (s *Source) Nack(_ context.Context, m *consumer.Message, delay time.Duratio
 	return nil
 }
 
-// DeadLetter implements consumer.Source.
-func (s *Source) DeadLetter(_ context.Context, m *consumer.Message, reason string) error {
+// DeadLetter implements broker.Source.
+func (s *Source) DeadLetter(_ context.Context, m *broker.Message, reason string) error {
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -374,11 +373,17 @@ func (s *Source) DeadLetter(_ context.Context, m *consumer.Message, reason strin
 	return nil
 }
 
-// DeliveryTimeout implements consumer.Extender.
-func (s *Source) DeliveryTimeout() time.Duration { return s.q.visibility }
+// Capabilities declares the queue's visibility timeout and ordering; its
+// dead-letter list always exists.
+func (s *Source) Capabilities() broker.Capabilities {
+	return broker.Capabilities{Ordering: s.q.ordering, DeliveryTimeout: s.q.visibility, DeadLetter: true}
+}
 
-// Extend implements consumer.Extender.
-func (s *Source) Extend(_ context.Context, m *consumer.Message, d time.Duration) error {
+// Check always succeeds: the queue is in this process.
+func (s *Source) Check(context.Context) error { return nil }
+
+// Extend implements broker.Source.
+func (s *Source) Extend(_ context.Context, m *broker.Message, d time.Duration) error {
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -390,10 +395,7 @@ func (s *Source) Extend(_ context.Context, m *consumer.Message, d time.Duration)
 	return nil
 }
 
-// Ordering implements consumer.Orderer.
-func (s *Source) Ordering() consumer.Ordering { return s.q.ordering }
-
-// Close implements consumer.Source. Deliveries it still holds become
+// Close implements broker.Source. Deliveries it still holds become
 // visible at once, as they would after a consumer-group rebalance.
 func (s *Source) Close(context.Context) error {
 	q := s.q

@@ -314,8 +314,7 @@ func testDeadLetter(t *testing.T, h *Harness) {
 }
 
 func testOrdering(t *testing.T, h *Harness) {
-	o, ok := h.Source.(consumer.Orderer)
-	if !ok || o.Ordering() == consumer.Unordered {
+	if h.Source.Capabilities().Ordering == consumer.Unordered {
 		t.Skip("source declares no ordering")
 	}
 	const keys, per = 3, 6

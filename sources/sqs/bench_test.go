@@ -76,7 +76,7 @@ func BenchmarkRawVsConsumer(b *testing.B) {
 		fill(b, c, url)
 		seen := &outcomes{}
 		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-		cons, err := consumer.New(newSource(b, c, url), memory.New(), h, consumer.Concurrency(workers), consumer.MaxInFlight(40),
+		cons, err := consumer.New(newSource(b, c, url), memory.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(workers), consumer.MaxInFlight(40),
 			consumer.WithHooks(seen))
 		if err != nil {
 			b.Fatal(err)

@@ -65,7 +65,7 @@ func TestEndToEndDynamoDBStore(t *testing.T) {
 		}}}}, nil
 	})
 	seen := &outcomes{}
-	cons, err := consumer.New(newSource(t, c, url), dynamodb.New(db, idem), h, consumer.Concurrency(16),
+	cons, err := consumer.New(newSource(t, c, url), dynamodb.New(db, idem), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16),
 		consumer.WithHooks(seen), consumer.PendingRecheck(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

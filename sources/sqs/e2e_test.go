@@ -113,7 +113,7 @@ func TestEndToEndDuplicates(t *testing.T) {
 		t.Logf("%s failed: %v", op, err)
 	}}))
 	seen := &outcomes{}
-	cons, err := consumer.New(src, memory.New(), h, consumer.Concurrency(16), consumer.WithHooks(seen),
+	cons, err := consumer.New(src, memory.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16), consumer.WithHooks(seen),
 		consumer.PendingRecheck(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func TestEndToEndLongHandler(t *testing.T) {
 		OnVisibilityExtended: func(context.Context, string, time.Duration) { extends.Add(1) },
 	}))
 	seen := &outcomes{}
-	cons, err := consumer.New(src, memory.New(), h, consumer.Concurrency(4), consumer.WithHooks(seen),
+	cons, err := consumer.New(src, memory.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(4), consumer.WithHooks(seen),
 		consumer.HandlerTimeout(20*time.Second), consumer.LeaseTTL(30*time.Second),
 		consumer.PendingRecheck(200*time.Millisecond))
 	if err != nil {
@@ -257,7 +257,7 @@ func TestEndToEndFIFOOrder(t *testing.T) {
 	})
 	src := newSource(t, c, url)
 	seen := &outcomes{}
-	cons, err := consumer.New(src, memory.New(), h, consumer.Concurrency(16), consumer.WithHooks(seen))
+	cons, err := consumer.New(src, memory.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16), consumer.WithHooks(seen))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestEndToEndPoison(t *testing.T) {
 	const maxAttempts = 3
 	src := newSource(t, c, url, sqs.DeadLetterQueue(dlqURL), sqs.WaitTime(time.Second))
 	seen := &outcomes{}
-	cons, err := consumer.New(src, memory.New(), h, consumer.WithHooks(seen),
+	cons, err := consumer.New(src, memory.New(), h, consumer.WithoutDeadLetters(), consumer.WithHooks(seen),
 		consumer.MaxAttempts(maxAttempts), consumer.FailedRetryDelay(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -8,10 +8,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/broker"
 )
 
-// handle is what the source keeps of a delivery in consumer.Message.Handle.
+// handle is what the source keeps of a delivery in broker.Message.Handle.
 type handle struct {
 	queueURL string
 	receipt  string
@@ -27,7 +27,7 @@ type handle struct {
 
 // SentTime is when SQS accepted the message (its SentTimestamp), and
 // whether m is a message of this package that carried one.
-func SentTime(m *consumer.Message) (time.Time, bool) {
+func SentTime(m *broker.Message) (time.Time, bool) {
 	h, ok := m.Handle.(*handle)
 	if !ok || h.sentAt.IsZero() {
 		return time.Time{}, false
@@ -35,19 +35,19 @@ func SentTime(m *consumer.Message) (time.Time, bool) {
 	return h.sentAt, true
 }
 
-func (s *Source) convert(in []types.Message, started time.Time) []*consumer.Message {
+func (s *Source) convert(in []types.Message, started time.Time) []*broker.Message {
 	if len(in) == 0 {
 		return nil
 	}
 	now := time.Now()
-	out := make([]*consumer.Message, 0, len(in))
+	out := make([]*broker.Message, 0, len(in))
 	for _, m := range in {
 		out = append(out, s.toMessage(m, started, now))
 	}
 	return out
 }
 
-func (s *Source) toMessage(m types.Message, started, now time.Time) *consumer.Message {
+func (s *Source) toMessage(m types.Message, started, now time.Time) *broker.Message {
 	sys := m.Attributes
 	h := &handle{
 		queueURL:   s.queueURL,
@@ -63,12 +63,12 @@ func (s *Source) toMessage(m types.Message, started, now time.Time) *consumer.Me
 	if err != nil || attempt < 1 {
 		attempt = 1
 	}
-	msg := &consumer.Message{
+	msg := &broker.Message{
 		ID:         aws.ToString(m.MessageId),
 		Body:       []byte(aws.ToString(m.Body)),
 		Attributes: stringAttributes(m.MessageAttributes),
 		Attempt:    attempt,
-		Origin:     consumer.Origin{System: System, Destination: s.queueName},
+		Origin:     broker.Origin{System: System, Destination: s.queueName},
 		ReceivedAt: now,
 		Handle:     h,
 	}
@@ -96,7 +96,7 @@ func stringAttributes(in map[string]types.MessageAttributeValue) map[string]stri
 	return out
 }
 
-func (s *Source) handleOf(m *consumer.Message) (*handle, error) {
+func (s *Source) handleOf(m *broker.Message) (*handle, error) {
 	if m == nil {
 		return nil, ErrForeignMessage
 	}

@@ -15,7 +15,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/broker"
 )
 
 // Ack deletes m. It returns once the delete is queued; the delete itself
@@ -23,7 +23,7 @@ import (
 // when ten are pending. A failed delete is logged and reported to
 // Hooks.OnDeleteFailed: the message comes back and dedup recognises it.
 // After Close, Ack deletes at once.
-func (s *Source) Ack(ctx context.Context, m *consumer.Message) error {
+func (s *Source) Ack(ctx context.Context, m *broker.Message) error {
 	h, err := s.handleOf(m)
 	if err != nil {
 		return err
@@ -34,7 +34,7 @@ func (s *Source) Ack(ctx context.Context, m *consumer.Message) error {
 // Nack makes m visible again after delay (rounded up to whole seconds; 0
 // at once). The delay is cut to what SQS's 12-hour ceiling leaves of this
 // delivery, so a long delay may end early.
-func (s *Source) Nack(ctx context.Context, m *consumer.Message, delay time.Duration) error {
+func (s *Source) Nack(ctx context.Context, m *broker.Message, delay time.Duration) error {
 	h, err := s.handleOf(m)
 	if err != nil {
 		return err
@@ -50,7 +50,7 @@ func (s *Source) Nack(ctx context.Context, m *consumer.Message, delay time.Durat
 // least 1s). Past SQS's 12-hour ceiling it extends as far as allowed and
 // returns ErrVisibilityLimit, or only ErrVisibilityLimit when nothing is
 // left: the message will then be delivered again soon.
-func (s *Source) Extend(ctx context.Context, m *consumer.Message, d time.Duration) error {
+func (s *Source) Extend(ctx context.Context, m *broker.Message, d time.Duration) error {
 	h, err := s.handleOf(m)
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func (s *Source) changeVisibility(ctx context.Context, op string, h *handle, sec
 // repeated call within SQS's 5-minute window adds no second copy), then
 // deletes m. Without a dead-letter queue it returns ErrNoDeadLetterQueue
 // and leaves m alone.
-func (s *Source) DeadLetter(ctx context.Context, m *consumer.Message, reason string) error {
+func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
 	h, err := s.handleOf(m)
 	if err != nil {
 		return err
@@ -157,7 +157,7 @@ const maxAttributes = 10
 // maxReasonBytes keeps a long error chain from eating the message size.
 const maxReasonBytes = 4096
 
-func (s *Source) deadLetterAttributes(m *consumer.Message, h *handle, reason string) map[string]types.MessageAttributeValue {
+func (s *Source) deadLetterAttributes(m *broker.Message, h *handle, reason string) map[string]types.MessageAttributeValue {
 	out := make(map[string]types.MessageAttributeValue, len(h.attrs)+2)
 	for k, v := range h.attrs {
 		// The SDK rejects a value carrying both, and a received value
@@ -171,7 +171,7 @@ func (s *Source) deadLetterAttributes(m *consumer.Message, h *handle, reason str
 	if extra := len(out) + 2 - maxAttributes; extra > 0 {
 		names := make([]string, 0, len(out))
 		for k := range out {
-			if k != consumer.IdempotencyKeyAttribute {
+			if k != broker.IdempotencyKeyAttribute {
 				names = append(names, k)
 			}
 		}

@@ -1,4 +1,4 @@
-// Package sqs is a consumer.Source over Amazon SQS (aws-sdk-go-v2).
+// Package sqs is a broker.Source over Amazon SQS (aws-sdk-go-v2).
 //
 // Receive is demand-driven: pollers call ReceiveMessage (long polling,
 // MaxNumberOfMessages = min(10, what is asked for)) only while a Receive
@@ -8,7 +8,7 @@
 // visibility of one delivery; DeadLetter sends a copy to the dead-letter
 // queue, then deletes the original.
 //
-// Mapping of an SQS message to a consumer.Message:
+// Mapping of an SQS message to a broker.Message:
 //
 //	MessageId                  ID
 //	Body                       Body
@@ -45,7 +45,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -118,10 +118,10 @@ type Source struct {
 
 	mu      sync.Mutex
 	closed  bool
-	waiters []*waiter           // Receive calls waiting, oldest first
-	ready   []*consumer.Message // received after their Receive was served or gave up
-	claimed int                 // messages asked of SQS by polls in flight
-	changed chan struct{}       // closed and replaced when demand may have changed
+	waiters []*waiter         // Receive calls waiting, oldest first
+	ready   []*broker.Message // received after their Receive was served or gave up
+	claimed int               // messages asked of SQS by polls in flight
+	changed chan struct{}     // closed and replaced when demand may have changed
 
 	deleter *deleter
 
@@ -137,7 +137,7 @@ type deadLetterQueue struct {
 // waiter is one Receive call waiting for messages.
 type waiter struct {
 	max  int
-	msgs []*consumer.Message
+	msgs []*broker.Message
 	err  error
 	done chan struct{} // closed once msgs or err is set
 }
@@ -342,34 +342,38 @@ func (s *Source) DeadLetterQueueURL() string {
 	return s.dlq.url
 }
 
-// RedeliveryWindow is the queue's MessageRetentionPeriod: how long SQS may
-// deliver a message again (consumer.RedeliveryWindow), so COMPLETED records
-// are kept longer than that.
-func (s *Source) RedeliveryWindow() time.Duration { return s.retention }
-
-// DeliveryTimeout is the visibility timeout of a delivery (consumer.Extender).
-func (s *Source) DeliveryTimeout() time.Duration { return s.visibility }
-
-// Ordering is OrderByKey (the MessageGroupId) on FIFO queues, Unordered
-// otherwise (consumer.Orderer).
-func (s *Source) Ordering() consumer.Ordering {
+// Capabilities declares the queue's visibility timeout as the delivery
+// timeout (extended while a handler runs), its MessageRetentionPeriod as
+// the redelivery window (COMPLETED records are kept longer), whether a
+// dead-letter queue is known, and, on a FIFO queue, ordering by
+// MessageGroupId.
+func (s *Source) Capabilities() broker.Capabilities {
+	c := broker.Capabilities{DeliveryTimeout: s.visibility, RedeliveryWindow: s.retention, DeadLetter: s.dlq != nil}
 	if s.fifo {
-		return consumer.OrderByKey
+		c.Ordering = broker.OrderByKey
 	}
-	return consumer.Unordered
+	return c
 }
 
-var (
-	_ consumer.Source   = (*Source)(nil)
-	_ consumer.Extender = (*Source)(nil)
-	_ consumer.Orderer  = (*Source)(nil)
+// Check reads the queue's attributes, and the dead-letter queue's, to
+// prove both can still be reached.
+func (s *Source) Check(ctx context.Context) error {
+	if _, err := s.queueAttributes(ctx, s.queueURL); err != nil {
+		return fmt.Errorf("sqs: queue %s: %w", s.queueName, err)
+	}
+	if s.dlq != nil {
+		if _, err := s.queueAttributes(ctx, s.dlq.url); err != nil {
+			return fmt.Errorf("sqs: dead-letter queue %s: %w", queueName(s.dlq.url), err)
+		}
+	}
+	return nil
+}
 
-	_ consumer.RedeliveryWindow = (*Source)(nil)
-)
+var _ broker.Source = (*Source)(nil)
 
 // Receive waits until at least one message is available, ctx is done or
 // the source is closed, and returns at most max messages.
-func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
+func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("sqs: Receive max %d: want at least 1", max)
 	}
@@ -379,12 +383,12 @@ func (s *Source) Receive(ctx context.Context, max int) ([]*consumer.Message, err
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, consumer.ErrSourceClosed
+		return nil, broker.ErrSourceClosed
 	}
 	s.dropStaleLocked(time.Now())
 	if len(s.ready) > 0 {
 		n := min(max, len(s.ready))
-		msgs := make([]*consumer.Message, n)
+		msgs := make([]*broker.Message, n)
 		copy(msgs, s.ready)
 		s.ready = s.ready[n:]
 		if len(s.ready) == 0 {
@@ -482,7 +486,7 @@ func (s *Source) claim(ctx context.Context) (int, bool) {
 
 // deliver hands what a poll for n messages brought to the waiting Receive
 // calls, oldest first, and keeps the rest ready.
-func (s *Source) deliver(ctx context.Context, n int, msgs []*consumer.Message, err error) {
+func (s *Source) deliver(ctx context.Context, n int, msgs []*broker.Message, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.claimed -= n
@@ -531,7 +535,7 @@ func (s *Source) poll(ctx context.Context) {
 		}
 		started := time.Now()
 		out, err := s.client.ReceiveMessage(ctx, in, callOptions)
-		var msgs []*consumer.Message
+		var msgs []*broker.Message
 		if err == nil {
 			msgs = s.convert(out.Messages, started)
 		}
@@ -595,7 +599,7 @@ func (s *Source) close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	for _, w := range s.waiters {
-		w.err = consumer.ErrSourceClosed
+		w.err = broker.ErrSourceClosed
 		close(w.done)
 	}
 	s.waiters = nil
@@ -616,7 +620,7 @@ func (s *Source) close(ctx context.Context) error {
 
 // release makes never-handed-out messages visible again at once, so that
 // closing does not hide them for a whole visibility timeout. Best effort.
-func (s *Source) release(ctx context.Context, msgs []*consumer.Message) {
+func (s *Source) release(ctx context.Context, msgs []*broker.Message) {
 	for _, m := range msgs {
 		h := m.Handle.(*handle)
 		_, err := s.client.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{

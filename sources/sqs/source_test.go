@@ -47,10 +47,10 @@ func TestNewReadsQueueAttributes(t *testing.T) {
 	dlqURL, dlqARN := createQueue(t, c, queueSpec{fifo: true})
 	url, _ := createQueue(t, c, queueSpec{fifo: true, visibility: 7 * time.Second, redrive: dlqARN, maxReceive: 4})
 	src := newSource(t, c, url)
-	if !src.FIFO() || src.Ordering() != consumer.OrderByKey {
-		t.Errorf("FIFO %v ordering %v: want a FIFO queue ordered by key", src.FIFO(), src.Ordering())
+	if !src.FIFO() || src.Capabilities().Ordering != consumer.OrderByKey {
+		t.Errorf("FIFO %v ordering %v: want a FIFO queue ordered by key", src.FIFO(), src.Capabilities().Ordering)
 	}
-	if d := src.DeliveryTimeout(); d != 7*time.Second {
+	if d := src.Capabilities().DeliveryTimeout; d != 7*time.Second {
 		t.Errorf("DeliveryTimeout %v, want the queue's 7s", d)
 	}
 	if n := src.MaxReceiveCount(); n != 4 {
@@ -59,15 +59,15 @@ func TestNewReadsQueueAttributes(t *testing.T) {
 	if got := src.DeadLetterQueueURL(); got != dlqURL {
 		t.Errorf("DeadLetterQueueURL %q, want the redrive target %q", got, dlqURL)
 	}
-	if w := src.RedeliveryWindow(); w != 4*24*time.Hour {
+	if w := src.Capabilities().RedeliveryWindow; w != 4*24*time.Hour {
 		t.Errorf("RedeliveryWindow %v, want the default retention of 4 days", w)
 	}
 
 	std, _ := createQueue(t, c, queueSpec{})
 	s2 := newSource(t, c, std, sqs.VisibilityTimeout(3*time.Second))
-	if s2.FIFO() || s2.Ordering() != consumer.Unordered || s2.DeliveryTimeout() != 3*time.Second || s2.MaxReceiveCount() != 0 || s2.DeadLetterQueueURL() != "" {
+	if s2.FIFO() || s2.Capabilities().Ordering != consumer.Unordered || s2.Capabilities().DeliveryTimeout != 3*time.Second || s2.MaxReceiveCount() != 0 || s2.DeadLetterQueueURL() != "" {
 		t.Errorf("standard queue: fifo %v ordering %v timeout %v max receive %d dlq %q",
-			s2.FIFO(), s2.Ordering(), s2.DeliveryTimeout(), s2.MaxReceiveCount(), s2.DeadLetterQueueURL())
+			s2.FIFO(), s2.Capabilities().Ordering, s2.Capabilities().DeliveryTimeout, s2.MaxReceiveCount(), s2.DeadLetterQueueURL())
 	}
 
 	// A FIFO queue's dead letters cannot go to a standard queue.

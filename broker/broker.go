@@ -1,0 +1,165 @@
+// Package broker is the seam between the consumer and a message broker, the
+// way database/sql/driver stands apart from database/sql: it holds what a
+// Source implements and hands over, and nothing else. Source adapters
+// (sources/sqs, sources/kafka, sources/memory) import this package only;
+// users meet the same types through package consumer, which re-exports them.
+//
+// A Source declares what it can do in one value, [Capabilities], returned
+// by a required method. Nothing is discovered by type assertion, so a
+// wrapper that forwards Capabilities keeps every guarantee of the Source it
+// wraps (ordering, delivery extension, the retention floor, the default
+// key).
+//
+// This package imports nothing of onceq's and no SDK; anything may import it.
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// IdempotencyKeyAttribute is the message attribute (SQS) or header (Kafka)
+// whose value, when present, is the message's idempotency key.
+const IdempotencyKeyAttribute = "idempotency-key"
+
+// Errors a Source returns. Test with errors.Is.
+var (
+	// ErrSourceClosed is returned by Receive once the Source is closed.
+	ErrSourceClosed = errors.New("broker: source closed")
+	// ErrNoDeadLetterDestination is returned by DeadLetter when the Source
+	// has nowhere to put the message (Capabilities.DeadLetter is false);
+	// the message is kept, not lost.
+	ErrNoDeadLetterDestination = errors.New("broker: no dead-letter destination")
+)
+
+// Source is the seam to a broker. For each message it delivers, the
+// consumer calls exactly one of Ack, Nack or DeadLetter, and may call
+// Extend while the message is held. A Source must be safe for concurrent
+// use.
+type Source interface {
+	// Capabilities declares what the Source promises and needs. It is
+	// called once, before the first Receive, and must not change.
+	Capabilities() Capabilities
+	// Check verifies, before the first Receive, that the Source can work:
+	// its queue or topic, and its dead-letter destination if it has one,
+	// exist and can be reached. An error is a configuration fault: the
+	// consumer does not start.
+	Check(ctx context.Context) error
+	// Receive blocks until at least one message is available, ctx is done,
+	// or the Source is closed, and returns at most max messages. It
+	// returns ErrSourceClosed once closed.
+	Receive(ctx context.Context, max int) ([]*Message, error)
+	// Ack settles a message whose record is COMPLETED. It may finish
+	// asynchronously (batched); Close flushes what is pending.
+	Ack(ctx context.Context, m *Message) error
+	// Nack gives a message back to be delivered again after delay.
+	Nack(ctx context.Context, m *Message, delay time.Duration) error
+	// DeadLetter moves a message to the dead-letter destination with the
+	// reason, then settles it. ErrNoDeadLetterDestination when there is
+	// none; the message then stays with the broker.
+	DeadLetter(ctx context.Context, m *Message, reason string) error
+	// Extend keeps the message hidden from other consumers for d from now.
+	// It is called only when Capabilities().DeliveryTimeout is positive.
+	Extend(ctx context.Context, m *Message, d time.Duration) error
+	// Close stops receiving, flushes pending acks and releases resources.
+	// Messages not settled stay with the broker for redelivery.
+	Close(ctx context.Context) error
+}
+
+// Capabilities is what a Source declares about itself. The zero value is
+// an unordered source whose deliveries never time out, with no known
+// redelivery window and the consumer's default key.
+type Capabilities struct {
+	// Ordering is the order the Source promises within a key.
+	Ordering Ordering
+	// DeliveryTimeout is how long a delivery stays hidden from other
+	// consumers unless extended (SQS visibility). When positive the
+	// consumer calls Extend well before it ends, for as long as it holds
+	// the message; zero means deliveries never time out.
+	DeliveryTimeout time.Duration
+	// RedeliveryWindow is how long the broker may deliver a message again
+	// (SQS retention). COMPLETED records must outlive it, or a late
+	// redelivery would find no record and run again; the consumer raises
+	// its default retention above it and refuses a shorter one.
+	RedeliveryWindow time.Duration
+	// DefaultKey is the Source's natural idempotency key (Kafka: topic,
+	// record key and value, since a producer retry gets a new offset),
+	// used unless the user sets a key function. Nil: the consumer's
+	// default (the idempotency-key attribute, else the body's hash).
+	DefaultKey KeyFunc
+	// DeadLetter reports that the Source has a dead-letter destination.
+	// Without one a message that must be dead-lettered can only be kept
+	// with the broker, so the consumer refuses such a Source unless told
+	// to accept it.
+	DeadLetter bool
+	// KeyCoversBody reports, for a message, that DefaultKey is a hash over
+	// the whole body. A second hash of the body, to detect a key reused
+	// for another payload, would then say nothing the key does not, so
+	// none is stored or compared. Nil: never.
+	KeyCoversBody func(m *Message) bool
+}
+
+// KeyFunc returns a message's idempotency key (before the namespace is
+// prefixed). An empty key dead-letters the message.
+type KeyFunc func(m *Message) (string, error)
+
+// Ordering is the order a source promises within a key.
+type Ordering int
+
+const (
+	// Unordered: messages may be processed in any order and concurrently.
+	Unordered Ordering = iota
+	// OrderByKey: messages with the same Origin Destination, Partition and
+	// Key are processed one at a time, in delivery order (SQS FIFO groups,
+	// Kafka key mode).
+	OrderByKey
+	// OrderByPartition: messages of one Destination's Partition are
+	// processed one at a time, in delivery order.
+	OrderByPartition
+)
+
+var orderingNames = [...]string{"unordered", "by_key", "by_partition"}
+
+func (o Ordering) String() string {
+	if o >= 0 && int(o) < len(orderingNames) {
+		return orderingNames[o]
+	}
+	return "unknown"
+}
+
+// Message is one delivery from a Source.
+type Message struct {
+	// ID is the broker's message ID (SQS MessageId, Kafka topic/partition/offset).
+	ID string
+	// Key orders messages (SQS MessageGroupId, Kafka record key).
+	Key string
+	// Body is the payload.
+	Body []byte
+	// Attributes are SQS message attributes or Kafka headers.
+	Attributes map[string]string
+	// Attempt counts deliveries of this message, from 1.
+	Attempt int
+	// Origin names the queue, or topic, partition and offset.
+	Origin Origin
+	// ReceivedAt is when the source received it.
+	ReceivedAt time.Time
+
+	// IdempotencyKey is the fingerprint the consumer claimed for this
+	// message, set before the handler runs. Pass it to outside systems as
+	// their idempotency key: it is what makes a call that may run twice
+	// (after a lease takeover) safe downstream.
+	IdempotencyKey string
+
+	// Handle is the source's own delivery state (a receipt handle, a
+	// generation); the consumer never looks at it.
+	Handle any
+}
+
+// Origin says where a message came from.
+type Origin struct {
+	System      string // "aws_sqs", "kafka", "memory"
+	Destination string // queue name or URL, or topic
+	Partition   int32  // Kafka partition; 0 elsewhere
+	Offset      int64  // Kafka offset; 0 elsewhere
+}

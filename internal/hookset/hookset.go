@@ -1,0 +1,26 @@
+// Package hookset is the one way onceq's packages take observer hooks, in
+// the manner of franz-go's kgo: a hook is any value, and it is called for
+// each hook interface of its package that it implements. A value that
+// implements none is refused, so a misspelt method is a configuration error
+// rather than silence.
+package hookset
+
+import "fmt"
+
+// Add appends h to *list when h implements T, and reports whether it did.
+func Add[T any](list *[]T, h any) bool {
+	x, ok := h.(T)
+	if ok {
+		*list = append(*list, x)
+	}
+	return ok
+}
+
+// Unused is the error for a hook that implements none of pkg's hook
+// interfaces (or is nil).
+func Unused(pkg string, h any) error {
+	if h == nil {
+		return fmt.Errorf("%s: a nil hook", pkg)
+	}
+	return fmt.Errorf("%s: hook %T implements none of the %s hook interfaces (a misspelt method?)", pkg, h, pkg)
+}
