@@ -1,20 +1,14 @@
 package consumer
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
+
+	"github.com/onceq/onceq/dedup"
 )
 
 // Logs carry a hash of the idempotency key, never the key or the body:
 // either may hold personal data.
-func slogKey(key string) slog.Attr {
-	if key == "" {
-		return slog.String("key_hash", "")
-	}
-	sum := sha256.Sum256([]byte(key))
-	return slog.String("key_hash", hex.EncodeToString(sum[:6]))
-}
+func slogKey(key string) slog.Attr { return slog.String("key_hash", dedup.KeyHash(key)) }
 
 func slogID(m *Message) slog.Attr  { return slog.String("message_id", m.ID) }
 func slogKind(o Outcome) slog.Attr { return slog.String("outcome", o.Kind.String()) }

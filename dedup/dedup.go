@@ -63,6 +63,10 @@ type ClaimRequest struct {
 	Owner       string
 	Now         time.Time
 	LeaseUntil  time.Time // ExpiresAt of the PENDING record
+	// SkewMargin is how far the clocks of workers may disagree: a record
+	// is claimable only once Now is past its ExpiresAt by more than the
+	// margin, so a claimer whose clock runs ahead cannot take a live lease.
+	SkewMargin time.Duration
 }
 
 // Claim is the answer to a ClaimRequest.
@@ -102,9 +106,15 @@ type FailRequest struct {
 	// ResetAttempts starts the attempt count afresh, used when the message
 	// is dead-lettered so that a redrive from the DLQ gets a full budget.
 	ResetAttempts bool
+	// RefundAttempt takes back the attempt the claim counted: the handler
+	// did not fail, the infrastructure did (the store could not record its
+	// result), so the message's attempts are not spent.
+	RefundAttempt bool
 }
 
-// ExtendRequest pushes a held lease's expiry out (a heartbeat).
+// ExtendRequest pushes a held lease's expiry out (a heartbeat). A lease
+// only moves forward: a LeaseUntil earlier than the stored expiry (a clock
+// stepped back) leaves the expiry as it is and is not an error.
 type ExtendRequest struct {
 	Lease      Lease
 	Now        time.Time
@@ -156,6 +166,8 @@ type ClaimCompleteRequest struct {
 	Now         time.Time
 	ExpiresAt   time.Time
 	Writes      []any
+	// SkewMargin is as in ClaimRequest.
+	SkewMargin time.Duration
 }
 
 // ClaimCompleter is implemented by Stores that can claim and complete in one

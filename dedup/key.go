@@ -68,6 +68,17 @@ func BodyKey(namespace string, body []byte) (key, hash string, err error) {
 	return key, key[len(namespace)+1:], nil
 }
 
+// KeyHash is what logs and error texts carry instead of a key, which may
+// hold personal data: the first 12 hex digits of its SHA-256, enough to
+// find the record (onceq inspect -key-hash) and to tell keys apart.
+func KeyHash(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
+}
+
 func hashHex(b []byte) string {
 	sum := sha256.Sum256(b)
 	var buf [2 * sha256.Size]byte
