@@ -120,6 +120,14 @@ type slot struct {
 	lastLease  time.Time
 	lastSource time.Time
 	retry      *time.Timer
+	// handlerStart is when the leased handler began: renewals stop at
+	// HandlerTimeout plus a grace after it.
+	handlerStart time.Time
+	// waitSince is when the message first found its key held by another
+	// worker (zero if it has not).
+	waitSince time.Time
+	// holds counts in-place holds through a store outage, for backoff.
+	holds int
 }
 
 // slotTracker tells the shared heartbeat about a slot's lease.
@@ -128,7 +136,8 @@ type slotTracker struct{ s *slot }
 func (t slotTracker) leased(l dedup.Lease, cancel context.CancelFunc) {
 	r := t.s.r
 	r.mu.Lock()
-	t.s.lease, t.s.leased, t.s.cancel, t.s.lastLease = l, true, cancel, time.Now()
+	now := time.Now()
+	t.s.lease, t.s.leased, t.s.cancel, t.s.lastLease, t.s.handlerStart = l, true, cancel, now, now
 	r.mu.Unlock()
 }
 
@@ -172,6 +181,11 @@ type run struct {
 	// handlerDeadlines end handlers HandlerTimeout after they start, up
 	// to handlerWindow early.
 	handlerDeadlines sharedDeadlines
+
+	// stopFetch ends receiving early, when a configuration fault stops
+	// the run; fatal is that fault.
+	stopFetch context.CancelFunc
+	fatal     error
 
 	mu       sync.Mutex
 	held     map[*slot]struct{}
@@ -218,7 +232,12 @@ func (r *run) run(ctx context.Context) error {
 	hbDone := make(chan struct{})
 	go r.heartbeat(hbStop, hbDone)
 
-	fetchErr := r.fetch(ctx)
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	r.mu.Lock()
+	r.stopFetch = stopFetch
+	r.mu.Unlock()
+	fetchErr := r.fetch(fetchCtx)
+	stopFetch()
 
 	// Drain: nothing new starts; what runs gets until the deadline.
 	drainStart := time.Now()
@@ -253,6 +272,12 @@ func (r *run) run(ctx context.Context) error {
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
 	defer cancel()
 	closeErr := r.c.src.Close(closeCtx)
+	r.mu.Lock()
+	fatal := r.fatal
+	r.mu.Unlock()
+	if fatal != nil {
+		return fmt.Errorf("%w: %w", ErrMisconfigured, fatal)
+	}
 	if fetchErr != nil {
 		return fetchErr
 	}
@@ -382,21 +407,50 @@ func (r *run) handle(s *slot) {
 
 // settle carries out the outcome's action on the source.
 func (r *run) settle(ctx context.Context, s *slot, o Outcome) {
+	cfg := &r.c.cfg
 	src := r.c.src
 	var err error
 	action := o.Action()
+	switch o.Kind {
+	case Misconfigured:
+		r.stop(o.Err)
+	case StoreUnavailable:
+		// Hold the message through the outage: no redelivery, no receive
+		// counted by the broker, and receiving pauses once MaxInFlight
+		// messages are held.
+		s.holds++
+		if r.holdInPlace(s, max(o.RetryAfter, r.c.guard.retryDelay(s.holds)), false) {
+			r.reportSettled(ctx, s.m, action, nil)
+			return
+		}
+	case InFlightElsewhere:
+		// A live holder finishes within its HandlerTimeout: look again
+		// every PendingRecheck meanwhile, in place, at no delivery's cost.
+		// Past that the holder is likely dead: give the message back until
+		// its lease can have ended.
+		now := time.Now()
+		if s.waitSince.IsZero() {
+			s.waitSince = now
+		}
+		if cfg.pendingRecheck < o.RetryAfter && now.Sub(s.waitSince)+cfg.pendingRecheck <= cfg.handlerTimeout &&
+			r.holdInPlace(s, cfg.pendingRecheck, false) {
+			r.reportSettled(ctx, s.m, action, nil)
+			return
+		}
+	}
 	switch action {
 	case Ack:
 		err = src.Ack(ctx, s.m)
 	case DeadLetter:
 		if err = src.DeadLetter(ctx, s.m, o.Reason()); err != nil {
 			// No dead-letter destination took it: keep the message rather
-			// than lose it, and say so loudly.
-			r.c.cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogErr(err))
-			_ = src.Nack(ctx, s.m, r.c.cfg.maxRetryDelay)
+			// than lose it, and say so loudly. It is counted as a failed
+			// dead letter (settles with result "error"), not a dead letter.
+			cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogKey(o.Key), slogErr(err))
+			_ = src.Nack(ctx, s.m, cfg.maxRetryDelay)
 		}
 	case Retry:
-		if r.c.caps.Ordering != Unordered && r.retryInPlace(s, o.RetryAfter) {
+		if r.c.caps.Ordering != Unordered && r.holdInPlace(s, o.RetryAfter, true) {
 			r.reportSettled(ctx, s.m, action, nil)
 			return
 		}
@@ -404,20 +458,39 @@ func (r *run) settle(ctx context.Context, s *slot, o Outcome) {
 	}
 	r.reportSettled(ctx, s.m, action, err)
 	if err != nil && action != DeadLetter {
-		r.c.cfg.logger.WarnContext(ctx, "settle failed", "action", int(action), slogID(s.m), slogErr(err))
+		cfg.logger.WarnContext(ctx, "settle failed", "action", action.String(), slogID(s.m), slogErr(err))
 	}
 	r.release(s)
 }
 
-// retryInPlace keeps an ordered message, and so its key, and runs it
-// again after delay: giving it back would let its successors overtake it.
-func (r *run) retryInPlace(s *slot, delay time.Duration) bool {
+// stop ends the run for a configuration fault: receiving stops, what is
+// held drains, and Run returns err. The first fault is the one reported.
+func (r *run) stop(err error) {
+	r.mu.Lock()
+	first := r.fatal == nil
+	if first {
+		r.fatal = err
+	}
+	stopFetch := r.stopFetch
+	r.mu.Unlock()
+	if first {
+		r.c.cfg.logger.Error("stopping: the deployment is misconfigured; no message is blamed", slogErr(err))
+		stopFetch()
+	}
+}
+
+// holdInPlace keeps a message, and so its key, and runs it again after
+// delay: for ordered sources, so that its successors cannot overtake it
+// (redelivery: it counts as a delivery), and through store outages.
+func (r *run) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.draining {
 		return false
 	}
-	s.m.Attempt++
+	if redelivery {
+		s.m.Attempt++
+	}
 	s.started = false
 	s.retry = time.AfterFunc(delay, func() {
 		r.mu.Lock()
@@ -562,6 +635,7 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	cfg := &r.c.cfg
 	leaseEvery := cfg.leaseTTL / 3
+	renewFor := cfg.handlerTimeout + cfg.renewalGrace()
 	var srcTimeout, srcEvery time.Duration
 	tick := leaseEvery / 2
 	extends := r.c.caps.DeliveryTimeout > 0
@@ -592,6 +666,11 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		r.mu.Lock()
 		for s := range r.held {
 			d := due{s: s}
+			if s.leased && now.Sub(s.handlerStart) > renewFor {
+				// A handler that ignores its context: let its lease and
+				// its delivery run out, so another worker can take over.
+				continue
+			}
 			if extends && now.Sub(s.lastSource) >= srcEvery {
 				d.source, s.lastSource = true, now
 			}

@@ -14,8 +14,6 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
-	"github.com/onceq/onceq/retry"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -137,15 +135,15 @@ func (g *Guard) Process(ctx context.Context, m *Message) Outcome {
 	return g.process(ctx, sctx, m, hb)
 }
 
-// process runs m; ctx bounds the handler, sctx the store calls that settle
-// the record (it outlives a cancelled ctx, so a drain can record its work).
+// process runs m and reports its outcome; ctx bounds the handler, sctx the
+// store calls (it outlives a cancelled ctx, so a drain can record its work).
 func (g *Guard) process(ctx, sctx context.Context, m *Message, tr leaseTracker) Outcome {
 	start := time.Now()
 	ctx, span := g.tel.startProcess(ctx, m)
 	if span.IsRecording() {
 		sctx = trace.ContextWithSpan(sctx, span)
 	}
-	o := g.run(ctx, sctx, m, tr)
+	o := g.attempt(ctx, sctx, m, tr)
 	g.tel.endProcess(ctx, span, m, o)
 	for _, h := range g.hooks.outcome {
 		h.OnOutcome(ctx, m, o, time.Since(start))
@@ -201,230 +199,6 @@ func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 }
 
-func (g *Guard) run(ctx, sctx context.Context, m *Message, tr leaseTracker) Outcome {
-	key, hash, err := g.keys(m)
-	if err != nil {
-		return Outcome{Kind: DeadLettered, Err: err}
-	}
-	m.IdempotencyKey = key
-	if g.oneShot != nil {
-		return g.runOneShot(ctx, sctx, m, key, hash, tr)
-	}
-	now := g.cfg.clock.Now()
-	cctx, span, began := g.tel.beginStore(ctx, "claim")
-	c, err := g.store.Claim(cctx, dedup.ClaimRequest{Key: key, PayloadHash: hash, Owner: g.nextOwner(),
-		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL)})
-	g.tel.endStore(cctx, span, "claim", began, err)
-	if err != nil {
-		// A store that refuses claims is an outage or a misconfiguration,
-		// never the message's fault: keep the message.
-		return Outcome{Kind: Retrying, Key: key, Err: fmt.Errorf("consumer: claim: %w", err), RetryAfter: g.cfg.failedRetryDelay}
-	}
-	if !c.Acquired {
-		return g.existing(key, hash, now, c.Existing)
-	}
-	if c.Previous != nil {
-		g.tel.expired.Add(ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(c.Previous.Status))))
-		for _, h := range g.hooks.expired {
-			h.OnExpiredPresent(ctx, m, string(c.Previous.Status))
-		}
-	}
-	o := Outcome{Key: key, Attempt: c.Attempt}
-	if c.Attempt > g.cfg.maxAttempts {
-		// Earlier attempts died with their worker (crash, OOM, kill):
-		// the record counted them, the source may not have.
-		return g.fail(ctx, sctx, c.Lease, o, fmt.Errorf("%w: %d attempts", ErrAttemptsExhausted, c.Attempt-1), true)
-	}
-	if ctx.Err() != nil {
-		return g.fail(ctx, sctx, c.Lease, o, fmt.Errorf("consumer: stopped before the handler ran: %w", ctx.Err()), false)
-	}
-
-	hctx, cancel := tr.handlerContext(ctx, g.cfg.handlerTimeout)
-	tr.leased(c.Lease, cancel)
-	res, herr := g.callHandler(hctx, m)
-	tr.unleased()
-	cancel()
-
-	if herr != nil {
-		o.Err = herr
-		switch {
-		case ctx.Err() != nil:
-			return g.fail(ctx, sctx, c.Lease, o, herr, false)
-		case errors.Is(herr, ErrPermanent):
-			return g.fail(ctx, sctx, c.Lease, o, herr, true)
-		case c.Attempt >= g.cfg.maxAttempts:
-			return g.fail(ctx, sctx, c.Lease, o, fmt.Errorf("%w after %d: %w", ErrAttemptsExhausted, c.Attempt, herr), true)
-		}
-		return g.fail(ctx, sctx, c.Lease, o, herr, false)
-	}
-	return g.complete(ctx, sctx, c.Lease, o, res)
-}
-
-// existing decides what a live record held by someone else means.
-func (g *Guard) existing(key, hash string, now time.Time, r dedup.Record) Outcome {
-	o := Outcome{Key: key, Attempt: r.Attempts}
-	// No hash: the key covers the body, so the same key is the same payload.
-	if hash != "" && r.PayloadHash != "" && r.PayloadHash != hash {
-		o.Kind, o.Err = KeyReuse, &dedup.KeyReuseError{Key: key, Existing: r}
-		return o
-	}
-	switch r.Status {
-	case dedup.StatusCompleted:
-		o.Kind, o.Response = Duplicate, r.Response
-	case dedup.StatusFailed:
-		o.Kind, o.Err = Retrying, fmt.Errorf("consumer: previous attempt failed: %s", r.LastError)
-		o.RetryAfter = max(r.ExpiresAt.Sub(now)+time.Second, time.Second)
-	default:
-		o.Kind, o.Err = InFlightElsewhere, fmt.Errorf("consumer: key held by another worker until %v", r.ExpiresAt)
-		o.RetryAfter = max(min(g.cfg.pendingRecheck, r.ExpiresAt.Sub(now)+time.Second), 100*time.Millisecond)
-	}
-	return o
-}
-
-// fail records a failed attempt and says what to do with the message.
-// dead marks a final failure: the message is dead-lettered and the
-// attempt count reset, so a redrive from the DLQ starts afresh.
-func (g *Guard) fail(ctx, sctx context.Context, l dedup.Lease, o Outcome, cause error, dead bool) Outcome {
-	now := g.cfg.clock.Now()
-	delay := g.retryDelay(o.Attempt)
-	if dead || ctx.Err() != nil {
-		delay = 0 // re-claimable at once: by a redrive, or after shutdown
-	}
-	fctx, span, began := g.tel.beginStore(sctx, "fail")
-	err := g.store.Fail(fctx, dedup.FailRequest{Lease: l, Reason: truncate(cause.Error(), 1024), Now: now,
-		RetryAt: now.Add(delay), ResetAttempts: dead})
-	g.tel.endStore(fctx, span, "fail", began, err)
-	o.Err = cause
-	switch {
-	case errors.Is(err, dedup.ErrLeaseLost):
-		o.Kind, o.Err, o.RetryAfter = LeaseLost, fmt.Errorf("%w (while failing: %v)", err, cause), g.cfg.pendingRecheck
-	case dead:
-		// Dead-lettered even when the Fail did not land: the record's
-		// lease then simply expires.
-		o.Kind = DeadLettered
-	default:
-		o.Kind, o.RetryAfter = Retrying, max(delay, 0)
-	}
-	return o
-}
-
-// complete commits the handler's result with the COMPLETED transition.
-func (g *Guard) complete(ctx, sctx context.Context, l dedup.Lease, o Outcome, res Result) Outcome {
-	kind, resp, writes := Processed, res.Response, res.Writes
-	if res.Rejected {
-		kind, writes = Rejected, nil
-	}
-	now := g.cfg.clock.Now()
-	req := dedup.CompleteRequest{Lease: l, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
-	err := g.storeComplete(sctx, req)
-	be := businessError(err)
-	if be != nil {
-		kind, resp = Rejected, res.RejectResponse
-		req.Response, req.Writes = resp, nil
-		err = g.storeComplete(sctx, req)
-	}
-	switch {
-	case err == nil:
-		o.Kind, o.Response = kind, resp
-		if be != nil {
-			o.Err = be
-		}
-		return o
-	case errors.Is(err, dedup.ErrLeaseLost):
-		o.Kind, o.Err, o.RetryAfter = LeaseLost, err, g.cfg.pendingRecheck
-		return o
-	case permanentStoreError(err):
-		return g.fail(ctx, sctx, l, o, fmt.Errorf("consumer: complete: %w", err), true)
-	}
-	// Unknown whether anything committed? A transaction either committed
-	// or not; a retry finds COMPLETED or re-claims. Free the key at once.
-	o = g.fail(ctx, sctx, l, o, fmt.Errorf("consumer: complete: %w", err), false)
-	if o.Kind == Retrying {
-		o.RetryAfter = g.cfg.failedRetryDelay
-	}
-	return o
-}
-
-func (g *Guard) storeComplete(ctx context.Context, req dedup.CompleteRequest) error {
-	op := "complete"
-	if len(req.Writes) > 0 {
-		op = "transaction"
-	}
-	ctx, span, began := g.tel.beginStore(ctx, op)
-	err := g.store.Complete(ctx, req)
-	g.tel.endStore(ctx, span, op, began, err)
-	return err
-}
-
-func (g *Guard) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
-	ctx, span, began := g.tel.beginStore(ctx, "claim_complete")
-	c, err := g.oneShot.ClaimComplete(ctx, req)
-	g.tel.endStore(ctx, span, "claim_complete", began, err)
-	return c, err
-}
-
-// businessError is err's *dedup.BusinessConditionError, if any. The
-// errors.As target escapes, so it is only made when there is an error.
-func businessError(err error) *dedup.BusinessConditionError {
-	if err == nil {
-		return nil
-	}
-	var be *dedup.BusinessConditionError
-	if errors.As(err, &be) {
-		return be
-	}
-	return nil
-}
-
-func permanentStoreError(err error) bool {
-	return errors.Is(err, dedup.ErrRecordTooLarge) || errors.Is(err, dedup.ErrTooManyWrites) ||
-		errors.Is(err, dedup.ErrUnsupportedWrite) || retry.Classify(err) == retry.Permanent
-}
-
-func (g *Guard) runOneShot(ctx, sctx context.Context, m *Message, key, hash string, tr leaseTracker) Outcome {
-	o := Outcome{Key: key, Attempt: m.Attempt}
-	hctx, cancel := tr.handlerContext(ctx, g.cfg.handlerTimeout)
-	res, herr := g.callHandler(hctx, m)
-	cancel()
-	if herr != nil {
-		o.Err = herr
-		switch {
-		case errors.Is(herr, ErrPermanent):
-			o.Kind = DeadLettered
-		case m.Attempt >= g.cfg.maxAttempts:
-			o.Kind, o.Err = DeadLettered, fmt.Errorf("%w after %d: %w", ErrAttemptsExhausted, m.Attempt, herr)
-		default:
-			o.Kind, o.RetryAfter = Retrying, g.retryDelay(m.Attempt)
-		}
-		return o
-	}
-	kind, resp, writes := Processed, res.Response, res.Writes
-	if res.Rejected {
-		kind, writes = Rejected, nil
-	}
-	now := g.cfg.clock.Now()
-	req := dedup.ClaimCompleteRequest{Key: key, PayloadHash: hash, Owner: g.nextOwner(), Response: resp,
-		Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
-	c, err := g.storeClaimComplete(sctx, req)
-	if be := businessError(err); be != nil {
-		kind, resp = Rejected, res.RejectResponse
-		req.Response, req.Writes = resp, nil
-		c, err = g.storeClaimComplete(sctx, req)
-	}
-	switch {
-	case err == nil && !c.Acquired:
-		return g.existing(key, hash, now, c.Existing)
-	case err == nil:
-		o.Kind, o.Response, o.Attempt = kind, resp, c.Attempt
-		return o
-	case permanentStoreError(err):
-		o.Kind, o.Err = DeadLettered, fmt.Errorf("consumer: claim-complete: %w", err)
-	default:
-		o.Kind, o.Err, o.RetryAfter = Retrying, fmt.Errorf("consumer: claim-complete: %w", err), g.cfg.failedRetryDelay
-	}
-	return o
-}
-
 // callHandler runs the handler, turning a panic into an error.
 func (g *Guard) callHandler(ctx context.Context, m *Message) (res Result, err error) {
 	start := time.Now()
@@ -459,6 +233,7 @@ func (g *Guard) extendLease(ctx context.Context, l dedup.Lease) error {
 // have no Consumer running a shared heartbeat.
 type selfHeartbeat struct {
 	g      *Guard
+	start  time.Time
 	mu     sync.Mutex
 	timer  *time.Timer
 	lease  dedup.Lease
@@ -473,13 +248,15 @@ func (h *selfHeartbeat) handlerContext(ctx context.Context, timeout time.Duratio
 func (h *selfHeartbeat) leased(l dedup.Lease, cancel context.CancelFunc) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lease, h.cancel = l, cancel
+	h.lease, h.cancel, h.start = l, cancel, time.Now()
 	h.timer = time.AfterFunc(h.g.cfg.leaseTTL/3, h.beat)
 }
 
 func (h *selfHeartbeat) beat() {
 	h.mu.Lock()
-	if h.done {
+	if h.done || time.Since(h.start) > h.g.cfg.handlerTimeout+h.g.cfg.renewalGrace() {
+		// Done, or a handler that ignores its context: its lease is left
+		// to run out so that another worker can take over.
 		h.mu.Unlock()
 		return
 	}

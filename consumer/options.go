@@ -38,6 +38,7 @@ type config struct {
 	maxAttempts      int
 	drainTimeout     time.Duration
 	checkTimeout     time.Duration
+	skewMargin       time.Duration
 	namespace        string
 	keyFunc          KeyFunc
 	keyCoversBody    func(*Message) bool // set with a Source's default key
@@ -66,6 +67,7 @@ func defaultConfig() config {
 		maxAttempts:      5,
 		drainTimeout:     30 * time.Second,
 		checkTimeout:     10 * time.Second,
+		skewMargin:       DefaultClockSkewMargin,
 		namespace:        "onceq",
 		logger:           slog.New(slog.DiscardHandler),
 		clock:            wallClock{},
@@ -73,6 +75,11 @@ func defaultConfig() config {
 		cacheBytes:       cache.DefaultBytes,
 	}
 }
+
+// renewalGrace is how long past HandlerTimeout a handler's lease is still
+// renewed: a handler that ignores its cancelled context is then left to
+// lose its lease, and its late result is refused.
+func (c *config) renewalGrace() time.Duration { return leaseMargin(c.handlerTimeout) }
 
 // leaseMargin is how much longer than the handler timeout a lease must be,
 // so that a handler is stopped before another worker may take its key.
@@ -103,6 +110,8 @@ func (c *config) validate() error {
 		return configError("MaxAttempts %d: must be at least 1", c.maxAttempts)
 	case c.drainTimeout <= 0:
 		return configError("DrainTimeout %v: must be positive", c.drainTimeout)
+	case c.skewMargin < 0:
+		return configError("ClockSkewMargin %v: must not be negative", c.skewMargin)
 	case c.checkTimeout <= 0:
 		return configError("CheckTimeout %v: must be positive", c.checkTimeout)
 	case c.logger == nil || c.clock == nil:
@@ -143,8 +152,12 @@ func FailedRetryDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.failedRetryDelay = d })
 }
 
-// PendingRecheck is how soon a message whose key is in flight elsewhere is
-// looked at again (default 2s, never later than the lease's end).
+// PendingRecheck is how often a message whose key is in flight elsewhere
+// is looked at again while it is held in place (default 2s). It is held
+// for up to HandlerTimeout, the longest a live holder should need; then it
+// is given back to the broker until the holder's lease can have ended
+// (its expiry plus ClockSkewMargin), so a crashed holder costs at most two
+// deliveries per lease period.
 func PendingRecheck(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.pendingRecheck = d })
 }
@@ -164,6 +177,18 @@ func DrainTimeout(d time.Duration) Option {
 // Store's, then the Source's; default 10s). A check that does not answer
 // in time is a failure: an unreachable endpoint is most often a wrong one.
 func CheckTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.checkTimeout = d }) }
+
+// DefaultClockSkewMargin is ClockSkewMargin's default.
+const DefaultClockSkewMargin = 5 * time.Second
+
+// ClockSkewMargin is how far the clocks of workers may disagree (default
+// 5s). Leases are written with the holder's clock and judged with the
+// claimer's: a worker whose clock runs ahead could take a live lease. So a
+// lease is taken over only once it has been expired for longer than the
+// margin, and a waiting message comes back only then. The DynamoDB store
+// measures each worker's clock against DynamoDB's and refuses to claim
+// when it is off by more than the margin (see the README's fault table).
+func ClockSkewMargin(d time.Duration) Option { return optionFunc(func(c *config) { c.skewMargin = d }) }
 
 // Namespace prefixes every key ("<namespace>#<key>"), to share one table
 // among workers or tenants (default "onceq").

@@ -11,10 +11,11 @@ const (
 	Processed Kind = iota + 1
 	// Duplicate: the key was already COMPLETED; its cached response stands.
 	Duplicate
-	// InFlightElsewhere: another worker holds the key's lease; re-checked
-	// after a delay, never acked meanwhile.
+	// InFlightElsewhere: another worker holds the key's lease; the message
+	// comes back when that lease can have ended, never acked meanwhile.
 	InFlightElsewhere
-	// Retrying: the handler or the store failed; the message comes back.
+	// Retrying: the handler failed, or an earlier attempt did and its
+	// retry delay has not passed; the message comes back.
 	Retrying
 	// DeadLettered: permanent failure, bad input or MaxAttempts reached.
 	DeadLettered
@@ -26,9 +27,27 @@ const (
 	// Rejected: a business condition refused the effect; the refusal is
 	// cached as COMPLETED so duplicates get the same answer.
 	Rejected
+	// StoreUnavailable: the store could not be reached, shed load beyond
+	// its retries, or could not record the result. An outage is never the
+	// message's fault: it is held and comes back, and no attempt is spent.
+	StoreUnavailable
+	// Misconfigured: the store refused for a reason of the deployment (a
+	// missing table, denied access, a clock too far off). The message is
+	// given back untouched; a Consumer stops with ErrMisconfigured.
+	Misconfigured
 )
 
-var kindNames = [...]string{"", "processed", "duplicate", "in_flight_elsewhere", "retrying", "dead_lettered", "lease_lost", "key_reuse", "rejected"}
+// Kinds lists every outcome, in order.
+func Kinds() []Kind {
+	ks := make([]Kind, 0, len(kindNames)-1)
+	for k := Processed; int(k) < len(kindNames); k++ {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+var kindNames = [...]string{"", "processed", "duplicate", "in_flight_elsewhere", "retrying", "dead_lettered", "lease_lost", "key_reuse", "rejected",
+	"store_unavailable", "misconfigured"}
 
 func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
@@ -39,6 +58,15 @@ func (k Kind) String() string {
 
 // Action is what the source is told to do.
 type Action int
+
+var actionNames = [...]string{"", "ack", "retry", "dead_letter"}
+
+func (a Action) String() string {
+	if a > 0 && int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return "unknown"
+}
 
 const (
 	// Ack settles the message: its record is COMPLETED.
@@ -70,7 +98,8 @@ type Outcome struct {
 	Attempt int
 	// Response is the committed or cached response.
 	Response []byte
-	// Err is the cause of Retrying, DeadLettered, LeaseLost and KeyReuse.
+	// Err is the cause of every outcome but Processed and Duplicate (and
+	// Rejected by its own rule). Its text never holds the key.
 	Err error
 	// RetryAfter is the delay before the message should be seen again.
 	RetryAfter time.Duration

@@ -317,18 +317,6 @@ func (t *telemetry) storeCall(ctx context.Context, op string, start time.Time, e
 	}).rec...)
 }
 
-func actionName(a Action) string {
-	switch a {
-	case Ack:
-		return "ack"
-	case Retry:
-		return "retry"
-	case DeadLetter:
-		return "dead_letter"
-	}
-	return "unknown"
-}
-
 func resultName(err error) string {
 	if err != nil {
 		return "error"
@@ -352,7 +340,7 @@ func (t *telemetry) handled(ctx context.Context, took time.Duration, err error) 
 }
 
 func (t *telemetry) settled(ctx context.Context, m *Message, a Action, err error) {
-	action, result, sys := actionName(a), resultName(err), m.Origin.System
+	action, result, sys := a.String(), resultName(err), m.Origin.System
 	t.settles.Add(ctx, 1, t.options(attrSetKey{"settles", action, result, sys}, func() []attribute.KeyValue {
 		return []attribute.KeyValue{attrAction.String(action), attrResult.String(result), attrMessagingSystem.String(sys)}
 	}).add...)

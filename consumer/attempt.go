@@ -1,0 +1,367 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// ErrHandlerOverran is the cause when a handler returned after its lease
+// could have been taken over: it ignored its context past HandlerTimeout
+// and the grace, renewals had stopped, and its result is not committed.
+var ErrHandlerOverran = errors.New("consumer: handler returned after its lease could have ended; result not committed")
+
+// attempt is one message's way through the guard, in either store mode:
+// claim → handler → complete, or handler → claim-and-complete in one call
+// (OneRoundTrip). Its methods share one rule for contexts: ctx bounds the
+// handler and ends when the caller stops; store calls use sctx, which
+// outlives ctx so that a drain can still record its work.
+type attempt struct {
+	g    *Guard
+	m    *Message
+	ctx  context.Context
+	sctx context.Context
+	tr   leaseTracker
+	hash string
+	// lease is the held claim (zero in one-round-trip mode, where the
+	// record is written only once the handler has run).
+	lease dedup.Lease
+	o     Outcome
+}
+
+func (g *Guard) attempt(ctx, sctx context.Context, m *Message, tr leaseTracker) Outcome {
+	key, hash, err := g.keys(m)
+	if err != nil {
+		return Outcome{Kind: DeadLettered, Err: err}
+	}
+	m.IdempotencyKey = key
+	a := &attempt{g: g, m: m, ctx: ctx, sctx: sctx, tr: tr, hash: hash, o: Outcome{Key: key}}
+	if g.oneShot != nil {
+		return a.oneRoundTrip()
+	}
+	return a.claimFirst()
+}
+
+func (a *attempt) claimFirst() Outcome {
+	g := a.g
+	now := g.cfg.clock.Now()
+	cctx, span, began := g.tel.beginStore(a.sctx, "claim")
+	c, err := g.store.Claim(cctx, dedup.ClaimRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(),
+		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin})
+	g.tel.endStore(cctx, span, "claim", began, err)
+	if err != nil {
+		return a.storeFailed("claim", err)
+	}
+	if !c.Acquired {
+		return a.existing(now, c.Existing)
+	}
+	if c.Previous != nil {
+		g.tel.expired.Add(a.ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(c.Previous.Status))))
+		for _, h := range g.hooks.expired {
+			h.OnExpiredPresent(a.ctx, a.m, string(c.Previous.Status))
+		}
+	}
+	a.lease, a.o.Attempt = c.Lease, c.Attempt
+	if c.Attempt > g.cfg.maxAttempts {
+		// Earlier handler runs died with their worker (crash, OOM, kill):
+		// the record counted them, the source may not have.
+		return a.deadLetter(fmt.Errorf("%w: %d attempts", ErrAttemptsExhausted, c.Attempt-1))
+	}
+	if a.ctx.Err() != nil {
+		return a.giveBack(StoreUnavailable, fmt.Errorf("consumer: stopped before the handler ran: %w", a.ctx.Err()))
+	}
+	res, err := a.runHandler()
+	if err != nil {
+		return a.handlerFailed(err)
+	}
+	return a.commit(res, func(resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
+		req := dedup.CompleteRequest{Lease: a.lease, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
+		return dedup.Claim{Acquired: true}, g.storeComplete(a.sctx, req)
+	})
+}
+
+func (a *attempt) oneRoundTrip() Outcome {
+	g := a.g
+	a.o.Attempt = a.m.Attempt
+	res, err := a.runHandler()
+	if err != nil {
+		return a.handlerFailed(err)
+	}
+	return a.commit(res, func(resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
+		req := dedup.ClaimCompleteRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(), Response: resp,
+			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin}
+		return g.storeClaimComplete(a.sctx, req)
+	})
+}
+
+// runHandler calls the handler under HandlerTimeout, its lease (if any)
+// renewed meanwhile, and refuses a result returned after renewals stopped.
+func (a *attempt) runHandler() (Result, error) {
+	g := a.g
+	hctx, cancel := a.tr.handlerContext(a.ctx, g.cfg.handlerTimeout)
+	if a.lease.Owner != "" {
+		a.tr.leased(a.lease, cancel)
+	}
+	start := time.Now()
+	res, err := g.callHandler(hctx, a.m)
+	a.tr.unleased()
+	cancel()
+	if err == nil && a.lease.Owner != "" && time.Since(start) > g.cfg.handlerTimeout+g.cfg.renewalGrace() {
+		return Result{}, ErrHandlerOverran
+	}
+	return res, err
+}
+
+// handlerFailed decides what a handler error means for the message.
+func (a *attempt) handlerFailed(herr error) Outcome {
+	g := a.g
+	a.o.Err = herr
+	switch {
+	case errors.Is(herr, ErrHandlerOverran):
+		o := a.recordFailure(herr, g.retryDelay(a.o.Attempt), false, false)
+		if o.Kind == Retrying {
+			o.Kind = LeaseLost // its result is refused, like a fenced worker's
+		}
+		return o
+	case a.ctx.Err() != nil:
+		// Stopped by shutdown: not the message's fault.
+		return a.giveBack(Retrying, herr)
+	case errors.Is(herr, ErrPermanent):
+		return a.deadLetter(herr)
+	case a.o.Attempt >= g.cfg.maxAttempts:
+		return a.deadLetter(fmt.Errorf("%w after %d: %w", ErrAttemptsExhausted, a.o.Attempt, herr))
+	}
+	return a.recordFailure(herr, g.retryDelay(a.o.Attempt), false, false)
+}
+
+// commit writes the handler's result with write (Complete, or
+// ClaimComplete), and when a business write's own condition refuses it,
+// writes the refusal instead: the message is then Rejected, for good.
+func (a *attempt) commit(res Result, write writeFunc) Outcome {
+	g := a.g
+	kind, resp, writes := Processed, res.Response, res.Writes
+	if res.Rejected {
+		kind, writes = Rejected, nil
+	}
+	now := g.cfg.clock.Now()
+	c, err := a.writeHeld(write, resp, writes, now)
+	be := businessError(err)
+	if be != nil {
+		kind, resp = Rejected, res.RejectResponse
+		c, err = a.writeHeld(write, resp, nil, now)
+	}
+	switch {
+	case err == nil && a.lease.Owner == "" && !c.Acquired:
+		return a.existing(now, c.Existing) // one round trip found a live record
+	case err == nil:
+		a.o.Kind, a.o.Response = kind, resp
+		if a.lease.Owner == "" && c.Attempt > 0 {
+			a.o.Attempt = c.Attempt
+		}
+		if be != nil {
+			a.o.Err = be
+		}
+		return a.o
+	case errors.Is(err, dedup.ErrLeaseLost):
+		a.o.Kind, a.o.Err, a.o.RetryAfter = LeaseLost, err, g.cfg.pendingRecheck
+		return a.o
+	}
+	return a.storeFailed("complete", err)
+}
+
+// writeFunc commits a result: resp cached, writes applied, at now.
+type writeFunc func(resp []byte, writes []any, now time.Time) (dedup.Claim, error)
+
+// writeHeld calls write and, while the store is out and the lease still
+// holds, calls it again: a handler that succeeded need not run again for
+// an outage shorter than its lease. (Without a lease, in one round trip,
+// the message is simply given back.)
+func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
+	g := a.g
+	c, err := write(resp, writes, now)
+	if a.lease.Owner == "" {
+		return c, err
+	}
+	// Renewals stop with the handler; the last came at most a third of
+	// the lease ago.
+	until := time.Now().Add(2*g.cfg.leaseTTL/3 - g.cfg.skewMargin)
+	retried := false
+	for n := 1; err != nil && faultOf(err) == outage; n++ {
+		wait := g.retryDelay(n)
+		if time.Now().Add(wait).After(until) || !sleep(a.sctx, wait) {
+			break
+		}
+		retried = true
+		c, err = write(resp, writes, g.cfg.clock.Now())
+	}
+	if retried && errors.Is(err, dedup.ErrLeaseLost) {
+		// An earlier try may have committed with its answer lost.
+		if r, gerr := g.store.Get(a.sctx, a.lease.Key); gerr == nil && r.Owner == a.lease.Owner && r.Status == dedup.StatusCompleted {
+			return dedup.Claim{Acquired: true}, nil
+		}
+	}
+	return c, err
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// existing decides what a live record held by someone else means.
+func (a *attempt) existing(now time.Time, r dedup.Record) Outcome {
+	o := a.o
+	o.Attempt = r.Attempts
+	// No hash: the key covers the body, so the same key is the same payload.
+	if a.hash != "" && r.PayloadHash != "" && r.PayloadHash != a.hash {
+		o.Kind, o.Err = KeyReuse, &dedup.KeyReuseError{Key: o.Key, Existing: r}
+		return o
+	}
+	switch r.Status {
+	case dedup.StatusCompleted:
+		o.Kind, o.Response = Duplicate, r.Response
+	case dedup.StatusFailed:
+		// Back once the retry delay has passed (stores keep whole seconds).
+		o.Kind, o.Err = Retrying, fmt.Errorf("consumer: previous attempt failed: %s", r.LastError)
+		o.RetryAfter = max(r.ExpiresAt.Sub(now)+time.Second, time.Second)
+	default:
+		// Back when the holder's lease can have ended, its clock allowed
+		// for: at most two deliveries per lease period while it lives.
+		o.Kind, o.Err = InFlightElsewhere, fmt.Errorf("consumer: key held by another worker until %v", r.ExpiresAt.UTC().Format(time.RFC3339))
+		o.RetryAfter = max(r.ExpiresAt.Sub(now)+a.g.cfg.skewMargin+time.Second, 100*time.Millisecond)
+	}
+	return o
+}
+
+// storeFailed sorts a store error by whose fault it is.
+func (a *attempt) storeFailed(op string, err error) Outcome {
+	err = fmt.Errorf("consumer: %s: %w", op, err)
+	switch faultOf(err) {
+	case messageFault:
+		return a.deadLetter(err)
+	case configFault:
+		return a.giveBack(Misconfigured, err)
+	}
+	return a.giveBack(StoreUnavailable, err)
+}
+
+type fault int
+
+const (
+	outage       fault = iota // transient: hold the message, spend nothing
+	messageFault              // the message's own: dead-letter it
+	configFault               // the deployment's: stop, blame no message
+	decided                   // not a fault: a fence or a condition said no
+)
+
+// faultOf says whose fault a store error is: the one place the consumer
+// decides it.
+func faultOf(err error) fault {
+	switch {
+	case errors.Is(err, dedup.ErrLeaseLost), businessError(err) != nil:
+		return decided
+	case errors.Is(err, dedup.ErrRecordTooLarge), errors.Is(err, dedup.ErrTooManyWrites),
+		errors.Is(err, dedup.ErrUnsupportedWrite), errors.Is(err, dedup.ErrEmptyKey):
+		return messageFault
+	}
+	switch retry.Classify(err) {
+	case retry.Misconfigured:
+		return configFault
+	case retry.Permanent:
+		return messageFault // a request built from the message is invalid
+	}
+	return outage
+}
+
+// deadLetter records a final failure: the attempt count is reset, so a
+// redrive from the dead-letter destination starts afresh.
+func (a *attempt) deadLetter(cause error) Outcome {
+	return a.recordFailure(cause, 0, true, false)
+}
+
+// giveBack returns the message without spending an attempt, as kind: the
+// record is freed at once when it can be (and simply expires otherwise).
+func (a *attempt) giveBack(kind Kind, cause error) Outcome {
+	o := a.recordFailure(cause, 0, false, true)
+	if o.Kind == Retrying {
+		o.Kind = kind
+		if kind != Retrying {
+			o.RetryAfter = a.g.cfg.failedRetryDelay
+		}
+	}
+	return o
+}
+
+// recordFailure records a failed attempt, when a lease is held, and says
+// what becomes of the message: dead-lettered when final, else back after
+// delay. refund gives the claim's attempt back.
+func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund bool) Outcome {
+	g := a.g
+	o := a.o
+	o.Err = cause
+	held := a.lease.Owner != ""
+	if held {
+		now := g.cfg.clock.Now()
+		fctx, span, began := g.tel.beginStore(a.sctx, "fail")
+		err := g.store.Fail(fctx, dedup.FailRequest{Lease: a.lease, Reason: truncate(cause.Error(), 1024), Now: now,
+			RetryAt: now.Add(delay), ResetAttempts: final, RefundAttempt: refund})
+		g.tel.endStore(fctx, span, "fail", began, err)
+		if errors.Is(err, dedup.ErrLeaseLost) {
+			o.Kind, o.Err, o.RetryAfter = LeaseLost, fmt.Errorf("%w (while failing: %w)", err, cause), g.cfg.pendingRecheck
+			return o
+		}
+		// A Fail that did not land is no reason to keep the message from
+		// its fate: the lease then simply expires.
+	}
+	if final {
+		o.Kind = DeadLettered
+		return o
+	}
+	o.Kind, o.RetryAfter = Retrying, delay
+	if held && delay > 0 {
+		o.RetryAfter += time.Second // the FAILED record's whole-second expiry
+	}
+	return o
+}
+
+func (g *Guard) storeComplete(ctx context.Context, req dedup.CompleteRequest) error {
+	op := "complete"
+	if len(req.Writes) > 0 {
+		op = "transaction"
+	}
+	ctx, span, began := g.tel.beginStore(ctx, op)
+	err := g.store.Complete(ctx, req)
+	g.tel.endStore(ctx, span, op, began, err)
+	return err
+}
+
+func (g *Guard) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	ctx, span, began := g.tel.beginStore(ctx, "claim_complete")
+	c, err := g.oneShot.ClaimComplete(ctx, req)
+	g.tel.endStore(ctx, span, "claim_complete", began, err)
+	return c, err
+}
+
+// businessError is err's *dedup.BusinessConditionError, if any. The
+// errors.As target escapes, so it is only made when there is an error.
+func businessError(err error) *dedup.BusinessConditionError {
+	if err == nil {
+		return nil
+	}
+	var be *dedup.BusinessConditionError
+	if errors.As(err, &be) {
+		return be
+	}
+	return nil
+}
