@@ -179,7 +179,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 	})
 	set(func() (e error) {
 		t.expired, e = m.Int64Counter("onceq.dedup.expired_present",
-			metric.WithDescription("Claims that found an expired record still stored (TTL had not removed it): the seed's dynamo_ttl_delete_before_retry_total."))
+			metric.WithDescription("Claims that found an expired record still stored (DynamoDB's TTL deletes expired items up to 48 hours late)."))
 		return
 	})
 	set(func() (e error) {

@@ -12,12 +12,12 @@ import (
 // assumes items of at most 1 KB (one WCU per standard write) and that a
 // failed condition costs what a successful write does, as DynamoDB charges.
 type capacityPlan struct {
-	PeakRPS, DupRatio float64
-	TxnItems          int
-	Seed              float64 // the seed's budget: peak × (1 + duplicate ratio)
-	ClaimComplete     float64 // claim + complete per unique, one claim per duplicate
-	Transaction       float64 // claim + TransactWriteItems(items) at 2× per item
-	OneRoundTrip      float64 // TransactWriteItems(items) at 2× per item, duplicates cancelled at the same price
+	PeakRPS, DupRatio   float64
+	TxnItems            int
+	OneWritePerDelivery float64 // one write per delivery: peak × (1 + duplicate ratio)
+	ClaimComplete       float64 // claim + complete per unique, one claim per duplicate
+	Transaction         float64 // claim + TransactWriteItems(items) at 2× per item
+	OneRoundTrip        float64 // TransactWriteItems(items) at 2× per item, duplicates cancelled at the same price
 }
 
 func planCapacity(peak, dup float64, txnItems int) capacityPlan {
@@ -25,10 +25,10 @@ func planCapacity(peak, dup float64, txnItems int) capacityPlan {
 	items := float64(txnItems)
 	return capacityPlan{
 		PeakRPS: peak, DupRatio: dup, TxnItems: txnItems,
-		Seed:          peak * (1 + dup),
-		ClaimComplete: peak*2 + dups,
-		Transaction:   peak*(1+2*items) + dups,
-		OneRoundTrip:  (peak + dups) * 2 * items,
+		OneWritePerDelivery: peak * (1 + dup),
+		ClaimComplete:       peak*2 + dups,
+		Transaction:         peak*(1+2*items) + dups,
+		OneRoundTrip:        (peak + dups) * 2 * items,
 	}
 }
 
@@ -61,7 +61,7 @@ func runCapacity(_ context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(stdout, "peak %.0f unique msg/s, %.0f%% duplicates (%.0f deliveries/s), items of at most 1 KB\n",
 		p.PeakRPS, p.DupRatio*100, p.PeakRPS*(1+p.DupRatio))
 	fmt.Fprintf(stdout, "%-34s %10s\n", "mode", "WCU")
-	fmt.Fprintf(stdout, "%-34s %10.0f\n", "seed budget: peak × (1 + dup)", math.Ceil(p.Seed))
+	fmt.Fprintf(stdout, "%-34s %10.0f\n", "one write per delivery (a floor)", math.Ceil(p.OneWritePerDelivery))
 	fmt.Fprintf(stdout, "%-34s %10.0f\n", "claim + complete", math.Ceil(p.ClaimComplete))
 	fmt.Fprintf(stdout, "%-34s %10.0f\n", fmt.Sprintf("claim + transaction (%d items)", p.TxnItems), math.Ceil(p.Transaction))
 	fmt.Fprintf(stdout, "%-34s %10.0f\n", fmt.Sprintf("one round trip (%d items)", p.TxnItems), math.Ceil(p.OneRoundTrip))

@@ -37,7 +37,7 @@ func TestCapacity(t *testing.T) {
 		}
 	}
 	p := planCapacity(2000, 0.15, 2)
-	if p.Seed != 2300 || p.ClaimComplete != 4300 || p.Transaction != 10300 || p.OneRoundTrip != 9200 {
+	if p.OneWritePerDelivery != 2300 || p.ClaimComplete != 4300 || p.Transaction != 10300 || p.OneRoundTrip != 9200 {
 		t.Fatalf("plan %+v", p)
 	}
 }
