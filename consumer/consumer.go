@@ -1,10 +1,3 @@
-// Package consumer runs a Handler over a Source with exactly-once effects:
-// each message's fingerprint is claimed in a dedup.Store before the handler
-// runs, the handler's result commits with the COMPLETED record, and only
-// then is the message acked.
-//
-// The package knows no broker and no database: it talks to a Source and a
-// dedup.Store, the way database/sql talks to its drivers.
 package consumer
 
 import (
