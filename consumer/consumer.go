@@ -73,8 +73,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		_ = c.src.Close(closeCtx)
 		return err
 	}
-	r := newRun(c)
-	return r.run(ctx)
+	r := newPool(c)
+	return r.serve(ctx)
 }
 
 // Check runs the Store's and the Source's checks (the table exists with the
@@ -103,7 +103,7 @@ type orderKey struct {
 
 // slot is one held message.
 type slot struct {
-	r          *run
+	r          *pool
 	m          *Message
 	key        orderKey
 	started    bool
@@ -154,7 +154,9 @@ func (t slotTracker) unleased() {
 
 type keyQueue struct{ pending []*slot }
 
-type run struct {
+// pool is one Run of a Consumer: its workers, the messages it holds, the
+// per-key queues and the shared heartbeat.
+type pool struct {
 	c    *Consumer
 	work chan *slot
 
@@ -188,8 +190,8 @@ type run struct {
 	empty    chan struct{} // closed when draining and nothing is held
 }
 
-func newRun(c *Consumer) *run {
-	r := &run{c: c, work: make(chan *slot, c.cfg.maxInFlight),
+func newPool(c *Consumer) *pool {
+	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight),
 		held: make(map[*slot]struct{}, c.cfg.maxInFlight), keys: map[orderKey]*keyQueue{},
 		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{})}
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
@@ -209,7 +211,7 @@ func newRun(c *Consumer) *run {
 	return r
 }
 
-func (r *run) run(ctx context.Context) error {
+func (r *pool) serve(ctx context.Context) error {
 	cfg := &r.c.cfg
 	var workers sync.WaitGroup
 	for range cfg.concurrency {
@@ -280,7 +282,7 @@ func (r *run) run(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) waitEmpty(d time.Duration) {
+func (r *pool) waitEmpty(d time.Duration) {
 	r.mu.Lock()
 	if len(r.held) == 0 {
 		r.mu.Unlock()
@@ -297,7 +299,7 @@ func (r *run) waitEmpty(d time.Duration) {
 
 // fetch receives while there is room, until ctx ends or the source fails
 // for good.
-func (r *run) fetch(ctx context.Context) error {
+func (r *pool) fetch(ctx context.Context) error {
 	cfg := &r.c.cfg
 	failures := 0
 	for {
@@ -345,7 +347,7 @@ func (r *run) fetch(ctx context.Context) error {
 
 // waitFree blocks until fewer than MaxInFlight messages are held and says
 // how many more may be taken.
-func (r *run) waitFree(ctx context.Context) (int, bool) {
+func (r *pool) waitFree(ctx context.Context) (int, bool) {
 	for {
 		r.mu.Lock()
 		free := r.c.cfg.maxInFlight - len(r.held)
@@ -363,7 +365,7 @@ func (r *run) waitFree(ctx context.Context) (int, bool) {
 
 // dispatchLocked hands s to a worker, or queues it behind its key. The work
 // channel holds MaxInFlight, so a send never blocks.
-func (r *run) dispatchLocked(s *slot) {
+func (r *pool) dispatchLocked(s *slot) {
 	if r.c.caps.Ordering == Unordered {
 		r.work <- s
 		return
@@ -376,7 +378,7 @@ func (r *run) dispatchLocked(s *slot) {
 	r.work <- s
 }
 
-func (r *run) handle(s *slot) {
+func (r *pool) handle(s *slot) {
 	if r.limiter != nil {
 		if !r.limiter.acquire(r.drained) {
 			r.giveBack(s)
@@ -399,7 +401,7 @@ func (r *run) handle(s *slot) {
 }
 
 // settle carries out the outcome's action on the source.
-func (r *run) settle(ctx context.Context, s *slot, o Outcome) {
+func (r *pool) settle(ctx context.Context, s *slot, o Outcome) {
 	cfg := &r.c.cfg
 	src := r.c.src
 	var err error
@@ -458,7 +460,7 @@ func (r *run) settle(ctx context.Context, s *slot, o Outcome) {
 
 // stop ends the run for a configuration fault: receiving stops, what is
 // held drains, and Run returns err. The first fault is the one reported.
-func (r *run) stop(err error) {
+func (r *pool) stop(err error) {
 	r.mu.Lock()
 	first := r.fatal == nil
 	if first {
@@ -475,7 +477,7 @@ func (r *run) stop(err error) {
 // holdInPlace keeps a message, and so its key, and runs it again after
 // delay: for ordered sources, so that its successors cannot overtake it
 // (redelivery: it counts as a delivery), and through store outages.
-func (r *run) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
+func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.draining {
@@ -499,7 +501,7 @@ func (r *run) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 }
 
 // giveBack returns a message that was never started to the source at once.
-func (r *run) giveBack(s *slot) {
+func (r *pool) giveBack(s *slot) {
 	ctx := r.settles.get(time.Now())
 	err := r.c.src.Nack(ctx, s.m, 0)
 	r.reportSettled(ctx, s.m, Retry, err)
@@ -507,7 +509,7 @@ func (r *run) giveBack(s *slot) {
 }
 
 // release forgets s and lets its key's next message run.
-func (r *run) release(s *slot) {
+func (r *pool) release(s *slot) {
 	r.mu.Lock()
 	delete(r.held, s)
 	if r.c.caps.Ordering != Unordered {
@@ -537,21 +539,21 @@ func (r *run) release(s *slot) {
 	r.reportInFlight(n)
 }
 
-func (r *run) reportLimit(n int) {
+func (r *pool) reportLimit(n int) {
 	r.c.guard.tel.limit.Record(context.Background(), int64(n))
 	for _, h := range r.c.guard.hooks.limit {
 		h.OnConcurrencyLimit(n)
 	}
 }
 
-func (r *run) reportInFlight(n int) {
+func (r *pool) reportInFlight(n int) {
 	r.c.guard.tel.inFlight.Record(context.Background(), int64(n))
 	for _, h := range r.c.guard.hooks.inFlight {
 		h.OnInFlight(n)
 	}
 }
 
-func (r *run) reportSettled(ctx context.Context, m *Message, a Action, err error) {
+func (r *pool) reportSettled(ctx context.Context, m *Message, a Action, err error) {
 	r.c.guard.tel.settled(ctx, m, a, err)
 	for _, h := range r.c.guard.hooks.settle {
 		h.OnSettled(ctx, m, a, err)
@@ -624,7 +626,7 @@ func (s *sharedDeadlines) stop() {
 
 // heartbeat renews, for every held message, the source's delivery timeout
 // and, while its handler runs, the lease: one goroutine for all messages.
-func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
+func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	cfg := &r.c.cfg
 	leaseEvery := cfg.leaseTTL / 3
@@ -692,7 +694,7 @@ func (r *run) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 	}
 }
 
-func (r *run) reportHeartbeat(ctx context.Context, m *Message, lease bool, err error) {
+func (r *pool) reportHeartbeat(ctx context.Context, m *Message, lease bool, err error) {
 	r.c.guard.tel.heartbeat(ctx, lease, err)
 	for _, h := range r.c.guard.hooks.heartbeat {
 		h.OnHeartbeat(ctx, m, lease, err)
