@@ -11,11 +11,14 @@ import (
 	"github.com/onceq/onceq/consumer"
 )
 
-// summary counts outcomes; it is a consumer.OutcomeHook and InFlightHook.
+// summary counts outcomes; it is a consumer.OutcomeHook, SettleHook and
+// InFlightHook. Dead letters are counted when the dead-letter destination
+// took them, not when they were decided.
 type summary struct {
-	processed, duplicates, rejected, deadLettered, failed, leaseLost, inFlightElsewhere atomic.Int64
-	inFlight                                                                            atomic.Int64
-	start                                                                               time.Time
+	processed, duplicates, rejected, failed, leaseLost, inFlightElsewhere, storeUnavailable atomic.Int64
+	deadLettered, deadLetterFailed                                                          atomic.Int64
+	inFlight                                                                                atomic.Int64
+	start                                                                                   time.Time
 }
 
 func (s *summary) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
@@ -26,15 +29,26 @@ func (s *summary) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.O
 		s.duplicates.Add(1)
 	case consumer.Rejected:
 		s.rejected.Add(1)
-	case consumer.DeadLettered, consumer.KeyReuse:
-		s.deadLettered.Add(1)
 	case consumer.Retrying:
 		s.failed.Add(1)
 	case consumer.LeaseLost:
 		s.leaseLost.Add(1)
 	case consumer.InFlightElsewhere:
 		s.inFlightElsewhere.Add(1)
+	case consumer.StoreUnavailable, consumer.Misconfigured:
+		s.storeUnavailable.Add(1)
 	}
+}
+
+func (s *summary) OnSettled(_ context.Context, _ *consumer.Message, a consumer.Action, err error) {
+	if a != consumer.DeadLetter {
+		return
+	}
+	if err != nil {
+		s.deadLetterFailed.Add(1)
+		return
+	}
+	s.deadLettered.Add(1)
 }
 
 func (s *summary) OnInFlight(n int) { s.inFlight.Store(int64(n)) }
@@ -50,12 +64,19 @@ type Summary struct {
 	Duplicates   int64 `json:"duplicates"`
 	Rejected     int64 `json:"rejected"`
 	DeadLettered int64 `json:"dead_lettered"`
-	Failed       int64 `json:"failed"`
-	LeaseLost    int64 `json:"lease_lost"`
+	// DeadLetterFailed counts dead letters the destination did not take
+	// (the message was kept).
+	DeadLetterFailed int64 `json:"dead_letter_failed"`
+	Failed           int64 `json:"failed"`
+	LeaseLost        int64 `json:"lease_lost"`
+	// StoreUnavailable counts messages held through a store outage.
+	StoreUnavailable int64 `json:"store_unavailable"`
 }
 
 func (s *summary) snapshot() Summary {
-	return Summary{s.processed.Load(), s.duplicates.Load(), s.rejected.Load(), s.deadLettered.Load(), s.failed.Load(), s.leaseLost.Load()}
+	return Summary{Processed: s.processed.Load(), Duplicates: s.duplicates.Load(), Rejected: s.rejected.Load(),
+		DeadLettered: s.deadLettered.Load(), DeadLetterFailed: s.deadLetterFailed.Load(), Failed: s.failed.Load(),
+		LeaseLost: s.leaseLost.Load(), StoreUnavailable: s.storeUnavailable.Load()}
 }
 
 func (s *summary) writeJSON(w io.Writer) error {
