@@ -251,7 +251,7 @@ func (a *attempt) storeFailed(op string, err error) Outcome {
 	case messageFault:
 		return a.deadLetter(err)
 	case configFault:
-		return a.giveBack(Misconfigured, err)
+		return a.giveBack(Misconfigured, fmt.Errorf("%w: %w", ErrMisconfigured, err))
 	}
 	return a.giveBack(StoreUnavailable, err)
 }

@@ -271,7 +271,7 @@ func (r *pool) serve(ctx context.Context) error {
 	fatal := r.fatal
 	r.mu.Unlock()
 	if fatal != nil {
-		return fmt.Errorf("%w: %w", ErrMisconfigured, fatal)
+		return fatal // wraps ErrMisconfigured
 	}
 	if fetchErr != nil {
 		return fetchErr

@@ -32,8 +32,9 @@ const (
 	// message's fault: it is held and comes back, and no attempt is spent.
 	StoreUnavailable
 	// Misconfigured: the store refused for a reason of the deployment (a
-	// missing table, denied access, a clock too far off). The message is
-	// given back untouched; a Consumer stops with ErrMisconfigured.
+	// missing table, denied access, a clock too far off); Err wraps
+	// ErrMisconfigured. The message is given back untouched; a Consumer
+	// stops with that error. A Guard's caller should stop too.
 	Misconfigured
 )
 
