@@ -314,6 +314,10 @@ func (r *pool) fetch(ctx context.Context) error {
 				return nil
 			case errors.Is(err, ErrSourceClosed):
 				return err
+			case retry.Classify(err) == retry.Misconfigured:
+				// The queue is gone or access was taken away: waiting will
+				// not mend it.
+				return fmt.Errorf("%w: receive: %w", ErrMisconfigured, err)
 			}
 			failures++
 			delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)

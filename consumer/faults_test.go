@@ -234,3 +234,24 @@ func TestDeadLetterWithoutDestination(t *testing.T) {
 		t.Fatalf("queue %+v: want the message kept", s)
 	}
 }
+
+// deniedReceive is a source whose queue access was taken away.
+type deniedReceive struct{ *memory.Source }
+
+func (deniedReceive) Receive(context.Context, int) ([]*consumer.Message, error) {
+	return nil, apiError{"AccessDenied"}
+}
+
+// A receive refused for a reason of the deployment stops Run at once,
+// rather than retrying forever.
+func TestMisconfiguredReceiveStopsRun(t *testing.T) {
+	c, err := consumer.New(deniedReceive{memory.NewQueue("gone").Source()}, dedupmem.New(), noopHandler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Run(ctx); !errors.Is(err, consumer.ErrMisconfigured) || ctx.Err() != nil {
+		t.Fatalf("Run = %v (ctx %v), want ErrMisconfigured at once", err, ctx.Err())
+	}
+}
