@@ -213,7 +213,7 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	opts.meters = tel.meterProvider()
 	wiring, err := wire(ctx, opts, logger)
 	if err != nil {
-		return err
+		return explainStart(err, opts, false)
 	}
 	inv := wiring.inventory
 	expected := opts.stopAfter
@@ -227,7 +227,8 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 		consumer.WithMeterProvider(tel.meterProvider()),
 		consumer.WithTracerProvider(tel.tracerProvider()))...)
 	if err != nil {
-		return err
+		_ = wiring.source.Close(context.WithoutCancel(ctx)) // Run would have; it never will
+		return explainStart(err, opts, !wiring.source.Capabilities().DeadLetter)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -242,10 +243,15 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	}
 	poll := time.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
+	var runErr error
+	stopped := false // Run returned by itself: a fault, or the source closed
 loop:
 	for {
 		select {
 		case <-ctx.Done():
+			break loop
+		case runErr = <-done:
+			stopped = true
 			break loop
 		case <-tick:
 			sum.progress(stderr)
@@ -257,8 +263,11 @@ loop:
 	}
 	tel.draining.Store(true)
 	cancel()
-	if err := <-done; err != nil {
-		return err
+	if !stopped {
+		runErr = <-done
+	}
+	if runErr != nil {
+		return explainStart(runErr, opts, false)
 	}
 	if opts.progress > 0 {
 		sum.progress(stderr)
