@@ -209,7 +209,9 @@ func checkQueue(ctx context.Context, r *checkReport, f checkFlags) {
 	}
 	if src.DeadLetterQueueURL() == "" {
 		r.fail(subject, "no dead-letter queue: pass -sqs-dlq-url, or give the queue a redrive policy (a consumer refuses a source without one)")
-	} else if f.dlqURL == "" {
+		return
+	}
+	if f.dlqURL == "" {
 		r.ok(subject, "dead-letter queue %s from the redrive policy, reachable", lastElem(src.DeadLetterQueueURL()))
 	}
 	checkRedrive(r, subject, src.MaxReceiveCount(), f.maxAttempts, f.leaseTTL, src.Capabilities().DeliveryTimeout)

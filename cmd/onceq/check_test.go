@@ -108,8 +108,7 @@ func TestCheckQueue(t *testing.T) {
 		"WARN queue "+name+"-tight redrive policy: maxReceiveCount 8 is below 9 = max-attempts 3 + 2 × ceil(lease-ttl 1m1s / visibility 30s)")
 	checkSays(t, 1, []string{"-sqs-queue-url", bare},
 		"ok   queue "+name+"-bare: reachable",
-		"FAIL queue "+name+"-bare: no dead-letter queue: pass -sqs-dlq-url, or give the queue a redrive policy",
-		"ok   queue "+name+"-bare redrive policy: none")
+		"FAIL queue "+name+"-bare: no dead-letter queue: pass -sqs-dlq-url, or give the queue a redrive policy")
 	checkSays(t, 0, []string{"-sqs-queue-url", bare, "-sqs-dlq-url", dlq},
 		"ok   dead-letter queue "+name+"-dlq: reachable",
 		"ok   queue "+name+"-bare: reachable",
