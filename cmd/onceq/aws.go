@@ -4,20 +4,50 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/onceq/onceq/dedup/dynamodb"
 )
 
-// dynamoClient builds a client from the SDK's standard settings only
-// (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, shared config...), so
-// the CLI points wherever the operator's other AWS tools point.
-func dynamoClient(ctx context.Context) (*ddb.Client, error) {
+// awsConfig reads the SDK's standard settings only (AWS_REGION,
+// AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, shared config...), so the CLI
+// points wherever the operator's other AWS tools point.
+func awsConfig(ctx context.Context) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS config: %w", err)
+		return cfg, fmt.Errorf("load AWS config: %w", err)
 	}
 	if cfg.Region == "" {
-		return nil, fmt.Errorf("no AWS region: set AWS_REGION or a profile's region")
+		return cfg, fmt.Errorf("no AWS region: set AWS_REGION or a profile's region")
+	}
+	return cfg, nil
+}
+
+func dynamoClient(ctx context.Context) (*ddb.Client, error) {
+	cfg, err := awsConfig(ctx)
+	if err != nil {
+		return nil, err
 	}
 	return ddb.NewFromConfig(cfg), nil
+}
+
+func sqsClient(ctx context.Context) (*awssqs.Client, error) {
+	cfg, err := awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return awssqs.NewFromConfig(cfg), nil
+}
+
+// openStore opens the records table in the chosen layout. It returns an
+// error so that a constructor that can fail (dynamodb.New returning one)
+// is a one-line change here.
+func openStore(client *ddb.Client, table string, tenant bool, opts ...dynamodb.Option) (*dynamodb.Store, error) {
+	if tenant {
+		opts = append(opts, dynamodb.WithTenantLayout())
+	}
+	return dynamodb.New(client, table, opts...), nil
 }

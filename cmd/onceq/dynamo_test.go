@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -96,7 +95,10 @@ func TestInspect(t *testing.T) {
 	if code, _, errOut := onceq("create-table", "-table", table); code != 0 {
 		t.Fatalf("create-table: exit %d: %s", code, errOut)
 	}
-	store := dynamodb.New(c, table)
+	store, err := openStore(c, table, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key, err := dedup.Key("orders", "order-42")
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +196,10 @@ func TestInspectTenantLayout(t *testing.T) {
 	if code, _, errOut := onceq("create-table", "-table", table, "-tenant-layout"); code != 0 {
 		t.Fatalf("create-table: exit %d: %s", code, errOut)
 	}
-	store := dynamodb.New(c, table, dynamodb.WithTenantLayout())
+	store, err := openStore(c, table, true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key, err := dedup.Key("tenant-7", "msg-1")
 	if err != nil {
 		t.Fatal(err)

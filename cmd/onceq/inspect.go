@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
 )
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -56,11 +55,12 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
 		return 1
 	}
-	var opts []dynamodb.Option
-	if *tenant {
-		opts = append(opts, dynamodb.WithTenantLayout())
+	store, err := openStore(client, *table, *tenant)
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		return 1
 	}
-	rec, err := dynamodb.New(client, *table, opts...).Get(ctx, key)
+	rec, err := store.Get(ctx, key)
 	if errors.Is(err, dedup.ErrNotFound) {
 		fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in table %s\n", key, *table)
 		return 1

@@ -1,5 +1,6 @@
 // Command onceq is the operator's tool for onceq's DynamoDB idempotency
-// table: create it, look at a key, budget its capacity.
+// table: create it, look at a key, budget its capacity, and check a
+// deployment the way a worker does at start.
 //
 // Exit codes: 0 ok, 1 failure, 2 usage.
 package main
@@ -30,6 +31,7 @@ var commands = []struct {
 	{"create-table", "create the idempotency table (idempotent)", runCreateTable},
 	{"inspect", "show the stored record of an idempotency key", runInspect},
 	{"capacity", "budget write capacity for a workload", runCapacity},
+	{"check", "run a worker's start-up checks: table, queue or topics, dead letters", runCheck},
 }
 
 func usage(w io.Writer) {

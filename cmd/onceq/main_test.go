@@ -68,6 +68,14 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"inspect", "-table", "t", "a", "b"}, 2, "err", "exactly one KEY"},
 		{[]string{"inspect", "-table", "t", ""}, 2, "err", "empty"},
 		{[]string{"inspect", "-table", "t", "-stored-key", ""}, 2, "err", "must not be empty"},
+		{[]string{"help"}, 0, "out", "check"},
+		{[]string{"check", "-h"}, 0, "err", "usage: onceq check"},
+		{[]string{"check"}, 2, "err", "nothing to check"},
+		{[]string{"check", "-table", "t", "extra"}, 2, "err", `unexpected argument "extra"`},
+		{[]string{"check", "-kafka-topic", "orders"}, 2, "err", "needs -kafka-brokers"},
+		{[]string{"check", "-sqs-dlq-url", "u"}, 2, "err", "needs -sqs-queue-url"},
+		{[]string{"check", "-table", "t", "-max-attempts", "0"}, 2, "err", "-max-attempts 0"},
+		{[]string{"check", "-table", "t", "-lease-ttl", "0s"}, 2, "err", "-lease-ttl 0s"},
 	}
 	for _, c := range cases {
 		code, out, errOut := onceq(c.args...)

@@ -21,27 +21,9 @@ import (
 // The example against DynamoDB Local and the SQS emulator: 2,000 orders,
 // 20% duplicate sends, 10 beyond the stock.
 func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
-	dbEP, sqsEP := testenv.DynamoDBEndpoint(t), testenv.SQSEndpoint(t)
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dbEP)
-	t.Setenv("AWS_ENDPOINT_URL_SQS", sqsEP)
-	t.Setenv("AWS_REGION", testenv.Region)
-	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretAccessKey)
+	q, db, suffix := localAWS(t)
 	ctx := context.Background()
-	cfg := testenv.AWSConfig(t, "")
-	q := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(sqsEP) })
-	db := ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(dbEP) })
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	suffix := hex.EncodeToString(b)
-	queue, err := q.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("orders-" + suffix)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dlq, err := q.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("orders-dlq-" + suffix)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	queue, dlq := createQueue(t, q, "orders-"+suffix, nil), createQueue(t, q, "orders-dlq-"+suffix, nil)
 
 	f := newOrderFixture()
 	bodies := f.bodies
@@ -50,12 +32,12 @@ func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
 		for j := i; j < min(i+10, len(bodies)); j++ {
 			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(j)), MessageBody: aws.String(bodies[j])})
 		}
-		if _, err := q.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: queue.QueueUrl, Entries: entries}); err != nil {
+		if _, err := q.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(queue), Entries: entries}); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	opts, err := parseFlags([]string{"-source", "sqs", "-store", "dynamodb", "-sqs-queue-url", *queue.QueueUrl, "-sqs-dlq-url", *dlq.QueueUrl, "-create-tables",
+	opts, err := parseFlags([]string{"-source", "sqs", "-store", "dynamodb", "-sqs-queue-url", queue, "-sqs-dlq-url", dlq, "-create-tables",
 		"-idempotency-table", "idem_" + suffix, "-inventory-table", "inv_" + suffix, "-orders-table", "orders_" + suffix,
 		"-progress", "1h", "-metrics-addr", "127.0.0.1:0"}, &bytes.Buffer{})
 	if err != nil {
@@ -71,6 +53,35 @@ func TestWorkerOnSQSAndDynamoDB(t *testing.T) {
 	if n := sample(metrics, "onceq_sqs_delete_batches_total", `onceq_result="ok"`); n < 1 {
 		t.Errorf("delete batches %v, want at least 1", n)
 	}
+}
+
+// localAWS points the worker's standard SDK settings at DynamoDB Local and
+// the SQS emulator, and returns clients for the test's own calls and a
+// suffix that keeps the test's tables and queues apart from others'.
+func localAWS(t *testing.T) (*awssqs.Client, *ddb.Client, string) {
+	t.Helper()
+	dbEP, sqsEP := testenv.DynamoDBEndpoint(t), testenv.SQSEndpoint(t)
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dbEP)
+	t.Setenv("AWS_ENDPOINT_URL_SQS", sqsEP)
+	t.Setenv("AWS_REGION", testenv.Region)
+	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretAccessKey)
+	cfg := testenv.AWSConfig(t, "")
+	q := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(sqsEP) })
+	db := ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(dbEP) })
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return q, db, hex.EncodeToString(b)
+}
+
+// createQueue creates a queue with the given attributes and returns its URL.
+func createQueue(t *testing.T, q *awssqs.Client, name string, attrs map[string]string) string {
+	t.Helper()
+	out, err := q.CreateQueue(t.Context(), &awssqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.QueueUrl)
 }
 
 // orderFixture is the orders both end-to-end tests send: 1,600 unique

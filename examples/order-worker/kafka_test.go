@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
@@ -86,7 +85,10 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 	f.check(t, ctx, db, suffix, summary, int64(len(malformed)))
 
 	// A record with the header was claimed under it, not under its order ID.
-	store := dynamodb.New(db, "idem_"+suffix)
+	store, err := newDynamoStore(db, "idem_"+suffix)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for key, want := range map[string]bool{"idem-o-12": true, "o-12": false, "o-123": true} {
 		k, _ := dedup.Key("onceq", key)
 		rec, err := store.Get(ctx, k)

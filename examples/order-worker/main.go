@@ -5,7 +5,7 @@
 // COMPLETED; duplicates get the cached answer, orders beyond the stock are
 // rejected (and stay rejected), malformed ones are dead-lettered.
 //
-// With no flags it runs embedded: an in-memory queue and store.
+// With -demo N it runs embedded: an in-memory queue and store.
 package main
 
 import (
@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/consumer"
+	dedupmem "github.com/onceq/onceq/dedup/memory"
 	"github.com/onceq/onceq/sources/memory"
 )
 
@@ -70,7 +71,9 @@ func envName(flagName string) string {
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("order-worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// A usage error is one line, printed by run; only -h lists the flags.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&o.source, "source", "memory", "message source: memory, sqs or kafka")
 	fs.StringVar(&o.store, "store", "memory", "idempotency store and inventory: memory or dynamodb")
 	fs.StringVar(&o.sqsQueueURL, "sqs-queue-url", "", "SQS queue URL (-source sqs)")
@@ -88,8 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.ordersTable, "orders-table", "onceq_orders", "DynamoDB orders table")
 	fs.BoolVar(&o.createTables, "create-tables", false, "create missing tables (TTL on) and seed skus sku-0 … sku-99 with 1000000 available")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "handlers running at once")
-	fs.IntVar(&o.demo, "demo", 0, "memory source: run N generated orders (about 20% duplicates, a few malformed and out of stock), print the summary, exit")
-	fs.DurationVar(&o.progress, "progress", 2*time.Second, "interval of the progress line on stderr")
+	fs.IntVar(&o.demo, "demo", 0, "memory source (required with it): run N generated orders (about 20% duplicates, a few malformed and out of stock), print the summary, exit")
+	fs.DurationVar(&o.progress, "progress", 2*time.Second, "interval of the progress line on stderr; 0: no progress lines")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9464", "serve Prometheus /metrics and /healthz here; empty: off")
 	// Short leases let a crashed worker's claims be taken over quickly (chaos runs).
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 60*time.Second, "idempotency lease; must exceed -handler-timeout by max(2s, 10%)")
@@ -107,11 +110,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, envErr
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "usage: order-worker [flags]")
+			fs.PrintDefaults()
+		}
 		return o, err
 	}
 	_, o.metricsAddrSet = os.LookupEnv(envName("metrics-addr"))
 	fs.Visit(func(f *flag.Flag) { o.metricsAddrSet = o.metricsAddrSet || f.Name == "metrics-addr" })
 	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q: order-worker takes flags only", fs.Arg(0))
 	case o.source != "memory" && o.source != "sqs" && o.source != "kafka":
 		return o, fmt.Errorf("-source %q: want memory, sqs or kafka", o.source)
 	case o.store != "memory" && o.store != "dynamodb":
@@ -122,8 +132,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-source kafka needs -kafka-brokers, -kafka-topic and -kafka-group")
 	case o.kafkaSession < 0 || o.kafkaRebalance < 0 || o.kafkaHeartbeat < 0:
 		return o, errors.New("-kafka-session-timeout, -kafka-rebalance-timeout and -kafka-heartbeat must not be negative")
+	case o.demo < 0:
+		return o, fmt.Errorf("-demo %d: want a number of orders", o.demo)
 	case o.source != "memory" && o.demo > 0:
 		return o, errors.New("-demo runs on the memory source only")
+	case o.source == "memory" && o.demo == 0:
+		// Nothing can send to the in-process queue: the worker would idle.
+		return o, errors.New("the memory source has no producer: pass -demo N, or -source sqs or kafka")
+	case o.progress < 0:
+		return o, fmt.Errorf("-progress %v: want a positive interval, or 0 for no progress lines", o.progress)
+	}
+	// The consumer's own rules (concurrency, lease against handler
+	// timeout) decide; a Guard checks them without a source.
+	if _, err := consumer.NewGuard(dedupmem.New(), reserveHandler(nil), o.consumerOptions()...); err != nil {
+		return o, err
 	}
 	if o.kafkaDLQTopic == "" {
 		o.kafkaDLQTopic = o.kafkaTopic + "-dlq"
@@ -142,6 +164,16 @@ func (o options) brokers() []string {
 	return out
 }
 
+// consumerOptions are the consumer settings the flags choose.
+func (o options) consumerOptions() []consumer.Option {
+	return []consumer.Option{
+		consumer.Concurrency(o.concurrency),
+		consumer.LeaseTTL(o.leaseTTL),
+		consumer.HandlerTimeout(o.handlerTimeout),
+		consumer.WithKeyFunc(orderKey),
+	}
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -152,7 +184,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "order-worker:", err)
+		fmt.Fprintf(stderr, "order-worker: %v (order-worker -h lists the flags)\n", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -181,7 +213,7 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	opts.meters = tel.meterProvider()
 	wiring, err := wire(ctx, opts, logger)
 	if err != nil {
-		return err
+		return explainStart(err, opts, false)
 	}
 	inv := wiring.inventory
 	expected := opts.stopAfter
@@ -189,33 +221,39 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 		expected = generateDemo(ctx, wiring.queue, opts.demo)
 	}
 	sum := &summary{start: time.Now()}
-	c, err := consumer.New(wiring.source, wiring.store, reserveHandler(inv),
-		consumer.Concurrency(opts.concurrency),
-		consumer.LeaseTTL(opts.leaseTTL),
-		consumer.HandlerTimeout(opts.handlerTimeout),
-		consumer.WithKeyFunc(orderKey),
+	c, err := consumer.New(wiring.source, wiring.store, reserveHandler(inv), append(opts.consumerOptions(),
 		consumer.WithLogger(logger),
 		consumer.WithHooks(sum),
 		consumer.WithMeterProvider(tel.meterProvider()),
-		consumer.WithTracerProvider(tel.tracerProvider()))
+		consumer.WithTracerProvider(tel.tracerProvider()))...)
 	if err != nil {
-		return err
+		_ = wiring.source.Close(context.WithoutCancel(ctx)) // Run would have; it never will
+		return explainStart(err, opts, !wiring.source.Capabilities().DeadLetter)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
 
-	tick := time.NewTicker(opts.progress)
-	defer tick.Stop()
+	var tick <-chan time.Time // nil: -progress 0, no progress lines
+	if opts.progress > 0 {
+		t := time.NewTicker(opts.progress)
+		defer t.Stop()
+		tick = t.C
+	}
 	poll := time.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
+	var runErr error
+	stopped := false // Run returned by itself: a fault, or the source closed
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
-		case <-tick.C:
+		case runErr = <-done:
+			stopped = true
+			break loop
+		case <-tick:
 			sum.progress(stderr)
 		case <-poll.C:
 			if expected > 0 && sum.settled() >= int64(expected) {
@@ -225,10 +263,15 @@ loop:
 	}
 	tel.draining.Store(true)
 	cancel()
-	if err := <-done; err != nil {
-		return err
+	if !stopped {
+		runErr = <-done
 	}
-	sum.progress(stderr)
+	if runErr != nil {
+		return explainStart(runErr, opts, false)
+	}
+	if opts.progress > 0 {
+		sum.progress(stderr)
+	}
 	if reserved, orders, err := wiring.totals(context.WithoutCancel(ctx)); err == nil {
 		fmt.Fprintf(stderr, "order-worker: inventory reserved %d units over %d orders\n", reserved, orders)
 	}

@@ -29,17 +29,74 @@ func TestDemoSummary(t *testing.T) {
 
 func TestEnvironmentSetsFlags(t *testing.T) {
 	t.Setenv("ORDER_WORKER_CONCURRENCY", "3")
-	o, err := parseFlags(nil, &bytes.Buffer{})
+	o, err := parseFlags([]string{"-demo", "1"}, &bytes.Buffer{})
 	if err != nil || o.concurrency != 3 {
 		t.Fatalf("concurrency %d, %v", o.concurrency, err)
 	}
-	o, _ = parseFlags([]string{"-concurrency", "5"}, &bytes.Buffer{})
+	o, _ = parseFlags([]string{"-demo", "1", "-concurrency", "5"}, &bytes.Buffer{})
 	if o.concurrency != 5 {
 		t.Fatal("a command-line flag did not win over the environment")
 	}
 	t.Setenv("ORDER_WORKER_DEMO", "many")
 	if _, err := parseFlags(nil, &bytes.Buffer{}); err == nil {
 		t.Fatal("a bad environment value was accepted")
+	}
+}
+
+// Every bad flag or argument is exit 2 and one line on stderr: no panic,
+// no list of every flag, no worker idling forever.
+func TestUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string // ORDER_WORKER_DEMO, when set
+		want string
+	}{
+		{[]string{"-demo", "10", "-progress", "-1s"}, "", "-progress"},
+		{[]string{"-demo", "-5"}, "", "-demo -5"},
+		{[]string{"-demo", "10", "stray"}, "", `unexpected argument "stray"`},
+		{[]string{"-demo", "10", "-concurrency", "-1"}, "", "Concurrency -1"},
+		{[]string{"-demo", "10", "-concurrency", "0"}, "", "Concurrency 0"},
+		{[]string{"-demo", "10", "-lease-ttl", "0"}, "", "LeaseTTL"},
+		{[]string{"-demo", "10", "-lease-ttl", "31s"}, "", "LeaseTTL"},
+		{nil, "", "memory source has no producer"},
+		{[]string{"-source", "memory"}, "", "memory source has no producer"},
+		{[]string{"-bogus"}, "", "flag provided but not defined: -bogus"},
+		{[]string{"-demo", "many"}, "", `invalid value "many" for flag -demo`},
+		{[]string{"-source", "nats"}, "", `-source "nats"`},
+		{[]string{"-source", "sqs"}, "", "needs -sqs-queue-url"},
+		{[]string{"-source", "kafka", "-demo", "10"}, "", "memory source only"},
+		{nil, "many", "ORDER_WORKER_DEMO"},
+	} {
+		t.Run(strings.Join(c.args, " ")+"|"+c.env, func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv("ORDER_WORKER_DEMO", c.env)
+			}
+			var out, errOut bytes.Buffer
+			code := run(c.args, &out, &errOut)
+			lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
+			if code != 2 || len(lines) != 1 || !strings.HasPrefix(lines[0], "order-worker: ") || !strings.Contains(lines[0], c.want) || out.Len() != 0 {
+				t.Fatalf("exit %d, stderr %q, stdout %q; want exit 2 and one line containing %q", code, errOut.String(), out.String(), c.want)
+			}
+		})
+	}
+}
+
+// -h lists the flags and is not an error.
+func TestHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "-progress") || !strings.Contains(errOut.String(), "no progress lines") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// -progress 0 runs with no progress lines (it used to panic in NewTicker).
+func TestProgressOff(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-demo", "200", "-progress", "0", "-metrics-addr", ""}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if strings.Contains(errOut.String(), "msg/s") || !strings.Contains(out.String(), `"processed"`) {
+		t.Fatalf("stderr %q, stdout %q; want a summary and no progress line", errOut.String(), out.String())
 	}
 }
 

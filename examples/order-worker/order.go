@@ -21,10 +21,6 @@ type Order struct {
 // is a *MalformedOrderError.
 var ErrMalformedOrder = errors.New("malformed order")
 
-// MaxOrderBody bounds an order message: real orders are a few hundred
-// bytes, and a bigger body is refused before it is decoded.
-const MaxOrderBody = 64 << 10
-
 // MalformedOrderError says which part of an order is off and why.
 type MalformedOrderError struct {
 	// Field is the JSON field at fault, or "body" for the message as a whole.
@@ -45,14 +41,13 @@ func malformed(field, format string, args ...any) error {
 }
 
 // parseOrder accepts unknown fields (producers evolve) but nothing else
-// that is off.
+// that is off. The body has no size limit of its own: the broker's bounds
+// it (SQS 256 KiB, or 1 MiB; Kafka the topic's max.message.bytes), and
+// nothing of it is stored, only its hash.
 func parseOrder(body []byte) (Order, error) {
 	var o Order
-	switch {
-	case len(body) == 0:
+	if len(body) == 0 {
 		return o, malformed("body", "empty")
-	case len(body) > MaxOrderBody:
-		return o, malformed("body", "%d bytes, at most %d", len(body), MaxOrderBody)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&o); err != nil {

@@ -28,6 +28,13 @@ type wiring struct {
 	totals    func(ctx context.Context) (reserved int64, orders int, err error)
 }
 
+// newDynamoStore opens the idempotency store. It returns an error so that
+// a constructor that can fail (dynamodb.New returning one) is a one-line
+// change here.
+func newDynamoStore(client *ddb.Client, table string, opts ...dynamodb.Option) (*dynamodb.Store, error) {
+	return dynamodb.New(client, table, opts...), nil
+}
+
 // wire builds the source, store and inventory. AWS endpoints, region and
 // credentials come from the SDK's standard settings (AWS_REGION,
 // AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, …); Kafka brokers from -kafka-brokers.
@@ -54,8 +61,14 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 			if err := createExampleTables(ctx, db, o.inventoryTable, o.ordersTable, 100, 1_000_000); err != nil {
 				return nil, err
 			}
+		} else if err := checkExampleTables(ctx, db, o.inventoryTable, o.ordersTable); err != nil {
+			return nil, err
 		}
-		w.store = dynamodb.New(db, o.idempotencyTable, dynamodb.WithLogger(logger), dynamodb.WithMeterProvider(o.meters))
+		store, err := newDynamoStore(db, o.idempotencyTable, dynamodb.WithLogger(logger), dynamodb.WithMeterProvider(o.meters))
+		if err != nil {
+			return nil, err
+		}
+		w.store = store
 		w.inventory = &dynamoInventory{client: db, inventory: o.inventoryTable, ordersTable: o.ordersTable, now: time.Now}
 		w.totals = func(ctx context.Context) (int64, int, error) {
 			return dynamoTotals(ctx, db, o.inventoryTable, o.ordersTable)

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/sources/sqs"
+)
+
+// checkReport prints one line per check and remembers whether one failed.
+type checkReport struct {
+	w      io.Writer
+	failed bool
+}
+
+func (r *checkReport) ok(subject, format string, args ...any) { r.line("ok", subject, format, args...) }
+func (r *checkReport) warn(subject, format string, args ...any) {
+	r.line("WARN", subject, format, args...)
+}
+
+func (r *checkReport) fail(subject, format string, args ...any) {
+	r.failed = true
+	r.line("FAIL", subject, format, args...)
+}
+
+func (r *checkReport) line(kind, subject, format string, args ...any) {
+	fmt.Fprintf(r.w, "%-4s %s: %s\n", kind, subject, oneLine(fmt.Sprintf(format, args...)))
+}
+
+// warnings prints, as WARN lines of subject, what the library's checks log
+// at WARN or above (a table without TTL, a redrive policy whose queue
+// cannot be resolved): the checks report those through their logger.
+func (r *checkReport) warnings(subject string) (*slog.Logger, func()) {
+	h := &warnLog{}
+	return slog.New(h), func() {
+		for _, m := range h.take() {
+			r.warn(subject, "%s", m)
+		}
+	}
+}
+
+type warnLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *warnLog) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.mu.Lock()
+	h.msgs = append(h.msgs, b.String())
+	h.mu.Unlock()
+	return nil
+}
+
+// The subject of each line already names the table or queue.
+func (h *warnLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *warnLog) WithGroup(string) slog.Handler      { return h }
+
+func (h *warnLog) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.msgs
+	h.msgs = nil
+	return m
+}
+
+type checkFlags struct {
+	table            string
+	tenant           bool
+	queueURL, dlqURL string
+	brokers          string
+	topic, dlqTopic  string
+	maxAttempts      int
+	leaseTTL         time.Duration
+}
+
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("onceq check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: onceq check [-table NAME [-tenant-layout]] [-sqs-queue-url URL [-sqs-dlq-url URL]]")
+		fmt.Fprintln(stderr, "                   [-kafka-brokers HOST:PORT,... -kafka-topic T -kafka-dlq-topic D] [-max-attempts 5] [-lease-ttl 60s]")
+		fmt.Fprintln(stderr, "Runs the checks a worker runs at start and prints one line per check: ok, WARN or FAIL with the reason.")
+		fmt.Fprintln(stderr, "Exit 1 when a check fails, 0 otherwise. AWS endpoint, region and credentials come from the SDK's standard settings.")
+		fs.PrintDefaults()
+	}
+	var f checkFlags
+	fs.StringVar(&f.table, "table", "", "idempotency table: exists, ACTIVE, key schema of the layout, readable; TTL on expires_at")
+	fs.BoolVar(&f.tenant, "tenant-layout", false, "the table uses the tenant layout (created with -tenant-layout)")
+	fs.StringVar(&f.queueURL, "sqs-queue-url", "", "SQS queue: reachable, has a dead-letter queue, redrive policy fits the worker")
+	fs.StringVar(&f.dlqURL, "sqs-dlq-url", "", "the worker's SQS dead-letter queue (default: the queue's redrive policy)")
+	fs.StringVar(&f.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers")
+	fs.StringVar(&f.topic, "kafka-topic", "", "Kafka topic the worker reads")
+	fs.StringVar(&f.dlqTopic, "kafka-dlq-topic", "", "the worker's Kafka dead-letter topic")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 5, "the worker's consumer.MaxAttempts")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", 60*time.Second, "the worker's consumer.LeaseTTL")
+	if err := fs.Parse(args); err != nil {
+		return usageExit(err)
+	}
+	var problem string
+	switch {
+	case fs.NArg() > 0:
+		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
+	case f.dlqURL != "" && f.queueURL == "":
+		problem = "-sqs-dlq-url needs -sqs-queue-url"
+	case f.table == "" && f.queueURL == "" && f.topic == "":
+		problem = "nothing to check: give -table, -sqs-queue-url or -kafka-topic"
+	case f.topic != "" && len(brokerList(f.brokers)) == 0:
+		problem = "-kafka-topic needs -kafka-brokers"
+	case f.maxAttempts < 1:
+		problem = fmt.Sprintf("-max-attempts %d: want at least 1", f.maxAttempts)
+	case f.leaseTTL <= 0:
+		problem = fmt.Sprintf("-lease-ttl %v: want a positive duration", f.leaseTTL)
+	}
+	if problem != "" {
+		fmt.Fprintf(stderr, "onceq check: %s\n", problem)
+		return 2
+	}
+	r := &checkReport{w: stdout}
+	if f.table != "" {
+		checkTable(ctx, r, f)
+	}
+	if f.queueURL != "" {
+		checkQueue(ctx, r, f)
+	}
+	if f.topic != "" {
+		checkTopics(ctx, r, f)
+	}
+	if r.failed {
+		return 1
+	}
+	return 0
+}
+
+func checkTable(ctx context.Context, r *checkReport, f checkFlags) {
+	subject := "table " + f.table
+	client, err := dynamoClient(ctx)
+	if err != nil {
+		r.fail(subject, "%v", err)
+		return
+	}
+	logger, flush := r.warnings(subject)
+	defer flush()
+	store, err := openStore(client, f.table, f.tenant, dynamodb.WithLogger(logger))
+	if err != nil {
+		r.fail(subject, "%v", err)
+		return
+	}
+	layout, other := "key layout", "-tenant-layout"
+	if f.tenant {
+		layout, other = "tenant layout", "no -tenant-layout"
+	}
+	var missing *ddbtypes.ResourceNotFoundException
+	var wrong *dynamodb.LayoutError
+	switch err := store.Check(ctx); {
+	case errors.As(err, &missing):
+		r.fail(subject, "does not exist: create it with `onceq create-table -table %s`", f.table)
+	case errors.As(err, &wrong):
+		r.fail(subject, "its key schema is not the %s: check with %s, or create a table of this layout", layout, other)
+	case err != nil:
+		r.fail(subject, "%v", err)
+	default:
+		r.ok(subject, "exists, %s, readable", layout)
+	}
+}
+
+func checkQueue(ctx context.Context, r *checkReport, f checkFlags) {
+	subject := "queue " + lastElem(f.queueURL)
+	client, err := sqsClient(ctx)
+	if err != nil {
+		r.fail(subject, "%v", err)
+		return
+	}
+	var opts []sqs.Option
+	if f.dlqURL != "" {
+		// Opened on its own first, so that a fault of the dead-letter queue
+		// is told apart from one of the queue.
+		if checkSQSQueue(ctx, r, client, "dead-letter queue "+lastElem(f.dlqURL), f.dlqURL) != nil {
+			opts = append(opts, sqs.DeadLetterQueue(f.dlqURL))
+		}
+	}
+	src := checkSQSQueue(ctx, r, client, subject, f.queueURL, opts...)
+	if src == nil {
+		return
+	}
+	if src.DeadLetterQueueURL() == "" {
+		r.fail(subject, "no dead-letter queue: pass -sqs-dlq-url, or give the queue a redrive policy (a consumer refuses a source without one)")
+		return
+	}
+	if f.dlqURL == "" {
+		r.ok(subject, "dead-letter queue %s from the redrive policy, reachable", lastElem(src.DeadLetterQueueURL()))
+	}
+	checkRedrive(r, subject, src.MaxReceiveCount(), f.maxAttempts, f.leaseTTL, src.Capabilities().DeliveryTimeout)
+}
+
+// checkSQSQueue opens url as a Source (which reads its attributes and
+// resolves its redrive policy), runs its Check and prints the line; the
+// Source it returns is closed already and serves only its accessors.
+func checkSQSQueue(ctx context.Context, r *checkReport, client *awssqs.Client, subject, url string, opts ...sqs.Option) *sqs.Source {
+	logger, flush := r.warnings(subject)
+	defer flush()
+	src, err := sqs.New(ctx, client, url, append(opts, sqs.Logger(logger))...)
+	if err != nil {
+		r.fail(subject, "%s", reason(err))
+		return nil
+	}
+	defer func() { _ = src.Close(context.WithoutCancel(ctx)) }()
+	if err := src.Check(ctx); err != nil {
+		r.fail(subject, "%s", reason(err))
+		return nil
+	}
+	fifo := ""
+	if src.FIFO() {
+		fifo = ", FIFO"
+	}
+	r.ok(subject, "reachable (visibility %v%s)", src.Capabilities().DeliveryTimeout, fifo)
+	return src
+}
+
+// receivesNeeded is the lowest redrive maxReceiveCount that lets a worker
+// spend all its attempts before SQS moves a message on its own:
+//
+//	maxAttempts + 2 × ceil(leaseTTL / visibility)
+//
+// Each handler attempt costs one receive. A message whose key is leased by
+// another worker (one that crashed holds it for up to leaseTTL) waits that
+// lease out; out of sight for at most one visibility timeout at a time, it
+// spans ceil(leaseTTL / visibility) visibility periods, and each can cost
+// two receives: one that finds the key held, one as the wait ends.
+func receivesNeeded(maxAttempts int, leaseTTL, visibility time.Duration) int {
+	waits := int((leaseTTL + visibility - 1) / visibility)
+	return maxAttempts + 2*waits
+}
+
+func checkRedrive(r *checkReport, subject string, maxReceive, maxAttempts int, leaseTTL, visibility time.Duration) {
+	subject += " redrive policy"
+	if maxReceive == 0 {
+		r.ok(subject, "none: SQS never moves a message by itself; the worker dead-letters after %d attempts", maxAttempts)
+		return
+	}
+	need := receivesNeeded(maxAttempts, leaseTTL, visibility)
+	formula := fmt.Sprintf("%d = max-attempts %d + 2 × ceil(lease-ttl %v / visibility %v)", need, maxAttempts, leaseTTL, visibility)
+	if maxReceive < need {
+		r.warn(subject, "maxReceiveCount %d is below %s: SQS may move a message to the dead-letter queue, with no reason, before the worker has spent its attempts; raise it to %d",
+			maxReceive, formula, need)
+		return
+	}
+	r.ok(subject, "maxReceiveCount %d is at least %s", maxReceive, formula)
+}
+
+func checkTopics(ctx context.Context, r *checkReport, f checkFlags) {
+	subject := "kafka topic " + f.topic
+	topics := f.topic
+	opts := []kafka.Option{}
+	if f.dlqTopic != "" {
+		topics += ", dead-letter topic " + f.dlqTopic
+		opts = append(opts, kafka.DeadLetterTopic(f.dlqTopic))
+	}
+	logger, flush := r.warnings(subject)
+	defer flush()
+	// A group of its own, so that the check never makes the worker's group
+	// rebalance.
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	src, err := kafka.New(ctx, brokerList(f.brokers), "onceq-check-"+hex.EncodeToString(b[:]), []string{f.topic},
+		append(opts, kafka.WithLogger(logger))...)
+	if err == nil {
+		err = src.Check(ctx)
+		_ = src.Close(context.WithoutCancel(ctx))
+	}
+	var dial *net.OpError
+	switch {
+	case errors.Is(err, kafka.ErrUnknownTopic):
+		r.fail(subject, "%v: create it on the cluster", err)
+		return
+	case errors.As(err, &dial):
+		r.fail(subject, "cannot reach the brokers %s: %v", f.brokers, dial.Err)
+		return
+	case err != nil:
+		r.fail(subject, "%s", reason(err))
+		return
+	}
+	r.ok(subject, "%s reachable on %s", topics, f.brokers)
+	if f.dlqTopic == "" {
+		r.fail(subject, "no dead-letter topic: pass -kafka-dlq-topic (a consumer refuses a source without one)")
+	}
+}
+
+// reason says why a queue or topic check failed, on one line.
+func reason(err error) string {
+	if noQueue(err) {
+		return "does not exist: create it, or fix the URL"
+	}
+	return oneLine(err.Error())
+}
+
+func noQueue(err error) bool {
+	var dne *sqstypes.QueueDoesNotExist
+	var api smithy.APIError
+	return errors.As(err, &dne) ||
+		errors.As(err, &api) && (api.ErrorCode() == "QueueDoesNotExist" || api.ErrorCode() == "AWS.SimpleQueueService.NonExistentQueue")
+}
+
+// lastElem is a queue URL's last path element, its name.
+func lastElem(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func brokerList(s string) []string {
+	var out []string
+	for b := range strings.SplitSeq(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}

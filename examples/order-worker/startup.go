@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/retry"
+	"github.com/onceq/onceq/sources/kafka"
+)
+
+// startError is a deployment fault that keeps the worker from starting,
+// said the way an operator acts on it: what is wrong, then what to do. Its
+// text is one line.
+type startError struct {
+	what, fix string
+	err       error
+}
+
+func (e *startError) Error() string { return e.what + ": " + e.fix }
+func (e *startError) Unwrap() error { return e.err }
+
+// missingTableError: one of the example's own tables does not exist.
+type missingTableError struct {
+	role, table string
+	err         error
+}
+
+func (e *missingTableError) Error() string {
+	return fmt.Sprintf("the %s table %q does not exist", e.role, e.table)
+}
+func (e *missingTableError) Unwrap() error { return e.err }
+
+// checkExampleTables proves the inventory and orders tables exist: the
+// store's check covers only the idempotency table, and a missing business
+// table would otherwise surface only in the first transaction.
+func checkExampleTables(ctx context.Context, client *ddb.Client, inventory, orders string) error {
+	for _, t := range []struct{ role, name string }{{"inventory", inventory}, {"orders", orders}} {
+		_, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(t.name)})
+		var missing *ddbtypes.ResourceNotFoundException
+		if errors.As(err, &missing) {
+			return &missingTableError{role: t.role, table: t.name, err: err}
+		}
+		if err != nil {
+			return fmt.Errorf("%s table %s: %w", t.role, t.name, err)
+		}
+	}
+	return nil
+}
+
+// explainStart turns a fault that stopped the worker before its first
+// message into a startError; any other error is returned as it is.
+// noDeadLetter says the source has no dead-letter destination, which is
+// why consumer.New refused it.
+func explainStart(err error, o options, noDeadLetter bool) error {
+	if err == nil {
+		return nil
+	}
+	fail := func(fix, format string, args ...any) error {
+		return &startError{what: fmt.Sprintf(format, args...), fix: fix, err: err}
+	}
+	var (
+		table   *missingTableError
+		noTable *ddbtypes.ResourceNotFoundException
+		layout  *dynamodb.LayoutError
+		op      *smithy.OperationError
+		dial    *net.OpError
+	)
+	switch {
+	case errors.Is(err, consumer.ErrInvalidConfig) && noDeadLetter:
+		return fail("pass -sqs-dlq-url, or give the queue a redrive policy", "the SQS queue %q has no dead-letter queue", o.sqsQueueURL)
+	case errors.As(err, &table):
+		return fail("pass -create-tables to create and seed it", "the %s table %q does not exist", table.role, table.table)
+	case errors.As(err, &noTable):
+		return fail(fmt.Sprintf("create it with `onceq create-table -table %s` or pass -create-tables", o.idempotencyTable),
+			"the idempotency table %q does not exist", o.idempotencyTable)
+	case errors.As(err, &layout):
+		return fail("the worker uses the key layout: create one with `onceq create-table -table NAME` and pass -idempotency-table NAME",
+			"the idempotency table %q has the tenant layout's key schema", o.idempotencyTable)
+	case noQueue(err):
+		// The SDK's error does not say which queue; the source's text does.
+		if o.sqsDLQURL != "" && strings.Contains(err.Error(), "dead-letter queue") {
+			return fail("create it, or pass the URL of one that exists", "the dead-letter queue %q does not exist", o.sqsDLQURL)
+		}
+		return fail("create it, or pass the URL of one that exists with -sqs-queue-url", "the SQS queue %q does not exist", o.sqsQueueURL)
+	case o.source == "kafka" && errors.As(err, &dial):
+		return fail("start them, or fix -kafka-brokers", "cannot reach the Kafka brokers %q", o.kafkaBrokers)
+	case errors.Is(err, kafka.ErrUnknownTopic):
+		return fail("create them on the cluster first", "the Kafka topic %q or %q does not exist", o.kafkaTopic, o.kafkaDLQTopic)
+	case retry.Classify(err) == retry.Misconfigured && errors.As(err, &op):
+		return fail("grant the worker the calls of the README's least-privilege IAM policy, or fix its credentials",
+			"%s %s was refused (%s)", op.Service(), op.Operation(), errorCode(err))
+	case errors.Is(err, consumer.ErrMisconfigured):
+		return fail("fix the deployment; `onceq check` runs the same checks", "%s", oneLine(err))
+	}
+	return err
+}
+
+func noQueue(err error) bool {
+	var dne *sqstypes.QueueDoesNotExist
+	if errors.As(err, &dne) {
+		return true
+	}
+	code := errorCode(err)
+	return code == "QueueDoesNotExist" || code == "AWS.SimpleQueueService.NonExistentQueue"
+}
+
+func errorCode(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return "no error code"
+}
+
+// oneLine keeps an error's text on one line.
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
