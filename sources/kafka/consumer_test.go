@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
 	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/sources/sourcetest"
 )
 
 // member is one consumer.Consumer over its own Source, run until stop.
@@ -25,9 +26,10 @@ type member struct {
 	done   chan error
 }
 
-func startMember(t *testing.T, src *kafka.Source, store *dedupmem.Store, h consumer.Handler, opts ...consumer.Option) *member {
+// startMember keys messages with the source's default key, Fingerprint.
+func startMember(t *testing.T, src consumer.Source, store *dedupmem.Store, h consumer.Handler, opts ...consumer.Option) *member {
 	t.Helper()
-	base := []consumer.Option{consumer.WithKeyFunc(kafka.Fingerprint), consumer.PendingRecheck(100 * time.Millisecond),
+	base := []consumer.Option{consumer.PendingRecheck(100 * time.Millisecond),
 		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testLogger()), consumer.WithoutDeadLetters()}
 	c, err := consumer.New(src, store, h, append(base, opts...)...)
 	if err != nil {
@@ -87,7 +89,8 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 }
 
 // Under a worker pool, messages of one key run one at a time and in offset
-// order, while different keys run concurrently.
+// order, while different keys run concurrently. The consumer reads the
+// source through a pass-through decorator: the ordering still reaches it.
 func TestKeyOrderUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	addr := broker(t)
@@ -136,7 +139,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 	if src.Capabilities().Ordering != consumer.OrderByKey {
 		t.Fatalf("default ordering %v", src.Capabilities().Ordering)
 	}
-	m := startMember(t, src, dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
+	m := startMember(t, sourcetest.Wrap(src), dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
 	waitFor(t, "every message", 30*time.Second, func() bool { return eff.total.Load() == keys*per })
 	m.stop(t)
 
@@ -212,5 +215,39 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	if hs[kafka.OriginalTopicHeader] != topic || hs[kafka.OriginalPartitionHeader] != "0" || hs[kafka.OriginalOffsetHeader] != "5" ||
 		!strings.Contains(hs[kafka.ReasonHeader], "cannot parse") || hs[consumer.IdempotencyKeyAttribute] != "poison" {
 		t.Fatalf("dead-letter headers %v", hs)
+	}
+}
+
+// Through a pass-through decorator the consumer still keys records by
+// Fingerprint: a value produced twice under one record key (a producer's
+// retry, at a new offset) is processed once, and the same value under
+// another record key is another event. Keyed by the body alone, as without
+// the source's default key, all three would be one.
+func TestFingerprintThroughWrapper(t *testing.T) {
+	t.Parallel()
+	addr := broker(t)
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	createTopic(t, addr, topic, 2)
+	value := []byte(`{"order":42}`)
+	produce(t, writer(t, addr, topic),
+		kgo.Message{Key: []byte("k1"), Value: value},
+		kgo.Message{Key: []byte("k1"), Value: value},
+		kgo.Message{Key: []byte("k2"), Value: value})
+
+	var runs atomic.Int64
+	eff := newEffects()
+	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+		runs.Add(1)
+		return consumer.Result{Writes: []any{eff.write(m.Key)}}, nil
+	})
+	src := sourcetest.Wrap(newSource(t, addr, group, []string{topic}))
+	m := startMember(t, src, dedupmem.New(), h)
+	waitFor(t, "all three records settled", 30*time.Second, func() bool { return src.Acks() == 3 })
+	m.stop(t)
+
+	eff.mu.Lock()
+	defer eff.mu.Unlock()
+	if eff.n["k1"] != 1 || eff.n["k2"] != 1 || runs.Load() != 2 {
+		t.Fatalf("effects %v after %d handler runs; want k1 and k2 once each, from 2 runs", eff.n, runs.Load())
 	}
 }
