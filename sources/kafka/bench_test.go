@@ -33,7 +33,7 @@ func (a *ackCounter) OnSettled(_ context.Context, _ *consumer.Message, act consu
 // (Receive + Ack, no consumer): the source's own cost over kafka-go.
 func BenchmarkGroupThroughput(b *testing.B) {
 	const partitions, records = 6, 50000
-	addr := broker(b)
+	addr := cluster(b)
 	topic := topicName(b, "in")
 	createTopic(b, addr, topic, partitions)
 	w := writer(b, addr, topic)

@@ -93,7 +93,7 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 // source through a pass-through decorator: the ordering still reaches it.
 func TestKeyOrderUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	const partitions, keys, per = 6, 40, 50
 	createTopic(t, addr, topic, partitions)
@@ -163,10 +163,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 // offset reaches the log end.
 func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
-	topic, dlq, group := topicName(t, "in"), topicName(t, "dlq"), topicName(t, "group")
-	createTopic(t, addr, topic, 1)
-	createTopic(t, addr, dlq, 1)
+	addr, topic, dlq, group := withDeadLetterTopic(t)
 	var out []kgo.Message
 	for i := range 20 {
 		body := fmt.Sprintf("m%02d", i)
@@ -225,7 +222,7 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 // the source's default key, all three would be one.
 func TestFingerprintThroughWrapper(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	createTopic(t, addr, topic, 2)
 	value := []byte(`{"order":42}`)

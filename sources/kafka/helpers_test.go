@@ -22,10 +22,10 @@ import (
 // lets tests run in parallel.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// broker starts a one-broker kfake cluster on a loopback port and stops it
+// cluster starts a one-broker kfake cluster on a loopback port and stops it
 // when the test ends. kfake keeps every record in memory: size tests
 // accordingly.
-func broker(t testing.TB) string {
+func cluster(t testing.TB) string {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.Ports(0))
 	if err != nil {
@@ -68,6 +68,31 @@ func createTopic(t testing.TB, addr, topic string, partitions int) {
 	}
 	if err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// withDeadLetterTopic starts a cluster with a one-partition topic and a
+// dead-letter topic, and names a group.
+func withDeadLetterTopic(t testing.TB) (addr, topic, dlq, group string) {
+	t.Helper()
+	addr = cluster(t)
+	topic, dlq, group = topicName(t, "in"), topicName(t, "dlq"), topicName(t, "group")
+	createTopic(t, addr, topic, 1)
+	createTopic(t, addr, dlq, 1)
+	return addr, topic, dlq, group
+}
+
+func deleteTopic(t testing.TB, addr, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := &kgo.Client{Addr: kgo.TCP(addr), Transport: transport(t)}
+	resp, err := c.DeleteTopics(ctx, &kgo.DeleteTopicsRequest{Topics: []string{topic}})
+	if err == nil {
+		err = resp.Errors[topic]
+	}
+	if err != nil {
+		t.Fatalf("delete topic %s: %v", topic, err)
 	}
 }
 

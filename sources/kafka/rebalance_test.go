@@ -39,7 +39,7 @@ func TestRebalanceExactlyOnce(t *testing.T) {
 }
 
 func rebalanceRun(t *testing.T, drain time.Duration) {
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	const partitions, total, unique = 6, 20000, 16000
 	createTopic(t, addr, topic, partitions)

@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/sources/kafka"
 )
@@ -66,7 +68,7 @@ func waitCommitted(t *testing.T, addr, group, topic string, want []int64) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic := topicName(t, "in")
 	createTopic(t, addr, topic, 1)
 	ctx := ctxFor(t, 10*time.Second)
@@ -99,7 +101,7 @@ func TestNewValidates(t *testing.T) {
 // under the default it reads from the oldest record.
 func TestOffsetReset(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic := topicName(t, "in")
 	createTopic(t, addr, topic, 1)
 	w := writer(t, addr, topic)
@@ -156,7 +158,7 @@ func TestOffsetReset(t *testing.T) {
 // commits reported never go back.
 func TestCommitsContiguousPrefix(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	createTopic(t, addr, topic, 1)
 	var mu sync.Mutex
@@ -217,19 +219,63 @@ func TestCommitsContiguousPrefix(t *testing.T) {
 // message stays in flight, its offset held.
 func TestDeadLetterWithoutTopic(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	createTopic(t, addr, topic, 1)
 	s := newSource(t, addr, group, []string{topic})
 	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
 	m := receiveN(t, s, 1)[0]
-	if err := s.DeadLetter(context.Background(), m, "bad"); !errors.Is(err, kafka.ErrNoDeadLetterTopic) {
-		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterTopic", err)
+	if s.Capabilities().DeadLetter {
+		t.Fatal("Capabilities declares a dead-letter destination the source lacks")
 	}
+	err := s.DeadLetter(context.Background(), m, "bad")
+	if !errors.Is(err, kafka.ErrNoDeadLetterTopic) || !errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterTopic and broker.ErrNoDeadLetterDestination", err)
+	}
+	offsetHeldUntilAck(t, s, m, addr, group, topic)
+}
+
+// A dead-letter produce that fails is an error, never a success: the hook
+// and the ok count do not hear of it, and the offset stays held.
+func TestDeadLetterProduceFailure(t *testing.T) {
+	t.Parallel()
+	addr, topic, dlq, group := withDeadLetterTopic(t)
+	mp, reader := meterProvider(t)
+	var announced atomic.Int32
+	s := newSource(t, addr, group, []string{topic}, kafka.DeadLetterTopic(dlq), kafka.WithMeterProvider(mp),
+		kafka.WithHooks(kafka.Hooks{OnDeadLetter: func(string, int32, int64, string) { announced.Add(1) }}))
+	deleteTopic(t, addr, dlq)
+	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
+	m := receiveN(t, s, 1)[0]
+	err := s.DeadLetter(ctxFor(t, 5*time.Second), m, "bad")
+	if !errors.Is(err, kafka.ErrDeadLetterFailed) {
+		t.Fatalf("DeadLetter to a deleted topic: %v, want ErrDeadLetterFailed", err)
+	}
+	if errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Errorf("a failed produce reported as a missing destination: %v", err)
+	}
+	if n := announced.Load(); n != 0 {
+		t.Errorf("OnDeadLetter called %d times for a failed produce", n)
+	}
+	dlqAttr := attribute.String("messaging.destination.name", dlq)
+	if n, _ := metricValue(t, reader, "onceq.kafka.dead_letters", dlqAttr, attribute.String("onceq.result", "ok")); n != 0 {
+		t.Errorf("%d dead letters counted ok", n)
+	}
+	if n, _ := metricValue(t, reader, "onceq.kafka.dead_letters", dlqAttr, attribute.String("onceq.result", "error")); n != 1 {
+		t.Errorf("%d dead letters counted failed, want 1", n)
+	}
+	offsetHeldUntilAck(t, s, m, addr, group, topic)
+}
+
+// offsetHeldUntilAck shows m, the only message of topic's one partition,
+// still in flight after a failed dead letter: nothing is committed until
+// it is acked.
+func offsetHeldUntilAck(t *testing.T, s *kafka.Source, m *consumer.Message, addr, group, topic string) {
+	t.Helper()
 	time.Sleep(300 * time.Millisecond)
 	waitCommitted(t, addr, group, topic, []int64{-1})
 	if err := s.Ack(context.Background(), m); err != nil {
-		t.Fatalf("ack after failed dead letter: %v", err)
+		t.Fatalf("ack after a failed dead letter: %v", err)
 	}
 	waitCommitted(t, addr, group, topic, []int64{1})
 }
@@ -239,7 +285,7 @@ func TestDeadLetterWithoutTopic(t *testing.T) {
 // the messages are delivered again, now to whichever member owns them.
 func TestLateAcksDropped(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	createTopic(t, addr, topic, 2)
 	var mu sync.Mutex

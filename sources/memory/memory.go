@@ -358,7 +358,8 @@ func (s *Source) Nack(_ context.Context, m *broker.Message, delay time.Duration)
 	return nil
 }
 
-// DeadLetter implements broker.Source.
+// DeadLetter implements broker.Source. The queue's dead-letter list always
+// exists, so it fails only for a delivery no longer held.
 func (s *Source) DeadLetter(_ context.Context, m *broker.Message, reason string) error {
 	q := s.q
 	q.mu.Lock()

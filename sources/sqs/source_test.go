@@ -6,14 +6,19 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqs"
 )
@@ -354,12 +359,63 @@ func TestDeadLetterWithoutQueue(t *testing.T) {
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
-	if err := src.DeadLetter(context.Background(), msgs[0], "bad"); !errors.Is(err, sqs.ErrNoDeadLetterQueue) {
-		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterQueue", err)
+	if src.Capabilities().DeadLetter {
+		t.Fatal("Capabilities declares a dead-letter destination the source lacks")
+	}
+	err = src.DeadLetter(context.Background(), msgs[0], "bad")
+	if !errors.Is(err, sqs.ErrNoDeadLetterQueue) || !errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterQueue and broker.ErrNoDeadLetterDestination", err)
 	}
 	again, err := src.Receive(ctxFor(t, 10*time.Second), 1)
 	if err != nil || len(again) != 1 || string(again[0].Body) != "stuck" {
 		t.Fatalf("message not left in the queue: %v %v", again, err)
+	}
+	_ = src.Ack(context.Background(), again[0])
+}
+
+// A dead-letter send that fails is an error, never a success: the hook and
+// the ok count do not hear of it, and the original is not deleted.
+func TestDeadLetterSendFailure(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	dlqURL, _ := createQueue(t, c, queueSpec{})
+	url, _ := createQueue(t, c, queueSpec{visibility: time.Second})
+	if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte("poison")}); err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	var announced atomic.Int32
+	src := newSource(t, c, url, sqs.DeadLetterQueue(dlqURL), sqs.WaitTime(time.Second), sqs.RetryPolicy(retryFast()),
+		sqs.WithMeterProvider(mp), sqs.WithHooks(sqs.Hooks{OnDeadLetter: func(context.Context, string, string) { announced.Add(1) }}))
+	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(dlqURL)}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v", err)
+	}
+	err = src.DeadLetter(context.Background(), msgs[0], "bad")
+	if err == nil {
+		t.Fatal("DeadLetter to a deleted queue reported success")
+	}
+	if errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Errorf("a failed send reported as a missing destination: %v", err)
+	}
+	if n := announced.Load(); n != 0 {
+		t.Errorf("OnDeadLetter called %d times for a failed send", n)
+	}
+	ok := attribute.String("onceq.result", "ok")
+	if n := metrictest.Counter(t, reader, "onceq.sqs.dead_letters", ok); n != 0 {
+		t.Errorf("%d dead letters counted ok", n)
+	}
+	if n := metrictest.Counter(t, reader, "onceq.sqs.dead_letters", attribute.String("onceq.result", "error")); n != 1 {
+		t.Errorf("%d dead letters counted failed, want 1", n)
+	}
+	again, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	if err != nil || len(again) != 1 || string(again[0].Body) != "poison" {
+		t.Fatalf("original not left in the queue: %v %v", again, err)
 	}
 	_ = src.Ack(context.Background(), again[0])
 }
