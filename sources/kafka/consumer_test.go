@@ -186,7 +186,7 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	})
 	var dead atomic.Int64
 	src := newSource(t, addr, group, []string{topic}, kafka.DeadLetterTopic(dlq),
-		kafka.WithHooks(kafka.Hooks{OnDeadLetter: func(string, int32, int64, string) { dead.Add(1) }}))
+		kafka.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { dead.Add(1) })))
 	m := startMember(t, src, dedupmem.New(), h, consumer.MaxAttempts(3), consumer.FailedRetryDelay(20*time.Millisecond))
 	waitFor(t, "the 19 good messages", 30*time.Second, func() bool { return eff.total.Load() == 19 })
 	waitCommitted(t, addr, group, topic, []int64{20})

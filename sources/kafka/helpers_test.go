@@ -206,6 +206,25 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
+// Hook adapters: a func of the hook's method's type.
+type (
+	onCommit     func(ctx context.Context, topic string, partition int32, offset int64)
+	onLateAck    func(ctx context.Context, topic string, partition int32, offset int64, generation int32)
+	onRebalance  func(ctx context.Context, e kafka.RebalanceEvent)
+	onDeadLetter func(ctx context.Context, topic string, partition int32, offset int64, reason string)
+)
+
+func (f onCommit) OnCommit(ctx context.Context, topic string, p int32, off int64) {
+	f(ctx, topic, p, off)
+}
+func (f onLateAck) OnLateAck(ctx context.Context, topic string, p int32, off int64, gen int32) {
+	f(ctx, topic, p, off, gen)
+}
+func (f onRebalance) OnRebalance(ctx context.Context, e kafka.RebalanceEvent) { f(ctx, e) }
+func (f onDeadLetter) OnDeadLetter(ctx context.Context, topic string, p int32, off int64, reason string) {
+	f(ctx, topic, p, off, reason)
+}
+
 // fastGroup makes rebalances take well under a second on kfake.
 func fastGroup() kafka.Option {
 	return kafka.WithGroupTimings(kafka.GroupTimings{

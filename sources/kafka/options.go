@@ -17,25 +17,6 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// Hooks are told of events worth counting; a nil func is skipped. They are
-// called synchronously from the source's goroutines: keep them cheap.
-type Hooks struct {
-	// OnCommit: offset (the next one to read) was committed for partition.
-	OnCommit func(topic string, partition int32, offset int64)
-	// OnCommitError: a commit failed; its offsets stay uncommitted and are
-	// retried at the next interval (or redelivered after a rebalance).
-	OnCommitError func(generation int32, err error)
-	// OnLateAck: a message was settled after its generation ended and its
-	// partition was released. It is dropped; the partition's owner reads
-	// it again and the dedup store recognises it.
-	OnLateAck func(topic string, partition int32, offset int64, generation int32)
-	// OnRebalance: partitions were assigned to this member, or revoked
-	// from it and drained.
-	OnRebalance func(e RebalanceEvent)
-	// OnDeadLetter: a message was produced to the dead-letter topic.
-	OnDeadLetter func(topic string, partition int32, offset int64, reason string)
-}
-
 // WithMeterProvider sets where the source's metrics go (default the global
 // MeterProvider): onceq.kafka.commit_lag, .late_settles, .dead_letters and
 // .commits.
@@ -74,7 +55,7 @@ type config struct {
 	drainTimeout   time.Duration
 	dlqTopic       string
 	logger         *slog.Logger
-	hooks          Hooks
+	hooks          []Hook
 	timings        GroupTimings
 	fetchMaxWait   time.Duration
 	fetchMaxBytes  int
@@ -176,8 +157,12 @@ func DeadLetterTopic(topic string) Option {
 // go to it at debug level, its errors at warn.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
-// WithHooks sets the hooks.
-func WithHooks(h Hooks) Option { return optionFunc(func(c *config) { c.hooks = h }) }
+// WithHooks adds observers; each must implement at least one of
+// [CommitHook], [CommitErrorHook], [LateAckHook], [RebalanceHook] and
+// [DeadLetterHook].
+func WithHooks(hooks ...Hook) Option {
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
+}
 
 // WithGroupTimings tunes the consumer-group protocol.
 func WithGroupTimings(t GroupTimings) Option {

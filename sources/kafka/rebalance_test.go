@@ -74,14 +74,14 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 		return consumer.Result{Writes: []any{eff.write(m.IdempotencyKey)}}, nil
 	})
 	var lateAcks, rebalances atomic.Int64
-	hooks := kafka.WithHooks(kafka.Hooks{
-		OnLateAck: func(string, int32, int64, int32) { lateAcks.Add(1) },
-		OnRebalance: func(e kafka.RebalanceEvent) {
+	hooks := kafka.WithHooks(
+		onLateAck(func(context.Context, string, int32, int64, int32) { lateAcks.Add(1) }),
+		onRebalance(func(_ context.Context, e kafka.RebalanceEvent) {
 			if e.Revoked {
 				rebalances.Add(1)
 			}
-		},
-	})
+		}),
+	)
 	join := func() *member {
 		src := newSource(t, addr, group, []string{topic}, hooks, kafka.DrainTimeout(drain))
 		return startMember(t, src, store, h, consumer.Concurrency(4), consumer.MaxInFlight(64))

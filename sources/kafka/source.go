@@ -14,7 +14,7 @@
 // Close. When a generation ends, its partitions stop dispatching, in-flight
 // messages get up to DrainTimeout to be settled, what is complete is
 // committed, and only then does the member rejoin. A settle that comes later
-// is dropped (Hooks.OnLateAck): its offset was not committed, so the new
+// is dropped (see [LateAckHook]): its offset was not committed, so the new
 // owner reads the message again and the dedup store answers it as a
 // duplicate.
 //
@@ -76,7 +76,8 @@ type Source struct {
 	closed   bool
 	closeErr error // the final commit's
 
-	tel *telemetry
+	tel   *telemetry
+	hooks hooks
 }
 
 type partState int
@@ -150,8 +151,12 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	hs, err := collectHooks(cfg.hooks)
+	if err != nil {
+		return nil, err
+	}
 	s := &Source{
-		cfg: cfg, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
+		cfg: cfg, hooks: hs, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
 		dialer: cfg.dialer,
 		// The dead-letter writer goes through the transport: same TLS, SASL.
 		transport: &kgo.Transport{TLS: cfg.dialer.TLS, SASL: cfg.dialer.SASLMechanism, ClientID: cfg.dialer.ClientID},
@@ -409,10 +414,10 @@ func (s *Source) settledLocked(d *delivery, done bool) {
 	}
 }
 
-func (s *Source) late(d *delivery) {
-	s.tel.late(context.Background(), d.e.p.topic)
-	if h := s.cfg.hooks.OnLateAck; h != nil {
-		h(d.e.p.topic, d.Partition, d.Offset, d.Generation)
+func (s *Source) late(ctx context.Context, d *delivery) {
+	s.tel.late(ctx, d.e.p.topic)
+	for _, h := range s.hooks.lateAck {
+		h.OnLateAck(ctx, d.e.p.topic, d.Partition, d.Offset, d.Generation)
 	}
 	s.cfg.logger.Debug("late settle dropped", "topic", d.e.p.topic, "partition", d.Partition,
 		"offset", d.Offset, "generation", d.Generation)
@@ -420,15 +425,15 @@ func (s *Source) late(d *delivery) {
 
 // Ack marks the message done in its partition's tracker; the offset is
 // committed at the next interval once every message below it is done. An
-// ack after its partition was released is dropped (Hooks.OnLateAck) and
+// ack after its partition was released is dropped (see [LateAckHook]) and
 // returns nil: the new owner redelivers the message and dedup answers it.
-func (s *Source) Ack(_ context.Context, m *broker.Message) error {
+func (s *Source) Ack(ctx context.Context, m *broker.Message) error {
 	s.mu.Lock()
 	d, late, err := s.currentLocked(m)
 	if err != nil || late {
 		s.mu.Unlock()
 		if late {
-			s.late(d)
+			s.late(ctx, d)
 		}
 		return err
 	}
@@ -530,8 +535,8 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrDeadLetterFailed, m.ID, err)
 	}
-	if h := s.cfg.hooks.OnDeadLetter; h != nil {
-		h(topic, d.Partition, d.Offset, reason)
+	for _, h := range s.hooks.deadLetter {
+		h.OnDeadLetter(ctx, topic, d.Partition, d.Offset, reason)
 	}
 	s.mu.Lock()
 	_, late, err = s.currentLocked(m)
@@ -542,7 +547,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 	if late {
 		// Produced, but the partition went meanwhile: its new owner will
 		// see the message again and decide again.
-		s.late(d)
+		s.late(ctx, d)
 	}
 	return err
 }

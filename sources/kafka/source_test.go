@@ -97,6 +97,27 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// misspelt has OnComit where CommitHook wants OnCommit.
+type misspelt struct{}
+
+func (misspelt) OnComit(context.Context, string, int32, int64) {}
+
+// A hook that implements none of the hook interfaces, a misspelt method's
+// for one, is refused rather than never called.
+func TestMisspeltHookRefused(t *testing.T) {
+	t.Parallel()
+	for name, h := range map[string]kafka.Hook{"misspelt": misspelt{}, "nil": nil} {
+		s, err := kafka.New(context.Background(), []string{"127.0.0.1:1"}, "g", []string{"t"},
+			kafka.WithHooks(onCommit(func(context.Context, string, int32, int64) {}), h))
+		if !errors.Is(err, kafka.ErrInvalidOption) || !strings.Contains(err.Error(), "hook") {
+			if s != nil {
+				_ = s.Close(context.Background())
+			}
+			t.Errorf("%s hook: New = %v, want ErrInvalidOption naming the hook", name, err)
+		}
+	}
+}
+
 // A new group under ResetLatest skips what was produced before it joined;
 // under the default it reads from the oldest record.
 func TestOffsetReset(t *testing.T) {
@@ -110,14 +131,14 @@ func TestOffsetReset(t *testing.T) {
 	assigned := make(chan struct{}, 1)
 	latest := newSource(t, addr, topicName(t, "latest"), []string{topic}, kafka.OffsetReset(kafka.ResetLatest),
 		kafka.WithDialer(&kgo.Dialer{Timeout: 5 * time.Second}),
-		kafka.WithHooks(kafka.Hooks{OnRebalance: func(e kafka.RebalanceEvent) {
+		kafka.WithHooks(onRebalance(func(_ context.Context, e kafka.RebalanceEvent) {
 			if !e.Revoked {
 				select {
 				case assigned <- struct{}{}:
 				default:
 				}
 			}
-		}}))
+		})))
 	select {
 	case <-assigned:
 	case <-ctxFor(t, 20*time.Second).Done():
@@ -163,13 +184,11 @@ func TestCommitsContiguousPrefix(t *testing.T) {
 	createTopic(t, addr, topic, 1)
 	var mu sync.Mutex
 	var commits []int64
-	s := newSource(t, addr, group, []string{topic}, kafka.WithHooks(kafka.Hooks{
-		OnCommit: func(_ string, _ int32, off int64) {
-			mu.Lock()
-			commits = append(commits, off)
-			mu.Unlock()
-		},
-	}))
+	s := newSource(t, addr, group, []string{topic}, kafka.WithHooks(onCommit(func(_ context.Context, _ string, _ int32, off int64) {
+		mu.Lock()
+		commits = append(commits, off)
+		mu.Unlock()
+	})))
 	w := writer(t, addr, topic)
 	var out []kgo.Message
 	for i := range 10 {
@@ -243,7 +262,7 @@ func TestDeadLetterProduceFailure(t *testing.T) {
 	mp, reader := meterProvider(t)
 	var announced atomic.Int32
 	s := newSource(t, addr, group, []string{topic}, kafka.DeadLetterTopic(dlq), kafka.WithMeterProvider(mp),
-		kafka.WithHooks(kafka.Hooks{OnDeadLetter: func(string, int32, int64, string) { announced.Add(1) }}))
+		kafka.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { announced.Add(1) })))
 	deleteTopic(t, addr, dlq)
 	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
 	m := receiveN(t, s, 1)[0]
@@ -293,18 +312,18 @@ func TestLateAcksDropped(t *testing.T) {
 	revoked := make(chan kafka.RebalanceEvent, 16)
 	mp, reader := meterProvider(t)
 	a := newSource(t, addr, group, []string{topic}, kafka.DrainTimeout(300*time.Millisecond), kafka.WithMeterProvider(mp),
-		kafka.WithHooks(kafka.Hooks{
-			OnLateAck: func(_ string, _ int32, off int64, _ int32) {
+		kafka.WithHooks(
+			onLateAck(func(_ context.Context, _ string, _ int32, off int64, _ int32) {
 				mu.Lock()
 				late = append(late, off)
 				mu.Unlock()
-			},
-			OnRebalance: func(e kafka.RebalanceEvent) {
+			}),
+			onRebalance(func(_ context.Context, e kafka.RebalanceEvent) {
 				if e.Revoked {
 					revoked <- e
 				}
-			},
-		}))
+			}),
+		))
 	var out []kgo.Message
 	for i := range 10 {
 		out = append(out, kgo.Message{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "m%d", i)})

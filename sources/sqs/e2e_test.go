@@ -108,10 +108,10 @@ func TestEndToEndDuplicates(t *testing.T) {
 	// No call may fail: a lost ReceiveMessage answer (see callOptions in
 	// source.go) would hide ten messages for 30s.
 	var callFailures atomic.Int32
-	src := newSource(t, c, url, sqs.WithHooks(sqs.Hooks{OnRetry: func(_ context.Context, op string, _ retry.Class, err error) {
+	src := newSource(t, c, url, sqs.WithHooks(onRetry(func(_ context.Context, op string, _ retry.Class, err error) {
 		callFailures.Add(1)
 		t.Logf("%s failed: %v", op, err)
-	}}))
+	})))
 	seen := &outcomes{}
 	cons, err := consumer.New(src, memory.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16), consumer.WithHooks(seen),
 		consumer.PendingRecheck(200*time.Millisecond))
@@ -174,9 +174,7 @@ func TestEndToEndLongHandler(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(sqs.Hooks{
-		OnVisibilityExtended: func(context.Context, string, time.Duration) { extends.Add(1) },
-	}))
+	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(onExtended(func(context.Context, string, time.Duration) { extends.Add(1) })))
 	seen := &outcomes{}
 	cons, err := consumer.New(src, memory.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(4), consumer.WithHooks(seen),
 		consumer.HandlerTimeout(20*time.Second), consumer.LeaseTTL(30*time.Second),

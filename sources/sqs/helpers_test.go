@@ -243,6 +243,23 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
+// Hook adapters: a func of the hook's method's type.
+type (
+	onDeleteFailed func(ctx context.Context, messageID string, err error)
+	onExtended     func(ctx context.Context, messageID string, d time.Duration)
+	onDeadLetter   func(ctx context.Context, messageID, reason string)
+	onRetry        func(ctx context.Context, op string, class retry.Class, err error)
+)
+
+func (f onDeleteFailed) OnDeleteFailed(ctx context.Context, id string, err error) { f(ctx, id, err) }
+func (f onExtended) OnVisibilityExtended(ctx context.Context, id string, d time.Duration) {
+	f(ctx, id, d)
+}
+func (f onDeadLetter) OnDeadLetter(ctx context.Context, id, reason string) { f(ctx, id, reason) }
+func (f onRetry) OnRetry(ctx context.Context, op string, c retry.Class, err error) {
+	f(ctx, op, c, err)
+}
+
 // retryFast gives up quickly, for tests of failures.
 func retryFast() retry.Policy {
 	return retry.Policy{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, MaxAttempts: 3}

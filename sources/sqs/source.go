@@ -24,7 +24,7 @@
 //
 // Retries: every call this source makes to SQS goes out with the SDK's
 // retryer switched off and is retried by a retry.Policy instead, so that
-// throttles are classified and seen by Hooks.OnRetry rather than absorbed
+// throttles are classified and seen by a [RetryHook] rather than absorbed
 // by the SDK.
 package sqs
 
@@ -112,6 +112,7 @@ type Source struct {
 	cfg             config
 	log             *slog.Logger
 	tel             *telemetry
+	hooks           hooks
 
 	stopPolls context.CancelFunc
 	pollers   sync.WaitGroup
@@ -164,11 +165,16 @@ func New(ctx context.Context, client *awssqs.Client, queueURL string, opts ...Op
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
+	hs, err := collectHooks(cfg.hooks)
+	if err != nil {
+		return nil, err
+	}
 	s := &Source{
 		client:    client,
 		queueURL:  queueURL,
 		queueName: queueName(queueURL),
 		cfg:       cfg,
+		hooks:     hs,
 		changed:   make(chan struct{}),
 	}
 	s.log = cfg.logger.With("queue", s.queueName)
@@ -579,8 +585,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 func (s *Source) onRetry(ctx context.Context, op string) func(retry.Class, error) {
 	return func(class retry.Class, err error) {
-		if h := s.cfg.hooks.OnRetry; h != nil {
-			h(ctx, op, class, err)
+		for _, h := range s.hooks.retry {
+			h.OnRetry(ctx, op, class, err)
 		}
 	}
 }

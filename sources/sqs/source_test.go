@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqs"
 )
@@ -41,6 +42,24 @@ func TestOptionsValidated(t *testing.T) {
 	}
 	if _, err := sqs.New(context.Background(), nil, "http://x/q"); !errors.Is(err, sqs.ErrInvalidOption) {
 		t.Errorf("nil client: %v", err)
+	}
+}
+
+// misspelt has OnDeadLeter where DeadLetterHook wants OnDeadLetter.
+type misspelt struct{}
+
+func (misspelt) OnDeadLeter(context.Context, string, string) {}
+
+// A hook that implements none of the hook interfaces, a misspelt method's
+// for one, is refused rather than never called.
+func TestMisspeltHookRefused(t *testing.T) {
+	t.Parallel()
+	c := awssqs.New(awssqs.Options{Region: "us-east-1"})
+	for name, h := range map[string]sqs.Hook{"misspelt": misspelt{}, "nil": nil} {
+		_, err := sqs.New(context.Background(), c, "http://x/000000000000/q", sqs.WithHooks(onRetry(func(context.Context, string, retry.Class, error) {}), h))
+		if !errors.Is(err, sqs.ErrInvalidOption) || !strings.Contains(err.Error(), "hook") {
+			t.Errorf("%s hook: New = %v, want ErrInvalidOption naming the hook", name, err)
+		}
 	}
 }
 
@@ -183,7 +202,7 @@ func TestCloseFlushesAcks(t *testing.T) {
 	var failed sync.Map
 	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)),
 		sqs.DeleteFlushInterval(time.Hour), // only full batches and Close flush
-		sqs.WithHooks(sqs.Hooks{OnDeleteFailed: func(_ context.Context, id string, err error) { failed.Store(id, err) }}))
+		sqs.WithHooks(onDeleteFailed(func(_ context.Context, id string, err error) { failed.Store(id, err) })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,11 +246,11 @@ func TestAckFailuresReported(t *testing.T) {
 	var failures []error
 	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)),
 		sqs.RetryPolicy(retryFast()),
-		sqs.WithHooks(sqs.Hooks{OnDeleteFailed: func(_ context.Context, _ string, err error) {
+		sqs.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) {
 			mu.Lock()
 			failures = append(failures, err)
 			mu.Unlock()
-		}}))
+		})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +300,7 @@ func TestAsyncDeleteFailureHook(t *testing.T) {
 	}
 	failed := make(chan error, 1)
 	src := newSource(t, c, url, sqs.RetryPolicy(retryFast()),
-		sqs.WithHooks(sqs.Hooks{OnDeleteFailed: func(_ context.Context, _ string, err error) { failed <- err }}))
+		sqs.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) { failed <- err })))
 	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
@@ -313,9 +332,7 @@ func TestExtend(t *testing.T) {
 		t.Fatal(err)
 	}
 	extended := make(chan time.Duration, 10)
-	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(sqs.Hooks{
-		OnVisibilityExtended: func(_ context.Context, _ string, d time.Duration) { extended <- d },
-	}))
+	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(onExtended(func(_ context.Context, _ string, d time.Duration) { extended <- d })))
 	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
@@ -388,7 +405,7 @@ func TestDeadLetterSendFailure(t *testing.T) {
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	var announced atomic.Int32
 	src := newSource(t, c, url, sqs.DeadLetterQueue(dlqURL), sqs.WaitTime(time.Second), sqs.RetryPolicy(retryFast()),
-		sqs.WithMeterProvider(mp), sqs.WithHooks(sqs.Hooks{OnDeadLetter: func(context.Context, string, string) { announced.Add(1) }}))
+		sqs.WithMeterProvider(mp), sqs.WithHooks(onDeadLetter(func(context.Context, string, string) { announced.Add(1) })))
 	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(dlqURL)}); err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +456,7 @@ func TestDeadLetterFIFOCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reasons []string
-	src := newSource(t, c, url, sqs.WithHooks(sqs.Hooks{OnDeadLetter: func(_ context.Context, _, r string) { reasons = append(reasons, r) }}))
+	src := newSource(t, c, url, sqs.WithHooks(onDeadLetter(func(_ context.Context, _, r string) { reasons = append(reasons, r) })))
 	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
