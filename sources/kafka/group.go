@@ -118,14 +118,14 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 	}
 }
 
-// revoke stops dispatching g's partitions, waits up to DrainTimeout for
+// revoke stops dispatching g's partitions, waits up to RevokeTimeout for
 // their in-flight messages (not when closing: Close does not wait for
 // unsettled messages), commits what is complete and releases them.
 func (s *Source) revoke(g *generation, closing bool) {
 	start := time.Now()
 	s.stopDispatch(g)
 	if !closing {
-		deadline := time.NewTimer(s.cfg.drainTimeout)
+		deadline := time.NewTimer(s.cfg.revokeTimeout)
 	wait:
 		for s.inFlight(g) > 0 {
 			select {

@@ -226,19 +226,17 @@ func (f onDeadLetter) OnDeadLetter(ctx context.Context, topic string, p int32, o
 }
 
 // fastGroup makes rebalances take well under a second on kfake.
-func fastGroup() kafka.Option {
-	return kafka.WithGroupTimings(kafka.GroupTimings{
-		Heartbeat: 100 * time.Millisecond, Session: 6 * time.Second,
-		Rebalance: 10 * time.Second, JoinBackoff: 200 * time.Millisecond,
-	})
+func fastGroup() []kafka.Option {
+	return []kafka.Option{kafka.HeartbeatInterval(100 * time.Millisecond), kafka.SessionTimeout(6 * time.Second),
+		kafka.RebalanceTimeout(10 * time.Second), kafka.JoinGroupBackoff(200 * time.Millisecond)}
 }
 
 func newSource(t testing.TB, addr, group string, topics []string, opts ...kafka.Option) *kafka.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	base := []kafka.Option{fastGroup(), kafka.CommitInterval(100 * time.Millisecond),
-		kafka.DrainTimeout(2 * time.Second), kafka.FetchMaxWait(200 * time.Millisecond), kafka.WithLogger(testLogger())}
+	base := append(fastGroup(), kafka.CommitInterval(100*time.Millisecond),
+		kafka.RevokeTimeout(2*time.Second), kafka.FetchMaxWait(200*time.Millisecond), kafka.WithLogger(testLogger()))
 	s, err := kafka.New(ctx, []string{addr}, group, topics, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("kafka.New: %v", err)

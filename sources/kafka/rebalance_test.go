@@ -83,7 +83,7 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 		}),
 	)
 	join := func() *member {
-		src := newSource(t, addr, group, []string{topic}, hooks, kafka.DrainTimeout(drain))
+		src := newSource(t, addr, group, []string{topic}, hooks, kafka.RevokeTimeout(drain))
 		return startMember(t, src, store, h, consumer.Concurrency(4), consumer.MaxInFlight(64))
 	}
 	progress := func(n int64) func() bool { return func() bool { return eff.total.Load() >= n } }

@@ -12,7 +12,7 @@
 // which every delivered message is settled is committed, through the
 // generation that owns the partition, on an interval, on revoke and on
 // Close. When a generation ends, its partitions stop dispatching, in-flight
-// messages get up to DrainTimeout to be settled, what is complete is
+// messages get up to RevokeTimeout to be settled, what is complete is
 // committed, and only then does the member rejoin. A settle that comes later
 // is dropped (see [LateAckHook]): its offset was not committed, so the new
 // owner reads the message again and the dedup store answers it as a
@@ -184,8 +184,8 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	t := cfg.timings
 	g, err := kgo.NewConsumerGroup(kgo.ConsumerGroupConfig{
 		ID: group, Brokers: s.brokers, Topics: s.topics, Dialer: s.dialer,
-		HeartbeatInterval: t.Heartbeat, SessionTimeout: t.Session,
-		RebalanceTimeout: t.Rebalance, JoinGroupBackoff: t.JoinBackoff,
+		HeartbeatInterval: t.heartbeat, SessionTimeout: t.session,
+		RebalanceTimeout: t.rebalance, JoinGroupBackoff: t.joinBackoff,
 		StartOffset: cfg.reset.startOffset(),
 		Logger:      s.kLog, ErrorLogger: s.kErrLog,
 	})

@@ -80,7 +80,7 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"unknown topic", []string{"nope"}, nil, kafka.ErrUnknownTopic},
 		{"unknown dead-letter topic", []string{topic}, []kafka.Option{kafka.DeadLetterTopic("nope")}, kafka.ErrUnknownTopic},
-		{"drain past rebalance", []string{topic}, []kafka.Option{kafka.DrainTimeout(time.Minute)}, kafka.ErrInvalidOption},
+		{"revoke timeout past rebalance", []string{topic}, []kafka.Option{kafka.RevokeTimeout(time.Minute)}, kafka.ErrInvalidOption},
 		{"no topics", nil, nil, kafka.ErrInvalidOption},
 		{"bad ordering", []string{topic}, []kafka.Option{kafka.Ordering(7)}, kafka.ErrInvalidOption},
 		{"nil dialer", []string{topic}, []kafka.Option{kafka.WithDialer(nil)}, kafka.ErrInvalidOption},
@@ -311,7 +311,7 @@ func TestLateAcksDropped(t *testing.T) {
 	var late []int64
 	revoked := make(chan kafka.RebalanceEvent, 16)
 	mp, reader := meterProvider(t)
-	a := newSource(t, addr, group, []string{topic}, kafka.DrainTimeout(300*time.Millisecond), kafka.WithMeterProvider(mp),
+	a := newSource(t, addr, group, []string{topic}, kafka.RevokeTimeout(300*time.Millisecond), kafka.WithMeterProvider(mp),
 		kafka.WithHooks(
 			onLateAck(func(_ context.Context, _ string, _ int32, off int64, _ int32) {
 				mu.Lock()

@@ -32,15 +32,15 @@ type DeadLetter struct {
 // Option configures a Queue.
 type Option func(*Queue)
 
-// WithVisibilityTimeout sets how long a delivery stays hidden before it is
+// VisibilityTimeout sets how long a delivery stays hidden before it is
 // redelivered unless settled or extended (default 30s).
-func WithVisibilityTimeout(d time.Duration) Option {
+func VisibilityTimeout(d time.Duration) Option {
 	return func(q *Queue) { q.visibility = d }
 }
 
-// WithOrdering makes the queue FIFO per key, like an SQS FIFO queue: a key
+// Ordering makes the queue FIFO per key, like an SQS FIFO queue: a key
 // has at most one message in flight, delivered in send order.
-func WithOrdering(o broker.Ordering) Option {
+func Ordering(o broker.Ordering) Option {
 	return func(q *Queue) { q.ordering = o }
 }
 

@@ -113,7 +113,7 @@ func createQueue(t testing.TB, c *awssqs.Client, spec queueSpec) (url, arn strin
 // newSource opens a Source closed when the test ends.
 func newSource(t testing.TB, c *awssqs.Client, url string, opts ...sqs.Option) *sqs.Source {
 	t.Helper()
-	opts = append([]sqs.Option{sqs.Logger(testLogger(t))}, opts...)
+	opts = append([]sqs.Option{sqs.WithLogger(testLogger(t))}, opts...)
 	src, err := sqs.New(context.Background(), c, url, opts...)
 	if err != nil {
 		t.Fatalf("sqs.New: %v", err)

@@ -29,7 +29,7 @@ func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)), sqs.WaitTime(time.Second), sqs.WithMeterProvider(mp))
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testLogger(t)), sqs.WaitTime(time.Second), sqs.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,8 +69,9 @@ func DeleteFlushInterval(d time.Duration) Option {
 // at once. Default 4.
 func DeleteConcurrency(n int) Option { return optionFunc(func(c *config) { c.deleteWorkers = n }) }
 
-// Logger receives the source's logs. Default slog.Default().
-func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+// WithLogger sets where the source logs (default slog.Default(), as for the
+// other sources; nil keeps the default).
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
 // WithHooks adds observers; each must implement at least one of
 // [DeleteFailedHook], [VisibilityExtendedHook], [DeadLetterHook] and
@@ -86,9 +87,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.meter = mp })
 }
 
-// RetryPolicy is how failed SQS calls (deletes, visibility changes,
+// WithRetryPolicy sets how failed SQS calls (deletes, visibility changes,
 // dead-letter sends) are retried. Default retry.DefaultPolicy().
-func RetryPolicy(p retry.Policy) Option { return optionFunc(func(c *config) { c.policy = p }) }
+func WithRetryPolicy(p retry.Policy) Option { return optionFunc(func(c *config) { c.policy = p }) }
 
 func (c *config) validate() error {
 	switch {

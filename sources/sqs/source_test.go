@@ -200,7 +200,7 @@ func TestCloseFlushesAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failed sync.Map
-	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)),
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testLogger(t)),
 		sqs.DeleteFlushInterval(time.Hour), // only full batches and Close flush
 		sqs.WithHooks(onDeleteFailed(func(_ context.Context, id string, err error) { failed.Store(id, err) })))
 	if err != nil {
@@ -244,8 +244,8 @@ func TestAckFailuresReported(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var failures []error
-	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)),
-		sqs.RetryPolicy(retryFast()),
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testLogger(t)),
+		sqs.WithRetryPolicy(retryFast()),
 		sqs.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) {
 			mu.Lock()
 			failures = append(failures, err)
@@ -276,7 +276,7 @@ func TestAckFailuresReported(t *testing.T) {
 	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
 		t.Fatal(err)
 	}
-	src2 := newSource(t, c, mustQueue(t, c), sqs.RetryPolicy(retryFast()))
+	src2 := newSource(t, c, mustQueue(t, c), sqs.WithRetryPolicy(retryFast()))
 	if err := src2.Ack(context.Background(), msgs[1]); !errors.Is(err, sqs.ErrForeignMessage) {
 		t.Fatalf("ack on another queue's source: %v, want ErrForeignMessage", err)
 	}
@@ -299,7 +299,7 @@ func TestAsyncDeleteFailureHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := make(chan error, 1)
-	src := newSource(t, c, url, sqs.RetryPolicy(retryFast()),
+	src := newSource(t, c, url, sqs.WithRetryPolicy(retryFast()),
 		sqs.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) { failed <- err })))
 	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
@@ -404,7 +404,7 @@ func TestDeadLetterSendFailure(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	var announced atomic.Int32
-	src := newSource(t, c, url, sqs.DeadLetterQueue(dlqURL), sqs.WaitTime(time.Second), sqs.RetryPolicy(retryFast()),
+	src := newSource(t, c, url, sqs.DeadLetterQueue(dlqURL), sqs.WaitTime(time.Second), sqs.WithRetryPolicy(retryFast()),
 		sqs.WithMeterProvider(mp), sqs.WithHooks(onDeadLetter(func(context.Context, string, string) { announced.Add(1) })))
 	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(dlqURL)}); err != nil {
 		t.Fatal(err)
@@ -516,7 +516,7 @@ func TestCloseWakesReceive(t *testing.T) {
 	t.Parallel()
 	c := client(t)
 	url, _ := createQueue(t, c, queueSpec{})
-	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)))
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
