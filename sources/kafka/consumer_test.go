@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
@@ -30,7 +31,7 @@ type member struct {
 func startMember(t *testing.T, src consumer.Source, store *dedupmem.Store, h consumer.Handler, opts ...consumer.Option) *member {
 	t.Helper()
 	base := []consumer.Option{consumer.PendingRecheck(100 * time.Millisecond),
-		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testLogger()), consumer.WithoutDeadLetters()}
+		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testenv.Logger(t)), consumer.WithoutDeadLetters()}
 	c, err := consumer.New(src, store, h, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("consumer.New: %v", err)
@@ -75,17 +76,6 @@ func (e *effects) write(key string) dedupmem.Write {
 		e.mu.Unlock()
 		e.total.Add(1)
 	}}
-}
-
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // Under a worker pool, messages of one key run one at a time and in offset
@@ -140,7 +130,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 		t.Fatalf("default ordering %v", src.Capabilities().Ordering)
 	}
 	m := startMember(t, sourcetest.Wrap(src), dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
-	waitFor(t, "every message", 30*time.Second, func() bool { return eff.total.Load() == keys*per })
+	testenv.Eventually(t, 30*time.Second, "every message", func() bool { return eff.total.Load() == keys*per })
 	m.stop(t)
 
 	for k := range keys {
@@ -188,7 +178,7 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	src := newSource(t, addr, group, []string{topic}, kafka.DeadLetterTopic(dlq),
 		kafka.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { dead.Add(1) })))
 	m := startMember(t, src, dedupmem.New(), h, consumer.MaxAttempts(3), consumer.FailedRetryDelay(20*time.Millisecond))
-	waitFor(t, "the 19 good messages", 30*time.Second, func() bool { return eff.total.Load() == 19 })
+	testenv.Eventually(t, 30*time.Second, "the 19 good messages", func() bool { return eff.total.Load() == 19 })
 	waitCommitted(t, addr, group, topic, []int64{20})
 	m.stop(t)
 
@@ -198,7 +188,7 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	if dead.Load() != 1 {
 		t.Fatalf("OnDeadLetter called %d times", dead.Load())
 	}
-	recs, err := readTopic(ctxFor(t, 10*time.Second), t, addr, dlq)
+	recs, err := readTopic(testenv.Context(t, 10*time.Second), t, addr, dlq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +229,7 @@ func TestFingerprintThroughWrapper(t *testing.T) {
 	})
 	src := sourcetest.Wrap(newSource(t, addr, group, []string{topic}))
 	m := startMember(t, src, dedupmem.New(), h)
-	waitFor(t, "all three records settled", 30*time.Second, func() bool { return src.Acks() == 3 })
+	testenv.Eventually(t, 30*time.Second, "all three records settled", func() bool { return src.Acks() == 3 })
 	m.stop(t)
 
 	eff.mu.Lock()

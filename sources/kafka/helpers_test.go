@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
 
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
 
@@ -198,14 +197,6 @@ func committed(ctx context.Context, t testing.TB, addr, group, topic string, par
 	return commit, end, nil
 }
 
-// testLogger logs to stderr when ONCEQ_TEST_LOG is set.
-func testLogger() *slog.Logger {
-	if os.Getenv("ONCEQ_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
 // Hook adapters: a func of the hook's method's type.
 type (
 	onCommit     func(ctx context.Context, topic string, partition int32, offset int64)
@@ -236,7 +227,7 @@ func newSource(t testing.TB, addr, group string, topics []string, opts ...kafka.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	base := append(fastGroup(), kafka.CommitInterval(100*time.Millisecond),
-		kafka.RevokeTimeout(2*time.Second), kafka.FetchMaxWait(200*time.Millisecond), kafka.WithLogger(testLogger()))
+		kafka.RevokeTimeout(2*time.Second), kafka.FetchMaxWait(200*time.Millisecond), kafka.WithLogger(testenv.Logger(t)))
 	s, err := kafka.New(ctx, []string{addr}, group, topics, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("kafka.New: %v", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
 
@@ -89,21 +90,21 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 	progress := func(n int64) func() bool { return func() bool { return eff.total.Load() >= n } }
 
 	a, b := join(), join()
-	waitFor(t, "2,000 effects", 60*time.Second, progress(2000))
+	testenv.Eventually(t, 60*time.Second, "2,000 effects", progress(2000))
 	c := join()
-	waitFor(t, "6,000 effects", 60*time.Second, progress(6000))
+	testenv.Eventually(t, 60*time.Second, "6,000 effects", progress(6000))
 	a.stop(t)
-	waitFor(t, "9,000 effects", 60*time.Second, progress(9000))
+	testenv.Eventually(t, 60*time.Second, "9,000 effects", progress(9000))
 	d := join()
-	waitFor(t, "12,000 effects", 60*time.Second, progress(12000))
+	testenv.Eventually(t, 60*time.Second, "12,000 effects", progress(12000))
 	b.stop(t)
 	e := join()
-	waitFor(t, "every unique message", 60*time.Second, progress(unique))
+	testenv.Eventually(t, 60*time.Second, "every unique message", progress(unique))
 
 	// The members still running commit everything, then leave.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got, end, err := committed(ctxFor(t, 5*time.Second), t, addr, group, topic, partitions)
+		got, end, err := committed(testenv.Context(t, 5*time.Second), t, addr, group, topic, partitions)
 		if err == nil && slices.Equal(got, end) {
 			break
 		}
@@ -115,7 +116,7 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 	for _, m := range []*member{c, d, e} {
 		m.stop(t)
 	}
-	got, end, err := committed(ctxFor(t, 5*time.Second), t, addr, group, topic, partitions)
+	got, end, err := committed(testenv.Context(t, 5*time.Second), t, addr, group, topic, partitions)
 	if err != nil || !slices.Equal(got, end) {
 		t.Fatalf("after the members left: committed %v, log end %v (err %v)", got, end, err)
 	}

@@ -16,20 +16,15 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func produce(t *testing.T, w *kgo.Writer, msgs ...kgo.Message) {
 	t.Helper()
 	for len(msgs) > 0 {
 		n := min(len(msgs), 1000)
-		if err := w.WriteMessages(ctxFor(t, 30*time.Second), msgs[:n]...); err != nil {
+		if err := w.WriteMessages(testenv.Context(t, 30*time.Second), msgs[:n]...); err != nil {
 			t.Fatalf("produce: %v", err)
 		}
 		msgs = msgs[n:]
@@ -38,7 +33,7 @@ func produce(t *testing.T, w *kgo.Writer, msgs ...kgo.Message) {
 
 func receiveN(t *testing.T, s consumer.Source, n int) []*consumer.Message {
 	t.Helper()
-	ctx := ctxFor(t, 20*time.Second)
+	ctx := testenv.Context(t, 20*time.Second)
 	var got []*consumer.Message
 	for len(got) < n {
 		msgs, err := s.Receive(ctx, n-len(got))
@@ -55,7 +50,7 @@ func waitCommitted(t *testing.T, addr, group, topic string, want []int64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		got, _, err := committed(ctxFor(t, 5*time.Second), t, addr, group, topic, len(want))
+		got, _, err := committed(testenv.Context(t, 5*time.Second), t, addr, group, topic, len(want))
 		if err == nil && slices.Equal(got, want) {
 			return
 		}
@@ -71,7 +66,7 @@ func TestNewValidates(t *testing.T) {
 	addr := cluster(t)
 	topic := topicName(t, "in")
 	createTopic(t, addr, topic, 1)
-	ctx := ctxFor(t, 10*time.Second)
+	ctx := testenv.Context(t, 10*time.Second)
 	cases := []struct {
 		name   string
 		topics []string
@@ -141,7 +136,7 @@ func TestOffsetReset(t *testing.T) {
 		})))
 	select {
 	case <-assigned:
-	case <-ctxFor(t, 20*time.Second).Done():
+	case <-testenv.Context(t, 20*time.Second).Done():
 		t.Fatal("no partitions assigned")
 	}
 	// The fetch loop resolves "latest" when it starts, a moment after the
@@ -266,7 +261,7 @@ func TestDeadLetterProduceFailure(t *testing.T) {
 	deleteTopic(t, addr, dlq)
 	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
 	m := receiveN(t, s, 1)[0]
-	err := s.DeadLetter(ctxFor(t, 5*time.Second), m, "bad")
+	err := s.DeadLetter(testenv.Context(t, 5*time.Second), m, "bad")
 	if !errors.Is(err, kafka.ErrDeadLetterFailed) {
 		t.Fatalf("DeadLetter to a deleted topic: %v, want ErrDeadLetterFailed", err)
 	}
@@ -356,7 +351,7 @@ func TestLateAcksDropped(t *testing.T) {
 	}
 
 	// Every message comes again, from a or b; each acked once now.
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testenv.Context(t, 30*time.Second)
 	seen := map[string]int{}
 	var smu sync.Mutex
 	var wg sync.WaitGroup

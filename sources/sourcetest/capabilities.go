@@ -13,6 +13,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // The Wrapper cases run the consumer over [Wrapped] and prove that each
@@ -87,17 +88,6 @@ func runConsumer(t *testing.T, w *Wrapped, h consumer.Handler, opts ...consumer.
 	return seen, stop
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // A Source with a dead-letter destination is accepted without
 // WithoutDeadLetters, and a poison message reaches the destination.
 func testWrapperDeadLetter(t *testing.T, h *Harness) {
@@ -140,7 +130,7 @@ func testWrapperDeliveryTimeout(t *testing.T, h *Harness) {
 	seen, stop := runConsumer(t, w, slow, consumer.WithoutDeadLetters(), consumer.HandlerTimeout(4*timeout+10*time.Second),
 		consumer.LeaseTTL(8*timeout+30*time.Second))
 	send(t, h, Outgoing{Key: "k", Body: []byte("slow"), Attributes: map[string]string{"idempotency-key": "slow-1"}})
-	waitUntil(t, h.wait()+3*timeout, "the slow message was not processed", func() bool { return seen.processed() == 1 })
+	testenv.Eventually(t, h.wait()+3*timeout, "the slow message was not processed", func() bool { return seen.processed() == 1 })
 	time.Sleep(timeout + time.Second) // a redelivery, had there been one, shows by now
 	stop()
 	mu.Lock()
@@ -200,7 +190,7 @@ func testWrapperOrdering(t *testing.T, h *Harness) {
 		out = append(out, Outgoing{Key: "same", Body: []byte(body), Attributes: map[string]string{"idempotency-key": body}})
 	}
 	send(t, h, out...)
-	waitUntil(t, 2*h.wait(), "not every message processed", func() bool { return seen.processed() == n })
+	testenv.Eventually(t, 2*h.wait(), "not every message processed", func() bool { return seen.processed() == n })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // Outgoing is a message the suite publishes.
@@ -73,15 +74,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 	}
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func send(t *testing.T, h *Harness, msgs ...Outgoing) {
 	t.Helper()
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testenv.Context(t, 30*time.Second)
 	for _, m := range msgs {
 		if err := h.Send(ctx, m); err != nil {
 			t.Fatalf("send: %v", err)
@@ -105,7 +100,7 @@ func drain(t *testing.T, src broker.Source, n int, wait time.Duration) []*broker
 
 func receive(t *testing.T, src broker.Source, n int, wait time.Duration, settle bool) []*broker.Message {
 	t.Helper()
-	ctx := ctxFor(t, wait)
+	ctx := testenv.Context(t, wait)
 	var got []*broker.Message
 	for len(got) < n {
 		msgs, err := src.Receive(ctx, n-len(got))
@@ -129,7 +124,7 @@ func receive(t *testing.T, src broker.Source, n int, wait time.Duration, settle 
 // expectNone asserts that nothing is delivered for d.
 func expectNone(t *testing.T, src broker.Source, d time.Duration) {
 	t.Helper()
-	ctx := ctxFor(t, d)
+	ctx := testenv.Context(t, d)
 	for {
 		msgs, err := src.Receive(ctx, 10)
 		if len(msgs) > 0 {
@@ -199,7 +194,7 @@ func testDelivers(t *testing.T, h *Harness) {
 func testRespectsMax(t *testing.T, h *Harness) {
 	out, _ := numbered("max", 12)
 	send(t, h, out...)
-	ctx := ctxFor(t, h.wait())
+	ctx := testenv.Context(t, h.wait())
 	total := 0
 	for total < len(out) {
 		msgs, err := h.Source.Receive(ctx, 3)
@@ -310,7 +305,7 @@ func waitDeadLetter(t *testing.T, h *Harness, body string) DeadLetter {
 	t.Helper()
 	deadline := time.Now().Add(h.wait())
 	for {
-		dls, err := h.DeadLetters(ctxFor(t, 30*time.Second))
+		dls, err := h.DeadLetters(testenv.Context(t, 30*time.Second))
 		if err != nil {
 			t.Fatalf("dead letters: %v", err)
 		}
@@ -336,7 +331,7 @@ func testOrdering(t *testing.T, h *Harness) {
 		}
 	}
 	send(t, h, out...)
-	ctx := ctxFor(t, h.wait()*2)
+	ctx := testenv.Context(t, h.wait()*2)
 	seen := map[string][]string{}
 	for n := 0; n < len(out); {
 		msgs, err := h.Source.Receive(ctx, len(out)-n)
@@ -382,7 +377,7 @@ func testReceiveAfterClose(t *testing.T, h *Harness) {
 	if err := h.Source.Close(context.Background()); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	_, err := h.Source.Receive(ctxFor(t, 5*time.Second), 1)
+	_, err := h.Source.Receive(testenv.Context(t, 5*time.Second), 1)
 	if !errors.Is(err, broker.ErrSourceClosed) {
 		t.Fatalf("Receive after Close: %v, want ErrSourceClosed", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqs"
@@ -120,7 +121,7 @@ func TestEndToEndDuplicates(t *testing.T) {
 	}
 	stop := runConsumer(t, cons)
 	start := time.Now()
-	eventually(t, 120*time.Second, "not every message was settled", func() bool {
+	testenv.Eventually(t, 120*time.Second, "not every message was settled", func() bool {
 		return seen.count(consumer.Processed)+seen.count(consumer.Duplicate) >= total
 	})
 	took := time.Since(start)
@@ -189,7 +190,7 @@ func TestEndToEndLongHandler(t *testing.T) {
 		t.Fatal("handler did not finish")
 	}
 	// Give a redelivery, had there been one, time to show.
-	eventually(t, 10*time.Second, "not processed", func() bool { return seen.count(consumer.Processed) == 1 })
+	testenv.Eventually(t, 10*time.Second, "not processed", func() bool { return seen.count(consumer.Processed) == 1 })
 	time.Sleep(visibility + time.Second)
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -260,7 +261,7 @@ func TestEndToEndFIFOOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, cons)
-	eventually(t, 60*time.Second, "not every message processed", func() bool {
+	testenv.Eventually(t, 60*time.Second, "not every message processed", func() bool {
 		return seen.count(consumer.Processed) >= groups*per
 	})
 	if err := stop(); err != nil {
@@ -321,7 +322,7 @@ func TestEndToEndPoison(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, cons)
-	eventually(t, 60*time.Second, "poison message not dead-lettered", func() bool {
+	testenv.Eventually(t, 60*time.Second, "poison message not dead-lettered", func() bool {
 		return seen.count(consumer.DeadLettered) == 1 && seen.count(consumer.Processed) == 2
 	})
 	if err := stop(); err != nil {

@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -113,20 +111,13 @@ func createQueue(t testing.TB, c *awssqs.Client, spec queueSpec) (url, arn strin
 // newSource opens a Source closed when the test ends.
 func newSource(t testing.TB, c *awssqs.Client, url string, opts ...sqs.Option) *sqs.Source {
 	t.Helper()
-	opts = append([]sqs.Option{sqs.WithLogger(testLogger(t))}, opts...)
+	opts = append([]sqs.Option{sqs.WithLogger(testenv.Logger(t))}, opts...)
 	src, err := sqs.New(context.Background(), c, url, opts...)
 	if err != nil {
 		t.Fatalf("sqs.New: %v", err)
 	}
 	t.Cleanup(func() { _ = src.Close(context.Background()) })
 	return src
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("ONCEQ_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 // send publishes one message; on FIFO the key is the group.
@@ -223,24 +214,6 @@ func depth(t testing.TB, c *awssqs.Client, url string) (visible, inFlight int) {
 	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
 	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
 	return visible, inFlight
-}
-
-// eventually polls cond every 50ms until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // Hook adapters: a func of the hook's method's type.

@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqs"
@@ -122,7 +123,7 @@ func TestMessageMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := newSource(t, c, url)
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 10)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 10)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %d messages, %v", len(msgs), err)
 	}
@@ -165,7 +166,7 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 	if vis, inflight := depth(t, c, url); vis != 25 || inflight != 0 {
 		t.Fatalf("before any Receive: %d visible, %d in flight; want 25, 0", vis, inflight)
 	}
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 3)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 3)
 	if err != nil || len(msgs) == 0 || len(msgs) > 3 {
 		t.Fatalf("Receive(3): %d messages, %v", len(msgs), err)
 	}
@@ -176,7 +177,7 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 	// A large demand is spread over pollers, ten at most each.
 	got := len(msgs)
 	for got < 25 {
-		msgs, err := src.Receive(ctxFor(t, 10*time.Second), 25-got)
+		msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 25-got)
 		if err != nil {
 			t.Fatalf("receive after %d: %v", got, err)
 		}
@@ -200,7 +201,7 @@ func TestCloseFlushesAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failed sync.Map
-	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testLogger(t)),
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testenv.Logger(t)),
 		sqs.DeleteFlushInterval(time.Hour), // only full batches and Close flush
 		sqs.WithHooks(onDeleteFailed(func(_ context.Context, id string, err error) { failed.Store(id, err) })))
 	if err != nil {
@@ -208,7 +209,7 @@ func TestCloseFlushesAcks(t *testing.T) {
 	}
 	n := 0
 	for n < len(out) {
-		msgs, err := src.Receive(ctxFor(t, 10*time.Second), 10)
+		msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +245,7 @@ func TestAckFailuresReported(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var failures []error
-	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testLogger(t)),
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testenv.Logger(t)),
 		sqs.WithRetryPolicy(retryFast()),
 		sqs.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) {
 			mu.Lock()
@@ -256,7 +257,7 @@ func TestAckFailuresReported(t *testing.T) {
 	}
 	var msgs []*consumer.Message
 	for len(msgs) < 2 {
-		got, err := src.Receive(ctxFor(t, 10*time.Second), 2-len(msgs))
+		got, err := src.Receive(testenv.Context(t, 10*time.Second), 2-len(msgs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +302,7 @@ func TestAsyncDeleteFailureHook(t *testing.T) {
 	failed := make(chan error, 1)
 	src := newSource(t, c, url, sqs.WithRetryPolicy(retryFast()),
 		sqs.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) { failed <- err })))
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
@@ -333,7 +334,7 @@ func TestExtend(t *testing.T) {
 	}
 	extended := make(chan time.Duration, 10)
 	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(onExtended(func(_ context.Context, _ string, d time.Duration) { extended <- d })))
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
@@ -344,11 +345,11 @@ func TestExtend(t *testing.T) {
 		t.Errorf("hook saw %v, want 5s (rounded up)", d)
 	}
 	// Past the 2s timeout, still hidden.
-	if got, err := src.Receive(ctxFor(t, 3500*time.Millisecond), 1); len(got) != 0 {
+	if got, err := src.Receive(testenv.Context(t, 3500*time.Millisecond), 1); len(got) != 0 {
 		t.Fatalf("redelivered while extended: %v %v", got, err)
 	}
 	// Then it comes back, and the old delivery is gone.
-	again, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	again, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(again) != 1 || again[0].Attempt != 2 {
 		t.Fatalf("not redelivered after the extension ran out: %v %v", again, err)
 	}
@@ -372,7 +373,7 @@ func TestDeadLetterWithoutQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := newSource(t, c, url, sqs.WaitTime(time.Second))
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
@@ -383,7 +384,7 @@ func TestDeadLetterWithoutQueue(t *testing.T) {
 	if !errors.Is(err, sqs.ErrNoDeadLetterQueue) || !errors.Is(err, broker.ErrNoDeadLetterDestination) {
 		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterQueue and broker.ErrNoDeadLetterDestination", err)
 	}
-	again, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	again, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(again) != 1 || string(again[0].Body) != "stuck" {
 		t.Fatalf("message not left in the queue: %v %v", again, err)
 	}
@@ -409,7 +410,7 @@ func TestDeadLetterSendFailure(t *testing.T) {
 	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(dlqURL)}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
@@ -430,7 +431,7 @@ func TestDeadLetterSendFailure(t *testing.T) {
 	if n := metrictest.Counter(t, reader, "onceq.sqs.dead_letters", attribute.String("onceq.result", "error")); n != 1 {
 		t.Errorf("%d dead letters counted failed, want 1", n)
 	}
-	again, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	again, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(again) != 1 || string(again[0].Body) != "poison" {
 		t.Fatalf("original not left in the queue: %v %v", again, err)
 	}
@@ -457,7 +458,7 @@ func TestDeadLetterFIFOCopy(t *testing.T) {
 	}
 	var reasons []string
 	src := newSource(t, c, url, sqs.WithHooks(onDeadLetter(func(_ context.Context, _, r string) { reasons = append(reasons, r) })))
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
@@ -504,7 +505,7 @@ func TestAbandonedReceiveKeepsMessages(t *testing.T) {
 	if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte("late")}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 5)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 5)
 	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "late" {
 		t.Fatalf("next Receive: %v %v", msgs, err)
 	}
@@ -516,7 +517,7 @@ func TestCloseWakesReceive(t *testing.T) {
 	t.Parallel()
 	c := client(t)
 	url, _ := createQueue(t, c, queueSpec{})
-	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testLogger(t)))
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testenv.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
