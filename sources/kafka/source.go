@@ -1,26 +1,3 @@
-// Package kafka is a broker.Source over segmentio/kafka-go's consumer
-// groups, with per-partition offset tracking.
-//
-// It is built on kafka-go's lower-level ConsumerGroup / Generation API, not
-// on kafka.Reader with a GroupID: the Reader hides revokes and, fed by a
-// worker pool, commits the largest offset it was given, which can move a
-// partition's offset backwards or past unfinished messages, and can land
-// after the partition went to another member (kafka-go #202, #439, #1308).
-//
-// Here each partition of a generation has its own fetch loop and an offset
-// tracker: completions may come in any order, and only the offset below
-// which every delivered message is settled is committed, through the
-// generation that owns the partition, on an interval, on revoke and on
-// Close. When a generation ends, its partitions stop dispatching, in-flight
-// messages get up to RevokeTimeout to be settled, what is complete is
-// committed, and only then does the member rejoin. A settle that comes later
-// is dropped (see [LateAckHook]): its offset was not committed, so the new
-// owner reads the message again and the dedup store answers it as a
-// duplicate.
-//
-// Kafka has no per-message nack: Nack redelivers the message in place after
-// the delay, its offset held. DeadLetter produces it to the dead-letter
-// topic, then settles it so the partition moves on.
 package kafka
 
 import (

@@ -1,8 +1,3 @@
-// Package memory is an in-process queue and broker.Source, with the
-// behaviour of a broker that matters to onceq: a visibility timeout that
-// redelivers what is not settled, nack with delay, delivery counting, a
-// dead-letter list and, optionally, FIFO groups. It backs the embedded demo
-// and fast tests and passes sources/sourcetest like the real adapters.
 package memory
 
 import (

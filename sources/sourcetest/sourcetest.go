@@ -1,6 +1,3 @@
-// Package sourcetest is the conformance suite every broker.Source runs,
-// in the manner of Watermill's pubsub/tests: one set of behaviours, proven
-// against each adapter's real broker.
 package sourcetest
 
 import (

@@ -1,31 +1,3 @@
-// Package sqs is a broker.Source over Amazon SQS (aws-sdk-go-v2).
-//
-// Receive is demand-driven: pollers call ReceiveMessage (long polling,
-// MaxNumberOfMessages = min(10, what is asked for)) only while a Receive
-// call waits, so messages do not sit received-but-unwanted while their
-// visibility runs out. Ack is asynchronous and batched into
-// DeleteMessageBatch; Close flushes it. Nack and Extend change the
-// visibility of one delivery; DeadLetter sends a copy to the dead-letter
-// queue, then deletes the original.
-//
-// Mapping of an SQS message to a broker.Message:
-//
-//	MessageId                  ID
-//	Body                       Body
-//	MessageAttributes          Attributes (String and Number types, and
-//	                           their custom subtypes; Binary attributes are
-//	                           left out of Attributes, but a dead-lettered
-//	                           copy carries them unchanged)
-//	ApproximateReceiveCount    Attempt
-//	MessageGroupId             Key (FIFO queues only)
-//	SentTimestamp              SentTime(m)
-//	queue name                 Origin{System: "aws_sqs", Destination: name}
-//	receipt handle             Handle (opaque)
-//
-// Retries: every call this source makes to SQS goes out with the SDK's
-// retryer switched off and is retried by a retry.Policy instead, so that
-// throttles are classified and seen by a [RetryHook] rather than absorbed
-// by the SDK.
 package sqs
 
 import (
