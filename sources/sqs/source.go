@@ -470,9 +470,11 @@ func (s *Source) deliver(ctx context.Context, n int, msgs []*broker.Message, err
 	s.claimed -= n
 	defer s.notifyLocked()
 	if err != nil {
-		// A permanent failure (no such queue, access denied) is the
-		// caller's to see; transient ones are retried by the poller.
-		if ctx.Err() == nil && retry.Classify(err) == retry.Permanent && len(s.waiters) > 0 {
+		// A failure no retry fixes (an invalid request; no such queue or
+		// access denied, which are configuration faults) is the caller's
+		// to see; transient ones are retried by the poller.
+		class := retry.Classify(err)
+		if ctx.Err() == nil && (class == retry.Permanent || class == retry.Misconfigured) && len(s.waiters) > 0 {
 			w := s.waiters[0]
 			s.waiters = s.waiters[1:]
 			w.err = fmt.Errorf("sqs: receive from %s: %w", s.queueName, err)

@@ -512,6 +512,26 @@ func TestAbandonedReceiveKeepsMessages(t *testing.T) {
 	_ = src.Ack(context.Background(), msgs[0])
 }
 
+// A queue deleted under a running source is a configuration fault, and a
+// waiting Receive says so rather than wait for messages that cannot come.
+func TestReceiveReportsMissingQueue(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	url, _ := createQueue(t, c, queueSpec{visibility: time.Second})
+	src := newSource(t, c, url, sqs.WaitTime(time.Second))
+	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t, 15*time.Second)
+	_, err := src.Receive(ctx, 1)
+	if ctx.Err() != nil {
+		t.Fatal("Receive waited out its context over a deleted queue")
+	}
+	if class := retry.Classify(err); class != retry.Misconfigured {
+		t.Fatalf("Receive from a deleted queue: %v (class %v), want a misconfigured error", err, class)
+	}
+}
+
 // Close ends a Receive that waits.
 func TestCloseWakesReceive(t *testing.T) {
 	t.Parallel()
