@@ -1,16 +1,3 @@
-// Package broker is the seam between the consumer and a message broker, the
-// way database/sql/driver stands apart from database/sql: it holds what a
-// Source implements and hands over, and nothing else. Source adapters
-// (sources/sqs, sources/kafka, sources/memory) import this package only;
-// users meet the same types through package consumer, which re-exports them.
-//
-// A Source declares what it can do in one value, [Capabilities], returned
-// by a required method. Nothing is discovered by type assertion, so a
-// wrapper that forwards Capabilities keeps every guarantee of the Source it
-// wraps (ordering, delivery extension, the retention floor, the default
-// key).
-//
-// This package imports nothing of onceq's and no SDK; anything may import it.
 package broker
 
 import (

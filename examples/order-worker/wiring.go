@@ -81,7 +81,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 
 	switch o.source {
 	case "sqs":
-		opts := []sqs.Option{sqs.Logger(logger), sqs.WithMeterProvider(o.meters)}
+		opts := []sqs.Option{sqs.WithLogger(logger), sqs.WithMeterProvider(o.meters)}
 		if o.sqsDLQURL != "" {
 			opts = append(opts, sqs.DeadLetterQueue(o.sqsDLQURL))
 		}
@@ -97,13 +97,14 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 		if o.kafkaSession > 0 || o.kafkaRebalance > 0 || o.kafkaHeartbeat > 0 {
 			// A member that rejoins soon after a rebalance keeps the
 			// group moving when members come and go every few seconds.
-			t := kafka.GroupTimings{Heartbeat: o.kafkaHeartbeat, Session: o.kafkaSession, Rebalance: o.kafkaRebalance, JoinBackoff: 500 * time.Millisecond}
-			if t.Heartbeat == 0 {
-				t.Heartbeat = o.kafkaSession / 3
+			heartbeat := o.kafkaHeartbeat
+			if heartbeat == 0 {
+				heartbeat = o.kafkaSession / 3
 			}
-			opts = append(opts, kafka.WithGroupTimings(t))
+			opts = append(opts, kafka.HeartbeatInterval(heartbeat), kafka.SessionTimeout(o.kafkaSession),
+				kafka.RebalanceTimeout(o.kafkaRebalance), kafka.JoinGroupBackoff(500*time.Millisecond))
 			if o.kafkaRebalance > 0 {
-				opts = append(opts, kafka.DrainTimeout(o.kafkaRebalance/2))
+				opts = append(opts, kafka.RevokeTimeout(o.kafkaRebalance/2))
 			}
 		}
 		src, err := kafka.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)

@@ -1,6 +1,7 @@
 package hookset
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -34,5 +35,21 @@ func TestAddSortsByInterface(t *testing.T) {
 	}
 	if err := Unused("pkg", misspelt{}); err == nil || !strings.Contains(err.Error(), "hookset.misspelt") {
 		t.Fatalf("Unused = %v, want the hook's type named", err)
+	}
+}
+
+func TestCollectRefusesAHookNoneTakes(t *testing.T) {
+	invalid := errors.New("invalid")
+	var gs []greeter
+	var ls []leaver
+	if err := Collect("pkg", invalid, []any{both{}}, Into(&gs), Into(&ls)); err != nil {
+		t.Fatalf("Collect(both) = %v", err)
+	}
+	if len(gs) != 1 || len(ls) != 1 {
+		t.Fatalf("got %d greeters, %d leavers; want 1 and 1: a hook goes to every list it fits", len(gs), len(ls))
+	}
+	err := Collect("pkg", invalid, []any{both{}, misspelt{}}, Into(&gs), Into(&ls))
+	if !errors.Is(err, invalid) || !strings.Contains(err.Error(), "hookset.misspelt") {
+		t.Fatalf("Collect(misspelt) = %v, want it refused, wrapping the invalid-option error", err)
 	}
 }

@@ -1,6 +1,8 @@
 // Package testenv gives tests the endpoints of the real servers that
 // integration/servers.sh starts (DynamoDB Local and the fauxqs SQS emulator)
-// and an aws.Config that talks to them.
+// and an aws.Config that talks to them, and the small helpers every
+// package's tests want: a bounded context, a condition polled until it
+// holds, a logger. Only tests and test-support packages import it.
 //
 // Start the servers and export their endpoints, from the repository root:
 //
@@ -14,8 +16,11 @@
 package testenv
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -94,4 +99,41 @@ func AWSConfig(t testing.TB, endpoint string) aws.Config {
 		cfg.BaseEndpoint = aws.String(endpoint)
 	}
 	return cfg
+}
+
+// Context returns a context that ends after d, or when the test ends.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Eventually polls cond every 20ms until it holds, and fails the test with
+// what if d passes first.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// LogEnv, when set, sends test logs to stderr: at the level it names
+// ("debug", "info", "warn", "error"), or at debug for any other value.
+const LogEnv = "ONCEQ_TEST_LOG"
+
+// Logger discards, unless LogEnv is set; then it writes text to stderr,
+// each record tagged with the test's name. Stderr rather than the test's
+// own output: a source's goroutines may log after the test has ended.
+func Logger(t testing.TB) *slog.Logger {
+	v := os.Getenv(LogEnv)
+	if v == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	level := slog.LevelDebug
+	_ = level.UnmarshalText([]byte(v)) // not a level name: stay at debug
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test", t.Name())
 }

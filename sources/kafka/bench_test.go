@@ -33,7 +33,7 @@ func (a *ackCounter) OnSettled(_ context.Context, _ *consumer.Message, act consu
 // (Receive + Ack, no consumer): the source's own cost over kafka-go.
 func BenchmarkGroupThroughput(b *testing.B) {
 	const partitions, records = 6, 50000
-	addr := broker(b)
+	addr := cluster(b)
 	topic := topicName(b, "in")
 	createTopic(b, addr, topic, partitions)
 	w := writer(b, addr, topic)
@@ -72,8 +72,8 @@ func BenchmarkGroupThroughput(b *testing.B) {
 func benchSource(b *testing.B, addr, topic, group string, records int) time.Duration {
 	ctx := context.Background()
 	start := time.Now()
-	src, err := kafka.New(ctx, []string{addr}, group, []string{topic}, fastGroup(),
-		kafka.FetchMaxWait(200*time.Millisecond), kafka.DrainTimeout(2*time.Second))
+	src, err := kafka.New(ctx, []string{addr}, group, []string{topic},
+		append(fastGroup(), kafka.FetchMaxWait(200*time.Millisecond), kafka.RevokeTimeout(2*time.Second))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,8 +122,8 @@ func benchRaw(b *testing.B, addr, topic, group string, records int) time.Duratio
 
 func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Duration {
 	start := time.Now()
-	src, err := kafka.New(context.Background(), []string{addr}, group, []string{topic}, fastGroup(),
-		kafka.FetchMaxWait(200*time.Millisecond), kafka.DrainTimeout(2*time.Second))
+	src, err := kafka.New(context.Background(), []string{addr}, group, []string{topic},
+		append(fastGroup(), kafka.FetchMaxWait(200*time.Millisecond), kafka.RevokeTimeout(2*time.Second))...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,7 +16,9 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/sources/sourcetest"
 )
 
 // member is one consumer.Consumer over its own Source, run until stop.
@@ -25,10 +27,11 @@ type member struct {
 	done   chan error
 }
 
-func startMember(t *testing.T, src *kafka.Source, store *dedupmem.Store, h consumer.Handler, opts ...consumer.Option) *member {
+// startMember keys messages with the source's default key, Fingerprint.
+func startMember(t *testing.T, src consumer.Source, store *dedupmem.Store, h consumer.Handler, opts ...consumer.Option) *member {
 	t.Helper()
-	base := []consumer.Option{consumer.WithKeyFunc(kafka.Fingerprint), consumer.PendingRecheck(100 * time.Millisecond),
-		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testLogger()), consumer.WithoutDeadLetters()}
+	base := []consumer.Option{consumer.PendingRecheck(100 * time.Millisecond),
+		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testenv.Logger(t)), consumer.WithoutDeadLetters()}
 	c, err := consumer.New(src, store, h, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("consumer.New: %v", err)
@@ -75,22 +78,12 @@ func (e *effects) write(key string) dedupmem.Write {
 	}}
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // Under a worker pool, messages of one key run one at a time and in offset
-// order, while different keys run concurrently.
+// order, while different keys run concurrently. The consumer reads the
+// source through a pass-through decorator: the ordering still reaches it.
 func TestKeyOrderUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	const partitions, keys, per = 6, 40, 50
 	createTopic(t, addr, topic, partitions)
@@ -136,8 +129,8 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 	if src.Capabilities().Ordering != consumer.OrderByKey {
 		t.Fatalf("default ordering %v", src.Capabilities().Ordering)
 	}
-	m := startMember(t, src, dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
-	waitFor(t, "every message", 30*time.Second, func() bool { return eff.total.Load() == keys*per })
+	m := startMember(t, sourcetest.Wrap(src), dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
+	testenv.Eventually(t, 30*time.Second, "every message", func() bool { return eff.total.Load() == keys*per })
 	m.stop(t)
 
 	for k := range keys {
@@ -160,10 +153,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 // offset reaches the log end.
 func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
-	topic, dlq, group := topicName(t, "in"), topicName(t, "dlq"), topicName(t, "group")
-	createTopic(t, addr, topic, 1)
-	createTopic(t, addr, dlq, 1)
+	addr, topic, dlq, group := withDeadLetterTopic(t)
 	var out []kgo.Message
 	for i := range 20 {
 		body := fmt.Sprintf("m%02d", i)
@@ -186,9 +176,9 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	})
 	var dead atomic.Int64
 	src := newSource(t, addr, group, []string{topic}, kafka.DeadLetterTopic(dlq),
-		kafka.WithHooks(kafka.Hooks{OnDeadLetter: func(string, int32, int64, string) { dead.Add(1) }}))
+		kafka.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { dead.Add(1) })))
 	m := startMember(t, src, dedupmem.New(), h, consumer.MaxAttempts(3), consumer.FailedRetryDelay(20*time.Millisecond))
-	waitFor(t, "the 19 good messages", 30*time.Second, func() bool { return eff.total.Load() == 19 })
+	testenv.Eventually(t, 30*time.Second, "the 19 good messages", func() bool { return eff.total.Load() == 19 })
 	waitCommitted(t, addr, group, topic, []int64{20})
 	m.stop(t)
 
@@ -198,7 +188,7 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	if dead.Load() != 1 {
 		t.Fatalf("OnDeadLetter called %d times", dead.Load())
 	}
-	recs, err := readTopic(ctxFor(t, 10*time.Second), t, addr, dlq)
+	recs, err := readTopic(testenv.Context(t, 10*time.Second), t, addr, dlq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,5 +202,39 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	if hs[kafka.OriginalTopicHeader] != topic || hs[kafka.OriginalPartitionHeader] != "0" || hs[kafka.OriginalOffsetHeader] != "5" ||
 		!strings.Contains(hs[kafka.ReasonHeader], "cannot parse") || hs[consumer.IdempotencyKeyAttribute] != "poison" {
 		t.Fatalf("dead-letter headers %v", hs)
+	}
+}
+
+// Through a pass-through decorator the consumer still keys records by
+// Fingerprint: a value produced twice under one record key (a producer's
+// retry, at a new offset) is processed once, and the same value under
+// another record key is another event. Keyed by the body alone, as without
+// the source's default key, all three would be one.
+func TestFingerprintThroughWrapper(t *testing.T) {
+	t.Parallel()
+	addr := cluster(t)
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	createTopic(t, addr, topic, 2)
+	value := []byte(`{"order":42}`)
+	produce(t, writer(t, addr, topic),
+		kgo.Message{Key: []byte("k1"), Value: value},
+		kgo.Message{Key: []byte("k1"), Value: value},
+		kgo.Message{Key: []byte("k2"), Value: value})
+
+	var runs atomic.Int64
+	eff := newEffects()
+	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+		runs.Add(1)
+		return consumer.Result{Writes: []any{eff.write(m.Key)}}, nil
+	})
+	src := sourcetest.Wrap(newSource(t, addr, group, []string{topic}))
+	m := startMember(t, src, dedupmem.New(), h)
+	testenv.Eventually(t, 30*time.Second, "all three records settled", func() bool { return src.Acks() == 3 })
+	m.stop(t)
+
+	eff.mu.Lock()
+	defer eff.mu.Unlock()
+	if eff.n["k1"] != 1 || eff.n["k2"] != 1 || runs.Load() != 2 {
+		t.Fatalf("effects %v after %d handler runs; want k1 and k2 once each, from 2 runs", eff.n, runs.Load())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -16,8 +17,10 @@ var (
 	// not exist on the cluster.
 	ErrUnknownTopic = errors.New("kafka: unknown topic")
 	// ErrNoDeadLetterTopic: DeadLetter was called but the source has no
-	// DeadLetterTopic. The message is left unsettled, its offset held.
-	ErrNoDeadLetterTopic = errors.New("kafka: no dead-letter topic configured")
+	// DeadLetterTopic. The message is left unsettled, its offset held. It
+	// wraps [broker.ErrNoDeadLetterDestination], so callers that know no
+	// Kafka can test for that.
+	ErrNoDeadLetterTopic = fmt.Errorf("kafka: no dead-letter topic configured: %w", broker.ErrNoDeadLetterDestination)
 	// ErrDeadLetterFailed: the dead-letter record could not be produced.
 	// The message is left unsettled, its offset held.
 	ErrDeadLetterFailed = errors.New("kafka: producing the dead-letter record failed")

@@ -89,8 +89,8 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 	s.mu.Unlock()
 	s.cfg.logger.Info("kafka: partitions assigned", "group", s.groupID, "generation", g.id,
 		"member", g.kgen.MemberID, "partitions", g.partitionMap())
-	if h := s.cfg.hooks.OnRebalance; h != nil {
-		h(RebalanceEvent{Generation: g.id, Partitions: g.partitionMap()})
+	for _, h := range s.hooks.rebalance {
+		h.OnRebalance(ctx, RebalanceEvent{Generation: g.id, Partitions: g.partitionMap()})
 	}
 	for _, p := range g.parts {
 		g.kgen.Start(func(ctx context.Context) { s.fetch(ctx, p) })
@@ -118,14 +118,14 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 	}
 }
 
-// revoke stops dispatching g's partitions, waits up to DrainTimeout for
+// revoke stops dispatching g's partitions, waits up to RevokeTimeout for
 // their in-flight messages (not when closing: Close does not wait for
 // unsettled messages), commits what is complete and releases them.
 func (s *Source) revoke(g *generation, closing bool) {
 	start := time.Now()
 	s.stopDispatch(g)
 	if !closing {
-		deadline := time.NewTimer(s.cfg.drainTimeout)
+		deadline := time.NewTimer(s.cfg.revokeTimeout)
 	wait:
 		for s.inFlight(g) > 0 {
 			select {
@@ -143,8 +143,8 @@ func (s *Source) revoke(g *generation, closing bool) {
 	took := time.Since(start)
 	s.cfg.logger.Info("kafka: partitions revoked", "group", s.groupID, "generation", g.id,
 		"partitions", g.partitionMap(), "drain", took, "abandoned", abandoned)
-	if h := s.cfg.hooks.OnRebalance; h != nil {
-		h(RebalanceEvent{Generation: g.id, Revoked: true, Partitions: g.partitionMap(), Drain: took, Abandoned: abandoned})
+	for _, h := range s.hooks.rebalance {
+		h.OnRebalance(context.Background(), RebalanceEvent{Generation: g.id, Revoked: true, Partitions: g.partitionMap(), Drain: took, Abandoned: abandoned})
 	}
 }
 
@@ -215,8 +215,8 @@ func (s *Source) commit(g *generation) error {
 	if err != nil {
 		err = fmt.Errorf("%w: generation %d: %w", ErrCommitFailed, g.id, err)
 		s.cfg.logger.Warn("kafka: commit failed", "group", s.groupID, "generation", g.id, "error", err.Error())
-		if h := s.cfg.hooks.OnCommitError; h != nil {
-			h(g.id, err)
+		for _, h := range s.hooks.commitError {
+			h.OnCommitError(context.Background(), g.id, err)
 		}
 		return err
 	}
@@ -227,10 +227,10 @@ func (s *Source) commit(g *generation) error {
 		}
 	}
 	s.mu.Unlock()
-	if h := s.cfg.hooks.OnCommit; h != nil {
+	for _, h := range s.hooks.commit {
 		for t, ps := range offsets {
 			for id, off := range ps {
-				h(t, int32(id), off)
+				h.OnCommit(context.Background(), t, int32(id), off)
 			}
 		}
 	}

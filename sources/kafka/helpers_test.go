@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
 
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
 
@@ -22,10 +21,10 @@ import (
 // lets tests run in parallel.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// broker starts a one-broker kfake cluster on a loopback port and stops it
+// cluster starts a one-broker kfake cluster on a loopback port and stops it
 // when the test ends. kfake keeps every record in memory: size tests
 // accordingly.
-func broker(t testing.TB) string {
+func cluster(t testing.TB) string {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.Ports(0))
 	if err != nil {
@@ -68,6 +67,31 @@ func createTopic(t testing.TB, addr, topic string, partitions int) {
 	}
 	if err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// withDeadLetterTopic starts a cluster with a one-partition topic and a
+// dead-letter topic, and names a group.
+func withDeadLetterTopic(t testing.TB) (addr, topic, dlq, group string) {
+	t.Helper()
+	addr = cluster(t)
+	topic, dlq, group = topicName(t, "in"), topicName(t, "dlq"), topicName(t, "group")
+	createTopic(t, addr, topic, 1)
+	createTopic(t, addr, dlq, 1)
+	return addr, topic, dlq, group
+}
+
+func deleteTopic(t testing.TB, addr, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := &kgo.Client{Addr: kgo.TCP(addr), Transport: transport(t)}
+	resp, err := c.DeleteTopics(ctx, &kgo.DeleteTopicsRequest{Topics: []string{topic}})
+	if err == nil {
+		err = resp.Errors[topic]
+	}
+	if err != nil {
+		t.Fatalf("delete topic %s: %v", topic, err)
 	}
 }
 
@@ -173,28 +197,37 @@ func committed(ctx context.Context, t testing.TB, addr, group, topic string, par
 	return commit, end, nil
 }
 
-// testLogger logs to stderr when ONCEQ_TEST_LOG is set.
-func testLogger() *slog.Logger {
-	if os.Getenv("ONCEQ_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+// Hook adapters: a func of the hook's method's type.
+type (
+	onCommit     func(ctx context.Context, topic string, partition int32, offset int64)
+	onLateAck    func(ctx context.Context, topic string, partition int32, offset int64, generation int32)
+	onRebalance  func(ctx context.Context, e kafka.RebalanceEvent)
+	onDeadLetter func(ctx context.Context, topic string, partition int32, offset int64, reason string)
+)
+
+func (f onCommit) OnCommit(ctx context.Context, topic string, p int32, off int64) {
+	f(ctx, topic, p, off)
+}
+func (f onLateAck) OnLateAck(ctx context.Context, topic string, p int32, off int64, gen int32) {
+	f(ctx, topic, p, off, gen)
+}
+func (f onRebalance) OnRebalance(ctx context.Context, e kafka.RebalanceEvent) { f(ctx, e) }
+func (f onDeadLetter) OnDeadLetter(ctx context.Context, topic string, p int32, off int64, reason string) {
+	f(ctx, topic, p, off, reason)
 }
 
 // fastGroup makes rebalances take well under a second on kfake.
-func fastGroup() kafka.Option {
-	return kafka.WithGroupTimings(kafka.GroupTimings{
-		Heartbeat: 100 * time.Millisecond, Session: 6 * time.Second,
-		Rebalance: 10 * time.Second, JoinBackoff: 200 * time.Millisecond,
-	})
+func fastGroup() []kafka.Option {
+	return []kafka.Option{kafka.HeartbeatInterval(100 * time.Millisecond), kafka.SessionTimeout(6 * time.Second),
+		kafka.RebalanceTimeout(10 * time.Second), kafka.JoinGroupBackoff(200 * time.Millisecond)}
 }
 
 func newSource(t testing.TB, addr, group string, topics []string, opts ...kafka.Option) *kafka.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	base := []kafka.Option{fastGroup(), kafka.CommitInterval(100 * time.Millisecond),
-		kafka.DrainTimeout(2 * time.Second), kafka.FetchMaxWait(200 * time.Millisecond), kafka.WithLogger(testLogger())}
+	base := append(fastGroup(), kafka.CommitInterval(100*time.Millisecond),
+		kafka.RevokeTimeout(2*time.Second), kafka.FetchMaxWait(200*time.Millisecond), kafka.WithLogger(testenv.Logger(t)))
 	s, err := kafka.New(ctx, []string{addr}, group, topics, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("kafka.New: %v", err)

@@ -60,10 +60,7 @@ points:
 // sends and commits are counted on kfake.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
-	topic, dlq, group := topicName(t, "in"), topicName(t, "dlq"), topicName(t, "group")
-	createTopic(t, addr, topic, 1)
-	createTopic(t, addr, dlq, 1)
+	addr, topic, dlq, group := withDeadLetterTopic(t)
 	mp, reader := meterProvider(t)
 	s := newSource(t, addr, group, []string{topic}, kafka.DeadLetterTopic(dlq), kafka.WithMeterProvider(mp))
 	var out []kgo.Message

@@ -17,25 +17,6 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// Hooks are told of events worth counting; a nil func is skipped. They are
-// called synchronously from the source's goroutines: keep them cheap.
-type Hooks struct {
-	// OnCommit: offset (the next one to read) was committed for partition.
-	OnCommit func(topic string, partition int32, offset int64)
-	// OnCommitError: a commit failed; its offsets stay uncommitted and are
-	// retried at the next interval (or redelivered after a rebalance).
-	OnCommitError func(generation int32, err error)
-	// OnLateAck: a message was settled after its generation ended and its
-	// partition was released. It is dropped; the partition's owner reads
-	// it again and the dedup store recognises it.
-	OnLateAck func(topic string, partition int32, offset int64, generation int32)
-	// OnRebalance: partitions were assigned to this member, or revoked
-	// from it and drained.
-	OnRebalance func(e RebalanceEvent)
-	// OnDeadLetter: a message was produced to the dead-letter topic.
-	OnDeadLetter func(topic string, partition int32, offset int64, reason string)
-}
-
 // WithMeterProvider sets where the source's metrics go (default the global
 // MeterProvider): onceq.kafka.commit_lag, .late_settles, .dead_letters and
 // .commits.
@@ -57,25 +38,21 @@ type RebalanceEvent struct {
 	Abandoned int
 }
 
-// GroupTimings tunes kafka-go's consumer-group protocol; a zero field keeps
-// kafka-go's default (heartbeat 3s, session 30s, rebalance 30s, join
-// back-off 5s). A revoke is seen at the next heartbeat.
-type GroupTimings struct {
-	Heartbeat   time.Duration
-	Session     time.Duration
-	Rebalance   time.Duration
-	JoinBackoff time.Duration
+// groupTimings tune kafka-go's consumer-group protocol; zero keeps
+// kafka-go's default.
+type groupTimings struct {
+	heartbeat, session, rebalance, joinBackoff time.Duration
 }
 
 type config struct {
 	ordering       broker.Ordering
 	maxInFlight    int
 	commitInterval time.Duration
-	drainTimeout   time.Duration
+	revokeTimeout  time.Duration
 	dlqTopic       string
 	logger         *slog.Logger
-	hooks          Hooks
-	timings        GroupTimings
+	hooks          []Hook
+	timings        groupTimings
 	fetchMaxWait   time.Duration
 	fetchMaxBytes  int
 	dlqBatch       time.Duration
@@ -89,8 +66,8 @@ func defaultConfig() config {
 		ordering:       broker.OrderByKey,
 		maxInFlight:    256,
 		commitInterval: time.Second,
-		drainTimeout:   10 * time.Second,
-		logger:         slog.New(slog.DiscardHandler),
+		revokeTimeout:  10 * time.Second,
+		logger:         slog.Default(),
 		fetchMaxWait:   time.Second,
 		fetchMaxBytes:  1 << 20,
 		dlqBatch:       5 * time.Millisecond,
@@ -98,12 +75,12 @@ func defaultConfig() config {
 	}
 }
 
-// Kafka-go's default rebalance timeout; a drain must end well before it or
-// this member is dropped from the group.
+// Kafka-go's default rebalance timeout; a revoked partition's drain must
+// end well before it or this member is dropped from the group.
 const defaultRebalanceTimeout = 30 * time.Second
 
 func (c *config) validate() error {
-	rebalance := c.timings.Rebalance
+	rebalance := c.timings.rebalance
 	if rebalance == 0 {
 		rebalance = defaultRebalanceTimeout
 	}
@@ -114,17 +91,18 @@ func (c *config) validate() error {
 		return invalidOption("MaxInFlightPerPartition %d: must be at least 1", c.maxInFlight)
 	case c.commitInterval <= 0:
 		return invalidOption("CommitInterval %v: must be positive", c.commitInterval)
-	case c.drainTimeout <= 0:
-		return invalidOption("DrainTimeout %v: must be positive", c.drainTimeout)
-	case c.drainTimeout >= rebalance:
-		return invalidOption("DrainTimeout %v: must be shorter than the rebalance timeout %v, or the group drops this member while it drains",
-			c.drainTimeout, rebalance)
-	case c.timings.Heartbeat < 0 || c.timings.Session < 0 || c.timings.Rebalance < 0 || c.timings.JoinBackoff < 0:
-		return invalidOption("GroupTimings %+v: must not be negative", c.timings)
+	case c.revokeTimeout <= 0:
+		return invalidOption("RevokeTimeout %v: must be positive", c.revokeTimeout)
+	case c.revokeTimeout >= rebalance:
+		return invalidOption("RevokeTimeout %v: must be shorter than the rebalance timeout %v, or the group drops this member while it drains",
+			c.revokeTimeout, rebalance)
+	case c.timings.heartbeat < 0 || c.timings.session < 0 || c.timings.rebalance < 0 || c.timings.joinBackoff < 0:
+		return invalidOption("HeartbeatInterval %v, SessionTimeout %v, RebalanceTimeout %v, JoinGroupBackoff %v: must not be negative",
+			c.timings.heartbeat, c.timings.session, c.timings.rebalance, c.timings.joinBackoff)
 	case c.fetchMaxWait <= 0 || c.fetchMaxBytes < 1:
 		return invalidOption("Fetch(%v, %d): must be positive", c.fetchMaxWait, c.fetchMaxBytes)
 	case c.logger == nil:
-		return invalidOption("Logger: must not be nil")
+		return invalidOption("WithLogger: must not be nil")
 	case c.dialer == nil:
 		return invalidOption("WithDialer: must not be nil")
 	case c.reset != ResetEarliest && c.reset != ResetLatest:
@@ -159,11 +137,13 @@ func CommitInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.commitInterval = d })
 }
 
-// DrainTimeout bounds how long a revoked generation waits for its in-flight
-// messages to be settled before it commits and lets the group move on
-// (default 10s). It must be shorter than the group's rebalance timeout.
-func DrainTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.drainTimeout = d })
+// RevokeTimeout bounds how long, in a rebalance, a revoked partition's
+// in-flight messages may take to be settled before what is complete is
+// committed and the group moves on (default 10s). It must be shorter than
+// the group's rebalance timeout. (The consumer's DrainTimeout, for
+// shutdown, is another setting.)
+func RevokeTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.revokeTimeout = d })
 }
 
 // DeadLetterTopic is where DeadLetter produces (no default: DeadLetter
@@ -172,16 +152,40 @@ func DeadLetterTopic(topic string) Option {
 	return optionFunc(func(c *config) { c.dlqTopic = topic })
 }
 
-// WithLogger sets the logger (default: discard). kafka-go's own messages
-// go to it at debug level, its errors at warn.
+// WithLogger sets the logger (default slog.Default(), as for the other
+// sources). kafka-go's own messages go to it at debug level, its errors at
+// warn.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
-// WithHooks sets the hooks.
-func WithHooks(h Hooks) Option { return optionFunc(func(c *config) { c.hooks = h }) }
+// WithHooks adds observers; each must implement at least one of
+// [CommitHook], [CommitErrorHook], [LateAckHook], [RebalanceHook] and
+// [DeadLetterHook].
+func WithHooks(hooks ...Hook) Option {
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
+}
 
-// WithGroupTimings tunes the consumer-group protocol.
-func WithGroupTimings(t GroupTimings) Option {
-	return optionFunc(func(c *config) { c.timings = t })
+// HeartbeatInterval is how often this member tells the group it is alive
+// (default kafka-go's, 3s); a revoke is seen at the next heartbeat.
+func HeartbeatInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.timings.heartbeat = d })
+}
+
+// SessionTimeout is how long the group waits for a silent member before it
+// takes the member's partitions away (default kafka-go's, 30s).
+func SessionTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.timings.session = d })
+}
+
+// RebalanceTimeout is how long the group waits for its members to rejoin in
+// a rebalance (default kafka-go's, 30s); RevokeTimeout must be shorter.
+func RebalanceTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.timings.rebalance = d })
+}
+
+// JoinGroupBackoff is how long this member waits before joining again after
+// a failed attempt (default kafka-go's, 5s).
+func JoinGroupBackoff(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.timings.joinBackoff = d })
 }
 
 // FetchMaxWait is how long a fetch waits on the broker for new records

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
 
@@ -39,7 +40,7 @@ func TestRebalanceExactlyOnce(t *testing.T) {
 }
 
 func rebalanceRun(t *testing.T, drain time.Duration) {
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	const partitions, total, unique = 6, 20000, 16000
 	createTopic(t, addr, topic, partitions)
@@ -74,36 +75,36 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 		return consumer.Result{Writes: []any{eff.write(m.IdempotencyKey)}}, nil
 	})
 	var lateAcks, rebalances atomic.Int64
-	hooks := kafka.WithHooks(kafka.Hooks{
-		OnLateAck: func(string, int32, int64, int32) { lateAcks.Add(1) },
-		OnRebalance: func(e kafka.RebalanceEvent) {
+	hooks := kafka.WithHooks(
+		onLateAck(func(context.Context, string, int32, int64, int32) { lateAcks.Add(1) }),
+		onRebalance(func(_ context.Context, e kafka.RebalanceEvent) {
 			if e.Revoked {
 				rebalances.Add(1)
 			}
-		},
-	})
+		}),
+	)
 	join := func() *member {
-		src := newSource(t, addr, group, []string{topic}, hooks, kafka.DrainTimeout(drain))
+		src := newSource(t, addr, group, []string{topic}, hooks, kafka.RevokeTimeout(drain))
 		return startMember(t, src, store, h, consumer.Concurrency(4), consumer.MaxInFlight(64))
 	}
 	progress := func(n int64) func() bool { return func() bool { return eff.total.Load() >= n } }
 
 	a, b := join(), join()
-	waitFor(t, "2,000 effects", 60*time.Second, progress(2000))
+	testenv.Eventually(t, 60*time.Second, "2,000 effects", progress(2000))
 	c := join()
-	waitFor(t, "6,000 effects", 60*time.Second, progress(6000))
+	testenv.Eventually(t, 60*time.Second, "6,000 effects", progress(6000))
 	a.stop(t)
-	waitFor(t, "9,000 effects", 60*time.Second, progress(9000))
+	testenv.Eventually(t, 60*time.Second, "9,000 effects", progress(9000))
 	d := join()
-	waitFor(t, "12,000 effects", 60*time.Second, progress(12000))
+	testenv.Eventually(t, 60*time.Second, "12,000 effects", progress(12000))
 	b.stop(t)
 	e := join()
-	waitFor(t, "every unique message", 60*time.Second, progress(unique))
+	testenv.Eventually(t, 60*time.Second, "every unique message", progress(unique))
 
 	// The members still running commit everything, then leave.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got, end, err := committed(ctxFor(t, 5*time.Second), t, addr, group, topic, partitions)
+		got, end, err := committed(testenv.Context(t, 5*time.Second), t, addr, group, topic, partitions)
 		if err == nil && slices.Equal(got, end) {
 			break
 		}
@@ -115,7 +116,7 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 	for _, m := range []*member{c, d, e} {
 		m.stop(t)
 	}
-	got, end, err := committed(ctxFor(t, 5*time.Second), t, addr, group, topic, partitions)
+	got, end, err := committed(testenv.Context(t, 5*time.Second), t, addr, group, topic, partitions)
 	if err != nil || !slices.Equal(got, end) {
 		t.Fatalf("after the members left: committed %v, log end %v (err %v)", got, end, err)
 	}

@@ -1,26 +1,3 @@
-// Package kafka is a broker.Source over segmentio/kafka-go's consumer
-// groups, with per-partition offset tracking.
-//
-// It is built on kafka-go's lower-level ConsumerGroup / Generation API, not
-// on kafka.Reader with a GroupID: the Reader hides revokes and, fed by a
-// worker pool, commits the largest offset it was given, which can move a
-// partition's offset backwards or past unfinished messages, and can land
-// after the partition went to another member (kafka-go #202, #439, #1308).
-//
-// Here each partition of a generation has its own fetch loop and an offset
-// tracker: completions may come in any order, and only the offset below
-// which every delivered message is settled is committed, through the
-// generation that owns the partition, on an interval, on revoke and on
-// Close. When a generation ends, its partitions stop dispatching, in-flight
-// messages get up to DrainTimeout to be settled, what is complete is
-// committed, and only then does the member rejoin. A settle that comes later
-// is dropped (Hooks.OnLateAck): its offset was not committed, so the new
-// owner reads the message again and the dedup store answers it as a
-// duplicate.
-//
-// Kafka has no per-message nack: Nack redelivers the message in place after
-// the delay, its offset held. DeadLetter produces it to the dead-letter
-// topic, then settles it so the partition moves on.
 package kafka
 
 import (
@@ -76,7 +53,8 @@ type Source struct {
 	closed   bool
 	closeErr error // the final commit's
 
-	tel *telemetry
+	tel   *telemetry
+	hooks hooks
 }
 
 type partState int
@@ -150,8 +128,12 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	hs, err := collectHooks(cfg.hooks)
+	if err != nil {
+		return nil, err
+	}
 	s := &Source{
-		cfg: cfg, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
+		cfg: cfg, hooks: hs, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
 		dialer: cfg.dialer,
 		// The dead-letter writer goes through the transport: same TLS, SASL.
 		transport: &kgo.Transport{TLS: cfg.dialer.TLS, SASL: cfg.dialer.SASLMechanism, ClientID: cfg.dialer.ClientID},
@@ -179,8 +161,8 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	t := cfg.timings
 	g, err := kgo.NewConsumerGroup(kgo.ConsumerGroupConfig{
 		ID: group, Brokers: s.brokers, Topics: s.topics, Dialer: s.dialer,
-		HeartbeatInterval: t.Heartbeat, SessionTimeout: t.Session,
-		RebalanceTimeout: t.Rebalance, JoinGroupBackoff: t.JoinBackoff,
+		HeartbeatInterval: t.heartbeat, SessionTimeout: t.session,
+		RebalanceTimeout: t.rebalance, JoinGroupBackoff: t.joinBackoff,
 		StartOffset: cfg.reset.startOffset(),
 		Logger:      s.kLog, ErrorLogger: s.kErrLog,
 	})
@@ -409,10 +391,10 @@ func (s *Source) settledLocked(d *delivery, done bool) {
 	}
 }
 
-func (s *Source) late(d *delivery) {
-	s.tel.late(context.Background(), d.e.p.topic)
-	if h := s.cfg.hooks.OnLateAck; h != nil {
-		h(d.e.p.topic, d.Partition, d.Offset, d.Generation)
+func (s *Source) late(ctx context.Context, d *delivery) {
+	s.tel.late(ctx, d.e.p.topic)
+	for _, h := range s.hooks.lateAck {
+		h.OnLateAck(ctx, d.e.p.topic, d.Partition, d.Offset, d.Generation)
 	}
 	s.cfg.logger.Debug("late settle dropped", "topic", d.e.p.topic, "partition", d.Partition,
 		"offset", d.Offset, "generation", d.Generation)
@@ -420,15 +402,15 @@ func (s *Source) late(d *delivery) {
 
 // Ack marks the message done in its partition's tracker; the offset is
 // committed at the next interval once every message below it is done. An
-// ack after its partition was released is dropped (Hooks.OnLateAck) and
+// ack after its partition was released is dropped (see [LateAckHook]) and
 // returns nil: the new owner redelivers the message and dedup answers it.
-func (s *Source) Ack(_ context.Context, m *broker.Message) error {
+func (s *Source) Ack(ctx context.Context, m *broker.Message) error {
 	s.mu.Lock()
 	d, late, err := s.currentLocked(m)
 	if err != nil || late {
 		s.mu.Unlock()
 		if late {
-			s.late(d)
+			s.late(ctx, d)
 		}
 		return err
 	}
@@ -530,8 +512,8 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrDeadLetterFailed, m.ID, err)
 	}
-	if h := s.cfg.hooks.OnDeadLetter; h != nil {
-		h(topic, d.Partition, d.Offset, reason)
+	for _, h := range s.hooks.deadLetter {
+		h.OnDeadLetter(ctx, topic, d.Partition, d.Offset, reason)
 	}
 	s.mu.Lock()
 	_, late, err = s.currentLocked(m)
@@ -542,7 +524,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 	if late {
 		// Produced, but the partition went meanwhile: its new owner will
 		// see the message again and decide again.
-		s.late(d)
+		s.late(ctx, d)
 	}
 	return err
 }

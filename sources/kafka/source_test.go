@@ -7,27 +7,24 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func produce(t *testing.T, w *kgo.Writer, msgs ...kgo.Message) {
 	t.Helper()
 	for len(msgs) > 0 {
 		n := min(len(msgs), 1000)
-		if err := w.WriteMessages(ctxFor(t, 30*time.Second), msgs[:n]...); err != nil {
+		if err := w.WriteMessages(testenv.Context(t, 30*time.Second), msgs[:n]...); err != nil {
 			t.Fatalf("produce: %v", err)
 		}
 		msgs = msgs[n:]
@@ -36,7 +33,7 @@ func produce(t *testing.T, w *kgo.Writer, msgs ...kgo.Message) {
 
 func receiveN(t *testing.T, s consumer.Source, n int) []*consumer.Message {
 	t.Helper()
-	ctx := ctxFor(t, 20*time.Second)
+	ctx := testenv.Context(t, 20*time.Second)
 	var got []*consumer.Message
 	for len(got) < n {
 		msgs, err := s.Receive(ctx, n-len(got))
@@ -53,7 +50,7 @@ func waitCommitted(t *testing.T, addr, group, topic string, want []int64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		got, _, err := committed(ctxFor(t, 5*time.Second), t, addr, group, topic, len(want))
+		got, _, err := committed(testenv.Context(t, 5*time.Second), t, addr, group, topic, len(want))
 		if err == nil && slices.Equal(got, want) {
 			return
 		}
@@ -66,10 +63,10 @@ func waitCommitted(t *testing.T, addr, group, topic string, want []int64) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic := topicName(t, "in")
 	createTopic(t, addr, topic, 1)
-	ctx := ctxFor(t, 10*time.Second)
+	ctx := testenv.Context(t, 10*time.Second)
 	cases := []struct {
 		name   string
 		topics []string
@@ -78,7 +75,7 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"unknown topic", []string{"nope"}, nil, kafka.ErrUnknownTopic},
 		{"unknown dead-letter topic", []string{topic}, []kafka.Option{kafka.DeadLetterTopic("nope")}, kafka.ErrUnknownTopic},
-		{"drain past rebalance", []string{topic}, []kafka.Option{kafka.DrainTimeout(time.Minute)}, kafka.ErrInvalidOption},
+		{"revoke timeout past rebalance", []string{topic}, []kafka.Option{kafka.RevokeTimeout(time.Minute)}, kafka.ErrInvalidOption},
 		{"no topics", nil, nil, kafka.ErrInvalidOption},
 		{"bad ordering", []string{topic}, []kafka.Option{kafka.Ordering(7)}, kafka.ErrInvalidOption},
 		{"nil dialer", []string{topic}, []kafka.Option{kafka.WithDialer(nil)}, kafka.ErrInvalidOption},
@@ -95,11 +92,32 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// misspelt has OnComit where CommitHook wants OnCommit.
+type misspelt struct{}
+
+func (misspelt) OnComit(context.Context, string, int32, int64) {}
+
+// A hook that implements none of the hook interfaces, a misspelt method's
+// for one, is refused rather than never called.
+func TestMisspeltHookRefused(t *testing.T) {
+	t.Parallel()
+	for name, h := range map[string]kafka.Hook{"misspelt": misspelt{}, "nil": nil} {
+		s, err := kafka.New(context.Background(), []string{"127.0.0.1:1"}, "g", []string{"t"},
+			kafka.WithHooks(onCommit(func(context.Context, string, int32, int64) {}), h))
+		if !errors.Is(err, kafka.ErrInvalidOption) || !strings.Contains(err.Error(), "hook") {
+			if s != nil {
+				_ = s.Close(context.Background())
+			}
+			t.Errorf("%s hook: New = %v, want ErrInvalidOption naming the hook", name, err)
+		}
+	}
+}
+
 // A new group under ResetLatest skips what was produced before it joined;
 // under the default it reads from the oldest record.
 func TestOffsetReset(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic := topicName(t, "in")
 	createTopic(t, addr, topic, 1)
 	w := writer(t, addr, topic)
@@ -108,17 +126,17 @@ func TestOffsetReset(t *testing.T) {
 	assigned := make(chan struct{}, 1)
 	latest := newSource(t, addr, topicName(t, "latest"), []string{topic}, kafka.OffsetReset(kafka.ResetLatest),
 		kafka.WithDialer(&kgo.Dialer{Timeout: 5 * time.Second}),
-		kafka.WithHooks(kafka.Hooks{OnRebalance: func(e kafka.RebalanceEvent) {
+		kafka.WithHooks(onRebalance(func(_ context.Context, e kafka.RebalanceEvent) {
 			if !e.Revoked {
 				select {
 				case assigned <- struct{}{}:
 				default:
 				}
 			}
-		}}))
+		})))
 	select {
 	case <-assigned:
-	case <-ctxFor(t, 20*time.Second).Done():
+	case <-testenv.Context(t, 20*time.Second).Done():
 		t.Fatal("no partitions assigned")
 	}
 	// The fetch loop resolves "latest" when it starts, a moment after the
@@ -156,18 +174,16 @@ func TestOffsetReset(t *testing.T) {
 // commits reported never go back.
 func TestCommitsContiguousPrefix(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	createTopic(t, addr, topic, 1)
 	var mu sync.Mutex
 	var commits []int64
-	s := newSource(t, addr, group, []string{topic}, kafka.WithHooks(kafka.Hooks{
-		OnCommit: func(_ string, _ int32, off int64) {
-			mu.Lock()
-			commits = append(commits, off)
-			mu.Unlock()
-		},
-	}))
+	s := newSource(t, addr, group, []string{topic}, kafka.WithHooks(onCommit(func(_ context.Context, _ string, _ int32, off int64) {
+		mu.Lock()
+		commits = append(commits, off)
+		mu.Unlock()
+	})))
 	w := writer(t, addr, topic)
 	var out []kgo.Message
 	for i := range 10 {
@@ -217,19 +233,63 @@ func TestCommitsContiguousPrefix(t *testing.T) {
 // message stays in flight, its offset held.
 func TestDeadLetterWithoutTopic(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	createTopic(t, addr, topic, 1)
 	s := newSource(t, addr, group, []string{topic})
 	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
 	m := receiveN(t, s, 1)[0]
-	if err := s.DeadLetter(context.Background(), m, "bad"); !errors.Is(err, kafka.ErrNoDeadLetterTopic) {
-		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterTopic", err)
+	if s.Capabilities().DeadLetter {
+		t.Fatal("Capabilities declares a dead-letter destination the source lacks")
 	}
+	err := s.DeadLetter(context.Background(), m, "bad")
+	if !errors.Is(err, kafka.ErrNoDeadLetterTopic) || !errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterTopic and broker.ErrNoDeadLetterDestination", err)
+	}
+	offsetHeldUntilAck(t, s, m, addr, group, topic)
+}
+
+// A dead-letter produce that fails is an error, never a success: the hook
+// and the ok count do not hear of it, and the offset stays held.
+func TestDeadLetterProduceFailure(t *testing.T) {
+	t.Parallel()
+	addr, topic, dlq, group := withDeadLetterTopic(t)
+	mp, reader := meterProvider(t)
+	var announced atomic.Int32
+	s := newSource(t, addr, group, []string{topic}, kafka.DeadLetterTopic(dlq), kafka.WithMeterProvider(mp),
+		kafka.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { announced.Add(1) })))
+	deleteTopic(t, addr, dlq)
+	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
+	m := receiveN(t, s, 1)[0]
+	err := s.DeadLetter(testenv.Context(t, 5*time.Second), m, "bad")
+	if !errors.Is(err, kafka.ErrDeadLetterFailed) {
+		t.Fatalf("DeadLetter to a deleted topic: %v, want ErrDeadLetterFailed", err)
+	}
+	if errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Errorf("a failed produce reported as a missing destination: %v", err)
+	}
+	if n := announced.Load(); n != 0 {
+		t.Errorf("OnDeadLetter called %d times for a failed produce", n)
+	}
+	dlqAttr := attribute.String("messaging.destination.name", dlq)
+	if n, _ := metricValue(t, reader, "onceq.kafka.dead_letters", dlqAttr, attribute.String("onceq.result", "ok")); n != 0 {
+		t.Errorf("%d dead letters counted ok", n)
+	}
+	if n, _ := metricValue(t, reader, "onceq.kafka.dead_letters", dlqAttr, attribute.String("onceq.result", "error")); n != 1 {
+		t.Errorf("%d dead letters counted failed, want 1", n)
+	}
+	offsetHeldUntilAck(t, s, m, addr, group, topic)
+}
+
+// offsetHeldUntilAck shows m, the only message of topic's one partition,
+// still in flight after a failed dead letter: nothing is committed until
+// it is acked.
+func offsetHeldUntilAck(t *testing.T, s *kafka.Source, m *consumer.Message, addr, group, topic string) {
+	t.Helper()
 	time.Sleep(300 * time.Millisecond)
 	waitCommitted(t, addr, group, topic, []int64{-1})
 	if err := s.Ack(context.Background(), m); err != nil {
-		t.Fatalf("ack after failed dead letter: %v", err)
+		t.Fatalf("ack after a failed dead letter: %v", err)
 	}
 	waitCommitted(t, addr, group, topic, []int64{1})
 }
@@ -239,26 +299,26 @@ func TestDeadLetterWithoutTopic(t *testing.T) {
 // the messages are delivered again, now to whichever member owns them.
 func TestLateAcksDropped(t *testing.T) {
 	t.Parallel()
-	addr := broker(t)
+	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	createTopic(t, addr, topic, 2)
 	var mu sync.Mutex
 	var late []int64
 	revoked := make(chan kafka.RebalanceEvent, 16)
 	mp, reader := meterProvider(t)
-	a := newSource(t, addr, group, []string{topic}, kafka.DrainTimeout(300*time.Millisecond), kafka.WithMeterProvider(mp),
-		kafka.WithHooks(kafka.Hooks{
-			OnLateAck: func(_ string, _ int32, off int64, _ int32) {
+	a := newSource(t, addr, group, []string{topic}, kafka.RevokeTimeout(300*time.Millisecond), kafka.WithMeterProvider(mp),
+		kafka.WithHooks(
+			onLateAck(func(_ context.Context, _ string, _ int32, off int64, _ int32) {
 				mu.Lock()
 				late = append(late, off)
 				mu.Unlock()
-			},
-			OnRebalance: func(e kafka.RebalanceEvent) {
+			}),
+			onRebalance(func(_ context.Context, e kafka.RebalanceEvent) {
 				if e.Revoked {
 					revoked <- e
 				}
-			},
-		}))
+			}),
+		))
 	var out []kgo.Message
 	for i := range 10 {
 		out = append(out, kgo.Message{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "m%d", i)})
@@ -291,7 +351,7 @@ func TestLateAcksDropped(t *testing.T) {
 	}
 
 	// Every message comes again, from a or b; each acked once now.
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testenv.Context(t, 30*time.Second)
 	seen := map[string]int{}
 	var smu sync.Mutex
 	var wg sync.WaitGroup

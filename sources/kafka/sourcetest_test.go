@@ -31,7 +31,7 @@ func TestSourcetestUnordered(t *testing.T) {
 
 func harness(o consumer.Ordering) func(t *testing.T) *sourcetest.Harness {
 	return func(t *testing.T) *sourcetest.Harness {
-		addr := broker(t)
+		addr := cluster(t)
 		topic, dlq, group := topicName(t, "in"), topicName(t, "dlq"), topicName(t, "group")
 		createTopic(t, addr, topic, 3)
 		createTopic(t, addr, dlq, 1)

@@ -1,8 +1,3 @@
-// Package memory is an in-process queue and broker.Source, with the
-// behaviour of a broker that matters to onceq: a visibility timeout that
-// redelivers what is not settled, nack with delay, delivery counting, a
-// dead-letter list and, optionally, FIFO groups. It backs the embedded demo
-// and fast tests and passes sources/sourcetest like the real adapters.
 package memory
 
 import (
@@ -32,15 +27,15 @@ type DeadLetter struct {
 // Option configures a Queue.
 type Option func(*Queue)
 
-// WithVisibilityTimeout sets how long a delivery stays hidden before it is
+// VisibilityTimeout sets how long a delivery stays hidden before it is
 // redelivered unless settled or extended (default 30s).
-func WithVisibilityTimeout(d time.Duration) Option {
+func VisibilityTimeout(d time.Duration) Option {
 	return func(q *Queue) { q.visibility = d }
 }
 
-// WithOrdering makes the queue FIFO per key, like an SQS FIFO queue: a key
+// Ordering makes the queue FIFO per key, like an SQS FIFO queue: a key
 // has at most one message in flight, delivered in send order.
-func WithOrdering(o broker.Ordering) Option {
+func Ordering(o broker.Ordering) Option {
 	return func(q *Queue) { q.ordering = o }
 }
 
@@ -358,7 +353,8 @@ func (s *Source) Nack(_ context.Context, m *broker.Message, delay time.Duration)
 	return nil
 }
 
-// DeadLetter implements broker.Source.
+// DeadLetter implements broker.Source. The queue's dead-letter list always
+// exists, so it fails only for a delivery no longer held.
 func (s *Source) DeadLetter(_ context.Context, m *broker.Message, reason string) error {
 	q := s.q
 	q.mu.Lock()

@@ -12,7 +12,7 @@ import (
 
 func harness(opts ...memory.Option) func(t *testing.T) *sourcetest.Harness {
 	return func(t *testing.T) *sourcetest.Harness {
-		q := memory.NewQueue(t.Name(), append([]memory.Option{memory.WithVisibilityTimeout(2 * time.Second)}, opts...)...)
+		q := memory.NewQueue(t.Name(), append([]memory.Option{memory.VisibilityTimeout(2 * time.Second)}, opts...)...)
 		return &sourcetest.Harness{
 			Source: q.Source(),
 			Send: func(ctx context.Context, m sourcetest.Outgoing) error {
@@ -38,12 +38,12 @@ func TestConformance(t *testing.T) {
 
 func TestConformanceFIFO(t *testing.T) {
 	t.Parallel()
-	sourcetest.Run(t, harness(memory.WithOrdering(consumer.OrderByKey)))
+	sourcetest.Run(t, harness(memory.Ordering(consumer.OrderByKey)))
 }
 
 func TestVisibilityExpiryRedelivers(t *testing.T) {
 	t.Parallel()
-	q := memory.NewQueue("vis", memory.WithVisibilityTimeout(200*time.Millisecond))
+	q := memory.NewQueue("vis", memory.VisibilityTimeout(200*time.Millisecond))
 	src := q.Source()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

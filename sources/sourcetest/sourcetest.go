@@ -1,6 +1,3 @@
-// Package sourcetest is the conformance suite every consumer.Source runs,
-// in the manner of Watermill's pubsub/tests: one set of behaviours, proven
-// against each adapter's real broker.
 package sourcetest
 
 import (
@@ -11,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // Outgoing is a message the suite publishes.
@@ -30,11 +28,11 @@ type DeadLetter struct {
 
 // Harness is one fresh destination with a Source reading it.
 type Harness struct {
-	Source consumer.Source
+	Source broker.Source
 	// Send publishes to the destination Source reads.
 	Send func(ctx context.Context, m Outgoing) error
 	// Reopen returns a new Source over the same destination (and group).
-	Reopen func(t *testing.T) consumer.Source
+	Reopen func(t *testing.T) broker.Source
 	// DeadLetters reads what has been dead-lettered so far.
 	DeadLetters func(ctx context.Context) ([]DeadLetter, error)
 	// Redelivery bounds how soon an unsettled message comes back after its
@@ -58,6 +56,11 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"DeclaredOrderingHolds", testOrdering},
 		{"ReceiveHonoursContext", testReceiveContext},
 		{"ReceiveAfterCloseFails", testReceiveAfterClose},
+		{"WrapperKeepsDeadLetter", testWrapperDeadLetter},
+		{"WrapperKeepsDeliveryTimeout", testWrapperDeliveryTimeout},
+		{"WrapperKeepsRedeliveryWindow", testWrapperRedeliveryWindow},
+		{"WrapperKeepsOrdering", testWrapperOrdering},
+		{"WrapperKeepsDefaultKey", testWrapperDefaultKey},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,15 +71,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 	}
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func send(t *testing.T, h *Harness, msgs ...Outgoing) {
 	t.Helper()
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testenv.Context(t, 30*time.Second)
 	for _, m := range msgs {
 		if err := h.Send(ctx, m); err != nil {
 			t.Fatalf("send: %v", err)
@@ -86,22 +83,22 @@ func send(t *testing.T, h *Harness, msgs ...Outgoing) {
 
 // receiveN receives until n messages arrived or the wait ends, without
 // settling them. On a FIFO source that yields at most one per key.
-func receiveN(t *testing.T, src consumer.Source, n int, wait time.Duration) []*consumer.Message {
+func receiveN(t *testing.T, src broker.Source, n int, wait time.Duration) []*broker.Message {
 	t.Helper()
 	return receive(t, src, n, wait, false)
 }
 
 // drain receives until n messages arrived or the wait ends, acking each as
 // it comes, as a FIFO source needs to let a key's next message through.
-func drain(t *testing.T, src consumer.Source, n int, wait time.Duration) []*consumer.Message {
+func drain(t *testing.T, src broker.Source, n int, wait time.Duration) []*broker.Message {
 	t.Helper()
 	return receive(t, src, n, wait, true)
 }
 
-func receive(t *testing.T, src consumer.Source, n int, wait time.Duration, settle bool) []*consumer.Message {
+func receive(t *testing.T, src broker.Source, n int, wait time.Duration, settle bool) []*broker.Message {
 	t.Helper()
-	ctx := ctxFor(t, wait)
-	var got []*consumer.Message
+	ctx := testenv.Context(t, wait)
+	var got []*broker.Message
 	for len(got) < n {
 		msgs, err := src.Receive(ctx, n-len(got))
 		if err != nil {
@@ -122,9 +119,9 @@ func receive(t *testing.T, src consumer.Source, n int, wait time.Duration, settl
 }
 
 // expectNone asserts that nothing is delivered for d.
-func expectNone(t *testing.T, src consumer.Source, d time.Duration) {
+func expectNone(t *testing.T, src broker.Source, d time.Duration) {
 	t.Helper()
-	ctx := ctxFor(t, d)
+	ctx := testenv.Context(t, d)
 	for {
 		msgs, err := src.Receive(ctx, 10)
 		if len(msgs) > 0 {
@@ -136,7 +133,7 @@ func expectNone(t *testing.T, src consumer.Source, d time.Duration) {
 	}
 }
 
-func ack(t *testing.T, src consumer.Source, msgs ...*consumer.Message) {
+func ack(t *testing.T, src broker.Source, msgs ...*broker.Message) {
 	t.Helper()
 	for _, m := range msgs {
 		if err := src.Ack(context.Background(), m); err != nil {
@@ -145,7 +142,7 @@ func ack(t *testing.T, src consumer.Source, msgs ...*consumer.Message) {
 	}
 }
 
-func bodies(msgs []*consumer.Message) []string {
+func bodies(msgs []*broker.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = string(m.Body)
@@ -194,7 +191,7 @@ func testDelivers(t *testing.T, h *Harness) {
 func testRespectsMax(t *testing.T, h *Harness) {
 	out, _ := numbered("max", 12)
 	send(t, h, out...)
-	ctx := ctxFor(t, h.wait())
+	ctx := testenv.Context(t, h.wait())
 	total := 0
 	for total < len(out) {
 		msgs, err := h.Source.Receive(ctx, 3)
@@ -290,31 +287,37 @@ func testDeadLetter(t *testing.T, h *Harness) {
 	if err := h.Source.DeadLetter(context.Background(), got[0], "bad input: not JSON"); err != nil {
 		t.Fatalf("dead letter: %v", err)
 	}
-	deadline := time.Now().Add(h.wait())
-	for {
-		dls, err := h.DeadLetters(ctxFor(t, 30*time.Second))
-		if err != nil {
-			t.Fatalf("dead letters: %v", err)
-		}
-		if i := slices.IndexFunc(dls, func(d DeadLetter) bool { return string(d.Body) == "poison" }); i >= 0 {
-			if dls[i].Reason != "bad input: not JSON" {
-				t.Fatalf("dead letter reason %q", dls[i].Reason)
-			}
-			if dls[i].Attributes["idempotency-key"] != "p-1" {
-				t.Fatalf("dead letter lost attributes: %v", dls[i].Attributes)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("poison message not in the dead letters: %v", dls)
-		}
-		time.Sleep(100 * time.Millisecond)
+	d := waitDeadLetter(t, h, "poison")
+	if d.Reason != "bad input: not JSON" {
+		t.Fatalf("dead letter reason %q", d.Reason)
+	}
+	if d.Attributes["idempotency-key"] != "p-1" {
+		t.Fatalf("dead letter lost attributes: %v", d.Attributes)
 	}
 	expectNone(t, h.Source, h.Redelivery+time.Second)
 }
 
+// waitDeadLetter waits for a message with body to reach the dead letters.
+func waitDeadLetter(t *testing.T, h *Harness, body string) DeadLetter {
+	t.Helper()
+	deadline := time.Now().Add(h.wait())
+	for {
+		dls, err := h.DeadLetters(testenv.Context(t, 30*time.Second))
+		if err != nil {
+			t.Fatalf("dead letters: %v", err)
+		}
+		if i := slices.IndexFunc(dls, func(d DeadLetter) bool { return string(d.Body) == body }); i >= 0 {
+			return dls[i]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("message %q not in the dead letters: %v", body, dls)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func testOrdering(t *testing.T, h *Harness) {
-	if h.Source.Capabilities().Ordering == consumer.Unordered {
+	if h.Source.Capabilities().Ordering == broker.Unordered {
 		t.Skip("source declares no ordering")
 	}
 	const keys, per = 3, 6
@@ -325,7 +328,7 @@ func testOrdering(t *testing.T, h *Harness) {
 		}
 	}
 	send(t, h, out...)
-	ctx := ctxFor(t, h.wait()*2)
+	ctx := testenv.Context(t, h.wait()*2)
 	seen := map[string][]string{}
 	for n := 0; n < len(out); {
 		msgs, err := h.Source.Receive(ctx, len(out)-n)
@@ -371,8 +374,8 @@ func testReceiveAfterClose(t *testing.T, h *Harness) {
 	if err := h.Source.Close(context.Background()); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	_, err := h.Source.Receive(ctxFor(t, 5*time.Second), 1)
-	if !errors.Is(err, consumer.ErrSourceClosed) {
+	_, err := h.Source.Receive(testenv.Context(t, 5*time.Second), 1)
+	if !errors.Is(err, broker.ErrSourceClosed) {
 		t.Fatalf("Receive after Close: %v, want ErrSourceClosed", err)
 	}
 }

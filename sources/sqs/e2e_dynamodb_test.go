@@ -72,7 +72,7 @@ func TestEndToEndDynamoDBStore(t *testing.T) {
 	}
 	stop := runConsumer(t, cons)
 	start := time.Now()
-	eventually(t, 300*time.Second, "not every message was settled", func() bool {
+	testenv.Eventually(t, 300*time.Second, "not every message was settled", func() bool {
 		return seen.count(consumer.Processed)+seen.count(consumer.Duplicate) >= total
 	})
 	took := time.Since(start)

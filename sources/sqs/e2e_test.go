@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqs"
@@ -108,10 +109,10 @@ func TestEndToEndDuplicates(t *testing.T) {
 	// No call may fail: a lost ReceiveMessage answer (see callOptions in
 	// source.go) would hide ten messages for 30s.
 	var callFailures atomic.Int32
-	src := newSource(t, c, url, sqs.WithHooks(sqs.Hooks{OnRetry: func(_ context.Context, op string, _ retry.Class, err error) {
+	src := newSource(t, c, url, sqs.WithHooks(onRetry(func(_ context.Context, op string, _ retry.Class, err error) {
 		callFailures.Add(1)
 		t.Logf("%s failed: %v", op, err)
-	}}))
+	})))
 	seen := &outcomes{}
 	cons, err := consumer.New(src, memory.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16), consumer.WithHooks(seen),
 		consumer.PendingRecheck(200*time.Millisecond))
@@ -120,7 +121,7 @@ func TestEndToEndDuplicates(t *testing.T) {
 	}
 	stop := runConsumer(t, cons)
 	start := time.Now()
-	eventually(t, 120*time.Second, "not every message was settled", func() bool {
+	testenv.Eventually(t, 120*time.Second, "not every message was settled", func() bool {
 		return seen.count(consumer.Processed)+seen.count(consumer.Duplicate) >= total
 	})
 	took := time.Since(start)
@@ -174,9 +175,7 @@ func TestEndToEndLongHandler(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(sqs.Hooks{
-		OnVisibilityExtended: func(context.Context, string, time.Duration) { extends.Add(1) },
-	}))
+	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(onExtended(func(context.Context, string, time.Duration) { extends.Add(1) })))
 	seen := &outcomes{}
 	cons, err := consumer.New(src, memory.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(4), consumer.WithHooks(seen),
 		consumer.HandlerTimeout(20*time.Second), consumer.LeaseTTL(30*time.Second),
@@ -191,7 +190,7 @@ func TestEndToEndLongHandler(t *testing.T) {
 		t.Fatal("handler did not finish")
 	}
 	// Give a redelivery, had there been one, time to show.
-	eventually(t, 10*time.Second, "not processed", func() bool { return seen.count(consumer.Processed) == 1 })
+	testenv.Eventually(t, 10*time.Second, "not processed", func() bool { return seen.count(consumer.Processed) == 1 })
 	time.Sleep(visibility + time.Second)
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -262,7 +261,7 @@ func TestEndToEndFIFOOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, cons)
-	eventually(t, 60*time.Second, "not every message processed", func() bool {
+	testenv.Eventually(t, 60*time.Second, "not every message processed", func() bool {
 		return seen.count(consumer.Processed) >= groups*per
 	})
 	if err := stop(); err != nil {
@@ -323,7 +322,7 @@ func TestEndToEndPoison(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, cons)
-	eventually(t, 60*time.Second, "poison message not dead-lettered", func() bool {
+	testenv.Eventually(t, 60*time.Second, "poison message not dead-lettered", func() bool {
 		return seen.count(consumer.DeadLettered) == 1 && seen.count(consumer.Processed) == 2
 	})
 	if err := stop(); err != nil {

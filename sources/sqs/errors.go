@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -18,8 +19,10 @@ var (
 	ErrInvalidOption = errors.New("sqs: invalid option")
 	// ErrNoDeadLetterQueue: DeadLetter was called but the source has no
 	// dead-letter queue (no DeadLetterQueue option, no RedrivePolicy). The
-	// message is left where it is.
-	ErrNoDeadLetterQueue = errors.New("sqs: no dead-letter queue configured")
+	// message is left where it is. It wraps
+	// [broker.ErrNoDeadLetterDestination], so callers that know no SQS can
+	// test for that.
+	ErrNoDeadLetterQueue = fmt.Errorf("sqs: no dead-letter queue configured: %w", broker.ErrNoDeadLetterDestination)
 	// ErrDeliveryLost: the receipt handle no longer names a visible-to-us
 	// delivery (its visibility ran out, or it was settled already), so
 	// SQS refused the change. The message will be, or has been, delivered

@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -113,20 +111,13 @@ func createQueue(t testing.TB, c *awssqs.Client, spec queueSpec) (url, arn strin
 // newSource opens a Source closed when the test ends.
 func newSource(t testing.TB, c *awssqs.Client, url string, opts ...sqs.Option) *sqs.Source {
 	t.Helper()
-	opts = append([]sqs.Option{sqs.Logger(testLogger(t))}, opts...)
+	opts = append([]sqs.Option{sqs.WithLogger(testenv.Logger(t))}, opts...)
 	src, err := sqs.New(context.Background(), c, url, opts...)
 	if err != nil {
 		t.Fatalf("sqs.New: %v", err)
 	}
 	t.Cleanup(func() { _ = src.Close(context.Background()) })
 	return src
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("ONCEQ_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 // send publishes one message; on FIFO the key is the group.
@@ -225,22 +216,21 @@ func depth(t testing.TB, c *awssqs.Client, url string) (visible, inFlight int) {
 	return visible, inFlight
 }
 
-// eventually polls cond every 50ms until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// Hook adapters: a func of the hook's method's type.
+type (
+	onDeleteFailed func(ctx context.Context, messageID string, err error)
+	onExtended     func(ctx context.Context, messageID string, d time.Duration)
+	onDeadLetter   func(ctx context.Context, messageID, reason string)
+	onRetry        func(ctx context.Context, op string, class retry.Class, err error)
+)
 
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
+func (f onDeleteFailed) OnDeleteFailed(ctx context.Context, id string, err error) { f(ctx, id, err) }
+func (f onExtended) OnVisibilityExtended(ctx context.Context, id string, d time.Duration) {
+	f(ctx, id, d)
+}
+func (f onDeadLetter) OnDeadLetter(ctx context.Context, id, reason string) { f(ctx, id, reason) }
+func (f onRetry) OnRetry(ctx context.Context, op string, c retry.Class, err error) {
+	f(ctx, op, c, err)
 }
 
 // retryFast gives up quickly, for tests of failures.

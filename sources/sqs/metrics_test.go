@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqs"
 )
@@ -29,13 +30,13 @@ func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)), sqs.WaitTime(time.Second), sqs.WithMeterProvider(mp))
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testenv.Logger(t)), sqs.WaitTime(time.Second), sqs.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var msgs []*consumer.Message
 	for len(msgs) < 3 {
-		got, err := src.Receive(ctxFor(t, 10*time.Second), 3-len(msgs))
+		got, err := src.Receive(testenv.Context(t, 10*time.Second), 3-len(msgs))
 		if err != nil {
 			t.Fatalf("receive: %v", err)
 		}

@@ -1,7 +1,6 @@
 package sqs
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -17,23 +16,6 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// Hooks are told of events worth counting; a nil func is skipped. They are
-// called synchronously from the source's goroutines: keep them cheap.
-type Hooks struct {
-	// OnDeleteFailed: an ack could not be carried out. A lost receipt
-	// handle (visibility ran out first) is reported with ErrDeliveryLost;
-	// the message comes back and dedup recognises it.
-	OnDeleteFailed func(ctx context.Context, messageID string, err error)
-	// OnVisibilityExtended: Extend moved a delivery's deadline to d from now.
-	OnVisibilityExtended func(ctx context.Context, messageID string, d time.Duration)
-	// OnDeadLetter: a message was sent to the dead-letter queue.
-	OnDeadLetter func(ctx context.Context, messageID, reason string)
-	// OnRetry: a call to SQS failed and is retried. The SDK's own retryer
-	// is switched off for the calls this source retries, so every throttle
-	// passes through here.
-	OnRetry func(ctx context.Context, op string, class retry.Class, err error)
-}
-
 type config struct {
 	waitTime       time.Duration
 	pollers        int
@@ -42,7 +24,7 @@ type config struct {
 	flushInterval  time.Duration
 	deleteWorkers  int
 	logger         *slog.Logger
-	hooks          Hooks
+	hooks          []Hook
 	policy         retry.Policy
 	emptyPollPause time.Duration
 	meter          metric.MeterProvider
@@ -87,11 +69,16 @@ func DeleteFlushInterval(d time.Duration) Option {
 // at once. Default 4.
 func DeleteConcurrency(n int) Option { return optionFunc(func(c *config) { c.deleteWorkers = n }) }
 
-// Logger receives the source's logs. Default slog.Default().
-func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+// WithLogger sets where the source logs (default slog.Default(), as for the
+// other sources; nil keeps the default).
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
-// WithHooks installs hooks for metrics.
-func WithHooks(h Hooks) Option { return optionFunc(func(c *config) { c.hooks = h }) }
+// WithHooks adds observers; each must implement at least one of
+// [DeleteFailedHook], [VisibilityExtendedHook], [DeadLetterHook] and
+// [RetryHook].
+func WithHooks(hooks ...Hook) Option {
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
+}
 
 // WithMeterProvider sets where the source's metrics go (default the global
 // MeterProvider): onceq.sqs.visibility_changes, .dead_letters,
@@ -100,9 +87,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.meter = mp })
 }
 
-// RetryPolicy is how failed SQS calls (deletes, visibility changes,
+// WithRetryPolicy sets how failed SQS calls (deletes, visibility changes,
 // dead-letter sends) are retried. Default retry.DefaultPolicy().
-func RetryPolicy(p retry.Policy) Option { return optionFunc(func(c *config) { c.policy = p }) }
+func WithRetryPolicy(p retry.Policy) Option { return optionFunc(func(c *config) { c.policy = p }) }
 
 func (c *config) validate() error {
 	switch {

@@ -20,8 +20,8 @@ import (
 
 // Ack deletes m. It returns once the delete is queued; the delete itself
 // goes out in a DeleteMessageBatch within DeleteFlushInterval, or sooner
-// when ten are pending. A failed delete is logged and reported to
-// Hooks.OnDeleteFailed: the message comes back and dedup recognises it.
+// when ten are pending. A failed delete is logged and reported to each
+// [DeleteFailedHook]: the message comes back and dedup recognises it.
 // After Close, Ack deletes at once.
 func (s *Source) Ack(ctx context.Context, m *broker.Message) error {
 	h, err := s.handleOf(m)
@@ -64,8 +64,8 @@ func (s *Source) Extend(ctx context.Context, m *broker.Message, d time.Duration)
 	if err := s.changeVisibility(ctx, "Extend", h, secs); err != nil {
 		return fmt.Errorf("sqs: extend %s: %w", m.ID, err)
 	}
-	if f := s.cfg.hooks.OnVisibilityExtended; f != nil {
-		f(ctx, m.ID, time.Duration(secs)*time.Second)
+	for _, h := range s.hooks.extended {
+		h.OnVisibilityExtended(ctx, m.ID, time.Duration(secs)*time.Second)
 	}
 	if secs < want {
 		return fmt.Errorf("sqs: extend %s by %ds, not %ds: %w", m.ID, secs, want, ErrVisibilityLimit)
@@ -139,8 +139,8 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 	if err != nil {
 		return fmt.Errorf("sqs: dead-letter %s: send to %s: %w", m.ID, queueName(s.dlq.url), err)
 	}
-	if f := s.cfg.hooks.OnDeadLetter; f != nil {
-		f(ctx, m.ID, reason)
+	for _, h := range s.hooks.deadLetter {
+		h.OnDeadLetter(ctx, m.ID, reason)
 	}
 	s.log.Info("sqs: message dead-lettered", "message_id", m.ID, "reason", reason)
 	// Deleted at once, not batched: the copy exists, and the caller should
@@ -406,7 +406,7 @@ func (s *Source) deleteFailed(ctx context.Context, e deleteEntry, err error) {
 	} else {
 		s.log.Warn("sqs: delete failed; the message will be delivered again", "message_id", e.id, "err", err)
 	}
-	if f := s.cfg.hooks.OnDeleteFailed; f != nil {
-		f(ctx, e.id, err)
+	for _, h := range s.hooks.deleteFailed {
+		h.OnDeleteFailed(ctx, e.id, err)
 	}
 }

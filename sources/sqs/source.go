@@ -1,31 +1,3 @@
-// Package sqs is a broker.Source over Amazon SQS (aws-sdk-go-v2).
-//
-// Receive is demand-driven: pollers call ReceiveMessage (long polling,
-// MaxNumberOfMessages = min(10, what is asked for)) only while a Receive
-// call waits, so messages do not sit received-but-unwanted while their
-// visibility runs out. Ack is asynchronous and batched into
-// DeleteMessageBatch; Close flushes it. Nack and Extend change the
-// visibility of one delivery; DeadLetter sends a copy to the dead-letter
-// queue, then deletes the original.
-//
-// Mapping of an SQS message to a broker.Message:
-//
-//	MessageId                  ID
-//	Body                       Body
-//	MessageAttributes          Attributes (String and Number types, and
-//	                           their custom subtypes; Binary attributes are
-//	                           left out of Attributes, but a dead-lettered
-//	                           copy carries them unchanged)
-//	ApproximateReceiveCount    Attempt
-//	MessageGroupId             Key (FIFO queues only)
-//	SentTimestamp              SentTime(m)
-//	queue name                 Origin{System: "aws_sqs", Destination: name}
-//	receipt handle             Handle (opaque)
-//
-// Retries: every call this source makes to SQS goes out with the SDK's
-// retryer switched off and is retried by a retry.Policy instead, so that
-// throttles are classified and seen by Hooks.OnRetry rather than absorbed
-// by the SDK.
 package sqs
 
 import (
@@ -112,6 +84,7 @@ type Source struct {
 	cfg             config
 	log             *slog.Logger
 	tel             *telemetry
+	hooks           hooks
 
 	stopPolls context.CancelFunc
 	pollers   sync.WaitGroup
@@ -164,11 +137,16 @@ func New(ctx context.Context, client *awssqs.Client, queueURL string, opts ...Op
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
+	hs, err := collectHooks(cfg.hooks)
+	if err != nil {
+		return nil, err
+	}
 	s := &Source{
 		client:    client,
 		queueURL:  queueURL,
 		queueName: queueName(queueURL),
 		cfg:       cfg,
+		hooks:     hs,
 		changed:   make(chan struct{}),
 	}
 	s.log = cfg.logger.With("queue", s.queueName)
@@ -492,9 +470,11 @@ func (s *Source) deliver(ctx context.Context, n int, msgs []*broker.Message, err
 	s.claimed -= n
 	defer s.notifyLocked()
 	if err != nil {
-		// A permanent failure (no such queue, access denied) is the
-		// caller's to see; transient ones are retried by the poller.
-		if ctx.Err() == nil && retry.Classify(err) == retry.Permanent && len(s.waiters) > 0 {
+		// A failure no retry fixes (an invalid request; no such queue or
+		// access denied, which are configuration faults) is the caller's
+		// to see; transient ones are retried by the poller.
+		class := retry.Classify(err)
+		if ctx.Err() == nil && (class == retry.Permanent || class == retry.Misconfigured) && len(s.waiters) > 0 {
 			w := s.waiters[0]
 			s.waiters = s.waiters[1:]
 			w.err = fmt.Errorf("sqs: receive from %s: %w", s.queueName, err)
@@ -579,8 +559,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 func (s *Source) onRetry(ctx context.Context, op string) func(retry.Class, error) {
 	return func(class retry.Class, err error) {
-		if h := s.cfg.hooks.OnRetry; h != nil {
-			h(ctx, op, class, err)
+		for _, h := range s.hooks.retry {
+			h.OnRetry(ctx, op, class, err)
 		}
 	}
 }

@@ -6,14 +6,21 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqs"
 )
@@ -36,6 +43,24 @@ func TestOptionsValidated(t *testing.T) {
 	}
 	if _, err := sqs.New(context.Background(), nil, "http://x/q"); !errors.Is(err, sqs.ErrInvalidOption) {
 		t.Errorf("nil client: %v", err)
+	}
+}
+
+// misspelt has OnDeadLeter where DeadLetterHook wants OnDeadLetter.
+type misspelt struct{}
+
+func (misspelt) OnDeadLeter(context.Context, string, string) {}
+
+// A hook that implements none of the hook interfaces, a misspelt method's
+// for one, is refused rather than never called.
+func TestMisspeltHookRefused(t *testing.T) {
+	t.Parallel()
+	c := awssqs.New(awssqs.Options{Region: "us-east-1"})
+	for name, h := range map[string]sqs.Hook{"misspelt": misspelt{}, "nil": nil} {
+		_, err := sqs.New(context.Background(), c, "http://x/000000000000/q", sqs.WithHooks(onRetry(func(context.Context, string, retry.Class, error) {}), h))
+		if !errors.Is(err, sqs.ErrInvalidOption) || !strings.Contains(err.Error(), "hook") {
+			t.Errorf("%s hook: New = %v, want ErrInvalidOption naming the hook", name, err)
+		}
 	}
 }
 
@@ -98,7 +123,7 @@ func TestMessageMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := newSource(t, c, url)
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 10)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 10)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %d messages, %v", len(msgs), err)
 	}
@@ -141,7 +166,7 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 	if vis, inflight := depth(t, c, url); vis != 25 || inflight != 0 {
 		t.Fatalf("before any Receive: %d visible, %d in flight; want 25, 0", vis, inflight)
 	}
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 3)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 3)
 	if err != nil || len(msgs) == 0 || len(msgs) > 3 {
 		t.Fatalf("Receive(3): %d messages, %v", len(msgs), err)
 	}
@@ -152,7 +177,7 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 	// A large demand is spread over pollers, ten at most each.
 	got := len(msgs)
 	for got < 25 {
-		msgs, err := src.Receive(ctxFor(t, 10*time.Second), 25-got)
+		msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 25-got)
 		if err != nil {
 			t.Fatalf("receive after %d: %v", got, err)
 		}
@@ -176,15 +201,15 @@ func TestCloseFlushesAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failed sync.Map
-	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)),
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testenv.Logger(t)),
 		sqs.DeleteFlushInterval(time.Hour), // only full batches and Close flush
-		sqs.WithHooks(sqs.Hooks{OnDeleteFailed: func(_ context.Context, id string, err error) { failed.Store(id, err) }}))
+		sqs.WithHooks(onDeleteFailed(func(_ context.Context, id string, err error) { failed.Store(id, err) })))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for n < len(out) {
-		msgs, err := src.Receive(ctxFor(t, 10*time.Second), 10)
+		msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,19 +245,19 @@ func TestAckFailuresReported(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var failures []error
-	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)),
-		sqs.RetryPolicy(retryFast()),
-		sqs.WithHooks(sqs.Hooks{OnDeleteFailed: func(_ context.Context, _ string, err error) {
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testenv.Logger(t)),
+		sqs.WithRetryPolicy(retryFast()),
+		sqs.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) {
 			mu.Lock()
 			failures = append(failures, err)
 			mu.Unlock()
-		}}))
+		})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var msgs []*consumer.Message
 	for len(msgs) < 2 {
-		got, err := src.Receive(ctxFor(t, 10*time.Second), 2-len(msgs))
+		got, err := src.Receive(testenv.Context(t, 10*time.Second), 2-len(msgs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +277,7 @@ func TestAckFailuresReported(t *testing.T) {
 	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
 		t.Fatal(err)
 	}
-	src2 := newSource(t, c, mustQueue(t, c), sqs.RetryPolicy(retryFast()))
+	src2 := newSource(t, c, mustQueue(t, c), sqs.WithRetryPolicy(retryFast()))
 	if err := src2.Ack(context.Background(), msgs[1]); !errors.Is(err, sqs.ErrForeignMessage) {
 		t.Fatalf("ack on another queue's source: %v, want ErrForeignMessage", err)
 	}
@@ -275,9 +300,9 @@ func TestAsyncDeleteFailureHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := make(chan error, 1)
-	src := newSource(t, c, url, sqs.RetryPolicy(retryFast()),
-		sqs.WithHooks(sqs.Hooks{OnDeleteFailed: func(_ context.Context, _ string, err error) { failed <- err }}))
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	src := newSource(t, c, url, sqs.WithRetryPolicy(retryFast()),
+		sqs.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) { failed <- err })))
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
@@ -308,10 +333,8 @@ func TestExtend(t *testing.T) {
 		t.Fatal(err)
 	}
 	extended := make(chan time.Duration, 10)
-	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(sqs.Hooks{
-		OnVisibilityExtended: func(_ context.Context, _ string, d time.Duration) { extended <- d },
-	}))
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(onExtended(func(_ context.Context, _ string, d time.Duration) { extended <- d })))
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
@@ -322,11 +345,11 @@ func TestExtend(t *testing.T) {
 		t.Errorf("hook saw %v, want 5s (rounded up)", d)
 	}
 	// Past the 2s timeout, still hidden.
-	if got, err := src.Receive(ctxFor(t, 3500*time.Millisecond), 1); len(got) != 0 {
+	if got, err := src.Receive(testenv.Context(t, 3500*time.Millisecond), 1); len(got) != 0 {
 		t.Fatalf("redelivered while extended: %v %v", got, err)
 	}
 	// Then it comes back, and the old delivery is gone.
-	again, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	again, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(again) != 1 || again[0].Attempt != 2 {
 		t.Fatalf("not redelivered after the extension ran out: %v %v", again, err)
 	}
@@ -350,16 +373,67 @@ func TestDeadLetterWithoutQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := newSource(t, c, url, sqs.WaitTime(time.Second))
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
-	if err := src.DeadLetter(context.Background(), msgs[0], "bad"); !errors.Is(err, sqs.ErrNoDeadLetterQueue) {
-		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterQueue", err)
+	if src.Capabilities().DeadLetter {
+		t.Fatal("Capabilities declares a dead-letter destination the source lacks")
 	}
-	again, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	err = src.DeadLetter(context.Background(), msgs[0], "bad")
+	if !errors.Is(err, sqs.ErrNoDeadLetterQueue) || !errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterQueue and broker.ErrNoDeadLetterDestination", err)
+	}
+	again, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(again) != 1 || string(again[0].Body) != "stuck" {
 		t.Fatalf("message not left in the queue: %v %v", again, err)
+	}
+	_ = src.Ack(context.Background(), again[0])
+}
+
+// A dead-letter send that fails is an error, never a success: the hook and
+// the ok count do not hear of it, and the original is not deleted.
+func TestDeadLetterSendFailure(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	dlqURL, _ := createQueue(t, c, queueSpec{})
+	url, _ := createQueue(t, c, queueSpec{visibility: time.Second})
+	if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte("poison")}); err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	var announced atomic.Int32
+	src := newSource(t, c, url, sqs.DeadLetterQueue(dlqURL), sqs.WaitTime(time.Second), sqs.WithRetryPolicy(retryFast()),
+		sqs.WithMeterProvider(mp), sqs.WithHooks(onDeadLetter(func(context.Context, string, string) { announced.Add(1) })))
+	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(dlqURL)}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v", err)
+	}
+	err = src.DeadLetter(context.Background(), msgs[0], "bad")
+	if err == nil {
+		t.Fatal("DeadLetter to a deleted queue reported success")
+	}
+	if errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Errorf("a failed send reported as a missing destination: %v", err)
+	}
+	if n := announced.Load(); n != 0 {
+		t.Errorf("OnDeadLetter called %d times for a failed send", n)
+	}
+	ok := attribute.String("onceq.result", "ok")
+	if n := metrictest.Counter(t, reader, "onceq.sqs.dead_letters", ok); n != 0 {
+		t.Errorf("%d dead letters counted ok", n)
+	}
+	if n := metrictest.Counter(t, reader, "onceq.sqs.dead_letters", attribute.String("onceq.result", "error")); n != 1 {
+		t.Errorf("%d dead letters counted failed, want 1", n)
+	}
+	again, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
+	if err != nil || len(again) != 1 || string(again[0].Body) != "poison" {
+		t.Fatalf("original not left in the queue: %v %v", again, err)
 	}
 	_ = src.Ack(context.Background(), again[0])
 }
@@ -383,8 +457,8 @@ func TestDeadLetterFIFOCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reasons []string
-	src := newSource(t, c, url, sqs.WithHooks(sqs.Hooks{OnDeadLetter: func(_ context.Context, _, r string) { reasons = append(reasons, r) }}))
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 1)
+	src := newSource(t, c, url, sqs.WithHooks(onDeadLetter(func(_ context.Context, _, r string) { reasons = append(reasons, r) })))
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v", err)
 	}
@@ -431,11 +505,31 @@ func TestAbandonedReceiveKeepsMessages(t *testing.T) {
 	if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte("late")}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := src.Receive(ctxFor(t, 10*time.Second), 5)
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 5)
 	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "late" {
 		t.Fatalf("next Receive: %v %v", msgs, err)
 	}
 	_ = src.Ack(context.Background(), msgs[0])
+}
+
+// A queue deleted under a running source is a configuration fault, and a
+// waiting Receive says so rather than wait for messages that cannot come.
+func TestReceiveReportsMissingQueue(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	url, _ := createQueue(t, c, queueSpec{visibility: time.Second})
+	src := newSource(t, c, url, sqs.WaitTime(time.Second))
+	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t, 15*time.Second)
+	_, err := src.Receive(ctx, 1)
+	if ctx.Err() != nil {
+		t.Fatal("Receive waited out its context over a deleted queue")
+	}
+	if class := retry.Classify(err); class != retry.Misconfigured {
+		t.Fatalf("Receive from a deleted queue: %v (class %v), want a misconfigured error", err, class)
+	}
 }
 
 // Close ends a Receive that waits.
@@ -443,7 +537,7 @@ func TestCloseWakesReceive(t *testing.T) {
 	t.Parallel()
 	c := client(t)
 	url, _ := createQueue(t, c, queueSpec{})
-	src, err := sqs.New(context.Background(), c, url, sqs.Logger(testLogger(t)))
+	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testenv.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
