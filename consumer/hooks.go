@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/onceq/onceq/internal/hookset"
@@ -65,18 +64,9 @@ type hooks struct {
 // implements none is a configuration error.
 func collectHooks(hs []Hook) (hooks, error) {
 	var out hooks
-	for _, h := range hs {
-		// Not short-circuited: a hook may implement several.
-		used := hookset.Add(&out.outcome, h)
-		used = hookset.Add(&out.handler, h) || used
-		used = hookset.Add(&out.settle, h) || used
-		used = hookset.Add(&out.inFlight, h) || used
-		used = hookset.Add(&out.heartbeat, h) || used
-		used = hookset.Add(&out.limit, h) || used
-		used = hookset.Add(&out.expired, h) || used
-		if !used {
-			return hooks{}, fmt.Errorf("%w: %w", ErrInvalidConfig, hookset.Unused("consumer", h))
-		}
-	}
-	return out, nil
+	err := hookset.Collect("consumer", ErrInvalidConfig, hs,
+		hookset.Into(&out.outcome), hookset.Into(&out.handler), hookset.Into(&out.settle),
+		hookset.Into(&out.inFlight), hookset.Into(&out.heartbeat), hookset.Into(&out.limit),
+		hookset.Into(&out.expired))
+	return out, err
 }

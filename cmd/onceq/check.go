@@ -223,7 +223,7 @@ func checkQueue(ctx context.Context, r *checkReport, f checkFlags) {
 func checkSQSQueue(ctx context.Context, r *checkReport, client *awssqs.Client, subject, url string, opts ...sqs.Option) *sqs.Source {
 	logger, flush := r.warnings(subject)
 	defer flush()
-	src, err := sqs.New(ctx, client, url, append(opts, sqs.Logger(logger))...)
+	src, err := sqs.New(ctx, client, url, append(opts, sqs.WithLogger(logger))...)
 	if err != nil {
 		r.fail(subject, "%s", reason(err))
 		return nil
