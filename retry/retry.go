@@ -46,6 +46,25 @@ func (c Class) Retryable() bool { return c == Transient || c == Throttled }
 // Classifier lets an error state its own class; Classify asks it first.
 type Classifier interface{ RetryClass() Class }
 
+// WithClass returns err stating its class: Classify answers class for it
+// (and for errors wrapping it) instead of guessing. errors.Is and As see
+// through to err.
+func WithClass(err error, class Class) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, class: class}
+}
+
+type classified struct {
+	err   error
+	class Class
+}
+
+func (e *classified) Error() string     { return e.err.Error() }
+func (e *classified) Unwrap() error     { return e.err }
+func (e *classified) RetryClass() Class { return e.class }
+
 type coder interface{ ErrorCode() string }
 
 type httpStatuser interface{ HTTPStatusCode() int }

@@ -135,3 +135,14 @@ func TestContextObserverSeesRetries(t *testing.T) {
 		t.Fatalf("context observer saw %v", seen)
 	}
 }
+
+func TestWithClass(t *testing.T) {
+	base := errors.New("base")
+	err := fmt.Errorf("op: %w", retry.WithClass(base, retry.Misconfigured))
+	if retry.Classify(err) != retry.Misconfigured || !errors.Is(err, base) || err.Error() != "op: base" {
+		t.Fatalf("WithClass: class %v, Is %v, text %q", retry.Classify(err), errors.Is(err, base), err)
+	}
+	if retry.WithClass(nil, retry.Permanent) != nil {
+		t.Fatal("WithClass(nil) is not nil")
+	}
+}

@@ -40,19 +40,8 @@ var (
 	ErrForeignMessage = errors.New("kafka: message not delivered by this source")
 )
 
-// classified lets a sentinel-wrapping error state its retry class, so
-// retry.Classify does not have to guess.
-type classified struct {
-	err   error
-	class retry.Class
-}
-
-func (e *classified) Error() string           { return e.err.Error() }
-func (e *classified) Unwrap() error           { return e.err }
-func (e *classified) RetryClass() retry.Class { return e.class }
-
 func invalidOption(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
-func permanent(err error) error { return &classified{err: err, class: retry.Permanent} }
+func permanent(err error) error { return retry.WithClass(err, retry.Permanent) }

@@ -35,24 +35,13 @@ var (
 	ErrForeignMessage = errors.New("sqs: message not delivered by this source")
 )
 
-// classified lets a sentinel-wrapping error state its retry class, so
-// retry.Classify does not have to guess from the HTTP status.
-type classified struct {
-	err   error
-	class retry.Class
-}
-
-func (e *classified) Error() string           { return e.err.Error() }
-func (e *classified) Unwrap() error           { return e.err }
-func (e *classified) RetryClass() retry.Class { return e.class }
-
 func invalidOption(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
 // deliveryLost wraps an SDK error that means the receipt handle is dead.
 func deliveryLost(op string, err error) error {
-	return &classified{err: fmt.Errorf("%s: %w: %w", op, ErrDeliveryLost, err), class: retry.Permanent}
+	return retry.WithClass(fmt.Errorf("%s: %w: %w", op, ErrDeliveryLost, err), retry.Permanent)
 }
 
 // lostHandleCode reports whether an SQS error code says the receipt handle
