@@ -336,7 +336,7 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, upd, nil)
 }
 
-// Extend pushes the lease to req.LeaseUntil. The version is kept, so the
+// Extend pushes the lease to req.LeaseUntil, never back. The version is kept, so the
 // caller's Lease stays valid; the owner and version still fence it.
 func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	const op = "Extend"
@@ -348,15 +348,25 @@ func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 		return err
 	}
 	values := fenceValues(req.Lease, map[string]types.AttributeValue{":lease": num(ceilUnix(req.LeaseUntil))})
-	upd := fencedUpdate{key: key, update: "SET #exp = :lease, #lease = :lease", names: recordNames(), values: values}
+	// "#exp <= :lease": a lease only moves forward. A holder whose clock
+	// stepped back must not shorten it, or another worker takes a live key.
+	upd := fencedUpdate{key: key, update: "SET #exp = :lease, #lease = :lease", cond: " AND #exp <= :lease", names: recordNames(), values: values}
 	// A retry re-applies the same idempotent update, so there is no earlier
 	// attempt to recognise: done status PENDING with the same version.
-	return s.fenced(ctx, op, req.Lease, "", 0, upd, nil)
+	err = s.fenced(ctx, op, req.Lease, "", 0, upd, nil)
+	var lost *LeaseLostError
+	if errors.As(err, &lost) && lost.Current != nil && lost.Current.Status == dedup.StatusPending &&
+		lost.Current.Owner == req.Lease.Owner && lost.Current.Version == req.Lease.Version {
+		// Still ours: only the expiry arm failed, the lease is already longer.
+		return nil
+	}
+	return err
 }
 
 type fencedUpdate struct {
 	key    map[string]types.AttributeValue
 	update string
+	cond   string // added to fenceCondition
 	names  map[string]string
 	values map[string]types.AttributeValue
 }
@@ -379,14 +389,15 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 	retried := false
 	var failedItem map[string]types.AttributeValue
 	var err error
+	cond := fenceCondition + u.cond
 	if len(writes) == 0 {
 		in := &ddb.UpdateItemInput{
 			TableName:                           aws.String(s.table),
 			Key:                                 u.key,
 			UpdateExpression:                    aws.String(u.update),
-			ConditionExpression:                 aws.String(fenceCondition),
-			ExpressionAttributeNames:            usedNames(u.names, u.update, fenceCondition),
-			ExpressionAttributeValues:           usedValues(u.values, u.update, fenceCondition),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            usedNames(u.names, u.update, cond),
+			ExpressionAttributeValues:           usedValues(u.values, u.update, cond),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}
 		err = s.do(ctx, op, func(ctx context.Context, attempt int) error {
@@ -407,9 +418,9 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 			TableName:                           aws.String(s.table),
 			Key:                                 u.key,
 			UpdateExpression:                    aws.String(u.update),
-			ConditionExpression:                 aws.String(fenceCondition),
-			ExpressionAttributeNames:            usedNames(u.names, u.update, fenceCondition),
-			ExpressionAttributeValues:           usedValues(u.values, u.update, fenceCondition),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            usedNames(u.names, u.update, cond),
+			ExpressionAttributeValues:           usedValues(u.values, u.update, cond),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}}
 		c, err := s.transact(ctx, op, client, record, writes, &retried)

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"ExpiredButPresentIsAbsent", s.expiredPresent},
 		{"PayloadHashKeptForKeyReuse", s.payloadHash},
 		{"ExtendKeepsLease", s.extend},
+		{"ExtendNeverShortens", s.extendNeverShortens},
 		{"CompleteOnlyOnce", s.completeOnce},
 		{"UnsupportedWriteCommitsNothing", s.unsupportedWrite},
 		{"GetAbsent", s.getAbsent},
@@ -324,6 +325,23 @@ func (s *suite) extend(t *testing.T, st dedup.Store) {
 		t.Fatal(err)
 	}
 	mustAcquire(t, claim(t, st, k2, "b", "h1", 31, 61), 2)
+}
+
+// A holder whose clock stepped back asks for an earlier expiry: the lease
+// stays as long as it was, or a claimer in between would take a live key.
+func (s *suite) extendNeverShortens(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	if err := st.Extend(ctx(t), dedup.ExtendRequest{Lease: l, Now: at(5), LeaseUntil: at(10)}); err != nil {
+		t.Fatalf("extend to an earlier expiry: %v, want nil (the lease is already longer)", err)
+	}
+	if r := get(t, st, k); !r.ExpiresAt.Equal(at(30)) || r.Version != l.Version || r.Owner != "a" {
+		t.Fatalf("record after a backward extend %+v, want ExpiresAt %v kept", r, at(30))
+	}
+	mustLose(t, claim(t, st, k, "b", "h1", 20, 50), dedup.StatusPending)
+	if err := complete(t, st, l, "done", 21, 3600); err != nil {
+		t.Fatalf("lease not held after a backward extend: %v", err)
+	}
 }
 
 func (s *suite) completeOnce(t *testing.T, st dedup.Store) {
