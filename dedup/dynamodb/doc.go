@@ -41,8 +41,8 @@
 // treated as expired before the time the caller asked for: a lease can last
 // up to a second longer than requested, never shorter. A record is live
 // through its expiry second (dedup.Record.Live) and claimable once
-// expires_at < floor(now). WithClockSkewMargin subtracts a margin from :now
-// in claim conditions, so an expired record becomes claimable that much
+// expires_at < floor(now). A request's SkewMargin is subtracted from :now
+// in its claim condition, so an expired record becomes claimable that much
 // later (protection against a claimer whose clock runs ahead of the
 // holder's); meanwhile a loser may be shown a record whose ExpiresAt has
 // passed.

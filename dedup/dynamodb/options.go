@@ -19,7 +19,6 @@ type TableOption interface{ applyTable(*tableConfig) }
 
 type config struct {
 	policy   retry.Policy
-	skew     time.Duration
 	tenant   bool
 	regional []*ddb.Client
 	hooks    Hooks
@@ -35,13 +34,6 @@ func (f optionFunc) apply(c *config) { f(c) }
 // (default retry.DefaultPolicy()).
 func WithRetryPolicy(p retry.Policy) Option {
 	return optionFunc(func(c *config) { c.policy = p })
-}
-
-// WithClockSkewMargin delays claimability: a record that expired at t can
-// be claimed from t+margin, to allow for claimers whose clocks run ahead of
-// the holder's. Negative values are treated as zero.
-func WithClockSkewMargin(margin time.Duration) Option {
-	return optionFunc(func(c *config) { c.skew = max(margin, 0) })
 }
 
 // WithRegionalClients routes every call for a key to one of clients, chosen

@@ -25,7 +25,6 @@ type Store struct {
 	table   string
 	layout  layout
 	policy  retry.Policy
-	skew    time.Duration
 	hooks   Hooks
 	log     *slog.Logger
 	tel     *telemetry
@@ -63,7 +62,6 @@ func New(client *ddb.Client, table string, opts ...Option) *Store {
 		table:   table,
 		layout:  layout{tenant: cfg.tenant},
 		policy:  cfg.policy,
-		skew:    cfg.skew,
 		hooks:   cfg.hooks,
 		log:     cfg.logger,
 		tel:     tel,
@@ -115,8 +113,9 @@ func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context
 	return err
 }
 
-// claimNow is :now of a claim condition: floored, minus the skew margin.
-func (s *Store) claimNow(now time.Time) int64 { return floorUnix(now.Add(-s.skew)) }
+// claimNow is :now of a claim condition: floored, minus the request's
+// skew margin (a negative margin counts as none).
+func claimNow(now time.Time, margin time.Duration) int64 { return floorUnix(now.Add(-max(margin, 0))) }
 
 // decision marks an error a condition decided; the caller handles it.
 type decision struct{ err error }
@@ -165,7 +164,7 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if err := checkSize(key, req.Owner, req.PayloadHash, nil, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, dedup.StatusPending, ceilUnix(req.LeaseUntil), nil)
+	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusPending, ceilUnix(req.LeaseUntil), nil)
 	return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusPending, w.updateInput(s.table, key))
 }
 
@@ -178,7 +177,7 @@ type claimWrite struct {
 	values       map[string]types.AttributeValue
 }
 
-func (s *Store) claimWrite(owner, payloadHash string, now time.Time, status dedup.Status, expires int64, response []byte) claimWrite {
+func (s *Store) claimWrite(owner, payloadHash string, now time.Time, margin time.Duration, status dedup.Status, expires int64, response []byte) claimWrite {
 	extra := map[string]types.AttributeValue{":status": str(string(status)), ":exp": num(expires)}
 	update := "SET #status = :status, #version = if_not_exists(#version, :zero) + :one, " +
 		"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #ph = :ph, " +
@@ -197,7 +196,7 @@ func (s *Store) claimWrite(owner, payloadHash string, now time.Time, status dedu
 	}
 	w := claimWrite{update: update + remove, cond: s.layout.notExists() + " OR #exp < :now"}
 	w.names = usedNames(s.layout.names(recordNames()), w.update, w.cond)
-	w.values = usedValues(claimValues(owner, payloadHash, now, s.claimNow(now), extra), w.update, w.cond)
+	w.values = usedValues(claimValues(owner, payloadHash, now, claimNow(now, margin), extra), w.update, w.cond)
 	return w
 }
 
@@ -328,9 +327,15 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 		":err":    str(truncateUTF8(req.Reason, maxErrorLen)),
 	})
 	update := "SET #status = :failed, #version = :v1, #exp = :exp, #error = :err"
-	if req.ResetAttempts {
+	switch {
+	case req.ResetAttempts:
 		update += ", #attempts = :zero"
 		values[":zero"] = num(0)
+	case req.RefundAttempt:
+		// A held lease's claim counted at least one attempt, so this
+		// never goes below 0.
+		update += ", #attempts = #attempts - :one"
+		values[":one"] = num(1)
 	}
 	upd := fencedUpdate{key: key, update: update + " REMOVE #lease, #response", names: recordNames(), values: values}
 	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, upd, nil)
@@ -504,7 +509,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err := checkSize(key, req.Owner, req.PayloadHash, req.Response, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, dedup.StatusCompleted, ceilUnix(req.ExpiresAt), req.Response)
+	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusCompleted, ceilUnix(req.ExpiresAt), req.Response)
 	if len(writes) == 0 {
 		return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusCompleted, w.updateInput(s.table, key))
 	}

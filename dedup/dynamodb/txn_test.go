@@ -273,21 +273,6 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 }
 
-func TestClockSkewMargin(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	client := dynamoClient(t, ep, nil)
-	st := dynamodb.New(client, recordsTable(t, client), dynamodb.WithClockSkewMargin(5*time.Second))
-	at := clock()
-	k := uniqueKey(t)
-	mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "a", Now: at(0), LeaseUntil: at(10)})
-	if c := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "b", Now: at(15), LeaseUntil: at(40)}); c.Acquired {
-		t.Fatal("claimed within the skew margin")
-	}
-	if c := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "b", Now: at(16), LeaseUntil: at(40)}); !c.Acquired {
-		t.Fatal("not claimable after the skew margin")
-	}
-}
-
 func TestSubSecondRounding(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)

@@ -51,6 +51,8 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"TakeoverAfterLeaseExpiryFencesOldOwner", s.takeover},
 		{"FailedReclaimableAfterDelay", s.failedReclaim},
 		{"ResetAttemptsOnFail", s.resetAttempts},
+		{"RefundAttemptOnFail", s.refundAttempt},
+		{"SkewMarginDelaysClaim", s.skewMargin},
 		{"ExpiredButPresentIsAbsent", s.expiredPresent},
 		{"PayloadHashKeptForKeyReuse", s.payloadHash},
 		{"ExtendKeepsLease", s.extend},
@@ -278,6 +280,76 @@ func (s *suite) resetAttempts(t *testing.T, st dedup.Store) {
 		t.Fatal(err)
 	}
 	mustAcquire(t, claim(t, st, k, "a", "h1", 6, 30), 1)
+}
+
+// A Fail that refunds its attempt (the store failed, not the handler)
+// leaves the count where it was before the claim, and never below 0.
+func (s *suite) refundAttempt(t *testing.T, st dedup.Store) {
+	k := key(t)
+	fail := func(l dedup.Lease, now int, refund, reset bool) {
+		t.Helper()
+		err := st.Fail(ctx(t), dedup.FailRequest{Lease: l, Reason: "x", Now: at(now), RetryAt: at(now + 1), RefundAttempt: refund, ResetAttempts: reset})
+		if err != nil {
+			t.Fatalf("fail: %v", err)
+		}
+	}
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	fail(l, 1, false, false)
+	l = mustAcquire(t, claim(t, st, k, "a", "h1", 3, 30), 2)
+	fail(l, 4, true, false)
+	if r := get(t, st, k); r.Attempts != 1 || r.Status != dedup.StatusFailed {
+		t.Fatalf("record after a refunded Fail %+v, want 1 attempt", r)
+	}
+	l = mustAcquire(t, claim(t, st, k, "a", "h1", 6, 30), 2)
+	fail(l, 7, true, false)
+	l = mustAcquire(t, claim(t, st, k, "a", "h1", 9, 30), 2)
+	fail(l, 10, false, true)
+	l = mustAcquire(t, claim(t, st, k, "a", "h1", 12, 30), 1)
+	fail(l, 13, true, false)
+	if r := get(t, st, k); r.Attempts != 0 {
+		t.Fatalf("record after refunding the only attempt %+v, want 0 attempts", r)
+	}
+	mustAcquire(t, claim(t, st, k, "a", "h1", 15, 30), 1)
+}
+
+// A record is claimable only once Now is past its ExpiresAt by more than
+// the claimer's SkewMargin, for Claim and ClaimComplete alike.
+func (s *suite) skewMargin(t *testing.T, st dedup.Store) {
+	k := key(t)
+	mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	const margin = 5 * time.Second
+	req := func(now int) dedup.ClaimRequest {
+		return dedup.ClaimRequest{Key: k, PayloadHash: "h1", Owner: "b", Now: at(now), LeaseUntil: at(now + 30), SkewMargin: margin}
+	}
+	for _, now := range []int{31, 35} {
+		c, err := st.Claim(ctx(t), req(now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustLose(t, c, dedup.StatusPending)
+	}
+	c, err := st.Claim(ctx(t), req(36))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, c, 2)
+
+	cc, ok := st.(dedup.ClaimCompleter)
+	if !ok {
+		return
+	}
+	k2 := key(t) + "-cc"
+	mustAcquire(t, claim(t, st, k2, "a", "h1", 0, 30), 1)
+	ccReq := dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h1", Owner: "b", Now: at(35), ExpiresAt: at(3600), SkewMargin: margin}
+	if c, err = cc.ClaimComplete(ctx(t), ccReq); err != nil {
+		t.Fatal(err)
+	}
+	mustLose(t, c, dedup.StatusPending)
+	ccReq.Now = at(36)
+	if c, err = cc.ClaimComplete(ctx(t), ccReq); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, c, 2)
 }
 
 func (s *suite) expiredPresent(t *testing.T, st dedup.Store) {
