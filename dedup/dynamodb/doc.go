@@ -47,6 +47,15 @@
 // holder's); meanwhile a loser may be shown a record whose ExpiresAt has
 // passed.
 //
+// A margin only protects if clocks really are that close, so the store
+// measures its host's clock against DynamoDB's (the Date header of every
+// response; gauge onceq.dynamodb.clock_offset), logs a warning when the
+// offset passes half a request's margin, and refuses a claim whose Now is
+// further than its margin from DynamoDB's time with a *ClockSkewError
+// (retry.Misconfigured), before writing anything. ClockCheck(false) turns
+// the refusal off, for callers that drive the store with a clock of their
+// own.
+//
 // # Transactions
 //
 // CompleteRequest.Writes and ClaimCompleteRequest.Writes hold

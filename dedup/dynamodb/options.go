@@ -18,12 +18,14 @@ type Option interface{ apply(*config) }
 type TableOption interface{ applyTable(*tableConfig) }
 
 type config struct {
-	policy   retry.Policy
-	tenant   bool
-	regional []*ddb.Client
-	hooks    Hooks
-	logger   *slog.Logger
-	meter    metric.MeterProvider
+	policy retry.Policy
+	tenant bool
+	// noClockCheck: the zero config checks clocks.
+	noClockCheck bool
+	regional     []*ddb.Client
+	hooks        Hooks
+	logger       *slog.Logger
+	meter        metric.MeterProvider
 }
 
 type optionFunc func(*config)
@@ -34,6 +36,14 @@ func (f optionFunc) apply(c *config) { f(c) }
 // (default retry.DefaultPolicy()).
 func WithRetryPolicy(p retry.Policy) Option {
 	return optionFunc(func(c *config) { c.policy = p })
+}
+
+// ClockCheck(false) stops refusing claims whose Now is further from
+// DynamoDB's clock than their SkewMargin (*ClockSkewError), for tests and
+// simulations that drive the store with a clock of their own. The offset
+// is still measured and reported. Default true.
+func ClockCheck(enabled bool) Option {
+	return optionFunc(func(c *config) { c.noClockCheck = !enabled })
 }
 
 // WithRegionalClients routes every call for a key to one of clients, chosen

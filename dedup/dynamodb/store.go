@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/onceq/onceq/dedup"
@@ -28,6 +29,10 @@ type Store struct {
 	hooks   Hooks
 	log     *slog.Logger
 	tel     *telemetry
+	clock   *clockOffset
+	// clockCheck refuses claims whose Now is off DynamoDB's clock by more
+	// than their SkewMargin.
+	clockCheck bool
 }
 
 var (
@@ -51,11 +56,12 @@ func New(client *ddb.Client, table string, opts ...Option) *Store {
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	tel, err := newTelemetry(cfg.meter)
+	clock := &clockOffset{}
+	tel, err := newTelemetry(cfg.meter, clock)
 	if err != nil {
 		// New has no error to return; metrics must not stop the store.
 		cfg.logger.Warn("dynamodb: metrics disabled", "err", err)
-		tel, _ = newTelemetry(noop.NewMeterProvider())
+		tel, _ = newTelemetry(noop.NewMeterProvider(), clock)
 	}
 	return &Store{
 		clients: clients,
@@ -65,6 +71,9 @@ func New(client *ddb.Client, table string, opts ...Option) *Store {
 		hooks:   cfg.hooks,
 		log:     cfg.logger,
 		tel:     tel,
+		clock:   clock,
+
+		clockCheck: !cfg.noClockCheck,
 	}
 }
 
@@ -89,13 +98,18 @@ func noSDKRetry(o *ddb.Options) { o.Retryer = aws.NopRetryer{} }
 // do runs call under the retry policy; call learns its attempt number (1
 // first) so it can tell a retry, after which an earlier attempt may have
 // committed unseen, from a first try.
-func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context, attempt int) error) error {
+//
+// Every response, and every error that carries one, is a sample of
+// DynamoDB's clock (its Date header), which claims are checked against.
+func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context, attempt int) (middleware.Metadata, error)) error {
 	attempt := 0
 	err := s.policy.Do(ctx, func(ctx context.Context) error {
 		attempt++
 		start := time.Now()
-		err := call(ctx, attempt)
-		s.hooks.call(op, time.Since(start), err)
+		md, err := call(ctx, attempt)
+		end := time.Now()
+		s.clock.observe(start, end, md, err)
+		s.hooks.call(op, end.Sub(start), err)
 		if err != nil {
 			s.tel.requestError(ctx, op, errorCode(err), retry.Classify(err))
 		}
@@ -116,6 +130,52 @@ func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context
 // claimNow is :now of a claim condition: floored, minus the request's
 // skew margin (a negative margin counts as none).
 func claimNow(now time.Time, margin time.Duration) int64 { return floorUnix(now.Add(-max(margin, 0))) }
+
+// metadata is a call's result metadata, where the raw response is kept.
+func metadata[O interface {
+	*ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput
+}](o O) middleware.Metadata {
+	switch o := any(o).(type) {
+	case *ddb.UpdateItemOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.GetItemOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.TransactWriteItemsOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	}
+	return middleware.Metadata{}
+}
+
+// checkClock refuses a claim whose Now is further from DynamoDB's clock
+// (local time plus the measured offset; local time until a response has
+// been seen) than its margin, and logs once when the offset alone passes
+// half the margin. A zero margin asks for no check.
+func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Duration) error {
+	if margin <= 0 {
+		return nil
+	}
+	off, _ := s.clock.offset()
+	if above, changed := s.clock.crossed(margin); changed && above {
+		s.log.WarnContext(ctx, "dynamodb: the local clock is off DynamoDB's by more than half the skew margin",
+			"offset", off, "skew_margin", margin)
+	} else if changed {
+		s.log.InfoContext(ctx, "dynamodb: the local clock is back within half the skew margin of DynamoDB's",
+			"offset", off, "skew_margin", margin)
+	}
+	if !s.clockCheck {
+		return nil
+	}
+	if skew := now.Sub(time.Now().Add(off)); abs(skew) > margin {
+		return &ClockSkewError{Skew: skew, Margin: margin}
+	}
+	return nil
+}
 
 // decision marks an error a condition decided; the caller handles it.
 type decision struct{ err error }
@@ -156,6 +216,9 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	}
 	if !req.LeaseUntil.After(req.Now) {
 		return dedup.Claim{}, fmt.Errorf("%w (LeaseUntil %v, Now %v)", ErrNoLeaseExpiry, req.LeaseUntil, req.Now)
+	}
+	if err := s.checkClock(ctx, req.Now, req.SkewMargin); err != nil {
+		return dedup.Claim{}, err
 	}
 	key, err := s.layout.key(req.Key)
 	if err != nil {
@@ -219,11 +282,11 @@ func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing de
 	client := s.client(key)
 	var out *ddb.UpdateItemOutput
 	retried := false
-	err := s.do(ctx, op, func(ctx context.Context, attempt int) error {
+	err := s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 		retried = attempt > 1
 		o, err := client.UpdateItem(ctx, in, noSDKRetry)
 		out = o
-		return err
+		return metadata(o), err
 	})
 	if err == nil {
 		return s.acquired(ctx, key, owner, out.Attributes), nil
@@ -405,10 +468,10 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 			ExpressionAttributeValues:           usedValues(u.values, u.update, cond),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}
-		err = s.do(ctx, op, func(ctx context.Context, attempt int) error {
+		err = s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 			retried = attempt > 1
-			_, err := client.UpdateItem(ctx, in, noSDKRetry)
-			return err
+			o, err := client.UpdateItem(ctx, in, noSDKRetry)
+			return metadata(o), err
 		})
 		var ccf *types.ConditionalCheckFailedException
 		if err == nil {
@@ -463,19 +526,20 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 	items = append(items, writes...)
 	in := &ddb.TransactWriteItemsInput{TransactItems: items}
 	var c cancellation
-	err := s.do(ctx, op, func(ctx context.Context, attempt int) error {
+	err := s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 		*retried = attempt > 1
 		c = cancellation{business: -1}
-		_, err := client.TransactWriteItems(ctx, in, noSDKRetry)
+		o, err := client.TransactWriteItems(ctx, in, noSDKRetry)
+		md := metadata(o)
 		var tce *types.TransactionCanceledException
 		if err == nil || !errors.As(err, &tce) {
-			return err
+			return md, err
 		}
 		c, err = readCancellation(ctx, op, tce, s.hooks, s.tel)
 		if err != nil {
-			return err
+			return md, err
 		}
-		return &decision{err: tce}
+		return md, &decision{err: tce}
 	})
 	var d *decision
 	if errors.As(err, &d) {
@@ -496,6 +560,9 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	const op = "ClaimComplete"
 	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
+		return dedup.Claim{}, err
+	}
+	if err := s.checkClock(ctx, req.Now, req.SkewMargin); err != nil {
 		return dedup.Claim{}, err
 	}
 	writes, err := transactItems(req.Writes)
@@ -548,10 +615,10 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 	in := &ddb.GetItemInput{TableName: aws.String(s.table), Key: k, ConsistentRead: aws.Bool(true)}
 	client := s.client(key)
 	var out *ddb.GetItemOutput
-	err = s.do(ctx, op, func(ctx context.Context, _ int) error {
+	err = s.do(ctx, op, func(ctx context.Context, _ int) (middleware.Metadata, error) {
 		o, err := client.GetItem(ctx, in, noSDKRetry)
 		out = o
-		return err
+		return metadata(o), err
 	})
 	if err != nil {
 		return dedup.Record{}, s.wrap(op, key, err)
