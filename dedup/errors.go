@@ -3,6 +3,8 @@ package dedup
 import (
 	"errors"
 	"fmt"
+
+	"github.com/onceq/onceq/retry"
 )
 
 // Sentinel errors of the dedup layer. Test with errors.Is.
@@ -23,6 +25,9 @@ var (
 	ErrRecordTooLarge = errors.New("dedup: record too large")
 	// ErrUnsupportedWrite: a business write of a type the Store does not know.
 	ErrUnsupportedWrite = errors.New("dedup: unsupported write type")
+	// ErrKeyTooLong: a key the Store can neither hold nor map onto what it
+	// holds. The error is a *KeyTooLongError.
+	ErrKeyTooLong = errors.New("dedup: key too long for the store")
 )
 
 // KeyReuseError carries the record that holds the key.
@@ -76,3 +81,22 @@ func (e *RecordTooLargeError) Error() string {
 
 // Is makes errors.Is(err, ErrRecordTooLarge) true.
 func (e *RecordTooLargeError) Is(target error) bool { return target == ErrRecordTooLarge }
+
+// KeyTooLongError says which part of a key a Store could not hold (the
+// DynamoDB tenant layout's tenant, say). It is the message's fault: retry
+// class Permanent, so the message is dead-lettered, never retried.
+type KeyTooLongError struct {
+	KeyHash  string // KeyHash of the key
+	Part     string // which part, in the Store's terms
+	Len, Max int    // its length and what fits, in bytes
+}
+
+func (e *KeyTooLongError) Error() string {
+	return fmt.Sprintf("dedup: key_hash %s: %s of %d bytes, at most %d fit", e.KeyHash, e.Part, e.Len, e.Max)
+}
+
+// Is makes errors.Is(err, ErrKeyTooLong) true.
+func (e *KeyTooLongError) Is(target error) bool { return target == ErrKeyTooLong }
+
+// RetryClass: the key will never fit.
+func (e *KeyTooLongError) RetryClass() retry.Class { return retry.Permanent }

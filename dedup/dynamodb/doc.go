@@ -10,6 +10,12 @@
 // created_at, expires_at (the table's TTL attribute), lease_expires_at,
 // response (binary) and error.
 //
+// Key attributes hold UTF-8 strings of at most 2048 bytes (pk) and 1024
+// (sk): a fingerprint too long for its attribute, or not UTF-8, is stored
+// as "sha256:" and the hex of its SHA-256, deterministically. A tenant too
+// long for pk is a *dedup.KeyTooLongError (Permanent). Record.Key read back
+// is the stored form.
+//
 // # Claim
 //
 // A claim is ONE UpdateItem conditioned on "absent or expired":

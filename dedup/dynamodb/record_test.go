@@ -1,8 +1,6 @@
 package dynamodb
 
 import (
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -101,19 +99,6 @@ func TestItemSize(t *testing.T) {
 	}
 	if got := itemSize(m); got != 4+3+2+6+7 {
 		t.Fatalf("itemSize = %d", got)
-	}
-}
-
-func TestLayoutKey(t *testing.T) {
-	if _, err := (layout{}).key(""); !errors.Is(err, dedup.ErrEmptyKey) {
-		t.Fatal(err)
-	}
-	if _, err := (layout{}).key(strings.Repeat("k", maxPartitionKey+1)); !errors.Is(err, ErrBadKey) {
-		t.Fatal(err)
-	}
-	k, err := layout{tenant: true}.key("t#a#b")
-	if err != nil || k[attrPK].(*types.AttributeValueMemberS).Value != "t" || k[attrSK].(*types.AttributeValueMemberS).Value != "a#b" {
-		t.Fatalf("%v %v", k, err)
 	}
 }
 

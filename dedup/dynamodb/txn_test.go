@@ -360,10 +360,39 @@ func TestTenantLayout(t *testing.T) {
 	if err != nil || out.Count != 3 {
 		t.Fatalf("query tenant: %v, %d items", err, out.Count)
 	}
-	for _, bad := range []string{"no-tenant", "#fp", "tenant#", "t#" + strings.Repeat("x", 1025)} {
-		if _, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: bad, Owner: "a", Now: at(0), LeaseUntil: at(1)}); !errors.Is(err, dynamodb.ErrBadKey) {
-			t.Fatalf("key %.20q: %v, want ErrBadKey", bad, err)
+	for _, bad := range []string{"no-tenant", "#fp", "tenant#"} {
+		_, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: bad, Owner: "a", Now: at(0), LeaseUntil: at(1)})
+		if !errors.Is(err, dynamodb.ErrBadKey) || retry.Classify(err) != retry.Permanent {
+			t.Fatalf("key %.20q: %v, want a Permanent ErrBadKey", bad, err)
 		}
+	}
+}
+
+// A fingerprint over the sort key's 1024 bytes is stored as its hash: it
+// claims, completes and is found again as a duplicate, where DynamoDB
+// would refuse it as given on every claim.
+func TestTenantLayoutLongKey(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	client := dynamoClient(t, ep, nil)
+	st := dynamodb.New(client, recordsTable(t, client, dynamodb.WithTenantLayout()), dynamodb.WithTenantLayout())
+	at := clock()
+	k, err := dedup.Key(uniqueName("tenant-"), strings.Repeat("k", 1500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "a", PayloadHash: "h", Now: at(0), LeaseUntil: at(30)})
+	if !c.Acquired || c.Lease.Key != k {
+		t.Fatalf("claim of a 1.5 KB key: %+v", c)
+	}
+	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Response: []byte("ok"), Now: at(1), ExpiresAt: at(3600)}); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	dup := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "b", PayloadHash: "h", Now: at(2), LeaseUntil: at(32)})
+	if dup.Acquired || dup.Existing.Status != dedup.StatusCompleted || string(dup.Existing.Response) != "ok" {
+		t.Fatalf("duplicate of a 1.5 KB key: %+v", dup)
+	}
+	if rec, err := st.Get(t.Context(), k); err != nil || rec.Status != dedup.StatusCompleted {
+		t.Fatalf("get: %+v %v", rec, err)
 	}
 }
 
