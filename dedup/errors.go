@@ -30,14 +30,15 @@ var (
 	ErrKeyTooLong = errors.New("dedup: key too long for the store")
 )
 
-// KeyReuseError carries the record that holds the key.
+// KeyReuseError carries the record that holds the key. Its text names the
+// key by KeyHash only.
 type KeyReuseError struct {
 	Key      string
 	Existing Record
 }
 
 func (e *KeyReuseError) Error() string {
-	return fmt.Sprintf("dedup: key %q reused with a different payload (record is %s)", e.Key, e.Existing.Status)
+	return fmt.Sprintf("dedup: key_hash %s reused with a different payload (record is %s)", KeyHash(e.Key), e.Existing.Status)
 }
 
 // Is makes errors.Is(err, ErrKeyReuse) true.

@@ -24,7 +24,7 @@ type LeaseLostError struct {
 }
 
 func (e *LeaseLostError) Error() string {
-	s := fmt.Sprintf("dynamodb: %s %q: lease lost (owner %q, version %d)", e.Op, e.Lease.Key, e.Lease.Owner, e.Lease.Version)
+	s := fmt.Sprintf("dynamodb: %s key_hash %s: lease lost (owner %q, version %d)", e.Op, dedup.KeyHash(e.Lease.Key), e.Lease.Owner, e.Lease.Version)
 	if e.Current == nil {
 		return s + ": record absent"
 	}
@@ -197,13 +197,14 @@ var ErrNoLeaseExpiry = errors.New("dynamodb: claim without a lease expiry after 
 
 // CorruptRecordError says which stored item could not be decoded and why.
 type CorruptRecordError struct {
-	// PK is the item's partition key, when it has a readable one.
-	PK  string
-	Err error
+	// KeyHash is dedup.KeyHash of the item's stored key (pk, or pk#sk in
+	// the tenant layout), when it has a readable one: never the key.
+	KeyHash string
+	Err     error
 }
 
 func (e *CorruptRecordError) Error() string {
-	return fmt.Sprintf("%s %q: %v", ErrCorruptRecord, e.PK, e.Err)
+	return fmt.Sprintf("%s: key_hash %s: %v", ErrCorruptRecord, e.KeyHash, e.Err)
 }
 
 func (e *CorruptRecordError) Unwrap() error { return e.Err }

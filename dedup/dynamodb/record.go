@@ -76,10 +76,13 @@ func truncateUTF8(s string, n int) string {
 func decodeRecord(m map[string]types.AttributeValue) (dedup.Record, error) {
 	r, err := decodeItem(m)
 	if err != nil {
-		pk, _ := m[attrPK].(*types.AttributeValueMemberS)
 		e := &CorruptRecordError{Err: err}
-		if pk != nil {
-			e.PK = pk.Value
+		if pk, _ := m[attrPK].(*types.AttributeValueMemberS); pk != nil {
+			k := pk.Value
+			if sk, _ := m[attrSK].(*types.AttributeValueMemberS); sk != nil {
+				k += "#" + sk.Value
+			}
+			e.KeyHash = dedup.KeyHash(k)
 		}
 		return r, e
 	}

@@ -108,7 +108,7 @@ func TestRegression_PendingWithoutExpiryRefused(t *testing.T) {
 	}
 	_, err := st.Get(t.Context(), key)
 	var ce *dynamodb.CorruptRecordError
-	if !errors.As(err, &ce) || ce.PK != key || !errors.Is(err, dynamodb.ErrCorruptRecord) {
+	if !errors.As(err, &ce) || ce.KeyHash != dedup.KeyHash(key) || !errors.Is(err, dynamodb.ErrCorruptRecord) {
 		t.Fatalf("PENDING without lease_expires_at read as %v, want a *CorruptRecordError for %s", err, key)
 	}
 }

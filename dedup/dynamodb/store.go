@@ -312,7 +312,7 @@ func (s *Store) acquired(ctx context.Context, key, owner string, old map[string]
 	s.hooks.expiredPresent()
 	prev, err := decodeRecord(old)
 	if err != nil {
-		s.log.WarnContext(ctx, "dynamodb: claim replaced an undecodable record", "key", key, "err", err)
+		s.log.WarnContext(ctx, "dynamodb: claim replaced an undecodable record", "key_hash", dedup.KeyHash(key), "err", err)
 		return c
 	}
 	c.Previous = &prev
@@ -325,7 +325,7 @@ func (s *Store) acquired(ctx context.Context, key, owner string, old map[string]
 func (s *Store) lost(key, owner string, writing dedup.Status, item map[string]types.AttributeValue, retried bool) (dedup.Claim, error) {
 	rec, err := decodeRecord(item)
 	if err != nil {
-		return dedup.Claim{}, fmt.Errorf("dynamodb: claim %q: key is held but its record is unreadable: %w", key, err)
+		return dedup.Claim{}, fmt.Errorf("dynamodb: claim key_hash %s: key is held but its record is unreadable: %w", dedup.KeyHash(key), err)
 	}
 	if retried && rec.Owner == owner && rec.Status == writing {
 		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts}, nil
@@ -624,11 +624,11 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 		return dedup.Record{}, s.wrap(op, key, err)
 	}
 	if len(out.Item) == 0 {
-		return dedup.Record{}, fmt.Errorf("dynamodb: get %q: %w", key, dedup.ErrNotFound)
+		return dedup.Record{}, fmt.Errorf("dynamodb: get key_hash %s: %w", dedup.KeyHash(key), dedup.ErrNotFound)
 	}
 	rec, err := decodeRecord(out.Item)
 	if err != nil {
-		return dedup.Record{}, fmt.Errorf("dynamodb: get %q: %w", key, err)
+		return dedup.Record{}, fmt.Errorf("dynamodb: get key_hash %s: %w", dedup.KeyHash(key), err)
 	}
 	return rec, nil
 }
@@ -636,12 +636,12 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 func (s *Store) wrap(op, key string, err error) error {
 	var te *TransactionError
 	if isItemTooLarge(err) {
-		return fmt.Errorf("dynamodb: %s %q: %w (%v)", op, key, &dedup.RecordTooLargeError{Size: maxItemSize + 1, Max: maxItemSize}, err)
+		return fmt.Errorf("dynamodb: %s key_hash %s: %w (%v)", op, dedup.KeyHash(key), &dedup.RecordTooLargeError{Size: maxItemSize + 1, Max: maxItemSize}, err)
 	}
 	if errors.As(err, &te) {
 		return err
 	}
-	return fmt.Errorf("dynamodb: %s %q: %w", op, key, err)
+	return fmt.Errorf("dynamodb: %s key_hash %s: %w", op, dedup.KeyHash(key), err)
 }
 
 // recordNames aliases every attribute: several are reserved words.

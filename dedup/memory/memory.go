@@ -100,7 +100,7 @@ func held(old *dedup.Record, now time.Time, margin time.Duration) bool {
 func fenced(sh *shard, l dedup.Lease) (*dedup.Record, error) {
 	r := sh.records[l.Key]
 	if r == nil || r.Status != dedup.StatusPending || r.Owner != l.Owner || r.Version != l.Version {
-		return nil, fmt.Errorf("%w: key %q version %d", dedup.ErrLeaseLost, l.Key, l.Version)
+		return nil, fmt.Errorf("%w: key_hash %s version %d", dedup.ErrLeaseLost, dedup.KeyHash(l.Key), l.Version)
 	}
 	return r, nil
 }
@@ -255,7 +255,7 @@ func (s *Store) Get(_ context.Context, key string) (dedup.Record, error) {
 	defer sh.mu.Unlock()
 	r := sh.records[key]
 	if r == nil {
-		return dedup.Record{}, fmt.Errorf("%w: %q", dedup.ErrNotFound, key)
+		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
 	}
 	return *clone(r), nil
 }
