@@ -77,6 +77,7 @@
 //
 // # Retries
 //
+// New takes its own copy of the client given (the caller's is unchanged).
 // Every store call runs with the SDK's retryer disabled (aws.NopRetryer, one
 // HTTP attempt) and is retried by the store's retry.Policy instead, which
 // backs off throttles and transient faults with jitter and reports each

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -49,9 +50,12 @@ func New(client *ddb.Client, table string, opts ...Option) *Store {
 			o.apply(&cfg)
 		}
 	}
-	clients := []*ddb.Client{client}
+	clients := []*ddb.Client{ownClient(client)}
 	if len(cfg.regional) > 0 {
-		clients = cfg.regional
+		clients = make([]*ddb.Client, len(cfg.regional))
+		for i, c := range cfg.regional {
+			clients[i] = ownClient(c)
+		}
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
@@ -91,9 +95,23 @@ func (s *Store) client(key string) *ddb.Client {
 	return s.clients[h.Sum64()%uint64(len(s.clients))]
 }
 
-// noSDKRetry makes one HTTP attempt per SDK call: retry.Policy retries, so
-// that every throttle reaches Hooks.OnRetry.
-func noSDKRetry(o *ddb.Options) { o.Retryer = aws.NopRetryer{} }
+// ownClient is the store's copy of a caller's client, made once here
+// rather than by a per-call option (which would copy the client's options
+// and build its middleware stack again on every request):
+//   - one HTTP attempt per SDK call: retry.Policy retries, so that every
+//     throttle reaches the hooks and the retry observer;
+//   - request bodies without WriteTo, against a race of smithy-go and
+//     net/http that fails a call the server answered (see
+//     internal/plainbody).
+func ownClient(c *ddb.Client) *ddb.Client {
+	if c == nil {
+		return nil
+	}
+	return ddb.New(c.Options(), func(o *ddb.Options) {
+		o.Retryer = aws.NopRetryer{}
+		o.HTTPClient = plainbody.Client(o.HTTPClient)
+	})
+}
 
 // do runs call under the retry policy; call learns its attempt number (1
 // first) so it can tell a retry, after which an earlier attempt may have
@@ -284,7 +302,7 @@ func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing de
 	retried := false
 	err := s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 		retried = attempt > 1
-		o, err := client.UpdateItem(ctx, in, noSDKRetry)
+		o, err := client.UpdateItem(ctx, in)
 		out = o
 		return metadata(o), err
 	})
@@ -470,7 +488,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 		}
 		err = s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 			retried = attempt > 1
-			o, err := client.UpdateItem(ctx, in, noSDKRetry)
+			o, err := client.UpdateItem(ctx, in)
 			return metadata(o), err
 		})
 		var ccf *types.ConditionalCheckFailedException
@@ -529,7 +547,7 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 	err := s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 		*retried = attempt > 1
 		c = cancellation{business: -1}
-		o, err := client.TransactWriteItems(ctx, in, noSDKRetry)
+		o, err := client.TransactWriteItems(ctx, in)
 		md := metadata(o)
 		var tce *types.TransactionCanceledException
 		if err == nil || !errors.As(err, &tce) {
@@ -616,7 +634,7 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 	client := s.client(key)
 	var out *ddb.GetItemOutput
 	err = s.do(ctx, op, func(ctx context.Context, _ int) (middleware.Metadata, error) {
-		o, err := client.GetItem(ctx, in, noSDKRetry)
+		o, err := client.GetItem(ctx, in)
 		out = o
 		return metadata(o), err
 	})
