@@ -58,9 +58,14 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	var opts []dynamodb.Option
 	if *tenant {
-		opts = append(opts, dynamodb.WithTenantLayout())
+		opts = append(opts, dynamodb.TenantLayout())
 	}
-	rec, err := dynamodb.New(client, *table, opts...).Get(ctx, key)
+	store, err := dynamodb.New(client, *table, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		return 1
+	}
+	rec, err := store.Get(ctx, key)
 	if errors.Is(err, dedup.ErrNotFound) {
 		fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in table %s\n", key, *table)
 		return 1

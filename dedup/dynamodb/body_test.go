@@ -11,7 +11,6 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -49,7 +48,7 @@ func TestRequestBodiesWithoutWriteTo(t *testing.T) {
 	if callerWriteTo == 0 {
 		t.Fatal("the caller's own calls carried no WriteTo: the probe sees nothing to hide")
 	}
-	st := dynamodb.New(client, table)
+	st := newStore(t, client, table)
 	at := clock()
 	c := mustClaim(t, st, dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: at(0), LeaseUntil: at(30)})
 	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Now: at(1), ExpiresAt: at(3600)}); err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -38,7 +37,7 @@ func countingClient(t *testing.T) (*ddb.Client, *atomic.Int64) {
 func TestCallsPerMessage(t *testing.T) {
 	c, calls := countingClient(t)
 	table := newTable(t, c)
-	st := dynamodb.New(c, table)
+	st := newStore(t, c, table)
 	ctx := context.Background()
 	now := time.Now()
 
@@ -113,7 +112,7 @@ func TestTransactions(t *testing.T) {
 	c, calls := countingClient(t)
 	table := newTable(t, c)
 	inv := inventoryTable(t, c, 5)
-	st := dynamodb.New(c, table)
+	st := newStore(t, c, table)
 	ctx := context.Background()
 	now := time.Now()
 
@@ -175,7 +174,7 @@ func TestCachedDuplicatesMakeNoCall(t *testing.T) {
 	start := time.Now()
 	clock.set(start)
 	handled := 0
-	g, err := consumer.NewGuard(dynamodb.New(c, table), consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+	g, err := consumer.NewGuard(newStore(t, c, table), consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		handled++
 		return consumer.Result{Response: []byte("ok")}, nil
 	}), consumer.WithClock(clock), consumer.Retention(time.Hour))

@@ -24,25 +24,25 @@ func TestCheck(t *testing.T) {
 	var logs logBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	plain := recordsTable(t, client)
-	tenant := recordsTable(t, client, dynamodb.WithTenantLayout())
+	tenant := recordsTable(t, client, dynamodb.TenantLayout())
 
-	if err := dynamodb.New(client, plain, dynamodb.WithLogger(logger)).Check(t.Context()); err != nil {
+	if err := newStore(t, client, plain, dynamodb.WithLogger(logger)).Check(t.Context()); err != nil {
 		t.Fatalf("good table: %v", err)
 	}
-	if err := dynamodb.New(client, tenant, dynamodb.WithTenantLayout(), dynamodb.WithLogger(logger)).Check(t.Context()); err != nil {
+	if err := newStore(t, client, tenant, dynamodb.TenantLayout(), dynamodb.WithLogger(logger)).Check(t.Context()); err != nil {
 		t.Fatalf("good tenant table: %v", err)
 	}
 	if logs.String() != "" {
 		t.Fatalf("good tables logged:\n%s", logs.String())
 	}
 
-	err := dynamodb.New(client, uniqueName("onceq_missing_")).Check(t.Context())
+	err := newStore(t, client, uniqueName("onceq_missing_")).Check(t.Context())
 	if err == nil || retry.Classify(err) != retry.Misconfigured {
 		t.Fatalf("missing table: %v (class %v), want Misconfigured", err, retry.Classify(err))
 	}
 	for name, st := range map[string]*dynamodb.Store{
-		"tenant table, default layout": dynamodb.New(client, tenant),
-		"default table, tenant layout": dynamodb.New(client, plain, dynamodb.WithTenantLayout()),
+		"tenant table, default layout": newStore(t, client, tenant),
+		"default table, tenant layout": newStore(t, client, plain, dynamodb.TenantLayout()),
 	} {
 		err := st.Check(t.Context())
 		var le *dynamodb.LayoutError
@@ -61,7 +61,7 @@ func TestCheck(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := dynamodb.New(client, noTTL, dynamodb.WithLogger(logger)).Check(t.Context()); err != nil {
+	if err := newStore(t, client, noTTL, dynamodb.WithLogger(logger)).Check(t.Context()); err != nil {
 		t.Fatalf("table without TTL: %v, want it to work", err)
 	}
 	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "TTL is not enabled") {
@@ -78,7 +78,7 @@ func TestCheck(t *testing.T) {
 func TestMissingBusinessTableMisconfigured(t *testing.T) {
 	c := &calls{}
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), c)
-	st := dynamodb.New(client, recordsTable(t, client))
+	st := newStore(t, client, recordsTable(t, client))
 	at := clock()
 	inv := &inventory{client: client, table: uniqueName("onceq_missing_inv_")}
 	cl := mustClaim(t, st, dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: at(0), LeaseUntil: at(30)})

@@ -32,7 +32,7 @@ func TestClockSkewRefused(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(t.Context()) })
-	st := dynamodb.New(client, recordsTable(t, client), dynamodb.WithMeterProvider(mp))
+	st := newStore(t, client, recordsTable(t, client), dynamodb.WithMeterProvider(mp))
 	const margin = 5 * time.Second
 	// A first call measures the offset.
 	if _, err := st.Get(t.Context(), uniqueKey(t)); !errors.Is(err, dedup.ErrNotFound) {
@@ -111,7 +111,7 @@ func TestClockOffsetMeasured(t *testing.T) {
 	direct := dynamoClient(t, ep, nil)
 	table := recordsTable(t, direct)
 	var logs logBuffer
-	st := dynamodb.New(dynamoClient(t, dateShift(t, ep, 20*time.Second), nil), table, dynamodb.WithLogger(logs.logger()))
+	st := newStore(t, dynamoClient(t, dateShift(t, ep, 20*time.Second), nil), table, dynamodb.WithLogger(logs.logger()))
 	if _, err := st.Get(t.Context(), uniqueKey(t)); !errors.Is(err, dedup.ErrNotFound) {
 		t.Fatal(err)
 	}

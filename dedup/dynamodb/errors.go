@@ -111,7 +111,7 @@ type cancellation struct {
 // business condition, which may read differently once the conflict is gone.
 // A nil error means c.recordFailed or c.business >= 0.
 // tel may be nil.
-func readCancellation(ctx context.Context, op string, tce *types.TransactionCanceledException, h Hooks, tel *telemetry) (cancellation, error) {
+func readCancellation(ctx context.Context, op string, tce *types.TransactionCanceledException, h *hooks, tel *telemetry) (cancellation, error) {
 	c := cancellation{business: -1}
 	permanent := false
 	retryable := retry.Class(-1)
@@ -120,7 +120,7 @@ func readCancellation(ctx context.Context, op string, tce *types.TransactionCanc
 		if code == "" || code == "None" {
 			continue
 		}
-		h.cancellation(code)
+		h.onCancellation(ctx, op, code)
 		if tel != nil {
 			tel.cancellation(ctx, op, code)
 		}

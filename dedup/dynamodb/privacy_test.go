@@ -26,7 +26,7 @@ func TestNoKeyInErrorsOrLogs(t *testing.T) {
 	var logs logBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	table := recordsTable(t, client)
-	st := dynamodb.New(client, table, dynamodb.WithLogger(logger))
+	st := newStore(t, client, table, dynamodb.WithLogger(logger))
 	at := clock()
 	secret := "jane.doe@example.com-" + uniqueName("")
 	keyOf := func(what string) string { return "orders#" + secret + "-" + what }
@@ -82,13 +82,13 @@ func TestNoKeyInErrorsOrLogs(t *testing.T) {
 	check("Get absent", err)
 
 	// A tenant too long for the partition key.
-	tenantTable := recordsTable(t, client, dynamodb.WithTenantLayout())
-	tst := dynamodb.New(client, tenantTable, dynamodb.WithTenantLayout(), dynamodb.WithLogger(logger))
+	tenantTable := recordsTable(t, client, dynamodb.TenantLayout())
+	tst := newStore(t, client, tenantTable, dynamodb.TenantLayout(), dynamodb.WithLogger(logger))
 	_, err = tst.Claim(t.Context(), dedup.ClaimRequest{Key: strings.Repeat(secret, 3000/len(secret)+1) + "#fp", Owner: "a", Now: at(0), LeaseUntil: at(30)})
 	check("tenant too long", err)
 
 	// A missing table.
-	missing := dynamodb.New(client, uniqueName("onceq_missing_"), dynamodb.WithLogger(logger))
+	missing := newStore(t, client, uniqueName("onceq_missing_"), dynamodb.WithLogger(logger))
 	_, err = missing.Claim(t.Context(), dedup.ClaimRequest{Key: keyOf("missing"), Owner: "a", Now: at(0), LeaseUntil: at(30)})
 	check("Claim on a missing table", err)
 	_, err = missing.Get(t.Context(), keyOf("missing"))

@@ -1,6 +1,7 @@
 package dynamodb
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -120,9 +121,16 @@ func reasons(codes ...string) *types.TransactionCanceledException {
 	return tce
 }
 
+type cancellationFunc func(reason string)
+
+func (f cancellationFunc) OnCancellation(_ context.Context, _, reason string) { f(reason) }
+
 func TestReadCancellation(t *testing.T) {
 	var seen []string
-	h := Hooks{OnCancellation: func(r string) { seen = append(seen, r) }}
+	h, err := collectHooks([]Hook{cancellationFunc(func(r string) { seen = append(seen, r) })})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		codes    []string
 		record   bool
@@ -140,7 +148,7 @@ func TestReadCancellation(t *testing.T) {
 		{[]string{"ValidationError", "TransactionConflict"}, false, -1, retry.Permanent},
 		{[]string{"None", "None"}, false, -1, retry.Transient},
 	} {
-		c, err := readCancellation(t.Context(), "Complete", reasons(tc.codes...), h, nil)
+		c, err := readCancellation(t.Context(), "Complete", reasons(tc.codes...), &h, nil)
 		if c.recordFailed != tc.record || (err == nil && c.business != tc.business) {
 			t.Errorf("%v: record %v business %d", tc.codes, c.recordFailed, c.business)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/plainbody"
@@ -27,7 +27,7 @@ type Store struct {
 	table   string
 	layout  layout
 	policy  retry.Policy
-	hooks   Hooks
+	hooks   hooks
 	log     *slog.Logger
 	tel     *telemetry
 	clock   *clockOffset
@@ -41,14 +41,30 @@ var (
 	_ dedup.ClaimCompleter = (*Store)(nil)
 )
 
+// ErrInvalidConfig wraps every configuration error New returns.
+var ErrInvalidConfig = errors.New("dynamodb: invalid configuration")
+
 // New returns a Store over table, which CreateTable can make (with the same
 // layout option). client may be nil only when WithRegionalClients is given.
-func New(client *ddb.Client, table string, opts ...Option) *Store {
+// Errors wrap ErrInvalidConfig.
+func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 	cfg := config{policy: retry.DefaultPolicy(), logger: slog.Default()}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
 		}
+	}
+	switch {
+	case table == "":
+		return nil, fmt.Errorf("%w: no table name", ErrInvalidConfig)
+	case client == nil && len(cfg.regional) == 0:
+		return nil, fmt.Errorf("%w: no client", ErrInvalidConfig)
+	case slices.Contains(cfg.regional, nil):
+		return nil, fmt.Errorf("%w: a nil regional client", ErrInvalidConfig)
+	}
+	hs, err := collectHooks(cfg.hooks)
+	if err != nil {
+		return nil, err
 	}
 	clients := []*ddb.Client{ownClient(client)}
 	if len(cfg.regional) > 0 {
@@ -63,22 +79,20 @@ func New(client *ddb.Client, table string, opts ...Option) *Store {
 	clock := &clockOffset{}
 	tel, err := newTelemetry(cfg.meter, clock)
 	if err != nil {
-		// New has no error to return; metrics must not stop the store.
-		cfg.logger.Warn("dynamodb: metrics disabled", "err", err)
-		tel, _ = newTelemetry(noop.NewMeterProvider(), clock)
+		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
 	}
 	return &Store{
 		clients: clients,
 		table:   table,
 		layout:  layout{tenant: cfg.tenant},
 		policy:  cfg.policy,
-		hooks:   cfg.hooks,
+		hooks:   hs,
 		log:     cfg.logger,
 		tel:     tel,
 		clock:   clock,
 
 		clockCheck: !cfg.noClockCheck,
-	}
+	}, nil
 }
 
 // Table is the table name.
@@ -127,14 +141,14 @@ func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context
 		md, err := call(ctx, attempt)
 		end := time.Now()
 		s.clock.observe(start, end, md, err)
-		s.hooks.call(op, end.Sub(start), err)
+		s.hooks.onCall(ctx, op, end.Sub(start), err)
 		if err != nil {
 			s.tel.requestError(ctx, op, errorCode(err), retry.Classify(err))
 		}
 		return err
 	}, func(c retry.Class, err error) {
 		code := errorCode(err)
-		s.hooks.retry(op, c, code)
+		s.hooks.onRetry(ctx, op, c, code)
 		s.tel.retry(ctx, op, code, c)
 		s.log.DebugContext(ctx, "dynamodb: retrying", "op", op, "class", c.String(), "dynamo_error_code", code, "err", err)
 	})
@@ -307,7 +321,7 @@ func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing de
 		return metadata(o), err
 	})
 	if err == nil {
-		return s.acquired(ctx, key, owner, out.Attributes), nil
+		return s.acquired(ctx, op, key, owner, out.Attributes), nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
@@ -319,7 +333,7 @@ func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing de
 // acquired builds a won Claim from the ALL_OLD attributes the claim
 // replaced (empty when the key was absent), computing the new counters the
 // way the update did: if_not_exists(x, 0) + 1.
-func (s *Store) acquired(ctx context.Context, key, owner string, old map[string]types.AttributeValue) dedup.Claim {
+func (s *Store) acquired(ctx context.Context, op, key, owner string, old map[string]types.AttributeValue) dedup.Claim {
 	c := dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: 1}, Attempt: 1}
 	if len(old) == 0 {
 		return c
@@ -327,7 +341,7 @@ func (s *Store) acquired(ctx context.Context, key, owner string, old map[string]
 	v, _ := getN(old, attrVersion, false, 0, 1<<62)
 	a, _ := getN(old, attrAttempts, false, 0, 1<<31-2)
 	c.Lease.Version, c.Attempt = v+1, int(a)+1
-	s.hooks.expiredPresent()
+	s.hooks.onExpiredPresent(ctx, op)
 	prev, err := decodeRecord(old)
 	if err != nil {
 		s.log.WarnContext(ctx, "dynamodb: claim replaced an undecodable record", "key_hash", dedup.KeyHash(key), "err", err)
@@ -553,7 +567,7 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 		if err == nil || !errors.As(err, &tce) {
 			return md, err
 		}
-		c, err = readCancellation(ctx, op, tce, s.hooks, s.tel)
+		c, err = readCancellation(ctx, op, tce, &s.hooks, s.tel)
 		if err != nil {
 			return md, err
 		}

@@ -38,14 +38,14 @@ func TestConformance(t *testing.T) {
 	c := client(t)
 	table := newTable(t, c)
 	// The suite's clock runs an hour ahead of the real one.
-	storetest.Run(t, func(*testing.T) dedup.Store { return dynamodb.New(c, table, dynamodb.ClockCheck(false)) })
+	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, dynamodb.ClockCheck(false)) })
 }
 
 func TestConformanceTenantLayout(t *testing.T) {
 	c := client(t)
-	table := newTable(t, c, dynamodb.WithTenantLayout())
-	storetest.Run(t, func(*testing.T) dedup.Store {
-		return dynamodb.New(c, table, dynamodb.WithTenantLayout(), dynamodb.ClockCheck(false))
+	table := newTable(t, c, dynamodb.TenantLayout())
+	storetest.Run(t, func(t *testing.T) dedup.Store {
+		return newStore(t, c, table, dynamodb.TenantLayout(), dynamodb.ClockCheck(false))
 	},
 		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
 }
@@ -55,7 +55,7 @@ func TestConformanceTenantLayout(t *testing.T) {
 func TestClaimWithoutPayloadHash(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
-	s := dynamodb.New(c, newTable(t, c))
+	s := newStore(t, c, newTable(t, c))
 	now := time.Now()
 	cl, err := s.Claim(ctx, dedup.ClaimRequest{Key: "ns#a", Owner: "o1", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || !cl.Acquired {

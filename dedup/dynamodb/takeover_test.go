@@ -8,7 +8,6 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -28,7 +27,7 @@ func TestLeaseTakeoverFencesStalledWorker(t *testing.T) {
 	table := recordsTable(t, client)
 	inv := newInventory(t, client)
 	inv.stock(t, "sku-1", 10)
-	st := dynamodb.New(client, table)
+	st := newStore(t, client, table)
 
 	stalled, release := make(chan struct{}), make(chan struct{})
 	slow := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {

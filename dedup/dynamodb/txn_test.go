@@ -1,6 +1,7 @@
 package dynamodb_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,7 +24,7 @@ func TestCallCounts(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	var c calls
 	client := dynamoClient(t, ep, &c)
-	st := dynamodb.New(client, recordsTable(t, client))
+	st := newStore(t, client, recordsTable(t, client))
 	at := clock()
 	ctx := t.Context()
 
@@ -78,7 +79,7 @@ func TestTransactionOutcomes(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	var c calls
 	client := dynamoClient(t, ep, &c)
-	st := dynamodb.New(client, recordsTable(t, client))
+	st := newStore(t, client, recordsTable(t, client))
 	inv := newInventory(t, client)
 	at := clock()
 	ctx := t.Context()
@@ -253,7 +254,7 @@ func TestRecordTooLarge(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	var c calls
 	client := dynamoClient(t, ep, &c)
-	st := dynamodb.New(client, recordsTable(t, client))
+	st := newStore(t, client, recordsTable(t, client))
 	at := clock()
 	k := uniqueKey(t)
 	cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
@@ -276,7 +277,7 @@ func TestRecordTooLarge(t *testing.T) {
 func TestSubSecondRounding(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
-	st := dynamodb.New(client, recordsTable(t, client))
+	st := newStore(t, client, recordsTable(t, client))
 	at := clock()
 	k := uniqueKey(t)
 	// A lease to +10.2s is stored as +11s: never shorter than asked.
@@ -302,11 +303,11 @@ func TestHooks(t *testing.T) {
 		reasons []string
 		expired int
 	)
-	st := dynamodb.New(client, recordsTable(t, client), dynamodb.WithHooks(dynamodb.Hooks{
-		OnCall:           func(op string, _ time.Duration, _ error) { mu.Lock(); ops[op]++; mu.Unlock() },
-		OnCancellation:   func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() },
-		OnExpiredPresent: func() { mu.Lock(); expired++; mu.Unlock() },
-	}))
+	st := newStore(t, client, recordsTable(t, client), dynamodb.WithHooks(
+		onCall(func(_ context.Context, op string, _ time.Duration, _ error) { mu.Lock(); ops[op]++; mu.Unlock() }),
+		onCancellation(func(_ context.Context, _, r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }),
+		onExpiredPresent(func(context.Context, string) { mu.Lock(); expired++; mu.Unlock() }),
+	))
 	inv := newInventory(t, client)
 	at := clock()
 	k := uniqueKey(t)
@@ -335,8 +336,8 @@ func TestHooks(t *testing.T) {
 func TestTenantLayout(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
-	table := recordsTable(t, client, dynamodb.WithTenantLayout())
-	st := dynamodb.New(client, table, dynamodb.WithTenantLayout())
+	table := recordsTable(t, client, dynamodb.TenantLayout())
+	st := newStore(t, client, table, dynamodb.TenantLayout())
 	at := clock()
 	tenant := uniqueName("tenant-")
 	for i := range 3 {
@@ -374,7 +375,7 @@ func TestTenantLayout(t *testing.T) {
 func TestTenantLayoutLongKey(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
-	st := dynamodb.New(client, recordsTable(t, client, dynamodb.WithTenantLayout()), dynamodb.WithTenantLayout())
+	st := newStore(t, client, recordsTable(t, client, dynamodb.TenantLayout()), dynamodb.TenantLayout())
 	at := clock()
 	k, err := dedup.Key(uniqueName("tenant-"), strings.Repeat("k", 1500))
 	if err != nil {
@@ -402,7 +403,7 @@ func TestRegionalRouting(t *testing.T) {
 	var east, west calls
 	clients := []*ddb.Client{dynamoClient(t, ep, &east), dynamoClient(t, ep, &west)}
 	table := recordsTable(t, clients[0])
-	st := dynamodb.New(nil, table, dynamodb.WithRegionalClients(clients))
+	st := newStore(t, nil, table, dynamodb.WithRegionalClients(clients))
 	at := clock()
 	for i := range 40 {
 		k := fmt.Sprintf("regional#%s-%d", uniqueName(""), i)
@@ -420,7 +421,7 @@ func TestRegionalRouting(t *testing.T) {
 			t.Fatalf("key %s split across regions: east %d, west %d", k, e, w)
 		}
 		// The same key always goes home, from another Store as well.
-		again := dynamodb.New(nil, table, dynamodb.WithRegionalClients(clients))
+		again := newStore(t, nil, table, dynamodb.WithRegionalClients(clients))
 		if _, err := again.Get(t.Context(), k); err != nil {
 			t.Fatal(err)
 		}
@@ -447,7 +448,7 @@ func TestCreateTableIdempotent(t *testing.T) {
 		aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "expires_at" {
 		t.Fatalf("TTL: %+v %v", ttl, err)
 	}
-	if err := dynamodb.CreateTable(t.Context(), client, name, dynamodb.WithTenantLayout()); err == nil {
+	if err := dynamodb.CreateTable(t.Context(), client, name, dynamodb.TenantLayout()); err == nil {
 		t.Fatal("CreateTable accepted a table of the other layout")
 	}
 }
@@ -460,13 +461,13 @@ func TestTransactionConflictsRetried(t *testing.T) {
 	client := dynamoClient(t, ep, nil)
 	var mu sync.Mutex
 	codes := map[string]int{}
-	st := dynamodb.New(client, recordsTable(t, client),
+	st := newStore(t, client, recordsTable(t, client),
 		dynamodb.WithRetryPolicy(fastPolicy(30)),
-		dynamodb.WithHooks(dynamodb.Hooks{OnRetry: func(_ string, c retry.Class, code string) {
+		dynamodb.WithHooks(onRetry(func(_ context.Context, _ string, c retry.Class, code string) {
 			mu.Lock()
 			codes[c.String()+"/"+code]++
 			mu.Unlock()
-		}}))
+		})))
 	inv := newInventory(t, client)
 	sku := uniqueName("sku-")
 	inv.stock(t, sku, 1000)

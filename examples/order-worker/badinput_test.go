@@ -193,7 +193,11 @@ func TestBadInputResponseOver400KB(t *testing.T) {
 		}
 		return consumer.Result{Response: reservedResponse}, nil
 	})
-	p := startPipeline(t, dynamodb.New(db, table), h)
+	store, err := dynamodb.New(db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPipeline(t, store, h)
 
 	o := p.next(`{"order_id":"huge-response","sku":"sku-1","qty":1}`, nil)
 	var tl *dedup.RecordTooLargeError

@@ -86,7 +86,10 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 	f.check(t, ctx, db, suffix, summary, int64(len(malformed)))
 
 	// A record with the header was claimed under it, not under its order ID.
-	store := dynamodb.New(db, "idem_"+suffix)
+	store, err := dynamodb.New(db, "idem_"+suffix)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for key, want := range map[string]bool{"idem-o-12": true, "o-12": false, "o-123": true} {
 		k, _ := dedup.Key("onceq", key)
 		rec, err := store.Get(ctx, k)

@@ -55,7 +55,11 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 				return nil, err
 			}
 		}
-		w.store = dynamodb.New(db, o.idempotencyTable, dynamodb.WithLogger(logger), dynamodb.WithMeterProvider(o.meters))
+		store, err := dynamodb.New(db, o.idempotencyTable, dynamodb.WithLogger(logger), dynamodb.WithMeterProvider(o.meters))
+		if err != nil {
+			return nil, err
+		}
+		w.store = store
 		w.inventory = &dynamoInventory{client: db, inventory: o.inventoryTable, ordersTable: o.ordersTable, now: time.Now}
 		w.totals = func(ctx context.Context) (int64, int, error) {
 			return dynamoTotals(ctx, db, o.inventoryTable, o.ordersTable)
