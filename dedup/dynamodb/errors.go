@@ -80,21 +80,16 @@ func (e *TransactionError) ErrorCode() string {
 	return "TransactionCanceledException"
 }
 
-// reasonClass classifies one cancellation reason code.
-func reasonClass(code string) retry.Class {
-	switch code {
-	case "", "None":
-		return retry.Transient
-	case "ConditionalCheckFailed":
-		return retry.ConditionFailed
-	case "TransactionConflict":
-		return retry.Transient
-	case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded", "Throttling", "ThrottlingException":
-		return retry.Throttled
-	default: // ItemCollectionSizeLimitExceeded, ValidationError, ...
-		return retry.Permanent
-	}
-}
+// codeClass classifies a DynamoDB error code or cancellation reason through
+// retry.Classify, which holds the one list of codes: an unknown reason is
+// Transient there, retried a bounded number of times.
+func codeClass(code string) retry.Class { return retry.Classify(codeError(code)) }
+
+// codeError is a bare DynamoDB error code, to classify.
+type codeError string
+
+func (c codeError) Error() string     { return string(c) }
+func (c codeError) ErrorCode() string { return string(c) }
 
 // cancellation is what a TransactionCanceledException means for us.
 type cancellation struct {
@@ -124,7 +119,7 @@ func readCancellation(ctx context.Context, op string, tce *types.TransactionCanc
 		if tel != nil {
 			tel.cancellation(ctx, op, code)
 		}
-		switch class := reasonClass(code); {
+		switch class := codeClass(code); {
 		case class == retry.ConditionFailed && i == 0:
 			c.recordFailed, c.record = true, r.Item
 		case class == retry.ConditionFailed:

@@ -105,20 +105,13 @@ func hashKey(s string) string {
 	return hashedPrefix + hex.EncodeToString(sum[:])
 }
 
-// notExists is the "absent" arm of a claim condition. One key attribute
-// would do (the condition is evaluated on the one item of that primary
-// key), but naming both keeps the tenant layout's intent explicit.
-func (l layout) notExists() string {
+// notExists writes the "absent" arm of a claim condition. One key
+// attribute would do (the condition is evaluated on the one item of that
+// primary key), but naming both keeps the tenant layout's intent explicit.
+func (l layout) notExists(r *request) {
 	if l.tenant {
-		return "(attribute_not_exists(#pk) AND attribute_not_exists(#sk))"
+		r.Where("(attribute_not_exists(", r.name(nPK), ") AND attribute_not_exists(", r.name(nSK), "))")
+		return
 	}
-	return "attribute_not_exists(#pk)"
-}
-
-func (l layout) names(m map[string]string) map[string]string {
-	m["#pk"] = attrPK
-	if l.tenant {
-		m["#sk"] = attrSK
-	}
-	return m
+	r.Where("attribute_not_exists(", r.name(nPK), ")")
 }

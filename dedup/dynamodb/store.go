@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -259,53 +258,38 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if err := checkSize(key, req.Owner, req.PayloadHash, nil, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusPending, ceilUnix(req.LeaseUntil), nil)
-	return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusPending, w.updateInput(s.table, key))
+	r := s.claimRequest(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusPending, ceilUnix(req.LeaseUntil), nil)
+	return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusPending, r.updateItem(s.table, key, types.ReturnValueAllOld))
 }
 
-// claimWrite is the conditional write that takes a key when it is absent
-// or expired, shared by Claim (PENDING, with a lease until expires) and
-// ClaimComplete (COMPLETED with its response, retained until expires).
-type claimWrite struct {
-	update, cond string
-	names        map[string]string
-	values       map[string]types.AttributeValue
-}
-
-func (s *Store) claimWrite(owner, payloadHash string, now time.Time, margin time.Duration, status dedup.Status, expires int64, response []byte) claimWrite {
-	extra := map[string]types.AttributeValue{":status": str(string(status)), ":exp": num(expires)}
-	update := "SET #status = :status, #version = if_not_exists(#version, :zero) + :one, " +
-		"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #ph = :ph, " +
-		"#created = :created, #exp = :exp"
-	var remove string
+// claimRequest is the conditional write that takes a key when it is
+// absent or expired, shared by Claim (PENDING, with a lease until expires)
+// and ClaimComplete (COMPLETED with its response, retained until expires).
+// Version and attempts count on across takeovers: if_not_exists(x, 0) + 1.
+func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin time.Duration, status dedup.Status, expires int64, response []byte) *request {
+	r := newRequest()
+	zero, one := r.value(":zero", num(0)), r.value(":one", num(1))
+	exp := r.value(":exp", num(expires))
+	r.Set(nStatus, r.value(":status", str(string(status))))
+	r.Set(nVersion, "if_not_exists(", nVersion, ", ", zero, ") + ", one)
+	r.Set(nAttempts, "if_not_exists(", nAttempts, ", ", zero, ") + ", one)
+	r.Set(nOwner, r.value(":owner", str(owner)))
+	r.Set(nPayload, r.value(":ph", str(payloadHash)))
+	r.Set(nCreated, r.value(":created", num(floorUnix(now))))
+	r.Set(nExpires, exp)
 	switch {
 	case status == dedup.StatusPending:
-		update += ", #lease = :exp"
-		remove = " REMOVE #response, #error"
+		r.Set(nLease, exp)
+		r.Remove(nResponse, nError)
 	case len(response) > 0:
-		update += ", #response = :resp"
-		extra[":resp"] = &types.AttributeValueMemberB{Value: response}
-		remove = " REMOVE #lease, #error"
+		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: response}))
+		r.Remove(nLease, nError)
 	default:
-		remove = " REMOVE #lease, #error, #response"
+		r.Remove(nLease, nError, nResponse)
 	}
-	w := claimWrite{update: update + remove, cond: s.layout.notExists() + " OR #exp < :now"}
-	w.names = usedNames(s.layout.names(recordNames()), w.update, w.cond)
-	w.values = usedValues(claimValues(owner, payloadHash, now, claimNow(now, margin), extra), w.update, w.cond)
-	return w
-}
-
-func (w claimWrite) updateInput(table string, key map[string]types.AttributeValue) *ddb.UpdateItemInput {
-	return &ddb.UpdateItemInput{
-		TableName:                           aws.String(table),
-		Key:                                 key,
-		UpdateExpression:                    aws.String(w.update),
-		ConditionExpression:                 aws.String(w.cond),
-		ExpressionAttributeNames:            w.names,
-		ExpressionAttributeValues:           w.values,
-		ReturnValues:                        types.ReturnValueAllOld,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	s.layout.notExists(r)
+	r.Where(" OR ", r.name(nExpires), " < ", r.value(":now", num(claimNow(now, margin))))
+	return r
 }
 
 // claimItem makes a claim's UpdateItem and reads its outcome: won, or
@@ -383,26 +367,18 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := checkSize(key, req.Lease.Owner, "", req.Response, ""); err != nil {
 		return err
 	}
-	values := fenceValues(req.Lease, map[string]types.AttributeValue{
-		":completed": str(string(dedup.StatusCompleted)),
-		":v1":        num(req.Lease.Version + 1),
-		":exp":       num(ceilUnix(req.ExpiresAt)),
-	})
-	update := "SET #status = :completed, #version = :v1, #exp = :exp"
-	remove := " REMOVE #lease, #error"
+	r := newRequest()
+	r.Set(nStatus, r.value(":completed", str(string(dedup.StatusCompleted))))
+	r.Set(nVersion, r.value(":v1", num(req.Lease.Version+1)))
+	r.Set(nExpires, r.value(":exp", num(ceilUnix(req.ExpiresAt))))
+	r.Remove(nLease, nError)
 	if len(req.Response) > 0 {
-		update += ", #response = :resp"
-		values[":resp"] = &types.AttributeValueMemberB{Value: req.Response}
+		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: req.Response}))
 	} else {
-		remove += ", #response"
+		r.Remove(nResponse)
 	}
-	upd := fencedUpdate{
-		key:    key,
-		update: update + remove,
-		names:  recordNames(),
-		values: values,
-	}
-	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, upd, writes)
+	r.fence(req.Lease.Owner, req.Lease.Version)
+	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, key, r, writes)
 }
 
 // Fail marks the lease FAILED until req.RetryAt.
@@ -415,25 +391,22 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	if err != nil {
 		return err
 	}
-	values := fenceValues(req.Lease, map[string]types.AttributeValue{
-		":failed": str(string(dedup.StatusFailed)),
-		":v1":     num(req.Lease.Version + 1),
-		":exp":    num(ceilUnix(req.RetryAt)),
-		":err":    str(truncateUTF8(req.Reason, maxErrorLen)),
-	})
-	update := "SET #status = :failed, #version = :v1, #exp = :exp, #error = :err"
+	r := newRequest()
+	r.Set(nStatus, r.value(":failed", str(string(dedup.StatusFailed))))
+	r.Set(nVersion, r.value(":v1", num(req.Lease.Version+1)))
+	r.Set(nExpires, r.value(":exp", num(ceilUnix(req.RetryAt))))
+	r.Set(nError, r.value(":err", str(truncateUTF8(req.Reason, maxErrorLen))))
 	switch {
 	case req.ResetAttempts:
-		update += ", #attempts = :zero"
-		values[":zero"] = num(0)
+		r.Set(nAttempts, r.value(":zero", num(0)))
 	case req.RefundAttempt:
 		// A held lease's claim counted at least one attempt, so this
 		// never goes below 0.
-		update += ", #attempts = #attempts - :one"
-		values[":one"] = num(1)
+		r.Set(nAttempts, nAttempts, " - ", r.value(":one", num(1)))
 	}
-	upd := fencedUpdate{key: key, update: update + " REMOVE #lease, #response", names: recordNames(), values: values}
-	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, upd, nil)
+	r.Remove(nLease, nResponse)
+	r.fence(req.Lease.Owner, req.Lease.Version)
+	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, key, r, nil)
 }
 
 // Extend pushes the lease to req.LeaseUntil, never back. The version is kept, so the
@@ -447,13 +420,17 @@ func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	if err != nil {
 		return err
 	}
-	values := fenceValues(req.Lease, map[string]types.AttributeValue{":lease": num(ceilUnix(req.LeaseUntil))})
-	// "#exp <= :lease": a lease only moves forward. A holder whose clock
-	// stepped back must not shorten it, or another worker takes a live key.
-	upd := fencedUpdate{key: key, update: "SET #exp = :lease, #lease = :lease", cond: " AND #exp <= :lease", names: recordNames(), values: values}
+	r := newRequest()
+	lease := r.value(":lease", num(ceilUnix(req.LeaseUntil)))
+	r.Set(nExpires, lease)
+	r.Set(nLease, lease)
+	r.fence(req.Lease.Owner, req.Lease.Version)
+	// A lease only moves forward: a holder whose clock stepped back must
+	// not shorten it, or another worker takes a live key.
+	r.Where(" AND ", nExpires, " <= ", lease)
 	// A retry re-applies the same idempotent update, so there is no earlier
 	// attempt to recognise: done status PENDING with the same version.
-	err = s.fenced(ctx, op, req.Lease, "", 0, upd, nil)
+	err = s.fenced(ctx, op, req.Lease, "", 0, key, r, nil)
 	var lost *LeaseLostError
 	if errors.As(err, &lost) && lost.Current != nil && lost.Current.Status == dedup.StatusPending &&
 		lost.Current.Owner == req.Lease.Owner && lost.Current.Version == req.Lease.Version {
@@ -463,43 +440,17 @@ func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	return err
 }
 
-type fencedUpdate struct {
-	key    map[string]types.AttributeValue
-	update string
-	cond   string // added to fenceCondition
-	names  map[string]string
-	values map[string]types.AttributeValue
-}
-
-const fenceCondition = "#owner = :owner AND #version = :v AND #status = :pending"
-
-func fenceValues(l dedup.Lease, m map[string]types.AttributeValue) map[string]types.AttributeValue {
-	m[":owner"] = str(l.Owner)
-	m[":v"] = num(l.Version)
-	m[":pending"] = str(string(dedup.StatusPending))
-	return m
-}
-
 // fenced runs a fenced update of the record, alone (UpdateItem) or with
 // business writes (TransactWriteItems, the record first). done and
 // doneVersion describe the record our update leaves, to recognise it on a
 // retry ("" when the update is idempotent and needs no recognising).
-func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup.Status, doneVersion int64, u fencedUpdate, writes []types.TransactWriteItem) error {
+func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup.Status, doneVersion int64, key map[string]types.AttributeValue, r *request, writes []types.TransactWriteItem) error {
 	client := s.client(l.Key)
 	retried := false
 	var failedItem map[string]types.AttributeValue
 	var err error
-	cond := fenceCondition + u.cond
 	if len(writes) == 0 {
-		in := &ddb.UpdateItemInput{
-			TableName:                           aws.String(s.table),
-			Key:                                 u.key,
-			UpdateExpression:                    aws.String(u.update),
-			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            usedNames(u.names, u.update, cond),
-			ExpressionAttributeValues:           usedValues(u.values, u.update, cond),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}
+		in := r.updateItem(s.table, key, types.ReturnValueNone)
 		err = s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 			retried = attempt > 1
 			o, err := client.UpdateItem(ctx, in)
@@ -514,16 +465,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 		}
 		failedItem = ccf.Item
 	} else {
-		record := types.TransactWriteItem{Update: &types.Update{
-			TableName:                           aws.String(s.table),
-			Key:                                 u.key,
-			UpdateExpression:                    aws.String(u.update),
-			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            usedNames(u.names, u.update, cond),
-			ExpressionAttributeValues:           usedValues(u.values, u.update, cond),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}}
-		c, err := s.transact(ctx, op, client, record, writes, &retried)
+		c, err := s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
 		switch {
 		case err != nil:
 			return s.wrap(op, l.Key, err)
@@ -608,23 +550,14 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err := checkSize(key, req.Owner, req.PayloadHash, req.Response, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusCompleted, ceilUnix(req.ExpiresAt), req.Response)
+	r := s.claimRequest(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusCompleted, ceilUnix(req.ExpiresAt), req.Response)
 	if len(writes) == 0 {
-		return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusCompleted, w.updateInput(s.table, key))
+		return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusCompleted, r.updateItem(s.table, key, types.ReturnValueAllOld))
 	}
 
 	client := s.client(req.Key)
 	retried := false
-	record := types.TransactWriteItem{Update: &types.Update{
-		TableName:                           aws.String(s.table),
-		Key:                                 key,
-		UpdateExpression:                    aws.String(w.update),
-		ConditionExpression:                 aws.String(w.cond),
-		ExpressionAttributeNames:            w.names,
-		ExpressionAttributeValues:           w.values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}}
-	c, err := s.transact(ctx, op, client, record, writes, &retried)
+	c, err := s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
 	switch {
 	case err != nil:
 		return dedup.Claim{}, s.wrap(op, req.Key, err)
@@ -674,32 +607,6 @@ func (s *Store) wrap(op, key string, err error) error {
 		return err
 	}
 	return fmt.Errorf("dynamodb: %s key_hash %s: %w", op, dedup.KeyHash(key), err)
-}
-
-// recordNames aliases every attribute: several are reserved words.
-func recordNames() map[string]string {
-	return map[string]string{
-		"#status":   attrStatus,
-		"#version":  attrVersion,
-		"#attempts": attrAttempts,
-		"#owner":    attrOwner,
-		"#ph":       attrPayload,
-		"#created":  attrCreated,
-		"#exp":      attrExpires,
-		"#lease":    attrLease,
-		"#response": attrResponse,
-		"#error":    attrError,
-	}
-}
-
-func claimValues(owner, payloadHash string, now time.Time, claimNow int64, m map[string]types.AttributeValue) map[string]types.AttributeValue {
-	m[":zero"] = num(0)
-	m[":one"] = num(1)
-	m[":owner"] = str(owner)
-	m[":ph"] = str(payloadHash)
-	m[":created"] = num(floorUnix(now))
-	m[":now"] = num(claimNow)
-	return m
 }
 
 // transactItems checks the business writes' types and count.
@@ -755,49 +662,4 @@ func checkSize(key map[string]types.AttributeValue, owner, payloadHash string, r
 		return &dedup.RecordTooLargeError{Size: n, Max: maxItemSize}
 	}
 	return nil
-}
-
-// usedNames keeps the aliases the expressions use: DynamoDB refuses a
-// request that defines one it does not use.
-func usedNames(names map[string]string, exprs ...string) map[string]string {
-	out := make(map[string]string, len(names))
-	for k, v := range names {
-		if referenced(k, exprs) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// usedValues keeps the placeholders the expressions use, likewise.
-func usedValues(values map[string]types.AttributeValue, exprs ...string) map[string]types.AttributeValue {
-	out := make(map[string]types.AttributeValue, len(values))
-	for k, v := range values {
-		if referenced(k, exprs) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// referenced reports whether token stands whole in any expression.
-func referenced(token string, exprs []string) bool {
-	for _, e := range exprs {
-		for i := strings.Index(e, token); i >= 0; {
-			end := i + len(token)
-			if end == len(e) || !isNameChar(e[end]) {
-				return true
-			}
-			next := strings.Index(e[end:], token)
-			if next < 0 {
-				break
-			}
-			i = end + next
-		}
-	}
-	return false
-}
-
-func isNameChar(c byte) bool {
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

@@ -83,14 +83,7 @@ func newTelemetry(mp metric.MeterProvider, clock *clockOffset) (*telemetry, erro
 
 // isThrottle tells throttling codes, wherever they appear: a request's
 // error code or a cancellation reason.
-func isThrottle(code string) bool {
-	switch code {
-	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
-		"ThrottlingError", "ProvisionedThroughputExceeded", "Throttling":
-		return true
-	}
-	return false
-}
+func isThrottle(code string) bool { return codeClass(code) == retry.Throttled }
 
 func (t *telemetry) options(k setKey, build func() []attribute.KeyValue) []metric.AddOption {
 	t.mu.RLock()
