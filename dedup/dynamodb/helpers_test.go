@@ -41,6 +41,10 @@ func (c *calls) add(op string) {
 func (c *calls) total() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.sum()
+}
+
+func (c *calls) sum() int {
 	n := 0
 	for _, v := range c.by {
 		n += v
@@ -52,6 +56,15 @@ func (c *calls) get(op string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.by[op]
+}
+
+// take returns the total and resets.
+func (c *calls) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.sum()
+	c.by = nil
+	return n
 }
 
 func (c *calls) reset() {

@@ -2,13 +2,8 @@ package dynamodb_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
@@ -16,34 +11,16 @@ import (
 	"github.com/onceq/onceq/internal/testenv"
 )
 
-func client(t *testing.T) *ddb.Client {
-	t.Helper()
-	ep := testenv.DynamoDBEndpoint(t)
-	cfg := testenv.AWSConfig(t, ep)
-	return ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
-}
-
-func newTable(t *testing.T, c *ddb.Client, opts ...dynamodb.TableOption) string {
-	t.Helper()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "onceq_test_" + hex.EncodeToString(b)
-	if err := dynamodb.CreateTable(context.Background(), c, name, opts...); err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	return name
-}
-
 func TestConformance(t *testing.T) {
-	c := client(t)
-	table := newTable(t, c)
+	c := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	table := recordsTable(t, c)
 	// The suite's clock runs an hour ahead of the real one.
 	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, dynamodb.ClockCheck(false)) })
 }
 
 func TestConformanceTenantLayout(t *testing.T) {
-	c := client(t)
-	table := newTable(t, c, dynamodb.TenantLayout())
+	c := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	table := recordsTable(t, c, dynamodb.TenantLayout())
 	storetest.Run(t, func(t *testing.T) dedup.Store {
 		return newStore(t, c, table, dynamodb.TenantLayout(), dynamodb.ClockCheck(false))
 	},
@@ -54,8 +31,8 @@ func TestConformanceTenantLayout(t *testing.T) {
 // hash: both claim shapes must store and return it as empty.
 func TestClaimWithoutPayloadHash(t *testing.T) {
 	ctx := context.Background()
-	c := client(t)
-	s := newStore(t, c, newTable(t, c))
+	c := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	s := newStore(t, c, recordsTable(t, c))
 	now := time.Now()
 	cl, err := s.Claim(ctx, dedup.ClaimRequest{Key: "ns#a", Owner: "o1", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || !cl.Acquired {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -27,7 +28,8 @@ func TestLeaseTakeoverFencesStalledWorker(t *testing.T) {
 	table := recordsTable(t, client)
 	inv := newInventory(t, client)
 	inv.stock(t, "sku-1", 10)
-	st := newStore(t, client, table)
+	// Worker B's clock is stood ahead to play A's stall.
+	st := newStore(t, client, table, dynamodb.ClockCheck(false))
 
 	stalled, release := make(chan struct{}), make(chan struct{})
 	slow := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
