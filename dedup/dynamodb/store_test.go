@@ -8,23 +8,32 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/dedup/storetest"
+	"github.com/onceq/onceq/integration/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
 func TestConformance(t *testing.T) {
-	c := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
-	table := recordsTable(t, c)
-	// The suite's clock runs an hour ahead of the real one.
-	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, dynamodb.ClockCheck(false)) })
+	conformance(t, nil, storetest.Options{})
 }
 
 func TestConformanceTenantLayout(t *testing.T) {
-	c := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
-	table := recordsTable(t, c, dynamodb.TenantLayout())
-	storetest.Run(t, func(t *testing.T) dedup.Store {
-		return newStore(t, c, table, dynamodb.TenantLayout(), dynamodb.ClockCheck(false))
-	},
-		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
+	conformance(t, []dynamodb.Option{dynamodb.TenantLayout()}, storetest.Options{RaceGoroutines: 16, RaceRounds: 20}, dynamodb.TenantLayout())
+}
+
+// conformance runs the suite on a fresh table, with a fault proxy in front
+// of DynamoDB Local to meet a throttle. The suite's clock runs an hour
+// ahead of the real one, so the clock check is off.
+func conformance(t *testing.T, opts []dynamodb.Option, o storetest.Options, tableOpts ...dynamodb.TableOption) {
+	ep := testenv.DynamoDBEndpoint(t)
+	c := dynamoClient(t, ep, nil)
+	table := recordsTable(t, c, tableOpts...)
+	opts = append(opts, dynamodb.ClockCheck(false))
+	o.Throttled = func(t *testing.T) dedup.Store {
+		p := faultproxy.Start(t, ep)
+		p.AddRule(faultproxy.Rule{Times: 2, Fault: faultproxy.Throttle})
+		return newStore(t, dynamoClient(t, p.URL(), nil), table, append(opts, dynamodb.WithRetryPolicy(fastPolicy(5)))...)
+	}
+	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, opts...) }, o)
 }
 
 // A consumer whose key already hashes the body claims with no payload

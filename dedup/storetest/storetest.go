@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
 )
 
 // Options tune the suite for slower stores.
@@ -25,6 +26,12 @@ type Options struct {
 	// RaceGoroutines and RaceRounds size the one-key claim race
 	// (default 64 × 200).
 	RaceGoroutines, RaceRounds int
+	// Throttled, when set, returns a Store over the same records whose
+	// next calls meet a throttle before they go through (the DynamoDB
+	// Store's test puts a fault-injecting proxy in front of its server).
+	// A Store that never throttles (the in-memory one) leaves it nil and
+	// the case is skipped.
+	Throttled func(t *testing.T) dedup.Store
 }
 
 // Run runs the suite. newStore is called once per subtest.
@@ -61,6 +68,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"UnsupportedWriteCommitsNothing", s.unsupportedWrite},
 		{"GetAbsent", s.getAbsent},
 		{"ClaimComplete", s.claimComplete},
+		{"ThrottleReachesObserver", s.throttleObserved},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -487,4 +495,35 @@ func (s *suite) claimComplete(t *testing.T, st dedup.Store) {
 		t.Fatal(err)
 	}
 	mustAcquire(t, c, 2)
+}
+
+// A throttle is part of the contract: a Store that retries one tells the
+// caller through the ctx's retry observer (the consumer adapts its
+// concurrency to it), and the retried call still succeeds.
+func (s *suite) throttleObserved(t *testing.T, _ dedup.Store) {
+	if s.opts.Throttled == nil {
+		t.Skip("the store has no throttle to meet")
+	}
+	st := s.opts.Throttled(t)
+	var mu sync.Mutex
+	var seen []retry.Class
+	c := retry.WithObserver(ctx(t), func(class retry.Class, _ error) {
+		mu.Lock()
+		seen = append(seen, class)
+		mu.Unlock()
+	})
+	k := key(t)
+	cl, err := st.Claim(c, dedup.ClaimRequest{Key: k, PayloadHash: "h1", Owner: "a", Now: at(0), LeaseUntil: at(30)})
+	if err != nil {
+		t.Fatalf("throttled claim: %v", err)
+	}
+	mustAcquire(t, cl, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, class := range seen {
+		if class == retry.Throttled {
+			return
+		}
+	}
+	t.Fatalf("the observer saw %v, want retry.Throttled", seen)
 }
