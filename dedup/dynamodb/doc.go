@@ -3,7 +3,7 @@
 // # Record layout
 //
 // One item per key. Default layout: partition key pk = the whole key
-// ("<namespace>#<fingerprint>"). Tenant layout (WithTenantLayout): pk = the
+// ("<namespace>#<fingerprint>"). Tenant layout (TenantLayout): pk = the
 // tenant (the key up to its first '#', i.e. dedup.Key's namespace) and sort
 // key sk = the rest, so one tenant's records can be queried as a range.
 // Other attributes: status, version, owner, payload_hash, attempts,

@@ -15,7 +15,7 @@ import (
 	"github.com/onceq/onceq/retry"
 )
 
-// retries records Hooks.OnRetry calls.
+// retries records what a RetryHook is told.
 type retries struct {
 	mu sync.Mutex
 	by map[string]int // "class/code"
@@ -282,7 +282,7 @@ func TestFaultResetAndLatencyRetried(t *testing.T) {
 	}
 }
 
-// Under a request-rate ceiling every throttle reaches Hooks.OnRetry and
+// Under a request-rate ceiling every throttle reaches the RetryHook and
 // every claim ends acquired: none is lost, none is mistaken for a duplicate.
 func TestFaultCapacityThrottlesAllCounted(t *testing.T) {
 	// Attempts are bounded by time, not count: a worker competing for a
