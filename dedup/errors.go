@@ -3,6 +3,8 @@ package dedup
 import (
 	"errors"
 	"fmt"
+
+	"github.com/onceq/onceq/retry"
 )
 
 // Sentinel errors of the dedup layer. Test with errors.Is.
@@ -23,16 +25,20 @@ var (
 	ErrRecordTooLarge = errors.New("dedup: record too large")
 	// ErrUnsupportedWrite: a business write of a type the Store does not know.
 	ErrUnsupportedWrite = errors.New("dedup: unsupported write type")
+	// ErrKeyTooLong: a key the Store can neither hold nor map onto what it
+	// holds. The error is a *KeyTooLongError.
+	ErrKeyTooLong = errors.New("dedup: key too long for the store")
 )
 
-// KeyReuseError carries the record that holds the key.
+// KeyReuseError carries the record that holds the key. Its text names the
+// key by KeyHash only.
 type KeyReuseError struct {
 	Key      string
 	Existing Record
 }
 
 func (e *KeyReuseError) Error() string {
-	return fmt.Sprintf("dedup: key %q reused with a different payload (record is %s)", e.Key, e.Existing.Status)
+	return fmt.Sprintf("dedup: key_hash %s reused with a different payload (record is %s)", KeyHash(e.Key), e.Existing.Status)
 }
 
 // Is makes errors.Is(err, ErrKeyReuse) true.
@@ -76,3 +82,22 @@ func (e *RecordTooLargeError) Error() string {
 
 // Is makes errors.Is(err, ErrRecordTooLarge) true.
 func (e *RecordTooLargeError) Is(target error) bool { return target == ErrRecordTooLarge }
+
+// KeyTooLongError says which part of a key a Store could not hold (the
+// DynamoDB tenant layout's tenant, say). It is the message's fault: retry
+// class Permanent, so the message is dead-lettered, never retried.
+type KeyTooLongError struct {
+	KeyHash  string // KeyHash of the key
+	Part     string // which part, in the Store's terms
+	Len, Max int    // its length and what fits, in bytes
+}
+
+func (e *KeyTooLongError) Error() string {
+	return fmt.Sprintf("dedup: key_hash %s: %s of %d bytes, at most %d fit", e.KeyHash, e.Part, e.Len, e.Max)
+}
+
+// Is makes errors.Is(err, ErrKeyTooLong) true.
+func (e *KeyTooLongError) Is(target error) bool { return target == ErrKeyTooLong }
+
+// RetryClass: the key will never fit.
+func (e *KeyTooLongError) RetryClass() retry.Class { return retry.Permanent }

@@ -8,17 +8,10 @@ import (
 	"unicode/utf8"
 )
 
-// MaxKeyLen is the longest key stored as given (DynamoDB's partition key
-// limit); longer keys, and keys that are not valid UTF-8, are hashed.
-const MaxKeyLen = 2048
-
-// hashedPrefix marks a key that was replaced by its hash.
-const hashedPrefix = "sha256:"
-
-// Key builds the stored key "<namespace>#<idempotency key>". An empty
-// idempotency key is ErrEmptyKey. A key that would exceed MaxKeyLen, or is
-// not valid UTF-8 (DynamoDB strings must be), is replaced by its SHA-256, so
-// every input maps to a storable key and distinct inputs stay distinct.
+// Key builds the key "<namespace>#<idempotency key>". An empty idempotency
+// key is ErrEmptyKey. The key is kept as given, whatever its length or
+// bytes: a Store whose medium has limits maps keys onto them itself (the
+// DynamoDB Store hashes what its key attributes cannot hold).
 func Key(namespace, idempotencyKey string) (string, error) {
 	if idempotencyKey == "" {
 		return "", ErrEmptyKey
@@ -26,12 +19,11 @@ func Key(namespace, idempotencyKey string) (string, error) {
 	if err := checkNamespace(namespace); err != nil {
 		return "", err
 	}
-	if len(namespace)+1+len(idempotencyKey) > MaxKeyLen || !utf8.ValidString(idempotencyKey) {
-		idempotencyKey = hashedPrefix + hashHex([]byte(idempotencyKey))
-	}
 	return namespace + "#" + idempotencyKey, nil
 }
 
+// checkNamespace bounds the namespace, which is configuration rather than
+// message data, so that a bad one fails at once and not per message.
 func checkNamespace(namespace string) error {
 	if !utf8.ValidString(namespace) || len(namespace) > 256 {
 		return fmt.Errorf("dedup: namespace must be valid UTF-8 of at most 256 bytes")
@@ -39,22 +31,17 @@ func checkNamespace(namespace string) error {
 	return nil
 }
 
-// BodyFingerprint is the default idempotency key of a message without one:
-// the SHA-256 of its body.
-func BodyFingerprint(body []byte) string { return hashHex(body) }
-
-// PayloadHash is what a claim stores to detect key reuse.
+// PayloadHash is the hex SHA-256 of a body: what a claim stores to detect
+// key reuse, and the idempotency key of a message without one.
 func PayloadHash(body []byte) string { return hashHex(body) }
 
-// BodyKey is Key(namespace, BodyFingerprint(body)) together with
+// BodyKey is Key(namespace, PayloadHash(body)) together with
 // PayloadHash(body), from one hash and one allocation: the hash is the
 // key's tail. It is the hot path of a message without an idempotency key.
 func BodyKey(namespace string, body []byte) (key, hash string, err error) {
 	if err := checkNamespace(namespace); err != nil {
 		return "", "", err
 	}
-	// A namespace of at most 256 bytes leaves room for the hex hash, so
-	// the key is never hashed again.
 	const hexLen = 2 * sha256.Size
 	sum := sha256.Sum256(body)
 	var hx [hexLen]byte

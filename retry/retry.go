@@ -104,6 +104,13 @@ var codeClasses = map[string]Class{
 	"AWS.SimpleQueueService.NonExistentQueue":  Misconfigured,
 	"KMS.AccessDeniedException":                Misconfigured,
 	"KmsAccessDenied":                          Misconfigured,
+	// Cancellation reasons of a DynamoDB TransactWriteItems, per item.
+	"ThrottlingError":                 Throttled,
+	"ProvisionedThroughputExceeded":   Throttled,
+	"TransactionConflict":             Transient,
+	"ConditionalCheckFailed":          ConditionFailed,
+	"ItemCollectionSizeLimitExceeded": Permanent,
+	"ValidationError":                 Permanent,
 }
 
 // Classify says which Class err belongs to. Unknown errors are Transient,

@@ -47,7 +47,7 @@ func sqsClient(ctx context.Context) (*awssqs.Client, error) {
 // is a one-line change here.
 func openStore(client *ddb.Client, table string, tenant bool, opts ...dynamodb.Option) (*dynamodb.Store, error) {
 	if tenant {
-		opts = append(opts, dynamodb.WithTenantLayout())
+		opts = append(opts, dynamodb.TenantLayout())
 	}
-	return dynamodb.New(client, table, opts...), nil
+	return dynamodb.New(client, table, opts...)
 }

@@ -39,7 +39,7 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	var opts []dynamodb.TableOption
 	if *tenant {
-		opts = append(opts, dynamodb.WithTenantLayout())
+		opts = append(opts, dynamodb.TenantLayout())
 	}
 	if err := dynamodb.CreateTable(ctx, client, *table, opts...); err != nil {
 		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)

@@ -40,7 +40,7 @@ func BenchmarkDynamoDB(b *testing.B) {
 	for i := range benchSKUs {
 		inv.stock(b, "sku-"+strconv.Itoa(i), 1<<40)
 	}
-	st := dynamodb.New(client, table)
+	st := newStore(b, client, table)
 	run := uniqueName("")
 	var seq atomic.Int64
 	next := func() (string, string) {

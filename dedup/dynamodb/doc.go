@@ -3,12 +3,18 @@
 // # Record layout
 //
 // One item per key. Default layout: partition key pk = the whole key
-// ("<namespace>#<fingerprint>"). Tenant layout (WithTenantLayout): pk = the
+// ("<namespace>#<fingerprint>"). Tenant layout (TenantLayout): pk = the
 // tenant (the key up to its first '#', i.e. dedup.Key's namespace) and sort
 // key sk = the rest, so one tenant's records can be queried as a range.
 // Other attributes: status, version, owner, payload_hash, attempts,
 // created_at, expires_at (the table's TTL attribute), lease_expires_at,
 // response (binary) and error.
+//
+// Key attributes hold UTF-8 strings of at most 2048 bytes (pk) and 1024
+// (sk): a fingerprint too long for its attribute, or not UTF-8, is stored
+// as "sha256:" and the hex of its SHA-256, deterministically. A tenant too
+// long for pk is a *dedup.KeyTooLongError (Permanent). Record.Key read back
+// is the stored form.
 //
 // # Claim
 //
@@ -41,11 +47,20 @@
 // treated as expired before the time the caller asked for: a lease can last
 // up to a second longer than requested, never shorter. A record is live
 // through its expiry second (dedup.Record.Live) and claimable once
-// expires_at < floor(now). WithClockSkewMargin subtracts a margin from :now
-// in claim conditions, so an expired record becomes claimable that much
+// expires_at < floor(now). A request's SkewMargin is subtracted from :now
+// in its claim condition, so an expired record becomes claimable that much
 // later (protection against a claimer whose clock runs ahead of the
 // holder's); meanwhile a loser may be shown a record whose ExpiresAt has
 // passed.
+//
+// A margin only protects if clocks really are that close, so the store
+// measures its host's clock against DynamoDB's (the Date header of every
+// response; gauge onceq.dynamodb.clock_offset), logs a warning when the
+// offset passes half a request's margin, and refuses a claim whose Now is
+// further than its margin from DynamoDB's time with a *ClockSkewError
+// (retry.Misconfigured), before writing anything. ClockCheck(false) turns
+// the refusal off, for callers that drive the store with a clock of their
+// own.
 //
 // # Transactions
 //
@@ -62,10 +77,11 @@
 //
 // # Retries
 //
+// New takes its own copy of the client given (the caller's is unchanged).
 // Every store call runs with the SDK's retryer disabled (aws.NopRetryer, one
 // HTTP attempt) and is retried by the store's retry.Policy instead, which
 // backs off throttles and transient faults with jitter and reports each
-// retry to Hooks.OnRetry with its class and DynamoDB error code. Two layers
+// retry to every RetryHook with its class and DynamoDB error code. Two layers
 // retrying would multiply attempts and hide throttles inside the SDK, where
 // no counter sees them. A ConditionalCheckFailed is a decision and is never
 // retried. When a retry follows a fault after which the first attempt may

@@ -114,7 +114,7 @@ func runUnderCapacity(tb testing.TB, messages int, fixed bool) capacityResult {
 	proxy := faultproxy.Start(tb, ep)
 	// Give-ups are counted as Retrying outcomes; their log lines would
 	// only split the benchmark's result lines.
-	st := dynamodb.New(dynamoClient(tb, proxy.URL(), nil), table, dynamodb.WithLogger(slog.New(slog.DiscardHandler)))
+	st := newStore(tb, dynamoClient(tb, proxy.URL(), nil), table, dynamodb.WithLogger(slog.New(slog.DiscardHandler)))
 
 	ctx := context.Background()
 	q := memory.NewQueue("capacity")
@@ -174,9 +174,9 @@ func runUnderCapacity(tb testing.TB, messages int, fixed bool) capacityResult {
 		p99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	}
 	completed := 0
-	check := dynamodb.New(direct, table)
+	check := newStore(tb, direct, table)
 	for i := range messages {
-		k, err := dedup.Key("cap", dedup.BodyFingerprint([]byte("order-"+strconv.Itoa(i))))
+		k, err := dedup.Key("cap", dedup.PayloadHash([]byte("order-"+strconv.Itoa(i))))
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -24,7 +24,7 @@ type LeaseLostError struct {
 }
 
 func (e *LeaseLostError) Error() string {
-	s := fmt.Sprintf("dynamodb: %s %q: lease lost (owner %q, version %d)", e.Op, e.Lease.Key, e.Lease.Owner, e.Lease.Version)
+	s := fmt.Sprintf("dynamodb: %s key_hash %s: lease lost (owner %q, version %d)", e.Op, dedup.KeyHash(e.Lease.Key), e.Lease.Owner, e.Lease.Version)
 	if e.Current == nil {
 		return s + ": record absent"
 	}
@@ -80,21 +80,16 @@ func (e *TransactionError) ErrorCode() string {
 	return "TransactionCanceledException"
 }
 
-// reasonClass classifies one cancellation reason code.
-func reasonClass(code string) retry.Class {
-	switch code {
-	case "", "None":
-		return retry.Transient
-	case "ConditionalCheckFailed":
-		return retry.ConditionFailed
-	case "TransactionConflict":
-		return retry.Transient
-	case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded", "Throttling", "ThrottlingException":
-		return retry.Throttled
-	default: // ItemCollectionSizeLimitExceeded, ValidationError, ...
-		return retry.Permanent
-	}
-}
+// codeClass classifies a DynamoDB error code or cancellation reason through
+// retry.Classify, which holds the one list of codes: an unknown reason is
+// Transient there, retried a bounded number of times.
+func codeClass(code string) retry.Class { return retry.Classify(codeError(code)) }
+
+// codeError is a bare DynamoDB error code, to classify.
+type codeError string
+
+func (c codeError) Error() string     { return string(c) }
+func (c codeError) ErrorCode() string { return string(c) }
 
 // cancellation is what a TransactionCanceledException means for us.
 type cancellation struct {
@@ -111,7 +106,7 @@ type cancellation struct {
 // business condition, which may read differently once the conflict is gone.
 // A nil error means c.recordFailed or c.business >= 0.
 // tel may be nil.
-func readCancellation(ctx context.Context, op string, tce *types.TransactionCanceledException, h Hooks, tel *telemetry) (cancellation, error) {
+func readCancellation(ctx context.Context, op string, tce *types.TransactionCanceledException, h *hooks, tel *telemetry) (cancellation, error) {
 	c := cancellation{business: -1}
 	permanent := false
 	retryable := retry.Class(-1)
@@ -120,11 +115,11 @@ func readCancellation(ctx context.Context, op string, tce *types.TransactionCanc
 		if code == "" || code == "None" {
 			continue
 		}
-		h.cancellation(code)
+		h.onCancellation(ctx, op, code)
 		if tel != nil {
 			tel.cancellation(ctx, op, code)
 		}
-		switch class := reasonClass(code); {
+		switch class := codeClass(code); {
 		case class == retry.ConditionFailed && i == 0:
 			c.recordFailed, c.record = true, r.Item
 		case class == retry.ConditionFailed:
@@ -197,13 +192,14 @@ var ErrNoLeaseExpiry = errors.New("dynamodb: claim without a lease expiry after 
 
 // CorruptRecordError says which stored item could not be decoded and why.
 type CorruptRecordError struct {
-	// PK is the item's partition key, when it has a readable one.
-	PK  string
-	Err error
+	// KeyHash is dedup.KeyHash of the item's stored key (pk, or pk#sk in
+	// the tenant layout), when it has a readable one: never the key.
+	KeyHash string
+	Err     error
 }
 
 func (e *CorruptRecordError) Error() string {
-	return fmt.Sprintf("%s %q: %v", ErrCorruptRecord, e.PK, e.Err)
+	return fmt.Sprintf("%s: key_hash %s: %v", ErrCorruptRecord, e.KeyHash, e.Err)
 }
 
 func (e *CorruptRecordError) Unwrap() error { return e.Err }

@@ -1,6 +1,7 @@
 package dynamodb_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,14 +15,14 @@ import (
 	"github.com/onceq/onceq/retry"
 )
 
-// retries records Hooks.OnRetry calls.
+// retries records what a RetryHook is told.
 type retries struct {
 	mu sync.Mutex
 	by map[string]int // "class/code"
 	n  int
 }
 
-func (r *retries) hook(_ string, class retry.Class, code string) {
+func (r *retries) hook(_ context.Context, _ string, class retry.Class, code string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.by == nil {
@@ -61,8 +62,8 @@ func newFaultRig(t *testing.T, policy retry.Policy) *faultRig {
 	r := &retries{}
 	return &faultRig{
 		proxy:   p,
-		st:      dynamodb.New(dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(policy), dynamodb.WithHooks(dynamodb.Hooks{OnRetry: r.hook})),
-		direct:  dynamodb.New(direct, table),
+		st:      newStore(t, dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(policy), dynamodb.WithHooks(onRetry(r.hook))),
+		direct:  newStore(t, direct, table),
 		inv:     newInventory(t, direct),
 		retries: r,
 	}
@@ -104,7 +105,7 @@ func TestFaultThrottlesRetriedAndCounted(t *testing.T) {
 	rig.proxy.ResetStats()
 	rig.proxy.AddRule(faultproxy.Rule{Fault: faultproxy.Throttle})
 	// The rig's store has 8 attempts; one with 3 over the same proxy.
-	st3 := dynamodb.New(dynamoClient(t, rig.proxy.URL(), nil), rig.st.Table(), dynamodb.WithRetryPolicy(fastPolicy(3)))
+	st3 := newStore(t, dynamoClient(t, rig.proxy.URL(), nil), rig.st.Table(), dynamodb.WithRetryPolicy(fastPolicy(3)))
 	c, err = st3.Claim(ctx, dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: at(0), LeaseUntil: at(30)})
 	if err == nil || retry.Classify(err) != retry.Throttled || c.Acquired || c.Existing.Status != "" {
 		t.Fatalf("exhausted throttles: %+v, %v (class %v)", c, err, retry.Classify(err))
@@ -281,7 +282,7 @@ func TestFaultResetAndLatencyRetried(t *testing.T) {
 	}
 }
 
-// Under a request-rate ceiling every throttle reaches Hooks.OnRetry and
+// Under a request-rate ceiling every throttle reaches the RetryHook and
 // every claim ends acquired: none is lost, none is mistaken for a duplicate.
 func TestFaultCapacityThrottlesAllCounted(t *testing.T) {
 	// Attempts are bounded by time, not count: a worker competing for a

@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/retry"
 )
 
 // calls counts DynamoDB requests by operation, from SDK middleware placed
@@ -40,6 +41,10 @@ func (c *calls) add(op string) {
 func (c *calls) total() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.sum()
+}
+
+func (c *calls) sum() int {
 	n := 0
 	for _, v := range c.by {
 		n += v
@@ -51,6 +56,15 @@ func (c *calls) get(op string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.by[op]
+}
+
+// take returns the total and resets.
+func (c *calls) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.sum()
+	c.by = nil
+	return n
 }
 
 func (c *calls) reset() {
@@ -195,3 +209,30 @@ func recordsTable(t testing.TB, client *ddb.Client, opts ...dynamodb.TableOption
 	}
 	return name
 }
+
+// newStore is dynamodb.New for tests: a configuration error fails the test.
+func newStore(tb testing.TB, client *ddb.Client, table string, opts ...dynamodb.Option) *dynamodb.Store {
+	tb.Helper()
+	st, err := dynamodb.New(client, table, opts...)
+	if err != nil {
+		tb.Fatalf("dynamodb.New: %v", err)
+	}
+	return st
+}
+
+// Hook adapters: a func per hook interface.
+type (
+	onCall           func(ctx context.Context, op string, took time.Duration, err error)
+	onRetry          func(ctx context.Context, op string, class retry.Class, code string)
+	onCancellation   func(ctx context.Context, op, reason string)
+	onExpiredPresent func(ctx context.Context, op string)
+)
+
+func (f onCall) OnCall(ctx context.Context, op string, took time.Duration, err error) {
+	f(ctx, op, took, err)
+}
+func (f onRetry) OnRetry(ctx context.Context, op string, c retry.Class, code string) {
+	f(ctx, op, c, code)
+}
+func (f onCancellation) OnCancellation(ctx context.Context, op, reason string) { f(ctx, op, reason) }
+func (f onExpiredPresent) OnExpiredPresent(ctx context.Context, op string)     { f(ctx, op) }

@@ -25,7 +25,7 @@ func TestMetricsThrottlesApartFromConditions(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(t.Context()) })
-	st := dynamodb.New(dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(fastPolicy(8)), dynamodb.WithMeterProvider(mp))
+	st := newStore(t, dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(fastPolicy(8)), dynamodb.WithMeterProvider(mp))
 	at := clock()
 	k := uniqueKey(t)
 
@@ -64,7 +64,7 @@ func TestMetricsCancellationReasons(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(t.Context()) })
-	st := dynamodb.New(dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(fastPolicy(5)), dynamodb.WithMeterProvider(mp))
+	st := newStore(t, dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(fastPolicy(5)), dynamodb.WithMeterProvider(mp))
 	inv := newInventory(t, direct)
 	sku := uniqueName("sku-")
 	inv.stock(t, sku, 10)

@@ -11,20 +11,23 @@ import (
 	"github.com/onceq/onceq/retry"
 )
 
-// Option configures a Store.
+// Option configures a Store. Options named With… give the store a
+// collaborator (a logger, hooks, a meter provider, a retry policy,
+// clients); the others are plain settings.
 type Option interface{ apply(*config) }
 
 // TableOption configures CreateTable.
 type TableOption interface{ applyTable(*tableConfig) }
 
 type config struct {
-	policy   retry.Policy
-	skew     time.Duration
-	tenant   bool
-	regional []*ddb.Client
-	hooks    Hooks
-	logger   *slog.Logger
-	meter    metric.MeterProvider
+	policy retry.Policy
+	tenant bool
+	// noClockCheck: the zero config checks clocks.
+	noClockCheck bool
+	regional     []*ddb.Client
+	hooks        []Hook
+	logger       *slog.Logger
+	meter        metric.MeterProvider
 }
 
 type optionFunc func(*config)
@@ -37,11 +40,12 @@ func WithRetryPolicy(p retry.Policy) Option {
 	return optionFunc(func(c *config) { c.policy = p })
 }
 
-// WithClockSkewMargin delays claimability: a record that expired at t can
-// be claimed from t+margin, to allow for claimers whose clocks run ahead of
-// the holder's. Negative values are treated as zero.
-func WithClockSkewMargin(margin time.Duration) Option {
-	return optionFunc(func(c *config) { c.skew = max(margin, 0) })
+// ClockCheck(false) stops refusing claims whose Now is further from
+// DynamoDB's clock than their SkewMargin (*ClockSkewError), for tests and
+// simulations that drive the store with a clock of their own. The offset
+// is still measured and reported. Default true.
+func ClockCheck(enabled bool) Option {
+	return optionFunc(func(c *config) { c.noClockCheck = !enabled })
 }
 
 // WithRegionalClients routes every call for a key to one of clients, chosen
@@ -54,9 +58,10 @@ func WithRegionalClients(clients []*ddb.Client) Option {
 	return optionFunc(func(c *config) { c.regional = cs })
 }
 
-// WithHooks sets observer callbacks.
-func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *config) { c.hooks = h })
+// WithHooks adds observers (see Hook); New refuses a hook that implements
+// none of the hook interfaces.
+func WithHooks(hooks ...Hook) Option {
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }
 
 // WithLogger sets the logger for events no error reports (default
@@ -79,53 +84,10 @@ type LayoutOption struct{ tenant bool }
 func (o LayoutOption) apply(c *config)           { c.tenant = o.tenant }
 func (o LayoutOption) applyTable(c *tableConfig) { c.tenant = o.tenant }
 
-// WithTenantLayout stores the tenant (the key before its first '#') as the
+// TenantLayout stores the tenant (the key before its first '#') as the
 // partition key and the rest as the sort key, so records can be listed per
 // tenant. Keys must then have a non-empty tenant and fingerprint.
-func WithTenantLayout() LayoutOption { return LayoutOption{tenant: true} }
-
-// Hooks observe the store; nil funcs are skipped. They are called
-// synchronously from concurrent goroutines, so they must be fast and safe
-// for concurrent use. Fields may be added; set them by name.
-type Hooks struct {
-	// OnCall is told of every DynamoDB request: the store operation
-	// ("Claim", "Complete", ...), its duration and its error (nil on
-	// success; a condition failure is an error here too).
-	OnCall func(op string, dur time.Duration, err error)
-	// OnRetry is told of every retried error, with its class and
-	// DynamoDB error code ("" when there is none, e.g. a reset).
-	OnRetry func(op string, class retry.Class, errorCode string)
-	// OnCancellation is told of every non-"None" reason of a cancelled
-	// transaction (e.g. "ConditionalCheckFailed").
-	OnCancellation func(reason string)
-	// OnExpiredPresent is told when a claim took over an expired record
-	// that TTL had not yet deleted.
-	OnExpiredPresent func()
-}
-
-func (h Hooks) call(op string, d time.Duration, err error) {
-	if h.OnCall != nil {
-		h.OnCall(op, d, err)
-	}
-}
-
-func (h Hooks) retry(op string, c retry.Class, code string) {
-	if h.OnRetry != nil {
-		h.OnRetry(op, c, code)
-	}
-}
-
-func (h Hooks) cancellation(reason string) {
-	if h.OnCancellation != nil {
-		h.OnCancellation(reason)
-	}
-}
-
-func (h Hooks) expiredPresent() {
-	if h.OnExpiredPresent != nil {
-		h.OnExpiredPresent()
-	}
-}
+func TenantLayout() LayoutOption { return LayoutOption{tenant: true} }
 
 type tableConfig struct {
 	tenant      bool
@@ -136,8 +98,8 @@ type tableOptionFunc func(*tableConfig)
 
 func (f tableOptionFunc) applyTable(c *tableConfig) { f(c) }
 
-// WithTableWaitTimeout bounds how long CreateTable waits for the table to
+// TableWaitTimeout bounds how long CreateTable waits for the table to
 // become ACTIVE (default 5 minutes).
-func WithTableWaitTimeout(d time.Duration) TableOption {
+func TableWaitTimeout(d time.Duration) TableOption {
 	return tableOptionFunc(func(c *tableConfig) { c.waitTimeout = d })
 }

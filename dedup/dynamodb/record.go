@@ -42,51 +42,6 @@ const (
 	maxEpoch = 253402300799
 )
 
-// ErrBadKey is returned for a key the table layout cannot store.
-var ErrBadKey = errors.New("dynamodb: key not storable in this table layout")
-
-// layout maps a dedup key to the item's primary key.
-type layout struct{ tenant bool }
-
-func (l layout) key(k string) (map[string]types.AttributeValue, error) {
-	if k == "" {
-		return nil, dedup.ErrEmptyKey
-	}
-	if !l.tenant {
-		if len(k) > maxPartitionKey {
-			return nil, fmt.Errorf("%w: %d bytes, the partition key holds %d", ErrBadKey, len(k), maxPartitionKey)
-		}
-		return map[string]types.AttributeValue{attrPK: str(k)}, nil
-	}
-	tenant, fp, ok := strings.Cut(k, "#")
-	if !ok || tenant == "" || fp == "" {
-		return nil, fmt.Errorf("%w: %q: the tenant layout needs <tenant>#<fingerprint>", ErrBadKey, k)
-	}
-	if len(tenant) > maxPartitionKey || len(fp) > maxSortKey {
-		return nil, fmt.Errorf("%w: tenant of %d bytes (max %d) or fingerprint of %d bytes (max %d)",
-			ErrBadKey, len(tenant), maxPartitionKey, len(fp), maxSortKey)
-	}
-	return map[string]types.AttributeValue{attrPK: str(tenant), attrSK: str(fp)}, nil
-}
-
-// notExists is the "absent" arm of a claim condition. One key attribute
-// would do (the condition is evaluated on the one item of that primary
-// key), but naming both keeps the tenant layout's intent explicit.
-func (l layout) notExists() string {
-	if l.tenant {
-		return "(attribute_not_exists(#pk) AND attribute_not_exists(#sk))"
-	}
-	return "attribute_not_exists(#pk)"
-}
-
-func (l layout) names(m map[string]string) map[string]string {
-	m["#pk"] = attrPK
-	if l.tenant {
-		m["#sk"] = attrSK
-	}
-	return m
-}
-
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
 func num(n int64) types.AttributeValue {
@@ -121,10 +76,13 @@ func truncateUTF8(s string, n int) string {
 func decodeRecord(m map[string]types.AttributeValue) (dedup.Record, error) {
 	r, err := decodeItem(m)
 	if err != nil {
-		pk, _ := m[attrPK].(*types.AttributeValueMemberS)
 		e := &CorruptRecordError{Err: err}
-		if pk != nil {
-			e.PK = pk.Value
+		if pk, _ := m[attrPK].(*types.AttributeValueMemberS); pk != nil {
+			k := pk.Value
+			if sk, _ := m[attrSK].(*types.AttributeValueMemberS); sk != nil {
+				k += "#" + sk.Value
+			}
+			e.KeyHash = dedup.KeyHash(k)
 		}
 		return r, e
 	}

@@ -1,8 +1,7 @@
 package dynamodb
 
 import (
-	"errors"
-	"strings"
+	"context"
 	"testing"
 	"time"
 
@@ -104,19 +103,6 @@ func TestItemSize(t *testing.T) {
 	}
 }
 
-func TestLayoutKey(t *testing.T) {
-	if _, err := (layout{}).key(""); !errors.Is(err, dedup.ErrEmptyKey) {
-		t.Fatal(err)
-	}
-	if _, err := (layout{}).key(strings.Repeat("k", maxPartitionKey+1)); !errors.Is(err, ErrBadKey) {
-		t.Fatal(err)
-	}
-	k, err := layout{tenant: true}.key("t#a#b")
-	if err != nil || k[attrPK].(*types.AttributeValueMemberS).Value != "t" || k[attrSK].(*types.AttributeValueMemberS).Value != "a#b" {
-		t.Fatalf("%v %v", k, err)
-	}
-}
-
 func TestRounding(t *testing.T) {
 	base := time.Unix(1000, 0)
 	if ceilUnix(base) != 1000 || ceilUnix(base.Add(time.Nanosecond)) != 1001 || floorUnix(base.Add(999*time.Millisecond)) != 1000 {
@@ -135,9 +121,16 @@ func reasons(codes ...string) *types.TransactionCanceledException {
 	return tce
 }
 
+type cancellationFunc func(reason string)
+
+func (f cancellationFunc) OnCancellation(_ context.Context, _, reason string) { f(reason) }
+
 func TestReadCancellation(t *testing.T) {
 	var seen []string
-	h := Hooks{OnCancellation: func(r string) { seen = append(seen, r) }}
+	h, err := collectHooks([]Hook{cancellationFunc(func(r string) { seen = append(seen, r) })})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		codes    []string
 		record   bool
@@ -155,7 +148,7 @@ func TestReadCancellation(t *testing.T) {
 		{[]string{"ValidationError", "TransactionConflict"}, false, -1, retry.Permanent},
 		{[]string{"None", "None"}, false, -1, retry.Transient},
 	} {
-		c, err := readCancellation(t.Context(), "Complete", reasons(tc.codes...), h, nil)
+		c, err := readCancellation(t.Context(), "Complete", reasons(tc.codes...), &h, nil)
 		if c.recordFailed != tc.record || (err == nil && c.business != tc.business) {
 			t.Errorf("%v: record %v business %d", tc.codes, c.recordFailed, c.business)
 		}

@@ -53,7 +53,7 @@ func TestRegression_ExpiryStoredInEpochSeconds(t *testing.T) {
 	if d := ttl.TimeToLiveDescription; d == nil || aws.ToString(d.AttributeName) != "expires_at" {
 		t.Fatalf("TTL %+v, want on expires_at", d)
 	}
-	st := dynamodb.New(client, table)
+	st := newStore(t, client, table)
 	now := time.Now()
 	key := uniqueKey(t)
 	leaseUntil := now.Add(90*time.Second + 300*time.Millisecond)
@@ -87,7 +87,7 @@ func TestRegression_ExpiryStoredInEpochSeconds(t *testing.T) {
 func TestRegression_PendingWithoutExpiryRefused(t *testing.T) {
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
 	table := recordsTable(t, client)
-	st := dynamodb.New(client, table)
+	st := newStore(t, client, table)
 	now := time.Now()
 	for name, until := range map[string]time.Time{"zero": {}, "now": now, "past": now.Add(-time.Minute)} {
 		_, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: uniqueKey(t), PayloadHash: "h", Owner: "o", Now: now, LeaseUntil: until})
@@ -108,7 +108,7 @@ func TestRegression_PendingWithoutExpiryRefused(t *testing.T) {
 	}
 	_, err := st.Get(t.Context(), key)
 	var ce *dynamodb.CorruptRecordError
-	if !errors.As(err, &ce) || ce.PK != key || !errors.Is(err, dynamodb.ErrCorruptRecord) {
+	if !errors.As(err, &ce) || ce.KeyHash != dedup.KeyHash(key) || !errors.Is(err, dynamodb.ErrCorruptRecord) {
 		t.Fatalf("PENDING without lease_expires_at read as %v, want a *CorruptRecordError for %s", err, key)
 	}
 }

@@ -6,15 +6,16 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"go.opentelemetry.io/otel/metric/noop"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -25,10 +26,13 @@ type Store struct {
 	table   string
 	layout  layout
 	policy  retry.Policy
-	skew    time.Duration
-	hooks   Hooks
+	hooks   hooks
 	log     *slog.Logger
 	tel     *telemetry
+	clock   *clockOffset
+	// clockCheck refuses claims whose Now is off DynamoDB's clock by more
+	// than their SkewMargin.
+	clockCheck bool
 }
 
 var (
@@ -36,38 +40,58 @@ var (
 	_ dedup.ClaimCompleter = (*Store)(nil)
 )
 
+// ErrInvalidConfig wraps every configuration error New returns.
+var ErrInvalidConfig = errors.New("dynamodb: invalid configuration")
+
 // New returns a Store over table, which CreateTable can make (with the same
 // layout option). client may be nil only when WithRegionalClients is given.
-func New(client *ddb.Client, table string, opts ...Option) *Store {
+// Errors wrap ErrInvalidConfig.
+func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 	cfg := config{policy: retry.DefaultPolicy(), logger: slog.Default()}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
 		}
 	}
-	clients := []*ddb.Client{client}
+	switch {
+	case table == "":
+		return nil, fmt.Errorf("%w: no table name", ErrInvalidConfig)
+	case client == nil && len(cfg.regional) == 0:
+		return nil, fmt.Errorf("%w: no client", ErrInvalidConfig)
+	case slices.Contains(cfg.regional, nil):
+		return nil, fmt.Errorf("%w: a nil regional client", ErrInvalidConfig)
+	}
+	hs, err := collectHooks(cfg.hooks)
+	if err != nil {
+		return nil, err
+	}
+	clients := []*ddb.Client{ownClient(client)}
 	if len(cfg.regional) > 0 {
-		clients = cfg.regional
+		clients = make([]*ddb.Client, len(cfg.regional))
+		for i, c := range cfg.regional {
+			clients[i] = ownClient(c)
+		}
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	tel, err := newTelemetry(cfg.meter)
+	clock := &clockOffset{}
+	tel, err := newTelemetry(cfg.meter, clock)
 	if err != nil {
-		// New has no error to return; metrics must not stop the store.
-		cfg.logger.Warn("dynamodb: metrics disabled", "err", err)
-		tel, _ = newTelemetry(noop.NewMeterProvider())
+		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
 	}
 	return &Store{
 		clients: clients,
 		table:   table,
 		layout:  layout{tenant: cfg.tenant},
 		policy:  cfg.policy,
-		skew:    cfg.skew,
-		hooks:   cfg.hooks,
+		hooks:   hs,
 		log:     cfg.logger,
 		tel:     tel,
-	}
+		clock:   clock,
+
+		clockCheck: !cfg.noClockCheck,
+	}, nil
 }
 
 // Table is the table name.
@@ -84,27 +108,46 @@ func (s *Store) client(key string) *ddb.Client {
 	return s.clients[h.Sum64()%uint64(len(s.clients))]
 }
 
-// noSDKRetry makes one HTTP attempt per SDK call: retry.Policy retries, so
-// that every throttle reaches Hooks.OnRetry.
-func noSDKRetry(o *ddb.Options) { o.Retryer = aws.NopRetryer{} }
+// ownClient is the store's copy of a caller's client, made once here
+// rather than by a per-call option (which would copy the client's options
+// and build its middleware stack again on every request):
+//   - one HTTP attempt per SDK call: retry.Policy retries, so that every
+//     throttle reaches the hooks and the retry observer;
+//   - request bodies without WriteTo, against a race of smithy-go and
+//     net/http that fails a call the server answered (see
+//     internal/plainbody).
+func ownClient(c *ddb.Client) *ddb.Client {
+	if c == nil {
+		return nil
+	}
+	return ddb.New(c.Options(), func(o *ddb.Options) {
+		o.Retryer = aws.NopRetryer{}
+		o.HTTPClient = plainbody.Client(o.HTTPClient)
+	})
+}
 
 // do runs call under the retry policy; call learns its attempt number (1
 // first) so it can tell a retry, after which an earlier attempt may have
 // committed unseen, from a first try.
-func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context, attempt int) error) error {
+//
+// Every response, and every error that carries one, is a sample of
+// DynamoDB's clock (its Date header), which claims are checked against.
+func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context, attempt int) (middleware.Metadata, error)) error {
 	attempt := 0
 	err := s.policy.Do(ctx, func(ctx context.Context) error {
 		attempt++
 		start := time.Now()
-		err := call(ctx, attempt)
-		s.hooks.call(op, time.Since(start), err)
+		md, err := call(ctx, attempt)
+		end := time.Now()
+		s.clock.observe(start, end, md, err)
+		s.hooks.onCall(ctx, op, end.Sub(start), err)
 		if err != nil {
 			s.tel.requestError(ctx, op, errorCode(err), retry.Classify(err))
 		}
 		return err
 	}, func(c retry.Class, err error) {
 		code := errorCode(err)
-		s.hooks.retry(op, c, code)
+		s.hooks.onRetry(ctx, op, c, code)
 		s.tel.retry(ctx, op, code, c)
 		s.log.DebugContext(ctx, "dynamodb: retrying", "op", op, "class", c.String(), "dynamo_error_code", code, "err", err)
 	})
@@ -115,8 +158,55 @@ func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context
 	return err
 }
 
-// claimNow is :now of a claim condition: floored, minus the skew margin.
-func (s *Store) claimNow(now time.Time) int64 { return floorUnix(now.Add(-s.skew)) }
+// claimNow is :now of a claim condition: floored, minus the request's
+// skew margin (a negative margin counts as none).
+func claimNow(now time.Time, margin time.Duration) int64 { return floorUnix(now.Add(-max(margin, 0))) }
+
+// metadata is a call's result metadata, where the raw response is kept.
+func metadata[O interface {
+	*ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput
+}](o O) middleware.Metadata {
+	switch o := any(o).(type) {
+	case *ddb.UpdateItemOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.GetItemOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.TransactWriteItemsOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	}
+	return middleware.Metadata{}
+}
+
+// checkClock refuses a claim whose Now is further from DynamoDB's clock
+// (local time plus the measured offset; local time until a response has
+// been seen) than its margin, and logs once when the offset alone passes
+// half the margin. A zero margin asks for no check.
+func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Duration) error {
+	if margin <= 0 {
+		return nil
+	}
+	off, _ := s.clock.offset()
+	if above, changed := s.clock.crossed(margin); changed && above {
+		s.log.WarnContext(ctx, "dynamodb: the local clock is off DynamoDB's by more than half the skew margin",
+			"offset", off, "skew_margin", margin)
+	} else if changed {
+		s.log.InfoContext(ctx, "dynamodb: the local clock is back within half the skew margin of DynamoDB's",
+			"offset", off, "skew_margin", margin)
+	}
+	if !s.clockCheck {
+		return nil
+	}
+	if skew := now.Sub(time.Now().Add(off)); abs(skew) > margin {
+		return &ClockSkewError{Skew: skew, Margin: margin}
+	}
+	return nil
+}
 
 // decision marks an error a condition decided; the caller handles it.
 type decision struct{ err error }
@@ -158,6 +248,9 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if !req.LeaseUntil.After(req.Now) {
 		return dedup.Claim{}, fmt.Errorf("%w (LeaseUntil %v, Now %v)", ErrNoLeaseExpiry, req.LeaseUntil, req.Now)
 	}
+	if err := s.checkClock(ctx, req.Now, req.SkewMargin); err != nil {
+		return dedup.Claim{}, err
+	}
 	key, err := s.layout.key(req.Key)
 	if err != nil {
 		return dedup.Claim{}, err
@@ -165,53 +258,38 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if err := checkSize(key, req.Owner, req.PayloadHash, nil, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, dedup.StatusPending, ceilUnix(req.LeaseUntil), nil)
-	return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusPending, w.updateInput(s.table, key))
+	r := s.claimRequest(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusPending, ceilUnix(req.LeaseUntil), nil)
+	return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusPending, r.updateItem(s.table, key, types.ReturnValueAllOld))
 }
 
-// claimWrite is the conditional write that takes a key when it is absent
-// or expired, shared by Claim (PENDING, with a lease until expires) and
-// ClaimComplete (COMPLETED with its response, retained until expires).
-type claimWrite struct {
-	update, cond string
-	names        map[string]string
-	values       map[string]types.AttributeValue
-}
-
-func (s *Store) claimWrite(owner, payloadHash string, now time.Time, status dedup.Status, expires int64, response []byte) claimWrite {
-	extra := map[string]types.AttributeValue{":status": str(string(status)), ":exp": num(expires)}
-	update := "SET #status = :status, #version = if_not_exists(#version, :zero) + :one, " +
-		"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #ph = :ph, " +
-		"#created = :created, #exp = :exp"
-	var remove string
+// claimRequest is the conditional write that takes a key when it is
+// absent or expired, shared by Claim (PENDING, with a lease until expires)
+// and ClaimComplete (COMPLETED with its response, retained until expires).
+// Version and attempts count on across takeovers: if_not_exists(x, 0) + 1.
+func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin time.Duration, status dedup.Status, expires int64, response []byte) *request {
+	r := newRequest()
+	zero, one := r.value(":zero", num(0)), r.value(":one", num(1))
+	exp := r.value(":exp", num(expires))
+	r.Set(nStatus, r.value(":status", str(string(status))))
+	r.Set(nVersion, "if_not_exists(", nVersion, ", ", zero, ") + ", one)
+	r.Set(nAttempts, "if_not_exists(", nAttempts, ", ", zero, ") + ", one)
+	r.Set(nOwner, r.value(":owner", str(owner)))
+	r.Set(nPayload, r.value(":ph", str(payloadHash)))
+	r.Set(nCreated, r.value(":created", num(floorUnix(now))))
+	r.Set(nExpires, exp)
 	switch {
 	case status == dedup.StatusPending:
-		update += ", #lease = :exp"
-		remove = " REMOVE #response, #error"
+		r.Set(nLease, exp)
+		r.Remove(nResponse, nError)
 	case len(response) > 0:
-		update += ", #response = :resp"
-		extra[":resp"] = &types.AttributeValueMemberB{Value: response}
-		remove = " REMOVE #lease, #error"
+		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: response}))
+		r.Remove(nLease, nError)
 	default:
-		remove = " REMOVE #lease, #error, #response"
+		r.Remove(nLease, nError, nResponse)
 	}
-	w := claimWrite{update: update + remove, cond: s.layout.notExists() + " OR #exp < :now"}
-	w.names = usedNames(s.layout.names(recordNames()), w.update, w.cond)
-	w.values = usedValues(claimValues(owner, payloadHash, now, s.claimNow(now), extra), w.update, w.cond)
-	return w
-}
-
-func (w claimWrite) updateInput(table string, key map[string]types.AttributeValue) *ddb.UpdateItemInput {
-	return &ddb.UpdateItemInput{
-		TableName:                           aws.String(table),
-		Key:                                 key,
-		UpdateExpression:                    aws.String(w.update),
-		ConditionExpression:                 aws.String(w.cond),
-		ExpressionAttributeNames:            w.names,
-		ExpressionAttributeValues:           w.values,
-		ReturnValues:                        types.ReturnValueAllOld,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	s.layout.notExists(r)
+	r.Where(" OR ", r.name(nExpires), " < ", r.value(":now", num(claimNow(now, margin))))
+	return r
 }
 
 // claimItem makes a claim's UpdateItem and reads its outcome: won, or
@@ -220,14 +298,14 @@ func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing de
 	client := s.client(key)
 	var out *ddb.UpdateItemOutput
 	retried := false
-	err := s.do(ctx, op, func(ctx context.Context, attempt int) error {
+	err := s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 		retried = attempt > 1
-		o, err := client.UpdateItem(ctx, in, noSDKRetry)
+		o, err := client.UpdateItem(ctx, in)
 		out = o
-		return err
+		return metadata(o), err
 	})
 	if err == nil {
-		return s.acquired(ctx, key, owner, out.Attributes), nil
+		return s.acquired(ctx, op, key, owner, out.Attributes), nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
@@ -239,7 +317,7 @@ func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing de
 // acquired builds a won Claim from the ALL_OLD attributes the claim
 // replaced (empty when the key was absent), computing the new counters the
 // way the update did: if_not_exists(x, 0) + 1.
-func (s *Store) acquired(ctx context.Context, key, owner string, old map[string]types.AttributeValue) dedup.Claim {
+func (s *Store) acquired(ctx context.Context, op, key, owner string, old map[string]types.AttributeValue) dedup.Claim {
 	c := dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: 1}, Attempt: 1}
 	if len(old) == 0 {
 		return c
@@ -247,10 +325,10 @@ func (s *Store) acquired(ctx context.Context, key, owner string, old map[string]
 	v, _ := getN(old, attrVersion, false, 0, 1<<62)
 	a, _ := getN(old, attrAttempts, false, 0, 1<<31-2)
 	c.Lease.Version, c.Attempt = v+1, int(a)+1
-	s.hooks.expiredPresent()
+	s.hooks.onExpiredPresent(ctx, op)
 	prev, err := decodeRecord(old)
 	if err != nil {
-		s.log.WarnContext(ctx, "dynamodb: claim replaced an undecodable record", "key", key, "err", err)
+		s.log.WarnContext(ctx, "dynamodb: claim replaced an undecodable record", "key_hash", dedup.KeyHash(key), "err", err)
 		return c
 	}
 	c.Previous = &prev
@@ -263,7 +341,7 @@ func (s *Store) acquired(ctx context.Context, key, owner string, old map[string]
 func (s *Store) lost(key, owner string, writing dedup.Status, item map[string]types.AttributeValue, retried bool) (dedup.Claim, error) {
 	rec, err := decodeRecord(item)
 	if err != nil {
-		return dedup.Claim{}, fmt.Errorf("dynamodb: claim %q: key is held but its record is unreadable: %w", key, err)
+		return dedup.Claim{}, fmt.Errorf("dynamodb: claim key_hash %s: key is held but its record is unreadable: %w", dedup.KeyHash(key), err)
 	}
 	if retried && rec.Owner == owner && rec.Status == writing {
 		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts}, nil
@@ -289,26 +367,18 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := checkSize(key, req.Lease.Owner, "", req.Response, ""); err != nil {
 		return err
 	}
-	values := fenceValues(req.Lease, map[string]types.AttributeValue{
-		":completed": str(string(dedup.StatusCompleted)),
-		":v1":        num(req.Lease.Version + 1),
-		":exp":       num(ceilUnix(req.ExpiresAt)),
-	})
-	update := "SET #status = :completed, #version = :v1, #exp = :exp"
-	remove := " REMOVE #lease, #error"
+	r := newRequest()
+	r.Set(nStatus, r.value(":completed", str(string(dedup.StatusCompleted))))
+	r.Set(nVersion, r.value(":v1", num(req.Lease.Version+1)))
+	r.Set(nExpires, r.value(":exp", num(ceilUnix(req.ExpiresAt))))
+	r.Remove(nLease, nError)
 	if len(req.Response) > 0 {
-		update += ", #response = :resp"
-		values[":resp"] = &types.AttributeValueMemberB{Value: req.Response}
+		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: req.Response}))
 	} else {
-		remove += ", #response"
+		r.Remove(nResponse)
 	}
-	upd := fencedUpdate{
-		key:    key,
-		update: update + remove,
-		names:  recordNames(),
-		values: values,
-	}
-	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, upd, writes)
+	r.fence(req.Lease.Owner, req.Lease.Version)
+	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, key, r, writes)
 }
 
 // Fail marks the lease FAILED until req.RetryAt.
@@ -321,22 +391,25 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	if err != nil {
 		return err
 	}
-	values := fenceValues(req.Lease, map[string]types.AttributeValue{
-		":failed": str(string(dedup.StatusFailed)),
-		":v1":     num(req.Lease.Version + 1),
-		":exp":    num(ceilUnix(req.RetryAt)),
-		":err":    str(truncateUTF8(req.Reason, maxErrorLen)),
-	})
-	update := "SET #status = :failed, #version = :v1, #exp = :exp, #error = :err"
-	if req.ResetAttempts {
-		update += ", #attempts = :zero"
-		values[":zero"] = num(0)
+	r := newRequest()
+	r.Set(nStatus, r.value(":failed", str(string(dedup.StatusFailed))))
+	r.Set(nVersion, r.value(":v1", num(req.Lease.Version+1)))
+	r.Set(nExpires, r.value(":exp", num(ceilUnix(req.RetryAt))))
+	r.Set(nError, r.value(":err", str(truncateUTF8(req.Reason, maxErrorLen))))
+	switch {
+	case req.ResetAttempts:
+		r.Set(nAttempts, r.value(":zero", num(0)))
+	case req.RefundAttempt:
+		// A held lease's claim counted at least one attempt, so this
+		// never goes below 0.
+		r.Set(nAttempts, nAttempts, " - ", r.value(":one", num(1)))
 	}
-	upd := fencedUpdate{key: key, update: update + " REMOVE #lease, #response", names: recordNames(), values: values}
-	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, upd, nil)
+	r.Remove(nLease, nResponse)
+	r.fence(req.Lease.Owner, req.Lease.Version)
+	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, key, r, nil)
 }
 
-// Extend pushes the lease to req.LeaseUntil. The version is kept, so the
+// Extend pushes the lease to req.LeaseUntil, never back. The version is kept, so the
 // caller's Lease stays valid; the owner and version still fence it.
 func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	const op = "Extend"
@@ -347,52 +420,41 @@ func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	if err != nil {
 		return err
 	}
-	values := fenceValues(req.Lease, map[string]types.AttributeValue{":lease": num(ceilUnix(req.LeaseUntil))})
-	upd := fencedUpdate{key: key, update: "SET #exp = :lease, #lease = :lease", names: recordNames(), values: values}
+	r := newRequest()
+	lease := r.value(":lease", num(ceilUnix(req.LeaseUntil)))
+	r.Set(nExpires, lease)
+	r.Set(nLease, lease)
+	r.fence(req.Lease.Owner, req.Lease.Version)
+	// A lease only moves forward: a holder whose clock stepped back must
+	// not shorten it, or another worker takes a live key.
+	r.Where(" AND ", nExpires, " <= ", lease)
 	// A retry re-applies the same idempotent update, so there is no earlier
 	// attempt to recognise: done status PENDING with the same version.
-	return s.fenced(ctx, op, req.Lease, "", 0, upd, nil)
-}
-
-type fencedUpdate struct {
-	key    map[string]types.AttributeValue
-	update string
-	names  map[string]string
-	values map[string]types.AttributeValue
-}
-
-const fenceCondition = "#owner = :owner AND #version = :v AND #status = :pending"
-
-func fenceValues(l dedup.Lease, m map[string]types.AttributeValue) map[string]types.AttributeValue {
-	m[":owner"] = str(l.Owner)
-	m[":v"] = num(l.Version)
-	m[":pending"] = str(string(dedup.StatusPending))
-	return m
+	err = s.fenced(ctx, op, req.Lease, "", 0, key, r, nil)
+	var lost *LeaseLostError
+	if errors.As(err, &lost) && lost.Current != nil && lost.Current.Status == dedup.StatusPending &&
+		lost.Current.Owner == req.Lease.Owner && lost.Current.Version == req.Lease.Version {
+		// Still ours: only the expiry arm failed, the lease is already longer.
+		return nil
+	}
+	return err
 }
 
 // fenced runs a fenced update of the record, alone (UpdateItem) or with
 // business writes (TransactWriteItems, the record first). done and
 // doneVersion describe the record our update leaves, to recognise it on a
 // retry ("" when the update is idempotent and needs no recognising).
-func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup.Status, doneVersion int64, u fencedUpdate, writes []types.TransactWriteItem) error {
+func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup.Status, doneVersion int64, key map[string]types.AttributeValue, r *request, writes []types.TransactWriteItem) error {
 	client := s.client(l.Key)
 	retried := false
 	var failedItem map[string]types.AttributeValue
 	var err error
 	if len(writes) == 0 {
-		in := &ddb.UpdateItemInput{
-			TableName:                           aws.String(s.table),
-			Key:                                 u.key,
-			UpdateExpression:                    aws.String(u.update),
-			ConditionExpression:                 aws.String(fenceCondition),
-			ExpressionAttributeNames:            usedNames(u.names, u.update, fenceCondition),
-			ExpressionAttributeValues:           usedValues(u.values, u.update, fenceCondition),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}
-		err = s.do(ctx, op, func(ctx context.Context, attempt int) error {
+		in := r.updateItem(s.table, key, types.ReturnValueNone)
+		err = s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 			retried = attempt > 1
-			_, err := client.UpdateItem(ctx, in, noSDKRetry)
-			return err
+			o, err := client.UpdateItem(ctx, in)
+			return metadata(o), err
 		})
 		var ccf *types.ConditionalCheckFailedException
 		if err == nil {
@@ -403,16 +465,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 		}
 		failedItem = ccf.Item
 	} else {
-		record := types.TransactWriteItem{Update: &types.Update{
-			TableName:                           aws.String(s.table),
-			Key:                                 u.key,
-			UpdateExpression:                    aws.String(u.update),
-			ConditionExpression:                 aws.String(fenceCondition),
-			ExpressionAttributeNames:            usedNames(u.names, u.update, fenceCondition),
-			ExpressionAttributeValues:           usedValues(u.values, u.update, fenceCondition),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}}
-		c, err := s.transact(ctx, op, client, record, writes, &retried)
+		c, err := s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
 		switch {
 		case err != nil:
 			return s.wrap(op, l.Key, err)
@@ -447,19 +500,20 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 	items = append(items, writes...)
 	in := &ddb.TransactWriteItemsInput{TransactItems: items}
 	var c cancellation
-	err := s.do(ctx, op, func(ctx context.Context, attempt int) error {
+	err := s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 		*retried = attempt > 1
 		c = cancellation{business: -1}
-		_, err := client.TransactWriteItems(ctx, in, noSDKRetry)
+		o, err := client.TransactWriteItems(ctx, in)
+		md := metadata(o)
 		var tce *types.TransactionCanceledException
 		if err == nil || !errors.As(err, &tce) {
-			return err
+			return md, err
 		}
-		c, err = readCancellation(ctx, op, tce, s.hooks, s.tel)
+		c, err = readCancellation(ctx, op, tce, &s.hooks, s.tel)
 		if err != nil {
-			return err
+			return md, err
 		}
-		return &decision{err: tce}
+		return md, &decision{err: tce}
 	})
 	var d *decision
 	if errors.As(err, &d) {
@@ -482,6 +536,9 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
 		return dedup.Claim{}, err
 	}
+	if err := s.checkClock(ctx, req.Now, req.SkewMargin); err != nil {
+		return dedup.Claim{}, err
+	}
 	writes, err := transactItems(req.Writes)
 	if err != nil {
 		return dedup.Claim{}, err
@@ -493,23 +550,14 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err := checkSize(key, req.Owner, req.PayloadHash, req.Response, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	w := s.claimWrite(req.Owner, req.PayloadHash, req.Now, dedup.StatusCompleted, ceilUnix(req.ExpiresAt), req.Response)
+	r := s.claimRequest(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusCompleted, ceilUnix(req.ExpiresAt), req.Response)
 	if len(writes) == 0 {
-		return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusCompleted, w.updateInput(s.table, key))
+		return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusCompleted, r.updateItem(s.table, key, types.ReturnValueAllOld))
 	}
 
 	client := s.client(req.Key)
 	retried := false
-	record := types.TransactWriteItem{Update: &types.Update{
-		TableName:                           aws.String(s.table),
-		Key:                                 key,
-		UpdateExpression:                    aws.String(w.update),
-		ConditionExpression:                 aws.String(w.cond),
-		ExpressionAttributeNames:            w.names,
-		ExpressionAttributeValues:           w.values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}}
-	c, err := s.transact(ctx, op, client, record, writes, &retried)
+	c, err := s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
 	switch {
 	case err != nil:
 		return dedup.Claim{}, s.wrap(op, req.Key, err)
@@ -532,20 +580,20 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 	in := &ddb.GetItemInput{TableName: aws.String(s.table), Key: k, ConsistentRead: aws.Bool(true)}
 	client := s.client(key)
 	var out *ddb.GetItemOutput
-	err = s.do(ctx, op, func(ctx context.Context, _ int) error {
-		o, err := client.GetItem(ctx, in, noSDKRetry)
+	err = s.do(ctx, op, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		o, err := client.GetItem(ctx, in)
 		out = o
-		return err
+		return metadata(o), err
 	})
 	if err != nil {
 		return dedup.Record{}, s.wrap(op, key, err)
 	}
 	if len(out.Item) == 0 {
-		return dedup.Record{}, fmt.Errorf("dynamodb: get %q: %w", key, dedup.ErrNotFound)
+		return dedup.Record{}, fmt.Errorf("dynamodb: get key_hash %s: %w", dedup.KeyHash(key), dedup.ErrNotFound)
 	}
 	rec, err := decodeRecord(out.Item)
 	if err != nil {
-		return dedup.Record{}, fmt.Errorf("dynamodb: get %q: %w", key, err)
+		return dedup.Record{}, fmt.Errorf("dynamodb: get key_hash %s: %w", dedup.KeyHash(key), err)
 	}
 	return rec, nil
 }
@@ -553,38 +601,12 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 func (s *Store) wrap(op, key string, err error) error {
 	var te *TransactionError
 	if isItemTooLarge(err) {
-		return fmt.Errorf("dynamodb: %s %q: %w (%v)", op, key, &dedup.RecordTooLargeError{Size: maxItemSize + 1, Max: maxItemSize}, err)
+		return fmt.Errorf("dynamodb: %s key_hash %s: %w (%v)", op, dedup.KeyHash(key), &dedup.RecordTooLargeError{Size: maxItemSize + 1, Max: maxItemSize}, err)
 	}
 	if errors.As(err, &te) {
 		return err
 	}
-	return fmt.Errorf("dynamodb: %s %q: %w", op, key, err)
-}
-
-// recordNames aliases every attribute: several are reserved words.
-func recordNames() map[string]string {
-	return map[string]string{
-		"#status":   attrStatus,
-		"#version":  attrVersion,
-		"#attempts": attrAttempts,
-		"#owner":    attrOwner,
-		"#ph":       attrPayload,
-		"#created":  attrCreated,
-		"#exp":      attrExpires,
-		"#lease":    attrLease,
-		"#response": attrResponse,
-		"#error":    attrError,
-	}
-}
-
-func claimValues(owner, payloadHash string, now time.Time, claimNow int64, m map[string]types.AttributeValue) map[string]types.AttributeValue {
-	m[":zero"] = num(0)
-	m[":one"] = num(1)
-	m[":owner"] = str(owner)
-	m[":ph"] = str(payloadHash)
-	m[":created"] = num(floorUnix(now))
-	m[":now"] = num(claimNow)
-	return m
+	return fmt.Errorf("dynamodb: %s key_hash %s: %w", op, dedup.KeyHash(key), err)
 }
 
 // transactItems checks the business writes' types and count.
@@ -640,49 +662,4 @@ func checkSize(key map[string]types.AttributeValue, owner, payloadHash string, r
 		return &dedup.RecordTooLargeError{Size: n, Max: maxItemSize}
 	}
 	return nil
-}
-
-// usedNames keeps the aliases the expressions use: DynamoDB refuses a
-// request that defines one it does not use.
-func usedNames(names map[string]string, exprs ...string) map[string]string {
-	out := make(map[string]string, len(names))
-	for k, v := range names {
-		if referenced(k, exprs) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// usedValues keeps the placeholders the expressions use, likewise.
-func usedValues(values map[string]types.AttributeValue, exprs ...string) map[string]types.AttributeValue {
-	out := make(map[string]types.AttributeValue, len(values))
-	for k, v := range values {
-		if referenced(k, exprs) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// referenced reports whether token stands whole in any expression.
-func referenced(token string, exprs []string) bool {
-	for _, e := range exprs {
-		for i := strings.Index(e, token); i >= 0; {
-			end := i + len(token)
-			if end == len(e) || !isNameChar(e[end]) {
-				return true
-			}
-			next := strings.Index(e[end:], token)
-			if next < 0 {
-				break
-			}
-			i = end + next
-		}
-	}
-	return false
-}
-
-func isNameChar(c byte) bool {
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

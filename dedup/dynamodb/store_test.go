@@ -2,57 +2,46 @@ package dynamodb_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/dedup/storetest"
+	"github.com/onceq/onceq/integration/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
-func client(t *testing.T) *ddb.Client {
-	t.Helper()
-	ep := testenv.DynamoDBEndpoint(t)
-	cfg := testenv.AWSConfig(t, ep)
-	return ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
-}
-
-func newTable(t *testing.T, c *ddb.Client, opts ...dynamodb.TableOption) string {
-	t.Helper()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "onceq_test_" + hex.EncodeToString(b)
-	if err := dynamodb.CreateTable(context.Background(), c, name, opts...); err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	return name
-}
-
 func TestConformance(t *testing.T) {
-	c := client(t)
-	table := newTable(t, c)
-	storetest.Run(t, func(*testing.T) dedup.Store { return dynamodb.New(c, table) })
+	conformance(t, nil, storetest.Options{})
 }
 
 func TestConformanceTenantLayout(t *testing.T) {
-	c := client(t)
-	table := newTable(t, c, dynamodb.WithTenantLayout())
-	storetest.Run(t, func(*testing.T) dedup.Store { return dynamodb.New(c, table, dynamodb.WithTenantLayout()) },
-		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
+	conformance(t, []dynamodb.Option{dynamodb.TenantLayout()}, storetest.Options{RaceGoroutines: 16, RaceRounds: 20}, dynamodb.TenantLayout())
+}
+
+// conformance runs the suite on a fresh table, with a fault proxy in front
+// of DynamoDB Local to meet a throttle. The suite's clock runs an hour
+// ahead of the real one, so the clock check is off.
+func conformance(t *testing.T, opts []dynamodb.Option, o storetest.Options, tableOpts ...dynamodb.TableOption) {
+	ep := testenv.DynamoDBEndpoint(t)
+	c := dynamoClient(t, ep, nil)
+	table := recordsTable(t, c, tableOpts...)
+	opts = append(opts, dynamodb.ClockCheck(false))
+	o.Throttled = func(t *testing.T) dedup.Store {
+		p := faultproxy.Start(t, ep)
+		p.AddRule(faultproxy.Rule{Times: 2, Fault: faultproxy.Throttle})
+		return newStore(t, dynamoClient(t, p.URL(), nil), table, append(opts, dynamodb.WithRetryPolicy(fastPolicy(5)))...)
+	}
+	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, opts...) }, o)
 }
 
 // A consumer whose key already hashes the body claims with no payload
 // hash: both claim shapes must store and return it as empty.
 func TestClaimWithoutPayloadHash(t *testing.T) {
 	ctx := context.Background()
-	c := client(t)
-	s := dynamodb.New(c, newTable(t, c))
+	c := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	s := newStore(t, c, recordsTable(t, c))
 	now := time.Now()
 	cl, err := s.Claim(ctx, dedup.ClaimRequest{Key: "ns#a", Owner: "o1", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || !cl.Acquired {

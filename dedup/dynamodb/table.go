@@ -15,7 +15,7 @@ import (
 )
 
 // CreateTable makes a records table: on-demand billing, the key schema of
-// the layout (pk; or pk + sk with WithTenantLayout) and TTL on expires_at.
+// the layout (pk; or pk + sk with TenantLayout) and TTL on expires_at.
 // It is idempotent: an existing table is accepted when its key schema
 // matches, and TTL is enabled if it is not. It returns once the table is
 // ACTIVE.
@@ -91,7 +91,7 @@ func (s *Store) Check(ctx context.Context) error {
 }
 
 // LayoutError says the table's key schema is not the one the store's
-// layout needs (a tenant-layout table opened without WithTenantLayout, or
+// layout needs (a tenant-layout table opened without TenantLayout, or
 // the reverse). It is a configuration fault.
 type LayoutError struct{ Err error }
 

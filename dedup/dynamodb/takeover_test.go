@@ -28,7 +28,8 @@ func TestLeaseTakeoverFencesStalledWorker(t *testing.T) {
 	table := recordsTable(t, client)
 	inv := newInventory(t, client)
 	inv.stock(t, "sku-1", 10)
-	st := dynamodb.New(client, table)
+	// Worker B's clock is stood ahead to play A's stall.
+	st := newStore(t, client, table, dynamodb.ClockCheck(false))
 
 	stalled, release := make(chan struct{}), make(chan struct{})
 	slow := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {

@@ -48,7 +48,7 @@ type setKey struct {
 	class            retry.Class
 }
 
-func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
+func newTelemetry(mp metric.MeterProvider, clock *clockOffset) (*telemetry, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
@@ -67,19 +67,23 @@ func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
 		metric.WithDescription("DynamoDB requests retried after a backoff, by class (throttled, transient) and error code.")); err != nil {
 		return nil, err
 	}
+	if _, err = m.Float64ObservableGauge("onceq.dynamodb.clock_offset",
+		metric.WithUnit("s"),
+		metric.WithDescription("DynamoDB's clock minus this host's, in seconds, estimated from the Date header of responses (positive: DynamoDB is ahead). Claims whose clock is further off than their skew margin are refused."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			if off, ok := clock.offset(); ok {
+				o.Observe(off.Seconds())
+			}
+			return nil
+		})); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
 // isThrottle tells throttling codes, wherever they appear: a request's
 // error code or a cancellation reason.
-func isThrottle(code string) bool {
-	switch code {
-	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
-		"ThrottlingError", "ProvisionedThroughputExceeded", "Throttling":
-		return true
-	}
-	return false
-}
+func isThrottle(code string) bool { return codeClass(code) == retry.Throttled }
 
 func (t *telemetry) options(k setKey, build func() []attribute.KeyValue) []metric.AddOption {
 	t.mu.RLock()

@@ -1,6 +1,7 @@
 package dynamodb_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,7 +24,7 @@ func TestCallCounts(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	var c calls
 	client := dynamoClient(t, ep, &c)
-	st := dynamodb.New(client, recordsTable(t, client))
+	st := newStore(t, client, recordsTable(t, client))
 	at := clock()
 	ctx := t.Context()
 
@@ -78,7 +79,7 @@ func TestTransactionOutcomes(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	var c calls
 	client := dynamoClient(t, ep, &c)
-	st := dynamodb.New(client, recordsTable(t, client))
+	st := newStore(t, client, recordsTable(t, client))
 	inv := newInventory(t, client)
 	at := clock()
 	ctx := t.Context()
@@ -253,7 +254,7 @@ func TestRecordTooLarge(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	var c calls
 	client := dynamoClient(t, ep, &c)
-	st := dynamodb.New(client, recordsTable(t, client))
+	st := newStore(t, client, recordsTable(t, client))
 	at := clock()
 	k := uniqueKey(t)
 	cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
@@ -273,25 +274,10 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 }
 
-func TestClockSkewMargin(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	client := dynamoClient(t, ep, nil)
-	st := dynamodb.New(client, recordsTable(t, client), dynamodb.WithClockSkewMargin(5*time.Second))
-	at := clock()
-	k := uniqueKey(t)
-	mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "a", Now: at(0), LeaseUntil: at(10)})
-	if c := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "b", Now: at(15), LeaseUntil: at(40)}); c.Acquired {
-		t.Fatal("claimed within the skew margin")
-	}
-	if c := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "b", Now: at(16), LeaseUntil: at(40)}); !c.Acquired {
-		t.Fatal("not claimable after the skew margin")
-	}
-}
-
 func TestSubSecondRounding(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
-	st := dynamodb.New(client, recordsTable(t, client))
+	st := newStore(t, client, recordsTable(t, client))
 	at := clock()
 	k := uniqueKey(t)
 	// A lease to +10.2s is stored as +11s: never shorter than asked.
@@ -317,11 +303,11 @@ func TestHooks(t *testing.T) {
 		reasons []string
 		expired int
 	)
-	st := dynamodb.New(client, recordsTable(t, client), dynamodb.WithHooks(dynamodb.Hooks{
-		OnCall:           func(op string, _ time.Duration, _ error) { mu.Lock(); ops[op]++; mu.Unlock() },
-		OnCancellation:   func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() },
-		OnExpiredPresent: func() { mu.Lock(); expired++; mu.Unlock() },
-	}))
+	st := newStore(t, client, recordsTable(t, client), dynamodb.WithHooks(
+		onCall(func(_ context.Context, op string, _ time.Duration, _ error) { mu.Lock(); ops[op]++; mu.Unlock() }),
+		onCancellation(func(_ context.Context, _, r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }),
+		onExpiredPresent(func(context.Context, string) { mu.Lock(); expired++; mu.Unlock() }),
+	))
 	inv := newInventory(t, client)
 	at := clock()
 	k := uniqueKey(t)
@@ -350,8 +336,8 @@ func TestHooks(t *testing.T) {
 func TestTenantLayout(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
-	table := recordsTable(t, client, dynamodb.WithTenantLayout())
-	st := dynamodb.New(client, table, dynamodb.WithTenantLayout())
+	table := recordsTable(t, client, dynamodb.TenantLayout())
+	st := newStore(t, client, table, dynamodb.TenantLayout())
 	at := clock()
 	tenant := uniqueName("tenant-")
 	for i := range 3 {
@@ -375,10 +361,39 @@ func TestTenantLayout(t *testing.T) {
 	if err != nil || out.Count != 3 {
 		t.Fatalf("query tenant: %v, %d items", err, out.Count)
 	}
-	for _, bad := range []string{"no-tenant", "#fp", "tenant#", "t#" + strings.Repeat("x", 1025)} {
-		if _, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: bad, Owner: "a", Now: at(0), LeaseUntil: at(1)}); !errors.Is(err, dynamodb.ErrBadKey) {
-			t.Fatalf("key %.20q: %v, want ErrBadKey", bad, err)
+	for _, bad := range []string{"no-tenant", "#fp", "tenant#"} {
+		_, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: bad, Owner: "a", Now: at(0), LeaseUntil: at(1)})
+		if !errors.Is(err, dynamodb.ErrBadKey) || retry.Classify(err) != retry.Permanent {
+			t.Fatalf("key %.20q: %v, want a Permanent ErrBadKey", bad, err)
 		}
+	}
+}
+
+// A fingerprint over the sort key's 1024 bytes is stored as its hash: it
+// claims, completes and is found again as a duplicate, where DynamoDB
+// would refuse it as given on every claim.
+func TestTenantLayoutLongKey(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	client := dynamoClient(t, ep, nil)
+	st := newStore(t, client, recordsTable(t, client, dynamodb.TenantLayout()), dynamodb.TenantLayout())
+	at := clock()
+	k, err := dedup.Key(uniqueName("tenant-"), strings.Repeat("k", 1500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "a", PayloadHash: "h", Now: at(0), LeaseUntil: at(30)})
+	if !c.Acquired || c.Lease.Key != k {
+		t.Fatalf("claim of a 1.5 KB key: %+v", c)
+	}
+	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Response: []byte("ok"), Now: at(1), ExpiresAt: at(3600)}); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	dup := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "b", PayloadHash: "h", Now: at(2), LeaseUntil: at(32)})
+	if dup.Acquired || dup.Existing.Status != dedup.StatusCompleted || string(dup.Existing.Response) != "ok" {
+		t.Fatalf("duplicate of a 1.5 KB key: %+v", dup)
+	}
+	if rec, err := st.Get(t.Context(), k); err != nil || rec.Status != dedup.StatusCompleted {
+		t.Fatalf("get: %+v %v", rec, err)
 	}
 }
 
@@ -388,7 +403,7 @@ func TestRegionalRouting(t *testing.T) {
 	var east, west calls
 	clients := []*ddb.Client{dynamoClient(t, ep, &east), dynamoClient(t, ep, &west)}
 	table := recordsTable(t, clients[0])
-	st := dynamodb.New(nil, table, dynamodb.WithRegionalClients(clients))
+	st := newStore(t, nil, table, dynamodb.WithRegionalClients(clients))
 	at := clock()
 	for i := range 40 {
 		k := fmt.Sprintf("regional#%s-%d", uniqueName(""), i)
@@ -406,7 +421,7 @@ func TestRegionalRouting(t *testing.T) {
 			t.Fatalf("key %s split across regions: east %d, west %d", k, e, w)
 		}
 		// The same key always goes home, from another Store as well.
-		again := dynamodb.New(nil, table, dynamodb.WithRegionalClients(clients))
+		again := newStore(t, nil, table, dynamodb.WithRegionalClients(clients))
 		if _, err := again.Get(t.Context(), k); err != nil {
 			t.Fatal(err)
 		}
@@ -433,7 +448,7 @@ func TestCreateTableIdempotent(t *testing.T) {
 		aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "expires_at" {
 		t.Fatalf("TTL: %+v %v", ttl, err)
 	}
-	if err := dynamodb.CreateTable(t.Context(), client, name, dynamodb.WithTenantLayout()); err == nil {
+	if err := dynamodb.CreateTable(t.Context(), client, name, dynamodb.TenantLayout()); err == nil {
 		t.Fatal("CreateTable accepted a table of the other layout")
 	}
 }
@@ -446,13 +461,13 @@ func TestTransactionConflictsRetried(t *testing.T) {
 	client := dynamoClient(t, ep, nil)
 	var mu sync.Mutex
 	codes := map[string]int{}
-	st := dynamodb.New(client, recordsTable(t, client),
+	st := newStore(t, client, recordsTable(t, client),
 		dynamodb.WithRetryPolicy(fastPolicy(30)),
-		dynamodb.WithHooks(dynamodb.Hooks{OnRetry: func(_ string, c retry.Class, code string) {
+		dynamodb.WithHooks(onRetry(func(_ context.Context, _ string, c retry.Class, code string) {
 			mu.Lock()
 			codes[c.String()+"/"+code]++
 			mu.Unlock()
-		}}))
+		})))
 	inv := newInventory(t, client)
 	sku := uniqueName("sku-")
 	inv.stock(t, sku, 1000)

@@ -78,7 +78,7 @@ func (s *Store) Claim(_ context.Context, req dedup.ClaimRequest) (dedup.Claim, e
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old := sh.records[req.Key]
-	if old != nil && old.Live(req.Now) {
+	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
 	rec := &dedup.Record{Key: req.Key, Status: dedup.StatusPending, Version: 1, Owner: req.Owner,
@@ -90,11 +90,17 @@ func (s *Store) Claim(_ context.Context, req dedup.ClaimRequest) (dedup.Claim, e
 	return c, nil
 }
 
-// held returns the record the lease still fences, or ErrLeaseLost.
-func held(sh *shard, l dedup.Lease) (*dedup.Record, error) {
+// held reports whether old still blocks a claim at now: it is live, or
+// expired by no more than the claimer's skew margin.
+func held(old *dedup.Record, now time.Time, margin time.Duration) bool {
+	return old != nil && old.Live(now.Add(-max(margin, 0)))
+}
+
+// fenced returns the record the lease still fences, or ErrLeaseLost.
+func fenced(sh *shard, l dedup.Lease) (*dedup.Record, error) {
 	r := sh.records[l.Key]
 	if r == nil || r.Status != dedup.StatusPending || r.Owner != l.Owner || r.Version != l.Version {
-		return nil, fmt.Errorf("%w: key %q version %d", dedup.ErrLeaseLost, l.Key, l.Version)
+		return nil, fmt.Errorf("%w: key_hash %s version %d", dedup.ErrLeaseLost, dedup.KeyHash(l.Key), l.Version)
 	}
 	return r, nil
 }
@@ -164,7 +170,7 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 	}
 	sh := s.lockCommit(req.Lease.Key, writes)
 	defer s.unlockCommit(sh, writes)
-	r, err := held(sh, req.Lease)
+	r, err := fenced(sh, req.Lease)
 	if err != nil {
 		return err
 	}
@@ -189,7 +195,7 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	sh := s.lockCommit(req.Key, writes)
 	defer s.unlockCommit(sh, writes)
 	old := sh.records[req.Key]
-	if old != nil && old.Live(req.Now) {
+	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
 	rec := &dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: 1, Owner: req.Owner,
@@ -210,13 +216,16 @@ func (s *Store) Fail(_ context.Context, req dedup.FailRequest) error {
 	sh := s.shard(req.Lease.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r, err := held(sh, req.Lease)
+	r, err := fenced(sh, req.Lease)
 	if err != nil {
 		return err
 	}
 	r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, req.Reason, req.RetryAt
-	if req.ResetAttempts {
+	switch {
+	case req.ResetAttempts:
 		r.Attempts = 0
+	case req.RefundAttempt:
+		r.Attempts = max(r.Attempts-1, 0)
 	}
 	return nil
 }
@@ -226,7 +235,7 @@ func (s *Store) Extend(_ context.Context, req dedup.ExtendRequest) error {
 	sh := s.shard(req.Lease.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r, err := held(sh, req.Lease)
+	r, err := fenced(sh, req.Lease)
 	if err != nil {
 		return err
 	}
@@ -236,17 +245,17 @@ func (s *Store) Extend(_ context.Context, req dedup.ExtendRequest) error {
 	return nil
 }
 
-// Get implements dedup.Store.
 // Check implements dedup.Store: an in-process store always works.
 func (s *Store) Check(context.Context) error { return nil }
 
+// Get implements dedup.Store.
 func (s *Store) Get(_ context.Context, key string) (dedup.Record, error) {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	r := sh.records[key]
 	if r == nil {
-		return dedup.Record{}, fmt.Errorf("%w: %q", dedup.ErrNotFound, key)
+		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
 	}
 	return *clone(r), nil
 }

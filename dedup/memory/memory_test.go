@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,21 @@ func TestSweep(t *testing.T) {
 	}
 	if n := st.Sweep(now.Add(time.Minute)); n != 1 || st.Len() != 1 {
 		t.Fatalf("swept %d, left %d; want 1 and 1", n, st.Len())
+	}
+}
+
+// The memory store has no key limits: a key is kept as given, however long
+// or whatever its bytes.
+func TestKeysKeptAsGiven(t *testing.T) {
+	st := memory.New()
+	now := time.Now()
+	for _, k := range []string{strings.Repeat("k", 10<<10), "ns#\xff\xfe", "ns#sha256:00"} {
+		c, err := st.Claim(context.Background(), dedup.ClaimRequest{Key: k, Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil || !c.Acquired || c.Lease.Key != k {
+			t.Fatalf("claim %.20q: %+v %v", k, c, err)
+		}
+		if r, err := st.Get(context.Background(), k); err != nil || r.Key != k {
+			t.Fatalf("get %.20q: key %.20q, %v", k, r.Key, err)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
 )
 
 // Options tune the suite for slower stores.
@@ -25,6 +26,12 @@ type Options struct {
 	// RaceGoroutines and RaceRounds size the one-key claim race
 	// (default 64 × 200).
 	RaceGoroutines, RaceRounds int
+	// Throttled, when set, returns a Store over the same records whose
+	// next calls meet a throttle before they go through (the DynamoDB
+	// Store's test puts a fault-injecting proxy in front of its server).
+	// A Store that never throttles (the in-memory one) leaves it nil and
+	// the case is skipped.
+	Throttled func(t *testing.T) dedup.Store
 }
 
 // Run runs the suite. newStore is called once per subtest.
@@ -51,13 +58,17 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"TakeoverAfterLeaseExpiryFencesOldOwner", s.takeover},
 		{"FailedReclaimableAfterDelay", s.failedReclaim},
 		{"ResetAttemptsOnFail", s.resetAttempts},
+		{"RefundAttemptOnFail", s.refundAttempt},
+		{"SkewMarginDelaysClaim", s.skewMargin},
 		{"ExpiredButPresentIsAbsent", s.expiredPresent},
 		{"PayloadHashKeptForKeyReuse", s.payloadHash},
 		{"ExtendKeepsLease", s.extend},
+		{"ExtendNeverShortens", s.extendNeverShortens},
 		{"CompleteOnlyOnce", s.completeOnce},
 		{"UnsupportedWriteCommitsNothing", s.unsupportedWrite},
 		{"GetAbsent", s.getAbsent},
 		{"ClaimComplete", s.claimComplete},
+		{"ThrottleReachesObserver", s.throttleObserved},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -279,6 +290,76 @@ func (s *suite) resetAttempts(t *testing.T, st dedup.Store) {
 	mustAcquire(t, claim(t, st, k, "a", "h1", 6, 30), 1)
 }
 
+// A Fail that refunds its attempt (the store failed, not the handler)
+// leaves the count where it was before the claim, and never below 0.
+func (s *suite) refundAttempt(t *testing.T, st dedup.Store) {
+	k := key(t)
+	fail := func(l dedup.Lease, now int, refund, reset bool) {
+		t.Helper()
+		err := st.Fail(ctx(t), dedup.FailRequest{Lease: l, Reason: "x", Now: at(now), RetryAt: at(now + 1), RefundAttempt: refund, ResetAttempts: reset})
+		if err != nil {
+			t.Fatalf("fail: %v", err)
+		}
+	}
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	fail(l, 1, false, false)
+	l = mustAcquire(t, claim(t, st, k, "a", "h1", 3, 30), 2)
+	fail(l, 4, true, false)
+	if r := get(t, st, k); r.Attempts != 1 || r.Status != dedup.StatusFailed {
+		t.Fatalf("record after a refunded Fail %+v, want 1 attempt", r)
+	}
+	l = mustAcquire(t, claim(t, st, k, "a", "h1", 6, 30), 2)
+	fail(l, 7, true, false)
+	l = mustAcquire(t, claim(t, st, k, "a", "h1", 9, 30), 2)
+	fail(l, 10, false, true)
+	l = mustAcquire(t, claim(t, st, k, "a", "h1", 12, 30), 1)
+	fail(l, 13, true, false)
+	if r := get(t, st, k); r.Attempts != 0 {
+		t.Fatalf("record after refunding the only attempt %+v, want 0 attempts", r)
+	}
+	mustAcquire(t, claim(t, st, k, "a", "h1", 15, 30), 1)
+}
+
+// A record is claimable only once Now is past its ExpiresAt by more than
+// the claimer's SkewMargin, for Claim and ClaimComplete alike.
+func (s *suite) skewMargin(t *testing.T, st dedup.Store) {
+	k := key(t)
+	mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	const margin = 5 * time.Second
+	req := func(now int) dedup.ClaimRequest {
+		return dedup.ClaimRequest{Key: k, PayloadHash: "h1", Owner: "b", Now: at(now), LeaseUntil: at(now + 30), SkewMargin: margin}
+	}
+	for _, now := range []int{31, 35} {
+		c, err := st.Claim(ctx(t), req(now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustLose(t, c, dedup.StatusPending)
+	}
+	c, err := st.Claim(ctx(t), req(36))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, c, 2)
+
+	cc, ok := st.(dedup.ClaimCompleter)
+	if !ok {
+		return
+	}
+	k2 := key(t) + "-cc"
+	mustAcquire(t, claim(t, st, k2, "a", "h1", 0, 30), 1)
+	ccReq := dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h1", Owner: "b", Now: at(35), ExpiresAt: at(3600), SkewMargin: margin}
+	if c, err = cc.ClaimComplete(ctx(t), ccReq); err != nil {
+		t.Fatal(err)
+	}
+	mustLose(t, c, dedup.StatusPending)
+	ccReq.Now = at(36)
+	if c, err = cc.ClaimComplete(ctx(t), ccReq); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, c, 2)
+}
+
 func (s *suite) expiredPresent(t *testing.T, st dedup.Store) {
 	k := key(t)
 	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
@@ -324,6 +405,23 @@ func (s *suite) extend(t *testing.T, st dedup.Store) {
 		t.Fatal(err)
 	}
 	mustAcquire(t, claim(t, st, k2, "b", "h1", 31, 61), 2)
+}
+
+// A holder whose clock stepped back asks for an earlier expiry: the lease
+// stays as long as it was, or a claimer in between would take a live key.
+func (s *suite) extendNeverShortens(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	if err := st.Extend(ctx(t), dedup.ExtendRequest{Lease: l, Now: at(5), LeaseUntil: at(10)}); err != nil {
+		t.Fatalf("extend to an earlier expiry: %v, want nil (the lease is already longer)", err)
+	}
+	if r := get(t, st, k); !r.ExpiresAt.Equal(at(30)) || r.Version != l.Version || r.Owner != "a" {
+		t.Fatalf("record after a backward extend %+v, want ExpiresAt %v kept", r, at(30))
+	}
+	mustLose(t, claim(t, st, k, "b", "h1", 20, 50), dedup.StatusPending)
+	if err := complete(t, st, l, "done", 21, 3600); err != nil {
+		t.Fatalf("lease not held after a backward extend: %v", err)
+	}
 }
 
 func (s *suite) completeOnce(t *testing.T, st dedup.Store) {
@@ -397,4 +495,35 @@ func (s *suite) claimComplete(t *testing.T, st dedup.Store) {
 		t.Fatal(err)
 	}
 	mustAcquire(t, c, 2)
+}
+
+// A throttle is part of the contract: a Store that retries one tells the
+// caller through the ctx's retry observer (the consumer adapts its
+// concurrency to it), and the retried call still succeeds.
+func (s *suite) throttleObserved(t *testing.T, _ dedup.Store) {
+	if s.opts.Throttled == nil {
+		t.Skip("the store has no throttle to meet")
+	}
+	st := s.opts.Throttled(t)
+	var mu sync.Mutex
+	var seen []retry.Class
+	c := retry.WithObserver(ctx(t), func(class retry.Class, _ error) {
+		mu.Lock()
+		seen = append(seen, class)
+		mu.Unlock()
+	})
+	k := key(t)
+	cl, err := st.Claim(c, dedup.ClaimRequest{Key: k, PayloadHash: "h1", Owner: "a", Now: at(0), LeaseUntil: at(30)})
+	if err != nil {
+		t.Fatalf("throttled claim: %v", err)
+	}
+	mustAcquire(t, cl, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, class := range seen {
+		if class == retry.Throttled {
+			return
+		}
+	}
+	t.Fatalf("the observer saw %v, want retry.Throttled", seen)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
@@ -85,7 +86,7 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 	f.check(t, ctx, db, suffix, summary, int64(len(malformed)))
 
 	// A record with the header was claimed under it, not under its order ID.
-	store, err := newDynamoStore(db, "idem_"+suffix)
+	store, err := dynamodb.New(db, "idem_"+suffix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,13 +28,6 @@ type wiring struct {
 	totals    func(ctx context.Context) (reserved int64, orders int, err error)
 }
 
-// newDynamoStore opens the idempotency store. It returns an error so that
-// a constructor that can fail (dynamodb.New returning one) is a one-line
-// change here.
-func newDynamoStore(client *ddb.Client, table string, opts ...dynamodb.Option) (*dynamodb.Store, error) {
-	return dynamodb.New(client, table, opts...), nil
-}
-
 // wire builds the source, store and inventory. AWS endpoints, region and
 // credentials come from the SDK's standard settings (AWS_REGION,
 // AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, …); Kafka brokers from -kafka-brokers.
@@ -64,7 +57,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 		} else if err := checkExampleTables(ctx, db, o.inventoryTable, o.ordersTable); err != nil {
 			return nil, err
 		}
-		store, err := newDynamoStore(db, o.idempotencyTable, dynamodb.WithLogger(logger), dynamodb.WithMeterProvider(o.meters))
+		store, err := dynamodb.New(db, o.idempotencyTable, dynamodb.WithLogger(logger), dynamodb.WithMeterProvider(o.meters))
 		if err != nil {
 			return nil, err
 		}

@@ -65,7 +65,11 @@ func TestEndToEndDynamoDBStore(t *testing.T) {
 		}}}}, nil
 	})
 	seen := &outcomes{}
-	cons, err := consumer.New(newSource(t, c, url), dynamodb.New(db, idem), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16),
+	store, err := dynamodb.New(db, idem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := consumer.New(newSource(t, c, url), store, h, consumer.WithoutDeadLetters(), consumer.Concurrency(16),
 		consumer.WithHooks(seen), consumer.PendingRecheck(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
