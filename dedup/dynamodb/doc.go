@@ -47,11 +47,12 @@
 // treated as expired before the time the caller asked for: a lease can last
 // up to a second longer than requested, never shorter. A record is live
 // through its expiry second (dedup.Record.Live) and claimable once
-// expires_at < floor(now). A request's SkewMargin is subtracted from :now
-// in its claim condition, so an expired record becomes claimable that much
-// later (protection against a claimer whose clock runs ahead of the
-// holder's); meanwhile a loser may be shown a record whose ExpiresAt has
-// passed.
+// expires_at < floor(now). For a PENDING record a request's SkewMargin is
+// subtracted from now, so an expired lease becomes claimable that much later
+// (protection against a claimer whose clock runs ahead of the holder's);
+// meanwhile a loser may be shown a lease whose ExpiresAt has passed. A
+// FAILED record's retry delay and a COMPLETED record's retention end on
+// time: taking them a little early doubles nothing.
 //
 // A margin only protects if clocks really are that close, so the store
 // measures its host's clock against DynamoDB's (the Date header of every

@@ -288,7 +288,15 @@ func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin ti
 		r.Remove(nLease, nError, nResponse)
 	}
 	s.layout.notExists(r)
-	r.Where(" OR ", r.name(nExpires), " < ", r.value(":now", num(claimNow(now, margin))))
+	nowArm := r.value(":now", num(floorUnix(now)))
+	if margin <= 0 {
+		r.Where(" OR ", r.name(nExpires), " < ", nowArm)
+		return r
+	}
+	// The margin protects leases only: a lease is taken over once expired
+	// for longer than the margin; a retry delay or a retention ends on time.
+	r.Where(" OR ", r.name(nExpires), " < ", r.value(":nowm", num(claimNow(now, margin))),
+		" OR (", r.name(nExpires), " < ", nowArm, " AND ", r.name(nStatus), " <> ", r.value(":pending", str(string(dedup.StatusPending))), ")")
 	return r
 }
 

@@ -90,10 +90,17 @@ func (s *Store) Claim(_ context.Context, req dedup.ClaimRequest) (dedup.Claim, e
 	return c, nil
 }
 
-// held reports whether old still blocks a claim at now: it is live, or
-// expired by no more than the claimer's skew margin.
+// held reports whether old still blocks a claim at now: it is live, or a
+// lease expired by no more than the claimer's skew margin. The margin
+// protects leases only: a retry delay or a retention ends on time.
 func held(old *dedup.Record, now time.Time, margin time.Duration) bool {
-	return old != nil && old.Live(now.Add(-max(margin, 0)))
+	if old == nil {
+		return false
+	}
+	if old.Status != dedup.StatusPending {
+		margin = 0
+	}
+	return old.Live(now.Add(-max(margin, 0)))
 }
 
 // fenced returns the record the lease still fences, or ErrLeaseLost.

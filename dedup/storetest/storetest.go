@@ -320,8 +320,9 @@ func (s *suite) refundAttempt(t *testing.T, st dedup.Store) {
 	mustAcquire(t, claim(t, st, k, "a", "h1", 15, 30), 1)
 }
 
-// A record is claimable only once Now is past its ExpiresAt by more than
-// the claimer's SkewMargin, for Claim and ClaimComplete alike.
+// A lease is claimable only once Now is past its ExpiresAt by more than
+// the claimer's SkewMargin, for Claim and ClaimComplete alike; a FAILED
+// record's retry delay ends on time.
 func (s *suite) skewMargin(t *testing.T, st dedup.Store) {
 	k := key(t)
 	mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
@@ -355,6 +356,16 @@ func (s *suite) skewMargin(t *testing.T, st dedup.Store) {
 	mustLose(t, c, dedup.StatusPending)
 	ccReq.Now = at(36)
 	if c, err = cc.ClaimComplete(ctx(t), ccReq); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, c, 2)
+
+	k3 := key(t) + "-failed"
+	l := mustAcquire(t, claim(t, st, k3, "a", "h1", 0, 30), 1)
+	if err := st.Fail(ctx(t), dedup.FailRequest{Lease: l, Reason: "x", Now: at(1), RetryAt: at(5)}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = st.Claim(ctx(t), dedup.ClaimRequest{Key: k3, PayloadHash: "h1", Owner: "b", Now: at(6), LeaseUntil: at(36), SkewMargin: margin}); err != nil {
 		t.Fatal(err)
 	}
 	mustAcquire(t, c, 2)
