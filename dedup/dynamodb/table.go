@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/retry"
@@ -62,7 +63,17 @@ func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...
 // as absent) but grows without end: Check logs a warning.
 func (s *Store) Check(ctx context.Context) error {
 	client := s.clients[0]
-	desc, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
+	// Through the retry policy, like every store call: a throttle or a
+	// reset at start-up is an outage, not a wrong deployment.
+	var desc *ddb.DescribeTableOutput
+	err := s.do(ctx, "DescribeTable", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		var err error
+		desc, err = client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
+		if desc != nil {
+			return desc.ResultMetadata, err
+		}
+		return middleware.Metadata{}, err
+	})
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s: %w", s.table, err)
 	}
@@ -74,7 +85,15 @@ func (s *Store) Check(ctx context.Context) error {
 	default:
 		return fmt.Errorf("dynamodb: table %s is %s, not ACTIVE", s.table, st)
 	}
-	ttl, err := client.DescribeTimeToLive(ctx, &ddb.DescribeTimeToLiveInput{TableName: aws.String(s.table)})
+	var ttl *ddb.DescribeTimeToLiveOutput
+	err = s.do(ctx, "DescribeTimeToLive", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		var err error
+		ttl, err = client.DescribeTimeToLive(ctx, &ddb.DescribeTimeToLiveInput{TableName: aws.String(s.table)})
+		if ttl != nil {
+			return ttl.ResultMetadata, err
+		}
+		return middleware.Metadata{}, err
+	})
 	if err != nil {
 		return fmt.Errorf("dynamodb: TTL of table %s: %w", s.table, err)
 	}

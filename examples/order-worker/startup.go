@@ -46,7 +46,12 @@ func (e *missingTableError) Unwrap() error { return e.err }
 // table would otherwise surface only in the first transaction.
 func checkExampleTables(ctx context.Context, client *ddb.Client, inventory, orders string) error {
 	for _, t := range []struct{ role, name string }{{"inventory", inventory}, {"orders", orders}} {
-		_, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(t.name)})
+		// Retried like the store's own calls: a throttle at start-up is an
+		// outage, not a missing table.
+		err := retry.DefaultPolicy().Do(ctx, func(ctx context.Context) error {
+			_, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(t.name)})
+			return err
+		}, nil)
 		var missing *ddbtypes.ResourceNotFoundException
 		if errors.As(err, &missing) {
 			return &missingTableError{role: t.role, table: t.name, err: err}
