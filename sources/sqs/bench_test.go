@@ -3,8 +3,6 @@ package sqs_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
 
@@ -101,17 +100,8 @@ func BenchmarkRawVsConsumer(b *testing.B) {
 }
 
 // rawCallOptions puts the raw loop on the Source's footing: the request
-// body without WriteTo (see callOptions in source.go), without which a
-// lost ReceiveMessage answer now and then stalls the raw side for 30s.
+// body without WriteTo (package plainbody), without which a lost
+// ReceiveMessage answer now and then stalls the raw side for 30s.
 func rawCallOptions(o *awssqs.Options) {
-	o.HTTPClient = plainBodyDoer{o.HTTPClient}
-}
-
-type plainBodyDoer struct{ awssqs.HTTPClient }
-
-func (d plainBodyDoer) Do(r *http.Request) (*http.Response, error) {
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = struct{ io.ReadCloser }{r.Body}
-	}
-	return d.HTTPClient.Do(r)
+	o.HTTPClient = plainbody.Client(o.HTTPClient)
 }

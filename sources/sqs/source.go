@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -43,32 +42,15 @@ const (
 // retry.Policy, and two stacked layers would multiply attempts and hide
 // throttles.
 //
-// The request body is handed to net/http without its WriteTo method.
-// smithy-go closes the body as soon as the response headers arrive, and
-// its closed body's WriteTo returns io.EOF; net/http's writer, still
-// draining the body (io.Copy to io.Discard), takes that EOF for a failure
-// and closes the connection under the response being read. For a
-// ReceiveMessage that loses the messages until their visibility runs out
-// (seen about once per 5,000 receives against fauxqs, more under -race).
-// Without WriteTo, io.Copy reads, and a Read's io.EOF is a clean end.
+// The request body is handed to net/http without its WriteTo method
+// (package plainbody says why): for a ReceiveMessage the race it avoids
+// loses the messages until their visibility runs out.
 func callOptions(o *awssqs.Options) {
 	o.Retryer = aws.NopRetryer{}
-	if _, done := o.HTTPClient.(plainBodyClient); !done && o.HTTPClient != nil {
-		o.HTTPClient = plainBodyClient{o.HTTPClient}
+	if o.HTTPClient != nil {
+		o.HTTPClient = plainbody.Client(o.HTTPClient)
 	}
 }
-
-type plainBodyClient struct{ awssqs.HTTPClient }
-
-func (c plainBodyClient) Do(r *http.Request) (*http.Response, error) {
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = plainBody{r.Body}
-	}
-	return c.HTTPClient.Do(r)
-}
-
-// plainBody is an io.ReadCloser and nothing more.
-type plainBody struct{ io.ReadCloser }
 
 // Source delivers the messages of one SQS queue. It is safe for concurrent
 // use. Create it with New; stop it with Close.
