@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,11 +44,11 @@ type pipeline struct {
 	outs outcomes
 }
 
-func startPipeline(t *testing.T, store dedup.Store, h consumer.Handler) *pipeline {
+func startPipeline(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.Option) *pipeline {
 	t.Helper()
 	p := &pipeline{t: t, q: memory.NewQueue("orders"), outs: make(outcomes, 16)}
-	c, err := consumer.New(p.q.Source(), store, h, consumer.Concurrency(2), consumer.WithKeyFunc(orderKey),
-		consumer.WithHooks(p.outs))
+	c, err := consumer.New(p.q.Source(), store, h, append([]consumer.Option{consumer.Concurrency(2), consumer.WithKeyFunc(orderKey),
+		consumer.WithHooks(p.outs)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,5 +219,96 @@ func TestBadInputResponseOver400KB(t *testing.T) {
 	}
 	if dls := p.q.DeadLetters(); len(dls) != 1 || !strings.Contains(dls[0].Reason, "record too large") && !strings.Contains(dls[0].Reason, "exceeds") {
 		t.Fatalf("dead letters %v", dls)
+	}
+}
+
+// lockedBuffer collects log output from many goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// No key in any log line or error text: keys may hold personal data. The
+// bad-input cases that put a key into an error path (key reuse, a
+// malformed body under a key, a key too long for the tenant layout's sort
+// key, a non-UTF-8 key) run through the consumer and the DynamoDB store
+// with every log line kept at debug level; neither the lines, the outcome
+// errors nor the dead letters' reasons may hold a key. They carry its hash.
+func TestNoKeyInLogsOrErrors(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	ctx := context.Background()
+	db := ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	table := "nokey_" + hex.EncodeToString(b)
+	if err := dynamodb.CreateTable(ctx, db, table, dynamodb.TenantLayout()); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	store, err := dynamodb.New(db, table, dynamodb.TenantLayout(), dynamodb.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+		if _, err := parseOrder(m.Body); err != nil {
+			return consumer.Result{}, consumer.Permanent(err)
+		}
+		return consumer.Result{Response: reservedResponse}, nil
+	})
+	p := startPipeline(t, store, h, consumer.WithLogger(logger))
+
+	secret := "customer-4711-" + hex.EncodeToString(b)
+	keys := map[string]string{
+		"reused":  secret + "-reused",
+		"bad":     secret + "-bad-body",
+		"long":    secret + "-long-" + strings.Repeat("x", 1500),
+		"notutf8": secret + "-\xff\xfe",
+	}
+	attrs := func(k string) map[string]string { return map[string]string{consumer.IdempotencyKeyAttribute: k} }
+	var texts []string
+	check := func(o consumer.Outcome, want consumer.Kind) {
+		t.Helper()
+		if o.Kind != want {
+			t.Fatalf("outcome %v (%v), want %v", o.Kind, o.Err, want)
+		}
+		if o.Err != nil {
+			texts = append(texts, o.Err.Error(), o.Reason())
+		}
+	}
+	check(p.next(`{"order_id":"a","sku":"sku-1","qty":1}`, attrs(keys["reused"])), consumer.Processed)
+	check(p.next(`{"order_id":"b","sku":"sku-1","qty":2}`, attrs(keys["reused"])), consumer.KeyReuse)
+	check(p.next(`not json`, attrs(keys["bad"])), consumer.DeadLettered)
+	check(p.next(`{"order_id":"c","sku":"sku-1","qty":1}`, attrs(keys["long"])), consumer.Processed)
+	check(p.next(`{"order_id":"c","sku":"sku-1","qty":1}`, attrs(keys["long"])), consumer.Duplicate)
+	check(p.next(`{"order_id":"d","sku":"sku-1","qty":1}`, attrs(keys["notutf8"])), consumer.Processed)
+	for deadline := time.Now().Add(10 * time.Second); len(p.q.DeadLetters()) < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, d := range p.q.DeadLetters() {
+		texts = append(texts, d.Reason)
+	}
+	lines := strings.Split(logs.String(), "\n")
+	if len(texts) < 4 || !strings.Contains(logs.String(), "key_hash=") {
+		t.Fatalf("%d error texts and no key_hash in the logs: the error paths were not reached\n%s", len(texts), logs.String())
+	}
+	for name, k := range keys {
+		for _, s := range append(texts, lines...) {
+			if strings.Contains(s, k) || strings.Contains(s, secret) {
+				t.Errorf("the %s key appears in %.200q", name, s)
+			}
+		}
 	}
 }
