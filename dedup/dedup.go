@@ -1,19 +1,3 @@
-// Package dedup defines the idempotency record, its state machine and the
-// Store seam that the consumer claims message fingerprints through.
-//
-// The state machine (one record per key):
-//
-//	absent or expired --Claim--> PENDING (lease) --Complete--> COMPLETED (retention)
-//	                                             \--Fail-----> FAILED (retry delay)
-//
-// A record whose ExpiresAt has passed is treated as absent, whatever its
-// status: that is what makes TTL lag harmless and lets a crashed worker's
-// lease, a FAILED retry delay and a COMPLETED retention all end the same way.
-// Complete, Fail and Extend are fenced by the lease (owner and version): a
-// worker whose lease was taken over gets ErrLeaseLost and must not ack.
-//
-// All times are supplied by the caller (one clock, the consumer's); a Store
-// keeps no clock of its own.
 package dedup
 
 import (

@@ -107,4 +107,10 @@
 // A record with its response larger than DynamoDB's 400 KB item limit is
 // refused before sending with a *dedup.RecordTooLargeError (the item size is
 // estimated by DynamoDB's rules: attribute names plus values).
+//
+// # Imports
+//
+// This package owns the DynamoDB SDK within onceq: no other package of the
+// library imports it. It imports dedup, retry and onceq's internal
+// packages; applications and the operator CLI import it.
 package dynamodb

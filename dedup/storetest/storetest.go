@@ -1,9 +1,3 @@
-// Package storetest is the conformance suite every dedup.Store runs: the
-// in-memory Store and the DynamoDB Store prove the same state machine.
-//
-// Times are whole seconds an hour ahead of the wall clock, so a Store that
-// keeps epoch seconds sees exact values and a real TTL sweeper never removes
-// a record a test is still looking at.
 package storetest
 
 import (

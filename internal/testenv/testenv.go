@@ -1,18 +1,3 @@
-// Package testenv gives tests the endpoints of the real servers that
-// integration/servers.sh starts (DynamoDB Local and the fauxqs SQS emulator)
-// and an aws.Config that talks to them, and the small helpers every
-// package's tests want: a bounded context, a condition polled until it
-// holds, a logger. Only tests and test-support packages import it.
-//
-// Start the servers and export their endpoints, from the repository root:
-//
-//	bash integration/servers.sh start
-//	set -a; . integration/.run/env; set +a
-//	go test ./...
-//	bash integration/servers.sh stop
-//
-// Without the endpoint variables a test that needs a server is skipped,
-// except under CI=true, where it fails: CI must never pass by skipping.
 package testenv
 
 import (

@@ -1,0 +1,24 @@
+// Package dedup defines the idempotency record, its state machine and the
+// Store seam that the consumer claims message fingerprints through.
+//
+// The state machine (one record per key):
+//
+//	absent or expired --Claim--> PENDING (lease) --Complete--> COMPLETED (retention)
+//	                                             \--Fail-----> FAILED (retry delay)
+//
+// A record whose ExpiresAt has passed is treated as absent, whatever its
+// status: that is what makes TTL lag harmless and lets a crashed worker's
+// lease, a FAILED retry delay and a COMPLETED retention all end the same way.
+// A lease alone is held for a claim's SkewMargin past its expiry, so that a
+// claimer whose clock runs ahead cannot take it while it lives.
+// Complete, Fail and Extend are fenced by the lease (owner and version): a
+// worker whose lease was taken over gets ErrLeaseLost and must not ack.
+//
+// All times are supplied by the caller (one clock, the consumer's); a Store
+// keeps no clock of its own (it may measure the caller's against its
+// server's and refuse a claim from a clock too far off). Keys are kept as
+// given: a Store whose layout cannot hold a key maps it onto its limits.
+//
+// It imports nothing of onceq's and no SDK: the consumer and every Store
+// import it; a Store adapter lives in its own package and owns its SDK.
+package dedup

@@ -1,0 +1,9 @@
+// Package storetest is the conformance suite every dedup.Store runs: the
+// in-memory Store and the DynamoDB Store prove the same state machine.
+//
+// Times are whole seconds an hour ahead of the wall clock, so a Store that
+// keeps epoch seconds sees exact values and a real TTL sweeper never removes
+// a record a test is still looking at.
+//
+// Only tests import it: each Store adapter runs it from its own tests.
+package storetest
