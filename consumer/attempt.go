@@ -9,6 +9,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/retry"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrHandlerOverran is the cause when a handler returned after its lease
@@ -19,13 +20,14 @@ var ErrHandlerOverran = errors.New("consumer: handler returned after its lease c
 // attempt is one message's way through the guard, in either store mode:
 // claim → handler → complete, or handler → claim-and-complete in one call
 // (OneRoundTrip). Its methods share one rule for contexts: ctx bounds the
-// handler and ends when the caller stops; store calls use sctx, which
-// outlives ctx so that a drain can still record its work.
+// handler and ends when the caller stops; each store call gets its own
+// context when it starts (storeCtx), which outlives ctx so that a drain can
+// still record its work.
 type attempt struct {
 	g    *Guard
 	m    *Message
 	ctx  context.Context
-	sctx context.Context
+	span trace.Span // the processing span, parent of the store calls'
 	tr   leaseTracker
 	hash string
 	// lease is the held claim (zero in one-round-trip mode, where the
@@ -34,13 +36,13 @@ type attempt struct {
 	o     Outcome
 }
 
-func (g *Guard) attempt(ctx, sctx context.Context, m *Message, tr leaseTracker) Outcome {
+func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr leaseTracker) Outcome {
 	key, hash, err := g.keys(m)
 	if err != nil {
 		return Outcome{Kind: DeadLettered, Err: err}
 	}
 	m.IdempotencyKey = key
-	a := &attempt{g: g, m: m, ctx: ctx, sctx: sctx, tr: tr, hash: hash, o: Outcome{Key: key}}
+	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, hash: hash, o: Outcome{Key: key}}
 	if g.oneShot != nil {
 		return a.oneRoundTrip()
 	}
@@ -50,7 +52,9 @@ func (g *Guard) attempt(ctx, sctx context.Context, m *Message, tr leaseTracker) 
 func (a *attempt) claimFirst() Outcome {
 	g := a.g
 	now := g.cfg.clock.Now()
-	cctx, span, began := g.tel.beginStore(a.sctx, "claim")
+	sctx, done := a.storeCtx()
+	defer done()
+	cctx, span, began := g.tel.beginStore(sctx, "claim")
 	c, err := g.store.Claim(cctx, dedup.ClaimRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(),
 		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin})
 	g.tel.endStore(cctx, span, "claim", began, err)
@@ -81,7 +85,9 @@ func (a *attempt) claimFirst() Outcome {
 	}
 	return a.commit(res, func(resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
 		req := dedup.CompleteRequest{Lease: a.lease, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
-		return dedup.Claim{Acquired: true}, g.storeComplete(a.sctx, req)
+		sctx, done := a.storeCtx()
+		defer done()
+		return dedup.Claim{Acquired: true}, g.storeComplete(sctx, req)
 	})
 }
 
@@ -95,7 +101,9 @@ func (a *attempt) oneRoundTrip() Outcome {
 	return a.commit(res, func(resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
 		req := dedup.ClaimCompleteRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(), Response: resp,
 			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin}
-		return g.storeClaimComplete(a.sctx, req)
+		sctx, done := a.storeCtx()
+		defer done()
+		return g.storeClaimComplete(sctx, req)
 	})
 }
 
@@ -193,30 +201,32 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 	retried := false
 	for n := 1; err != nil && faultOf(err) == outage; n++ {
 		wait := g.retryDelay(n)
-		if time.Now().Add(wait).After(until) || !sleep(a.sctx, wait) {
+		if time.Now().Add(wait).After(until) {
 			break
 		}
+		time.Sleep(wait) // through a drain too: the result is worth recording
 		retried = true
 		c, err = write(resp, writes, g.cfg.clock.Now())
 	}
 	if retried && errors.Is(err, dedup.ErrLeaseLost) {
 		// An earlier try may have committed with its answer lost.
-		if r, gerr := g.store.Get(a.sctx, a.lease.Key); gerr == nil && r.Owner == a.lease.Owner && r.Status == dedup.StatusCompleted {
+		sctx, done := a.storeCtx()
+		r, gerr := g.store.Get(sctx, a.lease.Key)
+		done()
+		if gerr == nil && r.Owner == a.lease.Owner && r.Status == dedup.StatusCompleted {
 			return dedup.Claim{Acquired: true}, nil
 		}
 	}
 	return c, err
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+// storeCtx is the context of one store call, made as it starts.
+func (a *attempt) storeCtx() (context.Context, context.CancelFunc) {
+	ctx, cancel := a.tr.storeContext()
+	if a.span.IsRecording() {
+		ctx = trace.ContextWithSpan(ctx, a.span)
 	}
+	return ctx, cancel
 }
 
 // existing decides what a live record held by someone else means.
@@ -313,7 +323,9 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	held := a.lease.Owner != ""
 	if held {
 		now := g.cfg.clock.Now()
-		fctx, span, began := g.tel.beginStore(a.sctx, "fail")
+		sctx, done := a.storeCtx()
+		defer done()
+		fctx, span, began := g.tel.beginStore(sctx, "fail")
 		err := g.store.Fail(fctx, dedup.FailRequest{Lease: a.lease, Reason: truncate(cause.Error(), 1024), Now: now,
 			RetryAt: now.Add(delay), ResetAttempts: final, RefundAttempt: refund})
 		g.tel.endStore(fctx, span, "fail", began, err)

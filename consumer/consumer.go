@@ -145,6 +145,10 @@ func (t slotTracker) handlerContext(ctx context.Context, timeout time.Duration) 
 	return context.WithCancel(r.handlerDeadlines.get(time.Now()))
 }
 
+func (t slotTracker) storeContext() (context.Context, context.CancelFunc) {
+	return t.s.r.settles.get(time.Now()), func() {}
+}
+
 func (t slotTracker) unleased() {
 	r := t.s.r
 	r.mu.Lock()
@@ -399,9 +403,10 @@ func (r *pool) handle(s *slot) {
 	s.started, s.retry = true, nil
 	r.mu.Unlock()
 
-	ctx := r.settles.get(time.Now())
-	o := r.c.guard.process(r.handlerCtx, ctx, s.m, slotTracker{s})
-	r.settle(ctx, s, o)
+	o := r.c.guard.process(r.handlerCtx, s.m, slotTracker{s})
+	// Taken after the handler, however long it ran: the settle's own
+	// deadline starts now.
+	r.settle(r.settles.get(time.Now()), s, o)
 }
 
 // settle carries out the outcome's action on the source.
@@ -424,15 +429,17 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) {
 		}
 	case InFlightElsewhere:
 		// A live holder finishes within its HandlerTimeout: look again
-		// every PendingRecheck meanwhile, in place, at no delivery's cost.
-		// Past that the holder is likely dead: give the message back until
-		// its lease can have ended.
+		// every PendingRecheck meanwhile, in place, at no delivery's cost
+		// (and wait out in place a lease about to end). Past that the
+		// holder is likely dead: give the message back until its lease can
+		// have ended.
 		now := time.Now()
 		if s.waitSince.IsZero() {
 			s.waitSince = now
 		}
-		if cfg.pendingRecheck < o.RetryAfter && now.Sub(s.waitSince)+cfg.pendingRecheck <= cfg.handlerTimeout &&
-			r.holdInPlace(s, cfg.pendingRecheck, false) {
+		wait := min(cfg.pendingRecheck, o.RetryAfter)
+		if (o.RetryAfter <= cfg.pendingRecheck || now.Sub(s.waitSince)+wait <= cfg.handlerTimeout) &&
+			r.holdInPlace(s, wait, false) {
 			r.reportSettled(ctx, s.m, action, nil)
 			return
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrAttemptsExhausted is the dead-letter cause once MaxAttempts is reached.
@@ -120,6 +119,10 @@ func (g *Guard) CacheStats() (cache.Stats, bool) {
 type leaseTracker interface {
 	// handlerContext is ctx bounded by timeout, for the handler.
 	handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc)
+	// storeContext is a context for one store call, made when the call
+	// starts: it outlives the caller's cancellation (a drain can still
+	// record its work) and ends settleTimeout later.
+	storeContext() (context.Context, context.CancelFunc)
 	leased(l dedup.Lease, cancel context.CancelFunc)
 	unleased()
 }
@@ -128,22 +131,17 @@ type leaseTracker interface {
 // carries out o.Action() on its source. The lease is renewed while the
 // handler runs.
 func (g *Guard) Process(ctx context.Context, m *Message) Outcome {
-	hb := &selfHeartbeat{g: g}
+	hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
 	defer hb.unleased()
-	sctx, cancel := settleContext(ctx)
-	defer cancel()
-	return g.process(ctx, sctx, m, hb)
+	return g.process(ctx, m, hb)
 }
 
-// process runs m and reports its outcome; ctx bounds the handler, sctx the
-// store calls (it outlives a cancelled ctx, so a drain can record its work).
-func (g *Guard) process(ctx, sctx context.Context, m *Message, tr leaseTracker) Outcome {
+// process runs m and reports its outcome; ctx bounds the handler, tr gives
+// the store calls their contexts.
+func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) Outcome {
 	start := time.Now()
 	ctx, span := g.tel.startProcess(ctx, m)
-	if span.IsRecording() {
-		sctx = trace.ContextWithSpan(sctx, span)
-	}
-	o := g.attempt(ctx, sctx, m, tr)
+	o := g.attempt(ctx, span, m, tr)
 	g.tel.endProcess(ctx, span, m, o)
 	for _, h := range g.hooks.outcome {
 		h.OnOutcome(ctx, m, o, time.Since(start))
@@ -233,6 +231,7 @@ func (g *Guard) extendLease(ctx context.Context, l dedup.Lease) error {
 // have no Consumer running a shared heartbeat.
 type selfHeartbeat struct {
 	g      *Guard
+	parent context.Context // Process's ctx without its cancellation
 	start  time.Time
 	mu     sync.Mutex
 	timer  *time.Timer
@@ -243,6 +242,10 @@ type selfHeartbeat struct {
 
 func (h *selfHeartbeat) handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, timeout)
+}
+
+func (h *selfHeartbeat) storeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(h.parent, settleTimeout)
 }
 
 func (h *selfHeartbeat) leased(l dedup.Lease, cancel context.CancelFunc) {

@@ -3,10 +3,12 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
 	"github.com/onceq/onceq/sources/memory"
 )
@@ -60,4 +62,38 @@ func TestRegression_LeaseShorterThanHandlerTimeoutRefused(t *testing.T) {
 	if _, err := consumer.NewGuard(dedupmem.New(), noopHandler(), consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second)); err != nil {
 		t.Errorf("lease of the handler timeout plus the 2s minimum margin refused: %v", err)
 	}
+}
+
+// A handler slower than the store calls' own timeout still commits: each
+// store call's deadline starts when the call does, not when the message
+// was taken (a 12s handler once never committed, and ran again and again).
+func TestRegression_SlowHandlerCommits(t *testing.T) {
+	t.Parallel()
+	q := memory.NewQueue("slow")
+	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("slow")})
+	var runs atomic.Int32
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		runs.Add(1)
+		time.Sleep(11 * time.Second) // longer than a store call may take
+		return consumer.Result{Response: []byte("done")}, nil
+	})
+	c, err := consumer.New(q.Source(), deadlineStore{dedupmem.New()}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, c, func() bool { return q.Stats().Acked == 1 })
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want once", n)
+	}
+}
+
+// deadlineStore fails a Complete whose context has ended, as a real
+// store's client does.
+type deadlineStore struct{ dedup.Store }
+
+func (s deadlineStore) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.Store.Complete(ctx, req)
 }
