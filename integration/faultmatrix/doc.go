@@ -3,7 +3,9 @@
 // holder's lease, clocks that disagree, a handler that ignores its
 // context, a long key, a queue without a dead-letter queue), each run as a
 // parallel subtest against the real consumer in-process over DynamoDB
-// Local (behind integration/faultproxy) and the SQS emulator.
+// Local (behind integration/faultproxy) and the SQS emulator, and, where
+// Kafka differs (a message given back is held at its offset, not hidden),
+// an in-process Kafka broker (kfake).
 //
 // Every case checks the outcome the README documents for its fault, that
 // no valid message is dead-lettered, that every message's effect happens
