@@ -15,8 +15,8 @@
 //
 //	go test -v -run TestFaultMatrix ./integration/faultmatrix/ | grep 'faultmatrix:'
 //
-// Cases that depend on work not yet merged sit behind build tags:
+// Cases that fail until work elsewhere is merged sit behind build tags:
 // faultmatrix_skew (the store's refusal of a skewed clock,
-// dynamodb.ErrClockSkew) and faultmatrix_keys (long keys in the tenant
-// layout).
+// dynamodb.ErrClockSkew), faultmatrix_keys (long keys in the tenant
+// layout) and faultmatrix_slow (a handler slower than the settle timeout).
 package faultmatrix

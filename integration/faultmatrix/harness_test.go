@@ -418,9 +418,7 @@ func (f *fixture) checkAfterwards(t *testing.T) {
 		t.Errorf("%d rejected outcomes: a second effect was attempted and refused by the ledger's condition", n)
 	}
 	if f.dlq != "" {
-		if v, i, d := f.messages(f.dlq); v+i+d > 0 {
-			t.Errorf("dead-letter queue holds %d messages; no valid message may be dead-lettered", v+i+d)
-		}
+		f.checkDeadLetters(t)
 	}
 	if n := f.rec.count(consumer.DeadLettered); n > 0 && f.dlq != "" {
 		t.Errorf("%d dead_lettered outcomes", n)
@@ -428,6 +426,23 @@ func (f *fixture) checkAfterwards(t *testing.T) {
 	if most, hist := f.rec.deliveryStats(); most > f.maxDeliveries {
 		t.Errorf("a message was delivered %d times, want at most %d (keys by deliveries: %v); outcomes:\n%s",
 			most, f.maxDeliveries, hist, f.rec.timeline())
+	}
+}
+
+// checkDeadLetters reads the dead-letter queue: it must hold nothing.
+func (f *fixture) checkDeadLetters(t *testing.T) {
+	t.Helper()
+	out, err := f.sqs.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(f.dlq),
+		MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
+	if err != nil {
+		t.Fatalf("read the dead-letter queue: %v", err)
+	}
+	for _, m := range out.Messages {
+		t.Errorf("dead-lettered: %s (reason %q); no valid message may be", aws.ToString(m.Body),
+			aws.ToString(m.MessageAttributes[sqs.ReasonAttribute].StringValue))
+	}
+	if v, i, d := f.messages(f.dlq); v+i+d > len(out.Messages) {
+		t.Errorf("dead-letter queue holds %d messages; no valid message may be dead-lettered", v+i+d)
 	}
 }
 
