@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/smithy-go"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/integration/faultproxy"
@@ -394,5 +395,9 @@ func noDeadLetterQueue(t *testing.T, f *fixture) string {
 	if n := f.held(); n != 1 {
 		t.Fatalf("%d messages left in the queue; want the poison message kept", n)
 	}
-	return fmt.Sprintf("New refused without WithoutDeadLetters; with it: %s, dead letter reported failed (%v), poison kept", f.rec.kinds(), failed[0].err)
+	// The broker seam's own sentinel, which package consumer documents and
+	// tests with a fake source: reported, not required, of the real one.
+	seam := errors.Is(failed[0].err, broker.ErrNoDeadLetterDestination)
+	return fmt.Sprintf("New refused without WithoutDeadLetters; with it: %s, dead letter reported failed (%v; is broker.ErrNoDeadLetterDestination: %v), poison kept",
+		f.rec.kinds(), failed[0].err, seam)
 }
