@@ -53,6 +53,7 @@ type clockOffset struct {
 	samples [maxClockSamples]bounds
 	n, next int
 	est     time.Duration
+	unc     time.Duration // half the width of the intersection: est ± unc
 	known   bool
 	warned  bool // |est| above half a request's margin was logged
 }
@@ -94,7 +95,7 @@ func (c *clockOffset) add(b bounds) {
 		c.samples[0], c.n, c.next = b, 1, 1
 		lo, hi = b.lo, b.hi
 	}
-	c.est, c.known = lo+(hi-lo)/2, true
+	c.est, c.unc, c.known = lo+(hi-lo)/2, (hi-lo)/2, true
 }
 
 // offset is the estimate, 0 until the first response is seen.
@@ -104,13 +105,21 @@ func (c *clockOffset) offset() (time.Duration, bool) {
 	return c.est, c.known
 }
 
+// uncertainty is how far the true offset may be from the estimate: about
+// half a second after one sample, less as samples narrow it.
+func (c *clockOffset) uncertainty() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unc
+}
+
 // crossed reports whether |offset| just went above half of margin (true,
 // true) or back under it (false, true), so that the crossing is logged
 // once, not on every claim.
 func (c *clockOffset) crossed(margin time.Duration) (above, changed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	above = c.known && margin > 0 && abs(c.est) > margin/2
+	above = c.known && margin > 0 && abs(c.est)-c.unc > margin/2
 	changed = above != c.warned
 	c.warned = above
 	return above, changed

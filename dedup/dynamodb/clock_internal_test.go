@@ -1,6 +1,9 @@
 package dynamodb
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 )
@@ -32,5 +35,24 @@ func TestClockOffsetIntersection(t *testing.T) {
 	}
 	if _, changed := c.crossed(time.Minute); changed {
 		t.Fatal("the same crossing reported twice")
+	}
+}
+
+// One sample leaves the offset uncertain by about half a second: a margin
+// smaller than that must not refuse a clock that is right, while an
+// offset surely beyond the margin is still refused.
+func TestClockCheckAllowsForUncertainty(t *testing.T) {
+	s := &Store{clock: &clockOffset{}, clockCheck: true, log: slog.New(slog.DiscardHandler)}
+	now := time.Now()
+	date := now.Truncate(time.Second)
+	s.clock.add(bounds{lo: date.Sub(now.Add(time.Millisecond)), hi: date.Add(time.Second).Sub(now)})
+	if u := s.clock.uncertainty(); u < 400*time.Millisecond {
+		t.Fatalf("uncertainty %v after one sample, want about half a second", u)
+	}
+	if err := s.checkClock(context.Background(), time.Now(), 200*time.Millisecond); err != nil {
+		t.Fatalf("a right clock refused under a 200ms margin: %v", err)
+	}
+	if err := s.checkClock(context.Background(), time.Now().Add(3*time.Second), 200*time.Millisecond); !errors.Is(err, ErrClockSkew) {
+		t.Fatalf("a clock 3s ahead: %v, want ErrClockSkew", err)
 	}
 }

@@ -183,10 +183,12 @@ func metadata[O interface {
 	return middleware.Metadata{}
 }
 
-// checkClock refuses a claim whose Now is further from DynamoDB's clock
-// (local time plus the measured offset; local time until a response has
-// been seen) than its margin, and logs once when the offset alone passes
-// half the margin. A zero margin asks for no check.
+// checkClock refuses a claim whose Now is surely further from DynamoDB's
+// clock (local time plus the measured offset; local time until a response
+// has been seen) than its margin, and logs once when the offset alone
+// surely passes half the margin. "Surely": beyond the measurement's own
+// uncertainty (Date has one-second resolution), so a small margin does not
+// refuse a good clock. A zero margin asks for no check.
 func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Duration) error {
 	if margin <= 0 {
 		return nil
@@ -202,7 +204,7 @@ func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Durat
 	if !s.clockCheck {
 		return nil
 	}
-	if skew := now.Sub(time.Now().Add(off)); abs(skew) > margin {
+	if skew := now.Sub(time.Now().Add(off)); abs(skew)-s.clock.uncertainty() > margin {
 		return &ClockSkewError{Skew: skew, Margin: margin}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,9 +38,17 @@ const (
 	// Rule.Reasons as its CancellationReasons (e.g. "None",
 	// "TransactionConflict"), for TransactWriteItems.
 	Cancel
+	// AccessDenied answers HTTP 400 AccessDeniedException, as DynamoDB does
+	// for a caller whose IAM policy lacks the action on the table.
+	AccessDenied
+	// ResourceNotFound answers HTTP 400 ResourceNotFoundException, as
+	// DynamoDB does for a table that does not exist (or not yet, or not
+	// in this region).
+	ResourceNotFound
 )
 
-var faultNames = [...]string{"none", "throttle", "throttling_exception", "internal_error", "reset", "latency", "cancel"}
+var faultNames = [...]string{"none", "throttle", "throttling_exception", "internal_error", "reset", "latency", "cancel",
+	"access_denied", "resource_not_found"}
 
 func (f Fault) String() string {
 	if f >= 0 && int(f) < len(faultNames) {
@@ -54,6 +63,10 @@ type Rule struct {
 	// Op is the operation to match, the X-Amz-Target after its '.'
 	// ("UpdateItem"); empty matches every request.
 	Op string
+	// Table fires the rule only on requests that name this table: as
+	// TableName, or in any of TransactItems or RequestItems. Empty
+	// matches every request.
+	Table string
 	// Nth fires only on the Nth matching request (1-based); 0 on every one.
 	Nth int
 	// Times stops the rule after it fired this many times; 0 is no limit.
@@ -272,15 +285,57 @@ func operation(r *http.Request) string {
 	return t
 }
 
-// decide counts the request and picks its fault.
-func (p *Proxy) decide(op string, now time.Time) (Rule, bool) {
+// tables lists the tables a DynamoDB request body names: its TableName,
+// the TableName of each of its TransactItems (Put, Update, Delete,
+// ConditionCheck, Get) and the keys of its RequestItems (batches). A body
+// that is not JSON names none.
+func tables(body []byte) []string {
+	type named struct{ TableName string }
+	var req struct {
+		TableName     string
+		TransactItems []map[string]named
+		RequestItems  map[string]json.RawMessage
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	var ts []string
+	if req.TableName != "" {
+		ts = append(ts, req.TableName)
+	}
+	for _, item := range req.TransactItems {
+		for _, n := range item {
+			if n.TableName != "" {
+				ts = append(ts, n.TableName)
+			}
+		}
+	}
+	for t := range req.RequestItems {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// decide counts the request and picks its fault. body is the request's
+// body, parsed only when a rule names a table.
+func (p *Proxy) decide(op string, body []byte, now time.Time) (Rule, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.Requests++
 	p.stats.ByOp[op]++
+	var named []string
+	parsed := false
 	for _, r := range p.rules {
 		if r.Op != "" && r.Op != op {
 			continue
+		}
+		if r.Table != "" {
+			if !parsed {
+				named, parsed = tables(body), true
+			}
+			if !slices.Contains(named, r.Table) {
+				continue
+			}
 		}
 		r.seen++
 		if r.Nth > 0 && r.seen != r.Nth {
@@ -325,7 +380,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer unlink()
 	r = r.WithContext(ctx)
 	op := operation(r)
-	rl, inject := p.decide(op, time.Now())
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		reset(w)
+		return
+	}
+	rl, inject := p.decide(op, body, time.Now())
 	if inject && !rl.After {
 		switch rl.Fault {
 		case Throttle:
@@ -344,6 +404,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case Cancel:
 			writeCancel(w, rl.Reasons)
 			return
+		case AccessDenied:
+			writeError(w, http.StatusBadRequest, "AccessDeniedException",
+				"faultproxy: not authorized to perform: dynamodb:"+op+" on this resource")
+			return
+		case ResourceNotFound:
+			writeError(w, http.StatusBadRequest, "ResourceNotFoundException",
+				"faultproxy: requested resource not found")
+			return
 		case Latency:
 			t := time.NewTimer(rl.Delay)
 			select {
@@ -355,7 +423,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	resp, body, err := p.forward(r)
+	resp, answer, err := p.forward(r, body)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "InternalFailure", "faultproxy: "+err.Error())
 		return
@@ -377,15 +445,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = vs
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(body)
+	_, _ = w.Write(answer)
 }
 
-// forward sends r to the target and reads the whole answer.
-func (p *Proxy) forward(r *http.Request) (*http.Response, []byte, error) {
-	in, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, nil, err
-	}
+// forward sends r, whose body was read as in, to the target and reads the
+// whole answer.
+func (p *Proxy) forward(r *http.Request, in []byte) (*http.Response, []byte, error) {
 	u := *p.target
 	u.Path = r.URL.Path
 	u.RawQuery = r.URL.RawQuery

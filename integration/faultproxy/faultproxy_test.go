@@ -37,19 +37,22 @@ type answer struct {
 	err    error
 }
 
-func call(c *http.Client, url, op string) answer {
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("{}"))
+func call(c *http.Client, url, op string) answer { return callBody(c, url, op, "{}") }
+
+// callBody sends op with body and reads the answer's status and type.
+func callBody(c *http.Client, url, op, body string) answer {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("X-Amz-Target", "DynamoDB_20120810."+op)
 	resp, err := c.Do(req)
 	if err != nil {
 		return answer{err: err}
 	}
 	defer resp.Body.Close()
-	var body struct {
+	var out struct {
 		Type string `json:"__type"`
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return answer{status: resp.StatusCode, typ: body.Type}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return answer{status: resp.StatusCode, typ: out.Type}
 }
 
 func TestForwardsAndCounts(t *testing.T) {
@@ -225,5 +228,75 @@ func TestCloseIdempotent(t *testing.T) {
 	}
 	if _, err := faultproxy.New("not a url"); err == nil {
 		t.Fatal("bad target accepted")
+	}
+}
+
+// A deployment's faults: denied access and a missing table, each a 400
+// with the code DynamoDB sends, never forwarded.
+func TestAccessDeniedAndResourceNotFound(t *testing.T) {
+	srv, hits := backend(t)
+	p := faultproxy.Start(t, srv.URL)
+	c := client()
+	p.AddRule(faultproxy.Rule{Op: "DescribeTable", Fault: faultproxy.ResourceNotFound})
+	p.AddRule(faultproxy.Rule{Op: "UpdateItem", Fault: faultproxy.AccessDenied})
+	for _, w := range []struct{ op, typ string }{
+		{"DescribeTable", "com.amazonaws.dynamodb.v20120810#ResourceNotFoundException"},
+		{"UpdateItem", "com.amazonaws.dynamodb.v20120810#AccessDeniedException"},
+	} {
+		if a := call(c, p.URL(), w.op); a.err != nil || a.status != 400 || a.typ != w.typ {
+			t.Fatalf("%s: %+v, want 400 %s", w.op, a, w.typ)
+		}
+	}
+	if a := call(c, p.URL(), "GetItem"); a.status != 200 {
+		t.Fatalf("GetItem: %+v, want it forwarded", a)
+	}
+	if hits.Load() != 1 || p.Injected(faultproxy.AccessDenied) != 1 || p.Injected(faultproxy.ResourceNotFound) != 1 {
+		t.Fatalf("backend saw %d, injected %v", hits.Load(), p.Stats().Injected)
+	}
+	if faultproxy.AccessDenied.String() != "access_denied" || faultproxy.ResourceNotFound.String() != "resource_not_found" {
+		t.Fatalf("names %q, %q", faultproxy.AccessDenied, faultproxy.ResourceNotFound)
+	}
+}
+
+// A rule with a Table fires only on requests naming that table, wherever
+// the request names it, and the request's body still reaches the target.
+func TestRuleByTable(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Store(string(b))
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(srv.Close)
+	p := faultproxy.Start(t, srv.URL)
+	c := client()
+	p.AddRule(faultproxy.Rule{Table: "ledger", Fault: faultproxy.AccessDenied})
+	p.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Table: "records", Times: 1, Fault: faultproxy.Throttle})
+	cases := []struct {
+		name, op, body string
+		status         int
+	}{
+		{"TableName of the rule", "PutItem", `{"TableName":"ledger","Item":{}}`, 400},
+		{"another table", "PutItem", `{"TableName":"records","Item":{}}`, 200},
+		{"a table whose name contains it", "PutItem", `{"TableName":"ledger2"}`, 200},
+		{"one of TransactItems", "TransactWriteItems",
+			`{"TransactItems":[{"Update":{"TableName":"records"}},{"Put":{"TableName":"ledger"}}]}`, 400},
+		{"a ConditionCheck", "TransactWriteItems", `{"TransactItems":[{"ConditionCheck":{"TableName":"ledger"}}]}`, 400},
+		{"a batch", "BatchWriteItem", `{"RequestItems":{"ledger":[]}}`, 400},
+		{"a transaction of the other rule", "TransactWriteItems", `{"TransactItems":[{"Update":{"TableName":"records"}}]}`, 400},
+		{"that rule spent", "TransactWriteItems", `{"TransactItems":[{"Update":{"TableName":"records"}}]}`, 200},
+		{"no table at all", "ListTables", `{}`, 200},
+		{"not JSON", "PutItem", `not json`, 200},
+	}
+	for _, tc := range cases {
+		if a := callBody(c, p.URL(), tc.op, tc.body); a.err != nil || a.status != tc.status {
+			t.Fatalf("%s: %+v, want %d", tc.name, a, tc.status)
+		}
+	}
+	if s := got.Load(); s != `not json` {
+		t.Fatalf("target got body %q, want the client's", s)
+	}
+	if p.Injected(faultproxy.AccessDenied) != 4 || p.Injected(faultproxy.Throttle) != 1 {
+		t.Fatalf("injected %v", p.Stats().Injected)
 	}
 }
