@@ -69,7 +69,7 @@ func defaultConfig() config {
 		checkTimeout:     10 * time.Second,
 		skewMargin:       DefaultClockSkewMargin,
 		namespace:        "onceq",
-		logger:           slog.New(slog.DiscardHandler),
+		logger:           slog.Default(),
 		clock:            wallClock{},
 		cacheEntries:     cache.DefaultEntries,
 		cacheBytes:       cache.DefaultBytes,
@@ -198,7 +198,9 @@ func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespa
 // IdempotencyKeyAttribute when present, else the SHA-256 of the body.
 func WithKeyFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.keyFunc = f }) }
 
-// WithLogger sets the logger (default: discard).
+// WithLogger sets the logger (default slog.Default(), as every onceq
+// package). Outcomes other than processed and duplicate are logged, with
+// the key's hash, never the key.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
 // WithClock sets the clock of record times (tests).
