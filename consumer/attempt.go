@@ -77,7 +77,7 @@ func (a *attempt) claimFirst() Outcome {
 		return a.deadLetter(fmt.Errorf("%w: %d attempts", ErrAttemptsExhausted, c.Attempt-1))
 	}
 	if a.ctx.Err() != nil {
-		return a.giveBack(StoreUnavailable, fmt.Errorf("consumer: stopped before the handler ran: %w", a.ctx.Err()))
+		return a.giveBack(Retrying, fmt.Errorf("consumer: stopped before the handler ran: %w", a.ctx.Err()))
 	}
 	res, err := a.runHandler()
 	if err != nil {
