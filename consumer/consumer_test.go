@@ -151,15 +151,27 @@ func TestExactlyOnceWithDuplicates(t *testing.T) {
 	}
 }
 
-// flakyStore fails the first n Completes.
-type flakyStore struct {
+// failingStore fails its first n (failures) Claims with claimErr, or its
+// first n Completes with completeErr: a store outage at one step. A nil
+// error leaves that step alone.
+type failingStore struct {
 	dedup.Store
-	failures atomic.Int32
+	failures              atomic.Int32
+	claimErr, completeErr error
 }
 
-func (s *flakyStore) Complete(ctx context.Context, req dedup.CompleteRequest) error {
-	if s.failures.Add(-1) >= 0 {
-		return errors.New("injected: connection reset during complete")
+func (s *failingStore) failing(err error) bool { return err != nil && s.failures.Add(-1) >= 0 }
+
+func (s *failingStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	if s.failing(s.claimErr) {
+		return dedup.Claim{}, s.claimErr
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *failingStore) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	if s.failing(s.completeErr) {
+		return s.completeErr
 	}
 	return s.Store.Complete(ctx, req)
 }
@@ -170,7 +182,7 @@ func (s *flakyStore) Complete(ctx context.Context, req dedup.CompleteRequest) er
 func TestAckOnlyAfterCompleted(t *testing.T) {
 	q := memory.NewQueue("ack")
 	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("m1")})
-	store := &flakyStore{Store: dedupmem.New()}
+	store := &failingStore{Store: dedupmem.New(), completeErr: errors.New("injected: connection reset during complete")}
 	store.failures.Store(2)
 	src := newCounting(t, q.Source(), store)
 	led := newLedger()

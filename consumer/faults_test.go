@@ -90,26 +90,14 @@ func TestMisspeltHookRefused(t *testing.T) {
 	refused(t, consumer.WithHooks(nil))
 }
 
-// outageStore fails its first n claims as an unreachable store does.
-type outageStore struct {
-	dedup.Store
-	failures atomic.Int32
-}
-
-func (s *outageStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
-	if s.failures.Add(-1) >= 0 {
-		return dedup.Claim{}, apiError{"InternalServerError"}
-	}
-	return s.Store.Claim(ctx, req)
-}
-
 // An outage holds the message in place: no redelivery, no attempt spent
 // (MaxAttempts 1 would dead-letter a second handler run), processed once
 // the store is back.
 func TestStoreOutageHoldsMessage(t *testing.T) {
 	q := memory.NewQueue("outage")
 	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("valid")})
-	store := &outageStore{Store: dedupmem.New()}
+	// Claims fail as they do against an unreachable store.
+	store := &failingStore{Store: dedupmem.New(), claimErr: apiError{"InternalServerError"}}
 	store.failures.Store(4)
 	src := newCounting(t, q.Source(), nil)
 	var outcomes sync.Map
