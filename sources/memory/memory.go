@@ -318,9 +318,9 @@ func (s *Source) heldLocked(m *broker.Message) (*entry, error) {
 	return h.e, nil
 }
 
-// settle ends the live delivery of m: Ack, Nack and DeadLetter differ only
-// in where place puts the entry once it is out of flight.
-func (s *Source) settle(m *broker.Message, place func(q *Queue, e *entry)) error {
+// withHeld runs f on the live delivery of m under the queue's lock, or
+// reports a stale one.
+func (s *Source) withHeld(m *broker.Message, f func(q *Queue, e *entry)) error {
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -328,10 +328,18 @@ func (s *Source) settle(m *broker.Message, place func(q *Queue, e *entry)) error
 	if err != nil {
 		return err
 	}
-	q.releaseLocked(e)
-	place(q, e)
-	q.signalLocked()
+	f(q, e)
 	return nil
+}
+
+// settle ends the live delivery of m: Ack, Nack and DeadLetter differ only
+// in where place puts the entry once it is out of flight.
+func (s *Source) settle(m *broker.Message, place func(q *Queue, e *entry)) error {
+	return s.withHeld(m, func(q *Queue, e *entry) {
+		q.releaseLocked(e)
+		place(q, e)
+		q.signalLocked()
+	})
 }
 
 // Ack implements broker.Source.
@@ -370,15 +378,7 @@ func (s *Source) Check(context.Context) error { return nil }
 
 // Extend implements broker.Source.
 func (s *Source) Extend(_ context.Context, m *broker.Message, d time.Duration) error {
-	q := s.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	e, err := s.heldLocked(m)
-	if err != nil {
-		return err
-	}
-	e.visibleAt = time.Now().Add(d)
-	return nil
+	return s.withHeld(m, func(_ *Queue, e *entry) { e.visibleAt = time.Now().Add(d) })
 }
 
 // Close implements broker.Source. Deliveries it still holds become
