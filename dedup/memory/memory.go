@@ -209,35 +209,38 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 
 // Fail implements dedup.Store.
 func (s *Store) Fail(_ context.Context, req dedup.FailRequest) error {
-	sh := s.shard(req.Lease.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	r, err := fenced(sh, req.Lease)
-	if err != nil {
-		return err
-	}
-	r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, req.Reason, req.RetryAt
-	switch {
-	case req.ResetAttempts:
-		r.Attempts = 0
-	case req.RefundAttempt:
-		r.Attempts = max(r.Attempts-1, 0)
-	}
-	return nil
+	return s.withLease(req.Lease, func(r *dedup.Record) {
+		r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, req.Reason, req.RetryAt
+		switch {
+		case req.ResetAttempts:
+			r.Attempts = 0
+		case req.RefundAttempt:
+			r.Attempts = max(r.Attempts-1, 0)
+		}
+	})
 }
 
 // Extend implements dedup.Store.
 func (s *Store) Extend(_ context.Context, req dedup.ExtendRequest) error {
-	sh := s.shard(req.Lease.Key)
+	return s.withLease(req.Lease, func(r *dedup.Record) {
+		if req.LeaseUntil.After(r.ExpiresAt) {
+			r.ExpiresAt = req.LeaseUntil
+		}
+	})
+}
+
+// withLease runs f on the record l still holds, under its shard's lock, or
+// returns dedup.ErrLeaseLost. Complete locks more (its writes) and does not
+// use it.
+func (s *Store) withLease(l dedup.Lease, f func(r *dedup.Record)) error {
+	sh := s.shard(l.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r, err := fenced(sh, req.Lease)
+	r, err := fenced(sh, l)
 	if err != nil {
 		return err
 	}
-	if req.LeaseUntil.After(r.ExpiresAt) {
-		r.ExpiresAt = req.LeaseUntil
-	}
+	f(r)
 	return nil
 }
 
