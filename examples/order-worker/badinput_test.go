@@ -176,20 +176,29 @@ func TestBadInputCorpus(t *testing.T) {
 	}
 }
 
+// freshTable creates a records table on DynamoDB Local, named prefix and a
+// random suffix, and returns a client, the table and the suffix (for the
+// test's keys to be its own too).
+func freshTable(t *testing.T, prefix string, opts ...dynamodb.TableOption) (db *ddb.Client, table, suffix string) {
+	t.Helper()
+	ep := testenv.DynamoDBEndpoint(t)
+	db = ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	suffix = hex.EncodeToString(b)
+	table = prefix + suffix
+	if err := dynamodb.CreateTable(context.Background(), db, table, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return db, table, suffix
+}
+
 // A handler response over DynamoDB's 400 KB item limit, on DynamoDB Local:
 // the store refuses it before sending with a *dedup.RecordTooLargeError, the
 // message is dead-lettered once (the handler is not called again: no retry
 // storm) and the worker goes on.
 func TestBadInputResponseOver400KB(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	ctx := context.Background()
-	db := ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	table := "badinput_" + hex.EncodeToString(b)
-	if err := dynamodb.CreateTable(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
+	db, table, _ := freshTable(t, "badinput_")
 	var bigCalls atomic.Int64
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		o, err := parseOrder(m.Body)
@@ -247,15 +256,7 @@ func (l *lockedBuffer) String() string {
 // with every log line kept at debug level; neither the lines, the outcome
 // errors nor the dead letters' reasons may hold a key. They carry its hash.
 func TestNoKeyInLogsOrErrors(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	ctx := context.Background()
-	db := ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	table := "nokey_" + hex.EncodeToString(b)
-	if err := dynamodb.CreateTable(ctx, db, table, dynamodb.TenantLayout()); err != nil {
-		t.Fatal(err)
-	}
+	db, table, suffix := freshTable(t, "nokey_", dynamodb.TenantLayout())
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	store, err := dynamodb.New(db, table, dynamodb.TenantLayout(), dynamodb.WithLogger(logger))
@@ -270,7 +271,7 @@ func TestNoKeyInLogsOrErrors(t *testing.T) {
 	})
 	p := startPipeline(t, store, h, consumer.WithLogger(logger))
 
-	secret := "customer-4711-" + hex.EncodeToString(b)
+	secret := "customer-4711-" + suffix
 	keys := map[string]string{
 		"reused":  secret + "-reused",
 		"bad":     secret + "-bad-body",
