@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/metrictest"
@@ -29,9 +27,7 @@ import (
 func TestClockSkewRefused(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(t.Context()) })
+	reader, mp := metrictest.Provider(t)
 	st := newStore(t, client, recordsTable(t, client), dynamodb.WithMeterProvider(mp))
 	const margin = 5 * time.Second
 	// A first call measures the offset.

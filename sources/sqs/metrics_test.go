@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/metrictest"
@@ -27,9 +26,7 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reader, mp := metrictest.Provider(t)
 	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testenv.Logger(t)), sqs.WaitTime(time.Second), sqs.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
@@ -401,9 +400,7 @@ func TestDeadLetterSendFailure(t *testing.T) {
 	if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte("poison")}); err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reader, mp := metrictest.Provider(t)
 	var announced atomic.Int32
 	src := newSource(t, c, url, sqs.DeadLetterQueue(dlqURL), sqs.WaitTime(time.Second), sqs.WithRetryPolicy(retryFast()),
 		sqs.WithMeterProvider(mp), sqs.WithHooks(onDeadLetter(func(context.Context, string, string) { announced.Add(1) })))
