@@ -53,7 +53,8 @@ type faultRig struct {
 	retries *retries
 }
 
-func newFaultRig(t *testing.T, policy retry.Policy) *faultRig {
+// newFaultRig opens the rig; opts are added to the proxied store's.
+func newFaultRig(t *testing.T, policy retry.Policy, opts ...dynamodb.Option) *faultRig {
 	t.Helper()
 	ep := testenv.DynamoDBEndpoint(t)
 	direct := dynamoClient(t, ep, nil)
@@ -62,7 +63,7 @@ func newFaultRig(t *testing.T, policy retry.Policy) *faultRig {
 	r := &retries{}
 	return &faultRig{
 		proxy:   p,
-		st:      newStore(t, dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(policy), dynamodb.WithHooks(onRetry(r.hook))),
+		st:      newStore(t, dynamoClient(t, p.URL(), nil), table, append([]dynamodb.Option{dynamodb.WithRetryPolicy(policy), dynamodb.WithHooks(onRetry(r.hook))}, opts...)...),
 		direct:  newStore(t, direct, table),
 		inv:     newInventory(t, direct),
 		retries: r,
