@@ -220,6 +220,15 @@ func newStore(tb testing.TB, client *ddb.Client, table string, opts ...dynamodb.
 	return st
 }
 
+// countedStore is a store on a fresh records table of DynamoDB Local,
+// its client counting every call into c.
+func countedStore(t testing.TB) (st *dynamodb.Store, client *ddb.Client, c *calls) {
+	t.Helper()
+	c = &calls{}
+	client = dynamoClient(t, testenv.DynamoDBEndpoint(t), c)
+	return newStore(t, client, recordsTable(t, client)), client, c
+}
+
 // Hook adapters: a func per hook interface.
 type (
 	onCall           func(ctx context.Context, op string, took time.Duration, err error)

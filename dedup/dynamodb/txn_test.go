@@ -21,10 +21,7 @@ import (
 
 // TestCallCounts proves the round trips the design promises.
 func TestCallCounts(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	var c calls
-	client := dynamoClient(t, ep, &c)
-	st := newStore(t, client, recordsTable(t, client))
+	st, _, c := countedStore(t)
 	at := clock()
 	ctx := t.Context()
 
@@ -76,10 +73,7 @@ func TestCallCounts(t *testing.T) {
 // TestTransactionOutcomes: the claim and the inventory reservation commit together
 // or not at all.
 func TestTransactionOutcomes(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	var c calls
-	client := dynamoClient(t, ep, &c)
-	st := newStore(t, client, recordsTable(t, client))
+	st, client, c := countedStore(t)
 	inv := newInventory(t, client)
 	at := clock()
 	ctx := t.Context()
@@ -251,10 +245,7 @@ func TestTransactionOutcomes(t *testing.T) {
 }
 
 func TestRecordTooLarge(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	var c calls
-	client := dynamoClient(t, ep, &c)
-	st := newStore(t, client, recordsTable(t, client))
+	st, _, c := countedStore(t)
 	at := clock()
 	k := uniqueKey(t)
 	cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
