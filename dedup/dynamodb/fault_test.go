@@ -294,27 +294,19 @@ func TestFaultCapacityThrottlesAllCounted(t *testing.T) {
 	rig.proxy.SetCapacity(30) // low enough to be exceeded even on a loaded machine
 	at := clock()
 	const workers, each = 8, 20
-	var wg sync.WaitGroup
-	errs := make(chan error, workers*each)
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				k := fmt.Sprintf("cap#%s-%d-%d", uniqueName(""), w, i)
-				c, err := rig.st.Claim(t.Context(), dedup.ClaimRequest{Key: k, Owner: "o", Now: at(0), LeaseUntil: at(30)})
-				if err == nil && !c.Acquired {
-					err = fmt.Errorf("fresh key %s reported as held: %+v", k, c.Existing)
-				}
-				if err != nil {
-					errs <- err
-				}
+	concurrently(t, workers, func(w int) error {
+		for i := range each {
+			k := fmt.Sprintf("cap#%s-%d-%d", uniqueName(""), w, i)
+			c, err := rig.st.Claim(t.Context(), dedup.ClaimRequest{Key: k, Owner: "o", Now: at(0), LeaseUntil: at(30)})
+			if err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if !c.Acquired {
+				return fmt.Errorf("fresh key %s reported as held: %+v", k, c.Existing)
+			}
+		}
+		return nil
+	})
 	over := rig.proxy.Stats().OverCapacity
 	n, by := rig.retries.count()
 	if over == 0 || n != over || by["throttled/ProvisionedThroughputExceededException"] != over {

@@ -229,6 +229,26 @@ func countedStore(t testing.TB) (st *dynamodb.Store, client *ddb.Client, c *call
 	return newStore(t, client, recordsTable(t, client)), client, c
 }
 
+// concurrently runs f(0) … f(n-1), each in its own goroutine, and once all
+// are done fails the test with the first error any returned.
+func concurrently(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := f(i); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // Hook adapters: a func per hook interface.
 type (
 	onCall           func(ctx context.Context, op string, took time.Duration, err error)

@@ -464,24 +464,13 @@ func TestTransactionConflictsRetried(t *testing.T) {
 	inv.stock(t, sku, 1000)
 	at := clock()
 	const n = 24
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for range n {
-		wg.Go(func() {
-			c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: uniqueKey(t), Owner: "o", Now: at(0), LeaseUntil: at(30)})
-			if err == nil {
-				err = st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Now: at(1), ExpiresAt: at(99), Writes: []any{inv.reserve(sku, 1)}})
-			}
-			if err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrently(t, n, func(int) error {
+		c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: uniqueKey(t), Owner: "o", Now: at(0), LeaseUntil: at(30)})
+		if err != nil {
+			return err
+		}
+		return st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Now: at(1), ExpiresAt: at(99), Writes: []any{inv.reserve(sku, 1)}})
+	})
 	if a, r := inv.levels(t, sku); a != 1000-n || r != n {
 		t.Fatalf("stock %d/%d, want %d/%d", a, r, 1000-n, n)
 	}
