@@ -164,7 +164,8 @@ func claimNow(now time.Time, margin time.Duration) int64 { return floorUnix(now.
 
 // metadata is a call's result metadata, where the raw response is kept.
 func metadata[O interface {
-	*ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput
+	*ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput |
+		*ddb.DescribeTableOutput | *ddb.DescribeTimeToLiveOutput
 }](o O) middleware.Metadata {
 	switch o := any(o).(type) {
 	case *ddb.UpdateItemOutput:
@@ -176,6 +177,14 @@ func metadata[O interface {
 			return o.ResultMetadata
 		}
 	case *ddb.TransactWriteItemsOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.DescribeTableOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.DescribeTimeToLiveOutput:
 		if o != nil {
 			return o.ResultMetadata
 		}
