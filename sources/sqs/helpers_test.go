@@ -227,6 +227,21 @@ func receiveOne(t testing.TB, src *sqs.Source) *broker.Message {
 	return msgs[0]
 }
 
+// receiveN receives until it has n messages, each Receive within 10s, or
+// fails the test.
+func receiveN(t testing.TB, src *sqs.Source, n int) []*broker.Message {
+	t.Helper()
+	var msgs []*broker.Message
+	for len(msgs) < n {
+		got, err := src.Receive(testenv.Context(t, 10*time.Second), n-len(msgs))
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		msgs = append(msgs, got...)
+	}
+	return msgs
+}
+
 // Hook adapters: a func of the hook's method's type.
 type (
 	onDeleteFailed func(ctx context.Context, messageID string, err error)

@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/sourcetest"
@@ -31,14 +30,7 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msgs []*consumer.Message
-	for len(msgs) < 3 {
-		got, err := src.Receive(testenv.Context(t, 10*time.Second), 3-len(msgs))
-		if err != nil {
-			t.Fatalf("receive: %v", err)
-		}
-		msgs = append(msgs, got...)
-	}
+	msgs := receiveN(t, src, 3)
 	for range 2 {
 		if err := src.Extend(context.Background(), msgs[0], 40*time.Second); err != nil {
 			t.Fatalf("extend: %v", err)

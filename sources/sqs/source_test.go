@@ -254,14 +254,7 @@ func TestAckFailuresReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msgs []*consumer.Message
-	for len(msgs) < 2 {
-		got, err := src.Receive(testenv.Context(t, 10*time.Second), 2-len(msgs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, got...)
-	}
+	msgs := receiveN(t, src, 2)
 	if err := src.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
