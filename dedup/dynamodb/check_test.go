@@ -21,8 +21,8 @@ import (
 // without TTL works but is logged, a good table passes in silence.
 func TestCheck(t *testing.T) {
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
-	var logs logBuffer
-	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	var logs testenv.LogBuffer
+	logger := logs.Logger(slog.LevelInfo)
 	plain := recordsTable(t, client)
 	tenant := recordsTable(t, client, dynamodb.TenantLayout())
 

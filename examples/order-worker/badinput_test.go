@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -231,24 +230,6 @@ func TestBadInputResponseOver400KB(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects log output from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // No key in any log line or error text: keys may hold personal data. The
 // bad-input cases that put a key into an error path (key reuse, a
 // malformed body under a key, a key too long for the tenant layout's sort
@@ -257,8 +238,8 @@ func (l *lockedBuffer) String() string {
 // errors nor the dead letters' reasons may hold a key. They carry its hash.
 func TestNoKeyInLogsOrErrors(t *testing.T) {
 	db, table, suffix := freshTable(t, "nokey_", dynamodb.TenantLayout())
-	logs := &lockedBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logs := &testenv.LogBuffer{}
+	logger := logs.Logger(slog.LevelDebug)
 	store, err := dynamodb.New(db, table, dynamodb.TenantLayout(), dynamodb.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
