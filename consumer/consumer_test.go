@@ -207,6 +207,25 @@ func TestAckOnlyAfterCompleted(t *testing.T) {
 	}
 }
 
+// rivalGuards are two workers' Guards over one store and handler, to race
+// each other for a key.
+func rivalGuards(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.Option) (a, b *consumer.Guard) {
+	t.Helper()
+	var err error
+	if a, err = consumer.NewGuard(store, h, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = consumer.NewGuard(store, h, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// keyedMessage is a new delivery of message m under idempotency key k.
+func keyedMessage() *consumer.Message {
+	return &consumer.Message{ID: "m", Body: []byte("x"), Attributes: map[string]string{"idempotency-key": "k"}}
+}
+
 type manualClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -233,19 +252,12 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 		return consumer.Result{Response: []byte("r"), Writes: []any{led.write("k")}}, nil
 	})
 	opts := []consumer.Option{consumer.WithClock(clock), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute)}
-	a, err := consumer.NewGuard(store, h, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := consumer.NewGuard(store, h, opts...)
-	msg := func() *consumer.Message {
-		return &consumer.Message{ID: "m", Body: []byte("x"), Attributes: map[string]string{"idempotency-key": "k"}}
-	}
+	a, b := rivalGuards(t, store, h, opts...)
 	outA, outB := make(chan consumer.Outcome, 1), make(chan consumer.Outcome, 1)
-	go func() { outA <- a.Process(context.Background(), msg()) }()
+	go func() { outA <- a.Process(context.Background(), keyedMessage()) }()
 	<-entered
 	clock.Advance(3 * time.Minute) // A's lease is over: B takes the key
-	go func() { outB <- b.Process(context.Background(), msg()) }()
+	go func() { outB <- b.Process(context.Background(), keyedMessage()) }()
 	<-entered
 	close(gates[0]) // A finishes first, while B holds the lease
 	o := <-outA

@@ -131,22 +131,15 @@ func TestHungHandlerLosesItsLease(t *testing.T) {
 	})
 	opts := []consumer.Option{consumer.HandlerTimeout(100 * time.Millisecond), consumer.LeaseTTL(2100 * time.Millisecond),
 		consumer.ClockSkewMargin(0), consumer.NoCompletedCache()}
-	hung, err := consumer.NewGuard(store, h, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _ := consumer.NewGuard(store, h, opts...)
-	msg := func() *consumer.Message {
-		return &consumer.Message{ID: "m", Body: []byte("x"), Attributes: map[string]string{"idempotency-key": "k"}}
-	}
+	hung, other := rivalGuards(t, store, h, opts...)
 	hungOut := make(chan consumer.Outcome, 1)
-	go func() { hungOut <- hung.Process(context.Background(), msg()) }()
+	go func() { hungOut <- hung.Process(context.Background(), keyedMessage()) }()
 	for n.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		o := other.Process(context.Background(), msg())
+		o := other.Process(context.Background(), keyedMessage())
 		if o.Kind == consumer.Processed {
 			break
 		}
