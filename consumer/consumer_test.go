@@ -151,15 +151,27 @@ func TestExactlyOnceWithDuplicates(t *testing.T) {
 	}
 }
 
-// flakyStore fails the first n Completes.
-type flakyStore struct {
+// failingStore fails its first n (failures) Claims with claimErr, or its
+// first n Completes with completeErr: a store outage at one step. A nil
+// error leaves that step alone.
+type failingStore struct {
 	dedup.Store
-	failures atomic.Int32
+	failures              atomic.Int32
+	claimErr, completeErr error
 }
 
-func (s *flakyStore) Complete(ctx context.Context, req dedup.CompleteRequest) error {
-	if s.failures.Add(-1) >= 0 {
-		return errors.New("injected: connection reset during complete")
+func (s *failingStore) failing(err error) bool { return err != nil && s.failures.Add(-1) >= 0 }
+
+func (s *failingStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	if s.failing(s.claimErr) {
+		return dedup.Claim{}, s.claimErr
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *failingStore) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	if s.failing(s.completeErr) {
+		return s.completeErr
 	}
 	return s.Store.Complete(ctx, req)
 }
@@ -170,7 +182,7 @@ func (s *flakyStore) Complete(ctx context.Context, req dedup.CompleteRequest) er
 func TestAckOnlyAfterCompleted(t *testing.T) {
 	q := memory.NewQueue("ack")
 	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("m1")})
-	store := &flakyStore{Store: dedupmem.New()}
+	store := &failingStore{Store: dedupmem.New(), completeErr: errors.New("injected: connection reset during complete")}
 	store.failures.Store(2)
 	src := newCounting(t, q.Source(), store)
 	led := newLedger()
@@ -193,6 +205,25 @@ func TestAckOnlyAfterCompleted(t *testing.T) {
 	if n := led.counts()["m1"]; n != 1 {
 		t.Fatalf("effect applied %d times", n)
 	}
+}
+
+// rivalGuards are two workers' Guards over one store and handler, to race
+// each other for a key.
+func rivalGuards(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.Option) (a, b *consumer.Guard) {
+	t.Helper()
+	var err error
+	if a, err = consumer.NewGuard(store, h, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = consumer.NewGuard(store, h, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// keyedMessage is a new delivery of message m under idempotency key k.
+func keyedMessage() *consumer.Message {
+	return &consumer.Message{ID: "m", Body: []byte("x"), Attributes: map[string]string{"idempotency-key": "k"}}
 }
 
 type manualClock struct {
@@ -221,19 +252,12 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 		return consumer.Result{Response: []byte("r"), Writes: []any{led.write("k")}}, nil
 	})
 	opts := []consumer.Option{consumer.WithClock(clock), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute)}
-	a, err := consumer.NewGuard(store, h, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := consumer.NewGuard(store, h, opts...)
-	msg := func() *consumer.Message {
-		return &consumer.Message{ID: "m", Body: []byte("x"), Attributes: map[string]string{"idempotency-key": "k"}}
-	}
+	a, b := rivalGuards(t, store, h, opts...)
 	outA, outB := make(chan consumer.Outcome, 1), make(chan consumer.Outcome, 1)
-	go func() { outA <- a.Process(context.Background(), msg()) }()
+	go func() { outA <- a.Process(context.Background(), keyedMessage()) }()
 	<-entered
 	clock.Advance(3 * time.Minute) // A's lease is over: B takes the key
-	go func() { outB <- b.Process(context.Background(), msg()) }()
+	go func() { outB <- b.Process(context.Background(), keyedMessage()) }()
 	<-entered
 	close(gates[0]) // A finishes first, while B holds the lease
 	o := <-outA

@@ -90,26 +90,14 @@ func TestMisspeltHookRefused(t *testing.T) {
 	refused(t, consumer.WithHooks(nil))
 }
 
-// outageStore fails its first n claims as an unreachable store does.
-type outageStore struct {
-	dedup.Store
-	failures atomic.Int32
-}
-
-func (s *outageStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
-	if s.failures.Add(-1) >= 0 {
-		return dedup.Claim{}, apiError{"InternalServerError"}
-	}
-	return s.Store.Claim(ctx, req)
-}
-
 // An outage holds the message in place: no redelivery, no attempt spent
 // (MaxAttempts 1 would dead-letter a second handler run), processed once
 // the store is back.
 func TestStoreOutageHoldsMessage(t *testing.T) {
 	q := memory.NewQueue("outage")
 	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("valid")})
-	store := &outageStore{Store: dedupmem.New()}
+	// Claims fail as they do against an unreachable store.
+	store := &failingStore{Store: dedupmem.New(), claimErr: apiError{"InternalServerError"}}
 	store.failures.Store(4)
 	src := newCounting(t, q.Source(), nil)
 	var outcomes sync.Map
@@ -143,22 +131,15 @@ func TestHungHandlerLosesItsLease(t *testing.T) {
 	})
 	opts := []consumer.Option{consumer.HandlerTimeout(100 * time.Millisecond), consumer.LeaseTTL(2100 * time.Millisecond),
 		consumer.ClockSkewMargin(0), consumer.NoCompletedCache()}
-	hung, err := consumer.NewGuard(store, h, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _ := consumer.NewGuard(store, h, opts...)
-	msg := func() *consumer.Message {
-		return &consumer.Message{ID: "m", Body: []byte("x"), Attributes: map[string]string{"idempotency-key": "k"}}
-	}
+	hung, other := rivalGuards(t, store, h, opts...)
 	hungOut := make(chan consumer.Outcome, 1)
-	go func() { hungOut <- hung.Process(context.Background(), msg()) }()
+	go func() { hungOut <- hung.Process(context.Background(), keyedMessage()) }()
 	for n.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		o := other.Process(context.Background(), msg())
+		o := other.Process(context.Background(), keyedMessage())
 		if o.Kind == consumer.Processed {
 			break
 		}

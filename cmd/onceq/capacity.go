@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -33,13 +32,10 @@ func planCapacity(peak, dup float64, txnItems int) capacityPlan {
 }
 
 func runCapacity(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("onceq capacity", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: onceq capacity -rps N [-dup RATIO] [-txn-items N]")
-		fmt.Fprintln(stderr, "Budgets DynamoDB write capacity (WCU) for an idempotency table at a peak rate of unique messages.")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("onceq capacity", stderr,
+		"usage: onceq capacity -rps N [-dup RATIO] [-txn-items N]",
+		"Budgets DynamoDB write capacity (WCU) for an idempotency table at a peak rate of unique messages.",
+	)
 	rps := fs.Float64("rps", 0, "peak unique messages per second (required)")
 	dup := fs.Float64("dup", 0.15, "expected duplicate ratio (0.15 = 15% extra deliveries)")
 	txn := fs.Int("txn-items", 2, "items per TransactWriteItems in transaction modes, the idempotency record included")

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -99,15 +98,12 @@ type checkFlags struct {
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("onceq check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: onceq check [-table NAME [-tenant-layout]] [-sqs-queue-url URL [-sqs-dlq-url URL]]")
-		fmt.Fprintln(stderr, "                   [-kafka-brokers HOST:PORT,... -kafka-topic T -kafka-dlq-topic D] [-max-attempts 5] [-lease-ttl 60s]")
-		fmt.Fprintln(stderr, "Runs the checks a worker runs at start and prints one line per check: ok, WARN or FAIL with the reason.")
-		fmt.Fprintln(stderr, "Exit 1 when a check fails, 0 otherwise. AWS endpoint, region and credentials come from the SDK's standard settings.")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("onceq check", stderr,
+		"usage: onceq check [-table NAME [-tenant-layout]] [-sqs-queue-url URL [-sqs-dlq-url URL]]",
+		"                   [-kafka-brokers HOST:PORT,... -kafka-topic T -kafka-dlq-topic D] [-max-attempts 5] [-lease-ttl 60s]",
+		"Runs the checks a worker runs at start and prints one line per check: ok, WARN or FAIL with the reason.",
+		"Exit 1 when a check fails, 0 otherwise. AWS endpoint, region and credentials come from the SDK's standard settings.",
+	)
 	var f checkFlags
 	fs.StringVar(&f.table, "table", "", "idempotency table: exists, ACTIVE, key schema of the layout, readable; TTL on expires_at")
 	fs.BoolVar(&f.tenant, "tenant-layout", false, "the table uses the tenant layout (created with -tenant-layout)")

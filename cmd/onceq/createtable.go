@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -10,15 +9,12 @@ import (
 )
 
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("onceq create-table", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: onceq create-table -table NAME [-tenant-layout]")
-		fmt.Fprintln(stderr, "Creates the idempotency table (on-demand billing, TTL on expires_at) and waits until it is ACTIVE.")
-		fmt.Fprintln(stderr, "An existing table with the same key schema is accepted; TTL is enabled on it if it is not.")
-		fmt.Fprintln(stderr, "Endpoint, region and credentials come from the AWS SDK's standard settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB).")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("onceq create-table", stderr,
+		"usage: onceq create-table -table NAME [-tenant-layout]",
+		"Creates the idempotency table (on-demand billing, TTL on expires_at) and waits until it is ACTIVE.",
+		"An existing table with the same key schema is accepted; TTL is enabled on it if it is not.",
+		"Endpoint, region and credentials come from the AWS SDK's standard settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB).",
+	)
 	table := fs.String("table", "", "table name (required)")
 	tenant := fs.Bool("tenant-layout", false, "partition key = the tenant (the key before its first '#'), sort key = the rest")
 	if err := fs.Parse(args); err != nil {

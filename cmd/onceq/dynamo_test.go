@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -89,28 +90,49 @@ func TestCreateTableLayoutMismatch(t *testing.T) {
 	}
 }
 
-func TestInspect(t *testing.T) {
+// pendingRecord is a table made by create-table and a PENDING record in
+// it, for inspect to read.
+type pendingRecord struct {
+	table, key string // the stored key
+	store      *dynamodb.Store
+	claim      dedup.Claim
+	now        time.Time // the claim's
+}
+
+// newPendingRecord creates a table (in the tenant layout if tenant) and
+// claims the key of id in namespace ns there for lease, as owner would.
+func newPendingRecord(t *testing.T, tenant bool, ns, id, owner string, body []byte, lease time.Duration) pendingRecord {
+	t.Helper()
 	c := localAWS(t)
-	table := tableName(t)
-	if code, _, errOut := onceq("create-table", "-table", table); code != 0 {
+	p := pendingRecord{table: tableName(t)}
+	args := []string{"create-table", "-table", p.table}
+	if tenant {
+		args = append(args, "-tenant-layout")
+	}
+	if code, _, errOut := onceq(args...); code != 0 {
 		t.Fatalf("create-table: exit %d: %s", code, errOut)
 	}
-	store, err := openStore(c, table, false)
-	if err != nil {
+	var err error
+	if p.store, err = openStore(c, p.table, tenant); err != nil {
 		t.Fatal(err)
 	}
-	key, err := dedup.Key("orders", "order-42")
-	if err != nil {
+	if p.key, err = dedup.Key(ns, id); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	claim, err := store.Claim(t.Context(), dedup.ClaimRequest{
-		Key: key, PayloadHash: dedup.PayloadHash([]byte("body")), Owner: "worker-a1",
-		Now: now, LeaseUntil: now.Add(5 * time.Minute),
+	p.now = time.Now()
+	p.claim, err = p.store.Claim(t.Context(), dedup.ClaimRequest{
+		Key: p.key, PayloadHash: dedup.PayloadHash(body), Owner: owner,
+		Now: p.now, LeaseUntil: p.now.Add(lease),
 	})
-	if err != nil || !claim.Acquired {
-		t.Fatalf("claim: %+v, %v", claim, err)
+	if err != nil || !p.claim.Acquired {
+		t.Fatalf("claim: %+v, %v", p.claim, err)
 	}
+	return p
+}
+
+func TestInspect(t *testing.T) {
+	p := newPendingRecord(t, false, "orders", "order-42", "worker-a1", []byte("body"), 5*time.Minute)
+	table, key, store, claim, now := p.table, p.key, p.store, p.claim, p.now
 
 	code, out, errOut := onceq("inspect", "-table", table, "-namespace", "orders", "order-42")
 	if code != 0 {
@@ -192,27 +214,8 @@ func TestRelative(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestInspectTenantLayout(t *testing.T) {
-	c := localAWS(t)
-	table := tableName(t)
-	if code, _, errOut := onceq("create-table", "-table", table, "-tenant-layout"); code != 0 {
-		t.Fatalf("create-table: exit %d: %s", code, errOut)
-	}
-	store, err := openStore(c, table, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := dedup.Key("tenant-7", "msg-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	claim, err := store.Claim(t.Context(), dedup.ClaimRequest{
-		Key: key, PayloadHash: dedup.PayloadHash([]byte("b")), Owner: "w1",
-		Now: now, LeaseUntil: now.Add(time.Minute),
-	})
-	if err != nil || !claim.Acquired {
-		t.Fatalf("claim: %+v, %v", claim, err)
-	}
+	p := newPendingRecord(t, true, "tenant-7", "msg-1", "w1", []byte("b"), time.Minute)
+	table, key := p.table, p.key
 	code, out, errOut := onceq("inspect", "-table", table, "-tenant-layout", "-namespace", "tenant-7", "msg-1")
 	if code != 0 || !strings.Contains(out, "status:     PENDING") || !strings.Contains(out, "key:        "+key) {
 		t.Fatalf("inspect: exit %d, out %q, err %q", code, out, errOut)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,16 +12,13 @@ import (
 )
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("onceq inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: onceq inspect -table NAME [-namespace onceq] [-stored-key] [-tenant-layout] KEY")
-		fmt.Fprintln(stderr, "Reads the record of KEY with a strongly consistent read and prints it.")
-		fmt.Fprintln(stderr, "KEY is the message's idempotency key, turned into the stored key (<namespace>#<key>,")
-		fmt.Fprintln(stderr, "hashed when too long or not UTF-8) exactly as the consumer does; with -stored-key it is used as is.")
-		fmt.Fprintln(stderr, "Exit 1 when the key has no record.")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("onceq inspect", stderr,
+		"usage: onceq inspect -table NAME [-namespace onceq] [-stored-key] [-tenant-layout] KEY",
+		"Reads the record of KEY with a strongly consistent read and prints it.",
+		"KEY is the message's idempotency key, turned into the stored key (<namespace>#<key>,",
+		"hashed when too long or not UTF-8) exactly as the consumer does; with -stored-key it is used as is.",
+		"Exit 1 when the key has no record.",
+	)
 	table := fs.String("table", "", "table name (required)")
 	ns := fs.String("namespace", "onceq", "the consumer's namespace (consumer.Namespace)")
 	stored := fs.Bool("stored-key", false, "KEY is already the stored key, as logged by the consumer")

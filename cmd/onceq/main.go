@@ -69,3 +69,18 @@ func usageExit(err error) int {
 	}
 	return 2
 }
+
+// newFlagSet returns the flag set of a command (name as "onceq inspect"):
+// parse errors and -h go to stderr, and its usage is the given lines, then
+// the flags, so every command's help reads alike.
+func newFlagSet(name string, stderr io.Writer, usage ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		for _, line := range usage {
+			fmt.Fprintln(stderr, line)
+		}
+		fs.PrintDefaults()
+	}
+	return fs
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/onceq/onceq/dedup"
 )
@@ -100,15 +101,27 @@ func (s *Store) Stats() Stats {
 	return Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Evictions: s.evictions.Load(), Entries: n, Bytes: b}
 }
 
-// hit returns the cached record of key if it is still live at now.
-func (s *Store) hit(key string, live func(dedup.Record) bool) (dedup.Record, bool) {
+// hit answers a claim of key at now from the cache, when it holds a record
+// still live then, and counts the hit or the miss: Claim and ClaimComplete
+// look up alike.
+func (s *Store) hit(key string, now time.Time) (dedup.Claim, bool) {
+	if r, ok := s.lookup(key, now); ok {
+		s.hits.Add(1)
+		return dedup.Claim{Existing: r}, true
+	}
+	s.misses.Add(1)
+	return dedup.Claim{}, false
+}
+
+// lookup returns the cached record of key if it is still live at now.
+func (s *Store) lookup(key string, now time.Time) (dedup.Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entries[key]
 	if !ok {
 		return dedup.Record{}, false
 	}
-	if !live(e.rec) {
+	if !e.rec.Live(now) {
 		s.removeLocked(e)
 		return dedup.Record{}, false
 	}
@@ -148,11 +161,9 @@ func (s *Store) removeLocked(e *entry) {
 
 // Claim implements dedup.Store.
 func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
-	if r, ok := s.hit(req.Key, func(r dedup.Record) bool { return r.Live(req.Now) }); ok {
-		s.hits.Add(1)
-		return dedup.Claim{Existing: r}, nil
+	if c, ok := s.hit(req.Key, req.Now); ok {
+		return c, nil
 	}
-	s.misses.Add(1)
 	c, err := s.next.Claim(ctx, req)
 	if err != nil {
 		return c, err
@@ -232,11 +243,9 @@ type completerStore struct {
 
 // ClaimComplete implements dedup.ClaimCompleter.
 func (c *completerStore) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
-	if r, ok := c.hit(req.Key, func(r dedup.Record) bool { return r.Live(req.Now) }); ok {
-		c.hits.Add(1)
-		return dedup.Claim{Existing: r}, nil
+	if cl, ok := c.hit(req.Key, req.Now); ok {
+		return cl, nil
 	}
-	c.misses.Add(1)
 	cl, err := c.next.ClaimComplete(ctx, req)
 	switch {
 	case err != nil:

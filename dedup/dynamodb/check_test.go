@@ -21,8 +21,8 @@ import (
 // without TTL works but is logged, a good table passes in silence.
 func TestCheck(t *testing.T) {
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
-	var logs logBuffer
-	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	var logs testenv.LogBuffer
+	logger := logs.Logger(slog.LevelInfo)
 	plain := recordsTable(t, client)
 	tenant := recordsTable(t, client, dynamodb.TenantLayout())
 
@@ -76,9 +76,7 @@ func TestCheck(t *testing.T) {
 // (measured), not a ValidationException nor a cancellation reason, so
 // retry.Classify's code table decides it and no mapping is needed.
 func TestMissingBusinessTableMisconfigured(t *testing.T) {
-	c := &calls{}
-	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), c)
-	st := newStore(t, client, recordsTable(t, client))
+	st, client, c := countedStore(t)
 	at := clock()
 	inv := &inventory{client: client, table: uniqueName("onceq_missing_inv_")}
 	cl := mustClaim(t, st, dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: at(0), LeaseUntil: at(30)})

@@ -1,7 +1,6 @@
 package dynamodb_test
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"math"
@@ -10,11 +9,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
@@ -29,9 +25,7 @@ import (
 func TestClockSkewRefused(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(t.Context()) })
+	reader, mp := metrictest.Provider(t)
 	st := newStore(t, client, recordsTable(t, client), dynamodb.WithMeterProvider(mp))
 	const margin = 5 * time.Second
 	// A first call measures the offset.
@@ -83,25 +77,6 @@ func dateShift(t *testing.T, target string, shift time.Duration) string {
 	return srv.URL
 }
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
 // Against a server 20 s ahead, claims are judged by the server's clock: a
 // Now at the local time is refused with a 5 s margin and accepted 20 s
 // ahead; with a 30 s margin the offset is over half of it and logged
@@ -110,8 +85,8 @@ func TestClockOffsetMeasured(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	direct := dynamoClient(t, ep, nil)
 	table := recordsTable(t, direct)
-	var logs logBuffer
-	st := newStore(t, dynamoClient(t, dateShift(t, ep, 20*time.Second), nil), table, dynamodb.WithLogger(logs.logger()))
+	var logs testenv.LogBuffer
+	st := newStore(t, dynamoClient(t, dateShift(t, ep, 20*time.Second), nil), table, dynamodb.WithLogger(logs.Logger(slog.LevelInfo)))
 	if _, err := st.Get(t.Context(), uniqueKey(t)); !errors.Is(err, dedup.ErrNotFound) {
 		t.Fatal(err)
 	}

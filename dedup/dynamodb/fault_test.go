@@ -53,7 +53,8 @@ type faultRig struct {
 	retries *retries
 }
 
-func newFaultRig(t *testing.T, policy retry.Policy) *faultRig {
+// newFaultRig opens the rig; opts are added to the proxied store's.
+func newFaultRig(t *testing.T, policy retry.Policy, opts ...dynamodb.Option) *faultRig {
 	t.Helper()
 	ep := testenv.DynamoDBEndpoint(t)
 	direct := dynamoClient(t, ep, nil)
@@ -62,7 +63,7 @@ func newFaultRig(t *testing.T, policy retry.Policy) *faultRig {
 	r := &retries{}
 	return &faultRig{
 		proxy:   p,
-		st:      newStore(t, dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(policy), dynamodb.WithHooks(onRetry(r.hook))),
+		st:      newStore(t, dynamoClient(t, p.URL(), nil), table, append([]dynamodb.Option{dynamodb.WithRetryPolicy(policy), dynamodb.WithHooks(onRetry(r.hook))}, opts...)...),
 		direct:  newStore(t, direct, table),
 		inv:     newInventory(t, direct),
 		retries: r,
@@ -293,27 +294,19 @@ func TestFaultCapacityThrottlesAllCounted(t *testing.T) {
 	rig.proxy.SetCapacity(30) // low enough to be exceeded even on a loaded machine
 	at := clock()
 	const workers, each = 8, 20
-	var wg sync.WaitGroup
-	errs := make(chan error, workers*each)
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				k := fmt.Sprintf("cap#%s-%d-%d", uniqueName(""), w, i)
-				c, err := rig.st.Claim(t.Context(), dedup.ClaimRequest{Key: k, Owner: "o", Now: at(0), LeaseUntil: at(30)})
-				if err == nil && !c.Acquired {
-					err = fmt.Errorf("fresh key %s reported as held: %+v", k, c.Existing)
-				}
-				if err != nil {
-					errs <- err
-				}
+	concurrently(t, workers, func(w int) error {
+		for i := range each {
+			k := fmt.Sprintf("cap#%s-%d-%d", uniqueName(""), w, i)
+			c, err := rig.st.Claim(t.Context(), dedup.ClaimRequest{Key: k, Owner: "o", Now: at(0), LeaseUntil: at(30)})
+			if err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if !c.Acquired {
+				return fmt.Errorf("fresh key %s reported as held: %+v", k, c.Existing)
+			}
+		}
+		return nil
+	})
 	over := rig.proxy.Stats().OverCapacity
 	n, by := rig.retries.count()
 	if over == 0 || n != over || by["throttled/ProvisionedThroughputExceededException"] != over {

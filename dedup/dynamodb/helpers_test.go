@@ -220,6 +220,35 @@ func newStore(tb testing.TB, client *ddb.Client, table string, opts ...dynamodb.
 	return st
 }
 
+// countedStore is a store on a fresh records table of DynamoDB Local,
+// its client counting every call into c.
+func countedStore(t testing.TB) (st *dynamodb.Store, client *ddb.Client, c *calls) {
+	t.Helper()
+	c = &calls{}
+	client = dynamoClient(t, testenv.DynamoDBEndpoint(t), c)
+	return newStore(t, client, recordsTable(t, client)), client, c
+}
+
+// concurrently runs f(0) … f(n-1), each in its own goroutine, and once all
+// are done fails the test with the first error any returned.
+func concurrently(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := f(i); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // Hook adapters: a func per hook interface.
 type (
 	onCall           func(ctx context.Context, op string, took time.Duration, err error)

@@ -5,27 +5,20 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/integration/faultproxy"
 	"github.com/onceq/onceq/internal/metrictest"
-	"github.com/onceq/onceq/internal/testenv"
 )
 
 // Throttles and condition failures are counted apart: the throttles under
 // their code with onceq.throttle=true, and as retries; a lost claim under
 // ConditionalCheckFailedException, not a throttle, never retried.
 func TestMetricsThrottlesApartFromConditions(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	direct := dynamoClient(t, ep, nil)
-	table := recordsTable(t, direct)
-	p := faultproxy.Start(t, ep, faultproxy.WithSeed(7))
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(t.Context()) })
-	st := newStore(t, dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(fastPolicy(8)), dynamodb.WithMeterProvider(mp))
+	reader, mp := metrictest.Provider(t)
+	rig := newFaultRig(t, fastPolicy(8), dynamodb.WithMeterProvider(mp))
+	st, p := rig.st, rig.proxy
 	at := clock()
 	k := uniqueKey(t)
 
@@ -57,15 +50,10 @@ func TestMetricsThrottlesApartFromConditions(t *testing.T) {
 // A business write's failed condition is counted by its cancellation
 // reason; a throttled item's reason is marked a throttle and retried.
 func TestMetricsCancellationReasons(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	direct := dynamoClient(t, ep, nil)
-	table := recordsTable(t, direct)
-	p := faultproxy.Start(t, ep, faultproxy.WithSeed(7))
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(t.Context()) })
-	st := newStore(t, dynamoClient(t, p.URL(), nil), table, dynamodb.WithRetryPolicy(fastPolicy(5)), dynamodb.WithMeterProvider(mp))
-	inv := newInventory(t, direct)
+	reader, mp := metrictest.Provider(t)
+	rig := newFaultRig(t, fastPolicy(5), dynamodb.WithMeterProvider(mp))
+	st, p := rig.st, rig.proxy
+	inv := rig.inv
 	sku := uniqueName("sku-")
 	inv.stock(t, sku, 10)
 	at := clock()

@@ -23,8 +23,8 @@ import (
 func TestNoKeyInErrorsOrLogs(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
-	var logs logBuffer
-	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logs testenv.LogBuffer
+	logger := logs.Logger(slog.LevelDebug)
 	table := recordsTable(t, client)
 	st := newStore(t, client, table, dynamodb.WithLogger(logger))
 	at := clock()

@@ -164,7 +164,8 @@ func claimNow(now time.Time, margin time.Duration) int64 { return floorUnix(now.
 
 // metadata is a call's result metadata, where the raw response is kept.
 func metadata[O interface {
-	*ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput
+	*ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput |
+		*ddb.DescribeTableOutput | *ddb.DescribeTimeToLiveOutput
 }](o O) middleware.Metadata {
 	switch o := any(o).(type) {
 	case *ddb.UpdateItemOutput:
@@ -176,6 +177,14 @@ func metadata[O interface {
 			return o.ResultMetadata
 		}
 	case *ddb.TransactWriteItemsOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.DescribeTableOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.DescribeTimeToLiveOutput:
 		if o != nil {
 			return o.ResultMetadata
 		}
@@ -377,34 +386,24 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := checkSize(key, req.Lease.Owner, "", req.Response, ""); err != nil {
 		return err
 	}
-	r := newRequest()
-	r.Set(nStatus, r.value(":completed", str(string(dedup.StatusCompleted))))
-	r.Set(nVersion, r.value(":v1", num(req.Lease.Version+1)))
-	r.Set(nExpires, r.value(":exp", num(ceilUnix(req.ExpiresAt))))
+	r := settling(req.Lease, dedup.StatusCompleted, ":completed", req.ExpiresAt)
 	r.Remove(nLease, nError)
 	if len(req.Response) > 0 {
 		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: req.Response}))
 	} else {
 		r.Remove(nResponse)
 	}
-	r.fence(req.Lease.Owner, req.Lease.Version)
 	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, key, r, writes)
 }
 
 // Fail marks the lease FAILED until req.RetryAt.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	const op = "Fail"
-	if err := checkLease(req.Lease); err != nil {
-		return err
-	}
-	key, err := s.layout.key(req.Lease.Key)
+	key, err := s.leaseKey(req.Lease)
 	if err != nil {
 		return err
 	}
-	r := newRequest()
-	r.Set(nStatus, r.value(":failed", str(string(dedup.StatusFailed))))
-	r.Set(nVersion, r.value(":v1", num(req.Lease.Version+1)))
-	r.Set(nExpires, r.value(":exp", num(ceilUnix(req.RetryAt))))
+	r := settling(req.Lease, dedup.StatusFailed, ":failed", req.RetryAt)
 	r.Set(nError, r.value(":err", str(truncateUTF8(req.Reason, maxErrorLen))))
 	switch {
 	case req.ResetAttempts:
@@ -415,7 +414,6 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 		r.Set(nAttempts, nAttempts, " - ", r.value(":one", num(1)))
 	}
 	r.Remove(nLease, nResponse)
-	r.fence(req.Lease.Owner, req.Lease.Version)
 	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, key, r, nil)
 }
 
@@ -423,10 +421,7 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 // caller's Lease stays valid; the owner and version still fence it.
 func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	const op = "Extend"
-	if err := checkLease(req.Lease); err != nil {
-		return err
-	}
-	key, err := s.layout.key(req.Lease.Key)
+	key, err := s.leaseKey(req.Lease)
 	if err != nil {
 		return err
 	}
@@ -448,6 +443,26 @@ func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 		return nil
 	}
 	return err
+}
+
+// leaseKey checks a held lease and returns its record's key.
+func (s *Store) leaseKey(l dedup.Lease) (map[string]types.AttributeValue, error) {
+	if err := checkLease(l); err != nil {
+		return nil, err
+	}
+	return s.layout.key(l.Key)
+}
+
+// settling starts the fenced update that ends lease l in status, one
+// version on, the record expiring at expires: what Complete and Fail both
+// write before their own attributes.
+func settling(l dedup.Lease, status dedup.Status, placeholder string, expires time.Time) *request {
+	r := newRequest()
+	r.Set(nStatus, r.value(placeholder, str(string(status))))
+	r.Set(nVersion, r.value(":v1", num(l.Version+1)))
+	r.Set(nExpires, r.value(":exp", num(ceilUnix(expires))))
+	r.fence(l.Owner, l.Version)
+	return r
 }
 
 // fenced runs a fenced update of the record, alone (UpdateItem) or with

@@ -69,10 +69,7 @@ func (s *Store) Check(ctx context.Context) error {
 	err := s.do(ctx, "DescribeTable", func(ctx context.Context, _ int) (middleware.Metadata, error) {
 		var err error
 		desc, err = client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
-		if desc != nil {
-			return desc.ResultMetadata, err
-		}
-		return middleware.Metadata{}, err
+		return metadata(desc), err
 	})
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s: %w", s.table, err)
@@ -89,10 +86,7 @@ func (s *Store) Check(ctx context.Context) error {
 	err = s.do(ctx, "DescribeTimeToLive", func(ctx context.Context, _ int) (middleware.Metadata, error) {
 		var err error
 		ttl, err = client.DescribeTimeToLive(ctx, &ddb.DescribeTimeToLiveInput{TableName: aws.String(s.table)})
-		if ttl != nil {
-			return ttl.ResultMetadata, err
-		}
-		return middleware.Metadata{}, err
+		return metadata(ttl), err
 	})
 	if err != nil {
 		return fmt.Errorf("dynamodb: TTL of table %s: %w", s.table, err)

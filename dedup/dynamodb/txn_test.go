@@ -21,10 +21,7 @@ import (
 
 // TestCallCounts proves the round trips the design promises.
 func TestCallCounts(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	var c calls
-	client := dynamoClient(t, ep, &c)
-	st := newStore(t, client, recordsTable(t, client))
+	st, _, c := countedStore(t)
 	at := clock()
 	ctx := t.Context()
 
@@ -76,10 +73,7 @@ func TestCallCounts(t *testing.T) {
 // TestTransactionOutcomes: the claim and the inventory reservation commit together
 // or not at all.
 func TestTransactionOutcomes(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	var c calls
-	client := dynamoClient(t, ep, &c)
-	st := newStore(t, client, recordsTable(t, client))
+	st, client, c := countedStore(t)
 	inv := newInventory(t, client)
 	at := clock()
 	ctx := t.Context()
@@ -251,10 +245,7 @@ func TestTransactionOutcomes(t *testing.T) {
 }
 
 func TestRecordTooLarge(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	var c calls
-	client := dynamoClient(t, ep, &c)
-	st := newStore(t, client, recordsTable(t, client))
+	st, _, c := countedStore(t)
 	at := clock()
 	k := uniqueKey(t)
 	cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
@@ -473,24 +464,13 @@ func TestTransactionConflictsRetried(t *testing.T) {
 	inv.stock(t, sku, 1000)
 	at := clock()
 	const n = 24
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for range n {
-		wg.Go(func() {
-			c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: uniqueKey(t), Owner: "o", Now: at(0), LeaseUntil: at(30)})
-			if err == nil {
-				err = st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Now: at(1), ExpiresAt: at(99), Writes: []any{inv.reserve(sku, 1)}})
-			}
-			if err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrently(t, n, func(int) error {
+		c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: uniqueKey(t), Owner: "o", Now: at(0), LeaseUntil: at(30)})
+		if err != nil {
+			return err
+		}
+		return st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Now: at(1), ExpiresAt: at(99), Writes: []any{inv.reserve(sku, 1)}})
+	})
 	if a, r := inv.levels(t, sku); a != 1000-n || r != n {
 		t.Fatalf("stock %d/%d, want %d/%d", a, r, 1000-n, n)
 	}

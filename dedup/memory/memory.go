@@ -78,12 +78,8 @@ func (s *Store) Claim(_ context.Context, req dedup.ClaimRequest) (dedup.Claim, e
 	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
-	rec := &dedup.Record{Key: req.Key, Status: dedup.StatusPending, Version: 1, Owner: req.Owner,
-		PayloadHash: req.PayloadHash, Attempts: 1, CreatedAt: req.Now, ExpiresAt: req.LeaseUntil}
-	c := succeed(old, rec)
+	rec, c := succeed(old, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, req.Now, req.LeaseUntil)
 	sh.records[req.Key] = rec
-	c.Lease = dedup.Lease{Key: req.Key, Owner: req.Owner, Version: rec.Version}
-	c.Attempt = rec.Attempts
 	return c, nil
 }
 
@@ -202,50 +198,49 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
-	rec := &dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: 1, Owner: req.Owner,
-		PayloadHash: req.PayloadHash, Attempts: 1, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt}
-	c := succeed(old, rec)
+	rec, c := succeed(old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
 	if err := applyWrites(writes); err != nil {
 		return dedup.Claim{}, err
 	}
 	rec.Response = slices.Clone(req.Response)
 	sh.records[req.Key] = rec
-	c.Lease = dedup.Lease{Key: req.Key, Owner: req.Owner, Version: rec.Version}
-	c.Attempt = rec.Attempts
 	return c, nil
 }
 
 // Fail implements dedup.Store.
 func (s *Store) Fail(_ context.Context, req dedup.FailRequest) error {
-	sh := s.shard(req.Lease.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	r, err := fenced(sh, req.Lease)
-	if err != nil {
-		return err
-	}
-	r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, req.Reason, req.RetryAt
-	switch {
-	case req.ResetAttempts:
-		r.Attempts = 0
-	case req.RefundAttempt:
-		r.Attempts = max(r.Attempts-1, 0)
-	}
-	return nil
+	return s.withLease(req.Lease, func(r *dedup.Record) {
+		r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, req.Reason, req.RetryAt
+		switch {
+		case req.ResetAttempts:
+			r.Attempts = 0
+		case req.RefundAttempt:
+			r.Attempts = max(r.Attempts-1, 0)
+		}
+	})
 }
 
 // Extend implements dedup.Store.
 func (s *Store) Extend(_ context.Context, req dedup.ExtendRequest) error {
-	sh := s.shard(req.Lease.Key)
+	return s.withLease(req.Lease, func(r *dedup.Record) {
+		if req.LeaseUntil.After(r.ExpiresAt) {
+			r.ExpiresAt = req.LeaseUntil
+		}
+	})
+}
+
+// withLease runs f on the record l still holds, under its shard's lock, or
+// returns dedup.ErrLeaseLost. Complete locks more (its writes) and does not
+// use it.
+func (s *Store) withLease(l dedup.Lease, f func(r *dedup.Record)) error {
+	sh := s.shard(l.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r, err := fenced(sh, req.Lease)
+	r, err := fenced(sh, l)
 	if err != nil {
 		return err
 	}
-	if req.LeaseUntil.After(r.ExpiresAt) {
-		r.ExpiresAt = req.LeaseUntil
-	}
+	f(r)
 	return nil
 }
 
@@ -283,13 +278,18 @@ func (s *Store) Sweep(now time.Time) int {
 	return n
 }
 
-// succeed makes rec the claim that follows old (nil for a fresh key): one
-// version and one attempt on.
-func succeed(old, rec *dedup.Record) dedup.Claim {
+// succeed is the record a winning claim of key writes, and the Claim it
+// returns: one version and one attempt on from old (nil for a fresh key).
+// Claim and ClaimComplete differ only in the status and expiry written.
+func succeed(old *dedup.Record, key, owner, payloadHash string, status dedup.Status, now, expires time.Time) (*dedup.Record, dedup.Claim) {
+	rec := &dedup.Record{Key: key, Status: status, Version: 1, Owner: owner,
+		PayloadHash: payloadHash, Attempts: 1, CreatedAt: now, ExpiresAt: expires}
 	c := dedup.Claim{Acquired: true}
 	if old != nil {
 		rec.Version, rec.Attempts = old.Version+1, old.Attempts+1
 		c.Previous = old
 	}
-	return c
+	c.Lease = dedup.Lease{Key: key, Owner: owner, Version: rec.Version}
+	c.Attempt = rec.Attempts
+	return rec, c
 }

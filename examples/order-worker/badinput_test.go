@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,20 +175,29 @@ func TestBadInputCorpus(t *testing.T) {
 	}
 }
 
+// freshTable creates a records table on DynamoDB Local, named prefix and a
+// random suffix, and returns a client, the table and the suffix (for the
+// test's keys to be its own too).
+func freshTable(t *testing.T, prefix string, opts ...dynamodb.TableOption) (db *ddb.Client, table, suffix string) {
+	t.Helper()
+	ep := testenv.DynamoDBEndpoint(t)
+	db = ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	suffix = hex.EncodeToString(b)
+	table = prefix + suffix
+	if err := dynamodb.CreateTable(context.Background(), db, table, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return db, table, suffix
+}
+
 // A handler response over DynamoDB's 400 KB item limit, on DynamoDB Local:
 // the store refuses it before sending with a *dedup.RecordTooLargeError, the
 // message is dead-lettered once (the handler is not called again: no retry
 // storm) and the worker goes on.
 func TestBadInputResponseOver400KB(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	ctx := context.Background()
-	db := ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	table := "badinput_" + hex.EncodeToString(b)
-	if err := dynamodb.CreateTable(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
+	db, table, _ := freshTable(t, "badinput_")
 	var bigCalls atomic.Int64
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		o, err := parseOrder(m.Body)
@@ -222,24 +230,6 @@ func TestBadInputResponseOver400KB(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects log output from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // No key in any log line or error text: keys may hold personal data. The
 // bad-input cases that put a key into an error path (key reuse, a
 // malformed body under a key, a key too long for the tenant layout's sort
@@ -247,17 +237,9 @@ func (l *lockedBuffer) String() string {
 // with every log line kept at debug level; neither the lines, the outcome
 // errors nor the dead letters' reasons may hold a key. They carry its hash.
 func TestNoKeyInLogsOrErrors(t *testing.T) {
-	ep := testenv.DynamoDBEndpoint(t)
-	ctx := context.Background()
-	db := ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	table := "nokey_" + hex.EncodeToString(b)
-	if err := dynamodb.CreateTable(ctx, db, table, dynamodb.TenantLayout()); err != nil {
-		t.Fatal(err)
-	}
-	logs := &lockedBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	db, table, suffix := freshTable(t, "nokey_", dynamodb.TenantLayout())
+	logs := &testenv.LogBuffer{}
+	logger := logs.Logger(slog.LevelDebug)
 	store, err := dynamodb.New(db, table, dynamodb.TenantLayout(), dynamodb.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +252,7 @@ func TestNoKeyInLogsOrErrors(t *testing.T) {
 	})
 	p := startPipeline(t, store, h, consumer.WithLogger(logger))
 
-	secret := "customer-4711-" + hex.EncodeToString(b)
+	secret := "customer-4711-" + suffix
 	keys := map[string]string{
 		"reused":  secret + "-reused",
 		"bad":     secret + "-bad-body",

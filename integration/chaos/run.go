@@ -449,11 +449,18 @@ func (p *pool) check() error {
 	return nil
 }
 
-func (p *pool) kill(i int) error {
+// take removes worker i from the pool and returns it (nil if it is not
+// running), so that only one caller stops it.
+func (p *pool) take(i int) *proc {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	pr := p.procs[i]
 	delete(p.procs, i)
-	p.mu.Unlock()
+	return pr
+}
+
+func (p *pool) kill(i int) error {
+	pr := p.take(i)
 	if pr == nil {
 		return nil
 	}
@@ -467,10 +474,7 @@ func (p *pool) kill(i int) error {
 // leave stops worker i with SIGTERM (a graceful leave of the group),
 // killing it after grace; it reports a non-zero exit.
 func (p *pool) leave(i int, grace time.Duration) error {
-	p.mu.Lock()
-	pr := p.procs[i]
-	delete(p.procs, i)
-	p.mu.Unlock()
+	pr := p.take(i)
 	if pr == nil {
 		return nil
 	}

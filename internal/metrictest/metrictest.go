@@ -1,12 +1,22 @@
 package metrictest
 
 import (
+	"context"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
+
+// Provider returns a MeterProvider that records into the returned reader,
+// shut down when the test ends.
+func Provider(t testing.TB) (*sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return reader, mp
+}
 
 // Counter sums the points of an int64 counter whose attributes include all
 // of want.

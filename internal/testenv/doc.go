@@ -2,7 +2,9 @@
 // integration/servers.sh starts (DynamoDB Local and the fauxqs SQS emulator)
 // and an aws.Config that talks to them, and the small helpers every
 // package's tests want: a bounded context, a condition polled until it
-// holds, a logger. Only tests and test-support packages import it.
+// holds, a logger, a log buffer to read back, and the check that an HTTP
+// client hides WriteTo (package plainbody). Only tests and test-support
+// packages import it.
 //
 // Start the servers and export their endpoints, from the repository root:
 //

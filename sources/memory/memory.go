@@ -306,8 +306,8 @@ func (s *Source) takeLocked(now time.Time, max int) []*broker.Message {
 	return msgs
 }
 
-// settle finds the live delivery of m, or reports a stale one.
-func (s *Source) settleLocked(m *broker.Message) (*entry, error) {
+// heldLocked finds the live delivery of m, or reports a stale one.
+func (s *Source) heldLocked(m *broker.Message) (*entry, error) {
 	h, ok := m.Handle.(*handle)
 	if !ok {
 		return nil, fmt.Errorf("memory: message %s was not delivered by this source", m.ID)
@@ -318,55 +318,53 @@ func (s *Source) settleLocked(m *broker.Message) (*entry, error) {
 	return h.e, nil
 }
 
-// Ack implements broker.Source.
-func (s *Source) Ack(_ context.Context, m *broker.Message) error {
+// withHeld runs f on the live delivery of m under the queue's lock, or
+// reports a stale one.
+func (s *Source) withHeld(m *broker.Message, f func(q *Queue, e *entry)) error {
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	e, err := s.settleLocked(m)
+	e, err := s.heldLocked(m)
 	if err != nil {
 		return err
 	}
-	q.releaseLocked(e)
-	q.acked++
-	q.signalLocked()
+	f(q, e)
 	return nil
+}
+
+// settle ends the live delivery of m: Ack, Nack and DeadLetter differ only
+// in where place puts the entry once it is out of flight.
+func (s *Source) settle(m *broker.Message, place func(q *Queue, e *entry)) error {
+	return s.withHeld(m, func(q *Queue, e *entry) {
+		q.releaseLocked(e)
+		place(q, e)
+		q.signalLocked()
+	})
+}
+
+// Ack implements broker.Source.
+func (s *Source) Ack(_ context.Context, m *broker.Message) error {
+	return s.settle(m, func(q *Queue, _ *entry) { q.acked++ })
 }
 
 // Nack implements broker.Source.
 func (s *Source) Nack(_ context.Context, m *broker.Message, delay time.Duration) error {
-	q := s.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	e, err := s.settleLocked(m)
-	if err != nil {
-		return err
-	}
-	q.releaseLocked(e)
-	if delay <= 0 {
-		q.insertReadyLocked(e)
-	} else {
+	return s.settle(m, func(q *Queue, e *entry) {
+		if delay <= 0 {
+			q.insertReadyLocked(e)
+			return
+		}
 		e.visibleAt = time.Now().Add(delay)
 		q.delayed = append(q.delayed, e)
-	}
-	q.signalLocked()
-	return nil
+	})
 }
 
 // DeadLetter implements broker.Source. The queue's dead-letter list always
 // exists, so it fails only for a delivery no longer held.
 func (s *Source) DeadLetter(_ context.Context, m *broker.Message, reason string) error {
-	q := s.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	e, err := s.settleLocked(m)
-	if err != nil {
-		return err
-	}
-	q.releaseLocked(e)
-	q.dead = append(q.dead, DeadLetter{Message: *m, Reason: reason})
-	q.signalLocked()
-	return nil
+	return s.settle(m, func(q *Queue, _ *entry) {
+		q.dead = append(q.dead, DeadLetter{Message: *m, Reason: reason})
+	})
 }
 
 // Capabilities declares the queue's visibility timeout and ordering; its
@@ -380,15 +378,7 @@ func (s *Source) Check(context.Context) error { return nil }
 
 // Extend implements broker.Source.
 func (s *Source) Extend(_ context.Context, m *broker.Message, d time.Duration) error {
-	q := s.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	e, err := s.settleLocked(m)
-	if err != nil {
-		return err
-	}
-	e.visibleAt = time.Now().Add(d)
-	return nil
+	return s.withHeld(m, func(_ *Queue, e *entry) { e.visibleAt = time.Now().Add(d) })
 }
 
 // Close implements broker.Source. Deliveries it still holds become

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/sourcetest"
 )
 
 // SQS → consumer → DynamoDB Local: every effect is an ADD to a counter item
@@ -44,15 +42,7 @@ func TestEndToEndDynamoDBStore(t *testing.T) {
 	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
 	const total, dups = 5000, 1250
 	const unique = total - dups
-	msgs := make([]sourcetest.Outgoing, 0, total)
-	for i := range unique {
-		key := fmt.Sprintf("order-%05d", i)
-		msgs = append(msgs, sourcetest.Outgoing{Body: []byte(`{"order":"` + key + `"}`),
-			Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}})
-	}
-	for i := range dups {
-		msgs = append(msgs, msgs[(i*7)%unique])
-	}
+	msgs := withDuplicateSends(unique, dups, 7)
 	if err := sendBatch(ctx, c, url, false, msgs); err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +64,7 @@ func TestEndToEndDynamoDBStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runConsumer(t, cons)
-	start := time.Now()
-	testenv.Eventually(t, 300*time.Second, "not every message was settled", func() bool {
-		return seen.count(consumer.Processed)+seen.count(consumer.Duplicate) >= total
-	})
-	took := time.Since(start)
-	if err := stop(); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Logf("%d messages in %v (%.0f msg/s); outcomes %v", total, took, total/took.Seconds(), seen)
+	runUntilSettled(t, cons, seen, total, 300*time.Second)
 
 	applied := map[string]int{}
 	p := ddb.NewScanPaginator(db, &ddb.ScanInput{TableName: aws.String(effects), ConsistentRead: aws.Bool(true)})

@@ -73,6 +73,38 @@ func runConsumer(t testing.TB, c *consumer.Consumer) (stop func() error) {
 	return stop
 }
 
+// withDuplicateSends returns unique orders followed by dups of them sent
+// again (the same idempotency key, a new SQS message): every stride-th
+// order, wrapping around.
+func withDuplicateSends(unique, dups, stride int) []sourcetest.Outgoing {
+	msgs := make([]sourcetest.Outgoing, 0, unique+dups)
+	for i := range unique {
+		key := fmt.Sprintf("order-%05d", i)
+		msgs = append(msgs, sourcetest.Outgoing{Body: []byte(`{"order":"` + key + `"}`),
+			Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}})
+	}
+	for i := range dups {
+		msgs = append(msgs, msgs[(i*stride)%unique]) // the same message, sent again
+	}
+	return msgs
+}
+
+// runUntilSettled runs cons until seen has counted total messages processed
+// or found duplicate, then stops it and logs the throughput.
+func runUntilSettled(t *testing.T, cons *consumer.Consumer, seen *outcomes, total int, within time.Duration) {
+	t.Helper()
+	stop := runConsumer(t, cons)
+	start := time.Now()
+	testenv.Eventually(t, within, "not every message was settled", func() bool {
+		return seen.count(consumer.Processed)+seen.count(consumer.Duplicate) >= total
+	})
+	took := time.Since(start)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	t.Logf("%d messages in %v (%.0f msg/s); outcomes %v", total, took, float64(total)/took.Seconds(), seen)
+}
+
 // (a) 5,000 messages, a quarter of them duplicate sends (same idempotency
 // key, a new SQS message), 16 workers: every effect happens once and the
 // queue ends empty.
@@ -82,15 +114,7 @@ func TestEndToEndDuplicates(t *testing.T) {
 	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
 	const total, dups = 5000, 1250
 	const unique = total - dups
-	msgs := make([]sourcetest.Outgoing, 0, total)
-	for i := range unique {
-		key := fmt.Sprintf("order-%05d", i)
-		msgs = append(msgs, sourcetest.Outgoing{Body: []byte(`{"order":"` + key + `"}`),
-			Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}})
-	}
-	for i := range dups {
-		msgs = append(msgs, msgs[(i*3)%unique]) // the same message, sent again
-	}
+	msgs := withDuplicateSends(unique, dups, 3)
 	rand.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
 	if err := sendBatch(context.Background(), c, url, false, msgs); err != nil {
 		t.Fatal(err)
@@ -119,16 +143,7 @@ func TestEndToEndDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runConsumer(t, cons)
-	start := time.Now()
-	testenv.Eventually(t, 120*time.Second, "not every message was settled", func() bool {
-		return seen.count(consumer.Processed)+seen.count(consumer.Duplicate) >= total
-	})
-	took := time.Since(start)
-	if err := stop(); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Logf("%d messages in %v (%.0f msg/s); outcomes %v", total, took, total/took.Seconds(), seen)
+	runUntilSettled(t, cons, seen, total, 120*time.Second)
 
 	mu.Lock()
 	defer mu.Unlock()

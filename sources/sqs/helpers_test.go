@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/goleak"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
@@ -214,6 +215,31 @@ func depth(t testing.TB, c *awssqs.Client, url string) (visible, inFlight int) {
 	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
 	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
 	return visible, inFlight
+}
+
+// receiveOne receives one message within 10s, or fails the test.
+func receiveOne(t testing.TB, src *sqs.Source) *broker.Message {
+	t.Helper()
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v", err)
+	}
+	return msgs[0]
+}
+
+// receiveN receives until it has n messages, each Receive within 10s, or
+// fails the test.
+func receiveN(t testing.TB, src *sqs.Source, n int) []*broker.Message {
+	t.Helper()
+	var msgs []*broker.Message
+	for len(msgs) < n {
+		got, err := src.Receive(testenv.Context(t, 10*time.Second), n-len(msgs))
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		msgs = append(msgs, got...)
+	}
+	return msgs
 }
 
 // Hook adapters: a func of the hook's method's type.

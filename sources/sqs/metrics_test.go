@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/sourcetest"
@@ -27,21 +25,12 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reader, mp := metrictest.Provider(t)
 	src, err := sqs.New(context.Background(), c, url, sqs.WithLogger(testenv.Logger(t)), sqs.WaitTime(time.Second), sqs.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msgs []*consumer.Message
-	for len(msgs) < 3 {
-		got, err := src.Receive(testenv.Context(t, 10*time.Second), 3-len(msgs))
-		if err != nil {
-			t.Fatalf("receive: %v", err)
-		}
-		msgs = append(msgs, got...)
-	}
+	msgs := receiveN(t, src, 3)
 	for range 2 {
 		if err := src.Extend(context.Background(), msgs[0], 40*time.Second); err != nil {
 			t.Fatalf("extend: %v", err)

@@ -14,7 +14,6 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
@@ -255,14 +254,7 @@ func TestAckFailuresReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msgs []*consumer.Message
-	for len(msgs) < 2 {
-		got, err := src.Receive(testenv.Context(t, 10*time.Second), 2-len(msgs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, got...)
-	}
+	msgs := receiveN(t, src, 2)
 	if err := src.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -302,14 +294,11 @@ func TestAsyncDeleteFailureHook(t *testing.T) {
 	failed := make(chan error, 1)
 	src := newSource(t, c, url, sqs.WithRetryPolicy(retryFast()),
 		sqs.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) { failed <- err })))
-	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %v", err)
-	}
+	m := receiveOne(t, src)
 	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Ack(context.Background(), msgs[0]); err != nil {
+	if err := src.Ack(context.Background(), m); err != nil {
 		t.Fatalf("ack is asynchronous, yet returned %v", err)
 	}
 	select {
@@ -334,11 +323,8 @@ func TestExtend(t *testing.T) {
 	}
 	extended := make(chan time.Duration, 10)
 	src := newSource(t, c, url, sqs.WaitTime(time.Second), sqs.WithHooks(onExtended(func(_ context.Context, _ string, d time.Duration) { extended <- d })))
-	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %v", err)
-	}
-	if err := src.Extend(context.Background(), msgs[0], 4500*time.Millisecond); err != nil {
+	m := receiveOne(t, src)
+	if err := src.Extend(context.Background(), m, 4500*time.Millisecond); err != nil {
 		t.Fatalf("extend: %v", err)
 	}
 	if d := <-extended; d != 5*time.Second {
@@ -353,10 +339,10 @@ func TestExtend(t *testing.T) {
 	if err != nil || len(again) != 1 || again[0].Attempt != 2 {
 		t.Fatalf("not redelivered after the extension ran out: %v %v", again, err)
 	}
-	if err := src.Extend(context.Background(), msgs[0], 5*time.Second); !errors.Is(err, sqs.ErrDeliveryLost) {
+	if err := src.Extend(context.Background(), m, 5*time.Second); !errors.Is(err, sqs.ErrDeliveryLost) {
 		t.Errorf("extend of a redelivered message's old delivery: %v, want ErrDeliveryLost", err)
 	}
-	if err := src.Nack(context.Background(), msgs[0], 0); !errors.Is(err, sqs.ErrDeliveryLost) {
+	if err := src.Nack(context.Background(), m, 0); !errors.Is(err, sqs.ErrDeliveryLost) {
 		t.Errorf("nack of the old delivery: %v, want ErrDeliveryLost", err)
 	}
 	if err := src.Ack(context.Background(), again[0]); err != nil {
@@ -373,14 +359,11 @@ func TestDeadLetterWithoutQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := newSource(t, c, url, sqs.WaitTime(time.Second))
-	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %v", err)
-	}
+	m := receiveOne(t, src)
 	if src.Capabilities().DeadLetter {
 		t.Fatal("Capabilities declares a dead-letter destination the source lacks")
 	}
-	err = src.DeadLetter(context.Background(), msgs[0], "bad")
+	err := src.DeadLetter(context.Background(), m, "bad")
 	if !errors.Is(err, sqs.ErrNoDeadLetterQueue) || !errors.Is(err, broker.ErrNoDeadLetterDestination) {
 		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterQueue and broker.ErrNoDeadLetterDestination", err)
 	}
@@ -401,20 +384,15 @@ func TestDeadLetterSendFailure(t *testing.T) {
 	if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte("poison")}); err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reader, mp := metrictest.Provider(t)
 	var announced atomic.Int32
 	src := newSource(t, c, url, sqs.DeadLetterQueue(dlqURL), sqs.WaitTime(time.Second), sqs.WithRetryPolicy(retryFast()),
 		sqs.WithMeterProvider(mp), sqs.WithHooks(onDeadLetter(func(context.Context, string, string) { announced.Add(1) })))
 	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(dlqURL)}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %v", err)
-	}
-	err = src.DeadLetter(context.Background(), msgs[0], "bad")
+	m := receiveOne(t, src)
+	err := src.DeadLetter(context.Background(), m, "bad")
 	if err == nil {
 		t.Fatal("DeadLetter to a deleted queue reported success")
 	}
@@ -458,12 +436,9 @@ func TestDeadLetterFIFOCopy(t *testing.T) {
 	}
 	var reasons []string
 	src := newSource(t, c, url, sqs.WithHooks(onDeadLetter(func(_ context.Context, _, r string) { reasons = append(reasons, r) })))
-	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %v", err)
-	}
+	m := receiveOne(t, src)
 	reason := "max attempts reached: \x00boom"
-	if err := src.DeadLetter(context.Background(), msgs[0], reason); err != nil {
+	if err := src.DeadLetter(context.Background(), m, reason); err != nil {
 		t.Fatalf("DeadLetter: %v", err)
 	}
 	if len(reasons) != 1 || reasons[0] != reason {
@@ -477,11 +452,11 @@ func TestDeadLetterFIFOCopy(t *testing.T) {
 	a := d.MessageAttributes
 	if aws.ToString(d.Body) != "poison" ||
 		aws.ToString(a[sqs.ReasonAttribute].StringValue) != "max attempts reached: ?boom" ||
-		aws.ToString(a[sqs.OriginalIDAttribute].StringValue) != msgs[0].ID ||
+		aws.ToString(a[sqs.OriginalIDAttribute].StringValue) != m.ID ||
 		aws.ToString(a[consumer.IdempotencyKeyAttribute].StringValue) != "k-1" ||
 		string(a["bin"].BinaryValue) != "\x00\x01\x02" ||
 		d.Attributes["MessageGroupId"] != "orders-7" ||
-		d.Attributes["MessageDeduplicationId"] != msgs[0].ID {
+		d.Attributes["MessageDeduplicationId"] != m.ID {
 		t.Errorf("dead-letter copy: body %q attrs %v system %v", aws.ToString(d.Body), a, d.Attributes)
 	}
 	if vis, inflight := depth(t, c, url); vis+inflight != 0 {
