@@ -6,7 +6,9 @@
 //	                             transaction of the COMPLETED record
 //	{"id": "o1", "poison": true} fail for good (dead letter)
 //	{"id": "o1", "fail": true}   fail, to be retried
-//	{"id": "o1", "sleep_ms": n}  sleep n ms first, ignoring the context
+//	{"id": "o1", "sleep_first_ms": n}
+//	                             on its first delivery, sleep n ms first,
+//	                             ignoring the context
 //
 // TESTFUNC_MODE=plain runs the same effect without onceq (the benchmark's
 // baseline).
@@ -42,7 +44,7 @@ type body struct {
 	ID      string `json:"id"`
 	Poison  bool   `json:"poison"`
 	Fail    bool   `json:"fail"`
-	SleepMS int    `json:"sleep_ms"`
+	SleepMS int    `json:"sleep_first_ms"`
 }
 
 func main() {
@@ -82,7 +84,7 @@ func main() {
 		if err := json.Unmarshal(m.Body, &b); err != nil || b.ID == "" {
 			return consumer.Result{}, consumer.Permanent(errors.New("not a test body"))
 		}
-		if b.SleepMS > 0 {
+		if b.SleepMS > 0 && m.Attempt == 1 {
 			time.Sleep(time.Duration(b.SleepMS) * time.Millisecond)
 		}
 		switch {
