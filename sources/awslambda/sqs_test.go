@@ -163,8 +163,8 @@ func TestSQSDuplicatesPoisonAndRetry(t *testing.T) {
 	ctx := testenv.Context(t, time.Minute)
 
 	a1 := q.send(`{"id":"a"}`, "", "")
-	a2 := q.send(`{"id":"a"}`, "", "")            // the same body: a duplicate
-	b1 := q.send(`{"id":"b"}`, "order-b", "")     // keyed by attribute
+	a2 := q.send(`{"id":"a"}`, "", "")              // the same body: a duplicate
+	b1 := q.send(`{"id":"b"}`, "order-b", "")       // keyed by attribute
 	b2 := q.send(`{"id":"b","x":1}`, "order-b", "") // same key, same id: key reuse is a dead letter
 	p := q.send(`{"id":"p","poison":true}`, "", "")
 	x := q.send(`{"id":"x","fail":true}`, "", "")
