@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,8 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bootstrapPath = filepath.Join(dir, "bootstrap")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	build := exec.Command(gobin, "build", "-o", bootstrapPath, "./internal/testfunc")
+	build := exec.Command("go", "build", "-o", bootstrapPath, "./internal/testfunc")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build the test function: %v\n%s", err, out)
@@ -60,7 +57,12 @@ func findRIE(t testing.TB) string {
 	if p, err := exec.LookPath("aws-lambda-rie"); err == nil {
 		return p
 	}
-	gopath, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "env", "GOPATH").Output()
+	if p, err := filepath.Abs("../../.bin/aws-lambda-rie"); err == nil { // where servers.sh installs it
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	gopath, err := exec.Command("go", "env", "GOPATH").Output()
 	if err == nil {
 		p := filepath.Join(strings.TrimSpace(strings.Split(string(gopath), string(os.PathListSeparator))[0]), "bin", "aws-lambda-rie")
 		if _, err := os.Stat(p); err == nil {
@@ -231,5 +233,3 @@ func (tb *tables) effects(t testing.TB) map[string]int {
 	}
 	return out
 }
-
-var errNoRecord = errors.New("no record")
