@@ -45,6 +45,13 @@
 // the group's order holds. Groups, and the records of a standard queue,
 // run concurrently, at most [Concurrency] at once.
 //
+// Copies of one message in a batch of a standard queue (the same
+// idempotency-key attribute, or the same body) also run one after the
+// other, so that a copy finds the first one's result and is a duplicate,
+// rather than finding its key held and coming back after the visibility
+// timeout. (Copies that only a custom key function makes equal still run
+// concurrently; the one that finds the key held comes back.)
+//
 // Kafka: records of one topic-partition run one at a time, in offset
 // order; partitions run concurrently. Lambda resumes a partition from the
 // offset reported, so for each partition at most one record is reported,

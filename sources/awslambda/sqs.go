@@ -39,21 +39,31 @@ func (f *SQSFunction) Handle(ctx context.Context, ev events.SQSEvent) (events.SQ
 	now := time.Now()
 	recs := make([]record, len(ev.Records))
 	groups := make([][]int, 0, len(ev.Records))
-	byGroup := make(map[string]int) // FIFO message group → index in groups
+	// Records that must run one after the other, as groups (indexes into
+	// groups): a FIFO queue's message groups; on a standard queue, copies
+	// of one message (the same idempotency-key attribute, or the same
+	// body), so that the second finds the first's COMPLETED record and is
+	// a duplicate instead of coming back because the first holds its key.
+	byGroup, byKey, byBody := map[string]int{}, map[string]int{}, map[string]int{}
+	join := func(index map[string]int, k string, i int) {
+		if g, ok := index[k]; ok {
+			groups[g] = append(groups[g], i)
+			return
+		}
+		index[k] = len(groups)
+		groups = append(groups, []int{i})
+	}
 	for i := range ev.Records {
 		m := sqsMessage(&ev.Records[i], now)
 		recs[i].msg = m
-		if m.Key == "" {
-			groups = append(groups, []int{i})
-			continue
+		switch k, keyed := m.Attributes[consumer.IdempotencyKeyAttribute]; {
+		case m.Key != "":
+			join(byGroup, m.Key, i)
+		case keyed:
+			join(byKey, k, i)
+		default:
+			join(byBody, ev.Records[i].Body, i)
 		}
-		gk := m.Origin.Destination + "\x00" + m.Key
-		if g, ok := byGroup[gk]; ok {
-			groups[g] = append(groups[g], i)
-			continue
-		}
-		byGroup[gk] = len(groups)
-		groups = append(groups, []int{i})
 	}
 	if err := f.r.run(ctx, recs, groups); err != nil {
 		return events.SQSEventResponse{}, err
