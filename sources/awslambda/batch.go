@@ -45,6 +45,9 @@ type record struct {
 	msg *consumer.Message
 	// back: the record must come back (reported in batchItemFailures).
 	back bool
+	// retryAfter is when the record can succeed, when it ran and must come
+	// back (the Guard's Outcome.RetryAfter); zero otherwise.
+	retryAfter time.Duration
 }
 
 // run runs the records; each group (indexes into recs, in order) runs one
@@ -119,6 +122,9 @@ func (r *runner) runGroup(ctx, hctx context.Context, recs []record, group []int,
 			return
 		}
 		if r.mustComeBack(ctx, rec.msg, o) {
+			if o.Action() == consumer.Retry {
+				rec.retryAfter = o.RetryAfter
+			}
 			markBack(recs, group[i:])
 			return
 		}

@@ -22,7 +22,9 @@
 //   - Ack (processed, a duplicate, rejected): the record is left out of
 //     batchItemFailures, so the event source mapping deletes it (SQS) or
 //     moves past it (Kafka).
-//   - Retry: the record is reported in batchItemFailures and comes back.
+//   - Retry: the record is reported in batchItemFailures and comes back
+//     after the queue's visibility timeout, or, with [WithVisibility] on a
+//     standard queue, once it can succeed.
 //   - DeadLetter: the record is sent to the dead-letter destination given
 //     with [WithDeadLetters] and then counts as handled. Without one, or
 //     when sending fails, it is reported as a failure: kept, never dropped

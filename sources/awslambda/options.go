@@ -23,6 +23,7 @@ type config struct {
 	concurrency int
 	margin      time.Duration
 	deadLetters DeadLetterer
+	visibility  *visibility
 	guardOpts   []consumer.Option
 	logger      *slog.Logger
 }
@@ -64,6 +65,18 @@ func DeadlineMargin(d time.Duration) Option { return optionFunc(func(c *config) 
 // record is reported as a failure and stays with the event source.
 func WithDeadLetters(d DeadLetterer) Option {
 	return optionFunc(func(c *config) { c.deadLetters = d })
+}
+
+// WithVisibility makes a record of a standard SQS queue that is reported
+// come back when it can succeed rather than after the queue's visibility
+// timeout: when the Guard says how long to wait (a failed attempt's retry
+// delay, the end of a lease another invocation holds), the function
+// changes the record's visibility to that, through client, on the queue
+// at queueURL (the queue of the event source mapping). A failed change is
+// logged; the record then comes back after the visibility timeout. FIFO
+// queues are left alone: their message groups wait for the record anyway.
+func WithVisibility(client SQSVisibilityChanger, queueURL string) Option {
+	return optionFunc(func(c *config) { c.visibility = &visibility{client: client, url: queueURL} })
 }
 
 // WithGuardOptions passes options to the [consumer.Guard] the function

@@ -68,6 +68,7 @@ func (f *SQSFunction) Handle(ctx context.Context, ev events.SQSEvent) (events.SQ
 	if err := f.r.run(ctx, recs, groups); err != nil {
 		return events.SQSEventResponse{}, err
 	}
+	f.changeVisibility(ctx, ev, recs)
 	var resp events.SQSEventResponse
 	for i := range recs {
 		if recs[i].back {

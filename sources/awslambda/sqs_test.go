@@ -378,3 +378,28 @@ func TestSQSMisconfigured(t *testing.T) {
 }
 
 var _ = context.Background
+
+// TestSQSVisibility: with WithVisibility, a failed record comes back after
+// its retry delay (about 3s) rather than the queue's visibility timeout
+// (30s).
+func TestSQSVisibility(t *testing.T) {
+	t.Parallel()
+	tb := newTables(t)
+	q := newQueue(t, "lambda-visibility", false)
+	env := tb.env()
+	env["TESTFUNC_SQS_ENDPOINT"], env["TESTFUNC_QUEUE_URL"] = testenv.SQSEndpoint(t), q.url
+	f := startFunction(t, 30, env)
+	x := q.send(`{"id":"x","fail":true}`, "", "")
+	_, ev := q.receive(10)
+	if got := failures(t, f.invoke(testenv.Context(t, time.Minute), ev)); !slices.Equal(got, []string{x}) {
+		t.Fatalf("reported %v, want %s", got, x)
+	}
+	// Not settled: the record's visibility is what the function left.
+	deadline := time.Now().Add(15 * time.Second) // half the queue's visibility timeout
+	for time.Now().Before(deadline) {
+		if ms, _ := q.receive(10); len(ms) == 1 && aws.ToString(ms[0].MessageId) == x {
+			return
+		}
+	}
+	t.Fatalf("the failed record did not come back within 15s; the queue's visibility timeout is 30s")
+}

@@ -121,9 +121,12 @@ func main() {
 		}
 		lambda.Start(f.Handle)
 	default:
+		q := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(os.Getenv("TESTFUNC_SQS_ENDPOINT")) })
 		if url := os.Getenv("TESTFUNC_DLQ_URL"); url != "" {
-			q := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(os.Getenv("TESTFUNC_SQS_ENDPOINT")) })
 			opts = append(opts, awslambda.WithDeadLetters(awslambda.SQSQueue(q, url)))
+		}
+		if url := os.Getenv("TESTFUNC_QUEUE_URL"); url != "" {
+			opts = append(opts, awslambda.WithVisibility(q, url))
 		}
 		f, err := awslambda.NewSQS(store, h, opts...)
 		if err != nil {
