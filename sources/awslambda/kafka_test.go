@@ -134,6 +134,16 @@ func TestKafka(t *testing.T) {
 		t.Errorf("resumed batch: %s, want %+v again", inv.body, want)
 	}
 
+	// Partition 0's first records delivered again (a redelivery across
+	// batches): duplicates, nothing reported, nothing applied again.
+	inv = f.invoke(ctx, kafkaEvent(p0[:2]...))
+	if err := jsonUnmarshal(inv.body, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("partition 0 again: %s, want no failures", inv.body)
+	}
+	if eff := tb.effects(t); eff["a"] != 1 || eff["d"] != 1 {
+		t.Errorf("effects after the redelivery %v, want a and d still once", eff)
+	}
+
 	// The dead letter carries the record and why.
 	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: []string{addr}, Topic: dlqTopic, Partition: 0, MaxWait: 200 * time.Millisecond})
 	defer r.Close()
