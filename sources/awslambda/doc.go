@@ -70,10 +70,11 @@
 // Handlers get a context that ends [DeadlineMargin] before the deadline,
 // so a handler is stopped well before its lease ends and its result is
 // committed in time; a record not started by then is reported as a
-// failure and comes back. The cap is per invocation because the function's
-// timeout is not known when the function starts (only each invocation's
-// deadline is), and because refusing a configuration would leave the lease
-// too long for every invocation that starts late in a warm container.
+// failure and comes back. The cap is per invocation, rather than a refusal
+// of a LeaseTTL longer than the function's timeout, because the timeout is
+// not known when the function starts (only each invocation's deadline is),
+// and because even a short lease, taken near the end of an invocation,
+// would outlive it.
 //
 // # Keys
 //
