@@ -164,3 +164,55 @@ func TestKafka(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaFunctionTimeout: the function is stopped by its timeout in the
+// middle of a partition. The next invocation reports the held record as
+// where the partition resumes, and takes it over once its lease (capped at
+// the stopped invocation's deadline) and the skew margin have passed.
+func TestKafkaFunctionTimeout(t *testing.T) {
+	t.Parallel()
+	tb := newTables(t)
+	topic := "slow"
+	c, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	recs := produce(t, c.ListenAddrs()[0], topic, 0,
+		kafkago.Message{Key: []byte("1"), Value: []byte(`{"id":"k1"}`)},
+		kafkago.Message{Key: []byte("2"), Value: []byte(`{"id":"k2","sleep_first_ms":8000}`)},
+		kafkago.Message{Key: []byte("3"), Value: []byte(`{"id":"k3"}`)},
+	)
+	env := tb.env()
+	env["TESTFUNC_MODE"], env["TESTFUNC_SKEW"] = "kafka", "1s"
+	const timeout = 3
+	f := startFunction(t, timeout, env)
+	ctx := testenv.Context(t, time.Minute)
+
+	start := time.Now()
+	if inv := f.invoke(ctx, kafkaEvent(recs...)); !inv.timedOut {
+		t.Fatalf("the first invocation should time out: %s", inv.body)
+	}
+	// Lambda sends the batch again. The lease of k2 lives: it is where
+	// partition 0 resumes, and k3 waits behind it.
+	var resp awslambda.KafkaEventResponse
+	inv := f.invoke(ctx, kafkaEvent(recs...))
+	want := awslambda.KafkaItemIdentifier{Partition: topic + "-0", Offset: recs[1].Offset}
+	if err := jsonUnmarshal(inv.body, &resp); err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != want {
+		t.Fatalf("second invocation: %s, want partition 0 to resume at %+v", inv.body, want)
+	}
+	if eff := tb.effects(t); eff["k1"] != 1 || eff["k3"] != 0 {
+		t.Fatalf("effects %v: k1 once, k3 not before k2", eff)
+	}
+	// The lease ended at the first invocation's deadline at the latest;
+	// with the skew margin (1s, whole seconds) it is taken over after.
+	time.Sleep(time.Until(start.Add(timeout*time.Second + 2200*time.Millisecond)))
+	// Lambda resumes at k2.
+	inv = f.invoke(ctx, kafkaEvent(recs[1:]...))
+	if err := jsonUnmarshal(inv.body, &resp); inv.timedOut || err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("third invocation: %s, want no failures", inv.body)
+	}
+	if eff := tb.effects(t); eff["k1"] != 1 || eff["k2"] != 1 || eff["k3"] != 1 {
+		t.Errorf("effects %v, want each once", eff)
+	}
+}

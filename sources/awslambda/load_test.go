@@ -30,7 +30,7 @@ func TestSQSThousand(t *testing.T) {
 	q := newQueue(t, "lambda-thousand", false)
 	env := tb.env()
 	env["TESTFUNC_SKEW"] = "1s"
-	f := startFunction(t, 3, env)
+	f := startFunction(t, 4, env) // seconds; the slow record outlasts it
 	ctx := testenv.Context(t, 80*time.Second)
 	store, err := dynamodb.New(tb.client, tb.idempotency)
 	if err != nil {
@@ -43,7 +43,7 @@ func TestSQSThousand(t *testing.T) {
 		bodies = append(bodies, fmt.Sprintf(`{"id":"o%d"}`, i))
 	}
 	// One record sleeps past the function's timeout on its first delivery.
-	const slowBody = `{"id":"o417","sleep_first_ms":5000}`
+	const slowBody = `{"id":"o417","sleep_first_ms":8000}`
 	bodies[417] = slowBody
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range dups {
