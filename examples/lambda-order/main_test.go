@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+func TestOrderKey(t *testing.T) {
+	k, err := orderKey(&consumer.Message{Body: []byte(`{"order_id":"o1","sku":"s","qty":1}`)})
+	if err != nil || k != "o1" {
+		t.Errorf("key %q, %v; want the order ID", k, err)
+	}
+	k, _ = orderKey(&consumer.Message{Body: []byte(`{"order_id":"o1","sku":"s","qty":1}`),
+		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "attr"}})
+	if k != "attr" {
+		t.Errorf("key %q; want the idempotency-key attribute", k)
+	}
+	for _, body := range []string{`not json`, `{"order_id":"o1","sku":"s","qty":0}`, `{"sku":"s","qty":1}`, `{"order_id":"o1","sku":"s","qty":1} x`} {
+		if _, err := parseOrder([]byte(body)); err == nil {
+			t.Errorf("%s: accepted", body)
+		}
+	}
+}
+
+// TestUnderEmulator runs the README's walk-through: the function under
+// the runtime interface emulator against DynamoDB Local; a duplicate in
+// the batch reserves nothing more, and a malformed order is kept.
+func TestUnderEmulator(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	rie := os.Getenv("ONCEQ_LAMBDA_RIE")
+	if rie == "" {
+		rie, _ = filepath.Abs("../../.bin/aws-lambda-rie")
+	}
+	if _, err := os.Stat(rie); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("aws-lambda-rie not found (integration/servers.sh start installs it)")
+		}
+		t.Skip("aws-lambda-rie not found (integration/servers.sh start installs it)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bootstrap")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ctx := testenv.Context(t, time.Minute)
+	client := ddb.NewFromConfig(testenv.AWSConfig(t, ep))
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	idem, inv, orders := "lo-idem-"+suffix, "lo-inv-"+suffix, "lo-orders-"+suffix
+	if err := dynamodb.CreateTable(ctx, client, idem); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range []struct{ name, key string }{{inv, "sku"}, {orders, "order_id"}} {
+		if _, err := client.CreateTable(ctx, &ddb.CreateTableInput{TableName: aws.String(tb.name), BillingMode: types.BillingModePayPerRequest,
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(tb.key), AttributeType: types.ScalarAttributeTypeS}},
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(tb.key), KeyType: types.KeyTypeHash}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.PutItem(ctx, &ddb.PutItemInput{TableName: aws.String(inv), Item: map[string]types.AttributeValue{
+		"sku": &types.AttributeValueMemberS{Value: "sku-1"}, "available": &types.AttributeValueMemberN{Value: "10"},
+		"reserved": &types.AttributeValueMemberN{Value: "0"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	emu, api := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(rie, bin, "--runtime-interface-emulator-address", emu, "--runtime-api-address", api)
+	cmd.Env = append(os.Environ(), "AWS_LAMBDA_FUNCTION_TIMEOUT=30", "AWS_ENDPOINT_URL_DYNAMODB="+ep,
+		"AWS_REGION="+testenv.Region, "AWS_ACCESS_KEY_ID="+testenv.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+testenv.SecretAccessKey,
+		"ONCEQ_TABLE="+idem, "INVENTORY_TABLE="+inv, "ORDERS_TABLE="+orders)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("function log:\n%s", logs.String())
+		}
+	})
+	testenv.Eventually(t, 10*time.Second, "the emulator listens", func() bool {
+		c, err := net.Dial("tcp", emu)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	})
+
+	order := `{"order_id":"o1","sku":"sku-1","qty":2}`
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "m1", Body: order, EventSourceARN: "arn:aws:sqs:us-east-1:1:orders"},
+		{MessageId: "m2", Body: order, EventSourceARN: "arn:aws:sqs:us-east-1:1:orders"},
+		{MessageId: "m3", Body: "not json", EventSourceARN: "arn:aws:sqs:us-east-1:1:orders"},
+	}}
+	payload, _ := json.Marshal(ev)
+	for range 2 {
+		resp, err := http.Post("http://"+emu+"/2015-03-31/functions/function/invocations", "application/json", bytes.NewReader(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if string(body) != `{"batchItemFailures":[{"itemIdentifier":"m3"}]}` {
+			t.Fatalf("answer %s; want only the malformed m3 kept", body)
+		}
+	}
+	out, err := client.GetItem(ctx, &ddb.GetItemInput{TableName: aws.String(inv), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: "sku-1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := out.Item["reserved"].(*types.AttributeValueMemberN).Value; r != "2" {
+		t.Errorf("reserved %s, want 2: the order reserved once", r)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -1,0 +1,94 @@
+// Package awslambda runs the records of an AWS Lambda batch (an SQS event
+// or a Kafka event from Amazon MSK or a self-managed cluster) through a
+// [consumer.Guard], so that a Lambda function gets the same exactly-once
+// processing as a long-running consumer, on the same DynamoDB table.
+//
+// It lives under sources/ because Lambda's event source mapping is one
+// more way messages arrive: the mapping polls and settles, this package
+// decides. It is named awslambda, not lambda, so that it does not clash
+// with github.com/aws/aws-lambda-go/lambda, which every function imports
+// beside it.
+//
+//	store, _ := dynamodb.New(client, "idempotency")
+//	f, err := awslambda.NewSQS(store, handler,
+//		awslambda.WithDeadLetters(awslambda.SQSQueue(sqsClient, dlqURL)))
+//	if err != nil { /* a configuration error */ }
+//	lambda.Start(f.Handle)
+//
+// # What the function returns
+//
+// Each record ends in the Guard's action:
+//
+//   - Ack (processed, a duplicate, rejected): the record is left out of
+//     batchItemFailures, so the event source mapping deletes it (SQS) or
+//     moves past it (Kafka).
+//   - Retry: the record is reported in batchItemFailures and comes back
+//     after the queue's visibility timeout, or, with [WithVisibility] on a
+//     standard queue, once it can succeed.
+//   - DeadLetter: the record is sent to the dead-letter destination given
+//     with [WithDeadLetters] and then counts as handled. Without one, or
+//     when sending fails, it is reported as a failure: kept, never dropped
+//     (the queue's own redrive policy, or an operator, moves it on).
+//
+// The event source mapping must have FunctionResponseTypes set to
+// ReportBatchItemFailures; without it Lambda ignores the response and
+// treats any invocation that returns normally as a full success.
+//
+// A Misconfigured outcome (a missing table, denied access) fails the whole
+// invocation: Handle returns an error wrapping [consumer.ErrMisconfigured],
+// Lambda retries the batch and the error is in the function's logs and
+// metrics. No record is blamed for the deployment.
+//
+// # Order
+//
+// SQS FIFO queues: records of one message group run one at a time, in the
+// order of the batch. Once a record of a group must come back, every later
+// record of that group in the batch is reported too, without running, so
+// the group's order holds. Groups, and the records of a standard queue,
+// run concurrently, at most [Concurrency] at once.
+//
+// Copies of one message in a batch of a standard queue (the same
+// idempotency-key attribute, or the same body) also run one after the
+// other, so that a copy finds the first one's result and is a duplicate,
+// rather than finding its key held and coming back after the visibility
+// timeout. (Copies that only a custom key function makes equal still run
+// concurrently; the one that finds the key held comes back.)
+//
+// Kafka: records of one topic-partition run one at a time, in offset
+// order; partitions run concurrently. Lambda resumes a partition from the
+// offset reported, so for each partition at most one record is reported,
+// the first that must come back, and the records after it do not run.
+//
+// # Leases and the function's timeout
+//
+// A Lambda function can be stopped at its timeout at any moment, and a
+// record it claimed then stays PENDING until its lease ends. Every lease
+// this package takes, and every renewal, is therefore capped at the
+// invocation's deadline (the context's deadline, which the Lambda runtime
+// sets), whatever LeaseTTL says: after a timeout the record can be taken
+// over ClockSkewMargin after the function could have run, never later.
+// Handlers get a context that ends [DeadlineMargin] before the deadline,
+// so a handler is stopped well before its lease ends and its result is
+// committed in time; a record not started by then is reported as a
+// failure and comes back. The cap is per invocation, rather than a refusal
+// of a LeaseTTL longer than the function's timeout, because the timeout is
+// not known when the function starts (only each invocation's deadline is),
+// and because even a short lease, taken near the end of an invocation,
+// would outlive it.
+//
+// # Keys
+//
+// The key rule is the consumer's: the idempotency-key message attribute
+// (SQS) or header (Kafka) when present, else the source's default: the
+// body's SHA-256 for SQS, [kafka.Fingerprint] for Kafka. A record gets the
+// same key here as from package sqs or package kafka, so moving a
+// deployment between a Lambda function and a long-running consumer does
+// not process anything twice (give both the same Namespace).
+//
+// Records map to [consumer.Message] as the sources map them: for SQS the
+// MessageId, body, String and Number attributes, ApproximateReceiveCount
+// as Attempt, MessageGroupId as Key on a FIFO queue, the queue name as
+// Origin.Destination; for Kafka the decoded key and value, headers as
+// Attributes, topic/partition/offset as ID and Origin. The Lambda record
+// itself is kept in Message.Handle: see [SQSRecord] and [KafkaRecord].
+package awslambda

@@ -1,0 +1,93 @@
+package awslambda
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/onceq/onceq/consumer"
+)
+
+// ErrConfig is wrapped by every error New* returns for a wrong option.
+var ErrConfig = errors.New("awslambda: invalid configuration")
+
+// Option configures a function built with [NewSQS] or [NewKafka].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	concurrency int
+	margin      time.Duration
+	deadLetters DeadLetterer
+	visibility  *visibility
+	guardOpts   []consumer.Option
+	logger      *slog.Logger
+}
+
+// DefaultDeadlineMargin is DeadlineMargin's default.
+const DefaultDeadlineMargin = time.Second
+
+func defaultConfig() config {
+	return config{concurrency: 10, margin: DefaultDeadlineMargin, logger: slog.New(slog.DiscardHandler)}
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.concurrency < 1:
+		return fmt.Errorf("%w: Concurrency %d: must be at least 1", ErrConfig, c.concurrency)
+	case c.margin < time.Second:
+		// Leases end on whole seconds: a margin under one second could let
+		// a handler run past the lease it was given.
+		return fmt.Errorf("%w: DeadlineMargin %v: must be at least 1s", ErrConfig, c.margin)
+	case c.logger == nil:
+		return fmt.Errorf("%w: WithLogger: must not be nil", ErrConfig)
+	}
+	return nil
+}
+
+// Concurrency bounds how many records of one batch run at once (default
+// 10): records of a standard SQS queue, FIFO message groups, Kafka
+// partitions.
+func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
+
+// DeadlineMargin is how long before the invocation's deadline handlers are
+// stopped and no record is started any more (default 1s, at least 1s). It
+// leaves time to commit the last results, send dead letters and answer
+// before Lambda stops the function.
+func DeadlineMargin(d time.Duration) Option { return optionFunc(func(c *config) { c.margin = d }) }
+
+// WithDeadLetters sets where a record the Guard dead-letters goes:
+// [SQSQueue], [KafkaTopic], or your own [DeadLetterer]. Without it such a
+// record is reported as a failure and stays with the event source.
+func WithDeadLetters(d DeadLetterer) Option {
+	return optionFunc(func(c *config) { c.deadLetters = d })
+}
+
+// WithVisibility makes a record of a standard SQS queue that is reported
+// come back when it can succeed rather than after the queue's visibility
+// timeout: when the Guard says how long to wait (a failed attempt's retry
+// delay, the end of a lease another invocation holds), the function
+// changes the record's visibility to that, through client, on the queue
+// at queueURL (the queue of the event source mapping). A failed change is
+// logged; the record then comes back after the visibility timeout. FIFO
+// queues are left alone: their message groups wait for the record anyway.
+func WithVisibility(client SQSVisibilityChanger, queueURL string) Option {
+	return optionFunc(func(c *config) { c.visibility = &visibility{client: client, url: queueURL} })
+}
+
+// WithGuardOptions passes options to the [consumer.Guard] the function
+// runs (HandlerTimeout, MaxAttempts, Namespace, WithKeyFunc, hooks…).
+// LeaseTTL still applies, but no lease outlives an invocation's deadline.
+// Concurrency and MaxInFlight of package consumer do not apply here: use
+// this package's Concurrency.
+func WithGuardOptions(opts ...consumer.Option) Option {
+	return optionFunc(func(c *config) { c.guardOpts = append(c.guardOpts, opts...) })
+}
+
+// WithLogger sets the logger for what happens to records (default: discard).
+// Give the Guard a logger too, with WithGuardOptions(consumer.WithLogger(l)).
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }

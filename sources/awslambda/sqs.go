@@ -1,0 +1,126 @@
+package awslambda
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/sources/sqs"
+)
+
+// SQSFunction is a Lambda handler for SQS events. It is safe for
+// concurrent use; build one at init and pass its Handle to lambda.Start.
+type SQSFunction struct{ r *runner }
+
+// NewSQS returns an SQS function that runs each record through a Guard
+// over store and h, built with the options given by WithGuardOptions. The
+// key is the idempotency-key attribute, else the body's SHA-256, as with
+// package sqs.
+func NewSQS(store dedup.Store, h consumer.Handler, opts ...Option) (*SQSFunction, error) {
+	r, err := newRunner(store, h, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &SQSFunction{r: r}, nil
+}
+
+// Guard is the Guard the function runs records through.
+func (f *SQSFunction) Guard() *consumer.Guard { return f.r.guard }
+
+// Handle runs the batch and reports the records that must come back, by
+// MessageId. Its error, which makes Lambda retry the whole batch, wraps
+// consumer.ErrMisconfigured: the deployment is at fault, not a record.
+func (f *SQSFunction) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	now := time.Now()
+	recs := make([]record, len(ev.Records))
+	groups := make([][]int, 0, len(ev.Records))
+	// Records that must run one after the other, as groups (indexes into
+	// groups): a FIFO queue's message groups; on a standard queue, copies
+	// of one message (the same idempotency-key attribute, or the same
+	// body), so that the second finds the first's COMPLETED record and is
+	// a duplicate instead of coming back because the first holds its key.
+	byGroup, byKey, byBody := map[string]int{}, map[string]int{}, map[string]int{}
+	join := func(index map[string]int, k string, i int) {
+		if g, ok := index[k]; ok {
+			groups[g] = append(groups[g], i)
+			return
+		}
+		index[k] = len(groups)
+		groups = append(groups, []int{i})
+	}
+	for i := range ev.Records {
+		m := sqsMessage(&ev.Records[i], now)
+		recs[i].msg = m
+		switch k, keyed := m.Attributes[consumer.IdempotencyKeyAttribute]; {
+		case m.Key != "":
+			join(byGroup, m.Key, i)
+		case keyed:
+			join(byKey, k, i)
+		default:
+			join(byBody, ev.Records[i].Body, i)
+		}
+	}
+	if err := f.r.run(ctx, recs, groups); err != nil {
+		return events.SQSEventResponse{}, err
+	}
+	f.changeVisibility(ctx, ev, recs)
+	var resp events.SQSEventResponse
+	for i := range recs {
+		if recs[i].back {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// SQSRecord is the Lambda record m was made from, if m comes from an SQS
+// event.
+func SQSRecord(m *consumer.Message) (*events.SQSMessage, bool) {
+	r, ok := m.Handle.(*events.SQSMessage)
+	return r, ok
+}
+
+// sqsMessage maps a record as package sqs maps a received message.
+func sqsMessage(r *events.SQSMessage, now time.Time) *consumer.Message {
+	queue := r.EventSourceARN
+	if i := strings.LastIndexByte(queue, ':'); i >= 0 {
+		queue = queue[i+1:]
+	}
+	attempt, err := strconv.Atoi(r.Attributes["ApproximateReceiveCount"])
+	if err != nil || attempt < 1 {
+		attempt = 1
+	}
+	m := &consumer.Message{
+		ID:         r.MessageId,
+		Body:       []byte(r.Body),
+		Attributes: sqsAttributes(r.MessageAttributes),
+		Attempt:    attempt,
+		Origin:     consumer.Origin{System: sqs.System, Destination: queue},
+		ReceivedAt: now,
+		Handle:     r,
+	}
+	if strings.HasSuffix(queue, ".fifo") {
+		m.Key = r.Attributes["MessageGroupId"]
+	}
+	return m
+}
+
+// sqsAttributes keeps String and Number attributes (and their custom
+// subtypes), as package sqs does; Binary ones stay in the record.
+func sqsAttributes(in map[string]events.SQSMessageAttribute) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if (strings.HasPrefix(v.DataType, "String") || strings.HasPrefix(v.DataType, "Number")) && v.StringValue != nil {
+			out[k] = *v.StringValue
+		}
+	}
+	return out
+}
