@@ -8,6 +8,8 @@ import (
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
 // loop follows the group's generations until Close. It owns every
@@ -62,8 +64,8 @@ func (s *Source) newGeneration(kgen *kgo.Generation) *generation {
 			}
 			g.parts = append(g.parts, &partition{
 				gen: g, topic: t, id: int32(a.ID), start: a.Offset,
-				tr: newTracker(committed), timers: map[*entry]*time.Timer{},
-				space: make(chan struct{}, 1), lagSet: s.tel.partitionSet(t, int32(a.ID)),
+				tr: kafkacore.NewTracker(committed), timers: map[*entry]*time.Timer{},
+				space: make(chan struct{}, 1), lagSet: s.tel.PartitionSet(t, int32(a.ID)),
 			})
 		}
 	}
@@ -89,7 +91,7 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 	s.mu.Unlock()
 	s.cfg.logger.Info("kafka: partitions assigned", "group", s.groupID, "generation", g.id,
 		"member", g.kgen.MemberID, "partitions", g.partitionMap())
-	for _, h := range s.hooks.rebalance {
+	for _, h := range s.hooks.Rebalance {
 		h.OnRebalance(ctx, RebalanceEvent{Generation: g.id, Partitions: g.partitionMap()})
 	}
 	for _, p := range g.parts {
@@ -143,7 +145,7 @@ func (s *Source) revoke(g *generation, closing bool) {
 	took := time.Since(start)
 	s.cfg.logger.Info("kafka: partitions revoked", "group", s.groupID, "generation", g.id,
 		"partitions", g.partitionMap(), "drain", took, "abandoned", abandoned)
-	for _, h := range s.hooks.rebalance {
+	for _, h := range s.hooks.Rebalance {
 		h.OnRebalance(context.Background(), RebalanceEvent{Generation: g.id, Revoked: true, Partitions: g.partitionMap(), Drain: took, Abandoned: abandoned})
 	}
 }
@@ -199,7 +201,7 @@ func (s *Source) commit(g *generation) error {
 		if p.state == released {
 			continue
 		}
-		if off, ok := p.tr.toCommit(); ok {
+		if off, ok := p.tr.ToCommit(); ok {
 			if offsets[p.topic] == nil {
 				offsets[p.topic] = map[int]int64{}
 			}
@@ -211,11 +213,11 @@ func (s *Source) commit(g *generation) error {
 		return nil
 	}
 	err := g.kgen.CommitOffsets(offsets)
-	s.tel.committed(context.Background(), err)
+	s.tel.Committed(context.Background(), err)
 	if err != nil {
 		err = fmt.Errorf("%w: generation %d: %w", ErrCommitFailed, g.id, err)
 		s.cfg.logger.Warn("kafka: commit failed", "group", s.groupID, "generation", g.id, "error", err.Error())
-		for _, h := range s.hooks.commitError {
+		for _, h := range s.hooks.CommitError {
 			h.OnCommitError(context.Background(), g.id, err)
 		}
 		return err
@@ -223,11 +225,11 @@ func (s *Source) commit(g *generation) error {
 	s.mu.Lock()
 	for _, p := range g.parts {
 		if off, ok := offsets[p.topic][int(p.id)]; ok {
-			p.tr.committedAt(off)
+			p.tr.CommittedAt(off)
 		}
 	}
 	s.mu.Unlock()
-	for _, h := range s.hooks.commit {
+	for _, h := range s.hooks.Commit {
 		for t, ps := range offsets {
 			for id, off := range ps {
 				h.OnCommit(context.Background(), t, int32(id), off)
@@ -283,7 +285,7 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 	for {
 		s.mu.Lock()
-		ok := p.state == active && p.tr.unfinished() < s.cfg.maxInFlight
+		ok := p.state == active && p.tr.Unfinished() < s.cfg.maxInFlight
 		s.mu.Unlock()
 		if ok {
 			return true
@@ -299,10 +301,10 @@ func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 func (s *Source) enqueue(p *partition, m kgo.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p.state != active || !p.tr.add(m.Offset) {
+	if p.state != active || !p.tr.Add(m.Offset) {
 		return
 	}
 	p.hwm = max(p.hwm, m.HighWaterMark)
-	p.queue = append(p.queue, &entry{p: p, msg: m, id: recordID(p.topic, p.id, m.Offset)})
+	p.queue = append(p.queue, &entry{p: p, msg: m, id: kafkacore.RecordID(p.topic, p.id, m.Offset)})
 	s.signalLocked()
 }

@@ -24,20 +24,6 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.meter = mp })
 }
 
-// RebalanceEvent describes one side of a rebalance as this member saw it.
-type RebalanceEvent struct {
-	Generation int32
-	// Revoked is false when Partitions were assigned, true when they were
-	// taken away (or released by Close).
-	Revoked    bool
-	Partitions map[string][]int32
-	// Drain is how long the wait for in-flight messages took (revokes only).
-	Drain time.Duration
-	// Abandoned counts messages still in flight when the drain ended; their
-	// offsets were not committed and their settles will be dropped.
-	Abandoned int
-}
-
 // groupTimings tune kafka-go's consumer-group protocol; zero keeps
 // kafka-go's default.
 type groupTimings struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,14 +14,16 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
-// Headers a dead-letter record carries besides the original's own.
+// Headers a dead-letter record carries besides the original's own (the
+// same for both Kafka sources).
 const (
-	ReasonHeader            = "onceq-dead-letter-reason"
-	OriginalTopicHeader     = "onceq-original-topic"
-	OriginalPartitionHeader = "onceq-original-partition"
-	OriginalOffsetHeader    = "onceq-original-offset"
+	ReasonHeader            = kafkacore.ReasonHeader
+	OriginalTopicHeader     = kafkacore.OriginalTopicHeader
+	OriginalPartitionHeader = kafkacore.OriginalPartitionHeader
+	OriginalOffsetHeader    = kafkacore.OriginalOffsetHeader
 )
 
 // Source is a broker.Source reading topics as a member of a consumer
@@ -53,8 +54,8 @@ type Source struct {
 	closed   bool
 	closeErr error // the final commit's
 
-	tel   *telemetry
-	hooks hooks
+	tel   *kafkacore.Telemetry
+	hooks kafkacore.Hooks
 }
 
 type partState int
@@ -73,7 +74,7 @@ type partition struct {
 	id    int32
 	start int64 // the assignment's offset, or kgo.FirstOffset
 	state partState
-	tr    *tracker
+	tr    *kafkacore.Tracker
 	queue []*entry // fetched or redelivered, awaiting Receive, by offset
 	// inFlight counts deliveries out with the consumer, not yet settled.
 	inFlight int
@@ -128,7 +129,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	hs, err := collectHooks(cfg.hooks)
+	hs, err := kafkacore.CollectHooks("kafka", ErrInvalidOption, cfg.hooks)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		cfg.meter = otel.GetMeterProvider()
 		s.cfg.meter = cfg.meter
 	}
-	tel, err := newTelemetry(cfg.meter, group, topics, cfg.dlqTopic)
+	tel, err := kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, s.lags)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: metrics: %w", err)
 	}
@@ -155,6 +156,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		check = append(check, cfg.dlqTopic)
 	}
 	if err := s.checkTopics(ctx, check); err != nil {
+		_ = s.tel.Unregister()
 		s.transport.CloseIdleConnections()
 		return nil, err
 	}
@@ -167,6 +169,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		Logger:      s.kLog, ErrorLogger: s.kErrLog,
 	})
 	if err != nil {
+		_ = s.tel.Unregister()
 		s.transport.CloseIdleConnections()
 		return nil, invalidOption("consumer group: %v", err)
 	}
@@ -182,11 +185,6 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 			BatchTimeout: cfg.dlqBatch,
 			Logger:       s.kLog, ErrorLogger: s.kErrLog,
 		}
-	}
-	if s.tel.reg, err = cfg.meter.Meter(instrumentationName).RegisterCallback(s.observeLag, s.tel.lag); err != nil {
-		_ = s.group.Close()
-		s.transport.CloseIdleConnections()
-		return nil, fmt.Errorf("kafka: metrics: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.loop()
@@ -244,12 +242,8 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 // consumer need not hash the value a second time. Deliveries never time
 // out: a record stays with this member until its partition is revoked.
 func (s *Source) Capabilities() broker.Capabilities {
-	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: keyCoversBody,
+	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
 		DeadLetter: s.cfg.dlqTopic != ""}
-}
-
-func keyCoversBody(m *broker.Message) bool {
-	return m.Attributes[broker.IdempotencyKeyAttribute] == ""
 }
 
 // Check proves the brokers can be reached and the topics, and the
@@ -379,7 +373,7 @@ func (s *Source) settledLocked(d *delivery, done bool) {
 	e.cur = nil
 	p.inFlight--
 	if done {
-		p.tr.markDone(e.msg.Offset)
+		p.tr.MarkDone(e.msg.Offset)
 		select {
 		case p.space <- struct{}{}:
 		default:
@@ -392,8 +386,8 @@ func (s *Source) settledLocked(d *delivery, done bool) {
 }
 
 func (s *Source) late(ctx context.Context, d *delivery) {
-	s.tel.late(ctx, d.e.p.topic)
-	for _, h := range s.hooks.lateAck {
+	s.tel.Late(ctx, d.e.p.topic)
+	for _, h := range s.hooks.LateAck {
 		h.OnLateAck(ctx, d.e.p.topic, d.Partition, d.Offset, d.Generation)
 	}
 	s.cfg.logger.Debug("late settle dropped", "topic", d.e.p.topic, "partition", d.Partition,
@@ -493,26 +487,21 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 	topic := d.e.p.topic
 	s.mu.Unlock()
 
-	headers := make([]kgo.Header, 0, len(orig.Headers)+4)
-	for _, h := range orig.Headers {
-		switch h.Key {
-		case ReasonHeader, OriginalTopicHeader, OriginalPartitionHeader, OriginalOffsetHeader:
-			continue // a record dead-lettered before: these name this trip
-		}
-		headers = append(headers, h)
+	in := make([]kafkacore.Header, len(orig.Headers))
+	for i, h := range orig.Headers {
+		in[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
 	}
-	headers = append(headers,
-		kgo.Header{Key: ReasonHeader, Value: []byte(reason)},
-		kgo.Header{Key: OriginalTopicHeader, Value: []byte(topic)},
-		kgo.Header{Key: OriginalPartitionHeader, Value: []byte(strconv.Itoa(int(d.Partition)))},
-		kgo.Header{Key: OriginalOffsetHeader, Value: []byte(strconv.FormatInt(d.Offset, 10))},
-	)
+	out := kafkacore.DeadLetterHeaders(in, reason, topic, d.Partition, d.Offset)
+	headers := make([]kgo.Header, len(out))
+	for i, h := range out {
+		headers[i] = kgo.Header{Key: h.Key, Value: h.Value}
+	}
 	err = s.dlq.WriteMessages(ctx, kgo.Message{Key: orig.Key, Value: orig.Value, Headers: headers, Time: orig.Time})
-	s.tel.deadLettered(ctx, s.cfg.dlqTopic, err)
+	s.tel.DeadLettered(ctx, s.cfg.dlqTopic, err)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrDeadLetterFailed, m.ID, err)
 	}
-	for _, h := range s.hooks.deadLetter {
+	for _, h := range s.hooks.DeadLetter {
 		h.OnDeadLetter(ctx, topic, d.Partition, d.Offset, reason)
 	}
 	s.mu.Lock()
@@ -551,7 +540,7 @@ func (s *Source) Close(ctx context.Context) error {
 		if s.dlq != nil {
 			_ = s.dlq.Close()
 		}
-		_ = s.tel.reg.Unregister()
+		_ = s.tel.Unregister()
 		s.transport.CloseIdleConnections()
 	})
 	s.mu.Lock()
