@@ -255,10 +255,11 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig *kgo.Record, reason
 	return s.prod.ProduceSync(ctx, rec).FirstErr()
 }
 
-// resumeIfRoom resumes fetching p, paused for lack of room, once one of
-// its records is done; under the dispatcher's lock.
+// resumeIfRoom resumes fetching p, paused for lack of room, once half its
+// room is free (resuming at the first free slot would refetch a batch for
+// every few records settled); under the dispatcher's lock.
 func (s *Source) resumeIfRoom(p *partition) {
-	if p.X.paused && p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight {
+	if p.X.paused && p.State == kafkacore.Active && p.Tr.Unfinished() <= s.cfg.maxInFlight/2 {
 		p.X.paused = false
 		s.cl.ResumeFetchPartitions(map[string][]int32{p.Topic: {p.ID}})
 	}
