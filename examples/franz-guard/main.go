@@ -1,0 +1,144 @@
+// Command franz-guard adds exactly-once processing to an existing franz-go
+// poll loop, without handing the loop to onceq's consumer.
+//
+// The loop stays what it was: a kgo client in a consumer group,
+// PollFetches, process each record in turn, CommitUncommittedOffsets. The
+// one change is that processing goes through a consumer.Guard, which
+// claims the record's idempotency key before the handler runs and records
+// the result after, so a record redelivered after a crash or a rebalance,
+// or sent twice by its producer, has its effect once. The Guard's outcome
+// says what the loop does next:
+//
+//	Ack        go on to the next record
+//	Retry      try the same record again after RetryAfter (Kafka cannot skip it)
+//	DeadLetter produce it to the dead-letter topic with the reason, then go on
+//
+// The offsets of a poll are committed once all its records are done, and
+// BlockRebalanceOnPoll holds a rebalance until then, so a commit never
+// passes unfinished work nor lands on a partition that moved. For a worker
+// pool with per-partition commits, use sources/franz with consumer.New.
+//
+//	go run ./integration/kfakebroker -port 9092 -topics payments,payments-dlq &
+//	go run ./examples/franz-guard -brokers 127.0.0.1:9092
+//
+// It keeps its idempotency records in memory, which dedups only within this
+// process; in production pass a dedup/dynamodb Store to NewGuard.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceq/onceq/consumer"
+	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/sources/franz"
+)
+
+func main() {
+	brokers := flag.String("brokers", "127.0.0.1:9092", "comma-separated Kafka brokers")
+	topic := flag.String("topic", "payments", "topic to read")
+	group := flag.String("group", "franz-guard", "consumer group")
+	dlqTopic := flag.String("dlq-topic", "payments-dlq", "dead-letter topic")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cl, err := newClient(strings.Split(*brokers, ","), *group, *topic)
+	if err != nil {
+		log.Error("client", "err", err)
+		os.Exit(2)
+	}
+	defer cl.CloseAllowingRebalance()
+
+	guard, err := consumer.NewGuard(dedupmem.New(), consumer.HandlerFunc(
+		func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+			// The effect: here a log line; in real code a charge, an email,
+			// a row. It runs once per idempotency key.
+			log.Info("charged", "key", m.IdempotencyKey, "payment", string(m.Body))
+			return consumer.Result{Response: []byte("ok")}, nil
+		}),
+		// The idempotency-key header when present, else topic + key + value:
+		// the same key as sources/kafka and sources/franz.
+		consumer.WithKeyFunc(franz.Fingerprint))
+	if err != nil {
+		log.Error("guard", "err", err)
+		os.Exit(2)
+	}
+	if err := pollLoop(ctx, cl, *dlqTopic, guard); err != nil {
+		log.Error("loop", "err", err)
+		os.Exit(1)
+	}
+}
+
+// newClient is the loop's client: a group member that commits by hand and
+// holds rebalances while a poll's records are processed.
+func newClient(brokers []string, group, topic string, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+}
+
+// pollLoop is the existing loop with the Guard in it. It returns nil when
+// ctx ends; what was polled and not committed is read again next time.
+func pollLoop(ctx context.Context, cl *kgo.Client, dlqTopic string, guard *consumer.Guard) error {
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			return nil
+		}
+		if err := fs.Err0(); err != nil {
+			return err
+		}
+		for _, rec := range fs.Records() {
+			if err := process(ctx, cl, dlqTopic, guard, rec); err != nil {
+				return ignoreCancel(ctx, err)
+			}
+		}
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			return ignoreCancel(ctx, err)
+		}
+		cl.AllowRebalance()
+	}
+}
+
+// process runs one record through the Guard until it is done with.
+func process(ctx context.Context, cl *kgo.Client, dlqTopic string, guard *consumer.Guard, rec *kgo.Record) error {
+	for attempt := 1; ; attempt++ {
+		o := guard.Process(ctx, franz.ToMessage(rec, attempt))
+		switch o.Action() {
+		case consumer.Retry:
+			select {
+			case <-time.After(o.RetryAfter):
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case consumer.DeadLetter:
+			dead := &kgo.Record{Topic: dlqTopic, Key: rec.Key, Value: rec.Value,
+				Headers: append(rec.Headers[:len(rec.Headers):len(rec.Headers)], kgo.RecordHeader{Key: franz.ReasonHeader, Value: []byte(o.Reason())})}
+			if err := cl.ProduceSync(ctx, dead).FirstErr(); err != nil {
+				return fmt.Errorf("dead-lettering %s/%d/%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			}
+		}
+		return nil
+	}
+}
+
+// ignoreCancel turns the error of a call cut short by the end of ctx into
+// nil.
+func ignoreCancel(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
