@@ -43,41 +43,55 @@ import (
 	"github.com/onceq/onceq/sources/franz"
 )
 
-func main() {
-	brokers := flag.String("brokers", "127.0.0.1:9092", "comma-separated Kafka brokers")
-	topic := flag.String("topic", "payments", "topic to read")
-	group := flag.String("group", "franz-guard", "consumer group")
-	dlqTopic := flag.String("dlq-topic", "payments-dlq", "dead-letter topic")
+// settings are the command's flags.
+type settings struct {
+	brokers, topic, group, dlqTopic string
+}
+
+func parseSettings() settings {
+	var c settings
+	flag.StringVar(&c.brokers, "brokers", "127.0.0.1:9092", "comma-separated Kafka brokers")
+	flag.StringVar(&c.topic, "topic", "payments", "topic to read")
+	flag.StringVar(&c.group, "group", "franz-guard", "consumer group")
+	flag.StringVar(&c.dlqTopic, "dlq-topic", "payments-dlq", "dead-letter topic")
 	flag.Parse()
+	return c
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// charge is the effect: here a log line; in real code a charge, an email,
+// a row. Through the Guard it runs once per idempotency key.
+func charge(log *slog.Logger) consumer.Handler {
+	return consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+		log.Info("charged", "key", m.IdempotencyKey, "payment", string(m.Body))
+		return consumer.Result{Response: []byte("ok")}, nil
+	})
+}
+
+func main() {
+	c := parseSettings()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cl, err := newClient(strings.Split(*brokers, ","), *group, *topic)
-	if err != nil {
-		log.Error("client", "err", err)
-		os.Exit(2)
+	// The idempotency-key header when present, else topic + key + value:
+	// the key sources/kafka and sources/franz use.
+	guard, err := consumer.NewGuard(dedupmem.New(), charge(log), consumer.WithKeyFunc(franz.Fingerprint))
+	if err == nil {
+		err = run(c, guard)
 	}
-	defer cl.CloseAllowingRebalance()
-
-	guard, err := consumer.NewGuard(dedupmem.New(), consumer.HandlerFunc(
-		func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
-			// The effect: here a log line; in real code a charge, an email,
-			// a row. It runs once per idempotency key.
-			log.Info("charged", "key", m.IdempotencyKey, "payment", string(m.Body))
-			return consumer.Result{Response: []byte("ok")}, nil
-		}),
-		// The idempotency-key header when present, else topic + key + value:
-		// the same key as sources/kafka and sources/franz.
-		consumer.WithKeyFunc(franz.Fingerprint))
 	if err != nil {
-		log.Error("guard", "err", err)
-		os.Exit(2)
-	}
-	if err := pollLoop(ctx, cl, *dlqTopic, guard); err != nil {
-		log.Error("loop", "err", err)
+		log.Error("franz-guard", "err", err)
 		os.Exit(1)
 	}
+}
+
+// run polls until SIGINT or SIGTERM.
+func run(c settings, guard *consumer.Guard) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cl, err := newClient(strings.Split(c.brokers, ","), c.group, c.topic)
+	if err != nil {
+		return err
+	}
+	defer cl.CloseAllowingRebalance()
+	return pollLoop(ctx, cl, c.dlqTopic, guard)
 }
 
 // newClient is the loop's client: a group member that commits by hand and

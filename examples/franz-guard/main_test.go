@@ -14,29 +14,17 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franz"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The loop on kfake: resent payments (same idempotency-key header, new
 // offsets) have their effect once, a poison record reaches the dead-letter
 // topic with its reason, and the commits reach the log end.
 func TestGuardedPollLoop(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(3, "payments", "payments-dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	addr := cluster.ListenAddrs()[0]
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("payments"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	addr := startBroker(t)
+	ctx := testenv.Context(t, time.Minute)
+	prod := newProducer(t, addr)
 	const unique, resent = 200, 100
 	var recs []*kgo.Record
 	for i := range unique + resent {
@@ -138,3 +126,24 @@ func reason(r *kgo.Record) string {
 	}
 	return ""
 }
+
+// startBroker runs kfake with the payments topics until the test ends.
+func startBroker(t *testing.T) string {
+	c, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(3, "payments", "payments-dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
+}
+
+func newProducer(t *testing.T, addr string) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("payments"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -5,6 +5,10 @@ package grouptest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,7 +16,9 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/sourcetest"
 )
 
 // Member is one consumer.Consumer over its own Source, run until Stop.
@@ -102,4 +108,118 @@ func (e *Effects) ExactlyOnce(t *testing.T, want int) {
 			t.Fatalf("key %s: effect applied %d times", k, n)
 		}
 	}
+}
+
+// TopicName is a topic (or group) name unique per test and call.
+func TopicName(t testing.TB, suffix string) string {
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '-'
+	}, t.Name())
+	return fmt.Sprintf("%s-%08x-%s", name, rand.Uint32(), suffix)
+}
+
+// ackCounter counts successful acks.
+type ackCounter struct{ n atomic.Int64 }
+
+func (a *ackCounter) OnSettled(_ context.Context, _ *consumer.Message, act consumer.Action, err error) {
+	if act == consumer.Ack && err == nil {
+		a.n.Add(1)
+	}
+}
+
+// TimeConsumer runs the consumer over src with the memory store and a
+// no-op handler (16 workers, 512 in flight) until records messages are
+// acked, then stops it; it returns the time from start, which the caller
+// takes before making src, to the last ack.
+func TimeConsumer(b *testing.B, start time.Time, src consumer.Source, records int) time.Duration {
+	acks := &ackCounter{}
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{}, nil
+	})
+	c, err := consumer.New(src, dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(512),
+		consumer.WithHooks(acks), consumer.WithoutDeadLetters())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	for acks.n.Load() < int64(records) {
+		time.Sleep(200 * time.Microsecond)
+	}
+	took := time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// Hook adapters: a func of a Kafka hook's method's type (the hook
+// interfaces are shared by both Kafka sources).
+type (
+	OnCommit     func(ctx context.Context, topic string, partition int32, offset int64)
+	OnLateAck    func(ctx context.Context, topic string, partition int32, offset int64, generation int32)
+	OnRebalance  func(ctx context.Context, e kafkacore.RebalanceEvent)
+	OnDeadLetter func(ctx context.Context, topic string, partition int32, offset int64, reason string)
+)
+
+// OnCommit calls f.
+func (f OnCommit) OnCommit(ctx context.Context, topic string, p int32, off int64) {
+	f(ctx, topic, p, off)
+}
+
+// OnLateAck calls f.
+func (f OnLateAck) OnLateAck(ctx context.Context, topic string, p int32, off int64, gen int32) {
+	f(ctx, topic, p, off, gen)
+}
+
+// OnRebalance calls f.
+func (f OnRebalance) OnRebalance(ctx context.Context, e kafkacore.RebalanceEvent) { f(ctx, e) }
+
+// OnDeadLetter calls f.
+func (f OnDeadLetter) OnDeadLetter(ctx context.Context, topic string, p int32, off int64, reason string) {
+	f(ctx, topic, p, off, reason)
+}
+
+// DeadLetter is what the conformance suite reads of a dead-letter record.
+func DeadLetter(value []byte, headers []kafkacore.Header) sourcetest.DeadLetter {
+	d := sourcetest.DeadLetter{Body: value, Attributes: map[string]string{}}
+	for _, h := range headers {
+		d.Attributes[h.Key] = string(h.Value)
+	}
+	d.Reason = d.Attributes[kafkacore.ReasonHeader]
+	return d
+}
+
+// CloseAtEnd closes src when the test ends, within 20 s; an error other
+// than the end of that wait fails the test.
+func CloseAtEnd(t testing.TB, src consumer.Source) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := src.Close(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("close: %v", err)
+		}
+	})
+}
+
+// ReceiveN receives n messages from s, without settling them, or fails the
+// test after 20 s.
+func ReceiveN(t *testing.T, s consumer.Source, n int) []*consumer.Message {
+	t.Helper()
+	ctx := testenv.Context(t, 20*time.Second)
+	var got []*consumer.Message
+	for len(got) < n {
+		msgs, err := s.Receive(ctx, n-len(got))
+		if err != nil {
+			t.Fatalf("receive after %d of %d: %v", len(got), n, err)
+		}
+		got = append(got, msgs...)
+	}
+	return got
 }

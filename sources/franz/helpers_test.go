@@ -2,10 +2,6 @@ package franz_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franz"
 )
@@ -47,17 +44,7 @@ func client(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// topicName is unique per test and call.
-func topicName(t testing.TB, suffix string) string {
-	name := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			return r
-		}
-		return '-'
-	}, t.Name())
-	return fmt.Sprintf("%s-%08x-%s", name, rand.Uint32(), suffix)
-}
+func topicName(t testing.TB, suffix string) string { return grouptest.TopicName(t, suffix) }
 
 func createTopic(t testing.TB, addr, topic string, partitions int32) {
 	t.Helper()
@@ -211,16 +198,10 @@ func committed(ctx context.Context, addr, group, topic string) (commit, end []in
 	return commit, end, nil
 }
 
-// Hook adapters: a func of the hook's method's type.
 type (
-	onLateAck   func(ctx context.Context, topic string, partition int32, offset int64, generation int32)
-	onRebalance func(ctx context.Context, e franz.RebalanceEvent)
+	onLateAck   = grouptest.OnLateAck
+	onRebalance = grouptest.OnRebalance
 )
-
-func (f onLateAck) OnLateAck(ctx context.Context, topic string, p int32, off int64, gen int32) {
-	f(ctx, topic, p, off, gen)
-}
-func (f onRebalance) OnRebalance(ctx context.Context, e franz.RebalanceEvent) { f(ctx, e) }
 
 // fastGroup makes rebalances take well under a second on kfake.
 func fastGroup() []franz.Option {
@@ -238,12 +219,6 @@ func newSource(t testing.TB, addr, group string, topics []string, opts ...franz.
 	if err != nil {
 		t.Fatalf("franz.New: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := s.Close(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("close: %v", err)
-		}
-	})
+	grouptest.CloseAtEnd(t, s)
 	return s
 }

@@ -3,6 +3,7 @@ package franz
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -82,25 +83,15 @@ func defaultConfig() config {
 }
 
 func (c *config) validate() error {
+	if err := kafkacore.CheckSettings(c.ordering, c.maxInFlight, c.commitInterval, c.revokeTimeout, c.rebalance, c.logger); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
 	switch {
-	case c.ordering != broker.OrderByKey && c.ordering != broker.OrderByPartition && c.ordering != broker.Unordered:
-		return invalidOption("Ordering %d: unknown", c.ordering)
-	case c.maxInFlight < 1:
-		return invalidOption("MaxInFlightPerPartition %d: must be at least 1", c.maxInFlight)
-	case c.commitInterval <= 0:
-		return invalidOption("CommitInterval %v: must be positive", c.commitInterval)
-	case c.revokeTimeout <= 0:
-		return invalidOption("RevokeTimeout %v: must be positive", c.revokeTimeout)
-	case c.revokeTimeout >= c.rebalance:
-		return invalidOption("RevokeTimeout %v: must be shorter than the rebalance timeout %v, or the group drops this member while it drains",
-			c.revokeTimeout, c.rebalance)
 	case c.heartbeat <= 0 || c.session <= 0 || c.rebalance <= 0:
 		return invalidOption("HeartbeatInterval %v, SessionTimeout %v, RebalanceTimeout %v: must be positive",
 			c.heartbeat, c.session, c.rebalance)
 	case c.fetchMaxWait <= 0 || c.fetchMaxBytes < 1:
-		return invalidOption("Fetch(%v, %d): must be positive", c.fetchMaxWait, c.fetchMaxBytes)
-	case c.logger == nil:
-		return invalidOption("WithLogger: must not be nil")
+		return invalidOption("FetchMaxWait %v, FetchMaxBytes %d: must be positive", c.fetchMaxWait, c.fetchMaxBytes)
 	case c.reset != ResetEarliest && c.reset != ResetLatest:
 		return invalidOption("OffsetReset %d: unknown", c.reset)
 	case c.protocol != Cooperative && c.protocol != ConsumerProtocol && c.protocol != Eager:
@@ -109,47 +100,44 @@ func (c *config) validate() error {
 	return nil
 }
 
-// Ordering declares the order the consumer keeps (default
-// broker.OrderByKey: one message in flight per record key within a
-// partition); broker.OrderByPartition keeps one per partition,
-// broker.Unordered none. The source delivers each partition in offset
-// order; the consumer does the serializing.
+// The settings below mean what sources/kafka's of the same names mean.
+
+// Ordering is the order the consumer keeps within a partition: by record
+// key (broker.OrderByKey, the default), the whole partition
+// (broker.OrderByPartition) or none (broker.Unordered).
 func Ordering(o broker.Ordering) Option { return optionFunc(func(c *config) { c.ordering = o }) }
 
-// MaxInFlightPerPartition bounds the records of one partition fetched and
-// not yet settled (default 256): fetching that partition pauses above it.
-// It also bounds how much a crash redelivers.
+// MaxInFlightPerPartition caps a partition's fetched, unsettled records
+// (default 256), and so what a crash redelivers. Fetching the partition
+// pauses at the cap and resumes at half of it.
 func MaxInFlightPerPartition(n int) Option {
 	return optionFunc(func(c *config) { c.maxInFlight = n })
 }
 
-// CommitInterval is how often completed offsets are committed (default
-// 1s). They are also committed when a partition is revoked and on Close.
+// CommitInterval sets the commit period (default 1s); revokes and Close
+// commit too.
 func CommitInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.commitInterval = d })
 }
 
-// RevokeTimeout bounds how long a revoked partition's in-flight messages
-// may take to be settled before what is complete is committed and the
-// partition handed on (default 10s). It must be shorter than the
-// RebalanceTimeout.
+// RevokeTimeout caps the wait, in a rebalance, for a revoked partition's
+// in-flight messages (default 10s); it must stay below RebalanceTimeout.
 func RevokeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.revokeTimeout = d })
 }
 
-// DeadLetterTopic is where DeadLetter produces (no default: DeadLetter
-// fails with ErrNoDeadLetterTopic). The topic must exist.
+// DeadLetterTopic names the existing topic DeadLetter writes to (none by
+// default: DeadLetter then returns ErrNoDeadLetterTopic).
 func DeadLetterTopic(topic string) Option {
 	return optionFunc(func(c *config) { c.dlqTopic = topic })
 }
 
-// WithLogger sets the logger (default slog.Default()). franz-go's own
-// messages go to it at debug level, its errors at warn.
+// WithLogger sets the logger (default slog.Default()); franz-go logs to it
+// too, errors at warn and the rest at debug.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
-// WithHooks adds observers; each must implement at least one of
-// [CommitHook], [CommitErrorHook], [LateAckHook], [RebalanceHook] and
-// [DeadLetterHook].
+// WithHooks adds observers, each implementing one or more of the hook
+// interfaces (see [Hook]).
 func WithHooks(hooks ...Hook) Option {
 	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }

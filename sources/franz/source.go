@@ -215,30 +215,26 @@ func (s *Source) Check(ctx context.Context) error {
 // declares none, so the consumer never calls it).
 func (s *Source) Extend(context.Context, *broker.Message, time.Duration) error { return nil }
 
-// Receive returns up to max messages, waiting for one. Partitions are
-// served in turn; each in offset order.
+// Receive waits for a message and returns up to max, from the assigned
+// partitions in turn, each partition's in offset order.
 func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
 	return s.d.Receive(ctx, max)
 }
 
-// Ack marks the message done in its partition's tracker; the offset is
-// committed at the next interval once every message below it is done. An
-// ack after its partition left this member is dropped (see [LateAckHook])
-// and returns nil: the new owner reads the message again and dedup
-// answers it.
+// Ack settles m as done; its offset is committed once all below it are.
+// After m's partition left this member the ack is dropped and counted
+// (see [LateAckHook]), with a nil error: the new owner reads m again.
 func (s *Source) Ack(ctx context.Context, m *broker.Message) error { return s.d.Ack(ctx, m) }
 
-// Nack redelivers the message in place after delay, with Attempt+1; its
-// offset is held meanwhile. On a revoked partition it is not redelivered
-// here: the partition's next owner reads it again.
+// Nack gives m back: it is delivered again after delay, Attempt+1, its
+// offset held. A revoked partition's message is left to the next owner.
 func (s *Source) Nack(ctx context.Context, m *broker.Message, delay time.Duration) error {
 	return s.d.Nack(ctx, m, delay)
 }
 
-// DeadLetter produces the message to the dead-letter topic with its key,
-// value and headers and the reason and origin headers, then settles it so
-// its partition moves on. Without DeadLetterTopic, or if the produce fails,
-// the message stays in flight and an error says why.
+// DeadLetter writes m to the DeadLetterTopic (key, value, headers, plus
+// the reason and origin headers) and then settles it. If there is no such
+// topic or the write fails, m stays in flight and the error says so.
 func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
 	return s.d.DeadLetter(ctx, m, reason)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franz"
 	"github.com/onceq/onceq/sources/kafka"
@@ -25,28 +26,26 @@ func TestNewValidates(t *testing.T) {
 	topic := topicName(t, "in")
 	createTopic(t, addr, topic, 1)
 	ctx := testenv.Context(t, 10*time.Second)
-	cases := []struct {
-		name   string
+	refused := map[string]struct {
 		topics []string
-		opts   []franz.Option
+		opt    franz.Option
 		want   error
 	}{
-		{"unknown topic", []string{"nope"}, nil, franz.ErrUnknownTopic},
-		{"unknown dead-letter topic", []string{topic}, []franz.Option{franz.DeadLetterTopic("nope")}, franz.ErrUnknownTopic},
-		{"revoke timeout past rebalance", []string{topic}, []franz.Option{franz.RevokeTimeout(time.Minute), franz.RebalanceTimeout(30 * time.Second)}, franz.ErrInvalidOption},
-		{"no topics", nil, nil, franz.ErrInvalidOption},
-		{"bad ordering", []string{topic}, []franz.Option{franz.Ordering(7)}, franz.ErrInvalidOption},
-		{"bad protocol", []string{topic}, []franz.Option{franz.GroupProtocol(9)}, franz.ErrInvalidOption},
-		{"bad reset", []string{topic}, []franz.Option{franz.OffsetReset(9)}, franz.ErrInvalidOption},
-		{"misspelt hook", []string{topic}, []franz.Option{franz.WithHooks(struct{ OnComit func() }{})}, franz.ErrInvalidOption},
+		"a topic that does not exist":        {[]string{"nope"}, franz.ClientID("x"), franz.ErrUnknownTopic},
+		"a dead-letter topic that does not":  {[]string{topic}, franz.DeadLetterTopic("nope"), franz.ErrUnknownTopic},
+		"a revoke longer than the rebalance": {[]string{topic}, franz.RevokeTimeout(2 * time.Minute), franz.ErrInvalidOption},
+		"no topic":                           {nil, franz.ClientID("x"), franz.ErrInvalidOption},
+		"an ordering of no kind":             {[]string{topic}, franz.Ordering(7), franz.ErrInvalidOption},
+		"a protocol of no kind":              {[]string{topic}, franz.GroupProtocol(9), franz.ErrInvalidOption},
+		"a reset of no kind":                 {[]string{topic}, franz.OffsetReset(9), franz.ErrInvalidOption},
+		"a hook with a misspelt method":      {[]string{topic}, franz.WithHooks(struct{ OnComit func() }{}), franz.ErrInvalidOption},
 	}
-	for _, c := range cases {
-		s, err := franz.New(ctx, []string{addr}, "g", c.topics, c.opts...)
-		if !errors.Is(err, c.want) {
+	for what, c := range refused {
+		if s, err := franz.New(ctx, []string{addr}, "g", c.topics, c.opt); !errors.Is(err, c.want) {
 			if s != nil {
 				_ = s.Close(ctx)
 			}
-			t.Errorf("%s: New: %v, want %v", c.name, err, c.want)
+			t.Errorf("New with %s: %v, want %v", what, err, c.want)
 		}
 	}
 }
@@ -166,7 +165,7 @@ func revokesOnlyWhatMoves(t *testing.T, proto franz.Protocol) {
 			lateKept[p]++
 			mu.Unlock()
 		})))
-	held := receive(t, a, total)
+	held := grouptest.ReceiveN(t, a, total)
 
 	bGot := make(chan struct{})
 	var once sync.Once
@@ -219,18 +218,4 @@ func revokesOnlyWhatMoves(t *testing.T, proto franz.Protocol) {
 		}
 		return true
 	})
-}
-
-func receive(t *testing.T, s consumer.Source, n int) []*consumer.Message {
-	t.Helper()
-	ctx := testenv.Context(t, 20*time.Second)
-	var got []*consumer.Message
-	for len(got) < n {
-		msgs, err := s.Receive(ctx, n-len(got))
-		if err != nil {
-			t.Fatalf("receive after %d of %d: %v", len(got), n, err)
-		}
-		got = append(got, msgs...)
-	}
-	return got
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/sources/franz"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
@@ -54,14 +56,13 @@ func harness(opt franz.Option) func(t *testing.T) *sourcetest.Harness {
 				if err != nil {
 					return nil, err
 				}
-				out := make([]sourcetest.DeadLetter, 0, len(recs))
+				var out []sourcetest.DeadLetter
 				for _, r := range recs {
-					d := sourcetest.DeadLetter{Body: r.Value, Attributes: map[string]string{}}
+					var hs []kafkacore.Header
 					for _, h := range r.Headers {
-						d.Attributes[h.Key] = string(h.Value)
+						hs = append(hs, kafkacore.Header{Key: h.Key, Value: h.Value})
 					}
-					d.Reason = d.Attributes[franz.ReasonHeader]
-					out = append(out, d)
+					out = append(out, grouptest.DeadLetter(r.Value, hs))
 				}
 				return out, nil
 			},
