@@ -1,7 +1,7 @@
 // Package franz is a [broker.Source] over franz-go's kgo client, with
 // cooperative rebalancing: when a member joins or leaves, only the
 // partitions that move are revoked and drained; this member goes on
-// processing the partitions it keeps, without a pause. (sources/kafka,
+// processing the partitions it keeps meanwhile. (sources/kafka,
 // over kafka-go, has only the eager protocol: every rebalance stops every
 // partition of every member.) It is the only package of onceq that
 // imports franz-go.
