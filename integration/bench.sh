@@ -39,6 +39,7 @@ start=$(date +%s)
 bench ./consumer/ -bench '^(BenchmarkMemoryPipeline|BenchmarkLatencyHiding)$' -benchmem -count "$count"
 bench ./sources/sqs/ -bench '^BenchmarkRawVsConsumer$' -benchtime 3x -count "$count"
 bench ./sources/kafka/ -bench '^BenchmarkGroupThroughput$' -benchtime 1x -count "$count"
+bench ./sources/franz/ -bench '^BenchmarkFranzThroughput$' -benchtime 1x -count "$count"
 bench ./dedup/dynamodb/ -bench '^BenchmarkDynamoDB$' -count "$count"
 bench ./dedup/dynamodb/ -bench '^BenchmarkCapacity$' -benchtime 1x -count "$capcount" -timeout 30m
 

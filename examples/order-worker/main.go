@@ -74,11 +74,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// A usage error is one line, printed by run; only -h lists the flags.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&o.source, "source", "memory", "message source: memory, sqs or kafka")
+	fs.StringVar(&o.source, "source", "memory", "message source: memory, sqs, kafka (kafka-go) or franz (franz-go, cooperative rebalancing)")
 	fs.StringVar(&o.store, "store", "memory", "idempotency store and inventory: memory or dynamodb")
 	fs.StringVar(&o.sqsQueueURL, "sqs-queue-url", "", "SQS queue URL (-source sqs)")
 	fs.StringVar(&o.sqsDLQURL, "sqs-dlq-url", "", "SQS dead-letter queue URL (default: the queue's redrive policy)")
-	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap brokers (-source kafka)")
+	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap brokers (-source kafka or franz)")
 	fs.StringVar(&o.kafkaTopic, "kafka-topic", "orders", "Kafka topic of the orders")
 	fs.StringVar(&o.kafkaGroup, "kafka-group", "order-worker", "Kafka consumer group")
 	fs.StringVar(&o.kafkaDLQTopic, "kafka-dlq-topic", "", "Kafka dead-letter topic (default: the orders topic + \"-dlq\")")
@@ -122,14 +122,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q: order-worker takes flags only", fs.Arg(0))
-	case o.source != "memory" && o.source != "sqs" && o.source != "kafka":
-		return o, fmt.Errorf("-source %q: want memory, sqs or kafka", o.source)
+	case o.source != "memory" && o.source != "sqs" && o.source != "kafka" && o.source != "franz":
+		return o, fmt.Errorf("-source %q: want memory, sqs, kafka or franz", o.source)
 	case o.store != "memory" && o.store != "dynamodb":
 		return o, fmt.Errorf("-store %q: want memory or dynamodb", o.store)
 	case o.source == "sqs" && o.sqsQueueURL == "":
 		return o, errors.New("-source sqs needs -sqs-queue-url")
-	case o.source == "kafka" && (len(o.brokers()) == 0 || o.kafkaTopic == "" || o.kafkaGroup == ""):
-		return o, errors.New("-source kafka needs -kafka-brokers, -kafka-topic and -kafka-group")
+	case (o.source == "kafka" || o.source == "franz") && (len(o.brokers()) == 0 || o.kafkaTopic == "" || o.kafkaGroup == ""):
+		return o, fmt.Errorf("-source %s needs -kafka-brokers, -kafka-topic and -kafka-group", o.source)
 	case o.kafkaSession < 0 || o.kafkaRebalance < 0 || o.kafkaHeartbeat < 0:
 		return o, errors.New("-kafka-session-timeout, -kafka-rebalance-timeout and -kafka-heartbeat must not be negative")
 	case o.demo < 0:

@@ -14,6 +14,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamodb"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/sources/franz"
 	"github.com/onceq/onceq/sources/kafka"
 	"github.com/onceq/onceq/sources/memory"
 	"github.com/onceq/onceq/sources/sqs"
@@ -101,6 +102,28 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 			}
 		}
 		src, err := kafka.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
+		if err != nil {
+			return nil, err
+		}
+		w.source = src
+	case "franz":
+		// The same flags as -source kafka, over franz-go: cooperative
+		// rebalancing, so a member joining or leaving pauses only the
+		// partitions that move.
+		opts := []franz.Option{franz.DeadLetterTopic(o.kafkaDLQTopic), franz.WithLogger(logger), franz.WithMeterProvider(o.meters)}
+		if o.kafkaSession > 0 {
+			heartbeat := o.kafkaHeartbeat
+			if heartbeat == 0 {
+				heartbeat = o.kafkaSession / 3
+			}
+			opts = append(opts, franz.HeartbeatInterval(heartbeat), franz.SessionTimeout(o.kafkaSession))
+		} else if o.kafkaHeartbeat > 0 {
+			opts = append(opts, franz.HeartbeatInterval(o.kafkaHeartbeat))
+		}
+		if o.kafkaRebalance > 0 {
+			opts = append(opts, franz.RebalanceTimeout(o.kafkaRebalance), franz.RevokeTimeout(o.kafkaRebalance/2))
+		}
+		src, err := franz.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -73,6 +73,7 @@ const legend = `Rows:
 - latency hiding: a handler sleeping 10 ms, 64 workers against 1 (consumer BenchmarkLatencyHiding).
 - SQS: the fauxqs emulator, a raw ReceiveMessage(10) + DeleteMessageBatch loop against the consumer with the memory store, both 8-way (sources/sqs BenchmarkRawVsConsumer).
 - Kafka: the in-process kfake broker, 1 KiB records, a raw kafka-go group FetchMessage + CommitMessages loop against the consumer with the memory store (sources/kafka BenchmarkGroupThroughput).
+- Kafka, franz-go: the same topic shape, a raw franz-go PollFetches + CommitUncommittedOffsets loop against the consumer over sources/franz with the memory store (sources/franz BenchmarkFranzThroughput).
 - DynamoDB: DynamoDB Local at 32-way concurrency, each store mode beside the raw client making the same calls; calls per message are counted by SDK middleware (dedup/dynamodb BenchmarkDynamoDB).
 - capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is FixedConcurrency with per-call backoff only (dedup/dynamodb BenchmarkCapacity).
 - RSS: peak resident memory of a separate process per size (integration/rssbench), memory source and store, fixed MaxInFlight; "onceq" is 1M messages, "raw baseline" 100k.
@@ -84,6 +85,7 @@ const (
 	lat   = "BenchmarkLatencyHiding"
 	sqs   = "BenchmarkRawVsConsumer"
 	kafka = "BenchmarkGroupThroughput"
+	franz = "BenchmarkFranzThroughput"
 	ddb   = "BenchmarkDynamoDB/"
 	capA  = "BenchmarkCapacity/Adaptive"
 	capF  = "BenchmarkCapacity/Fixed"
@@ -100,6 +102,7 @@ var rows = []Row{
 	{Label: "latency hiding, 10 ms handler: msgs/s (64 workers vs 1)", Onceq: Fig{lat, "w64_msgs/s"}, Raw: Fig{lat, "w1_msgs/s"}, Ratio: Fig{lat, "ratio"}, Target: AtLeast(50)},
 	{Label: "SQS (fauxqs), 8-way: msgs/s", Onceq: Fig{sqs, "onceq_msgs/s"}, Raw: Fig{sqs, "raw_msgs/s"}, Ratio: Fig{sqs, "ratio"}, Target: AtLeast(0.9)},
 	{Label: "Kafka (kfake), 1 KiB: msgs/s", Onceq: Fig{kafka, "onceq_msgs/s"}, Raw: Fig{kafka, "raw_msgs/s"}, Ratio: Fig{kafka, "ratio"}, Target: AtLeast(1.0)},
+	{Label: "Kafka (kfake) over franz-go, 1 KiB: msgs/s", Onceq: Fig{franz, "onceq_msgs/s"}, Raw: Fig{franz, "raw_msgs/s"}, Ratio: Fig{franz, "ratio"}},
 	{Label: "DynamoDB claim+complete vs raw PutItem+UpdateItem: msgs/s", Onceq: Fig{ddb + "ClaimThenComplete", "msgs/s"}, Raw: Fig{ddb + "RawPutThenUpdate", "msgs/s"}, Ratio: Fig{ddb + "Ratios", "claim+complete/put+update"}, Target: AtLeast(0.8)},
 	{Label: "DynamoDB transaction mode (claim, complete + 1 write) vs raw PutItem+TransactWriteItems(2): msgs/s", Onceq: Fig{ddb + "ClaimThenCompleteWith1Write", "msgs/s"}, Raw: Fig{ddb + "RawPutThenTransact2", "msgs/s"}, Ratio: Fig{ddb + "Ratios", "claim+complete+w/put+txn2"}, Target: AtLeast(0.8)},
 	{Label: "DynamoDB one-round-trip vs raw conditional PutItem: msgs/s", Onceq: Fig{ddb + "ClaimComplete", "msgs/s"}, Raw: Fig{ddb + "RawConditionalPut", "msgs/s"}, Ratio: Fig{ddb + "Ratios", "claimcomplete/put"}, Target: AtLeast(0.8)},

@@ -24,6 +24,7 @@ type kafkaBroker struct {
 	addr              string
 	topic, dlq, group string
 	partitions        int
+	source            string // the worker's -source: kafka or franz
 	session           time.Duration
 	rebalance         time.Duration
 	client            *kgo.Client
@@ -36,7 +37,7 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 		return nil, err
 	}
 	b := &kafkaBroker{topic: "chaos-orders-" + suffix, dlq: "chaos-dlq-" + suffix, group: "chaos-" + suffix,
-		partitions: cfg.partitions, session: cfg.kafkaSession, rebalance: cfg.kafkaRebalance, done: make(chan struct{})}
+		partitions: cfg.partitions, source: cfg.source, session: cfg.kafkaSession, rebalance: cfg.kafkaRebalance, done: make(chan struct{})}
 	b.cmd = exec.Command(bin, "-port", "0", "-partitions", fmt.Sprint(cfg.partitions), "-topics", b.topic+","+b.dlq)
 	if cfg.verboseWorker {
 		b.cmd.Stderr = logw
@@ -74,7 +75,7 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 }
 
 func (b *kafkaBroker) workerArgs() []string {
-	return []string{"-source", "kafka", "-kafka-brokers", b.addr, "-kafka-topic", b.topic, "-kafka-group", b.group,
+	return []string{"-source", b.source, "-kafka-brokers", b.addr, "-kafka-topic", b.topic, "-kafka-group", b.group,
 		"-kafka-dlq-topic", b.dlq,
 		// A killed member is noticed after the session timeout, and a
 		// rebalance waits for absent members up to the rebalance timeout

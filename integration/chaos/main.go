@@ -58,7 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	var c settings
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.source, "source", "sqs", "broker: sqs or kafka")
+	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source) or franz (its franz-go source, on the same Kafka broker)")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the Kafka topics")
 	fs.DurationVar(&c.kafkaSession, "kafka-session-timeout", 6*time.Second, "the workers' Kafka group session timeout (brokers refuse less than 6s by default)")
 	fs.DurationVar(&c.kafkaRebalance, "kafka-rebalance-timeout", 3*time.Second, "the workers' Kafka group rebalance timeout")
@@ -86,8 +86,8 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	c.dynamoDBURL = os.Getenv("ONCEQ_DYNAMODB_ENDPOINT")
 	c.sqsURL = os.Getenv("ONCEQ_SQS_ENDPOINT")
 	switch {
-	case c.source != "sqs" && c.source != "kafka":
-		return c, fmt.Errorf("-source %q: want sqs or kafka", c.source)
+	case c.source != "sqs" && c.source != "kafka" && c.source != "franz":
+		return c, fmt.Errorf("-source %q: want sqs, kafka or franz", c.source)
 	case c.workers < 1 || c.orders < 1 || c.dupPercent < 0 || c.dupPercent > 90 || c.malformed < 0 || c.partitions < 1:
 		return c, errors.New("-workers, -orders and -partitions must be positive, -dup within 0..90, -malformed not negative")
 	case c.dynamoDBURL == "" || (c.source == "sqs" && c.sqsURL == ""):

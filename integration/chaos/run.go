@@ -112,7 +112,7 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	}
 	var b broker
 	switch cfg.source {
-	case "kafka":
+	case "kafka", "franz":
 		b, err = startKafka(ctx, cfg, tmp, n.suffix, logw)
 	default:
 		b, err = newSQS(ctx, awsCfg, cfg, n.suffix)
@@ -317,7 +317,7 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 		if cfg.killEvery > 0 && time.Now().After(nextKill) {
 			i := rng.IntN(cfg.workers)
 			events++
-			if cfg.source == "kafka" && events%3 == 0 {
+			if cfg.source != "sqs" && events%3 == 0 {
 				if err := p.leave(i, 15*time.Second); err != nil {
 					res.workersExitedNonZero++
 					logf("%v", err)

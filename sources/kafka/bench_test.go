@@ -3,25 +3,14 @@ package kafka_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
 
-	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/sources/kafka"
 )
-
-// ackCounter counts successful acks, to time the consumer's pipeline.
-type ackCounter struct{ n atomic.Int64 }
-
-func (a *ackCounter) OnSettled(_ context.Context, _ *consumer.Message, act consumer.Action, err error) {
-	if act == consumer.Ack && err == nil {
-		a.n.Add(1)
-	}
-}
 
 // BenchmarkGroupThroughput compares, in one run and over the same topic
 // (six partitions, 1 KiB records), a plain kafka-go group Reader loop
@@ -127,25 +116,5 @@ func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Durat
 	if err != nil {
 		b.Fatal(err)
 	}
-	acks := &ackCounter{}
-	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
-		return consumer.Result{}, nil
-	})
-	c, err := consumer.New(src, dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(512),
-		consumer.WithHooks(acks), consumer.WithoutDeadLetters())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	for acks.n.Load() < int64(records) {
-		time.Sleep(200 * time.Microsecond)
-	}
-	took := time.Since(start)
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	return took
+	return grouptest.TimeConsumer(b, start, src, records)
 }

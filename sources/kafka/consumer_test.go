@@ -16,71 +16,12 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
 
-// member is one consumer.Consumer over its own Source, run until stop.
-type member struct {
-	cancel context.CancelFunc
-	done   chan error
-}
-
-// startMember keys messages with the source's default key, Fingerprint.
-func startMember(t *testing.T, src consumer.Source, store *dedupmem.Store, h consumer.Handler, opts ...consumer.Option) *member {
-	t.Helper()
-	base := []consumer.Option{consumer.PendingRecheck(100 * time.Millisecond),
-		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testenv.Logger(t)), consumer.WithoutDeadLetters()}
-	c, err := consumer.New(src, store, h, append(base, opts...)...)
-	if err != nil {
-		t.Fatalf("consumer.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{cancel: cancel, done: make(chan error, 1)}
-	go func() { m.done <- c.Run(ctx) }()
-	t.Cleanup(func() { m.stop(t) })
-	return m
-}
-
-// stop cancels the member and waits for Run, which closes the Source.
-func (m *member) stop(t *testing.T) {
-	if m.cancel == nil {
-		return
-	}
-	m.cancel()
-	m.cancel = nil
-	select {
-	case err := <-m.done:
-		if err != nil {
-			t.Errorf("run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Error("member did not stop")
-	}
-}
-
-// effects counts, per idempotency key, the writes committed with COMPLETED.
-type effects struct {
-	mu    sync.Mutex
-	n     map[string]int
-	total atomic.Int64
-}
-
-func newEffects() *effects { return &effects{n: map[string]int{}} }
-
-func (e *effects) write(key string) dedupmem.Write {
-	return dedupmem.Write{Apply: func() {
-		e.mu.Lock()
-		e.n[key]++
-		e.mu.Unlock()
-		e.total.Add(1)
-	}}
-}
-
-// Under a worker pool, messages of one key run one at a time and in offset
-// order, while different keys run concurrently. The consumer reads the
-// source through a pass-through decorator: the ordering still reaches it.
 func TestKeyOrderUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	addr := cluster(t)
@@ -99,7 +40,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 	running := map[string]bool{}
 	seen := map[string][]int{}
 	var maxParallel, parallel atomic.Int64
-	eff := newEffects()
+	eff := grouptest.NewEffects()
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		key, seq, _ := strings.Cut(string(m.Body), ":")
 		mu.Lock()
@@ -123,15 +64,15 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 		mu.Lock()
 		running[key] = false
 		mu.Unlock()
-		return consumer.Result{Writes: []any{eff.write(m.IdempotencyKey)}}, nil
+		return consumer.Result{Writes: []any{eff.Write(m.IdempotencyKey)}}, nil
 	})
 	src := newSource(t, addr, group, []string{topic}) // OrderByKey is the default
 	if src.Capabilities().Ordering != consumer.OrderByKey {
 		t.Fatalf("default ordering %v", src.Capabilities().Ordering)
 	}
-	m := startMember(t, sourcetest.Wrap(src), dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
-	testenv.Eventually(t, 30*time.Second, "every message", func() bool { return eff.total.Load() == keys*per })
-	m.stop(t)
+	m := grouptest.Start(t, sourcetest.Wrap(src), dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
+	testenv.Eventually(t, 30*time.Second, "every message", func() bool { return eff.Total() == keys*per })
+	m.Stop(t)
 
 	for k := range keys {
 		key := fmt.Sprintf("key%02d", k)
@@ -166,21 +107,21 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	produce(t, writer(t, addr, topic), out...)
 
 	var attempts atomic.Int64
-	eff := newEffects()
+	eff := grouptest.NewEffects()
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		if string(m.Body) == "poison" {
 			attempts.Add(1)
 			return consumer.Result{}, errors.New("cannot parse")
 		}
-		return consumer.Result{Writes: []any{eff.write(m.IdempotencyKey)}}, nil
+		return consumer.Result{Writes: []any{eff.Write(m.IdempotencyKey)}}, nil
 	})
 	var dead atomic.Int64
 	src := newSource(t, addr, group, []string{topic}, kafka.DeadLetterTopic(dlq),
 		kafka.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { dead.Add(1) })))
-	m := startMember(t, src, dedupmem.New(), h, consumer.MaxAttempts(3), consumer.FailedRetryDelay(20*time.Millisecond))
-	testenv.Eventually(t, 30*time.Second, "the 19 good messages", func() bool { return eff.total.Load() == 19 })
+	m := grouptest.Start(t, src, dedupmem.New(), h, consumer.MaxAttempts(3), consumer.FailedRetryDelay(20*time.Millisecond))
+	testenv.Eventually(t, 30*time.Second, "the 19 good messages", func() bool { return eff.Total() == 19 })
 	waitCommitted(t, addr, group, topic, []int64{20})
-	m.stop(t)
+	m.Stop(t)
 
 	if n := attempts.Load(); n != 3 {
 		t.Fatalf("poison handled %d times, want MaxAttempts 3", n)
@@ -222,19 +163,18 @@ func TestFingerprintThroughWrapper(t *testing.T) {
 		kgo.Message{Key: []byte("k2"), Value: value})
 
 	var runs atomic.Int64
-	eff := newEffects()
+	eff := grouptest.NewEffects()
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		runs.Add(1)
-		return consumer.Result{Writes: []any{eff.write(m.Key)}}, nil
+		return consumer.Result{Writes: []any{eff.Write(m.Key)}}, nil
 	})
 	src := sourcetest.Wrap(newSource(t, addr, group, []string{topic}))
-	m := startMember(t, src, dedupmem.New(), h)
+	m := grouptest.Start(t, src, dedupmem.New(), h)
 	testenv.Eventually(t, 30*time.Second, "all three records settled", func() bool { return src.Acks() == 3 })
-	m.stop(t)
+	m.Stop(t)
 
-	eff.mu.Lock()
-	defer eff.mu.Unlock()
-	if eff.n["k1"] != 1 || eff.n["k2"] != 1 || runs.Load() != 2 {
-		t.Fatalf("effects %v after %d handler runs; want k1 and k2 once each, from 2 runs", eff.n, runs.Load())
+	n := eff.Counts()
+	if n["k1"] != 1 || n["k2"] != 1 || runs.Load() != 2 {
+		t.Fatalf("effects %v after %d handler runs; want k1 and k2 once each, from 2 runs", n, runs.Load())
 	}
 }

@@ -1,12 +1,12 @@
 package kafka
 
 import (
-	"strconv"
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
 // ToMessage turns a record read by an existing kafka-go loop (a Reader's
@@ -17,7 +17,7 @@ import (
 // often the loop has tried this record, from 1.
 func ToMessage(m kgo.Message, attempt int) *broker.Message {
 	return &broker.Message{
-		ID:         recordID(m.Topic, int32(m.Partition), m.Offset),
+		ID:         kafkacore.RecordID(m.Topic, int32(m.Partition), m.Offset),
 		Key:        string(m.Key),
 		Body:       m.Value,
 		Attributes: headerAttributes(m.Headers),
@@ -25,10 +25,6 @@ func ToMessage(m kgo.Message, attempt int) *broker.Message {
 		Origin:     broker.Origin{System: "kafka", Destination: m.Topic, Partition: int32(m.Partition), Offset: m.Offset},
 		ReceivedAt: time.Now(),
 	}
-}
-
-func recordID(topic string, partition int32, offset int64) string {
-	return topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
 }
 
 // headerAttributes maps headers to attributes; a repeated header keeps its

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/retry"
 )
 
 // Errors of the Kafka source. Test with errors.Is; a kafka-go error, when
@@ -43,5 +42,3 @@ var (
 func invalidOption(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
 }
-
-func permanent(err error) error { return retry.WithClass(err, retry.Permanent) }

@@ -1,41 +1,18 @@
 package kafka
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
-
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
-// Fingerprint is the idempotency key for Kafka records, for
-// the consumer's WithKeyFunc: the idempotency-key header when present, else the
-// SHA-256 of topic, record key and value.
+// Fingerprint is the idempotency key for Kafka records, for the consumer's
+// WithKeyFunc: the idempotency-key header when present, else the SHA-256
+// of topic, record key and value. The franz source computes the same key,
+// so a deployment can move between the two without reprocessing.
 //
 // The offset is left out on purpose: a producer that retries a send (a lost
 // acknowledgement, no idempotent producer) writes the same record again at a
 // new offset, and that copy must be recognised as a duplicate. Two distinct
 // events with identical topic, key and value are therefore one event; give
 // them an idempotency-key header if they must differ.
-func Fingerprint(m *broker.Message) (string, error) {
-	if k := m.Attributes[broker.IdempotencyKeyAttribute]; k != "" {
-		return k, nil
-	}
-	h := sha256.New()
-	// The length-prefixed topic and key, then the sum, go through one
-	// buffer: the key is computed for every record.
-	dest, key := m.Origin.Destination, m.Key
-	buf := make([]byte, 0, max(8+len(dest)+8+len(key)+8, sha256.Size))
-	// Length prefixes keep ("ab","c") and ("a","bc") apart.
-	buf = binary.BigEndian.AppendUint64(buf, uint64(len(dest)))
-	buf = append(buf, dest...)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(len(key)))
-	buf = append(buf, key...)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(len(m.Body)))
-	h.Write(buf)
-	h.Write(m.Body)
-	sum := h.Sum(buf[:0])
-	var hx [2 * sha256.Size]byte
-	hex.Encode(hx[:], sum)
-	return string(hx[:]), nil
-}
+func Fingerprint(m *broker.Message) (string, error) { return kafkacore.Fingerprint(m) }

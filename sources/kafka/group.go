@@ -8,6 +8,8 @@ import (
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
 // loop follows the group's generations until Close. It owns every
@@ -48,7 +50,7 @@ func (s *Source) loop() {
 }
 
 func (s *Source) newGeneration(kgen *kgo.Generation) *generation {
-	g := &generation{src: s, kgen: kgen, id: kgen.ID, settled: make(chan struct{}, 1)}
+	g := &generation{src: s, kgen: kgen, id: kgen.ID}
 	topics := make([]string, 0, len(kgen.Assignments))
 	for t := range kgen.Assignments {
 		topics = append(topics, t)
@@ -60,11 +62,10 @@ func (s *Source) newGeneration(kgen *kgo.Generation) *generation {
 			if a.Offset >= 0 {
 				committed = a.Offset
 			}
-			g.parts = append(g.parts, &partition{
-				gen: g, topic: t, id: int32(a.ID), start: a.Offset,
-				tr: newTracker(committed), timers: map[*entry]*time.Timer{},
-				space: make(chan struct{}, 1), lagSet: s.tel.partitionSet(t, int32(a.ID)),
-			})
+			p := kafkacore.NewPartition[kgo.Message](t, int32(a.ID), g.id, s.tel,
+				partExt{gen: g, start: a.Offset, space: make(chan struct{}, 1)})
+			p.Tr = kafkacore.NewTracker(committed)
+			g.parts = append(g.parts, p)
 		}
 	}
 	return g
@@ -73,7 +74,7 @@ func (s *Source) newGeneration(kgen *kgo.Generation) *generation {
 func (g *generation) partitionMap() map[string][]int32 {
 	m := map[string][]int32{}
 	for _, p := range g.parts {
-		m[p.topic] = append(m[p.topic], p.id)
+		m[p.Topic] = append(m[p.Topic], p.ID)
 	}
 	return m
 }
@@ -83,13 +84,12 @@ func (g *generation) partitionMap() map[string][]int32 {
 // On Close it commits, reports it on committed, and keeps the partitions
 // until the group closes the generation.
 func (s *Source) manage(ctx context.Context, g *generation, committed chan<- struct{}) {
-	s.mu.Lock()
-	s.parts = slices.Clone(g.parts)
-	s.rr = 0
-	s.mu.Unlock()
+	s.d.Lock()
+	s.d.AddLocked(g.parts...)
+	s.d.Unlock()
 	s.cfg.logger.Info("kafka: partitions assigned", "group", s.groupID, "generation", g.id,
 		"member", g.kgen.MemberID, "partitions", g.partitionMap())
-	for _, h := range s.hooks.rebalance {
+	for _, h := range s.hooks.Rebalance {
 		h.OnRebalance(ctx, RebalanceEvent{Generation: g.id, Partitions: g.partitionMap()})
 	}
 	for _, p := range g.parts {
@@ -107,9 +107,9 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 		case <-s.ctx.Done():
 			s.stopDispatch(g)
 			err := s.commit(g)
-			s.mu.Lock()
+			s.d.Lock()
 			s.closeErr = err
-			s.mu.Unlock()
+			s.d.Unlock()
 			close(committed)
 			<-ctx.Done()
 			s.revoke(g, true)
@@ -125,109 +125,71 @@ func (s *Source) revoke(g *generation, closing bool) {
 	start := time.Now()
 	s.stopDispatch(g)
 	if !closing {
-		deadline := time.NewTimer(s.cfg.revokeTimeout)
-	wait:
-		for s.inFlight(g) > 0 {
-			select {
-			case <-g.settled:
-			case <-deadline.C:
-				break wait
-			case <-s.ctx.Done():
-				break wait
-			}
-		}
-		deadline.Stop()
+		s.d.Drain(g.parts, s.cfg.revokeTimeout, s.ctx.Done())
 		_ = s.commit(g)
 	}
 	abandoned := s.release(g)
 	took := time.Since(start)
 	s.cfg.logger.Info("kafka: partitions revoked", "group", s.groupID, "generation", g.id,
 		"partitions", g.partitionMap(), "drain", took, "abandoned", abandoned)
-	for _, h := range s.hooks.rebalance {
+	for _, h := range s.hooks.Rebalance {
 		h.OnRebalance(context.Background(), RebalanceEvent{Generation: g.id, Revoked: true, Partitions: g.partitionMap(), Drain: took, Abandoned: abandoned})
 	}
 }
 
-func (s *Source) inFlight(g *generation) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, p := range g.parts {
-		n += p.inFlight
-	}
-	return n
-}
-
-// stopDispatch takes g's partitions out of Receive's reach. What is queued
-// is dropped, still unfinished in the tracker, so the commit stays below
-// it and the next owner reads it again.
+// stopDispatch takes g's partitions out of Receive's reach.
 func (s *Source) stopDispatch(g *generation) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range g.parts {
-		if p.state == active {
-			p.state = draining
-		}
-		p.queue = nil
-		for e, t := range p.timers {
-			t.Stop()
-			delete(p.timers, e)
-		}
-	}
-	s.parts = slices.DeleteFunc(s.parts, func(p *partition) bool { return p.gen == g })
+	s.d.Lock()
+	defer s.d.Unlock()
+	s.d.StopLocked(g.parts)
 }
 
 // release hands g's partitions back: settles from now on are late. It
 // returns how many messages were still in flight.
 func (s *Source) release(g *generation) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, p := range g.parts {
-		p.state = released
-		n += p.inFlight
-	}
-	return n
+	s.d.Lock()
+	defer s.d.Unlock()
+	return s.d.ReleaseLocked(g.parts)
 }
 
 // commit commits, through g, every partition's offset that moved forward.
 // Only g's manager calls it, so commits of one generation never race.
 func (s *Source) commit(g *generation) error {
 	offsets := map[string]map[int]int64{}
-	s.mu.Lock()
+	s.d.Lock()
 	for _, p := range g.parts {
-		if p.state == released {
+		if p.State == kafkacore.Released {
 			continue
 		}
-		if off, ok := p.tr.toCommit(); ok {
-			if offsets[p.topic] == nil {
-				offsets[p.topic] = map[int]int64{}
+		if off, ok := p.Tr.ToCommit(); ok {
+			if offsets[p.Topic] == nil {
+				offsets[p.Topic] = map[int]int64{}
 			}
-			offsets[p.topic][int(p.id)] = off
+			offsets[p.Topic][int(p.ID)] = off
 		}
 	}
-	s.mu.Unlock()
+	s.d.Unlock()
 	if len(offsets) == 0 {
 		return nil
 	}
 	err := g.kgen.CommitOffsets(offsets)
-	s.tel.committed(context.Background(), err)
+	s.tel.Committed(context.Background(), err)
 	if err != nil {
 		err = fmt.Errorf("%w: generation %d: %w", ErrCommitFailed, g.id, err)
 		s.cfg.logger.Warn("kafka: commit failed", "group", s.groupID, "generation", g.id, "error", err.Error())
-		for _, h := range s.hooks.commitError {
+		for _, h := range s.hooks.CommitError {
 			h.OnCommitError(context.Background(), g.id, err)
 		}
 		return err
 	}
-	s.mu.Lock()
+	s.d.Lock()
 	for _, p := range g.parts {
-		if off, ok := offsets[p.topic][int(p.id)]; ok {
-			p.tr.committedAt(off)
+		if off, ok := offsets[p.Topic][int(p.ID)]; ok {
+			p.Tr.CommittedAt(off)
 		}
 	}
-	s.mu.Unlock()
-	for _, h := range s.hooks.commit {
+	s.d.Unlock()
+	for _, h := range s.hooks.Commit {
 		for t, ps := range offsets {
 			for id, off := range ps {
 				h.OnCommit(context.Background(), t, int32(id), off)
@@ -244,15 +206,15 @@ func (s *Source) commit(g *generation) error {
 // idles instead.
 func (s *Source) fetch(ctx context.Context, p *partition) {
 	r := kgo.NewReader(kgo.ReaderConfig{
-		Brokers: s.brokers, Topic: p.topic, Partition: int(p.id), Dialer: s.dialer,
+		Brokers: s.brokers, Topic: p.Topic, Partition: int(p.ID), Dialer: s.dialer,
 		MinBytes: 1, MaxBytes: s.cfg.fetchMaxBytes, MaxWait: s.cfg.fetchMaxWait,
 		QueueCapacity:   min(s.cfg.maxInFlight, 100),
 		ReadLagInterval: -1,
 		Logger:          s.kLog, ErrorLogger: s.kErrLog,
 	})
 	defer r.Close()
-	if err := r.SetOffset(p.start); err != nil {
-		s.cfg.logger.Error("kafka: setting the start offset", "topic", p.topic, "partition", p.id, "error", err.Error())
+	if err := r.SetOffset(p.X.start); err != nil {
+		s.cfg.logger.Error("kafka: setting the start offset", "topic", p.Topic, "partition", p.ID, "error", err.Error())
 		<-ctx.Done()
 		return
 	}
@@ -265,7 +227,7 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 			}
 			failures++
 			delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
-			s.cfg.logger.Warn("kafka: fetch failed", "topic", p.topic, "partition", p.id, "error", err.Error(), "retry_in", delay)
+			s.cfg.logger.Warn("kafka: fetch failed", "topic", p.Topic, "partition", p.ID, "error", err.Error(), "retry_in", delay)
 			select {
 			case <-ctx.Done():
 				return
@@ -282,27 +244,24 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 // the generation ended.
 func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 	for {
-		s.mu.Lock()
-		ok := p.state == active && p.tr.unfinished() < s.cfg.maxInFlight
-		s.mu.Unlock()
+		s.d.Lock()
+		ok := p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight
+		s.d.Unlock()
 		if ok {
 			return true
 		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-p.space:
+		case <-p.X.space:
 		}
 	}
 }
 
 func (s *Source) enqueue(p *partition, m kgo.Message) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p.state != active || !p.tr.add(m.Offset) {
-		return
+	s.d.Lock()
+	defer s.d.Unlock()
+	if s.d.EnqueueLocked(p, m.Offset, m) {
+		p.HWM = max(p.HWM, m.HighWaterMark)
 	}
-	p.hwm = max(p.hwm, m.HighWaterMark)
-	p.queue = append(p.queue, &entry{p: p, msg: m, id: recordID(p.topic, p.id, m.Offset)})
-	s.signalLocked()
 }

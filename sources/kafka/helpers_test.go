@@ -2,10 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
 
+	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
@@ -43,16 +40,7 @@ func transport(t testing.TB) *kgo.Transport {
 }
 
 // topicName is unique per test and call.
-func topicName(t testing.TB, suffix string) string {
-	name := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			return r
-		}
-		return '-'
-	}, t.Name())
-	return fmt.Sprintf("%s-%08x-%s", name, rand.Uint32(), suffix)
-}
+func topicName(t testing.TB, suffix string) string { return grouptest.TopicName(t, suffix) }
 
 func createTopic(t testing.TB, addr, topic string, partitions int) {
 	t.Helper()
@@ -199,22 +187,11 @@ func committed(ctx context.Context, t testing.TB, addr, group, topic string, par
 
 // Hook adapters: a func of the hook's method's type.
 type (
-	onCommit     func(ctx context.Context, topic string, partition int32, offset int64)
-	onLateAck    func(ctx context.Context, topic string, partition int32, offset int64, generation int32)
-	onRebalance  func(ctx context.Context, e kafka.RebalanceEvent)
-	onDeadLetter func(ctx context.Context, topic string, partition int32, offset int64, reason string)
+	onCommit     = grouptest.OnCommit
+	onLateAck    = grouptest.OnLateAck
+	onRebalance  = grouptest.OnRebalance
+	onDeadLetter = grouptest.OnDeadLetter
 )
-
-func (f onCommit) OnCommit(ctx context.Context, topic string, p int32, off int64) {
-	f(ctx, topic, p, off)
-}
-func (f onLateAck) OnLateAck(ctx context.Context, topic string, p int32, off int64, gen int32) {
-	f(ctx, topic, p, off, gen)
-}
-func (f onRebalance) OnRebalance(ctx context.Context, e kafka.RebalanceEvent) { f(ctx, e) }
-func (f onDeadLetter) OnDeadLetter(ctx context.Context, topic string, p int32, off int64, reason string) {
-	f(ctx, topic, p, off, reason)
-}
 
 // fastGroup makes rebalances take well under a second on kfake.
 func fastGroup() []kafka.Option {
@@ -232,12 +209,6 @@ func newSource(t testing.TB, addr, group string, topics []string, opts ...kafka.
 	if err != nil {
 		t.Fatalf("kafka.New: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := s.Close(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("close: %v", err)
-		}
-	})
+	grouptest.CloseAtEnd(t, s)
 	return s
 }

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
 // Option configures a Source; pass them to New.
@@ -22,20 +24,6 @@ func (f optionFunc) apply(c *config) { f(c) }
 // .commits.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.meter = mp })
-}
-
-// RebalanceEvent describes one side of a rebalance as this member saw it.
-type RebalanceEvent struct {
-	Generation int32
-	// Revoked is false when Partitions were assigned, true when they were
-	// taken away (or released by Close).
-	Revoked    bool
-	Partitions map[string][]int32
-	// Drain is how long the wait for in-flight messages took (revokes only).
-	Drain time.Duration
-	// Abandoned counts messages still in flight when the drain ended; their
-	// offsets were not committed and their settles will be dropped.
-	Abandoned int
 }
 
 // groupTimings tune kafka-go's consumer-group protocol; zero keeps
@@ -84,25 +72,15 @@ func (c *config) validate() error {
 	if rebalance == 0 {
 		rebalance = defaultRebalanceTimeout
 	}
+	if err := kafkacore.CheckSettings(c.ordering, c.maxInFlight, c.commitInterval, c.revokeTimeout, rebalance, c.logger); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
 	switch {
-	case c.ordering != broker.OrderByKey && c.ordering != broker.OrderByPartition && c.ordering != broker.Unordered:
-		return invalidOption("Ordering %d: unknown", c.ordering)
-	case c.maxInFlight < 1:
-		return invalidOption("MaxInFlightPerPartition %d: must be at least 1", c.maxInFlight)
-	case c.commitInterval <= 0:
-		return invalidOption("CommitInterval %v: must be positive", c.commitInterval)
-	case c.revokeTimeout <= 0:
-		return invalidOption("RevokeTimeout %v: must be positive", c.revokeTimeout)
-	case c.revokeTimeout >= rebalance:
-		return invalidOption("RevokeTimeout %v: must be shorter than the rebalance timeout %v, or the group drops this member while it drains",
-			c.revokeTimeout, rebalance)
 	case c.timings.heartbeat < 0 || c.timings.session < 0 || c.timings.rebalance < 0 || c.timings.joinBackoff < 0:
 		return invalidOption("HeartbeatInterval %v, SessionTimeout %v, RebalanceTimeout %v, JoinGroupBackoff %v: must not be negative",
 			c.timings.heartbeat, c.timings.session, c.timings.rebalance, c.timings.joinBackoff)
 	case c.fetchMaxWait <= 0 || c.fetchMaxBytes < 1:
 		return invalidOption("Fetch(%v, %d): must be positive", c.fetchMaxWait, c.fetchMaxBytes)
-	case c.logger == nil:
-		return invalidOption("WithLogger: must not be nil")
 	case c.dialer == nil:
 		return invalidOption("WithDialer: must not be nil")
 	case c.reset != ResetEarliest && c.reset != ResetLatest:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
@@ -67,12 +68,12 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 	produce(t, writer(t, addr, topic), out...)
 
 	store := dedupmem.New()
-	eff := newEffects()
+	eff := grouptest.NewEffects()
 	var handled atomic.Int64
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		handled.Add(1)
 		time.Sleep(time.Millisecond) // slow enough for the churn to land mid-run
-		return consumer.Result{Writes: []any{eff.write(m.IdempotencyKey)}}, nil
+		return consumer.Result{Writes: []any{eff.Write(m.IdempotencyKey)}}, nil
 	})
 	var lateAcks, rebalances atomic.Int64
 	hooks := kafka.WithHooks(
@@ -83,21 +84,21 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 			}
 		}),
 	)
-	join := func() *member {
+	join := func() *grouptest.Member {
 		src := newSource(t, addr, group, []string{topic}, hooks, kafka.RevokeTimeout(drain))
-		return startMember(t, src, store, h, consumer.Concurrency(4), consumer.MaxInFlight(64))
+		return grouptest.Start(t, src, store, h, consumer.Concurrency(4), consumer.MaxInFlight(64))
 	}
-	progress := func(n int64) func() bool { return func() bool { return eff.total.Load() >= n } }
+	progress := func(n int64) func() bool { return func() bool { return eff.Total() >= n } }
 
 	a, b := join(), join()
 	testenv.Eventually(t, 60*time.Second, "2,000 effects", progress(2000))
 	c := join()
 	testenv.Eventually(t, 60*time.Second, "6,000 effects", progress(6000))
-	a.stop(t)
+	a.Stop(t)
 	testenv.Eventually(t, 60*time.Second, "9,000 effects", progress(9000))
 	d := join()
 	testenv.Eventually(t, 60*time.Second, "12,000 effects", progress(12000))
-	b.stop(t)
+	b.Stop(t)
 	e := join()
 	testenv.Eventually(t, 60*time.Second, "every unique message", progress(unique))
 
@@ -113,8 +114,8 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, m := range []*member{c, d, e} {
-		m.stop(t)
+	for _, m := range []*grouptest.Member{c, d, e} {
+		m.Stop(t)
 	}
 	got, end, err := committed(testenv.Context(t, 5*time.Second), t, addr, group, topic, partitions)
 	if err != nil || !slices.Equal(got, end) {
@@ -128,16 +129,7 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 		t.Fatalf("log holds %d records, want %d", sum, total)
 	}
 
-	eff.mu.Lock()
-	defer eff.mu.Unlock()
-	if len(eff.n) != unique {
-		t.Fatalf("%d keys had an effect, want %d", len(eff.n), unique)
-	}
-	for k, n := range eff.n {
-		if n != 1 {
-			t.Fatalf("key %s: effect applied %d times", k, n)
-		}
-	}
+	eff.ExactlyOnce(t, unique)
 	t.Logf("handler calls %d for %d records (%d unique); revokes %d; late acks dropped %d",
 		handled.Load(), total, unique, rebalances.Load(), lateAcks.Load())
 }

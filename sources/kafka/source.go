@@ -6,23 +6,23 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
-// Headers a dead-letter record carries besides the original's own.
+// Headers a dead-letter record carries besides the original's own (the
+// same for both Kafka sources).
 const (
-	ReasonHeader            = "onceq-dead-letter-reason"
-	OriginalTopicHeader     = "onceq-original-topic"
-	OriginalPartitionHeader = "onceq-original-partition"
-	OriginalOffsetHeader    = "onceq-original-offset"
+	ReasonHeader            = kafkacore.ReasonHeader
+	OriginalTopicHeader     = kafkacore.OriginalTopicHeader
+	OriginalPartitionHeader = kafkacore.OriginalPartitionHeader
+	OriginalOffsetHeader    = kafkacore.OriginalOffsetHeader
 )
 
 // Source is a broker.Source reading topics as a member of a consumer
@@ -45,68 +45,31 @@ type Source struct {
 	closeOnce sync.Once
 	finish    sync.Once
 
-	mu       sync.Mutex
-	parts    []*partition // dispatching now
-	rr       int
-	wake     chan struct{} // closed and replaced when messages arrive
-	waiters  int
-	closed   bool
+	// d queues, delivers and settles; its lock guards closeErr too.
+	d        kafkacore.Dispatcher[kgo.Message, partExt]
 	closeErr error // the final commit's
 
-	tel   *telemetry
-	hooks hooks
+	tel   *kafkacore.Telemetry
+	hooks kafkacore.Hooks
 }
-
-type partState int
-
-const (
-	active   partState = iota // dispatching
-	draining                  // revoked: no dispatch, settles still count
-	released                  // committed and handed back: settles are late
-)
 
 // partition is one assigned partition within one generation. A partition
 // assigned again in a later generation gets a new one.
-type partition struct {
+type partition = kafkacore.Partition[kgo.Message, partExt]
+
+// partExt is what this source keeps per partition besides the shared
+// state.
+type partExt struct {
 	gen   *generation
-	topic string
-	id    int32
-	start int64 // the assignment's offset, or kgo.FirstOffset
-	state partState
-	tr    *tracker
-	queue []*entry // fetched or redelivered, awaiting Receive, by offset
-	// inFlight counts deliveries out with the consumer, not yet settled.
-	inFlight int
-	timers   map[*entry]*time.Timer // Nack delays
-	space    chan struct{}          // a slot freed: wakes the fetch loop
-	hwm      int64                  // highest log end offset a fetch reported
-	lagSet   metric.ObserveOption   // the commit-lag gauge's attributes
-}
-
-// entry is one fetched record, from fetch until settled.
-type entry struct {
-	p        *partition
-	msg      kgo.Message
-	id       string
-	attempts int
-	cur      *delivery // the delivery out now; nil when not out
-}
-
-// delivery is one delivery of an entry: the Message's Handle. A settle is
-// honoured only for the entry's current delivery of a live partition.
-type delivery struct {
-	e          *entry
-	Generation int32
-	Partition  int32
-	Offset     int64
+	start int64         // the assignment's offset, or kgo.FirstOffset
+	space chan struct{} // a slot freed: wakes the fetch loop
 }
 
 type generation struct {
-	src     *Source
-	kgen    *kgo.Generation
-	id      int32
-	parts   []*partition
-	settled chan struct{} // a message of this generation was settled
+	src   *Source
+	kgen  *kgo.Generation
+	id    int32
+	parts []*partition
 }
 
 // New joins group (asynchronously: messages come once partitions are
@@ -128,7 +91,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	hs, err := collectHooks(cfg.hooks)
+	hs, err := kafkacore.CollectHooks("kafka", ErrInvalidOption, cfg.hooks)
 	if err != nil {
 		return nil, err
 	}
@@ -137,24 +100,29 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		dialer: cfg.dialer,
 		// The dead-letter writer goes through the transport: same TLS, SASL.
 		transport: &kgo.Transport{TLS: cfg.dialer.TLS, SASL: cfg.dialer.SASLMechanism, ClientID: cfg.dialer.ClientID},
-		wake:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
 	}
+	s.d.Init()
+	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, spaceFreed, kafkacore.Errors{
+		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
+		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
+	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
 	s.kLog, s.kErrLog = kafkaLoggers(cfg.logger)
 	if cfg.meter == nil {
 		cfg.meter = otel.GetMeterProvider()
 		s.cfg.meter = cfg.meter
 	}
-	tel, err := newTelemetry(cfg.meter, group, topics, cfg.dlqTopic)
+	tel, err := kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, s.d.Lags)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: metrics: %w", err)
 	}
-	s.tel = tel
+	s.tel, s.d.Tel = tel, tel
 	check := slices.Clone(topics)
 	if cfg.dlqTopic != "" {
 		check = append(check, cfg.dlqTopic)
 	}
 	if err := s.checkTopics(ctx, check); err != nil {
+		_ = s.tel.Unregister()
 		s.transport.CloseIdleConnections()
 		return nil, err
 	}
@@ -167,11 +135,13 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		Logger:      s.kLog, ErrorLogger: s.kErrLog,
 	})
 	if err != nil {
+		_ = s.tel.Unregister()
 		s.transport.CloseIdleConnections()
 		return nil, invalidOption("consumer group: %v", err)
 	}
 	s.group = g
 	if cfg.dlqTopic != "" {
+		s.d.Produce = s.produceDeadLetter
 		s.dlq = &kgo.Writer{
 			Addr: kgo.TCP(s.brokers...), Topic: cfg.dlqTopic, Transport: s.transport,
 			// The original key keeps a key's dead letters in one partition.
@@ -182,11 +152,6 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 			BatchTimeout: cfg.dlqBatch,
 			Logger:       s.kLog, ErrorLogger: s.kErrLog,
 		}
-	}
-	if s.tel.reg, err = cfg.meter.Meter(instrumentationName).RegisterCallback(s.observeLag, s.tel.lag); err != nil {
-		_ = s.group.Close()
-		s.transport.CloseIdleConnections()
-		return nil, fmt.Errorf("kafka: metrics: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.loop()
@@ -244,12 +209,8 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 // consumer need not hash the value a second time. Deliveries never time
 // out: a record stays with this member until its partition is revoked.
 func (s *Source) Capabilities() broker.Capabilities {
-	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: keyCoversBody,
+	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
 		DeadLetter: s.cfg.dlqTopic != ""}
-}
-
-func keyCoversBody(m *broker.Message) bool {
-	return m.Attributes[broker.IdempotencyKeyAttribute] == ""
 }
 
 // Check proves the brokers can be reached and the topics, and the
@@ -269,207 +230,20 @@ func (s *Source) Extend(context.Context, *broker.Message, time.Duration) error {
 // Receive returns up to max messages, waiting for one. Partitions are
 // served in turn; each in offset order.
 func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
-	max = min(max, 1<<16)
-	if max < 1 {
-		max = 1
-	}
-	for {
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return nil, broker.ErrSourceClosed
-		}
-		if out := s.takeLocked(max); len(out) > 0 {
-			s.mu.Unlock()
-			return out, nil
-		}
-		wake := s.wake
-		s.waiters++
-		s.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			s.mu.Lock()
-			if s.wake == wake {
-				s.waiters--
-			}
-			s.mu.Unlock()
-			return nil, ctx.Err()
-		}
-	}
-}
-
-func (s *Source) signalLocked() {
-	if s.waiters == 0 {
-		return
-	}
-	close(s.wake)
-	s.wake, s.waiters = make(chan struct{}), 0
-}
-
-// takeLocked takes up to max queued entries, one partition at a time in
-// turn, so that a busy partition does not starve the others.
-func (s *Source) takeLocked(max int) []*broker.Message {
-	n := len(s.parts)
-	if n == 0 {
-		return nil
-	}
-	var out []*broker.Message
-	now := time.Now()
-	for len(out) < max {
-		took := false
-		for i := 0; i < n && len(out) < max; i++ {
-			p := s.parts[(s.rr+i)%n]
-			if len(p.queue) == 0 {
-				continue
-			}
-			e := p.queue[0]
-			p.queue[0] = nil
-			p.queue = p.queue[1:]
-			out = append(out, s.deliverLocked(e, now))
-			took = true
-		}
-		if !took {
-			break
-		}
-	}
-	s.rr = (s.rr + 1) % n
-	return out
-}
-
-func (s *Source) deliverLocked(e *entry, now time.Time) *broker.Message {
-	p := e.p
-	e.attempts++
-	d := &delivery{e: e, Generation: p.gen.id, Partition: p.id, Offset: e.msg.Offset}
-	e.cur = d
-	p.inFlight++
-	return &broker.Message{
-		ID:         e.id,
-		Key:        string(e.msg.Key),
-		Body:       e.msg.Value,
-		Attributes: headerAttributes(e.msg.Headers),
-		Attempt:    e.attempts,
-		Origin:     broker.Origin{System: "kafka", Destination: p.topic, Partition: p.id, Offset: e.msg.Offset},
-		ReceivedAt: now,
-		Handle:     d,
-	}
-}
-
-// current validates m's handle: it returns the delivery when m is this
-// source's current delivery of a live partition; late reports a partition
-// already released.
-func (s *Source) currentLocked(m *broker.Message) (d *delivery, late bool, err error) {
-	d, ok := m.Handle.(*delivery)
-	if !ok || d == nil || d.e.p.gen.src != s {
-		return nil, false, permanent(fmt.Errorf("%w: %s", ErrForeignMessage, m.ID))
-	}
-	if d.e.p.state == released {
-		return d, true, nil
-	}
-	if d.e.cur != d {
-		return nil, false, permanent(fmt.Errorf("%w: %s", ErrNotInFlight, m.ID))
-	}
-	return d, false, nil
-}
-
-// settledLocked takes d's entry out of flight and wakes who waits on it.
-func (s *Source) settledLocked(d *delivery, done bool) {
-	e := d.e
-	p := e.p
-	e.cur = nil
-	p.inFlight--
-	if done {
-		p.tr.markDone(e.msg.Offset)
-		select {
-		case p.space <- struct{}{}:
-		default:
-		}
-	}
-	select {
-	case p.gen.settled <- struct{}{}:
-	default:
-	}
-}
-
-func (s *Source) late(ctx context.Context, d *delivery) {
-	s.tel.late(ctx, d.e.p.topic)
-	for _, h := range s.hooks.lateAck {
-		h.OnLateAck(ctx, d.e.p.topic, d.Partition, d.Offset, d.Generation)
-	}
-	s.cfg.logger.Debug("late settle dropped", "topic", d.e.p.topic, "partition", d.Partition,
-		"offset", d.Offset, "generation", d.Generation)
+	return s.d.Receive(ctx, max)
 }
 
 // Ack marks the message done in its partition's tracker; the offset is
 // committed at the next interval once every message below it is done. An
 // ack after its partition was released is dropped (see [LateAckHook]) and
 // returns nil: the new owner redelivers the message and dedup answers it.
-func (s *Source) Ack(ctx context.Context, m *broker.Message) error {
-	s.mu.Lock()
-	d, late, err := s.currentLocked(m)
-	if err != nil || late {
-		s.mu.Unlock()
-		if late {
-			s.late(ctx, d)
-		}
-		return err
-	}
-	s.settledLocked(d, true)
-	s.mu.Unlock()
-	return nil
-}
+func (s *Source) Ack(ctx context.Context, m *broker.Message) error { return s.d.Ack(ctx, m) }
 
 // Nack redelivers the message in place after delay, with Attempt+1; its
 // offset is held meanwhile. On a revoked partition it is not redelivered
 // here: the partition's next owner reads it again.
-func (s *Source) Nack(_ context.Context, m *broker.Message, delay time.Duration) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, late, err := s.currentLocked(m)
-	if err != nil || late {
-		return err
-	}
-	s.settledLocked(d, false)
-	e, p := d.e, d.e.p
-	if p.state != active {
-		return nil
-	}
-	if delay <= 0 {
-		s.requeueLocked(e)
-		return nil
-	}
-	p.timers[e] = time.AfterFunc(delay, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := p.timers[e]; ok {
-			delete(p.timers, e)
-			if p.state == active {
-				s.requeueLocked(e)
-			}
-		}
-	})
-	return nil
-}
-
-// requeueLocked puts e back in its partition's queue at its offset, so a
-// redelivery does not fall behind its successors still queued.
-func (s *Source) requeueLocked(e *entry) {
-	p := e.p
-	i, _ := slices.BinarySearchFunc(p.queue, e.msg.Offset, func(x *entry, off int64) int {
-		return cmpInt64(x.msg.Offset, off)
-	})
-	p.queue = slices.Insert(p.queue, i, e)
-	s.signalLocked()
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+func (s *Source) Nack(ctx context.Context, m *broker.Message, delay time.Duration) error {
+	return s.d.Nack(ctx, m, delay)
 }
 
 // DeadLetter produces the message to the dead-letter topic, with its key,
@@ -477,56 +251,28 @@ func cmpInt64(a, b int64) int {
 // its partition moves on. Without DeadLetterTopic, or if the produce fails,
 // the message stays in flight and an error says why.
 func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
-	if s.dlq == nil {
-		return permanent(fmt.Errorf("%w: %s", ErrNoDeadLetterTopic, m.ID))
-	}
-	s.mu.Lock()
-	d, late, err := s.currentLocked(m)
-	if err == nil && late {
-		err = fmt.Errorf("%w: %s", ErrPartitionRevoked, m.ID)
-	}
-	if err != nil {
-		s.mu.Unlock()
-		return err
-	}
-	orig := d.e.msg
-	topic := d.e.p.topic
-	s.mu.Unlock()
+	return s.d.DeadLetter(ctx, m, reason)
+}
 
-	headers := make([]kgo.Header, 0, len(orig.Headers)+4)
-	for _, h := range orig.Headers {
-		switch h.Key {
-		case ReasonHeader, OriginalTopicHeader, OriginalPartitionHeader, OriginalOffsetHeader:
-			continue // a record dead-lettered before: these name this trip
-		}
-		headers = append(headers, h)
+func (s *Source) produceDeadLetter(ctx context.Context, orig kgo.Message, reason, topic string, partition int32, offset int64) error {
+	in := make([]kafkacore.Header, len(orig.Headers))
+	for i, h := range orig.Headers {
+		in[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
 	}
-	headers = append(headers,
-		kgo.Header{Key: ReasonHeader, Value: []byte(reason)},
-		kgo.Header{Key: OriginalTopicHeader, Value: []byte(topic)},
-		kgo.Header{Key: OriginalPartitionHeader, Value: []byte(strconv.Itoa(int(d.Partition)))},
-		kgo.Header{Key: OriginalOffsetHeader, Value: []byte(strconv.FormatInt(d.Offset, 10))},
-	)
-	err = s.dlq.WriteMessages(ctx, kgo.Message{Key: orig.Key, Value: orig.Value, Headers: headers, Time: orig.Time})
-	s.tel.deadLettered(ctx, s.cfg.dlqTopic, err)
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrDeadLetterFailed, m.ID, err)
+	out := kafkacore.DeadLetterHeaders(in, reason, topic, partition, offset)
+	headers := make([]kgo.Header, len(out))
+	for i, h := range out {
+		headers[i] = kgo.Header{Key: h.Key, Value: h.Value}
 	}
-	for _, h := range s.hooks.deadLetter {
-		h.OnDeadLetter(ctx, topic, d.Partition, d.Offset, reason)
+	return s.dlq.WriteMessages(ctx, kgo.Message{Key: orig.Key, Value: orig.Value, Headers: headers, Time: orig.Time})
+}
+
+// spaceFreed wakes p's fetch loop: one of its messages is done.
+func spaceFreed(p *partition) {
+	select {
+	case p.X.space <- struct{}{}:
+	default:
 	}
-	s.mu.Lock()
-	_, late, err = s.currentLocked(m)
-	if err == nil && !late {
-		s.settledLocked(d, true)
-	}
-	s.mu.Unlock()
-	if late {
-		// Produced, but the partition went meanwhile: its new owner will
-		// see the message again and decide again.
-		s.late(ctx, d)
-	}
-	return err
 }
 
 // Close stops dispatching, commits what is complete, leaves the group and
@@ -536,10 +282,9 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 // timeouts), or the final commit's error (ErrCommitFailed).
 func (s *Source) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		s.signalLocked()
-		s.mu.Unlock()
+		s.d.Lock()
+		s.d.CloseLocked()
+		s.d.Unlock()
 		s.cancel()
 	})
 	select {
@@ -551,10 +296,10 @@ func (s *Source) Close(ctx context.Context) error {
 		if s.dlq != nil {
 			_ = s.dlq.Close()
 		}
-		_ = s.tel.reg.Unregister()
+		_ = s.tel.Unregister()
 		s.transport.CloseIdleConnections()
 	})
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.d.Lock()
+	defer s.d.Unlock()
 	return s.closeErr
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafka"
 )
@@ -33,16 +34,7 @@ func produce(t *testing.T, w *kgo.Writer, msgs ...kgo.Message) {
 
 func receiveN(t *testing.T, s consumer.Source, n int) []*consumer.Message {
 	t.Helper()
-	ctx := testenv.Context(t, 20*time.Second)
-	var got []*consumer.Message
-	for len(got) < n {
-		msgs, err := s.Receive(ctx, n-len(got))
-		if err != nil {
-			t.Fatalf("receive after %d of %d: %v", len(got), n, err)
-		}
-		got = append(got, msgs...)
-	}
-	return got
+	return grouptest.ReceiveN(t, s, n)
 }
 
 // waitCommitted polls until the group's committed offsets equal want.

@@ -8,6 +8,8 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafka"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
@@ -50,12 +52,11 @@ func harness(o consumer.Ordering) func(t *testing.T) *sourcetest.Harness {
 				}
 				out := make([]sourcetest.DeadLetter, 0, len(recs))
 				for _, r := range recs {
-					d := sourcetest.DeadLetter{Body: r.Value, Attributes: map[string]string{}}
-					for _, h := range r.Headers {
-						d.Attributes[h.Key] = string(h.Value)
+					hs := make([]kafkacore.Header, len(r.Headers))
+					for i, h := range r.Headers {
+						hs[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
 					}
-					d.Reason = d.Attributes[kafka.ReasonHeader]
-					out = append(out, d)
+					out = append(out, grouptest.DeadLetter(r.Value, hs))
 				}
 				return out, nil
 			},

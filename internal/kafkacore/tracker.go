@@ -1,15 +1,15 @@
-package kafka
+package kafkacore
 
 import "slices"
 
-// tracker follows one partition's delivered offsets and which are done, so
+// Tracker follows one partition's delivered offsets and which are done, so
 // that the offset committed is always one below which every delivered
 // message is done. Completion may come in any order; commits only move
 // forward. Offsets need not be contiguous (compaction, transaction markers
 // leave gaps): what was never delivered cannot be unfinished.
 //
-// A tracker is not safe for concurrent use; the source guards it.
-type tracker struct {
+// A Tracker is not safe for concurrent use; the source guards it.
+type Tracker struct {
 	committed int64   // offset the group has committed; -1 if none known
 	last      int64   // highest offset added; -1 if none
 	offs      []int64 // delivered, from the oldest not yet known contiguous-done
@@ -18,16 +18,16 @@ type tracker struct {
 	open      int     // added and not done
 }
 
-func newTracker(committed int64) *tracker {
+func NewTracker(committed int64) *Tracker {
 	if committed < 0 {
 		committed = -1
 	}
-	return &tracker{committed: committed, last: -1}
+	return &Tracker{committed: committed, last: -1}
 }
 
-// add records that offset was delivered. Offsets must rise; one that does
+// Add records that offset was delivered. Offsets must rise; one that does
 // not (a refetch) is refused, so a message is never tracked twice.
-func (t *tracker) add(offset int64) bool {
+func (t *Tracker) Add(offset int64) bool {
 	if offset <= t.last || offset < t.committed {
 		return false
 	}
@@ -43,9 +43,9 @@ func (t *tracker) add(offset int64) bool {
 	return true
 }
 
-// markDone records that offset is done. It reports false when offset is not
+// MarkDone records that offset is done. It reports false when offset is not
 // tracked or was done already.
-func (t *tracker) markDone(offset int64) bool {
+func (t *Tracker) MarkDone(offset int64) bool {
 	live := t.offs[t.head:]
 	i, ok := slices.BinarySearch(live, offset)
 	if !ok || t.done[t.head+i] {
@@ -66,10 +66,10 @@ func (t *tracker) markDone(offset int64) bool {
 	return true
 }
 
-// frontier is the offset to commit now: the lowest unfinished delivered
+// Frontier is the offset to commit now: the lowest unfinished delivered
 // offset, or one past the last delivered when all are done. -1 when
 // nothing was delivered and nothing is known committed.
-func (t *tracker) frontier() int64 {
+func (t *Tracker) Frontier() int64 {
 	if t.head < len(t.offs) {
 		return t.offs[t.head]
 	}
@@ -79,20 +79,32 @@ func (t *tracker) frontier() int64 {
 	return t.committed
 }
 
-// toCommit returns the offset worth committing: the frontier, when it is
+// ToCommit returns the offset worth committing: the frontier, when it is
 // ahead of what is committed.
-func (t *tracker) toCommit() (int64, bool) {
-	f := t.frontier()
+func (t *Tracker) ToCommit() (int64, bool) {
+	f := t.Frontier()
 	return f, f > t.committed
 }
 
-// committedAt records a successful commit. It never moves backwards, so a
+// CommittedAt records a successful commit. It never moves backwards, so a
 // slow commit answered after a newer one cannot undo it.
-func (t *tracker) committedAt(offset int64) {
+func (t *Tracker) CommittedAt(offset int64) {
 	if offset > t.committed {
 		t.committed = offset
 	}
 }
 
-// unfinished counts delivered offsets not yet done.
-func (t *tracker) unfinished() int { return t.open }
+// Unfinished counts delivered offsets not yet done.
+func (t *Tracker) Unfinished() int { return t.open }
+
+// Lag is the partition's commit lag: the log end (hwm, or one past the
+// highest offset delivered when that is further) minus the committed
+// offset. ok is false when nothing was fetched and nothing is known
+// committed.
+func (t *Tracker) Lag(hwm int64) (lag int64, ok bool) {
+	end := max(hwm, t.last+1)
+	if t.committed < 0 || end <= 0 {
+		return 0, false
+	}
+	return max(end-t.committed, 0), true
+}

@@ -1,4 +1,4 @@
-package kafka
+package kafkacore
 
 import (
 	"math/rand/v2"
@@ -6,16 +6,16 @@ import (
 )
 
 func TestTrackerContiguous(t *testing.T) {
-	tr := newTracker(10)
+	tr := NewTracker(10)
 	for _, off := range []int64{10, 11, 12, 14, 15} { // 13 compacted away
-		if !tr.add(off) {
+		if !tr.Add(off) {
 			t.Fatalf("add %d refused", off)
 		}
 	}
-	if tr.add(12) || tr.add(9) {
+	if tr.Add(12) || tr.Add(9) {
 		t.Fatal("a refetched offset was tracked twice")
 	}
-	if _, ok := tr.toCommit(); ok {
+	if _, ok := tr.ToCommit(); ok {
 		t.Fatal("nothing done, yet something to commit")
 	}
 	steps := []struct {
@@ -23,38 +23,38 @@ func TestTrackerContiguous(t *testing.T) {
 		want int64
 	}{{11, 10}, {14, 10}, {10, 12}, {15, 12}, {12, 16}}
 	for _, st := range steps {
-		if !tr.markDone(st.done) {
+		if !tr.MarkDone(st.done) {
 			t.Fatalf("markDone(%d) refused", st.done)
 		}
-		if got := tr.frontier(); got != st.want {
+		if got := tr.Frontier(); got != st.want {
 			t.Fatalf("after done %d: frontier %d, want %d", st.done, got, st.want)
 		}
 	}
-	if tr.markDone(12) || tr.markDone(13) {
+	if tr.MarkDone(12) || tr.MarkDone(13) {
 		t.Fatal("markDone accepted a done or unknown offset")
 	}
-	off, ok := tr.toCommit()
+	off, ok := tr.ToCommit()
 	if !ok || off != 16 {
 		t.Fatalf("toCommit = %d %v, want 16", off, ok)
 	}
-	tr.committedAt(16)
-	tr.committedAt(12) // a slow, older commit answered late
+	tr.CommittedAt(16)
+	tr.CommittedAt(12) // a slow, older commit answered late
 	if tr.committed != 16 {
 		t.Fatalf("committed moved back to %d", tr.committed)
 	}
-	if _, ok := tr.toCommit(); ok {
+	if _, ok := tr.ToCommit(); ok {
 		t.Fatal("committed offset offered again")
 	}
 }
 
 func TestTrackerNoCommittedOffset(t *testing.T) {
-	tr := newTracker(-2) // kgo.FirstOffset: the group never committed
-	if _, ok := tr.toCommit(); ok {
+	tr := NewTracker(-2) // kgo.FirstOffset: the group never committed
+	if _, ok := tr.ToCommit(); ok {
 		t.Fatal("empty tracker offered a commit")
 	}
-	tr.add(5)
-	tr.markDone(5)
-	if off, ok := tr.toCommit(); !ok || off != 6 {
+	tr.Add(5)
+	tr.MarkDone(5)
+	if off, ok := tr.ToCommit(); !ok || off != 6 {
 		t.Fatalf("toCommit = %d %v, want 6", off, ok)
 	}
 }
@@ -66,7 +66,7 @@ func TestTrackerProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(20240917, 1))
 	for iter := range 3000 {
 		start := int64(rng.IntN(1000))
-		tr := newTracker(start)
+		tr := NewTracker(start)
 		// Offsets with occasional gaps, as compaction leaves them.
 		n := 1 + rng.IntN(300)
 		offs := make([]int64, 0, n)
@@ -83,7 +83,7 @@ func TestTrackerProperty(t *testing.T) {
 		pending := []int64{} // added, not yet done
 		lastCommit := tr.committed
 		check := func(stage string) {
-			off, ok := tr.toCommit()
+			off, ok := tr.ToCommit()
 			if !ok {
 				return
 			}
@@ -96,7 +96,7 @@ func TestTrackerProperty(t *testing.T) {
 				}
 			}
 			if rng.IntN(3) == 0 {
-				tr.committedAt(off)
+				tr.CommittedAt(off)
 				lastCommit = off
 			}
 		}
@@ -104,7 +104,7 @@ func TestTrackerProperty(t *testing.T) {
 			// Deliver a few, finish a random one, interleaved like a
 			// bounded fetch loop and a worker pool.
 			if added < len(offs) && (len(pending) == 0 || rng.IntN(2) == 0) {
-				if !tr.add(offs[added]) {
+				if !tr.Add(offs[added]) {
 					t.Fatalf("iter %d: add %d refused", iter, offs[added])
 				}
 				pending = append(pending, offs[added])
@@ -116,16 +116,16 @@ func TestTrackerProperty(t *testing.T) {
 			o := pending[i]
 			pending[i] = pending[len(pending)-1]
 			pending = pending[:len(pending)-1]
-			if !tr.markDone(o) {
+			if !tr.MarkDone(o) {
 				t.Fatalf("iter %d: markDone %d refused", iter, o)
 			}
 			done[o] = true
-			if tr.unfinished() != len(pending) {
-				t.Fatalf("iter %d: unfinished %d, want %d", iter, tr.unfinished(), len(pending))
+			if tr.Unfinished() != len(pending) {
+				t.Fatalf("iter %d: unfinished %d, want %d", iter, tr.Unfinished(), len(pending))
 			}
 			check("after done")
 		}
-		if off, _ := tr.toCommit(); off != offs[len(offs)-1]+1 && lastCommit != offs[len(offs)-1]+1 {
+		if off, _ := tr.ToCommit(); off != offs[len(offs)-1]+1 && lastCommit != offs[len(offs)-1]+1 {
 			t.Fatalf("iter %d: all done, commit %d, want %d", iter, off, offs[len(offs)-1]+1)
 		}
 	}
