@@ -14,7 +14,8 @@ import (
 const instrumentationName = "github.com/onceq/onceq/dedup/dynamodb"
 
 // Attribute keys. The two DynamoDB ones keep the names operators already
-// search for (the seed's dashboards and Powertools' logs).
+// search for (dashboards built on DynamoDB's own error codes, and
+// Powertools' logs).
 const (
 	attrErrorCode    = attribute.Key("dynamo_error_code")
 	attrCancelReason = attribute.Key("transact_write_cancellation_reason")
