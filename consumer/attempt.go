@@ -119,7 +119,7 @@ func (a *attempt) runHandler() (Result, error) {
 	res, err := g.callHandler(hctx, a.m)
 	a.tr.unleased()
 	cancel()
-	if err == nil && a.lease.Owner != "" && time.Since(start) > g.cfg.handlerTimeout+g.cfg.renewalGrace() {
+	if err == nil && a.lease.Owner != "" && time.Since(start) > g.cfg.renewFor() {
 		return Result{}, ErrHandlerOverran
 	}
 	return res, err

@@ -641,7 +641,7 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	cfg := &r.c.cfg
 	leaseEvery := cfg.leaseTTL / 3
-	renewFor := cfg.handlerTimeout + cfg.renewalGrace()
+	renewFor := cfg.renewFor()
 	var srcTimeout, srcEvery time.Duration
 	tick := leaseEvery / 2
 	extends := r.c.caps.DeliveryTimeout > 0

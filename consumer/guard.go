@@ -257,7 +257,7 @@ func (h *selfHeartbeat) leased(l dedup.Lease, cancel context.CancelFunc) {
 
 func (h *selfHeartbeat) beat() {
 	h.mu.Lock()
-	if h.done || time.Since(h.start) > h.g.cfg.handlerTimeout+h.g.cfg.renewalGrace() {
+	if h.done || time.Since(h.start) > h.g.cfg.renewFor() {
 		// Done, or a handler that ignores its context: its lease is left
 		// to run out so that another worker can take over.
 		h.mu.Unlock()

@@ -76,10 +76,11 @@ func defaultConfig() config {
 	}
 }
 
-// renewalGrace is how long past HandlerTimeout a handler's lease is still
-// renewed: a handler that ignores its cancelled context is then left to
-// lose its lease, and its late result is refused.
-func (c *config) renewalGrace() time.Duration { return leaseMargin(c.handlerTimeout) }
+// renewFor is how long after a handler starts its lease (and its
+// message's visibility) is renewed: HandlerTimeout plus a grace. A handler
+// that ignores its cancelled context is then left to lose its lease, and
+// its late result is refused.
+func (c *config) renewFor() time.Duration { return c.handlerTimeout + leaseMargin(c.handlerTimeout) }
 
 // leaseMargin is how much longer than the handler timeout a lease must be,
 // so that a handler is stopped before another worker may take its key.
