@@ -71,6 +71,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.drainTimeout)
 		defer cancel()
 		_ = c.src.Close(closeCtx)
+		if ctx.Err() != nil {
+			return nil // cancelled while checking: a stop, not a fault
+		}
 		return err
 	}
 	r := newPool(c)

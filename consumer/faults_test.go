@@ -236,3 +236,26 @@ func TestMisconfiguredReceiveStopsRun(t *testing.T) {
 		t.Fatalf("Run = %v (ctx %v), want ErrMisconfigured at once", err, ctx.Err())
 	}
 }
+
+// slowCheckStore's Check waits for its context, as one against an
+// unanswering endpoint does.
+type slowCheckStore struct{ dedup.Store }
+
+func (slowCheckStore) Check(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A Run cancelled while it checks the store has been stopped, not
+// misconfigured: it returns nil.
+func TestCancelDuringCheckIsAStop(t *testing.T) {
+	c, err := consumer.New(memory.NewQueue("stop").Source(), slowCheckStore{dedupmem.New()}, noopHandler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := c.Run(ctx); err != nil {
+		t.Fatalf("Run = %v, want nil after a cancel", err)
+	}
+}

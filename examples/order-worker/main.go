@@ -190,6 +190,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := work(ctx, opts, stdout, stderr); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Told to stop (SIGTERM, Ctrl-C) while starting: nothing failed.
+			fmt.Fprintln(stderr, "order-worker: stopped while starting")
+			return 0
+		}
 		fmt.Fprintln(stderr, "order-worker:", err)
 		return 1
 	}
