@@ -1,7 +1,7 @@
 // Package broker is the seam between the consumer and a message broker, the
 // way database/sql/driver stands apart from database/sql: it holds what a
 // Source implements and hands over, and nothing else. Source adapters
-// (sources/sqs, sources/kafka, sources/memory) import this package only;
+// (sources/sqssource, sources/kafkasource, sources/memsource) import this package only;
 // users meet the same types through package consumer, which re-exports them.
 //
 // A Source declares what it can do in one value, [Capabilities], returned

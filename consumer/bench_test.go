@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 // BenchmarkMemoryPipeline measures the whole path, memory source → claim →
@@ -16,18 +16,18 @@ import (
 func BenchmarkMemoryPipeline(b *testing.B) {
 	for _, workers := range []int{1, 16} {
 		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
-			q := memory.NewQueue("bench")
+			q := memsource.NewQueue("bench")
 			ctx := context.Background()
 			body := make([]byte, 256)
 			for i := range b.N {
 				copy(body, strconv.Itoa(i))
-				_ = q.Send(ctx, memory.Outgoing{Body: append([]byte(nil), body...)})
+				_ = q.Send(ctx, memsource.Outgoing{Body: append([]byte(nil), body...)})
 			}
 			resp := []byte("ok")
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Response: resp}, nil
 			})
-			c, err := consumer.New(q.Source(), dedupmem.New(), h, consumer.Concurrency(workers), consumer.MaxInFlight(max(64, 4*workers)))
+			c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(workers), consumer.MaxInFlight(max(64, 4*workers)))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -14,14 +14,14 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/retry"
-	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// ledger is a business effect applied only through a memory.Write, so it
+// ledger is a business effect applied only through a memsource.Write, so it
 // moves exactly when a COMPLETED commit lands.
 type ledger struct {
 	mu      sync.Mutex
@@ -30,8 +30,8 @@ type ledger struct {
 
 func newLedger() *ledger { return &ledger{applied: map[string]int{}} }
 
-func (l *ledger) write(key string) dedupmem.Write {
-	return dedupmem.Write{Apply: func() { l.mu.Lock(); l.applied[key]++; l.mu.Unlock() }}
+func (l *ledger) write(key string) memstore.Write {
+	return memstore.Write{Apply: func() { l.mu.Lock(); l.applied[key]++; l.mu.Unlock() }}
 }
 
 func (l *ledger) counts() map[string]int {
@@ -102,17 +102,17 @@ func runUntil(t *testing.T, c *consumer.Consumer, done func() bool) {
 
 func TestExactlyOnceWithDuplicates(t *testing.T) {
 	const total, unique = 10000, 7000
-	q := memory.NewQueue("orders")
+	q := memsource.NewQueue("orders")
 	ctx := context.Background()
 	for i := range total {
 		id := i
 		if i >= unique {
 			id = (i * 7919) % unique // 30% re-deliveries of earlier messages
 		}
-		_ = q.Send(ctx, memory.Outgoing{Body: []byte(fmt.Sprintf(`{"order":%d}`, id)),
+		_ = q.Send(ctx, memsource.Outgoing{Body: []byte(fmt.Sprintf(`{"order":%d}`, id)),
 			Attributes: map[string]string{"idempotency-key": fmt.Sprintf("order-%d", id)}})
 	}
-	store := dedupmem.New()
+	store := memstore.New()
 	src := newCounting(t, q.Source(), store)
 	led := newLedger()
 	var calls atomic.Int64
@@ -180,9 +180,9 @@ func (s *failingStore) Complete(ctx context.Context, req dedup.CompleteRequest) 
 // message is acked only once COMPLETED, the handler does not run again and
 // no delivery is spent on the outage.
 func TestAckOnlyAfterCompleted(t *testing.T) {
-	q := memory.NewQueue("ack")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("m1")})
-	store := &failingStore{Store: dedupmem.New(), completeErr: errors.New("injected: connection reset during complete")}
+	q := memsource.NewQueue("ack")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("m1")})
+	store := &failingStore{Store: memstore.New(), completeErr: errors.New("injected: connection reset during complete")}
 	store.failures.Store(2)
 	src := newCounting(t, q.Source(), store)
 	led := newLedger()
@@ -239,7 +239,7 @@ func (c *manualClock) Advance(d time.Duration) {
 }
 
 func TestFencingAfterLeaseExpiry(t *testing.T) {
-	store := dedupmem.New()
+	store := memstore.New()
 	clock := &manualClock{now: time.Now()}
 	led := newLedger()
 	gates := []chan struct{}{make(chan struct{}), make(chan struct{})}
@@ -277,9 +277,9 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 }
 
 func TestDrainTimeoutBoundsRun(t *testing.T) {
-	q := memory.NewQueue("drain")
+	q := memsource.NewQueue("drain")
 	for i := range 4 {
-		_ = q.Send(context.Background(), memory.Outgoing{Body: []byte(fmt.Sprint(i))})
+		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(fmt.Sprint(i))})
 	}
 	started := make(chan struct{}, 4)
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -287,7 +287,7 @@ func TestDrainTimeoutBoundsRun(t *testing.T) {
 		<-ctx.Done() // a handler that only stops when told
 		return consumer.Result{}, ctx.Err()
 	})
-	store := dedupmem.New()
+	store := memstore.New()
 	c, err := consumer.New(q.Source(), store, h, consumer.Concurrency(2), consumer.DrainTimeout(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -317,15 +317,15 @@ func TestDrainTimeoutBoundsRun(t *testing.T) {
 }
 
 func TestDrainLetsInFlightFinish(t *testing.T) {
-	q := memory.NewQueue("finish")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("slow")})
+	q := memsource.NewQueue("finish")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("slow")})
 	started := make(chan struct{})
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		close(started)
 		time.Sleep(200 * time.Millisecond)
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(q.Source(), dedupmem.New(), h)
+	c, _ := consumer.New(q.Source(), memstore.New(), h)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(ctx) }()
@@ -340,9 +340,9 @@ func TestDrainLetsInFlightFinish(t *testing.T) {
 }
 
 func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
-	q := memory.NewQueue("panic")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("once")})
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("always")})
+	q := memsource.NewQueue("panic")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("once")})
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("always")})
 	var onceCalls, alwaysCalls atomic.Int32
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		if string(m.Body) == "always" {
@@ -354,7 +354,7 @@ func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(q.Source(), dedupmem.New(), h, consumer.FailedRetryDelay(5*time.Millisecond), consumer.MaxAttempts(3))
+	c, _ := consumer.New(q.Source(), memstore.New(), h, consumer.FailedRetryDelay(5*time.Millisecond), consumer.MaxAttempts(3))
 	runUntil(t, c, func() bool { s := q.Stats(); return s.Acked == 1 && s.DeadLettered == 1 })
 	if onceCalls.Load() != 2 || alwaysCalls.Load() != 3 {
 		t.Fatalf("calls once=%d always=%d, want 2 and 3", onceCalls.Load(), alwaysCalls.Load())
@@ -366,9 +366,9 @@ func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
 }
 
 func TestBadInputOutcomes(t *testing.T) {
-	q := memory.NewQueue("bad")
+	q := memsource.NewQueue("bad")
 	send := func(body, key string) {
-		_ = q.Send(context.Background(), memory.Outgoing{Body: []byte(body), Attributes: map[string]string{"idempotency-key": key}})
+		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(body), Attributes: map[string]string{"idempotency-key": key}})
 	}
 	send("not json", "k-bad")  // permanent: dead letter at once
 	send("good", "")           // empty key: dead letter
@@ -383,7 +383,7 @@ func TestBadInputOutcomes(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(q.Source(), dedupmem.New(), h, consumer.Concurrency(1))
+	c, _ := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1))
 	runUntil(t, c, func() bool { s := q.Stats(); return s.Acked+s.DeadLettered == 5 })
 	reasons := map[string]string{}
 	for _, d := range q.DeadLetters() {
@@ -404,11 +404,11 @@ func TestBadInputOutcomes(t *testing.T) {
 }
 
 func TestInFlightElsewhereIsNotAcked(t *testing.T) {
-	q := memory.NewQueue("elsewhere")
+	q := memsource.NewQueue("elsewhere")
 	for range 2 {
-		_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("same")})
+		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("same")})
 	}
-	store := dedupmem.New()
+	store := memstore.New()
 	src := newCounting(t, q.Source(), store)
 	var calls atomic.Int32
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -438,7 +438,7 @@ func (r outcomeRecorder) OnOutcome(_ context.Context, _ *consumer.Message, o con
 
 // orderedSource declares key ordering over an unordered queue, so the
 // consumer alone must serialize.
-type orderedSource struct{ *memory.Source }
+type orderedSource struct{ *memsource.Source }
 
 func (o orderedSource) Capabilities() consumer.Capabilities {
 	c := o.Source.Capabilities()
@@ -448,10 +448,10 @@ func (o orderedSource) Capabilities() consumer.Capabilities {
 
 func TestKeyOrderUnderConcurrency(t *testing.T) {
 	const keys, per = 8, 40
-	q := memory.NewQueue("ordered")
+	q := memsource.NewQueue("ordered")
 	for i := range per {
 		for k := range keys {
-			_ = q.Send(context.Background(), memory.Outgoing{Key: fmt.Sprint(k), Body: []byte(fmt.Sprintf("%d/%d", k, i))})
+			_ = q.Send(context.Background(), memsource.Outgoing{Key: fmt.Sprint(k), Body: []byte(fmt.Sprintf("%d/%d", k, i))})
 		}
 	}
 	var (
@@ -477,7 +477,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 		seen[m.Key] = append(seen[m.Key], string(m.Body))
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(orderedSource{q.Source()}, dedupmem.New(), h, consumer.Concurrency(16),
+	c, _ := consumer.New(orderedSource{q.Source()}, memstore.New(), h, consumer.Concurrency(16),
 		consumer.MaxInFlight(64), consumer.FailedRetryDelay(20*time.Millisecond))
 	runUntil(t, c, func() bool { return q.Stats().Acked == keys*per })
 	mu.Lock()
@@ -497,7 +497,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 
 // twoTopicSource delivers each message as if from partition 0 of the topic
 // its body names, under partition ordering.
-type twoTopicSource struct{ *memory.Source }
+type twoTopicSource struct{ *memsource.Source }
 
 func (s twoTopicSource) Capabilities() consumer.Capabilities {
 	c := s.Source.Capabilities()
@@ -516,9 +516,9 @@ func (s twoTopicSource) Receive(ctx context.Context, max int) ([]*consumer.Messa
 // Partition order holds within a topic, not across topics: partition 0 of
 // "a" must not wait for partition 0 of "b".
 func TestPartitionOrderIsPerTopic(t *testing.T) {
-	q := memory.NewQueue("topics")
+	q := memsource.NewQueue("topics")
 	for _, b := range []string{"a", "b"} {
-		_ = q.Send(context.Background(), memory.Outgoing{Body: []byte(b)})
+		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(b)})
 	}
 	bothRunning := make(chan struct{})
 	var started sync.WaitGroup
@@ -534,12 +534,12 @@ func TestPartitionOrderIsPerTopic(t *testing.T) {
 			return consumer.Result{}, nil
 		}
 	})
-	c, _ := consumer.New(twoTopicSource{q.Source()}, dedupmem.New(), h, consumer.Concurrency(4))
+	c, _ := consumer.New(twoTopicSource{q.Source()}, memstore.New(), h, consumer.Concurrency(4))
 	runUntil(t, c, func() bool { return q.Stats().Acked == 2 })
 }
 
 func TestConfigurationRefused(t *testing.T) {
-	src := memory.NewQueue("cfg").Source()
+	src := memsource.NewQueue("cfg").Source()
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	cases := map[string][]consumer.Option{
 		"zero lease":                 {consumer.LeaseTTL(0)},
@@ -551,11 +551,11 @@ func TestConfigurationRefused(t *testing.T) {
 		"zero attempts":              {consumer.MaxAttempts(0)},
 	}
 	for name, opts := range cases {
-		if _, err := consumer.New(src, dedupmem.New(), h, opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+		if _, err := consumer.New(src, memstore.New(), h, opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := consumer.New(windowSource{src}, dedupmem.New(), h, consumer.Retention(48*time.Hour)); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(windowSource{src}, memstore.New(), h, consumer.Retention(48*time.Hour)); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("retention below the redelivery window: %v", err)
 	}
 	if _, err := consumer.New(src, oneCallStore{}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
@@ -563,7 +563,7 @@ func TestConfigurationRefused(t *testing.T) {
 	}
 }
 
-type windowSource struct{ *memory.Source }
+type windowSource struct{ *memsource.Source }
 
 func (w windowSource) Capabilities() consumer.Capabilities {
 	c := w.Source.Capabilities()
@@ -594,8 +594,8 @@ func TestCompletedCacheSavesStoreCalls(t *testing.T) {
 		{"uncached", []consumer.Option{consumer.NoCompletedCache()}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := memory.NewQueue("dups")
-			store := &claimCounter{Store: dedupmem.New()}
+			q := memsource.NewQueue("dups")
+			store := &claimCounter{Store: memstore.New()}
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Response: []byte("r")}, nil
 			})
@@ -604,7 +604,7 @@ func TestCompletedCacheSavesStoreCalls(t *testing.T) {
 			errc := make(chan error, 1)
 			go func() { errc <- c.Run(ctx) }()
 			for i := range 5 {
-				_ = q.Send(ctx, memory.Outgoing{Body: []byte("same")})
+				_ = q.Send(ctx, memsource.Outgoing{Body: []byte("same")})
 				for q.Stats().Acked <= i {
 					time.Sleep(time.Millisecond)
 				}
@@ -663,11 +663,11 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 	for _, fixed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fixed=%v", fixed), func(t *testing.T) {
 			const total = 600
-			q := memory.NewQueue("throttled")
+			q := memsource.NewQueue("throttled")
 			for i := range total {
-				_ = q.Send(context.Background(), memory.Outgoing{Body: []byte(fmt.Sprint(i))})
+				_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(fmt.Sprint(i))})
 			}
-			store := &throttlingStore{Store: dedupmem.New(), capacity: 3}
+			store := &throttlingStore{Store: memstore.New(), capacity: 3}
 			led := newLedger()
 			h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Writes: []any{led.write(string(m.Body))}}, nil
@@ -706,19 +706,19 @@ func (k keyedSource) Capabilities() consumer.Capabilities {
 
 func TestSourceSuppliesDefaultKey(t *testing.T) {
 	run := func(t *testing.T, opts ...consumer.Option) int64 {
-		q := memory.NewQueue("events")
+		q := memsource.NewQueue("events")
 		ctx := context.Background()
 		// One body, three groups: three events by the source's key, one by
 		// the body's (the consumer's own default).
 		for i := range 3 {
-			_ = q.Send(ctx, memory.Outgoing{Body: []byte("same body"), Attributes: map[string]string{"group": fmt.Sprintf("g-%d", i)}})
+			_ = q.Send(ctx, memsource.Outgoing{Body: []byte("same body"), Attributes: map[string]string{"group": fmt.Sprintf("g-%d", i)}})
 		}
 		var calls atomic.Int64
 		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 			calls.Add(1)
 			return consumer.Result{}, nil
 		})
-		c, err := consumer.New(keyedSource{q.Source()}, dedupmem.New(), h, append(opts, consumer.Concurrency(1))...)
+		c, err := consumer.New(keyedSource{q.Source()}, memstore.New(), h, append(opts, consumer.Concurrency(1))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -737,7 +737,7 @@ func TestSourceSuppliesDefaultKey(t *testing.T) {
 // closeFailingSource is a Source whose final flush fails (SQS: a delete
 // batch; Kafka: the last offset commit).
 type closeFailingSource struct {
-	*memory.Source
+	*memsource.Source
 	err error
 }
 
@@ -750,11 +750,11 @@ func (s closeFailingSource) Close(ctx context.Context) error {
 // sees it; what it did not ack is delivered again and answered from the
 // store as a duplicate.
 func TestRunReportsCloseError(t *testing.T) {
-	q := memory.NewQueue("close")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("m")})
+	q := memsource.NewQueue("close")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("m")})
 	errFlush := errors.New("final commit failed")
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	c, err := consumer.New(closeFailingSource{q.Source(), errFlush}, dedupmem.New(), h)
+	c, err := consumer.New(closeFailingSource{q.Source(), errFlush}, memstore.New(), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -777,8 +777,8 @@ func TestRunReportsCloseError(t *testing.T) {
 // deadline contexts, so it may come up to 1% early).
 func TestHandlerTimeoutStopsHandler(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	q := memory.NewQueue("timeout")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("slow")})
+	q := memsource.NewQueue("timeout")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("slow")})
 	var mu sync.Mutex
 	var left []time.Duration
 	var errs []error
@@ -799,7 +799,7 @@ func TestHandlerTimeoutStopsHandler(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(q.Source(), dedupmem.New(), h, consumer.HandlerTimeout(timeout),
+	c, err := consumer.New(q.Source(), memstore.New(), h, consumer.HandlerTimeout(timeout),
 		consumer.FailedRetryDelay(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -830,7 +830,7 @@ func (b bodyKeySource) Capabilities() consumer.Capabilities {
 
 func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	ctx := context.Background()
-	store := dedupmem.New()
+	store := memstore.New()
 	// A record left by a consumer that stored a payload hash of its own:
 	// with a key that covers the body it is a duplicate, not a key reuse.
 	oldKey, err := dedup.Key("onceq", "old")
@@ -845,9 +845,9 @@ func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	if err := store.Complete(ctx, dedup.CompleteRequest{Lease: c0.Lease, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	q := memory.NewQueue("events")
-	_ = q.Send(ctx, memory.Outgoing{Body: []byte("old")})
-	_ = q.Send(ctx, memory.Outgoing{Body: []byte("new")})
+	q := memsource.NewQueue("events")
+	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("old")})
+	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("new")})
 	var kinds sync.Map // body → Kind
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	c, err := consumer.New(bodyKeySource{q.Source()}, store, h, consumer.Concurrency(1),

@@ -11,8 +11,8 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 // apiError stands for an AWS error: a code, as smithy-go's APIError has.
@@ -32,14 +32,14 @@ func (deniedStore) Claim(context.Context, dedup.ClaimRequest) (dedup.Claim, erro
 // A configuration fault met at run time stops Run with ErrMisconfigured;
 // the message is given back, never dead-lettered, and no handler runs.
 func TestMisconfiguredStoreStopsRun(t *testing.T) {
-	q := memory.NewQueue("denied")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("valid")})
+	q := memsource.NewQueue("denied")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
 	var calls atomic.Int32
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		calls.Add(1)
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(q.Source(), deniedStore{dedupmem.New()}, h)
+	c, err := consumer.New(q.Source(), deniedStore{memstore.New()}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +66,9 @@ func (checkFailingStore) Check(context.Context) error {
 
 // Run checks the store before it receives: nothing is delivered.
 func TestCheckFailureStopsBeforeReceive(t *testing.T) {
-	q := memory.NewQueue("check")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("valid")})
-	c, err := consumer.New(q.Source(), checkFailingStore{dedupmem.New()}, noopHandler())
+	q := memsource.NewQueue("check")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
+	c, err := consumer.New(q.Source(), checkFailingStore{memstore.New()}, noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,10 +94,10 @@ func TestMisspeltHookRefused(t *testing.T) {
 // (MaxAttempts 1 would dead-letter a second handler run), processed once
 // the store is back.
 func TestStoreOutageHoldsMessage(t *testing.T) {
-	q := memory.NewQueue("outage")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("valid")})
+	q := memsource.NewQueue("outage")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
 	// Claims fail as they do against an unreachable store.
-	store := &failingStore{Store: dedupmem.New(), claimErr: apiError{"InternalServerError"}}
+	store := &failingStore{Store: memstore.New(), claimErr: apiError{"InternalServerError"}}
 	store.failures.Store(4)
 	src := newCounting(t, q.Source(), nil)
 	var outcomes sync.Map
@@ -119,7 +119,7 @@ func TestStoreOutageHoldsMessage(t *testing.T) {
 // plus a grace: then its lease runs out, another worker takes the key, and
 // the late result is refused.
 func TestHungHandlerLosesItsLease(t *testing.T) {
-	store := dedupmem.New()
+	store := memstore.New()
 	led := newLedger()
 	release := make(chan struct{})
 	var n atomic.Int32
@@ -159,7 +159,7 @@ func TestHungHandlerLosesItsLease(t *testing.T) {
 }
 
 // noDLQSource has nowhere to put dead letters.
-type noDLQSource struct{ *memory.Source }
+type noDLQSource struct{ *memsource.Source }
 
 func (s noDLQSource) Capabilities() consumer.Capabilities {
 	c := s.Source.Capabilities()
@@ -192,17 +192,17 @@ func (r *settleRecorder) get(a consumer.Action) []error {
 // told, a failed dead letter is reported as one (never as done) and the
 // message is kept.
 func TestDeadLetterWithoutDestination(t *testing.T) {
-	q := memory.NewQueue("no-dlq")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("poison")})
+	q := memsource.NewQueue("no-dlq")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("poison")})
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{}, consumer.Permanent(errors.New("bad input"))
 	})
 	src := noDLQSource{q.Source()}
-	if _, err := consumer.New(src, dedupmem.New(), h); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(src, memstore.New(), h); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Fatalf("New without a dead-letter destination: %v, want ErrInvalidConfig", err)
 	}
 	rec := &settleRecorder{errs: map[consumer.Action][]error{}}
-	c, err := consumer.New(src, dedupmem.New(), h, consumer.WithoutDeadLetters(), consumer.WithHooks(rec))
+	c, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.WithHooks(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestDeadLetterWithoutDestination(t *testing.T) {
 }
 
 // deniedReceive is a source whose queue access was taken away.
-type deniedReceive struct{ *memory.Source }
+type deniedReceive struct{ *memsource.Source }
 
 func (deniedReceive) Receive(context.Context, int) ([]*consumer.Message, error) {
 	return nil, apiError{"AccessDenied"}
@@ -226,7 +226,7 @@ func (deniedReceive) Receive(context.Context, int) ([]*consumer.Message, error) 
 // A receive refused for a reason of the deployment stops Run at once,
 // rather than retrying forever.
 func TestMisconfiguredReceiveStopsRun(t *testing.T) {
-	c, err := consumer.New(deniedReceive{memory.NewQueue("gone").Source()}, dedupmem.New(), noopHandler())
+	c, err := consumer.New(deniedReceive{memsource.NewQueue("gone").Source()}, memstore.New(), noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func (slowCheckStore) Check(ctx context.Context) error {
 // A Run cancelled while it checks the store has been stopped, not
 // misconfigured: it returns nil.
 func TestCancelDuringCheckIsAStop(t *testing.T) {
-	c, err := consumer.New(memory.NewQueue("stop").Source(), slowCheckStore{dedupmem.New()}, noopHandler())
+	c, err := consumer.New(memsource.NewQueue("stop").Source(), slowCheckStore{memstore.New()}, noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}

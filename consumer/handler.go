@@ -39,8 +39,8 @@ type Result struct {
 	Response []byte
 	// Writes are business writes committed in the same atomic operation as
 	// the COMPLETED transition; their type belongs to the Store (for
-	// dedup/dynamodb a types.TransactWriteItem, for dedup/memory a
-	// memory.Write).
+	// dedup/dynamostore a types.TransactWriteItem, for dedup/memstore a
+	// memstore.Write).
 	Writes []any
 	// RejectResponse is cached instead of Response when one of Writes is
 	// refused by its own condition (out of stock, say): the message is then

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 // BenchmarkLatencyHiding runs a handler that sleeps 10 ms (a slow
@@ -32,10 +32,10 @@ func BenchmarkLatencyHiding(b *testing.B) {
 func sleepyRun(b *testing.B, workers, rounds int, sleep time.Duration) float64 {
 	b.Helper()
 	ctx := context.Background()
-	q := memory.NewQueue("sleepy")
+	q := memsource.NewQueue("sleepy")
 	n := workers * rounds
 	for i := range n {
-		_ = q.Send(ctx, memory.Outgoing{Body: []byte("m" + strconv.Itoa(i))})
+		_ = q.Send(ctx, memsource.Outgoing{Body: []byte("m" + strconv.Itoa(i))})
 	}
 	h := consumer.HandlerFunc(func(ctx context.Context, _ *consumer.Message) (consumer.Result, error) {
 		t := time.NewTimer(sleep)
@@ -47,7 +47,7 @@ func sleepyRun(b *testing.B, workers, rounds int, sleep time.Duration) float64 {
 		}
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
-	c, err := consumer.New(q.Source(), dedupmem.New(), h, consumer.Concurrency(workers), consumer.MaxInFlight(2*workers))
+	c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(workers), consumer.MaxInFlight(2*workers))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,13 +9,13 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 // Regression tests for failures known from other idempotency libraries,
 // named after the failure; the DynamoDB store's own are in
-// dedup/dynamodb/regression_test.go.
+// dedup/dynamostore/regression_test.go.
 
 func noopHandler() consumer.Handler {
 	return consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
@@ -26,10 +26,10 @@ func noopHandler() consumer.Handler {
 // Both constructors must refuse opts with ErrInvalidConfig.
 func refused(t *testing.T, opts ...consumer.Option) {
 	t.Helper()
-	if _, err := consumer.New(memory.NewQueue("r").Source(), dedupmem.New(), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(memsource.NewQueue("r").Source(), memstore.New(), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("New: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := consumer.NewGuard(dedupmem.New(), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.NewGuard(memstore.New(), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("NewGuard: %v, want ErrInvalidConfig", err)
 	}
 }
@@ -56,10 +56,10 @@ func TestRegression_LeaseShorterThanHandlerTimeoutRefused(t *testing.T) {
 	refused(t, consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(66*time.Second-time.Nanosecond))
 	refused(t, consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second-time.Nanosecond))
 	refused(t, consumer.HandlerTimeout(0), consumer.LeaseTTL(time.Minute))
-	if _, err := consumer.NewGuard(dedupmem.New(), noopHandler(), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(66*time.Second)); err != nil {
+	if _, err := consumer.NewGuard(memstore.New(), noopHandler(), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(66*time.Second)); err != nil {
 		t.Errorf("lease of the handler timeout plus its 10%% margin refused: %v", err)
 	}
-	if _, err := consumer.NewGuard(dedupmem.New(), noopHandler(), consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second)); err != nil {
+	if _, err := consumer.NewGuard(memstore.New(), noopHandler(), consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second)); err != nil {
 		t.Errorf("lease of the handler timeout plus the 2s minimum margin refused: %v", err)
 	}
 }
@@ -69,15 +69,15 @@ func TestRegression_LeaseShorterThanHandlerTimeoutRefused(t *testing.T) {
 // was taken (a 12s handler once never committed, and ran again and again).
 func TestRegression_SlowHandlerCommits(t *testing.T) {
 	t.Parallel()
-	q := memory.NewQueue("slow")
-	_ = q.Send(context.Background(), memory.Outgoing{Body: []byte("slow")})
+	q := memsource.NewQueue("slow")
+	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("slow")})
 	var runs atomic.Int32
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		runs.Add(1)
 		time.Sleep(11 * time.Second) // longer than a store call may take
 		return consumer.Result{Response: []byte("done")}, nil
 	})
-	c, err := consumer.New(q.Source(), deadlineStore{dedupmem.New()}, h)
+	c, err := consumer.New(q.Source(), deadlineStore{memstore.New()}, h)
 	if err != nil {
 		t.Fatal(err)
 	}

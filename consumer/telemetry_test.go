@@ -12,9 +12,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/metrictest"
-	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 func TestTracesAndMetrics(t *testing.T) {
@@ -31,15 +31,15 @@ func TestTracesAndMetrics(t *testing.T) {
 		t.Fatalf("no traceparent injected: %v", attrs)
 	}
 
-	q := memory.NewQueue("orders")
+	q := memsource.NewQueue("orders")
 	ctx := context.Background()
-	_ = q.Send(ctx, memory.Outgoing{Body: []byte("a"), Attributes: attrs})
-	_ = q.Send(ctx, memory.Outgoing{Body: []byte("a"), Attributes: map[string]string{"idempotency-key": "o-1"}})
-	_ = q.Send(ctx, memory.Outgoing{Body: []byte("bad"), Attributes: map[string]string{"idempotency-key": ""}})
+	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("a"), Attributes: attrs})
+	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("a"), Attributes: map[string]string{"idempotency-key": "o-1"}})
+	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("bad"), Attributes: map[string]string{"idempotency-key": ""}})
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
-	c, err := consumer.New(q.Source(), dedupmem.New(), h, consumer.Concurrency(1),
+	c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1),
 		consumer.WithTracerProvider(tp), consumer.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
@@ -135,17 +135,17 @@ func TestSpansFollowTheGlobalProvider(t *testing.T) {
 		seen = append(seen, trace.SpanContextFromContext(ctx))
 		return consumer.Result{}, nil
 	})
-	newConsumer := func(q *memory.Queue) *consumer.Consumer {
-		c, err := consumer.New(q.Source(), dedupmem.New(), h, consumer.Concurrency(1))
+	newConsumer := func(q *memsource.Queue) *consumer.Consumer {
+		c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
 	ctx := context.Background()
-	q1, q2 := memory.NewQueue("before"), memory.NewQueue("after")
+	q1, q2 := memsource.NewQueue("before"), memsource.NewQueue("after")
 	c1, c2 := newConsumer(q1), newConsumer(q2) // both built before a provider is set
-	_ = q1.Send(ctx, memory.Outgoing{Body: []byte("a"), Attributes: attrs})
+	_ = q1.Send(ctx, memsource.Outgoing{Body: []byte("a"), Attributes: attrs})
 	runUntil(t, c1, func() bool { return q1.Stats().Acked == 1 })
 	if len(seen) != 1 || seen[0].TraceID() != producer.SpanContext().TraceID() {
 		t.Fatalf("handler saw %v, want the producer's trace %v", seen, producer.SpanContext().TraceID())
@@ -153,7 +153,7 @@ func TestSpansFollowTheGlobalProvider(t *testing.T) {
 
 	rec := tracetest.NewSpanRecorder()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	_ = q2.Send(ctx, memory.Outgoing{Body: []byte("b"), Attributes: attrs})
+	_ = q2.Send(ctx, memsource.Outgoing{Body: []byte("b"), Attributes: attrs})
 	runUntil(t, c2, func() bool { return q2.Stats().Acked == 1 })
 	var process, handler sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {

@@ -37,11 +37,11 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
 load_start=$(loadavg)
 start=$(date +%s)
 bench ./consumer/ -bench '^(BenchmarkMemoryPipeline|BenchmarkLatencyHiding)$' -benchmem -count "$count"
-bench ./sources/sqs/ -bench '^BenchmarkRawVsConsumer$' -benchtime 3x -count "$count"
-bench ./sources/kafka/ -bench '^BenchmarkGroupThroughput$' -benchtime 1x -count "$count"
-bench ./sources/franz/ -bench '^BenchmarkFranzThroughput$' -benchtime 1x -count "$count"
-bench ./dedup/dynamodb/ -bench '^BenchmarkDynamoDB$' -count "$count"
-bench ./dedup/dynamodb/ -bench '^BenchmarkCapacity$' -benchtime 1x -count "$capcount" -timeout 30m
+bench ./sources/sqssource/ -bench '^BenchmarkRawVsConsumer$' -benchtime 3x -count "$count"
+bench ./sources/kafkasource/ -bench '^BenchmarkGroupThroughput$' -benchtime 1x -count "$count"
+bench ./sources/franzsource/ -bench '^BenchmarkFranzThroughput$' -benchtime 1x -count "$count"
+bench ./dedup/dynamostore/ -bench '^BenchmarkDynamoDB$' -count "$count"
+bench ./dedup/dynamostore/ -bench '^BenchmarkCapacity$' -benchtime 1x -count "$capcount" -timeout 30m
 
 rss="$ONCEQ_RUN_DIR/rssbench"
 if go build -o "$rss" ./integration/rssbench; then

@@ -9,7 +9,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
 // awsConfig reads the SDK's standard settings only (AWS_REGION,
@@ -43,11 +43,11 @@ func sqsClient(ctx context.Context) (*awssqs.Client, error) {
 }
 
 // openStore opens the records table in the chosen layout. It returns an
-// error so that a constructor that can fail (dynamodb.New returning one)
+// error so that a constructor that can fail (dynamostore.New returning one)
 // is a one-line change here.
-func openStore(client *ddb.Client, table string, tenant bool, opts ...dynamodb.Option) (*dynamodb.Store, error) {
+func openStore(client *ddb.Client, table string, tenant bool, opts ...dynamostore.Option) (*dynamostore.Store, error) {
 	if tenant {
-		opts = append(opts, dynamodb.TenantLayout())
+		opts = append(opts, dynamostore.TenantLayout())
 	}
-	return dynamodb.New(client, table, opts...)
+	return dynamostore.New(client, table, opts...)
 }

@@ -18,9 +18,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/onceq/onceq/dedup/dynamodb"
-	"github.com/onceq/onceq/sources/kafka"
-	"github.com/onceq/onceq/sources/sqs"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/sqssource"
 )
 
 // checkReport prints one line per check and remembers whether one failed.
@@ -161,7 +161,7 @@ func checkTable(ctx context.Context, r *checkReport, f checkFlags) {
 	}
 	logger, flush := r.warnings(subject)
 	defer flush()
-	store, err := openStore(client, f.table, f.tenant, dynamodb.WithLogger(logger))
+	store, err := openStore(client, f.table, f.tenant, dynamostore.WithLogger(logger))
 	if err != nil {
 		r.fail(subject, "%v", err)
 		return
@@ -171,7 +171,7 @@ func checkTable(ctx context.Context, r *checkReport, f checkFlags) {
 		layout, other = "tenant layout", "no -tenant-layout"
 	}
 	var missing *ddbtypes.ResourceNotFoundException
-	var wrong *dynamodb.LayoutError
+	var wrong *dynamostore.LayoutError
 	switch err := store.Check(ctx); {
 	case errors.As(err, &missing):
 		r.fail(subject, "does not exist: create it with `onceq create-table -table %s`", f.table)
@@ -191,12 +191,12 @@ func checkQueue(ctx context.Context, r *checkReport, f checkFlags) {
 		r.fail(subject, "%v", err)
 		return
 	}
-	var opts []sqs.Option
+	var opts []sqssource.Option
 	if f.dlqURL != "" {
 		// Opened on its own first, so that a fault of the dead-letter queue
 		// is told apart from one of the queue.
 		if checkSQSQueue(ctx, r, client, "dead-letter queue "+lastElem(f.dlqURL), f.dlqURL) != nil {
-			opts = append(opts, sqs.DeadLetterQueue(f.dlqURL))
+			opts = append(opts, sqssource.DeadLetterQueue(f.dlqURL))
 		}
 	}
 	src := checkSQSQueue(ctx, r, client, subject, f.queueURL, opts...)
@@ -216,10 +216,10 @@ func checkQueue(ctx context.Context, r *checkReport, f checkFlags) {
 // checkSQSQueue opens url as a Source (which reads its attributes and
 // resolves its redrive policy), runs its Check and prints the line; the
 // Source it returns is closed already and serves only its accessors.
-func checkSQSQueue(ctx context.Context, r *checkReport, client *awssqs.Client, subject, url string, opts ...sqs.Option) *sqs.Source {
+func checkSQSQueue(ctx context.Context, r *checkReport, client *awssqs.Client, subject, url string, opts ...sqssource.Option) *sqssource.Source {
 	logger, flush := r.warnings(subject)
 	defer flush()
-	src, err := sqs.New(ctx, client, url, append(opts, sqs.WithLogger(logger))...)
+	src, err := sqssource.New(ctx, client, url, append(opts, sqssource.WithLogger(logger))...)
 	if err != nil {
 		r.fail(subject, "%s", reason(err))
 		return nil
@@ -271,25 +271,25 @@ func checkRedrive(r *checkReport, subject string, maxReceive, maxAttempts int, l
 func checkTopics(ctx context.Context, r *checkReport, f checkFlags) {
 	subject := "kafka topic " + f.topic
 	topics := f.topic
-	opts := []kafka.Option{}
+	opts := []kafkasource.Option{}
 	if f.dlqTopic != "" {
 		topics += ", dead-letter topic " + f.dlqTopic
-		opts = append(opts, kafka.DeadLetterTopic(f.dlqTopic))
+		opts = append(opts, kafkasource.DeadLetterTopic(f.dlqTopic))
 	}
 	// A group of its own, so that the check never makes the worker's group
 	// rebalance. Its client's own log lines (a join cut short by Close)
 	// say nothing about the deployment: the verdict comes from the errors.
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	src, err := kafka.New(ctx, brokerList(f.brokers), "onceq-check-"+hex.EncodeToString(b[:]), []string{f.topic},
-		append(opts, kafka.WithLogger(slog.New(slog.DiscardHandler)))...)
+	src, err := kafkasource.New(ctx, brokerList(f.brokers), "onceq-check-"+hex.EncodeToString(b[:]), []string{f.topic},
+		append(opts, kafkasource.WithLogger(slog.New(slog.DiscardHandler)))...)
 	if err == nil {
 		err = src.Check(ctx)
 		_ = src.Close(context.WithoutCancel(ctx))
 	}
 	var dial *net.OpError
 	switch {
-	case errors.Is(err, kafka.ErrUnknownTopic):
+	case errors.Is(err, kafkasource.ErrUnknownTopic):
 		r.fail(subject, "%v: create it on the cluster", err)
 		return
 	case errors.As(err, &dial):

@@ -56,7 +56,7 @@ func TestCheckTable(t *testing.T) {
 	}
 	checkSays(t, 0, []string{"-table", noTTL},
 		"ok   table "+noTTL+": exists, key layout, readable",
-		"WARN table "+noTTL+": dynamodb: TTL is not enabled on expires_at")
+		"WARN table "+noTTL+": dynamostore: TTL is not enabled on expires_at")
 }
 
 // localSQS points the CLI's standard SDK settings at the SQS emulator too,
@@ -131,7 +131,7 @@ func TestCheckKafka(t *testing.T) {
 		"ok   kafka topic orders: orders reachable",
 		"FAIL kafka topic orders: no dead-letter topic: pass -kafka-dlq-topic")
 	checkSays(t, 1, []string{"-kafka-brokers", brokers, "-kafka-topic", "orders", "-kafka-dlq-topic", "nowhere"},
-		`FAIL kafka topic orders: kafka: unknown topic`)
+		`FAIL kafka topic orders: kafkasource: unknown topic`)
 	cluster.Close()
 	checkSays(t, 1, []string{"-kafka-brokers", brokers, "-kafka-topic", "orders", "-kafka-dlq-topic", "orders-dlq"},
 		"FAIL kafka topic orders: cannot reach the brokers "+brokers)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -33,11 +33,11 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
 		return 1
 	}
-	var opts []dynamodb.TableOption
+	var opts []dynamostore.TableOption
 	if *tenant {
-		opts = append(opts, dynamodb.TenantLayout())
+		opts = append(opts, dynamostore.TenantLayout())
 	}
-	if err := dynamodb.CreateTable(ctx, client, *table, opts...); err != nil {
+	if err := dynamostore.CreateTable(ctx, client, *table, opts...); err != nil {
 		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
 		return 1
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -94,7 +94,7 @@ func TestCreateTableLayoutMismatch(t *testing.T) {
 // it, for inspect to read.
 type pendingRecord struct {
 	table, key string // the stored key
-	store      *dynamodb.Store
+	store      *dynamostore.Store
 	claim      dedup.Claim
 	now        time.Time // the claim's
 }

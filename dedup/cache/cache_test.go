@@ -9,17 +9,17 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
-	"github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/dedup/storetest"
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) dedup.Store { return cache.Wrap(memory.New(), 100, 0) })
+	storetest.Run(t, func(*testing.T) dedup.Store { return cache.Wrap(memstore.New(), 100, 0) })
 }
 
 // counting counts the calls that reach the store behind the cache.
 type counting struct {
-	*memory.Store
+	*memstore.Store
 	claims atomic.Int64
 }
 
@@ -30,7 +30,7 @@ func (c *counting) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Cla
 
 func TestDuplicatesOfCompletedMakeNoCall(t *testing.T) {
 	ctx := context.Background()
-	inner := &counting{Store: memory.New()}
+	inner := &counting{Store: memstore.New()}
 	c := cache.Wrap(inner, 10, 0)
 	now := time.Now()
 	cl, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -61,7 +61,7 @@ func TestDuplicatesOfCompletedMakeNoCall(t *testing.T) {
 
 func TestNeverCachesPendingOrFailed(t *testing.T) {
 	ctx := context.Background()
-	inner := &counting{Store: memory.New()}
+	inner := &counting{Store: memstore.New()}
 	c := cache.Wrap(inner, 10, 0)
 	now := time.Now()
 	cl, _ := c.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -83,7 +83,7 @@ func TestBoundedByEntriesAndBytes(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	for _, bound := range []struct{ entries, bytes int }{{5, 1 << 20}, {1000, 5 * (1024 + 200)}} {
-		c := cache.Wrap(memory.New(), bound.entries, bound.bytes)
+		c := cache.Wrap(memstore.New(), bound.entries, bound.bytes)
 		for i := range 50 {
 			k := fmt.Sprint("k", i)
 			cl, _ := c.Claim(ctx, dedup.ClaimRequest{Key: k, Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -97,11 +97,11 @@ func TestBoundedByEntriesAndBytes(t *testing.T) {
 }
 
 func TestClaimCompleteKept(t *testing.T) {
-	if _, ok := cache.Wrap(memory.New(), 0, 0).(dedup.ClaimCompleter); !ok {
+	if _, ok := cache.Wrap(memstore.New(), 0, 0).(dedup.ClaimCompleter); !ok {
 		t.Fatal("the cache hides the store's one-round-trip claim")
 	}
 	type plain struct{ dedup.Store }
-	if _, ok := cache.Wrap(plain{memory.New()}, 0, 0).(dedup.ClaimCompleter); ok {
+	if _, ok := cache.Wrap(plain{memstore.New()}, 0, 0).(dedup.ClaimCompleter); ok {
 		t.Fatal("the cache claims a one-round-trip claim its store lacks")
 	}
 }

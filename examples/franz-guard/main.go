@@ -16,13 +16,13 @@
 // The offsets of a poll are committed once all its records are done, and
 // BlockRebalanceOnPoll holds a rebalance until then, so a commit never
 // passes unfinished work nor lands on a partition that moved. For a worker
-// pool with per-partition commits, use sources/franz with consumer.New.
+// pool with per-partition commits, use sources/franzsource with consumer.New.
 //
 //	go run ./integration/kfakebroker -port 9092 -topics payments,payments-dlq &
 //	go run ./examples/franz-guard -brokers 127.0.0.1:9092
 //
 // It keeps its idempotency records in memory, which dedups only within this
-// process; in production pass a dedup/dynamodb Store to NewGuard.
+// process; in production pass a dedup/dynamostore Store to NewGuard.
 package main
 
 import (
@@ -39,8 +39,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/franz"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/franzsource"
 )
 
 // settings are the command's flags.
@@ -71,8 +71,8 @@ func main() {
 	c := parseSettings()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	// The idempotency-key header when present, else topic + key + value:
-	// the key sources/kafka and sources/franz use.
-	guard, err := consumer.NewGuard(dedupmem.New(), charge(log), consumer.WithKeyFunc(franz.Fingerprint))
+	// the key sources/kafkasource and sources/franzsource use.
+	guard, err := consumer.NewGuard(memstore.New(), charge(log), consumer.WithKeyFunc(franzsource.Fingerprint))
 	if err == nil {
 		err = run(c, guard)
 	}
@@ -128,7 +128,7 @@ func pollLoop(ctx context.Context, cl *kgo.Client, dlqTopic string, guard *consu
 // process runs one record through the Guard until it is done with.
 func process(ctx context.Context, cl *kgo.Client, dlqTopic string, guard *consumer.Guard, rec *kgo.Record) error {
 	for attempt := 1; ; attempt++ {
-		o := guard.Process(ctx, franz.ToMessage(rec, attempt))
+		o := guard.Process(ctx, franzsource.ToMessage(rec, attempt))
 		switch o.Action() {
 		case consumer.Retry:
 			select {
@@ -139,7 +139,7 @@ func process(ctx context.Context, cl *kgo.Client, dlqTopic string, guard *consum
 			}
 		case consumer.DeadLetter:
 			dead := &kgo.Record{Topic: dlqTopic, Key: rec.Key, Value: rec.Value,
-				Headers: append(rec.Headers[:len(rec.Headers):len(rec.Headers)], kgo.RecordHeader{Key: franz.ReasonHeader, Value: []byte(o.Reason())})}
+				Headers: append(rec.Headers[:len(rec.Headers):len(rec.Headers)], kgo.RecordHeader{Key: franzsource.ReasonHeader, Value: []byte(o.Reason())})}
 			if err := cl.ProduceSync(ctx, dead).FirstErr(); err != nil {
 				return fmt.Errorf("dead-lettering %s/%d/%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 			}

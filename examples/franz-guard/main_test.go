@@ -13,9 +13,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/franz"
+	"github.com/onceq/onceq/sources/franzsource"
 )
 
 // The loop on kfake: resent payments (same idempotency-key header, new
@@ -39,13 +39,13 @@ func TestGuardedPollLoop(t *testing.T) {
 
 	effects := map[string]int{} // only the loop's goroutine writes, until it ends
 	errPoison := errors.New("not a payment")
-	guard, err := consumer.NewGuard(dedupmem.New(), consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+	guard, err := consumer.NewGuard(memstore.New(), consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		if string(m.Body) == "poison" {
 			return consumer.Result{}, consumer.Permanent(errPoison)
 		}
 		effects[m.Attributes[consumer.IdempotencyKeyAttribute]]++
 		return consumer.Result{Response: []byte("ok")}, nil
-	}), consumer.WithKeyFunc(franz.Fingerprint))
+	}), consumer.WithKeyFunc(franzsource.Fingerprint))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func readDeadLetters(ctx context.Context, t *testing.T, addr string) []*kgo.Reco
 
 func reason(r *kgo.Record) string {
 	for _, h := range r.Headers {
-		if h.Key == franz.ReasonHeader {
+		if h.Key == franzsource.ReasonHeader {
 			return string(h.Value)
 		}
 	}

@@ -15,13 +15,13 @@
 //
 // Records are read sequentially, so committing each one never commits past
 // unfinished work. For a worker pool, rebalance draining and contiguous
-// commits, use sources/kafka with consumer.New instead.
+// commits, use sources/kafkasource with consumer.New instead.
 //
 //	go run ./integration/kfakebroker -port 9092 -topics payments,payments-dlq &
 //	go run ./examples/kafka-guard -brokers 127.0.0.1:9092
 //
 // It keeps its idempotency records in memory, which dedups only within this
-// process; in production pass a dedup/dynamodb Store to NewGuard.
+// process; in production pass a dedup/dynamostore Store to NewGuard.
 package main
 
 import (
@@ -38,8 +38,8 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 func main() {
@@ -58,7 +58,7 @@ func main() {
 	dlq := &kgo.Writer{Addr: kgo.TCP(addrs...), Topic: *dlqTopic, RequiredAcks: kgo.RequireAll}
 	defer func() { _ = dlq.Close() }()
 
-	guard, err := consumer.NewGuard(dedupmem.New(), consumer.HandlerFunc(
+	guard, err := consumer.NewGuard(memstore.New(), consumer.HandlerFunc(
 		func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 			// The effect: here a log line; in real code a charge, an email,
 			// a row. It runs once per idempotency key.
@@ -66,7 +66,7 @@ func main() {
 			return consumer.Result{Response: []byte("ok")}, nil
 		}),
 		// The idempotency-key header when present, else topic + key + value.
-		consumer.WithKeyFunc(kafka.Fingerprint))
+		consumer.WithKeyFunc(kafkasource.Fingerprint))
 	if err != nil {
 		log.Error("guard", "err", err)
 		os.Exit(2)
@@ -86,7 +86,7 @@ func processLoop(ctx context.Context, r *kgo.Reader, dlq *kgo.Writer, guard *con
 			return ignoreCancel(ctx, err)
 		}
 		for attempt := 1; ; attempt++ {
-			o := guard.Process(ctx, kafka.ToMessage(km, attempt))
+			o := guard.Process(ctx, kafkasource.ToMessage(km, attempt))
 			if o.Action() == consumer.Retry {
 				select {
 				case <-time.After(o.RetryAfter):
@@ -97,7 +97,7 @@ func processLoop(ctx context.Context, r *kgo.Reader, dlq *kgo.Writer, guard *con
 			}
 			if o.Action() == consumer.DeadLetter {
 				dead := kgo.Message{Key: km.Key, Value: km.Value,
-					Headers: append(km.Headers[:len(km.Headers):len(km.Headers)], kgo.Header{Key: kafka.ReasonHeader, Value: []byte(o.Reason())})}
+					Headers: append(km.Headers[:len(km.Headers):len(km.Headers)], kgo.Header{Key: kafkasource.ReasonHeader, Value: []byte(o.Reason())})}
 				if err := dlq.WriteMessages(ctx, dead); err != nil {
 					return ignoreCancel(ctx, fmt.Errorf("dead-lettering %s/%d/%d: %w", km.Topic, km.Partition, km.Offset, err))
 				}

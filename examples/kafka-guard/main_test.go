@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,7 +56,7 @@ func TestGuardedLoopOnKafka(t *testing.T) {
 	var mu sync.Mutex
 	effects := map[string]int{}
 	errPoison := errors.New("not a payment")
-	guard, err := consumer.NewGuard(dedupmem.New(), consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+	guard, err := consumer.NewGuard(memstore.New(), consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		if string(m.Body) == "poison" {
 			return consumer.Result{}, consumer.Permanent(errPoison)
 		}
@@ -64,7 +64,7 @@ func TestGuardedLoopOnKafka(t *testing.T) {
 		effects[m.Attributes[consumer.IdempotencyKeyAttribute]]++
 		mu.Unlock()
 		return consumer.Result{Response: []byte("ok")}, nil
-	}), consumer.WithKeyFunc(kafka.Fingerprint))
+	}), consumer.WithKeyFunc(kafkasource.Fingerprint))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestGuardedLoopOnKafka(t *testing.T) {
 		}
 	}
 	dead := readAll(ctx, t, addr, "payments-dlq")
-	if len(dead) != 1 || string(dead[0].Value) != "poison" || header(dead[0], kafka.ReasonHeader) != errPoison.Error() {
+	if len(dead) != 1 || string(dead[0].Value) != "poison" || header(dead[0], kafkasource.ReasonHeader) != errPoison.Error() {
 		t.Fatalf("dead letters %+v, want the poison record with reason %q", dead, errPoison)
 	}
 }

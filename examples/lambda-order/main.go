@@ -42,7 +42,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/sources/awslambda"
 )
 
@@ -73,7 +73,7 @@ func newFunction(ctx context.Context, logger *slog.Logger) (*awslambda.SQSFuncti
 		return nil, err
 	}
 	client := ddb.NewFromConfig(cfg)
-	store, err := dynamodb.New(client, env("ONCEQ_TABLE", "onceq-idempotency"))
+	store, err := dynamostore.New(client, env("ONCEQ_TABLE", "onceq-idempotency"))
 	if err != nil {
 		return nil, err
 	}

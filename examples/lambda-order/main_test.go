@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -65,7 +65,7 @@ func TestUnderEmulator(t *testing.T) {
 	client := ddb.NewFromConfig(testenv.AWSConfig(t, ep))
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	idem, inv, orders := "lo-idem-"+suffix, "lo-inv-"+suffix, "lo-orders-"+suffix
-	if err := dynamodb.CreateTable(ctx, client, idem); err != nil {
+	if err := dynamostore.CreateTable(ctx, client, idem); err != nil {
 		t.Fatal(err)
 	}
 	for _, tb := range []struct{ name, key string }{{inv, "sku"}, {orders, "order_id"}} {

@@ -17,10 +17,10 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 // outcomes hands each message's outcome to the test, in order.
@@ -39,13 +39,13 @@ func (c outcomes) OnOutcome(_ context.Context, m *consumer.Message, o consumer.O
 // and returns its outcome.
 type pipeline struct {
 	t    *testing.T
-	q    *memory.Queue
+	q    *memsource.Queue
 	outs outcomes
 }
 
 func startPipeline(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.Option) *pipeline {
 	t.Helper()
-	p := &pipeline{t: t, q: memory.NewQueue("orders"), outs: make(outcomes, 16)}
+	p := &pipeline{t: t, q: memsource.NewQueue("orders"), outs: make(outcomes, 16)}
 	c, err := consumer.New(p.q.Source(), store, h, append([]consumer.Option{consumer.Concurrency(2), consumer.WithKeyFunc(orderKey),
 		consumer.WithHooks(p.outs)}, opts...)...)
 	if err != nil {
@@ -65,7 +65,7 @@ func startPipeline(t *testing.T, store dedup.Store, h consumer.Handler, opts ...
 
 func (p *pipeline) next(body string, attrs map[string]string) consumer.Outcome {
 	p.t.Helper()
-	if err := p.q.Send(context.Background(), memory.Outgoing{Body: []byte(body), Attributes: attrs}); err != nil {
+	if err := p.q.Send(context.Background(), memsource.Outgoing{Body: []byte(body), Attributes: attrs}); err != nil {
 		p.t.Fatal(err)
 	}
 	select {
@@ -101,7 +101,7 @@ func malformedField(t *testing.T, o consumer.Outcome, field string) {
 // defined outcome and typed error, and a valid order still goes through
 // after it. The README's bad-input table lists the same outcomes.
 func TestBadInputCorpus(t *testing.T) {
-	p := startPipeline(t, dedupmem.New(), reserveHandler(newMemoryInventory(100, 1_000_000)))
+	p := startPipeline(t, memstore.New(), reserveHandler(newMemoryInventory(100, 1_000_000)))
 	key := func(k string) map[string]string { return map[string]string{consumer.IdempotencyKeyAttribute: k} }
 	order := func(id string) string { return fmt.Sprintf(`{"order_id":%q,"sku":"sku-2","qty":2}`, id) }
 	// 1 MiB is the most SQS delivers (256 KiB on older queues); the worker
@@ -178,7 +178,7 @@ func TestBadInputCorpus(t *testing.T) {
 // freshTable creates a records table on DynamoDB Local, named prefix and a
 // random suffix, and returns a client, the table and the suffix (for the
 // test's keys to be its own too).
-func freshTable(t *testing.T, prefix string, opts ...dynamodb.TableOption) (db *ddb.Client, table, suffix string) {
+func freshTable(t *testing.T, prefix string, opts ...dynamostore.TableOption) (db *ddb.Client, table, suffix string) {
 	t.Helper()
 	ep := testenv.DynamoDBEndpoint(t)
 	db = ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
@@ -186,7 +186,7 @@ func freshTable(t *testing.T, prefix string, opts ...dynamodb.TableOption) (db *
 	_, _ = rand.Read(b)
 	suffix = hex.EncodeToString(b)
 	table = prefix + suffix
-	if err := dynamodb.CreateTable(context.Background(), db, table, opts...); err != nil {
+	if err := dynamostore.CreateTable(context.Background(), db, table, opts...); err != nil {
 		t.Fatal(err)
 	}
 	return db, table, suffix
@@ -210,7 +210,7 @@ func TestBadInputResponseOver400KB(t *testing.T) {
 		}
 		return consumer.Result{Response: reservedResponse}, nil
 	})
-	store, err := dynamodb.New(db, table)
+	store, err := dynamostore.New(db, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,10 +237,10 @@ func TestBadInputResponseOver400KB(t *testing.T) {
 // with every log line kept at debug level; neither the lines, the outcome
 // errors nor the dead letters' reasons may hold a key. They carry its hash.
 func TestNoKeyInLogsOrErrors(t *testing.T) {
-	db, table, suffix := freshTable(t, "nokey_", dynamodb.TenantLayout())
+	db, table, suffix := freshTable(t, "nokey_", dynamostore.TenantLayout())
 	logs := &testenv.LogBuffer{}
 	logger := logs.Logger(slog.LevelDebug)
-	store, err := dynamodb.New(db, table, dynamodb.TenantLayout(), dynamodb.WithLogger(logger))
+	store, err := dynamostore.New(db, table, dynamostore.TenantLayout(), dynamostore.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // dynamoInventory reserves stock in DynamoDB tables. Its writes are
-// TransactWriteItems entries that dedup/dynamodb commits in the same
+// TransactWriteItems entries that dedup/dynamostore commits in the same
 // transaction as the COMPLETED record.
 type dynamoInventory struct {
 	client                 *ddb.Client

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"sync"
 
-	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/dedup/memstore"
 )
 
 // memoryInventory keeps stock and orders in the process, for the embedded
-// default. Its writes are dedup/memory Writes.
+// default. Its writes are dedup/memstore Writes.
 type memoryInventory struct {
 	mu     sync.Mutex
 	stock  map[string]*stockItem
@@ -29,7 +29,7 @@ func newMemoryInventory(skus int, available int64) *memoryInventory {
 var errOutOfStock = errors.New("out of stock")
 
 func (inv *memoryInventory) Reserve(o Order) []any {
-	return []any{dedupmem.Write{
+	return []any{memstore.Write{
 		Check: func() error {
 			inv.mu.Lock()
 			defer inv.mu.Unlock()

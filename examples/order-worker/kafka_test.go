@@ -15,9 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 // The example against DynamoDB Local and an in-process Kafka broker: the
@@ -86,7 +86,7 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 	f.check(t, ctx, db, suffix, summary, int64(len(malformed)))
 
 	// A record with the header was claimed under it, not under its order ID.
-	store, err := dynamodb.New(db, "idem_"+suffix)
+	store, err := dynamostore.New(db, "idem_"+suffix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 			t.Fatalf("dead letters %v: %v", reasons, err)
 		}
 		for _, h := range m.Headers {
-			if h.Key == kafka.ReasonHeader {
+			if h.Key == kafkasource.ReasonHeader {
 				reasons[string(m.Key)] = string(h.Value)
 			}
 		}

@@ -25,8 +25,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 type options struct {
@@ -144,7 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	// The consumer's own rules (concurrency, lease against handler
 	// timeout) decide; a Guard checks them without a source.
-	if _, err := consumer.NewGuard(dedupmem.New(), reserveHandler(nil), o.consumerOptions()...); err != nil {
+	if _, err := consumer.NewGuard(memstore.New(), reserveHandler(nil), o.consumerOptions()...); err != nil {
 		return o, err
 	}
 	if o.kafkaDLQTopic == "" {
@@ -287,8 +287,8 @@ loop:
 // a duplicate of an earlier one (same body, new message), ten that exceed
 // any sku's stock and, past 100 orders, four malformed bodies. It returns
 // how many messages were sent.
-func generateDemo(ctx context.Context, q *memory.Queue, n int) int {
-	send := func(body string) { _ = q.Send(ctx, memory.Outgoing{Body: []byte(body)}) }
+func generateDemo(ctx context.Context, q *memsource.Queue, n int) int {
+	send := func(body string) { _ = q.Send(ctx, memsource.Outgoing{Body: []byte(body)}) }
 	var sent []string
 	if n > 100 {
 		for _, b := range []string{`not json`, `{"order_id":"","sku":"sku-1","qty":1}`, `{"order_id":"bad-qty","sku":"sku-1","qty":-3}`, ``} {

@@ -14,10 +14,10 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/retry"
-	"github.com/onceq/onceq/sources/franz"
-	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 // startError is a deployment fault that keeps the worker from starting,
@@ -78,7 +78,7 @@ func explainStart(err error, o options, noDeadLetter bool) error {
 	var (
 		table   *missingTableError
 		noTable *ddbtypes.ResourceNotFoundException
-		layout  *dynamodb.LayoutError
+		layout  *dynamostore.LayoutError
 		op      *smithy.OperationError
 		dial    *net.OpError
 	)
@@ -101,7 +101,7 @@ func explainStart(err error, o options, noDeadLetter bool) error {
 		return fail("create it, or pass the URL of one that exists with -sqs-queue-url", "the SQS queue %q does not exist", o.sqsQueueURL)
 	case (o.source == "kafka" || o.source == "franz") && errors.As(err, &dial):
 		return fail("start them, or fix -kafka-brokers", "cannot reach the Kafka brokers %q", o.kafkaBrokers)
-	case errors.Is(err, kafka.ErrUnknownTopic) || errors.Is(err, franz.ErrUnknownTopic):
+	case errors.Is(err, kafkasource.ErrUnknownTopic) || errors.Is(err, franzsource.ErrUnknownTopic):
 		return fail("create them on the cluster first", "the Kafka topic %q or %q does not exist", o.kafkaTopic, o.kafkaDLQTopic)
 	case retry.Classify(err) == retry.Misconfigured && errors.As(err, &op):
 		return fail("grant the worker the calls of the README's least-privilege IAM policy, or fix its credentials",

@@ -12,18 +12,18 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/franz"
-	"github.com/onceq/onceq/sources/kafka"
-	"github.com/onceq/onceq/sources/memory"
-	"github.com/onceq/onceq/sources/sqs"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/memsource"
+	"github.com/onceq/onceq/sources/sqssource"
 )
 
 // wiring is what the flags chose.
 type wiring struct {
 	source    consumer.Source
-	queue     *memory.Queue // the memory source's queue, for -demo
+	queue     *memsource.Queue // the memory source's queue, for -demo
 	store     dedup.Store
 	inventory Inventory
 	totals    func(ctx context.Context) (reserved int64, orders int, err error)
@@ -49,7 +49,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 	switch o.store {
 	case "dynamodb":
 		if o.createTables {
-			if err := dynamodb.CreateTable(ctx, db, o.idempotencyTable); err != nil {
+			if err := dynamostore.CreateTable(ctx, db, o.idempotencyTable); err != nil {
 				return nil, err
 			}
 			if err := createExampleTables(ctx, db, o.inventoryTable, o.ordersTable, 100, 1_000_000); err != nil {
@@ -58,7 +58,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 		} else if err := checkExampleTables(ctx, db, o.inventoryTable, o.ordersTable); err != nil {
 			return nil, err
 		}
-		store, err := dynamodb.New(db, o.idempotencyTable, dynamodb.WithLogger(logger), dynamodb.WithMeterProvider(o.meters))
+		store, err := dynamostore.New(db, o.idempotencyTable, dynamostore.WithLogger(logger), dynamostore.WithMeterProvider(o.meters))
 		if err != nil {
 			return nil, err
 		}
@@ -69,17 +69,17 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 		}
 	default:
 		inv := newMemoryInventory(100, 1_000_000)
-		w.store, w.inventory = dedupmem.New(), inv
+		w.store, w.inventory = memstore.New(), inv
 		w.totals = func(context.Context) (int64, int, error) { r, n := inv.totals(); return r, n, nil }
 	}
 
 	switch o.source {
 	case "sqs":
-		opts := []sqs.Option{sqs.WithLogger(logger), sqs.WithMeterProvider(o.meters)}
+		opts := []sqssource.Option{sqssource.WithLogger(logger), sqssource.WithMeterProvider(o.meters)}
 		if o.sqsDLQURL != "" {
-			opts = append(opts, sqs.DeadLetterQueue(o.sqsDLQURL))
+			opts = append(opts, sqssource.DeadLetterQueue(o.sqsDLQURL))
 		}
-		src, err := sqs.New(ctx, sqsClient, o.sqsQueueURL, opts...)
+		src, err := sqssource.New(ctx, sqsClient, o.sqsQueueURL, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +87,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 	case "kafka":
 		// Malformed orders must land somewhere, so the dead-letter topic
 		// is always set (it defaults to the orders topic + "-dlq").
-		opts := []kafka.Option{kafka.DeadLetterTopic(o.kafkaDLQTopic), kafka.WithLogger(logger), kafka.WithMeterProvider(o.meters)}
+		opts := []kafkasource.Option{kafkasource.DeadLetterTopic(o.kafkaDLQTopic), kafkasource.WithLogger(logger), kafkasource.WithMeterProvider(o.meters)}
 		if o.kafkaSession > 0 || o.kafkaRebalance > 0 || o.kafkaHeartbeat > 0 {
 			// A member that rejoins soon after a rebalance keeps the
 			// group moving when members come and go every few seconds.
@@ -95,13 +95,13 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 			if heartbeat == 0 {
 				heartbeat = o.kafkaSession / 3
 			}
-			opts = append(opts, kafka.HeartbeatInterval(heartbeat), kafka.SessionTimeout(o.kafkaSession),
-				kafka.RebalanceTimeout(o.kafkaRebalance), kafka.JoinGroupBackoff(500*time.Millisecond))
+			opts = append(opts, kafkasource.HeartbeatInterval(heartbeat), kafkasource.SessionTimeout(o.kafkaSession),
+				kafkasource.RebalanceTimeout(o.kafkaRebalance), kafkasource.JoinGroupBackoff(500*time.Millisecond))
 			if o.kafkaRebalance > 0 {
-				opts = append(opts, kafka.RevokeTimeout(o.kafkaRebalance/2))
+				opts = append(opts, kafkasource.RevokeTimeout(o.kafkaRebalance/2))
 			}
 		}
-		src, err := kafka.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
+		src, err := kafkasource.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -110,26 +110,26 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 		// The same flags as -source kafka, over franz-go: cooperative
 		// rebalancing, so a member joining or leaving pauses only the
 		// partitions that move.
-		opts := []franz.Option{franz.DeadLetterTopic(o.kafkaDLQTopic), franz.WithLogger(logger), franz.WithMeterProvider(o.meters)}
+		opts := []franzsource.Option{franzsource.DeadLetterTopic(o.kafkaDLQTopic), franzsource.WithLogger(logger), franzsource.WithMeterProvider(o.meters)}
 		if o.kafkaSession > 0 {
 			heartbeat := o.kafkaHeartbeat
 			if heartbeat == 0 {
 				heartbeat = o.kafkaSession / 3
 			}
-			opts = append(opts, franz.HeartbeatInterval(heartbeat), franz.SessionTimeout(o.kafkaSession))
+			opts = append(opts, franzsource.HeartbeatInterval(heartbeat), franzsource.SessionTimeout(o.kafkaSession))
 		} else if o.kafkaHeartbeat > 0 {
-			opts = append(opts, franz.HeartbeatInterval(o.kafkaHeartbeat))
+			opts = append(opts, franzsource.HeartbeatInterval(o.kafkaHeartbeat))
 		}
 		if o.kafkaRebalance > 0 {
-			opts = append(opts, franz.RebalanceTimeout(o.kafkaRebalance), franz.RevokeTimeout(o.kafkaRebalance/2))
+			opts = append(opts, franzsource.RebalanceTimeout(o.kafkaRebalance), franzsource.RevokeTimeout(o.kafkaRebalance/2))
 		}
-		src, err := franz.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
+		src, err := franzsource.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
 		if err != nil {
 			return nil, err
 		}
 		w.source = src
 	default:
-		w.queue = memory.NewQueue("orders")
+		w.queue = memsource.NewQueue("orders")
 		w.source = w.queue.Source()
 	}
 	return w, nil

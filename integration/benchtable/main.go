@@ -71,11 +71,11 @@ func run(out io.Writer, inputs []string, md, cmd, note string) error {
 const legend = `Rows:
 - memory: the memory source and store, no-op handler (consumer BenchmarkMemoryPipeline); one op is one message.
 - latency hiding: a handler sleeping 10 ms, 64 workers against 1 (consumer BenchmarkLatencyHiding).
-- SQS: the fauxqs emulator, a raw ReceiveMessage(10) + DeleteMessageBatch loop against the consumer with the memory store, both 8-way (sources/sqs BenchmarkRawVsConsumer).
-- Kafka: the in-process kfake broker, 1 KiB records, a raw kafka-go group FetchMessage + CommitMessages loop against the consumer with the memory store (sources/kafka BenchmarkGroupThroughput).
-- Kafka, franz-go: the same topic shape, a raw franz-go PollFetches + CommitUncommittedOffsets loop against the consumer over sources/franz with the memory store (sources/franz BenchmarkFranzThroughput).
-- DynamoDB: DynamoDB Local at 32-way concurrency, each store mode beside the raw client making the same calls; calls per message are counted by SDK middleware (dedup/dynamodb BenchmarkDynamoDB).
-- capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is FixedConcurrency with per-call backoff only (dedup/dynamodb BenchmarkCapacity).
+- SQS: the fauxqs emulator, a raw ReceiveMessage(10) + DeleteMessageBatch loop against the consumer with the memory store, both 8-way (sources/sqssource BenchmarkRawVsConsumer).
+- Kafka: the in-process kfake broker, 1 KiB records, a raw kafka-go group FetchMessage + CommitMessages loop against the consumer with the memory store (sources/kafkasource BenchmarkGroupThroughput).
+- Kafka, franz-go: the same topic shape, a raw franz-go PollFetches + CommitUncommittedOffsets loop against the consumer over sources/franzsource with the memory store (sources/franzsource BenchmarkFranzThroughput).
+- DynamoDB: DynamoDB Local at 32-way concurrency, each store mode beside the raw client making the same calls; calls per message are counted by SDK middleware (dedup/dynamostore BenchmarkDynamoDB).
+- capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is FixedConcurrency with per-call backoff only (dedup/dynamostore BenchmarkCapacity).
 - RSS: peak resident memory of a separate process per size (integration/rssbench), memory source and store, fixed MaxInFlight; "onceq" is 1M messages, "raw baseline" 100k.
 `
 

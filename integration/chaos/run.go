@@ -24,7 +24,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/integration/faultproxy"
 )
 
@@ -188,7 +188,7 @@ func setUp(ctx context.Context, db *ddb.Client) (names, error) {
 	_, _ = rand.Read(b)
 	s := hex.EncodeToString(b)
 	n := names{idem: "chaos_idem_" + s, inventory: "chaos_inv_" + s, orders: "chaos_orders_" + s, suffix: s}
-	if err := dynamodb.CreateTable(ctx, db, n.idem); err != nil {
+	if err := dynamostore.CreateTable(ctx, db, n.idem); err != nil {
 		return n, err
 	}
 	for _, t := range []struct{ name, key string }{{n.inventory, "sku"}, {n.orders, "order_id"}} {

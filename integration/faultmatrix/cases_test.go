@@ -12,9 +12,9 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/integration/faultproxy"
-	"github.com/onceq/onceq/sources/sqs"
+	"github.com/onceq/onceq/sources/sqssource"
 )
 
 func init() {
@@ -221,8 +221,8 @@ func orderBody(key string) []byte { return []byte(`{"order":"` + key + `"}`) }
 // outcome is that its claims are refused and it stops.
 func checkSkewRefusal(t *testing.T, worker string, err error) {
 	t.Helper()
-	if !errors.Is(err, dynamodb.ErrClockSkew) || !errors.Is(err, consumer.ErrMisconfigured) {
-		t.Errorf("worker %s: Run = %v; want ErrMisconfigured wrapping dynamodb.ErrClockSkew", worker, err)
+	if !errors.Is(err, dynamostore.ErrClockSkew) || !errors.Is(err, consumer.ErrMisconfigured) {
+		t.Errorf("worker %s: Run = %v; want ErrMisconfigured wrapping dynamostore.ErrClockSkew", worker, err)
 	}
 }
 
@@ -236,7 +236,7 @@ const skewMaxDeliveries = 3
 // ahead, then one 60 s ahead. Whatever they do, the effect happens once
 // and nothing is dead-lettered. (The documented outcome, once the store
 // measures clocks against DynamoDB's: both skewed workers refuse to claim
-// and stop with ErrMisconfigured wrapping dynamodb.ErrClockSkew; see
+// and stop with ErrMisconfigured wrapping dynamostore.ErrClockSkew; see
 // checkSkewRefusal.)
 func clockSkew(t *testing.T, f *fixture) string {
 	f.maxDeliveries = skewMaxDeliveries
@@ -389,8 +389,8 @@ func noDeadLetterQueue(t *testing.T, f *fixture) string {
 	if err := w.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if !errors.Is(failed[0].err, sqs.ErrNoDeadLetterQueue) {
-		t.Fatalf("dead letter settled with %v; want it reported failed (sqs.ErrNoDeadLetterQueue)", failed[0].err)
+	if !errors.Is(failed[0].err, sqssource.ErrNoDeadLetterQueue) {
+		t.Fatalf("dead letter settled with %v; want it reported failed (sqssource.ErrNoDeadLetterQueue)", failed[0].err)
 	}
 	if n := f.held(); n != 1 {
 		t.Fatalf("%d messages left in the queue; want the poison message kept", n)

@@ -17,6 +17,6 @@
 //
 // Cases that fail until work elsewhere is merged sit behind build tags:
 // faultmatrix_skew (the store's refusal of a skewed clock,
-// dynamodb.ErrClockSkew), faultmatrix_keys (long keys in the tenant
+// dynamostore.ErrClockSkew), faultmatrix_keys (long keys in the tenant
 // layout) and faultmatrix_slow (a handler slower than the settle timeout).
 package faultmatrix

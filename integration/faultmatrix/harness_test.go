@@ -23,10 +23,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/integration/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/sqs"
+	"github.com/onceq/onceq/sources/sqssource"
 )
 
 // matrixCase is one fault. run drives it and returns the outcome it saw
@@ -107,15 +107,15 @@ func newFixture(t *testing.T, dbEP, sqsEP string) *fixture {
 }
 
 // tables creates the idempotency table (with opts) and the business table.
-func (f *fixture) tables(opts ...dynamodb.TableOption) {
+func (f *fixture) tables(opts ...dynamostore.TableOption) {
 	f.t.Helper()
 	f.idempotencyTable(opts...)
 	f.ledgerTable()
 }
 
-func (f *fixture) idempotencyTable(opts ...dynamodb.TableOption) {
+func (f *fixture) idempotencyTable(opts ...dynamostore.TableOption) {
 	f.t.Helper()
-	if err := dynamodb.CreateTable(context.Background(), f.db, f.idem, opts...); err != nil {
+	if err := dynamostore.CreateTable(context.Background(), f.db, f.idem, opts...); err != nil {
 		f.t.Fatalf("create %s: %v", f.idem, err)
 	}
 	f.dropLater(f.idem)
@@ -276,22 +276,22 @@ func (f *fixture) handler(before func(ctx context.Context, m *consumer.Message, 
 }
 
 // store is a DynamoDB store over the idempotency table, through the proxy.
-func (f *fixture) store(opts ...dynamodb.Option) *dynamodb.Store {
+func (f *fixture) store(opts ...dynamostore.Option) *dynamostore.Store {
 	f.t.Helper()
-	st, err := dynamodb.New(f.pdb, f.idem, append([]dynamodb.Option{dynamodb.WithLogger(testLogger(f.t))}, opts...)...)
+	st, err := dynamostore.New(f.pdb, f.idem, append([]dynamostore.Option{dynamostore.WithLogger(testLogger(f.t))}, opts...)...)
 	if err != nil {
-		f.t.Fatalf("dynamodb.New: %v", err)
+		f.t.Fatalf("dynamostore.New: %v", err)
 	}
 	return st
 }
 
 // source opens an SQS source on the case's queue; the consumer closes it.
-func (f *fixture) source(opts ...sqs.Option) *sqs.Source {
+func (f *fixture) source(opts ...sqssource.Option) *sqssource.Source {
 	f.t.Helper()
-	src, err := sqs.New(context.Background(), f.sqs, f.queue,
-		append([]sqs.Option{sqs.WaitTime(time.Second), sqs.WithLogger(testLogger(f.t))}, opts...)...)
+	src, err := sqssource.New(context.Background(), f.sqs, f.queue,
+		append([]sqssource.Option{sqssource.WaitTime(time.Second), sqssource.WithLogger(testLogger(f.t))}, opts...)...)
 	if err != nil {
-		f.t.Fatalf("sqs.New: %v", err)
+		f.t.Fatalf("sqssource.New: %v", err)
 	}
 	f.t.Cleanup(func() { _ = src.Close(context.Background()) })
 	return src
@@ -307,13 +307,13 @@ type worker struct {
 
 // start builds a consumer over the case's queue and store and runs it.
 // Its outcomes and settles are recorded under name.
-func (f *fixture) start(name string, store *dynamodb.Store, h consumer.Handler, opts ...consumer.Option) *worker {
+func (f *fixture) start(name string, store *dynamostore.Store, h consumer.Handler, opts ...consumer.Option) *worker {
 	f.t.Helper()
 	c := f.newConsumer(name, f.source(), store, h, opts...)
 	return f.run(name, c)
 }
 
-func (f *fixture) newConsumer(name string, src consumer.Source, store *dynamodb.Store, h consumer.Handler, opts ...consumer.Option) *consumer.Consumer {
+func (f *fixture) newConsumer(name string, src consumer.Source, store *dynamostore.Store, h consumer.Handler, opts ...consumer.Option) *consumer.Consumer {
 	f.t.Helper()
 	opts = append([]consumer.Option{consumer.WithLogger(testLogger(f.t).With("worker", name)),
 		consumer.WithHooks(workerHook{f.rec, name})}, opts...)
@@ -444,7 +444,7 @@ func (f *fixture) checkDeadLetters(t *testing.T) {
 	}
 	for _, m := range out.Messages {
 		t.Errorf("dead-lettered: %s (reason %q); no valid message may be", aws.ToString(m.Body),
-			aws.ToString(m.MessageAttributes[sqs.ReasonAttribute].StringValue))
+			aws.ToString(m.MessageAttributes[sqssource.ReasonAttribute].StringValue))
 	}
 	if v, i, d := f.messages(f.dlq); v+i+d > len(out.Messages) {
 		t.Errorf("dead-letter queue holds %d messages; no valid message may be dead-lettered", v+i+d)

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 // Where Kafka differs from SQS: a message is never hidden and made visible
@@ -83,13 +83,13 @@ func (f *fixture) startKafka(k *kafkaWorld, name string, h consumer.Handler, opt
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	src, err := kafka.New(ctx, []string{k.addr}, k.group, []string{k.topic}, kafka.DeadLetterTopic(k.dlq),
-		kafka.HeartbeatInterval(100*time.Millisecond), kafka.SessionTimeout(6*time.Second),
-		kafka.RebalanceTimeout(10*time.Second), kafka.JoinGroupBackoff(200*time.Millisecond),
-		kafka.CommitInterval(100*time.Millisecond), kafka.RevokeTimeout(2*time.Second), kafka.FetchMaxWait(200*time.Millisecond),
-		kafka.WithLogger(testLogger(f.t)))
+	src, err := kafkasource.New(ctx, []string{k.addr}, k.group, []string{k.topic}, kafkasource.DeadLetterTopic(k.dlq),
+		kafkasource.HeartbeatInterval(100*time.Millisecond), kafkasource.SessionTimeout(6*time.Second),
+		kafkasource.RebalanceTimeout(10*time.Second), kafkasource.JoinGroupBackoff(200*time.Millisecond),
+		kafkasource.CommitInterval(100*time.Millisecond), kafkasource.RevokeTimeout(2*time.Second), kafkasource.FetchMaxWait(200*time.Millisecond),
+		kafkasource.WithLogger(testLogger(f.t)))
 	if err != nil {
-		f.t.Fatalf("kafka.New: %v", err)
+		f.t.Fatalf("kafkasource.New: %v", err)
 	}
 	f.t.Cleanup(func() { _ = src.Close(context.Background()) })
 	return f.run(name, f.newConsumer(name, src, f.store(), h, opts...))

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
 func init() {
@@ -21,10 +21,10 @@ func init() {
 // A 1.5 KB idempotency key with the store in the tenant layout: processed
 // once, and a duplicate sent afterwards is recognised as one.
 func longKeyTenantLayout(t *testing.T, f *fixture) string {
-	f.tables(dynamodb.TenantLayout())
+	f.tables(dynamostore.TenantLayout())
 	f.queues(0, true)
 	key := "order-" + strings.Repeat("k", 1536-len("order-"))
-	w := f.start("worker", f.store(dynamodb.TenantLayout()), f.handler(nil))
+	w := f.start("worker", f.store(dynamostore.TenantLayout()), f.handler(nil))
 	f.send(key)
 	f.waitEffects(t, 30*time.Second)
 	f.send(key) // a duplicate delivery: a new message, the same key

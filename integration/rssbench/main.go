@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
-	"github.com/onceq/onceq/sources/memory"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 type config struct {
@@ -78,8 +78,8 @@ func run(ctx context.Context, cfg config) (result, error) {
 	if cfg.messages < 1 || cfg.workers < 1 || cfg.maxInFlight < cfg.workers {
 		return result{}, errors.New("need messages ≥ 1, workers ≥ 1, max-in-flight ≥ workers")
 	}
-	q := memory.NewQueue("rss")
-	store := dedupmem.New()
+	q := memsource.NewQueue("rss")
+	store := memstore.New()
 	clk := &workClock{base: time.Now()}
 	resp := []byte("ok")
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
@@ -107,7 +107,7 @@ func run(ctx context.Context, cfg config) (result, error) {
 		}
 		for ; sent < cfg.messages && st.Ready < backlog; sent, st.Ready = sent+1, st.Ready+1 {
 			copy(msg, strconv.Itoa(sent)+" ")
-			if err := q.Send(ctx, memory.Outgoing{Body: append([]byte(nil), msg...)}); err != nil {
+			if err := q.Send(ctx, memsource.Outgoing{Body: append([]byte(nil), msg...)}); err != nil {
 				cancel()
 				<-done
 				return result{}, err

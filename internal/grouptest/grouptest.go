@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	dedupmem "github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/sourcetest"
@@ -29,7 +29,7 @@ type Member struct {
 
 // Start runs a consumer over src and store, keyed by the source's default
 // key; the test's end stops it.
-func Start(t *testing.T, src consumer.Source, store *dedupmem.Store, h consumer.Handler, opts ...consumer.Option) *Member {
+func Start(t *testing.T, src consumer.Source, store *memstore.Store, h consumer.Handler, opts ...consumer.Option) *Member {
 	t.Helper()
 	base := []consumer.Option{consumer.PendingRecheck(100 * time.Millisecond),
 		consumer.DrainTimeout(5 * time.Second), consumer.WithLogger(testenv.Logger(t)), consumer.WithoutDeadLetters()}
@@ -72,8 +72,8 @@ type Effects struct {
 func NewEffects() *Effects { return &Effects{n: map[string]int{}} }
 
 // Write is the business write of key's effect, for a handler's Result.
-func (e *Effects) Write(key string) dedupmem.Write {
-	return dedupmem.Write{Apply: func() {
+func (e *Effects) Write(key string) memstore.Write {
+	return memstore.Write{Apply: func() {
 		e.mu.Lock()
 		e.n[key]++
 		e.mu.Unlock()
@@ -140,7 +140,7 @@ func TimeConsumer(b *testing.B, start time.Time, src consumer.Source, records in
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(src, dedupmem.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(512),
+	c, err := consumer.New(src, memstore.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(512),
 		consumer.WithHooks(acks), consumer.WithoutDeadLetters())
 	if err != nil {
 		b.Fatal(err)

@@ -14,8 +14,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/sources/kafka"
-	"github.com/onceq/onceq/sources/sqs"
+	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/sqssource"
 )
 
 // DeadLetterer sends a record the Guard dead-lettered to a dead-letter
@@ -37,14 +37,14 @@ func (f DeadLetterFunc) DeadLetter(ctx context.Context, m *consumer.Message, rea
 // errForeign is returned by an adapter given a message of the other source.
 var errForeign = errors.New("awslambda: dead letter: not a record of this source")
 
-// SQSSender is the part of *sqs.Client that SQSQueue uses.
+// SQSSender is the part of *sqssource.Client that SQSQueue uses.
 type SQSSender interface {
 	SendMessage(ctx context.Context, in *awssqs.SendMessageInput, opts ...func(*awssqs.Options)) (*awssqs.SendMessageOutput, error)
 }
 
 // SQSQueue dead-letters SQS records to the queue at queueURL, as package
-// sqs does: the body and message attributes, plus sqs.ReasonAttribute and
-// sqs.OriginalIDAttribute; on a FIFO queue the record's MessageGroupId and
+// sqs does: the body and message attributes, plus sqssource.ReasonAttribute and
+// sqssource.OriginalIDAttribute; on a FIFO queue the record's MessageGroupId and
 // its MessageId as MessageDeduplicationId, so a repeated send within SQS's
 // five-minute window adds no second copy. The event source mapping deletes
 // the original once the function reports it handled.
@@ -96,7 +96,7 @@ func deadLetterAttributes(r *events.SQSMessage, reason string) map[string]sqstyp
 		put(consumer.IdempotencyKeyAttribute, v)
 	}
 	for k, v := range r.MessageAttributes {
-		if k == sqs.ReasonAttribute || k == sqs.OriginalIDAttribute || k == consumer.IdempotencyKeyAttribute || len(out) >= maxAttributes-2 {
+		if k == sqssource.ReasonAttribute || k == sqssource.OriginalIDAttribute || k == consumer.IdempotencyKeyAttribute || len(out) >= maxAttributes-2 {
 			continue
 		}
 		put(k, v)
@@ -104,8 +104,8 @@ func deadLetterAttributes(r *events.SQSMessage, reason string) map[string]sqstyp
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
 	}
-	out[sqs.ReasonAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(reason)}
-	out[sqs.OriginalIDAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(r.MessageId)}
+	out[sqssource.ReasonAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(reason)}
+	out[sqssource.OriginalIDAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(r.MessageId)}
 	return out
 }
 
@@ -116,7 +116,7 @@ type KafkaWriter interface {
 
 // KafkaTopic dead-letters Kafka records through w, a kafka-go Writer whose
 // Topic is the dead-letter topic, as package kafka does: the record's key,
-// value and headers, plus kafka.ReasonHeader and the original topic,
+// value and headers, plus kafkasource.ReasonHeader and the original topic,
 // partition and offset headers.
 func KafkaTopic(w KafkaWriter) DeadLetterer {
 	return DeadLetterFunc(func(ctx context.Context, m *consumer.Message, reason string) error {
@@ -128,17 +128,17 @@ func KafkaTopic(w KafkaWriter) DeadLetterer {
 		for _, hs := range r.Headers {
 			for k, v := range hs {
 				switch k {
-				case kafka.ReasonHeader, kafka.OriginalTopicHeader, kafka.OriginalPartitionHeader, kafka.OriginalOffsetHeader:
+				case kafkasource.ReasonHeader, kafkasource.OriginalTopicHeader, kafkasource.OriginalPartitionHeader, kafkasource.OriginalOffsetHeader:
 					continue // a record dead-lettered before: these name this trip
 				}
 				headers = append(headers, kafkago.Header{Key: k, Value: v})
 			}
 		}
 		headers = append(headers,
-			kafkago.Header{Key: kafka.ReasonHeader, Value: []byte(reason)},
-			kafkago.Header{Key: kafka.OriginalTopicHeader, Value: []byte(r.Topic)},
-			kafkago.Header{Key: kafka.OriginalPartitionHeader, Value: []byte(strconv.FormatInt(r.Partition, 10))},
-			kafkago.Header{Key: kafka.OriginalOffsetHeader, Value: []byte(strconv.FormatInt(r.Offset, 10))},
+			kafkago.Header{Key: kafkasource.ReasonHeader, Value: []byte(reason)},
+			kafkago.Header{Key: kafkasource.OriginalTopicHeader, Value: []byte(r.Topic)},
+			kafkago.Header{Key: kafkasource.OriginalPartitionHeader, Value: []byte(strconv.FormatInt(r.Partition, 10))},
+			kafkago.Header{Key: kafkasource.OriginalOffsetHeader, Value: []byte(strconv.FormatInt(r.Offset, 10))},
 		)
 		var key []byte
 		if m.Key != "" {

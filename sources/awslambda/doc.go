@@ -9,7 +9,7 @@
 // with github.com/aws/aws-lambda-go/lambda, which every function imports
 // beside it.
 //
-//	store, _ := dynamodb.New(client, "idempotency")
+//	store, _ := dynamostore.New(client, "idempotency")
 //	f, err := awslambda.NewSQS(store, handler,
 //		awslambda.WithDeadLetters(awslambda.SQSQueue(sqsClient, dlqURL)))
 //	if err != nil { /* a configuration error */ }
@@ -80,7 +80,7 @@
 //
 // The key rule is the consumer's: the idempotency-key message attribute
 // (SQS) or header (Kafka) when present, else the source's default: the
-// body's SHA-256 for SQS, [kafka.Fingerprint] for Kafka. A record gets the
+// body's SHA-256 for SQS, [kafkasource.Fingerprint] for Kafka. A record gets the
 // same key here as from package sqs or package kafka, so moving a
 // deployment between a Lambda function and a long-running consumer does
 // not process anything twice (give both the same Namespace).

@@ -13,7 +13,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 // KafkaEventResponse is the partial batch response of a Kafka event source
@@ -39,11 +39,11 @@ type KafkaItemIdentifier struct {
 type KafkaFunction struct{ r *runner }
 
 // NewKafka returns a Kafka function that runs each record through a Guard
-// over store and h. The key is kafka.Fingerprint (the idempotency-key
+// over store and h. The key is kafkasource.Fingerprint (the idempotency-key
 // header, else a hash of topic, record key and value), as with package
 // kafka's Source; a WithKeyFunc given through WithGuardOptions replaces it.
 func NewKafka(store dedup.Store, h consumer.Handler, opts ...Option) (*KafkaFunction, error) {
-	r, err := newRunner(store, h, opts, []consumer.Option{consumer.WithKeyFunc(kafka.Fingerprint)})
+	r, err := newRunner(store, h, opts, []consumer.Option{consumer.WithKeyFunc(kafkasource.Fingerprint)})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func KafkaRecord(m *consumer.Message) (*events.KafkaRecord, bool) {
 }
 
 // kafkaMessage maps a record as package kafka maps a fetched one
-// (kafka.ToMessage), so that kafka.Fingerprint gives the same key.
+// (kafkasource.ToMessage), so that kafkasource.Fingerprint gives the same key.
 func kafkaMessage(r *events.KafkaRecord, now time.Time) (*consumer.Message, error) {
 	key, err := base64.StdEncoding.DecodeString(r.Key)
 	if err != nil {

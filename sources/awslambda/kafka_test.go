@@ -13,10 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/awslambda"
-	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 // produce writes records to one partition and reads them back as fetched.
@@ -71,7 +71,7 @@ func kafkaEvent(ms ...kafkago.Message) events.KafkaEvent {
 // TestKafka: partitions run in offset order; a duplicate (a producer's
 // retried send at a new offset) takes effect once, a poison record goes
 // to the dead-letter topic, and a failing record stops its partition and
-// is where Lambda resumes it. Keys are kafka.Fingerprint's, as with
+// is where Lambda resumes it. Keys are kafkasource.Fingerprint's, as with
 // package kafka's Source.
 func TestKafka(t *testing.T) {
 	t.Parallel()
@@ -118,14 +118,14 @@ func TestKafka(t *testing.T) {
 	}
 
 	// The record's key is the one package kafka's Source claims.
-	store, err := dynamodb.New(tb.client, tb.idempotency)
+	store, err := dynamostore.New(tb.client, tb.idempotency)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp, _ := kafka.Fingerprint(kafka.ToMessage(p0[0], 1))
+	fp, _ := kafkasource.Fingerprint(kafkasource.ToMessage(p0[0], 1))
 	key, _ := dedup.Key("onceq", fp)
 	if rec, err := store.Get(ctx, key); err != nil || rec.Status != dedup.StatusCompleted {
-		t.Errorf("record under kafka.Fingerprint's key: %+v, %v; want COMPLETED", rec, err)
+		t.Errorf("record under kafkasource.Fingerprint's key: %+v, %v; want COMPLETED", rec, err)
 	}
 
 	// Lambda resumes partition 1 at x: x fails again, c still waits.
@@ -158,8 +158,8 @@ func TestKafka(t *testing.T) {
 		for _, h := range m.Headers {
 			hs[h.Key] = string(h.Value)
 		}
-		if string(m.Value) != `{"id":"p","poison":true}` || hs[kafka.ReasonHeader] == "" || hs["trace"] != "t1" ||
-			hs[kafka.OriginalOffsetHeader] != fmt.Sprint(p0[2].Offset) {
+		if string(m.Value) != `{"id":"p","poison":true}` || hs[kafkasource.ReasonHeader] == "" || hs["trace"] != "t1" ||
+			hs[kafkasource.OriginalOffsetHeader] != fmt.Sprint(p0[2].Offset) {
 			t.Errorf("dead letter %s with headers %v; want the poison record, its headers, a reason and its offset", m.Value, hs)
 		}
 	}

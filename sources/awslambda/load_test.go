@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -32,7 +32,7 @@ func TestSQSThousand(t *testing.T) {
 	env["TESTFUNC_SKEW"] = "1s"
 	f := startFunction(t, 4, env) // seconds; the slow record outlasts it
 	ctx := testenv.Context(t, 80*time.Second)
-	store, err := dynamodb.New(tb.client, tb.idempotency)
+	store, err := dynamostore.New(tb.client, tb.idempotency)
 	if err != nil {
 		t.Fatal(err)
 	}

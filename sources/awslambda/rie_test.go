@@ -20,7 +20,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -195,7 +195,7 @@ func newTables(t testing.TB) *tables {
 	ctx := testenv.Context(t, time.Minute)
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
 	tb := &tables{client: client, endpoint: ep, idempotency: "lambda-idem-" + suffix, effs: "lambda-effects-" + suffix}
-	if err := dynamodb.CreateTable(ctx, client, tb.idempotency); err != nil {
+	if err := dynamostore.CreateTable(ctx, client, tb.idempotency); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
 	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{

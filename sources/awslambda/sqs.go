@@ -10,7 +10,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/sources/sqs"
+	"github.com/onceq/onceq/sources/sqssource"
 )
 
 // SQSFunction is a Lambda handler for SQS events. It is safe for
@@ -100,7 +100,7 @@ func sqsMessage(r *events.SQSMessage, now time.Time) *consumer.Message {
 		Body:       []byte(r.Body),
 		Attributes: sqsAttributes(r.MessageAttributes),
 		Attempt:    attempt,
-		Origin:     consumer.Origin{System: sqs.System, Destination: queue},
+		Origin:     consumer.Origin{System: sqssource.System, Destination: queue},
 		ReceivedAt: now,
 		Handle:     r,
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/sqs"
+	"github.com/onceq/onceq/sources/sqssource"
 )
 
 // queue is a queue on the SQS emulator that the test polls as Lambda's
@@ -211,10 +211,10 @@ func TestSQSDuplicatesPoisonAndRetry(t *testing.T) {
 	dl, _ := dlq.receive(10)
 	var reasons []string
 	for _, m := range dl {
-		reasons = append(reasons, aws.ToString(m.MessageAttributes[sqs.ReasonAttribute].StringValue))
+		reasons = append(reasons, aws.ToString(m.MessageAttributes[sqssource.ReasonAttribute].StringValue))
 		// b1 and b2 share a key with different bodies: whichever of the
 		// two ran second is the key reuse.
-		if id := aws.ToString(m.MessageAttributes[sqs.OriginalIDAttribute].StringValue); id != p && id != b1 && id != b2 {
+		if id := aws.ToString(m.MessageAttributes[sqssource.OriginalIDAttribute].StringValue); id != p && id != b1 && id != b2 {
 			t.Errorf("dead letter of %s; want only the poison record %s and one of the key reuses %s, %s", id, p, b1, b2)
 		}
 	}
@@ -302,7 +302,7 @@ func TestSQSFunctionTimeout(t *testing.T) {
 	}
 	q.returnAll(ms) // a timed-out invocation: the whole batch comes back
 
-	store, err := dynamodb.New(tb.client, tb.idempotency)
+	store, err := dynamostore.New(tb.client, tb.idempotency)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,15 +14,15 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memory"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/retry"
-	"github.com/onceq/onceq/sources/kafka"
+	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 // A lease taken in an invocation, and its renewals, end no later than the
 // invocation's deadline, whatever LeaseTTL says.
 func TestLeaseCappedAtDeadline(t *testing.T) {
-	mem := memory.New()
+	mem := memstore.New()
 	s := capLeases(mem)
 	now := time.Now()
 	limit := now.Add(3 * time.Second).Truncate(time.Second)
@@ -53,7 +53,7 @@ func TestLeaseCappedAtDeadline(t *testing.T) {
 func TestKafkaMessageMatchesSource(t *testing.T) {
 	km := kafkago.Message{Topic: "orders", Partition: 3, Offset: 42, Key: []byte("k1"), Value: []byte(`{"a":1}`),
 		Headers: []kafkago.Header{{Key: "h", Value: []byte("v")}}}
-	want := kafka.ToMessage(km, 1)
+	want := kafkasource.ToMessage(km, 1)
 	got, err := kafkaMessage(&events.KafkaRecord{Topic: "orders", Partition: 3, Offset: 42,
 		Key: base64.StdEncoding.EncodeToString(km.Key), Value: base64.StdEncoding.EncodeToString(km.Value),
 		Headers: []map[string]events.JSONNumberBytes{{"h": []byte("v")}}}, time.Now())
@@ -63,8 +63,8 @@ func TestKafkaMessageMatchesSource(t *testing.T) {
 	if got.ID != want.ID || got.Key != want.Key || string(got.Body) != string(want.Body) || got.Origin != want.Origin || got.Attributes["h"] != "v" {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	fw, _ := kafka.Fingerprint(want)
-	fg, _ := kafka.Fingerprint(got)
+	fw, _ := kafkasource.Fingerprint(want)
+	fg, _ := kafkasource.Fingerprint(got)
 	if fw != fg {
 		t.Fatalf("fingerprints differ: %s vs %s", fg, fw)
 	}
@@ -91,7 +91,7 @@ func TestConcurrencyBound(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	f, err := NewSQS(memory.New(), h, Concurrency(limit))
+	f, err := NewSQS(memstore.New(), h, Concurrency(limit))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func (misconfiguredStore) Claim(context.Context, dedup.ClaimRequest) (dedup.Clai
 // A Misconfigured outcome fails the invocation; no record is reported.
 func TestMisconfiguredFailsInvocation(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	f, err := NewSQS(misconfiguredStore{memory.New()}, h)
+	f, err := NewSQS(misconfiguredStore{memstore.New()}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestNoTimeLeft(t *testing.T) {
 		ran.Add(1)
 		return consumer.Result{}, nil
 	})
-	f, err := NewSQS(memory.New(), h, DeadlineMargin(2*time.Second))
+	f, err := NewSQS(memstore.New(), h, DeadlineMargin(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/dynamodb"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/sources/awslambda"
 )
 
@@ -76,7 +76,7 @@ func main() {
 		return
 	}
 
-	store, err := dynamodb.New(db, os.Getenv("TESTFUNC_TABLE"))
+	store, err := dynamostore.New(db, os.Getenv("TESTFUNC_TABLE"))
 	if err != nil {
 		log.Fatal(err)
 	}

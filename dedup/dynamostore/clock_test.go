@@ -1,0 +1,112 @@
+package dynamostore_test
+
+import (
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/retry"
+)
+
+// A claim whose Now is further from DynamoDB's clock than its margin is
+// refused before anything is written; one at the real time is accepted,
+// and the gauge reports the (small) offset of DynamoDB Local.
+func TestClockSkewRefused(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	client := dynamoClient(t, ep, nil)
+	reader, mp := metrictest.Provider(t)
+	st := newStore(t, client, recordsTable(t, client), dynamostore.WithMeterProvider(mp))
+	const margin = 5 * time.Second
+	// A first call measures the offset.
+	if _, err := st.Get(t.Context(), uniqueKey(t)); !errors.Is(err, dedup.ErrNotFound) {
+		t.Fatal(err)
+	}
+	for _, ahead := range []time.Duration{10 * time.Second, 60 * time.Second, -10 * time.Second} {
+		k := uniqueKey(t)
+		now := time.Now().Add(ahead)
+		_, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: k, Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute), SkewMargin: margin})
+		var cse *dynamostore.ClockSkewError
+		if !errors.Is(err, dynamostore.ErrClockSkew) || !errors.As(err, &cse) || retry.Classify(err) != retry.Misconfigured {
+			t.Fatalf("claim %v ahead: %v (class %v), want a Misconfigured *ClockSkewError", ahead, err, retry.Classify(err))
+		}
+		_, err = st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: k, Owner: "a", Now: now, ExpiresAt: now.Add(time.Hour), SkewMargin: margin})
+		if !errors.Is(err, dynamostore.ErrClockSkew) {
+			t.Fatalf("ClaimComplete %v ahead: %v, want ErrClockSkew", ahead, err)
+		}
+		if _, err := st.Get(t.Context(), k); !errors.Is(err, dedup.ErrNotFound) {
+			t.Fatalf("a refused claim wrote its record: %v", err)
+		}
+	}
+	now := time.Now()
+	c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute), SkewMargin: margin})
+	if err != nil || !c.Acquired {
+		t.Fatalf("claim at the real time: %+v, %v", c, err)
+	}
+	off, ok := metrictest.Gauge(t, reader, "onceq.dynamodb.clock_offset")
+	if !ok || math.Abs(off) > 1.5 {
+		t.Fatalf("clock_offset %v (reported %v), want within a second and a half of 0 on this host", off, ok)
+	}
+}
+
+// dateShift is a reverse proxy to DynamoDB Local that moves the Date
+// header of every response by shift: a server whose clock is off.
+func dateShift(t *testing.T, target string, shift time.Duration) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(r *http.Response) error {
+		r.Header.Set("Date", time.Now().Add(shift).UTC().Format(http.TimeFormat))
+		return nil
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Against a server 20 s ahead, claims are judged by the server's clock: a
+// Now at the local time is refused with a 5 s margin and accepted 20 s
+// ahead; with a 30 s margin the offset is over half of it and logged
+// once, not on every claim.
+func TestClockOffsetMeasured(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	direct := dynamoClient(t, ep, nil)
+	table := recordsTable(t, direct)
+	var logs testenv.LogBuffer
+	st := newStore(t, dynamoClient(t, dateShift(t, ep, 20*time.Second), nil), table, dynamostore.WithLogger(logs.Logger(slog.LevelInfo)))
+	if _, err := st.Get(t.Context(), uniqueKey(t)); !errors.Is(err, dedup.ErrNotFound) {
+		t.Fatal(err)
+	}
+	claim := func(ahead, margin time.Duration) error {
+		now := time.Now().Add(ahead)
+		_, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute), SkewMargin: margin})
+		return err
+	}
+	if err := claim(0, 5*time.Second); !errors.Is(err, dynamostore.ErrClockSkew) {
+		t.Fatalf("claim at local time against a server 20 s ahead: %v, want ErrClockSkew", err)
+	}
+	if err := claim(20*time.Second, 5*time.Second); err != nil {
+		t.Fatalf("claim at the server's time: %v", err)
+	}
+	for range 3 {
+		if err := claim(0, 30*time.Second); err != nil {
+			t.Fatalf("claim within a 30 s margin: %v", err)
+		}
+	}
+	if n := strings.Count(logs.String(), "more than half the skew margin"); n != 1 {
+		t.Fatalf("%d warnings of the offset, want 1 per crossing:\n%s", n, logs.String())
+	}
+}

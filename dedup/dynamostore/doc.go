@@ -1,0 +1,116 @@
+// Package dynamostore is a dedup.Store over Amazon DynamoDB (aws-sdk-go-v2).
+//
+// # Record layout
+//
+// One item per key. Default layout: partition key pk = the whole key
+// ("<namespace>#<fingerprint>"). Tenant layout (TenantLayout): pk = the
+// tenant (the key up to its first '#', i.e. dedup.Key's namespace) and sort
+// key sk = the rest, so one tenant's records can be queried as a range.
+// Other attributes: status, version, owner, payload_hash, attempts,
+// created_at, expires_at (the table's TTL attribute), lease_expires_at,
+// response (binary) and error.
+//
+// Key attributes hold UTF-8 strings of at most 2048 bytes (pk) and 1024
+// (sk): a fingerprint too long for its attribute, or not UTF-8, is stored
+// as "sha256:" and the hex of its SHA-256, deterministically. A tenant too
+// long for pk is a *dedup.KeyTooLongError (Permanent). Record.Key read back
+// is the stored form.
+//
+// # Claim
+//
+// A claim is ONE UpdateItem conditioned on "absent or expired":
+//
+//	attribute_not_exists(pk) OR expires_at < :now
+//
+// with ReturnValues=ALL_OLD (a winner learns the expired-but-present record
+// it took over: Claim.Previous) and ReturnValuesOnConditionCheckFailure=ALL_OLD
+// (a loser learns the live record from the exception itself: Claim.Existing,
+// no GetItem). UpdateItem rather than PutItem because it keeps version and
+// attempts counting across takeovers (if_not_exists(version, 0) + 1), so a
+// version is never reused while the item exists. TTL may delete an item and
+// restart versions at 1, which is why every fence checks the owner token as
+// well as the version.
+//
+// # Fencing
+//
+// Complete, Fail and Extend are UpdateItems conditioned on
+// owner = :owner AND version = :v AND status = PENDING. A condition failure is
+// dedup.ErrLeaseLost (a *LeaseLostError carrying the current record). Complete
+// and Fail bump the version; Extend keeps it, so the caller's Lease stays
+// valid after a heartbeat.
+//
+// # Times
+//
+// Times are stored in epoch seconds, because DynamoDB TTL reads seconds.
+// Every expiry written (lease, retention, retry delay) is rounded UP to the
+// next second and the caller's Now is rounded DOWN, so a record is never
+// treated as expired before the time the caller asked for: a lease can last
+// up to a second longer than requested, never shorter. A record is live
+// through its expiry second (dedup.Record.Live) and claimable once
+// expires_at < floor(now). For a PENDING record a request's SkewMargin is
+// subtracted from now, so an expired lease becomes claimable that much later
+// (protection against a claimer whose clock runs ahead of the holder's);
+// meanwhile a loser may be shown a lease whose ExpiresAt has passed. A
+// FAILED record's retry delay and a COMPLETED record's retention end on
+// time: taking them a little early doubles nothing.
+//
+// A margin only protects if clocks really are that close, so the store
+// measures its host's clock against DynamoDB's (the Date header of every
+// response; gauge onceq.dynamodb.clock_offset), logs a warning when the
+// offset passes half a request's margin, and refuses a claim whose Now is
+// further than its margin from DynamoDB's time with a *ClockSkewError
+// (retry.Misconfigured), before writing anything. ClockCheck(false) turns
+// the refusal off, for callers that drive the store with a clock of their
+// own.
+//
+// # Transactions
+//
+// CompleteRequest.Writes and ClaimCompleteRequest.Writes hold
+// types.TransactWriteItem or *types.TransactWriteItem values; any other type
+// is dedup.ErrUnsupportedWrite. They are committed in ONE TransactWriteItems
+// with the record's transition (the record is item 0, Writes[i] is item i+1),
+// at most 100 items in all (*dedup.TooManyWritesError before sending).
+// Cancellation reasons are read by index: the record's ConditionalCheckFailed
+// is a lost lease (Complete) or a live record (ClaimComplete); a write's
+// ConditionalCheckFailed is a *dedup.BusinessConditionError with Index i;
+// TransactionConflict and throttling are retried; other reasons are
+// permanent (*TransactionError).
+//
+// # Retries
+//
+// New takes its own copy of the client given (the caller's is unchanged).
+// Every store call runs with the SDK's retryer disabled (aws.NopRetryer, one
+// HTTP attempt) and is retried by the store's retry.Policy instead, which
+// backs off throttles and transient faults with jitter and reports each
+// retry to every RetryHook with its class and DynamoDB error code. Two layers
+// retrying would multiply attempts and hide throttles inside the SDK, where
+// no counter sees them. A ConditionalCheckFailed is a decision and is never
+// retried. When a retry follows a fault after which the first attempt may
+// have committed (a 5xx, a reset connection), the store recognises its own
+// write by the owner token in the returned record and reports success, so a
+// lost response neither loses a completion nor applies business writes twice.
+// Owner tokens must therefore be unique per claim.
+//
+// # Global Tables
+//
+// Conditional writes are linearizable only within one region: two workers
+// claiming the same key in two regions of a Global Table can both succeed,
+// and last-writer-wins replication then silently drops one claim, so the
+// message is processed twice. WithRegionalClients gives the store one client
+// per region and routes every call for a key to the client picked by a
+// stable FNV-1a hash of the key (its home region), so all claims, fences and
+// reads of one key are decided in one region. Every worker must list the
+// same clients in the same order.
+//
+// # Size
+//
+// A record with its response larger than DynamoDB's 400 KB item limit is
+// refused before sending with a *dedup.RecordTooLargeError (the item size is
+// estimated by DynamoDB's rules: attribute names plus values).
+//
+// # Imports
+//
+// This package owns the DynamoDB SDK within onceq: no other package of the
+// library imports it. It imports dedup, retry and onceq's internal
+// packages; applications and the operator CLI import it.
+package dynamostore

@@ -1,0 +1,267 @@
+package dynamostore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/retry"
+)
+
+// calls counts DynamoDB requests by operation, from SDK middleware placed
+// after the retry step, so every HTTP attempt is one call.
+type calls struct {
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (c *calls) add(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.by == nil {
+		c.by = map[string]int{}
+	}
+	c.by[op]++
+}
+
+func (c *calls) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sum()
+}
+
+func (c *calls) sum() int {
+	n := 0
+	for _, v := range c.by {
+		n += v
+	}
+	return n
+}
+
+func (c *calls) get(op string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.by[op]
+}
+
+// take returns the total and resets.
+func (c *calls) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.sum()
+	c.by = nil
+	return n
+}
+
+func (c *calls) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.by = nil
+}
+
+func (c *calls) middleware(st *middleware.Stack) error {
+	return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("onceqCountCalls",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			c.add(middleware.GetOperationName(ctx))
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After)
+}
+
+// dynamoClient is a client of endpoint (DynamoDB Local or a fault proxy in
+// front of it), counting its calls into c when c is not nil.
+func dynamoClient(t testing.TB, endpoint string, c *calls) *ddb.Client {
+	t.Helper()
+	cfg := testenv.AWSConfig(t, endpoint)
+	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxIdleConnsPerHost = 128
+		tr.MaxIdleConns = 256
+	})
+	return ddb.NewFromConfig(cfg, func(o *ddb.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		if c != nil {
+			o.APIOptions = append(o.APIOptions, c.middleware)
+		}
+	})
+}
+
+func uniqueName(prefix string) string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+func uniqueKey(t testing.TB) string {
+	return "test#" + uniqueName("k-")
+}
+
+// whole-second times an hour ahead, as the conformance suite uses.
+func clock() func(sec int) time.Time {
+	t0 := time.Now().Add(time.Hour).Truncate(time.Second)
+	return func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+}
+
+// inventory is the order-worker's stock table: sku → available, reserved.
+type inventory struct {
+	client *ddb.Client
+	table  string
+}
+
+func newInventory(t testing.TB, client *ddb.Client) *inventory {
+	t.Helper()
+	inv := &inventory{client: client, table: uniqueName("onceq_inv_")}
+	_, err := client.CreateTable(t.Context(), &ddb.CreateTableInput{
+		TableName:            aws.String(inv.table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("sku"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("sku"), KeyType: types.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatalf("create inventory table: %v", err)
+	}
+	return inv
+}
+
+func (inv *inventory) stock(t testing.TB, sku string, available int) {
+	t.Helper()
+	_, err := inv.client.PutItem(t.Context(), &ddb.PutItemInput{
+		TableName: aws.String(inv.table),
+		Item: map[string]types.AttributeValue{
+			"sku":       &types.AttributeValueMemberS{Value: sku},
+			"available": &types.AttributeValueMemberN{Value: strconv.Itoa(available)},
+			"reserved":  &types.AttributeValueMemberN{Value: "0"},
+		},
+	})
+	if err != nil {
+		t.Fatalf("stock %s: %v", sku, err)
+	}
+}
+
+// levels reads available and reserved.
+func (inv *inventory) levels(t testing.TB, sku string) (available, reserved int) {
+	t.Helper()
+	out, err := inv.client.GetItem(t.Context(), &ddb.GetItemInput{
+		TableName: aws.String(inv.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: sku}},
+	})
+	if err != nil {
+		t.Fatalf("read %s: %v", sku, err)
+	}
+	n := func(name string) int {
+		v, ok := out.Item[name].(*types.AttributeValueMemberN)
+		if !ok {
+			t.Fatalf("%s of %s is %T", name, sku, out.Item[name])
+		}
+		i, _ := strconv.Atoi(v.Value)
+		return i
+	}
+	return n("available"), n("reserved")
+}
+
+// reserve is the order-worker's write: take qty from available into reserved.
+func (inv *inventory) reserve(sku string, qty int) types.TransactWriteItem {
+	q := &types.AttributeValueMemberN{Value: strconv.Itoa(qty)}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(inv.table),
+		Key:                       map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: sku}},
+		UpdateExpression:          aws.String("SET available = available - :q, reserved = reserved + :q"),
+		ConditionExpression:       aws.String("available >= :q"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":q": q},
+	}}
+}
+
+// note is an unconditional Put of a row in the inventory table.
+func (inv *inventory) note(sku string) types.TransactWriteItem {
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(inv.table),
+		Item:      map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: sku}},
+	}}
+}
+
+func mustClaim(t testing.TB, st dedup.Store, req dedup.ClaimRequest) dedup.Claim {
+	t.Helper()
+	c, err := st.Claim(t.Context(), req)
+	if err != nil {
+		t.Fatalf("claim %s: %v", req.Key, err)
+	}
+	return c
+}
+
+// recordsTable makes a fresh records table.
+func recordsTable(t testing.TB, client *ddb.Client, opts ...dynamostore.TableOption) string {
+	t.Helper()
+	name := uniqueName("onceq_rec_")
+	if err := dynamostore.CreateTable(t.Context(), client, name, opts...); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	return name
+}
+
+// newStore is dynamostore.New for tests: a configuration error fails the test.
+func newStore(tb testing.TB, client *ddb.Client, table string, opts ...dynamostore.Option) *dynamostore.Store {
+	tb.Helper()
+	st, err := dynamostore.New(client, table, opts...)
+	if err != nil {
+		tb.Fatalf("dynamostore.New: %v", err)
+	}
+	return st
+}
+
+// countedStore is a store on a fresh records table of DynamoDB Local,
+// its client counting every call into c.
+func countedStore(t testing.TB) (st *dynamostore.Store, client *ddb.Client, c *calls) {
+	t.Helper()
+	c = &calls{}
+	client = dynamoClient(t, testenv.DynamoDBEndpoint(t), c)
+	return newStore(t, client, recordsTable(t, client)), client, c
+}
+
+// concurrently runs f(0) … f(n-1), each in its own goroutine, and once all
+// are done fails the test with the first error any returned.
+func concurrently(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := f(i); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// Hook adapters: a func per hook interface.
+type (
+	onCall           func(ctx context.Context, op string, took time.Duration, err error)
+	onRetry          func(ctx context.Context, op string, class retry.Class, code string)
+	onCancellation   func(ctx context.Context, op, reason string)
+	onExpiredPresent func(ctx context.Context, op string)
+)
+
+func (f onCall) OnCall(ctx context.Context, op string, took time.Duration, err error) {
+	f(ctx, op, took, err)
+}
+func (f onRetry) OnRetry(ctx context.Context, op string, c retry.Class, code string) {
+	f(ctx, op, c, code)
+}
+func (f onCancellation) OnCancellation(ctx context.Context, op, reason string) { f(ctx, op, reason) }
+func (f onExpiredPresent) OnExpiredPresent(ctx context.Context, op string)     { f(ctx, op) }

@@ -1,0 +1,117 @@
+package dynamostore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
+)
+
+// ErrBadKey: a key the table layout cannot store. The error is a
+// *BadKeyError or a *dedup.KeyTooLongError.
+var ErrBadKey = errors.New("dynamostore: key not storable in this table layout")
+
+// BadKeyError is a key without the <tenant>#<fingerprint> shape the tenant
+// layout needs. It is the message's fault (Permanent), never retried.
+type BadKeyError struct {
+	KeyHash string // dedup.KeyHash of the key
+}
+
+func (e *BadKeyError) Error() string {
+	return fmt.Sprintf("%s: key_hash %s: the tenant layout needs <tenant>#<fingerprint>", ErrBadKey, e.KeyHash)
+}
+
+// Is makes errors.Is(err, ErrBadKey) true.
+func (e *BadKeyError) Is(target error) bool { return target == ErrBadKey }
+
+// RetryClass: the key will never fit.
+func (e *BadKeyError) RetryClass() retry.Class { return retry.Permanent }
+
+// hashedPrefix marks a key part stored as its hash.
+const hashedPrefix = "sha256:"
+
+// layout maps a dedup key to the item's primary key. It knows DynamoDB's
+// key limits (partition key 2048 bytes, sort key 1024, UTF-8 strings): a
+// part that is too long or not UTF-8 is stored as "sha256:" and the hex of
+// its SHA-256, so every key maps to one storable item, always the same one,
+// and distinct keys stay distinct. A part that already starts with
+// "sha256:" is hashed too, so no given key can pose as another's hash.
+//
+// What is hashed is the fingerprint, the part after the first '#' (keys
+// come from dedup.Key as <namespace>#<key>): the namespace stays readable,
+// and the default layout stores what dedup.Key produced before the rule
+// moved here.
+type layout struct{ tenant bool }
+
+func (l layout) key(k string) (map[string]types.AttributeValue, error) {
+	if k == "" {
+		return nil, dedup.ErrEmptyKey
+	}
+	ns, fp, ok := strings.Cut(k, "#")
+	if !l.tenant {
+		return map[string]types.AttributeValue{attrPK: str(partitionKey(k, ns, fp, ok))}, nil
+	}
+	if !ok || ns == "" || fp == "" {
+		return nil, &BadKeyError{KeyHash: dedup.KeyHash(k)}
+	}
+	switch {
+	case !utf8.ValidString(ns) || strings.HasPrefix(ns, hashedPrefix):
+		ns = hashKey(ns)
+	case len(ns) > maxPartitionKey:
+		// Hashing the tenant would scatter a tenant's records, which the
+		// layout exists to keep together: refuse the key instead.
+		return nil, &dedup.KeyTooLongError{KeyHash: dedup.KeyHash(k), Part: "tenant", Len: len(ns), Max: maxPartitionKey}
+	}
+	if !storable(fp, maxSortKey) {
+		fp = hashKey(fp)
+	}
+	return map[string]types.AttributeValue{attrPK: str(ns), attrSK: str(fp)}, nil
+}
+
+// partitionKey is the default layout's pk of k = ns#fp (ok: k has a '#').
+// A hashed whole key has no '#' and a kept one no "sha256:" after its
+// first '#', so the three shapes never meet.
+func partitionKey(k, ns, fp string, ok bool) string {
+	const hashedLen = len(hashedPrefix) + 2*sha256.Size
+	switch {
+	case !ok && storable(k, maxPartitionKey):
+		return k
+	case !ok:
+		return hashKey(k)
+	case len(k) <= maxPartitionKey && utf8.ValidString(k) && !strings.HasPrefix(fp, hashedPrefix):
+		return k
+	case len(ns)+len("#")+hashedLen <= maxPartitionKey && utf8.ValidString(ns):
+		return ns + "#" + hashKey(fp)
+	default:
+		return hashKey(k)
+	}
+}
+
+// storable reports whether s can be a key attribute of at most max bytes
+// as it is.
+func storable(s string, max int) bool {
+	return len(s) <= max && utf8.ValidString(s) && !strings.HasPrefix(s, hashedPrefix)
+}
+
+func hashKey(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hashedPrefix + hex.EncodeToString(sum[:])
+}
+
+// notExists writes the "absent" arm of a claim condition. One key
+// attribute would do (the condition is evaluated on the one item of that
+// primary key), but naming both keeps the tenant layout's intent explicit.
+func (l layout) notExists(r *request) {
+	if l.tenant {
+		r.Where("(attribute_not_exists(", r.name(nPK), ") AND attribute_not_exists(", r.name(nSK), "))")
+		return
+	}
+	r.Where("attribute_not_exists(", r.name(nPK), ")")
+}

@@ -1,0 +1,105 @@
+package dynamostore
+
+import (
+	"log/slog"
+	"time"
+
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/onceq/onceq/retry"
+)
+
+// Option configures a Store. Options named With… give the store a
+// collaborator (a logger, hooks, a meter provider, a retry policy,
+// clients); the others are plain settings.
+type Option interface{ apply(*config) }
+
+// TableOption configures CreateTable.
+type TableOption interface{ applyTable(*tableConfig) }
+
+type config struct {
+	policy retry.Policy
+	tenant bool
+	// noClockCheck: the zero config checks clocks.
+	noClockCheck bool
+	regional     []*ddb.Client
+	hooks        []Hook
+	logger       *slog.Logger
+	meter        metric.MeterProvider
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithRetryPolicy sets the backoff used for throttles and transient faults
+// (default retry.DefaultPolicy()).
+func WithRetryPolicy(p retry.Policy) Option {
+	return optionFunc(func(c *config) { c.policy = p })
+}
+
+// ClockCheck(false) stops refusing claims whose Now is further from
+// DynamoDB's clock than their SkewMargin (*ClockSkewError), for tests and
+// simulations that drive the store with a clock of their own. The offset
+// is still measured and reported. Default true.
+func ClockCheck(enabled bool) Option {
+	return optionFunc(func(c *config) { c.noClockCheck = !enabled })
+}
+
+// WithRegionalClients routes every call for a key to one of clients, chosen
+// by a stable hash of the key, instead of the client given to New. Use one
+// client per region of a Global Table, in the same order on every worker:
+// conditional writes are only linearizable within a region (see the package
+// documentation).
+func WithRegionalClients(clients []*ddb.Client) Option {
+	cs := append([]*ddb.Client(nil), clients...)
+	return optionFunc(func(c *config) { c.regional = cs })
+}
+
+// WithHooks adds observers (see Hook); New refuses a hook that implements
+// none of the hook interfaces.
+func WithHooks(hooks ...Hook) Option {
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
+}
+
+// WithLogger sets the logger for events no error reports (default
+// slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// WithMeterProvider sets where the store's metrics go (default the global
+// MeterProvider): onceq.dynamodb.errors, .transaction_cancellations and
+// .retries.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meter = mp })
+}
+
+// LayoutOption selects the tenant layout; it is both an Option and a
+// TableOption so the store and its table agree.
+type LayoutOption struct{ tenant bool }
+
+func (o LayoutOption) apply(c *config)           { c.tenant = o.tenant }
+func (o LayoutOption) applyTable(c *tableConfig) { c.tenant = o.tenant }
+
+// TenantLayout stores the tenant (the key before its first '#') as the
+// partition key and the rest as the sort key, so records can be listed per
+// tenant. Keys must then have a non-empty tenant and fingerprint.
+func TenantLayout() LayoutOption { return LayoutOption{tenant: true} }
+
+type tableConfig struct {
+	tenant      bool
+	waitTimeout time.Duration
+}
+
+type tableOptionFunc func(*tableConfig)
+
+func (f tableOptionFunc) applyTable(c *tableConfig) { f(c) }
+
+// TableWaitTimeout bounds how long CreateTable waits for the table to
+// become ACTIVE (default 5 minutes).
+func TableWaitTimeout(d time.Duration) TableOption {
+	return tableOptionFunc(func(c *tableConfig) { c.waitTimeout = d })
+}

@@ -1,0 +1,147 @@
+package dynamostore
+
+import (
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// Aliases of the record's attributes in expressions: "#" and the name
+// (several names are reserved words, so every one is aliased).
+const (
+	nPK       = "#" + attrPK
+	nSK       = "#" + attrSK
+	nStatus   = "#" + attrStatus
+	nVersion  = "#" + attrVersion
+	nOwner    = "#" + attrOwner
+	nPayload  = "#" + attrPayload
+	nAttempts = "#" + attrAttempts
+	nCreated  = "#" + attrCreated
+	nExpires  = "#" + attrExpires
+	nLease    = "#" + attrLease
+	nResponse = "#" + attrResponse
+	nError    = "#" + attrError
+)
+
+// request is one conditional update of a record, described once and sent
+// as an UpdateItem or as a transaction's Update. Each name and value is
+// recorded as the expression is written, so the request defines exactly
+// what it uses (DynamoDB refuses one it does not) and nothing needs
+// pruning afterwards.
+//
+// Measured before the switch (go test -bench, 2 loaded CPUs, -cpu 1,
+// best of 8; building a claim's UpdateItemInput): the expressions
+// assembled by hand and pruned by a token scanner 3.8 µs, 2512 B, 26
+// allocations; this builder 3.0 µs, 2632 B, 27 allocations;
+// feature/dynamodb/expression 19.9 µs, 13537 B, 244 allocations (it builds
+// and renders a tree with generated aliases on every call), so it is not
+// used. Through a whole Store call over the SDK with a canned HTTP answer
+// (BenchmarkClientCPU, ~45 µs and ~330 allocations, nearly all the SDK's)
+// the builder saves 0-3 allocations and ~0.5 KB per call.
+type request struct {
+	names             map[string]string
+	values            map[string]types.AttributeValue
+	set, remove, cond strings.Builder
+}
+
+func newRequest() *request {
+	// Sized for the largest request, a claim: 11 names, 8 values (which
+	// then fit a map's one group), and expressions written without
+	// growing.
+	r := &request{names: make(map[string]string, 11), values: make(map[string]types.AttributeValue, 8)}
+	r.set.Grow(224)
+	r.remove.Grow(48)
+	r.cond.Grow(96)
+	return r
+}
+
+// name records alias ("#" and an attribute's name) and returns it.
+func (r *request) name(alias string) string {
+	r.names[alias] = alias[1:]
+	return alias
+}
+
+// value records v as placeholder and returns the placeholder.
+func (r *request) value(placeholder string, v types.AttributeValue) string {
+	r.values[placeholder] = v
+	return placeholder
+}
+
+// Set adds "alias = " and rhs (its parts written as given; names and
+// values in them recorded by name and value) to the SET clause.
+func (r *request) Set(alias string, rhs ...string) {
+	if r.set.Len() == 0 {
+		r.set.WriteString("SET ")
+	} else {
+		r.set.WriteString(", ")
+	}
+	r.set.WriteString(r.name(alias))
+	r.set.WriteString(" = ")
+	for _, p := range rhs {
+		r.set.WriteString(p)
+	}
+}
+
+// Remove adds attributes to the REMOVE clause.
+func (r *request) Remove(aliases ...string) {
+	for _, a := range aliases {
+		if r.remove.Len() > 0 {
+			r.remove.WriteString(", ")
+		}
+		r.remove.WriteString(r.name(a))
+	}
+}
+
+// Where appends parts to the condition.
+func (r *request) Where(parts ...string) {
+	for _, p := range parts {
+		r.cond.WriteString(p)
+	}
+}
+
+// fence is the condition of Complete, Fail and Extend: the record is
+// still the PENDING record of the lease.
+func (r *request) fence(owner string, version int64) {
+	r.Where(r.name(nOwner), " = ", r.value(":owner", str(owner)),
+		" AND ", r.name(nVersion), " = ", r.value(":v", num(version)),
+		" AND ", r.name(nStatus), " = ", r.value(":pending", str(string(dedup.StatusPending))))
+}
+
+func (r *request) expression() string {
+	if r.remove.Len() == 0 {
+		return r.set.String()
+	}
+	return r.set.String() + " REMOVE " + r.remove.String()
+}
+
+// updateItem is the request as one UpdateItem, returning the item's old
+// values on success (rv) and on a condition failure.
+func (r *request) updateItem(table string, key map[string]types.AttributeValue, rv types.ReturnValue) *ddb.UpdateItemInput {
+	return &ddb.UpdateItemInput{
+		TableName:                           aws.String(table),
+		Key:                                 key,
+		UpdateExpression:                    aws.String(r.expression()),
+		ConditionExpression:                 aws.String(r.cond.String()),
+		ExpressionAttributeNames:            r.names,
+		ExpressionAttributeValues:           r.values,
+		ReturnValues:                        rv,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// transactItem is the request as a transaction's item.
+func (r *request) transactItem(table string, key map[string]types.AttributeValue) types.TransactWriteItem {
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                           aws.String(table),
+		Key:                                 key,
+		UpdateExpression:                    aws.String(r.expression()),
+		ConditionExpression:                 aws.String(r.cond.String()),
+		ExpressionAttributeNames:            r.names,
+		ExpressionAttributeValues:           r.values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+}

@@ -1,0 +1,690 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/plainbody"
+	"github.com/onceq/onceq/retry"
+)
+
+// Store is a dedup.Store and dedup.ClaimCompleter over one DynamoDB table.
+// It is safe for concurrent use.
+type Store struct {
+	clients []*ddb.Client
+	table   string
+	layout  layout
+	policy  retry.Policy
+	hooks   hooks
+	log     *slog.Logger
+	tel     *telemetry
+	clock   *clockOffset
+	// clockCheck refuses claims whose Now is off DynamoDB's clock by more
+	// than their SkewMargin.
+	clockCheck bool
+}
+
+var (
+	_ dedup.Store          = (*Store)(nil)
+	_ dedup.ClaimCompleter = (*Store)(nil)
+)
+
+// ErrInvalidConfig wraps every configuration error New returns.
+var ErrInvalidConfig = errors.New("dynamostore: invalid configuration")
+
+// New returns a Store over table, which CreateTable can make (with the same
+// layout option). client may be nil only when WithRegionalClients is given.
+// Errors wrap ErrInvalidConfig.
+func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
+	cfg := config{policy: retry.DefaultPolicy(), logger: slog.Default()}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	switch {
+	case table == "":
+		return nil, fmt.Errorf("%w: no table name", ErrInvalidConfig)
+	case client == nil && len(cfg.regional) == 0:
+		return nil, fmt.Errorf("%w: no client", ErrInvalidConfig)
+	case slices.Contains(cfg.regional, nil):
+		return nil, fmt.Errorf("%w: a nil regional client", ErrInvalidConfig)
+	}
+	hs, err := collectHooks(cfg.hooks)
+	if err != nil {
+		return nil, err
+	}
+	clients := []*ddb.Client{ownClient(client)}
+	if len(cfg.regional) > 0 {
+		clients = make([]*ddb.Client, len(cfg.regional))
+		for i, c := range cfg.regional {
+			clients[i] = ownClient(c)
+		}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	clock := &clockOffset{}
+	tel, err := newTelemetry(cfg.meter, clock)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
+	}
+	return &Store{
+		clients: clients,
+		table:   table,
+		layout:  layout{tenant: cfg.tenant},
+		policy:  cfg.policy,
+		hooks:   hs,
+		log:     cfg.logger,
+		tel:     tel,
+		clock:   clock,
+
+		clockCheck: !cfg.noClockCheck,
+	}, nil
+}
+
+// Table is the table name.
+func (s *Store) Table() string { return s.table }
+
+// client is the key's home client: a stable hash keeps every call for one
+// key in one region.
+func (s *Store) client(key string) *ddb.Client {
+	if len(s.clients) == 1 {
+		return s.clients[0]
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return s.clients[h.Sum64()%uint64(len(s.clients))]
+}
+
+// ownClient is the store's copy of a caller's client, made once here
+// rather than by a per-call option (which would copy the client's options
+// and build its middleware stack again on every request):
+//   - one HTTP attempt per SDK call: retry.Policy retries, so that every
+//     throttle reaches the hooks and the retry observer;
+//   - request bodies without WriteTo, against a race of smithy-go and
+//     net/http that fails a call the server answered (see
+//     internal/plainbody).
+func ownClient(c *ddb.Client) *ddb.Client {
+	if c == nil {
+		return nil
+	}
+	return ddb.New(c.Options(), func(o *ddb.Options) {
+		o.Retryer = aws.NopRetryer{}
+		o.HTTPClient = plainbody.Client(o.HTTPClient)
+	})
+}
+
+// do runs call under the retry policy; call learns its attempt number (1
+// first) so it can tell a retry, after which an earlier attempt may have
+// committed unseen, from a first try.
+//
+// Every response, and every error that carries one, is a sample of
+// DynamoDB's clock (its Date header), which claims are checked against.
+func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context, attempt int) (middleware.Metadata, error)) error {
+	attempt := 0
+	err := s.policy.Do(ctx, func(ctx context.Context) error {
+		attempt++
+		start := time.Now()
+		md, err := call(ctx, attempt)
+		end := time.Now()
+		s.clock.observe(start, end, md, err)
+		s.hooks.onCall(ctx, op, end.Sub(start), err)
+		if err != nil {
+			s.tel.requestError(ctx, op, errorCode(err), retry.Classify(err))
+		}
+		return err
+	}, func(c retry.Class, err error) {
+		code := errorCode(err)
+		s.hooks.onRetry(ctx, op, c, code)
+		s.tel.retry(ctx, op, code, c)
+		s.log.DebugContext(ctx, "dynamostore: retrying", "op", op, "class", c.String(), "dynamo_error_code", code, "err", err)
+	})
+	if c := retry.Classify(err); err != nil && c.Retryable() {
+		// Retries ran out: the caller gets the error, the operator the code.
+		s.log.WarnContext(ctx, "dynamostore: giving up", "op", op, "class", c.String(), "dynamo_error_code", errorCode(err), "attempts", attempt, "err", err)
+	}
+	return err
+}
+
+// claimNow is :now of a claim condition: floored, minus the request's
+// skew margin (a negative margin counts as none).
+func claimNow(now time.Time, margin time.Duration) int64 { return floorUnix(now.Add(-max(margin, 0))) }
+
+// metadata is a call's result metadata, where the raw response is kept.
+func metadata[O interface {
+	*ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput |
+		*ddb.DescribeTableOutput | *ddb.DescribeTimeToLiveOutput
+}](o O) middleware.Metadata {
+	switch o := any(o).(type) {
+	case *ddb.UpdateItemOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.GetItemOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.TransactWriteItemsOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.DescribeTableOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.DescribeTimeToLiveOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	}
+	return middleware.Metadata{}
+}
+
+// checkClock refuses a claim whose Now is surely further from DynamoDB's
+// clock (local time plus the measured offset; local time until a response
+// has been seen) than its margin, and logs once when the offset alone
+// surely passes half the margin. "Surely": beyond the measurement's own
+// uncertainty (Date has one-second resolution), so a small margin does not
+// refuse a good clock. A zero margin asks for no check.
+func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Duration) error {
+	if margin <= 0 {
+		return nil
+	}
+	off, _ := s.clock.offset()
+	if above, changed := s.clock.crossed(margin); changed && above {
+		s.log.WarnContext(ctx, "dynamostore: the local clock is off DynamoDB's by more than half the skew margin",
+			"offset", off, "skew_margin", margin)
+	} else if changed {
+		s.log.InfoContext(ctx, "dynamostore: the local clock is back within half the skew margin of DynamoDB's",
+			"offset", off, "skew_margin", margin)
+	}
+	if !s.clockCheck {
+		return nil
+	}
+	if skew := now.Sub(time.Now().Add(off)); abs(skew)-s.clock.uncertainty() > margin {
+		return &ClockSkewError{Skew: skew, Margin: margin}
+	}
+	return nil
+}
+
+// decision marks an error a condition decided; the caller handles it.
+type decision struct{ err error }
+
+func (d *decision) Error() string           { return d.err.Error() }
+func (d *decision) Unwrap() error           { return d.err }
+func (d *decision) RetryClass() retry.Class { return retry.ConditionFailed }
+
+func checkClaim(key, owner string, now time.Time) error {
+	switch {
+	case key == "":
+		return dedup.ErrEmptyKey
+	case owner == "":
+		return errors.New("dynamostore: claim without an owner token")
+	case now.IsZero():
+		return errors.New("dynamostore: claim without Now")
+	}
+	return nil
+}
+
+func checkLease(l dedup.Lease) error {
+	if l.Key == "" {
+		return dedup.ErrEmptyKey
+	}
+	if l.Owner == "" || l.Version <= 0 {
+		return fmt.Errorf("dynamostore: invalid lease (owner %q, version %d)", l.Owner, l.Version)
+	}
+	return nil
+}
+
+// Claim takes the key when it is absent or expired (see the package
+// documentation). Key reuse is not judged here: the Claim's Existing
+// carries the live record's PayloadHash for the caller to compare.
+func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	const op = "Claim"
+	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
+		return dedup.Claim{}, err
+	}
+	if !req.LeaseUntil.After(req.Now) {
+		return dedup.Claim{}, fmt.Errorf("%w (LeaseUntil %v, Now %v)", ErrNoLeaseExpiry, req.LeaseUntil, req.Now)
+	}
+	if err := s.checkClock(ctx, req.Now, req.SkewMargin); err != nil {
+		return dedup.Claim{}, err
+	}
+	key, err := s.layout.key(req.Key)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	if err := checkSize(key, req.Owner, req.PayloadHash, nil, ""); err != nil {
+		return dedup.Claim{}, err
+	}
+	r := s.claimRequest(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusPending, ceilUnix(req.LeaseUntil), nil)
+	return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusPending, r.updateItem(s.table, key, types.ReturnValueAllOld))
+}
+
+// claimRequest is the conditional write that takes a key when it is
+// absent or expired, shared by Claim (PENDING, with a lease until expires)
+// and ClaimComplete (COMPLETED with its response, retained until expires).
+// Version and attempts count on across takeovers: if_not_exists(x, 0) + 1.
+func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin time.Duration, status dedup.Status, expires int64, response []byte) *request {
+	r := newRequest()
+	zero, one := r.value(":zero", num(0)), r.value(":one", num(1))
+	exp := r.value(":exp", num(expires))
+	r.Set(nStatus, r.value(":status", str(string(status))))
+	r.Set(nVersion, "if_not_exists(", nVersion, ", ", zero, ") + ", one)
+	r.Set(nAttempts, "if_not_exists(", nAttempts, ", ", zero, ") + ", one)
+	r.Set(nOwner, r.value(":owner", str(owner)))
+	r.Set(nPayload, r.value(":ph", str(payloadHash)))
+	r.Set(nCreated, r.value(":created", num(floorUnix(now))))
+	r.Set(nExpires, exp)
+	switch {
+	case status == dedup.StatusPending:
+		r.Set(nLease, exp)
+		r.Remove(nResponse, nError)
+	case len(response) > 0:
+		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: response}))
+		r.Remove(nLease, nError)
+	default:
+		r.Remove(nLease, nError, nResponse)
+	}
+	s.layout.notExists(r)
+	nowArm := r.value(":now", num(floorUnix(now)))
+	if margin <= 0 {
+		r.Where(" OR ", r.name(nExpires), " < ", nowArm)
+		return r
+	}
+	// The margin protects leases only: a lease is taken over once expired
+	// for longer than the margin; a retry delay or a retention ends on time.
+	r.Where(" OR ", r.name(nExpires), " < ", r.value(":nowm", num(claimNow(now, margin))),
+		" OR (", r.name(nExpires), " < ", nowArm, " AND ", r.name(nStatus), " <> ", r.value(":pending", str(string(dedup.StatusPending))), ")")
+	return r
+}
+
+// claimItem makes a claim's UpdateItem and reads its outcome: won, or
+// lost to the live record the condition failure returns.
+func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing dedup.Status, in *ddb.UpdateItemInput) (dedup.Claim, error) {
+	client := s.client(key)
+	var out *ddb.UpdateItemOutput
+	retried := false
+	err := s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
+		retried = attempt > 1
+		o, err := client.UpdateItem(ctx, in)
+		out = o
+		return metadata(o), err
+	})
+	if err == nil {
+		return s.acquired(ctx, op, key, owner, out.Attributes), nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return dedup.Claim{}, s.wrap(op, key, err)
+	}
+	return s.lost(key, owner, writing, ccf.Item, retried)
+}
+
+// acquired builds a won Claim from the ALL_OLD attributes the claim
+// replaced (empty when the key was absent), computing the new counters the
+// way the update did: if_not_exists(x, 0) + 1.
+func (s *Store) acquired(ctx context.Context, op, key, owner string, old map[string]types.AttributeValue) dedup.Claim {
+	c := dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: 1}, Attempt: 1}
+	if len(old) == 0 {
+		return c
+	}
+	v, _ := getN(old, attrVersion, false, 0, 1<<62)
+	a, _ := getN(old, attrAttempts, false, 0, 1<<31-2)
+	c.Lease.Version, c.Attempt = v+1, int(a)+1
+	s.hooks.onExpiredPresent(ctx, op)
+	prev, err := decodeRecord(old)
+	if err != nil {
+		s.log.WarnContext(ctx, "dynamostore: claim replaced an undecodable record", "key_hash", dedup.KeyHash(key), "err", err)
+		return c
+	}
+	c.Previous = &prev
+	return c
+}
+
+// lost reads the record a failed claim condition returned. On a retry, a
+// record holding our owner token in the state we were writing is our own
+// earlier attempt, committed though its answer was lost: the claim is ours.
+func (s *Store) lost(key, owner string, writing dedup.Status, item map[string]types.AttributeValue, retried bool) (dedup.Claim, error) {
+	rec, err := decodeRecord(item)
+	if err != nil {
+		return dedup.Claim{}, fmt.Errorf("dynamostore: claim key_hash %s: key is held but its record is unreadable: %w", dedup.KeyHash(key), err)
+	}
+	if retried && rec.Owner == owner && rec.Status == writing {
+		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts}, nil
+	}
+	return dedup.Claim{Existing: rec}, nil
+}
+
+// Complete marks the lease COMPLETED, with req.Writes in the same
+// TransactWriteItems when there are any.
+func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	const op = "Complete"
+	if err := checkLease(req.Lease); err != nil {
+		return err
+	}
+	writes, err := transactItems(req.Writes)
+	if err != nil {
+		return err
+	}
+	key, err := s.layout.key(req.Lease.Key)
+	if err != nil {
+		return err
+	}
+	if err := checkSize(key, req.Lease.Owner, "", req.Response, ""); err != nil {
+		return err
+	}
+	r := settling(req.Lease, dedup.StatusCompleted, ":completed", req.ExpiresAt)
+	r.Remove(nLease, nError)
+	if len(req.Response) > 0 {
+		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: req.Response}))
+	} else {
+		r.Remove(nResponse)
+	}
+	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, key, r, writes)
+}
+
+// Fail marks the lease FAILED until req.RetryAt.
+func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
+	const op = "Fail"
+	key, err := s.leaseKey(req.Lease)
+	if err != nil {
+		return err
+	}
+	r := settling(req.Lease, dedup.StatusFailed, ":failed", req.RetryAt)
+	r.Set(nError, r.value(":err", str(truncateUTF8(req.Reason, maxErrorLen))))
+	switch {
+	case req.ResetAttempts:
+		r.Set(nAttempts, r.value(":zero", num(0)))
+	case req.RefundAttempt:
+		// A held lease's claim counted at least one attempt, so this
+		// never goes below 0.
+		r.Set(nAttempts, nAttempts, " - ", r.value(":one", num(1)))
+	}
+	r.Remove(nLease, nResponse)
+	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, key, r, nil)
+}
+
+// Extend pushes the lease to req.LeaseUntil, never back. The version is kept, so the
+// caller's Lease stays valid; the owner and version still fence it.
+func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
+	const op = "Extend"
+	key, err := s.leaseKey(req.Lease)
+	if err != nil {
+		return err
+	}
+	r := newRequest()
+	lease := r.value(":lease", num(ceilUnix(req.LeaseUntil)))
+	r.Set(nExpires, lease)
+	r.Set(nLease, lease)
+	r.fence(req.Lease.Owner, req.Lease.Version)
+	// A lease only moves forward: a holder whose clock stepped back must
+	// not shorten it, or another worker takes a live key.
+	r.Where(" AND ", nExpires, " <= ", lease)
+	// A retry re-applies the same idempotent update, so there is no earlier
+	// attempt to recognise: done status PENDING with the same version.
+	err = s.fenced(ctx, op, req.Lease, "", 0, key, r, nil)
+	var lost *LeaseLostError
+	if errors.As(err, &lost) && lost.Current != nil && lost.Current.Status == dedup.StatusPending &&
+		lost.Current.Owner == req.Lease.Owner && lost.Current.Version == req.Lease.Version {
+		// Still ours: only the expiry arm failed, the lease is already longer.
+		return nil
+	}
+	return err
+}
+
+// leaseKey checks a held lease and returns its record's key.
+func (s *Store) leaseKey(l dedup.Lease) (map[string]types.AttributeValue, error) {
+	if err := checkLease(l); err != nil {
+		return nil, err
+	}
+	return s.layout.key(l.Key)
+}
+
+// settling starts the fenced update that ends lease l in status, one
+// version on, the record expiring at expires: what Complete and Fail both
+// write before their own attributes.
+func settling(l dedup.Lease, status dedup.Status, placeholder string, expires time.Time) *request {
+	r := newRequest()
+	r.Set(nStatus, r.value(placeholder, str(string(status))))
+	r.Set(nVersion, r.value(":v1", num(l.Version+1)))
+	r.Set(nExpires, r.value(":exp", num(ceilUnix(expires))))
+	r.fence(l.Owner, l.Version)
+	return r
+}
+
+// fenced runs a fenced update of the record, alone (UpdateItem) or with
+// business writes (TransactWriteItems, the record first). done and
+// doneVersion describe the record our update leaves, to recognise it on a
+// retry ("" when the update is idempotent and needs no recognising).
+func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup.Status, doneVersion int64, key map[string]types.AttributeValue, r *request, writes []types.TransactWriteItem) error {
+	client := s.client(l.Key)
+	retried := false
+	var failedItem map[string]types.AttributeValue
+	var err error
+	if len(writes) == 0 {
+		in := r.updateItem(s.table, key, types.ReturnValueNone)
+		err = s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
+			retried = attempt > 1
+			o, err := client.UpdateItem(ctx, in)
+			return metadata(o), err
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if err == nil {
+			return nil
+		}
+		if !errors.As(err, &ccf) {
+			return s.wrap(op, l.Key, err)
+		}
+		failedItem = ccf.Item
+	} else {
+		c, err := s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
+		switch {
+		case err != nil:
+			return s.wrap(op, l.Key, err)
+		case c.ok:
+			return nil
+		case !c.recordFailed:
+			return businessError(c)
+		}
+		failedItem = c.record
+	}
+	var cur *dedup.Record
+	if len(failedItem) > 0 {
+		r, err := decodeRecord(failedItem)
+		if err != nil {
+			return fmt.Errorf("%w (record unreadable: %v)", &LeaseLostError{Op: op, Lease: l}, err)
+		}
+		cur = &r
+	}
+	if retried && done != "" && cur != nil && cur.Owner == l.Owner && cur.Status == done && cur.Version == doneVersion {
+		// Our earlier attempt committed; its answer was lost.
+		return nil
+	}
+	return &LeaseLostError{Op: op, Lease: l, Current: cur}
+}
+
+// transact sends one TransactWriteItems of record then writes, retried by
+// the policy. With a nil error, either it committed (c.ok) or a condition
+// decided: the record's (c.recordFailed) or a business write's (c.business).
+func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, record types.TransactWriteItem, writes []types.TransactWriteItem, retried *bool) (cancellation, error) {
+	items := make([]types.TransactWriteItem, 0, 1+len(writes))
+	items = append(items, record)
+	items = append(items, writes...)
+	in := &ddb.TransactWriteItemsInput{TransactItems: items}
+	var c cancellation
+	err := s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
+		*retried = attempt > 1
+		c = cancellation{business: -1}
+		o, err := client.TransactWriteItems(ctx, in)
+		md := metadata(o)
+		var tce *types.TransactionCanceledException
+		if err == nil || !errors.As(err, &tce) {
+			return md, err
+		}
+		c, err = readCancellation(ctx, op, tce, &s.hooks, s.tel)
+		if err != nil {
+			return md, err
+		}
+		return md, &decision{err: tce}
+	})
+	var d *decision
+	if errors.As(err, &d) {
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	c.ok = true
+	return c, nil
+}
+
+// ClaimComplete writes the record straight as COMPLETED, with req.Writes in
+// the same TransactWriteItems, when the key is absent or expired. Without
+// writes it is one UpdateItem and the Claim is as complete as Claim's; with
+// writes DynamoDB returns no values on success, so the Claim's
+// Lease.Version and Attempt are 0 (unknown) and Previous is nil.
+func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	const op = "ClaimComplete"
+	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
+		return dedup.Claim{}, err
+	}
+	if err := s.checkClock(ctx, req.Now, req.SkewMargin); err != nil {
+		return dedup.Claim{}, err
+	}
+	writes, err := transactItems(req.Writes)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	key, err := s.layout.key(req.Key)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	if err := checkSize(key, req.Owner, req.PayloadHash, req.Response, ""); err != nil {
+		return dedup.Claim{}, err
+	}
+	r := s.claimRequest(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusCompleted, ceilUnix(req.ExpiresAt), req.Response)
+	if len(writes) == 0 {
+		return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusCompleted, r.updateItem(s.table, key, types.ReturnValueAllOld))
+	}
+
+	client := s.client(req.Key)
+	retried := false
+	c, err := s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
+	switch {
+	case err != nil:
+		return dedup.Claim{}, s.wrap(op, req.Key, err)
+	case c.ok:
+		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: req.Key, Owner: req.Owner}}, nil
+	case c.recordFailed:
+		return s.lost(req.Key, req.Owner, dedup.StatusCompleted, c.record, retried)
+	default:
+		return dedup.Claim{}, businessError(c)
+	}
+}
+
+// Get reads the record with a strongly consistent GetItem.
+func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
+	const op = "Get"
+	k, err := s.layout.key(key)
+	if err != nil {
+		return dedup.Record{}, err
+	}
+	in := &ddb.GetItemInput{TableName: aws.String(s.table), Key: k, ConsistentRead: aws.Bool(true)}
+	client := s.client(key)
+	var out *ddb.GetItemOutput
+	err = s.do(ctx, op, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		o, err := client.GetItem(ctx, in)
+		out = o
+		return metadata(o), err
+	})
+	if err != nil {
+		return dedup.Record{}, s.wrap(op, key, err)
+	}
+	if len(out.Item) == 0 {
+		return dedup.Record{}, fmt.Errorf("dynamostore: get key_hash %s: %w", dedup.KeyHash(key), dedup.ErrNotFound)
+	}
+	rec, err := decodeRecord(out.Item)
+	if err != nil {
+		return dedup.Record{}, fmt.Errorf("dynamostore: get key_hash %s: %w", dedup.KeyHash(key), err)
+	}
+	return rec, nil
+}
+
+func (s *Store) wrap(op, key string, err error) error {
+	var te *TransactionError
+	if isItemTooLarge(err) {
+		return fmt.Errorf("dynamostore: %s key_hash %s: %w (%v)", op, dedup.KeyHash(key), &dedup.RecordTooLargeError{Size: maxItemSize + 1, Max: maxItemSize}, err)
+	}
+	if errors.As(err, &te) {
+		return err
+	}
+	return fmt.Errorf("dynamostore: %s key_hash %s: %w", op, dedup.KeyHash(key), err)
+}
+
+// transactItems checks the business writes' types and count.
+func transactItems(ws []any) ([]types.TransactWriteItem, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	if 1+len(ws) > maxTransactItems {
+		return nil, &dedup.TooManyWritesError{Got: len(ws), Max: maxTransactItems - 1}
+	}
+	out := make([]types.TransactWriteItem, 0, len(ws))
+	for i, w := range ws {
+		switch w := w.(type) {
+		case types.TransactWriteItem:
+			out = append(out, w)
+		case *types.TransactWriteItem:
+			if w == nil {
+				return nil, fmt.Errorf("%w: write %d is a nil *types.TransactWriteItem", dedup.ErrUnsupportedWrite, i)
+			}
+			out = append(out, *w)
+		default:
+			return nil, fmt.Errorf("%w: write %d is %T, want types.TransactWriteItem", dedup.ErrUnsupportedWrite, i, w)
+		}
+	}
+	return out, nil
+}
+
+// checkSize estimates the largest item the record can become and refuses
+// it before sending when over DynamoDB's limit. Numbers are sized at their
+// widest; an unknown payload hash (Complete) as a hex SHA-256.
+func checkSize(key map[string]types.AttributeValue, owner, payloadHash string, response []byte, errText string) error {
+	if payloadHash == "" {
+		payloadHash = "0000000000000000000000000000000000000000000000000000000000000000"
+	}
+	m := map[string]types.AttributeValue{
+		attrStatus:   str(string(dedup.StatusCompleted)),
+		attrVersion:  num(1 << 62),
+		attrOwner:    str(owner),
+		attrPayload:  str(payloadHash),
+		attrAttempts: num(1<<31 - 1),
+		attrCreated:  num(maxEpoch),
+		attrExpires:  num(maxEpoch),
+		attrLease:    num(maxEpoch),
+		attrError:    str(errText),
+	}
+	if len(response) > 0 {
+		m[attrResponse] = &types.AttributeValueMemberB{Value: response}
+	}
+	for k, v := range key {
+		m[k] = v
+	}
+	if n := itemSize(m); n > maxItemSize {
+		return &dedup.RecordTooLargeError{Size: n, Max: maxItemSize}
+	}
+	return nil
+}

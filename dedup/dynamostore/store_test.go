@@ -1,0 +1,63 @@
+package dynamostore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/storetest"
+	"github.com/onceq/onceq/integration/faultproxy"
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+func TestConformance(t *testing.T) {
+	conformance(t, nil, storetest.Options{})
+}
+
+func TestConformanceTenantLayout(t *testing.T) {
+	conformance(t, []dynamostore.Option{dynamostore.TenantLayout()}, storetest.Options{RaceGoroutines: 16, RaceRounds: 20}, dynamostore.TenantLayout())
+}
+
+// conformance runs the suite on a fresh table, with a fault proxy in front
+// of DynamoDB Local to meet a throttle. The suite's clock runs an hour
+// ahead of the real one, so the clock check is off.
+func conformance(t *testing.T, opts []dynamostore.Option, o storetest.Options, tableOpts ...dynamostore.TableOption) {
+	ep := testenv.DynamoDBEndpoint(t)
+	c := dynamoClient(t, ep, nil)
+	table := recordsTable(t, c, tableOpts...)
+	opts = append(opts, dynamostore.ClockCheck(false))
+	o.Throttled = func(t *testing.T) dedup.Store {
+		p := faultproxy.Start(t, ep)
+		p.AddRule(faultproxy.Rule{Times: 2, Fault: faultproxy.Throttle})
+		return newStore(t, dynamoClient(t, p.URL(), nil), table, append(opts, dynamostore.WithRetryPolicy(fastPolicy(5)))...)
+	}
+	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, opts...) }, o)
+}
+
+// A consumer whose key already hashes the body claims with no payload
+// hash: both claim shapes must store and return it as empty.
+func TestClaimWithoutPayloadHash(t *testing.T) {
+	ctx := context.Background()
+	c := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	s := newStore(t, c, recordsTable(t, c))
+	now := time.Now()
+	cl, err := s.Claim(ctx, dedup.ClaimRequest{Key: "ns#a", Owner: "o1", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || !cl.Acquired {
+		t.Fatalf("Claim: %+v, %v", cl, err)
+	}
+	if err := s.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	cc, err := s.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: "ns#b", Owner: "o2", Now: now, ExpiresAt: now.Add(time.Hour)})
+	if err != nil || !cc.Acquired {
+		t.Fatalf("ClaimComplete: %+v, %v", cc, err)
+	}
+	for _, k := range []string{"ns#a", "ns#b"} {
+		r, err := s.Get(ctx, k)
+		if err != nil || r.Status != dedup.StatusCompleted || r.PayloadHash != "" {
+			t.Fatalf("%s: %+v, %v; want COMPLETED with no payload hash", k, r, err)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
+)
+
+// CreateTable makes a records table: on-demand billing, the key schema of
+// the layout (pk; or pk + sk with TenantLayout) and TTL on expires_at.
+// It is idempotent: an existing table is accepted when its key schema
+// matches, and TTL is enabled if it is not. It returns once the table is
+// ACTIVE.
+func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...TableOption) error {
+	cfg := tableConfig{waitTimeout: 5 * time.Minute}
+	for _, o := range opts {
+		if o != nil {
+			o.applyTable(&cfg)
+		}
+	}
+	attrs := []types.AttributeDefinition{{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS}}
+	schema := []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}}
+	if cfg.tenant {
+		attrs = append(attrs, types.AttributeDefinition{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS})
+		schema = append(schema, types.KeySchemaElement{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange})
+	}
+	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: attrs,
+		KeySchema:            schema,
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("dynamostore: create table %s: %w", table, err)
+	}
+	waiter := ddb.NewTableExistsWaiter(client, func(o *ddb.TableExistsWaiterOptions) {
+		o.MinDelay = 500 * time.Millisecond
+		o.MaxDelay = 5 * time.Second
+	})
+	desc, err := waiter.WaitForOutput(ctx, &ddb.DescribeTableInput{TableName: aws.String(table)}, cfg.waitTimeout)
+	if err != nil {
+		return fmt.Errorf("dynamostore: wait for table %s: %w", table, err)
+	}
+	if err := checkSchema(desc.Table, cfg.tenant); err != nil {
+		return fmt.Errorf("dynamostore: table %s: %w", table, err)
+	}
+	return ensureTTL(ctx, client, table)
+}
+
+// Check implements dedup.Store: the table exists, is ACTIVE (or being
+// updated), has the key schema of the store's layout, and can be read. A
+// table without TTL on expires_at works (expired records are still treated
+// as absent) but grows without end: Check logs a warning.
+func (s *Store) Check(ctx context.Context) error {
+	client := s.clients[0]
+	// Through the retry policy, like every store call: a throttle or a
+	// reset at start-up is an outage, not a wrong deployment.
+	var desc *ddb.DescribeTableOutput
+	err := s.do(ctx, "DescribeTable", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		var err error
+		desc, err = client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
+		return metadata(desc), err
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: table %s: %w", s.table, err)
+	}
+	if err := checkSchema(desc.Table, s.layout.tenant); err != nil {
+		return fmt.Errorf("dynamostore: table %s: %w", s.table, &LayoutError{Err: err})
+	}
+	switch st := desc.Table.TableStatus; st {
+	case types.TableStatusActive, types.TableStatusUpdating:
+	default:
+		return fmt.Errorf("dynamostore: table %s is %s, not ACTIVE", s.table, st)
+	}
+	var ttl *ddb.DescribeTimeToLiveOutput
+	err = s.do(ctx, "DescribeTimeToLive", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		var err error
+		ttl, err = client.DescribeTimeToLive(ctx, &ddb.DescribeTimeToLiveInput{TableName: aws.String(s.table)})
+		return metadata(ttl), err
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: TTL of table %s: %w", s.table, err)
+	}
+	if d := ttl.TimeToLiveDescription; d == nil || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled && d.TimeToLiveStatus != types.TimeToLiveStatusEnabling ||
+		aws.ToString(d.AttributeName) != attrExpires {
+		s.log.WarnContext(ctx, "dynamostore: TTL is not enabled on expires_at: expired records are never deleted and the table grows",
+			"table", s.table)
+	}
+	// A read proves the permission the claims need most.
+	if _, err := s.Get(ctx, "onceq-check#"+s.table); err != nil && !errors.Is(err, dedup.ErrNotFound) {
+		return fmt.Errorf("dynamostore: reading table %s: %w", s.table, err)
+	}
+	return nil
+}
+
+// LayoutError says the table's key schema is not the one the store's
+// layout needs (a tenant-layout table opened without TenantLayout, or
+// the reverse). It is a configuration fault.
+type LayoutError struct{ Err error }
+
+func (e *LayoutError) Error() string { return e.Err.Error() }
+func (e *LayoutError) Unwrap() error { return e.Err }
+
+// RetryClass implements retry.Classifier: a wrong layout is misconfigured.
+func (e *LayoutError) RetryClass() retry.Class { return retry.Misconfigured }
+
+func checkSchema(t *types.TableDescription, tenant bool) error {
+	want := map[string]types.KeyType{attrPK: types.KeyTypeHash}
+	if tenant {
+		want[attrSK] = types.KeyTypeRange
+	}
+	if t == nil || len(t.KeySchema) != len(want) {
+		return fmt.Errorf("key schema does not match the layout (tenant=%v)", tenant)
+	}
+	for _, k := range t.KeySchema {
+		if kt, ok := want[aws.ToString(k.AttributeName)]; !ok || kt != k.KeyType {
+			return fmt.Errorf("key schema does not match the layout (tenant=%v)", tenant)
+		}
+	}
+	return nil
+}
+
+// ensureTTL enables TTL on expires_at unless it already is: a second
+// UpdateTimeToLive is a ValidationException, not a no-op.
+func ensureTTL(ctx context.Context, client *ddb.Client, table string) error {
+	d, err := client.DescribeTimeToLive(ctx, &ddb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err != nil {
+		return fmt.Errorf("dynamostore: describe TTL of %s: %w", table, err)
+	}
+	if ttl := d.TimeToLiveDescription; ttl != nil {
+		switch ttl.TimeToLiveStatus {
+		case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
+			if name := aws.ToString(ttl.AttributeName); name != attrExpires {
+				return fmt.Errorf("dynamostore: table %s has TTL on %q, want %q", table, name, attrExpires)
+			}
+			return nil
+		}
+	}
+	_, err = client.UpdateTimeToLive(ctx, &ddb.UpdateTimeToLiveInput{
+		TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(attrExpires),
+			Enabled:       aws.Bool(true),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: enable TTL on %s: %w", table, err)
+	}
+	return nil
+}

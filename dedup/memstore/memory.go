@@ -1,0 +1,295 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// Write is a business write committed atomically with a Complete or
+// ClaimComplete: every Check of a request runs first, and only if all pass
+// does every Apply run, under a lock that serializes all such commits.
+// Check returning an error cancels the commit with a
+// *dedup.BusinessConditionError.
+type Write struct {
+	Check func() error
+	Apply func()
+}
+
+const shards = 64
+
+// Store is the in-memory dedup.Store. The zero value is not usable; call New.
+type Store struct {
+	seed    maphash.Seed
+	shards  [shards]shard
+	writeMu sync.Mutex // serializes commits that carry Writes
+}
+
+type shard struct {
+	mu      sync.Mutex
+	records map[string]*dedup.Record
+}
+
+// New returns an empty Store.
+func New() *Store {
+	s := &Store{seed: maphash.MakeSeed()}
+	for i := range s.shards {
+		s.shards[i].records = map[string]*dedup.Record{}
+	}
+	return s
+}
+
+func (s *Store) shard(key string) *shard {
+	return &s.shards[maphash.String(s.seed, key)%shards]
+}
+
+// Len reports how many records are stored, expired ones included.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.records)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+func clone(r *dedup.Record) *dedup.Record {
+	c := *r
+	c.Response = slices.Clone(r.Response)
+	return &c
+}
+
+// Claim implements dedup.Store.
+func (s *Store) Claim(_ context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	if req.Key == "" {
+		return dedup.Claim{}, dedup.ErrEmptyKey
+	}
+	sh := s.shard(req.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old := sh.records[req.Key]
+	if held(old, req.Now, req.SkewMargin) {
+		return dedup.Claim{Existing: *clone(old)}, nil
+	}
+	rec, c := succeed(old, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, req.Now, req.LeaseUntil)
+	sh.records[req.Key] = rec
+	return c, nil
+}
+
+// held reports whether old still blocks a claim at now: it is live, or a
+// lease expired by no more than the claimer's skew margin. The margin
+// protects leases only: a retry delay or a retention ends on time.
+func held(old *dedup.Record, now time.Time, margin time.Duration) bool {
+	if old == nil {
+		return false
+	}
+	if old.Status != dedup.StatusPending {
+		margin = 0
+	}
+	return old.Live(now.Add(-max(margin, 0)))
+}
+
+// fenced returns the record the lease still fences, or ErrLeaseLost.
+func fenced(sh *shard, l dedup.Lease) (*dedup.Record, error) {
+	r := sh.records[l.Key]
+	if r == nil || r.Status != dedup.StatusPending || r.Owner != l.Owner || r.Version != l.Version {
+		return nil, fmt.Errorf("%w: key_hash %s version %d", dedup.ErrLeaseLost, dedup.KeyHash(l.Key), l.Version)
+	}
+	return r, nil
+}
+
+func asWrites(ws []any) ([]Write, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	out := make([]Write, len(ws))
+	for i, w := range ws {
+		switch w := w.(type) {
+		case Write:
+			out[i] = w
+		case *Write:
+			out[i] = *w
+		default:
+			return nil, fmt.Errorf("%w: %T (dedup/memstore takes memory.Write)", dedup.ErrUnsupportedWrite, w)
+		}
+	}
+	return out, nil
+}
+
+// lockCommit takes the locks a commit on key needs: the key's shard, and
+// first the lock serializing commits that carry writes. The record side
+// is decided and applied inline by the caller (no closures: they would
+// cost allocations on every Complete).
+func (s *Store) lockCommit(key string, writes []Write) *shard {
+	if len(writes) > 0 {
+		s.writeMu.Lock()
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	return sh
+}
+
+func (s *Store) unlockCommit(sh *shard, writes []Write) {
+	sh.mu.Unlock()
+	if len(writes) > 0 {
+		s.writeMu.Unlock()
+	}
+}
+
+// applyWrites runs every Check and, only if all pass, every Apply: the
+// business side of an all-or-nothing commit.
+func applyWrites(writes []Write) error {
+	for i, w := range writes {
+		if w.Check == nil {
+			continue
+		}
+		if err := w.Check(); err != nil {
+			return &dedup.BusinessConditionError{Index: i, Reason: "ConditionalCheckFailed", Message: err.Error()}
+		}
+	}
+	for _, w := range writes {
+		if w.Apply != nil {
+			w.Apply()
+		}
+	}
+	return nil
+}
+
+// Complete implements dedup.Store.
+func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
+	writes, err := asWrites(req.Writes)
+	if err != nil {
+		return err
+	}
+	sh := s.lockCommit(req.Lease.Key, writes)
+	defer s.unlockCommit(sh, writes)
+	r, err := fenced(sh, req.Lease)
+	if err != nil {
+		return err
+	}
+	if err := applyWrites(writes); err != nil {
+		return err
+	}
+	r.Status, r.Version = dedup.StatusCompleted, r.Version+1
+	r.Response = slices.Clone(req.Response)
+	r.ExpiresAt, r.LastError = req.ExpiresAt, ""
+	return nil
+}
+
+// ClaimComplete implements dedup.ClaimCompleter.
+func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	if req.Key == "" {
+		return dedup.Claim{}, dedup.ErrEmptyKey
+	}
+	writes, err := asWrites(req.Writes)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	sh := s.lockCommit(req.Key, writes)
+	defer s.unlockCommit(sh, writes)
+	old := sh.records[req.Key]
+	if held(old, req.Now, req.SkewMargin) {
+		return dedup.Claim{Existing: *clone(old)}, nil
+	}
+	rec, c := succeed(old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
+	if err := applyWrites(writes); err != nil {
+		return dedup.Claim{}, err
+	}
+	rec.Response = slices.Clone(req.Response)
+	sh.records[req.Key] = rec
+	return c, nil
+}
+
+// Fail implements dedup.Store.
+func (s *Store) Fail(_ context.Context, req dedup.FailRequest) error {
+	return s.withLease(req.Lease, func(r *dedup.Record) {
+		r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, req.Reason, req.RetryAt
+		switch {
+		case req.ResetAttempts:
+			r.Attempts = 0
+		case req.RefundAttempt:
+			r.Attempts = max(r.Attempts-1, 0)
+		}
+	})
+}
+
+// Extend implements dedup.Store.
+func (s *Store) Extend(_ context.Context, req dedup.ExtendRequest) error {
+	return s.withLease(req.Lease, func(r *dedup.Record) {
+		if req.LeaseUntil.After(r.ExpiresAt) {
+			r.ExpiresAt = req.LeaseUntil
+		}
+	})
+}
+
+// withLease runs f on the record l still holds, under its shard's lock, or
+// returns dedup.ErrLeaseLost. Complete locks more (its writes) and does not
+// use it.
+func (s *Store) withLease(l dedup.Lease, f func(r *dedup.Record)) error {
+	sh := s.shard(l.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	r, err := fenced(sh, l)
+	if err != nil {
+		return err
+	}
+	f(r)
+	return nil
+}
+
+// Check implements dedup.Store: an in-process store always works.
+func (s *Store) Check(context.Context) error { return nil }
+
+// Get implements dedup.Store.
+func (s *Store) Get(_ context.Context, key string) (dedup.Record, error) {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	r := sh.records[key]
+	if r == nil {
+		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
+	}
+	return *clone(r), nil
+}
+
+// Sweep deletes the records expired at now, as DynamoDB's TTL would, and
+// returns how many; a long-running embedded worker calls it to bound
+// memory. Claims never depend on it: an expired record counts as absent.
+func (s *Store) Sweep(now time.Time) int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, r := range sh.records {
+			if !r.Live(now) {
+				delete(sh.records, k)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// succeed is the record a winning claim of key writes, and the Claim it
+// returns: one version and one attempt on from old (nil for a fresh key).
+// Claim and ClaimComplete differ only in the status and expiry written.
+func succeed(old *dedup.Record, key, owner, payloadHash string, status dedup.Status, now, expires time.Time) (*dedup.Record, dedup.Claim) {
+	rec := &dedup.Record{Key: key, Status: status, Version: 1, Owner: owner,
+		PayloadHash: payloadHash, Attempts: 1, CreatedAt: now, ExpiresAt: expires}
+	c := dedup.Claim{Acquired: true}
+	if old != nil {
+		rec.Version, rec.Attempts = old.Version+1, old.Attempts+1
+		c.Previous = old
+	}
+	c.Lease = dedup.Lease{Key: key, Owner: owner, Version: rec.Version}
+	c.Attempt = rec.Attempts
+	return rec, c
+}

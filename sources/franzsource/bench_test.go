@@ -1,0 +1,83 @@
+package franzsource_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/sources/franzsource"
+)
+
+// BenchmarkFranzThroughput compares, in one run and over the same topic
+// (six partitions, 1 KiB records), a plain franz-go group loop
+// (PollFetches, then a synchronous CommitUncommittedOffsets per poll) with
+// the onceq consumer over this Source and the in-memory dedup store
+// (claim, no-op handler, complete, ack, contiguous commits every second).
+// Each reads every record once, under its own group; each timing runs from
+// the client's creation to the last record settled.
+func BenchmarkFranzThroughput(b *testing.B) {
+	const partitions, records = 6, 50000
+	addr := cluster(b)
+	topic := topicName(b, "in")
+	createTopic(b, addr, topic, partitions)
+	body := make([]byte, 1024)
+	recs := make([]*kgo.Record, 0, records)
+	for i := range records {
+		v := append([]byte(nil), body...)
+		copy(v, fmt.Sprintf("record %d", i))
+		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i%1000), Value: v})
+	}
+	produce(b, client(b, addr), recs...)
+
+	var rawTime, onceqTime time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		rawTime += benchRaw(b, addr, topic, fmt.Sprintf("raw-%d", i), records)
+		onceqTime += benchOnceq(b, addr, topic, fmt.Sprintf("onceq-%d", i), records)
+	}
+	b.StopTimer()
+	rate := func(d time.Duration) float64 { return float64(records*b.N) / d.Seconds() }
+	b.ReportMetric(rate(rawTime), "raw_msgs/s")
+	b.ReportMetric(rate(onceqTime), "onceq_msgs/s")
+	b.ReportMetric(rate(onceqTime)/rate(rawTime), "ratio")
+}
+
+func benchRaw(b *testing.B, addr, topic, group string, records int) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < records; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			b.Fatal(err)
+		}
+		n += fs.NumRecords()
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	cl.Close()
+	return took
+}
+
+func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Duration {
+	start := time.Now()
+	src, err := franzsource.New(context.Background(), []string{addr}, group, []string{topic},
+		append(fastGroup(), franzsource.FetchMaxWait(200*time.Millisecond), franzsource.RevokeTimeout(2*time.Second),
+			franzsource.WithLogger(slog.New(slog.DiscardHandler)))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return grouptest.TimeConsumer(b, start, src, records)
+}

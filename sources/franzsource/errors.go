@@ -1,0 +1,39 @@
+package franzsource
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/onceq/onceq/broker"
+)
+
+// Errors of the franz source. Test with errors.Is; a franz-go error, when
+// there is one, stays reachable with errors.As. They mean what the errors
+// of the same names in sources/kafkasource mean.
+var (
+	// ErrInvalidOption wraps every configuration error New returns.
+	ErrInvalidOption = errors.New("franzsource: invalid option")
+	// ErrUnknownTopic: a topic given to New, or the dead-letter topic, does
+	// not exist on the cluster.
+	ErrUnknownTopic = errors.New("franzsource: unknown topic")
+	// ErrNoDeadLetterTopic: DeadLetter without a DeadLetterTopic; the
+	// message stays unsettled. It wraps [broker.ErrNoDeadLetterDestination].
+	ErrNoDeadLetterTopic = fmt.Errorf("franzsource: no dead-letter topic configured: %w", broker.ErrNoDeadLetterDestination)
+	// ErrDeadLetterFailed: producing the dead-letter record failed; the
+	// message stays unsettled.
+	ErrDeadLetterFailed = errors.New("franzsource: producing the dead-letter record failed")
+	// ErrPartitionRevoked: the message's partition left this member before
+	// the call; its new owner reads the message again.
+	ErrPartitionRevoked = errors.New("franzsource: partition revoked; message will be redelivered to its new owner")
+	// ErrCommitFailed: committing offsets failed; what was not committed
+	// is read again by the partition's next owner and answered by dedup.
+	ErrCommitFailed = errors.New("franzsource: committing offsets failed")
+	// ErrNotInFlight: the message was settled already, or given back.
+	ErrNotInFlight = errors.New("franzsource: message not in flight")
+	// ErrForeignMessage: the message was not delivered by this source.
+	ErrForeignMessage = errors.New("franzsource: message not delivered by this source")
+)
+
+func invalidOption(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,322 @@
+package franzsource
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceq/onceq/internal/kafkacore"
+)
+
+// maxPoll bounds the records one poll takes; what is left stays buffered
+// in the client for the next.
+const maxPoll = 10000
+
+// poll moves fetched records into their partitions' queues until Close.
+// Under BlockRebalanceOnPoll no rebalance callback runs between a poll and
+// AllowRebalance, so every record polled belongs to a partition this
+// member owns, and the queues never hold a record of a revoked partition.
+func (s *Source) poll() {
+	defer close(s.pollDone)
+	failures := 0
+	for {
+		fs := s.cl.PollRecords(s.ctx, maxPoll)
+		if s.ctx.Err() != nil || fs.IsClientClosed() {
+			s.cl.AllowRebalance()
+			return
+		}
+		errs := 0
+		fs.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			errs++
+			s.cfg.logger.Warn("franzsource: fetch failed", "topic", topic, "partition", partition, "error", err.Error())
+		})
+		s.enqueue(fs)
+		s.cl.AllowRebalance()
+		if errs == 0 || fs.NumRecords() > 0 {
+			failures = 0
+			continue
+		}
+		failures++
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(min(100*time.Millisecond<<min(failures, 6), 5*time.Second)):
+		}
+	}
+}
+
+// enqueue queues polled records and pauses fetching from a partition that
+// holds MaxInFlightPerPartition unsettled records; settling resumes it.
+// The client drops what it buffered for a paused partition and fetches it
+// again on resume, so nothing is skipped.
+func (s *Source) enqueue(fs kgo.Fetches) {
+	s.d.Lock()
+	defer s.d.Unlock()
+	var pause map[string][]int32
+	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		p := s.parts[topicPartition{ftp.Topic, ftp.Partition}]
+		if p == nil || p.State != kafkacore.Active {
+			return
+		}
+		p.HWM = max(p.HWM, ftp.HighWatermark)
+		for _, r := range ftp.Records {
+			s.d.EnqueueLocked(p, r.Offset, r)
+		}
+		if !p.X.paused && p.Tr.Unfinished() >= s.cfg.maxInFlight {
+			p.X.paused = true
+			if pause == nil {
+				pause = map[string][]int32{}
+			}
+			pause[p.Topic] = append(pause[p.Topic], p.ID)
+		}
+	})
+	if pause != nil {
+		s.cl.PauseFetchPartitions(pause)
+	}
+}
+
+// tick commits on the interval until Close.
+func (s *Source) tick() {
+	defer close(s.tickDone)
+	t := time.NewTicker(s.cfg.commitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			s.commitMu.Lock()
+			_ = s.commit(s.owned())
+			s.commitMu.Unlock()
+		}
+	}
+}
+
+func (s *Source) owned() []*partition {
+	s.d.Lock()
+	defer s.d.Unlock()
+	out := make([]*partition, 0, len(s.parts))
+	for _, p := range s.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (s *Source) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	_, gen := cl.GroupMetadata()
+	s.d.Lock()
+	for t, ids := range assigned {
+		for _, id := range ids {
+			tp := topicPartition{t, id}
+			if p := s.parts[tp]; p != nil && p.State == kafkacore.Active {
+				continue
+			}
+			p := kafkacore.NewPartition[*kgo.Record](t, id, gen, s.tel, partExt{})
+			s.parts[tp] = p
+			s.d.AddLocked(p)
+		}
+	}
+	s.d.Unlock()
+	s.cfg.logger.Info("franzsource: partitions assigned", "group", s.groupID, "generation", gen, "partitions", assigned)
+	for _, h := range s.hooks.Rebalance {
+		h.OnRebalance(context.Background(), RebalanceEvent{Generation: gen, Partitions: assigned})
+	}
+}
+
+func (s *Source) onRevoked(_ context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	s.revoke(cl, revoked, false)
+}
+
+func (s *Source) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	s.revoke(cl, lost, true)
+}
+
+// revoke runs in the client's rebalance, which waits for it: the revoked
+// partitions stop dispatching, their in-flight messages get up to
+// RevokeTimeout to be settled (not when lost, nor when closing), what is
+// complete is committed (not when lost: the commit would be refused), and
+// they are released. The partitions this member keeps go on being served
+// from their queues meanwhile.
+func (s *Source) revoke(cl *kgo.Client, tps map[string][]int32, lost bool) {
+	start := time.Now()
+	_, gen := cl.GroupMetadata()
+	s.d.Lock()
+	closing := s.d.ClosedLocked()
+	var ps []*partition
+	var resume map[string][]int32
+	for t, ids := range tps {
+		for _, id := range ids {
+			p := s.parts[topicPartition{t, id}]
+			if p == nil || p.State == kafkacore.Released {
+				continue
+			}
+			if p.X.paused {
+				// Paused is the client's state, kept across assignments.
+				p.X.paused = false
+				if resume == nil {
+					resume = map[string][]int32{}
+				}
+				resume[t] = append(resume[t], id)
+			}
+			ps = append(ps, p)
+		}
+	}
+	s.d.StopLocked(ps)
+	if resume != nil {
+		cl.ResumeFetchPartitions(resume)
+	}
+	s.d.Unlock()
+	if len(ps) == 0 {
+		return
+	}
+	if !lost && !closing {
+		s.d.Drain(ps, s.cfg.revokeTimeout, s.ctx.Done())
+	}
+	s.commitMu.Lock()
+	if !lost {
+		_ = s.commit(ps)
+	}
+	s.d.Lock()
+	abandoned := s.d.ReleaseLocked(ps)
+	for _, p := range ps {
+		if tp := (topicPartition{p.Topic, p.ID}); s.parts[tp] == p {
+			delete(s.parts, tp)
+		}
+	}
+	s.d.Unlock()
+	s.commitMu.Unlock()
+	took := time.Since(start)
+	what := "revoked"
+	if lost {
+		what = "lost"
+	}
+	s.cfg.logger.Info("franzsource: partitions "+what, "group", s.groupID, "generation", gen,
+		"partitions", tps, "drain", took, "abandoned", abandoned)
+	for _, h := range s.hooks.Rebalance {
+		h.OnRebalance(context.Background(), RebalanceEvent{Generation: gen, Revoked: true, Partitions: tps, Drain: took, Abandoned: abandoned})
+	}
+}
+
+// commitTimeout bounds one commit; a commit that times out is tried again.
+const commitTimeout = 10 * time.Second
+
+// commit commits every partition of ps whose offset moved forward. The
+// caller holds commitMu, so commits never race each other or a release.
+func (s *Source) commit(ps []*partition) error {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	s.d.Lock()
+	for _, p := range ps {
+		if p.State == kafkacore.Released {
+			continue
+		}
+		if off, ok := p.Tr.ToCommit(); ok {
+			if offsets[p.Topic] == nil {
+				offsets[p.Topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[p.Topic][p.ID] = kgo.EpochOffset{Epoch: -1, Offset: off}
+		}
+	}
+	s.d.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	defer cancel()
+	var err error
+	ok := map[topicPartition]int64{}
+	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
+		if cerr != nil {
+			err = cerr
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+					err = errors.Join(err, fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, perr))
+					continue
+				}
+				if off, found := offsets[t.Topic][p.Partition]; found {
+					ok[topicPartition{t.Topic, p.Partition}] = off.Offset
+				}
+			}
+		}
+	})
+	s.tel.Committed(context.Background(), err)
+	s.d.Lock()
+	for _, p := range ps {
+		if off, found := ok[topicPartition{p.Topic, p.ID}]; found {
+			p.Tr.CommittedAt(off)
+		}
+	}
+	s.d.Unlock()
+	for _, h := range s.hooks.Commit {
+		for tp, off := range ok {
+			h.OnCommit(context.Background(), tp.topic, tp.id, off)
+		}
+	}
+	if err != nil {
+		_, gen := s.cl.GroupMetadata()
+		err = fmt.Errorf("%w: %w", ErrCommitFailed, err)
+		s.cfg.logger.Warn("franzsource: commit failed", "group", s.groupID, "error", err.Error())
+		for _, h := range s.hooks.CommitError {
+			h.OnCommitError(context.Background(), gen, err)
+		}
+	}
+	return err
+}
+
+// kgoLogger passes franz-go's messages to the source's logger: errors and
+// warnings at warn, the rest at debug.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	ctx := context.Background()
+	switch {
+	case k.l.Enabled(ctx, slog.LevelDebug):
+		return kgo.LogLevelInfo
+	case k.l.Enabled(ctx, slog.LevelWarn):
+		return kgo.LogLevelWarn
+	}
+	return kgo.LogLevelNone
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	keyvals = append(keyvals, "component", "franz-go")
+	if level <= kgo.LogLevelWarn {
+		k.l.Warn(msg, keyvals...)
+		return
+	}
+	k.l.Debug(msg, keyvals...)
+}
+
+// tlsDial wraps a dialer in a TLS client handshake.
+func tlsDial(dial func(ctx context.Context, network, host string) (net.Conn, error), cfg *tls.Config) func(ctx context.Context, network, host string) (net.Conn, error) {
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		conn, err := dial(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				c.ServerName = h
+			}
+		}
+		tc := tls.Client(conn, c)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
+}

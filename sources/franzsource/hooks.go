@@ -1,0 +1,41 @@
+package franzsource
+
+import "github.com/onceq/onceq/internal/kafkacore"
+
+// Observers take the interfaces of sources/kafkasource, so one written for
+// either source serves both. A Hook must implement at least one of them
+// (New refuses one that implements none: a misspelt method is an error);
+// hooks run on the source's goroutines and must be cheap and safe for
+// concurrent use. Generation numbers here are the group generation of
+// the classic protocol, or the member epoch under ConsumerProtocol.
+type (
+	// Hook is any value implementing one or more of the interfaces below.
+	Hook = kafkacore.Hook
+	// CommitHook: OnCommit(ctx, topic, partition, offset) sees an offset
+	// (the next one to read) committed.
+	CommitHook = kafkacore.CommitHook
+	// CommitErrorHook: OnCommitError(ctx, generation, err) sees a commit
+	// fail; it is tried again at the next interval or on revoke.
+	CommitErrorHook = kafkacore.CommitErrorHook
+	// LateAckHook: OnLateAck(ctx, topic, partition, offset, generation)
+	// sees a settle dropped because the partition had left this member.
+	LateAckHook = kafkacore.LateAckHook
+	// RebalanceHook: OnRebalance(ctx, event) sees partitions assigned, or
+	// revoked (or lost) and drained.
+	RebalanceHook = kafkacore.RebalanceHook
+	// DeadLetterHook: OnDeadLetter(ctx, topic, partition, offset, reason)
+	// sees a record produced to the dead-letter topic.
+	DeadLetterHook = kafkacore.DeadLetterHook
+	// RebalanceEvent is one side of a rebalance: Partitions assigned, or
+	// Revoked with the Drain time and the messages Abandoned.
+	RebalanceEvent = kafkacore.RebalanceEvent
+)
+
+// Headers a dead-letter record carries besides the original's own, the
+// same as sources/kafkasource's.
+const (
+	ReasonHeader            = kafkacore.ReasonHeader
+	OriginalTopicHeader     = kafkacore.OriginalTopicHeader
+	OriginalPartitionHeader = kafkacore.OriginalPartitionHeader
+	OriginalOffsetHeader    = kafkacore.OriginalOffsetHeader
+)

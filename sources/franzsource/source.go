@@ -1,0 +1,305 @@
+package franzsource
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel"
+
+	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
+)
+
+const instrumentationName = "github.com/onceq/onceq/sources/franzsource"
+
+// Source is a broker.Source reading topics as a member of a consumer
+// group. It is safe for concurrent use.
+type Source struct {
+	cfg     config
+	groupID string
+	topics  []string
+	cl      *kgo.Client // the group member
+	prod    *kgo.Client // checks and dead letters; never joins the group
+
+	ctx       context.Context // ended by Close
+	cancel    context.CancelFunc
+	pollDone  chan struct{} // the poll loop ended
+	tickDone  chan struct{} // the commit ticker ended
+	done      chan struct{} // shutdown finished
+	closeOnce sync.Once
+
+	// commitMu orders commits with revokes: a revoked partition is
+	// released only under it, so no commit of it can follow its hand-over.
+	commitMu sync.Mutex
+
+	// d queues, delivers and settles; its lock guards parts and closeErr.
+	d        kafkacore.Dispatcher[*kgo.Record, partExt]
+	parts    map[topicPartition]*partition // owned now (active or draining)
+	closeErr error
+
+	tel   *kafkacore.Telemetry
+	hooks kafkacore.Hooks
+}
+
+type topicPartition struct {
+	topic string
+	id    int32
+}
+
+// partition is one assigned partition for one assignment: assigned again
+// later, it gets a new one.
+type partition = kafkacore.Partition[*kgo.Record, partExt]
+
+type partExt struct {
+	paused bool // fetching paused: too many unsettled
+}
+
+// New joins group (asynchronously: messages come once partitions are
+// assigned) to read topics from seeds, the bootstrap brokers. It first
+// checks, within ctx, that the topics and the dead-letter topic exist.
+func New(ctx context.Context, seeds []string, group string, topics []string, opts ...Option) (*Source, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	switch {
+	case len(seeds) == 0:
+		return nil, invalidOption("no brokers")
+	case group == "":
+		return nil, invalidOption("no group ID")
+	case len(topics) == 0:
+		return nil, invalidOption("no topics")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	hs, err := kafkacore.CollectHooks("franz", ErrInvalidOption, cfg.hooks)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.meter == nil {
+		cfg.meter = otel.GetMeterProvider()
+	}
+	s := &Source{
+		cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics),
+		parts:    map[topicPartition]*partition{},
+		pollDone: make(chan struct{}), tickDone: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.d.Init()
+	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, s.resumeIfRoom, kafkacore.Errors{
+		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
+		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
+	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
+	if cfg.dlqTopic != "" {
+		s.d.Produce = s.produceDeadLetter
+	}
+	common := s.clientOpts(seeds)
+	if s.prod, err = kgo.NewClient(append(common, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.ProducerLinger(0))...); err != nil {
+		return nil, invalidOption("client: %v", err)
+	}
+	if err := s.Check(ctx); err != nil {
+		s.prod.Close()
+		return nil, err
+	}
+	if s.tel, err = kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, s.d.Lags); err != nil {
+		s.prod.Close()
+		return nil, fmt.Errorf("franzsource: metrics: %w", err)
+	}
+	s.d.Tel = s.tel
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.cl, err = kgo.NewClient(append(common, s.groupOpts()...)...); err != nil {
+		s.cancel()
+		_ = s.tel.Unregister()
+		s.prod.Close()
+		return nil, invalidOption("group client: %v", err)
+	}
+	go s.poll()
+	go s.tick()
+	return s, nil
+}
+
+func (s *Source) clientOpts(seeds []string) []kgo.Opt {
+	c := s.cfg
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgoLogger{c.logger})}
+	if c.dial != nil {
+		opts = append(opts, kgo.Dialer(c.dial))
+	}
+	if c.tls != nil {
+		if c.dial != nil {
+			dial := c.dial
+			opts = append(opts[:len(opts)-1], kgo.Dialer(tlsDial(dial, c.tls)))
+		} else {
+			opts = append(opts, kgo.DialTLSConfig(c.tls))
+		}
+	}
+	if len(c.sasl) > 0 {
+		opts = append(opts, kgo.SASL(c.sasl...))
+	}
+	return opts
+}
+
+func (s *Source) groupOpts() []kgo.Opt {
+	c := s.cfg
+	opts := []kgo.Opt{
+		kgo.ConsumerGroup(s.groupID), kgo.ConsumeTopics(s.topics...),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(s.onAssigned), kgo.OnPartitionsRevoked(s.onRevoked), kgo.OnPartitionsLost(s.onLost),
+		kgo.ConsumeResetOffset(c.reset.offset()),
+		kgo.FetchMaxWait(c.fetchMaxWait), kgo.FetchMaxBytes(c.fetchMaxBytes),
+		kgo.HeartbeatInterval(c.heartbeat), kgo.SessionTimeout(c.session), kgo.RebalanceTimeout(c.rebalance),
+	}
+	switch c.protocol {
+	case Cooperative:
+		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	case ConsumerProtocol:
+		opts = append(opts, kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer())
+	case Eager:
+		opts = append(opts, kgo.Balancers(kgo.StickyBalancer()))
+	}
+	if c.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(c.instanceID))
+	}
+	return opts
+}
+
+// Capabilities declares the configured ordering and Fingerprint as the
+// default key (the consumer's WithKeyFunc still wins), the same as
+// sources/kafkasource. Deliveries never time out: a record stays with this
+// member until its partition is revoked.
+func (s *Source) Capabilities() broker.Capabilities {
+	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
+		DeadLetter: s.cfg.dlqTopic != ""}
+}
+
+// Check proves the brokers can be reached and the topics, and the
+// dead-letter topic if one is set, exist.
+func (s *Source) Check(ctx context.Context) error {
+	topics := slices.Clone(s.topics)
+	if s.cfg.dlqTopic != "" {
+		topics = append(topics, s.cfg.dlqTopic)
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, s.prod)
+	if err != nil {
+		return fmt.Errorf("franzsource: reading metadata of %v: %w", topics, err)
+	}
+	for _, t := range topics {
+		i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
+		if i < 0 {
+			return fmt.Errorf("%w: %q", ErrUnknownTopic, t)
+		}
+		if err := kerr.ErrorForCode(resp.Topics[i].ErrorCode); err != nil {
+			if err == kerr.UnknownTopicOrPartition {
+				return fmt.Errorf("%w: %q: %w", ErrUnknownTopic, t, err)
+			}
+			return fmt.Errorf("franzsource: metadata of %q: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// Extend does nothing: Kafka deliveries do not time out (Capabilities
+// declares none, so the consumer never calls it).
+func (s *Source) Extend(context.Context, *broker.Message, time.Duration) error { return nil }
+
+// Receive waits for a message and returns up to max, from the assigned
+// partitions in turn, each partition's in offset order.
+func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
+	return s.d.Receive(ctx, max)
+}
+
+// Ack settles m as done; its offset is committed once all below it are.
+// After m's partition left this member the ack is dropped and counted
+// (see [LateAckHook]), with a nil error: the new owner reads m again.
+func (s *Source) Ack(ctx context.Context, m *broker.Message) error { return s.d.Ack(ctx, m) }
+
+// Nack gives m back: it is delivered again after delay, Attempt+1, its
+// offset held. A revoked partition's message is left to the next owner.
+func (s *Source) Nack(ctx context.Context, m *broker.Message, delay time.Duration) error {
+	return s.d.Nack(ctx, m, delay)
+}
+
+// DeadLetter writes m to the DeadLetterTopic (key, value, headers, plus
+// the reason and origin headers) and then settles it. If there is no such
+// topic or the write fails, m stays in flight and the error says so.
+func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
+	return s.d.DeadLetter(ctx, m, reason)
+}
+
+func (s *Source) produceDeadLetter(ctx context.Context, orig *kgo.Record, reason, topic string, partition int32, offset int64) error {
+	in := make([]kafkacore.Header, len(orig.Headers))
+	for i, h := range orig.Headers {
+		in[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
+	}
+	rec := &kgo.Record{Topic: s.cfg.dlqTopic, Key: orig.Key, Value: orig.Value, Timestamp: orig.Timestamp}
+	for _, h := range kafkacore.DeadLetterHeaders(in, reason, topic, partition, offset) {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return s.prod.ProduceSync(ctx, rec).FirstErr()
+}
+
+// resumeIfRoom resumes fetching p, paused for lack of room, once half its
+// room is free (resuming at the first free slot would refetch a batch for
+// every few records settled); under the dispatcher's lock.
+func (s *Source) resumeIfRoom(p *partition) {
+	if p.X.paused && p.State == kafkacore.Active && p.Tr.Unfinished() <= s.cfg.maxInFlight/2 {
+		p.X.paused = false
+		s.cl.ResumeFetchPartitions(map[string][]int32{p.Topic: {p.ID}})
+	}
+}
+
+// Close stops dispatching, commits what is complete, leaves the group
+// (unless InstanceID is set) and stops every goroutine of the source.
+// Messages not settled stay with the group: their offsets were not
+// committed. Close is idempotent; it returns ctx's error if ctx ends first
+// (the shutdown goes on in the background), or the final commit's error
+// (ErrCommitFailed).
+func (s *Source) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.d.Lock()
+		s.d.CloseLocked()
+		s.d.Unlock()
+		s.cancel()
+		go s.shutdown()
+	})
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.d.Lock()
+	defer s.d.Unlock()
+	return s.closeErr
+}
+
+// shutdown runs once, owned by Close: after the poll loop and the ticker
+// stop it commits, then closes the group client (leaving the group, which
+// releases every partition through onRevoked) and the producer. It closes
+// done last, which Close waits for.
+func (s *Source) shutdown() {
+	<-s.pollDone
+	<-s.tickDone
+	s.commitMu.Lock()
+	err := s.commit(s.owned())
+	s.commitMu.Unlock()
+	s.d.Lock()
+	s.closeErr = err
+	s.d.Unlock()
+	s.cl.CloseAllowingRebalance()
+	s.prod.Close()
+	_ = s.tel.Unregister()
+	close(s.done)
+}

@@ -1,0 +1,221 @@
+package franzsource_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkasource"
+)
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	addr := cluster(t)
+	topic := topicName(t, "in")
+	createTopic(t, addr, topic, 1)
+	ctx := testenv.Context(t, 10*time.Second)
+	refused := map[string]struct {
+		topics []string
+		opt    franzsource.Option
+		want   error
+	}{
+		"a topic that does not exist":        {[]string{"nope"}, franzsource.ClientID("x"), franzsource.ErrUnknownTopic},
+		"a dead-letter topic that does not":  {[]string{topic}, franzsource.DeadLetterTopic("nope"), franzsource.ErrUnknownTopic},
+		"a revoke longer than the rebalance": {[]string{topic}, franzsource.RevokeTimeout(2 * time.Minute), franzsource.ErrInvalidOption},
+		"no topic":                           {nil, franzsource.ClientID("x"), franzsource.ErrInvalidOption},
+		"an ordering of no kind":             {[]string{topic}, franzsource.Ordering(7), franzsource.ErrInvalidOption},
+		"a protocol of no kind":              {[]string{topic}, franzsource.GroupProtocol(9), franzsource.ErrInvalidOption},
+		"a reset of no kind":                 {[]string{topic}, franzsource.OffsetReset(9), franzsource.ErrInvalidOption},
+		"a hook with a misspelt method":      {[]string{topic}, franzsource.WithHooks(struct{ OnComit func() }{}), franzsource.ErrInvalidOption},
+	}
+	for what, c := range refused {
+		if s, err := franzsource.New(ctx, []string{addr}, "g", c.topics, c.opt); !errors.Is(err, c.want) {
+			if s != nil {
+				_ = s.Close(ctx)
+			}
+			t.Errorf("New with %s: %v, want %v", what, err, c.want)
+		}
+	}
+}
+
+// A record keys, and is identified, exactly as sources/kafkasource does it, so a
+// deployment can switch clients and keep its dedup records.
+func TestFingerprintMatchesKafkaSource(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		key, value string
+		headers    map[string]string
+	}{
+		{"cust-1", `{"order":1}`, nil},
+		{"", "", nil},
+		{"k", "v", map[string]string{consumer.IdempotencyKeyAttribute: "id-9", "other": "x"}},
+	}
+	for _, c := range cases {
+		rec := &kgo.Record{Topic: "orders", Partition: 4, Offset: 77, Key: []byte(c.key), Value: []byte(c.value), Headers: headers(c.headers)}
+		msg := kafkago.Message{Topic: "orders", Partition: 4, Offset: 77, Key: []byte(c.key), Value: []byte(c.value)}
+		for _, h := range rec.Headers {
+			msg.Headers = append(msg.Headers, kafkago.Header{Key: h.Key, Value: h.Value})
+		}
+		fm, km := franzsource.ToMessage(rec, 1), kafkasource.ToMessage(msg, 1)
+		fk, _ := franzsource.Fingerprint(fm)
+		kk, _ := kafkasource.Fingerprint(km)
+		if fk != kk || fm.ID != km.ID || fm.Origin != km.Origin || fm.Key != km.Key {
+			t.Fatalf("record %+v: franz key %q ID %q origin %+v; kafka key %q ID %q origin %+v",
+				c, fk, fm.ID, fm.Origin, kk, km.ID, km.Origin)
+		}
+	}
+}
+
+// The consumer protocol really is KIP-848's on kfake: the broker knows
+// the group as a consumer group and its member by ConsumerGroupDescribe,
+// which answers nothing for a classic group.
+func TestConsumerProtocolIsKIP848(t *testing.T) {
+	t.Parallel()
+	addr := cluster(t)
+	topic := topicName(t, "in")
+	createTopic(t, addr, topic, 2)
+	for _, p := range []franzsource.Protocol{franzsource.ConsumerProtocol, franzsource.Cooperative} {
+		group := topicName(t, fmt.Sprint("group", p))
+		assigned := make(chan struct{}, 1)
+		newSource(t, addr, group, []string{topic}, franzsource.GroupProtocol(p), franzsource.WithHooks(onRebalance(func(_ context.Context, e franzsource.RebalanceEvent) {
+			if !e.Revoked {
+				select {
+				case assigned <- struct{}{}:
+				default:
+				}
+			}
+		})))
+		select {
+		case <-assigned:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("protocol %d: no assignment", p)
+		}
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(testenv.Context(t, 10*time.Second), client(t, addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := resp.Groups[0]
+		isConsumerGroup := g.ErrorCode == 0 && len(g.Members) == 1
+		if isConsumerGroup != (p == franzsource.ConsumerProtocol) {
+			t.Fatalf("protocol %d: ConsumerGroupDescribe error %d, %d members", p, g.ErrorCode, len(g.Members))
+		}
+	}
+}
+
+// When a second member joins, a cooperative rebalance takes from the first
+// only the partitions that move: the messages it holds of the partitions
+// it keeps stay its own, so their acks count and are committed, while the
+// acks of moved partitions come late and are dropped. Eager, the control,
+// revokes everything: every ack is late.
+func TestRebalanceRevokesOnlyWhatMoves(t *testing.T) {
+	t.Parallel()
+	for _, p := range []struct {
+		name  string
+		proto franzsource.Protocol
+	}{{"cooperative", franzsource.Cooperative}, {"consumer-protocol", franzsource.ConsumerProtocol}, {"eager", franzsource.Eager}} {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			revokesOnlyWhatMoves(t, p.proto)
+		})
+	}
+}
+
+func revokesOnlyWhatMoves(t *testing.T, proto franzsource.Protocol) {
+	addr := cluster(t)
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	const partitions, total = 6, 120
+	createTopic(t, addr, topic, partitions)
+	var recs []*kgo.Record
+	for i := range total {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: fmt.Appendf(nil, "m%03d", i)})
+	}
+	produce(t, client(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner())), recs...)
+
+	var mu sync.Mutex
+	revoked := map[int32]bool{}
+	var late atomic.Int64
+	lateKept := map[int32]int{}
+	a := newSource(t, addr, group, []string{topic}, franzsource.GroupProtocol(proto), franzsource.RevokeTimeout(300*time.Millisecond),
+		franzsource.Ordering(consumer.Unordered),
+		franzsource.WithHooks(onRebalance(func(_ context.Context, e franzsource.RebalanceEvent) {
+			if e.Revoked {
+				mu.Lock()
+				for _, id := range e.Partitions[topic] {
+					revoked[id] = true
+				}
+				mu.Unlock()
+			}
+		}), onLateAck(func(_ context.Context, _ string, p int32, _ int64, _ int32) {
+			late.Add(1)
+			mu.Lock()
+			lateKept[p]++
+			mu.Unlock()
+		})))
+	held := grouptest.ReceiveN(t, a, total)
+
+	bGot := make(chan struct{})
+	var once sync.Once
+	newSource(t, addr, group, []string{topic}, franzsource.GroupProtocol(proto), franzsource.WithHooks(onRebalance(func(_ context.Context, e franzsource.RebalanceEvent) {
+		if !e.Revoked && len(e.Partitions[topic]) > 0 {
+			once.Do(func() { close(bGot) })
+		}
+	})))
+	select {
+	case <-bGot:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second member got no partitions")
+	}
+	for _, m := range held {
+		if err := a.Ack(context.Background(), m); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+	}
+	mu.Lock()
+	moved := len(revoked)
+	var kept []int32
+	for id := range int32(partitions) {
+		if !revoked[id] {
+			kept = append(kept, id)
+		}
+	}
+	mu.Unlock()
+	if proto == franzsource.Eager {
+		if late.Load() != total {
+			t.Fatalf("eager: %d of %d acks late, want all (revoked %d partitions)", late.Load(), total, moved)
+		}
+		return
+	}
+	if len(kept) == 0 || moved == 0 {
+		t.Fatalf("revoked %d partitions, kept %v: want some of each", moved, kept)
+	}
+	if want := int64(moved * total / partitions); late.Load() != want {
+		t.Fatalf("%d acks late, want %d (the moved partitions' only)", late.Load(), want)
+	}
+	// The kept partitions commit to their log end.
+	testenv.Eventually(t, 20*time.Second, "kept partitions committed", func() bool {
+		got, end, err := committed(testenv.Context(t, 5*time.Second), addr, group, topic)
+		if err != nil {
+			return false
+		}
+		for _, id := range kept {
+			if got[id] != end[id] {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -1,3 +1,0 @@
-package kafka
-
-const instrumentationName = "github.com/onceq/onceq/sources/kafka"

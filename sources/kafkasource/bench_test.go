@@ -1,0 +1,120 @@
+package kafkasource_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/sources/kafkasource"
+)
+
+// BenchmarkGroupThroughput compares, in one run and over the same topic
+// (six partitions, 1 KiB records), a plain kafka-go group Reader loop
+// (FetchMessage + CommitMessages, commits batched every second) with the
+// onceq consumer over this Source and the in-memory dedup store (claim,
+// no-op handler, complete, ack, contiguous commits every second). Each
+// reads every record once, under its own group; each timing runs from the
+// join to the last record settled. source_msgs/s is the Source alone
+// (Receive + Ack, no consumer): the source's own cost over kafka-go.
+func BenchmarkGroupThroughput(b *testing.B) {
+	const partitions, records = 6, 50000
+	addr := cluster(b)
+	topic := topicName(b, "in")
+	createTopic(b, addr, topic, partitions)
+	w := writer(b, addr, topic)
+	body := make([]byte, 1024)
+	batch := make([]kgo.Message, 0, 1000)
+	ctx := context.Background()
+	for i := range records {
+		v := append([]byte(nil), body...)
+		copy(v, fmt.Sprintf("record %d", i))
+		batch = append(batch, kgo.Message{Key: fmt.Appendf(nil, "k%d", i%1000), Value: v})
+		if len(batch) == cap(batch) {
+			if err := w.WriteMessages(ctx, batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+
+	var rawTime, srcTime, onceqTime time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		rawTime += benchRaw(b, addr, topic, fmt.Sprintf("raw-%d", i), records)
+		srcTime += benchSource(b, addr, topic, fmt.Sprintf("source-%d", i), records)
+		onceqTime += benchOnceq(b, addr, topic, fmt.Sprintf("onceq-%d", i), records)
+	}
+	b.StopTimer()
+	rate := func(d time.Duration) float64 { return float64(records*b.N) / d.Seconds() }
+	b.ReportMetric(rate(rawTime), "raw_msgs/s")
+	b.ReportMetric(rate(srcTime), "source_msgs/s")
+	b.ReportMetric(rate(onceqTime), "onceq_msgs/s")
+	b.ReportMetric(rate(onceqTime)/rate(rawTime), "ratio")
+}
+
+// benchSource drives the Source alone (Receive + Ack, no consumer, no
+// store): what the source costs over kafka-go.
+func benchSource(b *testing.B, addr, topic, group string, records int) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	src, err := kafkasource.New(ctx, []string{addr}, group, []string{topic},
+		append(fastGroup(), kafkasource.FetchMaxWait(200*time.Millisecond), kafkasource.RevokeTimeout(2*time.Second))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < records; {
+		msgs, err := src.Receive(ctx, 512)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := src.Ack(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n += len(msgs)
+	}
+	took := time.Since(start)
+	if err := src.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+func benchRaw(b *testing.B, addr, topic, group string, records int) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	r := kgo.NewReader(kgo.ReaderConfig{
+		Brokers: []string{addr}, GroupID: group, Topic: topic,
+		StartOffset: kgo.FirstOffset, CommitInterval: time.Second,
+		HeartbeatInterval: 100 * time.Millisecond, MaxWait: 200 * time.Millisecond,
+	})
+	for range records {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.CommitMessages(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	if err := r.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Duration {
+	start := time.Now()
+	src, err := kafkasource.New(context.Background(), []string{addr}, group, []string{topic},
+		append(fastGroup(), kafkasource.FetchMaxWait(200*time.Millisecond), kafkasource.RevokeTimeout(2*time.Second))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return grouptest.TimeConsumer(b, start, src, records)
+}

@@ -1,0 +1,27 @@
+package kafkasource_test
+
+import (
+	"testing"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/sources/kafkasource"
+)
+
+func TestToMessage(t *testing.T) {
+	km := kgo.Message{Topic: "payments", Partition: 2, Offset: 41, Key: []byte("acct-1"), Value: []byte("v"),
+		Headers: []kgo.Header{{Key: consumer.IdempotencyKeyAttribute, Value: []byte("pay-1")}}}
+	m := kafkasource.ToMessage(km, 3)
+	if m.ID != "payments/2/41" || m.Key != "acct-1" || string(m.Body) != "v" || m.Attempt != 3 ||
+		m.Origin != (consumer.Origin{System: "kafka", Destination: "payments", Partition: 2, Offset: 41}) {
+		t.Fatalf("%+v", m)
+	}
+	if k, _ := kafkasource.Fingerprint(m); k != "pay-1" {
+		t.Fatalf("fingerprint %q, want the idempotency-key header", k)
+	}
+	km.Headers = nil
+	if m := kafkasource.ToMessage(km, 1); m.Attributes != nil {
+		t.Fatalf("attributes %v without headers", m.Attributes)
+	}
+}

@@ -1,0 +1,44 @@
+package kafkasource
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/onceq/onceq/broker"
+)
+
+// Errors of the Kafka source. Test with errors.Is; a kafka-go error, when
+// there is one, stays reachable with errors.As.
+var (
+	// ErrInvalidOption wraps every configuration error New returns.
+	ErrInvalidOption = errors.New("kafkasource: invalid option")
+	// ErrUnknownTopic: a topic given to New (or the dead-letter topic) does
+	// not exist on the cluster.
+	ErrUnknownTopic = errors.New("kafkasource: unknown topic")
+	// ErrNoDeadLetterTopic: DeadLetter was called but the source has no
+	// DeadLetterTopic. The message is left unsettled, its offset held. It
+	// wraps [broker.ErrNoDeadLetterDestination], so callers that know no
+	// Kafka can test for that.
+	ErrNoDeadLetterTopic = fmt.Errorf("kafkasource: no dead-letter topic configured: %w", broker.ErrNoDeadLetterDestination)
+	// ErrDeadLetterFailed: the dead-letter record could not be produced.
+	// The message is left unsettled, its offset held.
+	ErrDeadLetterFailed = errors.New("kafkasource: producing the dead-letter record failed")
+	// ErrPartitionRevoked: the message's partition was taken from this
+	// member by a rebalance (or the source closed) before the call. Its
+	// offset was not committed, so the partition's new owner delivers it
+	// again and the dedup store recognises it.
+	ErrPartitionRevoked = errors.New("kafkasource: partition revoked; message will be redelivered to its new owner")
+	// ErrCommitFailed: committing offsets failed (Close reports it for the
+	// final commit). The uncommitted messages are delivered again to the
+	// partition's next owner and the dedup store answers them.
+	ErrCommitFailed = errors.New("kafkasource: committing offsets failed")
+	// ErrNotInFlight: the message is not out for delivery now: it was
+	// settled already, or given back with Nack.
+	ErrNotInFlight = errors.New("kafkasource: message not in flight")
+	// ErrForeignMessage: the message was not delivered by this source.
+	ErrForeignMessage = errors.New("kafkasource: message not delivered by this source")
+)
+
+func invalidOption(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,267 @@
+package kafkasource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/onceq/onceq/internal/kafkacore"
+)
+
+// loop follows the group's generations until Close. It owns every
+// goroutine of the source: the generation's manager and fetch loops run
+// under the generation (gen.Start), which kafka-go waits for before it
+// rejoins or leaves, so a revoked generation's drain and commit always
+// finish while this member still belongs to it.
+func (s *Source) loop() {
+	defer close(s.loopDone)
+	for {
+		kgen, err := s.group.Next(s.ctx)
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, kgo.ErrGroupClosed) {
+				break
+			}
+			// kafka-go backs off and rejoins by itself.
+			s.cfg.logger.Warn("kafkasource: joining the group failed", "group", s.groupID, "error", err.Error())
+			continue
+		}
+		g := s.newGeneration(kgen)
+		ended := make(chan struct{})
+		committed := make(chan struct{})
+		kgen.Start(func(ctx context.Context) {
+			defer close(ended)
+			s.manage(ctx, g, committed)
+		})
+		select {
+		case <-ended:
+			continue
+		case <-committed:
+		}
+		break
+	}
+	// Closing the group ends the generation (the manager then releases its
+	// partitions), waits for its goroutines and leaves the group. Only
+	// after the final commit: leaving first would invalidate it.
+	_ = s.group.Close()
+}
+
+func (s *Source) newGeneration(kgen *kgo.Generation) *generation {
+	g := &generation{src: s, kgen: kgen, id: kgen.ID}
+	topics := make([]string, 0, len(kgen.Assignments))
+	for t := range kgen.Assignments {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	for _, t := range topics {
+		for _, a := range kgen.Assignments[t] {
+			committed := int64(-1)
+			if a.Offset >= 0 {
+				committed = a.Offset
+			}
+			p := kafkacore.NewPartition[kgo.Message](t, int32(a.ID), g.id, s.tel,
+				partExt{gen: g, start: a.Offset, space: make(chan struct{}, 1)})
+			p.Tr = kafkacore.NewTracker(committed)
+			g.parts = append(g.parts, p)
+		}
+	}
+	return g
+}
+
+func (g *generation) partitionMap() map[string][]int32 {
+	m := map[string][]int32{}
+	for _, p := range g.parts {
+		m[p.Topic] = append(m[p.Topic], p.ID)
+	}
+	return m
+}
+
+// manage runs one generation: it starts a fetch loop per partition,
+// commits on the interval, and on the generation's end drains and commits.
+// On Close it commits, reports it on committed, and keeps the partitions
+// until the group closes the generation.
+func (s *Source) manage(ctx context.Context, g *generation, committed chan<- struct{}) {
+	s.d.Lock()
+	s.d.AddLocked(g.parts...)
+	s.d.Unlock()
+	s.cfg.logger.Info("kafkasource: partitions assigned", "group", s.groupID, "generation", g.id,
+		"member", g.kgen.MemberID, "partitions", g.partitionMap())
+	for _, h := range s.hooks.Rebalance {
+		h.OnRebalance(ctx, RebalanceEvent{Generation: g.id, Partitions: g.partitionMap()})
+	}
+	for _, p := range g.parts {
+		g.kgen.Start(func(ctx context.Context) { s.fetch(ctx, p) })
+	}
+	tick := time.NewTicker(s.cfg.commitInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			_ = s.commit(g)
+		case <-ctx.Done():
+			s.revoke(g, false)
+			return
+		case <-s.ctx.Done():
+			s.stopDispatch(g)
+			err := s.commit(g)
+			s.d.Lock()
+			s.closeErr = err
+			s.d.Unlock()
+			close(committed)
+			<-ctx.Done()
+			s.revoke(g, true)
+			return
+		}
+	}
+}
+
+// revoke stops dispatching g's partitions, waits up to RevokeTimeout for
+// their in-flight messages (not when closing: Close does not wait for
+// unsettled messages), commits what is complete and releases them.
+func (s *Source) revoke(g *generation, closing bool) {
+	start := time.Now()
+	s.stopDispatch(g)
+	if !closing {
+		s.d.Drain(g.parts, s.cfg.revokeTimeout, s.ctx.Done())
+		_ = s.commit(g)
+	}
+	abandoned := s.release(g)
+	took := time.Since(start)
+	s.cfg.logger.Info("kafkasource: partitions revoked", "group", s.groupID, "generation", g.id,
+		"partitions", g.partitionMap(), "drain", took, "abandoned", abandoned)
+	for _, h := range s.hooks.Rebalance {
+		h.OnRebalance(context.Background(), RebalanceEvent{Generation: g.id, Revoked: true, Partitions: g.partitionMap(), Drain: took, Abandoned: abandoned})
+	}
+}
+
+// stopDispatch takes g's partitions out of Receive's reach.
+func (s *Source) stopDispatch(g *generation) {
+	s.d.Lock()
+	defer s.d.Unlock()
+	s.d.StopLocked(g.parts)
+}
+
+// release hands g's partitions back: settles from now on are late. It
+// returns how many messages were still in flight.
+func (s *Source) release(g *generation) int {
+	s.d.Lock()
+	defer s.d.Unlock()
+	return s.d.ReleaseLocked(g.parts)
+}
+
+// commit commits, through g, every partition's offset that moved forward.
+// Only g's manager calls it, so commits of one generation never race.
+func (s *Source) commit(g *generation) error {
+	offsets := map[string]map[int]int64{}
+	s.d.Lock()
+	for _, p := range g.parts {
+		if p.State == kafkacore.Released {
+			continue
+		}
+		if off, ok := p.Tr.ToCommit(); ok {
+			if offsets[p.Topic] == nil {
+				offsets[p.Topic] = map[int]int64{}
+			}
+			offsets[p.Topic][int(p.ID)] = off
+		}
+	}
+	s.d.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	err := g.kgen.CommitOffsets(offsets)
+	s.tel.Committed(context.Background(), err)
+	if err != nil {
+		err = fmt.Errorf("%w: generation %d: %w", ErrCommitFailed, g.id, err)
+		s.cfg.logger.Warn("kafkasource: commit failed", "group", s.groupID, "generation", g.id, "error", err.Error())
+		for _, h := range s.hooks.CommitError {
+			h.OnCommitError(context.Background(), g.id, err)
+		}
+		return err
+	}
+	s.d.Lock()
+	for _, p := range g.parts {
+		if off, ok := offsets[p.Topic][int(p.ID)]; ok {
+			p.Tr.CommittedAt(off)
+		}
+	}
+	s.d.Unlock()
+	for _, h := range s.hooks.Commit {
+		for t, ps := range offsets {
+			for id, off := range ps {
+				h.OnCommit(context.Background(), t, int32(id), off)
+			}
+		}
+	}
+	return nil
+}
+
+// fetch reads one partition from the generation's starting offset into
+// its queue, holding at most MaxInFlightPerPartition unfinished messages.
+// It returns only when the generation ends: a fetch loop returning early
+// would end the generation (kafka-go's rule for gen.Start), so on Close it
+// idles instead.
+func (s *Source) fetch(ctx context.Context, p *partition) {
+	r := kgo.NewReader(kgo.ReaderConfig{
+		Brokers: s.brokers, Topic: p.Topic, Partition: int(p.ID), Dialer: s.dialer,
+		MinBytes: 1, MaxBytes: s.cfg.fetchMaxBytes, MaxWait: s.cfg.fetchMaxWait,
+		QueueCapacity:   min(s.cfg.maxInFlight, 100),
+		ReadLagInterval: -1,
+		Logger:          s.kLog, ErrorLogger: s.kErrLog,
+	})
+	defer r.Close()
+	if err := r.SetOffset(p.X.start); err != nil {
+		s.cfg.logger.Error("kafkasource: setting the start offset", "topic", p.Topic, "partition", p.ID, "error", err.Error())
+		<-ctx.Done()
+		return
+	}
+	failures := 0
+	for s.waitSpace(ctx, p) {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
+			s.cfg.logger.Warn("kafkasource: fetch failed", "topic", p.Topic, "partition", p.ID, "error", err.Error(), "retry_in", delay)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			continue
+		}
+		failures = 0
+		s.enqueue(p, m)
+	}
+}
+
+// waitSpace waits until p may hold one more message. It returns false once
+// the generation ended.
+func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
+	for {
+		s.d.Lock()
+		ok := p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight
+		s.d.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-p.X.space:
+		}
+	}
+}
+
+func (s *Source) enqueue(p *partition, m kgo.Message) {
+	s.d.Lock()
+	defer s.d.Unlock()
+	if s.d.EnqueueLocked(p, m.Offset, m) {
+		p.HWM = max(p.HWM, m.HighWaterMark)
+	}
+}

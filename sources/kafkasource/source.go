@@ -1,0 +1,305 @@
+package kafkasource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel"
+
+	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
+)
+
+// Headers a dead-letter record carries besides the original's own (the
+// same for both Kafka sources).
+const (
+	ReasonHeader            = kafkacore.ReasonHeader
+	OriginalTopicHeader     = kafkacore.OriginalTopicHeader
+	OriginalPartitionHeader = kafkacore.OriginalPartitionHeader
+	OriginalOffsetHeader    = kafkacore.OriginalOffsetHeader
+)
+
+// Source is a broker.Source reading topics as a member of a consumer
+// group. It is safe for concurrent use.
+type Source struct {
+	cfg       config
+	brokers   []string
+	groupID   string
+	topics    []string
+	dialer    *kgo.Dialer
+	transport *kgo.Transport
+	group     *kgo.ConsumerGroup
+	dlq       *kgo.Writer // nil without DeadLetterTopic
+	kLog      kgo.Logger  // nil unless debug logging is on
+	kErrLog   kgo.Logger
+
+	ctx       context.Context // ended by Close
+	cancel    context.CancelFunc
+	loopDone  chan struct{}
+	closeOnce sync.Once
+	finish    sync.Once
+
+	// d queues, delivers and settles; its lock guards closeErr too.
+	d        kafkacore.Dispatcher[kgo.Message, partExt]
+	closeErr error // the final commit's
+
+	tel   *kafkacore.Telemetry
+	hooks kafkacore.Hooks
+}
+
+// partition is one assigned partition within one generation. A partition
+// assigned again in a later generation gets a new one.
+type partition = kafkacore.Partition[kgo.Message, partExt]
+
+// partExt is what this source keeps per partition besides the shared
+// state.
+type partExt struct {
+	gen   *generation
+	start int64         // the assignment's offset, or kgo.FirstOffset
+	space chan struct{} // a slot freed: wakes the fetch loop
+}
+
+type generation struct {
+	src   *Source
+	kgen  *kgo.Generation
+	id    int32
+	parts []*partition
+}
+
+// New joins group (asynchronously: messages come once partitions are
+// assigned) to read topics from brokers. It first checks, within ctx, that
+// the topics (and the dead-letter topic) exist.
+func New(ctx context.Context, brokers []string, group string, topics []string, opts ...Option) (*Source, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	switch {
+	case len(brokers) == 0:
+		return nil, invalidOption("no brokers")
+	case group == "":
+		return nil, invalidOption("no group ID")
+	case len(topics) == 0:
+		return nil, invalidOption("no topics")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	hs, err := kafkacore.CollectHooks("kafka", ErrInvalidOption, cfg.hooks)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{
+		cfg: cfg, hooks: hs, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
+		dialer: cfg.dialer,
+		// The dead-letter writer goes through the transport: same TLS, SASL.
+		transport: &kgo.Transport{TLS: cfg.dialer.TLS, SASL: cfg.dialer.SASLMechanism, ClientID: cfg.dialer.ClientID},
+		loopDone:  make(chan struct{}),
+	}
+	s.d.Init()
+	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, spaceFreed, kafkacore.Errors{
+		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
+		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
+	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
+	s.kLog, s.kErrLog = kafkaLoggers(cfg.logger)
+	if cfg.meter == nil {
+		cfg.meter = otel.GetMeterProvider()
+		s.cfg.meter = cfg.meter
+	}
+	tel, err := kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, s.d.Lags)
+	if err != nil {
+		return nil, fmt.Errorf("kafkasource: metrics: %w", err)
+	}
+	s.tel, s.d.Tel = tel, tel
+	check := slices.Clone(topics)
+	if cfg.dlqTopic != "" {
+		check = append(check, cfg.dlqTopic)
+	}
+	if err := s.checkTopics(ctx, check); err != nil {
+		_ = s.tel.Unregister()
+		s.transport.CloseIdleConnections()
+		return nil, err
+	}
+	t := cfg.timings
+	g, err := kgo.NewConsumerGroup(kgo.ConsumerGroupConfig{
+		ID: group, Brokers: s.brokers, Topics: s.topics, Dialer: s.dialer,
+		HeartbeatInterval: t.heartbeat, SessionTimeout: t.session,
+		RebalanceTimeout: t.rebalance, JoinGroupBackoff: t.joinBackoff,
+		StartOffset: cfg.reset.startOffset(),
+		Logger:      s.kLog, ErrorLogger: s.kErrLog,
+	})
+	if err != nil {
+		_ = s.tel.Unregister()
+		s.transport.CloseIdleConnections()
+		return nil, invalidOption("consumer group: %v", err)
+	}
+	s.group = g
+	if cfg.dlqTopic != "" {
+		s.d.Produce = s.produceDeadLetter
+		s.dlq = &kgo.Writer{
+			Addr: kgo.TCP(s.brokers...), Topic: cfg.dlqTopic, Transport: s.transport,
+			// The original key keeps a key's dead letters in one partition.
+			Balancer:     &kgo.Hash{},
+			RequiredAcks: kgo.RequireAll,
+			// Dead letters are written one by one and waited for: a long
+			// batch timeout would only add latency.
+			BatchTimeout: cfg.dlqBatch,
+			Logger:       s.kLog, ErrorLogger: s.kErrLog,
+		}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	go s.loop()
+	return s, nil
+}
+
+func (s *Source) checkTopics(ctx context.Context, topics []string) error {
+	var conn *kgo.Conn
+	var err error
+	for _, b := range s.brokers {
+		if conn, err = s.dialer.DialContext(ctx, "tcp", b); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kafkasource: dialing %v: %w", s.brokers, err)
+	}
+	defer conn.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	parts, err := conn.ReadPartitions(topics...)
+	if errors.Is(err, kgo.UnknownTopicOrPartition) {
+		return fmt.Errorf("%w: %v: %w", ErrUnknownTopic, topics, err)
+	}
+	if err != nil {
+		return fmt.Errorf("kafkasource: reading partitions of %v: %w", topics, err)
+	}
+	for _, t := range topics {
+		if !slices.ContainsFunc(parts, func(p kgo.Partition) bool { return p.Topic == t }) {
+			return fmt.Errorf("%w: %q", ErrUnknownTopic, t)
+		}
+	}
+	return nil
+}
+
+func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
+	bg := context.Background()
+	if l.Enabled(bg, slog.LevelDebug) {
+		info = kgo.LoggerFunc(func(msg string, args ...any) {
+			l.Debug(fmt.Sprintf(msg, args...), "component", "kafka-go")
+		})
+	}
+	if l.Enabled(bg, slog.LevelWarn) {
+		errs = kgo.LoggerFunc(func(msg string, args ...any) {
+			l.Warn(fmt.Sprintf(msg, args...), "component", "kafka-go")
+		})
+	}
+	return info, errs
+}
+
+// Capabilities declares the configured ordering and Fingerprint as the
+// default key (the consumer's WithKeyFunc still wins). Records that carry
+// no idempotency-key header are keyed by a hash over their value, so the
+// consumer need not hash the value a second time. Deliveries never time
+// out: a record stays with this member until its partition is revoked.
+func (s *Source) Capabilities() broker.Capabilities {
+	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
+		DeadLetter: s.cfg.dlqTopic != ""}
+}
+
+// Check proves the brokers can be reached and the topics, and the
+// dead-letter topic if one is set, exist.
+func (s *Source) Check(ctx context.Context) error {
+	topics := slices.Clone(s.topics)
+	if s.cfg.dlqTopic != "" {
+		topics = append(topics, s.cfg.dlqTopic)
+	}
+	return s.checkTopics(ctx, topics)
+}
+
+// Extend does nothing: Kafka deliveries do not time out (Capabilities
+// declares none, so the consumer never calls it).
+func (s *Source) Extend(context.Context, *broker.Message, time.Duration) error { return nil }
+
+// Receive returns up to max messages, waiting for one. Partitions are
+// served in turn; each in offset order.
+func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
+	return s.d.Receive(ctx, max)
+}
+
+// Ack marks the message done in its partition's tracker; the offset is
+// committed at the next interval once every message below it is done. An
+// ack after its partition was released is dropped (see [LateAckHook]) and
+// returns nil: the new owner redelivers the message and dedup answers it.
+func (s *Source) Ack(ctx context.Context, m *broker.Message) error { return s.d.Ack(ctx, m) }
+
+// Nack redelivers the message in place after delay, with Attempt+1; its
+// offset is held meanwhile. On a revoked partition it is not redelivered
+// here: the partition's next owner reads it again.
+func (s *Source) Nack(ctx context.Context, m *broker.Message, delay time.Duration) error {
+	return s.d.Nack(ctx, m, delay)
+}
+
+// DeadLetter produces the message to the dead-letter topic, with its key,
+// value and headers and the reason and origin headers, then settles it so
+// its partition moves on. Without DeadLetterTopic, or if the produce fails,
+// the message stays in flight and an error says why.
+func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
+	return s.d.DeadLetter(ctx, m, reason)
+}
+
+func (s *Source) produceDeadLetter(ctx context.Context, orig kgo.Message, reason, topic string, partition int32, offset int64) error {
+	in := make([]kafkacore.Header, len(orig.Headers))
+	for i, h := range orig.Headers {
+		in[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
+	}
+	out := kafkacore.DeadLetterHeaders(in, reason, topic, partition, offset)
+	headers := make([]kgo.Header, len(out))
+	for i, h := range out {
+		headers[i] = kgo.Header{Key: h.Key, Value: h.Value}
+	}
+	return s.dlq.WriteMessages(ctx, kgo.Message{Key: orig.Key, Value: orig.Value, Headers: headers, Time: orig.Time})
+}
+
+// spaceFreed wakes p's fetch loop: one of its messages is done.
+func spaceFreed(p *partition) {
+	select {
+	case p.X.space <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops dispatching, commits what is complete, leaves the group and
+// stops every goroutine of the source. Messages not settled stay with the
+// group: their offsets were not committed. Close is idempotent; it returns
+// ctx's error if ctx ends first (the shutdown goes on, bounded by kafka-go's
+// timeouts), or the final commit's error (ErrCommitFailed).
+func (s *Source) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.d.Lock()
+		s.d.CloseLocked()
+		s.d.Unlock()
+		s.cancel()
+	})
+	select {
+	case <-s.loopDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.finish.Do(func() {
+		if s.dlq != nil {
+			_ = s.dlq.Close()
+		}
+		_ = s.tel.Unregister()
+		s.transport.CloseIdleConnections()
+	})
+	s.d.Lock()
+	defer s.d.Unlock()
+	return s.closeErr
+}

@@ -1,0 +1,3 @@
+package kafkasource
+
+const instrumentationName = "github.com/onceq/onceq/sources/kafkasource"

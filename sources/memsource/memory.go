@@ -1,0 +1,402 @@
+package memsource
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/onceq/onceq/broker"
+)
+
+// Outgoing is a message to send.
+type Outgoing struct {
+	Key        string
+	Body       []byte
+	Attributes map[string]string
+}
+
+// DeadLetter is a dead-lettered message with its reason.
+type DeadLetter struct {
+	Message broker.Message
+	Reason  string
+}
+
+// Option configures a Queue.
+type Option func(*Queue)
+
+// VisibilityTimeout sets how long a delivery stays hidden before it is
+// redelivered unless settled or extended (default 30s).
+func VisibilityTimeout(d time.Duration) Option {
+	return func(q *Queue) { q.visibility = d }
+}
+
+// Ordering makes the queue FIFO per key, like an SQS FIFO queue: a key
+// has at most one message in flight, delivered in send order.
+func Ordering(o broker.Ordering) Option {
+	return func(q *Queue) { q.ordering = o }
+}
+
+// Queue is the destination. Sources read it; Send writes it.
+type Queue struct {
+	name       string
+	visibility time.Duration
+	ordering   broker.Ordering
+
+	mu         sync.Mutex
+	seq        uint64
+	ready      []*entry // by seq when ordered, else arrival
+	delayed    []*entry
+	inFlight   map[*entry]struct{}
+	keysBusy   map[string]int
+	nextExpiry time.Time
+	dead       []DeadLetter
+	acked      int
+	wake       chan struct{} // closed and replaced when state changes and someone waits
+	waiters    int
+}
+
+type entry struct {
+	id        string
+	seq       uint64
+	out       Outgoing
+	attempts  int
+	token     uint64 // changes on every delivery, so stale settles are refused
+	visibleAt time.Time
+	owner     *Source
+}
+
+// NewQueue makes an empty queue.
+func NewQueue(name string, opts ...Option) *Queue {
+	q := &Queue{name: name, visibility: 30 * time.Second,
+		inFlight: map[*entry]struct{}{}, keysBusy: map[string]int{}, wake: make(chan struct{})}
+	for _, o := range opts {
+		o(q)
+	}
+	return q
+}
+
+// Send enqueues a message.
+func (q *Queue) Send(_ context.Context, m Outgoing) error {
+	q.mu.Lock()
+	q.seq++
+	q.ready = append(q.ready, &entry{id: q.name + "-" + strconv.FormatUint(q.seq, 10), seq: q.seq, out: m})
+	q.signalLocked()
+	q.mu.Unlock()
+	return nil
+}
+
+// Source returns a new reader of the queue.
+func (q *Queue) Source() *Source { return &Source{q: q} }
+
+// Stats is a snapshot of the queue.
+type Stats struct {
+	Ready, Delayed, InFlight, Acked, DeadLettered int
+}
+
+// Stats reports what the queue holds.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return Stats{Ready: len(q.ready), Delayed: len(q.delayed), InFlight: len(q.inFlight), Acked: q.acked, DeadLettered: len(q.dead)}
+}
+
+// DeadLetters returns what has been dead-lettered.
+func (q *Queue) DeadLetters() []DeadLetter {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.dead)
+}
+
+func (q *Queue) signalLocked() {
+	if q.waiters == 0 {
+		return
+	}
+	close(q.wake)
+	q.wake = make(chan struct{})
+}
+
+// insertReadyLocked puts e back among the ready. Ordered queues keep send
+// order, so a retried head stays ahead of its successors.
+func (q *Queue) insertReadyLocked(e *entry) {
+	if q.ordering == broker.Unordered {
+		q.ready = append(q.ready, e)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(q.ready, e.seq, func(x *entry, s uint64) int { return cmpUint(x.seq, s) })
+	q.ready = slices.Insert(q.ready, i, e)
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// releaseLocked takes e out of flight (settled, nacked or expired).
+func (q *Queue) releaseLocked(e *entry) {
+	delete(q.inFlight, e)
+	e.owner = nil
+	if q.ordering != broker.Unordered {
+		if n := q.keysBusy[e.out.Key] - 1; n > 0 {
+			q.keysBusy[e.out.Key] = n
+		} else {
+			delete(q.keysBusy, e.out.Key)
+		}
+	}
+}
+
+// promoteLocked moves due delayed entries and expired deliveries back to
+// ready, and returns when the next such change is due (zero if none).
+func (q *Queue) promoteLocked(now time.Time) time.Time {
+	var next time.Time
+	earliest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	kept := q.delayed[:0]
+	for _, e := range q.delayed {
+		if !now.Before(e.visibleAt) {
+			q.insertReadyLocked(e)
+		} else {
+			kept = append(kept, e)
+			earliest(e.visibleAt)
+		}
+	}
+	clear(q.delayed[len(kept):])
+	q.delayed = kept
+	if !q.nextExpiry.IsZero() && !now.Before(q.nextExpiry) {
+		q.nextExpiry = time.Time{}
+		for e := range q.inFlight {
+			if !now.Before(e.visibleAt) {
+				q.releaseLocked(e)
+				q.insertReadyLocked(e)
+			} else if q.nextExpiry.IsZero() || e.visibleAt.Before(q.nextExpiry) {
+				q.nextExpiry = e.visibleAt
+			}
+		}
+	}
+	if !q.nextExpiry.IsZero() {
+		earliest(q.nextExpiry)
+	}
+	return next
+}
+
+// Source reads a Queue. It implements broker.Source.
+type Source struct {
+	q      *Queue
+	closed bool // guarded by q.mu
+}
+
+type handle struct {
+	e     *entry
+	token uint64
+}
+
+type delivery struct {
+	m broker.Message
+	h handle
+}
+
+// Receive implements broker.Source.
+func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
+	if max <= 0 {
+		max = 1
+	}
+	q := s.q
+	for {
+		q.mu.Lock()
+		if s.closed {
+			q.mu.Unlock()
+			return nil, broker.ErrSourceClosed
+		}
+		now := time.Now()
+		next := q.promoteLocked(now)
+		msgs := s.takeLocked(now, max)
+		if len(msgs) > 0 {
+			q.mu.Unlock()
+			return msgs, nil
+		}
+		wake := q.wake
+		q.waiters++
+		q.mu.Unlock()
+		var timer *time.Timer
+		var fire <-chan time.Time
+		if !next.IsZero() {
+			timer = time.NewTimer(time.Until(next))
+			fire = timer.C
+		}
+		var err error
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-wake:
+		case <-fire:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		q.mu.Lock()
+		q.waiters--
+		q.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (s *Source) takeLocked(now time.Time, max int) []*broker.Message {
+	q := s.q
+	var msgs []*broker.Message
+	ordered := q.ordering != broker.Unordered
+	kept := q.ready[:0]
+	for i, e := range q.ready {
+		if len(msgs) == max {
+			if len(kept) == 0 {
+				// Everything before i was taken: drop the prefix instead of
+				// copying the whole rest of the queue down on every take.
+				clear(q.ready[:i])
+				q.ready = q.ready[i:]
+				return msgs
+			}
+			kept = append(kept, q.ready[i:]...)
+			break
+		}
+		if ordered && q.keysBusy[e.out.Key] > 0 {
+			kept = append(kept, e)
+			continue
+		}
+		if ordered {
+			q.keysBusy[e.out.Key]++
+		}
+		e.attempts++
+		e.token++
+		e.owner = s
+		e.visibleAt = now.Add(q.visibility)
+		if q.nextExpiry.IsZero() || e.visibleAt.Before(q.nextExpiry) {
+			q.nextExpiry = e.visibleAt
+		}
+		q.inFlight[e] = struct{}{}
+		if msgs == nil {
+			msgs = make([]*broker.Message, 0, min(max, len(q.ready)))
+		}
+		// The message and its handle share one allocation.
+		d := &delivery{h: handle{e, e.token}}
+		d.m = broker.Message{
+			ID:         e.id,
+			Key:        e.out.Key,
+			Body:       e.out.Body,
+			Attributes: e.out.Attributes,
+			Attempt:    e.attempts,
+			Origin:     broker.Origin{System: "memory", Destination: q.name},
+			ReceivedAt: now,
+			Handle:     &d.h,
+		}
+		msgs = append(msgs, &d.m)
+	}
+	clear(q.ready[len(kept):])
+	q.ready = kept
+	return msgs
+}
+
+// heldLocked finds the live delivery of m, or reports a stale one.
+func (s *Source) heldLocked(m *broker.Message) (*entry, error) {
+	h, ok := m.Handle.(*handle)
+	if !ok {
+		return nil, fmt.Errorf("memsource: message %s was not delivered by this source", m.ID)
+	}
+	if _, live := s.q.inFlight[h.e]; !live || h.e.token != h.token {
+		return nil, fmt.Errorf("memsource: delivery of %s is no longer held (visibility expired)", m.ID)
+	}
+	return h.e, nil
+}
+
+// withHeld runs f on the live delivery of m under the queue's lock, or
+// reports a stale one.
+func (s *Source) withHeld(m *broker.Message, f func(q *Queue, e *entry)) error {
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, err := s.heldLocked(m)
+	if err != nil {
+		return err
+	}
+	f(q, e)
+	return nil
+}
+
+// settle ends the live delivery of m: Ack, Nack and DeadLetter differ only
+// in where place puts the entry once it is out of flight.
+func (s *Source) settle(m *broker.Message, place func(q *Queue, e *entry)) error {
+	return s.withHeld(m, func(q *Queue, e *entry) {
+		q.releaseLocked(e)
+		place(q, e)
+		q.signalLocked()
+	})
+}
+
+// Ack implements broker.Source.
+func (s *Source) Ack(_ context.Context, m *broker.Message) error {
+	return s.settle(m, func(q *Queue, _ *entry) { q.acked++ })
+}
+
+// Nack implements broker.Source.
+func (s *Source) Nack(_ context.Context, m *broker.Message, delay time.Duration) error {
+	return s.settle(m, func(q *Queue, e *entry) {
+		if delay <= 0 {
+			q.insertReadyLocked(e)
+			return
+		}
+		e.visibleAt = time.Now().Add(delay)
+		q.delayed = append(q.delayed, e)
+	})
+}
+
+// DeadLetter implements broker.Source. The queue's dead-letter list always
+// exists, so it fails only for a delivery no longer held.
+func (s *Source) DeadLetter(_ context.Context, m *broker.Message, reason string) error {
+	return s.settle(m, func(q *Queue, _ *entry) {
+		q.dead = append(q.dead, DeadLetter{Message: *m, Reason: reason})
+	})
+}
+
+// Capabilities declares the queue's visibility timeout and ordering; its
+// dead-letter list always exists.
+func (s *Source) Capabilities() broker.Capabilities {
+	return broker.Capabilities{Ordering: s.q.ordering, DeliveryTimeout: s.q.visibility, DeadLetter: true}
+}
+
+// Check always succeeds: the queue is in this process.
+func (s *Source) Check(context.Context) error { return nil }
+
+// Extend implements broker.Source.
+func (s *Source) Extend(_ context.Context, m *broker.Message, d time.Duration) error {
+	return s.withHeld(m, func(_ *Queue, e *entry) { e.visibleAt = time.Now().Add(d) })
+}
+
+// Close implements broker.Source. Deliveries it still holds become
+// visible at once, as they would after a consumer-group rebalance.
+func (s *Source) Close(context.Context) error {
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for e := range q.inFlight {
+		if e.owner == s {
+			q.releaseLocked(e)
+			q.insertReadyLocked(e)
+		}
+	}
+	q.signalLocked()
+	return nil
+}
