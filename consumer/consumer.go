@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +43,12 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	}
 	if window := caps.RedeliveryWindow; window > 0 {
 		if !cfg.retentionSet && cfg.retention <= window {
+			// A duplicate may arrive as late as the source redelivers, so
+			// the record must outlive that; said once, since inspect and
+			// the table will show the longer expiry.
 			cfg.retention = window + time.Hour
+			cfg.logger.Info("completed records kept longer than the default retention, to outlive the source's redelivery window",
+				slog.Duration("retention", cfg.retention), slog.Duration("redelivery_window", window))
 		}
 		if cfg.retention <= window {
 			return nil, configError("Retention %v: the source may redeliver for %v, so a late duplicate would run again",

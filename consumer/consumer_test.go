@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -560,6 +562,30 @@ func TestConfigurationRefused(t *testing.T) {
 	}
 	if _, err := consumer.New(src, oneCallStore{}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("one round trip on a store without it: %v", err)
+	}
+}
+
+// The retention raised to outlive a source's redelivery window is said once,
+// with the value that inspect will show; one set by the caller is not.
+func TestRetentionRaisedIsLogged(t *testing.T) {
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{}, nil
+	})
+	src := windowSource{memsource.NewQueue("q").Source()}
+	var logs testenv.LogBuffer
+	if _, err := consumer.New(src, memstore.New(), h, consumer.WithLogger(logs.Logger(slog.LevelInfo))); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "retention=97h0m0s") || !strings.Contains(got, "redelivery_window=96h0m0s") {
+		t.Errorf("no INFO line with the raised retention: %q", got)
+	}
+	var setLogs testenv.LogBuffer
+	if _, err := consumer.New(src, memstore.New(), h, consumer.Retention(100*time.Hour),
+		consumer.WithLogger(setLogs.Logger(slog.LevelInfo))); err != nil {
+		t.Fatal(err)
+	}
+	if got := setLogs.String(); strings.Contains(got, "retention") {
+		t.Errorf("a retention set by the caller was reported as raised: %q", got)
 	}
 }
 

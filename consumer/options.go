@@ -140,9 +140,11 @@ func HandlerTimeout(d time.Duration) Option {
 // must exceed HandlerTimeout by a margin.
 func LeaseTTL(d time.Duration) Option { return optionFunc(func(c *config) { c.leaseTTL = d }) }
 
-// Retention is how long a COMPLETED record answers duplicates (default 24h,
-// or longer when the source declares a longer redelivery window). It must
-// exceed how long the source may redeliver a message.
+// Retention is how long a COMPLETED record answers duplicates. It must
+// exceed how long the source may redeliver a message (its declared
+// RedeliveryWindow). Unset, it is 24h, or the redelivery window plus one
+// hour when that is longer (an SQS queue's retention period, 4 days by
+// default, gives 4 days 1 hour); New logs the raised value at INFO.
 func Retention(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.retention, c.retentionSet = d, true })
 }

@@ -2,7 +2,11 @@ package consumer
 
 import "time"
 
-// Kind is what became of a message.
+// Kind is what became of a message: Processed, Duplicate,
+// InFlightElsewhere, Retrying, DeadLettered, LeaseLost, KeyReuse, Rejected,
+// StoreUnavailable or Misconfigured (each documented at its constant;
+// Kinds lists them). Its String is the name used in metrics and logs
+// ("processed", "key_reuse", ...).
 type Kind int
 
 // The outcomes. Each ends in one source action; see Kind.Action.
@@ -57,7 +61,8 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// Action is what the source is told to do.
+// Action is what the source is told to do with a message: Ack, Retry or
+// DeadLetter. Outcome.Action gives it for an outcome.
 type Action int
 
 var actionNames = [...]string{"", "ack", "retry", "dead_letter"}
