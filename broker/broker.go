@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 )
 
@@ -149,4 +150,12 @@ type Origin struct {
 	Destination string // queue name or URL, or topic
 	Partition   int32  // Kafka partition; 0 elsewhere
 	Offset      int64  // Kafka offset; 0 elsewhere
+}
+
+// LoggerInheritor is implemented by a Source or a Store that logs, so that
+// a Consumer or Guard given a logger (consumer.WithLogger) can hand it
+// over: the component then logs there unless it was given a logger of its
+// own. Every onceq component logs to slog.Default() when given none.
+type LoggerInheritor interface {
+	InheritLogger(l *slog.Logger)
 }

@@ -35,6 +35,7 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 		cfg.maxInFlight = 2 * cfg.concurrency
 	}
 	caps := src.Capabilities()
+	cfg.handLogger(src)
 	if !caps.DeadLetter && !cfg.noDeadLetter {
 		return nil, configError("the Source has no dead-letter destination: give it one (SQS: a dead-letter queue or redrive policy; Kafka: a dead-letter topic), or pass WithoutDeadLetters")
 	}

@@ -68,6 +68,7 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: telemetry: %w", err)
 	}
+	cfg.handLogger(store)
 	if cfg.cacheEntries > 0 {
 		c := cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes)
 		if err := tel.observeCache(c); err != nil {

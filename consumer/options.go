@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"github.com/onceq/onceq/broker"
 	"log/slog"
 	"time"
 
@@ -43,6 +44,7 @@ type config struct {
 	keyFunc          KeyFunc
 	keyCoversBody    func(*Message) bool // set with a Source's default key
 	logger           *slog.Logger
+	loggerGiven      bool
 	clock            Clock
 	oneRoundTrip     bool
 	hooks            []Hook
@@ -201,10 +203,17 @@ func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespa
 // IdempotencyKeyAttribute when present, else the SHA-256 of the body.
 func WithKeyFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.keyFunc = f }) }
 
-// WithLogger sets the logger (default slog.Default(), as every onceq
+// WithLogger sets the logger (default slog.Default(), as in every onceq
 // package). Outcomes other than processed and duplicate are logged, with
-// the key's hash, never the key.
-func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+// the key's hash, never the key. The logger is handed to the Source and
+// the Store too (broker.LoggerInheritor), unless they were given their own.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.logger, c.loggerGiven = l, true
+		}
+	})
+}
 
 // WithClock sets the clock of record times (tests).
 func WithClock(clk Clock) Option { return optionFunc(func(c *config) { c.clock = clk }) }
@@ -261,3 +270,13 @@ func WithoutDeadLetters() Option { return optionFunc(func(c *config) { c.noDeadL
 // the store reports throttles and raises it additively as calls succeed,
 // between 1 and Concurrency; receiving follows through MaxInFlight.
 func FixedConcurrency() Option { return optionFunc(func(c *config) { c.fixedConcurrency = true }) }
+
+// handLogger gives a Source or Store the logger this consumer was given,
+// for it to use unless it was given its own. Found by assertion, unlike
+// capabilities: a wrapper that hides it changes nothing but where the
+// wrapped component logs (its own logger or slog.Default()).
+func (c *config) handLogger(component any) {
+	if li, ok := component.(broker.LoggerInheritor); ok && c.loggerGiven {
+		li.InheritLogger(c.logger)
+	}
+}

@@ -1,7 +1,9 @@
 package dynamostore_test
 
 import (
+	"context"
 	"errors"
+	"github.com/onceq/onceq/consumer"
 	"log/slog"
 	"strings"
 	"testing"
@@ -52,20 +54,41 @@ func TestCheck(t *testing.T) {
 	}
 
 	// A table made by hand, without TTL.
-	noTTL := uniqueName("onceq_nottl_")
-	if _, err := client.CreateTable(t.Context(), &ddb.CreateTableInput{
-		TableName:            aws.String(noTTL),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	noTTL := tableWithoutTTL(t, client)
 	if err := newStore(t, client, noTTL, dynamostore.WithLogger(logger)).Check(t.Context()); err != nil {
 		t.Fatalf("table without TTL: %v, want it to work", err)
 	}
 	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "TTL is not enabled") {
 		t.Fatalf("no warning for a table without TTL:\n%s", l)
+	}
+}
+
+// A store given no logger logs to the one a Guard (or Consumer) was given;
+// a store given its own keeps it.
+func TestLoggerHandedOver(t *testing.T) {
+	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	noTTL := tableWithoutTTL(t, client)
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
+	var guardLogs, storeLogs testenv.LogBuffer
+	for _, tc := range []struct {
+		name      string
+		opts      []dynamostore.Option
+		want, not *testenv.LogBuffer
+	}{
+		{"inherited", nil, &guardLogs, &storeLogs},
+		{"own", []dynamostore.Option{dynamostore.WithLogger(storeLogs.Logger(slog.LevelInfo))}, &storeLogs, &guardLogs},
+	} {
+		before := tc.not.String()
+		g, err := consumer.NewGuard(newStore(t, client, noTTL, tc.opts...), h, consumer.WithLogger(guardLogs.Logger(slog.LevelInfo)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Check(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(tc.want.String(), "TTL is not enabled") || tc.not.String() != before {
+			t.Errorf("%s: the store's warning went to the wrong logger:\nguard's: %s\nstore's: %s", tc.name, guardLogs.String(), storeLogs.String())
+		}
 	}
 }
 
@@ -92,4 +115,19 @@ func TestMissingBusinessTableMisconfigured(t *testing.T) {
 	if retry.Classify(err) != retry.Misconfigured {
 		t.Fatalf("ClaimComplete with a write to a missing table: %v (class %v), want Misconfigured", err, retry.Classify(err))
 	}
+}
+
+// tableWithoutTTL makes an idempotency table by hand, without TTL.
+func tableWithoutTTL(t *testing.T, client *ddb.Client) string {
+	t.Helper()
+	name := uniqueName("onceq_nottl_")
+	if _, err := client.CreateTable(t.Context(), &ddb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

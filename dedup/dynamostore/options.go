@@ -64,8 +64,9 @@ func WithHooks(hooks ...Hook) Option {
 	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }
 
-// WithLogger sets the logger for events no error reports (default
-// slog.Default()).
+// WithLogger sets the logger for events no error reports (when given none,
+// the logger of the Consumer or Guard that uses the store, else
+// slog.Default(); nil counts as none).
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/onceq/onceq/internal/logref"
 	"hash/fnv"
 	"log/slog"
 	"slices"
@@ -22,6 +23,7 @@ import (
 // Store is a dedup.Store and dedup.ClaimCompleter over one DynamoDB table.
 // It is safe for concurrent use.
 type Store struct {
+	logs    *logref.Ref
 	clients []*ddb.Client
 	table   string
 	layout  layout
@@ -47,7 +49,7 @@ var ErrInvalidConfig = errors.New("dynamostore: invalid configuration")
 // layout option). client may be nil only when WithRegionalClients is given.
 // Errors wrap ErrInvalidConfig.
 func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
-	cfg := config{policy: retry.DefaultPolicy(), logger: slog.Default()}
+	cfg := config{policy: retry.DefaultPolicy()}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
@@ -72,15 +74,15 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 			clients[i] = ownClient(c)
 		}
 	}
-	if cfg.logger == nil {
-		cfg.logger = slog.Default()
-	}
+	logs := logref.New(cfg.logger)
+	cfg.logger = logs.Logger()
 	clock := &clockOffset{}
 	tel, err := newTelemetry(cfg.meter, clock)
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
 	}
 	return &Store{
+		logs:    logs,
 		clients: clients,
 		table:   table,
 		layout:  layout{tenant: cfg.tenant},
@@ -688,3 +690,8 @@ func checkSize(key map[string]types.AttributeValue, owner, payloadHash string, r
 	}
 	return nil
 }
+
+// InheritLogger gives the store the logger of the Consumer or Guard that
+// uses it, used unless WithLogger gave the store one. A Consumer or Guard
+// given a logger calls it.
+func (s *Store) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }

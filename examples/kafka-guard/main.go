@@ -35,7 +35,7 @@ import (
 	"syscall"
 	"time"
 
-	kgo "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
@@ -53,9 +53,9 @@ func main() {
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	addrs := strings.Split(*brokers, ",")
-	r := kgo.NewReader(kgo.ReaderConfig{Brokers: addrs, GroupID: *group, Topic: *topic})
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, GroupID: *group, Topic: *topic})
 	defer func() { _ = r.Close() }()
-	dlq := &kgo.Writer{Addr: kgo.TCP(addrs...), Topic: *dlqTopic, RequiredAcks: kgo.RequireAll}
+	dlq := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: *dlqTopic, RequiredAcks: kafka.RequireAll}
 	defer func() { _ = dlq.Close() }()
 
 	guard, err := consumer.NewGuard(memstore.New(), consumer.HandlerFunc(
@@ -79,7 +79,7 @@ func main() {
 
 // processLoop is the existing loop with the Guard in it. It returns nil
 // when ctx ends.
-func processLoop(ctx context.Context, r *kgo.Reader, dlq *kgo.Writer, guard *consumer.Guard) error {
+func processLoop(ctx context.Context, r *kafka.Reader, dlq *kafka.Writer, guard *consumer.Guard) error {
 	for {
 		km, err := r.FetchMessage(ctx)
 		if err != nil {
@@ -96,8 +96,8 @@ func processLoop(ctx context.Context, r *kgo.Reader, dlq *kgo.Writer, guard *con
 				}
 			}
 			if o.Action() == consumer.DeadLetter {
-				dead := kgo.Message{Key: km.Key, Value: km.Value,
-					Headers: append(km.Headers[:len(km.Headers):len(km.Headers)], kgo.Header{Key: kafkasource.ReasonHeader, Value: []byte(o.Reason())})}
+				dead := kafka.Message{Key: km.Key, Value: km.Value,
+					Headers: append(km.Headers[:len(km.Headers):len(km.Headers)], kafka.Header{Key: kafkasource.ReasonHeader, Value: []byte(o.Reason())})}
 				if err := dlq.WriteMessages(ctx, dead); err != nil {
 					return ignoreCancel(ctx, fmt.Errorf("dead-lettering %s/%d/%d: %w", km.Topic, km.Partition, km.Offset, err))
 				}

@@ -2,7 +2,6 @@ package kafkacore
 
 import (
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/onceq/onceq/broker"
@@ -11,7 +10,7 @@ import (
 // CheckSettings checks the settings both Kafka sources take; rebalance is
 // the group's rebalance timeout, which a revoke's drain must stay below.
 // The error names the option; the source wraps it in its ErrInvalidOption.
-func CheckSettings(ordering broker.Ordering, maxInFlight int, commitInterval, revokeTimeout, rebalance time.Duration, logger *slog.Logger) error {
+func CheckSettings(ordering broker.Ordering, maxInFlight int, commitInterval, revokeTimeout, rebalance time.Duration) error {
 	switch {
 	case ordering != broker.OrderByKey && ordering != broker.OrderByPartition && ordering != broker.Unordered:
 		return fmt.Errorf("option Ordering %d: unknown", ordering)
@@ -24,8 +23,6 @@ func CheckSettings(ordering broker.Ordering, maxInFlight int, commitInterval, re
 	case revokeTimeout >= rebalance:
 		return fmt.Errorf("option RevokeTimeout %v: must be shorter than the rebalance timeout %v, or the group drops this member while it drains",
 			revokeTimeout, rebalance)
-	case logger == nil:
-		return fmt.Errorf("option WithLogger: must not be nil")
 	}
 	return nil
 }

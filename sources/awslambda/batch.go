@@ -32,6 +32,12 @@ func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts [
 	if store == nil {
 		return nil, fmt.Errorf("%w: a Store is required", ErrConfig)
 	}
+	if cfg.logger != nil {
+		// First, so a logger given through WithGuardOptions wins.
+		guardOpts = append([]consumer.Option{consumer.WithLogger(cfg.logger)}, guardOpts...)
+	} else {
+		cfg.logger = slog.Default()
+	}
 	wrapped := capLeases(store)
 	g, err := consumer.NewGuard(wrapped, h, append(guardOpts, cfg.guardOpts...)...)
 	if err != nil {

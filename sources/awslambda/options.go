@@ -32,7 +32,7 @@ type config struct {
 const DefaultDeadlineMargin = time.Second
 
 func defaultConfig() config {
-	return config{concurrency: 10, margin: DefaultDeadlineMargin, logger: slog.New(slog.DiscardHandler)}
+	return config{concurrency: 10, margin: DefaultDeadlineMargin}
 }
 
 func (c *config) validate() error {
@@ -43,8 +43,6 @@ func (c *config) validate() error {
 		// Leases end on whole seconds: a margin under one second could let
 		// a handler run past the lease it was given.
 		return fmt.Errorf("%w: DeadlineMargin %v: must be at least 1s", ErrConfig, c.margin)
-	case c.logger == nil:
-		return fmt.Errorf("%w: WithLogger: must not be nil", ErrConfig)
 	}
 	return nil
 }
@@ -88,6 +86,8 @@ func WithGuardOptions(opts ...consumer.Option) Option {
 	return optionFunc(func(c *config) { c.guardOpts = append(c.guardOpts, opts...) })
 }
 
-// WithLogger sets the logger for what happens to records (default: discard).
-// Give the Guard a logger too, with WithGuardOptions(consumer.WithLogger(l)).
+// WithLogger sets the logger for what happens to records (default
+// slog.Default(), as in every onceq package). It is handed to the Guard and
+// the Store too, unless they were given their own
+// (WithGuardOptions(consumer.WithLogger(other)) gives the Guard another).
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }

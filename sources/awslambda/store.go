@@ -2,6 +2,8 @@ package awslambda
 
 import (
 	"context"
+	"github.com/onceq/onceq/broker"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -37,6 +39,13 @@ func capLeases(s dedup.Store) dedup.Store {
 		return &cappedClaimCompleter{cappedStore: c, cc: cc}
 	}
 	return c
+}
+
+// InheritLogger passes the Guard's logger on to the store it wraps.
+func (s *cappedStore) InheritLogger(l *slog.Logger) {
+	if li, ok := s.Store.(broker.LoggerInheritor); ok {
+		li.InheritLogger(l)
+	}
 }
 
 func (s *cappedStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {

@@ -72,7 +72,6 @@ func defaultConfig() config {
 		maxInFlight:    256,
 		commitInterval: time.Second,
 		revokeTimeout:  10 * time.Second,
-		logger:         slog.Default(),
 		heartbeat:      3 * time.Second,
 		session:        45 * time.Second,
 		rebalance:      60 * time.Second,
@@ -83,7 +82,7 @@ func defaultConfig() config {
 }
 
 func (c *config) validate() error {
-	if err := kafkacore.CheckSettings(c.ordering, c.maxInFlight, c.commitInterval, c.revokeTimeout, c.rebalance, c.logger); err != nil {
+	if err := kafkacore.CheckSettings(c.ordering, c.maxInFlight, c.commitInterval, c.revokeTimeout, c.rebalance); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	switch {
@@ -132,8 +131,9 @@ func DeadLetterTopic(topic string) Option {
 	return optionFunc(func(c *config) { c.dlqTopic = topic })
 }
 
-// WithLogger sets the logger (default slog.Default()); franz-go logs to it
-// too, errors at warn and the rest at debug.
+// WithLogger sets the logger (when given none, the logger of the Consumer that runs it, else
+// slog.Default(); nil counts as none).
+// franz-go logs to it too, errors at warn and the rest at debug.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
 // WithHooks adds observers, each implementing one or more of the hook

@@ -3,6 +3,8 @@ package franzsource
 import (
 	"context"
 	"fmt"
+	"github.com/onceq/onceq/internal/logref"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -22,6 +24,7 @@ const instrumentationName = "github.com/onceq/onceq/sources/franzsource"
 // group. It is safe for concurrent use.
 type Source struct {
 	cfg     config
+	logs    *logref.Ref
 	groupID string
 	topics  []string
 	cl      *kgo.Client // the group member
@@ -79,6 +82,8 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	logs := logref.New(cfg.logger)
+	cfg.logger = logs.Logger()
 	hs, err := kafkacore.CollectHooks("franz", ErrInvalidOption, cfg.hooks)
 	if err != nil {
 		return nil, err
@@ -87,7 +92,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 		cfg.meter = otel.GetMeterProvider()
 	}
 	s := &Source{
-		cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics),
+		logs: logs, cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics),
 		parts:    map[topicPartition]*partition{},
 		pollDone: make(chan struct{}), tickDone: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -303,3 +308,8 @@ func (s *Source) shutdown() {
 	_ = s.tel.Unregister()
 	close(s.done)
 }
+
+// InheritLogger gives the source the logger of the Consumer that runs it,
+// used unless WithLogger gave the source one. A Consumer given a logger
+// calls it.
+func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }

@@ -55,7 +55,6 @@ func defaultConfig() config {
 		maxInFlight:    256,
 		commitInterval: time.Second,
 		revokeTimeout:  10 * time.Second,
-		logger:         slog.Default(),
 		fetchMaxWait:   time.Second,
 		fetchMaxBytes:  1 << 20,
 		dlqBatch:       5 * time.Millisecond,
@@ -72,7 +71,7 @@ func (c *config) validate() error {
 	if rebalance == 0 {
 		rebalance = defaultRebalanceTimeout
 	}
-	if err := kafkacore.CheckSettings(c.ordering, c.maxInFlight, c.commitInterval, c.revokeTimeout, rebalance, c.logger); err != nil {
+	if err := kafkacore.CheckSettings(c.ordering, c.maxInFlight, c.commitInterval, c.revokeTimeout, rebalance); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	switch {
@@ -130,9 +129,9 @@ func DeadLetterTopic(topic string) Option {
 	return optionFunc(func(c *config) { c.dlqTopic = topic })
 }
 
-// WithLogger sets the logger (default slog.Default(), as for the other
-// sources). kafka-go's own messages go to it at debug level, its errors at
-// warn.
+// WithLogger sets the logger (when given none, the logger of the Consumer that runs it, else
+// slog.Default(); nil counts as none).
+// kafka-go's own messages go to it at debug level, its errors at warn.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
 // WithHooks adds observers; each must implement at least one of

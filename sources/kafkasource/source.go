@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/onceq/onceq/internal/logref"
 	"log/slog"
 	"slices"
 	"sync"
@@ -29,6 +30,7 @@ const (
 // group. It is safe for concurrent use.
 type Source struct {
 	cfg       config
+	logs      *logref.Ref
 	brokers   []string
 	groupID   string
 	topics    []string
@@ -95,8 +97,10 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	if err != nil {
 		return nil, err
 	}
+	logs := logref.New(cfg.logger)
+	cfg.logger = logs.Logger()
 	s := &Source{
-		cfg: cfg, hooks: hs, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
+		logs: logs, cfg: cfg, hooks: hs, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
 		dialer: cfg.dialer,
 		// The dead-letter writer goes through the transport: same TLS, SASL.
 		transport: &kgo.Transport{TLS: cfg.dialer.TLS, SASL: cfg.dialer.SASLMechanism, ClientID: cfg.dialer.ClientID},
@@ -303,3 +307,8 @@ func (s *Source) Close(ctx context.Context) error {
 	defer s.d.Unlock()
 	return s.closeErr
 }
+
+// InheritLogger gives the source the logger of the Consumer that runs it,
+// used unless WithLogger gave the source one. A Consumer given a logger
+// calls it.
+func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }

@@ -69,8 +69,8 @@ func DeleteFlushInterval(d time.Duration) Option {
 // at once. Default 4.
 func DeleteConcurrency(n int) Option { return optionFunc(func(c *config) { c.deleteWorkers = n }) }
 
-// WithLogger sets where the source logs (default slog.Default(), as for the
-// other sources; nil keeps the default).
+// WithLogger sets where the source logs (when given none, the logger of the Consumer that runs it, else
+// slog.Default(); nil counts as none).
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
 // WithHooks adds observers; each must implement at least one of

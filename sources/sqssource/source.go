@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/onceq/onceq/internal/logref"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ func callOptions(o *awssqs.Options) {
 // Source delivers the messages of one SQS queue. It is safe for concurrent
 // use. Create it with New; stop it with Close.
 type Source struct {
+	logs            *logref.Ref
 	client          *awssqs.Client
 	queueURL        string
 	queueName       string
@@ -116,14 +118,14 @@ func New(ctx context.Context, client *awssqs.Client, queueURL string, opts ...Op
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.logger == nil {
-		cfg.logger = slog.Default()
-	}
+	logs := logref.New(cfg.logger)
+	cfg.logger = logs.Logger()
 	hs, err := collectHooks(cfg.hooks)
 	if err != nil {
 		return nil, err
 	}
 	s := &Source{
+		logs:      logs,
 		client:    client,
 		queueURL:  queueURL,
 		queueName: queueName(queueURL),
@@ -596,3 +598,8 @@ func (s *Source) release(ctx context.Context, msgs []*broker.Message) {
 		}
 	}
 }
+
+// InheritLogger gives the source the logger of the Consumer that runs it,
+// used unless WithLogger gave the source one. A Consumer given a logger
+// calls it.
+func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }
