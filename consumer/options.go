@@ -42,6 +42,7 @@ type config struct {
 	namespace        string
 	keyFunc          KeyFunc
 	keyCoversBody    func(*Message) bool // set with a Source's default key
+	payloadHash      PayloadHashFunc
 	logger           *slog.Logger
 	clock            Clock
 	oneRoundTrip     bool
@@ -71,6 +72,7 @@ func defaultConfig() config {
 		namespace:        "onceq",
 		logger:           slog.Default(),
 		clock:            wallClock{},
+		payloadHash:      WholeBody,
 		cacheEntries:     cache.DefaultEntries,
 		cacheBytes:       cache.DefaultBytes,
 	}
@@ -117,6 +119,8 @@ func (c *config) validate() error {
 		return configError("CheckTimeout %v: must be positive", c.checkTimeout)
 	case c.logger == nil || c.clock == nil:
 		return configError("Logger and Clock: must not be nil")
+	case c.payloadHash == nil:
+		return configError("WithPayloadHash(nil): to check no payload, use NoPayloadCheck")
 	}
 	return nil
 }
