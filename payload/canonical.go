@@ -14,51 +14,78 @@ import (
 // numbers by their decimal value. Two values have the same canonical text
 // exactly when they are equal under those rules.
 func appendCanonical(dst []byte, r gjson.Result) []byte {
+	c := canonicalizer{dst: dst}
+	c.value(r)
+	return c.dst
+}
+
+type canonicalizer struct {
+	dst []byte
+	// members is a stack: each object's members above its parent's, so
+	// that one slice serves the whole document.
+	members []member
+}
+
+type member struct {
+	name  string
+	value gjson.Result
+}
+
+func (c *canonicalizer) value(r gjson.Result) {
 	switch r.Type {
 	case gjson.Null:
-		return append(dst, "null"...)
+		c.dst = append(c.dst, "null"...)
 	case gjson.False:
-		return append(dst, "false"...)
+		c.dst = append(c.dst, "false"...)
 	case gjson.True:
-		return append(dst, "true"...)
+		c.dst = append(c.dst, "true"...)
 	case gjson.Number:
-		return appendNumber(dst, r.Raw)
+		c.dst = appendNumber(c.dst, r.Raw)
 	case gjson.String:
-		return appendString(dst, r.Str)
+		c.dst = appendString(c.dst, r.Str)
+	default:
+		if r.IsArray() {
+			c.array(r)
+		} else {
+			c.object(r)
+		}
 	}
-	if r.IsArray() {
-		dst = append(dst, '[')
-		first := true
-		r.ForEach(func(_, v gjson.Result) bool {
-			if !first {
-				dst = append(dst, ',')
-			}
-			first = false
-			dst = appendCanonical(dst, v)
-			return true
-		})
-		return append(dst, ']')
-	}
-	type member struct {
-		name  string
-		value gjson.Result
-	}
-	var members []member
-	r.ForEach(func(k, v gjson.Result) bool {
-		members = append(members, member{k.Str, v})
+}
+
+func (c *canonicalizer) array(r gjson.Result) {
+	c.dst = append(c.dst, '[')
+	first := true
+	r.ForEach(func(_, v gjson.Result) bool {
+		if !first {
+			c.dst = append(c.dst, ',')
+		}
+		first = false
+		c.value(v)
 		return true
 	})
-	slices.SortStableFunc(members, func(a, b member) int { return strings.Compare(a.name, b.name) })
-	dst = append(dst, '{')
-	for i, m := range members {
-		if i > 0 {
-			dst = append(dst, ',')
+	c.dst = append(c.dst, ']')
+}
+
+func (c *canonicalizer) object(r gjson.Result) {
+	base := len(c.members)
+	r.ForEach(func(k, v gjson.Result) bool {
+		c.members = append(c.members, member{k.Str, v})
+		return true
+	})
+	end := len(c.members)
+	slices.SortStableFunc(c.members[base:end], func(a, b member) int { return strings.Compare(a.name, b.name) })
+	c.dst = append(c.dst, '{')
+	for i := base; i < end; i++ {
+		if i > base {
+			c.dst = append(c.dst, ',')
 		}
-		dst = appendString(dst, m.name)
-		dst = append(dst, ':')
-		dst = appendCanonical(dst, m.value)
+		m := c.members[i] // read anew: a nested object may have grown the stack
+		c.dst = appendString(c.dst, m.name)
+		c.dst = append(c.dst, ':')
+		c.value(m.value)
 	}
-	return append(dst, '}')
+	c.dst = append(c.dst, '}')
+	c.members = c.members[:base]
 }
 
 // appendString appends s quoted, escaping only what JSON requires, so

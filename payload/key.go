@@ -3,6 +3,7 @@ package payload
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/tidwall/gjson"
@@ -29,7 +30,9 @@ type KeyError struct {
 	Err error
 }
 
-func (e *KeyError) Error() string { return fmt.Sprintf("payload: key path %q: %v", e.Path, e.Err) }
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("payload: key path %q: %s", e.Path, strings.TrimPrefix(e.Err.Error(), "payload: "))
+}
 
 // Unwrap makes errors.Is(err, ErrNoKey) and errors.Is(err, ErrNotJSON) work.
 func (e *KeyError) Unwrap() error { return e.Err }
