@@ -201,6 +201,8 @@ func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespa
 
 // WithKeyFunc replaces the default idempotency key: the
 // IdempotencyKeyAttribute when present, else the SHA-256 of the body.
+// payload.JSONKey takes the key from a field of a JSON body. A key
+// function's error dead-letters the message, its text as the reason.
 func WithKeyFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.keyFunc = f }) }
 
 // WithLogger sets the logger (default slog.Default(), as every onceq

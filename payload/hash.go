@@ -3,7 +3,6 @@ package payload
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strconv"
 
 	"github.com/tidwall/gjson"
@@ -24,14 +23,14 @@ const (
 // strings compare after decoding ("\u0041" is "A"), and numbers by exact
 // decimal value (1, 1.0 and 1e0 are equal; nothing is rounded, so large
 // integers stay apart). Arrays keep their order. An object that repeats a
-// member name keeps its repeats in order. A body that is not JSON is an
-// error wrapping ErrNotJSON: the message's fault.
+// member name keeps its repeats in order. A body that is not JSON is
+// ErrNotJSON: the message's fault.
 //
 // It costs a parse of the body and a copy of it, where the default hashes
 // the bytes as they are.
 func CanonicalJSON(body []byte) (string, error) {
 	if !gjson.ValidBytes(body) {
-		return "", fmt.Errorf("payload: canonical JSON: %w", ErrNotJSON)
+		return "", ErrNotJSON
 	}
 	c := appendCanonical(make([]byte, 0, len(body)), gjson.Parse(string(body)))
 	return canonicalTag + sum(c), nil
@@ -42,8 +41,8 @@ func CanonicalJSON(body []byte) (string, error) {
 // [JSONKey]): a redelivery whose other fields changed (a timestamp, a
 // trace ID) is the same payload, and one whose named fields changed is a
 // reused key. Values compare as in [CanonicalJSON]; a missing field is
-// distinct from null and from every value. A body that is not JSON is an
-// error wrapping ErrNotJSON.
+// distinct from null and from every value. A body that is not JSON is
+// ErrNotJSON.
 //
 // Its hashes are tagged with a hash of the path list, so changing the
 // paths makes records written under the old list unchecked rather than
@@ -61,7 +60,7 @@ func JSONFields(path string, more ...string) func(body []byte) (string, error) {
 	tag := fieldsTag + hex.EncodeToString(listSum[:4]) + ":"
 	return func(body []byte) (string, error) {
 		if !gjson.ValidBytes(body) {
-			return "", fmt.Errorf("payload: JSON fields: %w", ErrNotJSON)
+			return "", ErrNotJSON
 		}
 		var b []byte
 		for _, r := range gjson.GetManyBytes(body, paths...) {
