@@ -234,7 +234,7 @@ func (a *attempt) existing(now time.Time, r dedup.Record) Outcome {
 	o := a.o
 	o.Attempt = r.Attempts
 	// No hash: the key covers the body, so the same key is the same payload.
-	if a.hash != "" && r.PayloadHash != "" && r.PayloadHash != a.hash {
+	if hashesDiffer(r.PayloadHash, a.hash) {
 		o.Kind, o.Err = KeyReuse, &dedup.KeyReuseError{Key: o.Key, Existing: r}
 		return o
 	}

@@ -175,7 +175,14 @@ func (g *Guard) keys(m *Message) (string, string, error) {
 		return dedup.BodyKey(g.cfg.namespace, m.Body)
 	}
 	key, err := dedup.Key(g.cfg.namespace, raw)
-	return key, dedup.PayloadHash(m.Body), err
+	if err != nil {
+		return "", "", err
+	}
+	hash, err := g.cfg.payloadHash(m.Body)
+	if err != nil {
+		return "", "", fmt.Errorf("consumer: payload hash: %w", err)
+	}
+	return key, hash, nil
 }
 
 func (g *Guard) nextOwner() string {

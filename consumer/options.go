@@ -43,6 +43,7 @@ type config struct {
 	namespace        string
 	keyFunc          KeyFunc
 	keyCoversBody    func(*Message) bool // set with a Source's default key
+	payloadHash      PayloadHashFunc
 	logger           *slog.Logger
 	loggerGiven      bool
 	clock            Clock
@@ -73,6 +74,7 @@ func defaultConfig() config {
 		namespace:        "onceq",
 		logger:           slog.Default(),
 		clock:            wallClock{},
+		payloadHash:      WholeBody,
 		cacheEntries:     cache.DefaultEntries,
 		cacheBytes:       cache.DefaultBytes,
 	}
@@ -119,6 +121,8 @@ func (c *config) validate() error {
 		return configError("CheckTimeout %v: must be positive", c.checkTimeout)
 	case c.logger == nil || c.clock == nil:
 		return configError("Logger and Clock: must not be nil")
+	case c.payloadHash == nil:
+		return configError("WithPayloadHash(nil): to check no payload, use NoPayloadCheck")
 	}
 	return nil
 }
@@ -201,6 +205,8 @@ func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespa
 
 // WithKeyFunc replaces the default idempotency key: the
 // IdempotencyKeyAttribute when present, else the SHA-256 of the body.
+// payload.JSONKey takes the key from a field of a JSON body. A key
+// function's error dead-letters the message, its text as the reason.
 func WithKeyFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.keyFunc = f }) }
 
 // WithLogger sets the logger (default slog.Default(), as in every onceq
