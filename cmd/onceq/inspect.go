@@ -130,6 +130,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		rec, err := store.Get(ctx, key)
 		if errors.Is(err, dedup.ErrNotFound) {
 			fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in table %s\n", key, *table)
+			if kafka {
+				fmt.Fprintln(stderr, "onceq inspect: topic, record key and value must be the record's byte for byte: a trailing newline counts")
+			}
 			return 1
 		}
 		if err != nil {
@@ -163,24 +166,33 @@ func findKeyHash(ctx context.Context, store *dynamostore.Store, hash string, lim
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
 		return nil, 1
 	}
-	read := fmt.Sprintf("%d items (%s read units)", res.Scanned, units(res.ReadUnits))
-	if res.Exhausted {
-		read = "all " + read
-	}
+	cost := fmt.Sprintf("%s read units", units(res.ReadUnits))
 	if len(res.Records) > 0 {
-		fmt.Fprintf(stderr, "key_hash %s: %d record(s), found by scanning %s of table %s\n", hash, len(res.Records), read, store.Table())
+		found := "a record"
+		if len(res.Records) > 1 {
+			found = fmt.Sprintf("%d records", len(res.Records))
+		}
+		fmt.Fprintf(stderr, "key_hash %s: %s in table %s, found by scanning %s (%s, the record's read included)\n",
+			hash, found, store.Table(), items(res.Scanned), cost)
 		return res.Records, 0
 	}
 	if res.Exhausted {
-		fmt.Fprintf(stderr, "onceq inspect: no record with key_hash %s in table %s (scanned %s)\n", hash, store.Table(), read)
+		fmt.Fprintf(stderr, "onceq inspect: no record with key_hash %s in table %s: scanned all %s (%s)\n", hash, store.Table(), items(res.Scanned), cost)
 	} else {
-		fmt.Fprintf(stderr, "onceq inspect: key_hash %s not found within %d items of table %s (the -scan-limit; read %s): the table has more; raise -scan-limit to read further, at the cost of read capacity for every item read\n",
-			hash, limit, store.Table(), read)
+		fmt.Fprintf(stderr, "onceq inspect: key_hash %s not found within %s of table %s (-scan-limit %d; %s), which may hold more: raise -scan-limit to read further, at a cost in read capacity for every item read\n",
+			hash, items(res.Scanned), store.Table(), limit, cost)
 	}
 	if res.Unmatchable > 0 {
 		fmt.Fprintf(stderr, "onceq inspect: %d of the items read store their key as a hash (\"sha256:\": too long or not UTF-8), which -key-hash cannot match; look those up by KEY\n", res.Unmatchable)
 	}
 	return nil, 1
+}
+
+func items(n int) string {
+	if n == 1 {
+		return "1 item"
+	}
+	return fmt.Sprintf("%d items", n)
 }
 
 func units(u float64) string {

@@ -104,7 +104,7 @@ func TestInspectKeyHashFromLog(t *testing.T) {
 					t.Errorf("%v lacks %q:\n%s", args, want, out)
 				}
 			}
-			if !strings.Contains(errOut, "key_hash "+h+": 1 record(s), found by scanning ") {
+			if !strings.Contains(errOut, "key_hash "+h+": a record in table "+table+", found by scanning 21 items (") {
 				t.Errorf("%v: no scan summary on stderr: %q", args, errOut)
 			}
 		})
@@ -118,11 +118,11 @@ func TestInspectKeyHashScanLimit(t *testing.T) {
 
 	code, out, errOut := onceq("inspect", "-table", table, "-key-hash", absent, "-scan-limit", "5")
 	if code != 1 || out != "" || !strings.Contains(errOut, "key_hash "+absent+" not found within 5 items of table "+table) ||
-		!strings.Contains(errOut, "raise -scan-limit") || !strings.Contains(errOut, "read 5 items") {
+		!strings.Contains(errOut, "raise -scan-limit") || !strings.Contains(errOut, "(-scan-limit 5;") {
 		t.Errorf("scan limit 5 of 30 items: exit %d, out %q, err %q; want exit 1 saying the limit stopped the scan", code, out, errOut)
 	}
 	code, _, errOut = onceq("inspect", "-table", table, "-key-hash", absent)
-	if code != 1 || !strings.Contains(errOut, "no record with key_hash "+absent+" in table "+table+" (scanned all 30 items") {
+	if code != 1 || !strings.Contains(errOut, "no record with key_hash "+absent+" in table "+table+": scanned all 30 items (") {
 		t.Errorf("whole table: exit %d, err %q; want exit 1 after scanning all 30 items", code, errOut)
 	}
 }
