@@ -44,7 +44,8 @@ type KeyHashSearch struct {
 // write to an index), so this Scans it, reading at most limit items: the
 // scan costs read capacity in proportion to the bytes of the items read,
 // whatever their number of matches, and no writes. It stops at the end of
-// the first page that holds a match.
+// the first page that holds a match. Hooks and metrics see its calls as
+// operation "FindKeyHash".
 func (s *Store) FindKeyHash(ctx context.Context, keyHash string, limit int) (KeyHashSearch, error) {
 	var res KeyHashSearch
 	if !isKeyHash(keyHash) {
@@ -74,7 +75,7 @@ func (s *Store) FindKeyHash(ctx context.Context, keyHash string, limit int) (Key
 	for len(matches) == 0 && res.Scanned < limit {
 		in.Limit = aws.Int32(int32(min(limit-res.Scanned, 1<<30)))
 		var out *ddb.ScanOutput
-		err := s.do(ctx, "Scan", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		err := s.do(ctx, "FindKeyHash", func(ctx context.Context, _ int) (middleware.Metadata, error) {
 			o, err := s.clients[0].Scan(ctx, in)
 			out = o
 			if o == nil {
@@ -135,7 +136,7 @@ func (s *Store) getItem(ctx context.Context, client *ddb.Client, item map[string
 	in := &ddb.GetItemInput{TableName: aws.String(s.table), Key: key, ConsistentRead: aws.Bool(true),
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal}
 	var out *ddb.GetItemOutput
-	err := s.do(ctx, "Get", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+	err := s.do(ctx, "FindKeyHash", func(ctx context.Context, _ int) (middleware.Metadata, error) {
 		o, err := client.GetItem(ctx, in)
 		out = o
 		return metadata(o), err
