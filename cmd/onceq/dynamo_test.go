@@ -158,7 +158,7 @@ func TestInspect(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	// The stored key as logged by the consumer works too.
+	// The stored key, namespace included, works with -stored-key.
 	code, out, errOut = onceq("inspect", "-table", table, "-stored-key", key)
 	if code != 0 {
 		t.Fatalf("inspect COMPLETED: exit %d: %s", code, errOut)

@@ -3,49 +3,113 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/sources/kafkasource"
 )
+
+// defaultScanLimit bounds what one -key-hash lookup can cost: a few
+// thousand items is a few hundred read units at most.
+const defaultScanLimit = 5000
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq inspect", stderr,
-		"usage: onceq inspect -table NAME [-namespace onceq] [-stored-key] [-tenant-layout] KEY",
-		"Reads the record of KEY with a strongly consistent read and prints it.",
-		"KEY is the message's idempotency key, turned into the stored key (<namespace>#<key>,",
-		"hashed when too long or not UTF-8) exactly as the consumer does; with -stored-key it is used as is.",
-		"Exit 1 when the key has no record.",
+		"usage: onceq inspect -table NAME [-tenant-layout] [-response] WHICH",
+		"Prints the record of one idempotency key, read with a strongly consistent read. WHICH is one of:",
+		"  [-namespace onceq] [-stored-key] KEY",
+		"      the message's idempotency key, turned into the stored key <namespace>#<KEY> as the consumer does",
+		fmt.Sprintf("  -key-hash H [-scan-limit %d]", defaultScanLimit),
+		"      the key_hash of a log line or error text; scans the table (read capacity for every item read)",
+		"  [-namespace onceq] -kafka-topic T [-kafka-key K] [-kafka-value V | -kafka-value-file F]",
+		"      a Kafka record: its key is computed as the Kafka sources do (kafkasource.Fingerprint)",
+		"  [-namespace onceq] -kafka-header-key K",
+		"      a Kafka record that carries an idempotency-key header",
+		"Exit 1 when no record is found.",
 	)
 	table := fs.String("table", "", "table name (required)")
 	ns := fs.String("namespace", "onceq", "the consumer's namespace (consumer.Namespace)")
-	stored := fs.Bool("stored-key", false, "KEY is already the stored key, as logged by the consumer")
+	stored := fs.Bool("stored-key", false, "KEY already has its namespace (<namespace>#<key>): use it as is")
 	tenant := fs.Bool("tenant-layout", false, "the table uses the tenant layout (created with -tenant-layout)")
+	response := fs.Bool("response", false, "print only the stored response, its bytes exactly as stored")
+	keyHash := fs.String("key-hash", "", "find the record whose key has this key_hash (12 hex digits), by scanning the table")
+	scanLimit := fs.Int("scan-limit", defaultScanLimit,
+		"-key-hash reads at most this many items; a scan costs read capacity for every item read\n"+
+			"(about 0.5 unit per 4 KB of items read), and no writes")
+	var k kafkaRecord
+	fs.StringVar(&k.topic, "kafka-topic", "", "the Kafka record's topic")
+	fs.StringVar(&k.key, "kafka-key", "", "the Kafka record's key (none: leave out)")
+	fs.StringVar(&k.value, "kafka-value", "", "the Kafka record's value")
+	fs.StringVar(&k.valueFile, "kafka-value-file", "", "a file holding the Kafka record's value, byte for byte")
+	fs.StringVar(&k.header, "kafka-header-key", "", "the Kafka record's idempotency-key header")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
-	if *table == "" {
-		fmt.Fprintln(stderr, "onceq inspect: -table is required")
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	kafka := set["kafka-topic"] || set["kafka-key"] || set["kafka-value"] || set["kafka-value-file"] || set["kafka-header-key"]
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "onceq inspect: "+format+"\n", a...)
 		return 2
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "onceq inspect: exactly one KEY is required (flags go before it)")
-		return 2
+	switch {
+	case *table == "":
+		return usageErr("-table is required")
+	case set["key-hash"] && kafka:
+		return usageErr("-key-hash and -kafka-* flags each name a record: give one")
+	case (set["key-hash"] || kafka) && fs.NArg() > 0:
+		return usageErr("KEY %q as well as -key-hash or -kafka-*: give one", fs.Arg(0))
+	case (set["key-hash"] || kafka) && *stored:
+		return usageErr("-stored-key goes with KEY only")
+	case set["scan-limit"] && !set["key-hash"]:
+		return usageErr("-scan-limit goes with -key-hash only")
+	case set["key-hash"] && set["namespace"]:
+		return usageErr("-namespace goes with KEY or -kafka-*: a key hash already covers the namespace")
+	case !set["key-hash"] && !kafka && fs.NArg() != 1:
+		return usageErr("exactly one KEY is required (flags go before it), or -key-hash, or -kafka-*")
 	}
-	key := fs.Arg(0)
-	if !*stored {
-		k, err := dedup.Key(*ns, key)
-		if err != nil {
-			fmt.Fprintf(stderr, "onceq inspect: key %q: %v\n", key, err)
-			return 2
+
+	var key string // the stored key, unless found by its hash
+	switch {
+	case set["key-hash"]:
+		*keyHash = strings.ToLower(strings.TrimSpace(*keyHash))
+		if len(*keyHash) != len(dedup.KeyHash("k")) || strings.Trim(*keyHash, "0123456789abcdef") != "" {
+			return usageErr("-key-hash %q: a key_hash is 12 hex digits, as logs print it", *keyHash)
 		}
-		key = k
-	} else if key == "" {
-		fmt.Fprintln(stderr, "onceq inspect: KEY must not be empty")
-		return 2
+		if *scanLimit < 1 {
+			return usageErr("-scan-limit must be at least 1")
+		}
+	case kafka:
+		fp, code := k.fingerprint(stderr)
+		if code != 0 {
+			return code
+		}
+		var err error
+		if key, err = dedup.Key(*ns, fp); err != nil {
+			return usageErr("%v", err)
+		}
+	default:
+		key = fs.Arg(0)
+		if !*stored {
+			k, err := dedup.Key(*ns, key)
+			if err != nil {
+				return usageErr("key %q: %v", key, err)
+			}
+			key = k
+		} else if key == "" {
+			return usageErr("KEY must not be empty")
+		}
 	}
+
 	client, err := dynamoClient(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
@@ -56,17 +120,146 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
 		return 1
 	}
-	rec, err := store.Get(ctx, key)
-	if errors.Is(err, dedup.ErrNotFound) {
-		fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in table %s\n", key, *table)
-		return 1
+	var recs []dedup.Record
+	if set["key-hash"] {
+		var code int
+		if recs, code = findKeyHash(ctx, store, *keyHash, *scanLimit, stderr); code != 0 {
+			return code
+		}
+	} else {
+		rec, err := store.Get(ctx, key)
+		if errors.Is(err, dedup.ErrNotFound) {
+			fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in table %s\n", key, *table)
+			if kafka {
+				fmt.Fprintln(stderr, "onceq inspect: topic, record key and value must be the record's byte for byte: a trailing newline counts")
+			}
+			return 1
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+			return 1
+		}
+		recs = []dedup.Record{rec}
 	}
+	if *response {
+		if len(recs) > 1 {
+			fmt.Fprintf(stderr, "onceq inspect: -response: %d records match; their responses would run together\n", len(recs))
+			return 1
+		}
+		printResponse(stdout, stderr, recs[0])
+		return 0
+	}
+	for i, r := range recs {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		printRecord(stdout, r, time.Now())
+	}
+	return 0
+}
+
+// findKeyHash scans for the records of a key hash and tells the operator
+// what the scan read; a non-zero code ends the command.
+func findKeyHash(ctx context.Context, store *dynamostore.Store, hash string, limit int, stderr io.Writer) ([]dedup.Record, int) {
+	res, err := store.FindKeyHash(ctx, hash, limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
-		return 1
+		return nil, 1
 	}
-	printRecord(stdout, rec, time.Now())
-	return 0
+	cost := fmt.Sprintf("%s read units", units(res.ReadUnits))
+	if len(res.Records) > 0 {
+		found := "a record"
+		if len(res.Records) > 1 {
+			found = fmt.Sprintf("%d records", len(res.Records))
+		}
+		fmt.Fprintf(stderr, "key_hash %s: %s in table %s, found by scanning %s (%s, the record's read included)\n",
+			hash, found, store.Table(), items(res.Scanned), cost)
+		return res.Records, 0
+	}
+	if res.Exhausted {
+		fmt.Fprintf(stderr, "onceq inspect: no record with key_hash %s in table %s: scanned all %s (%s)\n", hash, store.Table(), items(res.Scanned), cost)
+	} else {
+		fmt.Fprintf(stderr, "onceq inspect: key_hash %s not found within %s of table %s (-scan-limit %d; %s), which may hold more: raise -scan-limit to read further, at a cost in read capacity for every item read\n",
+			hash, items(res.Scanned), store.Table(), limit, cost)
+	}
+	if res.Unmatchable > 0 {
+		fmt.Fprintf(stderr, "onceq inspect: %d of the items read store their key as a hash (\"sha256:\": too long or not UTF-8), which -key-hash cannot match; look those up by KEY\n", res.Unmatchable)
+	}
+	return nil, 1
+}
+
+func items(n int) string {
+	if n == 1 {
+		return "1 item"
+	}
+	return fmt.Sprintf("%d items", n)
+}
+
+func units(u float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", u), "0"), ".")
+}
+
+// kafkaRecord is what the operator knows of a Kafka record.
+type kafkaRecord struct {
+	topic, key, value, valueFile, header string
+}
+
+// fingerprint is the record's idempotency key, from the very function the
+// Kafka sources key records with, so the two cannot drift apart.
+func (k kafkaRecord) fingerprint(stderr io.Writer) (string, int) {
+	if k.header == "" && k.topic == "" {
+		fmt.Fprintln(stderr, "onceq inspect: -kafka-topic is required, unless the record has an idempotency-key header (-kafka-header-key)")
+		return "", 2
+	}
+	body := []byte(k.value)
+	if k.valueFile != "" {
+		if k.value != "" {
+			fmt.Fprintln(stderr, "onceq inspect: -kafka-value and -kafka-value-file each give the value: give one")
+			return "", 2
+		}
+		b, err := os.ReadFile(k.valueFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "onceq inspect: -kafka-value-file: %v\n", err)
+			return "", 1
+		}
+		body = b
+	}
+	m := &broker.Message{Key: k.key, Body: body, Origin: broker.Origin{System: "kafka", Destination: k.topic}}
+	if k.header != "" {
+		m.Attributes = map[string]string{broker.IdempotencyKeyAttribute: k.header}
+	}
+	fp, err := kafkasource.Fingerprint(m)
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		return "", 1
+	}
+	return fp, 0
+}
+
+// printResponse writes the response exactly as stored, so that it can be
+// piped or saved; what is not plain text is said on stderr.
+func printResponse(stdout, stderr io.Writer, r dedup.Record) {
+	if len(r.Response) == 0 {
+		fmt.Fprintf(stderr, "onceq inspect: the record stores no response (status %s)\n", r.Status)
+		return
+	}
+	_, _ = stdout.Write(r.Response)
+	if !printable(r.Response) {
+		fmt.Fprintf(stderr, "onceq inspect: the response is %d bytes that are not printable UTF-8 text, written as they are: pipe them to a file or through base64\n", len(r.Response))
+	}
+}
+
+// printable: valid UTF-8 with no control characters but tab and line ends.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 func printRecord(w io.Writer, r dedup.Record, now time.Time) {
@@ -75,7 +268,11 @@ func printRecord(w io.Writer, r dedup.Record, now time.Time) {
 	fmt.Fprintf(w, "version:    %d\n", r.Version)
 	fmt.Fprintf(w, "expires:    %s (%s)\n", r.ExpiresAt.UTC().Format(time.RFC3339), relative(r.ExpiresAt, now))
 	fmt.Fprintf(w, "attempts:   %d\n", r.Attempts)
-	fmt.Fprintf(w, "response:   %d bytes\n", len(r.Response))
+	if len(r.Response) > 0 {
+		fmt.Fprintf(w, "response:   %d bytes (print them with -response)\n", len(r.Response))
+	} else {
+		fmt.Fprintln(w, "response:   0 bytes")
+	}
 	fmt.Fprintf(w, "owner:      %s\n", r.Owner)
 	if !r.CreatedAt.IsZero() {
 		fmt.Fprintf(w, "created:    %s\n", r.CreatedAt.UTC().Format(time.RFC3339))

@@ -30,7 +30,7 @@ func TestCapacity(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	// The seed's example: 2,000 requests/s with 15% duplicates → 2,300 WCU.
+	// 2,000 unique messages/s with 15% duplicates: 2,300 writes/s at one write per delivery.
 	for _, want := range []string{"2300", "4300", "claim + transaction (2 items)", "10300", "9200", "on-demand"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("capacity output lacks %q:\n%s", want, out)
