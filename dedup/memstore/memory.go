@@ -117,7 +117,7 @@ func asWrites(ws []any) ([]Write, error) {
 		case *Write:
 			out[i] = *w
 		default:
-			return nil, fmt.Errorf("%w: %T (dedup/memstore takes memory.Write)", dedup.ErrUnsupportedWrite, w)
+			return nil, fmt.Errorf("%w: %T (the in-memory store takes memstore.Write)", dedup.ErrUnsupportedWrite, w)
 		}
 	}
 	return out, nil

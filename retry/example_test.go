@@ -1,0 +1,84 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/onceq/onceq/retry"
+)
+
+// Classify reads an error's class from what it is: a class it states
+// itself (WithClass, or a RetryClass method), a cancelled context, an AWS
+// error code, an HTTP status. What it does not recognise is Transient:
+// retried a bounded number of times rather than blamed on a message.
+func ExampleClassify() {
+	errs := []error{
+		&smithy.GenericAPIError{Code: "ThrottlingException", Message: "rate exceeded"},
+		fmt.Errorf("claim: %w", &smithy.GenericAPIError{Code: "ResourceNotFoundException"}),
+		&smithy.GenericAPIError{Code: "ConditionalCheckFailedException"},
+		retry.WithClass(errors.New("order schema v1 is gone"), retry.Permanent),
+		context.DeadlineExceeded,
+		errors.New("connection reset by peer"),
+	}
+	for _, err := range errs {
+		c := retry.Classify(err)
+		fmt.Printf("%-22s retryable=%t\n", c, c.Retryable())
+	}
+	// Output:
+	// throttled              retryable=true
+	// misconfigured          retryable=false
+	// condition_failed       retryable=false
+	// permanent              retryable=false
+	// cancelled              retryable=false
+	// transient              retryable=true
+}
+
+// Policy.Do retries throttles and transient faults with backoff, and
+// returns at once on any other class. observe hears of each retried
+// failure, and so does the observer of ctx: that is how the consumer
+// learns of the throttles a Store met and slows down.
+func ExamplePolicy_Do() {
+	ctx := retry.WithObserver(context.Background(), func(c retry.Class, err error) {
+		fmt.Println("consumer saw:", c)
+	})
+	p := retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 5}
+	calls := 0
+	err := p.Do(ctx, func(ctx context.Context) error {
+		calls++
+		if calls < 3 {
+			return &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"}
+		}
+		return nil
+	}, nil)
+	fmt.Println("calls:", calls, "err:", err)
+
+	calls = 0
+	err = p.Do(ctx, func(ctx context.Context) error {
+		calls++
+		return &smithy.GenericAPIError{Code: "ValidationException", Message: "item too large"}
+	}, nil)
+	fmt.Println("calls:", calls, "class:", retry.Classify(err))
+	// Output:
+	// consumer saw: throttled
+	// consumer saw: throttled
+	// calls: 3 err: <nil>
+	// calls: 1 class: permanent
+}
+
+// A Store that retries by its own means (an SDK's retryer, say) calls
+// Observe for each throttle it meets, on the ctx it was given, so the
+// consumer's concurrency still adapts to them.
+func ExampleObserve() {
+	ctx := retry.WithObserver(context.Background(), func(c retry.Class, err error) {
+		fmt.Println("observed:", c, "-", err)
+	})
+	// Inside the Store's call, each time its own retryer backs off:
+	err := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "rate exceeded"}
+	retry.Observe(ctx, retry.Classify(err), err)
+	// Output:
+	// observed: throttled - api error ThrottlingException: rate exceeded
+}
