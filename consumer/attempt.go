@@ -37,6 +37,14 @@ type attempt struct {
 }
 
 func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr leaseTracker) Outcome {
+	if o, ok := g.cachedDuplicate(m); ok {
+		return o
+	}
+	if tr == nil {
+		hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
+		defer hb.unleased()
+		tr = hb
+	}
 	key, hash, err := g.keys(m)
 	if err != nil {
 		return Outcome{Kind: DeadLettered, Err: err}

@@ -41,8 +41,10 @@ type Guard struct {
 	handler Handler
 	hooks   hooks
 	tel     *telemetry
-	ownerID string
-	seq     atomic.Uint64
+	// completed looks keys up in the COMPLETED cache, when it is on.
+	completed *cache.Store
+	ownerID   string
+	seq       atomic.Uint64
 }
 
 // NewGuard validates the options and returns a Guard.
@@ -80,6 +82,9 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 		return nil, err
 	}
 	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel}
+	if c, ok := store.(cache.Cache); ok {
+		g.completed, _ = cache.StoreOf(c)
+	}
 	if cfg.oneRoundTrip {
 		cc, ok := store.(dedup.ClaimCompleter)
 		if !ok {
@@ -131,15 +136,18 @@ type leaseTracker interface {
 // carries out o.Action() on its source. The lease is renewed while the
 // handler runs.
 func (g *Guard) Process(ctx context.Context, m *Message) Outcome {
-	hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
-	defer hb.unleased()
-	return g.process(ctx, m, hb)
+	// No tracker: attempt makes a heartbeat of its own once it needs one,
+	// so that a duplicate answered by the cache allocates nothing.
+	return g.process(ctx, m, nil)
 }
 
 // process runs m and reports its outcome; ctx bounds the handler, tr gives
-// the store calls their contexts.
+// the store calls their contexts (nil: a heartbeat of its own).
 func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) Outcome {
-	start := time.Now()
+	var start time.Time
+	if len(g.hooks.outcome) > 0 {
+		start = time.Now()
+	}
 	ctx, span := g.tel.startProcess(ctx, m)
 	o := g.attempt(ctx, span, m, tr)
 	g.tel.endProcess(ctx, span, m, o)
@@ -175,6 +183,47 @@ func (g *Guard) keys(m *Message) (string, string, error) {
 	}
 	key, err := dedup.Key(g.cfg.namespace, raw)
 	return key, dedup.PayloadHash(m.Body), err
+}
+
+// keyRoom is the room on the stack for a key looked up in the cache: a
+// namespace (at most 256 bytes), '#' and a hash, or a short idempotency key.
+const keyRoom = 384
+
+// cachedDuplicate answers m from the COMPLETED cache when its key was
+// completed before, building the key on the stack: such a duplicate costs
+// no store call and no allocation (the key string is the cached one).
+// Keys from a KeyFunc are left to the store path, as is every miss.
+func (g *Guard) cachedDuplicate(m *Message) (Outcome, bool) {
+	if g.completed == nil || g.cfg.keyFunc != nil {
+		return Outcome{}, false
+	}
+	var buf [keyRoom]byte
+	raw, hasRaw := m.Attributes[IdempotencyKeyAttribute]
+	var key []byte
+	if hasRaw {
+		if raw == "" || len(g.cfg.namespace)+1+len(raw) > len(buf) {
+			return Outcome{}, false
+		}
+		key = append(append(append(buf[:0], g.cfg.namespace...), '#'), raw...)
+	} else {
+		key = dedup.AppendBodyKey(buf[:0], g.cfg.namespace, m.Body)
+	}
+	r, ok := g.completed.Completed(key, g.cfg.clock.Now())
+	if !ok || (hasRaw && !g.samePayload(r.PayloadHash, m.Body)) {
+		return Outcome{}, false // a key reused by another payload: the store path says so
+	}
+	m.IdempotencyKey = r.Key
+	return Outcome{Kind: Duplicate, Key: r.Key, Attempt: r.Attempts, Response: r.Response}, true
+}
+
+// samePayload reports whether body is the payload stored as hash (no hash
+// stored: nothing to compare), as attempt.existing decides it.
+func (g *Guard) samePayload(hash string, body []byte) bool {
+	if hash == "" {
+		return true
+	}
+	var buf [64]byte
+	return hash == string(dedup.AppendPayloadHash(buf[:0], body))
 }
 
 func (g *Guard) nextOwner() string {
