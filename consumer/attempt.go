@@ -29,6 +29,9 @@ type attempt struct {
 	ctx  context.Context
 	span trace.Span // the processing span, parent of the store calls'
 	tr   leaseTracker
+	// now is the latest clock reading: each stage reads the clock once,
+	// as it ends, and the next stage starts from that reading.
+	now  time.Time
 	hash string
 	// lease is the held claim (zero in one-round-trip mode, where the
 	// record is written only once the handler has run).
@@ -36,9 +39,11 @@ type attempt struct {
 	o     Outcome
 }
 
-func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr leaseTracker) Outcome {
-	if o, ok := g.cachedDuplicate(m); ok {
-		return o
+// attempt runs m from now on and returns its outcome and the time of the
+// last clock reading it made.
+func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr leaseTracker, now time.Time) (Outcome, time.Time) {
+	if o, ok := g.cachedDuplicate(m, g.recordTime(now)); ok {
+		return o, now
 	}
 	if tr == nil {
 		hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
@@ -47,25 +52,28 @@ func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr lea
 	}
 	key, hash, err := g.keys(m)
 	if err != nil {
-		return Outcome{Kind: DeadLettered, Err: err}
+		return Outcome{Kind: DeadLettered, Err: err}, now
 	}
 	m.IdempotencyKey = key
-	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, hash: hash, o: Outcome{Key: key}}
+	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, hash: hash, o: Outcome{Key: key}}
+	var o Outcome
 	if g.oneShot != nil {
-		return a.oneRoundTrip()
+		o = a.oneRoundTrip()
+	} else {
+		o = a.claimFirst()
 	}
-	return a.claimFirst()
+	return o, a.now
 }
 
 func (a *attempt) claimFirst() Outcome {
 	g := a.g
-	now := g.cfg.clock.Now()
+	now := g.recordTime(a.now)
 	sctx, done := a.storeCtx()
 	defer done()
-	cctx, span, began := g.tel.beginStore(sctx, "claim")
+	cctx, span := g.tel.beginStore(sctx, opClaim)
 	c, err := g.store.Claim(cctx, dedup.ClaimRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(),
 		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin})
-	g.tel.endStore(cctx, span, "claim", began, err)
+	a.now = g.tel.endStore(cctx, span, opClaim, a.now, err)
 	if err != nil {
 		return a.storeFailed("claim", err)
 	}
@@ -95,7 +103,7 @@ func (a *attempt) claimFirst() Outcome {
 		req := dedup.CompleteRequest{Lease: a.lease, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
 		sctx, done := a.storeCtx()
 		defer done()
-		return dedup.Claim{Acquired: true}, g.storeComplete(sctx, req)
+		return dedup.Claim{Acquired: true}, a.storeComplete(sctx, req)
 	})
 }
 
@@ -111,7 +119,7 @@ func (a *attempt) oneRoundTrip() Outcome {
 			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin}
 		sctx, done := a.storeCtx()
 		defer done()
-		return g.storeClaimComplete(sctx, req)
+		return a.storeClaimComplete(sctx, req)
 	})
 }
 
@@ -119,15 +127,16 @@ func (a *attempt) oneRoundTrip() Outcome {
 // renewed meanwhile, and refuses a result returned after renewals stopped.
 func (a *attempt) runHandler() (Result, error) {
 	g := a.g
-	hctx, cancel := a.tr.handlerContext(a.ctx, g.cfg.handlerTimeout)
+	start := a.now
+	hctx := a.tr.handlerContext(a.ctx, g.cfg.handlerTimeout, start)
 	if a.lease.Owner != "" {
-		a.tr.leased(a.lease, cancel)
+		a.tr.leased(a.lease, start)
 	}
-	start := time.Now()
-	res, err := g.callHandler(hctx, a.m)
+	res, end, err := g.callHandler(hctx, a.m, start)
+	a.now = end
 	a.tr.unleased()
-	cancel()
-	if err == nil && a.lease.Owner != "" && time.Since(start) > g.cfg.renewFor() {
+	a.tr.handlerDone()
+	if err == nil && a.lease.Owner != "" && end.Sub(start) > g.cfg.renewFor() {
 		return Result{}, ErrHandlerOverran
 	}
 	return res, err
@@ -164,7 +173,7 @@ func (a *attempt) commit(res Result, write writeFunc) Outcome {
 	if res.Rejected {
 		kind, writes = Rejected, nil
 	}
-	now := g.cfg.clock.Now()
+	now := g.recordTime(a.now)
 	c, err := a.writeHeld(write, resp, writes, now)
 	be := businessError(err)
 	if be != nil {
@@ -200,7 +209,7 @@ type writeFunc func(resp []byte, writes []any, now time.Time) (dedup.Claim, erro
 func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
 	g := a.g
 	c, err := write(resp, writes, now)
-	if a.lease.Owner == "" {
+	if a.lease.Owner == "" || err == nil {
 		return c, err
 	}
 	// Renewals stop with the handler; the last came at most a third of
@@ -214,7 +223,8 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 		}
 		time.Sleep(wait) // through a drain too: the result is worth recording
 		retried = true
-		c, err = write(resp, writes, g.cfg.clock.Now())
+		a.now = time.Now()
+		c, err = write(resp, writes, g.recordTime(a.now))
 	}
 	if retried && errors.Is(err, dedup.ErrLeaseLost) {
 		// An earlier try may have committed with its answer lost.
@@ -230,7 +240,7 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 
 // storeCtx is the context of one store call, made as it starts.
 func (a *attempt) storeCtx() (context.Context, context.CancelFunc) {
-	ctx, cancel := a.tr.storeContext()
+	ctx, cancel := a.tr.storeContext(a.now)
 	if a.span.IsRecording() {
 		ctx = trace.ContextWithSpan(ctx, a.span)
 	}
@@ -330,13 +340,13 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	o.Err = cause
 	held := a.lease.Owner != ""
 	if held {
-		now := g.cfg.clock.Now()
+		now := g.recordTime(a.now)
 		sctx, done := a.storeCtx()
 		defer done()
-		fctx, span, began := g.tel.beginStore(sctx, "fail")
+		fctx, span := g.tel.beginStore(sctx, opFail)
 		err := g.store.Fail(fctx, dedup.FailRequest{Lease: a.lease, Reason: truncate(cause.Error(), 1024), Now: now,
 			RetryAt: now.Add(delay), ResetAttempts: final, RefundAttempt: refund})
-		g.tel.endStore(fctx, span, "fail", began, err)
+		a.now = g.tel.endStore(fctx, span, opFail, a.now, err)
 		if errors.Is(err, dedup.ErrLeaseLost) {
 			o.Kind, o.Err, o.RetryAfter = LeaseLost, fmt.Errorf("%w (while failing: %w)", err, cause), g.cfg.pendingRecheck
 			return o
@@ -355,21 +365,21 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	return o
 }
 
-func (g *Guard) storeComplete(ctx context.Context, req dedup.CompleteRequest) error {
-	op := "complete"
+func (a *attempt) storeComplete(ctx context.Context, req dedup.CompleteRequest) error {
+	op := opComplete
 	if len(req.Writes) > 0 {
-		op = "transaction"
+		op = opTransaction
 	}
-	ctx, span, began := g.tel.beginStore(ctx, op)
-	err := g.store.Complete(ctx, req)
-	g.tel.endStore(ctx, span, op, began, err)
+	ctx, span := a.g.tel.beginStore(ctx, op)
+	err := a.g.store.Complete(ctx, req)
+	a.now = a.g.tel.endStore(ctx, span, op, a.now, err)
 	return err
 }
 
-func (g *Guard) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
-	ctx, span, began := g.tel.beginStore(ctx, "claim_complete")
-	c, err := g.oneShot.ClaimComplete(ctx, req)
-	g.tel.endStore(ctx, span, "claim_complete", began, err)
+func (a *attempt) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	ctx, span := a.g.tel.beginStore(ctx, opClaimComplete)
+	c, err := a.g.oneShot.ClaimComplete(ctx, req)
+	a.now = a.g.tel.endStore(ctx, span, opClaimComplete, a.now, err)
 	return c, err
 }
 

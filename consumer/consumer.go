@@ -110,53 +110,157 @@ type slot struct {
 	m          *Message
 	key        orderKey
 	started    bool
-	lease      dedup.Lease
-	leased     bool
-	cancel     context.CancelFunc
-	lastLease  time.Time
 	lastSource time.Time
 	retry      *time.Timer
-	// handlerStart is when the leased handler began: renewals stop at
-	// HandlerTimeout plus a grace after it.
-	handlerStart time.Time
 	// waitSince is when the message first found its key held by another
 	// worker (zero if it has not).
 	waitSince time.Time
 	// holds counts in-place holds through a store outage, for backoff.
 	holds int
+	// runs counts the handler contexts made, so that only the first is
+	// the one in the slot (a context may outlive its run).
+	runs     int
+	firstCtx handlerCtx
+
+	// mu guards the running handler's fields, which its worker writes and
+	// the heartbeat reads: a lock of the slot's own, so that the worker
+	// does not contend for the pool's.
+	mu     sync.Mutex
+	lease  dedup.Lease
+	leased bool
+	// hctx or cancel ends the running handler's context.
+	hctx      *handlerCtx
+	cancel    context.CancelFunc
+	lastLease time.Time
+	// handlerStart is when the leased handler began: renewals stop at
+	// HandlerTimeout plus a grace after it.
+	handlerStart time.Time
 }
 
 // slotTracker tells the shared heartbeat about a slot's lease.
 type slotTracker struct{ s *slot }
 
-func (t slotTracker) leased(l dedup.Lease, cancel context.CancelFunc) {
-	r := t.s.r
-	r.mu.Lock()
-	now := time.Now()
-	t.s.lease, t.s.leased, t.s.cancel, t.s.lastLease, t.s.handlerStart = l, true, cancel, now, now
-	r.mu.Unlock()
+func (t slotTracker) leased(l dedup.Lease, now time.Time) {
+	s := t.s
+	s.mu.Lock()
+	s.lease, s.leased, s.lastLease, s.handlerStart = l, true, now, now
+	s.mu.Unlock()
 }
 
 // handlerContext bounds a handler by HandlerTimeout. When the handler's
 // context carries nothing of its own (no span, no extracted trace), it is
-// a cancel scope under a shared deadline: no timer per message.
-func (t slotTracker) handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	r := t.s.r
-	if ctx != r.handlerCtx {
-		return context.WithTimeout(ctx, timeout)
+// a cancel scope under a shared deadline, kept in the slot: no timer and
+// no allocation per message.
+func (t slotTracker) handlerContext(ctx context.Context, timeout time.Duration, now time.Time) context.Context {
+	s := t.s
+	if ctx != s.r.handlerCtx {
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		s.mu.Lock()
+		s.hctx, s.cancel = nil, cancel
+		s.mu.Unlock()
+		return hctx
 	}
-	return context.WithCancel(r.handlerDeadlines.get(time.Now()))
+	hc := &s.firstCtx
+	if s.runs > 0 {
+		hc = new(handlerCtx)
+	}
+	s.runs++
+	hc.parent = s.r.handlerDeadlines.get(now)
+	s.mu.Lock()
+	s.hctx, s.cancel = hc, nil
+	s.mu.Unlock()
+	return hc
 }
 
-func (t slotTracker) storeContext() (context.Context, context.CancelFunc) {
-	return t.s.r.settles.get(time.Now()), func() {}
+func (t slotTracker) handlerDone() {
+	s := t.s
+	s.mu.Lock()
+	hc, cancel := s.hctx, s.cancel
+	s.hctx, s.cancel = nil, nil
+	s.mu.Unlock()
+	stopHandler(hc, cancel)
+}
+
+// stopHandler cancels a handler's context, whichever kind it is.
+func stopHandler(hc *handlerCtx, cancel context.CancelFunc) {
+	if hc != nil {
+		hc.cancel()
+	}
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (t slotTracker) storeContext(now time.Time) (context.Context, context.CancelFunc) {
+	return t.s.r.settles.get(now), func() {}
 }
 
 func (t slotTracker) unleased() {
-	r := t.s.r
-	r.mu.Lock()
-	t.s.leased, t.s.cancel = false, nil
-	r.mu.Unlock()
+	s := t.s
+	s.mu.Lock()
+	s.leased = false
+	s.mu.Unlock()
+}
+
+// handlerCtx is a handler's context under a shared deadline: a cancel
+// scope that costs nothing until the handler asks for its Done channel or
+// derives a context from it, when it becomes a context.WithCancel of the
+// shared one. Most handlers pass it to calls that do; a handler that does
+// not pays nothing.
+type handlerCtx struct {
+	parent context.Context // set before the handler sees it
+
+	mu          sync.Mutex
+	inner       context.Context // made on first need
+	cancelInner context.CancelFunc
+	err         error // cancelled before inner was made
+}
+
+func (c *handlerCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *handlerCtx) Value(key any) any           { return c.parent.Value(key) }
+func (c *handlerCtx) Done() <-chan struct{}       { return c.made().Done() }
+
+func (c *handlerCtx) Err() error {
+	c.mu.Lock()
+	inner, err := c.inner, c.err
+	c.mu.Unlock()
+	switch {
+	case inner != nil:
+		return inner.Err()
+	case err != nil:
+		return err
+	}
+	return c.parent.Err()
+}
+
+// AfterFunc lets contexts derived from this one, and context.AfterFunc,
+// hang on it without a goroutine each.
+func (c *handlerCtx) AfterFunc(f func()) (stop func() bool) {
+	return context.AfterFunc(c.made(), f)
+}
+
+func (c *handlerCtx) String() string { return "consumer.handlerContext" }
+
+func (c *handlerCtx) made() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner == nil {
+		c.inner, c.cancelInner = context.WithCancel(c.parent)
+		if c.err != nil {
+			c.cancelInner()
+		}
+	}
+	return c.inner
+}
+
+func (c *handlerCtx) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner != nil {
+		c.cancelInner()
+	} else if c.err == nil {
+		c.err = context.Canceled
+	}
 }
 
 type keyQueue struct{ pending []*slot }
@@ -390,26 +494,31 @@ func (r *pool) dispatchLocked(s *slot) {
 }
 
 func (r *pool) handle(s *slot) {
-	if r.limiter != nil {
-		if !r.limiter.acquire(r.drained) {
-			r.giveBack(s)
-			return
-		}
-		defer func() { r.limiter.release(time.Now()) }()
+	if r.limiter != nil && !r.limiter.acquire(r.drained) {
+		r.giveBack(s)
+		return
 	}
 	r.mu.Lock()
 	if r.draining {
 		r.mu.Unlock()
 		r.giveBack(s)
+		r.releaseLimit(time.Now())
 		return
 	}
 	s.started, s.retry = true, nil
 	r.mu.Unlock()
 
-	o := r.c.guard.process(r.handlerCtx, s.m, slotTracker{s})
-	// Taken after the handler, however long it ran: the settle's own
-	// deadline starts now.
-	r.settle(r.settles.get(time.Now()), s, o)
+	o, end := r.c.guard.process(r.handlerCtx, s.m, slotTracker{s})
+	// Taken after the handler and the store calls, however long they ran:
+	// the settle's own deadline starts at their end.
+	r.settle(r.settles.get(end), s, o)
+	r.releaseLimit(end)
+}
+
+func (r *pool) releaseLimit(now time.Time) {
+	if r.limiter != nil {
+		r.limiter.release(now)
+	}
 }
 
 // settle carries out the outcome's action on the source.
@@ -659,6 +768,7 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 	type due struct {
 		s      *slot
 		lease  dedup.Lease
+		hctx   *handlerCtx
 		cancel context.CancelFunc
 		source bool
 		renew  bool
@@ -675,17 +785,20 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		r.mu.Lock()
 		for s := range r.held {
 			d := due{s: s}
+			s.mu.Lock()
 			if s.leased && now.Sub(s.handlerStart) > renewFor {
 				// A handler that ignores its context: let its lease and
 				// its delivery run out, so another worker can take over.
+				s.mu.Unlock()
 				continue
 			}
 			if extends && now.Sub(s.lastSource) >= srcEvery {
 				d.source, s.lastSource = true, now
 			}
 			if s.leased && now.Sub(s.lastLease) >= leaseEvery {
-				d.renew, d.lease, d.cancel, s.lastLease = true, s.lease, s.cancel, now
+				d.renew, d.lease, d.hctx, d.cancel, s.lastLease = true, s.lease, s.hctx, s.cancel, now
 			}
+			s.mu.Unlock()
 			if d.source || d.renew {
 				batch = append(batch, d)
 			}
@@ -701,7 +814,7 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 				err := r.c.guard.extendLease(ctx, d.lease)
 				r.reportHeartbeat(ctx, d.s.m, true, err)
 				if errors.Is(err, dedup.ErrLeaseLost) {
-					d.cancel() // another worker owns the key: stop this handler
+					stopHandler(d.hctx, d.cancel) // another worker owns the key: stop this handler
 				}
 			}
 		}

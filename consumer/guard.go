@@ -43,6 +43,9 @@ type Guard struct {
 	tel     *telemetry
 	// completed looks keys up in the COMPLETED cache, when it is on.
 	completed *cache.Store
+	// wallClock: the records' clock is the wall clock, so a reading taken
+	// for timing serves the records too.
+	wallClock bool
 	ownerID   string
 	seq       atomic.Uint64
 }
@@ -82,6 +85,7 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 		return nil, err
 	}
 	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel}
+	_, g.wallClock = cfg.clock.(wallClock)
 	if c, ok := store.(cache.Cache); ok {
 		g.completed, _ = cache.StoreOf(c)
 	}
@@ -122,13 +126,17 @@ func (g *Guard) CacheStats() (cache.Stats, bool) {
 // leaseTracker is told when the handler holds a lease, so heartbeats can
 // renew it and cancel the handler if it is lost.
 type leaseTracker interface {
-	// handlerContext is ctx bounded by timeout, for the handler.
-	handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc)
+	// handlerContext is ctx bounded by timeout from now, for the handler;
+	// handlerDone cancels it once the handler has returned. The tracker
+	// cancels it too if the lease is lost.
+	handlerContext(ctx context.Context, timeout time.Duration, now time.Time) context.Context
+	handlerDone()
 	// storeContext is a context for one store call, made when the call
-	// starts: it outlives the caller's cancellation (a drain can still
-	// record its work) and ends settleTimeout later.
-	storeContext() (context.Context, context.CancelFunc)
-	leased(l dedup.Lease, cancel context.CancelFunc)
+	// starts (now): it outlives the caller's cancellation (a drain can
+	// still record its work) and ends settleTimeout later.
+	storeContext(now time.Time) (context.Context, context.CancelFunc)
+	// leased tells the tracker of the lease the handler holds from now.
+	leased(l dedup.Lease, now time.Time)
 	unleased()
 }
 
@@ -138,27 +146,29 @@ type leaseTracker interface {
 func (g *Guard) Process(ctx context.Context, m *Message) Outcome {
 	// No tracker: attempt makes a heartbeat of its own once it needs one,
 	// so that a duplicate answered by the cache allocates nothing.
-	return g.process(ctx, m, nil)
+	o, _ := g.process(ctx, m, nil)
+	return o
 }
 
-// process runs m and reports its outcome; ctx bounds the handler, tr gives
-// the store calls their contexts (nil: a heartbeat of its own).
-func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) Outcome {
-	var start time.Time
-	if len(g.hooks.outcome) > 0 {
-		start = time.Now()
-	}
+// process runs m and reports its outcome, and the time of its last clock
+// reading; ctx bounds the handler, tr gives the store calls their contexts
+// (nil: a heartbeat of its own).
+func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) (Outcome, time.Time) {
+	start := time.Now()
 	ctx, span := g.tel.startProcess(ctx, m)
-	o := g.attempt(ctx, span, m, tr)
+	o, end := g.attempt(ctx, span, m, tr, start)
 	g.tel.endProcess(ctx, span, m, o)
-	for _, h := range g.hooks.outcome {
-		h.OnOutcome(ctx, m, o, time.Since(start))
+	if len(g.hooks.outcome) > 0 {
+		end = time.Now()
+		for _, h := range g.hooks.outcome {
+			h.OnOutcome(ctx, m, o, end.Sub(start))
+		}
 	}
 	if o.Kind != Processed && o.Kind != Duplicate {
 		g.cfg.logger.LogAttrs(ctx, logLevel(o.Kind), "message outcome",
 			slogKind(o), slogKey(o.Key), slogID(m), slogErr(o.Err))
 	}
-	return o
+	return o, end
 }
 
 // keys returns the stored key and payload hash of m.
@@ -193,7 +203,7 @@ const keyRoom = 384
 // completed before, building the key on the stack: such a duplicate costs
 // no store call and no allocation (the key string is the cached one).
 // Keys from a KeyFunc are left to the store path, as is every miss.
-func (g *Guard) cachedDuplicate(m *Message) (Outcome, bool) {
+func (g *Guard) cachedDuplicate(m *Message, now time.Time) (Outcome, bool) {
 	if g.completed == nil || g.cfg.keyFunc != nil {
 		return Outcome{}, false
 	}
@@ -208,7 +218,7 @@ func (g *Guard) cachedDuplicate(m *Message) (Outcome, bool) {
 	} else {
 		key = dedup.AppendBodyKey(buf[:0], g.cfg.namespace, m.Body)
 	}
-	r, ok := g.completed.Completed(key, g.cfg.clock.Now())
+	r, ok := g.completed.Completed(key, now)
 	if !ok || (hasRaw && !g.samePayload(r.PayloadHash, m.Body)) {
 		return Outcome{}, false // a key reused by another payload: the store path says so
 	}
@@ -234,6 +244,15 @@ func (g *Guard) nextOwner() string {
 	return string(strconv.AppendUint(b, g.seq.Add(1), 36))
 }
 
+// recordTime is the time written into records, given a clock reading
+// now: now itself on the wall clock, else the configured Clock's.
+func (g *Guard) recordTime(now time.Time) time.Time {
+	if g.wallClock {
+		return now
+	}
+	return g.cfg.clock.Now()
+}
+
 func (g *Guard) retryDelay(attempt int) time.Duration {
 	d := g.cfg.failedRetryDelay
 	for i := 1; i < attempt && d < g.cfg.maxRetryDelay; i++ {
@@ -246,33 +265,36 @@ func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 }
 
-// callHandler runs the handler, turning a panic into an error.
-func (g *Guard) callHandler(ctx context.Context, m *Message) (res Result, err error) {
-	start := time.Now()
+// callHandler runs the handler, begun at start, turning a panic into an
+// error; end is when it returned.
+func (g *Guard) callHandler(ctx context.Context, m *Message, start time.Time) (res Result, end time.Time, err error) {
 	ctx, span := g.tel.startHandler(ctx)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
 			g.cfg.logger.ErrorContext(ctx, "handler panic", "panic", fmt.Sprint(p), "stack", string(debug.Stack()), slogID(m))
 		}
-		took := time.Since(start)
+		end = time.Now()
+		took := end.Sub(start)
 		endChild(span, err)
 		g.tel.handled(ctx, took, err)
 		for _, h := range g.hooks.handler {
 			h.OnHandled(ctx, m, took, err)
 		}
 	}()
-	return g.handler.Handle(ctx, m)
+	res, err = g.handler.Handle(ctx, m)
+	return res, end, err
 }
 
 // extendLease renews l for another LeaseTTL.
 func (g *Guard) extendLease(ctx context.Context, l dedup.Lease) error {
 	sctx, cancel := settleContext(ctx)
 	defer cancel()
-	now := g.cfg.clock.Now()
-	sctx, span, began := g.tel.beginStore(sctx, "extend")
+	began := time.Now()
+	now := g.recordTime(began)
+	sctx, span := g.tel.beginStore(sctx, opExtend)
 	err := g.store.Extend(sctx, dedup.ExtendRequest{Lease: l, Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL)})
-	g.tel.endStore(sctx, span, "extend", began, err)
+	g.tel.endStore(sctx, span, opExtend, began, err)
 	return err
 }
 
@@ -289,18 +311,31 @@ type selfHeartbeat struct {
 	done   bool
 }
 
-func (h *selfHeartbeat) handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, timeout)
+func (h *selfHeartbeat) handlerContext(ctx context.Context, timeout time.Duration, _ time.Time) context.Context {
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	h.mu.Lock()
+	h.cancel = cancel
+	h.mu.Unlock()
+	return hctx
 }
 
-func (h *selfHeartbeat) storeContext() (context.Context, context.CancelFunc) {
+func (h *selfHeartbeat) handlerDone() {
+	h.mu.Lock()
+	cancel := h.cancel
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (h *selfHeartbeat) storeContext(time.Time) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(h.parent, settleTimeout)
 }
 
-func (h *selfHeartbeat) leased(l dedup.Lease, cancel context.CancelFunc) {
+func (h *selfHeartbeat) leased(l dedup.Lease, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lease, h.cancel, h.start = l, cancel, time.Now()
+	h.lease, h.start = l, now
 	h.timer = time.AfterFunc(h.g.cfg.leaseTTL/3, h.beat)
 }
 
