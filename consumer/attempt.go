@@ -31,8 +31,11 @@ type attempt struct {
 	tr   leaseTracker
 	// now is the latest clock reading: each stage reads the clock once,
 	// as it ends, and the next stage starts from that reading.
-	now  time.Time
-	hash string
+	now time.Time
+	// looked: the key was looked up in the COMPLETED cache already, so
+	// the claim goes past it to the store.
+	looked bool
+	hash   string
 	// lease is the held claim (zero in one-round-trip mode, where the
 	// record is written only once the handler has run).
 	lease dedup.Lease
@@ -42,20 +45,30 @@ type attempt struct {
 // attempt runs m from now on and returns its outcome and the time of the
 // last clock reading it made.
 func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr leaseTracker, now time.Time) (Outcome, time.Time) {
-	if o, ok := g.cachedDuplicate(m, g.recordTime(now)); ok {
-		return o, now
+	var room [keyRoom]byte
+	built, byBody := g.stackKey(room[:0], m)
+	looked := built != nil && g.completed != nil
+	if looked {
+		if o, ok := g.cachedDuplicate(m, built, byBody, g.recordTime(now)); ok {
+			return o, now
+		}
 	}
 	if tr == nil {
 		hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
 		defer hb.unleased()
 		tr = hb
 	}
-	key, hash, err := g.keys(m)
-	if err != nil {
+	var key, hash string
+	var err error
+	if byBody {
+		// The body is hashed already: the key is that, the hash its tail.
+		key = string(built)
+		hash = key[len(g.cfg.namespace)+1:]
+	} else if key, hash, err = g.keys(m); err != nil {
 		return Outcome{Kind: DeadLettered, Err: err}, now
 	}
 	m.IdempotencyKey = key
-	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, hash: hash, o: Outcome{Key: key}}
+	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, looked: looked, hash: hash, o: Outcome{Key: key}}
 	var o Outcome
 	if g.oneShot != nil {
 		o = a.oneRoundTrip()
@@ -71,8 +84,15 @@ func (a *attempt) claimFirst() Outcome {
 	sctx, done := a.storeCtx()
 	defer done()
 	cctx, span := g.tel.beginStore(sctx, opClaim)
-	c, err := g.store.Claim(cctx, dedup.ClaimRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(),
-		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin})
+	req := dedup.ClaimRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(),
+		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin}
+	var c dedup.Claim
+	var err error
+	if a.looked {
+		c, err = g.completed.ClaimMissed(cctx, req)
+	} else {
+		c, err = g.store.Claim(cctx, req)
+	}
 	a.now = g.tel.endStore(cctx, span, opClaim, a.now, err)
 	if err != nil {
 		return a.storeFailed("claim", err)
@@ -378,7 +398,13 @@ func (a *attempt) storeComplete(ctx context.Context, req dedup.CompleteRequest) 
 
 func (a *attempt) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	ctx, span := a.g.tel.beginStore(ctx, opClaimComplete)
-	c, err := a.g.oneShot.ClaimComplete(ctx, req)
+	var c dedup.Claim
+	var err error
+	if a.looked {
+		c, err = a.g.completed.ClaimCompleteMissed(ctx, req)
+	} else {
+		c, err = a.g.oneShot.ClaimComplete(ctx, req)
+	}
 	a.now = a.g.tel.endStore(ctx, span, opClaimComplete, a.now, err)
 	return c, err
 }

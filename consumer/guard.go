@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +47,12 @@ type Guard struct {
 	// wallClock: the records' clock is the wall clock, so a reading taken
 	// for timing serves the records too.
 	wallClock bool
-	ownerID   string
-	seq       atomic.Uint64
+	// namespaceOK: the namespace makes valid keys (else every message
+	// fails on its key, through keys).
+	namespaceOK bool
+	ownerID     string
+	seq         atomic.Uint64
+	owners      sync.Pool // of *ownerBlock
 }
 
 // NewGuard validates the options and returns a Guard.
@@ -86,6 +91,8 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	}
 	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel}
 	_, g.wallClock = cfg.clock.(wallClock)
+	_, nsErr := dedup.Key(cfg.namespace, "k")
+	g.namespaceOK = nsErr == nil
 	if c, ok := store.(cache.Cache); ok {
 		g.completed, _ = cache.StoreOf(c)
 	}
@@ -195,31 +202,37 @@ func (g *Guard) keys(m *Message) (string, string, error) {
 	return key, dedup.PayloadHash(m.Body), err
 }
 
-// keyRoom is the room on the stack for a key looked up in the cache: a
-// namespace (at most 256 bytes), '#' and a hash, or a short idempotency key.
+// keyRoom is the room on the stack for a key built before its string is
+// made: a namespace (at most 256 bytes), '#' and a hash, or a short
+// idempotency key.
 const keyRoom = 384
 
-// cachedDuplicate answers m from the COMPLETED cache when its key was
-// completed before, building the key on the stack: such a duplicate costs
-// no store call and no allocation (the key string is the cached one).
-// Keys from a KeyFunc are left to the store path, as is every miss.
-func (g *Guard) cachedDuplicate(m *Message, now time.Time) (Outcome, bool) {
-	if g.completed == nil || g.cfg.keyFunc != nil {
-		return Outcome{}, false
+// stackKey builds m's key into dst (of keyRoom capacity), where that can
+// be done before making the key string: for a message keyed by its body
+// (byBody: the key's tail is then the payload hash) or by its
+// idempotency-key attribute; nil otherwise (a KeyFunc, a key too long, a
+// bad namespace), and the store path makes the key.
+func (g *Guard) stackKey(dst []byte, m *Message) (key []byte, byBody bool) {
+	if g.cfg.keyFunc != nil || !g.namespaceOK {
+		return nil, false
 	}
-	var buf [keyRoom]byte
-	raw, hasRaw := m.Attributes[IdempotencyKeyAttribute]
-	var key []byte
-	if hasRaw {
-		if raw == "" || len(g.cfg.namespace)+1+len(raw) > len(buf) {
-			return Outcome{}, false
+	ns := g.cfg.namespace
+	if raw, ok := m.Attributes[IdempotencyKeyAttribute]; ok {
+		if raw == "" || len(ns)+1+len(raw) > cap(dst) {
+			return nil, false
 		}
-		key = append(append(append(buf[:0], g.cfg.namespace...), '#'), raw...)
-	} else {
-		key = dedup.AppendBodyKey(buf[:0], g.cfg.namespace, m.Body)
+		return append(append(append(dst, ns...), '#'), raw...), false
 	}
+	return dedup.AppendBodyKey(dst, ns, m.Body), true
+}
+
+// cachedDuplicate answers m, whose key is key (built by stackKey), from
+// the COMPLETED cache when that key was completed before: such a
+// duplicate costs no store call and no allocation (the key string is the
+// cached one).
+func (g *Guard) cachedDuplicate(m *Message, key []byte, byBody bool, now time.Time) (Outcome, bool) {
 	r, ok := g.completed.Completed(key, now)
-	if !ok || (hasRaw && !g.samePayload(r.PayloadHash, m.Body)) {
+	if !ok || (!byBody && !g.samePayload(r.PayloadHash, m.Body)) {
 		return Outcome{}, false // a key reused by another payload: the store path says so
 	}
 	m.IdempotencyKey = r.Key
@@ -237,11 +250,42 @@ func (g *Guard) samePayload(hash string, body []byte) bool {
 }
 
 func (g *Guard) nextOwner() string {
-	// Built in one buffer: concatenating a formatted number costs two
-	// allocations per claim.
-	var buf [32]byte
-	b := append(buf[:0], g.ownerID...)
-	return string(strconv.AppendUint(b, g.seq.Add(1), 36))
+	b, _ := g.owners.Get().(*ownerBlock)
+	if b == nil || b.next == len(b.ends) {
+		b = g.newOwnerBlock()
+	}
+	from := 0
+	if b.next > 0 {
+		from = int(b.ends[b.next-1])
+	}
+	owner := b.tokens[from:b.ends[b.next]]
+	b.next++
+	g.owners.Put(b)
+	return owner
+}
+
+// ownerBlock is a run of owner tokens made in one string, handed out one
+// by one: a string per claim would be an allocation per message. A block
+// is small, so a token that outlives its neighbours keeps little alive.
+type ownerBlock struct {
+	tokens string
+	ends   [16]uint16 // where each token ends in tokens
+	next   int
+}
+
+func (g *Guard) newOwnerBlock() *ownerBlock {
+	b := &ownerBlock{}
+	first := g.seq.Add(uint64(len(b.ends))) - uint64(len(b.ends)) + 1
+	var sb strings.Builder // its String does not copy
+	sb.Grow(len(b.ends) * (len(g.ownerID) + 13))
+	var num [13]byte // a uint64 in base 36
+	for i := range b.ends {
+		sb.WriteString(g.ownerID)
+		sb.Write(strconv.AppendUint(num[:0], first+uint64(i), 36))
+		b.ends[i] = uint16(sb.Len())
+	}
+	b.tokens = sb.String()
+	return b
 }
 
 // recordTime is the time written into records, given a clock reading

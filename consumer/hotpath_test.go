@@ -29,6 +29,9 @@ func TestCachedDuplicateCostsNothing(t *testing.T) {
 			t.Fatalf("first: %v %v", o.Kind, o.Err)
 		}
 	}
+	if st, _ := g.CacheStats(); st.Misses != 2 || st.Hits != 0 {
+		t.Fatalf("two new keys: cache stats %+v, want 2 misses and no hit", st)
+	}
 	calls := store.calls.Load()
 	for _, m := range []*consumer.Message{byBody, byAttr} {
 		key := m.IdempotencyKey

@@ -257,6 +257,13 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if c, ok := s.hit(req.Key, req.Now); ok {
 		return c, nil
 	}
+	return s.ClaimMissed(ctx, req)
+}
+
+// ClaimMissed is Claim without the lookup, for a caller that has just
+// looked the key up with Completed and missed: it claims from the store
+// behind and caches what comes back.
+func (s *Store) ClaimMissed(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
 	c, err := s.next.Claim(ctx, req)
 	if err != nil {
 		return c, err
@@ -341,14 +348,28 @@ func (c *completerStore) ClaimComplete(ctx context.Context, req dedup.ClaimCompl
 	if cl, ok := c.hit(req.Key, req.Now); ok {
 		return cl, nil
 	}
-	cl, err := c.next.ClaimComplete(ctx, req)
+	return c.claimCompleteMissed(ctx, c.next, req)
+}
+
+// ClaimCompleteMissed is ClaimComplete without the lookup, as ClaimMissed
+// is Claim's, when the store behind is a dedup.ClaimCompleter.
+func (s *Store) ClaimCompleteMissed(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	cc, ok := s.next.(dedup.ClaimCompleter)
+	if !ok {
+		return dedup.Claim{}, errors.ErrUnsupported
+	}
+	return s.claimCompleteMissed(ctx, cc, req)
+}
+
+func (s *Store) claimCompleteMissed(ctx context.Context, next dedup.ClaimCompleter, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	cl, err := next.ClaimComplete(ctx, req)
 	switch {
 	case err != nil:
 	case cl.Acquired:
-		c.put(dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
+		s.put(dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
 			PayloadHash: req.PayloadHash, Response: req.Response, Attempts: cl.Attempt, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt})
 	default:
-		c.put(cl.Existing)
+		s.put(cl.Existing)
 	}
 	return cl, err
 }
