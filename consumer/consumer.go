@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,8 @@ type slot struct {
 	waitSince time.Time
 	// holds counts in-place holds through a store outage, for backoff.
 	holds int
+	// prev and next link the held slots (the pool's lock guards them).
+	prev, next *slot
 	// runs counts the handler contexts made, so that only the first is
 	// the one in the slot (a context may outlive its run).
 	runs     int
@@ -265,6 +268,50 @@ func (c *handlerCtx) cancel() {
 
 type keyQueue struct{ pending []*slot }
 
+// slotList is the held slots, linked through the slots themselves: adding
+// and removing one hashes nothing and allocates nothing. The pool's lock
+// guards it.
+type slotList struct {
+	head *slot
+	n    int
+}
+
+func (l *slotList) add(s *slot) {
+	s.prev, s.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = s
+	}
+	l.head = s
+	l.n++
+}
+
+func (l *slotList) remove(s *slot) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else if l.head == s {
+		l.head = s.next
+	} else {
+		return // not held
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	}
+	s.prev, s.next = nil, nil
+	l.n--
+}
+
+func (l *slotList) len() int { return l.n }
+
+func (l *slotList) all() iter.Seq[*slot] {
+	return func(yield func(*slot) bool) {
+		for s := l.head; s != nil; s = s.next {
+			if !yield(s) {
+				return
+			}
+		}
+	}
+}
+
 // pool is one Run of a Consumer: its workers, the messages it holds, the
 // per-key queues and the shared heartbeat.
 type pool struct {
@@ -294,7 +341,7 @@ type pool struct {
 	fatal     error
 
 	mu       sync.Mutex
-	held     map[*slot]struct{}
+	held     slotList
 	keys     map[orderKey]*keyQueue
 	draining bool
 	space    chan struct{} // a slot was freed
@@ -303,7 +350,7 @@ type pool struct {
 
 func newPool(c *Consumer) *pool {
 	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight),
-		held: make(map[*slot]struct{}, c.cfg.maxInFlight), keys: map[orderKey]*keyQueue{},
+		keys:  map[orderKey]*keyQueue{},
 		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{})}
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
 	if !c.cfg.fixedConcurrency {
@@ -351,7 +398,7 @@ func (r *pool) serve(ctx context.Context) error {
 	r.draining = true
 	close(r.drained)
 	var unstarted []*slot
-	for s := range r.held {
+	for s := range r.held.all() {
 		if s.retry != nil && s.retry.Stop() {
 			unstarted = append(unstarted, s)
 		}
@@ -395,7 +442,7 @@ func (r *pool) serve(ctx context.Context) error {
 
 func (r *pool) waitEmpty(d time.Duration) {
 	r.mu.Lock()
-	if len(r.held) == 0 {
+	if r.held.len() == 0 {
 		r.mu.Unlock()
 		return
 	}
@@ -451,10 +498,10 @@ func (r *pool) fetch(ctx context.Context) error {
 			case OrderByPartition:
 				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
-			r.held[s] = struct{}{}
+			r.held.add(s)
 			r.dispatchLocked(s)
 		}
-		n := len(r.held)
+		n := r.held.len()
 		r.mu.Unlock()
 		r.reportInFlight(n)
 	}
@@ -465,7 +512,7 @@ func (r *pool) fetch(ctx context.Context) error {
 func (r *pool) waitFree(ctx context.Context) (int, bool) {
 	for {
 		r.mu.Lock()
-		free := r.c.cfg.maxInFlight - len(r.held)
+		free := r.c.cfg.maxInFlight - r.held.len()
 		r.mu.Unlock()
 		if free > 0 {
 			return free, ctx.Err() == nil
@@ -634,7 +681,7 @@ func (r *pool) giveBack(s *slot) {
 // release forgets s and lets its key's next message run.
 func (r *pool) release(s *slot) {
 	r.mu.Lock()
-	delete(r.held, s)
+	r.held.remove(s)
 	if r.c.caps.Ordering != Unordered {
 		if q := r.keys[s.key]; q != nil {
 			if len(q.pending) > 0 && !r.draining {
@@ -646,7 +693,7 @@ func (r *pool) release(s *slot) {
 			}
 		}
 	}
-	n := len(r.held)
+	n := r.held.len()
 	if n == 0 && r.draining {
 		select {
 		case <-r.empty:
@@ -783,7 +830,7 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		now := time.Now()
 		batch = batch[:0]
 		r.mu.Lock()
-		for s := range r.held {
+		for s := range r.held.all() {
 			d := due{s: s}
 			s.mu.Lock()
 			if s.leased && now.Sub(s.handlerStart) > renewFor {

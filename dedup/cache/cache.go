@@ -218,7 +218,10 @@ func (s *Store) put(r dedup.Record) {
 		i = int32(len(sh.entries))
 		sh.entries = append(sh.entries, entry{})
 	}
-	sh.entries[i] = entry{rec: r, size: size, used: true, recent: true}
+	// In cold: an entry earns its second chance by a lookup, so that a
+	// run of keys never seen again passes through without the hand
+	// sweeping every entry to make room.
+	sh.entries[i] = entry{rec: r, size: size, used: true}
 	sh.index[r.Key] = i
 	sh.bytes += size
 }
