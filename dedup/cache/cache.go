@@ -42,22 +42,33 @@ type Store struct {
 }
 
 type shard struct {
-	mu         sync.Mutex
-	index      map[string]int32 // key → its entry
-	entries    []entry          // reused in place: a put allocates nothing once they are made
-	free       []int32          // entries not in use
-	hand       int              // the clock's hand over entries
+	mu sync.Mutex
+	// index finds a key's entry by the key's hash (the entry's own key
+	// is compared on a hit): hashing a key once serves the shard and the
+	// map, and an integer key costs the map little. Two keys of one hash
+	// share an entry, the later evicting the earlier: a miss, never a
+	// wrong answer.
+	index      map[uint64]int32
+	entries    []entry // reused in place: a put allocates nothing once they are made
+	free       []int32 // entries not in use
+	hand       int     // the clock's hand over entries
 	bytes      int
 	maxEntries int
 	maxBytes   int
-	// hashes remembers the payload hash of leases this Store granted, so
-	// that their Complete can be cached with it.
-	hashes map[dedup.Lease]string
+	// hashes remembers the payload hash of leases this Store granted, by
+	// the key's hash, so that their Complete can be cached with it.
+	hashes map[uint64]leaseHash
 	_      [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+type leaseHash struct {
+	lease dedup.Lease
+	hash  string
 }
 
 type entry struct {
 	rec    dedup.Record
+	hash   uint64 // of rec.Key
 	size   int
 	used   bool
 	recent bool // looked up since the hand last passed
@@ -114,14 +125,16 @@ func newStore(next dedup.Store, maxEntries, maxBytes int) *Store {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.maxEntries, sh.maxBytes = maxEntries/n, maxBytes/n
-		sh.index = make(map[string]int32, sh.maxEntries)
-		sh.hashes = map[dedup.Lease]string{}
+		sh.index = make(map[uint64]int32, sh.maxEntries)
+		sh.hashes = map[uint64]leaseHash{}
 	}
 	return s
 }
 
-func (s *Store) shardOf(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+// shardOf returns key's shard and hash.
+func (s *Store) shardOf(key string) (*shard, uint64) {
+	h := maphash.String(s.seed, key)
+	return &s.shards[h&s.mask], h
 }
 
 // Unwrap returns the Store behind the cache.
@@ -145,9 +158,11 @@ func (s *Store) Stats() Stats {
 // that a caller can look up a key it built on its stack: a hit allocates
 // nothing.
 func (s *Store) Completed(key []byte, now time.Time) (dedup.Record, bool) {
-	sh := &s.shards[maphash.Bytes(s.seed, key)&s.mask]
+	h := maphash.Bytes(s.seed, key) // as maphash.String of the same key
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	i, ok := sh.index[string(key)]
+	i, ok := sh.index[h]
+	ok = ok && sh.entries[i].rec.Key == string(key)
 	r, live := sh.liveLocked(i, ok, now)
 	sh.mu.Unlock()
 	s.count(live)
@@ -166,9 +181,10 @@ func (s *Store) count(hit bool) {
 // still live then, and counts the hit or the miss: Claim and ClaimComplete
 // look up alike.
 func (s *Store) hit(key string, now time.Time) (dedup.Claim, bool) {
-	sh := s.shardOf(key)
+	sh, h := s.shardOf(key)
 	sh.mu.Lock()
-	i, ok := sh.index[key]
+	i, ok := sh.index[h]
+	ok = ok && sh.entries[i].rec.Key == key
 	r, live := sh.liveLocked(i, ok, now)
 	sh.mu.Unlock()
 	s.count(live)
@@ -197,14 +213,14 @@ func (s *Store) put(r dedup.Record) {
 	if r.Status != dedup.StatusCompleted {
 		return
 	}
-	sh := s.shardOf(r.Key)
+	sh, h := s.shardOf(r.Key)
 	size := len(r.Key) + len(r.Response) + len(r.PayloadHash) + 64
 	if size > sh.maxBytes {
 		return
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if i, ok := sh.index[r.Key]; ok {
+	if i, ok := sh.index[h]; ok {
 		sh.removeLocked(i)
 	}
 	for len(sh.index) >= sh.maxEntries || sh.bytes+size > sh.maxBytes {
@@ -221,8 +237,8 @@ func (s *Store) put(r dedup.Record) {
 	// In cold: an entry earns its second chance by a lookup, so that a
 	// run of keys never seen again passes through without the hand
 	// sweeping every entry to make room.
-	sh.entries[i] = entry{rec: r, size: size, used: true}
-	sh.index[r.Key] = i
+	sh.entries[i] = entry{rec: r, hash: h, size: size, used: true}
+	sh.index[h] = i
 	sh.bytes += size
 }
 
@@ -249,7 +265,7 @@ func (sh *shard) evictLocked() {
 
 func (sh *shard) removeLocked(i int32) {
 	e := &sh.entries[i]
-	delete(sh.index, e.rec.Key)
+	delete(sh.index, e.hash)
 	sh.bytes -= e.size
 	*e = entry{} // lets go of the key and response
 	sh.free = append(sh.free, i)
@@ -272,14 +288,14 @@ func (s *Store) ClaimMissed(ctx context.Context, req dedup.ClaimRequest) (dedup.
 		return c, err
 	}
 	if c.Acquired {
-		sh := s.shardOf(req.Key)
+		sh, h := s.shardOf(req.Key)
 		sh.mu.Lock()
 		if len(sh.hashes) >= 4*max(sh.maxEntries, 1) {
 			// Leases claimed through this Store but never settled through
 			// it: forget them rather than grow.
 			clear(sh.hashes)
 		}
-		sh.hashes[c.Lease] = req.PayloadHash
+		sh.hashes[h] = leaseHash{c.Lease, req.PayloadHash}
 		sh.mu.Unlock()
 	} else {
 		s.put(c.Existing)
@@ -289,12 +305,15 @@ func (s *Store) ClaimMissed(ctx context.Context, req dedup.ClaimRequest) (dedup.
 
 // forget drops the remembered hash of a lease and returns it.
 func (s *Store) forget(l dedup.Lease) (string, bool) {
-	sh := s.shardOf(l.Key)
+	sh, h := s.shardOf(l.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	h, ok := sh.hashes[l]
-	delete(sh.hashes, l)
-	return h, ok
+	lh, ok := sh.hashes[h]
+	if !ok || lh.lease != l {
+		return "", false // another lease of the key, or of a key of the same hash
+	}
+	delete(sh.hashes, h)
+	return lh.hash, true
 }
 
 // Complete implements dedup.Store.
