@@ -342,7 +342,7 @@ type pool struct {
 
 	mu       sync.Mutex
 	held     slotList
-	keys     map[orderKey]*keyQueue
+	keys     map[orderKey]*keyQueue // a key present is busy; nil: none waiting
 	draining bool
 	space    chan struct{} // a slot was freed
 	empty    chan struct{} // closed when draining and nothing is held
@@ -404,8 +404,10 @@ func (r *pool) serve(ctx context.Context) error {
 		}
 	}
 	for _, q := range r.keys {
-		unstarted = append(unstarted, q.pending...)
-		q.pending = nil
+		if q != nil {
+			unstarted = append(unstarted, q.pending...)
+			q.pending = nil
+		}
 	}
 	r.mu.Unlock()
 	for _, s := range unstarted {
@@ -533,10 +535,14 @@ func (r *pool) dispatchLocked(s *slot) {
 		return
 	}
 	if q, busy := r.keys[s.key]; busy {
+		if q == nil {
+			q = &keyQueue{}
+			r.keys[s.key] = q
+		}
 		q.pending = append(q.pending, s)
 		return
 	}
-	r.keys[s.key] = &keyQueue{}
+	r.keys[s.key] = nil // busy, none waiting: a queue is made once one waits
 	r.work <- s
 }
 
@@ -683,8 +689,8 @@ func (r *pool) release(s *slot) {
 	r.mu.Lock()
 	r.held.remove(s)
 	if r.c.caps.Ordering != Unordered {
-		if q := r.keys[s.key]; q != nil {
-			if len(q.pending) > 0 && !r.draining {
+		if q, busy := r.keys[s.key]; busy {
+			if q != nil && len(q.pending) > 0 && !r.draining {
 				next := q.pending[0]
 				q.pending = q.pending[1:]
 				r.work <- next
