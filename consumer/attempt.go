@@ -69,6 +69,15 @@ func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr lea
 	}
 	m.IdempotencyKey = key
 	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, looked: looked, hash: hash, o: Outcome{Key: key}}
+	if !looked && g.completed != nil {
+		// A key from a KeyFunc: looked up now it is made, so that a cached
+		// duplicate makes no store call either way.
+		recNow := g.recordTime(now)
+		if r, ok := g.completed.CompletedString(key, recNow); ok {
+			return a.existing(recNow, r), now
+		}
+		a.looked = true
+	}
 	var o Outcome
 	if g.oneShot != nil {
 		o = a.oneRoundTrip()

@@ -53,3 +53,32 @@ func TestCachedDuplicateCostsNothing(t *testing.T) {
 		t.Fatalf("another payload under a cached key: %v, want key reuse", o.Kind)
 	}
 }
+
+// With a KeyFunc the key is made first, then looked up: a cached
+// duplicate still makes no store call.
+func TestCachedDuplicateWithKeyFunc(t *testing.T) {
+	store := &countingStore{Store: memstore.New()}
+	g, err := consumer.NewGuard(store, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{Response: []byte("ok")}, nil
+	}), consumer.WithKeyFunc(func(m *consumer.Message) (string, error) { return m.ID, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if o := g.Process(ctx, &consumer.Message{ID: "a", Body: []byte("x")}); o.Kind != consumer.Processed {
+		t.Fatalf("first: %v", o.Kind)
+	}
+	calls := store.calls.Load()
+	if o := g.Process(ctx, &consumer.Message{ID: "a", Body: []byte("x")}); o.Kind != consumer.Duplicate || string(o.Response) != "ok" {
+		t.Fatalf("duplicate: %+v", o)
+	}
+	if o := g.Process(ctx, &consumer.Message{ID: "a", Body: []byte("other")}); o.Kind != consumer.KeyReuse {
+		t.Fatalf("another payload: %v, want key reuse", o.Kind)
+	}
+	if n := store.calls.Load() - calls; n != 0 {
+		t.Fatalf("%d store calls for cached answers", n)
+	}
+	if st, _ := g.CacheStats(); st.Hits != 2 || st.Misses != 1 {
+		t.Fatalf("cache stats %+v, want 2 hits and 1 miss", st)
+	}
+}

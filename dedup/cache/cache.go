@@ -169,6 +169,12 @@ func (s *Store) Completed(key []byte, now time.Time) (dedup.Record, bool) {
 	return r, live
 }
 
+// CompletedString is Completed of a key already a string.
+func (s *Store) CompletedString(key string, now time.Time) (dedup.Record, bool) {
+	c, ok := s.hit(key, now)
+	return c.Existing, ok
+}
+
 func (s *Store) count(hit bool) {
 	if hit {
 		s.hits.Add(1)
