@@ -491,9 +491,15 @@ func (r *pool) fetch(ctx context.Context) error {
 		}
 		failures = 0
 		now := time.Now()
+		var chunk []slot
 		r.mu.Lock()
-		for _, m := range msgs {
-			s := &slot{r: r, m: m, lastSource: now}
+		for i, m := range msgs {
+			if len(chunk) == 0 {
+				chunk = make([]slot, min(len(msgs)-i, slotChunk))
+			}
+			s := &chunk[0]
+			chunk = chunk[1:]
+			s.r, s.m, s.lastSource = r, m, now
 			switch r.c.caps.Ordering {
 			case OrderByKey:
 				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.Key}
@@ -508,6 +514,12 @@ func (r *pool) fetch(ctx context.Context) error {
 		r.reportInFlight(n)
 	}
 }
+
+// slotChunk is how many slots are made in one allocation: an allocation
+// per message costs more than the rest of receiving it. Slots are never
+// reused (a handler may keep its context), so a chunk lives until its last
+// slot is released: a small chunk keeps little alive.
+const slotChunk = 16
 
 // waitFree blocks until fewer than MaxInFlight messages are held and says
 // how many more may be taken.
