@@ -29,35 +29,80 @@ type attempt struct {
 	ctx  context.Context
 	span trace.Span // the processing span, parent of the store calls'
 	tr   leaseTracker
-	hash string
+	// now is the latest clock reading: each stage reads the clock once,
+	// as it ends, and the next stage starts from that reading.
+	now time.Time
+	// looked: the key was looked up in the COMPLETED cache already, so
+	// the claim goes past it to the store.
+	looked bool
+	hash   string
 	// lease is the held claim (zero in one-round-trip mode, where the
 	// record is written only once the handler has run).
 	lease dedup.Lease
 	o     Outcome
 }
 
-func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr leaseTracker) Outcome {
-	key, hash, err := g.keys(m)
-	if err != nil {
-		return Outcome{Kind: DeadLettered, Err: err}
+// attempt runs m from now on and returns its outcome and the time of the
+// last clock reading it made.
+func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr leaseTracker, now time.Time) (Outcome, time.Time) {
+	var room [keyRoom]byte
+	built, byBody := g.stackKey(room[:0], m)
+	looked := built != nil && g.completed != nil
+	if looked {
+		if o, ok := g.cachedDuplicate(m, built, byBody, g.recordTime(now)); ok {
+			return o, now
+		}
+	}
+	if tr == nil {
+		hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
+		defer hb.unleased()
+		tr = hb
+	}
+	var key, hash string
+	var err error
+	if byBody {
+		// The body is hashed already: the key is that, the hash its tail.
+		key = string(built)
+		hash = key[len(g.cfg.namespace)+1:]
+	} else if key, hash, err = g.keys(m); err != nil {
+		return Outcome{Kind: DeadLettered, Err: err}, now
 	}
 	m.IdempotencyKey = key
-	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, hash: hash, o: Outcome{Key: key}}
-	if g.oneShot != nil {
-		return a.oneRoundTrip()
+	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, looked: looked, hash: hash, o: Outcome{Key: key}}
+	if !looked && g.completed != nil {
+		// A key from a KeyFunc: looked up now it is made, so that a cached
+		// duplicate makes no store call either way.
+		recNow := g.recordTime(now)
+		if r, ok := g.completed.CompletedString(key, recNow); ok {
+			return a.existing(recNow, r), now
+		}
+		a.looked = true
 	}
-	return a.claimFirst()
+	var o Outcome
+	if g.oneShot != nil {
+		o = a.oneRoundTrip()
+	} else {
+		o = a.claimFirst()
+	}
+	return o, a.now
 }
 
 func (a *attempt) claimFirst() Outcome {
 	g := a.g
-	now := g.cfg.clock.Now()
+	now := g.recordTime(a.now)
 	sctx, done := a.storeCtx()
 	defer done()
-	cctx, span, began := g.tel.beginStore(sctx, "claim")
-	c, err := g.store.Claim(cctx, dedup.ClaimRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(),
-		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin})
-	g.tel.endStore(cctx, span, "claim", began, err)
+	cctx, span := g.tel.beginStore(sctx, opClaim)
+	req := dedup.ClaimRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(),
+		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin}
+	var c dedup.Claim
+	var err error
+	if a.looked {
+		c, err = g.completed.ClaimMissed(cctx, req)
+	} else {
+		c, err = g.store.Claim(cctx, req)
+	}
+	a.now = g.tel.endStore(cctx, span, opClaim, a.now, err)
 	if err != nil {
 		return a.storeFailed("claim", err)
 	}
@@ -87,7 +132,7 @@ func (a *attempt) claimFirst() Outcome {
 		req := dedup.CompleteRequest{Lease: a.lease, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
 		sctx, done := a.storeCtx()
 		defer done()
-		return dedup.Claim{Acquired: true}, g.storeComplete(sctx, req)
+		return dedup.Claim{Acquired: true}, a.storeComplete(sctx, req)
 	})
 }
 
@@ -103,7 +148,7 @@ func (a *attempt) oneRoundTrip() Outcome {
 			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin}
 		sctx, done := a.storeCtx()
 		defer done()
-		return g.storeClaimComplete(sctx, req)
+		return a.storeClaimComplete(sctx, req)
 	})
 }
 
@@ -111,15 +156,16 @@ func (a *attempt) oneRoundTrip() Outcome {
 // renewed meanwhile, and refuses a result returned after renewals stopped.
 func (a *attempt) runHandler() (Result, error) {
 	g := a.g
-	hctx, cancel := a.tr.handlerContext(a.ctx, g.cfg.handlerTimeout)
+	start := a.now
+	hctx := a.tr.handlerContext(a.ctx, g.cfg.handlerTimeout, start)
 	if a.lease.Owner != "" {
-		a.tr.leased(a.lease, cancel)
+		a.tr.leased(a.lease, start)
 	}
-	start := time.Now()
-	res, err := g.callHandler(hctx, a.m)
+	res, end, err := g.callHandler(hctx, a.m, start)
+	a.now = end
 	a.tr.unleased()
-	cancel()
-	if err == nil && a.lease.Owner != "" && time.Since(start) > g.cfg.renewFor() {
+	a.tr.handlerDone()
+	if err == nil && a.lease.Owner != "" && end.Sub(start) > g.cfg.renewFor() {
 		return Result{}, ErrHandlerOverran
 	}
 	return res, err
@@ -156,7 +202,7 @@ func (a *attempt) commit(res Result, write writeFunc) Outcome {
 	if res.Rejected {
 		kind, writes = Rejected, nil
 	}
-	now := g.cfg.clock.Now()
+	now := g.recordTime(a.now)
 	c, err := a.writeHeld(write, resp, writes, now)
 	be := businessError(err)
 	if be != nil {
@@ -192,7 +238,7 @@ type writeFunc func(resp []byte, writes []any, now time.Time) (dedup.Claim, erro
 func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
 	g := a.g
 	c, err := write(resp, writes, now)
-	if a.lease.Owner == "" {
+	if a.lease.Owner == "" || err == nil {
 		return c, err
 	}
 	// Renewals stop with the handler; the last came at most a third of
@@ -206,7 +252,8 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 		}
 		time.Sleep(wait) // through a drain too: the result is worth recording
 		retried = true
-		c, err = write(resp, writes, g.cfg.clock.Now())
+		a.now = time.Now()
+		c, err = write(resp, writes, g.recordTime(a.now))
 	}
 	if retried && errors.Is(err, dedup.ErrLeaseLost) {
 		// An earlier try may have committed with its answer lost.
@@ -222,7 +269,7 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 
 // storeCtx is the context of one store call, made as it starts.
 func (a *attempt) storeCtx() (context.Context, context.CancelFunc) {
-	ctx, cancel := a.tr.storeContext()
+	ctx, cancel := a.tr.storeContext(a.now)
 	if a.span.IsRecording() {
 		ctx = trace.ContextWithSpan(ctx, a.span)
 	}
@@ -322,13 +369,13 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	o.Err = cause
 	held := a.lease.Owner != ""
 	if held {
-		now := g.cfg.clock.Now()
+		now := g.recordTime(a.now)
 		sctx, done := a.storeCtx()
 		defer done()
-		fctx, span, began := g.tel.beginStore(sctx, "fail")
+		fctx, span := g.tel.beginStore(sctx, opFail)
 		err := g.store.Fail(fctx, dedup.FailRequest{Lease: a.lease, Reason: truncate(cause.Error(), 1024), Now: now,
 			RetryAt: now.Add(delay), ResetAttempts: final, RefundAttempt: refund})
-		g.tel.endStore(fctx, span, "fail", began, err)
+		a.now = g.tel.endStore(fctx, span, opFail, a.now, err)
 		if errors.Is(err, dedup.ErrLeaseLost) {
 			o.Kind, o.Err, o.RetryAfter = LeaseLost, fmt.Errorf("%w (while failing: %w)", err, cause), g.cfg.pendingRecheck
 			return o
@@ -347,21 +394,27 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	return o
 }
 
-func (g *Guard) storeComplete(ctx context.Context, req dedup.CompleteRequest) error {
-	op := "complete"
+func (a *attempt) storeComplete(ctx context.Context, req dedup.CompleteRequest) error {
+	op := opComplete
 	if len(req.Writes) > 0 {
-		op = "transaction"
+		op = opTransaction
 	}
-	ctx, span, began := g.tel.beginStore(ctx, op)
-	err := g.store.Complete(ctx, req)
-	g.tel.endStore(ctx, span, op, began, err)
+	ctx, span := a.g.tel.beginStore(ctx, op)
+	err := a.g.store.Complete(ctx, req)
+	a.now = a.g.tel.endStore(ctx, span, op, a.now, err)
 	return err
 }
 
-func (g *Guard) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
-	ctx, span, began := g.tel.beginStore(ctx, "claim_complete")
-	c, err := g.oneShot.ClaimComplete(ctx, req)
-	g.tel.endStore(ctx, span, "claim_complete", began, err)
+func (a *attempt) storeClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	ctx, span := a.g.tel.beginStore(ctx, opClaimComplete)
+	var c dedup.Claim
+	var err error
+	if a.looked {
+		c, err = a.g.completed.ClaimCompleteMissed(ctx, req)
+	} else {
+		c, err = a.g.oneShot.ClaimComplete(ctx, req)
+	}
+	a.now = a.g.tel.endStore(ctx, span, opClaimComplete, a.now, err)
 	return c, err
 }
 

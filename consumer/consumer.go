@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -117,56 +118,206 @@ type slot struct {
 	m          *Message
 	key        orderKey
 	started    bool
-	lease      dedup.Lease
-	leased     bool
-	cancel     context.CancelFunc
-	lastLease  time.Time
 	lastSource time.Time
 	retry      *time.Timer
-	// handlerStart is when the leased handler began: renewals stop at
-	// HandlerTimeout plus a grace after it.
-	handlerStart time.Time
 	// waitSince is when the message first found its key held by another
 	// worker (zero if it has not).
 	waitSince time.Time
 	// holds counts in-place holds through a store outage, for backoff.
 	holds int
+	// prev and next link the held slots (the pool's lock guards them).
+	prev, next *slot
+	// runs counts the handler contexts made, so that only the first is
+	// the one in the slot (a context may outlive its run).
+	runs     int
+	firstCtx handlerCtx
+
+	// mu guards the running handler's fields, which its worker writes and
+	// the heartbeat reads: a lock of the slot's own, so that the worker
+	// does not contend for the pool's.
+	mu     sync.Mutex
+	lease  dedup.Lease
+	leased bool
+	// hctx or cancel ends the running handler's context.
+	hctx      *handlerCtx
+	cancel    context.CancelFunc
+	lastLease time.Time
+	// handlerStart is when the leased handler began: renewals stop at
+	// HandlerTimeout plus a grace after it.
+	handlerStart time.Time
 }
 
 // slotTracker tells the shared heartbeat about a slot's lease.
 type slotTracker struct{ s *slot }
 
-func (t slotTracker) leased(l dedup.Lease, cancel context.CancelFunc) {
-	r := t.s.r
-	r.mu.Lock()
-	now := time.Now()
-	t.s.lease, t.s.leased, t.s.cancel, t.s.lastLease, t.s.handlerStart = l, true, cancel, now, now
-	r.mu.Unlock()
+func (t slotTracker) leased(l dedup.Lease, now time.Time) {
+	s := t.s
+	s.mu.Lock()
+	s.lease, s.leased, s.lastLease, s.handlerStart = l, true, now, now
+	s.mu.Unlock()
 }
 
 // handlerContext bounds a handler by HandlerTimeout. When the handler's
 // context carries nothing of its own (no span, no extracted trace), it is
-// a cancel scope under a shared deadline: no timer per message.
-func (t slotTracker) handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	r := t.s.r
-	if ctx != r.handlerCtx {
-		return context.WithTimeout(ctx, timeout)
+// a cancel scope under a shared deadline, kept in the slot: no timer and
+// no allocation per message.
+func (t slotTracker) handlerContext(ctx context.Context, timeout time.Duration, now time.Time) context.Context {
+	s := t.s
+	if ctx != s.r.handlerCtx {
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		s.mu.Lock()
+		s.hctx, s.cancel = nil, cancel
+		s.mu.Unlock()
+		return hctx
 	}
-	return context.WithCancel(r.handlerDeadlines.get(time.Now()))
+	hc := &s.firstCtx
+	if s.runs > 0 {
+		hc = new(handlerCtx)
+	}
+	s.runs++
+	hc.parent = s.r.handlerDeadlines.get(now)
+	s.mu.Lock()
+	s.hctx, s.cancel = hc, nil
+	s.mu.Unlock()
+	return hc
 }
 
-func (t slotTracker) storeContext() (context.Context, context.CancelFunc) {
-	return t.s.r.settles.get(time.Now()), func() {}
+func (t slotTracker) handlerDone() {
+	s := t.s
+	s.mu.Lock()
+	hc, cancel := s.hctx, s.cancel
+	s.hctx, s.cancel = nil, nil
+	s.mu.Unlock()
+	stopHandler(hc, cancel)
+}
+
+// stopHandler cancels a handler's context, whichever kind it is.
+func stopHandler(hc *handlerCtx, cancel context.CancelFunc) {
+	if hc != nil {
+		hc.cancel()
+	}
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (t slotTracker) storeContext(now time.Time) (context.Context, context.CancelFunc) {
+	return t.s.r.settles.get(now), func() {}
 }
 
 func (t slotTracker) unleased() {
-	r := t.s.r
-	r.mu.Lock()
-	t.s.leased, t.s.cancel = false, nil
-	r.mu.Unlock()
+	s := t.s
+	s.mu.Lock()
+	s.leased = false
+	s.mu.Unlock()
+}
+
+// handlerCtx is a handler's context under a shared deadline: a cancel
+// scope that costs nothing until the handler asks for its Done channel or
+// derives a context from it, when it becomes a context.WithCancel of the
+// shared one. Most handlers pass it to calls that do; a handler that does
+// not pays nothing.
+type handlerCtx struct {
+	parent context.Context // set before the handler sees it
+
+	mu          sync.Mutex
+	inner       context.Context // made on first need
+	cancelInner context.CancelFunc
+	err         error // cancelled before inner was made
+}
+
+func (c *handlerCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *handlerCtx) Value(key any) any           { return c.parent.Value(key) }
+func (c *handlerCtx) Done() <-chan struct{}       { return c.made().Done() }
+
+func (c *handlerCtx) Err() error {
+	c.mu.Lock()
+	inner, err := c.inner, c.err
+	c.mu.Unlock()
+	switch {
+	case inner != nil:
+		return inner.Err()
+	case err != nil:
+		return err
+	}
+	return c.parent.Err()
+}
+
+// AfterFunc lets contexts derived from this one, and context.AfterFunc,
+// hang on it without a goroutine each.
+func (c *handlerCtx) AfterFunc(f func()) (stop func() bool) {
+	return context.AfterFunc(c.made(), f)
+}
+
+func (c *handlerCtx) String() string { return "consumer.handlerContext" }
+
+func (c *handlerCtx) made() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner == nil {
+		c.inner, c.cancelInner = context.WithCancel(c.parent)
+		if c.err != nil {
+			c.cancelInner()
+		}
+	}
+	return c.inner
+}
+
+func (c *handlerCtx) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner != nil {
+		c.cancelInner()
+	} else if c.err == nil {
+		c.err = context.Canceled
+	}
 }
 
 type keyQueue struct{ pending []*slot }
+
+// slotList is the held slots, linked through the slots themselves: adding
+// and removing one hashes nothing and allocates nothing. The pool's lock
+// guards it.
+type slotList struct {
+	head *slot
+	n    int
+}
+
+func (l *slotList) add(s *slot) {
+	s.prev, s.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = s
+	}
+	l.head = s
+	l.n++
+}
+
+func (l *slotList) remove(s *slot) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else if l.head == s {
+		l.head = s.next
+	} else {
+		return // not held
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	}
+	s.prev, s.next = nil, nil
+	l.n--
+}
+
+func (l *slotList) len() int { return l.n }
+
+func (l *slotList) all() iter.Seq[*slot] {
+	return func(yield func(*slot) bool) {
+		for s := l.head; s != nil; s = s.next {
+			if !yield(s) {
+				return
+			}
+		}
+	}
+}
 
 // pool is one Run of a Consumer: its workers, the messages it holds, the
 // per-key queues and the shared heartbeat.
@@ -197,8 +348,8 @@ type pool struct {
 	fatal     error
 
 	mu       sync.Mutex
-	held     map[*slot]struct{}
-	keys     map[orderKey]*keyQueue
+	held     slotList
+	keys     map[orderKey]*keyQueue // a key present is busy; nil: none waiting
 	draining bool
 	space    chan struct{} // a slot was freed
 	empty    chan struct{} // closed when draining and nothing is held
@@ -206,7 +357,7 @@ type pool struct {
 
 func newPool(c *Consumer) *pool {
 	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight),
-		held: make(map[*slot]struct{}, c.cfg.maxInFlight), keys: map[orderKey]*keyQueue{},
+		keys:  map[orderKey]*keyQueue{},
 		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{})}
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
 	if !c.cfg.fixedConcurrency {
@@ -254,14 +405,16 @@ func (r *pool) serve(ctx context.Context) error {
 	r.draining = true
 	close(r.drained)
 	var unstarted []*slot
-	for s := range r.held {
+	for s := range r.held.all() {
 		if s.retry != nil && s.retry.Stop() {
 			unstarted = append(unstarted, s)
 		}
 	}
 	for _, q := range r.keys {
-		unstarted = append(unstarted, q.pending...)
-		q.pending = nil
+		if q != nil {
+			unstarted = append(unstarted, q.pending...)
+			q.pending = nil
+		}
 	}
 	r.mu.Unlock()
 	for _, s := range unstarted {
@@ -298,7 +451,7 @@ func (r *pool) serve(ctx context.Context) error {
 
 func (r *pool) waitEmpty(d time.Duration) {
 	r.mu.Lock()
-	if len(r.held) == 0 {
+	if r.held.len() == 0 {
 		r.mu.Unlock()
 		return
 	}
@@ -345,30 +498,42 @@ func (r *pool) fetch(ctx context.Context) error {
 		}
 		failures = 0
 		now := time.Now()
+		var chunk []slot
 		r.mu.Lock()
-		for _, m := range msgs {
-			s := &slot{r: r, m: m, lastSource: now}
+		for i, m := range msgs {
+			if len(chunk) == 0 {
+				chunk = make([]slot, min(len(msgs)-i, slotChunk))
+			}
+			s := &chunk[0]
+			chunk = chunk[1:]
+			s.r, s.m, s.lastSource = r, m, now
 			switch r.c.caps.Ordering {
 			case OrderByKey:
 				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.Key}
 			case OrderByPartition:
 				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
-			r.held[s] = struct{}{}
+			r.held.add(s)
 			r.dispatchLocked(s)
 		}
-		n := len(r.held)
+		n := r.held.len()
 		r.mu.Unlock()
 		r.reportInFlight(n)
 	}
 }
+
+// slotChunk is how many slots are made in one allocation: an allocation
+// per message costs more than the rest of receiving it. Slots are never
+// reused (a handler may keep its context), so a chunk lives until its last
+// slot is released: a small chunk keeps little alive.
+const slotChunk = 16
 
 // waitFree blocks until fewer than MaxInFlight messages are held and says
 // how many more may be taken.
 func (r *pool) waitFree(ctx context.Context) (int, bool) {
 	for {
 		r.mu.Lock()
-		free := r.c.cfg.maxInFlight - len(r.held)
+		free := r.c.cfg.maxInFlight - r.held.len()
 		r.mu.Unlock()
 		if free > 0 {
 			return free, ctx.Err() == nil
@@ -389,34 +554,43 @@ func (r *pool) dispatchLocked(s *slot) {
 		return
 	}
 	if q, busy := r.keys[s.key]; busy {
+		if q == nil {
+			q = &keyQueue{}
+			r.keys[s.key] = q
+		}
 		q.pending = append(q.pending, s)
 		return
 	}
-	r.keys[s.key] = &keyQueue{}
+	r.keys[s.key] = nil // busy, none waiting: a queue is made once one waits
 	r.work <- s
 }
 
 func (r *pool) handle(s *slot) {
-	if r.limiter != nil {
-		if !r.limiter.acquire(r.drained) {
-			r.giveBack(s)
-			return
-		}
-		defer func() { r.limiter.release(time.Now()) }()
+	if r.limiter != nil && !r.limiter.acquire(r.drained) {
+		r.giveBack(s)
+		return
 	}
 	r.mu.Lock()
 	if r.draining {
 		r.mu.Unlock()
 		r.giveBack(s)
+		r.releaseLimit(time.Now())
 		return
 	}
 	s.started, s.retry = true, nil
 	r.mu.Unlock()
 
-	o := r.c.guard.process(r.handlerCtx, s.m, slotTracker{s})
-	// Taken after the handler, however long it ran: the settle's own
-	// deadline starts now.
-	r.settle(r.settles.get(time.Now()), s, o)
+	o, end := r.c.guard.process(r.handlerCtx, s.m, slotTracker{s})
+	// Taken after the handler and the store calls, however long they ran:
+	// the settle's own deadline starts at their end.
+	r.settle(r.settles.get(end), s, o)
+	r.releaseLimit(end)
+}
+
+func (r *pool) releaseLimit(now time.Time) {
+	if r.limiter != nil {
+		r.limiter.release(now)
+	}
 }
 
 // settle carries out the outcome's action on the source.
@@ -532,10 +706,10 @@ func (r *pool) giveBack(s *slot) {
 // release forgets s and lets its key's next message run.
 func (r *pool) release(s *slot) {
 	r.mu.Lock()
-	delete(r.held, s)
+	r.held.remove(s)
 	if r.c.caps.Ordering != Unordered {
-		if q := r.keys[s.key]; q != nil {
-			if len(q.pending) > 0 && !r.draining {
+		if q, busy := r.keys[s.key]; busy {
+			if q != nil && len(q.pending) > 0 && !r.draining {
 				next := q.pending[0]
 				q.pending = q.pending[1:]
 				r.work <- next
@@ -544,7 +718,7 @@ func (r *pool) release(s *slot) {
 			}
 		}
 	}
-	n := len(r.held)
+	n := r.held.len()
 	if n == 0 && r.draining {
 		select {
 		case <-r.empty:
@@ -666,6 +840,7 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 	type due struct {
 		s      *slot
 		lease  dedup.Lease
+		hctx   *handlerCtx
 		cancel context.CancelFunc
 		source bool
 		renew  bool
@@ -680,19 +855,22 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		now := time.Now()
 		batch = batch[:0]
 		r.mu.Lock()
-		for s := range r.held {
+		for s := range r.held.all() {
 			d := due{s: s}
+			s.mu.Lock()
 			if s.leased && now.Sub(s.handlerStart) > renewFor {
 				// A handler that ignores its context: let its lease and
 				// its delivery run out, so another worker can take over.
+				s.mu.Unlock()
 				continue
 			}
 			if extends && now.Sub(s.lastSource) >= srcEvery {
 				d.source, s.lastSource = true, now
 			}
 			if s.leased && now.Sub(s.lastLease) >= leaseEvery {
-				d.renew, d.lease, d.cancel, s.lastLease = true, s.lease, s.cancel, now
+				d.renew, d.lease, d.hctx, d.cancel, s.lastLease = true, s.lease, s.hctx, s.cancel, now
 			}
+			s.mu.Unlock()
 			if d.source || d.renew {
 				batch = append(batch, d)
 			}
@@ -708,7 +886,7 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 				err := r.c.guard.extendLease(ctx, d.lease)
 				r.reportHeartbeat(ctx, d.s.m, true, err)
 				if errors.Is(err, dedup.ErrLeaseLost) {
-					d.cancel() // another worker owns the key: stop this handler
+					stopHandler(d.hctx, d.cancel) // another worker owns the key: stop this handler
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,8 +42,17 @@ type Guard struct {
 	handler Handler
 	hooks   hooks
 	tel     *telemetry
-	ownerID string
-	seq     atomic.Uint64
+	// completed looks keys up in the COMPLETED cache, when it is on.
+	completed *cache.Store
+	// wallClock: the records' clock is the wall clock, so a reading taken
+	// for timing serves the records too.
+	wallClock bool
+	// namespaceOK: the namespace makes valid keys (else every message
+	// fails on its key, through keys).
+	namespaceOK bool
+	ownerID     string
+	seq         atomic.Uint64
+	owners      sync.Pool // of *ownerBlock
 }
 
 // NewGuard validates the options and returns a Guard.
@@ -81,6 +91,12 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 		return nil, err
 	}
 	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel}
+	_, g.wallClock = cfg.clock.(wallClock)
+	_, nsErr := dedup.Key(cfg.namespace, "k")
+	g.namespaceOK = nsErr == nil
+	if c, ok := store.(cache.Cache); ok {
+		g.completed, _ = cache.StoreOf(c)
+	}
 	if cfg.oneRoundTrip {
 		cc, ok := store.(dedup.ClaimCompleter)
 		if !ok {
@@ -118,13 +134,17 @@ func (g *Guard) CacheStats() (cache.Stats, bool) {
 // leaseTracker is told when the handler holds a lease, so heartbeats can
 // renew it and cancel the handler if it is lost.
 type leaseTracker interface {
-	// handlerContext is ctx bounded by timeout, for the handler.
-	handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc)
+	// handlerContext is ctx bounded by timeout from now, for the handler;
+	// handlerDone cancels it once the handler has returned. The tracker
+	// cancels it too if the lease is lost.
+	handlerContext(ctx context.Context, timeout time.Duration, now time.Time) context.Context
+	handlerDone()
 	// storeContext is a context for one store call, made when the call
-	// starts: it outlives the caller's cancellation (a drain can still
-	// record its work) and ends settleTimeout later.
-	storeContext() (context.Context, context.CancelFunc)
-	leased(l dedup.Lease, cancel context.CancelFunc)
+	// starts (now): it outlives the caller's cancellation (a drain can
+	// still record its work) and ends settleTimeout later.
+	storeContext(now time.Time) (context.Context, context.CancelFunc)
+	// leased tells the tracker of the lease the handler holds from now.
+	leased(l dedup.Lease, now time.Time)
 	unleased()
 }
 
@@ -132,26 +152,31 @@ type leaseTracker interface {
 // carries out o.Action() on its source. The lease is renewed while the
 // handler runs.
 func (g *Guard) Process(ctx context.Context, m *Message) Outcome {
-	hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
-	defer hb.unleased()
-	return g.process(ctx, m, hb)
+	// No tracker: attempt makes a heartbeat of its own once it needs one,
+	// so that a duplicate answered by the cache allocates nothing.
+	o, _ := g.process(ctx, m, nil)
+	return o
 }
 
-// process runs m and reports its outcome; ctx bounds the handler, tr gives
-// the store calls their contexts.
-func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) Outcome {
+// process runs m and reports its outcome, and the time of its last clock
+// reading; ctx bounds the handler, tr gives the store calls their contexts
+// (nil: a heartbeat of its own).
+func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) (Outcome, time.Time) {
 	start := time.Now()
 	ctx, span := g.tel.startProcess(ctx, m)
-	o := g.attempt(ctx, span, m, tr)
+	o, end := g.attempt(ctx, span, m, tr, start)
 	g.tel.endProcess(ctx, span, m, o)
-	for _, h := range g.hooks.outcome {
-		h.OnOutcome(ctx, m, o, time.Since(start))
+	if len(g.hooks.outcome) > 0 {
+		end = time.Now()
+		for _, h := range g.hooks.outcome {
+			h.OnOutcome(ctx, m, o, end.Sub(start))
+		}
 	}
 	if o.Kind != Processed && o.Kind != Duplicate {
 		g.cfg.logger.LogAttrs(ctx, logLevel(o.Kind), "message outcome",
 			slogKind(o), slogKey(o.Key), slogID(m), slogErr(o.Err))
 	}
-	return o
+	return o, end
 }
 
 // keys returns the stored key and payload hash of m.
@@ -185,12 +210,108 @@ func (g *Guard) keys(m *Message) (string, string, error) {
 	return key, hash, nil
 }
 
+// keyRoom is the room on the stack for a key built before its string is
+// made: a namespace (at most 256 bytes), '#' and a hash, or a short
+// idempotency key.
+const keyRoom = 384
+
+// stackKey builds m's key into dst (of keyRoom capacity), where that can
+// be done before making the key string: for a message keyed by its body
+// (byBody: the key's tail is then the payload hash) or by its
+// idempotency-key attribute; nil otherwise (a KeyFunc, a key too long, a
+// bad namespace), and the store path makes the key.
+func (g *Guard) stackKey(dst []byte, m *Message) (key []byte, byBody bool) {
+	if g.cfg.keyFunc != nil || !g.namespaceOK {
+		return nil, false
+	}
+	ns := g.cfg.namespace
+	if raw, ok := m.Attributes[IdempotencyKeyAttribute]; ok {
+		if raw == "" || len(ns)+1+len(raw) > cap(dst) {
+			return nil, false
+		}
+		return append(append(append(dst, ns...), '#'), raw...), false
+	}
+	return dedup.AppendBodyKey(dst, ns, m.Body), true
+}
+
+// cachedDuplicate answers m, whose key is key (built by stackKey), from
+// the COMPLETED cache when that key was completed before: such a
+// duplicate costs no store call and no allocation (the key string is the
+// cached one).
+func (g *Guard) cachedDuplicate(m *Message, key []byte, byBody bool, now time.Time) (Outcome, bool) {
+	r, ok := g.completed.Completed(key, now)
+	if !ok || (!byBody && !g.samePayload(r.PayloadHash, m.Body)) {
+		return Outcome{}, false // a key reused by another payload: the store path says so
+	}
+	m.IdempotencyKey = r.Key
+	return Outcome{Kind: Duplicate, Key: r.Key, Attempt: r.Attempts, Response: r.Response}, true
+}
+
+// samePayload reports whether body is the payload stored as hash, as
+// attempt.existing decides it: no hash stored, or one of another mode, is
+// not compared. A body the configured hash refuses is not the same: the
+// store path then reports its error.
+func (g *Guard) samePayload(hash string, body []byte) bool {
+	if hash == "" {
+		return true
+	}
+	if !g.cfg.wholeBodyHash {
+		current, err := g.cfg.payloadHash(body)
+		return err == nil && !hashesDiffer(hash, current)
+	}
+	if strings.IndexByte(hash, ':') >= 0 {
+		return true // stored under a tagged mode: not compared
+	}
+	var buf [64]byte // the default, without allocating
+	return hash == string(dedup.AppendPayloadHash(buf[:0], body))
+}
+
 func (g *Guard) nextOwner() string {
-	// Built in one buffer: concatenating a formatted number costs two
-	// allocations per claim.
-	var buf [32]byte
-	b := append(buf[:0], g.ownerID...)
-	return string(strconv.AppendUint(b, g.seq.Add(1), 36))
+	b, _ := g.owners.Get().(*ownerBlock)
+	if b == nil || b.next == len(b.ends) {
+		b = g.newOwnerBlock()
+	}
+	from := 0
+	if b.next > 0 {
+		from = int(b.ends[b.next-1])
+	}
+	owner := b.tokens[from:b.ends[b.next]]
+	b.next++
+	g.owners.Put(b)
+	return owner
+}
+
+// ownerBlock is a run of owner tokens made in one string, handed out one
+// by one: a string per claim would be an allocation per message. A block
+// is small, so a token that outlives its neighbours keeps little alive.
+type ownerBlock struct {
+	tokens string
+	ends   [16]uint16 // where each token ends in tokens
+	next   int
+}
+
+func (g *Guard) newOwnerBlock() *ownerBlock {
+	b := &ownerBlock{}
+	first := g.seq.Add(uint64(len(b.ends))) - uint64(len(b.ends)) + 1
+	var sb strings.Builder // its String does not copy
+	sb.Grow(len(b.ends) * (len(g.ownerID) + 13))
+	var num [13]byte // a uint64 in base 36
+	for i := range b.ends {
+		sb.WriteString(g.ownerID)
+		sb.Write(strconv.AppendUint(num[:0], first+uint64(i), 36))
+		b.ends[i] = uint16(sb.Len())
+	}
+	b.tokens = sb.String()
+	return b
+}
+
+// recordTime is the time written into records, given a clock reading
+// now: now itself on the wall clock, else the configured Clock's.
+func (g *Guard) recordTime(now time.Time) time.Time {
+	if g.wallClock {
+		return now
+	}
+	return g.cfg.clock.Now()
 }
 
 func (g *Guard) retryDelay(attempt int) time.Duration {
@@ -205,33 +326,36 @@ func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 }
 
-// callHandler runs the handler, turning a panic into an error.
-func (g *Guard) callHandler(ctx context.Context, m *Message) (res Result, err error) {
-	start := time.Now()
+// callHandler runs the handler, begun at start, turning a panic into an
+// error; end is when it returned.
+func (g *Guard) callHandler(ctx context.Context, m *Message, start time.Time) (res Result, end time.Time, err error) {
 	ctx, span := g.tel.startHandler(ctx)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
 			g.cfg.logger.ErrorContext(ctx, "handler panic", "panic", fmt.Sprint(p), "stack", string(debug.Stack()), slogID(m))
 		}
-		took := time.Since(start)
+		end = time.Now()
+		took := end.Sub(start)
 		endChild(span, err)
 		g.tel.handled(ctx, took, err)
 		for _, h := range g.hooks.handler {
 			h.OnHandled(ctx, m, took, err)
 		}
 	}()
-	return g.handler.Handle(ctx, m)
+	res, err = g.handler.Handle(ctx, m)
+	return res, end, err
 }
 
 // extendLease renews l for another LeaseTTL.
 func (g *Guard) extendLease(ctx context.Context, l dedup.Lease) error {
 	sctx, cancel := settleContext(ctx)
 	defer cancel()
-	now := g.cfg.clock.Now()
-	sctx, span, began := g.tel.beginStore(sctx, "extend")
+	began := time.Now()
+	now := g.recordTime(began)
+	sctx, span := g.tel.beginStore(sctx, opExtend)
 	err := g.store.Extend(sctx, dedup.ExtendRequest{Lease: l, Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL)})
-	g.tel.endStore(sctx, span, "extend", began, err)
+	g.tel.endStore(sctx, span, opExtend, began, err)
 	return err
 }
 
@@ -248,18 +372,31 @@ type selfHeartbeat struct {
 	done   bool
 }
 
-func (h *selfHeartbeat) handlerContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, timeout)
+func (h *selfHeartbeat) handlerContext(ctx context.Context, timeout time.Duration, _ time.Time) context.Context {
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	h.mu.Lock()
+	h.cancel = cancel
+	h.mu.Unlock()
+	return hctx
 }
 
-func (h *selfHeartbeat) storeContext() (context.Context, context.CancelFunc) {
+func (h *selfHeartbeat) handlerDone() {
+	h.mu.Lock()
+	cancel := h.cancel
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (h *selfHeartbeat) storeContext(time.Time) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(h.parent, settleTimeout)
 }
 
-func (h *selfHeartbeat) leased(l dedup.Lease, cancel context.CancelFunc) {
+func (h *selfHeartbeat) leased(l dedup.Lease, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lease, h.cancel, h.start = l, cancel, time.Now()
+	h.lease, h.start = l, now
 	h.timer = time.AfterFunc(h.g.cfg.leaseTTL/3, h.beat)
 }
 

@@ -44,6 +44,7 @@ type config struct {
 	keyFunc          KeyFunc
 	keyCoversBody    func(*Message) bool // set with a Source's default key
 	payloadHash      PayloadHashFunc
+	wholeBodyHash    bool // payloadHash is WholeBody: compared without allocating
 	logger           *slog.Logger
 	loggerGiven      bool
 	clock            Clock
@@ -75,6 +76,7 @@ func defaultConfig() config {
 		logger:           slog.Default(),
 		clock:            wallClock{},
 		payloadHash:      WholeBody,
+		wholeBodyHash:    true,
 		cacheEntries:     cache.DefaultEntries,
 		cacheBytes:       cache.DefaultBytes,
 	}

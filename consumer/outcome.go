@@ -51,6 +51,9 @@ func Kinds() []Kind {
 	return ks
 }
 
+// numKinds bounds the kinds, for arrays indexed by kind.
+const numKinds = len(kindNames)
+
 var kindNames = [...]string{"", "processed", "duplicate", "in_flight_elsewhere", "retrying", "dead_lettered", "lease_lost", "key_reuse", "rejected",
 	"store_unavailable", "misconfigured"}
 
@@ -66,6 +69,9 @@ func (k Kind) String() string {
 type Action int
 
 var actionNames = [...]string{"", "ack", "retry", "dead_letter"}
+
+// numActions bounds the actions, for arrays indexed by action.
+const numActions = len(actionNames)
 
 func (a Action) String() string {
 	if a > 0 && int(a) < len(actionNames) {

@@ -34,13 +34,13 @@ func WholeBody(body []byte) (string, error) { return dedup.PayloadHash(body), ni
 // WholeBody). It does not apply when the key is itself the body's hash,
 // since the same key then means the same body.
 func WithPayloadHash(f PayloadHashFunc) Option {
-	return optionFunc(func(c *config) { c.payloadHash = f })
+	return optionFunc(func(c *config) { c.payloadHash, c.wholeBodyHash = f, false })
 }
 
 // NoPayloadCheck stores no payload hash: a key seen again is a duplicate,
 // whatever its body.
 func NoPayloadCheck() Option {
-	return optionFunc(func(c *config) { c.payloadHash = noPayloadHash })
+	return optionFunc(func(c *config) { c.payloadHash, c.wholeBodyHash = noPayloadHash, false })
 }
 
 func noPayloadHash([]byte) (string, error) { return "", nil }

@@ -161,3 +161,37 @@ func TestModeChangeDoesNotFlagKeyReuse(t *testing.T) {
 func TestNilPayloadHashRefused(t *testing.T) {
 	refused(t, consumer.WithPayloadHash(nil))
 }
+
+// A duplicate keyed by its idempotency-key attribute is answered from the
+// COMPLETED cache under the configured payload hash too: a re-serialized
+// body costs no store call, a changed one is still key reuse.
+func TestCachedDuplicateUsesConfiguredPayloadHash(t *testing.T) {
+	store := &claimCounter{Store: memstore.New()}
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{Response: []byte("ok")}, nil
+	})
+	g, err := consumer.NewGuard(store, h, consumer.WithPayloadHash(payload.CanonicalJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := func(body string) *consumer.Message {
+		return &consumer.Message{ID: body, Body: []byte(body), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "order-1"}}
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		body   string
+		want   consumer.Kind
+		claims int64
+	}{
+		{`{"a":1,"b":2}`, consumer.Processed, 1},
+		{`{ "b": 2, "a": 1 }`, consumer.Duplicate, 1},
+		{`{"a":1,"b":3}`, consumer.KeyReuse, 2},
+	} {
+		if o := g.Process(ctx, keyed(tc.body)); o.Kind != tc.want {
+			t.Errorf("%s: %s, want %s", tc.body, o.Kind, tc.want)
+		}
+		if n := store.claims.Load(); n != tc.claims {
+			t.Errorf("%s: %d claims reached the store, want %d", tc.body, n, tc.claims)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/onceq/onceq/dedup/cache"
@@ -63,16 +64,17 @@ type telemetry struct {
 	settles     metric.Int64Counter
 	heartbeats  metric.Int64Counter
 
-	// Attribute sets are built once per combination: building them per
-	// message would cost more allocations than the rest of the path.
-	mu       sync.RWMutex
-	attrSets map[attrSetKey]measurement
-	names    map[string]string // destination → span name
-}
-
-type attrSetKey struct {
-	metric  string
-	a, b, c string
+	// Attribute options are built ahead, once per combination: building
+	// them per message would cost more than the rest of the path, and so
+	// would a lookup under a shared lock. Per store operation, result and
+	// kind they are fixed; per origin (system, destination) they are made
+	// on first sight, the last one kept at hand.
+	store         [numStoreOps]storeOptions
+	handler       [2]measurement // by result: ok, error
+	heartbeatOpts [2][2]measurement
+	lastOrig      atomic.Pointer[originOptions]
+	mu            sync.RWMutex
+	origins       map[originKey]*originOptions
 }
 
 // measurement holds ready option slices: a variadic argument to an
@@ -82,20 +84,85 @@ type measurement struct {
 	rec []metric.RecordOption
 }
 
-// options returns the cached attribute options for a metric's attributes.
-func (t *telemetry) options(k attrSetKey, build func() []attribute.KeyValue) measurement {
-	t.mu.RLock()
-	o, ok := t.attrSets[k]
-	t.mu.RUnlock()
-	if ok {
-		return o
+func newMeasurement(kvs ...attribute.KeyValue) measurement {
+	set := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return measurement{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
+}
+
+// storeOp names a store call in spans and metrics.
+type storeOp int
+
+const (
+	opClaim storeOp = iota
+	opComplete
+	opTransaction // a Complete with business writes
+	opClaimComplete
+	opFail
+	opExtend
+	numStoreOps
+)
+
+var storeOpNames = [numStoreOps]string{"claim", "complete", "transaction", "claim_complete", "fail", "extend"}
+
+type storeOptions struct {
+	span     string         // the span name
+	calls    [2]measurement // by result: ok, error
+	duration measurement
+}
+
+type originKey struct{ system, destination string }
+
+// originOptions are the options of one origin's metrics.
+type originOptions struct {
+	originKey
+	span     string // the process span's name
+	messages [numKinds]measurement
+	settles  [numActions][2]measurement
+}
+
+// resultIndex is the index of a result in the option arrays: 0 ok, 1 error.
+func resultIndex(err error) int {
+	if err != nil {
+		return 1
 	}
-	set := metric.WithAttributeSet(attribute.NewSet(build()...))
-	o = measurement{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
-	t.mu.Lock()
-	t.attrSets[k] = o
-	t.mu.Unlock()
-	return o
+	return 0
+}
+
+// origin returns the options of m's origin.
+func (t *telemetry) origin(o Origin) *originOptions {
+	if last := t.lastOrig.Load(); last != nil && last.system == o.System && last.destination == o.Destination {
+		return last
+	}
+	k := originKey{o.System, o.Destination}
+	t.mu.RLock()
+	oo := t.origins[k]
+	t.mu.RUnlock()
+	if oo == nil {
+		oo = newOriginOptions(k)
+		t.mu.Lock()
+		if prev := t.origins[k]; prev != nil {
+			oo = prev
+		} else {
+			t.origins[k] = oo
+		}
+		t.mu.Unlock()
+	}
+	t.lastOrig.Store(oo)
+	return oo
+}
+
+func newOriginOptions(k originKey) *originOptions {
+	oo := &originOptions{originKey: k, span: "process " + k.destination}
+	sys, dest := attrMessagingSystem.String(k.system), attrDestination.String(k.destination)
+	for kind := range oo.messages {
+		oo.messages[kind] = newMeasurement(attrOutcome.String(Kind(kind).String()), sys, dest)
+	}
+	for a := range oo.settles {
+		for r, result := range []string{"ok", "error"} {
+			oo.settles[a][r] = newMeasurement(attrAction.String(Action(a).String()), attrResult.String(result), sys)
+		}
+	}
+	return oo
 }
 
 // notRecording stands in for the spans not worth starting: children of a
@@ -103,20 +170,6 @@ func (t *telemetry) options(k attrSetKey, build func() []attribute.KeyValue) mea
 var notRecording = trace.SpanFromContext(context.Background())
 
 var consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-
-func (t *telemetry) spanName(dest string) string {
-	t.mu.RLock()
-	n, ok := t.names[dest]
-	t.mu.RUnlock()
-	if ok {
-		return n
-	}
-	n = "process " + dest
-	t.mu.Lock()
-	t.names[dest] = n
-	t.mu.Unlock()
-	return n
-}
 
 // recordsNothing reports providers known to drop every span: OpenTelemetry's
 // no-op, and the global provider while no application provider is set
@@ -151,8 +204,19 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 	}
 	m := mp.Meter(instrumentationName)
 	t := &telemetry{tracer: tp.Tracer(instrumentationName), meter: m, propagator: prop,
-		spansOff: recordsNothing(tp), globalTP: globalTP,
-		attrSets: map[attrSetKey]measurement{}, names: map[string]string{}}
+		spansOff: recordsNothing(tp), globalTP: globalTP, origins: map[originKey]*originOptions{}}
+	for op := range t.store {
+		name := storeOpNames[op]
+		so := &t.store[op]
+		so.span = "onceq." + name
+		so.duration = newMeasurement(attrStoreOperation.String(name))
+		for r, result := range []string{"ok", "error"} {
+			so.calls[r] = newMeasurement(attrStoreOperation.String(name), attrResult.String(result))
+			t.handler[r] = newMeasurement(attrResult.String(result))
+			t.heartbeatOpts[0][r] = newMeasurement(attrHeartbeatKind.String("visibility"), attrResult.String(result))
+			t.heartbeatOpts[1][r] = newMeasurement(attrHeartbeatKind.String("lease"), attrResult.String(result))
+		}
+	}
 	var err error
 	set := func(f func() error) {
 		if err == nil {
@@ -234,7 +298,7 @@ func (t *telemetry) startProcess(ctx context.Context, m *Message) (context.Conte
 		// extracted parent, if any, stays in ctx for the handler.
 		return ctx, notRecording
 	}
-	ctx, span := t.tracer.Start(ctx, t.spanName(m.Origin.Destination), consumerSpan...)
+	ctx, span := t.tracer.Start(ctx, t.origin(m.Origin).span, consumerSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			attrMessagingSystem.String(m.Origin.System),
@@ -262,10 +326,9 @@ func (t *telemetry) endProcess(ctx context.Context, span trace.Span, m *Message,
 		}
 	}
 	span.End()
-	kind, sys, dest := o.Kind.String(), m.Origin.System, m.Origin.Destination
-	t.messages.Add(ctx, 1, t.options(attrSetKey{"messages", kind, sys, dest}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attrOutcome.String(kind), attrMessagingSystem.String(sys), attrDestination.String(dest)}
-	}).add...)
+	if k := int(o.Kind); k > 0 && k < numKinds {
+		t.messages.Add(ctx, 1, t.origin(m.Origin).messages[k].add...)
+	}
 }
 
 // dedupStatus is the record state an outcome leaves or found.
@@ -289,39 +352,22 @@ func endChild(span trace.Span, err error) {
 	span.End()
 }
 
-// beginStore starts a store call's span; endStore ends it and counts it.
-func (t *telemetry) beginStore(ctx context.Context, op string) (context.Context, trace.Span, time.Time) {
+// beginStore starts a store call's span; endStore ends it, counts it and
+// returns the time it ended, the caller's next clock reading.
+func (t *telemetry) beginStore(ctx context.Context, op storeOp) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, notRecording, time.Now()
+		return ctx, notRecording
 	}
-	ctx, span := t.tracer.Start(ctx, "onceq."+op, trace.WithSpanKind(trace.SpanKindClient))
-	return ctx, span, time.Now()
+	return t.tracer.Start(ctx, t.store[op].span, trace.WithSpanKind(trace.SpanKindClient))
 }
 
-func (t *telemetry) endStore(ctx context.Context, span trace.Span, op string, start time.Time, err error) {
+func (t *telemetry) endStore(ctx context.Context, span trace.Span, op storeOp, start time.Time, err error) time.Time {
 	endChild(span, err)
-	t.storeCall(ctx, op, start, err)
-}
-
-// storeCall records one store call.
-func (t *telemetry) storeCall(ctx context.Context, op string, start time.Time, err error) {
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	t.storeCalls.Add(ctx, 1, t.options(attrSetKey{"store.calls", op, result, ""}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attrStoreOperation.String(op), attrResult.String(result)}
-	}).add...)
-	t.storeTime.Record(ctx, time.Since(start).Seconds(), t.options(attrSetKey{"store.duration", op, "", ""}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attrStoreOperation.String(op)}
-	}).rec...)
-}
-
-func resultName(err error) string {
-	if err != nil {
-		return "error"
-	}
-	return "ok"
+	now := time.Now()
+	so := &t.store[op]
+	t.storeCalls.Add(ctx, 1, so.calls[resultIndex(err)].add...)
+	t.storeTime.Record(ctx, now.Sub(start).Seconds(), so.duration.rec...)
+	return now
 }
 
 // startHandler starts the handler's span when its parent is recorded.
@@ -333,27 +379,21 @@ func (t *telemetry) startHandler(ctx context.Context) (context.Context, trace.Sp
 }
 
 func (t *telemetry) handled(ctx context.Context, took time.Duration, err error) {
-	result := resultName(err)
-	t.handlerTime.Record(ctx, took.Seconds(), t.options(attrSetKey{"handler", result, "", ""}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attrResult.String(result)}
-	}).rec...)
+	t.handlerTime.Record(ctx, took.Seconds(), t.handler[resultIndex(err)].rec...)
 }
 
 func (t *telemetry) settled(ctx context.Context, m *Message, a Action, err error) {
-	action, result, sys := a.String(), resultName(err), m.Origin.System
-	t.settles.Add(ctx, 1, t.options(attrSetKey{"settles", action, result, sys}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attrAction.String(action), attrResult.String(result), attrMessagingSystem.String(sys)}
-	}).add...)
+	if a > 0 && int(a) < numActions {
+		t.settles.Add(ctx, 1, t.origin(m.Origin).settles[a][resultIndex(err)].add...)
+	}
 }
 
 func (t *telemetry) heartbeat(ctx context.Context, lease bool, err error) {
-	kind, result := "visibility", resultName(err)
+	kind := 0
 	if lease {
-		kind = "lease"
+		kind = 1
 	}
-	t.heartbeats.Add(ctx, 1, t.options(attrSetKey{"heartbeats", kind, result, ""}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attrHeartbeatKind.String(kind), attrResult.String(result)}
-	}).add...)
+	t.heartbeats.Add(ctx, 1, t.heartbeatOpts[kind][resultIndex(err)].add...)
 }
 
 // observeCache reports the COMPLETED-record cache's counters.

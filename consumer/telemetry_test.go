@@ -95,8 +95,12 @@ func TestTracesAndMetrics(t *testing.T) {
 	if settles := counterBy(rm, "onceq.source.settles", "onceq.action"); settles["ack"] != 2 || settles["dead_letter"] != 1 {
 		t.Fatalf("onceq.source.settles by action %v", settles)
 	}
-	if calls := counterBy(rm, "onceq.store.calls", "onceq.store.operation"); calls["claim"] != 2 || calls["complete"] != 1 {
+	// The duplicate is answered by the COMPLETED cache: no store call.
+	if calls := counterBy(rm, "onceq.store.calls", "onceq.store.operation"); calls["claim"] != 1 || calls["complete"] != 1 {
 		t.Fatalf("onceq.store.calls by operation %v", calls)
+	}
+	if hits := counterBy(rm, "onceq.cache.hits", ""); hits[""] != 1 {
+		t.Fatalf("onceq.cache.hits %v", hits)
 	}
 }
 

@@ -55,6 +55,21 @@ func BodyKey(namespace string, body []byte) (key, hash string, err error) {
 	return key, key[len(namespace)+1:], nil
 }
 
+// AppendBodyKey appends BodyKey's key to dst, for a caller that looks the
+// key up before deciding to keep it: built in dst, it costs no allocation.
+// The namespace is not checked (BodyKey checks it).
+func AppendBodyKey(dst []byte, namespace string, body []byte) []byte {
+	dst = append(dst, namespace...)
+	dst = append(dst, '#')
+	return AppendPayloadHash(dst, body)
+}
+
+// AppendPayloadHash appends PayloadHash(body) to dst.
+func AppendPayloadHash(dst []byte, body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return hex.AppendEncode(dst, sum[:])
+}
+
 // KeyHash is what logs and error texts carry instead of a key, which may
 // hold personal data: the first 12 hex digits of its SHA-256, enough to
 // find the record (onceq inspect -key-hash) and to tell keys apart.

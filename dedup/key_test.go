@@ -42,3 +42,23 @@ func TestBodyKey(t *testing.T) {
 		t.Fatal("an oversized namespace was accepted")
 	}
 }
+
+func TestAppendBodyKeyIsBodyKey(t *testing.T) {
+	for _, body := range [][]byte{nil, []byte("x"), make([]byte, 1000)} {
+		key, hash, err := dedup.BodyKey("ns", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(dedup.AppendBodyKey([]byte("pre"), "ns", body)); got != "pre"+key {
+			t.Fatalf("AppendBodyKey %q, want %q", got, "pre"+key)
+		}
+		if got := string(dedup.AppendPayloadHash(nil, body)); got != hash || got != dedup.PayloadHash(body) {
+			t.Fatalf("AppendPayloadHash %q, want %q", got, hash)
+		}
+	}
+	buf := make([]byte, 0, 128)
+	body := []byte("body")
+	if n := testing.AllocsPerRun(100, func() { dedup.AppendBodyKey(buf[:0], "ns", body) }); n != 0 {
+		t.Fatalf("AppendBodyKey into room allocates %v times", n)
+	}
+}

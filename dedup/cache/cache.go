@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"errors"
+	"hash/maphash"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,39 +26,52 @@ type Stats struct {
 }
 
 // Store is a dedup.Store with a COMPLETED-record cache in front.
+//
+// The records are spread over shards, each with its own lock, so that
+// workers looking up different keys do not wait for one another; each
+// shard holds its share of the bounds and evicts by the clock
+// (second-chance) rule, an approximation of least recently used whose
+// lookups write one flag instead of relinking a list.
 type Store struct {
-	next       dedup.Store
-	maxEntries int
-	maxBytes   int
-
-	mu      sync.Mutex
-	lru     entry // sentinel of the recency ring: lru.next is the most recent
-	entries map[string]*entry
-	bytes   int
-	// hashes remembers the payload hash of leases this Store granted, so
-	// that their Complete can be cached with it.
-	hashes map[dedup.Lease]string
+	next   dedup.Store
+	seed   maphash.Seed
+	shards []shard
+	mask   uint64
 
 	hits, misses, evictions atomic.Int64
 }
 
-// entry is a cached record and its place in the recency ring; the links
-// live in the entry so that a put costs one allocation.
+type shard struct {
+	mu sync.Mutex
+	// index finds a key's entry by the key's hash (the entry's own key
+	// is compared on a hit): hashing a key once serves the shard and the
+	// map, and an integer key costs the map little. Two keys of one hash
+	// share an entry, the later evicting the earlier: a miss, never a
+	// wrong answer.
+	index      map[uint64]int32
+	entries    []entry // reused in place: a put allocates nothing once they are made
+	free       []int32 // entries not in use
+	hand       int     // the clock's hand over entries
+	bytes      int
+	maxEntries int
+	maxBytes   int
+	// hashes remembers the payload hash of leases this Store granted, by
+	// the key's hash, so that their Complete can be cached with it.
+	hashes map[uint64]leaseHash
+	_      [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+type leaseHash struct {
+	lease dedup.Lease
+	hash  string
+}
+
 type entry struct {
-	rec        dedup.Record
-	size       int
-	prev, next *entry
-}
-
-func (s *Store) unlinkLocked(e *entry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-}
-
-func (s *Store) pushFrontLocked(e *entry) {
-	e.prev, e.next = &s.lru, s.lru.next
-	s.lru.next.prev = e
-	s.lru.next = e
+	rec    dedup.Record
+	hash   uint64 // of rec.Key
+	size   int
+	used   bool
+	recent bool // looked up since the hand last passed
 }
 
 // Cache is a dedup.Store with a COMPLETED-record cache in front. It is a
@@ -77,6 +92,26 @@ func Wrap(next dedup.Store, maxEntries, maxBytes int) Cache {
 	return s
 }
 
+// StoreOf returns the *Store of a Cache made by Wrap: its Completed, called
+// on the concrete type, lets a key built on the caller's stack stay there.
+func StoreOf(c Cache) (*Store, bool) {
+	switch c := c.(type) {
+	case *Store:
+		return c, true
+	case *completerStore:
+		return c.Store, true
+	}
+	return nil, false
+}
+
+// Shards hold at least this many entries and bytes each, so that a small
+// cache keeps its bounds exactly and a large record still fits a shard.
+const (
+	maxShards       = 32
+	minShardEntries = 64
+	minShardBytes   = 512 << 10
+)
+
 func newStore(next dedup.Store, maxEntries, maxBytes int) *Store {
 	if maxEntries <= 0 {
 		maxEntries = DefaultEntries
@@ -84,10 +119,22 @@ func newStore(next dedup.Store, maxEntries, maxBytes int) *Store {
 	if maxBytes <= 0 {
 		maxBytes = DefaultBytes
 	}
-	s := &Store{next: next, maxEntries: maxEntries, maxBytes: maxBytes,
-		entries: map[string]*entry{}, hashes: map[dedup.Lease]string{}}
-	s.lru.prev, s.lru.next = &s.lru, &s.lru
+	n := min(maxShards, maxEntries/minShardEntries, maxBytes/minShardBytes)
+	n = 1 << max(bits.Len(uint(max(n, 1)))-1, 0) // a power of two, at least 1
+	s := &Store{next: next, seed: maphash.MakeSeed(), shards: make([]shard, n), mask: uint64(n - 1)}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.maxEntries, sh.maxBytes = maxEntries/n, maxBytes/n
+		sh.index = make(map[uint64]int32, sh.maxEntries)
+		sh.hashes = map[uint64]leaseHash{}
+	}
 	return s
+}
+
+// shardOf returns key's shard and hash.
+func (s *Store) shardOf(key string) (*shard, uint64) {
+	h := maphash.String(s.seed, key)
+	return &s.shards[h&s.mask], h
 }
 
 // Unwrap returns the Store behind the cache.
@@ -95,38 +142,76 @@ func (s *Store) Unwrap() dedup.Store { return s.next }
 
 // Stats reports the counters.
 func (s *Store) Stats() Stats {
-	s.mu.Lock()
-	n, b := len(s.entries), s.bytes
-	s.mu.Unlock()
-	return Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Evictions: s.evictions.Load(), Entries: n, Bytes: b}
+	st := Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Evictions: s.evictions.Load()}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Entries += len(sh.index)
+		st.Bytes += sh.bytes
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// Completed returns the cached COMPLETED record of key if it is still live
+// at now, and counts the hit or the miss. The key is given as bytes, so
+// that a caller can look up a key it built on its stack: a hit allocates
+// nothing.
+func (s *Store) Completed(key []byte, now time.Time) (dedup.Record, bool) {
+	h := maphash.Bytes(s.seed, key) // as maphash.String of the same key
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	i, ok := sh.index[h]
+	ok = ok && sh.entries[i].rec.Key == string(key)
+	r, live := sh.liveLocked(i, ok, now)
+	sh.mu.Unlock()
+	s.count(live)
+	return r, live
+}
+
+// CompletedString is Completed of a key already a string.
+func (s *Store) CompletedString(key string, now time.Time) (dedup.Record, bool) {
+	c, ok := s.hit(key, now)
+	return c.Existing, ok
+}
+
+func (s *Store) count(hit bool) {
+	if hit {
+		s.hits.Add(1)
+	} else {
+		s.misses.Add(1)
+	}
 }
 
 // hit answers a claim of key at now from the cache, when it holds a record
 // still live then, and counts the hit or the miss: Claim and ClaimComplete
 // look up alike.
 func (s *Store) hit(key string, now time.Time) (dedup.Claim, bool) {
-	if r, ok := s.lookup(key, now); ok {
-		s.hits.Add(1)
+	sh, h := s.shardOf(key)
+	sh.mu.Lock()
+	i, ok := sh.index[h]
+	ok = ok && sh.entries[i].rec.Key == key
+	r, live := sh.liveLocked(i, ok, now)
+	sh.mu.Unlock()
+	s.count(live)
+	if live {
 		return dedup.Claim{Existing: r}, true
 	}
-	s.misses.Add(1)
 	return dedup.Claim{}, false
 }
 
-// lookup returns the cached record of key if it is still live at now.
-func (s *Store) lookup(key string, now time.Time) (dedup.Record, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.entries[key]
-	if !ok {
+// liveLocked returns entry i's record if it is live at now (found says
+// whether the key had an entry at all); an expired one is dropped.
+func (sh *shard) liveLocked(i int32, found bool, now time.Time) (dedup.Record, bool) {
+	if !found {
 		return dedup.Record{}, false
 	}
+	e := &sh.entries[i]
 	if !e.rec.Live(now) {
-		s.removeLocked(e)
+		sh.removeLocked(i)
 		return dedup.Record{}, false
 	}
-	s.unlinkLocked(e)
-	s.pushFrontLocked(e)
+	e.recent = true
 	return e.rec, true
 }
 
@@ -134,29 +219,62 @@ func (s *Store) put(r dedup.Record) {
 	if r.Status != dedup.StatusCompleted {
 		return
 	}
+	sh, h := s.shardOf(r.Key)
 	size := len(r.Key) + len(r.Response) + len(r.PayloadHash) + 64
-	if size > s.maxBytes {
+	if size > sh.maxBytes {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old, ok := s.entries[r.Key]; ok {
-		s.removeLocked(old)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if i, ok := sh.index[h]; ok {
+		sh.removeLocked(i)
 	}
-	e := &entry{rec: r, size: size}
-	s.entries[r.Key] = e
-	s.pushFrontLocked(e)
-	s.bytes += size
-	for len(s.entries) > s.maxEntries || s.bytes > s.maxBytes {
-		s.removeLocked(s.lru.prev)
+	for len(sh.index) >= sh.maxEntries || sh.bytes+size > sh.maxBytes {
+		sh.evictLocked()
 		s.evictions.Add(1)
+	}
+	var i int32
+	if n := len(sh.free); n > 0 {
+		i, sh.free = sh.free[n-1], sh.free[:n-1]
+	} else {
+		i = int32(len(sh.entries))
+		sh.entries = append(sh.entries, entry{})
+	}
+	// In cold: an entry earns its second chance by a lookup, so that a
+	// run of keys never seen again passes through without the hand
+	// sweeping every entry to make room.
+	sh.entries[i] = entry{rec: r, hash: h, size: size, used: true}
+	sh.index[h] = i
+	sh.bytes += size
+}
+
+// evictLocked removes one entry: the first in the hand's way not looked
+// up since the hand last passed it.
+func (sh *shard) evictLocked() {
+	for {
+		if sh.hand >= len(sh.entries) {
+			sh.hand = 0
+		}
+		i := sh.hand
+		sh.hand++
+		e := &sh.entries[i]
+		switch {
+		case !e.used:
+		case e.recent:
+			e.recent = false
+		default:
+			sh.removeLocked(int32(i))
+			return
+		}
 	}
 }
 
-func (s *Store) removeLocked(e *entry) {
-	s.unlinkLocked(e)
-	delete(s.entries, e.rec.Key)
-	s.bytes -= e.size
+func (sh *shard) removeLocked(i int32) {
+	e := &sh.entries[i]
+	delete(sh.index, e.hash)
+	sh.bytes -= e.size
+	*e = entry{} // lets go of the key and response
+	sh.free = append(sh.free, i)
 }
 
 // Claim implements dedup.Store.
@@ -164,19 +282,27 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if c, ok := s.hit(req.Key, req.Now); ok {
 		return c, nil
 	}
+	return s.ClaimMissed(ctx, req)
+}
+
+// ClaimMissed is Claim without the lookup, for a caller that has just
+// looked the key up with Completed and missed: it claims from the store
+// behind and caches what comes back.
+func (s *Store) ClaimMissed(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
 	c, err := s.next.Claim(ctx, req)
 	if err != nil {
 		return c, err
 	}
 	if c.Acquired {
-		s.mu.Lock()
-		if len(s.hashes) >= 4*s.maxEntries {
+		sh, h := s.shardOf(req.Key)
+		sh.mu.Lock()
+		if len(sh.hashes) >= 4*max(sh.maxEntries, 1) {
 			// Leases claimed through this Store but never settled through
 			// it: forget them rather than grow.
-			clear(s.hashes)
+			clear(sh.hashes)
 		}
-		s.hashes[c.Lease] = req.PayloadHash
-		s.mu.Unlock()
+		sh.hashes[h] = leaseHash{c.Lease, req.PayloadHash}
+		sh.mu.Unlock()
 	} else {
 		s.put(c.Existing)
 	}
@@ -185,11 +311,15 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 
 // forget drops the remembered hash of a lease and returns it.
 func (s *Store) forget(l dedup.Lease) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h, ok := s.hashes[l]
-	delete(s.hashes, l)
-	return h, ok
+	sh, h := s.shardOf(l.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	lh, ok := sh.hashes[h]
+	if !ok || lh.lease != l {
+		return "", false // another lease of the key, or of a key of the same hash
+	}
+	delete(sh.hashes, h)
+	return lh.hash, true
 }
 
 // Complete implements dedup.Store.
@@ -246,14 +376,28 @@ func (c *completerStore) ClaimComplete(ctx context.Context, req dedup.ClaimCompl
 	if cl, ok := c.hit(req.Key, req.Now); ok {
 		return cl, nil
 	}
-	cl, err := c.next.ClaimComplete(ctx, req)
+	return c.claimCompleteMissed(ctx, c.next, req)
+}
+
+// ClaimCompleteMissed is ClaimComplete without the lookup, as ClaimMissed
+// is Claim's, when the store behind is a dedup.ClaimCompleter.
+func (s *Store) ClaimCompleteMissed(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	cc, ok := s.next.(dedup.ClaimCompleter)
+	if !ok {
+		return dedup.Claim{}, errors.ErrUnsupported
+	}
+	return s.claimCompleteMissed(ctx, cc, req)
+}
+
+func (s *Store) claimCompleteMissed(ctx context.Context, next dedup.ClaimCompleter, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	cl, err := next.ClaimComplete(ctx, req)
 	switch {
 	case err != nil:
 	case cl.Acquired:
-		c.put(dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
+		s.put(dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
 			PayloadHash: req.PayloadHash, Response: req.Response, Attempts: cl.Attempt, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt})
 	default:
-		c.put(cl.Existing)
+		s.put(cl.Existing)
 	}
 	return cl, err
 }

@@ -105,3 +105,72 @@ func TestClaimCompleteKept(t *testing.T) {
 		t.Fatal("the cache claims a one-round-trip claim its store lacks")
 	}
 }
+
+func TestCompletedByBytesAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := cache.Wrap(memstore.New(), 0, 0)
+	now := time.Now()
+	cl, err := c.Claim(ctx, dedup.ClaimRequest{Key: "ns#k", PayloadHash: "h", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: []byte("r"), Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	lookup, ok := cache.StoreOf(c)
+	if !ok {
+		t.Fatal("StoreOf: not a cache made by Wrap")
+	}
+	key := []byte("ns#k")
+	if r, ok := lookup.Completed(key, now); !ok || r.Key != "ns#k" || string(r.Response) != "r" || r.PayloadHash != "h" {
+		t.Fatalf("lookup: %+v %v", r, ok)
+	}
+	if _, ok := lookup.Completed([]byte("ns#other"), now); ok {
+		t.Fatal("a key never completed was found")
+	}
+	if _, ok := lookup.Completed(key, now.Add(2*time.Hour)); ok {
+		t.Fatal("an expired record was found")
+	}
+	if _, err := c.Claim(ctx, dedup.ClaimRequest{Key: "ns#k2", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Complete(ctx, dedup.CompleteRequest{Lease: dedup.Lease{Key: "ns#k2", Owner: "a", Version: 1}, Now: now, ExpiresAt: now.Add(time.Hour)})
+	key2 := []byte("ns#k2")
+	if n := testing.AllocsPerRun(100, func() { lookup.Completed(key2, now) }); n != 0 {
+		t.Fatalf("a hit allocates %v times", n)
+	}
+}
+
+func TestShardedBoundsAndRecency(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	const bound = 4096
+	c := cache.Wrap(memstore.New(), bound, 0)
+	complete := func(k string) {
+		cl, err := c.Claim(ctx, dedup.ClaimRequest{Key: k, Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil || !cl.Acquired {
+			t.Fatalf("claim %s: %+v %v", k, cl, err)
+		}
+		if err := c.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete("hot")
+	for i := range 4 * bound {
+		complete(fmt.Sprint("k", i))
+		if i%64 == 0 {
+			// Looked up often: the clock passes it over.
+			if _, err := c.Claim(ctx, dedup.ClaimRequest{Key: "hot", Owner: "b", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := c.Stats()
+	if s.Entries > bound || s.Entries < bound/2 || s.Evictions < 3*bound {
+		t.Fatalf("stats %+v, bound %d", s, bound)
+	}
+	hits := s.Hits
+	if d, _ := c.Claim(ctx, dedup.ClaimRequest{Key: "hot", Owner: "c", Now: now, LeaseUntil: now.Add(time.Minute)}); d.Acquired || c.Stats().Hits != hits+1 {
+		t.Fatalf("the key looked up often was evicted: %+v", d)
+	}
+}

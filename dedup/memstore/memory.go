@@ -33,6 +33,21 @@ type Store struct {
 type shard struct {
 	mu      sync.Mutex
 	records map[string]*dedup.Record
+	// slab is where new records are made, a run at a time: one allocation
+	// per record would be one per claim.
+	slab []dedup.Record
+}
+
+const slabRecords = 32
+
+// newRecordLocked returns a zero record from the shard's slab.
+func (sh *shard) newRecordLocked() *dedup.Record {
+	if len(sh.slab) == 0 {
+		sh.slab = make([]dedup.Record, slabRecords)
+	}
+	r := &sh.slab[0]
+	sh.slab = sh.slab[1:]
+	return r
 }
 
 // New returns an empty Store.
@@ -78,7 +93,7 @@ func (s *Store) Claim(_ context.Context, req dedup.ClaimRequest) (dedup.Claim, e
 	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
-	rec, c := succeed(old, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, req.Now, req.LeaseUntil)
+	rec, c := succeed(sh.newRecordLocked(), old, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, req.Now, req.LeaseUntil)
 	sh.records[req.Key] = rec
 	return c, nil
 }
@@ -198,7 +213,7 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
-	rec, c := succeed(old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
+	rec, c := succeed(sh.newRecordLocked(), old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
 	if err := applyWrites(writes); err != nil {
 		return dedup.Claim{}, err
 	}
@@ -278,11 +293,12 @@ func (s *Store) Sweep(now time.Time) int {
 	return n
 }
 
-// succeed is the record a winning claim of key writes, and the Claim it
-// returns: one version and one attempt on from old (nil for a fresh key).
-// Claim and ClaimComplete differ only in the status and expiry written.
-func succeed(old *dedup.Record, key, owner, payloadHash string, status dedup.Status, now, expires time.Time) (*dedup.Record, dedup.Claim) {
-	rec := &dedup.Record{Key: key, Status: status, Version: 1, Owner: owner,
+// succeed writes into rec the record a winning claim of key writes, and
+// returns the Claim: one version and one attempt on from old (nil for a
+// fresh key). Claim and ClaimComplete differ only in the status and expiry
+// written.
+func succeed(rec, old *dedup.Record, key, owner, payloadHash string, status dedup.Status, now, expires time.Time) (*dedup.Record, dedup.Claim) {
+	*rec = dedup.Record{Key: key, Status: status, Version: 1, Owner: owner,
 		PayloadHash: payloadHash, Attempts: 1, CreatedAt: now, ExpiresAt: expires}
 	c := dedup.Claim{Acquired: true}
 	if old != nil {

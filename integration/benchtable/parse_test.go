@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,5 +125,31 @@ func TestNoRatioJudgesOnceq(t *testing.T) {
 	got := Render(r, []Row{{Label: "throttled", Onceq: Fig{"BenchmarkCap/Adaptive", "throttled_%"}, Raw: Fig{"BenchmarkCap/Fixed", "throttled_%"}, NoRatio: true, Target: AtMost(5)}})
 	if w := "| throttled | 2 | 40 |  | ≤ 5 | met |\n"; !strings.Contains(got, w) {
 		t.Fatalf("table lacks %q:\n%s", w, got)
+	}
+}
+
+func TestMarkdownCarriesProfile(t *testing.T) {
+	dir := t.TempDir()
+	in, prof, md := dir+"/bench.out", dir+"/top.txt", dir+"/BENCHMARKS.md"
+	top := "      flat  flat%   sum%        cum   cum%\n     0.24s  6.96%  6.96%      0.24s  6.96%  internal/runtime/maps.ctrlGroup.matchH2\n"
+	if err := os.WriteFile(in, []byte(sample+"BenchmarkCachedDuplicates-2 \t 1000 \t 500 ns/op \t 0 store-calls/msg \t 0 allocs/op\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prof, []byte(top), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := run(&out, []string{in}, md, "make bench", "", prof); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "```\n"+top+"```\n") {
+		t.Fatalf("the profile is not under the table:\n%s", b)
+	}
+	if !strings.Contains(out.String(), "| cached duplicates: store calls/msg | 0 |  |  | = 0 | met |") {
+		t.Fatalf("no cached-duplicate row:\n%s", out.String())
 	}
 }

@@ -1,0 +1,23 @@
+package kafkacore
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRecordID(t *testing.T) {
+	long := strings.Repeat("t", 200)
+	for _, c := range []struct {
+		topic     string
+		partition int32
+		offset    int64
+		want      string
+	}{{"orders", 3, 42, "orders/3/42"}, {long, 0, 1 << 40, long + "/0/1099511627776"}} {
+		if got := RecordID(c.topic, c.partition, c.offset); got != c.want {
+			t.Errorf("RecordID = %q, want %q", got, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { RecordID("orders", 3, 123456789) }); n != 1 {
+		t.Errorf("RecordID allocates %v times, want 1", n)
+	}
+}
