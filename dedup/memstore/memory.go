@@ -25,42 +25,81 @@ const shards = 64
 
 // Store is the in-memory dedup.Store. The zero value is not usable; call New.
 type Store struct {
-	seed    maphash.Seed
+	// hash is the key's 64-bit hash, computed once per call for both its
+	// shard and its place in the shard's map (a map keyed by the string
+	// would hash the key again on each lookup and insert).
+	hash    func(key string) uint64
 	shards  [shards]shard
 	writeMu sync.Mutex // serializes commits that carry Writes
 }
 
 type shard struct {
-	mu      sync.Mutex
-	records map[string]*dedup.Record
-	// slab is where new records are made, a run at a time: one allocation
-	// per record would be one per claim.
-	slab []dedup.Record
+	mu sync.Mutex
+	// records holds each key's entry under the key's hash; keys whose
+	// hashes collide share a chain through next.
+	records map[uint64]*entry
+	n       int // entries in records, chains counted whole
+	// slab is where new entries are made, a run at a time: one allocation
+	// per entry would be one per claim.
+	slab []entry
+}
+
+type entry struct {
+	rec  dedup.Record
+	next *entry
 }
 
 const slabRecords = 32
 
-// newRecordLocked returns a zero record from the shard's slab.
-func (sh *shard) newRecordLocked() *dedup.Record {
+// newEntryLocked returns a zero entry from the shard's slab.
+func (sh *shard) newEntryLocked() *entry {
 	if len(sh.slab) == 0 {
-		sh.slab = make([]dedup.Record, slabRecords)
+		sh.slab = make([]entry, slabRecords)
 	}
-	r := &sh.slab[0]
+	e := &sh.slab[0]
 	sh.slab = sh.slab[1:]
-	return r
+	return e
+}
+
+// findLocked returns key's record, nil when the shard has none.
+func (sh *shard) findLocked(h uint64, key string) *dedup.Record {
+	for e := sh.records[h]; e != nil; e = e.next {
+		if e.rec.Key == key {
+			return &e.rec
+		}
+	}
+	return nil
+}
+
+// claimLocked writes key's record as a winning claim writes it (see
+// succeed), over old (key's record, nil when it has none), and returns the
+// Claim. A taken-over record is rewritten in place; the Claim's Previous
+// is a copy of what it held.
+func (sh *shard) claimLocked(h uint64, old *dedup.Record, key, owner, payloadHash string, status dedup.Status, now, expires time.Time) (*dedup.Record, dedup.Claim) {
+	if old != nil {
+		return succeed(old, clone(old), key, owner, payloadHash, status, now, expires)
+	}
+	e := sh.newEntryLocked()
+	e.next = sh.records[h]
+	sh.records[h] = e
+	sh.n++
+	return succeed(&e.rec, nil, key, owner, payloadHash, status, now, expires)
 }
 
 // New returns an empty Store.
 func New() *Store {
-	s := &Store{seed: maphash.MakeSeed()}
+	seed := maphash.MakeSeed()
+	s := &Store{hash: func(key string) uint64 { return maphash.String(seed, key) }}
 	for i := range s.shards {
-		s.shards[i].records = map[string]*dedup.Record{}
+		s.shards[i].records = map[uint64]*entry{}
 	}
 	return s
 }
 
-func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)%shards]
+// locate returns key's hash and its shard.
+func (s *Store) locate(key string) (uint64, *shard) {
+	h := s.hash(key)
+	return h, &s.shards[h%shards]
 }
 
 // Len reports how many records are stored, expired ones included.
@@ -69,7 +108,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.records)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -86,15 +125,14 @@ func (s *Store) Claim(_ context.Context, req dedup.ClaimRequest) (dedup.Claim, e
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
-	sh := s.shard(req.Key)
+	h, sh := s.locate(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old := sh.records[req.Key]
+	old := sh.findLocked(h, req.Key)
 	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
-	rec, c := succeed(sh.newRecordLocked(), old, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, req.Now, req.LeaseUntil)
-	sh.records[req.Key] = rec
+	_, c := sh.claimLocked(h, old, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, req.Now, req.LeaseUntil)
 	return c, nil
 }
 
@@ -112,8 +150,8 @@ func held(old *dedup.Record, now time.Time, margin time.Duration) bool {
 }
 
 // fenced returns the record the lease still fences, or ErrLeaseLost.
-func fenced(sh *shard, l dedup.Lease) (*dedup.Record, error) {
-	r := sh.records[l.Key]
+func fenced(sh *shard, h uint64, l dedup.Lease) (*dedup.Record, error) {
+	r := sh.findLocked(h, l.Key)
 	if r == nil || r.Status != dedup.StatusPending || r.Owner != l.Owner || r.Version != l.Version {
 		return nil, fmt.Errorf("%w: key_hash %s version %d", dedup.ErrLeaseLost, dedup.KeyHash(l.Key), l.Version)
 	}
@@ -142,13 +180,13 @@ func asWrites(ws []any) ([]Write, error) {
 // first the lock serializing commits that carry writes. The record side
 // is decided and applied inline by the caller (no closures: they would
 // cost allocations on every Complete).
-func (s *Store) lockCommit(key string, writes []Write) *shard {
+func (s *Store) lockCommit(key string, writes []Write) (uint64, *shard) {
 	if len(writes) > 0 {
 		s.writeMu.Lock()
 	}
-	sh := s.shard(key)
+	h, sh := s.locate(key)
 	sh.mu.Lock()
-	return sh
+	return h, sh
 }
 
 func (s *Store) unlockCommit(sh *shard, writes []Write) {
@@ -183,9 +221,9 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
-	sh := s.lockCommit(req.Lease.Key, writes)
+	h, sh := s.lockCommit(req.Lease.Key, writes)
 	defer s.unlockCommit(sh, writes)
-	r, err := fenced(sh, req.Lease)
+	r, err := fenced(sh, h, req.Lease)
 	if err != nil {
 		return err
 	}
@@ -207,18 +245,19 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	sh := s.lockCommit(req.Key, writes)
+	h, sh := s.lockCommit(req.Key, writes)
 	defer s.unlockCommit(sh, writes)
-	old := sh.records[req.Key]
+	old := sh.findLocked(h, req.Key)
 	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
-	rec, c := succeed(sh.newRecordLocked(), old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
+	// The writes decide before the record changes: a cancelled commit
+	// leaves it as it was.
 	if err := applyWrites(writes); err != nil {
 		return dedup.Claim{}, err
 	}
+	rec, c := sh.claimLocked(h, old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
 	rec.Response = slices.Clone(req.Response)
-	sh.records[req.Key] = rec
 	return c, nil
 }
 
@@ -248,10 +287,10 @@ func (s *Store) Extend(_ context.Context, req dedup.ExtendRequest) error {
 // returns dedup.ErrLeaseLost. Complete locks more (its writes) and does not
 // use it.
 func (s *Store) withLease(l dedup.Lease, f func(r *dedup.Record)) error {
-	sh := s.shard(l.Key)
+	h, sh := s.locate(l.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r, err := fenced(sh, l)
+	r, err := fenced(sh, h, l)
 	if err != nil {
 		return err
 	}
@@ -264,10 +303,10 @@ func (s *Store) Check(context.Context) error { return nil }
 
 // Get implements dedup.Store.
 func (s *Store) Get(_ context.Context, key string) (dedup.Record, error) {
-	sh := s.shard(key)
+	h, sh := s.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r := sh.records[key]
+	r := sh.findLocked(h, key)
 	if r == nil {
 		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
 	}
@@ -282,10 +321,30 @@ func (s *Store) Sweep(now time.Time) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, r := range sh.records {
-			if !r.Live(now) {
-				delete(sh.records, k)
-				n++
+		for h, head := range sh.records {
+			// Keep the chain's live entries, in order.
+			var kept, tail *entry
+			for e := head; e != nil; e = e.next {
+				if !e.rec.Live(now) {
+					n++
+					sh.n--
+					continue
+				}
+				if kept == nil {
+					kept = e
+				} else {
+					tail.next = e
+				}
+				tail = e
+			}
+			switch {
+			case kept == nil:
+				delete(sh.records, h)
+			default:
+				tail.next = nil
+				if kept != head {
+					sh.records[h] = kept
+				}
 			}
 		}
 		sh.mu.Unlock()
