@@ -255,6 +255,8 @@ func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error
 func (s *Source) takeLocked(now time.Time, max int) []*broker.Message {
 	q := s.q
 	var msgs []*broker.Message
+	// The messages of one take and their handles share one allocation.
+	var ds []delivery
 	ordered := q.ordering != broker.Unordered
 	kept := q.ready[:0]
 	for i, e := range q.ready {
@@ -285,10 +287,12 @@ func (s *Source) takeLocked(now time.Time, max int) []*broker.Message {
 		}
 		q.inFlight[e] = struct{}{}
 		if msgs == nil {
-			msgs = make([]*broker.Message, 0, min(max, len(q.ready)))
+			n := min(max, len(q.ready)-i)
+			msgs = make([]*broker.Message, 0, n)
+			ds = make([]delivery, n)
 		}
-		// The message and its handle share one allocation.
-		d := &delivery{h: handle{e, e.token}}
+		d := &ds[len(msgs)]
+		d.h = handle{e, e.token}
 		d.m = broker.Message{
 			ID:         e.id,
 			Key:        e.out.Key,
