@@ -59,7 +59,7 @@ func TestChaosShort(t *testing.T) {
 	dbEP, sqsEP := testenv.DynamoDBEndpoint(t), testenv.SQSEndpoint(t)
 	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", dbEP)
 	t.Setenv("ONCEQ_SQS_ENDPOINT", sqsEP)
-	res := shortRun(t, "-orders", "2000", "-timeout", "2m")
+	res := shortRun(t, "-orders", "2000", "-timeout", "4m")
 	if res.resets == 0 || res.duplicatesSuppressed != 400 {
 		t.Fatalf("resets %d, duplicates suppressed %d (want 400): %s", res.resets, res.duplicatesSuppressed, res.line())
 	}
@@ -71,7 +71,7 @@ func TestChaosShort(t *testing.T) {
 // from the dead-letter topic.
 func TestChaosShortKafka(t *testing.T) {
 	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", testenv.DynamoDBEndpoint(t))
-	if res := shortRun(t, "-source", "kafka", "-orders", "1500", "-timeout", "90s"); res.duplicatesSuppressed != 300 {
+	if res := shortRun(t, "-source", "kafka", "-orders", "1500", "-timeout", "3m"); res.duplicatesSuppressed != 300 {
 		t.Fatalf("duplicates suppressed %d, want 300", res.duplicatesSuppressed)
 	}
 }
