@@ -360,79 +360,70 @@ func (s *benchShapes) minClaimCompleteTxn(k string) types.TransactWriteItem {
 	}}
 }
 
-// onceq's own shapes, as the store writes them for these requests (no
-// skew margin); TestBenchOwnShapes checks they match.
+// onceq's own shapes, as the store writes them for these requests (a new
+// key, no skew margin); TestBenchOwnShapes checks they match. A claim is a
+// PutItem of the whole record, conditioned on the key being absent.
 const (
-	ownClaimSet = "SET #status = :status, #version = if_not_exists(#version, :zero) + :one, " +
-		"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #payload_hash = :ph, " +
-		"#created_at = :created, #expires_at = :exp, #lease_expires_at = :exp REMOVE #response, #error"
-	ownClaimCompleteSet = "SET #status = :status, #version = if_not_exists(#version, :zero) + :one, " +
-		"#attempts = if_not_exists(#attempts, :zero) + :one, #owner = :owner, #payload_hash = :ph, " +
-		"#created_at = :created, #expires_at = :exp, #response = :resp REMOVE #lease_expires_at, #error"
-	ownClaimCond    = "attribute_not_exists(#pk) OR #expires_at < :now"
+	ownClaimCond    = "attribute_not_exists(#pk)"
 	ownCompleteSet  = "SET #status = :completed, #version = :v1, #expires_at = :exp, #response = :resp REMOVE #lease_expires_at, #error"
 	ownCompleteCond = "#owner = :owner AND #version = :v AND #status = :pending"
 )
 
 var (
-	ownClaimNames = map[string]string{
-		"#status": "status", "#version": "version", "#attempts": "attempts", "#owner": "owner",
-		"#payload_hash": "payload_hash", "#created_at": "created_at", "#expires_at": "expires_at",
-		"#lease_expires_at": "lease_expires_at", "#response": "response", "#error": "error", "#pk": "pk",
-	}
+	ownClaimNames    = map[string]string{"#pk": "pk"}
 	ownCompleteNames = map[string]string{
 		"#status": "status", "#version": "version", "#expires_at": "expires_at", "#response": "response",
 		"#lease_expires_at": "lease_expires_at", "#error": "error", "#owner": "owner",
 	}
 )
 
-func (s *benchShapes) ownClaimValues(k, status string, expires time.Time) map[string]types.AttributeValue {
-	v := map[string]types.AttributeValue{
-		":zero": benchN(0), ":one": benchN(1), ":exp": benchN(expires.Unix()), ":status": benchS(status),
-		":owner": benchS(k), ":ph": benchS("h"), ":created": benchN(s.now.Unix()), ":now": benchN(s.now.Unix()),
+func (s *benchShapes) ownRecord(k, status string, expires time.Time) map[string]types.AttributeValue {
+	item := map[string]types.AttributeValue{
+		"pk": benchS(k), "status": benchS(status), "version": benchN(1), "attempts": benchN(1),
+		"owner": benchS(k), "payload_hash": benchS("h"), "created_at": benchN(s.now.Unix()), "expires_at": benchN(expires.Unix()),
 	}
 	if status == "COMPLETED" {
-		v[":resp"] = &types.AttributeValueMemberB{Value: s.resp}
+		item["response"] = &types.AttributeValueMemberB{Value: s.resp}
+	} else {
+		item["lease_expires_at"] = benchN(expires.Unix())
 	}
-	return v
+	return item
 }
 
-func (s *benchShapes) ownClaimItem(k string) *ddb.UpdateItemInput {
-	return &ddb.UpdateItemInput{
+func (s *benchShapes) ownClaimPut(k, status string, expires time.Time) *ddb.PutItemInput {
+	return &ddb.PutItemInput{
 		TableName:                           aws.String(s.ownTable),
-		Key:                                 map[string]types.AttributeValue{"pk": benchS(k)},
-		UpdateExpression:                    aws.String(ownClaimSet),
+		Item:                                s.ownRecord(k, status, expires),
 		ConditionExpression:                 aws.String(ownClaimCond),
 		ExpressionAttributeNames:            ownClaimNames,
-		ExpressionAttributeValues:           s.ownClaimValues(k, "PENDING", s.lease),
-		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
 
+func (s *benchShapes) ownClaimItem(k string) *ddb.PutItemInput {
+	return s.ownClaimPut(k, "PENDING", s.lease)
+}
+
 func (s *benchShapes) ownClaim(ctx context.Context, k string) error {
-	_, err := s.raw.UpdateItem(ctx, s.ownClaimItem(k))
+	_, err := s.raw.PutItem(ctx, s.ownClaimItem(k))
 	return err
 }
 
-func (s *benchShapes) ownClaimCompleteItem(k string) *ddb.UpdateItemInput {
-	in := s.ownClaimItem(k)
-	in.UpdateExpression = aws.String(ownClaimCompleteSet)
-	in.ExpressionAttributeValues = s.ownClaimValues(k, "COMPLETED", s.keep)
-	return in
+func (s *benchShapes) ownClaimCompleteItem(k string) *ddb.PutItemInput {
+	return s.ownClaimPut(k, "COMPLETED", s.keep)
 }
 
 func (s *benchShapes) ownClaimComplete(ctx context.Context, k string) error {
-	_, err := s.raw.UpdateItem(ctx, s.ownClaimCompleteItem(k))
+	_, err := s.raw.PutItem(ctx, s.ownClaimCompleteItem(k))
 	return err
 }
 
 func (s *benchShapes) ownClaimCompleteTxn(k string) types.TransactWriteItem {
-	u := s.ownClaimCompleteItem(k)
-	return types.TransactWriteItem{Update: &types.Update{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
+	p := s.ownClaimCompleteItem(k)
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
+		ExpressionAttributeNames:            p.ExpressionAttributeNames,
+		ReturnValuesOnConditionCheckFailure: p.ReturnValuesOnConditionCheckFailure,
 	}}
 }
 
