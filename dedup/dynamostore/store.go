@@ -352,7 +352,7 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 		return s.lost(a.key, a.owner, a.status, ccf.Item, retried)
 	}
 	r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response)
-	return s.claimItem(ctx, op, a.key, a.owner, a.status, r.updateItem(s.table, a.item, types.ReturnValueAllOld))
+	return s.claimItem(ctx, op, a.key, a.owner, a.status, r.updateItem(s.tableName, a.item, types.ReturnValueAllOld))
 }
 
 // holds reports whether old, the record a claim's Put met, surely holds
@@ -491,14 +491,44 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := checkSize(key, req.Lease.Owner, "", req.Response, ""); err != nil {
 		return err
 	}
-	r := settling(req.Lease, dedup.StatusCompleted, ":completed", req.ExpiresAt)
+	r := completeForms[min(len(req.Response), 1)].with(completeValues(req.Lease, req.ExpiresAt, req.Response))
+	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, key, r, writes)
+}
+
+// completeRequest is Complete's fenced update, written by the request
+// builder: what completeForms are made of.
+func completeRequest(l dedup.Lease, expires time.Time, response []byte) *request {
+	r := settling(l, dedup.StatusCompleted, ":completed", expires)
 	r.Remove(nLease, nError)
-	if len(req.Response) > 0 {
-		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: req.Response}))
+	if len(response) > 0 {
+		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: response}))
 	} else {
 		r.Remove(nResponse)
 	}
-	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, key, r, writes)
+	return r
+}
+
+// completeForms are Complete's expressions and names, without a response
+// and with one, made once: on the hot path only the values are made per
+// call (completeValues, which a test keeps equal to completeRequest's).
+var completeForms = [2]*request{
+	completeRequest(dedup.Lease{Owner: "o", Version: 1}, time.Unix(0, 0), nil).form(),
+	completeRequest(dedup.Lease{Owner: "o", Version: 1}, time.Unix(0, 0), []byte{0}).form(),
+}
+
+// completeValues are the values of completeRequest.
+func completeValues(l dedup.Lease, expires time.Time, response []byte) map[string]types.AttributeValue {
+	v := make(map[string]types.AttributeValue, 7)
+	v[":completed"] = statusComplete
+	v[":v1"] = num(l.Version + 1)
+	v[":exp"] = num(ceilUnix(expires))
+	v[":owner"] = str(l.Owner)
+	v[":v"] = num(l.Version)
+	v[":pending"] = statusPending
+	if len(response) > 0 {
+		v[":resp"] = &types.AttributeValueMemberB{Value: response}
+	}
+	return v
 }
 
 // Fail marks the lease FAILED until req.RetryAt.
@@ -580,7 +610,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 	var failedItem map[string]types.AttributeValue
 	var err error
 	if len(writes) == 0 {
-		in := r.updateItem(s.table, key, types.ReturnValueNone)
+		in := r.updateItem(s.tableName, key, types.ReturnValueNone)
 		err = s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 			retried = attempt > 1
 			o, err := client.UpdateItem(ctx, in)
@@ -595,7 +625,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 		}
 		failedItem = ccf.Item
 	} else {
-		c, err := s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
+		c, err := s.transact(ctx, op, client, r.transactItem(s.tableName, key), writes, &retried)
 		switch {
 		case err != nil:
 			return s.wrap(op, l.Key, err)
@@ -705,7 +735,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err == nil && c.recordFailed && !holds(c.record, a.now, a.margin) {
 		r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response)
 		retried = false
-		c, err = s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
+		c, err = s.transact(ctx, op, client, r.transactItem(s.tableName, key), writes, &retried)
 	}
 	switch {
 	case err != nil:
@@ -790,28 +820,30 @@ func checkSize(key map[string]types.AttributeValue, owner, payloadHash string, r
 	if payloadHash == "" {
 		payloadHash = "0000000000000000000000000000000000000000000000000000000000000000"
 	}
-	m := map[string]types.AttributeValue{
-		attrStatus:   str(string(dedup.StatusCompleted)),
-		attrVersion:  num(1 << 62),
-		attrOwner:    str(owner),
-		attrPayload:  str(payloadHash),
-		attrAttempts: num(1<<31 - 1),
-		attrCreated:  num(maxEpoch),
-		attrExpires:  num(maxEpoch),
-		attrLease:    num(maxEpoch),
-		attrError:    str(errText),
-	}
+	n := fixedRecordSize + len(owner) + len(payloadHash) + len(errText) + itemSize(key)
 	if len(response) > 0 {
-		m[attrResponse] = &types.AttributeValueMemberB{Value: response}
+		n += len(attrResponse) + len(response)
 	}
-	for k, v := range key {
-		m[k] = v
-	}
-	if n := itemSize(m); n > maxItemSize {
+	if n > maxItemSize {
 		return &dedup.RecordTooLargeError{Size: n, Max: maxItemSize}
 	}
 	return nil
 }
+
+// fixedRecordSize is the size of a record's attributes but for the key,
+// the response and the values of owner, payload hash and error: their
+// names, status at its longest, and numbers at their widest.
+var fixedRecordSize = itemSize(map[string]types.AttributeValue{
+	attrStatus:   str(string(dedup.StatusCompleted)),
+	attrVersion:  num(1 << 62),
+	attrOwner:    str(""),
+	attrPayload:  str(""),
+	attrAttempts: num(1<<31 - 1),
+	attrCreated:  num(maxEpoch),
+	attrExpires:  num(maxEpoch),
+	attrLease:    num(maxEpoch),
+	attrError:    str(""),
+})
 
 // InheritLogger gives the store the logger of the Consumer or Guard that
 // uses it, used unless WithLogger gave the store one. A Consumer or Guard
