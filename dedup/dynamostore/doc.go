@@ -18,18 +18,42 @@
 //
 // # Claim
 //
-// A claim is ONE UpdateItem conditioned on "absent or expired":
+// A claim is taken when the key is absent or expired:
 //
 //	attribute_not_exists(pk) OR expires_at < :now
 //
-// with ReturnValues=ALL_OLD (a winner learns the expired-but-present record
-// it took over: Claim.Previous) and ReturnValuesOnConditionCheckFailure=ALL_OLD
-// (a loser learns the live record from the exception itself: Claim.Existing,
-// no GetItem). UpdateItem rather than PutItem because it keeps version and
-// attempts counting across takeovers (if_not_exists(version, 0) + 1), so a
-// version is never reused while the item exists. TTL may delete an item and
-// restart versions at 1, which is why every fence checks the owner token as
-// well as the version.
+// Nearly every key a claim meets is absent, so a claim is first ONE
+// PutItem of the whole record at version 1, attempt 1, conditioned on
+// attribute_not_exists(pk) alone, with
+// ReturnValuesOnConditionCheckFailure=ALL_OLD: a loser learns the live
+// record from the exception itself (Claim.Existing, no GetItem). Only when
+// the record the Put met is expired (a takeover) does the claim send a
+// second call, ONE UpdateItem conditioned on the whole "absent or expired"
+// condition, which keeps version and attempts counting across takeovers
+// (if_not_exists(version, 0) + 1), so a version is never reused while the
+// item exists, and returns the record it took over (ReturnValues=ALL_OLD:
+// Claim.Previous). Whether the record met is live is read from the Put's
+// answer by the same condition, skew margin arms included; a record the
+// store cannot read that way is left to the Update's condition. A new key
+// or a duplicate therefore costs one call, a takeover two (the Put's
+// condition failure is counted as a call and a ConditionalCheckFailed
+// like any other). TTL may delete an item and restart versions at 1,
+// which is why every fence checks the owner token as well as the version.
+//
+// Each attribute, and what it is for: status (PENDING, COMPLETED or
+// FAILED: what a duplicate is told, and what fences check); version (the
+// fence against a stale holder, counting on across takeovers); owner (the
+// claim's token: the fence, and how a retry knows its own committed
+// write); payload_hash (key reuse with another payload is told from a
+// duplicate); attempts (Claim.Attempt, counting on across takeovers, for
+// poison-message limits); created_at (Record.CreatedAt, for operators);
+// expires_at (the lease, retry delay or retention end, the claim
+// condition's clock and the table's TTL); lease_expires_at (a PENDING
+// record's lease, so that one without an expiry is refused as corrupt);
+// response (a COMPLETED record's answer for duplicates); error (a FAILED
+// record's reason). A one-round-trip claim writes no lease_expires_at and
+// no error, and a response only when there is one; it keeps the others,
+// which a duplicate reads or a later takeover counts on from.
 //
 // # Fencing
 //
@@ -70,6 +94,9 @@
 // is dedup.ErrUnsupportedWrite. They are committed in ONE TransactWriteItems
 // with the record's transition (the record is item 0, Writes[i] is item i+1),
 // at most 100 items in all (*dedup.TooManyWritesError before sending).
+// ClaimComplete's record item is a Put for an absent key and, once that
+// transaction is cancelled on an expired record (it applied none of its
+// writes), the claim's Update in a second transaction with the same writes.
 // Cancellation reasons are read by index: the record's ConditionalCheckFailed
 // is a lost lease (Complete) or a live record (ClaimComplete); a write's
 // ConditionalCheckFailed is a *dedup.BusinessConditionError with Index i;

@@ -76,14 +76,14 @@ func TestFaultThrottlesRetriedAndCounted(t *testing.T) {
 	ctx := t.Context()
 	k := uniqueKey(t)
 
-	rig.proxy.AddRule(faultproxy.Rule{Op: "UpdateItem", Times: 3, Fault: faultproxy.Throttle})
+	rig.proxy.AddRule(faultproxy.Rule{Op: "PutItem", Times: 3, Fault: faultproxy.Throttle})
 	c, err := rig.st.Claim(ctx, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
 	if err != nil || !c.Acquired || c.Lease.Version != 1 {
 		t.Fatalf("throttled claim of a fresh key: %+v, %v (a throttle must never look like a duplicate)", c, err)
 	}
 	// One HTTP request per policy attempt: the SDK's retryer is off.
-	if n := rig.proxy.Requests("UpdateItem"); n != 4 {
-		t.Fatalf("proxy saw %d UpdateItems, want 4 (3 throttled + 1)", n)
+	if n := rig.proxy.Requests("PutItem"); n != 4 {
+		t.Fatalf("proxy saw %d PutItems, want 4 (3 throttled + 1)", n)
 	}
 	if n, by := rig.retries.count(); n != 3 || by["throttled/ProvisionedThroughputExceededException"] != 3 {
 		t.Fatalf("retries %v", by)
@@ -111,7 +111,7 @@ func TestFaultThrottlesRetriedAndCounted(t *testing.T) {
 	if err == nil || retry.Classify(err) != retry.Throttled || c.Acquired || c.Existing.Status != "" {
 		t.Fatalf("exhausted throttles: %+v, %v (class %v)", c, err, retry.Classify(err))
 	}
-	if n := rig.proxy.Requests("UpdateItem"); n != 3 {
+	if n := rig.proxy.Requests("PutItem"); n != 3 {
 		t.Fatalf("proxy saw %d requests for 3 attempts", n)
 	}
 }
@@ -219,10 +219,14 @@ func TestFaultLostAnswerAfterCommit(t *testing.T) {
 	rig.inv.stock(t, sku, 10)
 
 	k := uniqueKey(t)
-	rig.proxy.AddRule(faultproxy.Rule{Op: "UpdateItem", Nth: 1, Fault: faultproxy.Reset, After: true})
+	rig.proxy.AddRule(faultproxy.Rule{Op: "PutItem", Nth: 1, Fault: faultproxy.Reset, After: true})
 	c, err := rig.st.Claim(ctx, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
 	if err != nil || !c.Acquired || c.Lease.Version != 1 || c.Attempt != 1 {
 		t.Fatalf("claim whose answer was lost: %+v %v", c, err)
+	}
+	// The retried Put met our own record and knew it: no takeover Update.
+	if p, u := rig.proxy.Requests("PutItem"), rig.proxy.Requests("UpdateItem"); p != 2 || u != 0 {
+		t.Fatalf("claim whose answer was lost: %d PutItems and %d UpdateItems, want 2 and 0", p, u)
 	}
 
 	rig.proxy.ClearRules()

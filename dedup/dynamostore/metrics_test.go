@@ -22,7 +22,7 @@ func TestMetricsThrottlesApartFromConditions(t *testing.T) {
 	at := clock()
 	k := uniqueKey(t)
 
-	p.AddRule(faultproxy.Rule{Op: "UpdateItem", Times: 3, Fault: faultproxy.Throttle})
+	p.AddRule(faultproxy.Rule{Op: "PutItem", Times: 3, Fault: faultproxy.Throttle})
 	if c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)}); err != nil || !c.Acquired {
 		t.Fatalf("throttled claim: %+v %v", c, err)
 	}

@@ -46,6 +46,31 @@ type request struct {
 	names             map[string]string
 	values            map[string]types.AttributeValue
 	set, remove, cond strings.Builder
+	// fixed, when set, are the request's expressions, made once (form):
+	// the builders are then unused.
+	fixed *fixedForm
+}
+
+// fixedForm is a request's expressions, kept for requests of the same
+// shape. The SDK only reads the strings and the names map.
+type fixedForm struct{ update, cond *string }
+
+// form is r without its values, for requests of r's shape made with with.
+func (r *request) form() *request {
+	return &request{names: r.names, fixed: &fixedForm{update: aws.String(r.expression()), cond: aws.String(r.cond.String())}}
+}
+
+// with is a request of form f's shape with values v.
+func (f *request) with(v map[string]types.AttributeValue) *request {
+	return &request{names: f.names, values: v, fixed: f.fixed}
+}
+
+// expressions are the update and condition expressions to send.
+func (r *request) expressions() (update, cond *string) {
+	if r.fixed != nil {
+		return r.fixed.update, r.fixed.cond
+	}
+	return aws.String(r.expression()), aws.String(r.cond.String())
 }
 
 func newRequest() *request {
@@ -120,12 +145,13 @@ func (r *request) expression() string {
 
 // updateItem is the request as one UpdateItem, returning the item's old
 // values on success (rv) and on a condition failure.
-func (r *request) updateItem(table string, key map[string]types.AttributeValue, rv types.ReturnValue) *ddb.UpdateItemInput {
+func (r *request) updateItem(table *string, key map[string]types.AttributeValue, rv types.ReturnValue) *ddb.UpdateItemInput {
+	update, cond := r.expressions()
 	return &ddb.UpdateItemInput{
-		TableName:                           aws.String(table),
+		TableName:                           table,
 		Key:                                 key,
-		UpdateExpression:                    aws.String(r.expression()),
-		ConditionExpression:                 aws.String(r.cond.String()),
+		UpdateExpression:                    update,
+		ConditionExpression:                 cond,
 		ExpressionAttributeNames:            r.names,
 		ExpressionAttributeValues:           r.values,
 		ReturnValues:                        rv,
@@ -134,12 +160,13 @@ func (r *request) updateItem(table string, key map[string]types.AttributeValue, 
 }
 
 // transactItem is the request as a transaction's item.
-func (r *request) transactItem(table string, key map[string]types.AttributeValue) types.TransactWriteItem {
+func (r *request) transactItem(table *string, key map[string]types.AttributeValue) types.TransactWriteItem {
+	update, cond := r.expressions()
 	return types.TransactWriteItem{Update: &types.Update{
-		TableName:                           aws.String(table),
+		TableName:                           table,
 		Key:                                 key,
-		UpdateExpression:                    aws.String(r.expression()),
-		ConditionExpression:                 aws.String(r.cond.String()),
+		UpdateExpression:                    update,
+		ConditionExpression:                 cond,
 		ExpressionAttributeNames:            r.names,
 		ExpressionAttributeValues:           r.values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,

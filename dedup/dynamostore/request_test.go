@@ -1,10 +1,13 @@
 package dynamostore
 
 import (
+	"maps"
+	"reflect"
 	"regexp"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup"
@@ -31,9 +34,11 @@ func TestRequestDefinesWhatItUses(t *testing.T) {
 			r.Set(nStatus, r.value(":completed", str("COMPLETED")))
 			r.Remove(nLease, nError, nResponse)
 		}),
-		"fail with refund": fenced(func(r *request) { r.Set(nAttempts, nAttempts, " - ", r.value(":one", num(1))) }),
+		"fail with refund":              fenced(func(r *request) { r.Set(nAttempts, nAttempts, " - ", r.value(":one", num(1))) }),
+		"complete form":                 completeForms[0].with(completeValues(dedup.Lease{Owner: "o", Version: 2}, now, nil)),
+		"complete form with a response": completeForms[1].with(completeValues(dedup.Lease{Owner: "o", Version: 2}, now, []byte("r"))),
 	} {
-		in := r.updateItem("t", nil, types.ReturnValueNone)
+		in := r.updateItem(aws.String("t"), nil, types.ReturnValueNone)
 		used := map[string]bool{}
 		for _, e := range []string{*in.UpdateExpression, *in.ConditionExpression} {
 			for _, tok := range exprToken.FindAllString(e, -1) {
@@ -53,6 +58,28 @@ func TestRequestDefinesWhatItUses(t *testing.T) {
 		for ph := range in.ExpressionAttributeValues {
 			if !used[ph] {
 				t.Errorf("%s: value %s defined but unused", name, ph)
+			}
+		}
+	}
+}
+
+// Complete sends its made-once form with completeValues: the same request
+// as the builder writes for the lease.
+func TestCompleteFormIsTheBuilders(t *testing.T) {
+	for _, resp := range [][]byte{nil, []byte("r")} {
+		for _, l := range []dedup.Lease{{Key: "k", Owner: "o", Version: 1}, {Key: "k", Owner: "another", Version: 1 << 40}} {
+			at := time.Unix(1_700_000_000, 5)
+			want := completeRequest(l, at, resp).updateItem(aws.String("t"), nil, types.ReturnValueNone)
+			got := completeForms[min(len(resp), 1)].with(completeValues(l, at, resp)).updateItem(aws.String("t"), nil, types.ReturnValueNone)
+			if *got.UpdateExpression != *want.UpdateExpression || *got.ConditionExpression != *want.ConditionExpression ||
+				!maps.Equal(got.ExpressionAttributeNames, want.ExpressionAttributeNames) {
+				t.Fatalf("response %q: form %q %q %v, builder %q %q %v", resp, *got.UpdateExpression, *got.ConditionExpression,
+					got.ExpressionAttributeNames, *want.UpdateExpression, *want.ConditionExpression, want.ExpressionAttributeNames)
+			}
+			if !maps.EqualFunc(got.ExpressionAttributeValues, want.ExpressionAttributeValues, func(a, b types.AttributeValue) bool {
+				return reflect.DeepEqual(a, b)
+			}) {
+				t.Fatalf("lease %+v response %q: values %v, builder's %v", l, resp, got.ExpressionAttributeValues, want.ExpressionAttributeValues)
 			}
 		}
 	}

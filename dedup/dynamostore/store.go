@@ -26,12 +26,14 @@ type Store struct {
 	logs    *logref.Ref
 	clients []*ddb.Client
 	table   string
-	layout  layout
-	policy  retry.Policy
-	hooks   hooks
-	log     *slog.Logger
-	tel     *telemetry
-	clock   *clockOffset
+	// tableName is table for the requests made per call, allocated once.
+	tableName *string
+	layout    layout
+	policy    retry.Policy
+	hooks     hooks
+	log       *slog.Logger
+	tel       *telemetry
+	clock     *clockOffset
 	// clockCheck refuses claims whose Now is off DynamoDB's clock by more
 	// than their SkewMargin.
 	clockCheck bool
@@ -82,15 +84,16 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
 	}
 	return &Store{
-		logs:    logs,
-		clients: clients,
-		table:   table,
-		layout:  layout{tenant: cfg.tenant},
-		policy:  cfg.policy,
-		hooks:   hs,
-		log:     cfg.logger,
-		tel:     tel,
-		clock:   clock,
+		logs:      logs,
+		clients:   clients,
+		table:     table,
+		tableName: aws.String(table),
+		layout:    layout{tenant: cfg.tenant},
+		policy:    cfg.policy,
+		hooks:     hs,
+		log:       cfg.logger,
+		tel:       tel,
+		clock:     clock,
 
 		clockCheck: !cfg.noClockCheck,
 	}, nil
@@ -166,10 +169,14 @@ func claimNow(now time.Time, margin time.Duration) int64 { return floorUnix(now.
 
 // metadata is a call's result metadata, where the raw response is kept.
 func metadata[O interface {
-	*ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput |
+	*ddb.PutItemOutput | *ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput |
 		*ddb.DescribeTableOutput | *ddb.DescribeTimeToLiveOutput
 }](o O) middleware.Metadata {
 	switch o := any(o).(type) {
+	case *ddb.PutItemOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
 	case *ddb.UpdateItemOutput:
 		if o != nil {
 			return o.ResultMetadata
@@ -271,14 +278,110 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if err := checkSize(key, req.Owner, req.PayloadHash, nil, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	r := s.claimRequest(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusPending, ceilUnix(req.LeaseUntil), nil)
-	return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusPending, r.updateItem(s.table, key, types.ReturnValueAllOld))
+	return s.claim(ctx, op, claimArgs{
+		key: req.Key, item: key, owner: req.Owner, payloadHash: req.PayloadHash, now: req.Now, margin: req.SkewMargin,
+		status: dedup.StatusPending, expires: ceilUnix(req.LeaseUntil),
+	})
 }
 
-// claimRequest is the conditional write that takes a key when it is
+// claimArgs is what Claim and ClaimComplete write: the record's status,
+// expiry and (COMPLETED) response, for a key whose primary key is item.
+type claimArgs struct {
+	key, owner, payloadHash string
+	item                    map[string]types.AttributeValue
+	now                     time.Time
+	margin                  time.Duration
+	status                  dedup.Status
+	expires                 int64
+	response                []byte
+}
+
+// newRecord is a claim of an absent key: the whole record at version 1,
+// attempt 1: a.item (the primary key) and the attributes.
+func newRecord(a claimArgs) map[string]types.AttributeValue {
+	item := make(map[string]types.AttributeValue, len(a.item)+9)
+	for k, v := range a.item {
+		item[k] = v
+	}
+	exp := num(a.expires)
+	item[attrStatus] = statusValue(a.status)
+	item[attrVersion] = numOne
+	item[attrAttempts] = numOne
+	item[attrOwner] = str(a.owner)
+	item[attrPayload] = str(a.payloadHash)
+	item[attrCreated] = num(floorUnix(a.now))
+	item[attrExpires] = exp
+	switch {
+	case a.status == dedup.StatusPending:
+		item[attrLease] = exp
+	case len(a.response) > 0:
+		item[attrResponse] = &types.AttributeValueMemberB{Value: a.response}
+	}
+	return item
+}
+
+// claim takes a key in one PutItem when it is absent, which nearly every
+// key is, and only when that meets an expired record falls back to the
+// UpdateItem of claimRequest, which keeps version and attempts counting
+// across the takeover. The Put's condition failure returns the record
+// (ALL_OLD): a live one is the lost claim's Existing, or on a retry our
+// own earlier attempt, as the Update's would be, at no extra call.
+func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim, error) {
+	client := s.client(a.key)
+	in := &ddb.PutItemInput{
+		TableName:                           s.tableName,
+		Item:                                newRecord(a),
+		ConditionExpression:                 s.layout.absent(),
+		ExpressionAttributeNames:            s.layout.absentNames(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	retried := false
+	err := s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
+		retried = attempt > 1
+		o, err := client.PutItem(ctx, in)
+		return metadata(o), err
+	})
+	if err == nil {
+		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: a.key, Owner: a.owner, Version: 1}, Attempt: 1}, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return dedup.Claim{}, s.wrap(op, a.key, err)
+	}
+	if holds(ccf.Item, a.now, a.margin) {
+		return s.lost(a.key, a.owner, a.status, ccf.Item, retried)
+	}
+	r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response)
+	return s.claimItem(ctx, op, a.key, a.owner, a.status, r.updateItem(s.tableName, a.item, types.ReturnValueAllOld))
+}
+
+// holds reports whether old, the record a claim's Put met, surely holds
+// the key against the claim: claimRequest's condition is false on it, so
+// its Update would fail too. An item it cannot read (no expiry, a
+// mistyped attribute) does not surely hold the key: the Update decides.
+func holds(old map[string]types.AttributeValue, now time.Time, margin time.Duration) bool {
+	exp, err := getN(old, attrExpires, true, 0, maxEpoch)
+	if err != nil {
+		return false
+	}
+	if margin <= 0 {
+		return exp >= floorUnix(now)
+	}
+	if exp < claimNow(now, margin) {
+		return false
+	}
+	status, err := getS(old, attrStatus, true)
+	if err != nil {
+		return false
+	}
+	return exp >= floorUnix(now) || status == string(dedup.StatusPending)
+}
+
+// claimRequest is the conditional update that takes a key when it is
 // absent or expired, shared by Claim (PENDING, with a lease until expires)
-// and ClaimComplete (COMPLETED with its response, retained until expires).
-// Version and attempts count on across takeovers: if_not_exists(x, 0) + 1.
+// and ClaimComplete (COMPLETED with its response, retained until expires),
+// sent once a claim's Put met an expired record. Version and attempts
+// count on across takeovers: if_not_exists(x, 0) + 1.
 func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin time.Duration, status dedup.Status, expires int64, response []byte) *request {
 	r := newRequest()
 	zero, one := r.value(":zero", num(0)), r.value(":one", num(1))
@@ -388,14 +491,44 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := checkSize(key, req.Lease.Owner, "", req.Response, ""); err != nil {
 		return err
 	}
-	r := settling(req.Lease, dedup.StatusCompleted, ":completed", req.ExpiresAt)
+	r := completeForms[min(len(req.Response), 1)].with(completeValues(req.Lease, req.ExpiresAt, req.Response))
+	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, key, r, writes)
+}
+
+// completeRequest is Complete's fenced update, written by the request
+// builder: what completeForms are made of.
+func completeRequest(l dedup.Lease, expires time.Time, response []byte) *request {
+	r := settling(l, dedup.StatusCompleted, ":completed", expires)
 	r.Remove(nLease, nError)
-	if len(req.Response) > 0 {
-		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: req.Response}))
+	if len(response) > 0 {
+		r.Set(nResponse, r.value(":resp", &types.AttributeValueMemberB{Value: response}))
 	} else {
 		r.Remove(nResponse)
 	}
-	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, key, r, writes)
+	return r
+}
+
+// completeForms are Complete's expressions and names, without a response
+// and with one, made once: on the hot path only the values are made per
+// call (completeValues, which a test keeps equal to completeRequest's).
+var completeForms = [2]*request{
+	completeRequest(dedup.Lease{Owner: "o", Version: 1}, time.Unix(0, 0), nil).form(),
+	completeRequest(dedup.Lease{Owner: "o", Version: 1}, time.Unix(0, 0), []byte{0}).form(),
+}
+
+// completeValues are the values of completeRequest.
+func completeValues(l dedup.Lease, expires time.Time, response []byte) map[string]types.AttributeValue {
+	v := make(map[string]types.AttributeValue, 7)
+	v[":completed"] = statusComplete
+	v[":v1"] = num(l.Version + 1)
+	v[":exp"] = num(ceilUnix(expires))
+	v[":owner"] = str(l.Owner)
+	v[":v"] = num(l.Version)
+	v[":pending"] = statusPending
+	if len(response) > 0 {
+		v[":resp"] = &types.AttributeValueMemberB{Value: response}
+	}
+	return v
 }
 
 // Fail marks the lease FAILED until req.RetryAt.
@@ -477,7 +610,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 	var failedItem map[string]types.AttributeValue
 	var err error
 	if len(writes) == 0 {
-		in := r.updateItem(s.table, key, types.ReturnValueNone)
+		in := r.updateItem(s.tableName, key, types.ReturnValueNone)
 		err = s.do(ctx, op, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
 			retried = attempt > 1
 			o, err := client.UpdateItem(ctx, in)
@@ -492,7 +625,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 		}
 		failedItem = ccf.Item
 	} else {
-		c, err := s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
+		c, err := s.transact(ctx, op, client, r.transactItem(s.tableName, key), writes, &retried)
 		switch {
 		case err != nil:
 			return s.wrap(op, l.Key, err)
@@ -555,7 +688,8 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 
 // ClaimComplete writes the record straight as COMPLETED, with req.Writes in
 // the same TransactWriteItems, when the key is absent or expired. Without
-// writes it is one UpdateItem and the Claim is as complete as Claim's; with
+// writes it is one PutItem (and an UpdateItem for a takeover) and the Claim
+// is as complete as Claim's; with
 // writes DynamoDB returns no values on success, so the Claim's
 // Lease.Version and Attempt are 0 (unknown) and Previous is nil.
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
@@ -577,14 +711,32 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err := checkSize(key, req.Owner, req.PayloadHash, req.Response, ""); err != nil {
 		return dedup.Claim{}, err
 	}
-	r := s.claimRequest(req.Owner, req.PayloadHash, req.Now, req.SkewMargin, dedup.StatusCompleted, ceilUnix(req.ExpiresAt), req.Response)
+	a := claimArgs{
+		key: req.Key, item: key, owner: req.Owner, payloadHash: req.PayloadHash, now: req.Now, margin: req.SkewMargin,
+		status: dedup.StatusCompleted, expires: ceilUnix(req.ExpiresAt), response: req.Response,
+	}
 	if len(writes) == 0 {
-		return s.claimItem(ctx, op, req.Key, req.Owner, dedup.StatusCompleted, r.updateItem(s.table, key, types.ReturnValueAllOld))
+		return s.claim(ctx, op, a)
 	}
 
+	// As claim: a Put for an absent key, the Update only once the Put met
+	// an expired record. A cancelled transaction applied none of its
+	// writes, so sending them again with the Update applies them once.
 	client := s.client(req.Key)
 	retried := false
-	c, err := s.transact(ctx, op, client, r.transactItem(s.table, key), writes, &retried)
+	put := types.TransactWriteItem{Put: &types.Put{
+		TableName:                           s.tableName,
+		Item:                                newRecord(a),
+		ConditionExpression:                 s.layout.absent(),
+		ExpressionAttributeNames:            s.layout.absentNames(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+	c, err := s.transact(ctx, op, client, put, writes, &retried)
+	if err == nil && c.recordFailed && !holds(c.record, a.now, a.margin) {
+		r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response)
+		retried = false
+		c, err = s.transact(ctx, op, client, r.transactItem(s.tableName, key), writes, &retried)
+	}
 	switch {
 	case err != nil:
 		return dedup.Claim{}, s.wrap(op, req.Key, err)
@@ -668,28 +820,30 @@ func checkSize(key map[string]types.AttributeValue, owner, payloadHash string, r
 	if payloadHash == "" {
 		payloadHash = "0000000000000000000000000000000000000000000000000000000000000000"
 	}
-	m := map[string]types.AttributeValue{
-		attrStatus:   str(string(dedup.StatusCompleted)),
-		attrVersion:  num(1 << 62),
-		attrOwner:    str(owner),
-		attrPayload:  str(payloadHash),
-		attrAttempts: num(1<<31 - 1),
-		attrCreated:  num(maxEpoch),
-		attrExpires:  num(maxEpoch),
-		attrLease:    num(maxEpoch),
-		attrError:    str(errText),
-	}
+	n := fixedRecordSize + len(owner) + len(payloadHash) + len(errText) + itemSize(key)
 	if len(response) > 0 {
-		m[attrResponse] = &types.AttributeValueMemberB{Value: response}
+		n += len(attrResponse) + len(response)
 	}
-	for k, v := range key {
-		m[k] = v
-	}
-	if n := itemSize(m); n > maxItemSize {
+	if n > maxItemSize {
 		return &dedup.RecordTooLargeError{Size: n, Max: maxItemSize}
 	}
 	return nil
 }
+
+// fixedRecordSize is the size of a record's attributes but for the key,
+// the response and the values of owner, payload hash and error: their
+// names, status at its longest, and numbers at their widest.
+var fixedRecordSize = itemSize(map[string]types.AttributeValue{
+	attrStatus:   str(string(dedup.StatusCompleted)),
+	attrVersion:  num(1 << 62),
+	attrOwner:    str(""),
+	attrPayload:  str(""),
+	attrAttempts: num(1<<31 - 1),
+	attrCreated:  num(maxEpoch),
+	attrExpires:  num(maxEpoch),
+	attrLease:    num(maxEpoch),
+	attrError:    str(""),
+})
 
 // InheritLogger gives the store the logger of the Consumer or Guard that
 // uses it, used unless WithLogger gave the store one. A Consumer or Guard

@@ -319,7 +319,8 @@ func TestHooks(t *testing.T) {
 	if len(reasons) != 1 || reasons[0] != "ConditionalCheckFailed" {
 		t.Fatalf("cancellation reasons %v", reasons)
 	}
-	if ops["Claim"] != 2 || ops["Complete"] != 1 || ops["Get"] != 1 {
+	// Claims: a's Put; b's Put, which meets a's expired record, then b's Update.
+	if ops["Claim"] != 3 || ops["Complete"] != 1 || ops["Get"] != 1 {
 		t.Fatalf("calls by op %v", ops)
 	}
 }

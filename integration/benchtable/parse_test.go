@@ -153,3 +153,34 @@ func TestMarkdownCarriesProfile(t *testing.T) {
 		t.Fatalf("no cached-duplicate row:\n%s", out.String())
 	}
 }
+
+// BenchmarkDynamoDB prints one line per mode with every side's figures;
+// the table reads each mode's rows from it.
+func TestDynamoRows(t *testing.T) {
+	line := "BenchmarkDynamoDB/ClaimComplete-2             \t       1\t         1.000 calls/msg\t         1.112 cpu_vs_min\t         1.073 cpu_vs_own\t         1.000 min_calls/msg\t       411.1 min_cpu-us/op\t      1277 min_msgs/s\t       457.3 onceq_cpu-us/op\t      1179 onceq_msgs/s\t         1.000 own_calls/msg\t       426.0 own_cpu-us/op\t      1204 own_msgs/s\t         0.9226 vs_min\t         0.9789 vs_own\n"
+	r, err := Parse(strings.NewReader(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Render(r, dynamoRows("ClaimComplete", "one round trip", 1))
+	for _, w := range []string{
+		"| DynamoDB one round trip: msgs/s, onceq vs minimal hand-written | 1179 | 1277 | 0.92 | ≥ 0.9 | met |",
+		"| DynamoDB one round trip: msgs/s, onceq vs its own request by hand | 1179 | 1204 | 0.98 | ≥ 0.95 | met |",
+		"| DynamoDB one round trip: client CPU µs/msg, onceq vs its own request by hand | 457 | 426 | 1.07 | ≤ 1.1 | met |",
+		"| DynamoDB one round trip: client CPU µs/msg, onceq vs minimal hand-written | 457 | 411 | 1.11 |  |  |",
+		"| DynamoDB one round trip: calls per unique message (onceq vs minimal) | 1 | 1 |  | = 1 | met |",
+	} {
+		if !strings.Contains(got, w+"\n") {
+			t.Errorf("table lacks %q:\n%s", w, got)
+		}
+	}
+	n := 0
+	for _, row := range rows {
+		if strings.HasPrefix(row.Onceq.Bench, ddb) {
+			n++
+		}
+	}
+	if n != 4*5+1 {
+		t.Errorf("%d DynamoDB rows, want 5 for each of 4 modes and the duplicate's", n)
+	}
+}
