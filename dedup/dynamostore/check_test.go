@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/integration/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 )
@@ -130,4 +131,21 @@ func tableWithoutTTL(t *testing.T, client *ddb.Client) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// A policy without dynamodb:PutItem stops the worker at Check, before any
+// message, and the probe write leaves nothing in the table.
+func TestCheckProvesPutPermission(t *testing.T) {
+	rig := newFaultRig(t, fastPolicy(3))
+	if err := rig.st.Check(t.Context()); err != nil {
+		t.Fatalf("permitted: %v", err)
+	}
+	if _, err := rig.direct.Get(t.Context(), "onceq-check#"+rig.st.Table()); !errors.Is(err, dedup.ErrNotFound) {
+		t.Fatalf("the probe left a record: %v", err)
+	}
+	rig.proxy.AddRule(faultproxy.Rule{Op: "PutItem", Fault: faultproxy.AccessDenied})
+	err := rig.st.Check(t.Context())
+	if err == nil || retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), "writing table") {
+		t.Fatalf("PutItem denied: %v (class %v), want a Misconfigured error about writing the table", err, retry.Classify(err))
+	}
 }

@@ -96,11 +96,44 @@ func (s *Store) Check(ctx context.Context) error {
 		s.log.WarnContext(ctx, "dynamostore: TTL is not enabled on expires_at: expired records are never deleted and the table grows",
 			"table", s.table)
 	}
-	// A read proves the permission the claims need most.
-	if _, err := s.Get(ctx, "onceq-check#"+s.table); err != nil && !errors.Is(err, dedup.ErrNotFound) {
+	// A read, and a write whose condition never holds, prove the
+	// permissions every claim needs (GetItem for Get; PutItem, the claim
+	// of a new key), writing nothing.
+	probe := "onceq-check#" + s.table
+	if _, err := s.Get(ctx, probe); err != nil && !errors.Is(err, dedup.ErrNotFound) {
 		return fmt.Errorf("dynamostore: reading table %s: %w", s.table, err)
 	}
+	if err := s.probeWrite(ctx, probe); err != nil {
+		return fmt.Errorf("dynamostore: writing table %s: %w", s.table, err)
+	}
 	return nil
+}
+
+// probeWrite sends a PutItem of key whose condition is always false: the
+// ConditionalCheckFailedException it earns proves the permission to put,
+// and nothing is written. A failed conditional write still costs one write
+// unit, once per Check.
+func (s *Store) probeWrite(ctx context.Context, key string) error {
+	item, err := s.layout.key(key)
+	if err != nil {
+		return err
+	}
+	in := &ddb.PutItemInput{
+		TableName:                s.tableName,
+		Item:                     item,
+		ConditionExpression:      aws.String("attribute_exists(#pk) AND attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+	}
+	client := s.clients[0]
+	err = s.do(ctx, "PutItem", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		o, err := client.PutItem(ctx, in)
+		return metadata(o), err
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil
+	}
+	return err // nil only if the impossible condition held
 }
 
 // LayoutError says the table's key schema is not the one the store's
