@@ -3,6 +3,7 @@ package sqssource_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,10 +16,12 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/plainbody"
+	"github.com/onceq/onceq/internal/proccpu"
 	"github.com/onceq/onceq/sources/sourcetest"
+	"github.com/onceq/onceq/sources/sqssource"
 )
 
-const benchMessages = 2000
+const benchMessages = 10000
 
 func fill(b *testing.B, c *awssqs.Client, url string) {
 	b.Helper()
@@ -33,16 +36,19 @@ func fill(b *testing.B, c *awssqs.Client, url string) {
 
 // BenchmarkRawVsConsumer drains the same number of messages with a raw
 // Receive(10)+DeleteMessageBatch loop and with the consumer (memory store),
-// both at concurrency 8, and reports the ratio. One op drains two queues.
+// both at concurrency 8 (eight receivers each), and reports the ratio and
+// each side's client CPU per message. One op drains two queues.
 // The raw loop's time ends at its last delete; the consumer's when Run has
 // returned with every ack flushed.
 func BenchmarkRawVsConsumer(b *testing.B) {
 	c := client(b)
 	const workers = 8
 	var rawRate, onceqRate float64
+	var rawCPU, onceqCPU time.Duration
 	for range b.N {
 		url, _ := createQueue(b, c, queueSpec{visibility: 30 * time.Second})
 		fill(b, c, url)
+		cpu := proccpu.Used()
 		start := time.Now()
 		var done, finished atomic.Int64
 		var wg sync.WaitGroup
@@ -70,16 +76,21 @@ func BenchmarkRawVsConsumer(b *testing.B) {
 		}
 		wg.Wait() // the last pollers' empty long polls are not counted
 		rawRate += benchMessages / time.Duration(finished.Load()).Seconds()
+		rawCPU += proccpu.Used() - cpu
 
 		url, _ = createQueue(b, c, queueSpec{visibility: 30 * time.Second})
 		fill(b, c, url)
 		seen := &outcomes{}
 		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-		cons, err := consumer.New(newSource(b, c, url), memstore.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(workers), consumer.MaxInFlight(40),
+		// The same receive concurrency as the raw loop: eight pollers,
+		// room for each one's ten messages.
+		cons, err := consumer.New(newSource(b, c, url, sqssource.Pollers(workers)), memstore.New(), h, consumer.WithoutDeadLetters(),
+			consumer.Concurrency(workers), consumer.MaxInFlight(10*workers), consumer.WithLogger(slog.New(slog.DiscardHandler)),
 			consumer.WithHooks(seen))
 		if err != nil {
 			b.Fatal(err)
 		}
+		cpu = proccpu.Used()
 		start = time.Now()
 		stop := runConsumer(b, cons)
 		for seen.count(consumer.Processed) < benchMessages {
@@ -90,6 +101,7 @@ func BenchmarkRawVsConsumer(b *testing.B) {
 			b.Fatal(err)
 		}
 		onceqRate += benchMessages / time.Since(start).Seconds()
+		onceqCPU += proccpu.Used() - cpu
 		if vis, inflight := depth(b, c, url); vis+inflight != 0 {
 			b.Fatalf("consumer left %d visible, %d in flight", vis, inflight)
 		}
@@ -97,6 +109,11 @@ func BenchmarkRawVsConsumer(b *testing.B) {
 	b.ReportMetric(rawRate/float64(b.N), "raw_msgs/s")
 	b.ReportMetric(onceqRate/float64(b.N), "onceq_msgs/s")
 	b.ReportMetric(onceqRate/rawRate, "ratio")
+	perMsg := func(d time.Duration) float64 {
+		return float64(d) / float64(time.Microsecond) / float64(b.N*benchMessages)
+	}
+	b.ReportMetric(perMsg(rawCPU), "raw_cpu-us/msg")
+	b.ReportMetric(perMsg(onceqCPU), "onceq_cpu-us/msg")
 }
 
 // rawCallOptions puts the raw loop on the Source's footing: the request
