@@ -164,23 +164,14 @@ func BenchmarkDynamoDB(b *testing.B) {
 				if err := shapes.minClaim(ctx, k); err != nil {
 					return err
 				}
-				u := shapes.minCompleteItem(k)
-				return shapes.transact(ctx, types.TransactWriteItem{Update: &types.Update{
-					TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-					ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-				}}, inv.reserve(sku, 1))
+				return shapes.transact(ctx, transactUpdate(shapes.minCompleteItem(k), types.ReturnValuesOnConditionCheckFailureAllOld), inv.reserve(sku, 1))
 			},
 			own: func(ctx context.Context, k, sku string) error {
 				if err := shapes.ownClaim(ctx, k); err != nil {
 					return err
 				}
 				u := shapes.ownCompleteItem(k)
-				return shapes.transact(ctx, types.TransactWriteItem{Update: &types.Update{
-					TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-					ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-					ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
-				}}, inv.reserve(sku, 1))
+				return shapes.transact(ctx, transactUpdate(u, u.ReturnValuesOnConditionCheckFailure), inv.reserve(sku, 1))
 			},
 		},
 		{
@@ -363,6 +354,16 @@ func (s *benchShapes) minClaim(ctx context.Context, k string) error {
 func (s *benchShapes) minClaimComplete(ctx context.Context, k string) error {
 	_, err := s.raw.PutItem(ctx, s.minClaimPut(k, "COMPLETED", s.keep))
 	return err
+}
+
+// transactUpdate is u as a transaction's Update item, returning the old
+// item on a condition failure as onFailure says.
+func transactUpdate(u *ddb.UpdateItemInput, onFailure types.ReturnValuesOnConditionCheckFailure) types.TransactWriteItem {
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: onFailure,
+	}}
 }
 
 func (s *benchShapes) minCompleteItem(k string) *ddb.UpdateItemInput {
