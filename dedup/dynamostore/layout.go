@@ -8,7 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup"
@@ -115,29 +114,4 @@ func (l layout) notExists(r *request) {
 		return
 	}
 	r.Where("attribute_not_exists(", r.name(nPK), ")")
-}
-
-// The absent-key condition of a claim's Put, and its names: the request's
-// constant parts, made once (the SDK only reads them).
-var (
-	absentPK        = aws.String("attribute_not_exists(" + nPK + ")")
-	absentPKNames   = map[string]string{nPK: attrPK}
-	absentPKSK      = aws.String("(attribute_not_exists(" + nPK + ") AND attribute_not_exists(" + nSK + "))")
-	absentPKSKNames = map[string]string{nPK: attrPK, nSK: attrSK}
-)
-
-// absent is notExists as a whole condition, for a claim's Put.
-func (l layout) absent() *string {
-	if l.tenant {
-		return absentPKSK
-	}
-	return absentPK
-}
-
-// absentNames are the names absent uses. Callers must not change them.
-func (l layout) absentNames() map[string]string {
-	if l.tenant {
-		return absentPKSKNames
-	}
-	return absentPKNames
 }

@@ -44,24 +44,6 @@ const (
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
-// Values every new record holds, made once (the SDK only reads them).
-var (
-	numOne         types.AttributeValue = &types.AttributeValueMemberN{Value: "1"}
-	statusPending  types.AttributeValue = &types.AttributeValueMemberS{Value: string(dedup.StatusPending)}
-	statusComplete types.AttributeValue = &types.AttributeValueMemberS{Value: string(dedup.StatusCompleted)}
-)
-
-// statusValue is status as an attribute value.
-func statusValue(s dedup.Status) types.AttributeValue {
-	switch s {
-	case dedup.StatusPending:
-		return statusPending
-	case dedup.StatusCompleted:
-		return statusComplete
-	}
-	return str(string(s))
-}
-
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }

@@ -21,6 +21,7 @@ var exprToken = regexp.MustCompile(`[#:][A-Za-z0-9_]+`)
 func TestRequestDefinesWhatItUses(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	s := &Store{layout: layout{tenant: true}}
+	p := newParts(s.layout)
 	fenced := func(build func(r *request)) *request {
 		r := newRequest()
 		build(r)
@@ -35,8 +36,8 @@ func TestRequestDefinesWhatItUses(t *testing.T) {
 			r.Remove(nLease, nError, nResponse)
 		}),
 		"fail with refund":              fenced(func(r *request) { r.Set(nAttempts, nAttempts, " - ", r.value(":one", num(1))) }),
-		"complete form":                 completeForms[0].with(completeValues(dedup.Lease{Owner: "o", Version: 2}, now, nil)),
-		"complete form with a response": completeForms[1].with(completeValues(dedup.Lease{Owner: "o", Version: 2}, now, []byte("r"))),
+		"complete form":                 p.complete[0].with(p.completeValues(dedup.Lease{Owner: "o", Version: 2}, now, nil)),
+		"complete form with a response": p.complete[1].with(p.completeValues(dedup.Lease{Owner: "o", Version: 2}, now, []byte("r"))),
 	} {
 		in := r.updateItem(aws.String("t"), nil, types.ReturnValueNone)
 		used := map[string]bool{}
@@ -66,11 +67,12 @@ func TestRequestDefinesWhatItUses(t *testing.T) {
 // Complete sends its made-once form with completeValues: the same request
 // as the builder writes for the lease.
 func TestCompleteFormIsTheBuilders(t *testing.T) {
+	p := newParts(layout{})
 	for _, resp := range [][]byte{nil, []byte("r")} {
 		for _, l := range []dedup.Lease{{Key: "k", Owner: "o", Version: 1}, {Key: "k", Owner: "another", Version: 1 << 40}} {
 			at := time.Unix(1_700_000_000, 5)
 			want := completeRequest(l, at, resp).updateItem(aws.String("t"), nil, types.ReturnValueNone)
-			got := completeForms[min(len(resp), 1)].with(completeValues(l, at, resp)).updateItem(aws.String("t"), nil, types.ReturnValueNone)
+			got := p.complete[min(len(resp), 1)].with(p.completeValues(l, at, resp)).updateItem(aws.String("t"), nil, types.ReturnValueNone)
 			if *got.UpdateExpression != *want.UpdateExpression || *got.ConditionExpression != *want.ConditionExpression ||
 				!maps.Equal(got.ExpressionAttributeNames, want.ExpressionAttributeNames) {
 				t.Fatalf("response %q: form %q %q %v, builder %q %q %v", resp, *got.UpdateExpression, *got.ConditionExpression,

@@ -28,6 +28,7 @@ type Store struct {
 	table   string
 	// tableName is table for the requests made per call, allocated once.
 	tableName *string
+	parts     *parts
 	layout    layout
 	policy    retry.Policy
 	hooks     hooks
@@ -88,6 +89,7 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 		clients:   clients,
 		table:     table,
 		tableName: aws.String(table),
+		parts:     newParts(layout{tenant: cfg.tenant}),
 		layout:    layout{tenant: cfg.tenant},
 		policy:    cfg.policy,
 		hooks:     hs,
@@ -298,15 +300,15 @@ type claimArgs struct {
 
 // newRecord is a claim of an absent key: the whole record at version 1,
 // attempt 1: a.item (the primary key) and the attributes.
-func newRecord(a claimArgs) map[string]types.AttributeValue {
+func (p *parts) newRecord(a claimArgs) map[string]types.AttributeValue {
 	item := make(map[string]types.AttributeValue, len(a.item)+9)
 	for k, v := range a.item {
 		item[k] = v
 	}
 	exp := num(a.expires)
-	item[attrStatus] = statusValue(a.status)
-	item[attrVersion] = numOne
-	item[attrAttempts] = numOne
+	item[attrStatus] = p.status(a.status)
+	item[attrVersion] = p.one
+	item[attrAttempts] = p.one
 	item[attrOwner] = str(a.owner)
 	item[attrPayload] = str(a.payloadHash)
 	item[attrCreated] = num(floorUnix(a.now))
@@ -330,9 +332,9 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 	client := s.client(a.key)
 	in := &ddb.PutItemInput{
 		TableName:                           s.tableName,
-		Item:                                newRecord(a),
-		ConditionExpression:                 s.layout.absent(),
-		ExpressionAttributeNames:            s.layout.absentNames(),
+		Item:                                s.parts.newRecord(a),
+		ConditionExpression:                 s.parts.absent,
+		ExpressionAttributeNames:            s.parts.absentNames,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	retried := false
@@ -491,12 +493,12 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := checkSize(key, req.Lease.Owner, "", req.Response, ""); err != nil {
 		return err
 	}
-	r := completeForms[min(len(req.Response), 1)].with(completeValues(req.Lease, req.ExpiresAt, req.Response))
+	r := s.parts.complete[min(len(req.Response), 1)].with(s.parts.completeValues(req.Lease, req.ExpiresAt, req.Response))
 	return s.fenced(ctx, op, req.Lease, dedup.StatusCompleted, req.Lease.Version+1, key, r, writes)
 }
 
 // completeRequest is Complete's fenced update, written by the request
-// builder: what completeForms are made of.
+// builder: what parts.complete is made of.
 func completeRequest(l dedup.Lease, expires time.Time, response []byte) *request {
 	r := settling(l, dedup.StatusCompleted, ":completed", expires)
 	r.Remove(nLease, nError)
@@ -508,23 +510,15 @@ func completeRequest(l dedup.Lease, expires time.Time, response []byte) *request
 	return r
 }
 
-// completeForms are Complete's expressions and names, without a response
-// and with one, made once: on the hot path only the values are made per
-// call (completeValues, which a test keeps equal to completeRequest's).
-var completeForms = [2]*request{
-	completeRequest(dedup.Lease{Owner: "o", Version: 1}, time.Unix(0, 0), nil).form(),
-	completeRequest(dedup.Lease{Owner: "o", Version: 1}, time.Unix(0, 0), []byte{0}).form(),
-}
-
 // completeValues are the values of completeRequest.
-func completeValues(l dedup.Lease, expires time.Time, response []byte) map[string]types.AttributeValue {
+func (p *parts) completeValues(l dedup.Lease, expires time.Time, response []byte) map[string]types.AttributeValue {
 	v := make(map[string]types.AttributeValue, 7)
-	v[":completed"] = statusComplete
+	v[":completed"] = p.completed
 	v[":v1"] = num(l.Version + 1)
 	v[":exp"] = num(ceilUnix(expires))
 	v[":owner"] = str(l.Owner)
 	v[":v"] = num(l.Version)
-	v[":pending"] = statusPending
+	v[":pending"] = p.pending
 	if len(response) > 0 {
 		v[":resp"] = &types.AttributeValueMemberB{Value: response}
 	}
@@ -726,9 +720,9 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	retried := false
 	put := types.TransactWriteItem{Put: &types.Put{
 		TableName:                           s.tableName,
-		Item:                                newRecord(a),
-		ConditionExpression:                 s.layout.absent(),
-		ExpressionAttributeNames:            s.layout.absentNames(),
+		Item:                                s.parts.newRecord(a),
+		ConditionExpression:                 s.parts.absent,
+		ExpressionAttributeNames:            s.parts.absentNames,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 	c, err := s.transact(ctx, op, client, put, writes, &retried)
