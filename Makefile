@@ -3,6 +3,8 @@ GO          ?= go
 BIN         := $(CURDIR)/.bin
 STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.7.0
+# every package of every module in go.work (./... would stop at the root module)
+PKGS        := github.com/onceq/onceq/...
 
 .PHONY: run test lint unit bench fuzz chaos servers-start servers-stop
 
@@ -16,13 +18,13 @@ test: lint
 
 ## unit: the tests that need no server (the rest skip outside CI)
 unit:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $(PKGS)
 
 lint: $(STATICCHECK)
 	bash integration/hygiene.sh
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(STATICCHECK) ./...
+	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
 
 $(STATICCHECK):
 	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

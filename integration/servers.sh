@@ -13,7 +13,7 @@
 #   bash integration/servers.sh env                      # print integration/.run/env
 #
 # Then, from the repository root:
-#   set -a; . integration/.run/env; set +a; go test ./...
+#   set -a; . integration/.run/env; set +a; go test github.com/onceq/onceq/...
 #
 # Everything lives under integration/.run/: <name>.pid (the process-group
 # leader this script started with setsid), <name>.port, <name>.log, env.

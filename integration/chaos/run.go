@@ -25,7 +25,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/integration/faultproxy"
+	"github.com/onceq/onceq/internal/faultproxy"
 )
 
 // ErrNotExactlyOnce is returned when the tables show a lost or doubled

@@ -24,7 +24,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/integration/faultproxy"
+	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/sqssource"
 )

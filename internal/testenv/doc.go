@@ -10,7 +10,7 @@
 //
 //	bash integration/servers.sh start
 //	set -a; . integration/.run/env; set +a
-//	go test ./...
+//	go test github.com/onceq/onceq/...
 //	bash integration/servers.sh stop
 //
 // Without the endpoint variables a test that needs a server is skipped,

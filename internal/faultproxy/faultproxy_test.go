@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/integration/faultproxy"
+	"github.com/onceq/onceq/internal/faultproxy"
 )
 
 // backend is a real HTTP server standing for the service: it answers 200

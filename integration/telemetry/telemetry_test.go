@@ -1,11 +1,13 @@
-package consumer_test
+package telemetry_test
 
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -13,14 +15,15 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
 func TestTracesAndMetrics(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	reader, mp := metrictest.Provider(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 
 	// A producer's span, carried in the message attributes.
 	pctx, producer := tp.Tracer("producer").Start(context.Background(), "send orders")
@@ -174,5 +177,26 @@ func TestSpansFollowTheGlobalProvider(t *testing.T) {
 	if handler == nil || handler.Parent().SpanID() != process.SpanContext().SpanID() ||
 		len(seen) != 2 || seen[1].SpanID() != handler.SpanContext().SpanID() {
 		t.Fatalf("handler's span context %v, want its onceq.handler span under the process span", seen[1:])
+	}
+}
+
+// runUntil runs c until done reports true, then cancels and waits.
+func runUntil(t *testing.T, c *consumer.Consumer, done func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			cancel()
+			<-errc
+			t.Fatal("condition not reached within 60s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }
