@@ -3,8 +3,9 @@ package retry
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 )
 
 // Class is what kind of failure an error is.
@@ -186,55 +187,45 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// delay is the wait before call n+1 (n from 1): Initial × Multiplier^(n-1),
-// capped at Max, spread by ±Jitter.
-func (p Policy) delay(n int) time.Duration {
-	d := float64(p.Initial)
-	for i := 1; i < n && d < float64(p.Max); i++ {
-		d *= p.Multiplier
-	}
-	d = min(d, float64(p.Max))
-	return time.Duration(d * (1 - p.Jitter + 2*p.Jitter*rand.Float64()))
-}
-
 // Do calls op until it succeeds, fails with a class that is not retried, or
 // the policy gives up; it returns op's last error. observe, if not nil, is
 // told of every retryable failure with its class (the last one too, when
 // the policy gives up), and so is the observer of ctx (WithObserver), so
-// throttles are counted whoever retries them.
+// throttles are counted whoever retries them. The waits are
+// cenkalti/backoff's exponential backoff: Initial × Multiplier^(n-1),
+// capped at Max, spread by ±Jitter, never past MaxElapsed.
 func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, observe func(Class, error)) error {
 	p = p.withDefaults()
-	start := time.Now()
-	var timer *time.Timer
-	for n := 1; ; n++ {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(p.Initial),
+		backoff.WithMaxInterval(p.Max),
+		backoff.WithMultiplier(p.Multiplier),
+		backoff.WithRandomizationFactor(p.Jitter),
+		backoff.WithMaxElapsedTime(p.MaxElapsed),
+	)
+	var last error
+	err := backoff.Retry(func() error {
 		err := op(ctx)
 		if err == nil {
 			return nil
 		}
+		last = err
 		class := Classify(err)
 		if !class.Retryable() || ctx.Err() != nil {
-			return err
+			return backoff.Permanent(err)
 		}
 		if observe != nil {
 			observe(class, err)
 		}
 		Observe(ctx, class, err)
-		wait := p.delay(n)
-		if n >= p.MaxAttempts || time.Since(start)+wait > p.MaxElapsed {
-			return err
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-timer.C:
-		}
+		return err
+	}, backoff.WithContext(backoff.WithMaxRetries(b, uint64(p.MaxAttempts-1)), ctx))
+	if err != nil && last != nil {
+		// The op's own error, also when ctx ended during a wait: callers
+		// classify what the store said, not the cancellation.
+		return last
 	}
+	return err
 }
 
 type observerKey struct{}

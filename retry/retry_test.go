@@ -146,3 +146,17 @@ func TestWithClass(t *testing.T) {
 		t.Fatal("WithClass(nil) is not nil")
 	}
 }
+
+// BenchmarkPolicyDo is the cost a Policy adds to a call that succeeds at
+// once, the common case of every store call.
+func BenchmarkPolicyDo(b *testing.B) {
+	p := retry.DefaultPolicy()
+	ctx := context.Background()
+	op := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.Do(ctx, op, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
