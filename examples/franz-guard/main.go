@@ -18,7 +18,7 @@
 // passes unfinished work nor lands on a partition that moved. For a worker
 // pool with per-partition commits, use sources/franzsource with consumer.New.
 //
-//	go run ./integration/kfakebroker -port 9092 -topics payments,payments-dlq &
+//	go run ./examples/kafkadev broker -port 9092 -topics payments,payments-dlq &
 //	go run ./examples/franz-guard -brokers 127.0.0.1:9092
 //
 // It keeps its idempotency records in memory, which dedups only within this

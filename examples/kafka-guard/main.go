@@ -17,7 +17,7 @@
 // unfinished work. For a worker pool, rebalance draining and contiguous
 // commits, use sources/kafkasource with consumer.New instead.
 //
-//	go run ./integration/kfakebroker -port 9092 -topics payments,payments-dlq &
+//	go run ./examples/kafkadev broker -port 9092 -topics payments,payments-dlq &
 //	go run ./examples/kafka-guard -brokers 127.0.0.1:9092
 //
 // It keeps its idempotency records in memory, which dedups only within this

@@ -15,7 +15,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 )
 
-// kafkaBroker is the loopback broker binary (integration/kfakebroker) as a
+// kafkaBroker is the loopback broker binary (examples/kafkadev broker) as a
 // process of its own, with the orders topic, its dead-letter topic and the
 // workers' group.
 type kafkaBroker struct {
@@ -32,13 +32,13 @@ type kafkaBroker struct {
 }
 
 func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.Writer) (*kafkaBroker, error) {
-	bin := filepath.Join(tmp, "kfakebroker")
-	if err := goBuild(ctx, bin, "github.com/onceq/onceq/integration/kfakebroker"); err != nil {
+	bin := filepath.Join(tmp, "kafkadev")
+	if err := goBuild(ctx, bin, "github.com/onceq/onceq/examples/kafkadev"); err != nil {
 		return nil, err
 	}
 	b := &kafkaBroker{topic: "chaos-orders-" + suffix, dlq: "chaos-dlq-" + suffix, group: "chaos-" + suffix,
 		partitions: cfg.partitions, source: cfg.source, session: cfg.kafkaSession, rebalance: cfg.kafkaRebalance, done: make(chan struct{})}
-	b.cmd = exec.Command(bin, "-port", "0", "-partitions", fmt.Sprint(cfg.partitions), "-topics", b.topic+","+b.dlq)
+	b.cmd = exec.Command(bin, "broker", "-port", "0", "-partitions", fmt.Sprint(cfg.partitions), "-topics", b.topic+","+b.dlq)
 	if cfg.verboseWorker {
 		b.cmd.Stderr = logw
 	}
@@ -47,7 +47,7 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 		return nil, err
 	}
 	if err := b.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start kfakebroker: %w", err)
+		return nil, fmt.Errorf("start the kafkadev broker: %w", err)
 	}
 	// The broker prints its address once it listens.
 	line := make(chan string, 1)
@@ -67,7 +67,7 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 	}
 	if b.addr == "" {
 		b.close()
-		return nil, errors.New("kfakebroker printed no address")
+		return nil, errors.New("the kafkadev broker printed no address")
 	}
 	b.tr = &kgo.Transport{}
 	b.client = &kgo.Client{Addr: kgo.TCP(b.addr), Transport: b.tr, Timeout: 10 * time.Second}
