@@ -46,7 +46,8 @@ func main() {
 
 func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New(usage)
+		fmt.Fprintln(os.Stderr, usage)
+		return errors.New("no command given")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -61,7 +62,8 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		fmt.Fprintln(stdout, usage)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+	fmt.Fprintln(os.Stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
 }
 
 func broker(ctx context.Context, args []string, stdout io.Writer) error {
