@@ -93,8 +93,10 @@ func ReadRepo(root string) (Repo, error) {
 			if n := d.Name(); strings.HasPrefix(n, ".") || n == "node_modules" || n == "testdata" {
 				return filepath.SkipDir
 			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // another module (this one, say)
+			// The repository is several modules; only this checker's own is
+			// none of the product's.
+			if mod, err := os.ReadFile(filepath.Join(path, "go.mod")); err == nil && strings.Contains(string(mod), "/composecheck\n") {
+				return filepath.SkipDir
 			}
 			return nil
 		}
