@@ -124,7 +124,7 @@ func (h *headerFlags) Set(v string) error {
 
 func produce(ctx context.Context, args []string, stdin io.Reader) error {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
-	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	brokers := fs.String("brokers", defaultBrokers(), "comma-separated broker addresses (default: $KAFKA_BROKERS, else 127.0.0.1:9092)")
 	topic := fs.String("topic", "", "topic to send to (required)")
 	key := fs.String("key", "", "record key of every record sent (the partition and ordering key)")
 	var headers headerFlags
@@ -168,7 +168,7 @@ func produce(ctx context.Context, args []string, stdin io.Reader) error {
 
 func read(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("read", flag.ContinueOnError)
-	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	brokers := fs.String("brokers", defaultBrokers(), "comma-separated broker addresses (default: $KAFKA_BROKERS, else 127.0.0.1:9092)")
 	topic := fs.String("topic", "", "topic to read from its start (required)")
 	n := fs.Int("n", 0, "stop after this many records (0: stop once -wait passes with none)")
 	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the next record")
@@ -212,6 +212,15 @@ func read(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// defaultBrokers is $KAFKA_BROKERS, the variable a worker reads too, else
+// the broker command's default address.
+func defaultBrokers() string {
+	if b := os.Getenv("KAFKA_BROKERS"); b != "" {
+		return b
+	}
+	return "127.0.0.1:9092"
 }
 
 func splitList(s string) []string {

@@ -152,6 +152,12 @@ func TestFirstWorkerFromREADME(t *testing.T) {
 // goBlock returns the first ```go block after heading in README.md.
 func goBlock(t *testing.T, heading string) string {
 	t.Helper()
+	return fencedBlock(t, heading, "go")
+}
+
+// fencedBlock returns the first ```lang block after heading in README.md.
+func fencedBlock(t *testing.T, heading, lang string) string {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -162,14 +168,15 @@ func goBlock(t *testing.T, heading string) string {
 		t.Fatalf("README.md has no %q section", heading)
 	}
 	text = text[i:]
-	start := strings.Index(text, "\n```go\n")
+	open := "\n```" + lang + "\n"
+	start := strings.Index(text, open)
 	if start < 0 {
-		t.Fatalf("README.md's %q section has no Go block", heading)
+		t.Fatalf("README.md's %q section has no %s block", heading, lang)
 	}
-	text = text[start+len("\n```go\n"):]
+	text = text[start+len(open):]
 	end := strings.Index(text, "\n```\n")
 	if end < 0 {
-		t.Fatalf("README.md's %q Go block is not closed", heading)
+		t.Fatalf("README.md's %q %s block is not closed", heading, lang)
 	}
 	return text[:end+1]
 }
