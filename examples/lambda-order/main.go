@@ -6,9 +6,9 @@
 //
 // Configuration, from the function's environment:
 //
-//	ONCEQ_TABLE        idempotency table (default onceq-idempotency)
-//	INVENTORY_TABLE    inventory table, key "sku" (default onceq-inventory)
-//	ORDERS_TABLE       orders table, key "order_id" (default onceq-orders)
+//	ONCEQ_TABLE        idempotency table (default onceq_idempotency)
+//	INVENTORY_TABLE    inventory table, key "sku" (default onceq_inventory)
+//	ORDERS_TABLE       orders table, key "order_id" (default onceq_orders)
 //	DLQ_URL            dead-letter queue for malformed orders (optional:
 //	                   without it they are reported and stay on the queue
 //	                   until its redrive policy moves them)
@@ -73,11 +73,11 @@ func newFunction(ctx context.Context, logger *slog.Logger) (*awslambda.SQSFuncti
 		return nil, err
 	}
 	client := ddb.NewFromConfig(cfg)
-	store, err := dynamostore.New(client, env("ONCEQ_TABLE", "onceq-idempotency"))
+	store, err := dynamostore.New(client, env("ONCEQ_TABLE", "onceq_idempotency"))
 	if err != nil {
 		return nil, err
 	}
-	inv := inventory{inventory: env("INVENTORY_TABLE", "onceq-inventory"), orders: env("ORDERS_TABLE", "onceq-orders")}
+	inv := inventory{inventory: env("INVENTORY_TABLE", "onceq_inventory"), orders: env("ORDERS_TABLE", "onceq_orders")}
 	opts := []awslambda.Option{
 		awslambda.WithLogger(logger),
 		awslambda.WithGuardOptions(
