@@ -28,6 +28,7 @@ type config struct {
 	hooks        []Hook
 	logger       *slog.Logger
 	meter        metric.MeterProvider
+	archive      string
 }
 
 type optionFunc func(*config)
@@ -92,12 +93,20 @@ func TenantLayout() LayoutOption { return LayoutOption{tenant: true} }
 
 type tableConfig struct {
 	tenant      bool
+	stream      bool
 	waitTimeout time.Duration
 }
 
 type tableOptionFunc func(*tableConfig)
 
 func (f tableOptionFunc) applyTable(c *tableConfig) { f(c) }
+
+// WithStream enables the table's DynamoDB stream (NEW_AND_OLD_IMAGES),
+// which an Auditor reads; on an existing table without one, CreateTable
+// enables it. A stream costs nothing to write; its reads are billed apart.
+func WithStream() TableOption {
+	return tableOptionFunc(func(c *tableConfig) { c.stream = true })
+}
 
 // TableWaitTimeout bounds how long CreateTable waits for the table to
 // become ACTIVE (default 5 minutes).

@@ -38,6 +38,8 @@ type Store struct {
 	// clockCheck refuses claims whose Now is off DynamoDB's clock by more
 	// than their SkewMargin.
 	clockCheck bool
+	// archive is the tombstone table claims consult (WithArchive), or nil.
+	archive *string
 }
 
 var (
@@ -84,7 +86,12 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
 	}
+	var archive *string
+	if cfg.archive != "" {
+		archive = aws.String(cfg.archive)
+	}
 	return &Store{
+		archive:   archive,
 		logs:      logs,
 		clients:   clients,
 		table:     table,
@@ -343,8 +350,15 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 		o, err := client.PutItem(ctx, in)
 		return metadata(o), err
 	})
+	// Only a PENDING claim consults the archive here: ClaimComplete does
+	// before it writes (archiveClaimComplete).
+	checkArchive := s.archive != nil && a.status == dedup.StatusPending
 	if err == nil {
-		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: a.key, Owner: a.owner, Version: 1}, Attempt: 1}, nil
+		c := dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: a.key, Owner: a.owner, Version: 1}, Attempt: 1}
+		if checkArchive {
+			return s.fromArchive(ctx, c, a, nil)
+		}
+		return c, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
@@ -354,7 +368,11 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 		return s.lost(a.key, a.owner, a.status, ccf.Item, retried)
 	}
 	r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response)
-	return s.claimItem(ctx, op, a.key, a.owner, a.status, r.updateItem(s.tableName, a.item, types.ReturnValueAllOld))
+	c, err := s.claimItem(ctx, op, a.key, a.owner, a.status, r.updateItem(s.tableName, a.item, types.ReturnValueAllOld))
+	if err == nil && c.Acquired && checkArchive {
+		return s.fromArchive(ctx, c, a, c.Previous)
+	}
+	return c, err
 }
 
 // holds reports whether old, the record a claim's Put met, surely holds
@@ -708,6 +726,11 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	a := claimArgs{
 		key: req.Key, item: key, owner: req.Owner, payloadHash: req.PayloadHash, now: req.Now, margin: req.SkewMargin,
 		status: dedup.StatusCompleted, expires: ceilUnix(req.ExpiresAt), response: req.Response,
+	}
+	if s.archive != nil {
+		if c, found, err := s.archiveClaimComplete(ctx, a); err != nil || found {
+			return c, err
+		}
 	}
 	if len(writes) == 0 {
 		return s.claim(ctx, op, a)

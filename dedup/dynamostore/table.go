@@ -33,11 +33,16 @@ func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...
 		attrs = append(attrs, types.AttributeDefinition{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS})
 		schema = append(schema, types.KeySchemaElement{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange})
 	}
+	var stream *types.StreamSpecification
+	if cfg.stream {
+		stream = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages}
+	}
 	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: attrs,
 		KeySchema:            schema,
 		BillingMode:          types.BillingModePayPerRequest,
+		StreamSpecification:  stream,
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
@@ -54,7 +59,38 @@ func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...
 	if err := checkSchema(desc.Table, cfg.tenant); err != nil {
 		return fmt.Errorf("dynamostore: table %s: %w", table, err)
 	}
+	if stream != nil {
+		if err := ensureStream(ctx, client, table, desc.Table, cfg.waitTimeout); err != nil {
+			return err
+		}
+	}
 	return ensureTTL(ctx, client, table)
+}
+
+// ensureStream enables an existing table's stream with both images, or
+// accepts one that has them (an Auditor needs the old image).
+func ensureStream(ctx context.Context, client *ddb.Client, table string, t *types.TableDescription, wait time.Duration) error {
+	if sp := t.StreamSpecification; sp != nil && aws.ToBool(sp.StreamEnabled) {
+		if sp.StreamViewType != types.StreamViewTypeNewAndOldImages {
+			return fmt.Errorf("dynamostore: table %s has a %s stream, want NEW_AND_OLD_IMAGES", table, sp.StreamViewType)
+		}
+		return nil
+	}
+	_, err := client.UpdateTable(ctx, &ddb.UpdateTableInput{
+		TableName:           aws.String(table),
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: enable the stream of table %s: %w", table, err)
+	}
+	waiter := ddb.NewTableExistsWaiter(client, func(o *ddb.TableExistsWaiterOptions) {
+		o.MinDelay = 500 * time.Millisecond
+		o.MaxDelay = 5 * time.Second
+	})
+	if err := waiter.Wait(ctx, &ddb.DescribeTableInput{TableName: aws.String(table)}, wait); err != nil {
+		return fmt.Errorf("dynamostore: wait for table %s: %w", table, err)
+	}
+	return nil
 }
 
 // Check implements dedup.Store: the table exists, is ACTIVE (or being

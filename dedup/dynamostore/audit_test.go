@@ -1,0 +1,298 @@
+package dynamostore_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/goleak"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+// auditRig is a records table with its stream, an archive table, and an
+// Auditor of the stream that takes every delete for TTL's (DynamoDB
+// Local's sweeper does not run: tests delete by hand).
+type auditRig struct {
+	client         *ddb.Client
+	table, archive string
+	auditor        *dynamostore.Auditor
+	reader         *sdkmetric.ManualReader
+	mp             *sdkmetric.MeterProvider
+	logs           *testenv.LogBuffer
+}
+
+func newAuditRig(t *testing.T) *auditRig {
+	t.Helper()
+	ep := testenv.DynamoDBEndpoint(t)
+	r := &auditRig{client: dynamoClient(t, ep, nil), logs: &testenv.LogBuffer{}}
+	r.reader, r.mp = metrictest.Provider(t)
+	r.table = recordsTable(t, r.client, dynamostore.WithStream())
+	r.archive = recordsTable(t, r.client)
+	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
+	var err error
+	r.auditor, err = dynamostore.NewAuditor(r.client, streams, r.table, r.archive,
+		dynamostore.AnyDeleteIsTTL(true), dynamostore.FromStreamStart(),
+		dynamostore.AuditMeterProvider(r.mp), dynamostore.AuditLogger(r.logs.Logger(slog.LevelInfo)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// completed claims and completes key in the records table as owner.
+func (r *auditRig) completed(t *testing.T, st *dynamostore.Store, key, owner string, now time.Time) {
+	t.Helper()
+	c := mustClaim(t, st, dedup.ClaimRequest{Key: key, PayloadHash: "h", Owner: owner, Now: now, LeaseUntil: now.Add(30 * time.Second)})
+	if !c.Acquired {
+		t.Fatalf("claim by %s: %+v", owner, c)
+	}
+	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Response: []byte("ok"), Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sweep deletes key's record as the TTL sweeper would.
+func (r *auditRig) sweep(t *testing.T, key string) {
+	t.Helper()
+	if _, err := r.client.DeleteItem(t.Context(), &ddb.DeleteItemInput{TableName: aws.String(r.table),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tombstone reports whether the archive holds key's tombstone.
+func (r *auditRig) tombstone(t *testing.T, key string) bool {
+	t.Helper()
+	out, err := r.client.GetItem(t.Context(), &ddb.GetItemInput{TableName: aws.String(r.archive), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Item) > 0
+}
+
+// until polls the stream until cond holds.
+func (r *auditRig) until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Second, what, func() bool {
+		if err := r.auditor.Poll(t.Context()); err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		return cond()
+	})
+}
+
+func (r *auditRig) counter(t *testing.T, name string) int64 {
+	return metrictest.Counter(t, r.reader, name)
+}
+
+// lagCount is how many TTL lags the histogram holds, and their sum.
+func (r *auditRig) lag(t *testing.T) (uint64, float64) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "onceq.dynamodb.ttl_lag" {
+				var n uint64
+				var sum float64
+				for _, p := range h.DataPoints {
+					n, sum = n+p.Count, sum+p.Sum
+				}
+				return n, sum
+			}
+		}
+	}
+	return 0, 0
+}
+
+// A COMPLETED key removed as if by TTL, then claimed again: with the
+// archive option the claim is a duplicate (not acquired, Archived, no
+// response) and counted; without it the key is processed again and the
+// count stays 0. The TTL lag of the removal is reported.
+func TestAuditLateDuplicateAnsweredFromArchive(t *testing.T) {
+	r := newAuditRig(t)
+	with := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.ClockCheck(false))
+	without := newStore(t, r.client, r.table, dynamostore.ClockCheck(false))
+	now := time.Now().Truncate(time.Second)
+	kWith, kWithout := uniqueKey(t), uniqueKey(t)
+	r.completed(t, with, kWith, "first", now)
+	r.completed(t, without, kWithout, "first", now)
+	r.sweep(t, kWith)
+	r.sweep(t, kWithout)
+	r.until(t, "tombstones of both removed COMPLETED records", func() bool { return r.tombstone(t, kWith) && r.tombstone(t, kWithout) })
+
+	later := now.Add(2 * time.Hour)
+	c := mustClaim(t, with, dedup.ClaimRequest{Key: kWith, PayloadHash: "h", Owner: "late", Now: later, LeaseUntil: later.Add(30 * time.Second)})
+	if c.Acquired || !c.Archived || c.Existing.Status != dedup.StatusCompleted || len(c.Existing.Response) != 0 {
+		t.Fatalf("late duplicate with the archive: %+v, want not acquired, Archived, COMPLETED without response", c)
+	}
+	if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry"); n != 1 {
+		t.Errorf("ttl_delete_before_retry %d, want 1", n)
+	}
+	// A second late copy finds the record the first left: still a duplicate.
+	if c := mustClaim(t, with, dedup.ClaimRequest{Key: kWith, PayloadHash: "h", Owner: "later", Now: later, LeaseUntil: later.Add(30 * time.Second)}); c.Acquired {
+		t.Fatalf("second late copy acquired: %+v", c)
+	}
+
+	c = mustClaim(t, without, dedup.ClaimRequest{Key: kWithout, PayloadHash: "h", Owner: "late", Now: later, LeaseUntil: later.Add(30 * time.Second)})
+	if !c.Acquired || c.Archived {
+		t.Fatalf("late duplicate without the archive: %+v, want acquired (processed again)", c)
+	}
+	if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry"); n != 1 {
+		t.Errorf("ttl_delete_before_retry %d after the store without the archive, want still 1", n)
+	}
+	if n, sum := r.lag(t); n < 2 || sum > 0 {
+		// Removed before expires_at (an hour ahead): negative lags.
+		t.Errorf("TTL lag: %d samples, sum %v s, want ≥ 2 negative", n, sum)
+	}
+}
+
+// An expired COMPLETED record still present (TTL lagging) is a duplicate
+// with the archive option, without a tombstone.
+func TestArchiveExpiredCompletedIsDuplicate(t *testing.T) {
+	r := newAuditRig(t)
+	st := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.ClockCheck(false))
+	now := time.Now().Truncate(time.Second)
+	k := uniqueKey(t)
+	r.completed(t, st, k, "first", now)
+	later := now.Add(3 * time.Hour)
+	c := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "late", Now: later, LeaseUntil: later.Add(30 * time.Second)})
+	if c.Acquired || !c.Archived {
+		t.Fatalf("claim of an expired COMPLETED record: %+v, want a duplicate", c)
+	}
+	if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry"); n != 1 {
+		t.Errorf("ttl_delete_before_retry %d, want 1", n)
+	}
+}
+
+// A COMPLETED record overwritten by another owner's COMPLETED (a second
+// region's write), and a key completed again after its tombstone, are
+// each counted as a doubled completion and logged with the key hash.
+func TestAuditDoubledCompletions(t *testing.T) {
+	r := newAuditRig(t)
+	st := newStore(t, r.client, r.table, dynamostore.ClockCheck(false))
+	now := time.Now().Truncate(time.Second)
+
+	k1 := uniqueKey(t)
+	r.completed(t, st, k1, "east", now)
+	out, err := r.client.GetItem(t.Context(), &ddb.GetItemInput{TableName: aws.String(r.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: k1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Item["owner"] = &types.AttributeValueMemberS{Value: "west"}
+	if _, err := r.client.PutItem(t.Context(), &ddb.PutItemInput{TableName: aws.String(r.table), Item: out.Item}); err != nil {
+		t.Fatal(err)
+	}
+	r.until(t, "the overwritten completion counted", func() bool { return r.counter(t, "onceq.dynamodb.doubled_completions") == 1 })
+	if !strings.Contains(r.logs.String(), "key_hash="+dedup.KeyHash(k1)) {
+		t.Errorf("no WARN with the key hash: %s", r.logs.String())
+	}
+	if strings.Contains(r.logs.String(), k1) {
+		t.Error("the key itself was logged")
+	}
+
+	k2 := uniqueKey(t)
+	r.completed(t, st, k2, "first", now)
+	r.sweep(t, k2)
+	r.until(t, "tombstone of the removed completion", func() bool { return r.tombstone(t, k2) })
+	later := now.Add(2 * time.Hour)
+	r.completed(t, st, k2, "second", later)
+	r.until(t, "the second completion counted", func() bool { return r.counter(t, "onceq.dynamodb.doubled_completions") == 2 })
+
+	// The same owner's record rewritten (a retry, a heartbeat) is not doubled.
+	k3 := uniqueKey(t)
+	r.completed(t, st, k3, "only", now)
+	r.sweep(t, k3)
+	r.until(t, "tombstone of k3", func() bool { return r.tombstone(t, k3) })
+	if n := r.counter(t, "onceq.dynamodb.doubled_completions"); n != 2 {
+		t.Errorf("doubled completions %d, want 2", n)
+	}
+}
+
+// Through the Lambda handler: only a delete by DynamoDB's TTL service
+// (userIdentity Service, dynamodb.amazonaws.com) is archived by default;
+// an operator's delete is not.
+func TestAuditLambdaTTLPrincipalRule(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	client := dynamoClient(t, ep, nil)
+	archive := recordsTable(t, client)
+	a, err := dynamostore.NewAuditor(client, nil, "records", archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := func(key string) map[string]events.DynamoDBAttributeValue {
+		return map[string]events.DynamoDBAttributeValue{
+			"pk": events.NewStringAttribute(key), "status": events.NewStringAttribute("COMPLETED"),
+			"version": events.NewNumberAttribute("2"), "owner": events.NewStringAttribute("o"),
+			"payload_hash": events.NewStringAttribute("h"), "attempts": events.NewNumberAttribute("1"),
+			"created_at": events.NewNumberAttribute("1700000000"), "expires_at": events.NewNumberAttribute("1700000100"),
+		}
+	}
+	byTTL, byHand := uniqueKey(t), uniqueKey(t)
+	rec := func(key string, id *events.DynamoDBUserIdentity) events.DynamoDBEventRecord {
+		return events.DynamoDBEventRecord{EventName: "REMOVE", UserIdentity: id, Change: events.DynamoDBStreamRecord{
+			ApproximateCreationDateTime: events.SecondsEpochTime{Time: time.Unix(1700003700, 0)},
+			Keys:                        map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(key)},
+			OldImage:                    old(key),
+		}}
+	}
+	ev := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		rec(byTTL, &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: "dynamodb.amazonaws.com"}),
+		rec(byHand, nil),
+	}}
+	if err := a.HandleStreamEvent(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	got := func(key string) bool {
+		out, err := client.GetItem(t.Context(), &ddb.GetItemInput{TableName: aws.String(archive), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Item) > 0
+	}
+	if !got(byTTL) {
+		t.Error("TTL delete not archived")
+	}
+	if got(byHand) {
+		t.Error("an operator's delete archived")
+	}
+}
+
+// Run reads until its context ends, then returns nil, leaving no goroutine.
+func TestAuditRunStopsWithItsContext(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+	r := newAuditRig(t)
+	st := newStore(t, r.client, r.table, dynamostore.ClockCheck(false))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.auditor.Run(ctx) }()
+	k := uniqueKey(t)
+	r.completed(t, st, k, "o", time.Now())
+	r.sweep(t, k)
+	testenv.Eventually(t, 20*time.Second, "Run archived the removal", func() bool { return r.tombstone(t, k) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
