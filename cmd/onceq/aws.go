@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
@@ -32,6 +33,14 @@ func dynamoClient(ctx context.Context) (*ddb.Client, error) {
 		return nil, err
 	}
 	return ddb.NewFromConfig(cfg), nil
+}
+
+func streamsClient(ctx context.Context) (*dynamodbstreams.Client, error) {
+	cfg, err := awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return dynamodbstreams.NewFromConfig(cfg), nil
 }
 
 func sqsClient(ctx context.Context) (*awssqs.Client, error) {
