@@ -56,7 +56,9 @@ func sqsClient(ctx context.Context) (*awssqs.Client, error) {
 // is a one-line change here.
 func openStore(client *ddb.Client, table string, tenant bool, opts ...dynamostore.Option) (*dynamostore.Store, error) {
 	if tenant {
-		opts = append(opts, dynamostore.TenantLayout())
+		// Both two-part layouts map a key alike; this one reads a key
+		// given whole, tenant or namespace first, without asking for it.
+		opts = append(opts, dynamostore.NamespaceLayout())
 	}
 	return dynamostore.New(client, table, opts...)
 }

@@ -40,6 +40,8 @@ type Store struct {
 	clockCheck bool
 	// archive is the tombstone table claims consult (WithArchive), or nil.
 	archive *string
+	// tenantKeyed: TenantLayout, whose keys carry the message's tenant.
+	tenantKeyed bool
 }
 
 var (
@@ -67,6 +69,10 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: no client", ErrInvalidConfig)
 	case slices.Contains(cfg.regional, nil):
 		return nil, fmt.Errorf("%w: a nil regional client", ErrInvalidConfig)
+	case cfg.shards < 0 || cfg.shards > 1000:
+		return nil, fmt.Errorf("%w: TenantShards(%d): want 1 to 1000", ErrInvalidConfig, cfg.shards)
+	case cfg.shards > 1 && !cfg.fromMessage:
+		return nil, fmt.Errorf("%w: TenantShards without TenantLayout", ErrInvalidConfig)
 	}
 	hs, err := collectHooks(cfg.hooks)
 	if err != nil {
@@ -91,18 +97,19 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 		archive = aws.String(cfg.archive)
 	}
 	return &Store{
-		archive:   archive,
-		logs:      logs,
-		clients:   clients,
-		table:     table,
-		tableName: aws.String(table),
-		parts:     newParts(layout{tenant: cfg.tenant}),
-		layout:    layout{tenant: cfg.tenant},
-		policy:    cfg.policy,
-		hooks:     hs,
-		log:       cfg.logger,
-		tel:       tel,
-		clock:     clock,
+		archive:     archive,
+		logs:        logs,
+		clients:     clients,
+		table:       table,
+		tableName:   aws.String(table),
+		parts:       newParts(layout{tenant: cfg.tenant}),
+		layout:      layout{tenant: cfg.tenant, shards: cfg.shards},
+		tenantKeyed: cfg.fromMessage,
+		policy:      cfg.policy,
+		hooks:       hs,
+		log:         cfg.logger,
+		tel:         tel,
+		clock:       clock,
 
 		clockCheck: !cfg.noClockCheck,
 	}, nil
