@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/metrictest"
@@ -294,5 +296,54 @@ func TestAuditRunStopsWithItsContext(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// Through the consumer: a message processed, its record removed as if by
+// TTL and archived, then a new message with the same key: answered as a
+// duplicate with an empty response, the handler not run again, and
+// counted; without the archive the handler runs twice.
+func TestAuditLateDuplicateThroughConsumer(t *testing.T) {
+	for _, archive := range []bool{true, false} {
+		t.Run(map[bool]string{true: "archive", false: "no archive"}[archive], func(t *testing.T) {
+			r := newAuditRig(t)
+			opts := []dynamostore.Option{dynamostore.WithMeterProvider(r.mp)}
+			if archive {
+				opts = append(opts, dynamostore.WithArchive(r.archive))
+			}
+			st := newStore(t, r.client, r.table, opts...)
+			var runs atomic.Int32
+			g, err := consumer.NewGuard(st, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+				runs.Add(1)
+				return consumer.Result{Response: []byte("done")}, nil
+			}), consumer.NoCompletedCache())
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := uniqueName("order-")
+			msg := func() *consumer.Message {
+				return &consumer.Message{Body: []byte(`{}`), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: id}}
+			}
+			if o := g.Process(t.Context(), msg()); o.Kind != consumer.Processed {
+				t.Fatalf("first: %v %v", o.Kind, o.Err)
+			}
+			key, _ := dedup.Key("onceq", id)
+			r.sweep(t, key)
+			r.until(t, "the tombstone", func() bool { return r.tombstone(t, key) })
+			o := g.Process(t.Context(), msg())
+			want, wantRuns, wantCount := consumer.Duplicate, int32(1), int64(1)
+			if !archive {
+				want, wantRuns, wantCount = consumer.Processed, 2, 0
+			}
+			if o.Kind != want || runs.Load() != wantRuns {
+				t.Fatalf("late copy: %v (response %q), %d handler runs; want %v and %d", o.Kind, o.Response, runs.Load(), want, wantRuns)
+			}
+			if archive && len(o.Response) != 0 {
+				t.Errorf("late duplicate's response %q, want empty (not kept)", o.Response)
+			}
+			if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry"); n != wantCount {
+				t.Errorf("ttl_delete_before_retry %d, want %d", n, wantCount)
+			}
+		})
 	}
 }
