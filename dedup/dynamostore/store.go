@@ -120,13 +120,18 @@ func (s *Store) Table() string { return s.table }
 
 // client is the key's home client: a stable hash keeps every call for one
 // key in one region.
-func (s *Store) client(key string) *ddb.Client {
+func (s *Store) client(key string) *ddb.Client { return s.clients[s.HomeRegion(key)] }
+
+// HomeRegion is the index, in WithRegionalClients' list, of the region
+// every call for key goes to (0 without regional clients): a stable hash
+// of the key over the list's length, so a new list re-homes keys.
+func (s *Store) HomeRegion(key string) int {
 	if len(s.clients) == 1 {
-		return s.clients[0]
+		return 0
 	}
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
-	return s.clients[h.Sum64()%uint64(len(s.clients))]
+	return int(h.Sum64() % uint64(len(s.clients)))
 }
 
 // ownClient is the store's copy of a caller's client, made once here
