@@ -338,8 +338,8 @@ func TestAuditLateDuplicateThroughConsumer(t *testing.T) {
 			if o.Kind != want || runs.Load() != wantRuns {
 				t.Fatalf("late copy: %v (response %q), %d handler runs; want %v and %d", o.Kind, o.Response, runs.Load(), want, wantRuns)
 			}
-			if archive && len(o.Response) != 0 {
-				t.Errorf("late duplicate's response %q, want empty (not kept)", o.Response)
+			if archive && (len(o.Response) != 0 || !o.Archived) {
+				t.Errorf("late duplicate: response %q, Archived %v; want empty and true", o.Response, o.Archived)
 			}
 			if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry"); n != wantCount {
 				t.Errorf("ttl_delete_before_retry %d, want %d", n, wantCount)
