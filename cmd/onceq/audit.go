@@ -5,14 +5,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq audit", stderr,
-		"usage: onceq audit -table NAME -archive NAME [-retention 720h] [-from-start]",
+		"usage: onceq audit -table NAME -archive NAME [-retention 720h] [-from-start] [-metrics-addr ADDR]",
 		"Reads the idempotency table's stream until interrupted: archives a tombstone for each COMPLETED record",
 		"TTL removed (what a store with WithArchive consults), and logs doubled completions (a key completed by two owners).",
 		"The table needs its stream (onceq create-table -stream) and the archive table (-archive there).",
@@ -24,6 +31,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fromStart := fs.Bool("from-start", false, "read the stream from its oldest record (up to 24 h back) instead of from now")
 	anyDelete := fs.Bool("any-delete", false, "treat every delete as TTL's (emulators, whose TTL sweeper does not run)")
 	poll := fs.Duration("poll", time.Second, "wait between reads of a stream read to its end")
+	metricsAddr := fs.String("metrics-addr", "", "serve the trail's metrics (TTL lag, tombstones, doubled completions) for Prometheus on this address, at /metrics")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
@@ -48,6 +56,16 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "onceq audit: %v\n", err)
 		return 1
 	}
+	var meters *sdkmetric.MeterProvider
+	if *metricsAddr != "" {
+		stopMetrics, mp, err := serveMetrics(ctx, *metricsAddr, stdout)
+		if err != nil {
+			fmt.Fprintf(stderr, "onceq audit: %v\n", err)
+			return 1
+		}
+		defer stopMetrics()
+		meters = mp
+	}
 	opts := []dynamostore.AuditOption{
 		dynamostore.ArchiveRetention(*retention), dynamostore.PollInterval(*poll),
 		dynamostore.AuditLogger(slog.New(slog.NewTextHandler(stderr, nil))),
@@ -55,6 +73,9 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *fromStart {
 		opts = append(opts, dynamostore.FromStreamStart())
+	}
+	if meters != nil {
+		opts = append(opts, dynamostore.AuditMeterProvider(meters))
 	}
 	a, err := dynamostore.NewAuditor(db, streams, *table, *archive, opts...)
 	if err != nil {
@@ -67,4 +88,33 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// serveMetrics serves a meter provider's metrics for Prometheus on addr
+// until stop, which also waits for the server's goroutine.
+func serveMetrics(ctx context.Context, addr string, stdout io.Writer) (stop func(), mp *sdkmetric.MeterProvider, err error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln) // ErrServerClosed at stop
+	}()
+	fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", ln.Addr())
+	return func() {
+		_ = srv.Close()
+		<-served
+		_ = mp.Shutdown(context.WithoutCancel(ctx))
+	}, mp, nil
 }

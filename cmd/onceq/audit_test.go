@@ -1,8 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -57,13 +58,39 @@ func TestCreateTableStreamAndAudit(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan int, 1)
-	var out, errOut bytes.Buffer
+	var out, errOut testenv.LogBuffer
 	go func() {
-		done <- run(ctx, []string{"audit", "-table", table, "-archive", archive, "-from-start", "-any-delete", "-poll", "50ms"}, &out, &errOut)
+		done <- run(ctx, []string{"audit", "-table", table, "-archive", archive, "-from-start", "-any-delete", "-poll", "50ms",
+			"-metrics-addr", "127.0.0.1:0"}, &out, &errOut)
 	}()
 	testenv.Eventually(t, 20*time.Second, "onceq audit archived the removed completion", func() bool {
 		o, err := c.GetItem(t.Context(), &ddb.GetItemInput{TableName: aws.String(archive), Key: pk, ConsistentRead: aws.Bool(true)})
 		return err == nil && len(o.Item) > 0
+	})
+	// The counters follow the archive's write: read them until they do.
+	var metrics string
+	testenv.Eventually(t, 20*time.Second, "onceq audit's metrics count the tombstone and its TTL lag", func() bool {
+		_, url, ok := strings.Cut(out.String(), "metrics on ")
+		if !ok {
+			return false
+		}
+		resp, err := http.Get(strings.TrimSpace(strings.SplitN(url, "\n", 2)[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		metrics = string(body)
+		for _, name := range []string{"onceq_dynamodb_tombstones_total", "onceq_dynamodb_ttl_lag_seconds_count"} {
+			found := false
+			for _, line := range strings.Split(metrics, "\n") {
+				found = found || strings.HasPrefix(line, name+"{") && strings.HasSuffix(line, "} 1")
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
 	})
 	cancel()
 	if code := <-done; code != 0 {
