@@ -67,6 +67,8 @@ type Auditor struct {
 	shards map[string]*shardPos // the stream's shards being read
 	done   map[string]bool      // shards read to their end
 	arn    string
+	// discovered: the stream's shards were listed once.
+	discovered bool
 }
 
 // shardPos is where the reading of a shard stands.
@@ -241,8 +243,7 @@ func (a *Auditor) Poll(ctx context.Context) error {
 	return nil
 }
 
-// discover adds the stream's shards not yet read, each once its parent
-// has been read to its end (a key's records then come in order).
+// discover adds the stream's shards not yet read.
 func (a *Auditor) discover(ctx context.Context) error {
 	var shards []stypes.Shard
 	var start *string
@@ -265,14 +266,25 @@ func (a *Auditor) discover(ctx context.Context) error {
 	for _, s := range shards {
 		known[aws.ToString(s.ShardId)] = true
 	}
+	// From now (not FromStreamStart): the first round skips closed shards
+	// and reads open ones from their end; shards that open later are read
+	// from their start.
+	first := !a.discovered
+	a.discovered = true
 	for _, s := range shards {
 		id, parent := aws.ToString(s.ShardId), aws.ToString(s.ParentShardId)
-		if a.done[id] || a.shards[id] != nil || parent != "" && known[parent] && !a.done[parent] {
+		if a.done[id] || a.shards[id] != nil {
 			continue
 		}
-		it := stypes.ShardIteratorTypeLatest
-		if a.fromStart || parent != "" && a.done[parent] {
-			it = stypes.ShardIteratorTypeTrimHorizon // a child: from its first record
+		it := stypes.ShardIteratorTypeTrimHorizon
+		if first && !a.fromStart {
+			if r := s.SequenceNumberRange; r != nil && r.EndingSequenceNumber != nil {
+				a.done[id] = true
+				continue
+			}
+			it = stypes.ShardIteratorTypeLatest
+		} else if parent != "" && known[parent] && !a.done[parent] {
+			continue // a child waits for its parent, so a key's records come in order
 		}
 		iter, err := a.iterator(ctx, id, it, nil)
 		if err != nil {

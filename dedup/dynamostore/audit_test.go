@@ -347,3 +347,36 @@ func TestAuditLateDuplicateThroughConsumer(t *testing.T) {
 		})
 	}
 }
+
+// Without FromStreamStart the trail starts at the stream's end: a removal
+// before the first read is not archived, one after it is (and since a
+// shard is read in order, archiving the later one proves the earlier was
+// passed over, not pending).
+func TestAuditStartsAtTheStreamsEnd(t *testing.T) {
+	r := newAuditRig(t)
+	ep := testenv.DynamoDBEndpoint(t)
+	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
+	a, err := dynamostore.NewAuditor(r.client, streams, r.table, r.archive, dynamostore.AnyDeleteIsTTL(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStore(t, r.client, r.table, dynamostore.ClockCheck(false))
+	now := time.Now()
+	before, after := uniqueKey(t), uniqueKey(t)
+	r.completed(t, st, before, "o", now)
+	r.sweep(t, before)
+	if err := a.Poll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r.completed(t, st, after, "o", now)
+	r.sweep(t, after)
+	testenv.Eventually(t, 20*time.Second, "the later removal archived", func() bool {
+		if err := a.Poll(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return r.tombstone(t, after)
+	})
+	if r.tombstone(t, before) {
+		t.Error("a removal from before the trail started was archived")
+	}
+}

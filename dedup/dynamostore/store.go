@@ -377,7 +377,12 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 		return dedup.Claim{}, s.wrap(op, a.key, err)
 	}
 	if holds(ccf.Item, a.now, a.margin) {
-		return s.lost(a.key, a.owner, a.status, ccf.Item, retried)
+		c, err := s.lost(a.key, a.owner, a.status, ccf.Item, retried)
+		if err == nil && c.Acquired && checkArchive {
+			// Our own earlier attempt, whose answer was lost.
+			return s.fromArchive(ctx, c, a, nil)
+		}
+		return c, err
 	}
 	r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response)
 	c, err := s.claimItem(ctx, op, a.key, a.owner, a.status, r.updateItem(s.tableName, a.item, types.ReturnValueAllOld))
