@@ -76,8 +76,8 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMeterProvider sets where the store's metrics go (default the global
-// MeterProvider): onceq.dynamodb.errors, .transaction_cancellations and
-// .retries.
+// MeterProvider): onceq.dynamodb.errors, .transaction_cancellations,
+// .retries, .clock_offset and .ttl_delete_before_retry.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.meter = mp })
 }
