@@ -177,6 +177,7 @@ func NewAuditor(db *ddb.Client, streams *dynamodbstreams.Client, table, archive 
 // change is one stream record, from either stream API.
 type change struct {
 	event      string // INSERT, MODIFY, REMOVE
+	region     string // where the stream record was written
 	at         time.Time
 	ttl        bool // deleted by the TTL sweeper
 	keys       map[string]types.AttributeValue
@@ -402,7 +403,7 @@ func (a *Auditor) apply(ctx context.Context, c change) error {
 		}
 		if old != nil {
 			if old.Owner != rec.Owner {
-				a.doubledCompletion(ctx, rec, "overwritten")
+				a.doubledCompletion(ctx, c, rec, "overwritten")
 			}
 			return nil
 		}
@@ -411,16 +412,16 @@ func (a *Auditor) apply(ctx context.Context, c change) error {
 			return err
 		}
 		if owner, _ := getS(stone, attrOwner, false); stone != nil && owner != rec.Owner {
-			a.doubledCompletion(ctx, rec, "completed again within the archive's retention")
+			a.doubledCompletion(ctx, c, rec, "completed again within the archive's retention")
 		}
 	}
 	return nil
 }
 
-func (a *Auditor) doubledCompletion(ctx context.Context, rec dedup.Record, how string) {
+func (a *Auditor) doubledCompletion(ctx context.Context, c change, rec dedup.Record, how string) {
 	a.doubled.Add(ctx, 1)
 	a.log.WarnContext(ctx, "dynamostore: a key was completed by two owners: its effect may have run twice",
-		"table", a.table, "key_hash", dedup.KeyHash(rec.Key), "how", how)
+		"table", a.table, "key_hash", dedup.KeyHash(rec.Key), "how", how, "region", c.region)
 }
 
 // bury writes old's tombstone: the key, owner, version and payload hash,
@@ -460,7 +461,7 @@ func (a *Auditor) tombstoneOf(ctx context.Context, keys map[string]types.Attribu
 }
 
 func fromStream(r stypes.Record) change {
-	c := change{event: string(r.EventName)}
+	c := change{event: string(r.EventName), region: aws.ToString(r.AwsRegion)}
 	if id := r.UserIdentity; id != nil {
 		c.ttl = aws.ToString(id.Type) == ttlIdentityType && aws.ToString(id.PrincipalId) == ttlIdentityPrincipal
 	}
@@ -472,7 +473,7 @@ func fromStream(r stypes.Record) change {
 }
 
 func fromLambda(r events.DynamoDBEventRecord) change {
-	c := change{event: r.EventName, at: r.Change.ApproximateCreationDateTime.Time}
+	c := change{event: r.EventName, region: r.AWSRegion, at: r.Change.ApproximateCreationDateTime.Time}
 	if id := r.UserIdentity; id != nil {
 		c.ttl = id.Type == ttlIdentityType && id.PrincipalID == ttlIdentityPrincipal
 	}
