@@ -69,13 +69,14 @@ func (l layout) key(k string) (map[string]types.AttributeValue, error) {
 	if !ok || ns == "" || fp == "" {
 		return nil, &BadKeyError{KeyHash: dedup.KeyHash(k)}
 	}
+	maxTenant := maxPartitionKey - len(shardSuffix(l.shards, ""))
 	switch {
 	case !utf8.ValidString(ns) || strings.HasPrefix(ns, hashedPrefix):
 		ns = hashKey(ns)
-	case len(ns) > maxPartitionKey-len(shardSuffix(l.shards, "")):
+	case len(ns) > maxTenant:
 		// Hashing the tenant would scatter a tenant's records, which the
 		// layout exists to keep together: refuse the key instead.
-		return nil, &dedup.KeyTooLongError{KeyHash: dedup.KeyHash(k), Part: "tenant", Len: len(ns), Max: maxPartitionKey}
+		return nil, &dedup.KeyTooLongError{KeyHash: dedup.KeyHash(k), Part: "tenant", Len: len(ns), Max: maxTenant}
 	}
 	if !storable(fp, maxSortKey) {
 		fp = hashKey(fp)
