@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -401,5 +402,28 @@ func TestArchiveCostPerNewKey(t *testing.T) {
 	c.reset()
 	if cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "b", Now: now, LeaseUntil: now.Add(time.Minute)}); cl.Acquired || c.total() != 1 {
 		t.Fatalf("duplicate: acquired %v, calls %v; want one PutItem", cl.Acquired, c.by)
+	}
+}
+
+// ClaimComplete (one round trip) reads the archive before it writes: a
+// tombstone answers it as a duplicate and nothing is written.
+func TestArchiveClaimComplete(t *testing.T) {
+	r := newAuditRig(t)
+	st := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.ClockCheck(false))
+	now := time.Now().Truncate(time.Second)
+	k := uniqueKey(t)
+	r.completed(t, st, k, "first", now)
+	r.sweep(t, k)
+	r.until(t, "the tombstone", func() bool { return r.tombstone(t, k) })
+	later := now.Add(2 * time.Hour)
+	c, err := st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: "late", Response: []byte("again"), Now: later, ExpiresAt: later.Add(time.Hour)})
+	if err != nil || c.Acquired || !c.Archived || c.Existing.Owner != "first" {
+		t.Fatalf("one round trip over a tombstone: %+v %v; want a duplicate of the first owner's completion", c, err)
+	}
+	if _, err := st.Get(t.Context(), k); !errors.Is(err, dedup.ErrNotFound) {
+		t.Errorf("record after the archived duplicate: %v, want none written", err)
+	}
+	if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry"); n != 1 {
+		t.Errorf("ttl_delete_before_retry %d, want 1", n)
 	}
 }
