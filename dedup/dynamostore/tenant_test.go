@@ -84,6 +84,11 @@ func TestTenantLayoutFromMessage(t *testing.T) {
 			if len(a) != 1 || !a["acme"] || len(o) != 1 || !o["glob%23ex%25"] {
 				t.Errorf("partition keys: acme %v, other %v; want only acme and glob%%23ex%%25", a, o)
 			}
+			// A log line's key hash finds a record, sharded or not.
+			key, _ := dedup.TenantKey(acme, "onceq#2")
+			if res, err := st.FindKeyHash(t.Context(), dedup.KeyHash(key), 100); err != nil || len(res.Records) != 1 {
+				t.Errorf("FindKeyHash of acme/2: %+v %v, want its record", res, err)
+			}
 			if shards > 1 && len(shardsSeen) < 3 {
 				t.Errorf("sharded partition keys %v: want the 5 records spread over at least 3", shardsSeen)
 			}
