@@ -107,7 +107,9 @@ func (a *attempt) claimFirst() Outcome {
 		return a.storeFailed("claim", err)
 	}
 	if !c.Acquired {
-		return a.existing(now, c.Existing)
+		o := a.existing(now, c.Existing)
+		o.Archived = c.Archived && o.Kind == Duplicate
+		return o
 	}
 	if c.Previous != nil {
 		g.tel.expired.Add(a.ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(c.Previous.Status))))
@@ -211,7 +213,9 @@ func (a *attempt) commit(res Result, write writeFunc) Outcome {
 	}
 	switch {
 	case err == nil && a.lease.Owner == "" && !c.Acquired:
-		return a.existing(now, c.Existing) // one round trip found a live record
+		o := a.existing(now, c.Existing) // one round trip found a live record
+		o.Archived = c.Archived && o.Kind == Duplicate
+		return o
 	case err == nil:
 		a.o.Kind, a.o.Response = kind, resp
 		if a.lease.Owner == "" && c.Attempt > 0 {

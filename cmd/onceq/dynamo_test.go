@@ -225,3 +225,34 @@ func TestInspectTenantLayout(t *testing.T) {
 		t.Errorf("inspect without -tenant-layout: exit %d, err %q; want exit 1 with an error", code, errOut)
 	}
 }
+
+// inspect -tenant lists a tenant's records (a Query), and only that
+// tenant's.
+func TestInspectTenantQuery(t *testing.T) {
+	c := localAWS(t)
+	table := tableName(t)
+	if code, _, errOut := onceq("create-table", "-table", table, "-tenant-layout"); code != 0 {
+		t.Fatalf("create-table: %s", errOut)
+	}
+	st, err := dynamostore.New(c, table, dynamostore.TenantLayout(), dynamostore.TenantShards(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, tk := range [][2]string{{"acme", "a1"}, {"acme", "a2"}, {"zeta", "z1"}} {
+		key, err := dedup.TenantKey(tk[0], "onceq#"+tk[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: key, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := onceq("inspect", "-table", table, "-tenant", "acme", "-since", "1h", "-shards", "2")
+	if code != 0 || strings.Count(out, "status:") != 2 || strings.Contains(out, "z1") || !strings.Contains(errOut, "2 records") {
+		t.Fatalf("inspect -tenant acme: exit %d, out %q, err %q", code, out, errOut)
+	}
+	if code, _, _ := onceq("inspect", "-table", table, "-tenant", "acme", "KEY"); code != 2 {
+		t.Errorf("-tenant with a KEY: exit %d, want 2", code)
+	}
+}

@@ -34,6 +34,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"      a Kafka record: its key is computed as the Kafka sources do (kafkasource.Fingerprint)",
 		"  [-namespace onceq] -kafka-header-key K",
 		"      a Kafka record that carries an idempotency-key header",
+		"  -tenant T [-since 1h] [-shards N] [-limit 100]",
+		"      the records a tenant (table made with -tenant-layout, consumer.WithTenantFunc) created since then:",
+		"      a Query of the tenant's partition key(s), never a Scan; it reads every record of the tenant",
 		"Exit 1 when no record is found.",
 	)
 	table := fs.String("table", "", "table name (required)")
@@ -45,6 +48,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	scanLimit := fs.Int("scan-limit", defaultScanLimit,
 		"-key-hash reads at most this many items; a scan costs read capacity for every item read\n"+
 			"(about 0.5 unit per 4 KB of items read), and no writes")
+	tenantName := fs.String("tenant", "", "list this tenant's records (tenant layout)")
+	since := fs.Duration("since", time.Hour, "with -tenant: records created within this long")
+	shards := fs.Int("shards", 1, "with -tenant: the store's TenantShards")
+	limit := fs.Int("limit", 100, "with -tenant: list at most this many records")
 	var k kafkaRecord
 	fs.StringVar(&k.topic, "kafka-topic", "", "the Kafka record's topic")
 	fs.StringVar(&k.key, "kafka-key", "", "the Kafka record's key (none: leave out)")
@@ -64,6 +71,15 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case *table == "":
 		return usageErr("-table is required")
+	case set["tenant"] && (set["key-hash"] || kafka || fs.NArg() > 0 || *stored || set["namespace"]):
+		return usageErr("-tenant lists records by tenant: give no KEY, -key-hash, -kafka-* or -namespace with it")
+	case (set["since"] || set["shards"] || set["limit"]) && !set["tenant"]:
+		return usageErr("-since, -shards and -limit go with -tenant only")
+	case set["tenant"]:
+		if *since <= 0 || *shards < 1 || *limit < 1 {
+			return usageErr("-since, -shards and -limit must be positive")
+		}
+		return listTenant(ctx, stdout, stderr, *table, *tenantName, *since, *shards, *limit, *response)
 	case set["key-hash"] && kafka:
 		return usageErr("-key-hash and -kafka-* flags each name a record: give one")
 	case (set["key-hash"] || kafka) && fs.NArg() > 0:
@@ -154,6 +170,41 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintln(stdout)
 		}
 		printRecord(stdout, r, time.Now())
+	}
+	return 0
+}
+
+// listTenant prints the records tenant created within since.
+func listTenant(ctx context.Context, stdout, stderr io.Writer, table, tenant string, since time.Duration, shards, limit int, response bool) int {
+	if response {
+		fmt.Fprintln(stderr, "onceq inspect: -response goes with one record, not -tenant")
+		return 2
+	}
+	client, err := dynamoClient(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		return 1
+	}
+	store, err := dynamostore.New(client, table, dynamostore.TenantLayout(), dynamostore.TenantShards(shards))
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		return 1
+	}
+	now := time.Now()
+	recs, err := store.TenantRecords(ctx, tenant, now.Add(-since), limit)
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "tenant %q: %d records created in the last %v in table %s (a Query of %d partition keys)\n", tenant, len(recs), since, table, shards)
+	for i, r := range recs {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		printRecord(stdout, r, now)
+	}
+	if len(recs) == 0 {
+		return 1
 	}
 	return 0
 }

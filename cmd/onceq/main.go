@@ -32,6 +32,7 @@ var commands = []struct {
 	{"inspect", "show the stored record of an idempotency key", runInspect},
 	{"capacity", "budget write capacity for a workload", runCapacity},
 	{"check", "run a worker's start-up checks: table, queue or topics, dead letters", runCheck},
+	{"audit", "keep the audit trail: archive completions TTL removed, report TTL lag and doubled completions", runAudit},
 }
 
 func usage(w io.Writer) {

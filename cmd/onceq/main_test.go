@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -39,6 +40,29 @@ func TestCapacity(t *testing.T) {
 	p := planCapacity(2000, 0.15, 2)
 	if p.OneWritePerDelivery != 2300 || p.ClaimComplete != 4300 || p.Transaction != 10300 || p.OneRoundTrip != 9200 {
 		t.Fatalf("plan %+v", p)
+	}
+}
+
+// Storage holds retention + 48 h of TTL lag, in the table and the archive.
+func TestCapacityStorage(t *testing.T) {
+	p := planStorage(100, 24*time.Hour, 300, 30*24*time.Hour, 200)
+	if p.TableItems != 100*72*3600 || p.TableBytes != p.TableItems*400 {
+		t.Errorf("table %v items %v B, want 25,920,000 items of 400 B", p.TableItems, p.TableBytes)
+	}
+	if p.ArchiveItems != 100*(30*24+48)*3600 || p.ArchiveBytes != p.ArchiveItems*300 || p.ArchiveRCU != 50 || p.ArchiveWCU != 100 {
+		t.Errorf("archive %+v", p)
+	}
+	if p := planStorage(100, time.Hour, 300, 0, 200); p.ArchiveItems != 0 || p.ArchiveRCU != 0 {
+		t.Errorf("no archive: %+v", p)
+	}
+	code, out, _ := onceq("capacity", "-rps", "100", "-archive-retention", "720h")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"25920000 items", "10.37 GB", "archive (720h0m0s + 48h", "0.5 RCU per new key = 50 RCU"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("capacity output lacks %q:\n%s", want, out)
+		}
 	}
 }
 

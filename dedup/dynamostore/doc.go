@@ -4,8 +4,17 @@
 //
 // One item per key. Default layout: partition key pk = the whole key
 // ("<namespace>#<fingerprint>"). Tenant layout (TenantLayout): pk = the
-// tenant (the key up to its first '#', i.e. dedup.Key's namespace) and sort
-// key sk = the rest, so one tenant's records can be queried as a range.
+// message's tenant (the key up to its first '#', which dedup.TenantKey
+// puts there; "<tenant>#<n>" with TenantShards) and sort key sk = the
+// rest, so one tenant's records can be queried (TenantRecords).
+// NamespaceLayout splits keys the same way, without a tenant: pk is then
+// the static namespace, one hot partition.
+//
+// # Audit trail
+//
+// An Auditor reads the table's stream (WithStream): tombstones of COMPLETED
+// records TTL removed go to an archive table, which claims consult with
+// WithArchive; it reports TTL lag and keys completed by two owners.
 // Other attributes: status, version, owner, payload_hash, attempts,
 // created_at, expires_at (the table's TTL attribute), lease_expires_at,
 // response (binary) and error.

@@ -183,7 +183,11 @@ func (l layout) storedKey(item map[string]types.AttributeValue) (key string, has
 	if strings.HasPrefix(pk.Value, hashedPrefix) || strings.HasPrefix(sk.Value, hashedPrefix) {
 		return "", false, true
 	}
-	return pk.Value + "#" + sk.Value, false, true
+	tenant := pk.Value
+	if l.shards > 1 {
+		tenant, _, _ = strings.Cut(tenant, "#") // a tenant holds no '#': the rest is the shard
+	}
+	return tenant + "#" + sk.Value, false, true
 }
 
 func isKeyHash(h string) bool {

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -48,7 +50,13 @@ const hashedPrefix = "sha256:"
 // come from dedup.Key as <namespace>#<key>): the namespace stays readable,
 // and the default layout stores what dedup.Key produced before the rule
 // moved here.
-type layout struct{ tenant bool }
+//
+// shards > 1 (TenantShards) spreads a tenant over that many partition
+// keys, "<tenant>#<n>", n from a hash of the sort key.
+type layout struct {
+	tenant bool
+	shards int
+}
 
 func (l layout) key(k string) (map[string]types.AttributeValue, error) {
 	if k == "" {
@@ -61,18 +69,19 @@ func (l layout) key(k string) (map[string]types.AttributeValue, error) {
 	if !ok || ns == "" || fp == "" {
 		return nil, &BadKeyError{KeyHash: dedup.KeyHash(k)}
 	}
+	maxTenant := maxPartitionKey - len(shardSuffix(l.shards, ""))
 	switch {
 	case !utf8.ValidString(ns) || strings.HasPrefix(ns, hashedPrefix):
 		ns = hashKey(ns)
-	case len(ns) > maxPartitionKey:
+	case len(ns) > maxTenant:
 		// Hashing the tenant would scatter a tenant's records, which the
 		// layout exists to keep together: refuse the key instead.
-		return nil, &dedup.KeyTooLongError{KeyHash: dedup.KeyHash(k), Part: "tenant", Len: len(ns), Max: maxPartitionKey}
+		return nil, &dedup.KeyTooLongError{KeyHash: dedup.KeyHash(k), Part: "tenant", Len: len(ns), Max: maxTenant}
 	}
 	if !storable(fp, maxSortKey) {
 		fp = hashKey(fp)
 	}
-	return map[string]types.AttributeValue{attrPK: str(ns), attrSK: str(fp)}, nil
+	return map[string]types.AttributeValue{attrPK: str(ns + shardSuffix(l.shards, fp)), attrSK: str(fp)}, nil
 }
 
 // partitionKey is the default layout's pk of k = ns#fp (ok: k has a '#').
@@ -114,4 +123,19 @@ func (l layout) notExists(r *request) {
 		return
 	}
 	r.Where("attribute_not_exists(", r.name(nPK), ")")
+}
+
+// shardSuffix is "#<n>" for a sort key sk among shards write shards, n
+// from a stable hash of sk; "" without sharding. With sk "" it is the
+// longest suffix, for the length check.
+func shardSuffix(shards int, sk string) string {
+	if shards <= 1 {
+		return ""
+	}
+	if sk == "" {
+		return "#" + strconv.Itoa(shards-1)
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(sk))
+	return "#" + strconv.Itoa(int(h.Sum32()%uint32(shards)))
 }

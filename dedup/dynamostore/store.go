@@ -38,6 +38,10 @@ type Store struct {
 	// clockCheck refuses claims whose Now is off DynamoDB's clock by more
 	// than their SkewMargin.
 	clockCheck bool
+	// archive is the tombstone table claims consult (WithArchive), or nil.
+	archive *string
+	// tenantKeyed: TenantLayout, whose keys carry the message's tenant.
+	tenantKeyed bool
 }
 
 var (
@@ -65,6 +69,10 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: no client", ErrInvalidConfig)
 	case slices.Contains(cfg.regional, nil):
 		return nil, fmt.Errorf("%w: a nil regional client", ErrInvalidConfig)
+	case cfg.shards < 0 || cfg.shards > 1000:
+		return nil, fmt.Errorf("%w: TenantShards(%d): want 1 to 1000", ErrInvalidConfig, cfg.shards)
+	case cfg.shards > 1 && !cfg.fromMessage:
+		return nil, fmt.Errorf("%w: TenantShards without TenantLayout", ErrInvalidConfig)
 	}
 	hs, err := collectHooks(cfg.hooks)
 	if err != nil {
@@ -84,18 +92,24 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
 	}
+	var archive *string
+	if cfg.archive != "" {
+		archive = aws.String(cfg.archive)
+	}
 	return &Store{
-		logs:      logs,
-		clients:   clients,
-		table:     table,
-		tableName: aws.String(table),
-		parts:     newParts(layout{tenant: cfg.tenant}),
-		layout:    layout{tenant: cfg.tenant},
-		policy:    cfg.policy,
-		hooks:     hs,
-		log:       cfg.logger,
-		tel:       tel,
-		clock:     clock,
+		archive:     archive,
+		logs:        logs,
+		clients:     clients,
+		table:       table,
+		tableName:   aws.String(table),
+		parts:       newParts(layout{tenant: cfg.tenant}),
+		layout:      layout{tenant: cfg.tenant, shards: cfg.shards},
+		tenantKeyed: cfg.fromMessage,
+		policy:      cfg.policy,
+		hooks:       hs,
+		log:         cfg.logger,
+		tel:         tel,
+		clock:       clock,
 
 		clockCheck: !cfg.noClockCheck,
 	}, nil
@@ -106,13 +120,18 @@ func (s *Store) Table() string { return s.table }
 
 // client is the key's home client: a stable hash keeps every call for one
 // key in one region.
-func (s *Store) client(key string) *ddb.Client {
+func (s *Store) client(key string) *ddb.Client { return s.clients[s.HomeRegion(key)] }
+
+// HomeRegion is the index, in WithRegionalClients' list, of the region
+// every call for key goes to (0 without regional clients): a stable hash
+// of the key over the list's length, so a new list re-homes keys.
+func (s *Store) HomeRegion(key string) int {
 	if len(s.clients) == 1 {
-		return s.clients[0]
+		return 0
 	}
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
-	return s.clients[h.Sum64()%uint64(len(s.clients))]
+	return int(h.Sum64() % uint64(len(s.clients)))
 }
 
 // ownClient is the store's copy of a caller's client, made once here
@@ -343,18 +362,34 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 		o, err := client.PutItem(ctx, in)
 		return metadata(o), err
 	})
+	// Only a PENDING claim consults the archive here: ClaimComplete does
+	// before it writes (archiveClaimComplete).
+	checkArchive := s.archive != nil && a.status == dedup.StatusPending
 	if err == nil {
-		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: a.key, Owner: a.owner, Version: 1}, Attempt: 1}, nil
+		c := dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: a.key, Owner: a.owner, Version: 1}, Attempt: 1}
+		if checkArchive {
+			return s.fromArchive(ctx, c, a, nil)
+		}
+		return c, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
 		return dedup.Claim{}, s.wrap(op, a.key, err)
 	}
 	if holds(ccf.Item, a.now, a.margin) {
-		return s.lost(a.key, a.owner, a.status, ccf.Item, retried)
+		c, err := s.lost(a.key, a.owner, a.status, ccf.Item, retried)
+		if err == nil && c.Acquired && checkArchive {
+			// Our own earlier attempt, whose answer was lost.
+			return s.fromArchive(ctx, c, a, nil)
+		}
+		return c, err
 	}
 	r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response)
-	return s.claimItem(ctx, op, a.key, a.owner, a.status, r.updateItem(s.tableName, a.item, types.ReturnValueAllOld))
+	c, err := s.claimItem(ctx, op, a.key, a.owner, a.status, r.updateItem(s.tableName, a.item, types.ReturnValueAllOld))
+	if err == nil && c.Acquired && checkArchive {
+		return s.fromArchive(ctx, c, a, c.Previous)
+	}
+	return c, err
 }
 
 // holds reports whether old, the record a claim's Put met, surely holds
@@ -708,6 +743,11 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	a := claimArgs{
 		key: req.Key, item: key, owner: req.Owner, payloadHash: req.PayloadHash, now: req.Now, margin: req.SkewMargin,
 		status: dedup.StatusCompleted, expires: ceilUnix(req.ExpiresAt), response: req.Response,
+	}
+	if s.archive != nil {
+		if c, found, err := s.archiveClaimComplete(ctx, a); err != nil || found {
+			return c, err
+		}
 	}
 	if len(writes) == 0 {
 		return s.claim(ctx, op, a)

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -33,11 +32,16 @@ func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...
 		attrs = append(attrs, types.AttributeDefinition{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS})
 		schema = append(schema, types.KeySchemaElement{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange})
 	}
+	var stream *types.StreamSpecification
+	if cfg.stream {
+		stream = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages}
+	}
 	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: attrs,
 		KeySchema:            schema,
 		BillingMode:          types.BillingModePayPerRequest,
+		StreamSpecification:  stream,
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
@@ -54,15 +58,64 @@ func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...
 	if err := checkSchema(desc.Table, cfg.tenant); err != nil {
 		return fmt.Errorf("dynamostore: table %s: %w", table, err)
 	}
+	if stream != nil {
+		if err := ensureStream(ctx, client, table, desc.Table, cfg.waitTimeout); err != nil {
+			return err
+		}
+	}
 	return ensureTTL(ctx, client, table)
 }
 
-// Check implements dedup.Store: the table exists, is ACTIVE (or being
-// updated), has the key schema of the store's layout, and can be read. A
-// table without TTL on expires_at works (expired records are still treated
-// as absent) but grows without end: Check logs a warning.
+// ensureStream enables an existing table's stream with both images, or
+// accepts one that has them (an Auditor needs the old image).
+func ensureStream(ctx context.Context, client *ddb.Client, table string, t *types.TableDescription, wait time.Duration) error {
+	if sp := t.StreamSpecification; sp != nil && aws.ToBool(sp.StreamEnabled) {
+		if sp.StreamViewType != types.StreamViewTypeNewAndOldImages {
+			return fmt.Errorf("dynamostore: table %s has a %s stream, want NEW_AND_OLD_IMAGES", table, sp.StreamViewType)
+		}
+		return nil
+	}
+	_, err := client.UpdateTable(ctx, &ddb.UpdateTableInput{
+		TableName:           aws.String(table),
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: enable the stream of table %s: %w", table, err)
+	}
+	waiter := ddb.NewTableExistsWaiter(client, func(o *ddb.TableExistsWaiterOptions) {
+		o.MinDelay = 500 * time.Millisecond
+		o.MaxDelay = 5 * time.Second
+	})
+	if err := waiter.Wait(ctx, &ddb.DescribeTableInput{TableName: aws.String(table)}, wait); err != nil {
+		return fmt.Errorf("dynamostore: wait for table %s: %w", table, err)
+	}
+	return nil
+}
+
+// Check implements dedup.Store: on every regional client (a Global
+// Table's regions, WithRegionalClients), the table exists, is ACTIVE (or
+// being updated), has the key schema of the store's layout, and can be
+// read and written; so can the archive (WithArchive). A table without TTL
+// on expires_at works (expired records are still treated as absent) but
+// grows without end: Check logs a warning.
 func (s *Store) Check(ctx context.Context) error {
-	client := s.clients[0]
+	for i, client := range s.clients {
+		where := ""
+		if len(s.clients) > 1 {
+			// Which region failed is what the operator needs.
+			where = fmt.Sprintf(" (regional client %d, region %s)", i, client.Options().Region)
+		}
+		if err := s.checkClient(ctx, client); err != nil {
+			if where == "" {
+				return err
+			}
+			return fmt.Errorf("%w%s", err, where)
+		}
+	}
+	return nil
+}
+
+func (s *Store) checkClient(ctx context.Context, client *ddb.Client) error {
 	// Through the retry policy, like every store call: a throttle or a
 	// reset at start-up is an outage, not a wrong deployment.
 	var desc *ddb.DescribeTableOutput
@@ -99,33 +152,46 @@ func (s *Store) Check(ctx context.Context) error {
 	// A read, and a write whose condition never holds, prove the
 	// permissions every claim needs (GetItem for Get; PutItem, the claim
 	// of a new key), writing nothing.
-	probe := "onceq-check#" + s.table
-	if _, err := s.Get(ctx, probe); err != nil && !errors.Is(err, dedup.ErrNotFound) {
+	probe, err := s.layout.key("onceq-check#" + s.table)
+	if err != nil {
+		return err
+	}
+	if err := s.probeRead(ctx, client, s.tableName, probe); err != nil {
 		return fmt.Errorf("dynamostore: reading table %s: %w", s.table, err)
 	}
-	if err := s.probeWrite(ctx, probe); err != nil {
+	if err := s.probeWrite(ctx, client, probe); err != nil {
 		return fmt.Errorf("dynamostore: writing table %s: %w", s.table, err)
+	}
+	if s.archive != nil {
+		if err := s.probeRead(ctx, client, s.archive, probe); err != nil {
+			return fmt.Errorf("dynamostore: reading archive table %s: %w", *s.archive, err)
+		}
 	}
 	return nil
 }
 
-// probeWrite sends a PutItem of key whose condition is always false: the
+// probeRead reads item from table with client, as Get and the archive
+// check do.
+func (s *Store) probeRead(ctx context.Context, client *ddb.Client, table *string, item map[string]types.AttributeValue) error {
+	in := &ddb.GetItemInput{TableName: table, Key: item, ConsistentRead: aws.Bool(true)}
+	return s.do(ctx, "GetItem", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		o, err := client.GetItem(ctx, in)
+		return metadata(o), err
+	})
+}
+
+// probeWrite sends a PutItem of item whose condition is always false: the
 // ConditionalCheckFailedException it earns proves the permission to put,
 // and nothing is written. A failed conditional write still costs one write
 // unit, once per Check.
-func (s *Store) probeWrite(ctx context.Context, key string) error {
-	item, err := s.layout.key(key)
-	if err != nil {
-		return err
-	}
+func (s *Store) probeWrite(ctx context.Context, client *ddb.Client, item map[string]types.AttributeValue) error {
 	in := &ddb.PutItemInput{
 		TableName:                s.tableName,
 		Item:                     item,
 		ConditionExpression:      aws.String("attribute_exists(#pk) AND attribute_not_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
 	}
-	client := s.clients[0]
-	err = s.do(ctx, "PutItem", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+	err := s.do(ctx, "PutItem", func(ctx context.Context, _ int) (middleware.Metadata, error) {
 		o, err := client.PutItem(ctx, in)
 		return metadata(o), err
 	})

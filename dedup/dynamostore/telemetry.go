@@ -37,6 +37,7 @@ type telemetry struct {
 	errors        metric.Int64Counter
 	cancellations metric.Int64Counter
 	retries       metric.Int64Counter
+	lateDups      metric.Int64Counter
 
 	// Attribute sets are built once per combination: building one per call
 	// would allocate on every request.
@@ -66,6 +67,10 @@ func newTelemetry(mp metric.MeterProvider, clock *clockOffset) (*telemetry, erro
 	}
 	if t.retries, err = m.Int64Counter("onceq.dynamodb.retries",
 		metric.WithDescription("DynamoDB requests retried after a backoff, by class (throttled, transient) and error code.")); err != nil {
+		return nil, err
+	}
+	if t.lateDups, err = m.Int64Counter("onceq.dynamodb.ttl_delete_before_retry",
+		metric.WithDescription("Claims of a key whose COMPLETED record TTL had removed, answered as duplicates from the archive (WithArchive); the design pattern's dynamo_ttl_delete_before_retry_total.")); err != nil {
 		return nil, err
 	}
 	if _, err = m.Float64ObservableGauge("onceq.dynamodb.clock_offset",
@@ -133,3 +138,6 @@ func (t *telemetry) retry(ctx context.Context, op, code string, class retry.Clas
 			attrThrottle.Bool(class == retry.Throttled)}
 	})...)
 }
+
+// lateDuplicate counts a claim answered from the archive.
+func (t *telemetry) lateDuplicate(ctx context.Context) { t.lateDups.Add(ctx, 1) }

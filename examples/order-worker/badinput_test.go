@@ -237,10 +237,10 @@ func TestBadInputResponseOver400KB(t *testing.T) {
 // with every log line kept at debug level; neither the lines, the outcome
 // errors nor the dead letters' reasons may hold a key. They carry its hash.
 func TestNoKeyInLogsOrErrors(t *testing.T) {
-	db, table, suffix := freshTable(t, "nokey_", dynamostore.TenantLayout())
+	db, table, suffix := freshTable(t, "nokey_", dynamostore.NamespaceLayout())
 	logs := &testenv.LogBuffer{}
 	logger := logs.Logger(slog.LevelDebug)
-	store, err := dynamostore.New(db, table, dynamostore.TenantLayout(), dynamostore.WithLogger(logger))
+	store, err := dynamostore.New(db, table, dynamostore.NamespaceLayout(), dynamostore.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,10 @@ func init() {
 // A 1.5 KB idempotency key with the store in the tenant layout: processed
 // once, and a duplicate sent afterwards is recognised as one.
 func longKeyTenantLayout(t *testing.T, f *fixture) string {
-	f.tables(dynamostore.TenantLayout())
+	f.tables(dynamostore.NamespaceLayout())
 	f.queues(0, true)
 	key := "order-" + strings.Repeat("k", 1536-len("order-"))
-	w := f.start("worker", f.store(dynamostore.TenantLayout()), f.handler(nil))
+	w := f.start("worker", f.store(dynamostore.NamespaceLayout()), f.handler(nil))
 	f.send(key)
 	f.waitEffects(t, 30*time.Second)
 	f.send(key) // a duplicate delivery: a new message, the same key

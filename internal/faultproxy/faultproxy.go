@@ -99,6 +99,9 @@ type Stats struct {
 	Injected  map[Fault]int  // faults injected by rules, by kind
 	// OverCapacity counts throttles answered by the capacity limit.
 	OverCapacity int
+	// OverPartitionCapacity counts throttles answered by the
+	// per-partition-key limit (SetPartitionCapacity).
+	OverPartitionCapacity int
 }
 
 // Option configures a Proxy.
@@ -137,6 +140,10 @@ type Proxy struct {
 	rate   float64
 	tokens float64
 	last   time.Time
+	// per-partition-key mode: a token bucket per (table, partition key).
+	partAttr string
+	partRate float64
+	parts    map[string]*bucket
 
 	closeOnce sync.Once
 }
@@ -234,6 +241,79 @@ func (p *Proxy) setCapacity(perSecond int, now time.Time) {
 	p.rate = float64(max(perSecond, 0))
 	p.tokens = p.rate
 	p.last = now
+}
+
+// bucket is one partition key's token bucket.
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// SetPartitionCapacity makes the proxy answer Throttle to requests beyond
+// perSecond on any one partition key (a token bucket per table and value
+// of the attribute attr, burst perSecond), as DynamoDB throttles a hot
+// partition whatever the table's capacity. A request touching several
+// items is throttled if any of their partitions is over. Zero or less
+// removes the limit.
+func (p *Proxy) SetPartitionCapacity(attr string, perSecond int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partAttr, p.partRate, p.parts = attr, float64(max(perSecond, 0)), map[string]*bucket{}
+}
+
+// partitions lists the (table, partition key) pairs a request body's
+// items are on: Item or Key at the top (PutItem, UpdateItem, GetItem,
+// DeleteItem) and in each TransactItems entry. The key value is the
+// attribute's JSON as sent.
+func partitions(body []byte, attr string) []string {
+	type item struct {
+		TableName string
+		Item, Key map[string]json.RawMessage
+	}
+	var req struct {
+		item
+		TransactItems []map[string]item
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	var ps []string
+	add := func(it item) {
+		for _, m := range []map[string]json.RawMessage{it.Item, it.Key} {
+			if v, ok := m[attr]; ok {
+				ps = append(ps, it.TableName+"\x00"+string(v))
+			}
+		}
+	}
+	add(req.item)
+	for _, t := range req.TransactItems {
+		for _, it := range t {
+			add(it)
+		}
+	}
+	return ps
+}
+
+// overPartition takes a token from each partition the body touches, or
+// reports one is over its capacity.
+func (p *Proxy) overPartition(body []byte, now time.Time) bool {
+	keys := partitions(body, p.partAttr)
+	for _, k := range keys {
+		b := p.parts[k]
+		if b == nil {
+			b = &bucket{tokens: p.partRate, last: now}
+			p.parts[k] = b
+		}
+		b.tokens = min(p.partRate, b.tokens+now.Sub(b.last).Seconds()*p.partRate)
+		b.last = now
+		if b.tokens < 1 {
+			return true
+		}
+	}
+	for _, k := range keys {
+		p.parts[k].tokens--
+	}
+	return false
 }
 
 // Stats returns a copy of the counters.
@@ -350,6 +430,10 @@ func (p *Proxy) decide(op string, body []byte, now time.Time) (Rule, bool) {
 		r.fired++
 		p.stats.Injected[r.Fault]++
 		return r.Rule, true
+	}
+	if p.partRate > 0 && p.overPartition(body, now) {
+		p.stats.OverPartitionCapacity++
+		return Rule{Fault: Throttle}, true
 	}
 	if p.rate > 0 {
 		p.tokens = min(p.rate, p.tokens+now.Sub(p.last).Seconds()*p.rate)

@@ -300,3 +300,39 @@ func TestRuleByTable(t *testing.T) {
 		t.Fatalf("injected %v", p.Stats().Injected)
 	}
 }
+
+// The per-partition-key limit throttles one hot key beyond its burst and
+// leaves other keys, and a transaction on cold keys, alone.
+func TestPartitionCapacity(t *testing.T) {
+	srv, _ := backend(t)
+	p := faultproxy.Start(t, srv.URL)
+	p.SetPartitionCapacity("pk", 3)
+	c := client()
+	put := func(pk string) answer {
+		return callBody(c, p.URL(), "PutItem", `{"TableName":"t","Item":{"pk":{"S":"`+pk+`"},"v":{"N":"1"}}}`)
+	}
+	throttled := 0
+	for range 10 {
+		if a := put("hot"); strings.HasSuffix(a.typ, "ProvisionedThroughputExceededException") {
+			throttled++
+		}
+	}
+	if throttled < 5 {
+		t.Errorf("hot key: %d of 10 throttled, want at least 5 beyond a burst of 3", throttled)
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		if a := put(k); a.status != 200 {
+			t.Errorf("cold key %s: %+v", k, a)
+		}
+	}
+	txn := `{"TransactItems":[{"Put":{"TableName":"t","Item":{"pk":{"S":"d"}}}},{"Update":{"TableName":"t","Key":{"pk":{"S":"e"}}}}]}`
+	if a := callBody(c, p.URL(), "TransactWriteItems", txn); a.status != 200 {
+		t.Errorf("transaction on cold keys: %+v", a)
+	}
+	if a := callBody(c, p.URL(), "TransactWriteItems", `{"TransactItems":[{"Put":{"TableName":"t","Item":{"pk":{"S":"hot"}}}}]}`); !strings.HasSuffix(a.typ, "ProvisionedThroughputExceededException") {
+		t.Errorf("transaction touching the hot key: %+v, want a throttle", a)
+	}
+	if n := p.Stats().OverPartitionCapacity; n != throttled+1 {
+		t.Errorf("OverPartitionCapacity %d, want %d", n, throttled+1)
+	}
+}

@@ -18,7 +18,13 @@ type Reader struct {
 	sums map[string]map[attribute.Distinct]point
 	// last values of gauges and observed instruments
 	last      map[string]map[attribute.Distinct]point
+	hists     map[string]*hist
 	callbacks []func(context.Context, metric.Observer) error
+}
+
+type hist struct {
+	count uint64
+	sum   float64
 }
 
 type point struct {
@@ -32,8 +38,9 @@ type point struct {
 // value is asked for, as an SDK reader's Collect would.
 func Provider(t testing.TB) (*Reader, metric.MeterProvider) {
 	r := &Reader{
-		sums: map[string]map[attribute.Distinct]point{},
-		last: map[string]map[attribute.Distinct]point{},
+		sums:  map[string]map[attribute.Distinct]point{},
+		last:  map[string]map[attribute.Distinct]point{},
+		hists: map[string]*hist{},
 	}
 	return r, meterProvider{r: r}
 }
@@ -54,6 +61,17 @@ func Counter(t testing.TB, r *Reader, name string, want ...attribute.KeyValue) i
 		}
 	}
 	return int64(n)
+}
+
+// Histogram returns how many values a histogram recorded, and their sum.
+func Histogram(t testing.TB, r *Reader, name string) (count uint64, sum float64) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h := r.hists[name]; h != nil {
+		return h.count, h.sum
+	}
+	return 0, 0
 }
 
 // Gauge returns the value of a gauge, and whether it has one.
@@ -200,9 +218,16 @@ type float64Histogram struct {
 	name string
 }
 
-// Record counts the recordings: a histogram's Counter is its count.
-func (h float64Histogram) Record(_ context.Context, v float64, opts ...metric.RecordOption) {
-	h.r.add(h.name, 1, []metric.AddOption{metric.WithAttributeSet(metric.NewRecordConfig(opts).Attributes())})
+func (h float64Histogram) Record(_ context.Context, v float64, _ ...metric.RecordOption) {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	hs := h.r.hists[h.name]
+	if hs == nil {
+		hs = &hist{}
+		h.r.hists[h.name] = hs
+	}
+	hs.count++
+	hs.sum += v
 }
 func (h float64Histogram) Enabled(context.Context) bool { return true }
 

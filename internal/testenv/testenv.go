@@ -17,6 +17,8 @@ import (
 const (
 	DynamoDBEndpointEnv = "ONCEQ_DYNAMODB_ENDPOINT"
 	SQSEndpointEnv      = "ONCEQ_SQS_ENDPOINT"
+	// DynamoDB2EndpointEnv is a second DynamoDB Local, a second "region".
+	DynamoDB2EndpointEnv = "ONCEQ_DYNAMODB2_ENDPOINT"
 )
 
 // Region and credentials the local servers are used with.
@@ -35,6 +37,15 @@ const howToStart = "start the servers with `bash integration/servers.sh start` "
 func DynamoDBEndpoint(t testing.TB) string {
 	t.Helper()
 	return endpoint(t, DynamoDBEndpointEnv, "DynamoDB Local")
+}
+
+// DynamoDB2Endpoint returns the second DynamoDB Local's endpoint, which
+// Global Tables tests use as a second region, from
+// ONCEQ_DYNAMODB2_ENDPOINT. When it is unset the test is skipped, or fails
+// when CI=true.
+func DynamoDB2Endpoint(t testing.TB) string {
+	t.Helper()
+	return endpoint(t, DynamoDB2EndpointEnv, "a second DynamoDB Local")
 }
 
 // SQSEndpoint returns the fauxqs SQS endpoint (http://127.0.0.1:PORT) from

@@ -1,0 +1,98 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// TenantKeyed implements dedup.TenantKeyed: with TenantLayout, keys must
+// carry the message's tenant.
+func (s *Store) TenantKeyed() bool { return s.tenantKeyed }
+
+// ErrNotTenantLayout: a per-tenant listing of a store without a tenant
+// layout.
+var ErrNotTenantLayout = errors.New("dynamostore: listing by tenant needs TenantLayout (or NamespaceLayout)")
+
+// TenantRecords lists up to limit records of tenant created at or after
+// since: one Query per partition key of the tenant (TenantShards of them),
+// never a Scan. The sort key is the fingerprint, so DynamoDB reads the
+// tenant's whole partition and filters on created_at: the cost is read
+// units for every record of the tenant read, not only those listed. With
+// NamespaceLayout, tenant is the namespace.
+func (s *Store) TenantRecords(ctx context.Context, tenant string, since time.Time, limit int) ([]dedup.Record, error) {
+	const op = "Query"
+	if !s.layout.tenant {
+		return nil, ErrNotTenantLayout
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("dynamostore: TenantRecords: limit %d must be positive", limit)
+	}
+	first := tenant
+	if s.tenantKeyed {
+		var err error
+		if first, err = dedup.EscapeTenant(tenant); err != nil {
+			return nil, err
+		}
+	}
+	// The partition key as a claim makes it, without a shard.
+	item, err := layout{tenant: true}.key(first + "#x")
+	if err != nil {
+		return nil, err
+	}
+	base := item[attrPK].(*types.AttributeValueMemberS).Value
+	pks := []string{base}
+	if s.layout.shards > 1 {
+		pks = pks[:0]
+		for i := range s.layout.shards {
+			pks = append(pks, base+"#"+strconv.Itoa(i))
+		}
+	}
+	var recs []dedup.Record
+	for _, pk := range pks {
+		in := &ddb.QueryInput{
+			TableName:                 s.tableName,
+			KeyConditionExpression:    aws.String("#pk = :pk"),
+			FilterExpression:          aws.String("#created >= :since"),
+			ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#created": attrCreated},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":since": num(floorUnix(since))},
+		}
+		for {
+			var out *ddb.QueryOutput
+			err := s.do(ctx, op, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+				var err error
+				out, err = s.clients[0].Query(ctx, in)
+				if out != nil {
+					return out.ResultMetadata, err
+				}
+				return middleware.Metadata{}, err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("dynamostore: query table %s by tenant: %w", s.table, err)
+			}
+			for _, it := range out.Items {
+				r, err := decodeRecord(it)
+				if err != nil {
+					continue // not a record (a foreign item): not listed
+				}
+				if recs = append(recs, r); len(recs) == limit {
+					return recs, nil
+				}
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				break
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	}
+	return recs, nil
+}
