@@ -17,6 +17,8 @@ import (
 const (
 	DynamoDBEndpointEnv = "ONCEQ_DYNAMODB_ENDPOINT"
 	SQSEndpointEnv      = "ONCEQ_SQS_ENDPOINT"
+	PostgresURLEnv      = "ONCEQ_POSTGRES_URL"
+	RedisAddrEnv        = "ONCEQ_REDIS_ADDR"
 )
 
 // Region and credentials the local servers are used with.
@@ -43,6 +45,21 @@ func DynamoDBEndpoint(t testing.TB) string {
 func SQSEndpoint(t testing.TB) string {
 	t.Helper()
 	return endpoint(t, SQSEndpointEnv, "the SQS emulator (fauxqs)")
+}
+
+// PostgresURL returns the PostgreSQL connection URL from ONCEQ_POSTGRES_URL.
+// When it is unset the test is skipped, or fails when CI=true.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	return endpoint(t, PostgresURLEnv, "PostgreSQL")
+}
+
+// RedisAddr returns the Redis address (127.0.0.1:PORT) from
+// ONCEQ_REDIS_ADDR. When it is unset the test is skipped, or fails when
+// CI=true.
+func RedisAddr(t testing.TB) string {
+	t.Helper()
+	return endpoint(t, RedisAddrEnv, "Redis")
 }
 
 func endpoint(t testing.TB, env, what string) string {
