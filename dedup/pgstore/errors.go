@@ -58,9 +58,9 @@ func classOf(err error) retry.Class {
 		code == "53300":                // too many connections
 		return retry.Transient
 	case code == "42P01", code == "42703", code == "42883", // undefined table, column, function
-		code == "42501",             // insufficient privilege
-		code == "3D000",             // database does not exist
-		code == "3F000",             // schema does not exist
+		code == "42501",               // insufficient privilege
+		code == "3D000",               // database does not exist
+		code == "3F000",               // schema does not exist
 		strings.HasPrefix(code, "28"): // authentication
 		return retry.Misconfigured
 	case strings.HasPrefix(code, "22"), // data exception
