@@ -28,12 +28,14 @@ const benchSKUs = 256 // spread stock updates so transactions rarely wait on eac
 //
 //   - ClaimThenComplete: INSERT … ON CONFLICT DO UPDATE … WHERE expired
 //     RETURNING, then a fenced UPDATE to COMPLETED (2 statements);
+//
 //   - ClaimThenCompleteWith1Write: the same claim, then a transaction of
 //     the fenced UPDATE and a conditional stock UPDATE;
+//
 //   - ClaimCompleteWith1Write: one transaction of the claim written as
 //     COMPLETED and the stock UPDATE.
 //
-//	go test -run '^$' -bench '^BenchmarkPostgres$' ./dedup/pgstore/
+//     go test -run '^$' -bench '^BenchmarkPostgres$' ./dedup/pgstore/
 func BenchmarkPostgres(b *testing.B) {
 	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(b))
 	if err != nil {
