@@ -56,17 +56,15 @@ func New(db DB, table string) *Store {
 	return &Store{
 		db:    db,
 		table: table,
-		// One statement: old reads (and locks) the present row first,
-		// because the INSERT's source reads it; won is the row written when
-		// the key was absent or its record expired (beyond the skew margin
-		// for a lease, $8). A key inserted by a concurrent claim after this
-		// statement's snapshot is in neither: the caller reads it next.
-		claimSQL: `WITH old AS (
-	SELECT ` + cols + ` FROM ` + q + ` WHERE id = $1::bytea FOR UPDATE
-), won AS (
+		// One statement: won is the row written when the key was absent or
+		// its record expired (beyond the skew margin for a lease, $8); old
+		// is the row as this statement's snapshot saw it, what a winner
+		// replaced or a loser lost to. A row changed by a concurrent claim
+		// after the snapshot (old absent, or old claimable yet not won) is
+		// read again by the caller.
+		claimSQL: `WITH won AS (
 	INSERT INTO ` + q + ` AS r (id, ` + cols + `)
-	SELECT $1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 1, '', $6::timestamptz, $7::timestamptz
-	FROM (SELECT count(*) FROM old) AS old_read_first
+	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 1, '', $6::timestamptz, $7::timestamptz)
 	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, version = r.version + 1, owner = EXCLUDED.owner,
 		payload_hash = EXCLUDED.payload_hash, response = EXCLUDED.response, attempts = r.attempts + 1,
 		last_error = '', created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
@@ -75,7 +73,8 @@ func New(db DB, table string) *Store {
 )
 SELECT won.version, won.attempts, old.status, old.version, old.owner, old.payload_hash, old.response,
 	old.attempts, old.last_error, old.created_at, old.expires_at
-FROM (SELECT 1) AS one LEFT JOIN won ON true LEFT JOIN old ON true`,
+FROM (SELECT 1) AS one LEFT JOIN won ON true
+	LEFT JOIN (SELECT ` + cols + ` FROM ` + q + ` WHERE id = $1::bytea) AS old ON true`,
 		readSQL: `SELECT ` + cols + ` FROM ` + q + ` WHERE id = $1`,
 		completeSQL: `UPDATE ` + q + ` SET status = 'COMPLETED', version = version + 1, response = $4, expires_at = $5, last_error = ''
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
@@ -155,12 +154,17 @@ func (s *Store) claim(ctx context.Context, q querier, key, owner, hash string, s
 			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: *wonVersion},
 				Attempt: *wonAttempts, Previous: prev}, nil
 		}
-		if prev != nil {
+		limit := now
+		if prev != nil && prev.Status == dedup.StatusPending {
+			limit = now.Add(-max(margin, 0))
+		}
+		if prev != nil && !prev.ExpiresAt.Before(limit) {
 			return dedup.Claim{Existing: *prev}, nil
 		}
-		// A concurrent claim inserted the key after this statement began:
-		// read what it wrote (a new statement sees it). Gone again (deleted
-		// as expired), the claim starts over.
+		// A concurrent write changed the key after this statement's
+		// snapshot (inserted it, or renewed the expired record the snapshot
+		// holds): read what it wrote (a new statement sees it). Gone again
+		// (deleted as expired), the claim starts over.
 		r, err := s.read(ctx, q, key)
 		if errors.Is(err, dedup.ErrNotFound) {
 			continue
