@@ -10,12 +10,14 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/dedup/pgstore"
+	"github.com/onceq/onceq/dedup/redisstore"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/memsource"
@@ -95,6 +97,13 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		}
 		w.store, w.inventory = pgstore.New(pool, o.idempotencyTable), inv
 		w.totals = func(ctx context.Context) (int64, int, error) { return inv.totals(ctx, pool) }
+	case "redis":
+		client := redis.NewClient(&redis.Options{Addr: o.redisAddr})
+		w.close = func() { _ = client.Close() }
+		inv := newMemoryInventory(100, 1_000_000)
+		w.store = redisstore.New(client, redisstore.Prefix(o.idempotencyTable+":"))
+		w.inventory = directInventory{inv}
+		w.totals = func(context.Context) (int64, int, error) { r, n := inv.totals(); return r, n, nil }
 	default:
 		inv := newMemoryInventory(100, 1_000_000)
 		w.store, w.inventory = memstore.New(), inv

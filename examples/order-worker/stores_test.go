@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -48,4 +53,30 @@ func TestWorkerOnSQSAndPostgres(t *testing.T) {
 	}
 	summary, _ := runWorker(t, opts, len(f.bodies))
 	f.checkTotals(t, summary, 0, func() (int64, int, error) { return newPGInventory(inv, orders).totals(ctx, pool) })
+}
+
+// The demo with -store redis: the records in Redis, the reservations made
+// by the handler in the memory inventory. Orders beyond the stock are
+// answered "rejected" by the handler (processed, not the Rejected outcome
+// of a cancelled commit); every other order is reserved once.
+func TestDemoOnRedis(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	var out, errOut bytes.Buffer
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	if code := run([]string{"-demo", "2000", "-store", "redis", "-redis-addr", addr, "-idempotency-table", "order-worker-test-" + hex.EncodeToString(b),
+		"-progress", "1h", "-metrics-addr", ""}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var s Summary
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	const deliveries, malformed = 2000, 4
+	dups := int64((deliveries - malformed) / 5)
+	unique := int64(deliveries-malformed) - dups
+	if s.DeadLettered != malformed || s.Duplicates != dups || s.Rejected != 0 || s.Processed != unique ||
+		!strings.Contains(errOut.String(), "over "+strconv.FormatInt(unique-10, 10)+" orders") {
+		t.Fatalf("summary %+v (%s); want %d dead-lettered, %d duplicates, %d processed, %d orders reserved", s, errOut.String(), malformed, dups, unique, unique-10)
+	}
 }
