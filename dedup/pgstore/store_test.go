@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/cache"
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/dedup/storetest"
 )
@@ -21,6 +22,15 @@ func TestConformance(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// The suite again through the COMPLETED cache the consumer puts in
+// front of every store.
+func TestConformanceBehindCache(t *testing.T) {
+	p := pool(t)
+	table := recordsTable(t, p)
+	storetest.Run(t, func(t *testing.T) dedup.Store { return cache.Wrap(pgstore.New(p, table), 100, 0) },
+		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
 }
 
 // Keys are opaque: any bytes, any length. Keys that differ only past the

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/cache"
 	"github.com/onceq/onceq/dedup/redisstore"
 	"github.com/onceq/onceq/dedup/storetest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -52,6 +53,14 @@ func TestConformance(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// The suite again through the COMPLETED cache the consumer puts in
+// front of every store.
+func TestConformanceBehindCache(t *testing.T) {
+	c := client(t, nil)
+	storetest.Run(t, func(t *testing.T) dedup.Store { return cache.Wrap(redisstore.New(c, redisstore.Prefix(prefix())), 100, 0) },
+		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
 }
 
 // Keys are opaque: any bytes, any length, each its own record, under one
