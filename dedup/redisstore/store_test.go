@@ -59,7 +59,9 @@ func TestConformance(t *testing.T) {
 // front of every store.
 func TestConformanceBehindCache(t *testing.T) {
 	c := client(t, nil)
-	storetest.Run(t, func(t *testing.T) dedup.Store { return cache.Wrap(redisstore.New(c, redisstore.Prefix(prefix())), 100, 0) },
+	storetest.Run(t, func(t *testing.T) dedup.Store {
+		return cache.Wrap(redisstore.New(c, redisstore.Prefix(prefix())), 100, 0)
+	},
 		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
 }
 
