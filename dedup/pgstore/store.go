@@ -59,7 +59,8 @@ func New(db DB, table string) *Store {
 		// One statement: won is the row written when the key was absent or
 		// its record expired (beyond the skew margin for a lease, $8); old
 		// is the row as this statement's snapshot saw it, what a winner
-		// replaced or a loser lost to. A row changed by a concurrent claim
+		// replaced or a loser lost to, read only when there is one (not
+		// for a fresh key: version 1). A row changed by a concurrent claim
 		// after the snapshot (old absent, or old claimable yet not won) is
 		// read again by the caller.
 		claimSQL: `WITH won AS (
@@ -74,7 +75,8 @@ func New(db DB, table string) *Store {
 SELECT won.version, won.attempts, old.status, old.version, old.owner, old.payload_hash, old.response,
 	old.attempts, old.last_error, old.created_at, old.expires_at
 FROM (SELECT 1) AS one LEFT JOIN won ON true
-	LEFT JOIN (SELECT ` + cols + ` FROM ` + q + ` WHERE id = $1::bytea) AS old ON true`,
+	LEFT JOIN LATERAL (SELECT ` + cols + ` FROM ` + q + `
+		WHERE (won.version IS NULL OR won.version > 1) AND id = $1::bytea) AS old ON true`,
 		readSQL: `SELECT ` + cols + ` FROM ` + q + ` WHERE id = $1`,
 		completeSQL: `UPDATE ` + q + ` SET status = 'COMPLETED', version = version + 1, response = $4, expires_at = $5, last_error = ''
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
