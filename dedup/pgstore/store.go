@@ -92,6 +92,9 @@ FROM (SELECT 1) AS one LEFT JOIN won ON true
 	}
 }
 
+// Table is the records table's name, as given to New.
+func (s *Store) Table() string { return s.table }
+
 // quote makes a possibly schema-qualified name an SQL identifier.
 func quote(table string) string { return pgx.Identifier(strings.Split(table, ".")).Sanitize() }
 

@@ -1,7 +1,9 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +93,45 @@ func TestDeleteExpired(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "old-a"); !errors.Is(err, dedup.ErrNotFound) {
 		t.Fatalf("expired record: %v, want ErrNotFound", err)
+	}
+}
+
+// Cleanup, run in a goroutine the caller owns, deletes what is expired
+// past its grace in batches, sweeps again, and returns ctx's error when
+// cancelled.
+func TestCleanupRunsUntilCancelled(t *testing.T) {
+	p := pool(t)
+	s := pgstore.New(p, recordsTable(t, p))
+	ctx := testCtx(t)
+	now := time.Now()
+	for i := range 5 {
+		if _, err := s.Claim(ctx, dedup.ClaimRequest{Key: "old-" + strconv.Itoa(i), Owner: "o", Now: now.Add(-time.Hour), LeaseUntil: now.Add(-time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Claim(ctx, dedup.ClaimRequest{Key: "live", Owner: "o", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Cleanup(cctx, pgstore.CleanupOptions{Every: 10 * time.Millisecond, Batch: 2, Grace: time.Second}) }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := p.QueryRow(ctx, "SELECT count(*) FROM "+s.Table()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows left; want the live one alone", n)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Cleanup returned %v, want context.Canceled", err)
+	}
+	if _, err := s.Get(ctx, "live"); err != nil {
+		t.Fatalf("the live record: %v", err)
 	}
 }
