@@ -114,7 +114,9 @@ func TestCleanupRunsUntilCancelled(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- s.Cleanup(cctx, pgstore.CleanupOptions{Every: 10 * time.Millisecond, Batch: 2, Grace: time.Second}) }()
+	go func() {
+		done <- s.Cleanup(cctx, pgstore.CleanupOptions{Every: 10 * time.Millisecond, Batch: 2, Grace: time.Second})
+	}()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var n int
 		if err := p.QueryRow(ctx, "SELECT count(*) FROM "+s.Table()).Scan(&n); err != nil {
