@@ -6,7 +6,7 @@
 #
 # Counts (environment): BENCH_COUNT (5) runs of each Go benchmark,
 # BENCH_CAPACITY_COUNT (3) of the capacity comparison (about 45 s each),
-# BENCH_RSS_COUNT (3) of each RSS size. Total about 6 minutes on 2 cores.
+# BENCH_RSS_COUNT (3) of each RSS size. Total about 7 minutes on 2 cores.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -56,6 +56,8 @@ bench ./sources/kafkasource/ -bench '^BenchmarkGroupThroughput$' -benchtime 1x -
 bench ./sources/franzsource/ -bench '^BenchmarkFranzThroughput$' -benchtime 1x -count "$count"
 bench ./dedup/dynamostore/ -bench '^BenchmarkDynamoDB$' -count "$count"
 bench ./dedup/dynamostore/ -bench '^BenchmarkCapacity$' -benchtime 1x -count "$capcount" -timeout 30m
+bench ./dedup/pgstore/ -bench '^BenchmarkPostgres$' -count "$count"
+bench ./dedup/redisstore/ -bench '^BenchmarkRedis$' -count "$count"
 
 rss="$ONCEQ_RUN_DIR/rssbench"
 if go build -o "$rss" ./integration/rssbench; then

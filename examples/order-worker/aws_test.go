@@ -114,6 +114,14 @@ func newOrderFixture() orderFixture {
 // fixture makes: each accepted order reserved once, each row written once.
 func (f orderFixture) check(t *testing.T, ctx context.Context, db *ddb.Client, suffix string, summaryLine []byte, deadLettered int64) Summary {
 	t.Helper()
+	return f.checkTotals(t, summaryLine, deadLettered, func() (int64, int, error) {
+		return dynamoTotals(ctx, db, "inv_"+suffix, "orders_"+suffix)
+	})
+}
+
+// checkTotals is check over the totals of any inventory.
+func (f orderFixture) checkTotals(t *testing.T, summaryLine []byte, deadLettered int64, totals func() (reserved int64, rows int, err error)) Summary {
+	t.Helper()
 	var s Summary
 	if err := json.Unmarshal(summaryLine, &s); err != nil {
 		t.Fatalf("summary %q: %v", summaryLine, err)
@@ -122,7 +130,7 @@ func (f orderFixture) check(t *testing.T, ctx context.Context, db *ddb.Client, s
 	if s.Processed != accepted || s.Rejected != int64(f.scarce) || s.Duplicates != int64(f.dups) || s.DeadLettered != deadLettered || s.LeaseLost != 0 {
 		t.Fatalf("summary %+v; want %d processed, %d rejected, %d duplicates, %d dead-lettered", s, accepted, f.scarce, f.dups, deadLettered)
 	}
-	reserved, rows, err := dynamoTotals(ctx, db, "inv_"+suffix, "orders_"+suffix)
+	reserved, rows, err := totals()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,8 @@ import (
 type options struct {
 	source           string
 	store            string
+	postgresURL      string
+	redisAddr        string
 	sqsQueueURL      string
 	sqsDLQURL        string
 	kafkaBrokers     string
@@ -75,7 +77,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.StringVar(&o.source, "source", "memory", "message source: memory, sqs, kafka (kafka-go) or franz (franz-go, cooperative rebalancing)")
-	fs.StringVar(&o.store, "store", "memory", "idempotency store and inventory: memory or dynamodb")
+	fs.StringVar(&o.store, "store", "memory", "idempotency store and inventory: memory, dynamodb, postgres, or redis (the memory inventory, reserved by the handler: not atomic with the record)")
+	fs.StringVar(&o.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address for -store redis (keys prefixed with -idempotency-table and ':')")
+	fs.StringVar(&o.postgresURL, "postgres-url", "", "PostgreSQL connection URL for -store postgres (default: PostgreSQL's PG* environment variables)")
 	fs.StringVar(&o.sqsQueueURL, "sqs-queue-url", "", "SQS queue URL (-source sqs)")
 	fs.StringVar(&o.sqsDLQURL, "sqs-dlq-url", "", "SQS dead-letter queue URL (default: the queue's redrive policy)")
 	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap brokers (-source kafka or franz)")
@@ -124,8 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected argument %q: order-worker takes flags only", fs.Arg(0))
 	case o.source != "memory" && o.source != "sqs" && o.source != "kafka" && o.source != "franz":
 		return o, fmt.Errorf("-source %q: want memory, sqs, kafka or franz", o.source)
-	case o.store != "memory" && o.store != "dynamodb":
-		return o, fmt.Errorf("-store %q: want memory or dynamodb", o.store)
+	case o.store != "memory" && o.store != "dynamodb" && o.store != "postgres" && o.store != "redis":
+		return o, fmt.Errorf("-store %q: want memory, dynamodb, postgres or redis", o.store)
 	case o.source == "sqs" && o.sqsQueueURL == "":
 		return o, errors.New("-source sqs needs -sqs-queue-url")
 	case (o.source == "kafka" || o.source == "franz") && (len(o.brokers()) == 0 || o.kafkaTopic == "" || o.kafkaGroup == ""):
@@ -219,6 +223,9 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	wiring, err := wire(ctx, opts, logger)
 	if err != nil {
 		return explainStart(err, opts, false)
+	}
+	if wiring.close != nil {
+		defer wiring.close()
 	}
 	inv := wiring.inventory
 	expected := opts.stopAfter

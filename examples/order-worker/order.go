@@ -103,6 +103,9 @@ func reserveHandler(inv Inventory) consumer.Handler {
 		if err != nil {
 			return consumer.Result{}, consumer.Permanent(err)
 		}
+		if resp, handled := reserveNow(inv, o); handled {
+			return consumer.Result{Response: resp}, nil
+		}
 		return consumer.Result{
 			Response:       reservedResponse,
 			Writes:         inv.Reserve(o),

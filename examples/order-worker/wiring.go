@@ -9,11 +9,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/dedup/pgstore"
+	"github.com/onceq/onceq/dedup/redisstore"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/memsource"
@@ -27,13 +31,19 @@ type wiring struct {
 	store     dedup.Store
 	inventory Inventory
 	totals    func(ctx context.Context) (reserved int64, orders int, err error)
+	close     func() // releases what wire opened beyond the source (a pool), if set
 }
 
 // wire builds the source, store and inventory. AWS endpoints, region and
 // credentials come from the SDK's standard settings (AWS_REGION,
 // AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, …); Kafka brokers from -kafka-brokers.
-func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) {
+func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err error) {
 	w := &wiring{}
+	defer func() {
+		if err != nil && w.close != nil {
+			w.close()
+		}
+	}()
 	needAWS := o.source == "sqs" || o.store == "dynamodb"
 	var db *ddb.Client
 	var sqsClient *awssqs.Client
@@ -67,6 +77,33 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (*wiring, error) 
 		w.totals = func(ctx context.Context) (int64, int, error) {
 			return dynamoTotals(ctx, db, o.inventoryTable, o.ordersTable)
 		}
+	case "postgres":
+		pool, err := pgxpool.New(ctx, o.postgresURL)
+		if err != nil {
+			return nil, fmt.Errorf("PostgreSQL: %w", err)
+		}
+		w.close = pool.Close
+		inv := newPGInventory(o.inventoryTable, o.ordersTable)
+		if o.createTables {
+			err = pgstore.CreateTable(ctx, pool, o.idempotencyTable)
+			if err == nil {
+				err = inv.create(ctx, pool, 100, 1_000_000)
+			}
+		} else {
+			err = inv.check(ctx, pool)
+		}
+		if err != nil {
+			return nil, err
+		}
+		w.store, w.inventory = pgstore.New(pool, o.idempotencyTable), inv
+		w.totals = func(ctx context.Context) (int64, int, error) { return inv.totals(ctx, pool) }
+	case "redis":
+		client := redis.NewClient(&redis.Options{Addr: o.redisAddr})
+		w.close = func() { _ = client.Close() }
+		inv := newMemoryInventory(100, 1_000_000)
+		w.store = redisstore.New(client, redisstore.Prefix(o.idempotencyTable+":"))
+		w.inventory = directInventory{inv}
+		w.totals = func(context.Context) (int64, int, error) { r, n := inv.totals(); return r, n, nil }
 	default:
 		inv := newMemoryInventory(100, 1_000_000)
 		w.store, w.inventory = memstore.New(), inv

@@ -92,6 +92,7 @@ const legend = `Rows:
 - Kafka: the in-process kfake broker, 1 KiB records, a raw kafka-go group FetchMessage + CommitMessages loop against the consumer with the memory store (sources/kafkasource BenchmarkGroupThroughput). Its CPU per message is the whole process's, the in-process broker's included, on each side.
 - Kafka, franz-go: the same topic shape, a raw franz-go PollFetches + CommitUncommittedOffsets loop against the consumer over sources/franzsource with the memory store (sources/franzsource BenchmarkFranzThroughput).
 - DynamoDB: DynamoDB Local, 32 calls in flight, SDK retries off on every side (dedup/dynamostore BenchmarkDynamoDB). Each store mode runs beside two hand-written versions of its job with the raw SDK client, the three sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (sides run back to back): "minimal" is the smallest request that does the job (a conditional PutItem "attribute_not_exists(pk) OR expires_at < :now" returning the old item on failure; an UpdateItem conditioned on owner and status to complete it; their TransactWriteItems forms with the business write), "own" is the request onceq itself sends, written out by hand (a test keeps it identical), so onceq against it is the store's own cost on the client. Client CPU µs per message is the process's CPU time (user and system) over a side's rounds divided by its messages: DynamoDB Local is another process, so it is the client's alone. Calls per message are counted by SDK middleware, every HTTP attempt.
+- PostgreSQL, Redis: the servers integration/servers.sh starts, 32 operations in flight, each store mode beside the minimal hand-written client doing the same job, the two sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/sidebyside). PostgreSQL (dedup/pgstore BenchmarkPostgres, pgx, one pool of 16 connections): minimal is INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING plus a fenced UPDATE, with the stock UPDATE in one transaction for the modes with a write. Redis (dedup/redisstore BenchmarkRedis, go-redis): minimal is SET NX PXAT plus a script that completes while the owner holds the key. Client CPU as for DynamoDB.
 - capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is FixedConcurrency with per-call backoff only (dedup/dynamostore BenchmarkCapacity).
 - RSS: peak resident memory of a separate process per size (integration/rssbench), memory source and store, fixed MaxInFlight; "onceq" is 1M messages, "raw baseline" 100k.
 `
@@ -142,7 +143,20 @@ var rows = slices.Concat(
 	dynamoRows("ClaimThenCompleteWith1Write", "transaction mode (claim, complete + 1 write)", 2),
 	dynamoRows("ClaimCompleteWith1Write", "one round trip + 1 write", 1),
 	rowsAfterDynamo,
+	sqlRows("PostgreSQL", "BenchmarkPostgres/ClaimThenComplete", "claim+complete"),
+	sqlRows("PostgreSQL", "BenchmarkPostgres/ClaimThenCompleteWith1Write", "claim, complete + 1 write"),
+	sqlRows("PostgreSQL", "BenchmarkPostgres/ClaimCompleteWith1Write", "one transaction + 1 write"),
+	sqlRows("Redis", "BenchmarkRedis/ClaimThenComplete", "claim+complete"),
 )
+
+// sqlRows are the rows of a PostgreSQL or Redis store mode beside the
+// minimal hand-written client.
+func sqlRows(store, bench, label string) []Row {
+	return []Row{
+		{Label: store + " " + label + ": msgs/s, onceq vs minimal hand-written", Onceq: Fig{bench, "onceq_msgs/s"}, Raw: Fig{bench, "min_msgs/s"}, Ratio: Fig{bench, "vs_min"}, Target: AtLeast(0.9)},
+		{Label: store + " " + label + ": client CPU µs/msg, onceq vs minimal hand-written", Onceq: Fig{bench, "onceq_cpu-us/op"}, Raw: Fig{bench, "min_cpu-us/op"}, Ratio: Fig{bench, "cpu_vs_min"}},
+	}
+}
 
 // dynamoRows are the rows of one DynamoDB store mode: its benchmark,
 // a label, and its DynamoDB calls per unique message.

@@ -50,6 +50,8 @@ type settings struct {
 	seed           uint64
 	workerBin      string // prebuilt order-worker; empty builds it
 	dynamoDBURL    string
+	store          string
+	postgresURL    string
 	sqsURL         string
 	verboseWorker  bool
 }
@@ -59,6 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source) or franz (its franz-go source, on the same Kafka broker)")
+	fs.StringVar(&c.store, "store", "dynamodb", "the workers' store: dynamodb (with the fault proxy's throttles, errors, resets and latency) or postgres (kills only; ONCEQ_POSTGRES_URL)")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the Kafka topics")
 	fs.DurationVar(&c.kafkaSession, "kafka-session-timeout", 6*time.Second, "the workers' Kafka group session timeout (brokers refuse less than 6s by default)")
 	fs.DurationVar(&c.kafkaRebalance, "kafka-rebalance-timeout", 3*time.Second, "the workers' Kafka group rebalance timeout")
@@ -85,12 +88,17 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	}
 	c.dynamoDBURL = os.Getenv("ONCEQ_DYNAMODB_ENDPOINT")
 	c.sqsURL = os.Getenv("ONCEQ_SQS_ENDPOINT")
+	c.postgresURL = os.Getenv("ONCEQ_POSTGRES_URL")
 	switch {
 	case c.source != "sqs" && c.source != "kafka" && c.source != "franz":
 		return c, fmt.Errorf("-source %q: want sqs, kafka or franz", c.source)
 	case c.workers < 1 || c.orders < 1 || c.dupPercent < 0 || c.dupPercent > 90 || c.malformed < 0 || c.partitions < 1:
 		return c, errors.New("-workers, -orders and -partitions must be positive, -dup within 0..90, -malformed not negative")
-	case c.dynamoDBURL == "" || (c.source == "sqs" && c.sqsURL == ""):
+	case c.store != "dynamodb" && c.store != "postgres":
+		return c, fmt.Errorf("-store %q: want dynamodb or postgres", c.store)
+	case c.store == "postgres" && c.postgresURL == "":
+		return c, errors.New("-store postgres needs ONCEQ_POSTGRES_URL (start the servers with integration/servers.sh and load its env file)")
+	case (c.store == "dynamodb" && c.dynamoDBURL == "") || (c.source == "sqs" && c.sqsURL == ""):
 		return c, errors.New("ONCEQ_DYNAMODB_ENDPOINT (and for SQS ONCEQ_SQS_ENDPOINT) must be set (start the servers with integration/servers.sh and load its env file)")
 	}
 	return c, nil

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/faultproxy"
@@ -92,11 +94,27 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
-	db := ddb.NewFromConfig(awsCfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(cfg.dynamoDBURL) })
-
-	n, err := setUp(ctx, db)
-	if err != nil {
-		return nil, err
+	var (
+		n  names
+		tb tables
+	)
+	if cfg.store == "postgres" {
+		pg, err := pgxpool.New(ctx, cfg.postgresURL)
+		if err != nil {
+			return nil, fmt.Errorf("PostgreSQL: %w", err)
+		}
+		defer pg.Close()
+		n, err = setUpPostgres(ctx, pg)
+		if err != nil {
+			return nil, err
+		}
+		tb = pgTables{pg, n}
+	} else {
+		db := ddb.NewFromConfig(awsCfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(cfg.dynamoDBURL) })
+		if n, err = setUp(ctx, db); err != nil {
+			return nil, err
+		}
+		tb = dynamoTables{db, n}
 	}
 	tmp, err := os.MkdirTemp("", "onceq-chaos-")
 	if err != nil {
@@ -122,17 +140,26 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	}
 	defer b.close()
 
-	proxy, err := faultproxy.New(cfg.dynamoDBURL, faultproxy.WithSeed(cfg.seed))
-	if err != nil {
-		return nil, err
+	// DynamoDB's faults come from a proxy in front of it; PostgreSQL's
+	// run has the kills alone.
+	var proxy *faultproxy.Proxy
+	storeArgs := []string{"-store", "postgres", "-postgres-url", cfg.postgresURL}
+	if cfg.store != "postgres" {
+		if proxy, err = faultproxy.New(cfg.dynamoDBURL, faultproxy.WithSeed(cfg.seed)); err != nil {
+			return nil, err
+		}
+		defer proxy.Close()
+		addFaults(proxy, cfg)
+		storeArgs = []string{"-store", "dynamodb"}
 	}
-	defer proxy.Close()
-	addFaults(proxy, cfg)
 
 	deliveries, want := plan(cfg, rng)
 	res := &result{source: cfg.source, messages: len(deliveries), unique: len(want.orders), malformed: len(want.malformed)}
 
-	pool := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, brokerArgs: b.workerArgs(), dynamoURL: proxy.URL(), logw: logw}
+	pool := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, storeArgs: storeArgs, brokerArgs: b.workerArgs(), logw: logw}
+	if proxy != nil {
+		pool.dynamoURL = proxy.URL()
+	}
 	for i := range cfg.workers {
 		if err := pool.start(i); err != nil {
 			pool.stopAll(5 * time.Second)
@@ -151,13 +178,15 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	var failed int
 	res.workerSummaries, failed = pool.stopAll(30 * time.Second)
 	res.workersExitedNonZero += failed
-	st := proxy.Stats()
-	res.throttles = st.Injected[faultproxy.Throttle] + st.OverCapacity
-	res.errors5xx = st.Injected[faultproxy.InternalError]
-	res.resets = st.Injected[faultproxy.Reset]
-	res.delayed = st.Injected[faultproxy.Latency]
+	if proxy != nil {
+		st := proxy.Stats()
+		res.throttles = st.Injected[faultproxy.Throttle] + st.OverCapacity
+		res.errors5xx = st.Injected[faultproxy.InternalError]
+		res.resets = st.Injected[faultproxy.Reset]
+		res.delayed = st.Injected[faultproxy.Latency]
+	}
 
-	if err := verify(ctx, db, b, n, want, res); err != nil {
+	if err := verify(ctx, tb, b, want, res); err != nil {
 		return res, err
 	}
 	res.wall = time.Since(start)
@@ -368,6 +397,7 @@ type pool struct {
 	bin, tmp   string
 	cfg        settings
 	names      names
+	storeArgs  []string // -store and its connection flags
 	brokerArgs []string
 	dynamoURL  string
 	logw       io.Writer
@@ -398,7 +428,7 @@ func (p *pool) start(i int) error {
 		return err
 	}
 	c := p.cfg
-	args := append([]string{"-store", "dynamodb"}, p.brokerArgs...)
+	args := append(slices.Clone(p.storeArgs), p.brokerArgs...)
 	cmd := exec.Command(p.bin, append(args,
 		"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
 		"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),
@@ -409,7 +439,10 @@ func (p *pool) start(i int) error {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+p.dynamoURL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+	if p.dynamoURL != "" {
+		env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+p.dynamoURL)
+	}
+	env = append(env, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
 	if c.sqsURL != "" {
 		env = append(env, "AWS_ENDPOINT_URL_SQS="+c.sqsURL)
 	}
@@ -541,14 +574,53 @@ func lastLines(b []byte, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// verify reads the tables and the DLQ directly (not through the proxy).
-func verify(ctx context.Context, db *ddb.Client, b broker, n names, want expected, res *result) error {
+// tables reads what the workers wrote: order rows by order ID, reserved
+// units by sku, and how many records were left PENDING.
+type tables interface {
+	orderRows(ctx context.Context) (map[string]int, error)
+	reserved(ctx context.Context) (map[string]int64, error)
+	pending(ctx context.Context) (int, error)
+}
+
+// dynamoTables are the DynamoDB store's and the example's tables.
+type dynamoTables struct {
+	db *ddb.Client
+	n  names
+}
+
+func (d dynamoTables) orderRows(ctx context.Context) (map[string]int, error) {
 	rows := map[string]int{}
-	if err := scan(ctx, db, n.orders, func(it map[string]ddbtypes.AttributeValue) {
+	return rows, scan(ctx, d.db, d.n.orders, func(it map[string]ddbtypes.AttributeValue) {
 		if s, ok := it["order_id"].(*ddbtypes.AttributeValueMemberS); ok {
 			rows[s.Value]++
 		}
-	}); err != nil {
+	})
+}
+
+func (d dynamoTables) reserved(ctx context.Context) (map[string]int64, error) {
+	got := map[string]int64{}
+	return got, scan(ctx, d.db, d.n.inventory, func(it map[string]ddbtypes.AttributeValue) {
+		sku, _ := it["sku"].(*ddbtypes.AttributeValueMemberS)
+		r, _ := it["reserved"].(*ddbtypes.AttributeValueMemberN)
+		if sku != nil && r != nil {
+			got[sku.Value], _ = strconv.ParseInt(r.Value, 10, 64)
+		}
+	})
+}
+
+func (d dynamoTables) pending(ctx context.Context) (int, error) {
+	n := 0
+	return n, scan(ctx, d.db, d.n.idem, func(it map[string]ddbtypes.AttributeValue) {
+		if s, ok := it["status"].(*ddbtypes.AttributeValueMemberS); ok && s.Value == "PENDING" {
+			n++
+		}
+	})
+}
+
+// verify reads the tables and the DLQ directly (not through the proxy).
+func verify(ctx context.Context, tb tables, b broker, want expected, res *result) error {
+	rows, err := tb.orderRows(ctx)
+	if err != nil {
 		return err
 	}
 	for id := range want.orders {
@@ -564,25 +636,17 @@ func verify(ctx context.Context, db *ddb.Client, b broker, n names, want expecte
 	for _, q := range want.perSKU {
 		res.unitsWant += q
 	}
-	if err := scan(ctx, db, n.inventory, func(it map[string]ddbtypes.AttributeValue) {
-		sku, _ := it["sku"].(*ddbtypes.AttributeValueMemberS)
-		r, _ := it["reserved"].(*ddbtypes.AttributeValueMemberN)
-		if sku == nil || r == nil {
-			return
-		}
-		got, _ := strconv.ParseInt(r.Value, 10, 64)
-		res.unitsGot += got
-		if d := got - want.perSKU[sku.Value]; d > 0 {
-			res.doubled += int(d)
-		}
-	}); err != nil {
+	reserved, err := tb.reserved(ctx)
+	if err != nil {
 		return err
 	}
-	if err := scan(ctx, db, n.idem, func(it map[string]ddbtypes.AttributeValue) {
-		if s, ok := it["status"].(*ddbtypes.AttributeValueMemberS); ok && s.Value == "PENDING" {
-			res.pending++
+	for sku, got := range reserved {
+		res.unitsGot += got
+		if d := got - want.perSKU[sku]; d > 0 {
+			res.doubled += int(d)
 		}
-	}); err != nil {
+	}
+	if res.pending, err = tb.pending(ctx); err != nil {
 		return err
 	}
 	if res.doubled == 0 && res.extra == 0 {

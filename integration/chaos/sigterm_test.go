@@ -73,7 +73,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/onceq/onceq/examples/order-worker").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	p := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, brokerArgs: b.workerArgs(), dynamoURL: proxy.URL(), logw: os.Stderr}
+	p := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, storeArgs: []string{"-store", "dynamodb"}, brokerArgs: b.workerArgs(), dynamoURL: proxy.URL(), logw: os.Stderr}
 	t.Cleanup(func() { p.stopAll(5 * time.Second) })
 
 	if err := p.start(0); err != nil {
@@ -157,7 +157,7 @@ func TestWorkerSIGTERM(t *testing.T) {
 		t.Fatalf("dead-lettered %d, want %d", dl, len(want.malformed))
 	}
 	res := &result{messages: len(ds), malformed: len(want.malformed)}
-	if err := verify(ctx, db, b, n, want, res); err != nil {
+	if err := verify(ctx, dynamoTables{db, n}, b, want, res); err != nil {
 		t.Fatal(err)
 	}
 	if res.lost != 0 || res.doubled != 0 || res.extra != 0 || res.pending != 0 || res.unitsGot != res.unitsWant || res.dlqMissing != 0 {

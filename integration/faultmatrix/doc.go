@@ -5,7 +5,10 @@
 // parallel subtest against the real consumer in-process over DynamoDB
 // Local (behind internal/faultproxy) and the SQS emulator, and, where
 // Kafka differs (a message given back is held at its offset, not hidden),
-// an in-process Kafka broker (kfake).
+// an in-process Kafka broker (kfake). The PostgreSQL and Redis stores
+// have their cases too (a missing table, a denied ACL, the server cut off
+// mid-run behind a TCP proxy), with PostgreSQL and Redis as servers.sh
+// starts them.
 //
 // Every case checks the outcome the README documents for its fault, that
 // no valid message is dead-lettered, that every message's effect happens

@@ -23,6 +23,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
@@ -88,6 +89,9 @@ type fixture struct {
 
 	// maxDeliveries bounds any message's deliveries (default 2).
 	maxDeliveries int
+	// effectsIn, when set, reads the effects instead of the DynamoDB
+	// business table (a case whose effects live in another store).
+	effectsIn func(t *testing.T) map[string]int
 
 	mu   sync.Mutex
 	sent map[string]bool // idempotency key → valid (an effect is due)
@@ -307,13 +311,13 @@ type worker struct {
 
 // start builds a consumer over the case's queue and store and runs it.
 // Its outcomes and settles are recorded under name.
-func (f *fixture) start(name string, store *dynamostore.Store, h consumer.Handler, opts ...consumer.Option) *worker {
+func (f *fixture) start(name string, store dedup.Store, h consumer.Handler, opts ...consumer.Option) *worker {
 	f.t.Helper()
 	c := f.newConsumer(name, f.source(), store, h, opts...)
 	return f.run(name, c)
 }
 
-func (f *fixture) newConsumer(name string, src consumer.Source, store *dynamostore.Store, h consumer.Handler, opts ...consumer.Option) *consumer.Consumer {
+func (f *fixture) newConsumer(name string, src consumer.Source, store dedup.Store, h consumer.Handler, opts ...consumer.Option) *consumer.Consumer {
 	f.t.Helper()
 	opts = append([]consumer.Option{consumer.WithLogger(testLogger(f.t).With("worker", name)),
 		consumer.WithHooks(workerHook{f.rec, name})}, opts...)
@@ -373,6 +377,9 @@ func (w *worker) wait(t *testing.T, d time.Duration) error {
 // rejected outcome instead). A table not yet created holds none.
 func (f *fixture) effects(t *testing.T) map[string]int {
 	t.Helper()
+	if f.effectsIn != nil {
+		return f.effectsIn(t)
+	}
 	got := map[string]int{}
 	p := ddb.NewScanPaginator(f.db, &ddb.ScanInput{TableName: aws.String(f.ledger), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {

@@ -19,6 +19,8 @@ const (
 	SQSEndpointEnv      = "ONCEQ_SQS_ENDPOINT"
 	// DynamoDB2EndpointEnv is a second DynamoDB Local, a second "region".
 	DynamoDB2EndpointEnv = "ONCEQ_DYNAMODB2_ENDPOINT"
+	PostgresURLEnv      = "ONCEQ_POSTGRES_URL"
+	RedisAddrEnv        = "ONCEQ_REDIS_ADDR"
 )
 
 // Region and credentials the local servers are used with.
@@ -54,6 +56,21 @@ func DynamoDB2Endpoint(t testing.TB) string {
 func SQSEndpoint(t testing.TB) string {
 	t.Helper()
 	return endpoint(t, SQSEndpointEnv, "the SQS emulator (fauxqs)")
+}
+
+// PostgresURL returns the PostgreSQL connection URL from ONCEQ_POSTGRES_URL.
+// When it is unset the test is skipped, or fails when CI=true.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	return endpoint(t, PostgresURLEnv, "PostgreSQL")
+}
+
+// RedisAddr returns the Redis address (127.0.0.1:PORT) from
+// ONCEQ_REDIS_ADDR. When it is unset the test is skipped, or fails when
+// CI=true.
+func RedisAddr(t testing.TB) string {
+	t.Helper()
+	return endpoint(t, RedisAddrEnv, "Redis")
 }
 
 func endpoint(t testing.TB, env, what string) string {

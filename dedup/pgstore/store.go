@@ -1,0 +1,327 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// DB is what the Store needs of a connection: *pgxpool.Pool has it (and a
+// single *pgx.Conn, for tests and tools).
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// querier is a DB or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// DefaultTable is the table a Store uses when New is given "".
+const DefaultTable = "onceq_records"
+
+// Store is the PostgreSQL dedup.Store. It is safe for concurrent use.
+type Store struct {
+	db    DB
+	table string // as given, for errors
+	// The statements, made once with the table's quoted name.
+	claimSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
+}
+
+var (
+	_ dedup.Store          = (*Store)(nil)
+	_ dedup.ClaimCompleter = (*Store)(nil)
+)
+
+// New returns a Store over table (DefaultTable when ""), which may be
+// schema-qualified ("app.onceq_records"). It does not touch the server:
+// call Check before the first claim (the consumer does).
+func New(db DB, table string) *Store {
+	if table == "" {
+		table = DefaultTable
+	}
+	q := quote(table)
+	const cols = "status, version, owner, payload_hash, response, attempts, last_error, created_at, expires_at"
+	return &Store{
+		db:    db,
+		table: table,
+		// One statement: won is the row written when the key was absent or
+		// its record expired (beyond the skew margin for a lease, $8); old
+		// is the row as this statement's snapshot saw it, what a winner
+		// replaced or a loser lost to, read only when there is one (not
+		// for a fresh key: version 1). A row changed by a concurrent claim
+		// after the snapshot (old absent, or old claimable yet not won) is
+		// read again by the caller.
+		claimSQL: `WITH won AS (
+	INSERT INTO ` + q + ` AS r (id, ` + cols + `)
+	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 1, '', $6::timestamptz, $7::timestamptz)
+	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, version = r.version + 1, owner = EXCLUDED.owner,
+		payload_hash = EXCLUDED.payload_hash, response = EXCLUDED.response, attempts = r.attempts + 1,
+		last_error = '', created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+	WHERE r.expires_at < CASE WHEN r.status = 'PENDING' THEN $8::timestamptz ELSE $6::timestamptz END
+	RETURNING r.version, r.attempts
+)
+SELECT won.version, won.attempts, old.status, old.version, old.owner, old.payload_hash, old.response,
+	old.attempts, old.last_error, old.created_at, old.expires_at
+FROM (SELECT 1) AS one LEFT JOIN won ON true
+	LEFT JOIN LATERAL (SELECT ` + cols + ` FROM ` + q + `
+		WHERE (won.version IS NULL OR won.version > 1) AND id = $1::bytea) AS old ON true`,
+		readSQL: `SELECT ` + cols + ` FROM ` + q + ` WHERE id = $1`,
+		completeSQL: `UPDATE ` + q + ` SET status = 'COMPLETED', version = version + 1, response = $4, expires_at = $5, last_error = ''
+	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
+		failSQL: `UPDATE ` + q + ` SET status = 'FAILED', version = version + 1, last_error = $4, expires_at = $5,
+	attempts = CASE WHEN $6::bool THEN 0 WHEN $7::bool THEN greatest(attempts - 1, 0) ELSE attempts END
+	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
+		// A lease only moves forward: greatest keeps a longer expiry.
+		extendSQL: `UPDATE ` + q + ` SET expires_at = greatest(expires_at, $4)
+	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
+		checkSQL: `SELECT has_table_privilege($1::text, 'SELECT') AND has_table_privilege($1::text, 'INSERT')
+	AND has_table_privilege($1::text, 'UPDATE'), (SELECT count(*) FROM (SELECT id, ` + cols + ` FROM ` + q + ` WHERE false) AS layout)`,
+		deleteSQL: `DELETE FROM ` + q + ` WHERE id IN (SELECT id FROM ` + q + ` WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+	}
+}
+
+// Table is the records table's name, as given to New.
+func (s *Store) Table() string { return s.table }
+
+// quote makes a possibly schema-qualified name an SQL identifier.
+func quote(table string) string { return pgx.Identifier(strings.Split(table, ".")).Sanitize() }
+
+// maxInlineKey is the longest key stored as its own bytes; a btree index
+// row holds at most about 2.7 kB.
+const maxInlineKey = 1024
+
+// rowID is the key as the table holds it: tag 0 and the key's bytes, or
+// tag 1 and its SHA-256 for a longer key. Injective but for SHA-256
+// collisions, and the tags keep the two forms apart.
+func rowID(key string) []byte {
+	if len(key) <= maxInlineKey {
+		b := make([]byte, 1+len(key))
+		copy(b[1:], key)
+		return b
+	}
+	sum := sha256.Sum256([]byte(key))
+	return append([]byte{1}, sum[:]...)
+}
+
+// Check implements dedup.Store: the table exists with the record's
+// columns, and this role may read, insert and update it.
+func (s *Store) Check(ctx context.Context) error {
+	var ok bool
+	var n int64
+	if err := s.db.QueryRow(ctx, s.checkSQL, quote(s.table)).Scan(&ok, &n); err != nil {
+		return s.wrap("check", err)
+	}
+	if !ok {
+		return s.wrap("check", &pgconn.PgError{Code: "42501", Message: "the role lacks SELECT, INSERT or UPDATE on the table"})
+	}
+	return nil
+}
+
+// Claim implements dedup.Store, in one statement.
+func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	if req.Key == "" {
+		return dedup.Claim{}, dedup.ErrEmptyKey
+	}
+	c, err := s.claim(ctx, s.db, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
+	return c, s.wrap("claim", err)
+}
+
+// claim writes key's record as a winning claim writes it, or learns the
+// live record that wins.
+func (s *Store) claim(ctx context.Context, q querier, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
+	id := rowID(key)
+	for {
+		var (
+			wonVersion  *int64
+			wonAttempts *int
+			old         nullRecord
+		)
+		err := q.QueryRow(ctx, s.claimSQL, id, string(status), owner, hash, resp, now, expires, now.Add(-max(margin, 0))).
+			Scan(&wonVersion, &wonAttempts, &old.status, &old.version, &old.owner, &old.payloadHash, &old.response,
+				&old.attempts, &old.lastError, &old.createdAt, &old.expiresAt)
+		if err != nil {
+			return dedup.Claim{}, err
+		}
+		prev := old.record(key)
+		if wonVersion != nil {
+			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: *wonVersion},
+				Attempt: *wonAttempts, Previous: prev}, nil
+		}
+		limit := now
+		if prev != nil && prev.Status == dedup.StatusPending {
+			limit = now.Add(-max(margin, 0))
+		}
+		if prev != nil && !prev.ExpiresAt.Before(limit) {
+			return dedup.Claim{Existing: *prev}, nil
+		}
+		// A concurrent write changed the key after this statement's
+		// snapshot (inserted it, or renewed the expired record the snapshot
+		// holds): read what it wrote (a new statement sees it). Gone again
+		// (deleted as expired), the claim starts over.
+		r, err := s.read(ctx, q, key)
+		if errors.Is(err, dedup.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return dedup.Claim{}, err
+		}
+		return dedup.Claim{Existing: r}, nil
+	}
+}
+
+// nullRecord scans a record that may be absent (the claim's outer join).
+type nullRecord struct {
+	status, owner, payloadHash, lastError *string
+	version                               *int64
+	attempts                              *int
+	response                              []byte
+	createdAt, expiresAt                  *time.Time
+}
+
+func (n *nullRecord) record(key string) *dedup.Record {
+	if n.status == nil {
+		return nil
+	}
+	return &dedup.Record{Key: key, Status: dedup.Status(*n.status), Version: *n.version, Owner: *n.owner,
+		PayloadHash: *n.payloadHash, Response: n.response, Attempts: *n.attempts, LastError: *n.lastError,
+		CreatedAt: *n.createdAt, ExpiresAt: *n.expiresAt}
+}
+
+func (s *Store) read(ctx context.Context, q querier, key string) (dedup.Record, error) {
+	r := dedup.Record{Key: key}
+	var status string
+	err := q.QueryRow(ctx, s.readSQL, rowID(key)).Scan(&status, &r.Version, &r.Owner, &r.PayloadHash, &r.Response,
+		&r.Attempts, &r.LastError, &r.CreatedAt, &r.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
+	}
+	r.Status = dedup.Status(status)
+	return r, err
+}
+
+// Get implements dedup.Store.
+func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
+	r, err := s.read(ctx, s.db, key)
+	if err != nil && !errors.Is(err, dedup.ErrNotFound) {
+		return r, s.wrap("get", err)
+	}
+	return r, err
+}
+
+// fenced turns an UPDATE's row count into the fence's answer.
+func fenced(op string, tag pgconn.CommandTag, l dedup.Lease) error {
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgstore: %s: %w: key_hash %s version %d", op, dedup.ErrLeaseLost, dedup.KeyHash(l.Key), l.Version)
+	}
+	return nil
+}
+
+// Complete implements dedup.Store: one UPDATE, or with Writes a
+// transaction of the fenced UPDATE first and the writes after it.
+func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	writes, err := asWrites(req.Writes)
+	if err != nil {
+		return err
+	}
+	l := req.Lease
+	args := []any{rowID(l.Key), l.Owner, l.Version, req.Response, req.ExpiresAt}
+	if len(writes) == 0 {
+		tag, err := s.db.Exec(ctx, s.completeSQL, args...)
+		if err != nil {
+			return s.wrap("complete", err)
+		}
+		return fenced("complete", tag, l)
+	}
+	return s.inTx(ctx, "complete", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.completeSQL, args...)
+		if err != nil {
+			return err
+		}
+		if err := fenced("complete", tag, l); err != nil {
+			return err
+		}
+		return applyWrites(ctx, tx, writes)
+	})
+}
+
+// inTx runs f in a transaction, committed only when f returns nil. Errors
+// of the fence and of business writes pass as they are; the others are
+// wrapped with op.
+func (s *Store) inTx(ctx context.Context, op string, f func(tx pgx.Tx) error) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return s.wrap(op, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := f(tx); err != nil {
+		var be *dedup.BusinessConditionError
+		if errors.Is(err, dedup.ErrLeaseLost) || errors.As(err, &be) {
+			return err
+		}
+		return s.wrap(op, err)
+	}
+	return s.wrap(op, tx.Commit(ctx))
+}
+
+// ClaimComplete implements dedup.ClaimCompleter: the claim statement
+// writes COMPLETED, and with Writes it and they are one transaction.
+func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	if req.Key == "" {
+		return dedup.Claim{}, dedup.ErrEmptyKey
+	}
+	writes, err := asWrites(req.Writes)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	claim := func(q querier) (dedup.Claim, error) {
+		return s.claim(ctx, q, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
+	}
+	if len(writes) == 0 {
+		c, err := claim(s.db)
+		return c, s.wrap("claim-complete", err)
+	}
+	var c dedup.Claim
+	err = s.inTx(ctx, "claim-complete", func(tx pgx.Tx) error {
+		var err error
+		if c, err = claim(tx); err != nil || !c.Acquired {
+			return err
+		}
+		return applyWrites(ctx, tx, writes)
+	})
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	return c, nil
+}
+
+// Fail implements dedup.Store.
+func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
+	l := req.Lease
+	tag, err := s.db.Exec(ctx, s.failSQL, rowID(l.Key), l.Owner, l.Version, req.Reason, req.RetryAt, req.ResetAttempts, req.RefundAttempt)
+	if err != nil {
+		return s.wrap("fail", err)
+	}
+	return fenced("fail", tag, l)
+}
+
+// Extend implements dedup.Store.
+func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
+	l := req.Lease
+	tag, err := s.db.Exec(ctx, s.extendSQL, rowID(l.Key), l.Owner, l.Version, req.LeaseUntil)
+	if err != nil {
+		return s.wrap("extend", err)
+	}
+	return fenced("extend", tag, l)
+}

@@ -1,0 +1,139 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/cache"
+	"github.com/onceq/onceq/dedup/pgstore"
+	"github.com/onceq/onceq/dedup/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	p := pool(t)
+	table := recordsTable(t, p)
+	storetest.Run(t, func(t *testing.T) dedup.Store {
+		s := pgstore.New(p, table)
+		if err := s.Check(testCtx(t)); err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		return s
+	})
+}
+
+// The suite again through the COMPLETED cache the consumer puts in
+// front of every store.
+func TestConformanceBehindCache(t *testing.T) {
+	p := pool(t)
+	table := recordsTable(t, p)
+	storetest.Run(t, func(t *testing.T) dedup.Store { return cache.Wrap(pgstore.New(p, table), 100, 0) },
+		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
+}
+
+// Keys are opaque: any bytes, any length. Keys that differ only past the
+// inline limit, or by a byte invalid in UTF-8, or by a NUL, are distinct
+// records, and each reads back as itself.
+func TestKeysAnyBytesAnyLength(t *testing.T) {
+	p := pool(t)
+	s := pgstore.New(p, recordsTable(t, p))
+	ctx := testCtx(t)
+	long := strings.Repeat("k", 5000)
+	keys := []string{"a", "a\x00", "a\x00b", "\xff\xfe", strings.Repeat("x", 1024), strings.Repeat("x", 1025),
+		long + "1", long + "2", "\x01" + strings.Repeat("y", 32)}
+	now := time.Now()
+	for i, k := range keys {
+		c, err := s.Claim(ctx, dedup.ClaimRequest{Key: k, Owner: "o", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+		if !c.Acquired {
+			t.Fatalf("key %d (%d bytes) collided with an earlier key: %+v", i, len(k), c.Existing)
+		}
+		r, err := s.Get(ctx, k)
+		if err != nil || r.Key != k || r.Version != c.Lease.Version {
+			t.Fatalf("key %d: Get %+v, %v", i, r, err)
+		}
+	}
+	if _, err := s.Claim(ctx, dedup.ClaimRequest{Key: "", Owner: "o", Now: now, LeaseUntil: now}); !errors.Is(err, dedup.ErrEmptyKey) {
+		t.Fatalf("empty key: %v, want ErrEmptyKey", err)
+	}
+}
+
+// Expired rows are deleted in bounded batches, oldest first, and only
+// once past the grace: a live record and one just expired stay.
+func TestDeleteExpired(t *testing.T) {
+	p := pool(t)
+	s := pgstore.New(p, recordsTable(t, p))
+	ctx := testCtx(t)
+	now := time.Now()
+	for i := range 5 {
+		k := "old-" + string(rune('a'+i))
+		if _, err := s.Claim(ctx, dedup.ClaimRequest{Key: k, Owner: "o", Now: now.Add(-time.Hour), LeaseUntil: now.Add(-30 * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Claim(ctx, dedup.ClaimRequest{Key: "live", Owner: "o", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.DeleteExpired(ctx, now.Add(-10*time.Minute), 3)
+	if err != nil || n != 3 {
+		t.Fatalf("first batch: %d, %v; want 3", n, err)
+	}
+	n, err = s.DeleteExpired(ctx, now.Add(-10*time.Minute), 3)
+	if err != nil || n != 2 {
+		t.Fatalf("second batch: %d, %v; want 2", n, err)
+	}
+	if _, err := s.Get(ctx, "live"); err != nil {
+		t.Fatalf("live record: %v", err)
+	}
+	if _, err := s.Get(ctx, "old-a"); !errors.Is(err, dedup.ErrNotFound) {
+		t.Fatalf("expired record: %v, want ErrNotFound", err)
+	}
+}
+
+// Cleanup, run in a goroutine the caller owns, deletes what is expired
+// past its grace in batches, sweeps again, and returns ctx's error when
+// cancelled.
+func TestCleanupRunsUntilCancelled(t *testing.T) {
+	p := pool(t)
+	s := pgstore.New(p, recordsTable(t, p))
+	ctx := testCtx(t)
+	now := time.Now()
+	for i := range 5 {
+		if _, err := s.Claim(ctx, dedup.ClaimRequest{Key: "old-" + strconv.Itoa(i), Owner: "o", Now: now.Add(-time.Hour), LeaseUntil: now.Add(-time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Claim(ctx, dedup.ClaimRequest{Key: "live", Owner: "o", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Cleanup(cctx, pgstore.CleanupOptions{Every: 10 * time.Millisecond, Batch: 2, Grace: time.Second})
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := p.QueryRow(ctx, "SELECT count(*) FROM "+s.Table()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows left; want the live one alone", n)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Cleanup returned %v, want context.Canceled", err)
+	}
+	if _, err := s.Get(ctx, "live"); err != nil {
+		t.Fatalf("the live record: %v", err)
+	}
+}

@@ -1,0 +1,103 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+)
+
+// CreateTable creates the Store's table and its expiry index when they do
+// not exist (DefaultTable when table is ""):
+//
+//	id           bytea PRIMARY KEY  -- the key, see the package doc
+//	status       text               -- PENDING, COMPLETED, FAILED
+//	version      bigint             -- the fence, +1 per transition
+//	owner        text
+//	payload_hash text
+//	response     bytea
+//	attempts     integer
+//	last_error   text
+//	created_at   timestamptz
+//	expires_at   timestamptz        -- indexed, for Cleanup
+func CreateTable(ctx context.Context, db DB, table string) error {
+	s := New(db, table)
+	q := quote(s.table)
+	// The index is named after the table's last part, in the table's schema.
+	idx := quote(lastPart(s.table) + "_expires_at_idx")
+	_, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+q+` (
+	id bytea PRIMARY KEY,
+	status text NOT NULL,
+	version bigint NOT NULL,
+	owner text NOT NULL,
+	payload_hash text NOT NULL,
+	response bytea,
+	attempts integer NOT NULL,
+	last_error text NOT NULL,
+	created_at timestamptz NOT NULL,
+	expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS `+idx+` ON `+q+` (expires_at)`)
+	return s.wrap("create-table", err)
+}
+
+func lastPart(table string) string {
+	for i := len(table) - 1; i >= 0; i-- {
+		if table[i] == '.' {
+			return table[i+1:]
+		}
+	}
+	return table
+}
+
+// DeleteExpired deletes at most limit records that expired before
+// before, oldest first, and returns how many. Rows another transaction
+// holds are skipped, so concurrent cleaners do not queue on each other.
+func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.db.Exec(ctx, s.deleteSQL, before, limit)
+	if err != nil {
+		return 0, s.wrap("cleanup", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// CleanupOptions tune Cleanup; zero fields take the defaults.
+type CleanupOptions struct {
+	Every time.Duration // pause between sweeps; default 1 minute
+	Batch int           // rows per DELETE; default 1000
+	// Grace keeps records this long past their expiry, longer than any
+	// worker's skew margin, so that a lease its holder still counts as live
+	// is never deleted; default 10 minutes.
+	Grace time.Duration
+}
+
+// Cleanup deletes expired records until ctx is done, in DELETEs of at
+// most Batch rows, sweeping again every Every; run it in a goroutine the
+// caller owns. It returns ctx's error, or the first failed DELETE's.
+func (s *Store) Cleanup(ctx context.Context, o CleanupOptions) error {
+	if o.Every <= 0 {
+		o.Every = time.Minute
+	}
+	if o.Batch <= 0 {
+		o.Batch = 1000
+	}
+	if o.Grace <= 0 {
+		o.Grace = 10 * time.Minute
+	}
+	t := time.NewTicker(o.Every)
+	defer t.Stop()
+	for {
+		for {
+			n, err := s.DeleteExpired(ctx, time.Now().Add(-o.Grace), o.Batch)
+			if err != nil {
+				return err
+			}
+			if n < o.Batch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

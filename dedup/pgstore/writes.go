@@ -1,0 +1,83 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// Exec is a business write: a statement and its arguments, run in the
+// transaction that writes COMPLETED. With MustAffect, a statement that
+// changes no row (its WHERE is its condition: "UPDATE stock SET n = n - 1
+// WHERE sku = $1 AND n > 0") cancels the commit as a
+// *dedup.BusinessConditionError.
+type Exec struct {
+	SQL        string
+	Args       []any
+	MustAffect bool
+}
+
+// Func is a business write as code: it runs in the transaction that writes
+// COMPLETED, and its error cancels the commit. Returning (or wrapping)
+// ErrRejected makes that a *dedup.BusinessConditionError; any other error
+// is returned as it is, classified as the Store's are.
+type Func func(ctx context.Context, tx pgx.Tx) error
+
+func asWrites(ws []any) ([]any, error) {
+	for _, w := range ws {
+		switch w.(type) {
+		case Exec, *Exec, Func, func(context.Context, pgx.Tx) error:
+		default:
+			return nil, fmt.Errorf("%w: %T (the PostgreSQL store takes pgstore.Exec and pgstore.Func)", dedup.ErrUnsupportedWrite, w)
+		}
+	}
+	return ws, nil
+}
+
+// applyWrites runs the writes in order in tx. A failed condition or a
+// broken integrity constraint is a *dedup.BusinessConditionError; the
+// caller's rollback then takes back the record's write too.
+func applyWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
+	for i, w := range writes {
+		var err error
+		switch w := w.(type) {
+		case Exec:
+			err = runExec(ctx, tx, w)
+		case *Exec:
+			err = runExec(ctx, tx, *w)
+		case Func:
+			err = w(ctx, tx)
+		case func(context.Context, pgx.Tx) error:
+			err = w(ctx, tx)
+		}
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, ErrRejected) {
+			return &dedup.BusinessConditionError{Index: i, Reason: "ConditionFailed", Message: err.Error()}
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && strings.HasPrefix(pe.Code, "23") { // integrity constraint violation
+			return &dedup.BusinessConditionError{Index: i, Reason: "IntegrityConstraintViolation", Message: pe.ConstraintName}
+		}
+		return fmt.Errorf("business write %d: %w", i, err)
+	}
+	return nil
+}
+
+func runExec(ctx context.Context, tx pgx.Tx, w Exec) error {
+	tag, err := tx.Exec(ctx, w.SQL, w.Args...)
+	if err != nil {
+		return err
+	}
+	if w.MustAffect && tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: the statement changed no row", ErrRejected)
+	}
+	return nil
+}

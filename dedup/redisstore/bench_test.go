@@ -1,0 +1,81 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/redisstore"
+	"github.com/onceq/onceq/internal/sidebyside"
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+// BenchmarkRedis measures claim+complete beside the minimal hand-written
+// go-redis client doing the same job: SET key owner NX PXAT, then a script
+// that sets COMPLETED only while the owner still holds the key (2 calls a
+// side), 32 operations in flight (internal/sidebyside: interleaved rounds,
+// median ratios).
+//
+//	go test -run '^$' -bench '^BenchmarkRedis$' ./dedup/redisstore/
+func BenchmarkRedis(b *testing.B) {
+	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b), PoolSize: 32})
+	b.Cleanup(func() { _ = c.Close() })
+	p := prefix()
+	st := redisstore.New(c, redisstore.Prefix(p))
+	if err := st.Check(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { deletePrefix(c, p) })
+	var seq atomic.Int64
+	next := func() string { return "bench#" + strconv.FormatInt(seq.Add(1), 10) }
+	now := time.Now()
+	lease, keep := now.Add(time.Minute), now.Add(time.Hour)
+	resp := []byte("ok")
+	complete := redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3])
+return 1`)
+	onceq := func(ctx context.Context) error {
+		k := next()
+		cl, err := st.Claim(ctx, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: k, Now: now, LeaseUntil: lease})
+		if err == nil && !cl.Acquired {
+			err = fmt.Errorf("not acquired: %+v", cl)
+		}
+		if err != nil {
+			return err
+		}
+		return st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: resp, Now: now, ExpiresAt: keep})
+	}
+	minimal := func(ctx context.Context) error {
+		k := next()
+		name := p + "min:" + k
+		ok, err := c.SetArgs(ctx, name, k, redis.SetArgs{Mode: "NX", ExpireAt: lease}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if ok != "OK" {
+			return errors.New("not acquired")
+		}
+		n, err := complete.Run(ctx, c, []string{name}, k, "COMPLETED:ok", keep.UnixMilli()).Int()
+		if err == nil && n != 1 {
+			err = errors.New("lease lost")
+		}
+		return err
+	}
+	b.Run("ClaimThenComplete", func(b *testing.B) { sidebyside.Run(b, sidebyside.Options{}, onceq, minimal) })
+}
+
+func deletePrefix(c *redis.Client, p string) {
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		c.Del(ctx, iter.Val())
+	}
+}

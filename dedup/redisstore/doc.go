@@ -1,0 +1,27 @@
+// Package redisstore is a dedup.Store on Redis 7 or Valkey (go-redis v9):
+// each record is a hash, written by Lua scripts that are atomic per key,
+// and deleted by the server's own key expiry.
+//
+// Keys: a record's Redis key is the prefix and the SHA-256 of the key in
+// a hash tag ("onceq:{3f0a…}"), so any key of any bytes and length maps
+// to one name of fixed size, and Redis Cluster routes every call for a
+// record to the one slot that holds it.
+//
+// Expiry: each write sets the hash to expire Grace after the record's
+// ExpiresAt (by the worker's clock); before that an expired record is
+// still read, and counted as absent, as in every Store.
+//
+// No business writes: Complete and ClaimComplete with Writes return
+// dedup.ErrUnsupportedWrite. A handler's effects in other systems are
+// therefore not atomic with COMPLETED: a worker that dies between its
+// effect and Complete leaves a lease that expires and is claimed again, so
+// the effect must be idempotent on its own (a conditional write keyed by
+// the message, say).
+//
+// Replication: Redis acknowledges a write before its replicas have it. A
+// claim or a COMPLETED acknowledged by a primary that fails over before
+// replicating it is lost, and the key can be claimed again: a second
+// processing window. WithWait narrows it (the write waits for replicas),
+// as does appendonly with appendfsync always on the primary; neither makes
+// Redis a consensus store.
+package redisstore

@@ -1,0 +1,127 @@
+// Package sidebyside measures a store beside the minimal hand-written
+// client doing the same job, in one benchmark run: the two sides take
+// turns in rounds of a fixed time (the order alternating), each with the
+// same operations in flight, and every ratio is the median of the rounds'
+// own ratios, so a machine whose load drifts moves it little. Only
+// benchmarks import it.
+package sidebyside
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/internal/proccpu"
+)
+
+// Side does one message's job once (a fresh key each call).
+type Side func(ctx context.Context) error
+
+// Options size a run; zero fields take the defaults.
+type Options struct {
+	Workers int           // operations in flight; default 32
+	Rounds  int           // rounds per side; default 8
+	Round   time.Duration // one round; default 200ms
+}
+
+type stats struct {
+	ops     int64
+	elapsed time.Duration
+	cpu     time.Duration
+}
+
+func (s stats) rate() float64 { return float64(s.ops) / s.elapsed.Seconds() }
+
+func (s stats) cpuPerOp() float64 {
+	if s.ops == 0 {
+		return 0
+	}
+	return float64(s.cpu) / float64(time.Microsecond) / float64(s.ops)
+}
+
+// Run measures onceq beside min and reports onceq_msgs/s, min_msgs/s,
+// vs_min (onceq's rate over min's), onceq_cpu-us/op, min_cpu-us/op and
+// cpu_vs_min. CPU is the whole process's (user and system): the server is
+// another process, so it is the client's. One invocation runs its rounds
+// whatever b.N is.
+func Run(b *testing.B, o Options, onceq, min Side) {
+	if o.Workers <= 0 {
+		o.Workers = 32
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 8
+	}
+	if o.Round <= 0 {
+		o.Round = 200 * time.Millisecond
+	}
+	sides := [2]Side{onceq, min}
+	for _, s := range sides { // warm up: connections, caches
+		round(b, o.Workers, s, o.Round/4)
+	}
+	var total [2]stats
+	rounds := make([][2]stats, o.Rounds)
+	for r := range rounds {
+		for i := range sides {
+			s := (r + i) % 2
+			got := round(b, o.Workers, sides[s], o.Round)
+			rounds[r][s] = got
+			total[s].ops += got.ops
+			total[s].elapsed += got.elapsed
+			total[s].cpu += got.cpu
+		}
+	}
+	ratio := func(f func(stats) float64) float64 {
+		var rs []float64
+		for _, r := range rounds {
+			if d := f(r[1]); d > 0 {
+				rs = append(rs, f(r[0])/d)
+			}
+		}
+		if len(rs) == 0 {
+			return 0
+		}
+		slices.Sort(rs)
+		if n := len(rs); n%2 == 0 {
+			return (rs[n/2-1] + rs[n/2]) / 2
+		}
+		return rs[len(rs)/2]
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(total[0].rate(), "onceq_msgs/s")
+	b.ReportMetric(total[1].rate(), "min_msgs/s")
+	b.ReportMetric(ratio(stats.rate), "vs_min")
+	b.ReportMetric(total[0].cpuPerOp(), "onceq_cpu-us/op")
+	b.ReportMetric(total[1].cpuPerOp(), "min_cpu-us/op")
+	if total[1].cpu > 0 {
+		b.ReportMetric(ratio(stats.cpuPerOp), "cpu_vs_min")
+	}
+}
+
+func round(b *testing.B, workers int, side Side, d time.Duration) stats {
+	ctx := b.Context()
+	var ops atomic.Int64
+	var failed atomic.Pointer[error]
+	cpu0, start := proccpu.Used(), time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(deadline) && failed.Load() == nil {
+				if err := side(ctx); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+				ops.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	s := stats{ops: ops.Load(), elapsed: time.Since(start), cpu: proccpu.Used() - cpu0}
+	if p := failed.Load(); p != nil {
+		b.Fatal(*p)
+	}
+	return s
+}
