@@ -19,8 +19,8 @@ const (
 	SQSEndpointEnv      = "ONCEQ_SQS_ENDPOINT"
 	// DynamoDB2EndpointEnv is a second DynamoDB Local, a second "region".
 	DynamoDB2EndpointEnv = "ONCEQ_DYNAMODB2_ENDPOINT"
-	PostgresURLEnv      = "ONCEQ_POSTGRES_URL"
-	RedisAddrEnv        = "ONCEQ_REDIS_ADDR"
+	PostgresURLEnv       = "ONCEQ_POSTGRES_URL"
+	RedisAddrEnv         = "ONCEQ_REDIS_ADDR"
 )
 
 // Region and credentials the local servers are used with.
