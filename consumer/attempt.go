@@ -117,8 +117,8 @@ func (a *attempt) claimFirst() Outcome {
 	}
 	a.lease, a.o.Attempt = c.Lease, c.Attempt
 	if c.Attempt > g.cfg.maxAttempts {
-		// Earlier handler runs died with their worker (crash, OOM, kill):
-		// the record counted them, the source may not have.
+		// The record counts more failed runs than this worker allows (a
+		// lower MaxAttempts than the worker that counted them).
 		return a.deadLetter(fmt.Errorf("%w: %d attempts", ErrAttemptsExhausted, c.Attempt-1))
 	}
 	if a.ctx.Err() != nil {

@@ -23,10 +23,14 @@ type Record struct {
 	Owner       string // token of the claim that wrote PENDING
 	PayloadHash string // hash of the body that claimed the key
 	Response    []byte // cached for duplicates (COMPLETED)
-	Attempts    int    // claims since the key was last absent or reset
-	LastError   string // reason of the last Fail
-	CreatedAt   time.Time
-	ExpiresAt   time.Time // lease, retention or retry delay, by status
+	// Attempts counts the handler runs that failed (a Fail without
+	// RefundAttempt) since the key was last absent, COMPLETED or reset. A
+	// claim never counts: not a takeover of an abandoned lease, not an
+	// outage, not a record past its retention.
+	Attempts  int
+	LastError string // reason of the last Fail
+	CreatedAt time.Time
+	ExpiresAt time.Time // lease, retention or retry delay, by status
 }
 
 // Live reports whether the record still counts at now: until and including
@@ -59,8 +63,10 @@ type Claim struct {
 	Acquired bool
 	// Lease fences the caller's later calls (when Acquired).
 	Lease Lease
-	// Attempt numbers this claim: 1 for a fresh key, more after a FAILED
-	// record or an expired lease was taken over (when Acquired).
+	// Attempt numbers the handler run this claim allows: the record's
+	// failed runs plus one. 1 for a fresh key and for an expired COMPLETED
+	// record taken over (a new message); a takeover of an abandoned lease
+	// keeps the count it found (when Acquired).
 	Attempt int
 	// Previous is the expired-but-present record taken over, if any (when
 	// Acquired). Seeing one means TTL had not yet removed it.
@@ -90,9 +96,10 @@ type FailRequest struct {
 	// ResetAttempts starts the attempt count afresh, used when the message
 	// is dead-lettered so that a redrive from the DLQ gets a full budget.
 	ResetAttempts bool
-	// RefundAttempt takes back the attempt the claim counted: the handler
+	// RefundAttempt records the failure without counting it: the handler
 	// did not fail, the infrastructure did (the store could not record its
-	// result), so the message's attempts are not spent.
+	// result, the worker stopped), so the message's attempts are not spent.
+	// Without it (and without ResetAttempts) Fail adds one to Attempts.
 	RefundAttempt bool
 }
 

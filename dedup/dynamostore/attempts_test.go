@@ -1,0 +1,94 @@
+package dynamostore_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/integration/faultproxy"
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+// steppedClock is a worker's clock that a test moves on by hand.
+type steppedClock struct{ off atomic.Int64 }
+
+func (c *steppedClock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *steppedClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+func keyedOrder(id string) *consumer.Message {
+	return &consumer.Message{ID: id, Body: []byte(`{"order":"o-1"}`), Attempt: 1,
+		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "o-1"}}
+}
+
+// The store is cut while the handler runs and restored after Process
+// returns, so neither the Complete nor the give-back lands and the record
+// is left PENDING; the next delivery takes that abandoned lease over. The
+// handler never failed, so no outage spends an attempt: with MaxAttempts
+// 2, three such outages still end in processed, never "attempts
+// exhausted".
+func TestOutageMidHandlerSpendsNoAttempt(t *testing.T) {
+	rig := newFaultRig(t, fastPolicy(2), dynamostore.ClockCheck(false))
+	var cut atomic.Bool
+	var runs atomic.Int32
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		runs.Add(1)
+		if cut.Load() {
+			rig.proxy.AddRule(faultproxy.Rule{Fault: faultproxy.InternalError})
+		}
+		return consumer.Result{Response: []byte("ok")}, nil
+	})
+	clk := &steppedClock{}
+	g, err := consumer.NewGuard(rig.st, h, consumer.MaxAttempts(2), consumer.WithClock(clk),
+		consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second), consumer.Namespace(uniqueName("outage")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut.Store(true)
+	for i := range 3 {
+		o := g.Process(t.Context(), keyedOrder("m"))
+		rig.proxy.ClearRules()
+		if o.Kind != consumer.StoreUnavailable || o.Attempt != 1 {
+			t.Fatalf("delivery %d: %v attempt %d (%v), want store_unavailable on attempt 1", i+1, o.Kind, o.Attempt, o.Err)
+		}
+		clk.advance(time.Minute) // the abandoned lease and any margin are over
+	}
+	cut.Store(false)
+	o := g.Process(t.Context(), keyedOrder("m"))
+	if o.Kind != consumer.Processed || o.Attempt != 1 {
+		t.Fatalf("after the outages: %v attempt %d (%v), want processed on attempt 1", o.Kind, o.Attempt, o.Err)
+	}
+	if n := runs.Load(); n != 4 {
+		t.Fatalf("handler ran %d times, want 4", n)
+	}
+}
+
+// A COMPLETED record past its retention, not yet removed by TTL (DynamoDB
+// takes up to days), is taken over as a new message: attempt 1 each time,
+// never "attempts exhausted".
+func TestCompletedPastRetentionIsANewMessage(t *testing.T) {
+	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	st := newStore(t, client, recordsTable(t, client), dynamostore.ClockCheck(false))
+	var runs atomic.Int32
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		runs.Add(1)
+		return consumer.Result{Response: []byte("ok")}, nil
+	})
+	clk := &steppedClock{}
+	g, err := consumer.NewGuard(st, h, consumer.MaxAttempts(2), consumer.WithClock(clk), consumer.Retention(4*time.Second),
+		consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second), consumer.Namespace(uniqueName("retention")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		o := g.Process(t.Context(), keyedOrder("m"))
+		if o.Kind != consumer.Processed || o.Attempt != 1 {
+			t.Fatalf("delivery %d: %v attempt %d (%v), want processed on attempt 1", i+1, o.Kind, o.Attempt, o.Err)
+		}
+		clk.advance(10 * time.Second) // past retention
+	}
+	if n := runs.Load(); n != 3 {
+		t.Fatalf("handler ran %d times, want 3", n)
+	}
+}
