@@ -289,14 +289,14 @@ func (a *attempt) existing(now time.Time, r dedup.Record) Outcome {
 	case dedup.StatusCompleted:
 		o.Kind, o.Response = Duplicate, r.Response
 	case dedup.StatusFailed:
-		// Back once the retry delay has passed (stores keep whole seconds).
+		// Back once the record can be claimed (stores keep whole seconds).
 		o.Kind, o.Err = Retrying, fmt.Errorf("consumer: previous attempt failed: %s", r.LastError)
-		o.RetryAfter = max(r.ExpiresAt.Sub(now)+time.Second, time.Second)
+		o.RetryAfter = max(dedup.ClaimableAt(r.ExpiresAt).Sub(now), 100*time.Millisecond)
 	default:
 		// Back when the holder's lease can have ended, its clock allowed
 		// for: at most two deliveries per lease period while it lives.
 		o.Kind, o.Err = InFlightElsewhere, fmt.Errorf("consumer: key held by another worker until %v", r.ExpiresAt.UTC().Format(time.RFC3339))
-		o.RetryAfter = max(r.ExpiresAt.Sub(now)+a.g.cfg.skewMargin+time.Second, 100*time.Millisecond)
+		o.RetryAfter = max(dedup.ClaimableAt(r.ExpiresAt).Add(a.g.cfg.skewMargin).Sub(now), 100*time.Millisecond)
 	}
 	return o
 }
@@ -368,13 +368,15 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	o := a.o
 	o.Err = cause
 	held := a.lease.Owner != ""
+	var retryAt time.Time
 	if held {
 		now := g.recordTime(a.now)
 		sctx, done := a.storeCtx()
 		defer done()
 		fctx, span := g.tel.beginStore(sctx, opFail)
+		retryAt = now.Add(delay)
 		err := g.store.Fail(fctx, dedup.FailRequest{Lease: a.lease, Reason: truncate(cause.Error(), 1024), Now: now,
-			RetryAt: now.Add(delay), ResetAttempts: final, RefundAttempt: refund})
+			RetryAt: retryAt, ResetAttempts: final, RefundAttempt: refund})
 		a.now = g.tel.endStore(fctx, span, opFail, a.now, err)
 		if errors.Is(err, dedup.ErrLeaseLost) {
 			o.Kind, o.Err, o.RetryAfter = LeaseLost, fmt.Errorf("%w (while failing: %w)", err, cause), g.cfg.pendingRecheck
@@ -389,7 +391,9 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	}
 	o.Kind, o.RetryAfter = Retrying, delay
 	if held && delay > 0 {
-		o.RetryAfter += time.Second // the FAILED record's whole-second expiry
+		// Back when the FAILED record can be claimed, not before: a
+		// delivery that found it still FAILED would cost a receive.
+		o.RetryAfter = max(dedup.ClaimableAt(retryAt).Sub(g.recordTime(a.now)), delay)
 	}
 	return o
 }

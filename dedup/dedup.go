@@ -37,6 +37,20 @@ type Record struct {
 // ExpiresAt. An expired record is treated as absent even when still stored.
 func (r Record) Live(now time.Time) bool { return !now.After(r.ExpiresAt) }
 
+// ClaimableAt is the first instant at which every Store surely lets a
+// record expiring at expiresAt be claimed again: a Store may keep expiries
+// in whole seconds rounded up and compare a claim's Now in whole seconds
+// rounded down (DynamoDB does), so a key is free from the whole second
+// after its rounded expiry. A retry scheduled for then finds it claimable
+// at its first delivery.
+func ClaimableAt(expiresAt time.Time) time.Time {
+	t := expiresAt.Truncate(time.Second)
+	if !t.Equal(expiresAt) {
+		t = t.Add(time.Second)
+	}
+	return t.Add(time.Second)
+}
+
 // Lease is the fencing token of a successful claim.
 type Lease struct {
 	Key     string
