@@ -109,12 +109,7 @@ func (a *attempt) claimFirst() Outcome {
 	if !c.Acquired {
 		return a.existing(now, c.Existing)
 	}
-	if c.Previous != nil {
-		g.tel.expired.Add(a.ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(c.Previous.Status))))
-		for _, h := range g.hooks.expired {
-			h.OnExpiredPresent(a.ctx, a.m, string(c.Previous.Status))
-		}
-	}
+	a.expiredPresent(c.Previous)
 	a.lease, a.o.Attempt = c.Lease, c.Attempt
 	if c.Attempt > g.cfg.maxAttempts {
 		// The record counts more failed runs than this worker allows (a
@@ -214,8 +209,12 @@ func (a *attempt) commit(res Result, write writeFunc) Outcome {
 		return a.existing(now, c.Existing) // one round trip found a live record
 	case err == nil:
 		a.o.Kind, a.o.Response = kind, resp
-		if a.lease.Owner == "" && c.Attempt > 0 {
-			a.o.Attempt = c.Attempt
+		if a.lease.Owner == "" {
+			// One round trip: the claim happened only now.
+			if c.Attempt > 0 {
+				a.o.Attempt = c.Attempt
+			}
+			a.expiredPresent(c.Previous)
 		}
 		if be != nil {
 			a.o.Err = be
@@ -265,6 +264,18 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 		}
 	}
 	return c, err
+}
+
+// expiredPresent reports a claim that took over prev, an expired record
+// still stored (nil when the key was absent), in either store mode.
+func (a *attempt) expiredPresent(prev *dedup.Record) {
+	if prev == nil {
+		return
+	}
+	a.g.tel.expired.Add(a.ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(prev.Status))))
+	for _, h := range a.g.hooks.expired {
+		h.OnExpiredPresent(a.ctx, a.m, string(prev.Status))
+	}
 }
 
 // storeCtx is the context of one store call, made as it starts.

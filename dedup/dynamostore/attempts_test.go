@@ -92,3 +92,33 @@ func TestCompletedPastRetentionIsANewMessage(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 3", n)
 	}
 }
+
+type expiredSeen struct{ n atomic.Int32 }
+
+func (e *expiredSeen) OnExpiredPresent(context.Context, *consumer.Message, string) { e.n.Add(1) }
+
+// One round trip with business writes (a transaction, which returns no
+// values) still reports the expired record it took over.
+func TestOneRoundTripReportsExpiredPresent(t *testing.T) {
+	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	st := newStore(t, client, recordsTable(t, client), dynamostore.ClockCheck(false))
+	inv := newInventory(t, client)
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{Response: []byte("ok"), Writes: []any{inv.note(uniqueName("n"))}}, nil
+	})
+	clk, seen := &steppedClock{}, &expiredSeen{}
+	g, err := consumer.NewGuard(st, h, consumer.OneRoundTrip(), consumer.WithClock(clk), consumer.Retention(4*time.Second),
+		consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second), consumer.WithHooks(seen), consumer.Namespace(uniqueName("oneshot")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if o := g.Process(t.Context(), keyedOrder("m")); o.Kind != consumer.Processed || o.Attempt != 1 {
+			t.Fatalf("delivery %d: %v attempt %d (%v)", i+1, o.Kind, o.Attempt, o.Err)
+		}
+		clk.advance(10 * time.Second)
+	}
+	if n := seen.n.Load(); n != 1 {
+		t.Fatalf("ExpiredPresent hook called %d times, want 1", n)
+	}
+}

@@ -735,7 +735,8 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 // writes it is one PutItem (and an UpdateItem for a takeover) and the Claim
 // is as complete as Claim's; with
 // writes DynamoDB returns no values on success, so the Claim's
-// Lease.Version and Attempt are 0 (unknown) and Previous is nil.
+// Lease.Version is 0 (unknown); a takeover's Previous and Attempt are
+// those of the record its first try met.
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	const op = "ClaimComplete"
 	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
@@ -776,8 +777,10 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 	c, err := s.transact(ctx, op, client, put, writes, &retried)
+	var seen map[string]types.AttributeValue
 	if err == nil && c.recordFailed && !holds(c.record, a.now, a.margin) {
-		r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response, c.record)
+		seen = c.record
+		r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response, seen)
 		retried = false
 		c, err = s.transact(ctx, op, client, r.transactItem(s.tableName, key), writes, &retried)
 	}
@@ -785,7 +788,17 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	case err != nil:
 		return dedup.Claim{}, s.wrap(op, req.Key, err)
 	case c.ok:
-		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: req.Key, Owner: req.Owner}}, nil
+		won := dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: req.Key, Owner: req.Owner}}
+		if seen != nil {
+			// The Update commits only over the version its Put met, so
+			// that record is the one taken over.
+			s.hooks.onExpiredPresent(ctx, op)
+			if prev, err := decodeRecord(seen); err == nil {
+				won.Previous = &prev
+				won.Attempt = int(keptAttempts(seen)) + 1
+			}
+		}
+		return won, nil
 	case c.recordFailed:
 		return s.lost(req.Key, req.Owner, dedup.StatusCompleted, c.record, retried)
 	default:
