@@ -208,11 +208,10 @@ func metadata[O interface {
 // has been seen) than its margin, and logs once when the offset alone
 // surely passes half the margin. "Surely": beyond the measurement's own
 // uncertainty (Date has one-second resolution), so a small margin does not
-// refuse a good clock. A zero margin asks for no check.
+// refuse a good clock, and by more than clockSlack. A zero margin is
+// checked too: it says the clocks agree, so a clock surely off is refused.
 func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Duration) error {
-	if margin <= 0 {
-		return nil
-	}
+	margin = max(margin, 0)
 	off, _ := s.clock.offset()
 	if above, changed := s.clock.crossed(margin); changed && above {
 		s.log.WarnContext(ctx, "dynamostore: the local clock is off DynamoDB's by more than half the skew margin",
@@ -224,11 +223,16 @@ func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Durat
 	if !s.clockCheck {
 		return nil
 	}
-	if skew := now.Sub(time.Now().Add(off)); abs(skew)-s.clock.uncertainty() > margin {
+	if skew := now.Sub(time.Now().Add(off)); abs(skew)-s.clock.uncertainty() > margin+clockSlack {
 		return &ClockSkewError{Skew: skew, Margin: margin}
 	}
 	return nil
 }
+
+// clockSlack is how stale a claim's Now may be, read by the caller a
+// moment before the call, and still not be taken for a clock off: without
+// it a zero margin would refuse a right clock.
+const clockSlack = 250 * time.Millisecond
 
 // decision marks an error a condition decided; the caller handles it.
 type decision struct{ err error }
