@@ -291,8 +291,9 @@ func (a *attempt) storeCtx() (context.Context, context.CancelFunc) {
 func (a *attempt) existing(now time.Time, r dedup.Record) Outcome {
 	o := a.o
 	o.Attempt = r.Attempts
-	// No hash: the key covers the body, so the same key is the same payload.
-	if hashesDiffer(r.PayloadHash, a.hash) {
+	// Two empty hashes: the key covers the body, so the same key is the
+	// same payload.
+	if !a.g.cfg.noPayloadCheck && hashesDiffer(r.PayloadHash, a.hash) {
 		o.Kind, o.Err = KeyReuse, &dedup.KeyReuseError{Key: o.Key, Existing: r}
 		return o
 	}

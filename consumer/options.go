@@ -45,6 +45,7 @@ type config struct {
 	keyCoversBody    func(*Message) bool // set with a Source's default key
 	payloadHash      PayloadHashFunc
 	wholeBodyHash    bool // payloadHash is WholeBody: compared without allocating
+	noPayloadCheck   bool // NoPayloadCheck: hashes are never compared
 	logger           *slog.Logger
 	loggerGiven      bool
 	clock            Clock
@@ -209,7 +210,19 @@ func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespa
 // IdempotencyKeyAttribute when present, else the SHA-256 of the body.
 // payload.JSONKey takes the key from a field of a JSON body. A key
 // function's error dead-letters the message, its text as the reason.
-func WithKeyFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.keyFunc = f }) }
+func WithKeyFunc(f KeyFunc) Option {
+	return optionFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, nil })
+}
+
+// WithSourceKey is WithKeyFunc for a key a Source derives from the
+// message, as a Source's Capabilities declare one (DefaultKey,
+// KeyCoversBody): for a message where coversBody holds, the key is a
+// hash over the body, stored as a derived key (see dedup.DerivedKey) and
+// with no payload hash of its own. For a Guard fed by hand, such as
+// package awslambda's.
+func WithSourceKey(f KeyFunc, coversBody func(*Message) bool) Option {
+	return optionFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, coversBody })
+}
 
 // WithLogger sets the logger (default slog.Default(), as in every onceq
 // package). Outcomes other than processed and duplicate are logged, with

@@ -215,10 +215,14 @@ func (sh *shard) liveLocked(i int32, found bool, now time.Time) (dedup.Record, b
 	return e.rec, true
 }
 
-func (s *Store) put(r dedup.Record) {
+// put caches r, a COMPLETED record, as the answer for key: the key the
+// caller asked for, not r.Key as the store read it back (a store may hold
+// a key as its hash, which another key could spell out).
+func (s *Store) put(key string, r dedup.Record) {
 	if r.Status != dedup.StatusCompleted {
 		return
 	}
+	r.Key = key
 	sh, h := s.shardOf(r.Key)
 	size := len(r.Key) + len(r.Response) + len(r.PayloadHash) + 64
 	if size > sh.maxBytes {
@@ -304,7 +308,7 @@ func (s *Store) ClaimMissed(ctx context.Context, req dedup.ClaimRequest) (dedup.
 		sh.hashes[h] = leaseHash{c.Lease, req.PayloadHash}
 		sh.mu.Unlock()
 	} else {
-		s.put(c.Existing)
+		s.put(req.Key, c.Existing)
 	}
 	return c, nil
 }
@@ -330,7 +334,7 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	}
 	hash, ok := s.forget(req.Lease)
 	if err == nil && ok {
-		s.put(dedup.Record{Key: req.Lease.Key, Status: dedup.StatusCompleted, Version: req.Lease.Version + 1,
+		s.put(req.Lease.Key, dedup.Record{Key: req.Lease.Key, Status: dedup.StatusCompleted, Version: req.Lease.Version + 1,
 			Owner: req.Lease.Owner, PayloadHash: hash, Response: req.Response, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt})
 	}
 	return err
@@ -394,10 +398,10 @@ func (s *Store) claimCompleteMissed(ctx context.Context, next dedup.ClaimComplet
 	switch {
 	case err != nil:
 	case cl.Acquired:
-		s.put(dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
+		s.put(req.Key, dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
 			PayloadHash: req.PayloadHash, Response: req.Response, Attempts: cl.Attempt, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt})
 	default:
-		s.put(cl.Existing)
+		s.put(req.Key, cl.Existing)
 	}
 	return cl, err
 }
