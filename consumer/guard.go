@@ -77,7 +77,7 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	}
 	cfg.handLogger(store)
 	if cfg.cacheEntries > 0 {
-		c := cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes)
+		c := cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
 		if err := tel.observeCache(c); err != nil {
 			return nil, fmt.Errorf("consumer: telemetry: %w", err)
 		}

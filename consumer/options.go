@@ -58,6 +58,7 @@ type config struct {
 	noDeadLetter     bool
 	cacheEntries     int // 0: off
 	cacheBytes       int
+	cacheMaxAge      time.Duration
 }
 
 func defaultConfig() config {
@@ -270,9 +271,18 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 
 // CompletedCache sizes the in-process cache of COMPLETED records that
 // answers repeated duplicates without a store call (default 10,000 records,
-// 16 MiB). Entries never outlive their record's expiry.
+// 16 MiB). Entries never outlive their record's expiry, nor
+// CompletedCacheMaxAge.
 func CompletedCache(entries, bytes int) Option {
 	return optionFunc(func(c *config) { c.cacheEntries, c.cacheBytes = max(entries, 1), bytes })
+}
+
+// CompletedCacheMaxAge bounds how long a cached COMPLETED record answers
+// duplicates without asking the store (default cache.DefaultMaxAge, 10s):
+// how long this worker may still answer a duplicate after the record was
+// deleted, rewritten or re-claimed behind it.
+func CompletedCacheMaxAge(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.cacheMaxAge = d })
 }
 
 // NoCompletedCache turns the COMPLETED-record cache off: every duplicate

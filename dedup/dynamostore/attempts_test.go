@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/integration/faultproxy"
@@ -120,5 +124,41 @@ func TestOneRoundTripReportsExpiredPresent(t *testing.T) {
 	}
 	if n := seen.n.Load(); n != 1 {
 		t.Fatalf("ExpiredPresent hook called %d times, want 1", n)
+	}
+}
+
+// An operator deletes a COMPLETED record to have it reprocessed: a worker
+// whose COMPLETED cache holds it answers duplicates for at most the
+// cache's MaxAge (10 s by default), then asks the store and processes the
+// message (issue 26.5).
+func TestDeletedRecordLeavesTheCacheWithinItsMaxAge(t *testing.T) {
+	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	table := recordsTable(t, client)
+	st := newStore(t, client, table)
+	var runs atomic.Int32
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		runs.Add(1)
+		return consumer.Result{Response: []byte("ok")}, nil
+	})
+	clk := &steppedClock{}
+	ns := uniqueName("deleted")
+	g, err := consumer.NewGuard(st, h, consumer.WithClock(clk), consumer.Namespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := g.Process(t.Context(), keyedOrder("m")); o.Kind != consumer.Processed {
+		t.Fatalf("first delivery: %v (%v)", o.Kind, o.Err)
+	}
+	if _, err := client.DeleteItem(t.Context(), &ddb.DeleteItemInput{TableName: aws.String(table),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: ns + "#o-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(5 * time.Second)
+	if o := g.Process(t.Context(), keyedOrder("m")); o.Kind != consumer.Duplicate {
+		t.Fatalf("within the cache's max age: %v (%v), want the cached duplicate", o.Kind, o.Err)
+	}
+	clk.advance(6 * time.Second)
+	if o := g.Process(t.Context(), keyedOrder("m")); o.Kind != consumer.Processed || runs.Load() != 2 {
+		t.Fatalf("past the cache's max age: %v (%v), %d runs; want processed again", o.Kind, o.Err, runs.Load())
 	}
 }
