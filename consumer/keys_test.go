@@ -112,3 +112,25 @@ func TestMissingStoredHashIsNotTheSamePayload(t *testing.T) {
 		}
 	}
 }
+
+// A COMPLETED record past its retention, still stored, is a new message:
+// attempt 1 each time, never "attempts exhausted" (issue 26.2), on the
+// in-memory store as on DynamoDB.
+func TestCompletedPastRetentionIsANewMessage(t *testing.T) {
+	var runs atomic.Int32
+	clock := &manualClock{now: time.Now()}
+	g, err := consumer.NewGuard(memstore.New(), countingHandler(&runs), consumer.WithClock(clock), consumer.MaxAttempts(2),
+		consumer.Retention(2*time.Minute), consumer.NoCompletedCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if o := g.Process(t.Context(), keyedMessage()); o.Kind != consumer.Processed || o.Attempt != 1 {
+			t.Fatalf("delivery %d: %v attempt %d (%v), want processed on attempt 1", i+1, o.Kind, o.Attempt, o.Err)
+		}
+		clock.Advance(3 * time.Minute)
+	}
+	if n := runs.Load(); n != 3 {
+		t.Fatalf("handler ran %d times, want 3", n)
+	}
+}
