@@ -111,16 +111,11 @@ func (a *attempt) claimFirst() Outcome {
 		o.Archived = c.Archived && o.Kind == Duplicate
 		return o
 	}
-	if c.Previous != nil {
-		g.tel.expired.Add(a.ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(c.Previous.Status))))
-		for _, h := range g.hooks.expired {
-			h.OnExpiredPresent(a.ctx, a.m, string(c.Previous.Status))
-		}
-	}
+	a.expiredPresent(c.Previous)
 	a.lease, a.o.Attempt = c.Lease, c.Attempt
 	if c.Attempt > g.cfg.maxAttempts {
-		// Earlier handler runs died with their worker (crash, OOM, kill):
-		// the record counted them, the source may not have.
+		// The record counts more failed runs than this worker allows (a
+		// lower MaxAttempts than the worker that counted them).
 		return a.deadLetter(fmt.Errorf("%w: %d attempts", ErrAttemptsExhausted, c.Attempt-1))
 	}
 	if a.ctx.Err() != nil {
@@ -218,8 +213,12 @@ func (a *attempt) commit(res Result, write writeFunc) Outcome {
 		return o
 	case err == nil:
 		a.o.Kind, a.o.Response = kind, resp
-		if a.lease.Owner == "" && c.Attempt > 0 {
-			a.o.Attempt = c.Attempt
+		if a.lease.Owner == "" {
+			// One round trip: the claim happened only now.
+			if c.Attempt > 0 {
+				a.o.Attempt = c.Attempt
+			}
+			a.expiredPresent(c.Previous)
 		}
 		if be != nil {
 			a.o.Err = be
@@ -271,6 +270,18 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 	return c, err
 }
 
+// expiredPresent reports a claim that took over prev, an expired record
+// still stored (nil when the key was absent), in either store mode.
+func (a *attempt) expiredPresent(prev *dedup.Record) {
+	if prev == nil {
+		return
+	}
+	a.g.tel.expired.Add(a.ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(prev.Status))))
+	for _, h := range a.g.hooks.expired {
+		h.OnExpiredPresent(a.ctx, a.m, string(prev.Status))
+	}
+}
+
 // storeCtx is the context of one store call, made as it starts.
 func (a *attempt) storeCtx() (context.Context, context.CancelFunc) {
 	ctx, cancel := a.tr.storeContext(a.now)
@@ -284,8 +295,9 @@ func (a *attempt) storeCtx() (context.Context, context.CancelFunc) {
 func (a *attempt) existing(now time.Time, r dedup.Record) Outcome {
 	o := a.o
 	o.Attempt = r.Attempts
-	// No hash: the key covers the body, so the same key is the same payload.
-	if hashesDiffer(r.PayloadHash, a.hash) {
+	// Two empty hashes: the key covers the body, so the same key is the
+	// same payload.
+	if !a.g.cfg.noPayloadCheck && hashesDiffer(r.PayloadHash, a.hash) {
 		o.Kind, o.Err = KeyReuse, &dedup.KeyReuseError{Key: o.Key, Existing: r}
 		return o
 	}
@@ -293,14 +305,14 @@ func (a *attempt) existing(now time.Time, r dedup.Record) Outcome {
 	case dedup.StatusCompleted:
 		o.Kind, o.Response = Duplicate, r.Response
 	case dedup.StatusFailed:
-		// Back once the retry delay has passed (stores keep whole seconds).
+		// Back once the record can be claimed (stores keep whole seconds).
 		o.Kind, o.Err = Retrying, fmt.Errorf("consumer: previous attempt failed: %s", r.LastError)
-		o.RetryAfter = max(r.ExpiresAt.Sub(now)+time.Second, time.Second)
+		o.RetryAfter = max(dedup.ClaimableAt(r.ExpiresAt).Sub(now), 100*time.Millisecond)
 	default:
 		// Back when the holder's lease can have ended, its clock allowed
 		// for: at most two deliveries per lease period while it lives.
 		o.Kind, o.Err = InFlightElsewhere, fmt.Errorf("consumer: key held by another worker until %v", r.ExpiresAt.UTC().Format(time.RFC3339))
-		o.RetryAfter = max(r.ExpiresAt.Sub(now)+a.g.cfg.skewMargin+time.Second, 100*time.Millisecond)
+		o.RetryAfter = max(dedup.ClaimableAt(r.ExpiresAt).Add(a.g.cfg.skewMargin).Sub(now), 100*time.Millisecond)
 	}
 	return o
 }
@@ -372,13 +384,15 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	o := a.o
 	o.Err = cause
 	held := a.lease.Owner != ""
+	var retryAt time.Time
 	if held {
 		now := g.recordTime(a.now)
 		sctx, done := a.storeCtx()
 		defer done()
 		fctx, span := g.tel.beginStore(sctx, opFail)
+		retryAt = now.Add(delay)
 		err := g.store.Fail(fctx, dedup.FailRequest{Lease: a.lease, Reason: truncate(cause.Error(), 1024), Now: now,
-			RetryAt: now.Add(delay), ResetAttempts: final, RefundAttempt: refund})
+			RetryAt: retryAt, ResetAttempts: final, RefundAttempt: refund})
 		a.now = g.tel.endStore(fctx, span, opFail, a.now, err)
 		if errors.Is(err, dedup.ErrLeaseLost) {
 			o.Kind, o.Err, o.RetryAfter = LeaseLost, fmt.Errorf("%w (while failing: %w)", err, cause), g.cfg.pendingRecheck
@@ -393,7 +407,9 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	}
 	o.Kind, o.RetryAfter = Retrying, delay
 	if held && delay > 0 {
-		o.RetryAfter += time.Second // the FAILED record's whole-second expiry
+		// Back when the FAILED record can be claimed, not before: a
+		// delivery that found it still FAILED would cost a receive.
+		o.RetryAfter = max(dedup.ClaimableAt(retryAt).Sub(g.recordTime(a.now)), delay)
 	}
 	return o
 }

@@ -47,12 +47,9 @@ type Guard struct {
 	// wallClock: the records' clock is the wall clock, so a reading taken
 	// for timing serves the records too.
 	wallClock bool
-	// namespaceOK: the namespace makes valid keys (else every message
-	// fails on its key, through keys).
-	namespaceOK bool
-	ownerID     string
-	seq         atomic.Uint64
-	owners      sync.Pool // of *ownerBlock
+	ownerID   string
+	seq       atomic.Uint64
+	owners    sync.Pool // of *ownerBlock
 }
 
 // NewGuard validates the options and returns a Guard.
@@ -83,7 +80,7 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	}
 	cfg.handLogger(store)
 	if cfg.cacheEntries > 0 {
-		c := cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes)
+		c := cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
 		if err := tel.observeCache(c); err != nil {
 			return nil, fmt.Errorf("consumer: telemetry: %w", err)
 		}
@@ -93,10 +90,11 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := dedup.CheckNamespace(cfg.namespace); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel}
 	_, g.wallClock = cfg.clock.(wallClock)
-	_, nsErr := dedup.Key(cfg.namespace, "k")
-	g.namespaceOK = nsErr == nil
 	if c, ok := store.(cache.Cache); ok {
 		g.completed, _ = cache.StoreOf(c)
 	}
@@ -206,7 +204,7 @@ func (g *Guard) untenanted(m *Message) (string, string, error) {
 			return "", "", fmt.Errorf("consumer: key function: %w", err)
 		}
 		if g.cfg.keyCoversBody != nil && g.cfg.keyCoversBody(m) {
-			key, err := dedup.Key(g.cfg.namespace, k)
+			key, err := dedup.DerivedKey(g.cfg.namespace, k)
 			return key, "", err // the key already hashes the body
 		}
 		raw, ok = k, true
@@ -239,15 +237,15 @@ const keyRoom = 384
 // idempotency-key attribute; nil otherwise (a KeyFunc, a tenant function,
 // a key too long, a bad namespace), and the store path makes the key.
 func (g *Guard) stackKey(dst []byte, m *Message) (key []byte, byBody bool) {
-	if g.cfg.keyFunc != nil || g.cfg.tenantFunc != nil || !g.namespaceOK {
+	if g.cfg.keyFunc != nil || g.cfg.tenantFunc != nil {
 		return nil, false
 	}
 	ns := g.cfg.namespace
 	if raw, ok := m.Attributes[IdempotencyKeyAttribute]; ok {
-		if raw == "" || len(ns)+1+len(raw) > cap(dst) {
+		if raw == "" || len(ns)+2+len(raw) > cap(dst) {
 			return nil, false
 		}
-		return append(append(append(dst, ns...), '#'), raw...), false
+		return dedup.AppendKey(dst, ns, raw), false
 	}
 	return dedup.AppendBodyKey(dst, ns, m.Body), true
 }
@@ -258,7 +256,12 @@ func (g *Guard) stackKey(dst []byte, m *Message) (key []byte, byBody bool) {
 // cached one).
 func (g *Guard) cachedDuplicate(m *Message, key []byte, byBody bool, now time.Time) (Outcome, bool) {
 	r, ok := g.completed.Completed(key, now)
-	if !ok || (!byBody && !g.samePayload(r.PayloadHash, m.Body)) {
+	if !ok {
+		return Outcome{}, false
+	}
+	// The payload is compared on every hit: a body key's tail is its
+	// payload hash, so that costs a string comparison.
+	if byBody && r.PayloadHash != string(key[len(g.cfg.namespace)+1:]) || !byBody && !g.samePayload(r.PayloadHash, m.Body) {
 		return Outcome{}, false // a key reused by another payload: the store path says so
 	}
 	m.IdempotencyKey = r.Key
@@ -270,12 +273,15 @@ func (g *Guard) cachedDuplicate(m *Message, key []byte, byBody bool, now time.Ti
 // not compared. A body the configured hash refuses is not the same: the
 // store path then reports its error.
 func (g *Guard) samePayload(hash string, body []byte) bool {
-	if hash == "" {
+	if g.cfg.noPayloadCheck {
 		return true
 	}
 	if !g.cfg.wholeBodyHash {
 		current, err := g.cfg.payloadHash(body)
 		return err == nil && !hashesDiffer(hash, current)
+	}
+	if hash == "" {
+		return false // no hash is never the same payload
 	}
 	if strings.IndexByte(hash, ':') >= 0 {
 		return true // stored under a tagged mode: not compared

@@ -46,6 +46,7 @@ type config struct {
 	keyCoversBody    func(*Message) bool // set with a Source's default key
 	payloadHash      PayloadHashFunc
 	wholeBodyHash    bool // payloadHash is WholeBody: compared without allocating
+	noPayloadCheck   bool // NoPayloadCheck: hashes are never compared
 	logger           *slog.Logger
 	loggerGiven      bool
 	clock            Clock
@@ -58,6 +59,7 @@ type config struct {
 	noDeadLetter     bool
 	cacheEntries     int // 0: off
 	cacheBytes       int
+	cacheMaxAge      time.Duration
 }
 
 func defaultConfig() config {
@@ -210,7 +212,19 @@ func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespa
 // IdempotencyKeyAttribute when present, else the SHA-256 of the body.
 // payload.JSONKey takes the key from a field of a JSON body. A key
 // function's error dead-letters the message, its text as the reason.
-func WithKeyFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.keyFunc = f }) }
+func WithKeyFunc(f KeyFunc) Option {
+	return optionFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, nil })
+}
+
+// WithSourceKey is WithKeyFunc for a key a Source derives from the
+// message, as a Source's Capabilities declare one (DefaultKey,
+// KeyCoversBody): for a message where coversBody holds, the key is a
+// hash over the body, stored as a derived key (see dedup.DerivedKey) and
+// with no payload hash of its own. For a Guard fed by hand, such as
+// package awslambda's.
+func WithSourceKey(f KeyFunc, coversBody func(*Message) bool) Option {
+	return optionFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, coversBody })
+}
 
 // WithTenantFunc takes each message's tenant from f (payload.JSONKey
 // reads one from a JSON field), and puts it in front of the key
@@ -266,9 +280,18 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 
 // CompletedCache sizes the in-process cache of COMPLETED records that
 // answers repeated duplicates without a store call (default 10,000 records,
-// 16 MiB). Entries never outlive their record's expiry.
+// 16 MiB). Entries never outlive their record's expiry, nor
+// CompletedCacheMaxAge.
 func CompletedCache(entries, bytes int) Option {
 	return optionFunc(func(c *config) { c.cacheEntries, c.cacheBytes = max(entries, 1), bytes })
+}
+
+// CompletedCacheMaxAge bounds how long a cached COMPLETED record answers
+// duplicates without asking the store (default cache.DefaultMaxAge, 10s):
+// how long this worker may still answer a duplicate after the record was
+// deleted, rewritten or re-claimed behind it.
+func CompletedCacheMaxAge(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.cacheMaxAge = d })
 }
 
 // NoCompletedCache turns the COMPLETED-record cache off: every duplicate

@@ -15,8 +15,9 @@ import (
 // A hash may start with a mode tag ending in ':' ("json:…"). Two hashes
 // are compared only when their tags, the text up to the last ':', are
 // equal: after a change of mode, records stored under the old one are not
-// checked, rather than all taken for reused keys. An empty hash stores
-// none, and that message's key is not checked. An error is the message's
+// checked, rather than all taken for reused keys. An empty hash is not
+// compared with the stored one; a record stored with none is never the
+// same payload as a message with one. An error is the message's
 // fault (a body a JSON mode cannot parse): it is dead-lettered with the
 // error as reason.
 //
@@ -34,22 +35,27 @@ func WholeBody(body []byte) (string, error) { return dedup.PayloadHash(body), ni
 // WholeBody). It does not apply when the key is itself the body's hash,
 // since the same key then means the same body.
 func WithPayloadHash(f PayloadHashFunc) Option {
-	return optionFunc(func(c *config) { c.payloadHash, c.wholeBodyHash = f, false })
+	return optionFunc(func(c *config) { c.payloadHash, c.wholeBodyHash, c.noPayloadCheck = f, false, false })
 }
 
 // NoPayloadCheck stores no payload hash: a key seen again is a duplicate,
 // whatever its body.
 func NoPayloadCheck() Option {
-	return optionFunc(func(c *config) { c.payloadHash, c.wholeBodyHash = noPayloadHash, false })
+	return optionFunc(func(c *config) { c.payloadHash, c.wholeBodyHash, c.noPayloadCheck = noPayloadHash, false, true })
 }
 
 func noPayloadHash([]byte) (string, error) { return "", nil }
 
 // hashesDiffer reports a stored payload hash and a new one that differ
-// under the same mode tag.
+// under the same mode tag. No new hash (the key covers the body, or the
+// PayloadHashFunc gave none) is not compared; no stored hash is never the
+// same payload as a new one.
 func hashesDiffer(stored, current string) bool {
-	if stored == "" || current == "" || stored == current {
+	switch {
+	case stored == current || current == "":
 		return false
+	case stored == "":
+		return true
 	}
 	return stored[:strings.LastIndexByte(stored, ':')+1] == current[:strings.LastIndexByte(current, ':')+1]
 }

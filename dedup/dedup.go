@@ -23,15 +23,33 @@ type Record struct {
 	Owner       string // token of the claim that wrote PENDING
 	PayloadHash string // hash of the body that claimed the key
 	Response    []byte // cached for duplicates (COMPLETED)
-	Attempts    int    // claims since the key was last absent or reset
-	LastError   string // reason of the last Fail
-	CreatedAt   time.Time
-	ExpiresAt   time.Time // lease, retention or retry delay, by status
+	// Attempts counts the handler runs that failed (a Fail without
+	// RefundAttempt) since the key was last absent, COMPLETED or reset. A
+	// claim never counts: not a takeover of an abandoned lease, not an
+	// outage, not a record past its retention.
+	Attempts  int
+	LastError string // reason of the last Fail
+	CreatedAt time.Time
+	ExpiresAt time.Time // lease, retention or retry delay, by status
 }
 
 // Live reports whether the record still counts at now: until and including
 // ExpiresAt. An expired record is treated as absent even when still stored.
 func (r Record) Live(now time.Time) bool { return !now.After(r.ExpiresAt) }
+
+// ClaimableAt is the first instant at which every Store surely lets a
+// record expiring at expiresAt be claimed again: a Store may keep expiries
+// in whole seconds rounded up and compare a claim's Now in whole seconds
+// rounded down (DynamoDB does), so a key is free from the whole second
+// after its rounded expiry. A retry scheduled for then finds it claimable
+// at its first delivery.
+func ClaimableAt(expiresAt time.Time) time.Time {
+	t := expiresAt.Truncate(time.Second)
+	if !t.Equal(expiresAt) {
+		t = t.Add(time.Second)
+	}
+	return t.Add(time.Second)
+}
 
 // Lease is the fencing token of a successful claim.
 type Lease struct {
@@ -59,8 +77,10 @@ type Claim struct {
 	Acquired bool
 	// Lease fences the caller's later calls (when Acquired).
 	Lease Lease
-	// Attempt numbers this claim: 1 for a fresh key, more after a FAILED
-	// record or an expired lease was taken over (when Acquired).
+	// Attempt numbers the handler run this claim allows: the record's
+	// failed runs plus one. 1 for a fresh key and for an expired COMPLETED
+	// record taken over (a new message); a takeover of an abandoned lease
+	// keeps the count it found (when Acquired).
 	Attempt int
 	// Previous is the expired-but-present record taken over, if any (when
 	// Acquired). Seeing one means TTL had not yet removed it.
@@ -95,9 +115,10 @@ type FailRequest struct {
 	// ResetAttempts starts the attempt count afresh, used when the message
 	// is dead-lettered so that a redrive from the DLQ gets a full budget.
 	ResetAttempts bool
-	// RefundAttempt takes back the attempt the claim counted: the handler
+	// RefundAttempt records the failure without counting it: the handler
 	// did not fail, the infrastructure did (the store could not record its
-	// result), so the message's attempts are not spent.
+	// result, the worker stopped), so the message's attempts are not spent.
+	// Without it (and without ResetAttempts) Fail adds one to Attempts.
 	RefundAttempt bool
 }
 

@@ -14,6 +14,9 @@ var (
 	ErrLeaseLost = errors.New("dedup: lease lost")
 	// ErrNotFound: no record is stored for the key.
 	ErrNotFound = errors.New("dedup: record not found")
+	// ErrBadNamespace: a namespace that cannot be part of a key (see
+	// CheckNamespace). The error is a *NamespaceError.
+	ErrBadNamespace = errors.New("dedup: bad namespace")
 	// ErrEmptyKey: a message produced an empty idempotency key.
 	ErrEmptyKey = errors.New("dedup: empty idempotency key")
 	// ErrKeyReuse: the key is live with a different payload.

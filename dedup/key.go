@@ -8,25 +8,131 @@ import (
 	"unicode/utf8"
 )
 
-// Key builds the key "<namespace>#<idempotency key>". An empty idempotency
-// key is ErrEmptyKey. The key is kept as given, whatever its length or
-// bytes: a Store whose medium has limits maps keys onto them itself (the
-// DynamoDB Store hashes what its key attributes cannot hold).
+// The stored key of a message is "<namespace>#<key part>", one encoding
+// that every Store and the COMPLETED cache use, so that no two distinct
+// (namespace, key) pairs ever name one record:
+//
+//   - the namespace holds no '#' (NewGuard refuses one that does), so the
+//     first '#' ends it;
+//   - a key onceq derives from the message (the body's SHA-256, a Source's
+//     default key that hashes the body, such as Kafka's fingerprint) is
+//     64 lowercase hex digits, and a key part a Store could not hold is
+//     stored as HashedPrefix and the hex of its SHA-256;
+//   - a key a producer supplies (an attribute, a header, a KeyFunc) is kept
+//     as given, unless it has one of those shapes or starts with Escape:
+//     then it is stored with Escape in front. So a producer key can never
+//     name a derived or hashed one, and ordinary producer keys keep the
+//     stored form they always had.
+const (
+	// Separator ends the namespace.
+	Separator = '#'
+	// Escape starts a producer key that could otherwise pass for a
+	// derived or hashed key part.
+	Escape = '!'
+	// HashedPrefix starts a key part stored as its SHA-256 (HashPart).
+	HashedPrefix = "sha256:"
+)
+
+// Key builds the stored key of a producer-supplied idempotency key (an
+// attribute, a header, a KeyFunc's result) in namespace. An empty key is
+// ErrEmptyKey. The key is otherwise kept as given, whatever its length or
+// bytes: a Store whose medium has limits maps the part onto them with
+// StorablePart.
 func Key(namespace, idempotencyKey string) (string, error) {
 	if idempotencyKey == "" {
 		return "", ErrEmptyKey
 	}
-	if err := checkNamespace(namespace); err != nil {
+	if err := CheckNamespace(namespace); err != nil {
 		return "", err
 	}
-	return namespace + "#" + idempotencyKey, nil
+	if !needsEscape(idempotencyKey) {
+		return namespace + string(Separator) + idempotencyKey, nil
+	}
+	return namespace + string(Separator) + string(Escape) + idempotencyKey, nil
 }
 
-// checkNamespace bounds the namespace, which is configuration rather than
-// message data, so that a bad one fails at once and not per message.
-func checkNamespace(namespace string) error {
-	if !utf8.ValidString(namespace) || len(namespace) > 256 {
-		return fmt.Errorf("dedup: namespace must be valid UTF-8 of at most 256 bytes")
+// AppendKey appends Key's result to dst, for a caller that looks the key
+// up before deciding to keep it. The namespace is not checked (Key checks
+// it); the key must not be empty.
+func AppendKey(dst []byte, namespace, idempotencyKey string) []byte {
+	dst = append(dst, namespace...)
+	dst = append(dst, Separator)
+	if needsEscape(idempotencyKey) {
+		dst = append(dst, Escape)
+	}
+	return append(dst, idempotencyKey...)
+}
+
+// DerivedKey builds the stored key of a key onceq derived from the message
+// itself: a hash that covers its body (a Source's default key such as
+// Kafka's fingerprint, for which Capabilities.KeyCoversBody holds). Such a
+// key is 64 lowercase hex digits; anything else is taken as a producer
+// key (Key), so a derived key can never pose as one either.
+func DerivedKey(namespace, derived string) (string, error) {
+	if !isHex64(derived) {
+		return Key(namespace, derived)
+	}
+	if err := CheckNamespace(namespace); err != nil {
+		return "", err
+	}
+	return namespace + string(Separator) + derived, nil
+}
+
+// needsEscape reports a producer key that has the shape of a derived or
+// hashed key part, or starts with Escape.
+func needsEscape(k string) bool {
+	return k[0] == Escape || isHex64(k) || strings.HasPrefix(k, HashedPrefix)
+}
+
+func isHex64(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// HashPart is the form of a key part stored as its SHA-256: HashedPrefix
+// and the hex digest.
+func HashPart(part string) string {
+	sum := sha256.Sum256([]byte(part))
+	return HashedPrefix + hex.EncodeToString(sum[:])
+}
+
+// StorablePart is part as a Store whose key attribute holds at most max
+// bytes of valid UTF-8 stores it: as it is when it fits (and does not
+// start with HashedPrefix), else HashPart(part). Distinct parts stay
+// distinct: a kept part never starts with HashedPrefix, every hashed one
+// does.
+func StorablePart(part string, max int) string {
+	if len(part) <= max && utf8.ValidString(part) && !strings.HasPrefix(part, HashedPrefix) {
+		return part
+	}
+	return HashPart(part)
+}
+
+// NamespaceError is a namespace that cannot be part of a key: a
+// configuration fault, reported when the consumer is built.
+type NamespaceError struct{ Reason string }
+
+func (e *NamespaceError) Error() string { return "dedup: namespace " + e.Reason }
+
+// Is makes errors.Is(err, ErrBadNamespace) true.
+func (e *NamespaceError) Is(target error) bool { return target == ErrBadNamespace }
+
+// CheckNamespace bounds the namespace, which is configuration rather than
+// message data, so that a bad one fails at once and not per message: valid
+// UTF-8 of at most 256 bytes, without Separator. A *NamespaceError if not.
+func CheckNamespace(namespace string) error {
+	switch {
+	case !utf8.ValidString(namespace) || len(namespace) > 256:
+		return &NamespaceError{Reason: "must be valid UTF-8 of at most 256 bytes"}
+	case strings.IndexByte(namespace, Separator) >= 0:
+		return &NamespaceError{Reason: fmt.Sprintf("must not contain %q, which ends it in a stored key", Separator)}
 	}
 	return nil
 }
@@ -35,11 +141,11 @@ func checkNamespace(namespace string) error {
 // key reuse, and the idempotency key of a message without one.
 func PayloadHash(body []byte) string { return hashHex(body) }
 
-// BodyKey is Key(namespace, PayloadHash(body)) together with
+// BodyKey is DerivedKey(namespace, PayloadHash(body)) together with
 // PayloadHash(body), from one hash and one allocation: the hash is the
 // key's tail. It is the hot path of a message without an idempotency key.
 func BodyKey(namespace string, body []byte) (key, hash string, err error) {
-	if err := checkNamespace(namespace); err != nil {
+	if err := CheckNamespace(namespace); err != nil {
 		return "", "", err
 	}
 	const hexLen = 2 * sha256.Size

@@ -34,7 +34,7 @@ func TestBodyKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := dedup.Key("orders", dedup.PayloadHash(body))
+	want, _ := dedup.DerivedKey("orders", dedup.PayloadHash(body))
 	if key != want || hash != dedup.PayloadHash(body) {
 		t.Fatalf("BodyKey = %q, %q; want %q, %q", key, hash, want, dedup.PayloadHash(body))
 	}

@@ -18,6 +18,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/sqssource"
@@ -237,28 +238,13 @@ func checkSQSQueue(ctx context.Context, r *checkReport, client *awssqs.Client, s
 	return src
 }
 
-// receivesNeeded is the lowest redrive maxReceiveCount that lets a worker
-// spend all its attempts before SQS moves a message on its own:
-//
-//	maxAttempts + 2 × ceil(leaseTTL / visibility)
-//
-// Each handler attempt costs one receive. A message whose key is leased by
-// another worker (one that crashed holds it for up to leaseTTL) waits that
-// lease out; out of sight for at most one visibility timeout at a time, it
-// spans ceil(leaseTTL / visibility) visibility periods, and each can cost
-// two receives: one that finds the key held, one as the wait ends.
-func receivesNeeded(maxAttempts int, leaseTTL, visibility time.Duration) int {
-	waits := int((leaseTTL + visibility - 1) / visibility)
-	return maxAttempts + 2*waits
-}
-
 func checkRedrive(r *checkReport, subject string, maxReceive, maxAttempts int, leaseTTL, visibility time.Duration) {
 	subject += " redrive policy"
 	if maxReceive == 0 {
 		r.ok(subject, "none: SQS never moves a message by itself; the worker dead-letters after %d attempts", maxAttempts)
 		return
 	}
-	need := receivesNeeded(maxAttempts, leaseTTL, visibility)
+	need := consumer.ReceivesNeeded(maxAttempts, leaseTTL, visibility)
 	formula := fmt.Sprintf("%d = max-attempts %d + 2 × ceil(lease-ttl %v / visibility %v)", need, maxAttempts, leaseTTL, visibility)
 	if maxReceive < need {
 		r.warn(subject, "maxReceiveCount %d is below %s: SQS may move a message to the dead-letter queue, with no reason, before the worker has spent its attempts; raise it to %d",

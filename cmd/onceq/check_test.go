@@ -13,6 +13,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -149,8 +150,8 @@ func TestReceivesNeeded(t *testing.T) {
 		{5, 61 * time.Second, 30 * time.Second, 11},
 		{1, 10 * time.Second, time.Second, 21},
 	} {
-		if got := receivesNeeded(c.attempts, c.lease, c.visibility); got != c.want {
-			t.Errorf("receivesNeeded(%d, %v, %v) = %d, want %d", c.attempts, c.lease, c.visibility, got, c.want)
+		if got := consumer.ReceivesNeeded(c.attempts, c.lease, c.visibility); got != c.want {
+			t.Errorf("ReceivesNeeded(%d, %v, %v) = %d, want %d", c.attempts, c.lease, c.visibility, got, c.want)
 		}
 	}
 }

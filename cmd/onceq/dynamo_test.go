@@ -139,7 +139,7 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("inspect PENDING: exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"key:        " + key, "status:     PENDING", "version:    " + itoa(claim.Lease.Version),
-		"attempts:   1", "response:   0 bytes", "owner:      worker-a1",
+		"attempts:   0", "response:   0 bytes", "owner:      worker-a1",
 		now.Add(5 * time.Minute).UTC().Format("2006-01-02T15:04")} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect PENDING lacks %q:\n%s", want, out)

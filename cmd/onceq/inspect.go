@@ -109,8 +109,14 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if code != 0 {
 			return code
 		}
+		// Without a header the fingerprint is derived from the record, and
+		// stored as a derived key.
+		keyOf := dedup.Key
+		if k.header == "" {
+			keyOf = dedup.DerivedKey
+		}
 		var err error
-		if key, err = dedup.Key(*ns, fp); err != nil {
+		if key, err = keyOf(*ns, fp); err != nil {
 			return usageErr("%v", err)
 		}
 	default:

@@ -187,10 +187,10 @@ func TestInspectKafkaFingerprint(t *testing.T) {
 	value := []byte("{\"amount\": 1250}\n\x00raw")
 	plain := kafkasource.ToMessage(kgo.Message{Topic: "payments", Partition: 2, Offset: 917,
 		Key: []byte("cust-9"), Value: value}, 1)
-	completeWith(t, store, plain, []byte("charged"), consumer.Namespace("billing"), consumer.WithKeyFunc(kafkasource.Fingerprint))
+	completeWith(t, store, plain, []byte("charged"), consumer.Namespace("billing"), consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody))
 	withHeader := kafkasource.ToMessage(kgo.Message{Topic: "payments", Key: []byte("cust-9"), Value: []byte("other"),
 		Headers: []kgo.Header{{Key: broker.IdempotencyKeyAttribute, Value: []byte("pay-77")}}}, 1)
-	completeWith(t, store, withHeader, []byte("charged once"), consumer.Namespace("billing"), consumer.WithKeyFunc(kafkasource.Fingerprint))
+	completeWith(t, store, withHeader, []byte("charged once"), consumer.Namespace("billing"), consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody))
 
 	file := filepath.Join(t.TempDir(), "value")
 	if err := os.WriteFile(file, value, 0o600); err != nil {

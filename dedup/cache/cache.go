@@ -16,7 +16,25 @@ import (
 const (
 	DefaultEntries = 10_000
 	DefaultBytes   = 16 << 20
+	// DefaultMaxAge bounds how long an entry may disagree with the store
+	// (a record deleted, rewritten or re-claimed behind the cache).
+	DefaultMaxAge = 10 * time.Second
 )
+
+// Option tunes a cache made by Wrap.
+type Option func(*Store)
+
+// MaxAge is how long an entry is used after it was cached, at most (and
+// never past its record's expiry): the bound on how long the cache can
+// disagree with the store, which it never asks again meanwhile. Zero or
+// less takes DefaultMaxAge.
+func MaxAge(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.maxAge = d
+		}
+	}
+}
 
 // Stats counts what the cache did.
 type Stats struct {
@@ -37,6 +55,7 @@ type Store struct {
 	seed   maphash.Seed
 	shards []shard
 	mask   uint64
+	maxAge time.Duration
 
 	hits, misses, evictions atomic.Int64
 }
@@ -67,7 +86,10 @@ type leaseHash struct {
 }
 
 type entry struct {
-	rec    dedup.Record
+	rec dedup.Record
+	// until is when the entry stops answering: the record's expiry, or
+	// its caching time plus the cache's MaxAge, whichever is first.
+	until  time.Time
 	hash   uint64 // of rec.Key
 	size   int
 	used   bool
@@ -84,8 +106,13 @@ type Cache interface {
 
 // Wrap puts a cache of at most maxEntries records and maxBytes bytes (keys
 // and responses) in front of next; zero or less takes the default.
-func Wrap(next dedup.Store, maxEntries, maxBytes int) Cache {
+func Wrap(next dedup.Store, maxEntries, maxBytes int, opts ...Option) Cache {
 	s := newStore(next, maxEntries, maxBytes)
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
 	if cc, ok := next.(dedup.ClaimCompleter); ok {
 		return &completerStore{Store: s, next: cc}
 	}
@@ -121,7 +148,7 @@ func newStore(next dedup.Store, maxEntries, maxBytes int) *Store {
 	}
 	n := min(maxShards, maxEntries/minShardEntries, maxBytes/minShardBytes)
 	n = 1 << max(bits.Len(uint(max(n, 1)))-1, 0) // a power of two, at least 1
-	s := &Store{next: next, seed: maphash.MakeSeed(), shards: make([]shard, n), mask: uint64(n - 1)}
+	s := &Store{next: next, seed: maphash.MakeSeed(), shards: make([]shard, n), mask: uint64(n - 1), maxAge: DefaultMaxAge}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.maxEntries, sh.maxBytes = maxEntries/n, maxBytes/n
@@ -207,7 +234,7 @@ func (sh *shard) liveLocked(i int32, found bool, now time.Time) (dedup.Record, b
 		return dedup.Record{}, false
 	}
 	e := &sh.entries[i]
-	if !e.rec.Live(now) {
+	if now.After(e.until) {
 		sh.removeLocked(i)
 		return dedup.Record{}, false
 	}
@@ -215,10 +242,14 @@ func (sh *shard) liveLocked(i int32, found bool, now time.Time) (dedup.Record, b
 	return e.rec, true
 }
 
-func (s *Store) put(r dedup.Record) {
-	if r.Status != dedup.StatusCompleted {
+// put caches r, a COMPLETED record known at now, as the answer for key:
+// the key the caller asked for, not r.Key as the store read it back (a
+// store may hold a key as its hash, which another key could spell out).
+func (s *Store) put(key string, r dedup.Record, now time.Time) {
+	if r.Status != dedup.StatusCompleted || !r.Live(now) {
 		return
 	}
+	r.Key = key
 	sh, h := s.shardOf(r.Key)
 	size := len(r.Key) + len(r.Response) + len(r.PayloadHash) + 64
 	if size > sh.maxBytes {
@@ -243,7 +274,11 @@ func (s *Store) put(r dedup.Record) {
 	// In cold: an entry earns its second chance by a lookup, so that a
 	// run of keys never seen again passes through without the hand
 	// sweeping every entry to make room.
-	sh.entries[i] = entry{rec: r, hash: h, size: size, used: true}
+	until := r.ExpiresAt
+	if fresh := now.Add(s.maxAge); fresh.Before(until) {
+		until = fresh
+	}
+	sh.entries[i] = entry{rec: r, until: until, hash: h, size: size, used: true}
 	sh.index[h] = i
 	sh.bytes += size
 }
@@ -304,7 +339,7 @@ func (s *Store) ClaimMissed(ctx context.Context, req dedup.ClaimRequest) (dedup.
 		sh.hashes[h] = leaseHash{c.Lease, req.PayloadHash}
 		sh.mu.Unlock()
 	} else {
-		s.put(c.Existing)
+		s.put(req.Key, c.Existing, req.Now)
 	}
 	return c, nil
 }
@@ -330,8 +365,8 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	}
 	hash, ok := s.forget(req.Lease)
 	if err == nil && ok {
-		s.put(dedup.Record{Key: req.Lease.Key, Status: dedup.StatusCompleted, Version: req.Lease.Version + 1,
-			Owner: req.Lease.Owner, PayloadHash: hash, Response: req.Response, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt})
+		s.put(req.Lease.Key, dedup.Record{Key: req.Lease.Key, Status: dedup.StatusCompleted, Version: req.Lease.Version + 1,
+			Owner: req.Lease.Owner, PayloadHash: hash, Response: req.Response, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt}, req.Now)
 	}
 	return err
 }
@@ -394,10 +429,10 @@ func (s *Store) claimCompleteMissed(ctx context.Context, next dedup.ClaimComplet
 	switch {
 	case err != nil:
 	case cl.Acquired:
-		s.put(dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
-			PayloadHash: req.PayloadHash, Response: req.Response, Attempts: cl.Attempt, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt})
+		s.put(req.Key, dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
+			PayloadHash: req.PayloadHash, Response: req.Response, Attempts: cl.Attempt, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt}, req.Now)
 	default:
-		s.put(cl.Existing)
+		s.put(req.Key, cl.Existing, req.Now)
 	}
 	return cl, err
 }

@@ -41,7 +41,7 @@ func TestDuplicatesOfCompletedMakeNoCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		d, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "b", Now: now.Add(time.Duration(i) * time.Minute), LeaseUntil: now.Add(time.Hour)})
+		d, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "b", Now: now.Add(time.Duration(i) * time.Second), LeaseUntil: now.Add(time.Hour)})
 		if err != nil || d.Acquired || d.Existing.Status != dedup.StatusCompleted || string(d.Existing.Response) != "r" || d.Existing.PayloadHash != "h" {
 			t.Fatalf("duplicate %d: %+v %v", i, d, err)
 		}
@@ -172,5 +172,37 @@ func TestShardedBoundsAndRecency(t *testing.T) {
 	hits := s.Hits
 	if d, _ := c.Claim(ctx, dedup.ClaimRequest{Key: "hot", Owner: "c", Now: now, LeaseUntil: now.Add(time.Minute)}); d.Acquired || c.Stats().Hits != hits+1 {
 		t.Fatalf("the key looked up often was evicted: %+v", d)
+	}
+}
+
+// An entry answers for at most MaxAge after it was cached: a record the
+// store no longer holds (an operator's delete) is answered from the cache
+// within that bound, and by the store after it (issue 26.5).
+func TestEntryAgeIsBounded(t *testing.T) {
+	ctx := context.Background()
+	inner := &counting{Store: memstore.New()}
+	c := cache.Wrap(inner, 10, 0, cache.MaxAge(5*time.Second))
+	now := time.Now()
+	cl, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || !cl.Acquired {
+		t.Fatal(cl, err)
+	}
+	if err := c.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: []byte("r"), Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// The store forgets the record (as a delete would): Sweep past its expiry.
+	inner.Sweep(now.Add(2 * time.Hour))
+	claim := func(at time.Duration) dedup.Claim {
+		d, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "b", Now: now.Add(at), LeaseUntil: now.Add(at + time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := claim(5 * time.Second); d.Acquired {
+		t.Fatalf("within MaxAge: claimed, want the cached duplicate")
+	}
+	if d := claim(5*time.Second + time.Millisecond); !d.Acquired {
+		t.Fatalf("past MaxAge: %+v, want the store asked (and the key, deleted there, claimed)", d.Existing)
 	}
 }

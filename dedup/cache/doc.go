@@ -2,10 +2,24 @@
 // dedup.Store, so that a duplicate of a key this worker has already seen
 // completed costs no store call.
 //
-// It is safe because COMPLETED is terminal until the record's ExpiresAt:
-// no transition can change such a record before then, and every entry
-// expires no later than its record. PENDING and FAILED records, which
-// change, are never cached.
+// COMPLETED is terminal until the record's ExpiresAt for onceq's own
+// workers, but not for an operator, who may delete or rewrite a record
+// (and another worker then re-claim it). So an entry answers for at most
+// MaxAge after it was cached (DefaultMaxAge, 10 s), and never past its
+// record's expiry: that is how long the cache can disagree with the
+// store. PENDING and FAILED records, which change, are never cached. An
+// entry is found only by the key it was cached under, the caller's, never
+// by the form a Store holds it in (a hashed long key).
+//
+// The shards and CLOCK eviction are hand-written rather than a general
+// cache: a lookup takes the key as bytes built on the caller's stack and
+// allocates nothing. Measured against maypok86/otter v2.4.0 with
+// per-entry expiry (the hit path, 1,000 keys, 2 loaded cores, -cpu 1,2,
+// best and worst of 3): hand-written 164-211 ns/op at 1 CPU and 91-227 at
+// 2, 0 allocations; otter 482-540 and 251-494 ns/op, 1 allocation (80 B)
+// per hit, the key's conversion to a string. With the body's SHA-256 in
+// the loop (the consumer's real hit path) the two are within the noise,
+// 530-1039 ns/op, and otter still allocates on every hit.
 //
 // It imports only package dedup; the consumer puts it in front of the
 // Store it is given.

@@ -408,7 +408,7 @@ var (
 
 func (s *benchShapes) ownRecord(k, status string, expires time.Time) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
-		"pk": benchS(k), "status": benchS(status), "version": benchN(1), "attempts": benchN(1),
+		"pk": benchS(k), "status": benchS(status), "version": benchN(1), "attempts": benchN(0),
 		"owner": benchS(k), "payload_hash": benchS("h"), "created_at": benchN(s.now.Unix()), "expires_at": benchN(expires.Unix()),
 	}
 	if status == "COMPLETED" {

@@ -31,7 +31,7 @@ func TestClaimOfNewKeyIsOnePut(t *testing.T) {
 		t.Fatalf("claim of a new key: %d PutItems in %d calls (%v), want 1 in 1", p, n, c.by)
 	}
 	rec, err := st.Get(ctx, k)
-	if err != nil || rec.Status != dedup.StatusPending || rec.Version != 1 || rec.Attempts != 1 || rec.Owner != "a" ||
+	if err != nil || rec.Status != dedup.StatusPending || rec.Version != 1 || rec.Attempts != 0 || rec.Owner != "a" ||
 		rec.PayloadHash != "h" || !rec.ExpiresAt.Equal(at(30)) || !rec.CreatedAt.Equal(at(0)) {
 		t.Fatalf("record of a new claim: %+v, %v", rec, err)
 	}
@@ -54,7 +54,7 @@ func TestClaimOfNewKeyIsOnePut(t *testing.T) {
 	if p, n := c.get("PutItem"), c.total(); p != 1 || n != 1 {
 		t.Fatalf("ClaimComplete of a new key: %d PutItems in %d calls (%v), want 1 in 1", p, n, c.by)
 	}
-	if rec, err := st.Get(ctx, k2); err != nil || rec.Status != dedup.StatusCompleted || string(rec.Response) != "r" || rec.Version != 1 || rec.Attempts != 1 {
+	if rec, err := st.Get(ctx, k2); err != nil || rec.Status != dedup.StatusCompleted || string(rec.Response) != "r" || rec.Version != 1 || rec.Attempts != 0 {
 		t.Fatalf("record of ClaimComplete: %+v, %v", rec, err)
 	}
 
@@ -66,7 +66,7 @@ func TestClaimOfNewKeyIsOnePut(t *testing.T) {
 	if x, n := c.get("TransactWriteItems"), c.total(); x != 1 || n != 1 {
 		t.Fatalf("ClaimComplete with a write: %d transactions in %d calls (%v), want 1 in 1", x, n, c.by)
 	}
-	if rec, err := st.Get(ctx, k3); err != nil || rec.Status != dedup.StatusCompleted || rec.Version != 1 || rec.Attempts != 1 || len(rec.Response) != 0 {
+	if rec, err := st.Get(ctx, k3); err != nil || rec.Status != dedup.StatusCompleted || rec.Version != 1 || rec.Attempts != 0 || len(rec.Response) != 0 {
 		t.Fatalf("record of ClaimComplete with a write: %+v, %v", rec, err)
 	}
 }
@@ -85,7 +85,7 @@ func TestTakeoverIsPutThenUpdate(t *testing.T) {
 	a := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(5)})
 	c.reset()
 	b := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "b", Now: at(6), LeaseUntil: at(60)})
-	if !b.Acquired || b.Lease.Version != a.Lease.Version+1 || b.Attempt != 2 || b.Previous == nil || b.Previous.Owner != "a" {
+	if !b.Acquired || b.Lease.Version != a.Lease.Version+1 || b.Attempt != 1 || b.Previous == nil || b.Previous.Owner != "a" {
 		t.Fatalf("takeover: %+v", b)
 	}
 	if p, u, n := c.get("PutItem"), c.get("UpdateItem"), c.total(); p != 1 || u != 1 || n != 2 {
@@ -98,7 +98,7 @@ func TestTakeoverIsPutThenUpdate(t *testing.T) {
 	// One round trip over the expired COMPLETED record: version 3 + 1.
 	c.reset()
 	cc, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: "c", Response: []byte("r"), Now: at(11), ExpiresAt: at(20)})
-	if err != nil || !cc.Acquired || cc.Lease.Version != 4 || cc.Attempt != 3 || cc.Previous == nil || cc.Previous.Owner != "b" {
+	if err != nil || !cc.Acquired || cc.Lease.Version != 4 || cc.Attempt != 1 || cc.Previous == nil || cc.Previous.Owner != "b" {
 		t.Fatalf("one-round-trip takeover: %+v, %v", cc, err)
 	}
 	if p, u, n := c.get("PutItem"), c.get("UpdateItem"), c.total(); p != 1 || u != 1 || n != 2 {
@@ -116,8 +116,8 @@ func TestTakeoverIsPutThenUpdate(t *testing.T) {
 		t.Fatalf("transactional takeover: %v, want 2 TransactWriteItems", c.by)
 	}
 	rec, err := st.Get(ctx, k)
-	if err != nil || rec.Owner != "d" || rec.Status != dedup.StatusCompleted || rec.Version != 5 || rec.Attempts != 4 {
-		t.Fatalf("after the transactional takeover: %+v, %v (want version 5, attempts 4)", rec, err)
+	if err != nil || rec.Owner != "d" || rec.Status != dedup.StatusCompleted || rec.Version != 5 || rec.Attempts != 0 {
+		t.Fatalf("after the transactional takeover: %+v, %v (want version 5, attempts 0: past a COMPLETED record, a new message)", rec, err)
 	}
 	if avail, reserved := inv.levels(t, "s"); avail != 8 || reserved != 2 {
 		t.Fatalf("stock %d/%d, want 8/2: the write once", avail, reserved)

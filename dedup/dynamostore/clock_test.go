@@ -1,6 +1,7 @@
 package dynamostore_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -9,9 +10,11 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/metrictest"
@@ -26,7 +29,7 @@ func TestClockSkewRefused(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
 	reader, mp := metrictest.Provider(t)
-	st := newStore(t, client, recordsTable(t, client), dynamostore.WithMeterProvider(mp))
+	st := newStore(t, client, recordsTable(t, client), dynamostore.WithMeterProvider(mp), dynamostore.ClockCheck(true))
 	const margin = 5 * time.Second
 	// A first call measures the offset.
 	if _, err := st.Get(t.Context(), uniqueKey(t)); !errors.Is(err, dedup.ErrNotFound) {
@@ -86,7 +89,7 @@ func TestClockOffsetMeasured(t *testing.T) {
 	direct := dynamoClient(t, ep, nil)
 	table := recordsTable(t, direct)
 	var logs testenv.LogBuffer
-	st := newStore(t, dynamoClient(t, dateShift(t, ep, 20*time.Second), nil), table, dynamostore.WithLogger(logs.Logger(slog.LevelInfo)))
+	st := newStore(t, dynamoClient(t, dateShift(t, ep, 20*time.Second), nil), table, dynamostore.WithLogger(logs.Logger(slog.LevelInfo)), dynamostore.ClockCheck(true))
 	if _, err := st.Get(t.Context(), uniqueKey(t)); !errors.Is(err, dedup.ErrNotFound) {
 		t.Fatal(err)
 	}
@@ -108,5 +111,52 @@ func TestClockOffsetMeasured(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "more than half the skew margin"); n != 1 {
 		t.Fatalf("%d warnings of the offset, want 1 per crossing:\n%s", n, logs.String())
+	}
+}
+
+// ClockSkewMargin(0) says the clocks agree: a worker whose clock is 10 s
+// ahead is refused (Misconfigured) rather than allowed to take a lease
+// another worker still holds; both handlers never run.
+func TestZeroMarginRefusesAClockAhead(t *testing.T) {
+	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	st := newStore(t, client, recordsTable(t, client), dynamostore.ClockCheck(true))
+	var runs atomic.Int32
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		runs.Add(1)
+		close(entered)
+		<-release
+		return consumer.Result{Response: []byte("a")}, nil
+	})
+	fast := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		runs.Add(1)
+		return consumer.Result{Response: []byte("b")}, nil
+	})
+	opts := []consumer.Option{consumer.ClockSkewMargin(0), consumer.HandlerTimeout(5 * time.Second), consumer.LeaseTTL(8 * time.Second),
+		consumer.Namespace(uniqueName("margin0"))}
+	a, err := consumer.NewGuard(st, slow, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := consumer.NewGuard(st, fast, append(opts, consumer.WithClock(aheadClock(10*time.Second)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(id string) *consumer.Message {
+		return &consumer.Message{ID: id, Body: []byte("o"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "o-1"}}
+	}
+	outA := make(chan consumer.Outcome, 1)
+	go func() { outA <- a.Process(t.Context(), msg("m-1")) }()
+	<-entered
+	ob := b.Process(t.Context(), msg("m-2"))
+	close(release)
+	if oa := <-outA; oa.Kind != consumer.Processed {
+		t.Fatalf("A: %v (%v)", oa.Kind, oa.Err)
+	}
+	if ob.Kind != consumer.Misconfigured || !errors.Is(ob.Err, dynamostore.ErrClockSkew) {
+		t.Fatalf("B, 10 s ahead under margin 0: %v (%v), want misconfigured by clock skew", ob.Kind, ob.Err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("handlers ran %d times, want 1", n)
 	}
 }

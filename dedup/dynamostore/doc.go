@@ -32,16 +32,18 @@
 //	attribute_not_exists(pk) OR expires_at < :now
 //
 // Nearly every key a claim meets is absent, so a claim is first ONE
-// PutItem of the whole record at version 1, attempt 1, conditioned on
+// PutItem of the whole record at version 1, no failed run, conditioned on
 // attribute_not_exists(pk) alone, with
 // ReturnValuesOnConditionCheckFailure=ALL_OLD: a loser learns the live
 // record from the exception itself (Claim.Existing, no GetItem). Only when
 // the record the Put met is expired (a takeover) does the claim send a
 // second call, ONE UpdateItem conditioned on the whole "absent or expired"
-// condition, which keeps version and attempts counting across takeovers
-// (if_not_exists(version, 0) + 1), so a version is never reused while the
-// item exists, and returns the record it took over (ReturnValues=ALL_OLD:
-// Claim.Previous). Whether the record met is live is read from the Put's
+// condition and on the version the Put saw, which keeps the version
+// counting across takeovers (if_not_exists(version, 0) + 1), so a version
+// is never reused while the item exists, keeps the failed runs the record
+// counted (none past a COMPLETED record's retention), and returns the
+// record it took over (ReturnValues=ALL_OLD: Claim.Previous). A record
+// that moved on between the two is looked at again, a few times at most. Whether the record met is live is read from the Put's
 // answer by the same condition, skew margin arms included; a record the
 // store cannot read that way is left to the Update's condition. A new key
 // or a duplicate therefore costs one call, a takeover two (the Put's
@@ -54,7 +56,8 @@
 // fence against a stale holder, counting on across takeovers); owner (the
 // claim's token: the fence, and how a retry knows its own committed
 // write); payload_hash (key reuse with another payload is told from a
-// duplicate); attempts (Claim.Attempt, counting on across takeovers, for
+// duplicate); attempts (the failed handler runs: Fail adds one unless it
+// refunds, a claim adds none; Claim.Attempt is it plus one, for
 // poison-message limits); created_at (Record.CreatedAt, for operators);
 // expires_at (the lease, retry delay or retention end, the claim
 // condition's clock and the table's TTL); lease_expires_at (a PENDING

@@ -176,7 +176,7 @@ func runUnderCapacity(tb testing.TB, messages int, fixed bool) capacityResult {
 	completed := 0
 	check := newStore(tb, direct, table)
 	for i := range messages {
-		k, err := dedup.Key("cap", dedup.PayloadHash([]byte("order-"+strconv.Itoa(i))))
+		k, err := dedup.DerivedKey("cap", dedup.PayloadHash([]byte("order-"+strconv.Itoa(i))))
 		if err != nil {
 			tb.Fatal(err)
 		}

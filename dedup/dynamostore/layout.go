@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -36,8 +35,9 @@ func (e *BadKeyError) Is(target error) bool { return target == ErrBadKey }
 // RetryClass: the key will never fit.
 func (e *BadKeyError) RetryClass() retry.Class { return retry.Permanent }
 
-// hashedPrefix marks a key part stored as its hash.
-const hashedPrefix = "sha256:"
+// hashedPrefix marks a key part stored as its hash: dedup's, the one
+// encoding every Store and the cache share.
+const hashedPrefix = dedup.HashedPrefix
 
 // layout maps a dedup key to the item's primary key. It knows DynamoDB's
 // key limits (partition key 2048 bytes, sort key 1024, UTF-8 strings): a
@@ -104,15 +104,10 @@ func partitionKey(k, ns, fp string, ok bool) string {
 }
 
 // storable reports whether s can be a key attribute of at most max bytes
-// as it is.
-func storable(s string, max int) bool {
-	return len(s) <= max && utf8.ValidString(s) && !strings.HasPrefix(s, hashedPrefix)
-}
+// as it is (dedup.StorablePart keeps it).
+func storable(s string, max int) bool { return dedup.StorablePart(s, max) == s }
 
-func hashKey(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hashedPrefix + hex.EncodeToString(sum[:])
-}
+func hashKey(s string) string { return dedup.HashPart(s) }
 
 // notExists writes the "absent" arm of a claim condition. One key
 // attribute would do (the condition is evaluated on the one item of that

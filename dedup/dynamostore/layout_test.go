@@ -89,3 +89,34 @@ func FuzzLayoutKey(f *testing.F) {
 		}
 	})
 }
+
+// The stored key of a (namespace, key) pair, producer or derived, through
+// dedup's encoding and either layout: distinct pairs never share an item.
+func FuzzStoredKey(f *testing.F) {
+	hx := strings.Repeat("ab", 32)
+	long := strings.Repeat("k", 3000)
+	f.Add("ns", long, false, "ns", hashKey("ns#" + long)[len(hashedPrefix):], false)
+	f.Add("ns", long, false, "ns", "sha256:"+hashKey(long)[len(hashedPrefix):], false)
+	f.Add("shop", "eu#o-1", false, "shop#eu", "o-1", false)
+	f.Add("ns", hx, false, "ns", hx, true)
+	f.Fuzz(func(t *testing.T, nsA, kA string, dA bool, nsB, kB string, dB bool) {
+		enc := func(ns, k string, derived bool) (string, error) {
+			if derived {
+				return dedup.DerivedKey(ns, k)
+			}
+			return dedup.Key(ns, k)
+		}
+		a, errA := enc(nsA, kA, dA)
+		b, errB := enc(nsB, kB, dB)
+		if errA != nil || errB != nil || a == b {
+			return // a == b is the encoding's own (FuzzKey)
+		}
+		for _, l := range []layout{{}, {tenant: true}} {
+			pa, sa, errA := keyAttrs(t, l, a)
+			pb, sb, errB := keyAttrs(t, l, b)
+			if errA == nil && errB == nil && pa == pb && sa == sb {
+				t.Fatalf("layout %+v stores %.40q and %.40q as one item", l, a, b)
+			}
+		}
+	})
+}

@@ -18,7 +18,7 @@ type parts struct {
 	absent      *string
 	absentNames map[string]string
 	// Values every new record holds.
-	one, pending, completed types.AttributeValue
+	zero, one, pending, completed types.AttributeValue
 	// complete is Complete's expressions and names, without a response
 	// and with one: per call only the values are made (completeValues,
 	// which a test keeps equal to completeRequest's).
@@ -29,6 +29,7 @@ func newParts(l layout) *parts {
 	p := &parts{
 		absent:      aws.String("attribute_not_exists(" + nPK + ")"),
 		absentNames: map[string]string{nPK: attrPK},
+		zero:        &types.AttributeValueMemberN{Value: "0"},
 		one:         &types.AttributeValueMemberN{Value: "1"},
 		pending:     str(string(dedup.StatusPending)),
 		completed:   str(string(dedup.StatusCompleted)),

@@ -29,13 +29,15 @@ func TestRequestDefinesWhatItUses(t *testing.T) {
 		return r
 	}
 	for name, r := range map[string]*request{
-		"claim":          s.claimRequest("o", "h", now, time.Second, dedup.StatusPending, 5, nil),
-		"claim complete": s.claimRequest("o", "h", now, 0, dedup.StatusCompleted, 5, []byte("r")),
+		"claim":          s.claimRequest("o", "h", now, time.Second, dedup.StatusPending, 5, nil, nil),
+		"claim complete": s.claimRequest("o", "h", now, 0, dedup.StatusCompleted, 5, []byte("r"), nil),
+		"claim over a record seen": s.claimRequest("o", "h", now, time.Second, dedup.StatusPending, 5, nil,
+			map[string]types.AttributeValue{attrVersion: num(3), attrStatus: str("COMPLETED"), attrAttempts: num(2)}),
 		"complete": fenced(func(r *request) {
 			r.Set(nStatus, r.value(":completed", str("COMPLETED")))
 			r.Remove(nLease, nError, nResponse)
 		}),
-		"fail with refund":              fenced(func(r *request) { r.Set(nAttempts, nAttempts, " - ", r.value(":one", num(1))) }),
+		"fail":                          fenced(func(r *request) { r.Set(nAttempts, nAttempts, " + ", r.value(":one", num(1))) }),
 		"complete form":                 p.complete[0].with(p.completeValues(dedup.Lease{Owner: "o", Version: 2}, now, nil)),
 		"complete form with a response": p.complete[1].with(p.completeValues(dedup.Lease{Owner: "o", Version: 2}, now, []byte("r"))),
 	} {

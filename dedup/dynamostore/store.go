@@ -227,11 +227,10 @@ func metadata[O interface {
 // has been seen) than its margin, and logs once when the offset alone
 // surely passes half the margin. "Surely": beyond the measurement's own
 // uncertainty (Date has one-second resolution), so a small margin does not
-// refuse a good clock. A zero margin asks for no check.
+// refuse a good clock, and by more than clockSlack. A zero margin is
+// checked too: it says the clocks agree, so a clock surely off is refused.
 func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Duration) error {
-	if margin <= 0 {
-		return nil
-	}
+	margin = max(margin, 0)
 	off, _ := s.clock.offset()
 	if above, changed := s.clock.crossed(margin); changed && above {
 		s.log.WarnContext(ctx, "dynamostore: the local clock is off DynamoDB's by more than half the skew margin",
@@ -243,11 +242,16 @@ func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Durat
 	if !s.clockCheck {
 		return nil
 	}
-	if skew := now.Sub(time.Now().Add(off)); abs(skew)-s.clock.uncertainty() > margin {
+	if skew := now.Sub(time.Now().Add(off)); abs(skew)-s.clock.uncertainty() > margin+clockSlack {
 		return &ClockSkewError{Skew: skew, Margin: margin}
 	}
 	return nil
 }
+
+// clockSlack is how stale a claim's Now may be, read by the caller a
+// moment before the call, and still not be taken for a clock off: without
+// it a zero margin would refuse a right clock.
+const clockSlack = 250 * time.Millisecond
 
 // decision marks an error a condition decided; the caller handles it.
 type decision struct{ err error }
@@ -318,7 +322,7 @@ type claimArgs struct {
 }
 
 // newRecord is a claim of an absent key: the whole record at version 1,
-// attempt 1: a.item (the primary key) and the attributes.
+// no failed run counted: a.item (the primary key) and the attributes.
 func (p *parts) newRecord(a claimArgs) map[string]types.AttributeValue {
 	item := make(map[string]types.AttributeValue, len(a.item)+9)
 	for k, v := range a.item {
@@ -327,7 +331,7 @@ func (p *parts) newRecord(a claimArgs) map[string]types.AttributeValue {
 	exp := num(a.expires)
 	item[attrStatus] = p.status(a.status)
 	item[attrVersion] = p.one
-	item[attrAttempts] = p.one
+	item[attrAttempts] = p.zero
 	item[attrOwner] = str(a.owner)
 	item[attrPayload] = str(a.payloadHash)
 	item[attrCreated] = num(floorUnix(a.now))
@@ -376,21 +380,42 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 	if !errors.As(err, &ccf) {
 		return dedup.Claim{}, s.wrap(op, a.key, err)
 	}
-	if holds(ccf.Item, a.now, a.margin) {
-		c, err := s.lost(a.key, a.owner, a.status, ccf.Item, retried)
-		if err == nil && c.Acquired && checkArchive {
-			// Our own earlier attempt, whose answer was lost.
-			return s.fromArchive(ctx, c, a, nil)
+	// The Update is conditioned on the version it saw, since what it
+	// writes depends on that record; a record that moved on between is
+	// looked at again, a few times at most.
+	seen := ccf.Item
+	for range maxTakeoverTries {
+		if holds(seen, a.now, a.margin) || (retried && ownedBy(seen, a.owner)) {
+			c, err := s.lost(a.key, a.owner, a.status, seen, retried)
+			if err == nil && c.Acquired && checkArchive {
+				// Our own earlier attempt, whose answer was lost.
+				return s.fromArchive(ctx, c, a, nil)
+			}
+			return c, err
 		}
-		return c, err
+		r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response, seen)
+		c, failed, err := s.claimItem(ctx, op, a.key, a.owner, r.updateItem(s.tableName, a.item, types.ReturnValueAllOld))
+		if err != nil || failed == nil {
+			if err == nil && c.Acquired && checkArchive {
+				return s.fromArchive(ctx, c, a, c.Previous)
+			}
+			return c, err
+		}
+		seen, retried = failed.item, failed.retried
 	}
-	r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response)
-	c, err := s.claimItem(ctx, op, a.key, a.owner, a.status, r.updateItem(s.tableName, a.item, types.ReturnValueAllOld))
-	if err == nil && c.Acquired && checkArchive {
-		return s.fromArchive(ctx, c, a, c.Previous)
-	}
-	return c, err
+	return s.lost(a.key, a.owner, a.status, seen, retried)
 }
+
+// ownedBy reports whether item was written by the claim of owner: after a
+// retried call, our own earlier try, committed with its answer lost.
+func ownedBy(item map[string]types.AttributeValue, owner string) bool {
+	o, err := getS(item, attrOwner, true)
+	return err == nil && o == owner
+}
+
+// maxTakeoverTries bounds the Updates of one claim whose expired record
+// keeps moving on under it.
+const maxTakeoverTries = 3
 
 // holds reports whether old, the record a claim's Put met, surely holds
 // the key against the claim: claimRequest's condition is false on it, so
@@ -417,15 +442,24 @@ func holds(old map[string]types.AttributeValue, now time.Time, margin time.Durat
 // claimRequest is the conditional update that takes a key when it is
 // absent or expired, shared by Claim (PENDING, with a lease until expires)
 // and ClaimComplete (COMPLETED with its response, retained until expires),
-// sent once a claim's Put met an expired record. Version and attempts
-// count on across takeovers: if_not_exists(x, 0) + 1.
-func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin time.Duration, status dedup.Status, expires int64, response []byte) *request {
+// sent once a claim's Put met an expired record, seen. The version counts
+// on across takeovers (if_not_exists(x, 0) + 1); the failed runs seen
+// counted are kept, except past a COMPLETED record's retention (a new
+// message: none). Those depend on the record seen, so the update holds
+// only while its version is the one seen; a record whose version cannot
+// be read keeps its count, whatever its status.
+func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin time.Duration, status dedup.Status, expires int64, response []byte, seen map[string]types.AttributeValue) *request {
 	r := newRequest()
 	zero, one := r.value(":zero", num(0)), r.value(":one", num(1))
 	exp := r.value(":exp", num(expires))
 	r.Set(nStatus, r.value(":status", str(string(status))))
 	r.Set(nVersion, "if_not_exists(", nVersion, ", ", zero, ") + ", one)
-	r.Set(nAttempts, "if_not_exists(", nAttempts, ", ", zero, ") + ", one)
+	seenVersion, verr := getN(seen, attrVersion, true, 1, 1<<62)
+	if verr == nil {
+		r.Set(nAttempts, r.value(":att", num(keptAttempts(seen))))
+	} else {
+		r.Set(nAttempts, "if_not_exists(", nAttempts, ", ", zero, ")")
+	}
 	r.Set(nOwner, r.value(":owner", str(owner)))
 	r.Set(nPayload, r.value(":ph", str(payloadHash)))
 	r.Set(nCreated, r.value(":created", num(floorUnix(now))))
@@ -441,21 +475,42 @@ func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin ti
 		r.Remove(nLease, nError, nResponse)
 	}
 	s.layout.notExists(r)
+	r.Where(" OR (")
+	if verr == nil {
+		r.Where(r.name(nVersion), " = ", r.value(":seenv", num(seenVersion)), " AND ")
+	}
 	nowArm := r.value(":now", num(floorUnix(now)))
 	if margin <= 0 {
-		r.Where(" OR ", r.name(nExpires), " < ", nowArm)
+		r.Where(r.name(nExpires), " < ", nowArm, ")")
 		return r
 	}
 	// The margin protects leases only: a lease is taken over once expired
 	// for longer than the margin; a retry delay or a retention ends on time.
-	r.Where(" OR ", r.name(nExpires), " < ", r.value(":nowm", num(claimNow(now, margin))),
-		" OR (", r.name(nExpires), " < ", nowArm, " AND ", r.name(nStatus), " <> ", r.value(":pending", str(string(dedup.StatusPending))), ")")
+	r.Where("(", r.name(nExpires), " < ", r.value(":nowm", num(claimNow(now, margin))),
+		" OR (", r.name(nExpires), " < ", nowArm, " AND ", r.name(nStatus), " <> ", r.value(":pending", str(string(dedup.StatusPending))), ")))")
 	return r
 }
 
+// keptAttempts is the failed runs a takeover of old keeps: old's, unless
+// old is COMPLETED (past its retention, the key is a new message).
+func keptAttempts(old map[string]types.AttributeValue) int64 {
+	if st, err := getS(old, attrStatus, true); err == nil && st == string(dedup.StatusCompleted) {
+		return 0
+	}
+	a, _ := getN(old, attrAttempts, false, 0, 1<<31-2)
+	return a
+}
+
+// conditionFailed is the record a claim's failed condition returned, and
+// whether the call had been retried.
+type conditionFailed struct {
+	item    map[string]types.AttributeValue
+	retried bool
+}
+
 // claimItem makes a claim's UpdateItem and reads its outcome: won, or
-// lost to the live record the condition failure returns.
-func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing dedup.Status, in *ddb.UpdateItemInput) (dedup.Claim, error) {
+// the record the condition failure returns, for the caller to judge.
+func (s *Store) claimItem(ctx context.Context, op, key, owner string, in *ddb.UpdateItemInput) (dedup.Claim, *conditionFailed, error) {
 	client := s.client(key)
 	var out *ddb.UpdateItemOutput
 	retried := false
@@ -466,26 +521,25 @@ func (s *Store) claimItem(ctx context.Context, op, key, owner string, writing de
 		return metadata(o), err
 	})
 	if err == nil {
-		return s.acquired(ctx, op, key, owner, out.Attributes), nil
+		return s.acquired(ctx, op, key, owner, out.Attributes), nil, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return dedup.Claim{}, s.wrap(op, key, err)
+		return dedup.Claim{}, nil, s.wrap(op, key, err)
 	}
-	return s.lost(key, owner, writing, ccf.Item, retried)
+	return dedup.Claim{}, &conditionFailed{item: ccf.Item, retried: retried}, nil
 }
 
 // acquired builds a won Claim from the ALL_OLD attributes the claim
 // replaced (empty when the key was absent), computing the new counters the
-// way the update did: if_not_exists(x, 0) + 1.
+// way the update did.
 func (s *Store) acquired(ctx context.Context, op, key, owner string, old map[string]types.AttributeValue) dedup.Claim {
 	c := dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: 1}, Attempt: 1}
 	if len(old) == 0 {
 		return c
 	}
 	v, _ := getN(old, attrVersion, false, 0, 1<<62)
-	a, _ := getN(old, attrAttempts, false, 0, 1<<31-2)
-	c.Lease.Version, c.Attempt = v+1, int(a)+1
+	c.Lease.Version, c.Attempt = v+1, int(keptAttempts(old))+1
 	s.hooks.onExpiredPresent(ctx, op)
 	prev, err := decodeRecord(old)
 	if err != nil {
@@ -505,7 +559,7 @@ func (s *Store) lost(key, owner string, writing dedup.Status, item map[string]ty
 		return dedup.Claim{}, fmt.Errorf("dynamostore: claim key_hash %s: key is held but its record is unreadable: %w", dedup.KeyHash(key), err)
 	}
 	if retried && rec.Owner == owner && rec.Status == writing {
-		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts}, nil
+		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts + 1}, nil
 	}
 	return dedup.Claim{Existing: rec}, nil
 }
@@ -572,10 +626,9 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	switch {
 	case req.ResetAttempts:
 		r.Set(nAttempts, r.value(":zero", num(0)))
-	case req.RefundAttempt:
-		// A held lease's claim counted at least one attempt, so this
-		// never goes below 0.
-		r.Set(nAttempts, nAttempts, " - ", r.value(":one", num(1)))
+	case !req.RefundAttempt:
+		// The handler failed: one more failed run.
+		r.Set(nAttempts, "if_not_exists(", nAttempts, ", ", r.value(":zero", num(0)), ") + ", r.value(":one", num(1)))
 	}
 	r.Remove(nLease, nResponse)
 	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, key, r, nil)
@@ -720,7 +773,8 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 // writes it is one PutItem (and an UpdateItem for a takeover) and the Claim
 // is as complete as Claim's; with
 // writes DynamoDB returns no values on success, so the Claim's
-// Lease.Version and Attempt are 0 (unknown) and Previous is nil.
+// Lease.Version is 0 (unknown); a takeover's Previous and Attempt are
+// those of the record its first try met.
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	const op = "ClaimComplete"
 	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
@@ -766,8 +820,10 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 	c, err := s.transact(ctx, op, client, put, writes, &retried)
+	var seen map[string]types.AttributeValue
 	if err == nil && c.recordFailed && !holds(c.record, a.now, a.margin) {
-		r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response)
+		seen = c.record
+		r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response, seen)
 		retried = false
 		c, err = s.transact(ctx, op, client, r.transactItem(s.tableName, key), writes, &retried)
 	}
@@ -775,7 +831,17 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	case err != nil:
 		return dedup.Claim{}, s.wrap(op, req.Key, err)
 	case c.ok:
-		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: req.Key, Owner: req.Owner}}, nil
+		won := dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: req.Key, Owner: req.Owner}}
+		if seen != nil {
+			// The Update commits only over the version its Put met, so
+			// that record is the one taken over.
+			s.hooks.onExpiredPresent(ctx, op)
+			if prev, err := decodeRecord(seen); err == nil {
+				won.Previous = &prev
+				won.Attempt = int(keptAttempts(seen)) + 1
+			}
+		}
+		return won, nil
 	case c.recordFailed:
 		return s.lost(req.Key, req.Owner, dedup.StatusCompleted, c.record, retried)
 	default:

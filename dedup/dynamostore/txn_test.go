@@ -304,7 +304,7 @@ func TestHooks(t *testing.T) {
 	k := uniqueKey(t)
 	a := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "a", Now: at(0), LeaseUntil: at(5)})
 	b := mustClaim(t, st, dedup.ClaimRequest{Key: k, Owner: "b", Now: at(6), LeaseUntil: at(60)})
-	if b.Previous == nil || b.Previous.Owner != "a" || b.Lease.Version != a.Lease.Version+1 || b.Attempt != 2 {
+	if b.Previous == nil || b.Previous.Owner != "a" || b.Lease.Version != a.Lease.Version+1 || b.Attempt != 1 {
 		t.Fatalf("takeover: %+v", b)
 	}
 	_ = st.Complete(t.Context(), dedup.CompleteRequest{Lease: a.Lease, Now: at(7), ExpiresAt: at(99), Writes: []any{inv.note("n")}})

@@ -268,8 +268,8 @@ func (s *Store) Fail(_ context.Context, req dedup.FailRequest) error {
 		switch {
 		case req.ResetAttempts:
 			r.Attempts = 0
-		case req.RefundAttempt:
-			r.Attempts = max(r.Attempts-1, 0)
+		case !req.RefundAttempt:
+			r.Attempts++
 		}
 	})
 }
@@ -353,18 +353,22 @@ func (s *Store) Sweep(now time.Time) int {
 }
 
 // succeed writes into rec the record a winning claim of key writes, and
-// returns the Claim: one version and one attempt on from old (nil for a
-// fresh key). Claim and ClaimComplete differ only in the status and expiry
-// written.
+// returns the Claim: one version on from old (nil for a fresh key), the
+// failed runs old counted kept, except past a COMPLETED record's retention
+// (a new message). Claim and ClaimComplete differ only in the status and
+// expiry written.
 func succeed(rec, old *dedup.Record, key, owner, payloadHash string, status dedup.Status, now, expires time.Time) (*dedup.Record, dedup.Claim) {
 	*rec = dedup.Record{Key: key, Status: status, Version: 1, Owner: owner,
-		PayloadHash: payloadHash, Attempts: 1, CreatedAt: now, ExpiresAt: expires}
+		PayloadHash: payloadHash, CreatedAt: now, ExpiresAt: expires}
 	c := dedup.Claim{Acquired: true}
 	if old != nil {
-		rec.Version, rec.Attempts = old.Version+1, old.Attempts+1
+		rec.Version = old.Version + 1
+		if old.Status != dedup.StatusCompleted {
+			rec.Attempts = old.Attempts
+		}
 		c.Previous = old
 	}
 	c.Lease = dedup.Lease{Key: key, Owner: owner, Version: rec.Version}
-	c.Attempt = rec.Attempts
+	c.Attempt = rec.Attempts + 1
 	return rec, c
 }

@@ -65,9 +65,10 @@ func New(db DB, table string) *Store {
 		// read again by the caller.
 		claimSQL: `WITH won AS (
 	INSERT INTO ` + q + ` AS r (id, ` + cols + `)
-	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 1, '', $6::timestamptz, $7::timestamptz)
+	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz)
 	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, version = r.version + 1, owner = EXCLUDED.owner,
-		payload_hash = EXCLUDED.payload_hash, response = EXCLUDED.response, attempts = r.attempts + 1,
+		payload_hash = EXCLUDED.payload_hash, response = EXCLUDED.response,
+		attempts = CASE WHEN r.status = 'COMPLETED' THEN 0 ELSE r.attempts END,
 		last_error = '', created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
 	WHERE r.expires_at < CASE WHEN r.status = 'PENDING' THEN $8::timestamptz ELSE $6::timestamptz END
 	RETURNING r.version, r.attempts
@@ -81,7 +82,7 @@ FROM (SELECT 1) AS one LEFT JOIN won ON true
 		completeSQL: `UPDATE ` + q + ` SET status = 'COMPLETED', version = version + 1, response = $4, expires_at = $5, last_error = ''
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
 		failSQL: `UPDATE ` + q + ` SET status = 'FAILED', version = version + 1, last_error = $4, expires_at = $5,
-	attempts = CASE WHEN $6::bool THEN 0 WHEN $7::bool THEN greatest(attempts - 1, 0) ELSE attempts END
+	attempts = CASE WHEN $6::bool THEN 0 WHEN $7::bool THEN attempts ELSE attempts + 1 END
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
 		// A lease only moves forward: greatest keeps a longer expiry.
 		extendSQL: `UPDATE ` + q + ` SET expires_at = greatest(expires_at, $4)
@@ -157,7 +158,7 @@ func (s *Store) claim(ctx context.Context, q querier, key, owner, hash string, s
 		prev := old.record(key)
 		if wonVersion != nil {
 			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: *wonVersion},
-				Attempt: *wonAttempts, Previous: prev}, nil
+				Attempt: *wonAttempts + 1, Previous: prev}, nil
 		}
 		limit := now
 		if prev != nil && prev.Status == dedup.StatusPending {

@@ -11,7 +11,7 @@ package redisstore
 const claimScript = `
 local k = KEYS[1]
 local old = redis.call('HGETALL', k)
-local version, attempts = 1, 1
+local version, attempts = 1, 0
 if #old > 0 then
   local h = {}
   for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
@@ -20,7 +20,9 @@ if #old > 0 then
   if tonumber(h.expires_at) >= tonumber(limit) then
     return {0, old}
   end
-  version, attempts = tonumber(h.version) + 1, tonumber(h.attempts) + 1
+  version = tonumber(h.version) + 1
+  -- failed runs carry over a takeover; past a COMPLETED record's retention a key is a new message
+  if h.status ~= 'COMPLETED' then attempts = tonumber(h.attempts) end
 end
 redis.call('HSET', k, 'status', ARGV[1], 'version', string.format('%d', version), 'owner', ARGV[2],
   'payload_hash', ARGV[3], 'response', ARGV[4], 'attempts', string.format('%d', attempts),
@@ -51,7 +53,7 @@ return 1
 // reset ('1' or '0'), refund ('1' or '0').
 const failScript = fence + `
 local attempts = tonumber(h[4])
-if ARGV[6] == '1' then attempts = 0 elseif ARGV[7] == '1' then attempts = math.max(attempts - 1, 0) end
+if ARGV[6] == '1' then attempts = 0 elseif ARGV[7] ~= '1' then attempts = attempts + 1 end
 redis.call('HSET', k, 'status', 'FAILED', 'version', version, 'last_error', ARGV[3], 'expires_at', ARGV[4],
   'attempts', string.format('%d', attempts))
 redis.call('PEXPIREAT', k, ARGV[5])

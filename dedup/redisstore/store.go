@@ -137,7 +137,7 @@ func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status ded
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: version}, Attempt: int(attempts), Previous: prev}, nil
+	return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: version}, Attempt: int(attempts) + 1, Previous: prev}, nil
 }
 
 func cmp(err, alt error) error {

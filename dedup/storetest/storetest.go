@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"FailedReclaimableAfterDelay", s.failedReclaim},
 		{"ResetAttemptsOnFail", s.resetAttempts},
 		{"RefundAttemptOnFail", s.refundAttempt},
+		{"AttemptsCountFailedRuns", s.attemptsCountFailures},
 		{"SkewMarginDelaysClaim", s.skewMargin},
 		{"ExpiredButPresentIsAbsent", s.expiredPresent},
 		{"PayloadHashKeptForKeyReuse", s.payloadHash},
@@ -143,8 +144,8 @@ func (s *suite) claimFresh(t *testing.T, st dedup.Store) {
 		t.Fatalf("fresh claim reports a previous record %+v", c.Previous)
 	}
 	r := get(t, st, k)
-	if r.Status != dedup.StatusPending || r.Owner != "a" || r.PayloadHash != "h1" || r.Version != l.Version || r.Attempts != 1 {
-		t.Fatalf("record after claim %+v", r)
+	if r.Status != dedup.StatusPending || r.Owner != "a" || r.PayloadHash != "h1" || r.Version != l.Version || r.Attempts != 0 {
+		t.Fatalf("record after claim %+v (a claim counts no failed run)", r)
 	}
 	if !r.ExpiresAt.Equal(at(30)) {
 		t.Fatalf("PENDING expires at %v, want the lease end %v", r.ExpiresAt, at(30))
@@ -230,7 +231,7 @@ func (s *suite) takeover(t *testing.T, st dedup.Store) {
 	a := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 10), 1)
 	mustLose(t, claim(t, st, k, "b", "h1", 10, 20), dedup.StatusPending)
 	c := claim(t, st, k, "b", "h1", 11, 41)
-	b := mustAcquire(t, c, 2)
+	b := mustAcquire(t, c, 1) // an abandoned lease is no failed run
 	if b.Version <= a.Version {
 		t.Fatalf("takeover version %d not above %d", b.Version, a.Version)
 	}
@@ -271,6 +272,38 @@ func (s *suite) failedReclaim(t *testing.T, st dedup.Store) {
 	}
 }
 
+// Attempts count failed handler runs only: a takeover of an abandoned
+// lease keeps the count, an expired COMPLETED record taken over is a new
+// message.
+func (s *suite) attemptsCountFailures(t *testing.T, st dedup.Store) {
+	k := key(t)
+	mustAcquire(t, claim(t, st, k, "a", "h1", 0, 10), 1)
+	// a dies holding the lease; b takes it over and dies too; then c.
+	mustAcquire(t, claim(t, st, k, "b", "h1", 11, 20), 1)
+	l := mustAcquire(t, claim(t, st, k, "c", "h1", 21, 30), 1)
+	if err := st.Fail(ctx(t), dedup.FailRequest{Lease: l, Reason: "x", Now: at(22), RetryAt: at(23)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, st, k); r.Attempts != 1 {
+		t.Fatalf("record after one failed run %+v, want 1 attempt", r)
+	}
+	mustAcquire(t, claim(t, st, k, "d", "h1", 24, 34), 2)
+	mustAcquire(t, claim(t, st, k, "e", "h1", 35, 45), 2) // d abandoned it
+	l = mustAcquire(t, claim(t, st, k, "f", "h1", 46, 56), 2)
+	if err := complete(t, st, l, "r", 47, 50); err != nil {
+		t.Fatal(err)
+	}
+	// Past the COMPLETED record's retention, before anything removed it.
+	c := claim(t, st, k, "g", "h1", 51, 60)
+	mustAcquire(t, c, 1)
+	if c.Previous == nil || c.Previous.Status != dedup.StatusCompleted {
+		t.Fatalf("re-claim past retention saw previous %+v", c.Previous)
+	}
+	if r := get(t, st, k); r.Attempts != 0 {
+		t.Fatalf("record of a new message %+v, want 0 attempts", r)
+	}
+}
+
 func (s *suite) resetAttempts(t *testing.T, st dedup.Store) {
 	k := key(t)
 	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
@@ -285,7 +318,7 @@ func (s *suite) resetAttempts(t *testing.T, st dedup.Store) {
 }
 
 // A Fail that refunds its attempt (the store failed, not the handler)
-// leaves the count where it was before the claim, and never below 0.
+// leaves the count where it was before the claim.
 func (s *suite) refundAttempt(t *testing.T, st dedup.Store) {
 	k := key(t)
 	fail := func(l dedup.Lease, now int, refund, reset bool) {
@@ -335,7 +368,7 @@ func (s *suite) skewMargin(t *testing.T, st dedup.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustAcquire(t, c, 2)
+	mustAcquire(t, c, 1)
 
 	cc, ok := st.(dedup.ClaimCompleter)
 	if !ok {
@@ -352,7 +385,7 @@ func (s *suite) skewMargin(t *testing.T, st dedup.Store) {
 	if c, err = cc.ClaimComplete(ctx(t), ccReq); err != nil {
 		t.Fatal(err)
 	}
-	mustAcquire(t, c, 2)
+	mustAcquire(t, c, 1)
 
 	k3 := key(t) + "-failed"
 	l := mustAcquire(t, claim(t, st, k3, "a", "h1", 0, 30), 1)
@@ -373,7 +406,7 @@ func (s *suite) expiredPresent(t *testing.T, st dedup.Store) {
 	}
 	mustLose(t, claim(t, st, k, "b", "h1", 60, 90), dedup.StatusCompleted)
 	c := claim(t, st, k, "b", "h1", 61, 91)
-	mustAcquire(t, c, 2)
+	mustAcquire(t, c, 1)
 	if c.Previous == nil || c.Previous.Status != dedup.StatusCompleted || string(c.Previous.Response) != "old" {
 		t.Fatalf("claim over expired COMPLETED saw previous %+v", c.Previous)
 	}
@@ -409,7 +442,7 @@ func (s *suite) extend(t *testing.T, st dedup.Store) {
 	if err := st.Extend(ctx(t), dedup.ExtendRequest{Lease: l2, Now: at(5), LeaseUntil: at(30)}); err != nil {
 		t.Fatal(err)
 	}
-	mustAcquire(t, claim(t, st, k2, "b", "h1", 31, 61), 2)
+	mustAcquire(t, claim(t, st, k2, "b", "h1", 31, 61), 1)
 }
 
 // A holder whose clock stepped back asks for an earlier expiry: the lease
@@ -499,7 +532,7 @@ func (s *suite) claimComplete(t *testing.T, st dedup.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustAcquire(t, c, 2)
+	mustAcquire(t, c, 1)
 }
 
 // A throttle is part of the contract: a Store that retries one tells the

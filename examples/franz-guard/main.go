@@ -72,7 +72,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	// The idempotency-key header when present, else topic + key + value:
 	// the key sources/kafkasource and sources/franzsource use.
-	guard, err := consumer.NewGuard(memstore.New(), charge(log), consumer.WithKeyFunc(franzsource.Fingerprint))
+	guard, err := consumer.NewGuard(memstore.New(), charge(log), consumer.WithSourceKey(franzsource.Fingerprint, franzsource.KeyCoversBody))
 	if err == nil {
 		err = run(c, guard)
 	}

@@ -45,7 +45,7 @@ func TestGuardedPollLoop(t *testing.T) {
 		}
 		effects[m.Attributes[consumer.IdempotencyKeyAttribute]]++
 		return consumer.Result{Response: []byte("ok")}, nil
-	}), consumer.WithKeyFunc(franzsource.Fingerprint))
+	}), consumer.WithSourceKey(franzsource.Fingerprint, franzsource.KeyCoversBody))
 	if err != nil {
 		t.Fatal(err)
 	}

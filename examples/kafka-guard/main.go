@@ -66,7 +66,7 @@ func main() {
 			return consumer.Result{Response: []byte("ok")}, nil
 		}),
 		// The idempotency-key header when present, else topic + key + value.
-		consumer.WithKeyFunc(kafkasource.Fingerprint))
+		consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody))
 	if err != nil {
 		log.Error("guard", "err", err)
 		os.Exit(2)

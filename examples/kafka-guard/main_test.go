@@ -64,7 +64,7 @@ func TestGuardedLoopOnKafka(t *testing.T) {
 		effects[m.Attributes[consumer.IdempotencyKeyAttribute]]++
 		mu.Unlock()
 		return consumer.Result{Response: []byte("ok")}, nil
-	}), consumer.WithKeyFunc(kafkasource.Fingerprint))
+	}), consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody))
 	if err != nil {
 		t.Fatal(err)
 	}

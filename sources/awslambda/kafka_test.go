@@ -123,7 +123,7 @@ func TestKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	fp, _ := kafkasource.Fingerprint(kafkasource.ToMessage(p0[0], 1))
-	key, _ := dedup.Key("onceq", fp)
+	key, _ := dedup.DerivedKey("onceq", fp)
 	if rec, err := store.Get(ctx, key); err != nil || rec.Status != dedup.StatusCompleted {
 		t.Errorf("record under kafkasource.Fingerprint's key: %+v, %v; want COMPLETED", rec, err)
 	}

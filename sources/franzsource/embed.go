@@ -15,6 +15,11 @@ import (
 // and a deployment can switch clients without reprocessing.
 func Fingerprint(m *broker.Message) (string, error) { return kafkacore.Fingerprint(m) }
 
+// KeyCoversBody reports that Fingerprint hashed m's value (m has no
+// idempotency-key header): the key is derived from the record, not given
+// by its producer (consumer.WithSourceKey).
+func KeyCoversBody(m *broker.Message) bool { return kafkacore.KeyCoversBody(m) }
+
 // ToMessage turns a record polled by a franz-go loop of your own into a
 // broker.Message for the consumer's Guard, exactly as this package's
 // Source delivers it: headers become Attributes (a repeated header keeps

@@ -49,7 +49,7 @@ func ExampleToMessage() {
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("charged")}, nil
 	})
-	guard, err := consumer.NewGuard(memstore.New(), h, consumer.WithKeyFunc(franzsource.Fingerprint))
+	guard, err := consumer.NewGuard(memstore.New(), h, consumer.WithSourceKey(franzsource.Fingerprint, franzsource.KeyCoversBody))
 	if err != nil {
 		panic(err)
 	}

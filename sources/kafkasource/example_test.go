@@ -46,7 +46,7 @@ func ExampleToMessage() {
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("charged")}, nil
 	})
-	guard, err := consumer.NewGuard(memstore.New(), h, consumer.WithKeyFunc(kafkasource.Fingerprint))
+	guard, err := consumer.NewGuard(memstore.New(), h, consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody))
 	if err != nil {
 		panic(err)
 	}

@@ -16,3 +16,8 @@ import (
 // events with identical topic, key and value are therefore one event; give
 // them an idempotency-key header if they must differ.
 func Fingerprint(m *broker.Message) (string, error) { return kafkacore.Fingerprint(m) }
+
+// KeyCoversBody reports that Fingerprint hashed m's value (m has no
+// idempotency-key header): the key is derived from the record, not given
+// by its producer (consumer.WithSourceKey).
+func KeyCoversBody(m *broker.Message) bool { return kafkacore.KeyCoversBody(m) }

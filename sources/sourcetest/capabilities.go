@@ -216,7 +216,11 @@ func testWrapperDefaultKey(t *testing.T, h *Harness) {
 		if err != nil {
 			return consumer.Result{}, consumer.Permanent(err)
 		}
-		want, err := dedup.Key("wrapped", k)
+		keyOf := dedup.Key
+		if covers := h.Source.Capabilities().KeyCoversBody; covers != nil && covers(m) {
+			keyOf = dedup.DerivedKey // a key derived from the message
+		}
+		want, err := keyOf("wrapped", k)
 		if err != nil {
 			return consumer.Result{}, consumer.Permanent(err)
 		}
