@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,7 +202,7 @@ func TestCloseFlushesAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failed sync.Map
-	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)), sqssource.WaitTime(2*time.Second),
 		sqssource.DeleteFlushInterval(time.Hour), // only full batches and Close flush
 		sqssource.WithHooks(onDeleteFailed(func(_ context.Context, id string, err error) { failed.Store(id, err) })))
 	if err != nil {
@@ -244,7 +246,7 @@ func TestAckFailuresReported(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var failures []error
-	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)), sqssource.WaitTime(2*time.Second),
 		sqssource.WithRetryPolicy(retryFast()),
 		sqssource.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) {
 			mu.Lock()
@@ -507,12 +509,15 @@ func TestReceiveReportsMissingQueue(t *testing.T) {
 	}
 }
 
-// Close ends a Receive that waits.
+// Close ends a Receive that waits at once, and then waits for the long
+// poll in flight rather than cancel it (a cancelled poll still hides what
+// SQS hands it).
 func TestCloseWakesReceive(t *testing.T) {
 	t.Parallel()
-	c := client(t)
+	c, polling := pollWatchingClient(t)
 	url, _ := createQueue(t, c, queueSpec{})
-	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)))
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+		sqssource.Pollers(1), sqssource.WaitTime(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,17 +526,94 @@ func TestCloseWakesReceive(t *testing.T) {
 		_, err := src.Receive(context.Background(), 10)
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
-	start := time.Now()
-	if err := src.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("Close took %v with a 20s long poll in flight", took)
-	}
+	<-polling
+	closed := make(chan error, 1)
+	go func() { closed <- src.Close(context.Background()) }()
 	if err := <-done; !errors.Is(err, consumer.ErrSourceClosed) {
 		t.Fatalf("waiting Receive ended with %v, want ErrSourceClosed", err)
 	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A message sent while a worker stops is not hidden by the stopping
+// worker's long poll: the next worker receives it at once, although the
+// queue hides a received message for 30s.
+func TestStoppingWorkerGivesBackWhatItsPollReceives(t *testing.T) {
+	t.Parallel()
+	c, polling := pollWatchingClient(t)
+	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+		sqssource.Pollers(1), sqssource.WaitTime(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := make(chan error, 1)
+	go func() {
+		_, err := src.Receive(context.Background(), 10)
+		received <- err
+	}()
+	<-polling // the long poll is on the server, waiting
+	closed := make(chan error, 1)
+	go func() { closed <- src.Close(testenv.Context(t, 25*time.Second)) }()
+	if err := <-received; !errors.Is(err, consumer.ErrSourceClosed) {
+		t.Fatalf("waiting Receive ended with %v, want ErrSourceClosed", err)
+	}
+	// Close has begun; the message arrives during the stop.
+	if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte("during stop")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	next := newSource(t, client(t), url, sqssource.WaitTime(time.Second))
+	msgs, err := next.Receive(testenv.Context(t, 5*time.Second), 1)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "during stop" {
+		t.Fatalf("the next worker's Receive: %v %v, want the message sent during the stop", msgs, err)
+	}
+	_ = next.Ack(context.Background(), msgs[0])
+}
+
+// pollWatchingClient is an SQS client whose channel receives once the
+// first ReceiveMessage request has been written to the server.
+func pollWatchingClient(t *testing.T) (*awssqs.Client, <-chan struct{}) {
+	t.Helper()
+	ep := testenv.SQSEndpoint(t)
+	cfg := testenv.AWSConfig(t, ep)
+	sent := make(chan struct{})
+	var once sync.Once
+	w := watchDoer{next: cfg.HTTPClient, onReceiveSent: func() { once.Do(func() { close(sent) }) }}
+	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) {
+		o.BaseEndpoint = aws.String(ep)
+		o.HTTPClient = w
+	}), sent
+}
+
+type watchDoer struct {
+	next          aws.HTTPClient
+	onReceiveSent func()
+}
+
+func (w watchDoer) Do(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage" && r.Body != nil {
+		r.Body = &eofSignal{ReadCloser: r.Body, f: w.onReceiveSent}
+	}
+	return w.next.Do(r)
+}
+
+// eofSignal calls f once its body has been read to the end.
+type eofSignal struct {
+	io.ReadCloser
+	f func()
+}
+
+func (b *eofSignal) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.f()
+	}
+	return n, err
 }
 
 func mustQueue(t *testing.T, c *awssqs.Client) string {
