@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/awscreds"
 	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
 )
@@ -146,6 +147,7 @@ func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context
 		attempt++
 		start := time.Now()
 		md, err := call(ctx, attempt)
+		err = awscreds.Explain(err) // not retried, and said plainly
 		end := time.Now()
 		s.clock.observe(start, end, md, err)
 		s.hooks.onCall(ctx, op, end.Sub(start), err)

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/awscreds"
 	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
 )
@@ -196,7 +197,7 @@ func (s *Source) queueAttributes(ctx context.Context, url string) (map[string]st
 			QueueUrl:       aws.String(url),
 			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll},
 		}, callOptions)
-		return err
+		return awscreds.Explain(err)
 	}, s.onRetry(ctx, "GetQueueAttributes"))
 	if err != nil {
 		return nil, err
@@ -213,11 +214,10 @@ func (s *Source) setupDeadLetterQueue(ctx context.Context, redriveARN string) er
 	if url == "" && redriveARN != "" {
 		resolved, err := s.resolveQueueARN(ctx, redriveARN)
 		if err != nil {
-			// Not fatal: SQS still dead-letters on its own after
-			// maxReceiveCount receives.
-			s.log.Warn("sqssource: cannot resolve the redrive policy's dead-letter queue; DeadLetter will fail until DeadLetterQueue is set",
-				"arn", redriveARN, "err", err)
-			return nil
+			// Said now, with SQS's answer: started without it, the source
+			// would only seem to have no dead-letter queue at all.
+			return fmt.Errorf("sqssource: queue %s: cannot look up the dead-letter queue %s of its redrive policy (it must be in the same account and region): %w",
+				s.queueName, redriveARN, err)
 		}
 		url = resolved
 	}
@@ -250,7 +250,7 @@ func (s *Source) resolveQueueARN(ctx context.Context, arn string) (string, error
 	err := s.cfg.policy.Do(ctx, func(ctx context.Context) error {
 		var err error
 		out, err = s.client.GetQueueUrl(ctx, in, callOptions)
-		return err
+		return awscreds.Explain(err)
 	}, s.onRetry(ctx, "GetQueueUrl"))
 	if err != nil {
 		return "", err
@@ -508,6 +508,7 @@ func (s *Source) poll(ctx, recvCtx context.Context) {
 		}
 		started := time.Now()
 		out, err := s.client.ReceiveMessage(recvCtx, in, callOptions)
+		err = awscreds.Explain(err)
 		var msgs []*broker.Message
 		if err == nil {
 			msgs = s.convert(out.Messages, started)

@@ -620,3 +620,44 @@ func mustQueue(t *testing.T, c *awssqs.Client) string {
 	url, _ := createQueue(t, c, queueSpec{})
 	return url
 }
+
+// A redrive policy whose dead-letter queue cannot be looked up (deleted,
+// or in another region) stops New with SQS's answer and the ARN, rather
+// than leave a source that seems to have no dead-letter queue at all.
+func TestDeadLetterLookupFailureReported(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	dlqURL, dlqARN := createQueue(t, c, queueSpec{})
+	url, _ := createQueue(t, c, queueSpec{redrive: dlqARN, maxReceive: 5})
+	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(dlqURL)}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)), sqssource.WaitTime(time.Second))
+	if err == nil {
+		_ = src.Close(context.Background())
+		t.Fatalf("New over a redrive policy whose dead-letter queue is gone succeeded (dead-letter queue %q)", src.DeadLetterQueueURL())
+	}
+	if errors.Is(err, sqssource.ErrNoDeadLetterQueue) || errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Errorf("%v: a failed lookup is not a missing configuration", err)
+	}
+	var dne *types.QueueDoesNotExist
+	if !strings.Contains(err.Error(), dlqARN) || (!errors.As(err, &dne) && !strings.Contains(err.Error(), "NonExistentQueue")) {
+		t.Errorf("New: %v, want the ARN %s and SQS's NonExistentQueue", err, dlqARN)
+	}
+}
+
+// Without credentials, New says so plainly, and it is a configuration
+// fault, not an outage to retry.
+func TestNoCredentialsSaidPlainly(t *testing.T) {
+	t.Parallel()
+	url, _ := createQueue(t, client(t), queueSpec{})
+	ep := testenv.SQSEndpoint(t)
+	c := awssqs.NewFromConfig(testenv.NoCredentialsConfig(t, ep), func(o *awssqs.Options) { o.BaseEndpoint = aws.String(ep) })
+	_, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)))
+	if err == nil || !strings.Contains(err.Error(), "no AWS credentials found") || strings.Contains(err.Error(), "IMDS") {
+		t.Fatalf("New without credentials: %v, want \"no AWS credentials found\" and no EC2 metadata chain", err)
+	}
+	if class := retry.Classify(err); class != retry.Misconfigured {
+		t.Errorf("class %v, want misconfigured", class)
+	}
+}
