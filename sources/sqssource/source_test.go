@@ -1,11 +1,14 @@
 package sqssource_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,10 +153,11 @@ func TestMessageMapping(t *testing.T) {
 	}
 }
 
-// Pollers fetch only what a waiting Receive asks for.
+// Pollers fetch only what a waiting Receive asks for: none before the
+// first Receive, no more than it asks, ten at most per call.
 func TestReceiveIsDemandDriven(t *testing.T) {
 	t.Parallel()
-	c := client(t)
+	c, log := recordingClient(t)
 	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
 	out := make([]sourcetest.Outgoing, 25)
 	for i := range out {
@@ -162,18 +166,17 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 	if err := sendBatch(context.Background(), c, url, false, out); err != nil {
 		t.Fatal(err)
 	}
-	src := newSource(t, c, url, sqssource.Pollers(4))
-	time.Sleep(500 * time.Millisecond)
-	if vis, inflight := depth(t, c, url); vis != 25 || inflight != 0 {
-		t.Fatalf("before any Receive: %d visible, %d in flight; want 25, 0", vis, inflight)
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+		sqssource.Pollers(4), sqssource.WaitTime(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := log.requests(); len(got) != 0 {
+		t.Fatalf("ReceiveMessage calls %v before any Receive, want none", got)
 	}
 	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 3)
 	if err != nil || len(msgs) == 0 || len(msgs) > 3 {
 		t.Fatalf("Receive(3): %d messages, %v", len(msgs), err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if _, inflight := depth(t, c, url); inflight != 3 {
-		t.Fatalf("after Receive(3): %d in flight; want 3 (nothing fetched beyond demand)", inflight)
 	}
 	// A large demand is spread over pollers, ten at most each.
 	got := len(msgs)
@@ -186,6 +189,24 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 			t.Fatalf("Receive(%d) returned %d", 25-got, len(msgs))
 		}
 		got += len(msgs)
+	}
+	// Close waits for every poll: the log is then complete.
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reqs := log.requests()
+	if len(reqs) == 0 || reqs[0] > 3 {
+		t.Fatalf("ReceiveMessage calls %v: the first asked beyond Receive(3)'s demand", reqs)
+	}
+	asked := 0
+	for _, n := range reqs {
+		if n < 1 || n > 10 {
+			t.Fatalf("ReceiveMessage calls %v: one asked for %d", reqs, n)
+		}
+		asked += n
+	}
+	if asked > 25 {
+		t.Errorf("ReceiveMessage calls %v asked for %d messages in all for a demand of 25", reqs, asked)
 	}
 }
 
@@ -579,25 +600,55 @@ func TestStoppingWorkerGivesBackWhatItsPollReceives(t *testing.T) {
 // first ReceiveMessage request has been written to the server.
 func pollWatchingClient(t *testing.T) (*awssqs.Client, <-chan struct{}) {
 	t.Helper()
+	c, log := recordingClient(t)
+	return c, log.sent
+}
+
+// receiveLog records the ReceiveMessage requests of a recordingClient.
+type receiveLog struct {
+	sent chan struct{} // closed once the first request is written
+	once sync.Once
+	mu   sync.Mutex
+	maxs []int // each request's MaxNumberOfMessages, in order
+}
+
+func (l *receiveLog) requests() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.maxs)
+}
+
+// recordingClient is an SQS client that records its ReceiveMessage
+// requests.
+func recordingClient(t *testing.T) (*awssqs.Client, *receiveLog) {
+	t.Helper()
 	ep := testenv.SQSEndpoint(t)
 	cfg := testenv.AWSConfig(t, ep)
-	sent := make(chan struct{})
-	var once sync.Once
-	w := watchDoer{next: cfg.HTTPClient, onReceiveSent: func() { once.Do(func() { close(sent) }) }}
+	log := &receiveLog{sent: make(chan struct{})}
+	w := watchDoer{next: cfg.HTTPClient, log: log}
 	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) {
 		o.BaseEndpoint = aws.String(ep)
 		o.HTTPClient = w
-	}), sent
+	}), log
 }
 
 type watchDoer struct {
-	next          aws.HTTPClient
-	onReceiveSent func()
+	next aws.HTTPClient
+	log  *receiveLog
 }
 
 func (w watchDoer) Do(r *http.Request) (*http.Response, error) {
 	if r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage" && r.Body != nil {
-		r.Body = &eofSignal{ReadCloser: r.Body, f: w.onReceiveSent}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		var in struct{ MaxNumberOfMessages int }
+		_ = json.Unmarshal(body, &in)
+		w.log.mu.Lock()
+		w.log.maxs = append(w.log.maxs, in.MaxNumberOfMessages)
+		w.log.mu.Unlock()
+		r.Body = &eofSignal{ReadCloser: io.NopCloser(bytes.NewReader(body)), f: func() { w.log.once.Do(func() { close(w.log.sent) }) }}
 	}
 	return w.next.Do(r)
 }
