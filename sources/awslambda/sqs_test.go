@@ -326,6 +326,8 @@ func TestSQSFunctionTimeout(t *testing.T) {
 
 	// Once the lease has ended and the skew margin (1s) has passed, on
 	// whole seconds, it is taken over.
+	// Wall-clock time must pass for DynamoDB and the function, another
+	// process: no fake clock reaches them.
 	time.Sleep(time.Until(rec.ExpiresAt.Add(2200 * time.Millisecond)))
 	ms = receiveN(t, q, 1)
 	if got := failures(t, f.invoke(ctx, q.event(ms))); len(got) != 0 {
