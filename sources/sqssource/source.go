@@ -506,6 +506,11 @@ func (s *Source) poll(ctx, recvCtx context.Context) {
 		if s.cfg.visibility > 0 {
 			in.VisibilityTimeout = int32(s.cfg.visibility / time.Second)
 		}
+		if ctx.Err() != nil {
+			// Closing: no new long poll for Close to wait for.
+			s.deliver(recvCtx, n, nil, nil)
+			return
+		}
 		started := time.Now()
 		out, err := s.client.ReceiveMessage(recvCtx, in, callOptions)
 		err = awscreds.Explain(err)
