@@ -45,8 +45,8 @@ func (r *checkReport) line(kind, subject, format string, args ...any) {
 }
 
 // warnings prints, as WARN lines of subject, what the library's checks log
-// at WARN or above (a table without TTL, a redrive policy whose queue
-// cannot be resolved): the checks report those through their logger.
+// at WARN or above (a table without TTL): the checks report those through
+// their logger.
 func (r *checkReport) warnings(subject string) (*slog.Logger, func()) {
 	h := &warnLog{}
 	return slog.New(h), func() {

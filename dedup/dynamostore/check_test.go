@@ -149,3 +149,17 @@ func TestCheckProvesPutPermission(t *testing.T) {
 		t.Fatalf("PutItem denied: %v (class %v), want a Misconfigured error about writing the table", err, retry.Classify(err))
 	}
 }
+
+// Without credentials, Check says so plainly, as a configuration fault.
+func TestCheckWithoutCredentials(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	client := ddb.NewFromConfig(testenv.NoCredentialsConfig(t, ep), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
+	st := newStore(t, client, "onceq_no_credentials")
+	err := st.Check(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "no AWS credentials found") || strings.Contains(err.Error(), "IMDS") {
+		t.Fatalf("Check without credentials: %v, want \"no AWS credentials found\" and no EC2 metadata chain", err)
+	}
+	if class := retry.Classify(err); class != retry.Misconfigured {
+		t.Errorf("class %v, want misconfigured", class)
+	}
+}

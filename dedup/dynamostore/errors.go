@@ -37,6 +37,22 @@ func (e *LeaseLostError) Is(target error) bool { return target == dedup.ErrLease
 // RetryClass: a lost lease is a condition's decision.
 func (e *LeaseLostError) RetryClass() retry.Class { return retry.ConditionFailed }
 
+// TableNotFoundError names a table of a transaction that does not exist
+// in the client's account and region (DynamoDB's ResourceNotFoundException
+// does not say which). errors.As reaches the SDK's error through it, and
+// it is classed retry.Misconfigured.
+type TableNotFoundError struct {
+	Table string
+	err   error
+}
+
+func (e *TableNotFoundError) Error() string {
+	return fmt.Sprintf("dynamostore: table %q does not exist in this account and region: %v", e.Table, e.err)
+}
+
+// Unwrap gives the SDK's *types.ResourceNotFoundException.
+func (e *TableNotFoundError) Unwrap() error { return e.err }
+
 // TransactionError is a cancelled TransactWriteItems whose reasons are not
 // a condition of the record or of a business write: a conflict or a
 // throttle (retried), or a size or validation failure (permanent).

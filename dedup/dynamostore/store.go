@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/awscreds"
 	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
 )
@@ -164,6 +166,7 @@ func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context
 		attempt++
 		start := time.Now()
 		md, err := call(ctx, attempt)
+		err = awscreds.Explain(err) // not retried, and said plainly
 		end := time.Now()
 		s.clock.observe(start, end, md, err)
 		s.hooks.onCall(ctx, op, end.Sub(start), err)
@@ -762,10 +765,44 @@ func (s *Store) transact(ctx context.Context, op string, client *ddb.Client, rec
 		return c, nil
 	}
 	if err != nil {
-		return c, err
+		return c, s.nameMissingTable(ctx, client, items, err)
 	}
 	c.ok = true
 	return c, nil
+}
+
+// nameMissingTable turns a transaction's ResourceNotFoundException, which
+// does not say which table is missing, into a *TableNotFoundError naming
+// it: each table of the transaction is described until one is not found.
+func (s *Store) nameMissingTable(ctx context.Context, client *ddb.Client, items []types.TransactWriteItem, err error) error {
+	var rnf *types.ResourceNotFoundException
+	if !errors.As(err, &rnf) {
+		return err
+	}
+	var names []string
+	for _, it := range items {
+		var t *string
+		switch {
+		case it.Put != nil:
+			t = it.Put.TableName
+		case it.Update != nil:
+			t = it.Update.TableName
+		case it.Delete != nil:
+			t = it.Delete.TableName
+		case it.ConditionCheck != nil:
+			t = it.ConditionCheck.TableName
+		}
+		if name := aws.ToString(t); name != "" && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		_, derr := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(name)})
+		if errors.As(derr, &rnf) {
+			return &TableNotFoundError{Table: name, err: err}
+		}
+	}
+	return fmt.Errorf("dynamostore: one of the tables %s does not exist: %w", strings.Join(names, ", "), err)
 }
 
 // ClaimComplete writes the record straight as COMPLETED, with req.Writes in

@@ -484,3 +484,29 @@ func TestTransactionConflictsRetried(t *testing.T) {
 	}
 	t.Logf("retries: %v", codes)
 }
+
+// A transaction that writes to a business table that does not exist fails
+// with an error that names the table: DynamoDB's own says only "requested
+// resource not found".
+func TestMissingBusinessTableNamed(t *testing.T) {
+	st, _, _ := countedStore(t)
+	at := clock()
+	missing := uniqueName("onceq_missing_")
+	write := types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(missing),
+		Item:      map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: "s1"}},
+	}}
+	cl := mustClaim(t, st, dedup.ClaimRequest{Key: uniqueKey(t), PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
+	err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []any{write}})
+	var nf *dynamostore.TableNotFoundError
+	if !errors.As(err, &nf) || nf.Table != missing || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Complete writing to a missing table: %v, want a TableNotFoundError naming %s", err, missing)
+	}
+	if c := retry.Classify(err); c != retry.Misconfigured {
+		t.Errorf("class %v, want misconfigured", c)
+	}
+	var rnf *types.ResourceNotFoundException
+	if !errors.As(err, &rnf) {
+		t.Errorf("%v does not wrap DynamoDB's ResourceNotFoundException", err)
+	}
+}

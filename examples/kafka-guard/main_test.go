@@ -82,7 +82,7 @@ func TestGuardedLoopOnKafka(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatal("the loop did not commit every record")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polling a condition under ctx's deadline
 	}
 	stopLoop()
 	if err := <-done; err != nil {

@@ -163,7 +163,7 @@ func TestBadInputCorpus(t *testing.T) {
 	// the source is told, so the last ones may still be on their way.
 	dls := p.q.DeadLetters()
 	for deadline := time.Now().Add(10 * time.Second); len(dls) < 7 && time.Now().Before(deadline); dls = p.q.DeadLetters() {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling a condition under a deadline
 	}
 	if len(dls) != 7 {
 		t.Fatalf("%d dead letters, want 7", len(dls))
@@ -277,7 +277,7 @@ func TestNoKeyInLogsOrErrors(t *testing.T) {
 	check(p.next(`{"order_id":"c","sku":"sku-1","qty":1}`, attrs(keys["long"])), consumer.Duplicate)
 	check(p.next(`{"order_id":"d","sku":"sku-1","qty":1}`, attrs(keys["notutf8"])), consumer.Processed)
 	for deadline := time.Now().Add(10 * time.Second); len(p.q.DeadLetters()) < 2 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling a condition under a deadline
 	}
 	for _, d := range p.q.DeadLetters() {
 		texts = append(texts, d.Reason)

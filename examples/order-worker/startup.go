@@ -95,7 +95,11 @@ func explainStart(err error, o options, noDeadLetter bool) error {
 			"the idempotency table %q has the tenant layout's key schema", o.idempotencyTable)
 	case noQueue(err):
 		// The SDK's error does not say which queue; the source's text does.
-		if o.sqsDLQURL != "" && strings.Contains(err.Error(), "dead-letter queue") {
+		if strings.Contains(err.Error(), "dead-letter queue") {
+			if o.sqsDLQURL == "" {
+				return fail("create it, or fix the queue's redrive policy (same account and region), or pass -sqs-dlq-url",
+					"the dead-letter queue of the redrive policy of %q cannot be found", o.sqsQueueURL)
+			}
 			return fail("create it, or pass the URL of one that exists", "the dead-letter queue %q does not exist", o.sqsDLQURL)
 		}
 		return fail("create it, or pass the URL of one that exists with -sqs-queue-url", "the SQS queue %q does not exist", o.sqsQueueURL)
@@ -103,6 +107,8 @@ func explainStart(err error, o options, noDeadLetter bool) error {
 		return fail("start them, or fix -kafka-brokers", "cannot reach the Kafka brokers %q", o.kafkaBrokers)
 	case errors.Is(err, kafkasource.ErrUnknownTopic) || errors.Is(err, franzsource.ErrUnknownTopic):
 		return fail("create them on the cluster first", "the Kafka topic %q or %q does not exist", o.kafkaTopic, o.kafkaDLQTopic)
+	case strings.Contains(err.Error(), "no AWS credentials found"):
+		return fail("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run with an IAM role", "no AWS credentials found")
 	case retry.Classify(err) == retry.Misconfigured && errors.As(err, &op):
 		return fail("grant the worker the calls of the README's least-privilege IAM policy, or fix its credentials",
 			"%s %s was refused (%s)", op.Service(), op.Operation(), errorCode(err))

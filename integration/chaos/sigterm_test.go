@@ -79,11 +79,14 @@ func TestWorkerSIGTERM(t *testing.T) {
 	if err := p.start(0); err != nil {
 		t.Fatal(err)
 	}
-	for rows := 0; rows < len(want.orders)/4; {
+	for rows, deadline := 0, time.Now().Add(2*time.Minute); rows < len(want.orders)/4; {
 		if err := p.check(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("a quarter of the orders not written in time: %d rows", rows)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition under a deadline
 		rows = countRows(t, db, n.orders)
 	}
 	first := stopOne(t, p)
@@ -139,14 +142,17 @@ func TestWorkerSIGTERM(t *testing.T) {
 	if err := p.start(0); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	for deadline := time.Now().Add(3 * time.Minute); ; {
 		if err := p.check(); err != nil {
 			t.Fatal(err)
 		}
 		if queueEmpty(t, q, b.queueURL) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("the queue was not drained in time")
+		}
+		time.Sleep(200 * time.Millisecond) // polling a condition under a deadline
 	}
 	second := stopOne(t, p)
 	t.Logf("first run %+v, after the restart %+v", first, second)

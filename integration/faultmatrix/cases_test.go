@@ -153,7 +153,7 @@ func dynamoDBDown(t *testing.T, f *fixture) string {
 	})
 	f.proxy.AddRule(faultproxy.Rule{Fault: faultproxy.Reset})
 	before := len(f.effects(t))
-	time.Sleep(30 * time.Second)
+	time.Sleep(30 * time.Second) // the outage's length is the scenario; Run is checked to have lived through it
 	if w.stopped() {
 		t.Fatalf("Run stopped during the outage: %v", w.err)
 	}

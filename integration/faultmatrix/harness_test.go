@@ -626,7 +626,7 @@ func waitFor(t *testing.T, d time.Duration, check func() (missing string)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %v: %s", d, missing)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // polling a condition under a deadline
 	}
 }
 

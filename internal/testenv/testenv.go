@@ -11,6 +11,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 )
 
 // Environment variables written by integration/servers.sh into integration/.run/env.
@@ -111,6 +113,18 @@ func AWSConfig(t testing.TB, endpoint string) aws.Config {
 	if endpoint != "" {
 		cfg.BaseEndpoint = aws.String(endpoint)
 	}
+	return cfg
+}
+
+// NoCredentialsConfig is AWSConfig with the credentials a machine without
+// any gets: the SDK's default chain, past the environment and the shared
+// files, ends at the EC2 instance metadata service, here switched off so
+// that it fails at once instead of timing out.
+func NoCredentialsConfig(t testing.TB, endpoint string) aws.Config {
+	t.Helper()
+	cfg := AWSConfig(t, endpoint)
+	md := imds.New(imds.Options{ClientEnableState: imds.ClientDisabled})
+	cfg.Credentials = aws.NewCredentialsCache(ec2rolecreds.New(func(o *ec2rolecreds.Options) { o.Client = md }))
 	return cfg
 }
 

@@ -46,6 +46,20 @@ func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts [
 	return &runner{guard: g, capped: sweeperOf(wrapped), cfg: cfg}, nil
 }
 
+// answerReserve is how long before the invocation's deadline every call
+// the function makes (store, dead letters, visibility) is cancelled: the
+// time left to answer, so that a stalled call makes its record come back
+// rather than the invocation time out.
+const answerReserve = 250 * time.Millisecond
+
+// callContext bounds the calls of an invocation whose context is ctx.
+func (r *runner) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if deadline, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, deadline.Add(-answerReserve))
+	}
+	return ctx, func() {}
+}
+
 // record is one record of the batch and what became of it.
 type record struct {
 	msg *consumer.Message
@@ -64,10 +78,12 @@ type record struct {
 func (r *runner) run(ctx context.Context, recs []record, groups [][]int) error {
 	now := time.Now()
 	r.capped.sweep(now)
+	callCtx, stopCalls := r.callContext(ctx)
+	defer stopCalls()
 	if !r.checked.Load() {
 		// Once per container, on its first invocation: a missing table or
 		// denied access fails the invocation before any record is claimed.
-		if err := r.guard.Check(ctx); err != nil {
+		if err := r.guard.Check(callCtx); err != nil {
 			return err
 		}
 		r.checked.Store(true)
@@ -79,8 +95,8 @@ func (r *runner) run(ctx context.Context, recs []record, groups [][]int) error {
 		hctx, stop = context.WithDeadline(hctx, deadline.Add(-r.cfg.margin))
 		defer stop()
 		// Stores keep whole seconds, rounding up: cap on the second at or
-		// before the deadline.
-		hctx = withLeaseCap(hctx, deadline.Truncate(time.Second))
+		// before the deadline. Store calls in flight end in time to answer.
+		hctx = withLimits(hctx, limits{leaseCap: deadline.Truncate(time.Second), callsEnd: deadline.Add(-answerReserve)})
 		if deadline.Sub(now) <= r.cfg.margin {
 			r.cfg.logger.WarnContext(ctx, "awslambda: no time left to process the batch; every record comes back",
 				"remaining", deadline.Sub(now).String(), "margin", r.cfg.margin.String())
@@ -98,7 +114,7 @@ func (r *runner) run(ctx context.Context, recs []record, groups [][]int) error {
 	for range min(r.cfg.concurrency, len(groups)) {
 		wg.Go(func() {
 			for g := range work {
-				r.runGroup(ctx, hctx, recs, g, stopAll)
+				r.runGroup(callCtx, hctx, recs, g, stopAll)
 			}
 		})
 	}

@@ -70,11 +70,14 @@
 // Handlers get a context that ends [DeadlineMargin] before the deadline,
 // so a handler is stopped well before its lease ends and its result is
 // committed in time; a record not started by then is reported as a
-// failure and comes back. The cap is per invocation, rather than a refusal
-// of a LeaseTTL longer than the function's timeout, because the timeout is
-// not known when the function starts (only each invocation's deadline is),
-// and because even a short lease, taken near the end of an invocation,
-// would outlive it.
+// failure and comes back. Store calls, dead letters and visibility changes
+// in flight are cancelled shortly before the deadline, so that the function
+// answers even when the store stalls: a record whose commit did not finish
+// is reported as a failure, and its next delivery finds what the store did.
+// The cap is per invocation, rather than a refusal of a LeaseTTL longer
+// than the function's timeout, because the timeout is not known when the
+// function starts (only each invocation's deadline is), and because even a
+// short lease, taken near the end of an invocation, would outlive it.
 //
 // # Keys
 //

@@ -206,6 +206,8 @@ func TestKafkaFunctionTimeout(t *testing.T) {
 	}
 	// The lease ended at the first invocation's deadline at the latest;
 	// with the skew margin (1s, whole seconds) it is taken over after.
+	// Wall-clock time must pass for DynamoDB and the function, another
+	// process: no fake clock reaches them.
 	time.Sleep(time.Until(start.Add(timeout*time.Second + 2200*time.Millisecond)))
 	// Lambda resumes at k2.
 	inv = f.invoke(ctx, kafkaEvent(recs[1:]...))

@@ -55,7 +55,8 @@ func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurren
 // DeadlineMargin is how long before the invocation's deadline handlers are
 // stopped and no record is started any more (default 1s, at least 1s). It
 // leaves time to commit the last results, send dead letters and answer
-// before Lambda stops the function.
+// before Lambda stops the function; calls still in flight 250ms before the
+// deadline are cancelled and their records reported as failures.
 func DeadlineMargin(d time.Duration) Option { return optionFunc(func(c *config) { c.margin = d }) }
 
 // WithDeadLetters sets where a record the Guard dead-letters goes:

@@ -68,7 +68,9 @@ func (f *SQSFunction) Handle(ctx context.Context, ev events.SQSEvent) (events.SQ
 	if err := f.r.run(ctx, recs, groups); err != nil {
 		return events.SQSEventResponse{}, err
 	}
-	f.changeVisibility(ctx, ev, recs)
+	callCtx, cancel := f.r.callContext(ctx)
+	defer cancel()
+	f.changeVisibility(callCtx, ev, recs)
 	var resp events.SQSEventResponse
 	for i := range recs {
 		if recs[i].back {

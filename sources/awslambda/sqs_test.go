@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/sqssource"
 )
@@ -325,6 +326,8 @@ func TestSQSFunctionTimeout(t *testing.T) {
 
 	// Once the lease has ended and the skew margin (1s) has passed, on
 	// whole seconds, it is taken over.
+	// Wall-clock time must pass for DynamoDB and the function, another
+	// process: no fake clock reaches them.
 	time.Sleep(time.Until(rec.ExpiresAt.Add(2200 * time.Millisecond)))
 	ms = receiveN(t, q, 1)
 	if got := failures(t, f.invoke(ctx, q.event(ms))); len(got) != 0 {
@@ -402,4 +405,37 @@ func TestSQSVisibility(t *testing.T) {
 		}
 	}
 	t.Fatalf("the failed record did not come back within 15s; the queue's visibility timeout is 30s")
+}
+
+// A commit that stalls past the deadline does not make the invocation time
+// out: the store call is cancelled in time to answer, and its record is
+// reported as a failure, its effect not applied.
+func TestSQSStalledStoreAnswersInTime(t *testing.T) {
+	t.Parallel()
+	tb := newTables(t)
+	proxy := faultproxy.Start(t, tb.endpoint)
+	proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Fault: faultproxy.Latency, Delay: time.Minute})
+	q := newQueue(t, "lambda-stalled", false)
+	env := tb.env()
+	env["TESTFUNC_DDB_ENDPOINT"] = proxy.URL()
+	const timeout = 3 // seconds
+	f := startFunction(t, timeout, env)
+
+	id := q.send(`{"id":"stalled"}`, "", "")
+	ms := receiveN(t, q, 1)
+	start := time.Now()
+	inv := f.invoke(testenv.Context(t, time.Minute), q.event(ms))
+	took := time.Since(start)
+	if got := failures(t, inv); !slices.Equal(got, []string{id}) {
+		t.Fatalf("reported %v, want the record whose commit stalled, %s", got, id)
+	}
+	if took >= timeout*time.Second {
+		t.Errorf("answered after %v, past the %ds deadline", took, timeout)
+	}
+	if n := proxy.Requests("TransactWriteItems"); n != 1 {
+		t.Fatalf("%d commits reached the store, want the one that stalled", n)
+	}
+	if eff := tb.effects(t); eff["stalled"] != 0 {
+		t.Errorf("effects %v: the stalled commit must not have applied", eff)
+	}
 }

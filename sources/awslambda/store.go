@@ -2,6 +2,7 @@ package awslambda
 
 import (
 	"context"
+	"fmt"
 	"github.com/onceq/onceq/broker"
 	"log/slog"
 	"sync"
@@ -10,17 +11,45 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// leaseCapKey carries an invocation's lease cap in the context the Guard
-// hands to Store.Claim.
-type leaseCapKey struct{}
+// limitsKey carries an invocation's limits in the context the Guard hands
+// to the store; they survive the Guard's context.WithoutCancel.
+type limitsKey struct{}
 
-func withLeaseCap(ctx context.Context, until time.Time) context.Context {
-	return context.WithValue(ctx, leaseCapKey{}, until)
+// limits are what an invocation's deadline imposes on its store calls.
+type limits struct {
+	leaseCap time.Time // no lease taken ends later
+	callsEnd time.Time // every store call in flight is cancelled then
+}
+
+func withLimits(ctx context.Context, l limits) context.Context {
+	return context.WithValue(ctx, limitsKey{}, l)
 }
 
 func leaseCap(ctx context.Context) (time.Time, bool) {
-	t, ok := ctx.Value(leaseCapKey{}).(time.Time)
-	return t, ok
+	l, ok := ctx.Value(limitsKey{}).(limits)
+	return l.leaseCap, ok
+}
+
+// outOfTime makes the error of a call on a lease that the invocation's
+// deadline cut off a dedup.ErrLeaseLost: the invocation can make no call
+// under that lease any more, so the Guard must not retry the call (it
+// would outlive the invocation) but report the record, whose next
+// delivery finds what the store did.
+func outOfTime(ctx context.Context, err error) error {
+	l, ok := ctx.Value(limitsKey{}).(limits)
+	if err == nil || !ok || time.Now().Before(l.callsEnd) {
+		return err
+	}
+	return fmt.Errorf("awslambda: %w: the invocation's deadline came before the store answered: %w", dedup.ErrLeaseLost, err)
+}
+
+// bounded ends ctx when the invocation's store calls must end, so that a
+// stalled store cannot keep the function from answering.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l, ok := ctx.Value(limitsKey{}).(limits); ok {
+		return context.WithDeadline(ctx, l.callsEnd)
+	}
+	return ctx, func() {}
 }
 
 // cappedStore caps every lease at the deadline of the invocation that took
@@ -53,6 +82,8 @@ func (s *cappedStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.
 	if capped && req.LeaseUntil.After(limit) {
 		req.LeaseUntil = limit
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	c, err := s.Store.Claim(ctx, req)
 	if err == nil && c.Acquired && capped {
 		s.mu.Lock()
@@ -69,19 +100,31 @@ func (s *cappedStore) Extend(ctx context.Context, req dedup.ExtendRequest) error
 	if capped && req.LeaseUntil.After(limit) {
 		req.LeaseUntil = limit
 	}
-	return s.Store.Extend(ctx, req)
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	return outOfTime(ctx, s.Store.Extend(ctx, req))
 }
 
 func (s *cappedStore) Complete(ctx context.Context, req dedup.CompleteRequest) error {
-	err := s.Store.Complete(ctx, req)
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	err := outOfTime(ctx, s.Store.Complete(ctx, req))
 	s.forget(req.Lease.Owner)
 	return err
 }
 
 func (s *cappedStore) Fail(ctx context.Context, req dedup.FailRequest) error {
-	err := s.Store.Fail(ctx, req)
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	err := outOfTime(ctx, s.Store.Fail(ctx, req))
 	s.forget(req.Lease.Owner)
 	return err
+}
+
+func (s *cappedStore) Get(ctx context.Context, key string) (dedup.Record, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	return s.Store.Get(ctx, key)
 }
 
 func (s *cappedStore) forget(owner string) {
@@ -109,6 +152,8 @@ type cappedClaimCompleter struct {
 
 // ClaimComplete writes COMPLETED at once: no lease, nothing to cap.
 func (s *cappedClaimCompleter) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	return s.cc.ClaimComplete(ctx, req)
 }
 

@@ -26,7 +26,7 @@ func TestLeaseCappedAtDeadline(t *testing.T) {
 	s := capLeases(mem)
 	now := time.Now()
 	limit := now.Add(3 * time.Second).Truncate(time.Second)
-	ctx := withLeaseCap(context.Background(), limit)
+	ctx := withLimits(context.Background(), limits{leaseCap: limit, callsEnd: limit})
 	c, err := s.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "o1", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || !c.Acquired {
 		t.Fatalf("claim: %+v %v", c, err)

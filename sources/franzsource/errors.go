@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/onceq/onceq/broker"
 )
 
@@ -36,4 +38,35 @@ var (
 
 func invalidOption(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// groupMovedOn reports whether every failure in err is the group refusing
+// a commit because this member, or its generation, is no longer part of
+// it: a member the group dropped, a rebalance under way or done, a stale
+// member epoch (KIP-848).
+func groupMovedOn(err error) bool {
+	moved := false
+	var walk func(error) bool
+	walk = func(err error) bool {
+		switch err {
+		case ErrCommitFailed:
+			return true
+		case kerr.UnknownMemberID, kerr.RebalanceInProgress, kerr.IllegalGeneration, kerr.StaleMemberEpoch, kerr.FencedMemberEpoch:
+			moved = true
+			return true
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				if !walk(x) {
+					return false
+				}
+			}
+			return true
+		case interface{ Unwrap() error }:
+			return walk(e.Unwrap())
+		}
+		return false
+	}
+	return walk(err) && moved
 }

@@ -143,7 +143,7 @@ func churn(t *testing.T, open func(t *testing.T, addr, group, topic string, hook
 	times := map[int32][]time.Time{} // the survivor's processing, by partition
 	handler := func(survivor bool) consumer.Handler {
 		return consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // the handler's work: slow enough for the churn to land mid-run
 			if survivor {
 				tmu.Lock()
 				times[m.Origin.Partition] = append(times[m.Origin.Partition], time.Now())
@@ -171,7 +171,9 @@ func churn(t *testing.T, open func(t *testing.T, addr, group, topic string, hook
 	windowStart := time.Now()
 
 	members[0].Stop(t) // graceful: it leaves the group
-	time.Sleep(time.Second)
+	testenv.Eventually(t, 30*time.Second, "the two others owning every partition after the leave", func() bool {
+		return len(owners[1].set())+len(owners[2].set()) == partitions
+	})
 	// Killed: its LeaveGroup is answered but never reaches the group, which
 	// keeps its partitions until its session times out.
 	c.ControlKey(kmsg.LeaveGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {

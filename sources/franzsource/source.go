@@ -271,7 +271,10 @@ func (s *Source) resumeIfRoom(p *partition) {
 // Messages not settled stay with the group: their offsets were not
 // committed. Close is idempotent; it returns ctx's error if ctx ends first
 // (the shutdown goes on in the background), or the final commit's error
-// (ErrCommitFailed).
+// (ErrCommitFailed) unless the group refused it because it had moved on
+// (this member dropped, its generation or member epoch over): that is
+// logged as a warning and Close returns nil, since the partitions' next
+// owner reads the uncommitted messages again.
 func (s *Source) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.d.Lock()
@@ -300,6 +303,14 @@ func (s *Source) shutdown() {
 	s.commitMu.Lock()
 	err := s.commit(s.owned())
 	s.commitMu.Unlock()
+	if err != nil && groupMovedOn(err) {
+		// Not a failed stop: the group dropped this member (its session
+		// ended, or a rebalance ended its generation) and the partitions'
+		// next owner redoes what was not committed, answered by dedup.
+		s.cfg.logger.Warn("franzsource: the group moved on before the final commit; the partitions' next owner reads the uncommitted messages again",
+			"group", s.groupID, "error", err.Error())
+		err = nil
+	}
 	s.d.Lock()
 	s.closeErr = err
 	s.d.Unlock()

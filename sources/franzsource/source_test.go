@@ -10,6 +10,8 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -218,4 +220,64 @@ func revokesOnlyWhatMoves(t *testing.T, proto franzsource.Protocol) {
 		}
 		return true
 	})
+}
+
+// A stop whose final commit the group refuses because it has moved on
+// (the member dropped, its generation over) is a clean stop: Close
+// returns nil, as the next owner reads the uncommitted messages again.
+func TestCloseAfterGroupMovedOn(t *testing.T) {
+	t.Parallel()
+	for _, refusal := range []*kerr.Error{kerr.UnknownMemberID, kerr.RebalanceInProgress, kerr.IllegalGeneration} {
+		t.Run(refusal.Message, func(t *testing.T) {
+			t.Parallel()
+			c, err := kfake.NewCluster(kfake.Ports(0), kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "100"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			addr := c.ListenAddrs()[0]
+			topic := topicName(t, "in")
+			createTopic(t, addr, topic, 1)
+			produce(t, producer(t, addr, topic), &kgo.Record{Value: []byte("m1")})
+			s, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
+				append(fastGroup(), franzsource.CommitInterval(time.Hour), franzsource.RevokeTimeout(2*time.Second), franzsource.WithLogger(testenv.Logger(t)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// From now on the group refuses every commit of this member.
+			refused := make(chan struct{}, 1)
+			c.ControlKey(kmsg.OffsetCommit.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				req := r.(*kmsg.OffsetCommitRequest)
+				resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewOffsetCommitResponseTopic()
+					st.Topic, st.TopicID = rt.Topic, rt.TopicID
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewOffsetCommitResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, refusal.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				select {
+				case refused <- struct{}{}:
+				default:
+				}
+				return resp, nil, true
+			})
+			msgs := grouptest.ReceiveN(t, s, 1)
+			if err := s.Ack(context.Background(), msgs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(testenv.Context(t, 20*time.Second)); err != nil {
+				t.Fatalf("Close after the group refused the final commit with %s: %v, want nil", refusal.Message, err)
+			}
+			select {
+			case <-refused:
+			default:
+				t.Fatal("the final commit never reached the group")
+			}
+		})
+	}
 }

@@ -59,7 +59,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) // the handler's work, of varied length, so keys interleave
 		parallel.Add(-1)
 		mu.Lock()
 		running[key] = false

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	kafkago "github.com/segmentio/kafka-go"
+
 	"github.com/onceq/onceq/broker"
 )
 
@@ -29,7 +31,7 @@ var (
 	// again and the dedup store recognises it.
 	ErrPartitionRevoked = errors.New("kafkasource: partition revoked; message will be redelivered to its new owner")
 	// ErrCommitFailed: committing offsets failed (Close reports it for the
-	// final commit). The uncommitted messages are delivered again to the
+	// final commit, unless the group had moved on). The uncommitted messages are delivered again to the
 	// partition's next owner and the dedup store answers them.
 	ErrCommitFailed = errors.New("kafkasource: committing offsets failed")
 	// ErrNotInFlight: the message is not out for delivery now: it was
@@ -41,4 +43,34 @@ var (
 
 func invalidOption(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// groupMovedOn reports whether every failure in err is the group refusing
+// a commit because this member, or its generation, is no longer part of
+// it: a member the group dropped, a rebalance under way or done.
+func groupMovedOn(err error) bool {
+	moved := false
+	var walk func(error) bool
+	walk = func(err error) bool {
+		switch err {
+		case ErrCommitFailed:
+			return true
+		case kafkago.UnknownMemberId, kafkago.RebalanceInProgress, kafkago.IllegalGeneration:
+			moved = true
+			return true
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				if !walk(x) {
+					return false
+				}
+			}
+			return true
+		case interface{ Unwrap() error }:
+			return walk(e.Unwrap())
+		}
+		return false
+	}
+	return walk(err) && moved
 }

@@ -107,6 +107,15 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 		case <-s.ctx.Done():
 			s.stopDispatch(g)
 			err := s.commit(g)
+			if err != nil && groupMovedOn(err) {
+				// Not a failed stop: the group dropped this member (its
+				// session ended, or a rebalance ended its generation) and
+				// the partitions' next owner redoes what was not
+				// committed, answered by dedup.
+				s.cfg.logger.Warn("kafkasource: the group moved on before the final commit; the partitions' next owner reads the uncommitted messages again",
+					"group", s.groupID, "generation", g.id, "error", err.Error())
+				err = nil
+			}
 			s.d.Lock()
 			s.closeErr = err
 			s.d.Unlock()

@@ -10,6 +10,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -83,17 +84,10 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	waitCommitted(t, addr, group, topic, []int64{5})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "commit lag 0 after committing everything", func() bool {
 		n, ok := metricValue(t, reader, "onceq.kafka.commit_lag", part...)
-		if ok && n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("commit lag after committing everything: %d (reported %v), want 0", n, ok)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok && n == 0
+	})
 	if n, _ := metricValue(t, reader, "onceq.kafka.dead_letters", attribute.String("messaging.destination.name", dlq), attribute.String("onceq.result", "ok")); n != 1 {
 		t.Errorf("dead letters %d, want 1", n)
 	}

@@ -103,17 +103,10 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 	testenv.Eventually(t, 60*time.Second, "every unique message", progress(unique))
 
 	// The members still running commit everything, then leave.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, 30*time.Second, "committed offsets at the log end", func() bool {
 		got, end, err := committed(testenv.Context(t, 5*time.Second), t, addr, group, topic, partitions)
-		if err == nil && slices.Equal(got, end) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("committed %v, log end %v (err %v)", got, end, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && slices.Equal(got, end)
+	})
 	for _, m := range []*grouptest.Member{c, d, e} {
 		m.Stop(t)
 	}

@@ -283,7 +283,10 @@ func spaceFreed(p *partition) {
 // stops every goroutine of the source. Messages not settled stay with the
 // group: their offsets were not committed. Close is idempotent; it returns
 // ctx's error if ctx ends first (the shutdown goes on, bounded by kafka-go's
-// timeouts), or the final commit's error (ErrCommitFailed).
+// timeouts), or the final commit's error (ErrCommitFailed) unless the group
+// refused it because it had moved on (this member dropped, its generation
+// over): that is logged as a warning and Close returns nil, since the
+// partitions' next owner reads the uncommitted messages again.
 func (s *Source) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.d.Lock()

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/onceq/onceq/broker"
@@ -49,7 +52,7 @@ func waitCommitted(t *testing.T, addr, group, topic string, want []int64) {
 		if time.Now().After(deadline) {
 			t.Fatalf("committed %v (err %v), want %v", got, err, want)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polling a condition, under a deadline
 	}
 }
 
@@ -198,8 +201,6 @@ func TestCommitsContiguousPrefix(t *testing.T) {
 		}
 	}
 	ack(2, 3, 5, 9)
-	time.Sleep(300 * time.Millisecond) // three commit intervals
-	waitCommitted(t, addr, group, topic, []int64{-1})
 	ack(0)
 	waitCommitted(t, addr, group, topic, []int64{1})
 	ack(1)
@@ -219,6 +220,11 @@ func TestCommitsContiguousPrefix(t *testing.T) {
 	if !slices.IsSorted(commits) || len(commits) == 0 {
 		t.Fatalf("commits %v: not moving forward only", commits)
 	}
+	for _, off := range commits {
+		if off != 1 && off != 4 && off != 10 {
+			t.Fatalf("commits %v: %d is not the end of a contiguous acked prefix", commits, off)
+		}
+	}
 }
 
 // Without a dead-letter topic DeadLetter fails with a typed error and the
@@ -228,7 +234,8 @@ func TestDeadLetterWithoutTopic(t *testing.T) {
 	addr := cluster(t)
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	createTopic(t, addr, topic, 1)
-	s := newSource(t, addr, group, []string{topic})
+	commits := &commitLog{}
+	s := newSource(t, addr, group, []string{topic}, kafkasource.WithHooks(commits.hook()))
 	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
 	m := receiveN(t, s, 1)[0]
 	if s.Capabilities().DeadLetter {
@@ -238,7 +245,7 @@ func TestDeadLetterWithoutTopic(t *testing.T) {
 	if !errors.Is(err, kafkasource.ErrNoDeadLetterTopic) || !errors.Is(err, broker.ErrNoDeadLetterDestination) {
 		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterTopic and broker.ErrNoDeadLetterDestination", err)
 	}
-	offsetHeldUntilAck(t, s, m, addr, group, topic)
+	offsetHeldUntilAck(t, s, m, commits, addr, group, topic)
 }
 
 // A dead-letter produce that fails is an error, never a success: the hook
@@ -248,8 +255,9 @@ func TestDeadLetterProduceFailure(t *testing.T) {
 	addr, topic, dlq, group := withDeadLetterTopic(t)
 	mp, reader := meterProvider(t)
 	var announced atomic.Int32
+	commits := &commitLog{}
 	s := newSource(t, addr, group, []string{topic}, kafkasource.DeadLetterTopic(dlq), kafkasource.WithMeterProvider(mp),
-		kafkasource.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { announced.Add(1) })))
+		kafkasource.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { announced.Add(1) }), commits.hook()))
 	deleteTopic(t, addr, dlq)
 	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
 	m := receiveN(t, s, 1)[0]
@@ -270,20 +278,48 @@ func TestDeadLetterProduceFailure(t *testing.T) {
 	if n, _ := metricValue(t, reader, "onceq.kafka.dead_letters", dlqAttr, attribute.String("onceq.result", "error")); n != 1 {
 		t.Errorf("%d dead letters counted failed, want 1", n)
 	}
-	offsetHeldUntilAck(t, s, m, addr, group, topic)
+	offsetHeldUntilAck(t, s, m, commits, addr, group, topic)
 }
 
 // offsetHeldUntilAck shows m, the only message of topic's one partition,
-// still in flight after a failed dead letter: nothing is committed until
-// it is acked.
-func offsetHeldUntilAck(t *testing.T, s *kafkasource.Source, m *consumer.Message, addr, group, topic string) {
+// still in flight after a failed dead letter: it can be acked, and no
+// commit the source made before that ack (it commits every 100ms) moved
+// past it.
+func offsetHeldUntilAck(t *testing.T, s *kafkasource.Source, m *consumer.Message, commits *commitLog, addr, group, topic string) {
 	t.Helper()
-	time.Sleep(300 * time.Millisecond)
-	waitCommitted(t, addr, group, topic, []int64{-1})
+	early := commits.ack()
 	if err := s.Ack(context.Background(), m); err != nil {
 		t.Fatalf("ack after a failed dead letter: %v", err)
 	}
 	waitCommitted(t, addr, group, topic, []int64{1})
+	if len(early) > 0 {
+		t.Fatalf("offsets %v committed while the message was in flight", early)
+	}
+}
+
+// commitLog keeps the offsets committed before ack is called.
+type commitLog struct {
+	mu    sync.Mutex
+	acked bool
+	early []int64
+}
+
+func (l *commitLog) hook() onCommit {
+	return func(_ context.Context, _ string, _ int32, off int64) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.acked {
+			l.early = append(l.early, off)
+		}
+	}
+}
+
+// ack marks the moment of the ack and returns what was committed before.
+func (l *commitLog) ack() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.acked = true
+	return slices.Clone(l.early)
 }
 
 // A member that holds messages through a rebalance past its drain timeout
@@ -383,4 +419,65 @@ func TestLateAcksDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCommitted(t, addr, group, topic, end)
+}
+
+// A stop whose final commit the group refuses because it has moved on
+// (the member dropped, its generation over) is a clean stop: Close
+// returns nil, as the next owner reads the uncommitted messages again.
+func TestCloseAfterGroupMovedOn(t *testing.T) {
+	t.Parallel()
+	for _, refusal := range []*kerr.Error{kerr.UnknownMemberID, kerr.RebalanceInProgress, kerr.IllegalGeneration} {
+		t.Run(refusal.Message, func(t *testing.T) {
+			t.Parallel()
+			c, err := kfake.NewCluster(kfake.Ports(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			addr := c.ListenAddrs()[0]
+			topic := topicName(t, "in")
+			createTopic(t, addr, topic, 1)
+			produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("m1")})
+			s, err := kafkasource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
+				append(fastGroup(), kafkasource.CommitInterval(time.Hour), kafkasource.RevokeTimeout(2*time.Second),
+					kafkasource.FetchMaxWait(200*time.Millisecond), kafkasource.WithLogger(testenv.Logger(t)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// From now on the group refuses every commit of this member.
+			refused := make(chan struct{}, 1)
+			c.ControlKey(kmsg.OffsetCommit.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				req := r.(*kmsg.OffsetCommitRequest)
+				resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewOffsetCommitResponseTopic()
+					st.Topic, st.TopicID = rt.Topic, rt.TopicID
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewOffsetCommitResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, refusal.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				select {
+				case refused <- struct{}{}:
+				default:
+				}
+				return resp, nil, true
+			})
+			msgs := grouptest.ReceiveN(t, s, 1)
+			if err := s.Ack(context.Background(), msgs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(testenv.Context(t, 20*time.Second)); err != nil {
+				t.Fatalf("Close after the group refused the final commit with %s: %v, want nil", refusal.Message, err)
+			}
+			select {
+			case <-refused:
+			default:
+				t.Fatal("the final commit never reached the group")
+			}
+		})
+	}
 }

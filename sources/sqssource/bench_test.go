@@ -94,7 +94,7 @@ func BenchmarkRawVsConsumer(b *testing.B) {
 		start = time.Now()
 		stop := runConsumer(b, cons)
 		for seen.count(consumer.Processed) < benchMessages {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // a benchmark's wait for its count, not a test's proof
 		}
 		// Counted until Run returns: its acks are batched, and Close flushes them.
 		if err := stop(); err != nil {

@@ -109,10 +109,11 @@ func createQueue(t testing.TB, c *awssqs.Client, spec queueSpec) (url, arn strin
 	return url, a.Attributes[string(types.QueueAttributeNameQueueArn)]
 }
 
-// newSource opens a Source closed when the test ends.
+// newSource opens a Source closed when the test ends. Its long polls wait
+// 2s unless opts say otherwise, as Close waits for the one in flight.
 func newSource(t testing.TB, c *awssqs.Client, url string, opts ...sqssource.Option) *sqssource.Source {
 	t.Helper()
-	opts = append([]sqssource.Option{sqssource.WithLogger(testenv.Logger(t))}, opts...)
+	opts = append([]sqssource.Option{sqssource.WithLogger(testenv.Logger(t)), sqssource.WaitTime(2 * time.Second)}, opts...)
 	src, err := sqssource.New(context.Background(), c, url, opts...)
 	if err != nil {
 		t.Fatalf("sqssource.New: %v", err)

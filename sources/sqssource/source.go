@@ -3,10 +3,10 @@ package sqssource
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/onceq/onceq/internal/logref"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/awscreds"
 	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
 )
@@ -29,6 +30,9 @@ const (
 	maxRetention = 14 * 24 * time.Hour
 	// maxBatch is the most entries (and messages) one SQS call takes.
 	maxBatch = 10
+	// releaseGrace is how long Close may still spend giving back
+	// received messages once its context has ended.
+	releaseGrace = 2 * time.Second
 	// System is the Origin.System of every message of this source.
 	System = "aws_sqs"
 	// ReasonAttribute carries DeadLetter's reason on the dead-letter copy.
@@ -70,8 +74,9 @@ type Source struct {
 	tel             *telemetry
 	hooks           hooks
 
-	stopPolls context.CancelFunc
-	pollers   sync.WaitGroup
+	stopPolls    context.CancelFunc // ends the pollers' waits for demand and their pauses
+	stopReceives context.CancelFunc // cancels ReceiveMessage calls in flight
+	pollers      sync.WaitGroup
 
 	mu      sync.Mutex
 	closed  bool
@@ -172,10 +177,12 @@ func New(ctx context.Context, client *awssqs.Client, queueURL string, opts ...Op
 	base := context.WithoutCancel(ctx)
 	pollCtx, stop := context.WithCancel(base)
 	s.stopPolls = stop
+	recvCtx, stopReceives := context.WithCancel(base)
+	s.stopReceives = stopReceives
 	s.deleter = newDeleter(base, s)
 	for range cfg.pollers {
 		s.pollers.Add(1)
-		go s.poll(pollCtx)
+		go s.poll(pollCtx, recvCtx)
 	}
 	s.log.Debug("sqs source started", "fifo", s.fifo, "visibility", s.visibility,
 		"max_receive_count", s.maxReceiveCount, "dead_letter_queue", s.DeadLetterQueueURL())
@@ -190,7 +197,7 @@ func (s *Source) queueAttributes(ctx context.Context, url string) (map[string]st
 			QueueUrl:       aws.String(url),
 			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll},
 		}, callOptions)
-		return err
+		return awscreds.Explain(err)
 	}, s.onRetry(ctx, "GetQueueAttributes"))
 	if err != nil {
 		return nil, err
@@ -207,11 +214,10 @@ func (s *Source) setupDeadLetterQueue(ctx context.Context, redriveARN string) er
 	if url == "" && redriveARN != "" {
 		resolved, err := s.resolveQueueARN(ctx, redriveARN)
 		if err != nil {
-			// Not fatal: SQS still dead-letters on its own after
-			// maxReceiveCount receives.
-			s.log.Warn("sqssource: cannot resolve the redrive policy's dead-letter queue; DeadLetter will fail until DeadLetterQueue is set",
-				"arn", redriveARN, "err", err)
-			return nil
+			// Said now, with SQS's answer: started without it, the source
+			// would only seem to have no dead-letter queue at all.
+			return fmt.Errorf("sqssource: queue %s: cannot look up the dead-letter queue %s of its redrive policy (it must be in the same account and region): %w",
+				s.queueName, redriveARN, err)
 		}
 		url = resolved
 	}
@@ -244,7 +250,7 @@ func (s *Source) resolveQueueARN(ctx context.Context, arn string) (string, error
 	err := s.cfg.policy.Do(ctx, func(ctx context.Context) error {
 		var err error
 		out, err = s.client.GetQueueUrl(ctx, in, callOptions)
-		return err
+		return awscreds.Explain(err)
 	}, s.onRetry(ctx, "GetQueueUrl"))
 	if err != nil {
 		return "", err
@@ -478,8 +484,11 @@ func (s *Source) deliver(ctx context.Context, n int, msgs []*broker.Message, err
 }
 
 // poll is one ReceiveMessage loop. Its owner is the Source: Close cancels
-// ctx and waits for it.
-func (s *Source) poll(ctx context.Context) {
+// ctx and waits for it. A ReceiveMessage runs on recvCtx, which Close
+// cancels only when its own deadline comes: SQS hides what it hands a long
+// poll even when the caller has gone, so a cancelled poll would hide the
+// messages sent meanwhile for a whole visibility timeout.
+func (s *Source) poll(ctx, recvCtx context.Context) {
 	defer s.pollers.Done()
 	failures := 0
 	for {
@@ -497,13 +506,19 @@ func (s *Source) poll(ctx context.Context) {
 		if s.cfg.visibility > 0 {
 			in.VisibilityTimeout = int32(s.cfg.visibility / time.Second)
 		}
+		if ctx.Err() != nil {
+			// Closing: no new long poll for Close to wait for.
+			s.deliver(recvCtx, n, nil, nil)
+			return
+		}
 		started := time.Now()
-		out, err := s.client.ReceiveMessage(ctx, in, callOptions)
+		out, err := s.client.ReceiveMessage(recvCtx, in, callOptions)
+		err = awscreds.Explain(err)
 		var msgs []*broker.Message
 		if err == nil {
 			msgs = s.convert(out.Messages, started)
 		}
-		s.deliver(ctx, n, msgs, err)
+		s.deliver(recvCtx, n, msgs, err)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -549,11 +564,12 @@ func (s *Source) onRetry(ctx context.Context, op string) func(retry.Class, error
 	}
 }
 
-// Close stops the pollers (cancelling long polls in flight), gives back
-// messages received but never handed out, and flushes pending acks on a
-// context of its own, bounded by ctx. Messages handed out and not settled
-// are left to their visibility timeout. Close is idempotent; later calls
-// return the first one's result.
+// Close stops the pollers, waits for the long polls in flight to answer
+// (at most WaitTime; they are cancelled when ctx ends first), gives back at
+// once what they and earlier polls received and never handed out, and
+// flushes pending acks on a context of its own, bounded by ctx. Messages
+// handed out and not settled are left to their visibility timeout. Close
+// is idempotent; later calls return the first one's result.
 func (s *Source) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() { s.closeErr = s.close(ctx) })
 	return s.closeErr
@@ -571,7 +587,20 @@ func (s *Source) close(ctx context.Context) error {
 	s.mu.Unlock()
 
 	s.stopPolls()
-	s.pollers.Wait()
+	polled := make(chan struct{})
+	go func() {
+		s.pollers.Wait()
+		close(polled)
+	}()
+	select {
+	case <-polled:
+	case <-ctx.Done():
+		s.log.Warn("sqssource: closing before the long polls in flight answered; what they receive stays hidden until its visibility timeout ends",
+			"err", ctx.Err())
+		s.stopReceives()
+		<-polled
+	}
+	s.stopReceives()
 
 	s.mu.Lock()
 	ready := s.ready
@@ -583,18 +612,47 @@ func (s *Source) close(ctx context.Context) error {
 }
 
 // release makes never-handed-out messages visible again at once, so that
-// closing does not hide them for a whole visibility timeout. Best effort.
+// closing does not hide them for a whole visibility timeout. Best effort,
+// given a few seconds of its own when ctx has already ended.
 func (s *Source) release(ctx context.Context, msgs []*broker.Message) {
-	for _, m := range msgs {
-		h := m.Handle.(*handle)
-		_, err := s.client.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{
-			QueueUrl:          aws.String(s.queueURL),
-			ReceiptHandle:     aws.String(h.receipt),
-			VisibilityTimeout: 0,
+	if len(msgs) == 0 {
+		return
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
+		defer cancel()
+	}
+	for batch := range slices.Chunk(msgs, maxBatch) {
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(batch))
+		for i, m := range batch {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+				Id:                aws.String(strconv.Itoa(i)),
+				ReceiptHandle:     aws.String(m.Handle.(*handle).receipt),
+				VisibilityTimeout: 0,
+			}
+		}
+		out, err := s.client.ChangeMessageVisibilityBatch(ctx, &awssqs.ChangeMessageVisibilityBatchInput{
+			QueueUrl: aws.String(s.queueURL),
+			Entries:  entries,
 		}, callOptions)
-		s.tel.visibilityChanged(ctx, "Release", err)
-		if err != nil && !isLostHandle(err) && !errors.Is(err, context.Canceled) {
-			s.log.Debug("sqssource: could not release a message on close", "message_id", m.ID, "err", err)
+		if err != nil {
+			for range batch {
+				s.tel.visibilityChanged(ctx, "Release", err)
+			}
+			s.log.Warn("sqssource: could not give back messages on close; they stay hidden until their visibility timeout ends",
+				"messages", len(batch), "err", err)
+			continue
+		}
+		for range out.Successful {
+			s.tel.visibilityChanged(ctx, "Release", nil)
+		}
+		for _, f := range out.Failed {
+			err := entryError(f)
+			s.tel.visibilityChanged(ctx, "Release", err)
+			if !isLostHandle(err) {
+				s.log.Warn("sqssource: could not give back a message on close", "err", err)
+			}
 		}
 	}
 }

@@ -1,9 +1,14 @@
 package sqssource_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,10 +153,11 @@ func TestMessageMapping(t *testing.T) {
 	}
 }
 
-// Pollers fetch only what a waiting Receive asks for.
+// Pollers fetch only what a waiting Receive asks for: none before the
+// first Receive, no more than it asks, ten at most per call.
 func TestReceiveIsDemandDriven(t *testing.T) {
 	t.Parallel()
-	c := client(t)
+	c, log := recordingClient(t)
 	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
 	out := make([]sourcetest.Outgoing, 25)
 	for i := range out {
@@ -160,18 +166,17 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 	if err := sendBatch(context.Background(), c, url, false, out); err != nil {
 		t.Fatal(err)
 	}
-	src := newSource(t, c, url, sqssource.Pollers(4))
-	time.Sleep(500 * time.Millisecond)
-	if vis, inflight := depth(t, c, url); vis != 25 || inflight != 0 {
-		t.Fatalf("before any Receive: %d visible, %d in flight; want 25, 0", vis, inflight)
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+		sqssource.Pollers(4), sqssource.WaitTime(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := log.requests(); len(got) != 0 {
+		t.Fatalf("ReceiveMessage calls %v before any Receive, want none", got)
 	}
 	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 3)
 	if err != nil || len(msgs) == 0 || len(msgs) > 3 {
 		t.Fatalf("Receive(3): %d messages, %v", len(msgs), err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if _, inflight := depth(t, c, url); inflight != 3 {
-		t.Fatalf("after Receive(3): %d in flight; want 3 (nothing fetched beyond demand)", inflight)
 	}
 	// A large demand is spread over pollers, ten at most each.
 	got := len(msgs)
@@ -184,6 +189,24 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 			t.Fatalf("Receive(%d) returned %d", 25-got, len(msgs))
 		}
 		got += len(msgs)
+	}
+	// Close waits for every poll: the log is then complete.
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reqs := log.requests()
+	if len(reqs) == 0 || reqs[0] > 3 {
+		t.Fatalf("ReceiveMessage calls %v: the first asked beyond Receive(3)'s demand", reqs)
+	}
+	asked := 0
+	for _, n := range reqs {
+		if n < 1 || n > 10 {
+			t.Fatalf("ReceiveMessage calls %v: one asked for %d", reqs, n)
+		}
+		asked += n
+	}
+	if asked > 25 {
+		t.Errorf("ReceiveMessage calls %v asked for %d messages in all for a demand of 25", reqs, asked)
 	}
 }
 
@@ -200,7 +223,7 @@ func TestCloseFlushesAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failed sync.Map
-	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)), sqssource.WaitTime(2*time.Second),
 		sqssource.DeleteFlushInterval(time.Hour), // only full batches and Close flush
 		sqssource.WithHooks(onDeleteFailed(func(_ context.Context, id string, err error) { failed.Store(id, err) })))
 	if err != nil {
@@ -244,7 +267,7 @@ func TestAckFailuresReported(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var failures []error
-	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)), sqssource.WaitTime(2*time.Second),
 		sqssource.WithRetryPolicy(retryFast()),
 		sqssource.WithHooks(onDeleteFailed(func(_ context.Context, _ string, err error) {
 			mu.Lock()
@@ -507,12 +530,15 @@ func TestReceiveReportsMissingQueue(t *testing.T) {
 	}
 }
 
-// Close ends a Receive that waits.
+// Close ends a Receive that waits at once, and then waits for the long
+// poll in flight rather than cancel it (a cancelled poll still hides what
+// SQS hands it).
 func TestCloseWakesReceive(t *testing.T) {
 	t.Parallel()
-	c := client(t)
+	c, polling := pollWatchingClient(t)
 	url, _ := createQueue(t, c, queueSpec{})
-	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)))
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+		sqssource.Pollers(1), sqssource.WaitTime(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,20 +547,168 @@ func TestCloseWakesReceive(t *testing.T) {
 		_, err := src.Receive(context.Background(), 10)
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
-	start := time.Now()
-	if err := src.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("Close took %v with a 20s long poll in flight", took)
-	}
+	<-polling
+	closed := make(chan error, 1)
+	go func() { closed <- src.Close(context.Background()) }()
 	if err := <-done; !errors.Is(err, consumer.ErrSourceClosed) {
 		t.Fatalf("waiting Receive ended with %v, want ErrSourceClosed", err)
 	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A message sent while a worker stops is not hidden by the stopping
+// worker's long poll: the next worker receives it at once, although the
+// queue hides a received message for 30s.
+func TestStoppingWorkerGivesBackWhatItsPollReceives(t *testing.T) {
+	t.Parallel()
+	c, polling := pollWatchingClient(t)
+	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+		sqssource.Pollers(1), sqssource.WaitTime(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := make(chan error, 1)
+	go func() {
+		_, err := src.Receive(context.Background(), 10)
+		received <- err
+	}()
+	<-polling // the long poll is on the server, waiting
+	closed := make(chan error, 1)
+	go func() { closed <- src.Close(testenv.Context(t, 25*time.Second)) }()
+	if err := <-received; !errors.Is(err, consumer.ErrSourceClosed) {
+		t.Fatalf("waiting Receive ended with %v, want ErrSourceClosed", err)
+	}
+	// Close has begun; the message arrives during the stop.
+	if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte("during stop")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	next := newSource(t, client(t), url, sqssource.WaitTime(time.Second))
+	msgs, err := next.Receive(testenv.Context(t, 5*time.Second), 1)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "during stop" {
+		t.Fatalf("the next worker's Receive: %v %v, want the message sent during the stop", msgs, err)
+	}
+	_ = next.Ack(context.Background(), msgs[0])
+}
+
+// pollWatchingClient is an SQS client whose channel receives once the
+// first ReceiveMessage request has been written to the server.
+func pollWatchingClient(t *testing.T) (*awssqs.Client, <-chan struct{}) {
+	t.Helper()
+	c, log := recordingClient(t)
+	return c, log.sent
+}
+
+// receiveLog records the ReceiveMessage requests of a recordingClient.
+type receiveLog struct {
+	sent chan struct{} // closed once the first request is written
+	once sync.Once
+	mu   sync.Mutex
+	maxs []int // each request's MaxNumberOfMessages, in order
+}
+
+func (l *receiveLog) requests() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.maxs)
+}
+
+// recordingClient is an SQS client that records its ReceiveMessage
+// requests.
+func recordingClient(t *testing.T) (*awssqs.Client, *receiveLog) {
+	t.Helper()
+	ep := testenv.SQSEndpoint(t)
+	cfg := testenv.AWSConfig(t, ep)
+	log := &receiveLog{sent: make(chan struct{})}
+	w := watchDoer{next: cfg.HTTPClient, log: log}
+	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) {
+		o.BaseEndpoint = aws.String(ep)
+		o.HTTPClient = w
+	}), log
+}
+
+type watchDoer struct {
+	next aws.HTTPClient
+	log  *receiveLog
+}
+
+func (w watchDoer) Do(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage" && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		var in struct{ MaxNumberOfMessages int }
+		_ = json.Unmarshal(body, &in)
+		w.log.mu.Lock()
+		w.log.maxs = append(w.log.maxs, in.MaxNumberOfMessages)
+		w.log.mu.Unlock()
+		r.Body = &eofSignal{ReadCloser: io.NopCloser(bytes.NewReader(body)), f: func() { w.log.once.Do(func() { close(w.log.sent) }) }}
+	}
+	return w.next.Do(r)
+}
+
+// eofSignal calls f once its body has been read to the end.
+type eofSignal struct {
+	io.ReadCloser
+	f func()
+}
+
+func (b *eofSignal) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.f()
+	}
+	return n, err
 }
 
 func mustQueue(t *testing.T, c *awssqs.Client) string {
 	url, _ := createQueue(t, c, queueSpec{})
 	return url
+}
+
+// A redrive policy whose dead-letter queue cannot be looked up (deleted,
+// or in another region) stops New with SQS's answer and the ARN, rather
+// than leave a source that seems to have no dead-letter queue at all.
+func TestDeadLetterLookupFailureReported(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	dlqURL, dlqARN := createQueue(t, c, queueSpec{})
+	url, _ := createQueue(t, c, queueSpec{redrive: dlqARN, maxReceive: 5})
+	if _, err := c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(dlqURL)}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)), sqssource.WaitTime(time.Second))
+	if err == nil {
+		_ = src.Close(context.Background())
+		t.Fatalf("New over a redrive policy whose dead-letter queue is gone succeeded (dead-letter queue %q)", src.DeadLetterQueueURL())
+	}
+	if errors.Is(err, sqssource.ErrNoDeadLetterQueue) || errors.Is(err, broker.ErrNoDeadLetterDestination) {
+		t.Errorf("%v: a failed lookup is not a missing configuration", err)
+	}
+	var dne *types.QueueDoesNotExist
+	if !strings.Contains(err.Error(), dlqARN) || (!errors.As(err, &dne) && !strings.Contains(err.Error(), "NonExistentQueue")) {
+		t.Errorf("New: %v, want the ARN %s and SQS's NonExistentQueue", err, dlqARN)
+	}
+}
+
+// Without credentials, New says so plainly, and it is a configuration
+// fault, not an outage to retry.
+func TestNoCredentialsSaidPlainly(t *testing.T) {
+	t.Parallel()
+	url, _ := createQueue(t, client(t), queueSpec{})
+	ep := testenv.SQSEndpoint(t)
+	c := awssqs.NewFromConfig(testenv.NoCredentialsConfig(t, ep), func(o *awssqs.Options) { o.BaseEndpoint = aws.String(ep) })
+	_, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)))
+	if err == nil || !strings.Contains(err.Error(), "no AWS credentials found") || strings.Contains(err.Error(), "IMDS") {
+		t.Fatalf("New without credentials: %v, want \"no AWS credentials found\" and no EC2 metadata chain", err)
+	}
+	if class := retry.Classify(err); class != retry.Misconfigured {
+		t.Errorf("class %v, want misconfigured", class)
+	}
 }
