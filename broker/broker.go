@@ -81,6 +81,12 @@ type Capabilities struct {
 	// with the broker, so the consumer refuses such a Source unless told
 	// to accept it.
 	DeadLetter bool
+	// Replayable reports that a settled message stays readable from the
+	// broker (a Kafka log, until its retention). A message whose
+	// dead-letter copy no destination took is then kept in the store
+	// (DEAD_LETTER) and acked, so that it holds nothing up, and replayed
+	// from there; otherwise it is given back to the broker's own redrive.
+	Replayable bool
 	// KeyCoversBody reports, for a message, that DefaultKey is a hash over
 	// the whole body. A second hash of the body, to detect a key reused
 	// for another payload, would then say nothing the key does not, so

@@ -180,7 +180,7 @@ func (s *Source) groupOpts() []kgo.Opt {
 // member until its partition is revoked.
 func (s *Source) Capabilities() broker.Capabilities {
 	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
-		DeadLetter: s.cfg.dlqTopic != ""}
+		DeadLetter: s.cfg.dlqTopic != "", Replayable: true}
 }
 
 // Check proves the brokers can be reached and the topics, and the
