@@ -6,6 +6,7 @@ import (
 	"github.com/onceq/onceq/internal/logref"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,6 +30,8 @@ type Source struct {
 	topics  []string
 	cl      *kgo.Client // the group member
 	prod    *kgo.Client // checks and dead letters; never joins the group
+	// dlqMax is the dead-letter topic's max.message.bytes, learned by New.
+	dlqMax int
 
 	ctx       context.Context // ended by Close
 	cancel    context.CancelFunc
@@ -105,13 +108,22 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 		s.d.Produce = s.produceDeadLetter
 	}
 	common := s.clientOpts(seeds)
-	if s.prod, err = kgo.NewClient(append(common, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
-		kgo.ProducerLinger(0))...); err != nil {
+	prodOpts := append(common, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), kgo.ProducerLinger(0))
+	if s.prod, err = kgo.NewClient(prodOpts...); err != nil {
 		return nil, invalidOption("client: %v", err)
 	}
 	if err := s.Check(ctx); err != nil {
 		s.prod.Close()
 		return nil, err
+	}
+	if cfg.dlqTopic != "" {
+		// The client's own batch limit (1,000,012 bytes by default) made
+		// as large as the dead-letter topic takes, learned by Check: a
+		// copy the broker would accept is never refused in the client.
+		s.prod.Close()
+		if s.prod, err = kgo.NewClient(append(prodOpts, kgo.ProducerBatchMaxBytes(int32(s.dlqMax)))...); err != nil {
+			return nil, invalidOption("client: %v", err)
+		}
 	}
 	if s.tel, err = kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, s.d.Lags); err != nil {
 		s.prod.Close()
@@ -213,7 +225,53 @@ func (s *Source) Check(ctx context.Context) error {
 			return fmt.Errorf("franzsource: metadata of %q: %w", t, err)
 		}
 	}
+	if s.cfg.dlqTopic == "" {
+		return nil
+	}
+	limits, err := s.maxMessageBytes(ctx, topics)
+	if err != nil {
+		return err
+	}
+	if s.dlqMax == 0 {
+		s.dlqMax = limits[s.cfg.dlqTopic] // learned once, by New, before the producer exists
+	}
+	if err := kafkacore.CheckDeadLetterRoom(limits, s.topics, s.cfg.dlqTopic); err != nil {
+		return fmt.Errorf("franzsource: %w", err)
+	}
 	return nil
+}
+
+// maxMessageBytes reads the topics' max.message.bytes from the brokers
+// (DescribeConfigs).
+func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (map[string]int, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, t := range topics {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, t
+		r.ConfigNames = []string{kafkacore.MaxMessageBytesConfig}
+		req.Resources = append(req.Resources, r)
+	}
+	resp, err := req.RequestWith(ctx, s.prod)
+	if err != nil {
+		return nil, fmt.Errorf("franzsource: reading %s of %v: %w", kafkacore.MaxMessageBytesConfig, topics, err)
+	}
+	out := make(map[string]int, len(topics))
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return nil, fmt.Errorf("franzsource: reading %s of %q: %w", kafkacore.MaxMessageBytesConfig, r.ResourceName, err)
+		}
+		for _, c := range r.Configs {
+			if n, err := strconv.Atoi(value(c.Value)); c.Name == kafkacore.MaxMessageBytesConfig && err == nil && n > 0 {
+				out[r.ResourceName] = n
+			}
+		}
+	}
+	for _, t := range topics {
+		if out[t] == 0 {
+			out[t] = kafkacore.DefaultMaxMessageBytes // not told: the broker's default
+		}
+	}
+	return out, nil
 }
 
 // Extend does nothing: Kafka deliveries do not time out (Capabilities
@@ -250,7 +308,7 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig *kgo.Record, reason
 		in[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
 	}
 	rec := &kgo.Record{Topic: s.cfg.dlqTopic, Key: orig.Key, Value: orig.Value, Timestamp: orig.Timestamp}
-	for _, h := range kafkacore.DeadLetterHeaders(in, reason, topic, partition, offset) {
+	for _, h := range kafkacore.DeadLetterHeaders(in, len(orig.Key)+len(orig.Value), reason, topic, partition, offset, s.dlqMax) {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
 	return s.prod.ProduceSync(ctx, rec).FirstErr()
@@ -313,3 +371,10 @@ func (s *Source) shutdown() {
 // used unless WithLogger gave the source one. A Consumer given a logger
 // calls it.
 func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }
+
+func value(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

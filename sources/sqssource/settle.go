@@ -178,9 +178,31 @@ func (s *Source) deadLetterAttributes(m *broker.Message, h *handle, reason strin
 		}
 		s.log.Warn("sqssource: too many attributes for a dead-letter copy; dropped some", "message_id", m.ID, "dropped", dropped)
 	}
-	out[ReasonAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(sqsattr.Reason(reason, sqsattr.MaxReasonBytes))}
-	out[OriginalIDAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
+	// SQS counts the body and each attribute's name, type and value
+	// against the dead-letter queue's limit. The original fit its queue,
+	// which Check keeps no larger than this one: ours get what is left,
+	// the original ID first, the reason cut to the rest (its whole text
+	// is in the log and the store).
+	room := int(s.dlq.maxSize.Load()) - len(m.Body)
+	for k, v := range out {
+		room -= attributeSize(k, v)
+	}
+	id := types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
+	if n := attributeSize(OriginalIDAttribute, id); n <= room {
+		out[OriginalIDAttribute], room = id, room-n
+	}
+	if room -= len(ReasonAttribute) + len("String"); room > 0 {
+		r := sqsattr.Reason(reason, min(room, sqsattr.MaxReasonBytes))
+		if len(r) <= room {
+			out[ReasonAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(r)}
+		}
+	}
 	return out
+}
+
+// attributeSize is what an attribute counts against a message's size.
+func attributeSize(name string, v types.MessageAttributeValue) int {
+	return len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
 }
 
 // deleteEntry is one pending ack.
