@@ -338,8 +338,8 @@ func (s *Source) Check(ctx context.Context) error {
 		src, dlq := maxMessageSize(attrs), maxMessageSize(dattrs)
 		s.dlq.maxSize.Store(int64(dlq))
 		if dlq < src {
-			return fmt.Errorf("%w: dead-letter queue %s takes messages up to %d bytes (MaximumMessageSize), less than queue %s's %d: a message it accepts could not be dead-lettered",
-				ErrInvalidOption, queueName(s.dlq.url), dlq, s.queueName, src)
+			return fmt.Errorf("sqssource: dead-letter queue %s takes messages up to %d bytes (MaximumMessageSize), less than queue %s's %d: a message it accepts could not be dead-lettered",
+				queueName(s.dlq.url), dlq, s.queueName, src)
 		}
 	}
 	return nil
