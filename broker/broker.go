@@ -158,6 +158,16 @@ type Origin struct {
 	Offset      int64  // Kafka offset; 0 elsewhere
 }
 
+// CommitHolder is implemented by a Source where an unfinished message
+// holds back the commit of those after it (Kafka). Before the first
+// Receive the consumer tells it how long that may last: the records of the
+// later messages must outlive a replay from the held one, or they would
+// run again. Past it, Receive fails with an error that stops the consumer
+// (retry.Misconfigured).
+type CommitHolder interface {
+	LimitCommitHold(max time.Duration)
+}
+
 // LoggerInheritor is implemented by a Source or a Store that logs, so that
 // a Consumer or Guard given a logger (consumer.WithLogger) can hand it
 // over: the component then logs there unless it was given a logger of its

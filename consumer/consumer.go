@@ -84,6 +84,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	if h, ok := c.src.(CommitHolder); ok {
+		// Records completed behind a held message expire Retention after
+		// they completed; stopping at 3/4 of it leaves the operator a
+		// quarter of Retention to mend what holds it before a restart
+		// would replay them as new.
+		h.LimitCommitHold(c.cfg.retention / 4 * 3)
+	}
 	r := newPool(c)
 	return r.serve(ctx)
 }

@@ -95,6 +95,12 @@ type Dispatcher[R, X any] struct {
 	Tel             *Telemetry
 	Hooks           Hooks
 	Logger          *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+
+	// maxHold bounds how long an unfinished record may hold its
+	// partition's commit (LimitHold); 0: no bound.
+	maxHold time.Duration
 
 	mu      sync.Mutex
 	order   []*Partition[R, X] // dispatching, served in turn
@@ -136,7 +142,7 @@ func (d *Dispatcher[R, X]) AddLocked(ps ...*Partition[R, X]) { d.order = append(
 // EnqueueLocked queues r at offset off of p, unless p is not active or the
 // offset was tracked already (a refetch).
 func (d *Dispatcher[R, X]) EnqueueLocked(p *Partition[R, X], off int64, r R) bool {
-	if p.State != Active || !p.Tr.Add(off) {
+	if p.State != Active || !p.Tr.AddAt(off, d.now()) {
 		return false
 	}
 	p.queue = append(p.queue, &entry[R, X]{p: p, rec: r, off: off})
@@ -214,8 +220,71 @@ func (d *Dispatcher[R, X]) Lags(yield func(lag int64, set metric.ObserveOption))
 	}
 }
 
+func (d *Dispatcher[R, X]) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+// HoldAges yields, for each dispatched partition with an unfinished
+// record, how long its oldest has held the commit.
+func (d *Dispatcher[R, X]) HoldAges(yield func(age time.Duration, set metric.ObserveOption)) {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.order {
+		if _, since, ok := p.Tr.Oldest(); ok {
+			yield(now.Sub(since), p.LagSet)
+		}
+	}
+}
+
+// LimitHold bounds how long an unfinished record may hold its partition's
+// commit: past it Receive fails with a *CommitHeldError.
+func (d *Dispatcher[R, X]) LimitHold(max time.Duration) {
+	d.mu.Lock()
+	d.maxHold = max
+	d.mu.Unlock()
+}
+
+// heldTooLongLocked is the error for the first partition whose commit an
+// unfinished record has held past maxHold.
+func (d *Dispatcher[R, X]) heldTooLongLocked() error {
+	if d.maxHold <= 0 {
+		return nil
+	}
+	now := d.now()
+	for _, p := range d.order {
+		if off, since, ok := p.Tr.Oldest(); ok && !since.IsZero() && now.Sub(since) > d.maxHold {
+			return &CommitHeldError{Topic: p.Topic, Partition: p.ID, Offset: off, Held: now.Sub(since), Limit: d.maxHold}
+		}
+	}
+	return nil
+}
+
+// CommitHeldError stops a consumer whose partition's commit an unfinished
+// record has held too long: the records completed after it would expire
+// before a replay from the held offset reached them, and run again.
+type CommitHeldError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Held      time.Duration
+	Limit     time.Duration
+}
+
+func (e *CommitHeldError) Error() string {
+	return fmt.Sprintf("kafka: %s/%d: offset %d unfinished for %v, past %v (3/4 of the consumer's Retention): a replay from it would find later records' COMPLETED records expired and run them again; stopping instead. Find what holds the record (a stuck handler, a store outage) or raise Retention",
+		e.Topic, e.Partition, e.Offset, e.Held.Round(time.Second), e.Limit)
+}
+
+// RetryClass makes the error stop the consumer, as a deployment fault.
+func (e *CommitHeldError) RetryClass() retry.Class { return retry.Misconfigured }
+
 // Receive returns up to max messages, waiting for one. Partitions are
-// served in turn; each in offset order.
+// served in turn; each in offset order. Once a partition's commit has been
+// held past the LimitHold bound it fails with a *CommitHeldError.
 func (d *Dispatcher[R, X]) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
 	max = min(max, 1<<16)
 	if max < 1 {
@@ -226,6 +295,10 @@ func (d *Dispatcher[R, X]) Receive(ctx context.Context, max int) ([]*broker.Mess
 		if d.closed {
 			d.mu.Unlock()
 			return nil, broker.ErrSourceClosed
+		}
+		if err := d.heldTooLongLocked(); err != nil {
+			d.mu.Unlock()
+			return nil, err
 		}
 		if out := d.takeLocked(max); len(out) > 0 {
 			d.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
 // Errors of the franz source. Test with errors.Is; a franz-go error, when
@@ -37,3 +38,8 @@ var (
 func invalidOption(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
 }
+
+// CommitHeldError is Receive's error once a partition's oldest unfinished
+// record has held its commit past the bound the consumer gave
+// (LimitCommitHold): it stops the consumer.
+type CommitHeldError = kafkacore.CommitHeldError

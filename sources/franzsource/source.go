@@ -125,7 +125,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 			return nil, invalidOption("client: %v", err)
 		}
 	}
-	if s.tel, err = kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, s.d.Lags); err != nil {
+	if s.tel, err = kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, &s.d); err != nil {
 		s.prod.Close()
 		return nil, fmt.Errorf("franzsource: metrics: %w", err)
 	}
@@ -378,3 +378,9 @@ func value(p *string) string {
 	}
 	return *p
 }
+
+// LimitCommitHold implements broker.CommitHolder: once a partition's oldest
+// unfinished record has held its commit for max (the consumer gives 3/4 of
+// its Retention), Receive fails with a *CommitHeldError, which stops the
+// consumer rather than let a later replay run completed records again.
+func (s *Source) LimitCommitHold(max time.Duration) { s.d.LimitHold(max) }

@@ -119,7 +119,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		cfg.meter = otel.GetMeterProvider()
 		s.cfg.meter = cfg.meter
 	}
-	tel, err := kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, s.d.Lags)
+	tel, err := kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, &s.d)
 	if err != nil {
 		return nil, fmt.Errorf("kafkasource: metrics: %w", err)
 	}
@@ -360,3 +360,9 @@ func (s *Source) Close(ctx context.Context) error {
 // used unless WithLogger gave the source one. A Consumer given a logger
 // calls it.
 func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }
+
+// LimitCommitHold implements broker.CommitHolder: once a partition's oldest
+// unfinished record has held its commit for max (the consumer gives 3/4 of
+// its Retention), Receive fails with a *CommitHeldError, which stops the
+// consumer rather than let a later replay run completed records again.
+func (s *Source) LimitCommitHold(max time.Duration) { s.d.LimitHold(max) }
