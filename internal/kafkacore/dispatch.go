@@ -40,6 +40,7 @@ type Partition[R, X any] struct {
 	LagSet metric.ObserveOption // the commit-lag gauge's attributes
 	X      X
 
+	bytes    int64          // of the records fetched and not done
 	queue    []*entry[R, X] // fetched or redelivered, awaiting Receive, by offset
 	inFlight int            // delivered, not settled
 	timers   map[*entry[R, X]]*time.Timer
@@ -58,6 +59,7 @@ type entry[R, X any] struct {
 	p        *Partition[R, X]
 	rec      R
 	off      int64
+	size     int64 // the record's key, value and headers
 	attempts int
 	cur      *Delivery[R, X] // the delivery out now; nil when not out
 }
@@ -103,6 +105,7 @@ type Dispatcher[R, X any] struct {
 	maxHold time.Duration
 
 	mu      sync.Mutex
+	bytes   int64              // fetched and not done, of the active partitions
 	order   []*Partition[R, X] // dispatching, served in turn
 	rr      int
 	wake    chan struct{} // closed and replaced when messages arrive
@@ -115,6 +118,18 @@ type Dispatcher[R, X any] struct {
 func (d *Dispatcher[R, X]) Init() {
 	d.wake = make(chan struct{})
 	d.settled = make(chan struct{}, 1)
+}
+
+// BytesLocked is the size of the records fetched and not done, over the
+// partitions dispatched: what a byte bound on fetching is measured
+// against.
+func (d *Dispatcher[R, X]) BytesLocked() int64 { return d.bytes }
+
+// EachLocked calls f for every partition dispatched.
+func (d *Dispatcher[R, X]) EachLocked(f func(p *Partition[R, X])) {
+	for _, p := range d.order {
+		f(p)
+	}
 }
 
 // Lock takes the lock that guards the partitions; the source keeps its own
@@ -139,13 +154,15 @@ func (d *Dispatcher[R, X]) Settled() <-chan struct{} { return d.settled }
 // AddLocked starts dispatching ps.
 func (d *Dispatcher[R, X]) AddLocked(ps ...*Partition[R, X]) { d.order = append(d.order, ps...) }
 
-// EnqueueLocked queues r at offset off of p, unless p is not active or the
-// offset was tracked already (a refetch).
-func (d *Dispatcher[R, X]) EnqueueLocked(p *Partition[R, X], off int64, r R) bool {
+// EnqueueLocked queues r, of size bytes, at offset off of p, unless p is
+// not active or the offset was tracked already (a refetch).
+func (d *Dispatcher[R, X]) EnqueueLocked(p *Partition[R, X], off int64, r R, size int) bool {
 	if p.State != Active || !p.Tr.AddAt(off, d.now()) {
 		return false
 	}
-	p.queue = append(p.queue, &entry[R, X]{p: p, rec: r, off: off})
+	p.bytes += int64(size)
+	d.bytes += int64(size)
+	p.queue = append(p.queue, &entry[R, X]{p: p, rec: r, off: off, size: int64(size)})
 	d.signalLocked()
 	return true
 }
@@ -158,6 +175,10 @@ func (d *Dispatcher[R, X]) StopLocked(ps []*Partition[R, X]) {
 		if p.State == Active {
 			p.State = Draining
 		}
+		// What no longer counts: the partition's records are either
+		// dropped here or settle late, their memory the consumer's.
+		d.bytes -= p.bytes
+		p.bytes = 0
 		p.queue = nil
 		for e, t := range p.timers {
 			t.Stop()
@@ -390,6 +411,10 @@ func (d *Dispatcher[R, X]) settledLocked(dl *Delivery[R, X], done bool) {
 	e.cur = nil
 	p.inFlight--
 	if done {
+		if p.State != Released && p.bytes >= e.size {
+			p.bytes -= e.size
+			d.bytes -= e.size
+		}
 		p.Tr.MarkDone(e.off)
 		if d.OnDone != nil {
 			d.OnDone(p)

@@ -32,7 +32,7 @@ func TestCommitHeldTooLongStops(t *testing.T) {
 	enqueue := func(off int64, r string) {
 		d.Lock()
 		defer d.Unlock()
-		if !d.EnqueueLocked(p, off, r) {
+		if !d.EnqueueLocked(p, off, r, len(r)) {
 			t.Fatalf("enqueue %d refused", off)
 		}
 	}

@@ -93,6 +93,12 @@ const (
 	headerOverhead = 10
 )
 
+// DefaultMaxInFlightBytes bounds, by default, the records a source holds
+// fetched and not done, over all its partitions: a quarter of a GiB, a
+// small share of a modest worker's memory, and room for 256 records of a
+// megabyte.
+const DefaultMaxInFlightBytes = 256 << 20
+
 // RecordSize is the most a batch of one record of these sizes takes.
 func RecordSize(keyValueBytes int, headers []Header) int {
 	n := recordOverhead + keyValueBytes

@@ -314,13 +314,25 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig *kgo.Record, reason
 	return s.prod.ProduceSync(ctx, rec).FirstErr()
 }
 
-// resumeIfRoom resumes fetching p, paused for lack of room, once half its
+// resumeIfRoom resumes fetching the partitions paused for lack of room, once half the
 // room is free (resuming at the first free slot would refetch a batch for
 // every few records settled); under the dispatcher's lock.
 func (s *Source) resumeIfRoom(p *partition) {
-	if p.X.paused && p.State == kafkacore.Active && p.Tr.Unfinished() <= s.cfg.maxInFlight/2 {
-		p.X.paused = false
-		s.cl.ResumeFetchPartitions(map[string][]int32{p.Topic: {p.ID}})
+	if s.d.BytesLocked() > s.cfg.maxInFlightBytes/2 {
+		return // bytes bound every partition: resume once half are free
+	}
+	var resume map[string][]int32
+	s.d.EachLocked(func(q *partition) {
+		if q.X.paused && q.State == kafkacore.Active && q.Tr.Unfinished() <= s.cfg.maxInFlight/2 {
+			q.X.paused = false
+			if resume == nil {
+				resume = map[string][]int32{}
+			}
+			resume[q.Topic] = append(resume[q.Topic], q.ID)
+		}
+	})
+	if resume != nil {
+		s.cl.ResumeFetchPartitions(resume)
 	}
 }
 

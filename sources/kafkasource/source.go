@@ -110,7 +110,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		loopDone:  make(chan struct{}),
 	}
 	s.d.Init()
-	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, spaceFreed, kafkacore.Errors{
+	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, s.spaceFreed, kafkacore.Errors{
 		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
 		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
 	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
@@ -319,8 +319,18 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig kgo.Message, reason
 	return s.dlq.WriteMessages(ctx, kgo.Message{Key: orig.Key, Value: orig.Value, Headers: headers, Time: orig.Time})
 }
 
-// spaceFreed wakes p's fetch loop: one of its messages is done.
-func spaceFreed(p *partition) {
+// spaceFreed wakes p's fetch loop: one of its messages is done. Bytes are
+// bounded over every partition, so while they are what bounds fetching,
+// every loop is woken.
+func (s *Source) spaceFreed(p *partition) {
+	if s.d.BytesLocked() < s.cfg.maxInFlightBytes {
+		s.d.EachLocked(wake)
+		return
+	}
+	wake(p)
+}
+
+func wake(p *partition) {
 	select {
 	case p.X.space <- struct{}{}:
 	default:
