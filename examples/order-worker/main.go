@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/smithy-go/middleware"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/consumer"
@@ -58,6 +59,9 @@ type options struct {
 	stopAfter int
 	// meters is where the store and source report (set by work).
 	meters metric.MeterProvider
+	// awsAPIOptions are added to every AWS client's middleware (tests
+	// record the calls made).
+	awsAPIOptions []func(*middleware.Stack) error
 	// beforeExit, when set, is called with the bound metrics address after
 	// the run and before telemetry stops (tests scrape then).
 	beforeExit func(metricsAddr string)
