@@ -1,109 +1,22 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/testenv"
 )
-
-// actions records, per resource (table or queue name), every IAM action
-// the AWS calls made need: a transaction's items each need their own
-// action, a batch the action of its single form.
-type actions struct {
-	mu  sync.Mutex
-	got map[string]map[string]bool
-}
-
-func (a *actions) add(resource, action string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.got[resource] == nil {
-		a.got[resource] = map[string]bool{}
-	}
-	a.got[resource][action] = true
-}
-
-func (a *actions) apiOption(stack *middleware.Stack) error {
-	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("recordIAMActions",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			a.record(strings.ToLower(awsmiddleware.GetServiceID(ctx)), awsmiddleware.GetOperationName(ctx), in.Parameters)
-			return next.HandleInitialize(ctx, in)
-		}), middleware.Before)
-}
-
-var singular = map[string]string{"DeleteMessageBatch": "DeleteMessage", "ChangeMessageVisibilityBatch": "ChangeMessageVisibility", "SendMessageBatch": "SendMessage"}
-
-func (a *actions) record(service, op string, params any) {
-	switch in := params.(type) {
-	case *ddb.TransactWriteItemsInput:
-		for _, it := range in.TransactItems {
-			switch {
-			case it.Put != nil:
-				a.add(aws.ToString(it.Put.TableName), "dynamodb:PutItem")
-			case it.Update != nil:
-				a.add(aws.ToString(it.Update.TableName), "dynamodb:UpdateItem")
-			case it.Delete != nil:
-				a.add(aws.ToString(it.Delete.TableName), "dynamodb:DeleteItem")
-			case it.ConditionCheck != nil:
-				a.add(aws.ToString(it.ConditionCheck.TableName), "dynamodb:ConditionCheckItem")
-			}
-		}
-		return
-	case *awssqs.GetQueueUrlInput:
-		a.add(aws.ToString(in.QueueName), "sqs:GetQueueUrl")
-		return
-	}
-	if s, ok := singular[op]; ok {
-		op = s
-	}
-	resource := "?"
-	switch in := params.(type) {
-	case *ddb.PutItemInput:
-		resource = aws.ToString(in.TableName)
-	case *ddb.UpdateItemInput:
-		resource = aws.ToString(in.TableName)
-	case *ddb.GetItemInput:
-		resource = aws.ToString(in.TableName)
-	case *ddb.DescribeTableInput:
-		resource = aws.ToString(in.TableName)
-	case *ddb.DescribeTimeToLiveInput:
-		resource = aws.ToString(in.TableName)
-	case *ddb.ScanInput:
-		resource = aws.ToString(in.TableName)
-	case *ddb.QueryInput:
-		resource = aws.ToString(in.TableName)
-	}
-	if u := queueURLOf(params); u != "" {
-		resource = u[strings.LastIndexByte(u, '/')+1:]
-	}
-	a.add(resource, service+":"+op)
-}
-
-// queueURLOf is the QueueUrl field of an SQS input, if it has one.
-func queueURLOf(params any) string {
-	b, err := json.Marshal(params)
-	if err != nil {
-		return ""
-	}
-	var f struct{ QueueUrl *string }
-	_ = json.Unmarshal(b, &f)
-	return aws.ToString(f.QueueUrl)
-}
 
 // readmePolicy is the worker's policy in the README: actions by resource
 // name (table or queue), the ARN's last part.
@@ -180,29 +93,26 @@ func TestIAMPolicyMatchesCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := &actions{got: map[string]map[string]bool{}}
+	rec := testenv.NewIAMRecorder()
 	opts, err := parseFlags([]string{"-source", "sqs", "-store", "dynamodb", "-sqs-queue-url", queue,
 		"-idempotency-table", idem, "-inventory-table", inv, "-orders-table", orders,
 		"-progress", "1h", "-metrics-addr", "127.0.0.1:0", "-concurrency", "1"}, new(strings.Builder))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.awsAPIOptions = []func(*middleware.Stack) error{rec.apiOption}
+	opts.awsAPIOptions = []func(*middleware.Stack) error{rec.APIOption}
 	runWorker(t, opts, len(bodies))
 
 	readme := map[string]string{idem: "onceq_idempotency", inv: "onceq_inventory", orders: "onceq_orders",
 		"orders-" + suffix: "orders", "orders-dlq-" + suffix: "orders-dlq"}
 	got := map[string][]string{}
-	for res, as := range rec.got {
+	for res, as := range rec.Actions() {
 		name, ok := readme[res]
 		if !ok {
 			t.Errorf("calls on %s, which the README's policy does not name: %v", res, as)
 			continue
 		}
-		for a := range as {
-			got[name] = append(got[name], a)
-		}
-		slices.Sort(got[name])
+		got[name] = as
 	}
 	// Sent on paths this run does not take (a long handler's heartbeat,
 	// a retry given back): sqssource's own tests exercise them.
