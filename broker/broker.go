@@ -81,6 +81,12 @@ type Capabilities struct {
 	// with the broker, so the consumer refuses such a Source unless told
 	// to accept it.
 	DeadLetter bool
+	// Replayable reports that a settled message stays readable from the
+	// broker (a Kafka log, until its retention). A message whose
+	// dead-letter copy no destination took is then kept in the store
+	// (DEAD_LETTER) and acked, so that it holds nothing up, and replayed
+	// from there; otherwise it is given back to the broker's own redrive.
+	Replayable bool
 	// KeyCoversBody reports, for a message, that DefaultKey is a hash over
 	// the whole body. A second hash of the body, to detect a key reused
 	// for another payload, would then say nothing the key does not, so
@@ -150,6 +156,16 @@ type Origin struct {
 	Destination string // queue name or URL, or topic
 	Partition   int32  // Kafka partition; 0 elsewhere
 	Offset      int64  // Kafka offset; 0 elsewhere
+}
+
+// CommitHolder is implemented by a Source where an unfinished message
+// holds back the commit of those after it (Kafka). Before the first
+// Receive the consumer tells it how long that may last: the records of the
+// later messages must outlive a replay from the held one, or they would
+// run again. Past it, Receive fails with an error that stops the consumer
+// (retry.Misconfigured).
+type CommitHolder interface {
+	LimitCommitHold(max time.Duration)
 }
 
 // LoggerInheritor is implemented by a Source or a Store that logs, so that

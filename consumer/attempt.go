@@ -304,6 +304,11 @@ func (a *attempt) existing(now time.Time, r dedup.Record) Outcome {
 	switch r.Status {
 	case dedup.StatusCompleted:
 		o.Kind, o.Response = Duplicate, r.Response
+	case dedup.StatusDeadLetter:
+		// Judged poison before, and kept here as no destination took it:
+		// never run again; the source releases it.
+		o.Kind, o.deadLetter = DeadLettered, deadLetterKept
+		o.Err = fmt.Errorf("consumer: kept as a dead letter: %s", r.LastError)
 	case dedup.StatusFailed:
 		// Back once the record can be claimed (stores keep whole seconds).
 		o.Kind, o.Err = Retrying, fmt.Errorf("consumer: previous attempt failed: %s", r.LastError)
@@ -376,6 +381,27 @@ func (a *attempt) giveBack(kind Kind, cause error) Outcome {
 	return o
 }
 
+// sendDeadLetter sends the message to the dead-letter destination while
+// the lease is held. When no destination takes the copy, req becomes the
+// DEAD_LETTER record that keeps it, with the reason and what the send said,
+// until Retention ends: the handler never runs again for it, and the
+// message can be released.
+func (a *attempt) sendDeadLetter(ctx context.Context, o Outcome, req *dedup.FailRequest) (deadLetterFate, error) {
+	err := a.tr.deadLetter(ctx, o.Reason())
+	switch {
+	case err == nil:
+		return deadLetterSent, nil
+	case errors.Is(err, errDeadLetterLater):
+		return deadLetterUnsent, nil
+	}
+	g := a.g
+	g.cfg.logger.ErrorContext(a.ctx, "dead letter not sent; kept in the store as DEAD_LETTER (onceq inspect shows it)",
+		slogID(a.m), slogKey(o.Key), slogErr(err))
+	req.DeadLetter, req.ResetAttempts, req.RetryAt = true, true, req.Now.Add(g.cfg.retention)
+	req.Reason = truncate(fmt.Sprintf("dead letter of message %s not sent (%v): %s", a.m.ID, err, req.Reason), 1024)
+	return deadLetterKept, err
+}
+
 // recordFailure records a failed attempt, when a lease is held, and says
 // what becomes of the message: dead-lettered when final, else back after
 // delay. refund gives the claim's attempt back.
@@ -389,12 +415,23 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 		now := g.recordTime(a.now)
 		sctx, done := a.storeCtx()
 		defer done()
+		req := dedup.FailRequest{Lease: a.lease, Reason: truncate(cause.Error(), 1024), Now: now,
+			RetryAt: now.Add(delay), ResetAttempts: final, RefundAttempt: refund}
+		if final {
+			o.Kind = DeadLettered
+			o.deadLetter, o.deadLetterErr = a.sendDeadLetter(sctx, o, &req)
+		}
 		fctx, span := g.tel.beginStore(sctx, opFail)
-		retryAt = now.Add(delay)
-		err := g.store.Fail(fctx, dedup.FailRequest{Lease: a.lease, Reason: truncate(cause.Error(), 1024), Now: now,
-			RetryAt: retryAt, ResetAttempts: final, RefundAttempt: refund})
+		retryAt = req.RetryAt
+		err := g.store.Fail(fctx, req)
 		a.now = g.tel.endStore(fctx, span, opFail, a.now, err)
-		if errors.Is(err, dedup.ErrLeaseLost) {
+		if err != nil && o.deadLetter == deadLetterKept {
+			// Neither the destination nor the store took it: the message
+			// stays with the broker, as before there was a store to keep it.
+			g.cfg.logger.ErrorContext(a.ctx, "dead letter not sent and not kept in the store", slogID(a.m), slogKey(o.Key), slogErr(err))
+			o.deadLetter = deadLetterFailed
+		}
+		if errors.Is(err, dedup.ErrLeaseLost) && o.deadLetter == deadLetterUnsent {
 			o.Kind, o.Err, o.RetryAfter = LeaseLost, fmt.Errorf("%w (while failing: %w)", err, cause), g.cfg.pendingRecheck
 			return o
 		}

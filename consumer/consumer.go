@@ -84,6 +84,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	if h, ok := c.src.(CommitHolder); ok {
+		// Records completed behind a held message expire Retention after
+		// they completed; stopping at 3/4 of it leaves the operator a
+		// quarter of Retention to mend what holds it before a restart
+		// would replay them as new.
+		h.LimitCommitHold(c.cfg.retention / 4 * 3)
+	}
 	r := newPool(c)
 	return r.serve(ctx)
 }
@@ -203,6 +210,10 @@ func stopHandler(hc *handlerCtx, cancel context.CancelFunc) {
 
 func (t slotTracker) storeContext(now time.Time) (context.Context, context.CancelFunc) {
 	return t.s.r.settles.get(now), func() {}
+}
+
+func (t slotTracker) deadLetter(ctx context.Context, reason string) error {
+	return t.s.r.c.src.DeadLetter(ctx, t.s.m, reason)
 }
 
 func (t slotTracker) unleased() {
@@ -632,12 +643,26 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) {
 	case Ack:
 		err = src.Ack(ctx, s.m)
 	case DeadLetter:
-		if err = src.DeadLetter(ctx, s.m, o.Reason()); err != nil {
-			// No dead-letter destination took it: keep the message rather
-			// than lose it, and say so loudly. It is counted as a failed
-			// dead letter (settles with result "error"), not a dead letter.
-			cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogKey(o.Key), slogErr(err))
-			_ = src.Nack(ctx, s.m, cfg.maxRetryDelay)
+		switch o.deadLetter {
+		case deadLetterSent:
+			// Sent and settled by the source while the lease was held.
+		case deadLetterKept:
+			// Kept in the store, never to run again: released where the
+			// broker keeps it readable (a Kafka log), else given back to
+			// the broker's own redrive, spending a receive each time.
+			// The settle counts as a failed dead letter when the copy was
+			// refused now.
+			r.c.guard.tel.keptDead.Add(ctx, 1)
+			if r.c.caps.Replayable {
+				err = src.Ack(ctx, s.m)
+			} else {
+				err = src.Nack(ctx, s.m, cfg.maxRetryDelay)
+			}
+			err = errors.Join(o.deadLetterErr, err)
+		case deadLetterFailed:
+			err = errors.Join(o.deadLetterErr, src.Nack(ctx, s.m, cfg.maxRetryDelay))
+		default:
+			err = r.sendDeadLetter(ctx, s, o)
 		}
 	case Retry:
 		if r.c.caps.Ordering != Unordered && r.holdInPlace(s, o.RetryAfter, true) {
@@ -651,6 +676,20 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) {
 		cfg.logger.WarnContext(ctx, "settle failed", "action", action.String(), slogID(s.m), slogErr(err))
 	}
 	r.release(s)
+}
+
+// sendDeadLetter sends a dead letter the guard left to the outcome (no
+// lease was held: the key could not be made, or it was reused).
+func (r *pool) sendDeadLetter(ctx context.Context, s *slot, o Outcome) error {
+	err := r.c.src.DeadLetter(ctx, s.m, o.Reason())
+	if err != nil {
+		// No dead-letter destination took it: keep the message rather
+		// than lose it, and say so loudly. It is counted as a failed
+		// dead letter (settles with result "error"), not a dead letter.
+		r.c.cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogKey(o.Key), slogErr(err))
+		_ = r.c.src.Nack(ctx, s.m, r.c.cfg.maxRetryDelay)
+	}
+	return err
 }
 
 // stop ends the run for a configuration fault: receiving stops, what is

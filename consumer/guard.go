@@ -147,7 +147,16 @@ type leaseTracker interface {
 	// leased tells the tracker of the lease the handler holds from now.
 	leased(l dedup.Lease, now time.Time)
 	unleased()
+	// deadLetter sends the message to the dead-letter destination while
+	// its lease is still held, so that a copy no destination takes can be
+	// kept in the store instead (DEAD_LETTER). errDeadLetterLater: the
+	// caller of Process does it, from the outcome.
+	deadLetter(ctx context.Context, reason string) error
 }
+
+// errDeadLetterLater is a tracker's answer when the dead letter is sent
+// by whoever acts on the outcome (a Guard's caller).
+var errDeadLetterLater = errors.New("consumer: dead letter sent from the outcome")
 
 // Process runs m through the guard and returns its outcome; the caller
 // carries out o.Action() on its source. The lease is renewed while the
@@ -445,6 +454,8 @@ func (h *selfHeartbeat) beat() {
 	}
 	h.mu.Unlock()
 }
+
+func (h *selfHeartbeat) deadLetter(context.Context, string) error { return errDeadLetterLater }
 
 func (h *selfHeartbeat) unleased() {
 	h.mu.Lock()

@@ -299,10 +299,12 @@ func CompletedCacheMaxAge(d time.Duration) Option {
 func NoCompletedCache() Option { return optionFunc(func(c *config) { c.cacheEntries = 0 }) }
 
 // WithoutDeadLetters accepts a Source that has no dead-letter destination.
-// A message that should be dead-lettered is then given back to the broker
-// after the longest retry delay, again and again (counted as
-// dead_letter_failed), until the broker's own policy moves it or an
-// operator does. Without this option New refuses such a Source.
+// A message that should be dead-lettered is then kept in the store as
+// DEAD_LETTER, its handler never run again, and released where the broker
+// keeps it readable (Kafka: committed past), else given back after the
+// longest retry delay until the broker's own policy moves it (counted as
+// a failed dead letter each time). Without this option New refuses such a
+// Source.
 func WithoutDeadLetters() Option { return optionFunc(func(c *config) { c.noDeadLetter = true }) }
 
 // FixedConcurrency keeps Concurrency handlers running whatever the store

@@ -9,6 +9,8 @@ type (
 	Source = broker.Source
 	// Capabilities is [broker.Capabilities].
 	Capabilities = broker.Capabilities
+	// CommitHolder is [broker.CommitHolder].
+	CommitHolder = broker.CommitHolder
 	// Message is [broker.Message].
 	Message = broker.Message
 	// Origin is [broker.Origin].

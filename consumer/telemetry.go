@@ -63,6 +63,7 @@ type telemetry struct {
 	limit       metric.Int64Gauge
 	settles     metric.Int64Counter
 	heartbeats  metric.Int64Counter
+	keptDead    metric.Int64Counter
 
 	// Attribute options are built ahead, once per combination: building
 	// them per message would cost more than the rest of the path, and so
@@ -256,6 +257,11 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 	})
 	set(func() (e error) {
 		t.settles, e = m.Int64Counter("onceq.source.settles", metric.WithDescription("Source actions (ack, retry, dead_letter), by result."))
+		return
+	})
+	set(func() (e error) {
+		t.keptDead, e = m.Int64Counter("onceq.dead_letters.kept", metric.WithDescription(
+			"Messages whose dead-letter copy no destination took, kept in the store as DEAD_LETTER and released; each needs an operator's replay."))
 		return
 	})
 	set(func() (e error) {

@@ -13,6 +13,10 @@ const (
 	StatusPending   Status = "PENDING"
 	StatusCompleted Status = "COMPLETED"
 	StatusFailed    Status = "FAILED"
+	// StatusDeadLetter is a message judged poison whose dead-letter copy
+	// no destination took: kept here, with its reason, as the dead letter
+	// of last resort. Its handler never runs again while the record lives.
+	StatusDeadLetter Status = "DEAD_LETTER"
 )
 
 // Record is the stored state of one key.
@@ -120,6 +124,9 @@ type FailRequest struct {
 	// result, the worker stopped), so the message's attempts are not spent.
 	// Without it (and without ResetAttempts) Fail adds one to Attempts.
 	RefundAttempt bool
+	// DeadLetter keeps the record as StatusDeadLetter until RetryAt
+	// instead of FAILED: the message's dead-letter copy could not be sent.
+	DeadLetter bool
 }
 
 // ExtendRequest pushes a held lease's expiry out (a heartbeat). A lease

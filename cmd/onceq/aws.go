@@ -9,6 +9,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
 )
@@ -17,7 +18,8 @@ import (
 // AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, shared config...), so the CLI
 // points wherever the operator's other AWS tools point.
 func awsConfig(ctx context.Context) (aws.Config, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	apiOpts, _ := ctx.Value(apiOptionsKey{}).([]func(*middleware.Stack) error)
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithAPIOptions(apiOpts))
 	if err != nil {
 		return cfg, fmt.Errorf("load AWS config: %w", err)
 	}
@@ -26,6 +28,10 @@ func awsConfig(ctx context.Context) (aws.Config, error) {
 	}
 	return cfg, nil
 }
+
+// apiOptionsKey carries middleware for every AWS client the command makes
+// (tests record the calls).
+type apiOptionsKey struct{}
 
 func dynamoClient(ctx context.Context) (*ddb.Client, error) {
 	cfg, err := awsConfig(ctx)

@@ -114,6 +114,11 @@ func TestCheckQueue(t *testing.T) {
 		"ok   dead-letter queue "+name+"-dlq: reachable",
 		"ok   queue "+name+"-bare: reachable",
 		"ok   queue "+name+"-bare redrive policy: none")
+	// A dead-letter queue that takes smaller messages than its queue.
+	small, _ := createQueue(t, q, name+"-small", map[string]string{"MaximumMessageSize": "1024"})
+	checkSays(t, 1, []string{"-sqs-queue-url", bare, "-sqs-dlq-url", small},
+		"ok   dead-letter queue "+name+"-small: reachable",
+		"FAIL queue "+name+"-bare: sqssource: dead-letter queue "+name+"-small takes messages up to 1024 bytes (MaximumMessageSize), less than queue "+name+"-bare's")
 	checkSays(t, 1, []string{"-sqs-queue-url", bare + "-gone", "-sqs-dlq-url", dlq + "-gone"},
 		"FAIL dead-letter queue "+name+"-dlq-gone: does not exist",
 		"FAIL queue "+name+"-bare-gone: does not exist")

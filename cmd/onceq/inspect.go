@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -24,7 +25,7 @@ const defaultScanLimit = 5000
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq inspect", stderr,
-		"usage: onceq inspect -table NAME [-tenant-layout] [-response] WHICH",
+		"usage: onceq inspect -table NAME [-tenant-layout] [-response [-raw]] WHICH",
 		"Prints the record of one idempotency key, read with a strongly consistent read. WHICH is one of:",
 		"  [-namespace onceq] [-stored-key] KEY",
 		"      the message's idempotency key, turned into the stored key <namespace>#<KEY> as the consumer does",
@@ -43,7 +44,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	ns := fs.String("namespace", "onceq", "the consumer's namespace (consumer.Namespace)")
 	stored := fs.Bool("stored-key", false, "KEY already has its namespace (<namespace>#<key>): use it as is")
 	tenant := fs.Bool("tenant-layout", false, "the table uses the tenant layout (created with -tenant-layout)")
-	response := fs.Bool("response", false, "print only the stored response, its bytes exactly as stored")
+	response := fs.Bool("response", false, "print only the stored response, control characters escaped")
+	raw := fs.Bool("raw", false, "with -response: write the response's bytes exactly as stored (to pipe or save them)")
 	keyHash := fs.String("key-hash", "", "find the record whose key has this key_hash (12 hex digits), by scanning the table")
 	scanLimit := fs.Int("scan-limit", defaultScanLimit,
 		"-key-hash reads at most this many items; a scan costs read capacity for every item read\n"+
@@ -86,6 +88,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("KEY %q as well as -key-hash or -kafka-*: give one", fs.Arg(0))
 	case (set["key-hash"] || kafka) && *stored:
 		return usageErr("-stored-key goes with KEY only")
+	case *raw && !*response:
+		return usageErr("-raw goes with -response only")
 	case set["scan-limit"] && !set["key-hash"]:
 		return usageErr("-scan-limit goes with -key-hash only")
 	case set["key-hash"] && set["namespace"]:
@@ -168,7 +172,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintf(stderr, "onceq inspect: -response: %d records match; their responses would run together\n", len(recs))
 			return 1
 		}
-		printResponse(stdout, stderr, recs[0])
+		printResponse(stdout, stderr, recs[0], *raw)
 		return 0
 	}
 	for i, r := range recs {
@@ -293,35 +297,76 @@ func (k kafkaRecord) fingerprint(stderr io.Writer) (string, int) {
 	return fp, 0
 }
 
-// printResponse writes the response exactly as stored, so that it can be
-// piped or saved; what is not plain text is said on stderr.
-func printResponse(stdout, stderr io.Writer, r dedup.Record) {
+// printResponse writes the response, its control characters and invalid
+// bytes escaped unless raw asks for it exactly as stored (to pipe or save
+// it); what is not plain text is said on stderr.
+func printResponse(stdout, stderr io.Writer, r dedup.Record, raw bool) {
 	if len(r.Response) == 0 {
 		fmt.Fprintf(stderr, "onceq inspect: the record stores no response (status %s)\n", r.Status)
 		return
 	}
-	_, _ = stdout.Write(r.Response)
-	if !printable(r.Response) {
-		fmt.Fprintf(stderr, "onceq inspect: the response is %d bytes that are not printable UTF-8 text, written as they are: pipe them to a file or through base64\n", len(r.Response))
+	switch {
+	case raw:
+		_, _ = stdout.Write(r.Response)
+		if !printable(string(r.Response)) {
+			fmt.Fprintf(stderr, "onceq inspect: the response is %d bytes that are not printable UTF-8 text, written as they are: pipe them to a file or through base64\n", len(r.Response))
+		}
+	case printable(string(r.Response)):
+		_, _ = stdout.Write(r.Response)
+	default:
+		_, _ = io.WriteString(stdout, escape(string(r.Response)))
+		fmt.Fprintf(stderr, "onceq inspect: the response is %d bytes that are not printable UTF-8 text, shown escaped: -raw writes them as stored\n", len(r.Response))
 	}
 }
 
-// printable: valid UTF-8 with no control characters but tab and line ends.
-func printable(b []byte) bool {
-	if !utf8.Valid(b) {
+// printable: valid UTF-8 with no control characters but tab and newline
+// (a carriage return could overwrite what was printed).
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
 		return false
 	}
-	for _, r := range string(b) {
-		if unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' {
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\t' && r != '\n' {
 			return false
 		}
 	}
 	return true
 }
 
+// escape writes control characters (but tab and newline) and invalid
+// bytes of s as Go escapes, so stored bytes cannot drive the terminal.
+func escape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\t' || r == '\n':
+			b.WriteRune(r)
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// field is one stored string of a record as printed on one line: as is
+// when printable, else quoted Go-style (as log/slog quotes values).
+func field(s string) string {
+	if printable(s) && !strings.Contains(s, "\n") {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
 func printRecord(w io.Writer, r dedup.Record, now time.Time) {
-	fmt.Fprintf(w, "key:        %s\n", r.Key)
-	fmt.Fprintf(w, "status:     %s\n", r.Status)
+	fmt.Fprintf(w, "key:        %s\n", field(r.Key))
+	fmt.Fprintf(w, "status:     %s\n", field(string(r.Status)))
 	fmt.Fprintf(w, "version:    %d\n", r.Version)
 	fmt.Fprintf(w, "expires:    %s (%s)\n", r.ExpiresAt.UTC().Format(time.RFC3339), relative(r.ExpiresAt, now))
 	fmt.Fprintf(w, "attempts:   %d\n", r.Attempts)
@@ -330,12 +375,12 @@ func printRecord(w io.Writer, r dedup.Record, now time.Time) {
 	} else {
 		fmt.Fprintln(w, "response:   0 bytes")
 	}
-	fmt.Fprintf(w, "owner:      %s\n", r.Owner)
+	fmt.Fprintf(w, "owner:      %s\n", field(r.Owner))
 	if !r.CreatedAt.IsZero() {
 		fmt.Fprintf(w, "created:    %s\n", r.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	if r.LastError != "" {
-		fmt.Fprintf(w, "last error: %s\n", r.LastError)
+		fmt.Fprintf(w, "last error: %s\n", field(r.LastError))
 	}
 }
 

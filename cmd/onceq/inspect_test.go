@@ -170,9 +170,13 @@ func TestInspectResponse(t *testing.T) {
 	if code != 0 || out != string(text) || errOut != "" {
 		t.Errorf("-response of text: exit %d, out %q, err %q; want exactly %q", code, out, errOut, text)
 	}
-	code, out, errOut = onceq("inspect", "-table", table, "-response", "-key-hash", dedup.KeyHash("onceq#order-43"))
+	code, out, errOut = onceq("inspect", "-table", table, "-response", "-raw", "-key-hash", dedup.KeyHash("onceq#order-43"))
 	if code != 0 || out != string(binary) || !strings.Contains(errOut, "7 bytes that are not printable UTF-8 text") {
-		t.Errorf("-response of binary: exit %d, out %q, err %q; want exactly %q and a note", code, out, errOut, binary)
+		t.Errorf("-response -raw of binary: exit %d, out %q, err %q; want exactly %q and a note", code, out, errOut, binary)
+	}
+	code, out, errOut = onceq("inspect", "-table", table, "-response", "-key-hash", dedup.KeyHash("onceq#order-43"))
+	if want := `\x00\xff\xfeok` + "\n" + `\x80`; code != 0 || out != want || !strings.Contains(errOut, "-raw") {
+		t.Errorf("-response of binary: exit %d, out %q, err %q; want it escaped, %q, and a pointer to -raw", code, out, errOut, want)
 	}
 	// A record without a response prints nothing, and says so.
 	fill(t, store, "onceq", 1)
@@ -239,6 +243,46 @@ func TestInspectUsage(t *testing.T) {
 		args := append([]string{"inspect", "-table", "t"}, c.args...)
 		if code, _, errOut := onceq(args...); code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, err %q; want exit 2 with %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// TestInspectEscapesControlBytes: a key, handler error and response
+// carrying terminal escape sequences are printed escaped, so stored bytes
+// cannot forge output lines or drive the terminal.
+func TestInspectEscapesControlBytes(t *testing.T) {
+	table, store := newTable(t, false)
+	hostile := "k\x1b]0;owned\x07\r\nstatus:     COMPLETED\x1b[2J\u009b1m"
+	var logs testenv.LogBuffer
+	g, err := consumer.NewGuard(store, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{}, errors.New("declined " + hostile)
+	}), consumer.WithLogger(logs.Logger(slog.LevelDebug)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &consumer.Message{ID: "m-1", Body: []byte("b"), Attempt: 1, Attributes: map[string]string{consumer.IdempotencyKeyAttribute: hostile}}
+	if o := g.Process(t.Context(), m); o.Kind != consumer.Retrying {
+		t.Fatalf("outcome %v (%v), want Retrying", o.Kind, o.Err)
+	}
+	completeWith(t, store, &consumer.Message{ID: "2", Body: []byte("c"), Attempt: 1,
+		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "resp"}}, []byte("ok \x1b[31mred\x1b[0m\n"))
+	for _, args := range [][]string{
+		{"inspect", "-table", table, hostile},
+		{"inspect", "-table", table, "-key-hash", dedup.KeyHash("onceq#" + hostile)},
+		{"inspect", "-table", table, "-response", "resp"},
+		{"inspect", "-table", table, "nothing-" + hostile},
+	} {
+		_, out, errOut := onceq(args...)
+		for _, s := range []string{out, errOut} {
+			for _, r := range s {
+				if r != '\n' && r != '\t' && (r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0) {
+					t.Errorf("%v printed control character %U: %q", args[3:], r, s)
+					break
+				}
+			}
+		}
+		if args[3] == hostile && (!strings.Contains(out, `\x1b`) || strings.Count(out, "\nstatus:") != 1) {
+			t.Errorf("record of a hostile key: %q; want the key and error escaped, one status line", out)
 		}
 	}
 }

@@ -114,7 +114,7 @@ func decodeItem(m map[string]types.AttributeValue) (dedup.Record, error) {
 		return r, err
 	}
 	switch s := dedup.Status(status); s {
-	case dedup.StatusPending, dedup.StatusCompleted, dedup.StatusFailed:
+	case dedup.StatusPending, dedup.StatusCompleted, dedup.StatusFailed, dedup.StatusDeadLetter:
 		r.Status = s
 	default:
 		return r, fmt.Errorf("dynamostore: unknown status %q", status)

@@ -624,7 +624,11 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	if err != nil {
 		return err
 	}
-	r := settling(req.Lease, dedup.StatusFailed, ":failed", req.RetryAt)
+	status, placeholder := dedup.StatusFailed, ":failed"
+	if req.DeadLetter {
+		status, placeholder = dedup.StatusDeadLetter, ":dead"
+	}
+	r := settling(req.Lease, status, placeholder, req.RetryAt)
 	r.Set(nError, r.value(":err", str(truncateUTF8(req.Reason, maxErrorLen))))
 	switch {
 	case req.ResetAttempts:
@@ -634,7 +638,7 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 		r.Set(nAttempts, "if_not_exists(", nAttempts, ", ", r.value(":zero", num(0)), ") + ", r.value(":one", num(1)))
 	}
 	r.Remove(nLease, nResponse)
-	return s.fenced(ctx, op, req.Lease, dedup.StatusFailed, req.Lease.Version+1, key, r, nil)
+	return s.fenced(ctx, op, req.Lease, status, req.Lease.Version+1, key, r, nil)
 }
 
 // Extend pushes the lease to req.LeaseUntil, never back. The version is kept, so the

@@ -265,6 +265,9 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 func (s *Store) Fail(_ context.Context, req dedup.FailRequest) error {
 	return s.withLease(req.Lease, func(r *dedup.Record) {
 		r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, req.Reason, req.RetryAt
+		if req.DeadLetter {
+			r.Status = dedup.StatusDeadLetter
+		}
 		switch {
 		case req.ResetAttempts:
 			r.Attempts = 0

@@ -81,7 +81,7 @@ FROM (SELECT 1) AS one LEFT JOIN won ON true
 		readSQL: `SELECT ` + cols + ` FROM ` + q + ` WHERE id = $1`,
 		completeSQL: `UPDATE ` + q + ` SET status = 'COMPLETED', version = version + 1, response = $4, expires_at = $5, last_error = ''
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
-		failSQL: `UPDATE ` + q + ` SET status = 'FAILED', version = version + 1, last_error = $4, expires_at = $5,
+		failSQL: `UPDATE ` + q + ` SET status = CASE WHEN $8::bool THEN 'DEAD_LETTER' ELSE 'FAILED' END, version = version + 1, last_error = $4, expires_at = $5,
 	attempts = CASE WHEN $6::bool THEN 0 WHEN $7::bool THEN attempts ELSE attempts + 1 END
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
 		// A lease only moves forward: greatest keeps a longer expiry.
@@ -310,7 +310,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 // Fail implements dedup.Store.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	l := req.Lease
-	tag, err := s.db.Exec(ctx, s.failSQL, rowID(l.Key), l.Owner, l.Version, req.Reason, req.RetryAt, req.ResetAttempts, req.RefundAttempt)
+	tag, err := s.db.Exec(ctx, s.failSQL, rowID(l.Key), l.Owner, l.Version, req.Reason, req.RetryAt, req.ResetAttempts, req.RefundAttempt, req.DeadLetter)
 	if err != nil {
 		return s.wrap("fail", err)
 	}

@@ -50,11 +50,12 @@ return 1
 `
 
 // failScript: ARGV owner, version, reason, retry at, key expiry (ms),
-// reset ('1' or '0'), refund ('1' or '0').
+// reset ('1' or '0'), refund ('1' or '0'), the status to write (FAILED, or
+// DEAD_LETTER for a dead letter kept in the store).
 const failScript = fence + `
 local attempts = tonumber(h[4])
 if ARGV[6] == '1' then attempts = 0 elseif ARGV[7] ~= '1' then attempts = attempts + 1 end
-redis.call('HSET', k, 'status', 'FAILED', 'version', version, 'last_error', ARGV[3], 'expires_at', ARGV[4],
+redis.call('HSET', k, 'status', ARGV[8], 'version', version, 'last_error', ARGV[3], 'expires_at', ARGV[4],
   'attempts', string.format('%d', attempts))
 redis.call('PEXPIREAT', k, ARGV[5])
 return 1

@@ -225,7 +225,7 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 // Fail implements dedup.Store.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	return s.fenced(ctx, "fail", s.fail, req.Lease, req.Reason, micros(req.RetryAt), s.expireAt(req.RetryAt),
-		flag(req.ResetAttempts), flag(req.RefundAttempt))
+		flag(req.ResetAttempts), flag(req.RefundAttempt), string(failStatus(req)))
 }
 
 // Extend implements dedup.Store.
@@ -319,4 +319,13 @@ func classOf(err error) retry.Class {
 		return retry.Throttled
 	}
 	return retry.Transient
+}
+
+// failStatus is the status a Fail writes: DEAD_LETTER when the request
+// keeps a dead letter the broker would not take, else FAILED.
+func failStatus(req dedup.FailRequest) dedup.Status {
+	if req.DeadLetter {
+		return dedup.StatusDeadLetter
+	}
+	return dedup.StatusFailed
 }

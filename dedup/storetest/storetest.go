@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"ResetAttemptsOnFail", s.resetAttempts},
 		{"RefundAttemptOnFail", s.refundAttempt},
 		{"AttemptsCountFailedRuns", s.attemptsCountFailures},
+		{"DeadLetterKeptUntilExpiry", s.deadLetterKept},
 		{"SkewMarginDelaysClaim", s.skewMargin},
 		{"ExpiredButPresentIsAbsent", s.expiredPresent},
 		{"PayloadHashKeptForKeyReuse", s.payloadHash},
@@ -315,6 +316,23 @@ func (s *suite) resetAttempts(t *testing.T, st dedup.Store) {
 		t.Fatal(err)
 	}
 	mustAcquire(t, claim(t, st, k, "a", "h1", 6, 30), 1)
+}
+
+// A Fail that keeps a dead letter leaves a DEAD_LETTER record with its
+// reason, which no claim takes until it expires.
+func (s *suite) deadLetterKept(t *testing.T, st dedup.Store) {
+	k := key(t)
+	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
+	if err := st.Fail(ctx(t), dedup.FailRequest{Lease: l, Reason: "copy too large", Now: at(1), RetryAt: at(100), DeadLetter: true, ResetAttempts: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, st, k); r.Status != dedup.StatusDeadLetter || r.LastError != "copy too large" || r.Version != l.Version+1 {
+		t.Fatalf("record %+v, want DEAD_LETTER with its reason", r)
+	}
+	if c := claim(t, st, k, "a", "h1", 50, 80); c.Acquired || c.Existing.Status != dedup.StatusDeadLetter {
+		t.Fatalf("claim of a kept dead letter: %+v, want the DEAD_LETTER record, not acquired", c)
+	}
+	mustAcquire(t, claim(t, st, k, "a", "h1", 102, 130), 1)
 }
 
 // A Fail that refunds its attempt (the store failed, not the handler)

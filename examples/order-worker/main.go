@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/smithy-go/middleware"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/consumer"
@@ -60,6 +61,9 @@ type options struct {
 	stopAfter int
 	// meters is where the store and source report (set by work).
 	meters metric.MeterProvider
+	// awsAPIOptions are added to every AWS client's middleware (tests
+	// record the calls made).
+	awsAPIOptions []func(*middleware.Stack) error
 	// beforeExit, when set, is called with the bound metrics address after
 	// the run and before telemetry stops (tests scrape then).
 	beforeExit func(metricsAddr string)
@@ -97,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 16, "handlers running at once")
 	fs.IntVar(&o.demo, "demo", 0, "memory source (required with it): run N generated orders (about 20% duplicates, a few malformed and out of stock), print the summary, exit")
 	fs.DurationVar(&o.progress, "progress", 2*time.Second, "interval of the progress line on stderr; 0: no progress lines")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9464", "serve Prometheus /metrics and /healthz here; empty: off")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "serve Prometheus /metrics and /healthz here (loopback by default; :9464 for every interface); empty: off")
 	// Short leases let a crashed worker's claims be taken over quickly (chaos runs).
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 60*time.Second, "idempotency lease; must exceed -handler-timeout by max(2s, 10%)")
 	fs.DurationVar(&o.handlerTimeout, "handler-timeout", 30*time.Second, "handler timeout")

@@ -163,3 +163,19 @@ func TestBusyMetricsPort(t *testing.T) {
 		t.Fatal("-metrics-addr from the environment not counted as set")
 	}
 }
+
+// TestMetricsDefaultLoopback: by default metrics are served on loopback
+// only; another interface takes an address given on purpose.
+func TestMetricsDefaultLoopback(t *testing.T) {
+	opts, err := parseFlags([]string{"-demo", "1"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, err := net.SplitHostPort(opts.metricsAddr)
+	if err != nil {
+		t.Fatalf("default -metrics-addr %q: %v", opts.metricsAddr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		t.Errorf("default -metrics-addr %q listens beyond loopback", opts.metricsAddr)
+	}
+}

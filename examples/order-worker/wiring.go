@@ -48,7 +48,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 	var db *ddb.Client
 	var sqsClient *awssqs.Client
 	if needAWS {
-		cfg, err := config.LoadDefaultConfig(ctx)
+		cfg, err := config.LoadDefaultConfig(ctx, config.WithAPIOptions(o.awsAPIOptions))
 		if err != nil {
 			return nil, fmt.Errorf("AWS configuration: %w", err)
 		}

@@ -40,6 +40,7 @@ type Partition[R, X any] struct {
 	LagSet metric.ObserveOption // the commit-lag gauge's attributes
 	X      X
 
+	bytes    int64          // of the records fetched and not done
 	queue    []*entry[R, X] // fetched or redelivered, awaiting Receive, by offset
 	inFlight int            // delivered, not settled
 	timers   map[*entry[R, X]]*time.Timer
@@ -58,6 +59,7 @@ type entry[R, X any] struct {
 	p        *Partition[R, X]
 	rec      R
 	off      int64
+	size     int64 // the record's key, value and headers
 	attempts int
 	cur      *Delivery[R, X] // the delivery out now; nil when not out
 }
@@ -95,8 +97,15 @@ type Dispatcher[R, X any] struct {
 	Tel             *Telemetry
 	Hooks           Hooks
 	Logger          *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+
+	// maxHold bounds how long an unfinished record may hold its
+	// partition's commit (LimitHold); 0: no bound.
+	maxHold time.Duration
 
 	mu      sync.Mutex
+	bytes   int64              // fetched and not done, of the active partitions
 	order   []*Partition[R, X] // dispatching, served in turn
 	rr      int
 	wake    chan struct{} // closed and replaced when messages arrive
@@ -109,6 +118,18 @@ type Dispatcher[R, X any] struct {
 func (d *Dispatcher[R, X]) Init() {
 	d.wake = make(chan struct{})
 	d.settled = make(chan struct{}, 1)
+}
+
+// BytesLocked is the size of the records fetched and not done, over the
+// partitions dispatched: what a byte bound on fetching is measured
+// against.
+func (d *Dispatcher[R, X]) BytesLocked() int64 { return d.bytes }
+
+// EachLocked calls f for every partition dispatched.
+func (d *Dispatcher[R, X]) EachLocked(f func(p *Partition[R, X])) {
+	for _, p := range d.order {
+		f(p)
+	}
 }
 
 // Lock takes the lock that guards the partitions; the source keeps its own
@@ -133,13 +154,15 @@ func (d *Dispatcher[R, X]) Settled() <-chan struct{} { return d.settled }
 // AddLocked starts dispatching ps.
 func (d *Dispatcher[R, X]) AddLocked(ps ...*Partition[R, X]) { d.order = append(d.order, ps...) }
 
-// EnqueueLocked queues r at offset off of p, unless p is not active or the
-// offset was tracked already (a refetch).
-func (d *Dispatcher[R, X]) EnqueueLocked(p *Partition[R, X], off int64, r R) bool {
-	if p.State != Active || !p.Tr.Add(off) {
+// EnqueueLocked queues r, of size bytes, at offset off of p, unless p is
+// not active or the offset was tracked already (a refetch).
+func (d *Dispatcher[R, X]) EnqueueLocked(p *Partition[R, X], off int64, r R, size int) bool {
+	if p.State != Active || !p.Tr.AddAt(off, d.now()) {
 		return false
 	}
-	p.queue = append(p.queue, &entry[R, X]{p: p, rec: r, off: off})
+	p.bytes += int64(size)
+	d.bytes += int64(size)
+	p.queue = append(p.queue, &entry[R, X]{p: p, rec: r, off: off, size: int64(size)})
 	d.signalLocked()
 	return true
 }
@@ -152,6 +175,10 @@ func (d *Dispatcher[R, X]) StopLocked(ps []*Partition[R, X]) {
 		if p.State == Active {
 			p.State = Draining
 		}
+		// What no longer counts: the partition's records are either
+		// dropped here or settle late, their memory the consumer's.
+		d.bytes -= p.bytes
+		p.bytes = 0
 		p.queue = nil
 		for e, t := range p.timers {
 			t.Stop()
@@ -214,8 +241,71 @@ func (d *Dispatcher[R, X]) Lags(yield func(lag int64, set metric.ObserveOption))
 	}
 }
 
+func (d *Dispatcher[R, X]) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+// HoldAges yields, for each dispatched partition with an unfinished
+// record, how long its oldest has held the commit.
+func (d *Dispatcher[R, X]) HoldAges(yield func(age time.Duration, set metric.ObserveOption)) {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.order {
+		if _, since, ok := p.Tr.Oldest(); ok {
+			yield(now.Sub(since), p.LagSet)
+		}
+	}
+}
+
+// LimitHold bounds how long an unfinished record may hold its partition's
+// commit: past it Receive fails with a *CommitHeldError.
+func (d *Dispatcher[R, X]) LimitHold(max time.Duration) {
+	d.mu.Lock()
+	d.maxHold = max
+	d.mu.Unlock()
+}
+
+// heldTooLongLocked is the error for the first partition whose commit an
+// unfinished record has held past maxHold.
+func (d *Dispatcher[R, X]) heldTooLongLocked() error {
+	if d.maxHold <= 0 {
+		return nil
+	}
+	now := d.now()
+	for _, p := range d.order {
+		if off, since, ok := p.Tr.Oldest(); ok && !since.IsZero() && now.Sub(since) > d.maxHold {
+			return &CommitHeldError{Topic: p.Topic, Partition: p.ID, Offset: off, Held: now.Sub(since), Limit: d.maxHold}
+		}
+	}
+	return nil
+}
+
+// CommitHeldError stops a consumer whose partition's commit an unfinished
+// record has held too long: the records completed after it would expire
+// before a replay from the held offset reached them, and run again.
+type CommitHeldError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Held      time.Duration
+	Limit     time.Duration
+}
+
+func (e *CommitHeldError) Error() string {
+	return fmt.Sprintf("kafka: %s/%d: offset %d unfinished for %v, past %v (3/4 of the consumer's Retention): a replay from it would find later records' COMPLETED records expired and run them again; stopping instead. Find what holds the record (a stuck handler, a store outage) or raise Retention",
+		e.Topic, e.Partition, e.Offset, e.Held.Round(time.Second), e.Limit)
+}
+
+// RetryClass makes the error stop the consumer, as a deployment fault.
+func (e *CommitHeldError) RetryClass() retry.Class { return retry.Misconfigured }
+
 // Receive returns up to max messages, waiting for one. Partitions are
-// served in turn; each in offset order.
+// served in turn; each in offset order. Once a partition's commit has been
+// held past the LimitHold bound it fails with a *CommitHeldError.
 func (d *Dispatcher[R, X]) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
 	max = min(max, 1<<16)
 	if max < 1 {
@@ -226,6 +316,10 @@ func (d *Dispatcher[R, X]) Receive(ctx context.Context, max int) ([]*broker.Mess
 		if d.closed {
 			d.mu.Unlock()
 			return nil, broker.ErrSourceClosed
+		}
+		if err := d.heldTooLongLocked(); err != nil {
+			d.mu.Unlock()
+			return nil, err
 		}
 		if out := d.takeLocked(max); len(out) > 0 {
 			d.mu.Unlock()
@@ -317,6 +411,10 @@ func (d *Dispatcher[R, X]) settledLocked(dl *Delivery[R, X], done bool) {
 	e.cur = nil
 	p.inFlight--
 	if done {
+		if p.State != Released && p.bytes >= e.size {
+			p.bytes -= e.size
+			d.bytes -= e.size
+		}
 		p.Tr.MarkDone(e.off)
 		if d.OnDone != nil {
 			d.OnDone(p)

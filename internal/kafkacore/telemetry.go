@@ -3,6 +3,7 @@ package kafkacore
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -27,25 +28,31 @@ type Telemetry struct {
 	deadLetters metric.Int64Counter
 	commits     metric.Int64Counter
 	lag         metric.Int64ObservableGauge
+	holdAge     metric.Float64ObservableGauge
 	reg         metric.Registration
-	lagOf       func(yield func(lag int64, set metric.ObserveOption))
+	gauges      Gauges
 
 	topicOpts  map[string][]metric.AddOption          // topic
 	resultOpts map[string]map[bool][]metric.AddOption // topic → ok
 	commitOpts map[bool][]metric.AddOption            // ok
 }
 
-// NewTelemetry creates the instruments under scope. lags is called on each
-// collection and yields every assigned partition's commit lag (see
-// [Tracker.Lag]) with its [Telemetry.PartitionSet]. Unregister ends the
-// callback.
-func NewTelemetry(mp metric.MeterProvider, scope, group string, topics []string, dlq string,
-	lags func(yield func(lag int64, set metric.ObserveOption))) (*Telemetry, error) {
+// Gauges yield, on each collection, every assigned partition's commit lag
+// (see [Tracker.Lag]) and how long its oldest unfinished record has held
+// the commit, with its [Telemetry.PartitionSet]. A Dispatcher is one.
+type Gauges interface {
+	Lags(yield func(lag int64, set metric.ObserveOption))
+	HoldAges(yield func(age time.Duration, set metric.ObserveOption))
+}
+
+// NewTelemetry creates the instruments under scope, the partition gauges
+// read from g. Unregister ends the callback.
+func NewTelemetry(mp metric.MeterProvider, scope, group string, topics []string, dlq string, g Gauges) (*Telemetry, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(scope)
-	t := &Telemetry{group: group, lagOf: lags, topicOpts: map[string][]metric.AddOption{},
+	t := &Telemetry{group: group, gauges: g, topicOpts: map[string][]metric.AddOption{},
 		resultOpts: map[string]map[bool][]metric.AddOption{}, commitOpts: map[bool][]metric.AddOption{}}
 	var err error
 	if t.lateAcks, err = m.Int64Counter("onceq.kafka.late_settles",
@@ -64,6 +71,10 @@ func NewTelemetry(mp metric.MeterProvider, scope, group string, topics []string,
 		metric.WithDescription("Per assigned partition: the log end offset (or one past the highest fetched) minus the committed offset.")); err != nil {
 		return nil, err
 	}
+	if t.holdAge, err = m.Float64ObservableGauge("onceq.kafka.commit_hold_age", metric.WithUnit("s"),
+		metric.WithDescription("Per assigned partition: how long its oldest unfinished record has held the commit. The consumer stops past 3/4 of its Retention.")); err != nil {
+		return nil, err
+	}
 	set := func(kv ...attribute.KeyValue) []metric.AddOption {
 		kv = append(kv, attrSystem.String("kafka"), attrGroup.String(group))
 		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
@@ -77,7 +88,7 @@ func NewTelemetry(mp metric.MeterProvider, scope, group string, topics []string,
 	}
 	t.commitOpts[true] = set(attrResult.String("ok"))
 	t.commitOpts[false] = set(attrResult.String("error"))
-	if t.reg, err = m.RegisterCallback(t.observeLag, t.lag); err != nil {
+	if t.reg, err = m.RegisterCallback(t.observeGauges, t.lag, t.holdAge); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -86,8 +97,9 @@ func NewTelemetry(mp metric.MeterProvider, scope, group string, topics []string,
 // Unregister stops the commit-lag callback.
 func (t *Telemetry) Unregister() error { return t.reg.Unregister() }
 
-func (t *Telemetry) observeLag(_ context.Context, o metric.Observer) error {
-	t.lagOf(func(lag int64, set metric.ObserveOption) { o.ObserveInt64(t.lag, lag, set) })
+func (t *Telemetry) observeGauges(_ context.Context, o metric.Observer) error {
+	t.gauges.Lags(func(lag int64, set metric.ObserveOption) { o.ObserveInt64(t.lag, lag, set) })
+	t.gauges.HoldAges(func(age time.Duration, set metric.ObserveOption) { o.ObserveFloat64(t.holdAge, age.Seconds(), set) })
 	return nil
 }
 

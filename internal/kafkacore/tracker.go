@@ -1,6 +1,9 @@
 package kafkacore
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Tracker follows one partition's delivered offsets and which are done, so
 // that the offset committed is always one below which every delivered
@@ -10,12 +13,13 @@ import "slices"
 //
 // A Tracker is not safe for concurrent use; the source guards it.
 type Tracker struct {
-	committed int64   // offset the group has committed; -1 if none known
-	last      int64   // highest offset added; -1 if none
-	offs      []int64 // delivered, from the oldest not yet known contiguous-done
-	done      []bool  // parallel to offs
-	head      int     // offs[:head] are done and contiguous: dropped lazily
-	open      int     // added and not done
+	committed int64       // offset the group has committed; -1 if none known
+	last      int64       // highest offset added; -1 if none
+	offs      []int64     // delivered, from the oldest not yet known contiguous-done
+	done      []bool      // parallel to offs
+	at        []time.Time // parallel to offs: when each was delivered
+	head      int         // offs[:head] are done and contiguous: dropped lazily
+	open      int         // added and not done
 }
 
 func NewTracker(committed int64) *Tracker {
@@ -27,7 +31,11 @@ func NewTracker(committed int64) *Tracker {
 
 // Add records that offset was delivered. Offsets must rise; one that does
 // not (a refetch) is refused, so a message is never tracked twice.
-func (t *Tracker) Add(offset int64) bool {
+func (t *Tracker) Add(offset int64) bool { return t.AddAt(offset, time.Time{}) }
+
+// AddAt is Add, recording that the offset was delivered at at: the age of
+// the oldest unfinished offset is how long the commit has been held.
+func (t *Tracker) AddAt(offset int64, at time.Time) bool {
 	if offset <= t.last || offset < t.committed {
 		return false
 	}
@@ -39,6 +47,7 @@ func (t *Tracker) Add(offset int64) bool {
 	t.last = offset
 	t.offs = append(t.offs, offset)
 	t.done = append(t.done, false)
+	t.at = append(t.at, at)
 	t.open++
 	return true
 }
@@ -61,7 +70,8 @@ func (t *Tracker) MarkDone(offset int64) bool {
 	if t.head > 64 && t.head*2 > len(t.offs) {
 		n := copy(t.offs, t.offs[t.head:])
 		copy(t.done, t.done[t.head:])
-		t.offs, t.done, t.head = t.offs[:n], t.done[:n], 0
+		copy(t.at, t.at[t.head:])
+		t.offs, t.done, t.at, t.head = t.offs[:n], t.done[:n], t.at[:n], 0
 	}
 	return true
 }
@@ -77,6 +87,15 @@ func (t *Tracker) Frontier() int64 {
 		return t.last + 1
 	}
 	return t.committed
+}
+
+// Oldest is the lowest unfinished offset, which holds the commit, and
+// when it was delivered; ok is false when none is unfinished.
+func (t *Tracker) Oldest() (offset int64, since time.Time, ok bool) {
+	if t.head < len(t.offs) {
+		return t.offs[t.head], t.at[t.head], true
+	}
+	return 0, time.Time{}, false
 }
 
 // ToCommit returns the offset worth committing: the frontier, when it is

@@ -14,6 +14,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/sqsattr"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/sqssource"
 )
@@ -74,12 +75,8 @@ func SQSQueue(client SQSSender, queueURL string) DeadLetterer {
 	})
 }
 
-// maxAttributes is SQS's limit of message attributes per message;
-// maxReason keeps a long error chain from eating the message size.
-const (
-	maxAttributes = 10
-	maxReason     = 4096
-)
+// maxAttributes is SQS's limit of message attributes per message.
+const maxAttributes = 10
 
 func deadLetterAttributes(r *events.SQSMessage, reason string) map[string]sqstypes.MessageAttributeValue {
 	out := make(map[string]sqstypes.MessageAttributeValue, len(r.MessageAttributes)+2)
@@ -101,10 +98,7 @@ func deadLetterAttributes(r *events.SQSMessage, reason string) map[string]sqstyp
 		}
 		put(k, v)
 	}
-	if len(reason) > maxReason {
-		reason = reason[:maxReason]
-	}
-	out[sqssource.ReasonAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(reason)}
+	out[sqssource.ReasonAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(sqsattr.Reason(reason, sqsattr.MaxReasonBytes))}
 	out[sqssource.OriginalIDAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(r.MessageId)}
 	return out
 }

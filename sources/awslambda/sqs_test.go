@@ -13,10 +13,12 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/awslambda"
 	"github.com/onceq/onceq/sources/sqssource"
 )
 
@@ -437,5 +439,36 @@ func TestSQSStalledStoreAnswersInTime(t *testing.T) {
 	}
 	if eff := tb.effects(t); eff["stalled"] != 0 {
 		t.Errorf("effects %v: the stalled commit must not have applied", eff)
+	}
+}
+
+// TestSQSDeadLetterReasonCleaned: the Lambda dead letter cleans its reason
+// of control characters, as the SQS source does, so a handler error with
+// escape sequences neither fails the send nor reaches whoever reads it.
+func TestSQSDeadLetterReasonCleaned(t *testing.T) {
+	t.Parallel()
+	q, dlq := newQueue(t, "lambda-reason", false), newQueue(t, "lambda-reason-dlq", false)
+	q.send(`{"id":"r"}`, "", "")
+	ms, ev := q.receive(1)
+	if len(ms) != 1 {
+		t.Fatalf("received %d messages, want 1", len(ms))
+	}
+	m := &consumer.Message{ID: ev.Records[0].MessageId, Body: []byte(ev.Records[0].Body), Handle: &ev.Records[0]}
+	reason := "bad \x1b]0;owned\x07 \x1b[31mred\x00 \x9b2J end"
+	if err := awslambda.SQSQueue(q.client, dlq.url).DeadLetter(t.Context(), m, reason); err != nil {
+		t.Fatalf("dead letter: %v", err)
+	}
+	dl, _ := dlq.receive(1)
+	if len(dl) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dl))
+	}
+	got := aws.ToString(dl[0].MessageAttributes[sqssource.ReasonAttribute].StringValue)
+	for _, r := range got {
+		if r < 0x20 || r == 0x7F || (r >= 0x80 && r < 0xA0) {
+			t.Fatalf("reason %q carries control character %U", got, r)
+		}
+	}
+	if !strings.Contains(got, "end") {
+		t.Errorf("reason %q lost its text", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
 // Errors of the franz source. Test with errors.Is; a franz-go error, when
@@ -70,3 +71,8 @@ func groupMovedOn(err error) bool {
 	}
 	return walk(err) && moved
 }
+
+// CommitHeldError is Receive's error once a partition's oldest unfinished
+// record has held its commit past the bound the consumer gave
+// (LimitCommitHold): it stops the consumer.
+type CommitHeldError = kafkacore.CommitHeldError

@@ -70,7 +70,11 @@ func (s *Source) enqueue(fs kgo.Fetches) {
 		}
 		p.HWM = max(p.HWM, ftp.HighWatermark)
 		for _, r := range ftp.Records {
-			s.d.EnqueueLocked(p, r.Offset, r)
+			size := len(r.Key) + len(r.Value)
+			for _, h := range r.Headers {
+				size += len(h.Key) + len(h.Value)
+			}
+			s.d.EnqueueLocked(p, r.Offset, r, size)
 		}
 		if !p.X.paused && p.Tr.Unfinished() >= s.cfg.maxInFlight {
 			p.X.paused = true
@@ -80,6 +84,18 @@ func (s *Source) enqueue(fs kgo.Fetches) {
 			pause[p.Topic] = append(pause[p.Topic], p.ID)
 		}
 	})
+	if s.d.BytesLocked() >= s.cfg.maxInFlightBytes {
+		// Bytes bound them all: every partition pauses.
+		s.d.EachLocked(func(p *partition) {
+			if !p.X.paused {
+				p.X.paused = true
+				if pause == nil {
+					pause = map[string][]int32{}
+				}
+				pause[p.Topic] = append(pause[p.Topic], p.ID)
+			}
+		})
+	}
 	if pause != nil {
 		s.cl.PauseFetchPartitions(pause)
 	}

@@ -44,40 +44,42 @@ const (
 )
 
 type config struct {
-	ordering       broker.Ordering
-	maxInFlight    int
-	commitInterval time.Duration
-	revokeTimeout  time.Duration
-	dlqTopic       string
-	logger         *slog.Logger
-	hooks          []kafkacore.Hook
-	heartbeat      time.Duration
-	session        time.Duration
-	rebalance      time.Duration
-	fetchMaxWait   time.Duration
-	fetchMaxBytes  int32
-	meter          metric.MeterProvider
-	reset          Reset
-	protocol       Protocol
-	tls            *tls.Config
-	sasl           []sasl.Mechanism
-	dial           func(ctx context.Context, network, host string) (net.Conn, error)
-	clientID       string
-	instanceID     string
+	ordering         broker.Ordering
+	maxInFlight      int
+	maxInFlightBytes int64
+	commitInterval   time.Duration
+	revokeTimeout    time.Duration
+	dlqTopic         string
+	logger           *slog.Logger
+	hooks            []kafkacore.Hook
+	heartbeat        time.Duration
+	session          time.Duration
+	rebalance        time.Duration
+	fetchMaxWait     time.Duration
+	fetchMaxBytes    int32
+	meter            metric.MeterProvider
+	reset            Reset
+	protocol         Protocol
+	tls              *tls.Config
+	sasl             []sasl.Mechanism
+	dial             func(ctx context.Context, network, host string) (net.Conn, error)
+	clientID         string
+	instanceID       string
 }
 
 func defaultConfig() config {
 	return config{
-		ordering:       broker.OrderByKey,
-		maxInFlight:    256,
-		commitInterval: time.Second,
-		revokeTimeout:  10 * time.Second,
-		heartbeat:      3 * time.Second,
-		session:        45 * time.Second,
-		rebalance:      60 * time.Second,
-		fetchMaxWait:   time.Second,
-		fetchMaxBytes:  50 << 20,
-		clientID:       "onceq",
+		ordering:         broker.OrderByKey,
+		maxInFlight:      256,
+		maxInFlightBytes: kafkacore.DefaultMaxInFlightBytes,
+		commitInterval:   time.Second,
+		revokeTimeout:    10 * time.Second,
+		heartbeat:        3 * time.Second,
+		session:          45 * time.Second,
+		rebalance:        60 * time.Second,
+		fetchMaxWait:     time.Second,
+		fetchMaxBytes:    50 << 20,
+		clientID:         "onceq",
 	}
 }
 
@@ -89,6 +91,8 @@ func (c *config) validate() error {
 	case c.heartbeat <= 0 || c.session <= 0 || c.rebalance <= 0:
 		return invalidOption("HeartbeatInterval %v, SessionTimeout %v, RebalanceTimeout %v: must be positive",
 			c.heartbeat, c.session, c.rebalance)
+	case c.maxInFlightBytes < 1:
+		return invalidOption("MaxInFlightBytes %d: must be positive", c.maxInFlightBytes)
 	case c.fetchMaxWait <= 0 || c.fetchMaxBytes < 1:
 		return invalidOption("FetchMaxWait %v, FetchMaxBytes %d: must be positive", c.fetchMaxWait, c.fetchMaxBytes)
 	case c.reset != ResetEarliest && c.reset != ResetLatest:
@@ -111,6 +115,15 @@ func Ordering(o broker.Ordering) Option { return optionFunc(func(c *config) { c.
 // pauses at the cap and resumes at half of it.
 func MaxInFlightPerPartition(n int) Option {
 	return optionFunc(func(c *config) { c.maxInFlight = n })
+}
+
+// MaxInFlightBytes bounds the bytes (keys, values and headers) of the
+// records fetched and not yet settled, over all partitions (default 256
+// MiB): above it fetching pauses, as above MaxInFlightPerPartition
+// records, until half is free. With the consumer's MaxInFlight it bounds
+// the memory a slow handler can pin.
+func MaxInFlightBytes(n int64) Option {
+	return optionFunc(func(c *config) { c.maxInFlightBytes = n })
 }
 
 // CommitInterval sets the commit period (default 1s); revokes and Close

@@ -6,6 +6,7 @@ import (
 	"github.com/onceq/onceq/internal/logref"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,6 +30,8 @@ type Source struct {
 	topics  []string
 	cl      *kgo.Client // the group member
 	prod    *kgo.Client // checks and dead letters; never joins the group
+	// dlqMax is the dead-letter topic's max.message.bytes, learned by New.
+	dlqMax int
 
 	ctx       context.Context // ended by Close
 	cancel    context.CancelFunc
@@ -105,15 +108,24 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 		s.d.Produce = s.produceDeadLetter
 	}
 	common := s.clientOpts(seeds)
-	if s.prod, err = kgo.NewClient(append(common, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
-		kgo.ProducerLinger(0))...); err != nil {
+	prodOpts := append(common, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), kgo.ProducerLinger(0))
+	if s.prod, err = kgo.NewClient(prodOpts...); err != nil {
 		return nil, invalidOption("client: %v", err)
 	}
 	if err := s.Check(ctx); err != nil {
 		s.prod.Close()
 		return nil, err
 	}
-	if s.tel, err = kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, s.d.Lags); err != nil {
+	if cfg.dlqTopic != "" {
+		// The client's own batch limit (1,000,012 bytes by default) made
+		// as large as the dead-letter topic takes, learned by Check: a
+		// copy the broker would accept is never refused in the client.
+		s.prod.Close()
+		if s.prod, err = kgo.NewClient(append(prodOpts, kgo.ProducerBatchMaxBytes(int32(s.dlqMax)))...); err != nil {
+			return nil, invalidOption("client: %v", err)
+		}
+	}
+	if s.tel, err = kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, &s.d); err != nil {
 		s.prod.Close()
 		return nil, fmt.Errorf("franzsource: metrics: %w", err)
 	}
@@ -180,7 +192,7 @@ func (s *Source) groupOpts() []kgo.Opt {
 // member until its partition is revoked.
 func (s *Source) Capabilities() broker.Capabilities {
 	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
-		DeadLetter: s.cfg.dlqTopic != ""}
+		DeadLetter: s.cfg.dlqTopic != "", Replayable: true}
 }
 
 // Check proves the brokers can be reached and the topics, and the
@@ -213,7 +225,53 @@ func (s *Source) Check(ctx context.Context) error {
 			return fmt.Errorf("franzsource: metadata of %q: %w", t, err)
 		}
 	}
+	if s.cfg.dlqTopic == "" {
+		return nil
+	}
+	limits, err := s.maxMessageBytes(ctx, topics)
+	if err != nil {
+		return err
+	}
+	if s.dlqMax == 0 {
+		s.dlqMax = limits[s.cfg.dlqTopic] // learned once, by New, before the producer exists
+	}
+	if err := kafkacore.CheckDeadLetterRoom(limits, s.topics, s.cfg.dlqTopic); err != nil {
+		return fmt.Errorf("franzsource: %w", err)
+	}
 	return nil
+}
+
+// maxMessageBytes reads the topics' max.message.bytes from the brokers
+// (DescribeConfigs).
+func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (map[string]int, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, t := range topics {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, t
+		r.ConfigNames = []string{kafkacore.MaxMessageBytesConfig}
+		req.Resources = append(req.Resources, r)
+	}
+	resp, err := req.RequestWith(ctx, s.prod)
+	if err != nil {
+		return nil, fmt.Errorf("franzsource: reading %s of %v: %w", kafkacore.MaxMessageBytesConfig, topics, err)
+	}
+	out := make(map[string]int, len(topics))
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return nil, fmt.Errorf("franzsource: reading %s of %q: %w", kafkacore.MaxMessageBytesConfig, r.ResourceName, err)
+		}
+		for _, c := range r.Configs {
+			if n, err := strconv.Atoi(value(c.Value)); c.Name == kafkacore.MaxMessageBytesConfig && err == nil && n > 0 {
+				out[r.ResourceName] = n
+			}
+		}
+	}
+	for _, t := range topics {
+		if out[t] == 0 {
+			out[t] = kafkacore.DefaultMaxMessageBytes // not told: the broker's default
+		}
+	}
+	return out, nil
 }
 
 // Extend does nothing: Kafka deliveries do not time out (Capabilities
@@ -250,19 +308,31 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig *kgo.Record, reason
 		in[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
 	}
 	rec := &kgo.Record{Topic: s.cfg.dlqTopic, Key: orig.Key, Value: orig.Value, Timestamp: orig.Timestamp}
-	for _, h := range kafkacore.DeadLetterHeaders(in, reason, topic, partition, offset) {
+	for _, h := range kafkacore.DeadLetterHeaders(in, len(orig.Key)+len(orig.Value), reason, topic, partition, offset, s.dlqMax) {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
 	return s.prod.ProduceSync(ctx, rec).FirstErr()
 }
 
-// resumeIfRoom resumes fetching p, paused for lack of room, once half its
+// resumeIfRoom resumes fetching the partitions paused for lack of room, once half the
 // room is free (resuming at the first free slot would refetch a batch for
 // every few records settled); under the dispatcher's lock.
 func (s *Source) resumeIfRoom(p *partition) {
-	if p.X.paused && p.State == kafkacore.Active && p.Tr.Unfinished() <= s.cfg.maxInFlight/2 {
-		p.X.paused = false
-		s.cl.ResumeFetchPartitions(map[string][]int32{p.Topic: {p.ID}})
+	if s.d.BytesLocked() > s.cfg.maxInFlightBytes/2 {
+		return // bytes bound every partition: resume once half are free
+	}
+	var resume map[string][]int32
+	s.d.EachLocked(func(q *partition) {
+		if q.X.paused && q.State == kafkacore.Active && q.Tr.Unfinished() <= s.cfg.maxInFlight/2 {
+			q.X.paused = false
+			if resume == nil {
+				resume = map[string][]int32{}
+			}
+			resume[q.Topic] = append(resume[q.Topic], q.ID)
+		}
+	})
+	if resume != nil {
+		s.cl.ResumeFetchPartitions(resume)
 	}
 }
 
@@ -324,3 +394,16 @@ func (s *Source) shutdown() {
 // used unless WithLogger gave the source one. A Consumer given a logger
 // calls it.
 func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }
+
+func value(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// LimitCommitHold implements broker.CommitHolder: once a partition's oldest
+// unfinished record has held its commit for max (the consumer gives 3/4 of
+// its Retention), Receive fails with a *CommitHeldError, which stops the
+// consumer rather than let a later replay run completed records again.
+func (s *Source) LimitCommitHold(max time.Duration) { s.d.LimitHold(max) }

@@ -7,6 +7,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 )
 
 // Errors of the Kafka source. Test with errors.Is; a kafka-go error, when
@@ -74,3 +75,8 @@ func groupMovedOn(err error) bool {
 	}
 	return walk(err) && moved
 }
+
+// CommitHeldError is Receive's error once a partition's oldest unfinished
+// record has held its commit past the bound the consumer gave
+// (LimitCommitHold): it stops the consumer.
+type CommitHeldError = kafkacore.CommitHeldError

@@ -217,7 +217,10 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 	r := kgo.NewReader(kgo.ReaderConfig{
 		Brokers: s.brokers, Topic: p.Topic, Partition: int(p.ID), Dialer: s.dialer,
 		MinBytes: 1, MaxBytes: s.cfg.fetchMaxBytes, MaxWait: s.cfg.fetchMaxWait,
-		QueueCapacity:   min(s.cfg.maxInFlight, 100),
+		// The reader's own queue holds records past our bounds: sized so
+		// that even records of a whole fetch each fill a sixteenth of the
+		// byte bound at most (one at 16 MiB or less, 16 at the default).
+		QueueCapacity:   min(s.cfg.maxInFlight, 100, max(1, int(s.cfg.maxInFlightBytes/int64(s.cfg.fetchMaxBytes)/16))),
 		ReadLagInterval: -1,
 		Logger:          s.kLog, ErrorLogger: s.kErrLog,
 	})
@@ -254,7 +257,10 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 	for {
 		s.d.Lock()
-		ok := p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight
+		// A partition with nothing unfinished may always take one, so a
+		// record larger than the byte bound still gets through.
+		ok := p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight &&
+			(s.d.BytesLocked() < s.cfg.maxInFlightBytes || p.Tr.Unfinished() == 0)
 		s.d.Unlock()
 		if ok {
 			return true
@@ -270,7 +276,11 @@ func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 func (s *Source) enqueue(p *partition, m kgo.Message) {
 	s.d.Lock()
 	defer s.d.Unlock()
-	if s.d.EnqueueLocked(p, m.Offset, m) {
+	size := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	if s.d.EnqueueLocked(p, m.Offset, m, size) {
 		p.HWM = max(p.HWM, m.HighWaterMark)
 	}
 }

@@ -33,32 +33,34 @@ type groupTimings struct {
 }
 
 type config struct {
-	ordering       broker.Ordering
-	maxInFlight    int
-	commitInterval time.Duration
-	revokeTimeout  time.Duration
-	dlqTopic       string
-	logger         *slog.Logger
-	hooks          []Hook
-	timings        groupTimings
-	fetchMaxWait   time.Duration
-	fetchMaxBytes  int
-	dlqBatch       time.Duration
-	meter          metric.MeterProvider
-	dialer         *kgo.Dialer
-	reset          Reset
+	ordering         broker.Ordering
+	maxInFlight      int
+	maxInFlightBytes int64
+	commitInterval   time.Duration
+	revokeTimeout    time.Duration
+	dlqTopic         string
+	logger           *slog.Logger
+	hooks            []Hook
+	timings          groupTimings
+	fetchMaxWait     time.Duration
+	fetchMaxBytes    int
+	dlqBatch         time.Duration
+	meter            metric.MeterProvider
+	dialer           *kgo.Dialer
+	reset            Reset
 }
 
 func defaultConfig() config {
 	return config{
-		ordering:       broker.OrderByKey,
-		maxInFlight:    256,
-		commitInterval: time.Second,
-		revokeTimeout:  10 * time.Second,
-		fetchMaxWait:   time.Second,
-		fetchMaxBytes:  1 << 20,
-		dlqBatch:       5 * time.Millisecond,
-		dialer:         &kgo.Dialer{Timeout: 10 * time.Second, DualStack: true},
+		ordering:         broker.OrderByKey,
+		maxInFlight:      256,
+		maxInFlightBytes: kafkacore.DefaultMaxInFlightBytes,
+		commitInterval:   time.Second,
+		revokeTimeout:    10 * time.Second,
+		fetchMaxWait:     time.Second,
+		fetchMaxBytes:    1 << 20,
+		dlqBatch:         5 * time.Millisecond,
+		dialer:           &kgo.Dialer{Timeout: 10 * time.Second, DualStack: true},
 	}
 }
 
@@ -78,6 +80,8 @@ func (c *config) validate() error {
 	case c.timings.heartbeat < 0 || c.timings.session < 0 || c.timings.rebalance < 0 || c.timings.joinBackoff < 0:
 		return invalidOption("HeartbeatInterval %v, SessionTimeout %v, RebalanceTimeout %v, JoinGroupBackoff %v: must not be negative",
 			c.timings.heartbeat, c.timings.session, c.timings.rebalance, c.timings.joinBackoff)
+	case c.maxInFlightBytes < 1:
+		return invalidOption("MaxInFlightBytes %d: must be positive", c.maxInFlightBytes)
 	case c.fetchMaxWait <= 0 || c.fetchMaxBytes < 1:
 		return invalidOption("Fetch(%v, %d): must be positive", c.fetchMaxWait, c.fetchMaxBytes)
 	case c.dialer == nil:
@@ -106,6 +110,15 @@ func Ordering(o broker.Ordering) Option { return optionFunc(func(c *config) { c.
 // much a crash redelivers.
 func MaxInFlightPerPartition(n int) Option {
 	return optionFunc(func(c *config) { c.maxInFlight = n })
+}
+
+// MaxInFlightBytes bounds the bytes (keys, values and headers) of the
+// records fetched and not yet settled, over all partitions (default 256
+// MiB): fetching waits above it, as it does above MaxInFlightPerPartition
+// records, and a partition holding none may always take one. With the
+// consumer's MaxInFlight it bounds the memory a slow handler can pin.
+func MaxInFlightBytes(n int64) Option {
+	return optionFunc(func(c *config) { c.maxInFlightBytes = n })
 }
 
 // CommitInterval is how often completed offsets are committed (default

@@ -7,6 +7,7 @@ import (
 	"github.com/onceq/onceq/internal/logref"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,8 +39,10 @@ type Source struct {
 	transport *kgo.Transport
 	group     *kgo.ConsumerGroup
 	dlq       *kgo.Writer // nil without DeadLetterTopic
-	kLog      kgo.Logger  // nil unless debug logging is on
-	kErrLog   kgo.Logger
+	// dlqMax is the dead-letter topic's max.message.bytes, learned by New.
+	dlqMax  int
+	kLog    kgo.Logger // nil unless debug logging is on
+	kErrLog kgo.Logger
 
 	ctx       context.Context // ended by Close
 	cancel    context.CancelFunc
@@ -107,7 +110,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		loopDone:  make(chan struct{}),
 	}
 	s.d.Init()
-	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, spaceFreed, kafkacore.Errors{
+	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, s.spaceFreed, kafkacore.Errors{
 		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
 		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
 	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
@@ -116,16 +119,12 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		cfg.meter = otel.GetMeterProvider()
 		s.cfg.meter = cfg.meter
 	}
-	tel, err := kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, s.d.Lags)
+	tel, err := kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, &s.d)
 	if err != nil {
 		return nil, fmt.Errorf("kafkasource: metrics: %w", err)
 	}
 	s.tel, s.d.Tel = tel, tel
-	check := slices.Clone(topics)
-	if cfg.dlqTopic != "" {
-		check = append(check, cfg.dlqTopic)
-	}
-	if err := s.checkTopics(ctx, check); err != nil {
+	if err := s.Check(ctx); err != nil {
 		_ = s.tel.Unregister()
 		s.transport.CloseIdleConnections()
 		return nil, err
@@ -154,7 +153,10 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 			// Dead letters are written one by one and waited for: a long
 			// batch timeout would only add latency.
 			BatchTimeout: cfg.dlqBatch,
-			Logger:       s.kLog, ErrorLogger: s.kErrLog,
+			// As large as the topic takes, so that the client never refuses
+			// what the broker would accept.
+			BatchBytes: int64(s.dlqMax),
+			Logger:     s.kLog, ErrorLogger: s.kErrLog,
 		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -214,17 +216,63 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 // out: a record stays with this member until its partition is revoked.
 func (s *Source) Capabilities() broker.Capabilities {
 	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
-		DeadLetter: s.cfg.dlqTopic != ""}
+		DeadLetter: s.cfg.dlqTopic != "", Replayable: true}
 }
 
 // Check proves the brokers can be reached and the topics, and the
-// dead-letter topic if one is set, exist.
+// dead-letter topic if one is set, exist, and that the dead-letter topic
+// takes every record the topics do (max.message.bytes).
 func (s *Source) Check(ctx context.Context) error {
 	topics := slices.Clone(s.topics)
-	if s.cfg.dlqTopic != "" {
-		topics = append(topics, s.cfg.dlqTopic)
+	if s.cfg.dlqTopic == "" {
+		return s.checkTopics(ctx, topics)
 	}
-	return s.checkTopics(ctx, topics)
+	topics = append(topics, s.cfg.dlqTopic)
+	if err := s.checkTopics(ctx, topics); err != nil {
+		return err
+	}
+	limits, err := s.maxMessageBytes(ctx, topics)
+	if err != nil {
+		return err
+	}
+	if s.dlqMax == 0 {
+		s.dlqMax = limits[s.cfg.dlqTopic] // learned once, by New, before the writer exists
+	}
+	if err := kafkacore.CheckDeadLetterRoom(limits, s.topics, s.cfg.dlqTopic); err != nil {
+		return fmt.Errorf("kafkasource: %w", err)
+	}
+	return nil
+}
+
+// maxMessageBytes reads the topics' max.message.bytes from the brokers.
+func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (map[string]int, error) {
+	req := &kgo.DescribeConfigsRequest{}
+	for _, t := range topics {
+		req.Resources = append(req.Resources, kgo.DescribeConfigRequestResource{
+			ResourceType: kgo.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{kafkacore.MaxMessageBytesConfig}})
+	}
+	c := &kgo.Client{Addr: kgo.TCP(s.brokers...), Transport: s.transport}
+	resp, err := c.DescribeConfigs(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("kafkasource: reading %s of %v: %w", kafkacore.MaxMessageBytesConfig, topics, err)
+	}
+	out := make(map[string]int, len(topics))
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			return nil, fmt.Errorf("kafkasource: reading %s of %q: %w", kafkacore.MaxMessageBytesConfig, r.ResourceName, r.Error)
+		}
+		for _, e := range r.ConfigEntries {
+			if n, err := strconv.Atoi(e.ConfigValue); e.ConfigName == kafkacore.MaxMessageBytesConfig && err == nil && n > 0 {
+				out[r.ResourceName] = n
+			}
+		}
+	}
+	for _, t := range topics {
+		if out[t] == 0 {
+			out[t] = kafkacore.DefaultMaxMessageBytes // not told: the broker's default
+		}
+	}
+	return out, nil
 }
 
 // Extend does nothing: Kafka deliveries do not time out (Capabilities
@@ -263,7 +311,7 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig kgo.Message, reason
 	for i, h := range orig.Headers {
 		in[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
 	}
-	out := kafkacore.DeadLetterHeaders(in, reason, topic, partition, offset)
+	out := kafkacore.DeadLetterHeaders(in, len(orig.Key)+len(orig.Value), reason, topic, partition, offset, s.dlqMax)
 	headers := make([]kgo.Header, len(out))
 	for i, h := range out {
 		headers[i] = kgo.Header{Key: h.Key, Value: h.Value}
@@ -271,8 +319,18 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig kgo.Message, reason
 	return s.dlq.WriteMessages(ctx, kgo.Message{Key: orig.Key, Value: orig.Value, Headers: headers, Time: orig.Time})
 }
 
-// spaceFreed wakes p's fetch loop: one of its messages is done.
-func spaceFreed(p *partition) {
+// spaceFreed wakes p's fetch loop: one of its messages is done. Bytes are
+// bounded over every partition, so while they are what bounds fetching,
+// every loop is woken.
+func (s *Source) spaceFreed(p *partition) {
+	if s.d.BytesLocked() < s.cfg.maxInFlightBytes {
+		s.d.EachLocked(wake)
+		return
+	}
+	wake(p)
+}
+
+func wake(p *partition) {
 	select {
 	case p.X.space <- struct{}{}:
 	default:
@@ -315,3 +373,9 @@ func (s *Source) Close(ctx context.Context) error {
 // used unless WithLogger gave the source one. A Consumer given a logger
 // calls it.
 func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }
+
+// LimitCommitHold implements broker.CommitHolder: once a partition's oldest
+// unfinished record has held its commit for max (the consumer gives 3/4 of
+// its Retention), Receive fails with a *CommitHeldError, which stops the
+// consumer rather than let a later replay run completed records again.
+func (s *Source) LimitCommitHold(max time.Duration) { s.d.LimitHold(max) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
@@ -363,4 +364,68 @@ func TestEndToEndPoison(t *testing.T) {
 		t.Errorf("queue not empty: %d visible, %d in flight", vis, inflight)
 	}
 	t.Logf("reason: %s", reason)
+}
+
+// TestEndToEndDeadLetterMadeToFit: a message that fills the queue's size
+// limit, whose handler error is larger still, is dead-lettered at its
+// first failure: the copy's reason is cut to what the dead-letter queue
+// takes. Its handler runs once and nothing stays behind.
+func TestEndToEndDeadLetterMadeToFit(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	const limit = 2048
+	dlqURL, _ := createQueue(t, c, queueSpec{maxSize: limit})
+	url, _ := createQueue(t, c, queueSpec{visibility: 5 * time.Second, maxSize: limit})
+	body := strings.Repeat("b", limit-len(consumer.IdempotencyKeyAttribute)-len("String")-len("big"))
+	if err := send(context.Background(), c, url, false, sourcetest.Outgoing{Body: []byte(body),
+		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "big"}}); err != nil {
+		t.Fatalf("send a message of the queue's limit: %v", err)
+	}
+	var runs atomic.Int32
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		runs.Add(1)
+		return consumer.Result{}, consumer.Permanent(errors.New("malformed: " + strings.Repeat("x", 10000)))
+	})
+	src := newSource(t, c, url, sqssource.DeadLetterQueue(dlqURL), sqssource.WaitTime(time.Second))
+	if err := src.Check(t.Context()); err != nil {
+		t.Fatalf("Check of queues of equal limits: %v", err)
+	}
+	seen := &outcomes{}
+	cons, err := consumer.New(src, memstore.New(), h, consumer.WithHooks(seen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, cons)
+	var dl []types.Message
+	testenv.Eventually(t, 30*time.Second, "no dead letter", func() bool {
+		got, err := readAll(context.Background(), c, dlqURL, 30*time.Second)
+		dl = append(dl, got...)
+		return err == nil && len(dl) > 0
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want once", n)
+	}
+	if len(dl) != 1 || aws.ToString(dl[0].Body) != body {
+		t.Fatalf("%d dead letters, want the one message, body intact", len(dl))
+	}
+	if vis, inflight := depth(t, c, url); vis+inflight != 0 {
+		t.Errorf("queue not empty: %d visible, %d in flight", vis, inflight)
+	}
+}
+
+// TestCheckDeadLetterQueueSmaller: a dead-letter queue that takes smaller
+// messages than its source is a misconfiguration Check reports.
+func TestCheckDeadLetterQueueSmaller(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	dlqURL, _ := createQueue(t, c, queueSpec{maxSize: 1024})
+	url, _ := createQueue(t, c, queueSpec{maxSize: 4096})
+	src := newSource(t, c, url, sqssource.DeadLetterQueue(dlqURL))
+	err := src.Check(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "MaximumMessageSize") {
+		t.Fatalf("Check: %v, want an error naming MaximumMessageSize", err)
+	}
 }

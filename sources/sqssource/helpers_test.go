@@ -76,6 +76,7 @@ type queueSpec struct {
 	visibility time.Duration // 0: fauxqs's default, 30s
 	redrive    string        // DLQ ARN
 	maxReceive int
+	maxSize    int // MaximumMessageSize; 0: the emulator's default
 }
 
 // createQueue creates a queue that is deleted when the test ends.
@@ -88,6 +89,9 @@ func createQueue(t testing.TB, c *awssqs.Client, spec queueSpec) (url, arn strin
 	}
 	if spec.visibility > 0 {
 		attrs[string(types.QueueAttributeNameVisibilityTimeout)] = strconv.Itoa(int(spec.visibility / time.Second))
+	}
+	if spec.maxSize > 0 {
+		attrs[string(types.QueueAttributeNameMaximumMessageSize)] = strconv.Itoa(spec.maxSize)
 	}
 	if spec.redrive != "" {
 		attrs[string(types.QueueAttributeNameRedrivePolicy)] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, spec.redrive, spec.maxReceive)

@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/sqsattr"
 )
 
 // Ack deletes m. It returns once the delete is queued; the delete itself
@@ -154,9 +153,6 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 // maxAttributes is SQS's limit of message attributes per message.
 const maxAttributes = 10
 
-// maxReasonBytes keeps a long error chain from eating the message size.
-const maxReasonBytes = 4096
-
 func (s *Source) deadLetterAttributes(m *broker.Message, h *handle, reason string) map[string]types.MessageAttributeValue {
 	out := make(map[string]types.MessageAttributeValue, len(h.attrs)+2)
 	for k, v := range h.attrs {
@@ -182,33 +178,31 @@ func (s *Source) deadLetterAttributes(m *broker.Message, h *handle, reason strin
 		}
 		s.log.Warn("sqssource: too many attributes for a dead-letter copy; dropped some", "message_id", m.ID, "dropped", dropped)
 	}
-	out[ReasonAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(cleanReason(reason))}
-	out[OriginalIDAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
+	// SQS counts the body and each attribute's name, type and value
+	// against the dead-letter queue's limit. The original fit its queue,
+	// which Check keeps no larger than this one: ours get what is left,
+	// the original ID first, the reason cut to the rest (its whole text
+	// is in the log and the store).
+	room := int(s.dlq.maxSize.Load()) - len(m.Body)
+	for k, v := range out {
+		room -= attributeSize(k, v)
+	}
+	id := types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.ID)}
+	if n := attributeSize(OriginalIDAttribute, id); n <= room {
+		out[OriginalIDAttribute], room = id, room-n
+	}
+	if room -= len(ReasonAttribute) + len("String"); room > 0 {
+		r := sqsattr.Reason(reason, min(room, sqsattr.MaxReasonBytes))
+		if len(r) <= room {
+			out[ReasonAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(r)}
+		}
+	}
 	return out
 }
 
-// cleanReason makes reason a valid, non-empty SQS string of bounded size.
-func cleanReason(reason string) string {
-	reason = strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t' || r == '\n' || r == '\r':
-			return r
-		case r < 0x20, r >= 0xD800 && r <= 0xDFFF, r == 0xFFFE, r == 0xFFFF:
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(reason, "?"))
-	if len(reason) > maxReasonBytes {
-		cut := maxReasonBytes
-		for cut > 0 && !utf8.RuneStart(reason[cut]) {
-			cut--
-		}
-		reason = reason[:cut]
-	}
-	if reason == "" {
-		reason = "unspecified"
-	}
-	return reason
+// attributeSize is what an attribute counts against a message's size.
+func attributeSize(name string, v types.MessageAttributeValue) int {
+	return len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
 }
 
 // deleteEntry is one pending ack.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -94,6 +95,9 @@ type Source struct {
 type deadLetterQueue struct {
 	url  string
 	fifo bool
+	// maxSize is the queue's MaximumMessageSize, learned by New and Check:
+	// a dead-letter copy is cut to it.
+	maxSize atomic.Int64
 }
 
 // waiter is one Receive call waiting for messages.
@@ -233,6 +237,7 @@ func (s *Source) setupDeadLetterQueue(ctx context.Context, redriveARN string) er
 		return invalidOption("dead-letter queue %s of FIFO queue %s must be FIFO too", url, s.queueName)
 	}
 	s.dlq = &deadLetterQueue{url: url, fifo: fifo}
+	s.dlq.maxSize.Store(int64(maxMessageSize(attrs)))
 	return nil
 }
 
@@ -324,17 +329,37 @@ func (s *Source) Capabilities() broker.Capabilities {
 }
 
 // Check reads the queue's attributes, and the dead-letter queue's, to
-// prove both can still be reached.
+// prove both can still be reached, and that the dead-letter queue takes
+// every message the queue does (MaximumMessageSize).
 func (s *Source) Check(ctx context.Context) error {
-	if _, err := s.queueAttributes(ctx, s.queueURL); err != nil {
+	attrs, err := s.queueAttributes(ctx, s.queueURL)
+	if err != nil {
 		return fmt.Errorf("sqssource: queue %s: %w", s.queueName, err)
 	}
 	if s.dlq != nil {
-		if _, err := s.queueAttributes(ctx, s.dlq.url); err != nil {
+		dattrs, err := s.queueAttributes(ctx, s.dlq.url)
+		if err != nil {
 			return fmt.Errorf("sqssource: dead-letter queue %s: %w", queueName(s.dlq.url), err)
+		}
+		src, dlq := maxMessageSize(attrs), maxMessageSize(dattrs)
+		s.dlq.maxSize.Store(int64(dlq))
+		if dlq < src {
+			return fmt.Errorf("sqssource: dead-letter queue %s takes messages up to %d bytes (MaximumMessageSize), less than queue %s's %d: a message it accepts could not be dead-lettered",
+				queueName(s.dlq.url), dlq, s.queueName, src)
 		}
 	}
 	return nil
+}
+
+// defaultMaxMessageSize is SQS's MaximumMessageSize when a queue does not
+// say: the smallest it has defaulted to.
+const defaultMaxMessageSize = 256 * 1024
+
+func maxMessageSize(attrs map[string]string) int {
+	if n, err := strconv.Atoi(attrs[string(types.QueueAttributeNameMaximumMessageSize)]); err == nil && n > 0 {
+		return n
+	}
+	return defaultMaxMessageSize
 }
 
 var _ broker.Source = (*Source)(nil)
