@@ -16,11 +16,11 @@ import (
 	"github.com/onceq/onceq/internal/testenv"
 )
 
-// readmeCLIActions is the README's table of what each CLI command calls:
+// readmeCLIActions is docs/iam.md's table of what each CLI command calls:
 // actions by command ("create-table", ...).
 func readmeCLIActions(t *testing.T) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/iam.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,13 +34,13 @@ func readmeCLIActions(t *testing.T) map[string][]string {
 		slices.Sort(out[m[1]])
 	}
 	if len(out) == 0 {
-		t.Fatal("no table of the CLI's actions in the README")
+		t.Fatal("no table of the CLI's actions in docs/iam.md")
 	}
 	return out
 }
 
 // TestIAMActionsOfCommands: each CLI command that calls AWS makes exactly
-// the calls the README's table lists for it, recorded through an SDK
+// the calls docs/iam.md's table lists for it, recorded through an SDK
 // middleware on every path it takes here.
 func TestIAMActionsOfCommands(t *testing.T) {
 	q := localSQS(t)
@@ -74,7 +74,7 @@ func TestIAMActionsOfCommands(t *testing.T) {
 	want := readmeCLIActions(t)
 	for cmd, as := range got {
 		if !slices.Equal(as, want[cmd]) {
-			t.Errorf("onceq %s calls %s; the README lists %s", cmd, strings.Join(as, " "), strings.Join(want[cmd], " "))
+			t.Errorf("onceq %s calls %s; docs/iam.md lists %s", cmd, strings.Join(as, " "), strings.Join(want[cmd], " "))
 		}
 	}
 }

@@ -18,11 +18,11 @@ import (
 	"github.com/onceq/onceq/internal/testenv"
 )
 
-// readmePolicy is the worker's policy in the README: actions by resource
+// readmePolicy is the worker's policy in docs/iam.md: actions by resource
 // name (table or queue), the ARN's last part.
 func readmePolicy(t *testing.T) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/iam.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func readmePolicy(t *testing.T) map[string][]string {
 			}
 		}
 		if err := json.Unmarshal([]byte(m[1]), &p); err != nil {
-			t.Fatalf("the README's worker policy is not JSON: %v", err)
+			t.Fatalf("docs/iam.md's worker policy is not JSON: %v", err)
 		}
 		out := map[string][]string{}
 		for _, s := range p.Statement {
@@ -59,14 +59,14 @@ func readmePolicy(t *testing.T) map[string][]string {
 		}
 		return out
 	}
-	t.Fatal("no worker policy (Sid OrderWorkerBusinessTables) in the README")
+	t.Fatal("no worker policy (Sid OrderWorkerBusinessTables) in docs/iam.md")
 	return nil
 }
 
 // TestIAMPolicyMatchesCalls: the worker on SQS and DynamoDB, through every
 // path that calls AWS (a new order, a duplicate, an order beyond the stock,
 // a malformed order dead-lettered to the redrive policy's queue), makes
-// exactly the calls the README's policy allows, per table and queue: no
+// exactly the calls docs/iam.md's policy allows, per table and queue: no
 // action the code needs is missing, and none is granted that it never uses.
 func TestIAMPolicyMatchesCalls(t *testing.T) {
 	q, db, suffix := localAWS(t)
@@ -109,7 +109,7 @@ func TestIAMPolicyMatchesCalls(t *testing.T) {
 	for res, as := range rec.Actions() {
 		name, ok := readme[res]
 		if !ok {
-			t.Errorf("calls on %s, which the README's policy does not name: %v", res, as)
+			t.Errorf("calls on %s, which docs/iam.md's policy does not name: %v", res, as)
 			continue
 		}
 		got[name] = as
@@ -122,7 +122,7 @@ func TestIAMPolicyMatchesCalls(t *testing.T) {
 	want := readmePolicy(t)
 	for name := range readme {
 		if r := readme[name]; !slices.Equal(got[r], want[r]) {
-			t.Errorf("%s: the code calls %v; the README's policy grants %v", r, got[r], want[r])
+			t.Errorf("%s: the code calls %v; docs/iam.md's policy grants %v", r, got[r], want[r])
 		}
 	}
 }
