@@ -201,7 +201,7 @@ const DefaultClockSkewMargin = 5 * time.Second
 // lease is taken over only once it has been expired for longer than the
 // margin, and a waiting message comes back only then. The DynamoDB store
 // measures each worker's clock against DynamoDB's and refuses to claim
-// when it is off by more than the margin (see the README's fault table).
+// when it is off by more than the margin (see docs/processing.md, infrastructure failures).
 func ClockSkewMargin(d time.Duration) Option { return optionFunc(func(c *config) { c.skewMargin = d }) }
 
 // Namespace prefixes every key ("<namespace>#<key>"), to share one table

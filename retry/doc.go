@@ -7,8 +7,8 @@
 // are listed once, here: every package that needs to tell a throttle from
 // a fault asks Classify.
 //
-// The classes map to what the consumer does with the message (see the
-// README's fault table): the message's own fault (Permanent, a condition)
+// The classes map to what the consumer does with the message (see
+// docs/processing.md): the message's own fault (Permanent, a condition)
 // dead-letters it; an outage (Transient, Throttled) holds it without
 // spending an attempt; a configuration fault (Misconfigured) stops the
 // consumer before it can blame any message.

@@ -41,7 +41,7 @@ func TestCheckProbesEveryRegion(t *testing.T) {
 	}
 }
 
-// The region-list change the README prescribes, a drain, keeps one owner
+// The region-list change docs/operations.md prescribes, a drain, keeps one owner
 // per key. Run at once, an old list [east] and a new one [east, west]
 // both win a claim of a key the new list homes in west: the hazard. By the
 // drain (the old list's workers stop; replication, copied here by hand as

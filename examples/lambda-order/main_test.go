@@ -41,7 +41,7 @@ func TestOrderKey(t *testing.T) {
 	}
 }
 
-// TestUnderEmulator runs the README's walk-through: the function under
+// TestUnderEmulator runs docs/lambda.md's walk-through: the function under
 // the runtime interface emulator against DynamoDB Local; a duplicate in
 // the batch reserves nothing more, and a malformed order is kept.
 func TestUnderEmulator(t *testing.T) {

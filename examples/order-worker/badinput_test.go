@@ -99,7 +99,7 @@ func malformedField(t *testing.T, o consumer.Outcome, field string) {
 // The bad-input corpus through the order worker's real pipeline (consumer,
 // memory queue and store, the reservation handler): each case has its
 // defined outcome and typed error, and a valid order still goes through
-// after it. The README's bad-input table lists the same outcomes.
+// after it. The bad-input table of docs/development.md lists the same outcomes.
 func TestBadInputCorpus(t *testing.T) {
 	p := startPipeline(t, memstore.New(), reserveHandler(newMemoryInventory(100, 1_000_000)))
 	key := func(k string) map[string]string { return map[string]string{consumer.IdempotencyKeyAttribute: k} }

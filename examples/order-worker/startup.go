@@ -110,7 +110,7 @@ func explainStart(err error, o options, noDeadLetter bool) error {
 	case strings.Contains(err.Error(), "no AWS credentials found"):
 		return fail("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run with an IAM role", "no AWS credentials found")
 	case retry.Classify(err) == retry.Misconfigured && errors.As(err, &op):
-		return fail("grant the worker the calls of the README's least-privilege IAM policy, or fix its credentials",
+		return fail("grant the worker the calls of the least-privilege IAM policy in docs/iam.md, or fix its credentials",
 			"%s %s was refused (%s)", op.Service(), op.Operation(), errorCode(err))
 	case errors.Is(err, consumer.ErrMisconfigured):
 		return fail("fix the deployment; `onceq check` runs the same checks", "%s", oneLine(err))

@@ -10,7 +10,7 @@
 // mid-run behind a TCP proxy), with PostgreSQL and Redis as servers.sh
 // starts them.
 //
-// Every case checks the outcome the README documents for its fault, that
+// Every case checks the outcome docs/processing.md documents for its fault, that
 // no valid message is dead-lettered, that every message's effect happens
 // exactly once once the fault is gone (in a business table, where a second
 // effect would be refused by its condition), and how often each message was
