@@ -11,6 +11,8 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/onceq/onceq v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/dedup/pgstore v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/dedup/redisstore v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/sources/kafkasource v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/segmentio/kafka-go v0.4.51
@@ -59,6 +61,8 @@ require (
 
 replace (
 	github.com/onceq/onceq => ..
+	github.com/onceq/onceq/dedup/pgstore => ../dedup/pgstore
+	github.com/onceq/onceq/dedup/redisstore => ../dedup/redisstore
 	github.com/onceq/onceq/examples => ../examples
 	github.com/onceq/onceq/sources/awslambda => ../sources/awslambda
 	github.com/onceq/onceq/sources/franzsource => ../sources/franzsource

@@ -12,7 +12,7 @@ import (
 var forbidden = []string{
 	"prometheus", "google.golang.org/grpc", "go.opentelemetry.io/otel/sdk",
 	"go.opentelemetry.io/otel/exporters", "kfake", "compose-spec", "aws-lambda-go",
-	"segmentio/kafka-go", "twmb/franz-go",
+	"segmentio/kafka-go", "twmb/franz-go", "jackc/pgx", "redis/go-redis",
 }
 
 func TestUserModuleGraph(t *testing.T) {
