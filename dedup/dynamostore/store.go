@@ -253,8 +253,11 @@ func (s *Store) checkClock(ctx context.Context, now time.Time, margin time.Durat
 
 // clockSlack is how stale a claim's Now may be, read by the caller a
 // moment before the call, and still not be taken for a clock off: without
-// it a zero margin would refuse a right clock.
-const clockSlack = 250 * time.Millisecond
+// it a zero margin would refuse a right clock. A busy worker can take
+// several hundred milliseconds between reading Now and the call (seen at
+// a load of six per core), and a refusal stops the worker, so the slack
+// is a second: a clock seconds off is still refused.
+const clockSlack = time.Second
 
 // decision marks an error a condition decided; the caller handles it.
 type decision struct{ err error }
