@@ -5,6 +5,7 @@
 //
 //	absent or expired --Claim--> PENDING (lease) --Complete--> COMPLETED (retention)
 //	                                             \--Fail-----> FAILED (retry delay)
+//	                                             \--Fail(DeadLetter)--> DEAD_LETTER (kept)
 //
 // A record whose ExpiresAt has passed is treated as absent, whatever its
 // status: that is what makes TTL lag harmless and lets a crashed worker's
@@ -16,9 +17,12 @@
 //
 // All times are supplied by the caller (one clock, the consumer's); a Store
 // keeps no clock of its own (it may measure the caller's against its
-// server's and refuse a claim from a clock too far off). Keys are kept as
-// given: a Store whose layout cannot hold a key maps it onto its limits.
+// server's and refuse a claim from a clock too far off). Stored keys are
+// built by Key (a producer's key) and DerivedKey (a key onceq derives from
+// the message), one injective encoding every Store and the cache share; a
+// Store whose layout cannot hold a key part maps it with StorablePart.
 //
-// It imports nothing of onceq's and no SDK: the consumer and every Store
-// import it; a Store adapter lives in its own package and owns its SDK.
+// It imports only retry (the fault classes its errors carry) and no SDK:
+// the consumer and every Store import it; a Store adapter lives in its own
+// package and owns its SDK.
 package dedup
