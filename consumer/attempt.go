@@ -234,10 +234,12 @@ func (a *attempt) commit(res Result, write writeFunc) Outcome {
 // writeFunc commits a result: resp cached, writes applied, at now.
 type writeFunc func(resp []byte, writes []any, now time.Time) (dedup.Claim, error)
 
-// writeHeld calls write and, while the store is out and the lease still
-// holds, calls it again: a handler that succeeded need not run again for
-// an outage shorter than its lease. (Without a lease, in one round trip,
-// the message is simply given back.)
+// writeHeld calls write and, while the store is out, the lease still
+// holds and ctx has not ended, calls it again: a handler that succeeded
+// need not run again for an outage shorter than its lease. (Without a
+// lease, in one round trip, the message is simply given back.) The waits
+// watch ctx, so that a drain ends on time; the store calls themselves are
+// bounded by their own deadlines.
 func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
 	g := a.g
 	c, err := write(resp, writes, now)
@@ -250,10 +252,9 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 	retried := false
 	for n := 1; err != nil && faultOf(err) == outage; n++ {
 		wait := g.retryDelay(n)
-		if time.Now().Add(wait).After(until) {
+		if time.Now().Add(wait).After(until) || !sleepCtx(a.ctx, wait) {
 			break
 		}
-		time.Sleep(wait) // through a drain too: the result is worth recording
 		retried = true
 		a.now = time.Now()
 		c, err = write(resp, writes, g.recordTime(a.now))
@@ -268,6 +269,18 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 		}
 	}
 	return c, err
+}
+
+// sleepCtx waits d, or until ctx ends; it says whether the wait ran out.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // expiredPresent reports a claim that took over prev, an expired record
