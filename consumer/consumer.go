@@ -136,6 +136,10 @@ type slot struct {
 	holds int
 	// prev and next link the held slots (the shard's lock guards them).
 	prev, next *slot
+	// runs counts the handler contexts made, so that only the first is
+	// the one in the slot (a context may outlive its run).
+	runs     int
+	firstCtx handlerCtx
 
 	// mu guards the running handler's fields, which its worker writes and
 	// the heartbeat reads: a lock of the slot's own, so that the worker
@@ -143,7 +147,8 @@ type slot struct {
 	mu     sync.Mutex
 	lease  dedup.Lease
 	leased bool
-	// cancel ends the running handler's context.
+	// hctx or cancel ends the running handler's context.
+	hctx      *handlerCtx
 	cancel    context.CancelFunc
 	lastLease time.Time
 	// handlerStart is when the leased handler began: renewals stop at
@@ -161,22 +166,45 @@ func (t slotTracker) leased(l dedup.Lease, now time.Time) {
 	s.mu.Unlock()
 }
 
-// handlerContext bounds a handler by HandlerTimeout; the heartbeat cancels
-// it if the lease is lost.
-func (t slotTracker) handlerContext(ctx context.Context, timeout time.Duration, _ time.Time) context.Context {
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	t.s.mu.Lock()
-	t.s.cancel = cancel
-	t.s.mu.Unlock()
-	return hctx
+// handlerContext bounds a handler by HandlerTimeout. When the handler's
+// context carries nothing of its own (no span, no extracted trace), it is
+// a cancel scope under a shared deadline, kept in the slot: no timer and
+// no allocation per message.
+func (t slotTracker) handlerContext(ctx context.Context, timeout time.Duration, now time.Time) context.Context {
+	s := t.s
+	if ctx != s.r.handlerCtx {
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		s.mu.Lock()
+		s.hctx, s.cancel = nil, cancel
+		s.mu.Unlock()
+		return hctx
+	}
+	hc := &s.firstCtx
+	if s.runs > 0 {
+		hc = new(handlerCtx)
+	}
+	s.runs++
+	hc.parent = s.r.handlerDeadlines.get(now)
+	s.mu.Lock()
+	s.hctx, s.cancel = hc, nil
+	s.mu.Unlock()
+	return hc
 }
 
 func (t slotTracker) handlerDone() {
 	s := t.s
 	s.mu.Lock()
-	cancel := s.cancel
-	s.cancel = nil
+	hc, cancel := s.hctx, s.cancel
+	s.hctx, s.cancel = nil, nil
 	s.mu.Unlock()
+	stopHandler(hc, cancel)
+}
+
+// stopHandler cancels a handler's context, whichever kind it is.
+func stopHandler(hc *handlerCtx, cancel context.CancelFunc) {
+	if hc != nil {
+		hc.cancel()
+	}
 	if cancel != nil {
 		cancel()
 	}
@@ -195,6 +223,67 @@ func (t slotTracker) unleased() {
 	s.mu.Lock()
 	s.leased = false
 	s.mu.Unlock()
+}
+
+// handlerCtx is a handler's context under a shared deadline: a cancel
+// scope that costs nothing until the handler asks for its Done channel or
+// derives a context from it, when it becomes a context.WithCancel of the
+// shared one. Most handlers pass it to calls that do; a handler that does
+// not pays nothing.
+type handlerCtx struct {
+	parent context.Context // set before the handler sees it
+
+	mu          sync.Mutex
+	inner       context.Context // made on first need
+	cancelInner context.CancelFunc
+	err         error // cancelled before inner was made
+}
+
+func (c *handlerCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *handlerCtx) Value(key any) any           { return c.parent.Value(key) }
+func (c *handlerCtx) Done() <-chan struct{}       { return c.made().Done() }
+
+func (c *handlerCtx) Err() error {
+	c.mu.Lock()
+	inner, err := c.inner, c.err
+	c.mu.Unlock()
+	switch {
+	case inner != nil:
+		return inner.Err()
+	case err != nil:
+		return err
+	}
+	return c.parent.Err()
+}
+
+// AfterFunc lets contexts derived from this one, and context.AfterFunc,
+// hang on it without a goroutine each.
+func (c *handlerCtx) AfterFunc(f func()) (stop func() bool) {
+	return context.AfterFunc(c.made(), f)
+}
+
+func (c *handlerCtx) String() string { return "consumer.handlerContext" }
+
+func (c *handlerCtx) made() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner == nil {
+		c.inner, c.cancelInner = context.WithCancel(c.parent)
+		if c.err != nil {
+			c.cancelInner()
+		}
+	}
+	return c.inner
+}
+
+func (c *handlerCtx) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner != nil {
+		c.cancelInner()
+	} else if c.err == nil {
+		c.err = context.Canceled
+	}
 }
 
 type keyQueue struct{ pending []*slot }
@@ -268,6 +357,9 @@ type pool struct {
 	// record its work. Each gets between settleTimeout and
 	// settleTimeout+settleWindow.
 	settles sharedDeadlines
+	// handlerDeadlines end handlers HandlerTimeout after they start, up
+	// to handlerWindow early.
+	handlerDeadlines sharedDeadlines
 
 	shards []poolShard // a power of two of them
 	seed   maphash.Seed
@@ -331,6 +423,8 @@ func newPool(c *Consumer) *pool {
 	}
 	r.settles = sharedDeadlines{parent: context.WithoutCancel(r.handlerCtx),
 		window: settleWindow, after: settleTimeout + settleWindow}
+	r.handlerDeadlines = sharedDeadlines{parent: r.handlerCtx,
+		window: handlerWindow(c.cfg.handlerTimeout), after: c.cfg.handlerTimeout}
 	return r
 }
 
@@ -390,6 +484,7 @@ func (r *pool) serve(ctx context.Context) error {
 	close(hbStop)
 	<-hbDone
 	r.settles.stop()
+	r.handlerDeadlines.stop()
 
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
 	defer cancel()
@@ -740,6 +835,12 @@ func (r *pool) reportSettled(ctx context.Context, m *Message, a Action, err erro
 
 const settleWindow = time.Second
 
+// handlerWindow is how much earlier than HandlerTimeout a handler may be
+// stopped: 1%, at most 100ms.
+func handlerWindow(timeout time.Duration) time.Duration {
+	return min(max(timeout/100, time.Millisecond), 100*time.Millisecond)
+}
+
 // sharedDeadlines hands out contexts with a deadline, shared by the calls
 // begun within one window: a context and a timer per message cost more
 // than the rest of the hot path. A context handed out at t has its
@@ -839,8 +940,8 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 			if d.renew {
 				err := r.c.guard.extendLease(ctx, d.lease)
 				r.reportHeartbeat(ctx, d.s.m, true, err)
-				if errors.Is(err, dedup.ErrLeaseLost) && d.cancel != nil {
-					d.cancel() // another worker owns the key: stop this handler
+				if errors.Is(err, dedup.ErrLeaseLost) {
+					stopHandler(d.hctx, d.cancel) // another worker owns the key: stop this handler
 				}
 			}
 		}
@@ -857,6 +958,7 @@ type heartbeatTimes struct {
 type due struct {
 	s      *slot
 	lease  dedup.Lease
+	hctx   *handlerCtx
 	cancel context.CancelFunc
 	source bool
 	renew  bool
@@ -875,7 +977,7 @@ func (hb heartbeatTimes) due(s *slot, now time.Time) (due, bool) {
 		d.source, s.lastSource = true, now
 	}
 	if s.leased && now.Sub(s.lastLease) >= hb.leaseEvery {
-		d.renew, d.lease, d.cancel, s.lastLease = true, s.lease, s.cancel, now
+		d.renew, d.lease, d.hctx, d.cancel, s.lastLease = true, s.lease, s.hctx, s.cancel, now
 	}
 	return d, d.source || d.renew
 }
