@@ -49,7 +49,6 @@ type Guard struct {
 	wallClock bool
 	ownerID   string
 	seq       atomic.Uint64
-	owners    sync.Pool // of *ownerBlock
 }
 
 // NewGuard validates the options and returns a Guard.
@@ -299,43 +298,11 @@ func (g *Guard) samePayload(hash string, body []byte) bool {
 	return hash == string(dedup.AppendPayloadHash(buf[:0], body))
 }
 
+// nextOwner is a new owner token: the Guard's random ID and a sequence.
 func (g *Guard) nextOwner() string {
-	b, _ := g.owners.Get().(*ownerBlock)
-	if b == nil || b.next == len(b.ends) {
-		b = g.newOwnerBlock()
-	}
-	from := 0
-	if b.next > 0 {
-		from = int(b.ends[b.next-1])
-	}
-	owner := b.tokens[from:b.ends[b.next]]
-	b.next++
-	g.owners.Put(b)
-	return owner
-}
-
-// ownerBlock is a run of owner tokens made in one string, handed out one
-// by one: a string per claim would be an allocation per message. A block
-// is small, so a token that outlives its neighbours keeps little alive.
-type ownerBlock struct {
-	tokens string
-	ends   [16]uint16 // where each token ends in tokens
-	next   int
-}
-
-func (g *Guard) newOwnerBlock() *ownerBlock {
-	b := &ownerBlock{}
-	first := g.seq.Add(uint64(len(b.ends))) - uint64(len(b.ends)) + 1
-	var sb strings.Builder // its String does not copy
-	sb.Grow(len(b.ends) * (len(g.ownerID) + 13))
-	var num [13]byte // a uint64 in base 36
-	for i := range b.ends {
-		sb.WriteString(g.ownerID)
-		sb.Write(strconv.AppendUint(num[:0], first+uint64(i), 36))
-		b.ends[i] = uint16(sb.Len())
-	}
-	b.tokens = sb.String()
-	return b
+	var buf [64]byte
+	b := append(buf[:0], g.ownerID...)
+	return string(strconv.AppendUint(b, g.seq.Add(1), 36))
 }
 
 // recordTime is the time written into records, given a clock reading
