@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"iter"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -134,8 +133,6 @@ type slot struct {
 	waitSince time.Time
 	// holds counts in-place holds through a store outage, for backoff.
 	holds int
-	// prev and next link the held slots (the shard's lock guards them).
-	prev, next *slot
 	// runs counts the handler contexts made, so that only the first is
 	// the one in the slot (a context may outlive its run).
 	runs     int
@@ -288,50 +285,6 @@ func (c *handlerCtx) cancel() {
 
 type keyQueue struct{ pending []*slot }
 
-// slotList is a shard's held slots, linked through the slots themselves:
-// adding and removing one hashes nothing and allocates nothing. The
-// shard's lock guards it.
-type slotList struct {
-	head *slot
-	n    int
-}
-
-func (l *slotList) add(s *slot) {
-	s.prev, s.next = nil, l.head
-	if l.head != nil {
-		l.head.prev = s
-	}
-	l.head = s
-	l.n++
-}
-
-func (l *slotList) remove(s *slot) {
-	if s.prev != nil {
-		s.prev.next = s.next
-	} else if l.head == s {
-		l.head = s.next
-	} else {
-		return // not held
-	}
-	if s.next != nil {
-		s.next.prev = s.prev
-	}
-	s.prev, s.next = nil, nil
-	l.n--
-}
-
-func (l *slotList) len() int { return l.n }
-
-func (l *slotList) all() iter.Seq[*slot] {
-	return func(yield func(*slot) bool) {
-		for s := l.head; s != nil; s = s.next {
-			if !yield(s) {
-				return
-			}
-		}
-	}
-}
-
 // pool is one Run of a Consumer: its workers, the messages it holds, the
 // per-key queues and the shared heartbeat.
 //
@@ -381,7 +334,7 @@ type pool struct {
 // poolShard is the held messages of some keys.
 type poolShard struct {
 	mu   sync.Mutex
-	held slotList
+	held map[*slot]struct{}
 	keys map[orderKey]*keyQueue // a key present is busy; nil: none waiting
 	_    [64]byte               // apart from the next shard's lock
 }
@@ -409,7 +362,7 @@ func newPool(c *Consumer) *pool {
 		shards: make([]poolShard, shardsFor(c.cfg.concurrency)), seed: maphash.MakeSeed(),
 		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{})}
 	for i := range r.shards {
-		r.shards[i].keys = map[orderKey]*keyQueue{}
+		r.shards[i].held, r.shards[i].keys = map[*slot]struct{}{}, map[orderKey]*keyQueue{}
 	}
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
 	if !c.cfg.fixedConcurrency {
@@ -459,7 +412,7 @@ func (r *pool) serve(ctx context.Context) error {
 	for i := range r.shards {
 		sh := &r.shards[i]
 		sh.mu.Lock()
-		for s := range sh.held.all() {
+		for s := range sh.held {
 			if s.retry != nil && s.retry.Stop() {
 				unstarted = append(unstarted, s)
 			}
@@ -550,15 +503,9 @@ func (r *pool) fetch(ctx context.Context) error {
 		}
 		failures = 0
 		now := time.Now()
-		var chunk []slot
 		n := r.held.Add(int64(len(msgs)))
-		for i, m := range msgs {
-			if len(chunk) == 0 {
-				chunk = make([]slot, min(len(msgs)-i, slotChunk))
-			}
-			s := &chunk[0]
-			chunk = chunk[1:]
-			s.r, s.m, s.lastSource = r, m, now
+		for _, m := range msgs {
+			s := &slot{r: r, m: m, lastSource: now}
 			switch r.c.caps.Ordering {
 			case OrderByKey:
 				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.Key}
@@ -567,19 +514,13 @@ func (r *pool) fetch(ctx context.Context) error {
 			}
 			s.sh = r.shardOf(s.key)
 			s.sh.mu.Lock()
-			s.sh.held.add(s)
+			s.sh.held[s] = struct{}{}
 			r.dispatchLocked(s)
 			s.sh.mu.Unlock()
 		}
 		r.reportInFlight(int(n))
 	}
 }
-
-// slotChunk is how many slots are made in one allocation: an allocation
-// per message costs more than the rest of receiving it. Slots are never
-// reused (a handler may keep its context), so a chunk lives until its last
-// slot is released: a small chunk keeps little alive.
-const slotChunk = 16
 
 // waitFree blocks until fewer than MaxInFlight messages are held and says
 // how many more may be taken.
@@ -788,7 +729,7 @@ func (r *pool) giveBack(s *slot) {
 func (r *pool) release(s *slot) {
 	sh := s.sh
 	sh.mu.Lock()
-	sh.held.remove(s)
+	delete(sh.held, s)
 	if r.c.caps.Ordering != Unordered {
 		if q, busy := sh.keys[s.key]; busy {
 			if q != nil && len(q.pending) > 0 && !r.draining.Load() {
@@ -924,7 +865,7 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		for i := range r.shards {
 			sh := &r.shards[i]
 			sh.mu.Lock()
-			for s := range sh.held.all() {
+			for s := range sh.held {
 				if d, ok := hb.due(s, now); ok {
 					batch = append(batch, d)
 				}
