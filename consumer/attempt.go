@@ -45,38 +45,24 @@ type attempt struct {
 // attempt runs m from now on and returns its outcome and the time of the
 // last clock reading it made.
 func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr leaseTracker, now time.Time) (Outcome, time.Time) {
-	var room [keyRoom]byte
-	built, byBody := g.stackKey(room[:0], m)
-	looked := built != nil && g.completed != nil
-	if looked {
-		if o, ok := g.cachedDuplicate(m, built, byBody, g.recordTime(now)); ok {
-			return o, now
-		}
-	}
-	if tr == nil {
-		hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
-		defer hb.unleased()
-		tr = hb
-	}
-	var key, hash string
-	var err error
-	if byBody {
-		// The body is hashed already: the key is that, the hash its tail.
-		key = string(built)
-		hash = key[len(g.cfg.namespace)+1:]
-	} else if key, hash, err = g.keys(m); err != nil {
+	key, hash, err := g.keys(m)
+	if err != nil {
 		return Outcome{Kind: DeadLettered, Err: err}, now
 	}
 	m.IdempotencyKey = key
-	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, looked: looked, hash: hash, o: Outcome{Key: key}}
-	if !looked && g.completed != nil {
-		// A key from a KeyFunc: looked up now it is made, so that a cached
-		// duplicate makes no store call either way.
+	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, hash: hash, o: Outcome{Key: key}}
+	if g.completed != nil {
+		// A duplicate of a key completed here lately makes no store call.
 		recNow := g.recordTime(now)
 		if r, ok := g.completed.CompletedString(key, recNow); ok {
 			return a.existing(recNow, r), now
 		}
 		a.looked = true
+	}
+	if a.tr == nil {
+		hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
+		defer hb.unleased()
+		a.tr = hb
 	}
 	var o Outcome
 	if g.oneShot != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,70 +231,6 @@ func (g *Guard) untenanted(m *Message) (string, string, error) {
 		return "", "", fmt.Errorf("consumer: payload hash: %w", err)
 	}
 	return key, hash, nil
-}
-
-// keyRoom is the room on the stack for a key built before its string is
-// made: a namespace (at most 256 bytes), '#' and a hash, or a short
-// idempotency key.
-const keyRoom = 384
-
-// stackKey builds m's key into dst (of keyRoom capacity), where that can
-// be done before making the key string: for a message keyed by its body
-// (byBody: the key's tail is then the payload hash) or by its
-// idempotency-key attribute; nil otherwise (a KeyFunc, a tenant function,
-// a key too long, a bad namespace), and the store path makes the key.
-func (g *Guard) stackKey(dst []byte, m *Message) (key []byte, byBody bool) {
-	if g.cfg.keyFunc != nil || g.cfg.tenantFunc != nil {
-		return nil, false
-	}
-	ns := g.cfg.namespace
-	if raw, ok := m.Attributes[IdempotencyKeyAttribute]; ok {
-		if raw == "" || len(ns)+2+len(raw) > cap(dst) {
-			return nil, false
-		}
-		return dedup.AppendKey(dst, ns, raw), false
-	}
-	return dedup.AppendBodyKey(dst, ns, m.Body), true
-}
-
-// cachedDuplicate answers m, whose key is key (built by stackKey), from
-// the COMPLETED cache when that key was completed before: such a
-// duplicate costs no store call and no allocation (the key string is the
-// cached one).
-func (g *Guard) cachedDuplicate(m *Message, key []byte, byBody bool, now time.Time) (Outcome, bool) {
-	r, ok := g.completed.Completed(key, now)
-	if !ok {
-		return Outcome{}, false
-	}
-	// The payload is compared on every hit: a body key's tail is its
-	// payload hash, so that costs a string comparison.
-	if byBody && r.PayloadHash != string(key[len(g.cfg.namespace)+1:]) || !byBody && !g.samePayload(r.PayloadHash, m.Body) {
-		return Outcome{}, false // a key reused by another payload: the store path says so
-	}
-	m.IdempotencyKey = r.Key
-	return Outcome{Kind: Duplicate, Key: r.Key, Attempt: r.Attempts, Response: r.Response}, true
-}
-
-// samePayload reports whether body is the payload stored as hash, as
-// attempt.existing decides it: no hash stored, or one of another mode, is
-// not compared. A body the configured hash refuses is not the same: the
-// store path then reports its error.
-func (g *Guard) samePayload(hash string, body []byte) bool {
-	if g.cfg.noPayloadCheck {
-		return true
-	}
-	if !g.cfg.wholeBodyHash {
-		current, err := g.cfg.payloadHash(body)
-		return err == nil && !hashesDiffer(hash, current)
-	}
-	if hash == "" {
-		return false // no hash is never the same payload
-	}
-	if strings.IndexByte(hash, ':') >= 0 {
-		return true // stored under a tagged mode: not compared
-	}
-	var buf [64]byte // the default, without allocating
-	return hash == string(dedup.AppendPayloadHash(buf[:0], body))
 }
 
 // nextOwner is a new owner token: the Guard's random ID and a sequence.
