@@ -104,7 +104,7 @@ func TestDeadLetterKeptWhenRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := dedup.Key("onceq", fp)
+	key, _ := dedup.DerivedKey("onceq", fp)
 	r, err := store.Get(t.Context(), key)
 	if err != nil || r.Status != dedup.StatusDeadLetter || !strings.Contains(r.LastError, topic) || !strings.Contains(r.LastError, "cannot parse") {
 		t.Fatalf("record %+v (%v), want DEAD_LETTER naming the record and the reason", r, err)
