@@ -45,38 +45,24 @@ type attempt struct {
 // attempt runs m from now on and returns its outcome and the time of the
 // last clock reading it made.
 func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr leaseTracker, now time.Time) (Outcome, time.Time) {
-	var room [keyRoom]byte
-	built, byBody := g.stackKey(room[:0], m)
-	looked := built != nil && g.completed != nil
-	if looked {
-		if o, ok := g.cachedDuplicate(m, built, byBody, g.recordTime(now)); ok {
-			return o, now
-		}
-	}
-	if tr == nil {
-		hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
-		defer hb.unleased()
-		tr = hb
-	}
-	var key, hash string
-	var err error
-	if byBody {
-		// The body is hashed already: the key is that, the hash its tail.
-		key = string(built)
-		hash = key[len(g.cfg.namespace)+1:]
-	} else if key, hash, err = g.keys(m); err != nil {
+	key, hash, err := g.keys(m)
+	if err != nil {
 		return Outcome{Kind: DeadLettered, Err: err}, now
 	}
 	m.IdempotencyKey = key
-	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, looked: looked, hash: hash, o: Outcome{Key: key}}
-	if !looked && g.completed != nil {
-		// A key from a KeyFunc: looked up now it is made, so that a cached
-		// duplicate makes no store call either way.
+	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, hash: hash, o: Outcome{Key: key}}
+	if g.completed != nil {
+		// A duplicate of a key completed here lately makes no store call.
 		recNow := g.recordTime(now)
 		if r, ok := g.completed.CompletedString(key, recNow); ok {
 			return a.existing(recNow, r), now
 		}
 		a.looked = true
+	}
+	if a.tr == nil {
+		hb := &selfHeartbeat{g: g, parent: context.WithoutCancel(ctx)}
+		defer hb.unleased()
+		a.tr = hb
 	}
 	var o Outcome
 	if g.oneShot != nil {
@@ -234,10 +220,12 @@ func (a *attempt) commit(res Result, write writeFunc) Outcome {
 // writeFunc commits a result: resp cached, writes applied, at now.
 type writeFunc func(resp []byte, writes []any, now time.Time) (dedup.Claim, error)
 
-// writeHeld calls write and, while the store is out and the lease still
-// holds, calls it again: a handler that succeeded need not run again for
-// an outage shorter than its lease. (Without a lease, in one round trip,
-// the message is simply given back.)
+// writeHeld calls write and, while the store is out, the lease still
+// holds and ctx has not ended, calls it again: a handler that succeeded
+// need not run again for an outage shorter than its lease. (Without a
+// lease, in one round trip, the message is simply given back.) The waits
+// watch ctx, so that a drain ends on time; the store calls themselves are
+// bounded by their own deadlines.
 func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
 	g := a.g
 	c, err := write(resp, writes, now)
@@ -250,10 +238,9 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 	retried := false
 	for n := 1; err != nil && faultOf(err) == outage; n++ {
 		wait := g.retryDelay(n)
-		if time.Now().Add(wait).After(until) {
+		if time.Now().Add(wait).After(until) || !sleepCtx(a.ctx, wait) {
 			break
 		}
-		time.Sleep(wait) // through a drain too: the result is worth recording
 		retried = true
 		a.now = time.Now()
 		c, err = write(resp, writes, g.recordTime(a.now))
@@ -268,6 +255,18 @@ func (a *attempt) writeHeld(write writeFunc, resp []byte, writes []any, now time
 		}
 	}
 	return c, err
+}
+
+// sleepCtx waits d, or until ctx ends; it says whether the wait ran out.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // expiredPresent reports a claim that took over prev, an expired record

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -122,6 +122,7 @@ type orderKey struct {
 // slot is one held message.
 type slot struct {
 	r          *pool
+	sh         *poolShard // holds it, and its key
 	m          *Message
 	key        orderKey
 	started    bool
@@ -132,8 +133,6 @@ type slot struct {
 	waitSince time.Time
 	// holds counts in-place holds through a store outage, for backoff.
 	holds int
-	// prev and next link the held slots (the pool's lock guards them).
-	prev, next *slot
 	// runs counts the handler contexts made, so that only the first is
 	// the one in the slot (a context may outlive its run).
 	runs     int
@@ -141,7 +140,7 @@ type slot struct {
 
 	// mu guards the running handler's fields, which its worker writes and
 	// the heartbeat reads: a lock of the slot's own, so that the worker
-	// does not contend for the pool's.
+	// does not contend for the shard's.
 	mu     sync.Mutex
 	lease  dedup.Lease
 	leased bool
@@ -286,52 +285,14 @@ func (c *handlerCtx) cancel() {
 
 type keyQueue struct{ pending []*slot }
 
-// slotList is the held slots, linked through the slots themselves: adding
-// and removing one hashes nothing and allocates nothing. The pool's lock
-// guards it.
-type slotList struct {
-	head *slot
-	n    int
-}
-
-func (l *slotList) add(s *slot) {
-	s.prev, s.next = nil, l.head
-	if l.head != nil {
-		l.head.prev = s
-	}
-	l.head = s
-	l.n++
-}
-
-func (l *slotList) remove(s *slot) {
-	if s.prev != nil {
-		s.prev.next = s.next
-	} else if l.head == s {
-		l.head = s.next
-	} else {
-		return // not held
-	}
-	if s.next != nil {
-		s.next.prev = s.prev
-	}
-	s.prev, s.next = nil, nil
-	l.n--
-}
-
-func (l *slotList) len() int { return l.n }
-
-func (l *slotList) all() iter.Seq[*slot] {
-	return func(yield func(*slot) bool) {
-		for s := l.head; s != nil; s = s.next {
-			if !yield(s) {
-				return
-			}
-		}
-	}
-}
-
 // pool is one Run of a Consumer: its workers, the messages it holds, the
 // per-key queues and the shared heartbeat.
+//
+// What it holds is split into shards by ordering key (round robin when
+// unordered), each under its own lock: receiving, handing off, settling
+// and releasing a message lock only its shard, which the workers share
+// only when their messages fall in it. The count held, the drain flag and
+// the signals built on them are atomics.
 type pool struct {
 	c    *Consumer
 	work chan *slot
@@ -353,23 +314,56 @@ type pool struct {
 	// to handlerWindow early.
 	handlerDeadlines sharedDeadlines
 
+	shards []poolShard // a power of two of them
+	seed   maphash.Seed
+	next   uint64 // the unordered round robin; fetch's own
+
+	held      atomic.Int64
+	draining  atomic.Bool
+	space     chan struct{} // a slot was freed
+	empty     chan struct{} // closed when draining and nothing is held
+	emptyOnce sync.Once
+
 	// stopFetch ends receiving early, when a configuration fault stops
 	// the run; fatal is that fault.
+	faultMu   sync.Mutex
 	stopFetch context.CancelFunc
 	fatal     error
+}
 
-	mu       sync.Mutex
-	held     slotList
-	keys     map[orderKey]*keyQueue // a key present is busy; nil: none waiting
-	draining bool
-	space    chan struct{} // a slot was freed
-	empty    chan struct{} // closed when draining and nothing is held
+// poolShard is the held messages of some keys.
+type poolShard struct {
+	mu   sync.Mutex
+	held map[*slot]struct{}
+	keys map[orderKey]*keyQueue // a key present is busy; nil: none waiting
+	_    [64]byte               // apart from the next shard's lock
+}
+
+// shardsFor is how many shards a pool of n workers gets: enough that two
+// workers rarely meet on one.
+func shardsFor(n int) int {
+	s := 1
+	for s < 4*n {
+		s <<= 1
+	}
+	return s
+}
+
+func (r *pool) shardOf(k orderKey) *poolShard {
+	if r.c.caps.Ordering == Unordered {
+		r.next++
+		return &r.shards[r.next&uint64(len(r.shards)-1)]
+	}
+	return &r.shards[maphash.Comparable(r.seed, k)&uint64(len(r.shards)-1)]
 }
 
 func newPool(c *Consumer) *pool {
 	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight),
-		keys:  map[orderKey]*keyQueue{},
+		shards: make([]poolShard, shardsFor(c.cfg.concurrency)), seed: maphash.MakeSeed(),
 		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{})}
+	for i := range r.shards {
+		r.shards[i].held, r.shards[i].keys = map[*slot]struct{}{}, map[orderKey]*keyQueue{}
+	}
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
 	if !c.cfg.fixedConcurrency {
 		r.limiter = newLimiter(c.cfg.concurrency, r.reportLimit)
@@ -404,30 +398,33 @@ func (r *pool) serve(ctx context.Context) error {
 	go r.heartbeat(hbStop, hbDone)
 
 	fetchCtx, stopFetch := context.WithCancel(ctx)
-	r.mu.Lock()
+	r.faultMu.Lock()
 	r.stopFetch = stopFetch
-	r.mu.Unlock()
+	r.faultMu.Unlock()
 	fetchErr := r.fetch(fetchCtx)
 	stopFetch()
 
 	// Drain: nothing new starts; what runs gets until the deadline.
 	drainStart := time.Now()
-	r.mu.Lock()
-	r.draining = true
+	r.draining.Store(true) // before any shard is locked: each sees it
 	close(r.drained)
 	var unstarted []*slot
-	for s := range r.held.all() {
-		if s.retry != nil && s.retry.Stop() {
-			unstarted = append(unstarted, s)
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for s := range sh.held {
+			if s.retry != nil && s.retry.Stop() {
+				unstarted = append(unstarted, s)
+			}
 		}
-	}
-	for _, q := range r.keys {
-		if q != nil {
-			unstarted = append(unstarted, q.pending...)
-			q.pending = nil
+		for _, q := range sh.keys {
+			if q != nil {
+				unstarted = append(unstarted, q.pending...)
+				q.pending = nil
+			}
 		}
+		sh.mu.Unlock()
 	}
-	r.mu.Unlock()
 	for _, s := range unstarted {
 		r.giveBack(s)
 	}
@@ -445,9 +442,9 @@ func (r *pool) serve(ctx context.Context) error {
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
 	defer cancel()
 	closeErr := r.c.src.Close(closeCtx)
-	r.mu.Lock()
+	r.faultMu.Lock()
 	fatal := r.fatal
-	r.mu.Unlock()
+	r.faultMu.Unlock()
 	if fatal != nil {
 		return fatal // wraps ErrMisconfigured
 	}
@@ -461,12 +458,9 @@ func (r *pool) serve(ctx context.Context) error {
 }
 
 func (r *pool) waitEmpty(d time.Duration) {
-	r.mu.Lock()
-	if r.held.len() == 0 {
-		r.mu.Unlock()
+	if r.held.Load() == 0 {
 		return
 	}
-	r.mu.Unlock()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -509,43 +503,30 @@ func (r *pool) fetch(ctx context.Context) error {
 		}
 		failures = 0
 		now := time.Now()
-		var chunk []slot
-		r.mu.Lock()
-		for i, m := range msgs {
-			if len(chunk) == 0 {
-				chunk = make([]slot, min(len(msgs)-i, slotChunk))
-			}
-			s := &chunk[0]
-			chunk = chunk[1:]
-			s.r, s.m, s.lastSource = r, m, now
+		n := r.held.Add(int64(len(msgs)))
+		for _, m := range msgs {
+			s := &slot{r: r, m: m, lastSource: now}
 			switch r.c.caps.Ordering {
 			case OrderByKey:
 				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.Key}
 			case OrderByPartition:
 				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
-			r.held.add(s)
+			s.sh = r.shardOf(s.key)
+			s.sh.mu.Lock()
+			s.sh.held[s] = struct{}{}
 			r.dispatchLocked(s)
+			s.sh.mu.Unlock()
 		}
-		n := r.held.len()
-		r.mu.Unlock()
-		r.reportInFlight(n)
+		r.reportInFlight(int(n))
 	}
 }
-
-// slotChunk is how many slots are made in one allocation: an allocation
-// per message costs more than the rest of receiving it. Slots are never
-// reused (a handler may keep its context), so a chunk lives until its last
-// slot is released: a small chunk keeps little alive.
-const slotChunk = 16
 
 // waitFree blocks until fewer than MaxInFlight messages are held and says
 // how many more may be taken.
 func (r *pool) waitFree(ctx context.Context) (int, bool) {
 	for {
-		r.mu.Lock()
-		free := r.c.cfg.maxInFlight - r.held.len()
-		r.mu.Unlock()
+		free := r.c.cfg.maxInFlight - int(r.held.Load())
 		if free > 0 {
 			return free, ctx.Err() == nil
 		}
@@ -557,22 +538,24 @@ func (r *pool) waitFree(ctx context.Context) (int, bool) {
 	}
 }
 
-// dispatchLocked hands s to a worker, or queues it behind its key. The work
-// channel holds MaxInFlight, so a send never blocks.
+// dispatchLocked hands s to a worker, or queues it behind its key; s's
+// shard is locked. The work channel holds MaxInFlight, so a send never
+// blocks.
 func (r *pool) dispatchLocked(s *slot) {
 	if r.c.caps.Ordering == Unordered {
 		r.work <- s
 		return
 	}
-	if q, busy := r.keys[s.key]; busy {
+	keys := s.sh.keys
+	if q, busy := keys[s.key]; busy {
 		if q == nil {
 			q = &keyQueue{}
-			r.keys[s.key] = q
+			keys[s.key] = q
 		}
 		q.pending = append(q.pending, s)
 		return
 	}
-	r.keys[s.key] = nil // busy, none waiting: a queue is made once one waits
+	keys[s.key] = nil // busy, none waiting: a queue is made once one waits
 	r.work <- s
 }
 
@@ -581,15 +564,15 @@ func (r *pool) handle(s *slot) {
 		r.giveBack(s)
 		return
 	}
-	r.mu.Lock()
-	if r.draining {
-		r.mu.Unlock()
+	s.sh.mu.Lock()
+	if r.draining.Load() {
+		s.sh.mu.Unlock()
 		r.giveBack(s)
 		r.releaseLimit(time.Now())
 		return
 	}
 	s.started, s.retry = true, nil
-	r.mu.Unlock()
+	s.sh.mu.Unlock()
 
 	o, end := r.c.guard.process(r.handlerCtx, s.m, slotTracker{s})
 	// Taken after the handler and the store calls, however long they ran:
@@ -695,13 +678,13 @@ func (r *pool) sendDeadLetter(ctx context.Context, s *slot, o Outcome) error {
 // stop ends the run for a configuration fault: receiving stops, what is
 // held drains, and Run returns err. The first fault is the one reported.
 func (r *pool) stop(err error) {
-	r.mu.Lock()
+	r.faultMu.Lock()
 	first := r.fatal == nil
 	if first {
 		r.fatal = err
 	}
 	stopFetch := r.stopFetch
-	r.mu.Unlock()
+	r.faultMu.Unlock()
 	if first {
 		r.c.cfg.logger.Error("stopping: the deployment is misconfigured; no message is blamed", slogErr(err))
 		stopFetch()
@@ -712,9 +695,9 @@ func (r *pool) stop(err error) {
 // delay: for ordered sources, so that its successors cannot overtake it
 // (redelivery: it counts as a delivery), and through store outages.
 func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.draining {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	if r.draining.Load() {
 		return false
 	}
 	if redelivery {
@@ -722,14 +705,14 @@ func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 	}
 	s.started = false
 	s.retry = time.AfterFunc(delay, func() {
-		r.mu.Lock()
-		if r.draining {
-			r.mu.Unlock()
+		s.sh.mu.Lock()
+		if r.draining.Load() {
+			s.sh.mu.Unlock()
 			r.giveBack(s)
 			return
 		}
 		r.work <- s
-		r.mu.Unlock()
+		s.sh.mu.Unlock()
 	})
 	return true
 }
@@ -744,33 +727,30 @@ func (r *pool) giveBack(s *slot) {
 
 // release forgets s and lets its key's next message run.
 func (r *pool) release(s *slot) {
-	r.mu.Lock()
-	r.held.remove(s)
+	sh := s.sh
+	sh.mu.Lock()
+	delete(sh.held, s)
 	if r.c.caps.Ordering != Unordered {
-		if q, busy := r.keys[s.key]; busy {
-			if q != nil && len(q.pending) > 0 && !r.draining {
+		if q, busy := sh.keys[s.key]; busy {
+			if q != nil && len(q.pending) > 0 && !r.draining.Load() {
 				next := q.pending[0]
 				q.pending = q.pending[1:]
 				r.work <- next
 			} else {
-				delete(r.keys, s.key)
+				delete(sh.keys, s.key)
 			}
 		}
 	}
-	n := r.held.len()
-	if n == 0 && r.draining {
-		select {
-		case <-r.empty:
-		default:
-			close(r.empty)
-		}
+	sh.mu.Unlock()
+	n := r.held.Add(-1)
+	if n == 0 && r.draining.Load() {
+		r.emptyOnce.Do(func() { close(r.empty) })
 	}
-	r.mu.Unlock()
 	select {
 	case r.space <- struct{}{}:
 	default:
 	}
-	r.reportInFlight(n)
+	r.reportInFlight(int(n))
 }
 
 func (r *pool) reportLimit(n int) {
@@ -863,27 +843,16 @@ func (s *sharedDeadlines) stop() {
 func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	cfg := &r.c.cfg
-	leaseEvery := cfg.leaseTTL / 3
-	renewFor := cfg.renewFor()
-	var srcTimeout, srcEvery time.Duration
-	tick := leaseEvery / 2
-	extends := r.c.caps.DeliveryTimeout > 0
-	if extends {
-		srcTimeout = r.c.caps.DeliveryTimeout
-		srcEvery = srcTimeout / 2
-		tick = min(tick, srcTimeout/4)
+	hb := heartbeatTimes{leaseEvery: cfg.leaseTTL / 3, renewFor: cfg.renewFor()}
+	tick := hb.leaseEvery / 2
+	if r.c.caps.DeliveryTimeout > 0 {
+		hb.srcTimeout = r.c.caps.DeliveryTimeout
+		hb.srcEvery = hb.srcTimeout / 2
+		tick = min(tick, hb.srcTimeout/4)
 	}
 	tick = max(tick, 10*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	type due struct {
-		s      *slot
-		lease  dedup.Lease
-		hctx   *handlerCtx
-		cancel context.CancelFunc
-		source bool
-		renew  bool
-	}
 	var batch []due
 	for {
 		select {
@@ -893,32 +862,20 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		}
 		now := time.Now()
 		batch = batch[:0]
-		r.mu.Lock()
-		for s := range r.held.all() {
-			d := due{s: s}
-			s.mu.Lock()
-			if s.leased && now.Sub(s.handlerStart) > renewFor {
-				// A handler that ignores its context: let its lease and
-				// its delivery run out, so another worker can take over.
-				s.mu.Unlock()
-				continue
+		for i := range r.shards {
+			sh := &r.shards[i]
+			sh.mu.Lock()
+			for s := range sh.held {
+				if d, ok := hb.due(s, now); ok {
+					batch = append(batch, d)
+				}
 			}
-			if extends && now.Sub(s.lastSource) >= srcEvery {
-				d.source, s.lastSource = true, now
-			}
-			if s.leased && now.Sub(s.lastLease) >= leaseEvery {
-				d.renew, d.lease, d.hctx, d.cancel, s.lastLease = true, s.lease, s.hctx, s.cancel, now
-			}
-			s.mu.Unlock()
-			if d.source || d.renew {
-				batch = append(batch, d)
-			}
+			sh.mu.Unlock()
 		}
-		r.mu.Unlock()
 		for _, d := range batch {
 			ctx := r.settles.get(now)
 			if d.source {
-				err := r.c.src.Extend(ctx, d.s.m, srcTimeout)
+				err := r.c.src.Extend(ctx, d.s.m, hb.srcTimeout)
 				r.reportHeartbeat(ctx, d.s.m, false, err)
 			}
 			if d.renew {
@@ -930,6 +887,40 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 			}
 		}
 	}
+}
+
+// heartbeatTimes is how often the heartbeat renews what (srcEvery 0: the
+// source has no delivery timeout to extend).
+type heartbeatTimes struct {
+	leaseEvery, renewFor, srcTimeout, srcEvery time.Duration
+}
+
+// due is what one held message needs renewed.
+type due struct {
+	s      *slot
+	lease  dedup.Lease
+	hctx   *handlerCtx
+	cancel context.CancelFunc
+	source bool
+	renew  bool
+}
+
+func (hb heartbeatTimes) due(s *slot, now time.Time) (due, bool) {
+	d := due{s: s}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leased && now.Sub(s.handlerStart) > hb.renewFor {
+		// A handler that ignores its context: let its lease and its
+		// delivery run out, so another worker can take over.
+		return d, false
+	}
+	if hb.srcEvery > 0 && now.Sub(s.lastSource) >= hb.srcEvery {
+		d.source, s.lastSource = true, now
+	}
+	if s.leased && now.Sub(s.lastLease) >= hb.leaseEvery {
+		d.renew, d.lease, d.hctx, d.cancel, s.lastLease = true, s.lease, s.hctx, s.cancel, now
+	}
+	return d, d.source || d.renew
 }
 
 func (r *pool) reportHeartbeat(ctx context.Context, m *Message, lease bool, err error) {

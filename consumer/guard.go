@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +48,6 @@ type Guard struct {
 	wallClock bool
 	ownerID   string
 	seq       atomic.Uint64
-	owners    sync.Pool // of *ownerBlock
 }
 
 // NewGuard validates the options and returns a Guard.
@@ -235,107 +233,11 @@ func (g *Guard) untenanted(m *Message) (string, string, error) {
 	return key, hash, nil
 }
 
-// keyRoom is the room on the stack for a key built before its string is
-// made: a namespace (at most 256 bytes), '#' and a hash, or a short
-// idempotency key.
-const keyRoom = 384
-
-// stackKey builds m's key into dst (of keyRoom capacity), where that can
-// be done before making the key string: for a message keyed by its body
-// (byBody: the key's tail is then the payload hash) or by its
-// idempotency-key attribute; nil otherwise (a KeyFunc, a tenant function,
-// a key too long, a bad namespace), and the store path makes the key.
-func (g *Guard) stackKey(dst []byte, m *Message) (key []byte, byBody bool) {
-	if g.cfg.keyFunc != nil || g.cfg.tenantFunc != nil {
-		return nil, false
-	}
-	ns := g.cfg.namespace
-	if raw, ok := m.Attributes[IdempotencyKeyAttribute]; ok {
-		if raw == "" || len(ns)+2+len(raw) > cap(dst) {
-			return nil, false
-		}
-		return dedup.AppendKey(dst, ns, raw), false
-	}
-	return dedup.AppendBodyKey(dst, ns, m.Body), true
-}
-
-// cachedDuplicate answers m, whose key is key (built by stackKey), from
-// the COMPLETED cache when that key was completed before: such a
-// duplicate costs no store call and no allocation (the key string is the
-// cached one).
-func (g *Guard) cachedDuplicate(m *Message, key []byte, byBody bool, now time.Time) (Outcome, bool) {
-	r, ok := g.completed.Completed(key, now)
-	if !ok {
-		return Outcome{}, false
-	}
-	// The payload is compared on every hit: a body key's tail is its
-	// payload hash, so that costs a string comparison.
-	if byBody && r.PayloadHash != string(key[len(g.cfg.namespace)+1:]) || !byBody && !g.samePayload(r.PayloadHash, m.Body) {
-		return Outcome{}, false // a key reused by another payload: the store path says so
-	}
-	m.IdempotencyKey = r.Key
-	return Outcome{Kind: Duplicate, Key: r.Key, Attempt: r.Attempts, Response: r.Response}, true
-}
-
-// samePayload reports whether body is the payload stored as hash, as
-// attempt.existing decides it: no hash stored, or one of another mode, is
-// not compared. A body the configured hash refuses is not the same: the
-// store path then reports its error.
-func (g *Guard) samePayload(hash string, body []byte) bool {
-	if g.cfg.noPayloadCheck {
-		return true
-	}
-	if !g.cfg.wholeBodyHash {
-		current, err := g.cfg.payloadHash(body)
-		return err == nil && !hashesDiffer(hash, current)
-	}
-	if hash == "" {
-		return false // no hash is never the same payload
-	}
-	if strings.IndexByte(hash, ':') >= 0 {
-		return true // stored under a tagged mode: not compared
-	}
-	var buf [64]byte // the default, without allocating
-	return hash == string(dedup.AppendPayloadHash(buf[:0], body))
-}
-
+// nextOwner is a new owner token: the Guard's random ID and a sequence.
 func (g *Guard) nextOwner() string {
-	b, _ := g.owners.Get().(*ownerBlock)
-	if b == nil || b.next == len(b.ends) {
-		b = g.newOwnerBlock()
-	}
-	from := 0
-	if b.next > 0 {
-		from = int(b.ends[b.next-1])
-	}
-	owner := b.tokens[from:b.ends[b.next]]
-	b.next++
-	g.owners.Put(b)
-	return owner
-}
-
-// ownerBlock is a run of owner tokens made in one string, handed out one
-// by one: a string per claim would be an allocation per message. A block
-// is small, so a token that outlives its neighbours keeps little alive.
-type ownerBlock struct {
-	tokens string
-	ends   [16]uint16 // where each token ends in tokens
-	next   int
-}
-
-func (g *Guard) newOwnerBlock() *ownerBlock {
-	b := &ownerBlock{}
-	first := g.seq.Add(uint64(len(b.ends))) - uint64(len(b.ends)) + 1
-	var sb strings.Builder // its String does not copy
-	sb.Grow(len(b.ends) * (len(g.ownerID) + 13))
-	var num [13]byte // a uint64 in base 36
-	for i := range b.ends {
-		sb.WriteString(g.ownerID)
-		sb.Write(strconv.AppendUint(num[:0], first+uint64(i), 36))
-		b.ends[i] = uint16(sb.Len())
-	}
-	b.tokens = sb.String()
-	return b
+	var buf [64]byte
+	b := append(buf[:0], g.ownerID...)
+	return string(strconv.AppendUint(b, g.seq.Add(1), 36))
 }
 
 // recordTime is the time written into records, given a clock reading
