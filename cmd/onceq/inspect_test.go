@@ -46,8 +46,10 @@ func newTable(t *testing.T, tenant bool) (string, *dynamostore.Store) {
 // record out of many.
 func fill(t *testing.T, store *dynamostore.Store, ns string, n int) {
 	t.Helper()
-	now := time.Now()
 	for i := range n {
+		// A claim's Now is read just before it, as a consumer does: the
+		// store refuses one that is stale beyond its clock check's slack.
+		now := time.Now()
 		key, err := dedup.Key(ns, fmt.Sprintf("other-%d", i))
 		if err != nil {
 			t.Fatal(err)
