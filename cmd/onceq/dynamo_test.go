@@ -238,8 +238,8 @@ func TestInspectTenantQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
 	for _, tk := range [][2]string{{"acme", "a1"}, {"acme", "a2"}, {"zeta", "z1"}} {
+		now := time.Now() // read per claim, as a consumer does
 		key, err := dedup.TenantKey(tk[0], "onceq#"+tk[1])
 		if err != nil {
 			t.Fatal(err)
