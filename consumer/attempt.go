@@ -278,7 +278,7 @@ func (a *attempt) expiredPresent(prev *dedup.Record) {
 	}
 	a.g.tel.expired.Add(a.ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(prev.Status))))
 	for _, h := range a.g.hooks.expired {
-		h.OnExpiredPresent(a.ctx, a.m, string(prev.Status))
+		h.OnClaimExpiredPresent(a.ctx, a.m, string(prev.Status))
 	}
 }
 

@@ -776,21 +776,21 @@ func (r *pool) release(s *slot) {
 func (r *pool) reportLimit(n int) {
 	r.c.guard.tel.limit.Record(context.Background(), int64(n))
 	for _, h := range r.c.guard.hooks.limit {
-		h.OnConcurrencyLimit(n)
+		h.OnPoolConcurrencyLimit(n)
 	}
 }
 
 func (r *pool) reportInFlight(n int) {
 	r.c.guard.tel.inFlight.Record(context.Background(), int64(n))
 	for _, h := range r.c.guard.hooks.inFlight {
-		h.OnInFlight(n)
+		h.OnPoolInFlight(n)
 	}
 }
 
 func (r *pool) reportSettled(ctx context.Context, m *Message, a Action, err error) {
 	r.c.guard.tel.settled(ctx, m, a, err)
 	for _, h := range r.c.guard.hooks.settle {
-		h.OnSettled(ctx, m, a, err)
+		h.OnMessageSettled(ctx, m, a, err)
 	}
 }
 
@@ -935,6 +935,6 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 func (r *pool) reportHeartbeat(ctx context.Context, m *Message, lease bool, err error) {
 	r.c.guard.tel.heartbeat(ctx, lease, err)
 	for _, h := range r.c.guard.hooks.heartbeat {
-		h.OnHeartbeat(ctx, m, lease, err)
+		h.OnMessageHeartbeat(ctx, m, lease, err)
 	}
 }

@@ -434,7 +434,7 @@ func TestInFlightElsewhereIsNotAcked(t *testing.T) {
 
 type outcomeRecorder struct{ m *sync.Map }
 
-func (r outcomeRecorder) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (r outcomeRecorder) OnMessageOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	r.m.Store(o.Kind, true)
 }
 
@@ -676,7 +676,7 @@ func (s *throttlingStore) Claim(ctx context.Context, req dedup.ClaimRequest) (de
 
 type limitRecorder struct{ lowest atomic.Int64 }
 
-func (l *limitRecorder) OnConcurrencyLimit(n int) {
+func (l *limitRecorder) OnPoolConcurrencyLimit(n int) {
 	for {
 		cur := l.lowest.Load()
 		if int64(n) >= cur || l.lowest.CompareAndSwap(cur, int64(n)) {
@@ -897,6 +897,6 @@ func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 
 type outcomeByBody struct{ m *sync.Map }
 
-func (r outcomeByBody) OnOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (r outcomeByBody) OnMessageOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	r.m.Store(string(m.Body), o.Kind)
 }

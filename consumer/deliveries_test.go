@@ -53,7 +53,7 @@ type outcomeLog struct {
 	receives int // the source's delivery count of the last message seen
 }
 
-func (l *outcomeLog) OnOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (l *outcomeLog) OnMessageOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.got = append(l.got, fmt.Sprintf("%v(%d)", o.Kind, o.Attempt))

@@ -18,7 +18,7 @@ type expiredLog struct {
 	seen []string
 }
 
-func (l *expiredLog) OnExpiredPresent(_ context.Context, _ *consumer.Message, previous string) {
+func (l *expiredLog) OnClaimExpiredPresent(_ context.Context, _ *consumer.Message, previous string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seen = append(l.seen, previous)

@@ -80,7 +80,7 @@ func TestCheckFailureStopsBeforeReceive(t *testing.T) {
 	}
 }
 
-// misspelt implements no hook: OnOutcome is misspelt.
+// misspelt implements no hook: OnMessageOutcome is misspelt.
 type misspelt struct{}
 
 func (misspelt) OnOutcom(context.Context, *consumer.Message, consumer.Outcome, time.Duration) {}
@@ -176,7 +176,7 @@ type settleRecorder struct {
 	errs map[consumer.Action][]error
 }
 
-func (r *settleRecorder) OnSettled(_ context.Context, _ *consumer.Message, a consumer.Action, err error) {
+func (r *settleRecorder) OnMessageSettled(_ context.Context, _ *consumer.Message, a consumer.Action, err error) {
 	r.mu.Lock()
 	r.errs[a] = append(r.errs[a], err)
 	r.mu.Unlock()

@@ -179,7 +179,7 @@ func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) (Outco
 	if len(g.hooks.outcome) > 0 {
 		end = time.Now()
 		for _, h := range g.hooks.outcome {
-			h.OnOutcome(ctx, m, o, end.Sub(start))
+			h.OnMessageOutcome(ctx, m, o, end.Sub(start))
 		}
 	}
 	if o.Kind != Processed && o.Kind != Duplicate {
@@ -373,7 +373,7 @@ func (g *Guard) callHandler(ctx context.Context, m *Message, start time.Time) (r
 		endChild(span, err)
 		g.tel.handled(ctx, took, err)
 		for _, h := range g.hooks.handler {
-			h.OnHandled(ctx, m, took, err)
+			h.OnMessageHandled(ctx, m, took, err)
 		}
 	}()
 	res, err = g.handler.Handle(ctx, m)

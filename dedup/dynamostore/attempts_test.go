@@ -99,7 +99,7 @@ func TestCompletedPastRetentionIsANewMessage(t *testing.T) {
 
 type expiredSeen struct{ n atomic.Int32 }
 
-func (e *expiredSeen) OnExpiredPresent(context.Context, *consumer.Message, string) { e.n.Add(1) }
+func (e *expiredSeen) OnClaimExpiredPresent(context.Context, *consumer.Message, string) { e.n.Add(1) }
 
 // One round trip with business writes (a transaction, which returns no
 // values) still reports the expired record it took over.

@@ -314,7 +314,7 @@ func TestHooks(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if expired != 1 {
-		t.Fatalf("OnExpiredPresent called %d times, want 1", expired)
+		t.Fatalf("OnDynamoExpiredPresent called %d times, want 1", expired)
 	}
 	if len(reasons) != 1 || reasons[0] != "ConditionalCheckFailed" {
 		t.Fatalf("cancellation reasons %v", reasons)

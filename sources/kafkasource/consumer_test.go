@@ -127,7 +127,7 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 		t.Fatalf("poison handled %d times, want MaxAttempts 3", n)
 	}
 	if dead.Load() != 1 {
-		t.Fatalf("OnDeadLetter called %d times", dead.Load())
+		t.Fatalf("OnKafkaDeadLetter called %d times", dead.Load())
 	}
 	recs, err := readTopic(testenv.Context(t, 10*time.Second), t, addr, dlq)
 	if err != nil {

@@ -87,7 +87,7 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// misspelt has OnComit where CommitHook wants OnCommit.
+// misspelt has OnComit where CommitHook wants OnKafkaCommit.
 type misspelt struct{}
 
 func (misspelt) OnComit(context.Context, string, int32, int64) {}
@@ -269,7 +269,7 @@ func TestDeadLetterProduceFailure(t *testing.T) {
 		t.Errorf("a failed produce reported as a missing destination: %v", err)
 	}
 	if n := announced.Load(); n != 0 {
-		t.Errorf("OnDeadLetter called %d times for a failed produce", n)
+		t.Errorf("OnKafkaDeadLetter called %d times for a failed produce", n)
 	}
 	dlqAttr := attribute.String("messaging.destination.name", dlq)
 	if n, _ := metricValue(t, reader, "onceq.kafka.dead_letters", dlqAttr, attribute.String("onceq.result", "ok")); n != 0 {

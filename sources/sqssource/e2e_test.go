@@ -29,7 +29,7 @@ type outcomes struct {
 	total atomic.Int64
 }
 
-func (o *outcomes) OnOutcome(_ context.Context, _ *consumer.Message, out consumer.Outcome, _ time.Duration) {
+func (o *outcomes) OnMessageOutcome(_ context.Context, _ *consumer.Message, out consumer.Outcome, _ time.Duration) {
 	o.mu.Lock()
 	if o.kinds == nil {
 		o.kinds = map[consumer.Kind]int{}

@@ -50,7 +50,7 @@ func TestOptionsValidated(t *testing.T) {
 	}
 }
 
-// misspelt has OnDeadLeter where DeadLetterHook wants OnDeadLetter.
+// misspelt has OnDeadLeter where DeadLetterHook wants OnSQSDeadLetter.
 type misspelt struct{}
 
 func (misspelt) OnDeadLeter(context.Context, string, string) {}
@@ -331,7 +331,7 @@ func TestAsyncDeleteFailureHook(t *testing.T) {
 			t.Errorf("hook got %v, want QueueDoesNotExist", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("OnDeleteFailed not called")
+		t.Fatal("OnSQSDeleteFailed not called")
 	}
 }
 
@@ -423,7 +423,7 @@ func TestDeadLetterSendFailure(t *testing.T) {
 		t.Errorf("a failed send reported as a missing destination: %v", err)
 	}
 	if n := announced.Load(); n != 0 {
-		t.Errorf("OnDeadLetter called %d times for a failed send", n)
+		t.Errorf("OnSQSDeadLetter called %d times for a failed send", n)
 	}
 	ok := attribute.String("onceq.result", "ok")
 	if n := metrictest.Counter(t, reader, "onceq.sqs.dead_letters", ok); n != 0 {
@@ -465,7 +465,7 @@ func TestDeadLetterFIFOCopy(t *testing.T) {
 		t.Fatalf("DeadLetter: %v", err)
 	}
 	if len(reasons) != 1 || reasons[0] != reason {
-		t.Errorf("OnDeadLetter saw %q", reasons)
+		t.Errorf("OnSQSDeadLetter saw %q", reasons)
 	}
 	dl, err := readAll(context.Background(), c, dlqURL, 30*time.Second)
 	if err != nil || len(dl) != 1 {
