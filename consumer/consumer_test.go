@@ -560,7 +560,7 @@ func TestConfigurationRefused(t *testing.T) {
 	if _, err := consumer.New(windowSource{src}, memstore.New(), h, consumer.Retention(48*time.Hour)); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("retention below the redelivery window: %v", err)
 	}
-	if _, err := consumer.New(src, oneCallStore{}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(src, oneCallStore{memstore.New()}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("one round trip on a store without it: %v", err)
 	}
 }
@@ -597,7 +597,10 @@ func (w windowSource) Capabilities() consumer.Capabilities {
 	return c
 }
 
+// oneCallStore declares no one-round-trip claim.
 type oneCallStore struct{ dedup.Store }
+
+func (oneCallStore) Capabilities() dedup.Capabilities { return dedup.Capabilities{} }
 
 // claimCounter counts the claims that reach the store.
 type claimCounter struct {

@@ -36,9 +36,10 @@ const settleTimeout = 10 * time.Second
 //	case consumer.DeadLetter: // move it aside with o.Reason()
 //	}
 type Guard struct {
-	cfg     config
-	store   dedup.Store
-	oneShot dedup.ClaimCompleter
+	cfg   config
+	store dedup.Store
+	// oneShot is the store in one-round-trip mode, nil otherwise.
+	oneShot dedup.Store
 	handler Handler
 	hooks   hooks
 	tel     *telemetry
@@ -71,7 +72,8 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if tk, ok := store.(dedup.TenantKeyed); ok && tk.TenantKeyed() && cfg.tenantFunc == nil {
+	caps := store.Capabilities()
+	if caps.TenantKeyed && cfg.tenantFunc == nil {
 		return nil, configError("the Store (%T) keys records by tenant: give WithTenantFunc, or every key shares its namespace's partition", store)
 	}
 	tel, err := newTelemetry(cfg.tracerProvider, cfg.meterProvider, cfg.propagator)
@@ -79,12 +81,13 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 		return nil, fmt.Errorf("consumer: telemetry: %w", err)
 	}
 	cfg.handLogger(store)
+	var completed *cache.Store
 	if cfg.cacheEntries > 0 {
-		c := cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
-		if err := tel.observeCache(c); err != nil {
+		completed = cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
+		if err := tel.observeCache(completed); err != nil {
 			return nil, fmt.Errorf("consumer: telemetry: %w", err)
 		}
-		store = c
+		store = completed
 	}
 	hs, err := collectHooks(cfg.hooks)
 	if err != nil {
@@ -93,17 +96,15 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err := dedup.CheckNamespace(cfg.namespace); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel}
+	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel, completed: completed}
 	_, g.wallClock = cfg.clock.(wallClock)
-	if c, ok := store.(cache.Cache); ok {
-		g.completed, _ = cache.StoreOf(c)
-	}
 	if cfg.oneRoundTrip {
-		cc, ok := store.(dedup.ClaimCompleter)
-		if !ok {
-			return nil, configError("OneRoundTrip: the Store (%T) cannot claim and complete in one call", store)
+		// Declared, not discovered: a wrapper that embeds the Store keeps
+		// the mode.
+		if !caps.ClaimComplete {
+			return nil, configError("OneRoundTrip: the Store (%T) does not declare ClaimComplete in its Capabilities", store)
 		}
-		g.oneShot = cc
+		g.oneShot = store
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -125,11 +126,10 @@ func (g *Guard) Check(ctx context.Context) error {
 
 // CacheStats reports the COMPLETED-record cache's counters, if it is on.
 func (g *Guard) CacheStats() (cache.Stats, bool) {
-	c, ok := g.store.(cache.Cache)
-	if !ok {
+	if g.completed == nil {
 		return cache.Stats{}, false
 	}
-	return c.Stats(), true
+	return g.completed.Stats(), true
 }
 
 // leaseTracker is told when the handler holds a lease, so heartbeats can

@@ -252,7 +252,7 @@ func WithClock(clk Clock) Option { return optionFunc(func(c *config) { c.clock =
 // OneRoundTrip runs the handler before claiming and commits the record
 // straight as COMPLETED with the handler's Writes in one atomic call: for
 // handlers whose whole effect is their Writes (no outside calls), since the
-// handler also runs for duplicates. The Store must be a dedup.ClaimCompleter.
+// handler also runs for duplicates. The Store must declare ClaimComplete in its dedup.Capabilities.
 func OneRoundTrip() Option { return optionFunc(func(c *config) { c.oneRoundTrip = true }) }
 
 // WithHooks adds observers; each must implement at least one of the hook

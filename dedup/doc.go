@@ -19,6 +19,12 @@
 // server's and refuse a claim from a clock too far off). Keys are kept as
 // given: a Store whose layout cannot hold a key maps it onto its limits.
 //
+// A Store declares its optional features in one value, Capabilities (as a
+// Source declares its own in broker.Capabilities), instead of offering
+// them as optional interfaces to be discovered: a wrapper that embeds a
+// Store forwards Capabilities with the rest, so wrapping never turns a
+// feature (the one-round-trip claim, the tenant layout) off unseen.
+//
 // It imports nothing of onceq's and no SDK: the consumer and every Store
 // import it; a Store adapter lives in its own package and owns its SDK.
 package dedup

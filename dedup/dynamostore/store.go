@@ -22,7 +22,7 @@ import (
 	"github.com/onceq/onceq/retry"
 )
 
-// Store is a dedup.Store and dedup.ClaimCompleter over one DynamoDB table.
+// Store is a dedup.Store, with ClaimComplete, over one DynamoDB table.
 // It is safe for concurrent use.
 type Store struct {
 	logs    *logref.Ref
@@ -46,10 +46,7 @@ type Store struct {
 	tenantKeyed bool
 }
 
-var (
-	_ dedup.Store          = (*Store)(nil)
-	_ dedup.ClaimCompleter = (*Store)(nil)
-)
+var _ dedup.Store = (*Store)(nil)
 
 // ErrInvalidConfig wraps every configuration error New returns.
 var ErrInvalidConfig = errors.New("dynamostore: invalid configuration")

@@ -50,7 +50,7 @@ func TestCallCounts(t *testing.T) {
 	}
 
 	// One-round-trip mode: 1 call, and 1 for its duplicate.
-	cc := dedup.ClaimCompleter(st)
+	cc := st
 	k2 := uniqueKey(t)
 	c.reset()
 	got, err := cc.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h", Owner: "a", Response: []byte("r2"), Now: at(0), ExpiresAt: at(3600)})

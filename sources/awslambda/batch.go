@@ -43,7 +43,7 @@ func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts [
 	if err != nil {
 		return nil, err
 	}
-	return &runner{guard: g, capped: sweeperOf(wrapped), cfg: cfg}, nil
+	return &runner{guard: g, capped: wrapped, cfg: cfg}, nil
 }
 
 // answerReserve is how long before the invocation's deadline every call

@@ -43,8 +43,8 @@ func TestLeaseCappedAtDeadline(t *testing.T) {
 	if r.ExpiresAt.After(limit) {
 		t.Fatalf("renewed until %v, want at most the deadline %v", r.ExpiresAt, limit)
 	}
-	if _, ok := s.(dedup.ClaimCompleter); !ok {
-		t.Error("the wrapper of a ClaimCompleter must be one (OneRoundTrip)")
+	if !s.Capabilities().ClaimComplete {
+		t.Error("the wrapper must declare its store's ClaimComplete (OneRoundTrip)")
 	}
 }
 
