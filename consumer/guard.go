@@ -94,7 +94,7 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 		return nil, err
 	}
 	if err := dedup.CheckNamespace(cfg.namespace); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("consumer: %w: %w", ErrInvalidConfig, err)
 	}
 	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel, completed: completed}
 	_, g.wallClock = cfg.clock.(wallClock)

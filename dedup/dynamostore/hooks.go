@@ -59,7 +59,7 @@ func collectHooks(hs []Hook) (hooks, error) {
 		used = hookset.Add(&out.cancellation, h) || used
 		used = hookset.Add(&out.expiredPresent, h) || used
 		if !used {
-			return hooks{}, fmt.Errorf("%w: %w", ErrInvalidConfig, hookset.Unused("dynamodb", h))
+			return hooks{}, fmt.Errorf("dynamostore: %w: %w", ErrInvalidConfig, hookset.Unused("dynamodb", h))
 		}
 	}
 	return out, nil

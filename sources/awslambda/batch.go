@@ -30,7 +30,7 @@ func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts [
 		return nil, err
 	}
 	if store == nil {
-		return nil, fmt.Errorf("%w: a Store is required", ErrConfig)
+		return nil, fmt.Errorf("awslambda: %w: a Store is required", ErrInvalidConfig)
 	}
 	if cfg.logger != nil {
 		// First, so a logger given through WithGuardOptions wins.

@@ -1,16 +1,18 @@
 package awslambda
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/configerr"
 )
 
-// ErrConfig is wrapped by every error New* returns for a wrong option.
-var ErrConfig = errors.New("awslambda: invalid configuration")
+// ErrInvalidConfig is wrapped by every error New* returns for a wrong
+// option. It is the ErrInvalidConfig of every onceq package: errors.Is with
+// any of them matches.
+var ErrInvalidConfig = configerr.ErrInvalidConfig
 
 // Option configures a function built with [NewSQS] or [NewKafka].
 type Option interface{ apply(*config) }
@@ -38,11 +40,11 @@ func defaultConfig() config {
 func (c *config) validate() error {
 	switch {
 	case c.concurrency < 1:
-		return fmt.Errorf("%w: Concurrency %d: must be at least 1", ErrConfig, c.concurrency)
+		return fmt.Errorf("awslambda: %w: Concurrency %d: must be at least 1", ErrInvalidConfig, c.concurrency)
 	case c.margin < time.Second:
 		// Leases end on whole seconds: a margin under one second could let
 		// a handler run past the lease it was given.
-		return fmt.Errorf("%w: DeadlineMargin %v: must be at least 1s", ErrConfig, c.margin)
+		return fmt.Errorf("awslambda: %w: DeadlineMargin %v: must be at least 1s", ErrInvalidConfig, c.margin)
 	}
 	return nil
 }

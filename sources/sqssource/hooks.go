@@ -52,7 +52,7 @@ type hooks struct {
 // implements none is a configuration error.
 func collectHooks(hs []Hook) (hooks, error) {
 	var out hooks
-	err := hookset.Collect("sqs", ErrInvalidOption, hs,
+	err := hookset.Collect("sqs", ErrInvalidConfig, hs,
 		hookset.Into(&out.deleteFailed), hookset.Into(&out.extended),
 		hookset.Into(&out.deadLetter), hookset.Into(&out.retry))
 	return out, err

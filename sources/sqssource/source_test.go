@@ -41,11 +41,11 @@ func TestOptionsValidated(t *testing.T) {
 		"flush interval":      sqssource.DeleteFlushInterval(0),
 		"delete concurrency":  sqssource.DeleteConcurrency(0),
 	} {
-		if _, err := sqssource.New(context.Background(), c, "http://x/000000000000/q", opt); !errors.Is(err, sqssource.ErrInvalidOption) {
-			t.Errorf("%s: New = %v, want ErrInvalidOption", name, err)
+		if _, err := sqssource.New(context.Background(), c, "http://x/000000000000/q", opt); !errors.Is(err, sqssource.ErrInvalidConfig) {
+			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := sqssource.New(context.Background(), nil, "http://x/q"); !errors.Is(err, sqssource.ErrInvalidOption) {
+	if _, err := sqssource.New(context.Background(), nil, "http://x/q"); !errors.Is(err, sqssource.ErrInvalidConfig) {
 		t.Errorf("nil client: %v", err)
 	}
 }
@@ -62,8 +62,8 @@ func TestMisspeltHookRefused(t *testing.T) {
 	c := awssqs.New(awssqs.Options{Region: "us-east-1"})
 	for name, h := range map[string]sqssource.Hook{"misspelt": misspelt{}, "nil": nil} {
 		_, err := sqssource.New(context.Background(), c, "http://x/000000000000/q", sqssource.WithHooks(onRetry(func(context.Context, string, retry.Class, error) {}), h))
-		if !errors.Is(err, sqssource.ErrInvalidOption) || !strings.Contains(err.Error(), "hook") {
-			t.Errorf("%s hook: New = %v, want ErrInvalidOption naming the hook", name, err)
+		if !errors.Is(err, sqssource.ErrInvalidConfig) || !strings.Contains(err.Error(), "hook") {
+			t.Errorf("%s hook: New = %v, want ErrInvalidConfig naming the hook", name, err)
 		}
 	}
 }
@@ -100,8 +100,8 @@ func TestNewReadsQueueAttributes(t *testing.T) {
 	}
 
 	// A FIFO queue's dead letters cannot go to a standard queue.
-	if _, err := sqssource.New(context.Background(), c, url, sqssource.DeadLetterQueue(std)); !errors.Is(err, sqssource.ErrInvalidOption) {
-		t.Errorf("FIFO source with standard DLQ: %v, want ErrInvalidOption", err)
+	if _, err := sqssource.New(context.Background(), c, url, sqssource.DeadLetterQueue(std)); !errors.Is(err, sqssource.ErrInvalidConfig) {
+		t.Errorf("FIFO source with standard DLQ: %v, want ErrInvalidConfig", err)
 	}
 	if _, err := sqssource.New(context.Background(), c, std+"-missing"); err == nil {
 		t.Error("New on a missing queue succeeded")

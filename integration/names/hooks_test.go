@@ -1,8 +1,8 @@
-// Package hooknames checks that a hook method name means one thing across
-// onceq: one observer may serve the consumer, a store and a source at once,
-// which only works if no two packages ask for the same method with
-// different signatures.
-package hooknames
+// Package names checks that a name means one thing across onceq: a hook
+// method (one observer may serve the consumer, a store and a source at
+// once, which only works if no two packages ask for the same method with
+// different signatures) and the configuration error.
+package names
 
 import (
 	"go/types"
