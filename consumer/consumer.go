@@ -341,7 +341,7 @@ type pool struct {
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc
 
-	limiter *limiter      // nil with FixedConcurrency
+	limiter *limiter      // nil with WithoutAdaptiveConcurrency
 	drained chan struct{} // closed when the drain starts
 
 	// settles bound settle calls (store transitions, source acks,

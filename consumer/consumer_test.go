@@ -211,7 +211,7 @@ func TestAckOnlyAfterCompleted(t *testing.T) {
 
 // rivalGuards are two workers' Guards over one store and handler, to race
 // each other for a key.
-func rivalGuards(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.Option) (a, b *consumer.Guard) {
+func rivalGuards(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.GuardOption) (a, b *consumer.Guard) {
 	t.Helper()
 	var err error
 	if a, err = consumer.NewGuard(store, h, opts...); err != nil {
@@ -253,7 +253,7 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 		<-gates[i]
 		return consumer.Result{Response: []byte("r"), Writes: []any{led.write("k")}}, nil
 	})
-	opts := []consumer.Option{consumer.WithClock(clock), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute)}
+	opts := []consumer.GuardOption{consumer.WithClock(clock), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute)}
 	a, b := rivalGuards(t, store, h, opts...)
 	outA, outB := make(chan consumer.Outcome, 1), make(chan consumer.Outcome, 1)
 	go func() { outA <- a.Process(context.Background(), keyedMessage()) }()
@@ -620,7 +620,7 @@ func TestCompletedCacheSavesStoreCalls(t *testing.T) {
 		claims int64
 	}{
 		{"cached", nil, 1},
-		{"uncached", []consumer.Option{consumer.NoCompletedCache()}, 5},
+		{"uncached", []consumer.Option{consumer.WithoutCompletedCache()}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := memsource.NewQueue("dups")
@@ -705,7 +705,7 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 			rec.lowest.Store(1 << 30)
 			opts := []consumer.Option{consumer.Concurrency(16), consumer.WithHooks(rec)}
 			if fixed {
-				opts = append(opts, consumer.FixedConcurrency())
+				opts = append(opts, consumer.WithoutAdaptiveConcurrency())
 			}
 			c, _ := consumer.New(q.Source(), store, h, opts...)
 			runUntil(t, c, func() bool { return q.Stats().Acked == total })

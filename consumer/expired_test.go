@@ -31,7 +31,7 @@ func TestExpiredPresentReportedInEveryMode(t *testing.T) {
 		reader, mp := metrictest.Provider(t)
 		clock := &manualClock{now: time.Now()}
 		log := &expiredLog{}
-		opts := []consumer.Option{consumer.WithClock(clock), consumer.Retention(time.Hour), consumer.WithHooks(log), consumer.WithMeterProvider(mp)}
+		opts := []consumer.GuardOption{consumer.WithClock(clock), consumer.Retention(time.Hour), consumer.WithHooks(log), consumer.WithMeterProvider(mp)}
 		if oneShot {
 			opts = append(opts, consumer.OneRoundTrip())
 		}

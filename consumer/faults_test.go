@@ -129,8 +129,8 @@ func TestHungHandlerLosesItsLease(t *testing.T) {
 		}
 		return consumer.Result{Writes: []any{led.write("k")}}, nil
 	})
-	opts := []consumer.Option{consumer.HandlerTimeout(100 * time.Millisecond), consumer.LeaseTTL(2100 * time.Millisecond),
-		consumer.ClockSkewMargin(0), consumer.NoCompletedCache()}
+	opts := []consumer.GuardOption{consumer.HandlerTimeout(100 * time.Millisecond), consumer.LeaseTTL(2100 * time.Millisecond),
+		consumer.ClockSkewMargin(0), consumer.WithoutCompletedCache()}
 	hung, other := rivalGuards(t, store, h, opts...)
 	hungOut := make(chan consumer.Outcome, 1)
 	go func() { hungOut <- hung.Process(context.Background(), keyedMessage()) }()

@@ -54,7 +54,7 @@ type Guard struct {
 }
 
 // NewGuard validates the options and returns a Guard.
-func NewGuard(store dedup.Store, h Handler, opts ...Option) (*Guard, error) {
+func NewGuard(store dedup.Store, h Handler, opts ...GuardOption) (*Guard, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o.apply(&cfg)

@@ -140,7 +140,7 @@ func TestInspectKeyHashOfHashedKey(t *testing.T) {
 }
 
 // completeWith runs m through a Guard whose handler answers resp.
-func completeWith(t *testing.T, store dedup.Store, m *consumer.Message, resp []byte, opts ...consumer.Option) {
+func completeWith(t *testing.T, store dedup.Store, m *consumer.Message, resp []byte, opts ...consumer.GuardOption) {
 	t.Helper()
 	g, err := consumer.NewGuard(store, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: resp}, nil

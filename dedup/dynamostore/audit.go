@@ -95,12 +95,12 @@ func ArchiveRetention(d time.Duration) AuditOption {
 	return func(c *auditConfig) { c.retention = d }
 }
 
-// AnyDeleteIsTTL(true) treats every delete as TTL's, where by default only
-// a delete by DynamoDB's TTL sweeper (userIdentity type Service,
-// principal dynamodb.amazonaws.com) counts: for tests and emulators, whose
-// sweeper is a hand-made delete.
-func AnyDeleteIsTTL(any bool) AuditOption {
-	return func(c *auditConfig) { c.anyDelete = any }
+// AnyDeleteIsTTL treats every delete as TTL's, where by default only a
+// delete by DynamoDB's TTL sweeper (userIdentity type Service, principal
+// dynamodb.amazonaws.com) counts: for tests and emulators, whose sweeper
+// is a hand-made delete.
+func AnyDeleteIsTTL() AuditOption {
+	return func(c *auditConfig) { c.anyDelete = true }
 }
 
 // FromStreamStart makes Run read each shard from its oldest record

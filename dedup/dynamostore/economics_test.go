@@ -133,7 +133,7 @@ func runUnderCapacity(tb testing.TB, messages int, fixed bool) capacityResult {
 	opts := []consumer.Option{consumer.Concurrency(16), consumer.MaxInFlight(32), consumer.WithHooks(obs),
 		consumer.Namespace("cap")}
 	if fixed {
-		opts = append(opts, consumer.FixedConcurrency())
+		opts = append(opts, consumer.WithoutAdaptiveConcurrency())
 	}
 	c, err := consumer.New(q.Source(), st, h, opts...)
 	if err != nil {

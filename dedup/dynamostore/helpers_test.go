@@ -215,7 +215,7 @@ func recordsTable(t testing.TB, client *ddb.Client, opts ...dynamostore.TableOpt
 // their own (clock()); a test of the check turns it on.
 func newStore(tb testing.TB, client *ddb.Client, table string, opts ...dynamostore.Option) *dynamostore.Store {
 	tb.Helper()
-	st, err := dynamostore.New(client, table, append([]dynamostore.Option{dynamostore.ClockCheck(false)}, opts...)...)
+	st, err := dynamostore.New(client, table, append([]dynamostore.Option{dynamostore.WithoutClockCheck()}, opts...)...)
 	if err != nil {
 		tb.Fatalf("dynamostore.New: %v", err)
 	}

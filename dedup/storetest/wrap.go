@@ -43,7 +43,7 @@ func (s *suite) wrapperKeepsCapabilities(t *testing.T, st dedup.Store) {
 	handler := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("done")}, nil
 	})
-	opts := []consumer.Option{consumer.OneRoundTrip(), consumer.Namespace("storetest")}
+	opts := []consumer.GuardOption{consumer.OneRoundTrip(), consumer.Namespace("storetest")}
 	if caps.TenantKeyed {
 		opts = append(opts, consumer.WithTenantFunc(func(*consumer.Message) (string, error) { return "t", nil }))
 	}

@@ -21,7 +21,7 @@ type runner struct {
 	checked atomic.Bool
 }
 
-func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts []consumer.Option) (*runner, error) {
+func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts []consumer.GuardOption) (*runner, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o.apply(&cfg)
@@ -34,7 +34,7 @@ func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts [
 	}
 	if cfg.logger != nil {
 		// First, so a logger given through WithGuardOptions wins.
-		guardOpts = append([]consumer.Option{consumer.WithLogger(cfg.logger)}, guardOpts...)
+		guardOpts = append([]consumer.GuardOption{consumer.WithLogger(cfg.logger)}, guardOpts...)
 	} else {
 		cfg.logger = slog.Default()
 	}

@@ -43,7 +43,7 @@ type KafkaFunction struct{ r *runner }
 // header, else a hash of topic, record key and value), as with package
 // kafka's Source; a WithKeyFunc given through WithGuardOptions replaces it.
 func NewKafka(store dedup.Store, h consumer.Handler, opts ...Option) (*KafkaFunction, error) {
-	r, err := newRunner(store, h, opts, []consumer.Option{consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody)})
+	r, err := newRunner(store, h, opts, []consumer.GuardOption{consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody)})
 	if err != nil {
 		return nil, err
 	}

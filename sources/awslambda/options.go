@@ -26,7 +26,7 @@ type config struct {
 	margin      time.Duration
 	deadLetters DeadLetterer
 	visibility  *visibility
-	guardOpts   []consumer.Option
+	guardOpts   []consumer.GuardOption
 	logger      *slog.Logger
 }
 
@@ -83,9 +83,10 @@ func WithVisibility(client SQSVisibilityChanger, queueURL string) Option {
 // WithGuardOptions passes options to the [consumer.Guard] the function
 // runs (HandlerTimeout, MaxAttempts, Namespace, WithKeyFunc, hooks…).
 // LeaseTTL still applies, but no lease outlives an invocation's deadline.
-// Concurrency and MaxInFlight of package consumer do not apply here: use
-// this package's Concurrency.
-func WithGuardOptions(opts ...consumer.Option) Option {
+// The options of a Consumer's receive loop alone (consumer.Concurrency,
+// MaxInFlight, ...) are not GuardOptions and do not compile here: use this
+// package's Concurrency.
+func WithGuardOptions(opts ...consumer.GuardOption) Option {
 	return optionFunc(func(c *config) { c.guardOpts = append(c.guardOpts, opts...) })
 }
 

@@ -97,7 +97,7 @@ func main() {
 		return consumer.Result{Response: []byte(`{"done":"` + b.ID + `"}`), Writes: []any{effect(effects, b.ID).item}}, nil
 	})
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	guardOpts := []consumer.Option{consumer.WithLogger(logger)}
+	guardOpts := []consumer.GuardOption{consumer.WithLogger(logger)}
 	if d, err := time.ParseDuration(os.Getenv("TESTFUNC_SKEW")); err == nil {
 		guardOpts = append(guardOpts, consumer.ClockSkewMargin(d))
 	}
