@@ -520,7 +520,7 @@ func (r *pool) fetch(ctx context.Context) error {
 			s.r, s.m, s.lastSource = r, m, now
 			switch r.c.caps.Ordering {
 			case OrderByKey:
-				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.Key}
+				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.OrderingKey}
 			case OrderByPartition:
 				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
@@ -686,7 +686,7 @@ func (r *pool) sendDeadLetter(ctx context.Context, s *slot, o Outcome) error {
 		// No dead-letter destination took it: keep the message rather
 		// than lose it, and say so loudly. It is counted as a failed
 		// dead letter (settles with result "error"), not a dead letter.
-		r.c.cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogKey(o.Key), slogErr(err))
+		r.c.cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogKey(o.IdempotencyKey), slogErr(err))
 		_ = r.c.src.Nack(ctx, s.m, r.c.cfg.maxRetryDelay)
 	}
 	return err
@@ -718,7 +718,7 @@ func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 		return false
 	}
 	if redelivery {
-		s.m.Attempt++
+		s.m.Deliveries++
 	}
 	s.started = false
 	s.retry = time.AfterFunc(delay, func() {

@@ -464,19 +464,19 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 	)
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		mu.Lock()
-		running[m.Key]++
-		if running[m.Key] > 1 {
-			t.Errorf("key %s: two messages at once", m.Key)
+		running[m.OrderingKey]++
+		if running[m.OrderingKey] > 1 {
+			t.Errorf("key %s: two messages at once", m.OrderingKey)
 		}
 		mu.Unlock()
 		time.Sleep(100 * time.Microsecond)
 		mu.Lock()
 		defer mu.Unlock()
-		running[m.Key]--
+		running[m.OrderingKey]--
 		if string(m.Body) == "3/5" && failed.CompareAndSwap(false, true) {
 			return consumer.Result{}, errors.New("transient failure of a head")
 		}
-		seen[m.Key] = append(seen[m.Key], string(m.Body))
+		seen[m.OrderingKey] = append(seen[m.OrderingKey], string(m.Body))
 		return consumer.Result{}, nil
 	})
 	c, _ := consumer.New(orderedSource{q.Source()}, memstore.New(), h, consumer.Concurrency(16),
@@ -819,7 +819,7 @@ func TestHandlerTimeoutStopsHandler(t *testing.T) {
 		if !ok {
 			return consumer.Result{}, nil
 		}
-		if m.Attempt == 1 {
+		if m.Deliveries == 1 {
 			<-ctx.Done()
 			mu.Lock()
 			errs = append(errs, ctx.Err())

@@ -57,7 +57,7 @@ func (l *outcomeLog) OnMessageOutcome(_ context.Context, m *consumer.Message, o 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.got = append(l.got, fmt.Sprintf("%v(%d)", o.Kind, o.Attempt))
-	l.receives = m.Attempt
+	l.receives = m.Deliveries
 }
 
 // A handler that always fails, on a store keeping whole seconds, is

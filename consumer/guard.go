@@ -184,7 +184,7 @@ func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) (Outco
 	}
 	if o.Kind != Processed && o.Kind != Duplicate {
 		g.cfg.logger.LogAttrs(ctx, logLevel(o.Kind), "message outcome",
-			slogKind(o), slogKey(o.Key), slogID(m), slogErr(o.Err))
+			slogKind(o), slogKey(o.IdempotencyKey), slogID(m), slogErr(o.Err))
 	}
 	return o, end
 }
@@ -274,7 +274,7 @@ func (g *Guard) cachedDuplicate(m *Message, key []byte, byBody bool, now time.Ti
 		return Outcome{}, false // a key reused by another payload: the store path says so
 	}
 	m.IdempotencyKey = r.Key
-	return Outcome{Kind: Duplicate, Key: r.Key, Attempt: r.Attempts, Response: r.Response}, true
+	return Outcome{Kind: Duplicate, IdempotencyKey: r.Key, Attempt: r.Attempts, Response: r.Response}, true
 }
 
 // samePayload reports whether body is the payload stored as hash, as

@@ -22,7 +22,7 @@ type steppedClock struct{ off atomic.Int64 }
 func (c *steppedClock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *steppedClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 func keyedOrder(id string) *consumer.Message {
-	return &consumer.Message{ID: id, Body: []byte(`{"order":"o-1"}`), Attempt: 1,
+	return &consumer.Message{ID: id, Body: []byte(`{"order":"o-1"}`), Deliveries: 1,
 		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "o-1"}}
 }
 

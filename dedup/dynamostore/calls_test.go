@@ -124,7 +124,7 @@ func TestCachedDuplicatesMakeNoCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := func() *consumer.Message {
-		return &consumer.Message{ID: "m", Body: []byte("order-1"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "order-1"}, Attempt: 1}
+		return &consumer.Message{ID: "m", Body: []byte("order-1"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "order-1"}, Deliveries: 1}
 	}
 	ctx := context.Background()
 	calls.reset()

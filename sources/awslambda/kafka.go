@@ -127,13 +127,13 @@ func kafkaMessage(r *events.KafkaRecord, now time.Time) (*consumer.Message, erro
 		}
 	}
 	return &consumer.Message{
-		ID:         r.Topic + "/" + strconv.FormatInt(r.Partition, 10) + "/" + strconv.FormatInt(r.Offset, 10),
-		Key:        string(key),
-		Body:       value,
-		Attributes: attrs,
-		Attempt:    1, // Lambda does not say how often it sent a record
-		Origin:     consumer.Origin{System: "kafka", Destination: r.Topic, Partition: int32(r.Partition), Offset: r.Offset},
-		ReceivedAt: now,
-		Handle:     r,
+		ID:          r.Topic + "/" + strconv.FormatInt(r.Partition, 10) + "/" + strconv.FormatInt(r.Offset, 10),
+		OrderingKey: string(key),
+		Body:        value,
+		Attributes:  attrs,
+		Deliveries:  1, // Lambda does not say how often it sent a record
+		Origin:      consumer.Origin{System: "kafka", Destination: r.Topic, Partition: int32(r.Partition), Offset: r.Offset},
+		ReceivedAt:  now,
+		Handle:      r,
 	}, nil
 }

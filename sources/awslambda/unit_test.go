@@ -60,7 +60,7 @@ func TestKafkaMessageMatchesSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != want.ID || got.Key != want.Key || string(got.Body) != string(want.Body) || got.Origin != want.Origin || got.Attributes["h"] != "v" {
+	if got.ID != want.ID || got.OrderingKey != want.OrderingKey || string(got.Body) != string(want.Body) || got.Origin != want.Origin || got.Attributes["h"] != "v" {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	fw, _ := kafkasource.Fingerprint(want)

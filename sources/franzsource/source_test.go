@@ -73,7 +73,7 @@ func TestFingerprintMatchesKafkaSource(t *testing.T) {
 		fm, km := franzsource.ToMessage(rec, 1), kafkasource.ToMessage(msg, 1)
 		fk, _ := franzsource.Fingerprint(fm)
 		kk, _ := kafkasource.Fingerprint(km)
-		if fk != kk || fm.ID != km.ID || fm.Origin != km.Origin || fm.Key != km.Key {
+		if fk != kk || fm.ID != km.ID || fm.Origin != km.Origin || fm.OrderingKey != km.OrderingKey {
 			t.Fatalf("record %+v: franz key %q ID %q origin %+v; kafka key %q ID %q origin %+v",
 				c, fk, fm.ID, fm.Origin, kk, km.ID, km.Origin)
 		}

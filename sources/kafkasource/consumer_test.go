@@ -166,7 +166,7 @@ func TestFingerprintThroughWrapper(t *testing.T) {
 	eff := grouptest.NewEffects()
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		runs.Add(1)
-		return consumer.Result{Writes: []any{eff.Write(m.Key)}}, nil
+		return consumer.Result{Writes: []any{eff.Write(m.OrderingKey)}}, nil
 	})
 	src := sourcetest.Wrap(newSource(t, addr, group, []string{topic}))
 	m := grouptest.Start(t, src, memstore.New(), h)

@@ -132,7 +132,7 @@ func TestMessageMapping(t *testing.T) {
 		t.Fatalf("receive: %d messages, %v", len(msgs), err)
 	}
 	m := msgs[0]
-	if m.ID == "" || string(m.Body) != "hello" || m.Key != "g1" || m.Attempt != 1 {
+	if m.ID == "" || string(m.Body) != "hello" || m.OrderingKey != "g1" || m.Deliveries != 1 {
 		t.Errorf("message %+v", m)
 	}
 	if m.Origin != (consumer.Origin{System: "aws_sqs", Destination: url[strings.LastIndexByte(url, '/')+1:]}) {
@@ -359,7 +359,7 @@ func TestExtend(t *testing.T) {
 	}
 	// Then it comes back, and the old delivery is gone.
 	again, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
-	if err != nil || len(again) != 1 || again[0].Attempt != 2 {
+	if err != nil || len(again) != 1 || again[0].Deliveries != 2 {
 		t.Fatalf("not redelivered after the extension ran out: %v %v", again, err)
 	}
 	if err := src.Extend(context.Background(), m, 5*time.Second); !errors.Is(err, sqssource.ErrDeliveryLost) {

@@ -142,7 +142,7 @@ func main() {
 // table ("first#<id>", without a count) is put on the first one.
 func firstDelivery(ctx context.Context, db *ddb.Client, table string, m *consumer.Message, id string) bool {
 	if m.Origin.System != "kafka" {
-		return m.Attempt == 1
+		return m.Deliveries == 1
 	}
 	_, err := db.PutItem(ctx, &ddb.PutItemInput{
 		TableName:           aws.String(table),
