@@ -105,7 +105,7 @@ const (
 	// Unordered: messages may be processed in any order and concurrently.
 	Unordered Ordering = iota
 	// OrderByKey: messages with the same Origin Destination, Partition and
-	// Key are processed one at a time, in delivery order (SQS FIFO groups,
+	// OrderingKey are processed one at a time, in delivery order (SQS FIFO groups,
 	// Kafka key mode).
 	OrderByKey
 	// OrderByPartition: messages of one Destination's Partition are
@@ -126,14 +126,18 @@ func (o Ordering) String() string {
 type Message struct {
 	// ID is the broker's message ID (SQS MessageId, Kafka topic/partition/offset).
 	ID string
-	// Key orders messages (SQS MessageGroupId, Kafka record key).
-	Key string
+	// OrderingKey orders messages (SQS MessageGroupId, Kafka record key).
+	// It is not the idempotency key: that is IdempotencyKey, below.
+	OrderingKey string
 	// Body is the payload.
 	Body []byte
 	// Attributes are SQS message attributes or Kafka headers.
 	Attributes map[string]string
-	// Attempt counts deliveries of this message, from 1.
-	Attempt int
+	// Deliveries counts deliveries of this message, from 1: the broker's
+	// count (SQS ApproximateReceiveCount) or the source's own, plus the
+	// times the consumer held it in place for a retry. It is not the
+	// handler's attempt number, which the store counts (Outcome.Attempt).
+	Deliveries int
 	// Origin names the queue, or topic, partition and offset.
 	Origin Origin
 	// ReceivedAt is when the source received it.

@@ -40,7 +40,7 @@ type stopAfter struct {
 	cancel func()
 }
 
-func (s *stopAfter) OnOutcome(context.Context, *consumer.Message, consumer.Outcome, time.Duration) {
+func (s *stopAfter) OnMessageOutcome(context.Context, *consumer.Message, consumer.Outcome, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n--; s.n == 0 {

@@ -50,7 +50,7 @@ func (g *Guard) attempt(ctx context.Context, span trace.Span, m *Message, tr lea
 		return Outcome{Kind: DeadLettered, Err: err}, now
 	}
 	m.IdempotencyKey = key
-	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, hash: hash, o: Outcome{Key: key}}
+	a := &attempt{g: g, m: m, ctx: ctx, span: span, tr: tr, now: now, hash: hash, o: Outcome{IdempotencyKey: key}}
 	if g.completed != nil {
 		// A duplicate of a key completed here lately makes no store call.
 		recNow := g.recordTime(now)
@@ -79,7 +79,7 @@ func (a *attempt) claimFirst() Outcome {
 	sctx, done := a.storeCtx()
 	defer done()
 	cctx, span := g.tel.beginStore(sctx, opClaim)
-	req := dedup.ClaimRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(),
+	req := dedup.ClaimRequest{Key: a.o.IdempotencyKey, PayloadHash: a.hash, Owner: g.nextOwner(),
 		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin}
 	var c dedup.Claim
 	var err error
@@ -121,13 +121,13 @@ func (a *attempt) claimFirst() Outcome {
 
 func (a *attempt) oneRoundTrip() Outcome {
 	g := a.g
-	a.o.Attempt = a.m.Attempt
+	a.o.Attempt = a.m.Deliveries
 	res, err := a.runHandler()
 	if err != nil {
 		return a.handlerFailed(err)
 	}
 	return a.commit(res, func(resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
-		req := dedup.ClaimCompleteRequest{Key: a.o.Key, PayloadHash: a.hash, Owner: g.nextOwner(), Response: resp,
+		req := dedup.ClaimCompleteRequest{Key: a.o.IdempotencyKey, PayloadHash: a.hash, Owner: g.nextOwner(), Response: resp,
 			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin}
 		sctx, done := a.storeCtx()
 		defer done()
@@ -277,7 +277,7 @@ func (a *attempt) expiredPresent(prev *dedup.Record) {
 	}
 	a.g.tel.expired.Add(a.ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(prev.Status))))
 	for _, h := range a.g.hooks.expired {
-		h.OnExpiredPresent(a.ctx, a.m, string(prev.Status))
+		h.OnClaimExpiredPresent(a.ctx, a.m, string(prev.Status))
 	}
 }
 
@@ -297,7 +297,7 @@ func (a *attempt) existing(now time.Time, r dedup.Record) Outcome {
 	// Two empty hashes: the key covers the body, so the same key is the
 	// same payload.
 	if !a.g.cfg.noPayloadCheck && hashesDiffer(r.PayloadHash, a.hash) {
-		o.Kind, o.Err = KeyReuse, &dedup.KeyReuseError{Key: o.Key, Existing: r}
+		o.Kind, o.Err = KeyReuse, &dedup.KeyReuseError{Key: o.IdempotencyKey, Existing: r}
 		return o
 	}
 	switch r.Status {
@@ -395,7 +395,7 @@ func (a *attempt) sendDeadLetter(ctx context.Context, o Outcome, req *dedup.Fail
 	}
 	g := a.g
 	g.cfg.logger.ErrorContext(a.ctx, "dead letter not sent; kept in the store as DEAD_LETTER (onceq inspect shows it)",
-		slogID(a.m), slogKey(o.Key), slogErr(err))
+		slogID(a.m), slogKey(o.IdempotencyKey), slogErr(err))
 	req.DeadLetter, req.ResetAttempts, req.RetryAt = true, true, req.Now.Add(g.cfg.retention)
 	req.Reason = truncate(fmt.Sprintf("dead letter of message %s not sent (%v): %s", a.m.ID, err, req.Reason), 1024)
 	return deadLetterKept, err
@@ -427,7 +427,7 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 		if err != nil && o.deadLetter == deadLetterKept {
 			// Neither the destination nor the store took it: the message
 			// stays with the broker, as before there was a store to keep it.
-			g.cfg.logger.ErrorContext(a.ctx, "dead letter not sent and not kept in the store", slogID(a.m), slogKey(o.Key), slogErr(err))
+			g.cfg.logger.ErrorContext(a.ctx, "dead letter not sent and not kept in the store", slogID(a.m), slogKey(o.IdempotencyKey), slogErr(err))
 			o.deadLetter = deadLetterFailed
 		}
 		if errors.Is(err, dedup.ErrLeaseLost) && o.deadLetter == deadLetterUnsent {

@@ -119,7 +119,7 @@ func BenchmarkCachedDuplicates(b *testing.B) {
 	for i := range msgs {
 		body := make([]byte, 256)
 		copy(body, strconv.Itoa(i))
-		msgs[i] = consumer.Message{ID: strconv.Itoa(i), Body: body, Attempt: 1,
+		msgs[i] = consumer.Message{ID: strconv.Itoa(i), Body: body, Deliveries: 1,
 			Origin: consumer.Origin{System: "memory", Destination: "bench"}}
 		if o := g.Process(ctx, &msgs[i]); o.Kind != consumer.Processed {
 			b.Fatalf("warming: %v", o.Kind)

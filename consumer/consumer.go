@@ -302,7 +302,7 @@ type pool struct {
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc
 
-	limiter *limiter      // nil with FixedConcurrency
+	limiter *limiter      // nil with WithoutAdaptiveConcurrency
 	drained chan struct{} // closed when the drain starts
 
 	// settles bound settle calls (store transitions, source acks,
@@ -508,7 +508,7 @@ func (r *pool) fetch(ctx context.Context) error {
 			s := &slot{r: r, m: m, lastSource: now}
 			switch r.c.caps.Ordering {
 			case OrderByKey:
-				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.Key}
+				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.OrderingKey}
 			case OrderByPartition:
 				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
@@ -669,7 +669,7 @@ func (r *pool) sendDeadLetter(ctx context.Context, s *slot, o Outcome) error {
 		// No dead-letter destination took it: keep the message rather
 		// than lose it, and say so loudly. It is counted as a failed
 		// dead letter (settles with result "error"), not a dead letter.
-		r.c.cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogKey(o.Key), slogErr(err))
+		r.c.cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogKey(o.IdempotencyKey), slogErr(err))
 		_ = r.c.src.Nack(ctx, s.m, r.c.cfg.maxRetryDelay)
 	}
 	return err
@@ -701,7 +701,7 @@ func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 		return false
 	}
 	if redelivery {
-		s.m.Attempt++
+		s.m.Deliveries++
 	}
 	s.started = false
 	s.retry = time.AfterFunc(delay, func() {
@@ -756,21 +756,21 @@ func (r *pool) release(s *slot) {
 func (r *pool) reportLimit(n int) {
 	r.c.guard.tel.limit.Record(context.Background(), int64(n))
 	for _, h := range r.c.guard.hooks.limit {
-		h.OnConcurrencyLimit(n)
+		h.OnPoolConcurrencyLimit(n)
 	}
 }
 
 func (r *pool) reportInFlight(n int) {
 	r.c.guard.tel.inFlight.Record(context.Background(), int64(n))
 	for _, h := range r.c.guard.hooks.inFlight {
-		h.OnInFlight(n)
+		h.OnPoolInFlight(n)
 	}
 }
 
 func (r *pool) reportSettled(ctx context.Context, m *Message, a Action, err error) {
 	r.c.guard.tel.settled(ctx, m, a, err)
 	for _, h := range r.c.guard.hooks.settle {
-		h.OnSettled(ctx, m, a, err)
+		h.OnMessageSettled(ctx, m, a, err)
 	}
 }
 
@@ -926,6 +926,6 @@ func (hb heartbeatTimes) due(s *slot, now time.Time) (due, bool) {
 func (r *pool) reportHeartbeat(ctx context.Context, m *Message, lease bool, err error) {
 	r.c.guard.tel.heartbeat(ctx, lease, err)
 	for _, h := range r.c.guard.hooks.heartbeat {
-		h.OnHeartbeat(ctx, m, lease, err)
+		h.OnMessageHeartbeat(ctx, m, lease, err)
 	}
 }

@@ -211,7 +211,7 @@ func TestAckOnlyAfterCompleted(t *testing.T) {
 
 // rivalGuards are two workers' Guards over one store and handler, to race
 // each other for a key.
-func rivalGuards(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.Option) (a, b *consumer.Guard) {
+func rivalGuards(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.GuardOption) (a, b *consumer.Guard) {
 	t.Helper()
 	var err error
 	if a, err = consumer.NewGuard(store, h, opts...); err != nil {
@@ -253,7 +253,7 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 		<-gates[i]
 		return consumer.Result{Response: []byte("r"), Writes: []any{led.write("k")}}, nil
 	})
-	opts := []consumer.Option{consumer.WithClock(clock), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute)}
+	opts := []consumer.GuardOption{consumer.WithClock(clock), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute)}
 	a, b := rivalGuards(t, store, h, opts...)
 	outA, outB := make(chan consumer.Outcome, 1), make(chan consumer.Outcome, 1)
 	go func() { outA <- a.Process(context.Background(), keyedMessage()) }()
@@ -434,7 +434,7 @@ func TestInFlightElsewhereIsNotAcked(t *testing.T) {
 
 type outcomeRecorder struct{ m *sync.Map }
 
-func (r outcomeRecorder) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (r outcomeRecorder) OnMessageOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	r.m.Store(o.Kind, true)
 }
 
@@ -464,19 +464,19 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 	)
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		mu.Lock()
-		running[m.Key]++
-		if running[m.Key] > 1 {
-			t.Errorf("key %s: two messages at once", m.Key)
+		running[m.OrderingKey]++
+		if running[m.OrderingKey] > 1 {
+			t.Errorf("key %s: two messages at once", m.OrderingKey)
 		}
 		mu.Unlock()
 		time.Sleep(100 * time.Microsecond)
 		mu.Lock()
 		defer mu.Unlock()
-		running[m.Key]--
+		running[m.OrderingKey]--
 		if string(m.Body) == "3/5" && failed.CompareAndSwap(false, true) {
 			return consumer.Result{}, errors.New("transient failure of a head")
 		}
-		seen[m.Key] = append(seen[m.Key], string(m.Body))
+		seen[m.OrderingKey] = append(seen[m.OrderingKey], string(m.Body))
 		return consumer.Result{}, nil
 	})
 	c, _ := consumer.New(orderedSource{q.Source()}, memstore.New(), h, consumer.Concurrency(16),
@@ -560,7 +560,7 @@ func TestConfigurationRefused(t *testing.T) {
 	if _, err := consumer.New(windowSource{src}, memstore.New(), h, consumer.Retention(48*time.Hour)); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("retention below the redelivery window: %v", err)
 	}
-	if _, err := consumer.New(src, oneCallStore{}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(src, oneCallStore{memstore.New()}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("one round trip on a store without it: %v", err)
 	}
 }
@@ -597,7 +597,10 @@ func (w windowSource) Capabilities() consumer.Capabilities {
 	return c
 }
 
+// oneCallStore declares no one-round-trip claim.
 type oneCallStore struct{ dedup.Store }
+
+func (oneCallStore) Capabilities() dedup.Capabilities { return dedup.Capabilities{} }
 
 // claimCounter counts the claims that reach the store.
 type claimCounter struct {
@@ -617,7 +620,7 @@ func TestCompletedCacheSavesStoreCalls(t *testing.T) {
 		claims int64
 	}{
 		{"cached", nil, 1},
-		{"uncached", []consumer.Option{consumer.NoCompletedCache()}, 5},
+		{"uncached", []consumer.Option{consumer.WithoutCompletedCache()}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := memsource.NewQueue("dups")
@@ -676,7 +679,7 @@ func (s *throttlingStore) Claim(ctx context.Context, req dedup.ClaimRequest) (de
 
 type limitRecorder struct{ lowest atomic.Int64 }
 
-func (l *limitRecorder) OnConcurrencyLimit(n int) {
+func (l *limitRecorder) OnPoolConcurrencyLimit(n int) {
 	for {
 		cur := l.lowest.Load()
 		if int64(n) >= cur || l.lowest.CompareAndSwap(cur, int64(n)) {
@@ -702,7 +705,7 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 			rec.lowest.Store(1 << 30)
 			opts := []consumer.Option{consumer.Concurrency(16), consumer.WithHooks(rec)}
 			if fixed {
-				opts = append(opts, consumer.FixedConcurrency())
+				opts = append(opts, consumer.WithoutAdaptiveConcurrency())
 			}
 			c, _ := consumer.New(q.Source(), store, h, opts...)
 			runUntil(t, c, func() bool { return q.Stats().Acked == total })
@@ -816,7 +819,7 @@ func TestHandlerTimeoutStopsHandler(t *testing.T) {
 		if !ok {
 			return consumer.Result{}, nil
 		}
-		if m.Attempt == 1 {
+		if m.Deliveries == 1 {
 			<-ctx.Done()
 			mu.Lock()
 			errs = append(errs, ctx.Err())
@@ -897,6 +900,6 @@ func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 
 type outcomeByBody struct{ m *sync.Map }
 
-func (r outcomeByBody) OnOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (r outcomeByBody) OnMessageOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	r.m.Store(string(m.Body), o.Kind)
 }

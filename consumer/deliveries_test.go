@@ -53,11 +53,11 @@ type outcomeLog struct {
 	receives int // the source's delivery count of the last message seen
 }
 
-func (l *outcomeLog) OnOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (l *outcomeLog) OnMessageOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.got = append(l.got, fmt.Sprintf("%v(%d)", o.Kind, o.Attempt))
-	l.receives = m.Attempt
+	l.receives = m.Deliveries
 }
 
 // A handler that always fails, on a store keeping whole seconds, is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/configerr"
 )
 
 // Errors of the consumer. Test with errors.Is / errors.As.
@@ -20,8 +21,10 @@ var (
 	ErrMisconfigured = errors.New("consumer: misconfigured")
 	// ErrRunTwice is returned by a second call of Consumer.Run.
 	ErrRunTwice = errors.New("consumer: Run called twice; a Consumer runs once")
-	// ErrInvalidConfig wraps every configuration error New returns.
-	ErrInvalidConfig = errors.New("consumer: invalid configuration")
+	// ErrInvalidConfig wraps every configuration error New and NewGuard
+	// return. It is the ErrInvalidConfig of every onceq package (the
+	// stores, the sources): errors.Is with any of them matches.
+	ErrInvalidConfig = configerr.ErrInvalidConfig
 	// ErrHandlerPanic wraps a recovered handler panic.
 	ErrHandlerPanic = errors.New("consumer: handler panicked")
 	// ErrPermanent marks a handler error that no retry can fix: the message
@@ -45,5 +48,5 @@ func (e *permanentError) Unwrap() error        { return e.err }
 func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
 
 func configError(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	return fmt.Errorf("consumer: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 }

@@ -106,7 +106,7 @@ type outcomes struct {
 	done   func()
 }
 
-func (s *outcomes) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (s *outcomes) OnMessageOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byKind == nil {

@@ -18,7 +18,7 @@ type expiredLog struct {
 	seen []string
 }
 
-func (l *expiredLog) OnExpiredPresent(_ context.Context, _ *consumer.Message, previous string) {
+func (l *expiredLog) OnClaimExpiredPresent(_ context.Context, _ *consumer.Message, previous string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seen = append(l.seen, previous)
@@ -31,7 +31,7 @@ func TestExpiredPresentReportedInEveryMode(t *testing.T) {
 		reader, mp := metrictest.Provider(t)
 		clock := &manualClock{now: time.Now()}
 		log := &expiredLog{}
-		opts := []consumer.Option{consumer.WithClock(clock), consumer.Retention(time.Hour), consumer.WithHooks(log), consumer.WithMeterProvider(mp)}
+		opts := []consumer.GuardOption{consumer.WithClock(clock), consumer.Retention(time.Hour), consumer.WithHooks(log), consumer.WithMeterProvider(mp)}
 		if oneShot {
 			opts = append(opts, consumer.OneRoundTrip())
 		}

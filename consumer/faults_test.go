@@ -80,7 +80,7 @@ func TestCheckFailureStopsBeforeReceive(t *testing.T) {
 	}
 }
 
-// misspelt implements no hook: OnOutcome is misspelt.
+// misspelt implements no hook: OnMessageOutcome is misspelt.
 type misspelt struct{}
 
 func (misspelt) OnOutcom(context.Context, *consumer.Message, consumer.Outcome, time.Duration) {}
@@ -129,8 +129,8 @@ func TestHungHandlerLosesItsLease(t *testing.T) {
 		}
 		return consumer.Result{Writes: []any{led.write("k")}}, nil
 	})
-	opts := []consumer.Option{consumer.HandlerTimeout(100 * time.Millisecond), consumer.LeaseTTL(2100 * time.Millisecond),
-		consumer.ClockSkewMargin(0), consumer.NoCompletedCache()}
+	opts := []consumer.GuardOption{consumer.HandlerTimeout(100 * time.Millisecond), consumer.LeaseTTL(2100 * time.Millisecond),
+		consumer.ClockSkewMargin(0), consumer.WithoutCompletedCache()}
 	hung, other := rivalGuards(t, store, h, opts...)
 	hungOut := make(chan consumer.Outcome, 1)
 	go func() { hungOut <- hung.Process(context.Background(), keyedMessage()) }()
@@ -176,7 +176,7 @@ type settleRecorder struct {
 	errs map[consumer.Action][]error
 }
 
-func (r *settleRecorder) OnSettled(_ context.Context, _ *consumer.Message, a consumer.Action, err error) {
+func (r *settleRecorder) OnMessageSettled(_ context.Context, _ *consumer.Message, a consumer.Action, err error) {
 	r.mu.Lock()
 	r.errs[a] = append(r.errs[a], err)
 	r.mu.Unlock()

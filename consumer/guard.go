@@ -35,9 +35,10 @@ const settleTimeout = 10 * time.Second
 //	case consumer.DeadLetter: // move it aside with o.Reason()
 //	}
 type Guard struct {
-	cfg     config
-	store   dedup.Store
-	oneShot dedup.ClaimCompleter
+	cfg   config
+	store dedup.Store
+	// oneShot is the store in one-round-trip mode, nil otherwise.
+	oneShot dedup.Store
 	handler Handler
 	hooks   hooks
 	tel     *telemetry
@@ -51,7 +52,7 @@ type Guard struct {
 }
 
 // NewGuard validates the options and returns a Guard.
-func NewGuard(store dedup.Store, h Handler, opts ...Option) (*Guard, error) {
+func NewGuard(store dedup.Store, h Handler, opts ...GuardOption) (*Guard, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o.apply(&cfg)
@@ -69,7 +70,8 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if tk, ok := store.(dedup.TenantKeyed); ok && tk.TenantKeyed() && cfg.tenantFunc == nil {
+	caps := store.Capabilities()
+	if caps.TenantKeyed && cfg.tenantFunc == nil {
 		return nil, configError("the Store (%T) keys records by tenant: give WithTenantFunc, or every key shares its namespace's partition", store)
 	}
 	tel, err := newTelemetry(cfg.tracerProvider, cfg.meterProvider, cfg.propagator)
@@ -77,31 +79,30 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 		return nil, fmt.Errorf("consumer: telemetry: %w", err)
 	}
 	cfg.handLogger(store)
+	var completed *cache.Store
 	if cfg.cacheEntries > 0 {
-		c := cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
-		if err := tel.observeCache(c); err != nil {
+		completed = cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
+		if err := tel.observeCache(completed); err != nil {
 			return nil, fmt.Errorf("consumer: telemetry: %w", err)
 		}
-		store = c
+		store = completed
 	}
 	hs, err := collectHooks(cfg.hooks)
 	if err != nil {
 		return nil, err
 	}
 	if err := dedup.CheckNamespace(cfg.namespace); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("consumer: %w: %w", ErrInvalidConfig, err)
 	}
-	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel}
+	g := &Guard{cfg: cfg, store: store, handler: h, hooks: hs, tel: tel, completed: completed}
 	_, g.wallClock = cfg.clock.(wallClock)
-	if c, ok := store.(cache.Cache); ok {
-		g.completed, _ = cache.StoreOf(c)
-	}
 	if cfg.oneRoundTrip {
-		cc, ok := store.(dedup.ClaimCompleter)
-		if !ok {
-			return nil, configError("OneRoundTrip: the Store (%T) cannot claim and complete in one call", store)
+		// Declared, not discovered: a wrapper that embeds the Store keeps
+		// the mode.
+		if !caps.ClaimComplete {
+			return nil, configError("OneRoundTrip: the Store (%T) does not declare ClaimComplete in its Capabilities", store)
 		}
-		g.oneShot = cc
+		g.oneShot = store
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -123,11 +124,10 @@ func (g *Guard) Check(ctx context.Context) error {
 
 // CacheStats reports the COMPLETED-record cache's counters, if it is on.
 func (g *Guard) CacheStats() (cache.Stats, bool) {
-	c, ok := g.store.(cache.Cache)
-	if !ok {
+	if g.completed == nil {
 		return cache.Stats{}, false
 	}
-	return c.Stats(), true
+	return g.completed.Stats(), true
 }
 
 // leaseTracker is told when the handler holds a lease, so heartbeats can
@@ -177,12 +177,12 @@ func (g *Guard) process(ctx context.Context, m *Message, tr leaseTracker) (Outco
 	if len(g.hooks.outcome) > 0 {
 		end = time.Now()
 		for _, h := range g.hooks.outcome {
-			h.OnOutcome(ctx, m, o, end.Sub(start))
+			h.OnMessageOutcome(ctx, m, o, end.Sub(start))
 		}
 	}
 	if o.Kind != Processed && o.Kind != Duplicate {
 		g.cfg.logger.LogAttrs(ctx, logLevel(o.Kind), "message outcome",
-			slogKind(o), slogKey(o.Key), slogID(m), slogErr(o.Err))
+			slogKind(o), slogKey(o.IdempotencyKey), slogID(m), slogErr(o.Err))
 	}
 	return o, end
 }
@@ -275,7 +275,7 @@ func (g *Guard) callHandler(ctx context.Context, m *Message, start time.Time) (r
 		endChild(span, err)
 		g.tel.handled(ctx, took, err)
 		for _, h := range g.hooks.handler {
-			h.OnHandled(ctx, m, took, err)
+			h.OnMessageHandled(ctx, m, took, err)
 		}
 	}()
 	res, err = g.handler.Handle(ctx, m)

@@ -16,38 +16,38 @@ type Hook any
 
 // OutcomeHook sees every message's outcome, exactly once per processing.
 type OutcomeHook interface {
-	OnOutcome(ctx context.Context, m *Message, o Outcome, took time.Duration)
+	OnMessageOutcome(ctx context.Context, m *Message, o Outcome, took time.Duration)
 }
 
 // HandlerHook sees every handler call.
 type HandlerHook interface {
-	OnHandled(ctx context.Context, m *Message, took time.Duration, err error)
+	OnMessageHandled(ctx context.Context, m *Message, took time.Duration, err error)
 }
 
 // SettleHook sees every source action and its error.
 type SettleHook interface {
-	OnSettled(ctx context.Context, m *Message, a Action, err error)
+	OnMessageSettled(ctx context.Context, m *Message, a Action, err error)
 }
 
 // InFlightHook sees the count of held messages change.
 type InFlightHook interface {
-	OnInFlight(n int)
+	OnPoolInFlight(n int)
 }
 
 // HeartbeatHook sees every lease or visibility extension.
 type HeartbeatHook interface {
-	OnHeartbeat(ctx context.Context, m *Message, lease bool, err error)
+	OnMessageHeartbeat(ctx context.Context, m *Message, lease bool, err error)
 }
 
 // ExpiredPresentHook sees a claim that took over an expired record still
 // stored (TTL lag: DynamoDB deletes expired items up to 48 hours late).
 type ExpiredPresentHook interface {
-	OnExpiredPresent(ctx context.Context, m *Message, previous string)
+	OnClaimExpiredPresent(ctx context.Context, m *Message, previous string)
 }
 
 // LimitHook sees the adaptive concurrency limit change.
 type LimitHook interface {
-	OnConcurrencyLimit(n int)
+	OnPoolConcurrencyLimit(n int)
 }
 
 type hooks struct {

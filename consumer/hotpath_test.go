@@ -21,8 +21,8 @@ func TestCachedDuplicateCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	byBody := &consumer.Message{ID: "1", Body: []byte("body"), Attempt: 1}
-	byAttr := &consumer.Message{ID: "2", Body: []byte("other"), Attempt: 1,
+	byBody := &consumer.Message{ID: "1", Body: []byte("body"), Deliveries: 1}
+	byAttr := &consumer.Message{ID: "2", Body: []byte("other"), Deliveries: 1,
 		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "k-2"}}
 	for _, m := range []*consumer.Message{byBody, byAttr} {
 		if o := g.Process(ctx, m); o.Kind != consumer.Processed {
@@ -37,7 +37,7 @@ func TestCachedDuplicateCostsNothing(t *testing.T) {
 		key := m.IdempotencyKey
 		m.IdempotencyKey = ""
 		o := g.Process(ctx, m)
-		if o.Kind != consumer.Duplicate || string(o.Response) != "ok" || o.Key != key || m.IdempotencyKey != key {
+		if o.Kind != consumer.Duplicate || string(o.Response) != "ok" || o.IdempotencyKey != key || m.IdempotencyKey != key {
 			t.Fatalf("duplicate of %s: %+v (message key %q, want %q)", m.ID, o, m.IdempotencyKey, key)
 		}
 		g.Process(ctx, m)
@@ -45,7 +45,7 @@ func TestCachedDuplicateCostsNothing(t *testing.T) {
 	if n := store.calls.Load() - calls; n != 0 {
 		t.Fatalf("%d store calls for cached duplicates", n)
 	}
-	reused := &consumer.Message{ID: "3", Body: []byte("changed"), Attempt: 1,
+	reused := &consumer.Message{ID: "3", Body: []byte("changed"), Deliveries: 1,
 		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "k-2"}}
 	if o := g.Process(ctx, reused); o.Kind != consumer.KeyReuse {
 		t.Fatalf("another payload under a cached key: %v, want key reuse", o.Kind)

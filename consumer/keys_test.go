@@ -104,7 +104,7 @@ func TestCompletedPastRetentionIsANewMessage(t *testing.T) {
 	var runs atomic.Int32
 	clock := &manualClock{now: time.Now()}
 	g, err := consumer.NewGuard(memstore.New(), countingHandler(&runs), consumer.WithClock(clock), consumer.MaxAttempts(2),
-		consumer.Retention(2*time.Minute), consumer.NoCompletedCache())
+		consumer.Retention(2*time.Minute), consumer.WithoutCompletedCache())
 	if err != nil {
 		t.Fatal(err)
 	}

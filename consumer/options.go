@@ -19,12 +19,29 @@ type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
 
-// Option configures a Consumer or a Guard.
+// Option configures a Consumer (New).
 type Option interface{ apply(*config) }
 
+// GuardOption configures a Guard (NewGuard) or a Consumer: every
+// GuardOption is an Option. The options of a Consumer's receive loop alone
+// (Concurrency, MaxInFlight, DrainTimeout, WithoutDeadLetters,
+// WithoutAdaptiveConcurrency) are not GuardOptions, so giving one to
+// NewGuard, where it would mean nothing, does not compile.
+type GuardOption interface {
+	Option
+	guardOption()
+}
+
+// optionFunc is an option of the Consumer alone.
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
+
+// guardFunc is an option of both the Consumer and the Guard.
+type guardFunc func(*config)
+
+func (f guardFunc) apply(c *config) { f(c) }
+func (guardFunc) guardOption()      {}
 
 type config struct {
 	concurrency      int
@@ -46,7 +63,7 @@ type config struct {
 	keyCoversBody    func(*Message) bool // set with a Source's default key
 	payloadHash      PayloadHashFunc
 	wholeBodyHash    bool // payloadHash is WholeBody: compared without allocating
-	noPayloadCheck   bool // NoPayloadCheck: hashes are never compared
+	noPayloadCheck   bool // WithoutPayloadCheck: hashes are never compared
 	logger           *slog.Logger
 	loggerGiven      bool
 	clock            Clock
@@ -127,7 +144,7 @@ func (c *config) validate() error {
 	case c.logger == nil || c.clock == nil:
 		return configError("Logger and Clock: must not be nil")
 	case c.payloadHash == nil:
-		return configError("WithPayloadHash(nil): to check no payload, use NoPayloadCheck")
+		return configError("WithPayloadHash(nil): to check no payload, use WithoutPayloadCheck")
 	}
 	return nil
 }
@@ -142,28 +159,28 @@ func MaxInFlight(n int) Option { return optionFunc(func(c *config) { c.maxInFlig
 
 // HandlerTimeout bounds one handler call (default 30s). Handlers share
 // deadline contexts, so one may be stopped up to 1% (at most 100ms) early.
-func HandlerTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.handlerTimeout = d })
+func HandlerTimeout(d time.Duration) GuardOption {
+	return guardFunc(func(c *config) { c.handlerTimeout = d })
 }
 
 // LeaseTTL is how long a claim holds its key before another worker may take
 // it over (default 60s); heartbeats renew it while the handler runs. It
 // must exceed HandlerTimeout by a margin.
-func LeaseTTL(d time.Duration) Option { return optionFunc(func(c *config) { c.leaseTTL = d }) }
+func LeaseTTL(d time.Duration) GuardOption { return guardFunc(func(c *config) { c.leaseTTL = d }) }
 
 // Retention is how long a COMPLETED record answers duplicates. It must
 // exceed how long the source may redeliver a message (its declared
 // RedeliveryWindow). Unset, it is 24h, or the redelivery window plus one
 // hour when that is longer (an SQS queue's retention period, 4 days by
 // default, gives 4 days 1 hour); New logs the raised value at INFO.
-func Retention(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.retention, c.retentionSet = d, true })
+func Retention(d time.Duration) GuardOption {
+	return guardFunc(func(c *config) { c.retention, c.retentionSet = d, true })
 }
 
 // FailedRetryDelay is the first retry delay after a handler failure
 // (default 2s); it doubles per attempt up to 5 minutes.
-func FailedRetryDelay(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.failedRetryDelay = d })
+func FailedRetryDelay(d time.Duration) GuardOption {
+	return guardFunc(func(c *config) { c.failedRetryDelay = d })
 }
 
 // PendingRecheck is how often a message whose key is in flight elsewhere
@@ -172,14 +189,14 @@ func FailedRetryDelay(d time.Duration) Option {
 // is given back to the broker until the holder's lease can have ended
 // (its expiry plus ClockSkewMargin), so a crashed holder costs at most two
 // deliveries per lease period.
-func PendingRecheck(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.pendingRecheck = d })
+func PendingRecheck(d time.Duration) GuardOption {
+	return guardFunc(func(c *config) { c.pendingRecheck = d })
 }
 
 // MaxAttempts is how many times the handler may run for a key before the
 // message is dead-lettered (default 5). Attempts are counted in the record,
 // so a message that crashes its worker is counted too.
-func MaxAttempts(n int) Option { return optionFunc(func(c *config) { c.maxAttempts = n }) }
+func MaxAttempts(n int) GuardOption { return guardFunc(func(c *config) { c.maxAttempts = n }) }
 
 // DrainTimeout bounds the wait for in-flight handlers once Run's context
 // is cancelled (default 30s); then their contexts are cancelled.
@@ -190,7 +207,9 @@ func DrainTimeout(d time.Duration) Option {
 // CheckTimeout bounds each of the checks Run makes before it starts (the
 // Store's, then the Source's; default 10s). A check that does not answer
 // in time is a failure: an unreachable endpoint is most often a wrong one.
-func CheckTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.checkTimeout = d }) }
+func CheckTimeout(d time.Duration) GuardOption {
+	return guardFunc(func(c *config) { c.checkTimeout = d })
+}
 
 // DefaultClockSkewMargin is ClockSkewMargin's default.
 const DefaultClockSkewMargin = 5 * time.Second
@@ -202,18 +221,20 @@ const DefaultClockSkewMargin = 5 * time.Second
 // margin, and a waiting message comes back only then. The DynamoDB store
 // measures each worker's clock against DynamoDB's and refuses to claim
 // when it is off by more than the margin (see docs/processing.md, infrastructure failures).
-func ClockSkewMargin(d time.Duration) Option { return optionFunc(func(c *config) { c.skewMargin = d }) }
+func ClockSkewMargin(d time.Duration) GuardOption {
+	return guardFunc(func(c *config) { c.skewMargin = d })
+}
 
 // Namespace prefixes every key ("<namespace>#<key>"), to share one table
 // among workers or tenants (default "onceq").
-func Namespace(ns string) Option { return optionFunc(func(c *config) { c.namespace = ns }) }
+func Namespace(ns string) GuardOption { return guardFunc(func(c *config) { c.namespace = ns }) }
 
 // WithKeyFunc replaces the default idempotency key: the
 // IdempotencyKeyAttribute when present, else the SHA-256 of the body.
 // payload.JSONKey takes the key from a field of a JSON body. A key
 // function's error dead-letters the message, its text as the reason.
-func WithKeyFunc(f KeyFunc) Option {
-	return optionFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, nil })
+func WithKeyFunc(f KeyFunc) GuardOption {
+	return guardFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, nil })
 }
 
 // WithSourceKey is WithKeyFunc for a key a Source derives from the
@@ -222,8 +243,8 @@ func WithKeyFunc(f KeyFunc) Option {
 // hash over the body, stored as a derived key (see dedup.DerivedKey) and
 // with no payload hash of its own. For a Guard fed by hand, such as
 // package awslambda's.
-func WithSourceKey(f KeyFunc, coversBody func(*Message) bool) Option {
-	return optionFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, coversBody })
+func WithSourceKey(f KeyFunc, coversBody func(*Message) bool) GuardOption {
+	return guardFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, coversBody })
 }
 
 // WithTenantFunc takes each message's tenant from f (payload.JSONKey
@@ -232,14 +253,14 @@ func WithSourceKey(f KeyFunc, coversBody func(*Message) bool) Option {
 // records on the tenant's own partition key. A Store with a tenant layout
 // requires it. A tenant function's error (no tenant) dead-letters the
 // message, as a key function's does.
-func WithTenantFunc(f KeyFunc) Option { return optionFunc(func(c *config) { c.tenantFunc = f }) }
+func WithTenantFunc(f KeyFunc) GuardOption { return guardFunc(func(c *config) { c.tenantFunc = f }) }
 
 // WithLogger sets the logger (default slog.Default(), as in every onceq
 // package). Outcomes other than processed and duplicate are logged, with
 // the key's hash, never the key. The logger is handed to the Source and
 // the Store too (broker.LoggerInheritor), unless they were given their own.
-func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) {
+func WithLogger(l *slog.Logger) GuardOption {
+	return guardFunc(func(c *config) {
 		if l != nil {
 			c.logger, c.loggerGiven = l, true
 		}
@@ -247,56 +268,56 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithClock sets the clock of record times (tests).
-func WithClock(clk Clock) Option { return optionFunc(func(c *config) { c.clock = clk }) }
+func WithClock(clk Clock) GuardOption { return guardFunc(func(c *config) { c.clock = clk }) }
 
 // OneRoundTrip runs the handler before claiming and commits the record
 // straight as COMPLETED with the handler's Writes in one atomic call: for
 // handlers whose whole effect is their Writes (no outside calls), since the
-// handler also runs for duplicates. The Store must be a dedup.ClaimCompleter.
-func OneRoundTrip() Option { return optionFunc(func(c *config) { c.oneRoundTrip = true }) }
+// handler also runs for duplicates. The Store must declare ClaimComplete in its dedup.Capabilities.
+func OneRoundTrip() GuardOption { return guardFunc(func(c *config) { c.oneRoundTrip = true }) }
 
 // WithHooks adds observers; each must implement at least one of the hook
 // interfaces ([OutcomeHook], [HandlerHook], [SettleHook], [InFlightHook],
 // [HeartbeatHook], [ExpiredPresentHook], [LimitHook]).
-func WithHooks(hooks ...Hook) Option {
-	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
+func WithHooks(hooks ...Hook) GuardOption {
+	return guardFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }
 
 // WithTracerProvider sets where spans go (default: the global provider).
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) { c.tracerProvider = tp })
+func WithTracerProvider(tp trace.TracerProvider) GuardOption {
+	return guardFunc(func(c *config) { c.tracerProvider = tp })
 }
 
 // WithMeterProvider sets where metrics go (default: the global provider).
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) { c.meterProvider = mp })
+func WithMeterProvider(mp metric.MeterProvider) GuardOption {
+	return guardFunc(func(c *config) { c.meterProvider = mp })
 }
 
 // WithPropagator sets how trace context is read from message attributes
 // (default: W3C trace context and baggage).
-func WithPropagator(p propagation.TextMapPropagator) Option {
-	return optionFunc(func(c *config) { c.propagator = p })
+func WithPropagator(p propagation.TextMapPropagator) GuardOption {
+	return guardFunc(func(c *config) { c.propagator = p })
 }
 
 // CompletedCache sizes the in-process cache of COMPLETED records that
 // answers repeated duplicates without a store call (default 10,000 records,
 // 16 MiB). Entries never outlive their record's expiry, nor
 // CompletedCacheMaxAge.
-func CompletedCache(entries, bytes int) Option {
-	return optionFunc(func(c *config) { c.cacheEntries, c.cacheBytes = max(entries, 1), bytes })
+func CompletedCache(entries, bytes int) GuardOption {
+	return guardFunc(func(c *config) { c.cacheEntries, c.cacheBytes = max(entries, 1), bytes })
 }
 
 // CompletedCacheMaxAge bounds how long a cached COMPLETED record answers
 // duplicates without asking the store (default cache.DefaultMaxAge, 10s):
 // how long this worker may still answer a duplicate after the record was
 // deleted, rewritten or re-claimed behind it.
-func CompletedCacheMaxAge(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.cacheMaxAge = d })
+func CompletedCacheMaxAge(d time.Duration) GuardOption {
+	return guardFunc(func(c *config) { c.cacheMaxAge = d })
 }
 
-// NoCompletedCache turns the COMPLETED-record cache off: every duplicate
+// WithoutCompletedCache turns the COMPLETED-record cache off: every duplicate
 // asks the store.
-func NoCompletedCache() Option { return optionFunc(func(c *config) { c.cacheEntries = 0 }) }
+func WithoutCompletedCache() GuardOption { return guardFunc(func(c *config) { c.cacheEntries = 0 }) }
 
 // WithoutDeadLetters accepts a Source that has no dead-letter destination.
 // A message that should be dead-lettered is then kept in the store as
@@ -307,11 +328,14 @@ func NoCompletedCache() Option { return optionFunc(func(c *config) { c.cacheEntr
 // Source.
 func WithoutDeadLetters() Option { return optionFunc(func(c *config) { c.noDeadLetter = true }) }
 
-// FixedConcurrency keeps Concurrency handlers running whatever the store
-// says. By default the consumer lowers its concurrency multiplicatively when
-// the store reports throttles and raises it additively as calls succeed,
-// between 1 and Concurrency; receiving follows through MaxInFlight.
-func FixedConcurrency() Option { return optionFunc(func(c *config) { c.fixedConcurrency = true }) }
+// WithoutAdaptiveConcurrency keeps Concurrency handlers running whatever
+// the store says. By default the consumer lowers its concurrency
+// multiplicatively when the store reports throttles and raises it
+// additively as calls succeed, between 1 and Concurrency; receiving follows
+// through MaxInFlight.
+func WithoutAdaptiveConcurrency() Option {
+	return optionFunc(func(c *config) { c.fixedConcurrency = true })
+}
 
 // handLogger gives a Source or Store the logger this consumer was given,
 // for it to use unless it was given its own. Found by assertion, unlike

@@ -104,9 +104,12 @@ func (k Kind) Action() Action {
 // Outcome is the result of running one message through the guard.
 type Outcome struct {
 	Kind Kind
-	// Key is the idempotency key claimed (namespace#fingerprint).
-	Key string
-	// Attempt is the claim's attempt number (0 when no claim was made).
+	// IdempotencyKey is the idempotency key claimed (namespace#fingerprint),
+	// as Message.IdempotencyKey.
+	IdempotencyKey string
+	// Attempt is the handler run's attempt number as the store counts it
+	// (dedup.Claim.Attempt: failed runs plus one; 0 when no claim was
+	// made). Message.Deliveries counts deliveries instead.
 	Attempt int
 	// Response is the committed or cached response.
 	Response []byte

@@ -34,14 +34,14 @@ func WholeBody(body []byte) (string, error) { return dedup.PayloadHash(body), ni
 // which decides what counts as the same payload under one key (default
 // WholeBody). It does not apply when the key is itself the body's hash,
 // since the same key then means the same body.
-func WithPayloadHash(f PayloadHashFunc) Option {
-	return optionFunc(func(c *config) { c.payloadHash, c.wholeBodyHash, c.noPayloadCheck = f, false, false })
+func WithPayloadHash(f PayloadHashFunc) GuardOption {
+	return guardFunc(func(c *config) { c.payloadHash, c.wholeBodyHash, c.noPayloadCheck = f, false, false })
 }
 
-// NoPayloadCheck stores no payload hash: a key seen again is a duplicate,
+// WithoutPayloadCheck stores no payload hash: a key seen again is a duplicate,
 // whatever its body.
-func NoPayloadCheck() Option {
-	return optionFunc(func(c *config) { c.payloadHash, c.wholeBodyHash, c.noPayloadCheck = noPayloadHash, false, true })
+func WithoutPayloadCheck() GuardOption {
+	return guardFunc(func(c *config) { c.payloadHash, c.wholeBodyHash, c.noPayloadCheck = noPayloadHash, false, true })
 }
 
 func noPayloadHash([]byte) (string, error) { return "", nil }

@@ -85,7 +85,7 @@ func TestJSONFieldsChecksOnlyTheirFields(t *testing.T) {
 }
 
 func TestNoPayloadCheckTakesAnyBodyAsDuplicate(t *testing.T) {
-	_, kinds, calls := runBodies(t, []string{orderSent, orderChanged}, consumer.NoPayloadCheck())
+	_, kinds, calls := runBodies(t, []string{orderSent, orderChanged}, consumer.WithoutPayloadCheck())
 	if kinds[orderChanged] != consumer.Duplicate || calls != 1 {
 		t.Fatalf("outcomes %v, %d handler runs; want the changed order a duplicate", kinds, calls)
 	}

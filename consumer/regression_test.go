@@ -24,9 +24,13 @@ func noopHandler() consumer.Handler {
 }
 
 // Both constructors must refuse opts with ErrInvalidConfig.
-func refused(t *testing.T, opts ...consumer.Option) {
+func refused(t *testing.T, opts ...consumer.GuardOption) {
 	t.Helper()
-	if _, err := consumer.New(memsource.NewQueue("r").Source(), memstore.New(), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+	copts := make([]consumer.Option, len(opts))
+	for i, o := range opts {
+		copts[i] = o
+	}
+	if _, err := consumer.New(memsource.NewQueue("r").Source(), memstore.New(), noopHandler(), copts...); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("New: %v, want ErrInvalidConfig", err)
 	}
 	if _, err := consumer.NewGuard(memstore.New(), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {

@@ -313,7 +313,7 @@ func (t *telemetry) startProcess(ctx context.Context, m *Message) (context.Conte
 			attrOperationType.String("process"),
 			attrOperationName.String("process"),
 			attrBodySize.Int(len(m.Body)),
-			attrAttempt.Int(m.Attempt),
+			attrAttempt.Int(m.Deliveries),
 		)
 		if m.Origin.System == "kafka" {
 			span.SetAttributes(attrPartition.String(strconv.Itoa(int(m.Origin.Partition))), attrKafkaOffset.Int64(m.Origin.Offset))

@@ -171,6 +171,31 @@ type Store interface {
 	// Get reads a record with strong consistency, expired or not.
 	// ErrNotFound when absent.
 	Get(ctx context.Context, key string) (Record, error)
+	// ClaimComplete is the one-round-trip claim, for handlers whose whole
+	// effect is their Writes: it commits the COMPLETED record and Writes
+	// when the key is absent or expired. When it is live, nothing is
+	// written and the Claim carries the existing record (Acquired false). A
+	// business write's condition failing gives a *BusinessConditionError. A
+	// Store whose Capabilities say no ClaimComplete returns
+	// errors.ErrUnsupported.
+	ClaimComplete(ctx context.Context, req ClaimCompleteRequest) (Claim, error)
+	// Capabilities declares what the Store supports. It is a method of
+	// every Store rather than a set of optional interfaces, so that a
+	// wrapper embedding a Store forwards it with the rest and keeps every
+	// capability of the Store it wraps.
+	Capabilities() Capabilities
+}
+
+// Capabilities is what a Store declares about itself. The zero value is a
+// Store with no optional feature.
+type Capabilities struct {
+	// ClaimComplete: ClaimComplete works, so the consumer's one-round-trip
+	// mode (consumer.OneRoundTrip) can run over the Store.
+	ClaimComplete bool
+	// TenantKeyed: the Store's layout partitions records by the tenant
+	// TenantKey puts in front of each key. A consumer over it needs a
+	// tenant function, or every key would share its namespace's partition.
+	TenantKeyed bool
 }
 
 // ClaimCompleteRequest is the one-round-trip claim: the record is written
@@ -185,14 +210,4 @@ type ClaimCompleteRequest struct {
 	Writes      []any
 	// SkewMargin is as in ClaimRequest.
 	SkewMargin time.Duration
-}
-
-// ClaimCompleter is implemented by Stores that can claim and complete in one
-// atomic call, for handlers whose whole effect is their Writes.
-type ClaimCompleter interface {
-	// ClaimComplete commits the COMPLETED record and Writes when the key is
-	// absent or expired. When it is live, nothing is written and the Claim
-	// carries the existing record (Acquired false). A business write's
-	// condition failing gives a *BusinessConditionError.
-	ClaimComplete(ctx context.Context, req ClaimCompleteRequest) (Claim, error)
 }

@@ -22,6 +22,12 @@
 // the message), one injective encoding every Store and the cache share; a
 // Store whose layout cannot hold a key part maps it with StorablePart.
 //
+// A Store declares its optional features in one value, Capabilities (as a
+// Source declares its own in broker.Capabilities), instead of offering
+// them as optional interfaces to be discovered: a wrapper that embeds a
+// Store forwards Capabilities with the rest, so wrapping never turns a
+// feature (the one-round-trip claim, the tenant layout) off unseen.
+//
 // It imports only retry (the fault classes its errors carry) and no SDK:
 // the consumer and every Store import it; a Store adapter lives in its own
 // package and owns its SDK.

@@ -42,11 +42,3 @@ func EscapeTenant(tenant string) (string, error) {
 }
 
 var tenantEscaper = strings.NewReplacer("%", "%25", "#", "%23")
-
-// TenantKeyed is implemented by a Store whose layout partitions records by
-// the tenant TenantKey puts in front of each key. A consumer over such a
-// Store needs a tenant function: keys without a tenant would all share the
-// partition of their namespace.
-type TenantKeyed interface {
-	TenantKeyed() bool
-}

@@ -13,6 +13,8 @@ require (
 	github.com/onceq/onceq v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/dedup/pgstore v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/dedup/redisstore v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/sources/awslambda v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/sources/franzsource v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/sources/kafkasource v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/segmentio/kafka-go v0.4.51
@@ -22,9 +24,11 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/tools v0.49.0
 )
 
 require (
+	github.com/aws/aws-lambda-go v1.55.1 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
@@ -53,6 +57,7 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

@@ -69,7 +69,9 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	opts := []dynamostore.AuditOption{
 		dynamostore.ArchiveRetention(*retention), dynamostore.PollInterval(*poll),
 		dynamostore.AuditLogger(slog.New(slog.NewTextHandler(stderr, nil))),
-		dynamostore.AnyDeleteIsTTL(*anyDelete),
+	}
+	if *anyDelete {
+		opts = append(opts, dynamostore.AnyDeleteIsTTL())
 	}
 	if *fromStart {
 		opts = append(opts, dynamostore.FromStreamStart())

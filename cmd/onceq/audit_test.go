@@ -38,7 +38,7 @@ func TestCreateTableStreamAndAudit(t *testing.T) {
 		t.Fatalf("archive table: %v", err)
 	}
 
-	st, err := dynamostore.New(c, table, dynamostore.ClockCheck(false))
+	st, err := dynamostore.New(c, table, dynamostore.WithoutClockCheck())
 	if err != nil {
 		t.Fatal(err)
 	}

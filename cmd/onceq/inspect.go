@@ -285,7 +285,7 @@ func (k kafkaRecord) fingerprint(stderr io.Writer) (string, int) {
 		}
 		body = b
 	}
-	m := &broker.Message{Key: k.key, Body: body, Origin: broker.Origin{System: "kafka", Destination: k.topic}}
+	m := &broker.Message{OrderingKey: k.key, Body: body, Origin: broker.Origin{System: "kafka", Destination: k.topic}}
 	if k.header != "" {
 		m.Attributes = map[string]string{broker.IdempotencyKeyAttribute: k.header}
 	}

@@ -75,7 +75,7 @@ func failOnce(t *testing.T, store dedup.Store, ns, id string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &consumer.Message{ID: "m-" + id, Body: []byte("body of " + id), Attempt: 1,
+	m := &consumer.Message{ID: "m-" + id, Body: []byte("body of " + id), Deliveries: 1,
 		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: id}}
 	if o := g.Process(t.Context(), m); o.Kind != consumer.Retrying {
 		t.Fatalf("outcome %v (%v), want Retrying", o.Kind, o.Err)
@@ -142,7 +142,7 @@ func TestInspectKeyHashOfHashedKey(t *testing.T) {
 }
 
 // completeWith runs m through a Guard whose handler answers resp.
-func completeWith(t *testing.T, store dedup.Store, m *consumer.Message, resp []byte, opts ...consumer.Option) {
+func completeWith(t *testing.T, store dedup.Store, m *consumer.Message, resp []byte, opts ...consumer.GuardOption) {
 	t.Helper()
 	g, err := consumer.NewGuard(store, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: resp}, nil
@@ -159,9 +159,9 @@ func TestInspectResponse(t *testing.T) {
 	table, store := newTable(t, false)
 	text := []byte(`{"order":42,"charged":"12.50 EUR"}` + "\n")
 	binary := []byte{0x00, 0xff, 0xfe, 'o', 'k', '\n', 0x80}
-	completeWith(t, store, &consumer.Message{ID: "1", Body: []byte("a"), Attempt: 1,
+	completeWith(t, store, &consumer.Message{ID: "1", Body: []byte("a"), Deliveries: 1,
 		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "order-42"}}, text)
-	completeWith(t, store, &consumer.Message{ID: "2", Body: []byte("b"), Attempt: 1,
+	completeWith(t, store, &consumer.Message{ID: "2", Body: []byte("b"), Deliveries: 1,
 		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "order-43"}}, binary)
 
 	code, out, errOut := onceq("inspect", "-table", table, "order-42")
@@ -262,11 +262,11 @@ func TestInspectEscapesControlBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &consumer.Message{ID: "m-1", Body: []byte("b"), Attempt: 1, Attributes: map[string]string{consumer.IdempotencyKeyAttribute: hostile}}
+	m := &consumer.Message{ID: "m-1", Body: []byte("b"), Deliveries: 1, Attributes: map[string]string{consumer.IdempotencyKeyAttribute: hostile}}
 	if o := g.Process(t.Context(), m); o.Kind != consumer.Retrying {
 		t.Fatalf("outcome %v (%v), want Retrying", o.Kind, o.Err)
 	}
-	completeWith(t, store, &consumer.Message{ID: "2", Body: []byte("c"), Attempt: 1,
+	completeWith(t, store, &consumer.Message{ID: "2", Body: []byte("c"), Deliveries: 1,
 		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "resp"}}, []byte("ok \x1b[31mred\x1b[0m\n"))
 	for _, args := range [][]string{
 		{"inspect", "-table", table, hostile},

@@ -96,8 +96,8 @@ type entry struct {
 	recent bool // looked up since the hand last passed
 }
 
-// Cache is a dedup.Store with a COMPLETED-record cache in front. It is a
-// dedup.ClaimCompleter exactly when the Store behind it is one.
+// Cache is a dedup.Store with a COMPLETED-record cache in front. It
+// declares the Capabilities of the Store behind it.
 type Cache interface {
 	dedup.Store
 	Stats() Stats
@@ -106,29 +106,14 @@ type Cache interface {
 
 // Wrap puts a cache of at most maxEntries records and maxBytes bytes (keys
 // and responses) in front of next; zero or less takes the default.
-func Wrap(next dedup.Store, maxEntries, maxBytes int, opts ...Option) Cache {
+func Wrap(next dedup.Store, maxEntries, maxBytes int, opts ...Option) *Store {
 	s := newStore(next, maxEntries, maxBytes)
 	for _, o := range opts {
 		if o != nil {
 			o(s)
 		}
 	}
-	if cc, ok := next.(dedup.ClaimCompleter); ok {
-		return &completerStore{Store: s, next: cc}
-	}
 	return s
-}
-
-// StoreOf returns the *Store of a Cache made by Wrap: its Completed, called
-// on the concrete type, lets a key built on the caller's stack stay there.
-func StoreOf(c Cache) (*Store, bool) {
-	switch c := c.(type) {
-	case *Store:
-		return c, true
-	case *completerStore:
-		return c.Store, true
-	}
-	return nil, false
 }
 
 // Shards hold at least this many entries and bytes each, so that a small
@@ -401,31 +386,22 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 	return s.next.Get(ctx, key)
 }
 
-type completerStore struct {
-	*Store
-	next dedup.ClaimCompleter
-}
+// Capabilities implements dedup.Store: those of the Store behind, which
+// the cache passes every call on to.
+func (s *Store) Capabilities() dedup.Capabilities { return s.next.Capabilities() }
 
-// ClaimComplete implements dedup.ClaimCompleter.
-func (c *completerStore) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
-	if cl, ok := c.hit(req.Key, req.Now); ok {
+// ClaimComplete implements dedup.Store.
+func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	if cl, ok := s.hit(req.Key, req.Now); ok {
 		return cl, nil
 	}
-	return c.claimCompleteMissed(ctx, c.next, req)
+	return s.ClaimCompleteMissed(ctx, req)
 }
 
 // ClaimCompleteMissed is ClaimComplete without the lookup, as ClaimMissed
-// is Claim's, when the store behind is a dedup.ClaimCompleter.
+// is Claim's.
 func (s *Store) ClaimCompleteMissed(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
-	cc, ok := s.next.(dedup.ClaimCompleter)
-	if !ok {
-		return dedup.Claim{}, errors.ErrUnsupported
-	}
-	return s.claimCompleteMissed(ctx, cc, req)
-}
-
-func (s *Store) claimCompleteMissed(ctx context.Context, next dedup.ClaimCompleter, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
-	cl, err := next.ClaimComplete(ctx, req)
+	cl, err := s.next.ClaimComplete(ctx, req)
 	switch {
 	case err != nil:
 	case cl.Acquired:

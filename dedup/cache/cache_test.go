@@ -96,12 +96,16 @@ func TestBoundedByEntriesAndBytes(t *testing.T) {
 	}
 }
 
-func TestClaimCompleteKept(t *testing.T) {
-	if _, ok := cache.Wrap(memstore.New(), 0, 0).(dedup.ClaimCompleter); !ok {
+// noOneShot is a Store that declares no one-round-trip claim.
+type noOneShot struct{ dedup.Store }
+
+func (noOneShot) Capabilities() dedup.Capabilities { return dedup.Capabilities{} }
+
+func TestCapabilitiesPassedThrough(t *testing.T) {
+	if !cache.Wrap(memstore.New(), 0, 0).Capabilities().ClaimComplete {
 		t.Fatal("the cache hides the store's one-round-trip claim")
 	}
-	type plain struct{ dedup.Store }
-	if _, ok := cache.Wrap(plain{memstore.New()}, 0, 0).(dedup.ClaimCompleter); ok {
+	if cache.Wrap(noOneShot{memstore.New()}, 0, 0).Capabilities().ClaimComplete {
 		t.Fatal("the cache claims a one-round-trip claim its store lacks")
 	}
 }
@@ -117,10 +121,7 @@ func TestCompletedByBytesAllocatesNothing(t *testing.T) {
 	if err := c.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: []byte("r"), Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	lookup, ok := cache.StoreOf(c)
-	if !ok {
-		t.Fatal("StoreOf: not a cache made by Wrap")
-	}
+	lookup := c
 	key := []byte("ns#k")
 	if r, ok := lookup.Completed(key, now); !ok || r.Key != "ns#k" || string(r.Response) != "r" || r.PayloadHash != "h" {
 		t.Fatalf("lookup: %+v %v", r, ok)

@@ -9,7 +9,7 @@ import (
 )
 
 // A Guard or a Consumer puts the cache in front of its Store (see the
-// consumer's CompletedCache and NoCompletedCache options); Guard.CacheStats
+// consumer's CompletedCache and WithoutCompletedCache options); Guard.CacheStats
 // reads its counters. Here an order arrives four times: the first claim
 // misses and goes to the store, and the three copies after it are answered
 // from this process's memory with the cached response.

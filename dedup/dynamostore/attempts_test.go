@@ -22,7 +22,7 @@ type steppedClock struct{ off atomic.Int64 }
 func (c *steppedClock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *steppedClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 func keyedOrder(id string) *consumer.Message {
-	return &consumer.Message{ID: id, Body: []byte(`{"order":"o-1"}`), Attempt: 1,
+	return &consumer.Message{ID: id, Body: []byte(`{"order":"o-1"}`), Deliveries: 1,
 		Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "o-1"}}
 }
 
@@ -33,7 +33,7 @@ func keyedOrder(id string) *consumer.Message {
 // 2, three such outages still end in processed, never "attempts
 // exhausted".
 func TestOutageMidHandlerSpendsNoAttempt(t *testing.T) {
-	rig := newFaultRig(t, fastPolicy(2), dynamostore.ClockCheck(false))
+	rig := newFaultRig(t, fastPolicy(2), dynamostore.WithoutClockCheck())
 	var cut atomic.Bool
 	var runs atomic.Int32
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
@@ -73,7 +73,7 @@ func TestOutageMidHandlerSpendsNoAttempt(t *testing.T) {
 // never "attempts exhausted".
 func TestCompletedPastRetentionIsANewMessage(t *testing.T) {
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
-	st := newStore(t, client, recordsTable(t, client), dynamostore.ClockCheck(false))
+	st := newStore(t, client, recordsTable(t, client), dynamostore.WithoutClockCheck())
 	var runs atomic.Int32
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		runs.Add(1)
@@ -99,13 +99,13 @@ func TestCompletedPastRetentionIsANewMessage(t *testing.T) {
 
 type expiredSeen struct{ n atomic.Int32 }
 
-func (e *expiredSeen) OnExpiredPresent(context.Context, *consumer.Message, string) { e.n.Add(1) }
+func (e *expiredSeen) OnClaimExpiredPresent(context.Context, *consumer.Message, string) { e.n.Add(1) }
 
 // One round trip with business writes (a transaction, which returns no
 // values) still reports the expired record it took over.
 func TestOneRoundTripReportsExpiredPresent(t *testing.T) {
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
-	st := newStore(t, client, recordsTable(t, client), dynamostore.ClockCheck(false))
+	st := newStore(t, client, recordsTable(t, client), dynamostore.WithoutClockCheck())
 	inv := newInventory(t, client)
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok"), Writes: []any{inv.note(uniqueName("n"))}}, nil

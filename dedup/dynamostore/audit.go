@@ -95,12 +95,12 @@ func ArchiveRetention(d time.Duration) AuditOption {
 	return func(c *auditConfig) { c.retention = d }
 }
 
-// AnyDeleteIsTTL(true) treats every delete as TTL's, where by default only
-// a delete by DynamoDB's TTL sweeper (userIdentity type Service,
-// principal dynamodb.amazonaws.com) counts: for tests and emulators, whose
-// sweeper is a hand-made delete.
-func AnyDeleteIsTTL(any bool) AuditOption {
-	return func(c *auditConfig) { c.anyDelete = any }
+// AnyDeleteIsTTL treats every delete as TTL's, where by default only a
+// delete by DynamoDB's TTL sweeper (userIdentity type Service, principal
+// dynamodb.amazonaws.com) counts: for tests and emulators, whose sweeper
+// is a hand-made delete.
+func AnyDeleteIsTTL() AuditOption {
+	return func(c *auditConfig) { c.anyDelete = true }
 }
 
 // FromStreamStart makes Run read each shard from its oldest record
@@ -135,13 +135,13 @@ func NewAuditor(db *ddb.Client, streams *dynamodbstreams.Client, table, archive 
 	}
 	switch {
 	case db == nil:
-		return nil, fmt.Errorf("%w: auditor without a DynamoDB client", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: auditor without a DynamoDB client", ErrInvalidConfig)
 	case table == "" || archive == "":
-		return nil, fmt.Errorf("%w: auditor needs the records table and the archive table", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: auditor needs the records table and the archive table", ErrInvalidConfig)
 	case table == archive:
-		return nil, fmt.Errorf("%w: the archive table must not be the records table %s", ErrInvalidConfig, table)
+		return nil, fmt.Errorf("dynamostore: %w: the archive table must not be the records table %s", ErrInvalidConfig, table)
 	case cfg.retention <= 0 || cfg.poll <= 0:
-		return nil, fmt.Errorf("%w: archive retention and poll interval must be positive", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: archive retention and poll interval must be positive", ErrInvalidConfig)
 	}
 	if cfg.log == nil {
 		cfg.log = slog.Default()
@@ -160,15 +160,15 @@ func NewAuditor(db *ddb.Client, streams *dynamodbstreams.Client, table, archive 
 	if a.lag, err = m.Float64Histogram("onceq.dynamodb.ttl_lag", metric.WithUnit("s"),
 		metric.WithDescription("Time from a record's expires_at to its TTL delete, from the table's stream (DynamoDB allows up to 48 h)."),
 		metric.WithExplicitBucketBoundaries(1, 10, 60, 600, 3600, 6*3600, 24*3600, 48*3600, 96*3600)); err != nil {
-		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", ErrInvalidConfig, err)
 	}
 	if a.stones, err = m.Int64Counter("onceq.dynamodb.tombstones",
 		metric.WithDescription("COMPLETED records removed by TTL (or taken over once expired) and archived as tombstones.")); err != nil {
-		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", ErrInvalidConfig, err)
 	}
 	if a.doubled, err = m.Int64Counter("onceq.dynamodb.doubled_completions",
 		metric.WithDescription("Keys completed by two different owners, seen on the stream; under Global Tables the design pattern's dynamo_cross_region_duplicate_detected_total.")); err != nil {
-		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", ErrInvalidConfig, err)
 	}
 	return a, nil
 }
@@ -208,7 +208,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 // applies what it read. Run calls it in a loop.
 func (a *Auditor) Poll(ctx context.Context) error {
 	if a.streams == nil {
-		return fmt.Errorf("%w: auditor of %s has no streams client", ErrInvalidConfig, a.table)
+		return fmt.Errorf("dynamostore: %w: auditor of %s has no streams client", ErrInvalidConfig, a.table)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

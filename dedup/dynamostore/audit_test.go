@@ -46,7 +46,7 @@ func newAuditRig(t *testing.T) *auditRig {
 	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
 	var err error
 	r.auditor, err = dynamostore.NewAuditor(r.client, streams, r.table, r.archive,
-		dynamostore.AnyDeleteIsTTL(true), dynamostore.FromStreamStart(),
+		dynamostore.AnyDeleteIsTTL(), dynamostore.FromStreamStart(),
 		dynamostore.AuditMeterProvider(r.mp), dynamostore.AuditLogger(r.logs.Logger(slog.LevelInfo)))
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +113,8 @@ func (r *auditRig) lag(t *testing.T) (uint64, float64) {
 // count stays 0. The TTL lag of the removal is reported.
 func TestAuditLateDuplicateAnsweredFromArchive(t *testing.T) {
 	r := newAuditRig(t)
-	with := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.ClockCheck(false))
-	without := newStore(t, r.client, r.table, dynamostore.ClockCheck(false))
+	with := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.WithoutClockCheck())
+	without := newStore(t, r.client, r.table, dynamostore.WithoutClockCheck())
 	now := time.Now().Truncate(time.Second)
 	kWith, kWithout := uniqueKey(t), uniqueKey(t)
 	r.completed(t, with, kWith, "first", now)
@@ -153,7 +153,7 @@ func TestAuditLateDuplicateAnsweredFromArchive(t *testing.T) {
 // with the archive option, without a tombstone.
 func TestArchiveExpiredCompletedIsDuplicate(t *testing.T) {
 	r := newAuditRig(t)
-	st := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.ClockCheck(false))
+	st := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.WithoutClockCheck())
 	now := time.Now().Truncate(time.Second)
 	k := uniqueKey(t)
 	r.completed(t, st, k, "first", now)
@@ -172,7 +172,7 @@ func TestArchiveExpiredCompletedIsDuplicate(t *testing.T) {
 // each counted as a doubled completion and logged with the key hash.
 func TestAuditDoubledCompletions(t *testing.T) {
 	r := newAuditRig(t)
-	st := newStore(t, r.client, r.table, dynamostore.ClockCheck(false))
+	st := newStore(t, r.client, r.table, dynamostore.WithoutClockCheck())
 	now := time.Now().Truncate(time.Second)
 
 	k1 := uniqueKey(t)
@@ -267,7 +267,7 @@ func TestAuditRunStopsWithItsContext(t *testing.T) {
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 	r := newAuditRig(t)
-	st := newStore(t, r.client, r.table, dynamostore.ClockCheck(false))
+	st := newStore(t, r.client, r.table, dynamostore.WithoutClockCheck())
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- r.auditor.Run(ctx) }()
@@ -298,7 +298,7 @@ func TestAuditLateDuplicateThroughConsumer(t *testing.T) {
 			g, err := consumer.NewGuard(st, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				runs.Add(1)
 				return consumer.Result{Response: []byte("done")}, nil
-			}), consumer.NoCompletedCache())
+			}), consumer.WithoutCompletedCache())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,11 +338,11 @@ func TestAuditStartsAtTheStreamsEnd(t *testing.T) {
 	r := newAuditRig(t)
 	ep := testenv.DynamoDBEndpoint(t)
 	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
-	a, err := dynamostore.NewAuditor(r.client, streams, r.table, r.archive, dynamostore.AnyDeleteIsTTL(true))
+	a, err := dynamostore.NewAuditor(r.client, streams, r.table, r.archive, dynamostore.AnyDeleteIsTTL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newStore(t, r.client, r.table, dynamostore.ClockCheck(false))
+	st := newStore(t, r.client, r.table, dynamostore.WithoutClockCheck())
 	now := time.Now()
 	before, after := uniqueKey(t), uniqueKey(t)
 	r.completed(t, st, before, "o", now)
@@ -369,7 +369,7 @@ func TestArchiveCostPerNewKey(t *testing.T) {
 	c := &calls{}
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), c)
 	table, archive := recordsTable(t, client), recordsTable(t, client)
-	st := newStore(t, client, table, dynamostore.WithArchive(archive), dynamostore.ClockCheck(false))
+	st := newStore(t, client, table, dynamostore.WithArchive(archive), dynamostore.WithoutClockCheck())
 	now := time.Now()
 	k := uniqueKey(t)
 	c.reset()
@@ -390,7 +390,7 @@ func TestArchiveCostPerNewKey(t *testing.T) {
 // tombstone answers it as a duplicate and nothing is written.
 func TestArchiveClaimComplete(t *testing.T) {
 	r := newAuditRig(t)
-	st := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.ClockCheck(false))
+	st := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.WithoutClockCheck())
 	now := time.Now().Truncate(time.Second)
 	k := uniqueKey(t)
 	r.completed(t, st, k, "first", now)

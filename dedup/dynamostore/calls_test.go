@@ -116,7 +116,7 @@ func TestCachedDuplicatesMakeNoCall(t *testing.T) {
 	clock.set(start)
 	handled := 0
 	// The guard runs on a clock of its own, hours from the real one.
-	g, err := consumer.NewGuard(newStore(t, c, table, dynamostore.ClockCheck(false)), consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+	g, err := consumer.NewGuard(newStore(t, c, table, dynamostore.WithoutClockCheck()), consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		handled++
 		return consumer.Result{Response: []byte("ok")}, nil
 	}), consumer.WithClock(clock), consumer.Retention(time.Hour))
@@ -124,7 +124,7 @@ func TestCachedDuplicatesMakeNoCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := func() *consumer.Message {
-		return &consumer.Message{ID: "m", Body: []byte("order-1"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "order-1"}, Attempt: 1}
+		return &consumer.Message{ID: "m", Body: []byte("order-1"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: "order-1"}, Deliveries: 1}
 	}
 	ctx := context.Background()
 	calls.reset()

@@ -131,7 +131,7 @@ func TestTakeoverSkewMarginArms(t *testing.T) {
 	c := &calls{}
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), c)
 	// The test's clock runs an hour ahead of DynamoDB's.
-	st := newStore(t, client, recordsTable(t, client), dynamostore.ClockCheck(false))
+	st := newStore(t, client, recordsTable(t, client), dynamostore.WithoutClockCheck())
 	at := clock()
 	ctx := t.Context()
 	const margin = 5 * time.Second

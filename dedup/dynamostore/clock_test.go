@@ -29,7 +29,7 @@ func TestClockSkewRefused(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	client := dynamoClient(t, ep, nil)
 	reader, mp := metrictest.Provider(t)
-	st := newStore(t, client, recordsTable(t, client), dynamostore.WithMeterProvider(mp), dynamostore.ClockCheck(true))
+	st := newStore(t, client, recordsTable(t, client), dynamostore.WithMeterProvider(mp), dynamostore.WithClockCheck())
 	const margin = 5 * time.Second
 	// A first call measures the offset.
 	if _, err := st.Get(t.Context(), uniqueKey(t)); !errors.Is(err, dedup.ErrNotFound) {
@@ -89,7 +89,7 @@ func TestClockOffsetMeasured(t *testing.T) {
 	direct := dynamoClient(t, ep, nil)
 	table := recordsTable(t, direct)
 	var logs testenv.LogBuffer
-	st := newStore(t, dynamoClient(t, dateShift(t, ep, 20*time.Second), nil), table, dynamostore.WithLogger(logs.Logger(slog.LevelInfo)), dynamostore.ClockCheck(true))
+	st := newStore(t, dynamoClient(t, dateShift(t, ep, 20*time.Second), nil), table, dynamostore.WithLogger(logs.Logger(slog.LevelInfo)), dynamostore.WithClockCheck())
 	if _, err := st.Get(t.Context(), uniqueKey(t)); !errors.Is(err, dedup.ErrNotFound) {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestClockOffsetMeasured(t *testing.T) {
 // another worker still holds; both handlers never run.
 func TestZeroMarginRefusesAClockAhead(t *testing.T) {
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
-	st := newStore(t, client, recordsTable(t, client), dynamostore.ClockCheck(true))
+	st := newStore(t, client, recordsTable(t, client), dynamostore.WithClockCheck())
 	var runs atomic.Int32
 	entered, release := make(chan struct{}), make(chan struct{})
 	slow := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
@@ -132,7 +132,7 @@ func TestZeroMarginRefusesAClockAhead(t *testing.T) {
 		runs.Add(1)
 		return consumer.Result{Response: []byte("b")}, nil
 	})
-	opts := []consumer.Option{consumer.ClockSkewMargin(0), consumer.HandlerTimeout(5 * time.Second), consumer.LeaseTTL(8 * time.Second),
+	opts := []consumer.GuardOption{consumer.ClockSkewMargin(0), consumer.HandlerTimeout(5 * time.Second), consumer.LeaseTTL(8 * time.Second),
 		consumer.Namespace(uniqueName("margin0"))}
 	a, err := consumer.NewGuard(st, slow, opts...)
 	if err != nil {

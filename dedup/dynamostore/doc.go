@@ -95,7 +95,7 @@
 // response; gauge onceq.dynamodb.clock_offset), logs a warning when the
 // offset passes half a request's margin, and refuses a claim whose Now is
 // further than its margin from DynamoDB's time with a *ClockSkewError
-// (retry.Misconfigured), before writing anything. ClockCheck(false) turns
+// (retry.Misconfigured), before writing anything. WithoutClockCheck turns
 // the refusal off, for callers that drive the store with a clock of their
 // own.
 //

@@ -74,7 +74,7 @@ type capacityObserver struct {
 	retrying  int
 }
 
-func (o *capacityObserver) OnOutcome(_ context.Context, m *consumer.Message, out consumer.Outcome, _ time.Duration) {
+func (o *capacityObserver) OnMessageOutcome(_ context.Context, m *consumer.Message, out consumer.Outcome, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch out.Kind {
@@ -85,7 +85,7 @@ func (o *capacityObserver) OnOutcome(_ context.Context, m *consumer.Message, out
 	}
 }
 
-func (o *capacityObserver) OnSettled(_ context.Context, m *consumer.Message, a consumer.Action, err error) {
+func (o *capacityObserver) OnMessageSettled(_ context.Context, m *consumer.Message, a consumer.Action, err error) {
 	if a != consumer.Ack || err != nil {
 		return
 	}
@@ -94,7 +94,7 @@ func (o *capacityObserver) OnSettled(_ context.Context, m *consumer.Message, a c
 	o.mu.Unlock()
 }
 
-func (o *capacityObserver) OnConcurrencyLimit(n int) {
+func (o *capacityObserver) OnPoolConcurrencyLimit(n int) {
 	o.mu.Lock()
 	if o.minLimit == 0 || n < o.minLimit {
 		o.minLimit = n
@@ -133,7 +133,7 @@ func runUnderCapacity(tb testing.TB, messages int, fixed bool) capacityResult {
 	opts := []consumer.Option{consumer.Concurrency(16), consumer.MaxInFlight(32), consumer.WithHooks(obs),
 		consumer.Namespace("cap")}
 	if fixed {
-		opts = append(opts, consumer.FixedConcurrency())
+		opts = append(opts, consumer.WithoutAdaptiveConcurrency())
 	}
 	c, err := consumer.New(q.Source(), st, h, opts...)
 	if err != nil {

@@ -52,7 +52,7 @@ func (s *Store) FindKeyHash(ctx context.Context, keyHash string, limit int) (Key
 		return res, fmt.Errorf("%w: got %q", ErrBadKeyHash, keyHash)
 	}
 	if limit < 1 {
-		return res, fmt.Errorf("%w: scan limit %d, want at least 1", ErrInvalidConfig, limit)
+		return res, fmt.Errorf("dynamostore: %w: scan limit %d, want at least 1", ErrInvalidConfig, limit)
 	}
 	names := map[string]string{"#pk": attrPK}
 	projection := "#pk"

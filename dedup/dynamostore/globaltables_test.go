@@ -54,8 +54,8 @@ func TestRegionListChangeByDrainKeepsOneOwner(t *testing.T) {
 	if err := dynamostore.CreateTable(t.Context(), west, table); err != nil {
 		t.Fatal(err)
 	}
-	old := newStore(t, nil, table, dynamostore.WithRegionalClients([]*ddb.Client{east}), dynamostore.ClockCheck(false))
-	next := newStore(t, nil, table, dynamostore.WithRegionalClients([]*ddb.Client{east, west}), dynamostore.ClockCheck(false))
+	old := newStore(t, nil, table, dynamostore.WithRegionalClients([]*ddb.Client{east}), dynamostore.WithoutClockCheck())
+	next := newStore(t, nil, table, dynamostore.WithRegionalClients([]*ddb.Client{east, west}), dynamostore.WithoutClockCheck())
 	var keys []string // keys the new list homes in west
 	for len(keys) < 4 {
 		if k := uniqueKey(t); next.HomeRegion(k) == 1 {

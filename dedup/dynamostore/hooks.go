@@ -20,25 +20,25 @@ type Hook any
 // ("Claim", "Complete", ...), its duration and its error (nil on success;
 // a condition failure is an error here too).
 type CallHook interface {
-	OnCall(ctx context.Context, op string, took time.Duration, err error)
+	OnDynamoCall(ctx context.Context, op string, took time.Duration, err error)
 }
 
 // RetryHook is told of every retried error, with its class and DynamoDB
 // error code ("" when there is none, e.g. a reset).
 type RetryHook interface {
-	OnRetry(ctx context.Context, op string, class retry.Class, errorCode string)
+	OnDynamoRetry(ctx context.Context, op string, class retry.Class, errorCode string)
 }
 
 // CancellationHook is told of every non-"None" reason of a cancelled
 // transaction (e.g. "ConditionalCheckFailed").
 type CancellationHook interface {
-	OnCancellation(ctx context.Context, op, reason string)
+	OnDynamoCancellation(ctx context.Context, op, reason string)
 }
 
 // ExpiredPresentHook is told when a claim took over an expired record
 // that TTL had not yet deleted.
 type ExpiredPresentHook interface {
-	OnExpiredPresent(ctx context.Context, op string)
+	OnDynamoExpiredPresent(ctx context.Context, op string)
 }
 
 type hooks struct {
@@ -59,7 +59,7 @@ func collectHooks(hs []Hook) (hooks, error) {
 		used = hookset.Add(&out.cancellation, h) || used
 		used = hookset.Add(&out.expiredPresent, h) || used
 		if !used {
-			return hooks{}, fmt.Errorf("%w: %w", ErrInvalidConfig, hookset.Unused("dynamodb", h))
+			return hooks{}, fmt.Errorf("dynamostore: %w: %w", ErrInvalidConfig, hookset.Unused("dynamodb", h))
 		}
 	}
 	return out, nil
@@ -67,24 +67,24 @@ func collectHooks(hs []Hook) (hooks, error) {
 
 func (h *hooks) onCall(ctx context.Context, op string, d time.Duration, err error) {
 	for _, x := range h.call {
-		x.OnCall(ctx, op, d, err)
+		x.OnDynamoCall(ctx, op, d, err)
 	}
 }
 
 func (h *hooks) onRetry(ctx context.Context, op string, c retry.Class, code string) {
 	for _, x := range h.retry {
-		x.OnRetry(ctx, op, c, code)
+		x.OnDynamoRetry(ctx, op, c, code)
 	}
 }
 
 func (h *hooks) onCancellation(ctx context.Context, op, reason string) {
 	for _, x := range h.cancellation {
-		x.OnCancellation(ctx, op, reason)
+		x.OnDynamoCancellation(ctx, op, reason)
 	}
 }
 
 func (h *hooks) onExpiredPresent(ctx context.Context, op string) {
 	for _, x := range h.expiredPresent {
-		x.OnExpiredPresent(ctx, op)
+		x.OnDynamoExpiredPresent(ctx, op)
 	}
 }

@@ -44,12 +44,12 @@ func WithRetryPolicy(p retry.Policy) Option {
 	return optionFunc(func(c *config) { c.policy = p })
 }
 
-// ClockCheck(false) stops refusing claims whose Now is further from
+// WithoutClockCheck stops refusing claims whose Now is further from
 // DynamoDB's clock than their SkewMargin (*ClockSkewError), for tests and
 // simulations that drive the store with a clock of their own. The offset
-// is still measured and reported. Default true.
-func ClockCheck(enabled bool) Option {
-	return optionFunc(func(c *config) { c.noClockCheck = !enabled })
+// is still measured and reported.
+func WithoutClockCheck() Option {
+	return optionFunc(func(c *config) { c.noClockCheck = true })
 }
 
 // WithRegionalClients routes every call for a key to one of clients, chosen

@@ -123,7 +123,7 @@ func reasons(codes ...string) *types.TransactionCanceledException {
 
 type cancellationFunc func(reason string)
 
-func (f cancellationFunc) OnCancellation(_ context.Context, _, reason string) { f(reason) }
+func (f cancellationFunc) OnDynamoCancellation(_ context.Context, _, reason string) { f(reason) }
 
 func TestReadCancellation(t *testing.T) {
 	var seen []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/internal/logref"
 	"hash/fnv"
 	"log/slog"
@@ -22,7 +23,7 @@ import (
 	"github.com/onceq/onceq/retry"
 )
 
-// Store is a dedup.Store and dedup.ClaimCompleter over one DynamoDB table.
+// Store is a dedup.Store, with ClaimComplete, over one DynamoDB table.
 // It is safe for concurrent use.
 type Store struct {
 	logs    *logref.Ref
@@ -46,13 +47,12 @@ type Store struct {
 	tenantKeyed bool
 }
 
-var (
-	_ dedup.Store          = (*Store)(nil)
-	_ dedup.ClaimCompleter = (*Store)(nil)
-)
+var _ dedup.Store = (*Store)(nil)
 
-// ErrInvalidConfig wraps every configuration error New returns.
-var ErrInvalidConfig = errors.New("dynamostore: invalid configuration")
+// ErrInvalidConfig wraps every configuration error New returns. It is the
+// ErrInvalidConfig of every onceq package: errors.Is with any of them
+// matches.
+var ErrInvalidConfig = configerr.ErrInvalidConfig
 
 // New returns a Store over table, which CreateTable can make (with the same
 // layout option). client may be nil only when WithRegionalClients is given.
@@ -66,15 +66,15 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 	}
 	switch {
 	case table == "":
-		return nil, fmt.Errorf("%w: no table name", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: no table name", ErrInvalidConfig)
 	case client == nil && len(cfg.regional) == 0:
-		return nil, fmt.Errorf("%w: no client", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: no client", ErrInvalidConfig)
 	case slices.Contains(cfg.regional, nil):
-		return nil, fmt.Errorf("%w: a nil regional client", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: a nil regional client", ErrInvalidConfig)
 	case cfg.shards < 0 || cfg.shards > 1000:
-		return nil, fmt.Errorf("%w: TenantShards(%d): want 1 to 1000", ErrInvalidConfig, cfg.shards)
+		return nil, fmt.Errorf("dynamostore: %w: TenantShards(%d): want 1 to 1000", ErrInvalidConfig, cfg.shards)
 	case cfg.shards > 1 && !cfg.fromMessage:
-		return nil, fmt.Errorf("%w: TenantShards without TenantLayout", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: TenantShards without TenantLayout", ErrInvalidConfig)
 	}
 	hs, err := collectHooks(cfg.hooks)
 	if err != nil {
@@ -92,7 +92,7 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 	clock := &clockOffset{}
 	tel, err := newTelemetry(cfg.meter, clock)
 	if err != nil {
-		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", ErrInvalidConfig, err)
 	}
 	var archive *string
 	if cfg.archive != "" {

@@ -27,7 +27,7 @@ func conformance(t *testing.T, opts []dynamostore.Option, o storetest.Options, t
 	ep := testenv.DynamoDBEndpoint(t)
 	c := dynamoClient(t, ep, nil)
 	table := recordsTable(t, c, tableOpts...)
-	opts = append(opts, dynamostore.ClockCheck(false))
+	opts = append(opts, dynamostore.WithoutClockCheck())
 	o.Throttled = func(t *testing.T) dedup.Store {
 		p := faultproxy.Start(t, ep)
 		p.AddRule(faultproxy.Rule{Times: 2, Fault: faultproxy.Throttle})

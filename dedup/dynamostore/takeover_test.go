@@ -29,7 +29,7 @@ func TestLeaseTakeoverFencesStalledWorker(t *testing.T) {
 	inv := newInventory(t, client)
 	inv.stock(t, "sku-1", 10)
 	// Worker B's clock is stood ahead to play A's stall.
-	st := newStore(t, client, table, dynamostore.ClockCheck(false))
+	st := newStore(t, client, table, dynamostore.WithoutClockCheck())
 
 	stalled, release := make(chan struct{}), make(chan struct{})
 	slow := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
@@ -40,7 +40,7 @@ func TestLeaseTakeoverFencesStalledWorker(t *testing.T) {
 	fast := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("b"), Writes: []any{inv.reserve("sku-1", 3)}}, nil
 	})
-	opts := []consumer.Option{consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute), consumer.Namespace(uniqueName("takeover"))}
+	opts := []consumer.GuardOption{consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute), consumer.Namespace(uniqueName("takeover"))}
 	a, err := consumer.NewGuard(st, slow, opts...)
 	if err != nil {
 		t.Fatal(err)

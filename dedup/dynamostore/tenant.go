@@ -15,9 +15,11 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// TenantKeyed implements dedup.TenantKeyed: with TenantLayout, keys must
-// carry the message's tenant.
-func (s *Store) TenantKeyed() bool { return s.tenantKeyed }
+// Capabilities implements dedup.Store: ClaimComplete always; TenantKeyed
+// with TenantLayout, whose keys must carry the message's tenant.
+func (s *Store) Capabilities() dedup.Capabilities {
+	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed}
+}
 
 // ErrNotTenantLayout: a per-tenant listing of a store without a tenant
 // layout.

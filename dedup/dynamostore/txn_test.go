@@ -50,7 +50,7 @@ func TestCallCounts(t *testing.T) {
 	}
 
 	// One-round-trip mode: 1 call, and 1 for its duplicate.
-	cc := dedup.ClaimCompleter(st)
+	cc := st
 	k2 := uniqueKey(t)
 	c.reset()
 	got, err := cc.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h", Owner: "a", Response: []byte("r2"), Now: at(0), ExpiresAt: at(3600)})
@@ -314,7 +314,7 @@ func TestHooks(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if expired != 1 {
-		t.Fatalf("OnExpiredPresent called %d times, want 1", expired)
+		t.Fatalf("OnDynamoExpiredPresent called %d times, want 1", expired)
 	}
 	if len(reasons) != 1 || reasons[0] != "ConditionalCheckFailed" {
 		t.Fatalf("cancellation reasons %v", reasons)

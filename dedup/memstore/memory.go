@@ -236,7 +236,10 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 	return nil
 }
 
-// ClaimComplete implements dedup.ClaimCompleter.
+// Capabilities implements dedup.Store: ClaimComplete works.
+func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
+
+// ClaimComplete implements dedup.Store.
 func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey

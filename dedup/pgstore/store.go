@@ -39,10 +39,10 @@ type Store struct {
 	claimSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
 }
 
-var (
-	_ dedup.Store          = (*Store)(nil)
-	_ dedup.ClaimCompleter = (*Store)(nil)
-)
+var _ dedup.Store = (*Store)(nil)
+
+// Capabilities implements dedup.Store: ClaimComplete works.
+func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
 
 // New returns a Store over table (DefaultTable when ""), which may be
 // schema-qualified ("app.onceq_records"). It does not touch the server:
@@ -276,7 +276,7 @@ func (s *Store) inTx(ctx context.Context, op string, f func(tx pgx.Tx) error) er
 	return s.wrap(op, tx.Commit(ctx))
 }
 
-// ClaimComplete implements dedup.ClaimCompleter: the claim statement
+// ClaimComplete implements dedup.Store: the claim statement
 // writes COMPLETED, and with Writes it and they are one transaction.
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	if req.Key == "" {

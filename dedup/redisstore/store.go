@@ -27,10 +27,11 @@ type Store struct {
 	claim, complete, fail, extend *redis.Script
 }
 
-var (
-	_ dedup.Store          = (*Store)(nil)
-	_ dedup.ClaimCompleter = (*Store)(nil)
-)
+var _ dedup.Store = (*Store)(nil)
+
+// Capabilities implements dedup.Store: ClaimComplete works (without
+// Writes).
+func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
 
 // Option configures a Store.
 type Option func(*Store)
@@ -96,7 +97,7 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	return c, s.wrap("claim", err)
 }
 
-// ClaimComplete implements dedup.ClaimCompleter, without Writes only.
+// ClaimComplete implements dedup.Store, without Writes only.
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	if err := noWrites(req.Writes); err != nil {
 		return dedup.Claim{}, err

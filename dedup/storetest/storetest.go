@@ -65,10 +65,26 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"GetAbsent", s.getAbsent},
 		{"ClaimComplete", s.claimComplete},
 		{"ThrottleReachesObserver", s.throttleObserved},
+		{"WrapperKeepsCapabilities", s.wrapperKeepsCapabilities},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
+	// The state machine once more through a pass-through wrapper, with a
+	// smaller race: what a wrapper may lose is forwarding, not speed.
+	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20}}
+	wrapped := map[string]func(*testing.T, dedup.Store){
+		"ClaimRaceHasOneWinner": w.claimRace, "ThrottleReachesObserver": w.throttleObserved,
+	}
+	t.Run("Wrapped", func(t *testing.T) {
+		for _, tc := range tests {
+			fn := tc.fn
+			if f, ok := wrapped[tc.name]; ok {
+				fn = f
+			}
+			t.Run(tc.name, func(t *testing.T) { fn(t, Wrapped{newStore(t)}) })
+		}
+	})
 }
 
 type suite struct{ opts Options }
@@ -388,10 +404,10 @@ func (s *suite) skewMargin(t *testing.T, st dedup.Store) {
 	}
 	mustAcquire(t, c, 1)
 
-	cc, ok := st.(dedup.ClaimCompleter)
-	if !ok {
+	if !st.Capabilities().ClaimComplete {
 		return
 	}
+	cc := st
 	k2 := key(t) + "-cc"
 	mustAcquire(t, claim(t, st, k2, "a", "h1", 0, 30), 1)
 	ccReq := dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h1", Owner: "b", Now: at(35), ExpiresAt: at(3600), SkewMargin: margin}
@@ -517,10 +533,13 @@ func (s *suite) getAbsent(t *testing.T, st dedup.Store) {
 }
 
 func (s *suite) claimComplete(t *testing.T, st dedup.Store) {
-	cc, ok := st.(dedup.ClaimCompleter)
-	if !ok {
-		t.Skip("store has no one-round-trip claim")
+	if !st.Capabilities().ClaimComplete {
+		if _, err := st.ClaimComplete(ctx(t), dedup.ClaimCompleteRequest{Key: key(t), Owner: "a", Now: at(0), ExpiresAt: at(3600)}); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("ClaimComplete of a Store without it: %v, want errors.ErrUnsupported", err)
+		}
+		return
 	}
+	cc := st
 	k := key(t)
 	req := dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h1", Owner: "a", Response: []byte("r"), Now: at(0), ExpiresAt: at(3600)}
 	c, err := cc.ClaimComplete(ctx(t), req)

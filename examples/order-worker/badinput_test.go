@@ -31,7 +31,7 @@ type outcomeOf struct {
 	o    consumer.Outcome
 }
 
-func (c outcomes) OnOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (c outcomes) OnMessageOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	c <- outcomeOf{string(m.Body), o}
 }
 

@@ -151,8 +151,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-progress %v: want a positive interval, or 0 for no progress lines", o.progress)
 	}
 	// The consumer's own rules (concurrency, lease against handler
-	// timeout) decide; a Guard checks them without a source.
-	if _, err := consumer.NewGuard(memstore.New(), reserveHandler(nil), o.consumerOptions()...); err != nil {
+	// timeout) decide; New checks them over an idle in-process queue.
+	if _, err := consumer.New(memsource.NewQueue("flags").Source(), memstore.New(), reserveHandler(nil), o.consumerOptions()...); err != nil {
 		return o, err
 	}
 	if o.kafkaDLQTopic == "" {

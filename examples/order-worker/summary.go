@@ -21,7 +21,7 @@ type summary struct {
 	start                                                                                   time.Time
 }
 
-func (s *summary) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (s *summary) OnMessageOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	switch o.Kind {
 	case consumer.Processed:
 		s.processed.Add(1)
@@ -40,7 +40,7 @@ func (s *summary) OnOutcome(_ context.Context, _ *consumer.Message, o consumer.O
 	}
 }
 
-func (s *summary) OnSettled(_ context.Context, _ *consumer.Message, a consumer.Action, err error) {
+func (s *summary) OnMessageSettled(_ context.Context, _ *consumer.Message, a consumer.Action, err error) {
 	if a != consumer.DeadLetter {
 		return
 	}
@@ -51,7 +51,7 @@ func (s *summary) OnSettled(_ context.Context, _ *consumer.Message, a consumer.A
 	s.deadLettered.Add(1)
 }
 
-func (s *summary) OnInFlight(n int) { s.inFlight.Store(int64(n)) }
+func (s *summary) OnPoolInFlight(n int) { s.inFlight.Store(int64(n)) }
 
 // settled counts messages that reached a final outcome.
 func (s *summary) settled() int64 {

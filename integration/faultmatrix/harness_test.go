@@ -600,15 +600,15 @@ type workerHook struct {
 	name string
 }
 
-func (h workerHook) OnOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (h workerHook) OnMessageOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
 	key := m.Attributes[consumer.IdempotencyKeyAttribute]
 	h.r.mu.Lock()
 	defer h.r.mu.Unlock()
-	h.r.deliveries[key] = max(h.r.deliveries[key], m.Attempt)
-	h.r.outcomes = append(h.r.outcomes, seen{worker: h.name, key: key, kind: o.Kind, err: o.Err, attempt: m.Attempt, at: time.Now()})
+	h.r.deliveries[key] = max(h.r.deliveries[key], m.Deliveries)
+	h.r.outcomes = append(h.r.outcomes, seen{worker: h.name, key: key, kind: o.Kind, err: o.Err, attempt: m.Deliveries, at: time.Now()})
 }
 
-func (h workerHook) OnSettled(_ context.Context, _ *consumer.Message, a consumer.Action, err error) {
+func (h workerHook) OnMessageSettled(_ context.Context, _ *consumer.Message, a consumer.Action, err error) {
 	h.r.mu.Lock()
 	defer h.r.mu.Unlock()
 	h.r.settles = append(h.r.settles, settled{worker: h.name, action: a, err: err})

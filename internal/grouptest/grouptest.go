@@ -125,7 +125,7 @@ func TopicName(t testing.TB, suffix string) string {
 // ackCounter counts successful acks.
 type ackCounter struct{ n atomic.Int64 }
 
-func (a *ackCounter) OnSettled(_ context.Context, _ *consumer.Message, act consumer.Action, err error) {
+func (a *ackCounter) OnMessageSettled(_ context.Context, _ *consumer.Message, act consumer.Action, err error) {
 	if act == consumer.Ack && err == nil {
 		a.n.Add(1)
 	}
@@ -162,27 +162,29 @@ func TimeConsumer(b *testing.B, start time.Time, src consumer.Source, records in
 // Hook adapters: a func of a Kafka hook's method's type (the hook
 // interfaces are shared by both Kafka sources).
 type (
-	OnCommit     func(ctx context.Context, topic string, partition int32, offset int64)
-	OnLateAck    func(ctx context.Context, topic string, partition int32, offset int64, generation int32)
-	OnRebalance  func(ctx context.Context, e kafkacore.RebalanceEvent)
-	OnDeadLetter func(ctx context.Context, topic string, partition int32, offset int64, reason string)
+	OnKafkaCommit     func(ctx context.Context, topic string, partition int32, offset int64)
+	OnKafkaLateAck    func(ctx context.Context, topic string, partition int32, offset int64, generation int32)
+	OnKafkaRebalance  func(ctx context.Context, e kafkacore.RebalanceEvent)
+	OnKafkaDeadLetter func(ctx context.Context, topic string, partition int32, offset int64, reason string)
 )
 
-// OnCommit calls f.
-func (f OnCommit) OnCommit(ctx context.Context, topic string, p int32, off int64) {
+// OnKafkaCommit calls f.
+func (f OnKafkaCommit) OnKafkaCommit(ctx context.Context, topic string, p int32, off int64) {
 	f(ctx, topic, p, off)
 }
 
-// OnLateAck calls f.
-func (f OnLateAck) OnLateAck(ctx context.Context, topic string, p int32, off int64, gen int32) {
+// OnKafkaLateAck calls f.
+func (f OnKafkaLateAck) OnKafkaLateAck(ctx context.Context, topic string, p int32, off int64, gen int32) {
 	f(ctx, topic, p, off, gen)
 }
 
-// OnRebalance calls f.
-func (f OnRebalance) OnRebalance(ctx context.Context, e kafkacore.RebalanceEvent) { f(ctx, e) }
+// OnKafkaRebalance calls f.
+func (f OnKafkaRebalance) OnKafkaRebalance(ctx context.Context, e kafkacore.RebalanceEvent) {
+	f(ctx, e)
+}
 
-// OnDeadLetter calls f.
-func (f OnDeadLetter) OnDeadLetter(ctx context.Context, topic string, p int32, off int64, reason string) {
+// OnKafkaDeadLetter calls f.
+func (f OnKafkaDeadLetter) OnKafkaDeadLetter(ctx context.Context, topic string, p int32, off int64, reason string) {
 	f(ctx, topic, p, off, reason)
 }
 

@@ -430,7 +430,7 @@ func (d *Dispatcher[R, X]) late(ctx context.Context, dl *Delivery[R, X]) {
 	topic := dl.e.p.Topic
 	d.Tel.Late(ctx, topic)
 	for _, h := range d.Hooks.LateAck {
-		h.OnLateAck(ctx, topic, dl.Partition, dl.Offset, dl.Generation)
+		h.OnKafkaLateAck(ctx, topic, dl.Partition, dl.Offset, dl.Generation)
 	}
 	d.Logger.Debug("late settle dropped", "topic", topic, "partition", dl.Partition,
 		"offset", dl.Offset, "generation", dl.Generation)
@@ -526,7 +526,7 @@ func (d *Dispatcher[R, X]) DeadLetter(ctx context.Context, m *broker.Message, re
 		return fmt.Errorf("%w: %s: %w", d.Errs.DeadLetterFailed, m.ID, err)
 	}
 	for _, h := range d.Hooks.DeadLetter {
-		h.OnDeadLetter(ctx, topic, dl.Partition, dl.Offset, reason)
+		h.OnKafkaDeadLetter(ctx, topic, dl.Partition, dl.Offset, reason)
 	}
 	d.mu.Lock()
 	_, late, err = d.currentLocked(m)

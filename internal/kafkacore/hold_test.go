@@ -22,7 +22,7 @@ func TestCommitHeldTooLongStops(t *testing.T) {
 	var d Dispatcher[string, struct{}]
 	d.Init()
 	d.Now = func() time.Time { return now }
-	d.ToMessage = func(r string, attempt int) *broker.Message { return &broker.Message{ID: r, Attempt: attempt} }
+	d.ToMessage = func(r string, attempt int) *broker.Message { return &broker.Message{ID: r, Deliveries: attempt} }
 	tel, err := NewTelemetry(noop.NewMeterProvider(), "test", "g", []string{"t"}, "", &d)
 	if err != nil {
 		t.Fatal(err)

@@ -30,32 +30,32 @@ type RebalanceEvent struct {
 
 // CommitHook sees offset (the next one to read) committed for a partition.
 type CommitHook interface {
-	OnCommit(ctx context.Context, topic string, partition int32, offset int64)
+	OnKafkaCommit(ctx context.Context, topic string, partition int32, offset int64)
 }
 
 // CommitErrorHook sees a commit fail; its offsets stay uncommitted and are
 // retried at the next interval (or redelivered after a rebalance).
 type CommitErrorHook interface {
-	OnCommitError(ctx context.Context, generation int32, err error)
+	OnKafkaCommitError(ctx context.Context, generation int32, err error)
 }
 
 // LateAckHook sees a message settled after its generation ended and its
 // partition was released. The settle is dropped; the partition's owner
 // reads the message again and the dedup store recognises it.
 type LateAckHook interface {
-	OnLateAck(ctx context.Context, topic string, partition int32, offset int64, generation int32)
+	OnKafkaLateAck(ctx context.Context, topic string, partition int32, offset int64, generation int32)
 }
 
 // RebalanceHook sees partitions assigned to this member, or revoked from
 // it and drained.
 type RebalanceHook interface {
-	OnRebalance(ctx context.Context, e RebalanceEvent)
+	OnKafkaRebalance(ctx context.Context, e RebalanceEvent)
 }
 
 // DeadLetterHook sees a message produced to the dead-letter topic; a
 // failed produce is not reported here.
 type DeadLetterHook interface {
-	OnDeadLetter(ctx context.Context, topic string, partition int32, offset int64, reason string)
+	OnKafkaDeadLetter(ctx context.Context, topic string, partition int32, offset int64, reason string)
 }
 
 // Hooks are the configured observers, sorted by interface.

@@ -27,7 +27,7 @@ func Fingerprint(m *broker.Message) (string, error) {
 	h := sha256.New()
 	// The length-prefixed topic and key, then the sum, go through one
 	// buffer: the key is computed for every record.
-	dest, key := m.Origin.Destination, m.Key
+	dest, key := m.Origin.Destination, m.OrderingKey
 	buf := make([]byte, 0, max(8+len(dest)+8+len(key)+8, sha256.Size))
 	// Length prefixes keep ("ab","c") and ("a","bc") apart.
 	buf = binary.BigEndian.AppendUint64(buf, uint64(len(dest)))

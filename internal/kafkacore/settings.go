@@ -9,7 +9,7 @@ import (
 
 // CheckSettings checks the settings both Kafka sources take; rebalance is
 // the group's rebalance timeout, which a revoke's drain must stay below.
-// The error names the option; the source wraps it in its ErrInvalidOption.
+// The error names the option; the source wraps it in its ErrInvalidConfig.
 func CheckSettings(ordering broker.Ordering, maxInFlight int, commitInterval, revokeTimeout, rebalance time.Duration) error {
 	switch {
 	case ordering != broker.OrderByKey && ordering != broker.OrderByPartition && ordering != broker.Unordered:

@@ -21,7 +21,7 @@ type runner struct {
 	checked atomic.Bool
 }
 
-func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts []consumer.Option) (*runner, error) {
+func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts []consumer.GuardOption) (*runner, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o.apply(&cfg)
@@ -30,11 +30,11 @@ func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts [
 		return nil, err
 	}
 	if store == nil {
-		return nil, fmt.Errorf("%w: a Store is required", ErrConfig)
+		return nil, fmt.Errorf("awslambda: %w: a Store is required", ErrInvalidConfig)
 	}
 	if cfg.logger != nil {
 		// First, so a logger given through WithGuardOptions wins.
-		guardOpts = append([]consumer.Option{consumer.WithLogger(cfg.logger)}, guardOpts...)
+		guardOpts = append([]consumer.GuardOption{consumer.WithLogger(cfg.logger)}, guardOpts...)
 	} else {
 		cfg.logger = slog.Default()
 	}
@@ -43,7 +43,7 @@ func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts [
 	if err != nil {
 		return nil, err
 	}
-	return &runner{guard: g, capped: sweeperOf(wrapped), cfg: cfg}, nil
+	return &runner{guard: g, capped: wrapped, cfg: cfg}, nil
 }
 
 // answerReserve is how long before the invocation's deadline every call

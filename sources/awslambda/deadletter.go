@@ -135,8 +135,8 @@ func KafkaTopic(w KafkaWriter) DeadLetterer {
 			kafkago.Header{Key: kafkasource.OriginalOffsetHeader, Value: []byte(strconv.FormatInt(r.Offset, 10))},
 		)
 		var key []byte
-		if m.Key != "" {
-			key = []byte(m.Key)
+		if m.OrderingKey != "" {
+			key = []byte(m.OrderingKey)
 		}
 		err := w.WriteMessages(ctx, kafkago.Message{Key: key, Value: m.Body, Headers: headers, Time: r.Timestamp.Time})
 		if err != nil {

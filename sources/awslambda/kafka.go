@@ -43,7 +43,7 @@ type KafkaFunction struct{ r *runner }
 // header, else a hash of topic, record key and value), as with package
 // kafka's Source; a WithKeyFunc given through WithGuardOptions replaces it.
 func NewKafka(store dedup.Store, h consumer.Handler, opts ...Option) (*KafkaFunction, error) {
-	r, err := newRunner(store, h, opts, []consumer.Option{consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody)})
+	r, err := newRunner(store, h, opts, []consumer.GuardOption{consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody)})
 	if err != nil {
 		return nil, err
 	}
@@ -127,13 +127,13 @@ func kafkaMessage(r *events.KafkaRecord, now time.Time) (*consumer.Message, erro
 		}
 	}
 	return &consumer.Message{
-		ID:         r.Topic + "/" + strconv.FormatInt(r.Partition, 10) + "/" + strconv.FormatInt(r.Offset, 10),
-		Key:        string(key),
-		Body:       value,
-		Attributes: attrs,
-		Attempt:    1, // Lambda does not say how often it sent a record
-		Origin:     consumer.Origin{System: "kafka", Destination: r.Topic, Partition: int32(r.Partition), Offset: r.Offset},
-		ReceivedAt: now,
-		Handle:     r,
+		ID:          r.Topic + "/" + strconv.FormatInt(r.Partition, 10) + "/" + strconv.FormatInt(r.Offset, 10),
+		OrderingKey: string(key),
+		Body:        value,
+		Attributes:  attrs,
+		Deliveries:  1, // Lambda does not say how often it sent a record
+		Origin:      consumer.Origin{System: "kafka", Destination: r.Topic, Partition: int32(r.Partition), Offset: r.Offset},
+		ReceivedAt:  now,
+		Handle:      r,
 	}, nil
 }

@@ -1,16 +1,18 @@
 package awslambda
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/configerr"
 )
 
-// ErrConfig is wrapped by every error New* returns for a wrong option.
-var ErrConfig = errors.New("awslambda: invalid configuration")
+// ErrInvalidConfig is wrapped by every error New* returns for a wrong
+// option. It is the ErrInvalidConfig of every onceq package: errors.Is with
+// any of them matches.
+var ErrInvalidConfig = configerr.ErrInvalidConfig
 
 // Option configures a function built with [NewSQS] or [NewKafka].
 type Option interface{ apply(*config) }
@@ -24,7 +26,7 @@ type config struct {
 	margin      time.Duration
 	deadLetters DeadLetterer
 	visibility  *visibility
-	guardOpts   []consumer.Option
+	guardOpts   []consumer.GuardOption
 	logger      *slog.Logger
 }
 
@@ -38,11 +40,11 @@ func defaultConfig() config {
 func (c *config) validate() error {
 	switch {
 	case c.concurrency < 1:
-		return fmt.Errorf("%w: Concurrency %d: must be at least 1", ErrConfig, c.concurrency)
+		return fmt.Errorf("awslambda: %w: Concurrency %d: must be at least 1", ErrInvalidConfig, c.concurrency)
 	case c.margin < time.Second:
 		// Leases end on whole seconds: a margin under one second could let
 		// a handler run past the lease it was given.
-		return fmt.Errorf("%w: DeadlineMargin %v: must be at least 1s", ErrConfig, c.margin)
+		return fmt.Errorf("awslambda: %w: DeadlineMargin %v: must be at least 1s", ErrInvalidConfig, c.margin)
 	}
 	return nil
 }
@@ -81,9 +83,10 @@ func WithVisibility(client SQSVisibilityChanger, queueURL string) Option {
 // WithGuardOptions passes options to the [consumer.Guard] the function
 // runs (HandlerTimeout, MaxAttempts, Namespace, WithKeyFunc, hooks…).
 // LeaseTTL still applies, but no lease outlives an invocation's deadline.
-// Concurrency and MaxInFlight of package consumer do not apply here: use
-// this package's Concurrency.
-func WithGuardOptions(opts ...consumer.Option) Option {
+// The options of a Consumer's receive loop alone (consumer.Concurrency,
+// MaxInFlight, ...) are not GuardOptions and do not compile here: use this
+// package's Concurrency.
+func WithGuardOptions(opts ...consumer.GuardOption) Option {
 	return optionFunc(func(c *config) { c.guardOpts = append(c.guardOpts, opts...) })
 }
 

@@ -57,8 +57,8 @@ func (f *SQSFunction) Handle(ctx context.Context, ev events.SQSEvent) (events.SQ
 		m := sqsMessage(&ev.Records[i], now)
 		recs[i].msg = m
 		switch k, keyed := m.Attributes[consumer.IdempotencyKeyAttribute]; {
-		case m.Key != "":
-			join(byGroup, m.Key, i)
+		case m.OrderingKey != "":
+			join(byGroup, m.OrderingKey, i)
 		case keyed:
 			join(byKey, k, i)
 		default:
@@ -101,13 +101,13 @@ func sqsMessage(r *events.SQSMessage, now time.Time) *consumer.Message {
 		ID:         r.MessageId,
 		Body:       []byte(r.Body),
 		Attributes: sqsAttributes(r.MessageAttributes),
-		Attempt:    attempt,
+		Deliveries: attempt,
 		Origin:     consumer.Origin{System: sqssource.System, Destination: queue},
 		ReceivedAt: now,
 		Handle:     r,
 	}
 	if strings.HasSuffix(queue, ".fifo") {
-		m.Key = r.Attributes["MessageGroupId"]
+		m.OrderingKey = r.Attributes["MessageGroupId"]
 	}
 	return m
 }

@@ -61,13 +61,9 @@ type cappedStore struct {
 	caps map[string]time.Time // lease owner → cap
 }
 
-// capLeases wraps s; the result is a dedup.ClaimCompleter when s is one.
-func capLeases(s dedup.Store) dedup.Store {
-	c := &cappedStore{Store: s, caps: make(map[string]time.Time)}
-	if cc, ok := s.(dedup.ClaimCompleter); ok {
-		return &cappedClaimCompleter{cappedStore: c, cc: cc}
-	}
-	return c
+// capLeases wraps s; it declares s's Capabilities (by embedding).
+func capLeases(s dedup.Store) *cappedStore {
+	return &cappedStore{Store: s, caps: make(map[string]time.Time)}
 }
 
 // InheritLogger passes the Guard's logger on to the store it wraps.
@@ -145,25 +141,9 @@ func (s *cappedStore) sweep(now time.Time) {
 	s.mu.Unlock()
 }
 
-type cappedClaimCompleter struct {
-	*cappedStore
-	cc dedup.ClaimCompleter
-}
-
 // ClaimComplete writes COMPLETED at once: no lease, nothing to cap.
-func (s *cappedClaimCompleter) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+func (s *cappedStore) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	return s.cc.ClaimComplete(ctx, req)
-}
-
-// sweeper is what both wrappers offer for sweeping.
-func sweeperOf(s dedup.Store) *cappedStore {
-	switch c := s.(type) {
-	case *cappedStore:
-		return c
-	case *cappedClaimCompleter:
-		return c.cappedStore
-	}
-	return nil
+	return s.Store.ClaimComplete(ctx, req)
 }

@@ -43,8 +43,8 @@ func TestLeaseCappedAtDeadline(t *testing.T) {
 	if r.ExpiresAt.After(limit) {
 		t.Fatalf("renewed until %v, want at most the deadline %v", r.ExpiresAt, limit)
 	}
-	if _, ok := s.(dedup.ClaimCompleter); !ok {
-		t.Error("the wrapper of a ClaimCompleter must be one (OneRoundTrip)")
+	if !s.Capabilities().ClaimComplete {
+		t.Error("the wrapper must declare its store's ClaimComplete (OneRoundTrip)")
 	}
 }
 
@@ -60,7 +60,7 @@ func TestKafkaMessageMatchesSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != want.ID || got.Key != want.Key || string(got.Body) != string(want.Body) || got.Origin != want.Origin || got.Attributes["h"] != "v" {
+	if got.ID != want.ID || got.OrderingKey != want.OrderingKey || string(got.Body) != string(want.Body) || got.Origin != want.Origin || got.Attributes["h"] != "v" {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	fw, _ := kafkasource.Fingerprint(want)

@@ -34,12 +34,12 @@ func ToMessage(r *kgo.Record, attempt int) *broker.Message {
 		}
 	}
 	return &broker.Message{
-		ID:         kafkacore.RecordID(r.Topic, r.Partition, r.Offset),
-		Key:        string(r.Key),
-		Body:       r.Value,
-		Attributes: attrs,
-		Attempt:    attempt,
-		Origin:     broker.Origin{System: "kafka", Destination: r.Topic, Partition: r.Partition, Offset: r.Offset},
-		ReceivedAt: time.Now(),
+		ID:          kafkacore.RecordID(r.Topic, r.Partition, r.Offset),
+		OrderingKey: string(r.Key),
+		Body:        r.Value,
+		Attributes:  attrs,
+		Deliveries:  attempt,
+		Origin:      broker.Origin{System: "kafka", Destination: r.Topic, Partition: r.Partition, Offset: r.Offset},
+		ReceivedAt:  time.Now(),
 	}
 }

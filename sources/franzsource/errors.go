@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/internal/kafkacore"
 )
 
@@ -14,8 +15,10 @@ import (
 // there is one, stays reachable with errors.As. They mean what the errors
 // of the same names in sources/kafkasource mean.
 var (
-	// ErrInvalidOption wraps every configuration error New returns.
-	ErrInvalidOption = errors.New("franzsource: invalid option")
+	// ErrInvalidConfig wraps every configuration error New returns. It is
+	// the ErrInvalidConfig of every onceq package: errors.Is with any of
+	// them matches.
+	ErrInvalidConfig = configerr.ErrInvalidConfig
 	// ErrUnknownTopic: a topic given to New, or the dead-letter topic, does
 	// not exist on the cluster.
 	ErrUnknownTopic = errors.New("franzsource: unknown topic")
@@ -38,7 +41,7 @@ var (
 )
 
 func invalidOption(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+	return fmt.Errorf("franzsource: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 }
 
 // groupMovedOn reports whether every failure in err is the group refusing

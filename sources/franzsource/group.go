@@ -145,7 +145,7 @@ func (s *Source) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	s.d.Unlock()
 	s.cfg.logger.Info("franzsource: partitions assigned", "group", s.groupID, "generation", gen, "partitions", assigned)
 	for _, h := range s.hooks.Rebalance {
-		h.OnRebalance(context.Background(), RebalanceEvent{Generation: gen, Partitions: assigned})
+		h.OnKafkaRebalance(context.Background(), RebalanceEvent{Generation: gen, Partitions: assigned})
 	}
 }
 
@@ -219,7 +219,7 @@ func (s *Source) revoke(cl *kgo.Client, tps map[string][]int32, lost bool) {
 	s.cfg.logger.Info("franzsource: partitions "+what, "group", s.groupID, "generation", gen,
 		"partitions", tps, "drain", took, "abandoned", abandoned)
 	for _, h := range s.hooks.Rebalance {
-		h.OnRebalance(context.Background(), RebalanceEvent{Generation: gen, Revoked: true, Partitions: tps, Drain: took, Abandoned: abandoned})
+		h.OnKafkaRebalance(context.Background(), RebalanceEvent{Generation: gen, Revoked: true, Partitions: tps, Drain: took, Abandoned: abandoned})
 	}
 }
 
@@ -277,7 +277,7 @@ func (s *Source) commit(ps []*partition) error {
 	s.d.Unlock()
 	for _, h := range s.hooks.Commit {
 		for tp, off := range ok {
-			h.OnCommit(context.Background(), tp.topic, tp.id, off)
+			h.OnKafkaCommit(context.Background(), tp.topic, tp.id, off)
 		}
 	}
 	if err != nil {
@@ -285,7 +285,7 @@ func (s *Source) commit(ps []*partition) error {
 		err = fmt.Errorf("%w: %w", ErrCommitFailed, err)
 		s.cfg.logger.Warn("franzsource: commit failed", "group", s.groupID, "error", err.Error())
 		for _, h := range s.hooks.CommitError {
-			h.OnCommitError(context.Background(), gen, err)
+			h.OnKafkaCommitError(context.Background(), gen, err)
 		}
 	}
 	return err

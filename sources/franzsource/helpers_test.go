@@ -199,8 +199,8 @@ func committed(ctx context.Context, addr, group, topic string) (commit, end []in
 }
 
 type (
-	onLateAck   = grouptest.OnLateAck
-	onRebalance = grouptest.OnRebalance
+	onLateAck   = grouptest.OnKafkaLateAck
+	onRebalance = grouptest.OnKafkaRebalance
 )
 
 // fastGroup makes rebalances take well under a second on kfake.

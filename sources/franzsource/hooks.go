@@ -11,19 +11,19 @@ import "github.com/onceq/onceq/internal/kafkacore"
 type (
 	// Hook is any value implementing one or more of the interfaces below.
 	Hook = kafkacore.Hook
-	// CommitHook: OnCommit(ctx, topic, partition, offset) sees an offset
+	// CommitHook: OnKafkaCommit(ctx, topic, partition, offset) sees an offset
 	// (the next one to read) committed.
 	CommitHook = kafkacore.CommitHook
-	// CommitErrorHook: OnCommitError(ctx, generation, err) sees a commit
+	// CommitErrorHook: OnKafkaCommitError(ctx, generation, err) sees a commit
 	// fail; it is tried again at the next interval or on revoke.
 	CommitErrorHook = kafkacore.CommitErrorHook
-	// LateAckHook: OnLateAck(ctx, topic, partition, offset, generation)
+	// LateAckHook: OnKafkaLateAck(ctx, topic, partition, offset, generation)
 	// sees a settle dropped because the partition had left this member.
 	LateAckHook = kafkacore.LateAckHook
-	// RebalanceHook: OnRebalance(ctx, event) sees partitions assigned, or
+	// RebalanceHook: OnKafkaRebalance(ctx, event) sees partitions assigned, or
 	// revoked (or lost) and drained.
 	RebalanceHook = kafkacore.RebalanceHook
-	// DeadLetterHook: OnDeadLetter(ctx, topic, partition, offset, reason)
+	// DeadLetterHook: OnKafkaDeadLetter(ctx, topic, partition, offset, reason)
 	// sees a record produced to the dead-letter topic.
 	DeadLetterHook = kafkacore.DeadLetterHook
 	// RebalanceEvent is one side of a rebalance: Partitions assigned, or

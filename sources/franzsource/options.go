@@ -85,7 +85,7 @@ func defaultConfig() config {
 
 func (c *config) validate() error {
 	if err := kafkacore.CheckSettings(c.ordering, c.maxInFlight, c.commitInterval, c.revokeTimeout, c.rebalance); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return fmt.Errorf("franzsource: %w: %w", ErrInvalidConfig, err)
 	}
 	switch {
 	case c.heartbeat <= 0 || c.session <= 0 || c.rebalance <= 0:

@@ -84,7 +84,7 @@ type owner struct {
 	owned map[int32]bool
 }
 
-func (o *owner) OnRebalance(_ context.Context, e franzsource.RebalanceEvent) {
+func (o *owner) OnKafkaRebalance(_ context.Context, e franzsource.RebalanceEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, ps := range e.Partitions {

@@ -87,7 +87,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 	}
 	logs := logref.New(cfg.logger)
 	cfg.logger = logs.Logger()
-	hs, err := kafkacore.CollectHooks("franz", ErrInvalidOption, cfg.hooks)
+	hs, err := kafkacore.CollectHooks("franz", ErrInvalidConfig, cfg.hooks)
 	if err != nil {
 		return nil, err
 	}

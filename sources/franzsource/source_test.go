@@ -35,12 +35,12 @@ func TestNewValidates(t *testing.T) {
 	}{
 		"a topic that does not exist":        {[]string{"nope"}, franzsource.ClientID("x"), franzsource.ErrUnknownTopic},
 		"a dead-letter topic that does not":  {[]string{topic}, franzsource.DeadLetterTopic("nope"), franzsource.ErrUnknownTopic},
-		"a revoke longer than the rebalance": {[]string{topic}, franzsource.RevokeTimeout(2 * time.Minute), franzsource.ErrInvalidOption},
-		"no topic":                           {nil, franzsource.ClientID("x"), franzsource.ErrInvalidOption},
-		"an ordering of no kind":             {[]string{topic}, franzsource.Ordering(7), franzsource.ErrInvalidOption},
-		"a protocol of no kind":              {[]string{topic}, franzsource.GroupProtocol(9), franzsource.ErrInvalidOption},
-		"a reset of no kind":                 {[]string{topic}, franzsource.OffsetReset(9), franzsource.ErrInvalidOption},
-		"a hook with a misspelt method":      {[]string{topic}, franzsource.WithHooks(struct{ OnComit func() }{}), franzsource.ErrInvalidOption},
+		"a revoke longer than the rebalance": {[]string{topic}, franzsource.RevokeTimeout(2 * time.Minute), franzsource.ErrInvalidConfig},
+		"no topic":                           {nil, franzsource.ClientID("x"), franzsource.ErrInvalidConfig},
+		"an ordering of no kind":             {[]string{topic}, franzsource.Ordering(7), franzsource.ErrInvalidConfig},
+		"a protocol of no kind":              {[]string{topic}, franzsource.GroupProtocol(9), franzsource.ErrInvalidConfig},
+		"a reset of no kind":                 {[]string{topic}, franzsource.OffsetReset(9), franzsource.ErrInvalidConfig},
+		"a hook with a misspelt method":      {[]string{topic}, franzsource.WithHooks(struct{ OnComit func() }{}), franzsource.ErrInvalidConfig},
 	}
 	for what, c := range refused {
 		if s, err := franzsource.New(ctx, []string{addr}, "g", c.topics, c.opt); !errors.Is(err, c.want) {
@@ -73,7 +73,7 @@ func TestFingerprintMatchesKafkaSource(t *testing.T) {
 		fm, km := franzsource.ToMessage(rec, 1), kafkasource.ToMessage(msg, 1)
 		fk, _ := franzsource.Fingerprint(fm)
 		kk, _ := kafkasource.Fingerprint(km)
-		if fk != kk || fm.ID != km.ID || fm.Origin != km.Origin || fm.Key != km.Key {
+		if fk != kk || fm.ID != km.ID || fm.Origin != km.Origin || fm.OrderingKey != km.OrderingKey {
 			t.Fatalf("record %+v: franz key %q ID %q origin %+v; kafka key %q ID %q origin %+v",
 				c, fk, fm.ID, fm.Origin, kk, km.ID, km.Origin)
 		}

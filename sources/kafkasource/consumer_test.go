@@ -127,7 +127,7 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 		t.Fatalf("poison handled %d times, want MaxAttempts 3", n)
 	}
 	if dead.Load() != 1 {
-		t.Fatalf("OnDeadLetter called %d times", dead.Load())
+		t.Fatalf("OnKafkaDeadLetter called %d times", dead.Load())
 	}
 	recs, err := readTopic(testenv.Context(t, 10*time.Second), t, addr, dlq)
 	if err != nil {
@@ -166,7 +166,7 @@ func TestFingerprintThroughWrapper(t *testing.T) {
 	eff := grouptest.NewEffects()
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		runs.Add(1)
-		return consumer.Result{Writes: []any{eff.Write(m.Key)}}, nil
+		return consumer.Result{Writes: []any{eff.Write(m.OrderingKey)}}, nil
 	})
 	src := sourcetest.Wrap(newSource(t, addr, group, []string{topic}))
 	m := grouptest.Start(t, src, memstore.New(), h)

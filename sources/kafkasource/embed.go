@@ -17,13 +17,13 @@ import (
 // often the loop has tried this record, from 1.
 func ToMessage(m kgo.Message, attempt int) *broker.Message {
 	return &broker.Message{
-		ID:         kafkacore.RecordID(m.Topic, int32(m.Partition), m.Offset),
-		Key:        string(m.Key),
-		Body:       m.Value,
-		Attributes: headerAttributes(m.Headers),
-		Attempt:    attempt,
-		Origin:     broker.Origin{System: "kafka", Destination: m.Topic, Partition: int32(m.Partition), Offset: m.Offset},
-		ReceivedAt: time.Now(),
+		ID:          kafkacore.RecordID(m.Topic, int32(m.Partition), m.Offset),
+		OrderingKey: string(m.Key),
+		Body:        m.Value,
+		Attributes:  headerAttributes(m.Headers),
+		Deliveries:  attempt,
+		Origin:      broker.Origin{System: "kafka", Destination: m.Topic, Partition: int32(m.Partition), Offset: m.Offset},
+		ReceivedAt:  time.Now(),
 	}
 }
 

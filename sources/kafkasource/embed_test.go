@@ -13,7 +13,7 @@ func TestToMessage(t *testing.T) {
 	km := kgo.Message{Topic: "payments", Partition: 2, Offset: 41, Key: []byte("acct-1"), Value: []byte("v"),
 		Headers: []kgo.Header{{Key: consumer.IdempotencyKeyAttribute, Value: []byte("pay-1")}}}
 	m := kafkasource.ToMessage(km, 3)
-	if m.ID != "payments/2/41" || m.Key != "acct-1" || string(m.Body) != "v" || m.Attempt != 3 ||
+	if m.ID != "payments/2/41" || m.OrderingKey != "acct-1" || string(m.Body) != "v" || m.Deliveries != 3 ||
 		m.Origin != (consumer.Origin{System: "kafka", Destination: "payments", Partition: 2, Offset: 41}) {
 		t.Fatalf("%+v", m)
 	}

@@ -7,14 +7,17 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/internal/kafkacore"
 )
 
 // Errors of the Kafka source. Test with errors.Is; a kafka-go error, when
 // there is one, stays reachable with errors.As.
 var (
-	// ErrInvalidOption wraps every configuration error New returns.
-	ErrInvalidOption = errors.New("kafkasource: invalid option")
+	// ErrInvalidConfig wraps every configuration error New returns. It is
+	// the ErrInvalidConfig of every onceq package: errors.Is with any of
+	// them matches.
+	ErrInvalidConfig = configerr.ErrInvalidConfig
 	// ErrUnknownTopic: a topic given to New (or the dead-letter topic) does
 	// not exist on the cluster.
 	ErrUnknownTopic = errors.New("kafkasource: unknown topic")
@@ -43,7 +46,7 @@ var (
 )
 
 func invalidOption(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+	return fmt.Errorf("kafkasource: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 }
 
 // groupMovedOn reports whether every failure in err is the group refusing

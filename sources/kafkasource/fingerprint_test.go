@@ -33,7 +33,7 @@ func TestFingerprintIsStable(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
-		m := &consumer.Message{Key: c.key, Body: c.value, Origin: consumer.Origin{Destination: c.topic}}
+		m := &consumer.Message{OrderingKey: c.key, Body: c.value, Origin: consumer.Origin{Destination: c.topic}}
 		got, err := kafkasource.Fingerprint(m)
 		if err != nil || got != referenceFingerprint(c.topic, c.key, c.value) {
 			t.Fatalf("Fingerprint(%q, %q, %d bytes) = %q, %v; want %q", c.topic, c.key, len(c.value), got, err,

@@ -23,7 +23,7 @@ func TestHeaderCannotPoseAsFingerprint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := &consumer.Message{ID: "orders/0/1", Body: []byte("victim"), Key: "k"}
+	victim := &consumer.Message{ID: "orders/0/1", Body: []byte("victim"), OrderingKey: "k"}
 	fp, _ := kafkasource.Fingerprint(victim)
 	forger := &consumer.Message{ID: "orders/0/2", Body: []byte("forged"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: fp}}
 	of := g.Process(t.Context(), forger)

@@ -90,7 +90,7 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 	s.cfg.logger.Info("kafkasource: partitions assigned", "group", s.groupID, "generation", g.id,
 		"member", g.kgen.MemberID, "partitions", g.partitionMap())
 	for _, h := range s.hooks.Rebalance {
-		h.OnRebalance(ctx, RebalanceEvent{Generation: g.id, Partitions: g.partitionMap()})
+		h.OnKafkaRebalance(ctx, RebalanceEvent{Generation: g.id, Partitions: g.partitionMap()})
 	}
 	for _, p := range g.parts {
 		g.kgen.Start(func(ctx context.Context) { s.fetch(ctx, p) })
@@ -142,7 +142,7 @@ func (s *Source) revoke(g *generation, closing bool) {
 	s.cfg.logger.Info("kafkasource: partitions revoked", "group", s.groupID, "generation", g.id,
 		"partitions", g.partitionMap(), "drain", took, "abandoned", abandoned)
 	for _, h := range s.hooks.Rebalance {
-		h.OnRebalance(context.Background(), RebalanceEvent{Generation: g.id, Revoked: true, Partitions: g.partitionMap(), Drain: took, Abandoned: abandoned})
+		h.OnKafkaRebalance(context.Background(), RebalanceEvent{Generation: g.id, Revoked: true, Partitions: g.partitionMap(), Drain: took, Abandoned: abandoned})
 	}
 }
 
@@ -187,7 +187,7 @@ func (s *Source) commit(g *generation) error {
 		err = fmt.Errorf("%w: generation %d: %w", ErrCommitFailed, g.id, err)
 		s.cfg.logger.Warn("kafkasource: commit failed", "group", s.groupID, "generation", g.id, "error", err.Error())
 		for _, h := range s.hooks.CommitError {
-			h.OnCommitError(context.Background(), g.id, err)
+			h.OnKafkaCommitError(context.Background(), g.id, err)
 		}
 		return err
 	}
@@ -201,7 +201,7 @@ func (s *Source) commit(g *generation) error {
 	for _, h := range s.hooks.Commit {
 		for t, ps := range offsets {
 			for id, off := range ps {
-				h.OnCommit(context.Background(), t, int32(id), off)
+				h.OnKafkaCommit(context.Background(), t, int32(id), off)
 			}
 		}
 	}

@@ -187,10 +187,10 @@ func committed(ctx context.Context, t testing.TB, addr, group, topic string, par
 
 // Hook adapters: a func of the hook's method's type.
 type (
-	onCommit     = grouptest.OnCommit
-	onLateAck    = grouptest.OnLateAck
-	onRebalance  = grouptest.OnRebalance
-	onDeadLetter = grouptest.OnDeadLetter
+	onCommit     = grouptest.OnKafkaCommit
+	onLateAck    = grouptest.OnKafkaLateAck
+	onRebalance  = grouptest.OnKafkaRebalance
+	onDeadLetter = grouptest.OnKafkaDeadLetter
 )
 
 // fastGroup makes rebalances take well under a second on kfake.

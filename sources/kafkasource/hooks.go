@@ -12,32 +12,32 @@ type Hook = kafkacore.Hook
 
 // CommitHook sees offset (the next one to read) committed for a partition:
 //
-//	OnCommit(ctx context.Context, topic string, partition int32, offset int64)
+//	OnKafkaCommit(ctx context.Context, topic string, partition int32, offset int64)
 type CommitHook = kafkacore.CommitHook
 
 // CommitErrorHook sees a commit fail; its offsets stay uncommitted and are
 // retried at the next interval (or redelivered after a rebalance):
 //
-//	OnCommitError(ctx context.Context, generation int32, err error)
+//	OnKafkaCommitError(ctx context.Context, generation int32, err error)
 type CommitErrorHook = kafkacore.CommitErrorHook
 
 // LateAckHook sees a message settled after its generation ended and its
 // partition was released. The settle is dropped; the partition's owner
 // reads the message again and the dedup store recognises it:
 //
-//	OnLateAck(ctx context.Context, topic string, partition int32, offset int64, generation int32)
+//	OnKafkaLateAck(ctx context.Context, topic string, partition int32, offset int64, generation int32)
 type LateAckHook = kafkacore.LateAckHook
 
 // RebalanceHook sees partitions assigned to this member, or revoked from
 // it and drained:
 //
-//	OnRebalance(ctx context.Context, e RebalanceEvent)
+//	OnKafkaRebalance(ctx context.Context, e RebalanceEvent)
 type RebalanceHook = kafkacore.RebalanceHook
 
 // DeadLetterHook sees a message produced to the dead-letter topic; a
 // failed produce is not reported here:
 //
-//	OnDeadLetter(ctx context.Context, topic string, partition int32, offset int64, reason string)
+//	OnKafkaDeadLetter(ctx context.Context, topic string, partition int32, offset int64, reason string)
 type DeadLetterHook = kafkacore.DeadLetterHook
 
 // RebalanceEvent describes one side of a rebalance as this member saw it:

@@ -74,7 +74,7 @@ func (c *config) validate() error {
 		rebalance = defaultRebalanceTimeout
 	}
 	if err := kafkacore.CheckSettings(c.ordering, c.maxInFlight, c.commitInterval, c.revokeTimeout, rebalance); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return fmt.Errorf("kafkasource: %w: %w", ErrInvalidConfig, err)
 	}
 	switch {
 	case c.timings.heartbeat < 0 || c.timings.session < 0 || c.timings.rebalance < 0 || c.timings.joinBackoff < 0:

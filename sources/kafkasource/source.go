@@ -96,7 +96,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	hs, err := kafkacore.CollectHooks("kafka", ErrInvalidOption, cfg.hooks)
+	hs, err := kafkacore.CollectHooks("kafka", ErrInvalidConfig, cfg.hooks)
 	if err != nil {
 		return nil, err
 	}

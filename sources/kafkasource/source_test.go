@@ -70,11 +70,11 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"unknown topic", []string{"nope"}, nil, kafkasource.ErrUnknownTopic},
 		{"unknown dead-letter topic", []string{topic}, []kafkasource.Option{kafkasource.DeadLetterTopic("nope")}, kafkasource.ErrUnknownTopic},
-		{"revoke timeout past rebalance", []string{topic}, []kafkasource.Option{kafkasource.RevokeTimeout(time.Minute)}, kafkasource.ErrInvalidOption},
-		{"no topics", nil, nil, kafkasource.ErrInvalidOption},
-		{"bad ordering", []string{topic}, []kafkasource.Option{kafkasource.Ordering(7)}, kafkasource.ErrInvalidOption},
-		{"nil dialer", []string{topic}, []kafkasource.Option{kafkasource.WithDialer(nil)}, kafkasource.ErrInvalidOption},
-		{"bad reset", []string{topic}, []kafkasource.Option{kafkasource.OffsetReset(9)}, kafkasource.ErrInvalidOption},
+		{"revoke timeout past rebalance", []string{topic}, []kafkasource.Option{kafkasource.RevokeTimeout(time.Minute)}, kafkasource.ErrInvalidConfig},
+		{"no topics", nil, nil, kafkasource.ErrInvalidConfig},
+		{"bad ordering", []string{topic}, []kafkasource.Option{kafkasource.Ordering(7)}, kafkasource.ErrInvalidConfig},
+		{"nil dialer", []string{topic}, []kafkasource.Option{kafkasource.WithDialer(nil)}, kafkasource.ErrInvalidConfig},
+		{"bad reset", []string{topic}, []kafkasource.Option{kafkasource.OffsetReset(9)}, kafkasource.ErrInvalidConfig},
 	}
 	for _, c := range cases {
 		s, err := kafkasource.New(ctx, []string{addr}, "g", c.topics, c.opts...)
@@ -87,7 +87,7 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// misspelt has OnComit where CommitHook wants OnCommit.
+// misspelt has OnComit where CommitHook wants OnKafkaCommit.
 type misspelt struct{}
 
 func (misspelt) OnComit(context.Context, string, int32, int64) {}
@@ -99,11 +99,11 @@ func TestMisspeltHookRefused(t *testing.T) {
 	for name, h := range map[string]kafkasource.Hook{"misspelt": misspelt{}, "nil": nil} {
 		s, err := kafkasource.New(context.Background(), []string{"127.0.0.1:1"}, "g", []string{"t"},
 			kafkasource.WithHooks(onCommit(func(context.Context, string, int32, int64) {}), h))
-		if !errors.Is(err, kafkasource.ErrInvalidOption) || !strings.Contains(err.Error(), "hook") {
+		if !errors.Is(err, kafkasource.ErrInvalidConfig) || !strings.Contains(err.Error(), "hook") {
 			if s != nil {
 				_ = s.Close(context.Background())
 			}
-			t.Errorf("%s hook: New = %v, want ErrInvalidOption naming the hook", name, err)
+			t.Errorf("%s hook: New = %v, want ErrInvalidConfig naming the hook", name, err)
 		}
 	}
 }
@@ -269,7 +269,7 @@ func TestDeadLetterProduceFailure(t *testing.T) {
 		t.Errorf("a failed produce reported as a missing destination: %v", err)
 	}
 	if n := announced.Load(); n != 0 {
-		t.Errorf("OnDeadLetter called %d times for a failed produce", n)
+		t.Errorf("OnKafkaDeadLetter called %d times for a failed produce", n)
 	}
 	dlqAttr := attribute.String("messaging.destination.name", dlq)
 	if n, _ := metricValue(t, reader, "onceq.kafka.dead_letters", dlqAttr, attribute.String("onceq.result", "ok")); n != 0 {

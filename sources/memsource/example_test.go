@@ -30,7 +30,7 @@ func ExampleQueue() {
 		panic(err)
 	}
 	for _, m := range msgs {
-		fmt.Printf("%s %q attempt %d\n", m.ID, m.Body, m.Attempt)
+		fmt.Printf("%s %q attempt %d\n", m.ID, m.Body, m.Deliveries)
 	}
 	_ = src.Ack(ctx, msgs[0])
 	_ = src.Nack(ctx, msgs[1], 0) // give it back now
@@ -41,7 +41,7 @@ func ExampleQueue() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("%s %q attempt %d\n", again[0].ID, again[0].Body, again[0].Attempt)
+	fmt.Printf("%s %q attempt %d\n", again[0].ID, again[0].Body, again[0].Deliveries)
 	for _, d := range queue.DeadLetters() {
 		fmt.Printf("dead letter %s: %s\n", d.Message.ID, d.Reason)
 	}
@@ -73,7 +73,7 @@ func ExampleOrdering() {
 
 	first, _ := src.Receive(ctx, 10)
 	for _, m := range first {
-		fmt.Printf("%s: %s\n", m.Key, m.Body)
+		fmt.Printf("%s: %s\n", m.OrderingKey, m.Body)
 	}
 	fmt.Println("held back:", queue.Stats().Ready)
 	for _, m := range first {
@@ -81,7 +81,7 @@ func ExampleOrdering() {
 	}
 	next, _ := src.Receive(ctx, 10)
 	for _, m := range next {
-		fmt.Printf("%s: %s\n", m.Key, m.Body)
+		fmt.Printf("%s: %s\n", m.OrderingKey, m.Body)
 	}
 	// Output:
 	// account-1: debit 10

@@ -294,14 +294,14 @@ func (s *Source) takeLocked(now time.Time, max int) []*broker.Message {
 		d := &ds[len(msgs)]
 		d.h = handle{e, e.token}
 		d.m = broker.Message{
-			ID:         e.id,
-			Key:        e.out.Key,
-			Body:       e.out.Body,
-			Attributes: e.out.Attributes,
-			Attempt:    e.attempts,
-			Origin:     broker.Origin{System: "memory", Destination: q.name},
-			ReceivedAt: now,
-			Handle:     &d.h,
+			ID:          e.id,
+			OrderingKey: e.out.Key,
+			Body:        e.out.Body,
+			Attributes:  e.out.Attributes,
+			Deliveries:  e.attempts,
+			Origin:      broker.Origin{System: "memory", Destination: q.name},
+			ReceivedAt:  now,
+			Handle:      &d.h,
 		}
 		msgs = append(msgs, &d.m)
 	}

@@ -56,8 +56,8 @@ func TestVisibilityExpiryRedelivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second[0].Attempt != 2 {
-		t.Fatalf("attempt %d, want 2", second[0].Attempt)
+	if second[0].Deliveries != 2 {
+		t.Fatalf("attempt %d, want 2", second[0].Deliveries)
 	}
 	if err := src.Ack(ctx, first[0]); err == nil {
 		t.Fatal("ack of an expired delivery succeeded")

@@ -26,7 +26,7 @@ type outcomes struct {
 	kinds map[string][]consumer.Kind
 }
 
-func (o *outcomes) OnOutcome(_ context.Context, m *consumer.Message, out consumer.Outcome, _ time.Duration) {
+func (o *outcomes) OnMessageOutcome(_ context.Context, m *consumer.Message, out consumer.Outcome, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.kinds == nil {

@@ -125,7 +125,7 @@ func expectNone(t *testing.T, src broker.Source, d time.Duration) {
 	for {
 		msgs, err := src.Receive(ctx, 10)
 		if len(msgs) > 0 {
-			t.Fatalf("expected no delivery, got %q (attempt %d)", msgs[0].Body, msgs[0].Attempt)
+			t.Fatalf("expected no delivery, got %q (delivery %d)", msgs[0].Body, msgs[0].Deliveries)
 		}
 		if err != nil || ctx.Err() != nil {
 			return
@@ -176,8 +176,8 @@ func testDelivers(t *testing.T, h *Harness) {
 		if m.ID == "" || m.Origin.System == "" || m.Origin.Destination == "" {
 			t.Errorf("message %q lacks identity: ID %q origin %+v", m.Body, m.ID, m.Origin)
 		}
-		if m.Attempt != 1 {
-			t.Errorf("message %q: first delivery has Attempt %d", m.Body, m.Attempt)
+		if m.Deliveries != 1 {
+			t.Errorf("message %q: first delivery has Deliveries %d", m.Body, m.Deliveries)
 		}
 		if m.Attributes["idempotency-key"] != string(m.Body) {
 			t.Errorf("message %q: attributes %v lost", m.Body, m.Attributes)
@@ -232,8 +232,8 @@ func testNackRedelivers(t *testing.T, h *Harness) {
 	if string(second[0].Body) != "again" || second[0].Attributes["a"] != "1" {
 		t.Fatalf("redelivered %q %v", second[0].Body, second[0].Attributes)
 	}
-	if second[0].Attempt != first[0].Attempt+1 {
-		t.Fatalf("redelivery Attempt %d after %d", second[0].Attempt, first[0].Attempt)
+	if second[0].Deliveries != first[0].Deliveries+1 {
+		t.Fatalf("redelivery Attempt %d after %d", second[0].Deliveries, first[0].Deliveries)
 	}
 	ack(t, h.Source, second...)
 }
@@ -336,7 +336,7 @@ func testOrdering(t *testing.T, h *Harness) {
 			t.Fatalf("receive after %d: %v", n, err)
 		}
 		for _, m := range msgs {
-			seen[m.Key] = append(seen[m.Key], string(m.Body))
+			seen[m.OrderingKey] = append(seen[m.OrderingKey], string(m.Body))
 		}
 		n += len(msgs)
 		ack(t, h.Source, msgs...)

@@ -29,7 +29,7 @@ type outcomes struct {
 	total atomic.Int64
 }
 
-func (o *outcomes) OnOutcome(_ context.Context, _ *consumer.Message, out consumer.Outcome, _ time.Duration) {
+func (o *outcomes) OnMessageOutcome(_ context.Context, _ *consumer.Message, out consumer.Outcome, _ time.Duration) {
 	o.mu.Lock()
 	if o.kinds == nil {
 		o.kinds = map[consumer.Kind]int{}
@@ -254,8 +254,8 @@ func TestEndToEndFIFOOrder(t *testing.T) {
 	var overlap, maxRunning, violations int
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		mu.Lock()
-		running[m.Key]++
-		if running[m.Key] > 1 {
+		running[m.OrderingKey]++
+		if running[m.OrderingKey] > 1 {
 			violations++
 		}
 		if len(running) > 1 {
@@ -265,13 +265,13 @@ func TestEndToEndFIFOOrder(t *testing.T) {
 		mu.Unlock()
 		time.Sleep(3 * time.Millisecond) // the handler's work: long enough for groups to overlap, proves nothing by itself
 		mu.Lock()
-		if running[m.Key]--; running[m.Key] == 0 {
-			delete(running, m.Key)
+		if running[m.OrderingKey]--; running[m.OrderingKey] == 0 {
+			delete(running, m.OrderingKey)
 		}
 		mu.Unlock()
 		return consumer.Result{Writes: []any{memstore.Write{Apply: func() {
 			mu.Lock()
-			order[m.Key] = append(order[m.Key], string(m.Body))
+			order[m.OrderingKey] = append(order[m.OrderingKey], string(m.Body))
 			mu.Unlock()
 		}}}}, nil
 	})

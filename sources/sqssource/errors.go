@@ -9,14 +9,17 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
 // Errors of the SQS source. Test with errors.Is; the SDK error, when there
 // is one, stays reachable with errors.As.
 var (
-	// ErrInvalidOption wraps every configuration error New returns.
-	ErrInvalidOption = errors.New("sqssource: invalid option")
+	// ErrInvalidConfig wraps every configuration error New returns. It is
+	// the ErrInvalidConfig of every onceq package: errors.Is with any of
+	// them matches.
+	ErrInvalidConfig = configerr.ErrInvalidConfig
 	// ErrNoDeadLetterQueue: DeadLetter was called but the source has no
 	// dead-letter queue (no DeadLetterQueue option, no RedrivePolicy). The
 	// message is left where it is. It wraps
@@ -36,7 +39,7 @@ var (
 )
 
 func invalidOption(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+	return fmt.Errorf("sqssource: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 }
 
 // deliveryLost wraps an SDK error that means the receipt handle is dead.

@@ -255,12 +255,12 @@ type (
 	onRetry        func(ctx context.Context, op string, class retry.Class, err error)
 )
 
-func (f onDeleteFailed) OnDeleteFailed(ctx context.Context, id string, err error) { f(ctx, id, err) }
-func (f onExtended) OnVisibilityExtended(ctx context.Context, id string, d time.Duration) {
+func (f onDeleteFailed) OnSQSDeleteFailed(ctx context.Context, id string, err error) { f(ctx, id, err) }
+func (f onExtended) OnSQSVisibilityExtended(ctx context.Context, id string, d time.Duration) {
 	f(ctx, id, d)
 }
-func (f onDeadLetter) OnDeadLetter(ctx context.Context, id, reason string) { f(ctx, id, reason) }
-func (f onRetry) OnRetry(ctx context.Context, op string, c retry.Class, err error) {
+func (f onDeadLetter) OnSQSDeadLetter(ctx context.Context, id, reason string) { f(ctx, id, reason) }
+func (f onRetry) OnSQSRetry(ctx context.Context, op string, c retry.Class, err error) {
 	f(ctx, op, c, err)
 }
 

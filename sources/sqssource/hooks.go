@@ -19,26 +19,26 @@ type Hook any
 // receipt handle (visibility ran out first) is reported with
 // [ErrDeliveryLost]; the message comes back and dedup recognises it.
 type DeleteFailedHook interface {
-	OnDeleteFailed(ctx context.Context, messageID string, err error)
+	OnSQSDeleteFailed(ctx context.Context, messageID string, err error)
 }
 
 // VisibilityExtendedHook sees Extend move a delivery's deadline to d from
 // now.
 type VisibilityExtendedHook interface {
-	OnVisibilityExtended(ctx context.Context, messageID string, d time.Duration)
+	OnSQSVisibilityExtended(ctx context.Context, messageID string, d time.Duration)
 }
 
 // DeadLetterHook sees a message sent to the dead-letter queue; a failed
 // send is not reported here.
 type DeadLetterHook interface {
-	OnDeadLetter(ctx context.Context, messageID, reason string)
+	OnSQSDeadLetter(ctx context.Context, messageID, reason string)
 }
 
 // RetryHook sees a call to SQS fail and be retried. The SDK's own retryer
 // is switched off for the calls this source retries, so every throttle
 // passes through here.
 type RetryHook interface {
-	OnRetry(ctx context.Context, op string, class retry.Class, err error)
+	OnSQSRetry(ctx context.Context, op string, class retry.Class, err error)
 }
 
 type hooks struct {
@@ -52,7 +52,7 @@ type hooks struct {
 // implements none is a configuration error.
 func collectHooks(hs []Hook) (hooks, error) {
 	var out hooks
-	err := hookset.Collect("sqs", ErrInvalidOption, hs,
+	err := hookset.Collect("sqs", ErrInvalidConfig, hs,
 		hookset.Into(&out.deleteFailed), hookset.Into(&out.extended),
 		hookset.Into(&out.deadLetter), hookset.Into(&out.retry))
 	return out, err

@@ -67,13 +67,13 @@ func (s *Source) toMessage(m types.Message, started, now time.Time) *broker.Mess
 		ID:         aws.ToString(m.MessageId),
 		Body:       []byte(aws.ToString(m.Body)),
 		Attributes: stringAttributes(m.MessageAttributes),
-		Attempt:    attempt,
+		Deliveries: attempt,
 		Origin:     broker.Origin{System: System, Destination: s.queueName},
 		ReceivedAt: now,
 		Handle:     h,
 	}
 	if s.fifo {
-		msg.Key = h.groupID
+		msg.OrderingKey = h.groupID
 	}
 	return msg
 }

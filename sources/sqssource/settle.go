@@ -64,7 +64,7 @@ func (s *Source) Extend(ctx context.Context, m *broker.Message, d time.Duration)
 		return fmt.Errorf("sqssource: extend %s: %w", m.ID, err)
 	}
 	for _, h := range s.hooks.extended {
-		h.OnVisibilityExtended(ctx, m.ID, time.Duration(secs)*time.Second)
+		h.OnSQSVisibilityExtended(ctx, m.ID, time.Duration(secs)*time.Second)
 	}
 	if secs < want {
 		return fmt.Errorf("sqssource: extend %s by %ds, not %ds: %w", m.ID, secs, want, ErrVisibilityLimit)
@@ -139,7 +139,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 		return fmt.Errorf("sqssource: dead-letter %s: send to %s: %w", m.ID, queueName(s.dlq.url), err)
 	}
 	for _, h := range s.hooks.deadLetter {
-		h.OnDeadLetter(ctx, m.ID, reason)
+		h.OnSQSDeadLetter(ctx, m.ID, reason)
 	}
 	s.log.Info("sqssource: message dead-lettered", "message_id", m.ID, "reason", reason)
 	// Deleted at once, not batched: the copy exists, and the caller should
@@ -401,6 +401,6 @@ func (s *Source) deleteFailed(ctx context.Context, e deleteEntry, err error) {
 		s.log.Warn("sqssource: delete failed; the message will be delivered again", "message_id", e.id, "err", err)
 	}
 	for _, h := range s.hooks.deleteFailed {
-		h.OnDeleteFailed(ctx, e.id, err)
+		h.OnSQSDeleteFailed(ctx, e.id, err)
 	}
 }

@@ -584,7 +584,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (s *Source) onRetry(ctx context.Context, op string) func(retry.Class, error) {
 	return func(class retry.Class, err error) {
 		for _, h := range s.hooks.retry {
-			h.OnRetry(ctx, op, class, err)
+			h.OnSQSRetry(ctx, op, class, err)
 		}
 	}
 }

@@ -41,16 +41,16 @@ func TestOptionsValidated(t *testing.T) {
 		"flush interval":      sqssource.DeleteFlushInterval(0),
 		"delete concurrency":  sqssource.DeleteConcurrency(0),
 	} {
-		if _, err := sqssource.New(context.Background(), c, "http://x/000000000000/q", opt); !errors.Is(err, sqssource.ErrInvalidOption) {
-			t.Errorf("%s: New = %v, want ErrInvalidOption", name, err)
+		if _, err := sqssource.New(context.Background(), c, "http://x/000000000000/q", opt); !errors.Is(err, sqssource.ErrInvalidConfig) {
+			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := sqssource.New(context.Background(), nil, "http://x/q"); !errors.Is(err, sqssource.ErrInvalidOption) {
+	if _, err := sqssource.New(context.Background(), nil, "http://x/q"); !errors.Is(err, sqssource.ErrInvalidConfig) {
 		t.Errorf("nil client: %v", err)
 	}
 }
 
-// misspelt has OnDeadLeter where DeadLetterHook wants OnDeadLetter.
+// misspelt has OnDeadLeter where DeadLetterHook wants OnSQSDeadLetter.
 type misspelt struct{}
 
 func (misspelt) OnDeadLeter(context.Context, string, string) {}
@@ -62,8 +62,8 @@ func TestMisspeltHookRefused(t *testing.T) {
 	c := awssqs.New(awssqs.Options{Region: "us-east-1"})
 	for name, h := range map[string]sqssource.Hook{"misspelt": misspelt{}, "nil": nil} {
 		_, err := sqssource.New(context.Background(), c, "http://x/000000000000/q", sqssource.WithHooks(onRetry(func(context.Context, string, retry.Class, error) {}), h))
-		if !errors.Is(err, sqssource.ErrInvalidOption) || !strings.Contains(err.Error(), "hook") {
-			t.Errorf("%s hook: New = %v, want ErrInvalidOption naming the hook", name, err)
+		if !errors.Is(err, sqssource.ErrInvalidConfig) || !strings.Contains(err.Error(), "hook") {
+			t.Errorf("%s hook: New = %v, want ErrInvalidConfig naming the hook", name, err)
 		}
 	}
 }
@@ -100,8 +100,8 @@ func TestNewReadsQueueAttributes(t *testing.T) {
 	}
 
 	// A FIFO queue's dead letters cannot go to a standard queue.
-	if _, err := sqssource.New(context.Background(), c, url, sqssource.DeadLetterQueue(std)); !errors.Is(err, sqssource.ErrInvalidOption) {
-		t.Errorf("FIFO source with standard DLQ: %v, want ErrInvalidOption", err)
+	if _, err := sqssource.New(context.Background(), c, url, sqssource.DeadLetterQueue(std)); !errors.Is(err, sqssource.ErrInvalidConfig) {
+		t.Errorf("FIFO source with standard DLQ: %v, want ErrInvalidConfig", err)
 	}
 	if _, err := sqssource.New(context.Background(), c, std+"-missing"); err == nil {
 		t.Error("New on a missing queue succeeded")
@@ -132,7 +132,7 @@ func TestMessageMapping(t *testing.T) {
 		t.Fatalf("receive: %d messages, %v", len(msgs), err)
 	}
 	m := msgs[0]
-	if m.ID == "" || string(m.Body) != "hello" || m.Key != "g1" || m.Attempt != 1 {
+	if m.ID == "" || string(m.Body) != "hello" || m.OrderingKey != "g1" || m.Deliveries != 1 {
 		t.Errorf("message %+v", m)
 	}
 	if m.Origin != (consumer.Origin{System: "aws_sqs", Destination: url[strings.LastIndexByte(url, '/')+1:]}) {
@@ -331,7 +331,7 @@ func TestAsyncDeleteFailureHook(t *testing.T) {
 			t.Errorf("hook got %v, want QueueDoesNotExist", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("OnDeleteFailed not called")
+		t.Fatal("OnSQSDeleteFailed not called")
 	}
 }
 
@@ -359,7 +359,7 @@ func TestExtend(t *testing.T) {
 	}
 	// Then it comes back, and the old delivery is gone.
 	again, err := src.Receive(testenv.Context(t, 10*time.Second), 1)
-	if err != nil || len(again) != 1 || again[0].Attempt != 2 {
+	if err != nil || len(again) != 1 || again[0].Deliveries != 2 {
 		t.Fatalf("not redelivered after the extension ran out: %v %v", again, err)
 	}
 	if err := src.Extend(context.Background(), m, 5*time.Second); !errors.Is(err, sqssource.ErrDeliveryLost) {
@@ -423,7 +423,7 @@ func TestDeadLetterSendFailure(t *testing.T) {
 		t.Errorf("a failed send reported as a missing destination: %v", err)
 	}
 	if n := announced.Load(); n != 0 {
-		t.Errorf("OnDeadLetter called %d times for a failed send", n)
+		t.Errorf("OnSQSDeadLetter called %d times for a failed send", n)
 	}
 	ok := attribute.String("onceq.result", "ok")
 	if n := metrictest.Counter(t, reader, "onceq.sqs.dead_letters", ok); n != 0 {
@@ -465,7 +465,7 @@ func TestDeadLetterFIFOCopy(t *testing.T) {
 		t.Fatalf("DeadLetter: %v", err)
 	}
 	if len(reasons) != 1 || reasons[0] != reason {
-		t.Errorf("OnDeadLetter saw %q", reasons)
+		t.Errorf("OnSQSDeadLetter saw %q", reasons)
 	}
 	dl, err := readAll(context.Background(), c, dlqURL, 30*time.Second)
 	if err != nil || len(dl) != 1 {

@@ -97,7 +97,7 @@ func main() {
 		return consumer.Result{Response: []byte(`{"done":"` + b.ID + `"}`), Writes: []any{effect(effects, b.ID).item}}, nil
 	})
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	guardOpts := []consumer.Option{consumer.WithLogger(logger)}
+	guardOpts := []consumer.GuardOption{consumer.WithLogger(logger)}
 	if d, err := time.ParseDuration(os.Getenv("TESTFUNC_SKEW")); err == nil {
 		guardOpts = append(guardOpts, consumer.ClockSkewMargin(d))
 	}
@@ -142,7 +142,7 @@ func main() {
 // table ("first#<id>", without a count) is put on the first one.
 func firstDelivery(ctx context.Context, db *ddb.Client, table string, m *consumer.Message, id string) bool {
 	if m.Origin.System != "kafka" {
-		return m.Attempt == 1
+		return m.Deliveries == 1
 	}
 	_, err := db.PutItem(ctx, &ddb.PutItemInput{
 		TableName:           aws.String(table),
