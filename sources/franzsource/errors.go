@@ -49,30 +49,8 @@ func invalidOption(format string, args ...any) error {
 // it: a member the group dropped, a rebalance under way or done, a stale
 // member epoch (KIP-848).
 func groupMovedOn(err error) bool {
-	moved := false
-	var walk func(error) bool
-	walk = func(err error) bool {
-		switch err {
-		case ErrCommitFailed:
-			return true
-		case kerr.UnknownMemberID, kerr.RebalanceInProgress, kerr.IllegalGeneration, kerr.StaleMemberEpoch, kerr.FencedMemberEpoch:
-			moved = true
-			return true
-		}
-		switch e := err.(type) {
-		case interface{ Unwrap() []error }:
-			for _, x := range e.Unwrap() {
-				if !walk(x) {
-					return false
-				}
-			}
-			return true
-		case interface{ Unwrap() error }:
-			return walk(e.Unwrap())
-		}
-		return false
-	}
-	return walk(err) && moved
+	return kafkacore.GroupMovedOn(err, ErrCommitFailed,
+		kerr.UnknownMemberID, kerr.RebalanceInProgress, kerr.IllegalGeneration, kerr.StaleMemberEpoch, kerr.FencedMemberEpoch)
 }
 
 // CommitHeldError is Receive's error once a partition's oldest unfinished

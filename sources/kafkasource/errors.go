@@ -53,30 +53,7 @@ func invalidOption(format string, args ...any) error {
 // a commit because this member, or its generation, is no longer part of
 // it: a member the group dropped, a rebalance under way or done.
 func groupMovedOn(err error) bool {
-	moved := false
-	var walk func(error) bool
-	walk = func(err error) bool {
-		switch err {
-		case ErrCommitFailed:
-			return true
-		case kafkago.UnknownMemberId, kafkago.RebalanceInProgress, kafkago.IllegalGeneration:
-			moved = true
-			return true
-		}
-		switch e := err.(type) {
-		case interface{ Unwrap() []error }:
-			for _, x := range e.Unwrap() {
-				if !walk(x) {
-					return false
-				}
-			}
-			return true
-		case interface{ Unwrap() error }:
-			return walk(e.Unwrap())
-		}
-		return false
-	}
-	return walk(err) && moved
+	return kafkacore.GroupMovedOn(err, ErrCommitFailed, kafkago.UnknownMemberId, kafkago.RebalanceInProgress, kafkago.IllegalGeneration)
 }
 
 // CommitHeldError is Receive's error once a partition's oldest unfinished
