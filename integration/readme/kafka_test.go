@@ -68,27 +68,8 @@ func TestFirstWorkerOnKafkaFromREADME(t *testing.T) {
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_DISABLED=true")
 
-	w := exec.Command(worker)
-	w.Env = env
-	stderr, err := w.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logs := &lines{}
-	logsDone := make(chan struct{})
-	go func() { defer close(logsDone); logs.read(stderr) }()
-	exited := make(chan error, 1)
-	go func() { <-logsDone; exited <- w.Wait() }()
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			_ = w.Process.Kill()
-			<-exited
-		}
-	})
+	w := startWorker(t, worker, env)
+	logs := w.logs
 
 	var dlqOut string
 	for _, line := range shLines(t, "### On Kafka", "kafkadev produce ", "kafkadev read ") {
@@ -114,18 +95,7 @@ func TestFirstWorkerOnKafkaFromREADME(t *testing.T) {
 		t.Errorf("the handler counted %d times, want 1:\n%s", n, logs)
 	}
 
-	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		waited = true
-		if err != nil {
-			t.Errorf("the worker exited with %v after SIGTERM, want 0:\n%s", err, logs)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the worker did not stop within 30 s of SIGTERM:\n%s", logs)
-	}
+	w.stop(t)
 }
 
 // shLines returns the lines of the first ```sh block after heading in

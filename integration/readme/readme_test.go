@@ -63,36 +63,11 @@ func TestFirstWorkerFromREADME(t *testing.T) {
 	queue := createQueue(t, ctx, q, "orders-"+suffix, map[string]string{
 		"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `","maxReceiveCount":"10"}`})
 
-	worker := exec.Command(bin)
-	worker.Env = append(os.Environ(), "QUEUE_URL="+queue,
+	worker := startWorker(t, bin, append(os.Environ(), "QUEUE_URL="+queue,
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamoEP, "AWS_ENDPOINT_URL_SQS="+sqsEP,
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_DISABLED=true")
-	stderr, err := worker.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := worker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logs := &lines{}
-	logsDone := make(chan struct{})
-	go func() {
-		defer close(logsDone)
-		logs.read(stderr)
-	}()
-	exited := make(chan error, 1)
-	go func() {
-		<-logsDone // Wait closes the pipe: read it all first
-		exited <- worker.Wait()
-	}()
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			_ = worker.Process.Kill()
-			<-exited
-		}
-	})
+		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_DISABLED=true"))
+	logs := worker.logs
 
 	// The idempotency table outlives the test: order IDs of this run only.
 	sku, id, bad := "sku-"+suffix, "o-1-"+suffix, `{"order_id":"o-2-`+suffix+`"}`
@@ -135,17 +110,59 @@ func TestFirstWorkerFromREADME(t *testing.T) {
 		t.Errorf("dead letters %d with reasons %q, want the two malformed messages, each with its reason", len(deadLetters), reasons)
 	}
 
-	if err := worker.Process.Signal(syscall.SIGTERM); err != nil {
+	worker.stop(t)
+}
+
+// process is a worker the test started, with its log lines.
+type process struct {
+	cmd    *exec.Cmd
+	logs   *lines
+	exited chan error
+	waited bool
+}
+
+// startWorker starts bin with env, reading its stderr into logs; a worker
+// the test did not stop is killed when the test ends.
+func startWorker(t *testing.T, bin string, env []string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin), logs: &lines{}, exited: make(chan error, 1)}
+	p.cmd.Env = env
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logsDone := make(chan struct{})
+	go func() { defer close(logsDone); p.logs.read(stderr) }()
+	go func() {
+		<-logsDone // Wait closes the pipe: read it all first
+		p.exited <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if !p.waited {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and wants a clean exit within 30 s.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		waited = true
+	case err := <-p.exited:
+		p.waited = true
 		if err != nil {
-			t.Errorf("the worker exited with %v after SIGTERM, want 0:\n%s", err, logs)
+			t.Errorf("the worker exited with %v after SIGTERM, want 0:\n%s", err, p.logs)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the worker did not stop within 30 s of SIGTERM:\n%s", logs)
+		t.Fatalf("the worker did not stop within 30 s of SIGTERM:\n%s", p.logs)
 	}
 }
 
