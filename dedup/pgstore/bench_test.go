@@ -29,19 +29,31 @@ const benchSKUs = 256 // spread stock updates so transactions rarely wait on eac
 //   - ClaimThenComplete: INSERT … ON CONFLICT DO UPDATE … WHERE expired
 //     RETURNING, then a fenced UPDATE to COMPLETED (2 statements);
 //
+//   - ClaimComplete: the claim written as COMPLETED with its response
+//     (1 statement);
+//
 //   - ClaimThenCompleteWith1Write: the same claim, then a transaction of
-//     the fenced UPDATE and a conditional stock UPDATE;
+//     the fenced UPDATE and a conditional stock UPDATE (BEGIN, UPDATE,
+//     UPDATE, COMMIT: 5 statements);
 //
 //   - ClaimCompleteWith1Write: one transaction of the claim written as
-//     COMPLETED and the stock UPDATE.
+//     COMPLETED and the stock UPDATE (BEGIN, INSERT, UPDATE, COMMIT: 4).
 //
-//     go test -run '^$' -bench '^BenchmarkPostgres$' ./dedup/pgstore/
+// The minimal client writes the same record (the caller's payload hash,
+// the response when it completes in the claim) and fences its UPDATE by
+// owner, unique per claim; like onceq's, its claim reads nothing more
+// when it wins. A counting tracer on the pool gives the statements per
+// message, BEGIN and COMMIT included.
+//
+//	go test -run '^$' -bench '^BenchmarkPostgres$' ./dedup/pgstore/
 func BenchmarkPostgres(b *testing.B) {
 	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	cfg.MaxConns = 16
+	statements := &countingTracer{}
+	cfg.ConnConfig.Tracer = statements
 	p, err := pgxpool.NewWithConfig(b.Context(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -70,15 +82,17 @@ func BenchmarkPostgres(b *testing.B) {
 	resp := []byte("ok")
 	reserve := "UPDATE " + stock + " SET n = n - 1 WHERE sku = $1 AND n > 0"
 
-	// The minimal client: the key as text, no read of the losing row.
-	minClaim := "INSERT INTO " + minTable + ` AS r (id, status, version, owner, payload_hash, attempts, last_error, created_at, expires_at)
-	VALUES ($1, $2, 1, $3, 'h', 1, '', $4, $5)
-	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, version = r.version + 1, owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-	WHERE r.expires_at < $4 RETURNING version`
+	// The minimal client: the key's bytes as the id, a winner's version
+	// returned, no read of a losing row.
+	minClaim := "INSERT INTO " + minTable + ` AS r (id, status, version, owner, payload_hash, response, attempts, last_error, created_at, expires_at)
+	VALUES ($1, $2, 1, $3, $4, $5, 0, '', $6, $7)
+	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, version = r.version + 1, owner = EXCLUDED.owner,
+		payload_hash = EXCLUDED.payload_hash, response = EXCLUDED.response, expires_at = EXCLUDED.expires_at
+	WHERE r.expires_at < $6 RETURNING version`
 	minComplete := "UPDATE " + minTable + " SET status = 'COMPLETED', version = version + 1, response = $3, expires_at = $4 WHERE id = $1 AND owner = $2 AND status = 'PENDING'"
-	claimMin := func(ctx context.Context, q querier, k string, status string, until time.Time) error {
+	claimMin := func(ctx context.Context, q querier, k string, status string, response []byte, until time.Time) error {
 		var v int64
-		return q.QueryRow(ctx, minClaim, []byte(k), status, k, now, until).Scan(&v)
+		return q.QueryRow(ctx, minClaim, []byte(k), status, k, "h", response, now, until).Scan(&v)
 	}
 	completeMin := func(ctx context.Context, q querier, k string) error {
 		tag, err := q.Exec(ctx, minComplete, []byte(k), k, resp, keep)
@@ -111,10 +125,25 @@ func BenchmarkPostgres(b *testing.B) {
 			},
 			min: func(ctx context.Context) error {
 				k, _ := next()
-				if err := claimMin(ctx, p, k, "PENDING", lease); err != nil {
+				if err := claimMin(ctx, p, k, "PENDING", nil, lease); err != nil {
 					return err
 				}
 				return completeMin(ctx, p, k)
+			},
+		},
+		{
+			name: "ClaimComplete",
+			onceq: func(ctx context.Context) error {
+				k, _ := next()
+				c, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: k, Response: resp, Now: now, ExpiresAt: keep})
+				if err == nil && !c.Acquired {
+					err = fmt.Errorf("not acquired: %+v", c)
+				}
+				return err
+			},
+			min: func(ctx context.Context) error {
+				k, _ := next()
+				return claimMin(ctx, p, k, "COMPLETED", resp, keep)
 			},
 		},
 		{
@@ -130,7 +159,7 @@ func BenchmarkPostgres(b *testing.B) {
 			},
 			min: func(ctx context.Context) error {
 				k, sku := next()
-				if err := claimMin(ctx, p, k, "PENDING", lease); err != nil {
+				if err := claimMin(ctx, p, k, "PENDING", nil, lease); err != nil {
 					return err
 				}
 				return pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
@@ -155,7 +184,7 @@ func BenchmarkPostgres(b *testing.B) {
 			min: func(ctx context.Context) error {
 				k, sku := next()
 				return pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
-					if err := claimMin(ctx, tx, k, "COMPLETED", keep); err != nil {
+					if err := claimMin(ctx, tx, k, "COMPLETED", resp, keep); err != nil {
 						return err
 					}
 					return reserveMin(ctx, tx, reserve, sku)
@@ -164,7 +193,7 @@ func BenchmarkPostgres(b *testing.B) {
 		},
 	}
 	for _, m := range modes {
-		b.Run(m.name, func(b *testing.B) { sidebyside.Run(b, sidebyside.Options{}, m.onceq, m.min) })
+		b.Run(m.name, func(b *testing.B) { sidebyside.Run(b, sidebyside.Options{Calls: statements.n.Load}, m.onceq, m.min) })
 	}
 }
 
@@ -181,3 +210,14 @@ func reserveMin(ctx context.Context, tx pgx.Tx, sql, sku string) error {
 	}
 	return err
 }
+
+// countingTracer counts the statements sent through the pool's
+// connections, each a round trip.
+type countingTracer struct{ n atomic.Int64 }
+
+func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

@@ -2,11 +2,14 @@
 // live in one table beside the service's own, so that a handler's business
 // writes commit in the same transaction as its COMPLETED record.
 //
-// Records: one row per key (see CreateTable for the table). A claim is one
-// statement (INSERT … ON CONFLICT … DO UPDATE … WHERE expired), which also
-// reads back the record that won when the key is live; Complete, Fail and
-// Extend are UPDATEs fenced by owner and version. All times compared are
-// the callers' (the request's Now), never the server's clock.
+// Records: one row per key (see CreateTable for the table). A claim of a
+// new key is one statement (INSERT … ON CONFLICT DO NOTHING) that reads
+// nothing back; a key that has a record costs a second (INSERT … ON
+// CONFLICT … DO UPDATE … WHERE expired), which takes an expired record
+// over and reads the one it replaced, or reads the live record that wins.
+// Complete, Fail and Extend are UPDATEs fenced by owner and version. All
+// times compared are the callers' (the request's Now), never the
+// server's clock.
 //
 // Keys are opaque bytes of any length: a key of up to 1024 bytes is stored
 // as it is (bytea, one tag byte before it), a longer one as its SHA-256

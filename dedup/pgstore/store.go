@@ -36,7 +36,7 @@ type Store struct {
 	db    DB
 	table string // as given, for errors
 	// The statements, made once with the table's quoted name.
-	claimSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
+	insertSQL, takeSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
 }
 
 var _ dedup.Store = (*Store)(nil)
@@ -56,14 +56,20 @@ func New(db DB, table string) *Store {
 	return &Store{
 		db:    db,
 		table: table,
-		// One statement: won is the row written when the key was absent or
-		// its record expired (beyond the skew margin for a lease, $8); old
-		// is the row as this statement's snapshot saw it, what a winner
-		// replaced or a loser lost to, read only when there is one (not
-		// for a fresh key: version 1). A row changed by a concurrent claim
-		// after the snapshot (old absent, or old claimable yet not won) is
-		// read again by the caller.
-		claimSQL: `WITH won AS (
+		// A claim's first statement, all a new key needs: the record
+		// inserted, nothing read back.
+		insertSQL: `INSERT INTO ` + q + ` (id, ` + cols + `)
+	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz)
+	ON CONFLICT (id) DO NOTHING`,
+		// Its second, for a key that has a record, one statement: won is
+		// the row written when the key was absent or its record expired
+		// (beyond the skew margin for a lease, $8); old is the row as this
+		// statement's snapshot saw it, what a winner replaced or a loser
+		// lost to, read only when there is one (not for a fresh key:
+		// version 1). A row changed by a concurrent claim after the
+		// snapshot (old absent, or old claimable yet not won) is read
+		// again by the caller.
+		takeSQL: `WITH won AS (
 	INSERT INTO ` + q + ` AS r (id, ` + cols + `)
 	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz)
 	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, version = r.version + 1, owner = EXCLUDED.owner,
@@ -130,7 +136,8 @@ func (s *Store) Check(ctx context.Context) error {
 	return nil
 }
 
-// Claim implements dedup.Store, in one statement.
+// Claim implements dedup.Store: one statement for a new key, two for a
+// key that has a record (a takeover or a lost claim).
 func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
@@ -140,46 +147,63 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 }
 
 // claim writes key's record as a winning claim writes it, or learns the
-// live record that wins.
+// live record that wins. A new key, the common case, costs one INSERT
+// that reads nothing back; only a key with a record pays for reading it.
 func (s *Store) claim(ctx context.Context, q querier, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
 	id := rowID(key)
 	for {
-		var (
-			wonVersion  *int64
-			wonAttempts *int
-			old         nullRecord
-		)
-		err := q.QueryRow(ctx, s.claimSQL, id, string(status), owner, hash, resp, now, expires, now.Add(-max(margin, 0))).
-			Scan(&wonVersion, &wonAttempts, &old.status, &old.version, &old.owner, &old.payloadHash, &old.response,
-				&old.attempts, &old.lastError, &old.createdAt, &old.expiresAt)
+		tag, err := q.Exec(ctx, s.insertSQL, id, string(status), owner, hash, resp, now, expires)
 		if err != nil {
 			return dedup.Claim{}, err
 		}
-		prev := old.record(key)
-		if wonVersion != nil {
-			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: *wonVersion},
-				Attempt: *wonAttempts + 1, Previous: prev}, nil
+		if tag.RowsAffected() == 1 {
+			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: 1}, Attempt: 1}, nil
 		}
-		limit := now
-		if prev != nil && prev.Status == dedup.StatusPending {
-			limit = now.Add(-max(margin, 0))
+		c, ok, err := s.take(ctx, q, id, key, owner, hash, status, resp, now, expires, margin)
+		if ok || err != nil {
+			return c, err
 		}
-		if prev != nil && !prev.ExpiresAt.Before(limit) {
-			return dedup.Claim{Existing: *prev}, nil
-		}
-		// A concurrent write changed the key after this statement's
-		// snapshot (inserted it, or renewed the expired record the snapshot
-		// holds): read what it wrote (a new statement sees it). Gone again
-		// (deleted as expired), the claim starts over.
-		r, err := s.read(ctx, q, key)
-		if errors.Is(err, dedup.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return dedup.Claim{}, err
-		}
-		return dedup.Claim{Existing: r}, nil
+		// The record was deleted (as expired) since: start over.
 	}
+}
+
+// take claims a key that has a record: it takes an expired record over,
+// or learns the live one. ok is false when the record is gone.
+func (s *Store) take(ctx context.Context, q querier, id []byte, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (c dedup.Claim, ok bool, err error) {
+	var (
+		wonVersion  *int64
+		wonAttempts *int
+		old         nullRecord
+	)
+	err = q.QueryRow(ctx, s.takeSQL, id, string(status), owner, hash, resp, now, expires, now.Add(-max(margin, 0))).
+		Scan(&wonVersion, &wonAttempts, &old.status, &old.version, &old.owner, &old.payloadHash, &old.response,
+			&old.attempts, &old.lastError, &old.createdAt, &old.expiresAt)
+	if err != nil {
+		return dedup.Claim{}, false, err
+	}
+	prev := old.record(key)
+	if wonVersion != nil {
+		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: *wonVersion},
+			Attempt: *wonAttempts + 1, Previous: prev}, true, nil
+	}
+	limit := now
+	if prev != nil && prev.Status == dedup.StatusPending {
+		limit = now.Add(-max(margin, 0))
+	}
+	if prev != nil && !prev.ExpiresAt.Before(limit) {
+		return dedup.Claim{Existing: *prev}, true, nil
+	}
+	// A concurrent write changed the key after this statement's snapshot
+	// (inserted it, or renewed the expired record the snapshot holds):
+	// read what it wrote (a new statement sees it).
+	r, err := s.read(ctx, q, key)
+	if errors.Is(err, dedup.ErrNotFound) {
+		return dedup.Claim{}, false, nil
+	}
+	if err != nil {
+		return dedup.Claim{}, false, err
+	}
+	return dedup.Claim{Existing: r}, true, nil
 }
 
 // nullRecord scans a record that may be absent (the claim's outer join).

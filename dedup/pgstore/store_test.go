@@ -3,10 +3,14 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
@@ -135,5 +139,69 @@ func TestCleanupRunsUntilCancelled(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "live"); err != nil {
 		t.Fatalf("the live record: %v", err)
+	}
+}
+
+// countingDB counts the statements a Store sends (each a round trip).
+type countingDB struct {
+	pgstore.DB
+	n int
+}
+
+func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.n++
+	return c.DB.Exec(ctx, sql, args...)
+}
+
+func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.n++
+	return c.DB.QueryRow(ctx, sql, args...)
+}
+
+// A claim of a new key is one statement; a key that has a record costs a
+// second, which a takeover reads the whole record it replaced with and a
+// lost claim the record that won.
+func TestClaimStatements(t *testing.T) {
+	p := pool(t)
+	db := &countingDB{DB: p}
+	s := pgstore.New(db, recordsTable(t, p))
+	ctx := testCtx(t)
+	t0 := time.Now().Truncate(time.Second)
+	claim := func(owner string, now time.Time, wantStatements int) dedup.Claim {
+		t.Helper()
+		db.n = 0
+		c, err := s.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: owner, PayloadHash: "h-" + owner, Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatalf("claim by %s: %v", owner, err)
+		}
+		if db.n != wantStatements {
+			t.Fatalf("claim by %s sent %d statements, want %d", owner, db.n, wantStatements)
+		}
+		return c
+	}
+	a := claim("a", t0, 1)
+	if !a.Acquired || a.Previous != nil || a.Attempt != 1 {
+		t.Fatalf("fresh claim: %+v", a)
+	}
+	if err := s.Fail(ctx, dedup.FailRequest{Lease: a.Lease, Reason: "boom", Now: t0, RetryAt: t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	lost := claim("b", t0, 2)
+	if lost.Acquired || lost.Existing.Status != dedup.StatusFailed || lost.Existing.Owner != "a" || lost.Existing.LastError != "boom" {
+		t.Fatalf("claim before the retry time: %+v, want FAILED by a", lost)
+	}
+	c := claim("c", t0.Add(2*time.Second), 2)
+	want := dedup.Record{Key: "k", Status: dedup.StatusFailed, Version: a.Lease.Version + 1, Owner: "a", PayloadHash: "h-a",
+		Attempts: 1, LastError: "boom", CreatedAt: t0, ExpiresAt: t0.Add(time.Second)}
+	if !c.Acquired || c.Attempt != 2 || c.Previous == nil {
+		t.Fatalf("takeover of FAILED: %+v", c)
+	}
+	got := *c.Previous
+	if !got.CreatedAt.Equal(want.CreatedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) {
+		t.Fatalf("takeover saw times %v, %v; want %v, %v", got.CreatedAt, got.ExpiresAt, want.CreatedAt, want.ExpiresAt)
+	}
+	got.CreatedAt, got.ExpiresAt = want.CreatedAt, want.ExpiresAt
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("takeover saw previous\n %+v\nwant\n %+v", got, want)
 	}
 }

@@ -17,15 +17,23 @@ import (
 	"github.com/onceq/onceq/internal/testenv"
 )
 
-// BenchmarkRedis measures claim+complete beside the minimal hand-written
-// go-redis client doing the same job: SET key owner NX PXAT, then a script
-// that sets COMPLETED only while the owner still holds the key (2 calls a
-// side), 32 operations in flight (internal/sidebyside: interleaved rounds,
-// median ratios).
+// BenchmarkRedis measures each store mode beside the minimal hand-written
+// go-redis client doing the same job, 32 operations in flight
+// (internal/sidebyside: interleaved rounds, median ratios):
+//
+//   - ClaimThenComplete: SET key owner NX PXAT, then a script that sets
+//     COMPLETED only while the owner still holds the key (2 calls a side);
+//
+//   - ClaimComplete: SET key COMPLETED NX PXAT (1 call a side).
+//
+// A hook on the client counts the calls per message, a script's EVALSHA
+// and any EVAL fallback each.
 //
 //	go test -run '^$' -bench '^BenchmarkRedis$' ./dedup/redisstore/
 func BenchmarkRedis(b *testing.B) {
 	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b), PoolSize: 32})
+	calls := &countingHook{}
+	c.AddHook(calls)
 	b.Cleanup(func() { _ = c.Close() })
 	p := prefix()
 	st := redisstore.New(c, redisstore.Prefix(p))
@@ -69,7 +77,28 @@ return 1`)
 		}
 		return err
 	}
-	b.Run("ClaimThenComplete", func(b *testing.B) { sidebyside.Run(b, sidebyside.Options{}, onceq, minimal) })
+	onceqOne := func(ctx context.Context) error {
+		k := next()
+		cl, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: k, Response: resp, Now: now, ExpiresAt: keep})
+		if err == nil && !cl.Acquired {
+			err = fmt.Errorf("not acquired: %+v", cl)
+		}
+		return err
+	}
+	minimalOne := func(ctx context.Context) error {
+		k := next()
+		ok, err := c.SetArgs(ctx, p+"min:"+k, "COMPLETED:ok", redis.SetArgs{Mode: "NX", ExpireAt: keep}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if ok != "OK" {
+			return errors.New("not acquired")
+		}
+		return nil
+	}
+	o := sidebyside.Options{Calls: calls.n.Load}
+	b.Run("ClaimThenComplete", func(b *testing.B) { sidebyside.Run(b, o, onceq, minimal) })
+	b.Run("ClaimComplete", func(b *testing.B) { sidebyside.Run(b, o, onceqOne, minimalOne) })
 }
 
 func deletePrefix(c *redis.Client, p string) {
@@ -77,5 +106,24 @@ func deletePrefix(c *redis.Client, p string) {
 	iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		c.Del(ctx, iter.Val())
+	}
+}
+
+// countingHook counts the commands the client sends, each a round trip.
+type countingHook struct{ n atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
 	}
 }

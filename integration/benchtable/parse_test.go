@@ -184,3 +184,34 @@ func TestDynamoRows(t *testing.T) {
 		t.Errorf("%d DynamoDB rows, want 5 for each of 4 modes and the duplicate's", n)
 	}
 }
+
+// BenchmarkPostgres and BenchmarkRedis print one line per mode
+// (internal/sidebyside); the table reads three rows from each.
+func TestStoreRows(t *testing.T) {
+	line := "BenchmarkPostgres/ClaimThenComplete-2         \t       1\t         1.029 cpu_vs_min\t         2.000 min_calls/msg\t        59.57 min_cpu-us/op\t      9552 min_msgs/s\t         2.000 onceq_calls/msg\t        61.39 onceq_cpu-us/op\t      9133 onceq_msgs/s\t         1.006 vs_min\n"
+	r, err := Parse(strings.NewReader(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Render(r, sqlRows("PostgreSQL", pg+"ClaimThenComplete", "claim+complete", 2))
+	for _, w := range []string{
+		"| PostgreSQL claim+complete: msgs/s, onceq vs minimal hand-written | 9133 | 9552 | 1.01 | ≥ 0.9 | met |",
+		"| PostgreSQL claim+complete: client CPU µs/msg, onceq vs minimal hand-written | 61.4 | 59.6 | 1.03 |  |  |",
+		"| PostgreSQL claim+complete: calls per unique message (onceq vs minimal) | 2 | 2 |  | = 2 | met |",
+	} {
+		if !strings.Contains(got, w+"\n") {
+			t.Errorf("table lacks %q:\n%s", w, got)
+		}
+	}
+	n := map[string]int{}
+	for _, row := range rows {
+		for _, b := range []string{pg, rds} {
+			if strings.HasPrefix(row.Onceq.Bench, b) {
+				n[b]++
+			}
+		}
+	}
+	if n[pg] != 4*3 || n[rds] != 2*3 {
+		t.Errorf("%d PostgreSQL and %d Redis rows, want 3 for each of 4 and 2 modes", n[pg], n[rds])
+	}
+}

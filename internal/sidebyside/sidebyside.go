@@ -25,15 +25,27 @@ type Options struct {
 	Workers int           // operations in flight; default 32
 	Rounds  int           // rounds per side; default 8
 	Round   time.Duration // one round; default 200ms
+	// Calls, when set, reads a count of the calls both sides make to the
+	// server (a client hook's): the sides never run at once, so the count
+	// between a round's start and end is that side's.
+	Calls func() int64
 }
 
 type stats struct {
 	ops     int64
 	elapsed time.Duration
 	cpu     time.Duration
+	calls   int64
 }
 
 func (s stats) rate() float64 { return float64(s.ops) / s.elapsed.Seconds() }
+
+func (s stats) callsPerOp() float64 {
+	if s.ops == 0 {
+		return 0
+	}
+	return float64(s.calls) / float64(s.ops)
+}
 
 func (s stats) cpuPerOp() float64 {
 	if s.ops == 0 {
@@ -44,7 +56,8 @@ func (s stats) cpuPerOp() float64 {
 
 // Run measures onceq beside min and reports onceq_msgs/s, min_msgs/s,
 // vs_min (onceq's rate over min's), onceq_cpu-us/op, min_cpu-us/op and
-// cpu_vs_min. CPU is the whole process's (user and system): the server is
+// cpu_vs_min, and with Options.Calls onceq_calls/msg and min_calls/msg.
+// CPU is the whole process's (user and system): the server is
 // another process, so it is the client's. One invocation runs its rounds
 // whatever b.N is.
 func Run(b *testing.B, o Options, onceq, min Side) {
@@ -59,18 +72,19 @@ func Run(b *testing.B, o Options, onceq, min Side) {
 	}
 	sides := [2]Side{onceq, min}
 	for _, s := range sides { // warm up: connections, caches
-		round(b, o.Workers, s, o.Round/4)
+		round(b, o, s, o.Round/4)
 	}
 	var total [2]stats
 	rounds := make([][2]stats, o.Rounds)
 	for r := range rounds {
 		for i := range sides {
 			s := (r + i) % 2
-			got := round(b, o.Workers, sides[s], o.Round)
+			got := round(b, o, sides[s], o.Round)
 			rounds[r][s] = got
 			total[s].ops += got.ops
 			total[s].elapsed += got.elapsed
 			total[s].cpu += got.cpu
+			total[s].calls += got.calls
 		}
 	}
 	ratio := func(f func(stats) float64) float64 {
@@ -98,16 +112,24 @@ func Run(b *testing.B, o Options, onceq, min Side) {
 	if total[1].cpu > 0 {
 		b.ReportMetric(ratio(stats.cpuPerOp), "cpu_vs_min")
 	}
+	if o.Calls != nil {
+		b.ReportMetric(total[0].callsPerOp(), "onceq_calls/msg")
+		b.ReportMetric(total[1].callsPerOp(), "min_calls/msg")
+	}
 }
 
-func round(b *testing.B, workers int, side Side, d time.Duration) stats {
+func round(b *testing.B, o Options, side Side, d time.Duration) stats {
 	ctx := b.Context()
 	var ops atomic.Int64
 	var failed atomic.Pointer[error]
-	cpu0, start := proccpu.Used(), time.Now()
+	calls := func() int64 { return 0 }
+	if o.Calls != nil {
+		calls = o.Calls
+	}
+	calls0, cpu0, start := calls(), proccpu.Used(), time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
-	for range workers {
+	for range o.Workers {
 		wg.Go(func() {
 			for time.Now().Before(deadline) && failed.Load() == nil {
 				if err := side(ctx); err != nil {
@@ -119,7 +141,7 @@ func round(b *testing.B, workers int, side Side, d time.Duration) stats {
 		})
 	}
 	wg.Wait()
-	s := stats{ops: ops.Load(), elapsed: time.Since(start), cpu: proccpu.Used() - cpu0}
+	s := stats{ops: ops.Load(), elapsed: time.Since(start), cpu: proccpu.Used() - cpu0, calls: calls() - calls0}
 	if p := failed.Load(); p != nil {
 		b.Fatal(*p)
 	}
