@@ -300,8 +300,8 @@ func (s *Store) inTx(ctx context.Context, op string, f func(tx pgx.Tx) error) er
 	return s.wrap(op, tx.Commit(ctx))
 }
 
-// ClaimComplete implements dedup.Store: the claim statement
-// writes COMPLETED, and with Writes it and they are one transaction.
+// ClaimComplete implements dedup.Store: the claim's statements write
+// COMPLETED, and with Writes they and the writes are one transaction.
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
