@@ -355,7 +355,7 @@ func (a *Auditor) readShard(ctx context.Context, id string, pos *shardPos) error
 }
 
 // ApplyStreamRecords applies stream records the caller read itself: a
-// Lambda function on the table's stream (awslambda.AuditStream converts
+// Lambda function on the table's stream (package auditlambda converts
 // its event to these records), or a reader of its own. An error fails the
 // batch; applied again, a record is harmless but counted twice.
 func (a *Auditor) ApplyStreamRecords(ctx context.Context, records []stypes.Record) error {

@@ -214,7 +214,7 @@ func TestAuditDoubledCompletions(t *testing.T) {
 
 // Only a delete by DynamoDB's TTL service (userIdentity Service,
 // dynamodb.amazonaws.com) is archived by default; an operator's delete is
-// not. (awslambda.AuditStream hands a Lambda stream event to
+// not. (auditlambda.Handler hands a Lambda stream event to
 // ApplyStreamRecords.)
 func TestAuditTTLPrincipalRule(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)

@@ -1,4 +1,4 @@
-package awslambda_test
+package sqslambda_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -15,16 +16,16 @@ import (
 // one DynamoDB effect: with onceq (claim, then the effect committed with
 // COMPLETED) and the same function without it (the effect alone).
 //
-//	go test -run '^$' -bench Invocation -benchtime 300x ./sources/awslambda/
+//	go test -run '^$' -bench Invocation -benchtime 300x ./lambda/sqslambda/
 func BenchmarkInvocation(b *testing.B) {
 	for _, mode := range []string{"onceq", "plain"} {
 		b.Run(mode, func(b *testing.B) {
-			tb := newTables(b)
-			env := tb.env()
+			tb := lambdatest.NewTables(b)
+			env := tb.Env()
 			if mode == "plain" {
 				env["TESTFUNC_MODE"] = "plain"
 			}
-			f := startFunction(b, 60, env)
+			f := lambdatest.Start(b, bootstrap, 60, env)
 			ctx := testenv.Context(b, 10*time.Minute)
 			batch := func(n int) events.SQSEvent {
 				var ev events.SQSEvent
@@ -36,13 +37,13 @@ func BenchmarkInvocation(b *testing.B) {
 				}
 				return ev
 			}
-			if got := failures(b, f.invoke(ctx, batch(-1))); len(got) != 0 { // warm up: init, check, connections
+			if got := failures(b, f.Invoke(ctx, batch(-1))); len(got) != 0 { // warm up: init, check, connections
 				b.Fatalf("warm-up reported %v", got)
 			}
 			n := 0
 			start := time.Now()
 			for b.Loop() {
-				if got := failures(b, f.invoke(ctx, batch(n))); len(got) != 0 {
+				if got := failures(b, f.Invoke(ctx, batch(n))); len(got) != 0 {
 					b.Fatalf("reported %v", got)
 				}
 				n++

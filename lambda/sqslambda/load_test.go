@@ -1,4 +1,4 @@
-package awslambda_test
+package sqslambda_test
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -26,13 +27,13 @@ func TestSQSThousand(t *testing.T) {
 		t.Skip("-short")
 	}
 	t.Parallel()
-	tb := newTables(t)
+	tb := lambdatest.NewTables(t)
 	q := newQueue(t, "lambda-thousand", false)
-	env := tb.env()
+	env := tb.Env()
 	env["TESTFUNC_SKEW"] = "1s"
-	f := startFunction(t, 4, env) // seconds; the slow record outlasts it
+	f := lambdatest.Start(t, bootstrap, 4, env) // seconds; the slow record outlasts it
 	ctx := testenv.Context(t, 80*time.Second)
-	store, err := dynamostore.New(tb.client, tb.idempotency)
+	store, err := dynamostore.New(tb.Client, tb.Idempotency)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +75,8 @@ func TestSQSThousand(t *testing.T) {
 		}
 		empty = 0
 		invocations++
-		inv := f.invoke(ctx, ev)
-		if inv.timedOut {
+		inv := f.Invoke(ctx, ev)
+		if inv.TimedOut {
 			timeouts++
 			q.returnAll(ms)
 			continue
@@ -113,7 +114,7 @@ func TestSQSThousand(t *testing.T) {
 	if timeouts != 1 {
 		t.Errorf("%d invocations timed out, want 1", timeouts)
 	}
-	eff := tb.effects(t)
+	eff := tb.Effects(t)
 	if len(eff) != unique {
 		t.Errorf("%d effects, want %d", len(eff), unique)
 	}

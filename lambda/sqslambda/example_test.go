@@ -1,4 +1,4 @@
-package awslambda_test
+package sqslambda_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/sources/awslambda"
+	"github.com/onceq/onceq/lambda/sqslambda"
 )
 
 // An SQS function, called here as the Lambda runtime would call it (in a
@@ -21,7 +21,7 @@ import (
 // downstream call fails for now. The copy is answered from the order's
 // record, the malformed one goes to the dead-letter destination, and only
 // the failed one is reported, to come back after the visibility timeout.
-func ExampleNewSQS() {
+func ExampleNew() {
 	var charges atomic.Int32
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		var order struct {
@@ -37,8 +37,8 @@ func ExampleNewSQS() {
 		charges.Add(1)
 		return consumer.Result{Response: []byte("charged")}, nil
 	})
-	f, err := awslambda.NewSQS(memstore.New(), h,
-		awslambda.WithDeadLetters(awslambda.DeadLetterFunc(
+	f, err := sqslambda.New(memstore.New(), h,
+		sqslambda.WithDeadLetters(sqslambda.DeadLetterFunc(
 			func(ctx context.Context, m *consumer.Message, reason string) error {
 				fmt.Printf("dead letter %s: %s\n", m.ID, reason)
 				return nil // handled: not reported

@@ -1,8 +1,9 @@
-package awslambda_test
+package kafkalambda_test
 
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"testing"
@@ -14,8 +15,9 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/awslambda"
+	"github.com/onceq/onceq/lambda/kafkalambda"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -72,10 +74,10 @@ func kafkaEvent(ms ...kafkago.Message) events.KafkaEvent {
 // retried send at a new offset) takes effect once, a poison record goes
 // to the dead-letter topic, and a failing record stops its partition and
 // is where Lambda resumes it. Keys are kafkasource.Fingerprint's, as with
-// package kafka's Source.
+// package kafkasource's Source.
 func TestKafka(t *testing.T) {
 	t.Parallel()
-	tb := newTables(t)
+	tb := lambdatest.NewTables(t)
 	topic, dlqTopic := "orders", "orders-dlq"
 	c, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(2, topic), kfake.SeedTopics(1, dlqTopic))
 	if err != nil {
@@ -95,30 +97,30 @@ func TestKafka(t *testing.T) {
 		kafkago.Message{Key: []byte("k-x"), Value: []byte(`{"id":"x","fail":true}`)},
 		kafkago.Message{Key: []byte("k-c"), Value: []byte(`{"id":"c"}`), Headers: []kafkago.Header{{Key: "idempotency-key", Value: []byte("order-c")}}},
 	)
-	env := tb.env()
-	env["TESTFUNC_MODE"], env["TESTFUNC_KAFKA_BROKER"], env["TESTFUNC_KAFKA_DLQ"] = "kafka", addr, dlqTopic
-	f := startFunction(t, 30, env)
+	env := tb.Env()
+	env["TESTFUNC_KAFKA_BROKER"], env["TESTFUNC_KAFKA_DLQ"] = addr, dlqTopic
+	f := lambdatest.Start(t, bootstrap, 30, env)
 	ctx := testenv.Context(t, time.Minute)
 
-	inv := f.invoke(ctx, kafkaEvent(append(p0, p1...)...))
-	if inv.timedOut || inv.errMessage != "" {
-		t.Fatalf("invocation failed: %s", inv.body)
+	inv := f.Invoke(ctx, kafkaEvent(append(p0, p1...)...))
+	if inv.TimedOut || inv.ErrMessage != "" {
+		t.Fatalf("invocation failed: %s", inv.Body)
 	}
-	var resp awslambda.KafkaEventResponse
-	if err := jsonUnmarshal(inv.body, &resp); err != nil {
-		t.Fatalf("response %s: %v", inv.body, err)
+	var resp kafkalambda.EventResponse
+	if err := json.Unmarshal(inv.Body, &resp); err != nil {
+		t.Fatalf("response %s: %v", inv.Body, err)
 	}
-	want := awslambda.KafkaItemIdentifier{Partition: topic + "-1", Offset: p1[1].Offset}
+	want := kafkalambda.ItemIdentifier{Partition: topic + "-1", Offset: p1[1].Offset}
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != want {
-		t.Fatalf("response %s, want partition 1 to resume at the failed record %+v", inv.body, want)
+		t.Fatalf("response %s, want partition 1 to resume at the failed record %+v", inv.Body, want)
 	}
-	eff := tb.effects(t)
+	eff := tb.Effects(t)
 	if eff["a"] != 1 || eff["d"] != 1 || eff["b"] != 1 || eff["p"] != 0 || eff["x"] != 0 || eff["c"] != 0 {
 		t.Errorf("effects %v, want a, b, d once; none for p (poison), x (failed) or c (after x)", eff)
 	}
 
-	// The record's key is the one package kafka's Source claims.
-	store, err := dynamostore.New(tb.client, tb.idempotency)
+	// The record's key is the one package kafkasource's Source claims.
+	store, err := dynamostore.New(tb.Client, tb.Idempotency)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,18 +131,18 @@ func TestKafka(t *testing.T) {
 	}
 
 	// Lambda resumes partition 1 at x: x fails again, c still waits.
-	inv = f.invoke(ctx, kafkaEvent(p1[1:]...))
-	if err := jsonUnmarshal(inv.body, &resp); err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != want {
-		t.Errorf("resumed batch: %s, want %+v again", inv.body, want)
+	inv = f.Invoke(ctx, kafkaEvent(p1[1:]...))
+	if err := json.Unmarshal(inv.Body, &resp); err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != want {
+		t.Errorf("resumed batch: %s, want %+v again", inv.Body, want)
 	}
 
 	// Partition 0's first records delivered again (a redelivery across
 	// batches): duplicates, nothing reported, nothing applied again.
-	inv = f.invoke(ctx, kafkaEvent(p0[:2]...))
-	if err := jsonUnmarshal(inv.body, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Errorf("partition 0 again: %s, want no failures", inv.body)
+	inv = f.Invoke(ctx, kafkaEvent(p0[:2]...))
+	if err := json.Unmarshal(inv.Body, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("partition 0 again: %s, want no failures", inv.Body)
 	}
-	if eff := tb.effects(t); eff["a"] != 1 || eff["d"] != 1 {
+	if eff := tb.Effects(t); eff["a"] != 1 || eff["d"] != 1 {
 		t.Errorf("effects after the redelivery %v, want a and d still once", eff)
 	}
 
@@ -171,7 +173,7 @@ func TestKafka(t *testing.T) {
 // the stopped invocation's deadline) and the skew margin have passed.
 func TestKafkaFunctionTimeout(t *testing.T) {
 	t.Parallel()
-	tb := newTables(t)
+	tb := lambdatest.NewTables(t)
 	topic := "slow"
 	c, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(1, topic))
 	if err != nil {
@@ -183,25 +185,25 @@ func TestKafkaFunctionTimeout(t *testing.T) {
 		kafkago.Message{Key: []byte("2"), Value: []byte(`{"id":"k2","sleep_first_ms":8000}`)},
 		kafkago.Message{Key: []byte("3"), Value: []byte(`{"id":"k3"}`)},
 	)
-	env := tb.env()
-	env["TESTFUNC_MODE"], env["TESTFUNC_SKEW"] = "kafka", "1s"
+	env := tb.Env()
+	env["TESTFUNC_SKEW"] = "1s"
 	const timeout = 3
-	f := startFunction(t, timeout, env)
+	f := lambdatest.Start(t, bootstrap, timeout, env)
 	ctx := testenv.Context(t, time.Minute)
 
 	start := time.Now()
-	if inv := f.invoke(ctx, kafkaEvent(recs...)); !inv.timedOut {
-		t.Fatalf("the first invocation should time out: %s", inv.body)
+	if inv := f.Invoke(ctx, kafkaEvent(recs...)); !inv.TimedOut {
+		t.Fatalf("the first invocation should time out: %s", inv.Body)
 	}
 	// Lambda sends the batch again. The lease of k2 lives: it is where
 	// partition 0 resumes, and k3 waits behind it.
-	var resp awslambda.KafkaEventResponse
-	inv := f.invoke(ctx, kafkaEvent(recs...))
-	want := awslambda.KafkaItemIdentifier{Partition: topic + "-0", Offset: recs[1].Offset}
-	if err := jsonUnmarshal(inv.body, &resp); err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != want {
-		t.Fatalf("second invocation: %s, want partition 0 to resume at %+v", inv.body, want)
+	var resp kafkalambda.EventResponse
+	inv := f.Invoke(ctx, kafkaEvent(recs...))
+	want := kafkalambda.ItemIdentifier{Partition: topic + "-0", Offset: recs[1].Offset}
+	if err := json.Unmarshal(inv.Body, &resp); err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != want {
+		t.Fatalf("second invocation: %s, want partition 0 to resume at %+v", inv.Body, want)
 	}
-	if eff := tb.effects(t); eff["k1"] != 1 || eff["k3"] != 0 {
+	if eff := tb.Effects(t); eff["k1"] != 1 || eff["k3"] != 0 {
 		t.Fatalf("effects %v: k1 once, k3 not before k2", eff)
 	}
 	// The lease ended at the first invocation's deadline at the latest;
@@ -210,11 +212,11 @@ func TestKafkaFunctionTimeout(t *testing.T) {
 	// process: no fake clock reaches them.
 	time.Sleep(time.Until(start.Add(timeout*time.Second + 2200*time.Millisecond)))
 	// Lambda resumes at k2.
-	inv = f.invoke(ctx, kafkaEvent(recs[1:]...))
-	if err := jsonUnmarshal(inv.body, &resp); inv.timedOut || err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("third invocation: %s, want no failures", inv.body)
+	inv = f.Invoke(ctx, kafkaEvent(recs[1:]...))
+	if err := json.Unmarshal(inv.Body, &resp); inv.TimedOut || err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("third invocation: %s, want no failures", inv.Body)
 	}
-	if eff := tb.effects(t); eff["k1"] != 1 || eff["k2"] != 1 || eff["k3"] != 1 {
+	if eff := tb.Effects(t); eff["k1"] != 1 || eff["k2"] != 1 || eff["k3"] != 1 {
 		t.Errorf("effects %v, want each once", eff)
 	}
 }

@@ -1,13 +1,13 @@
-package awslambda
+package lambdabatch
 
 import (
 	"context"
 	"fmt"
-	"github.com/onceq/onceq/broker"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
 )
 
@@ -40,7 +40,7 @@ func outOfTime(ctx context.Context, err error) error {
 	if err == nil || !ok || time.Now().Before(l.callsEnd) {
 		return err
 	}
-	return fmt.Errorf("awslambda: %w: the invocation's deadline came before the store answered: %w", dedup.ErrLeaseLost, err)
+	return fmt.Errorf("lambda: %w: the invocation's deadline came before the store answered: %w", dedup.ErrLeaseLost, err)
 }
 
 // bounded ends ctx when the invocation's store calls must end, so that a

@@ -1,4 +1,4 @@
-package awslambda
+package sqslambda
 
 import (
 	"context"
@@ -10,34 +10,42 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/lambdabatch"
 	"github.com/onceq/onceq/sources/sqssource"
 )
 
-// SQSFunction is a Lambda handler for SQS events. It is safe for
-// concurrent use; build one at init and pass its Handle to lambda.Start.
-type SQSFunction struct{ r *runner }
+// Function is a Lambda handler for SQS events. It is safe for concurrent
+// use; build one at init and pass its Handle to lambda.Start.
+type Function struct {
+	r          *lambdabatch.Runner
+	visibility *visibility
+}
 
-// NewSQS returns an SQS function that runs each record through a Guard
-// over store and h, built with the options given by WithGuardOptions. The
-// key is the idempotency-key attribute, else the body's SHA-256, as with
-// package sqs.
-func NewSQS(store dedup.Store, h consumer.Handler, opts ...Option) (*SQSFunction, error) {
-	r, err := newRunner(store, h, opts, nil)
+// New returns an SQS function that runs each record through a Guard over
+// store and h, built with the options given by WithGuardOptions. The key
+// is the idempotency-key attribute, else the body's SHA-256, as with
+// package sqssource.
+func New(store dedup.Store, h consumer.Handler, opts ...Option) (*Function, error) {
+	cfg := config{batch: lambdabatch.NewConfig("sqslambda")}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	r, err := lambdabatch.New(store, h, cfg.batch)
 	if err != nil {
 		return nil, err
 	}
-	return &SQSFunction{r: r}, nil
+	return &Function{r: r, visibility: cfg.visibility}, nil
 }
 
 // Guard is the Guard the function runs records through.
-func (f *SQSFunction) Guard() *consumer.Guard { return f.r.guard }
+func (f *Function) Guard() *consumer.Guard { return f.r.Guard() }
 
 // Handle runs the batch and reports the records that must come back, by
 // MessageId. Its error, which makes Lambda retry the whole batch, wraps
 // consumer.ErrMisconfigured: the deployment is at fault, not a record.
-func (f *SQSFunction) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+func (f *Function) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	now := time.Now()
-	recs := make([]record, len(ev.Records))
+	recs := make([]lambdabatch.Record, len(ev.Records))
 	groups := make([][]int, 0, len(ev.Records))
 	// Records that must run one after the other, as groups (indexes into
 	// groups): a FIFO queue's message groups; on a standard queue, copies
@@ -55,7 +63,7 @@ func (f *SQSFunction) Handle(ctx context.Context, ev events.SQSEvent) (events.SQ
 	}
 	for i := range ev.Records {
 		m := sqsMessage(&ev.Records[i], now)
-		recs[i].msg = m
+		recs[i].Msg = m
 		switch k, keyed := m.Attributes[consumer.IdempotencyKeyAttribute]; {
 		case m.OrderingKey != "":
 			join(byGroup, m.OrderingKey, i)
@@ -65,29 +73,29 @@ func (f *SQSFunction) Handle(ctx context.Context, ev events.SQSEvent) (events.SQ
 			join(byBody, ev.Records[i].Body, i)
 		}
 	}
-	if err := f.r.run(ctx, recs, groups); err != nil {
+	if err := f.r.Run(ctx, recs, groups); err != nil {
 		return events.SQSEventResponse{}, err
 	}
-	callCtx, cancel := f.r.callContext(ctx)
+	callCtx, cancel := f.r.CallContext(ctx)
 	defer cancel()
 	f.changeVisibility(callCtx, ev, recs)
 	var resp events.SQSEventResponse
 	for i := range recs {
-		if recs[i].back {
+		if recs[i].Back {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 		}
 	}
 	return resp, nil
 }
 
-// SQSRecord is the Lambda record m was made from, if m comes from an SQS
+// Record is the Lambda record m was made from, if m comes from an SQS
 // event.
-func SQSRecord(m *consumer.Message) (*events.SQSMessage, bool) {
+func Record(m *consumer.Message) (*events.SQSMessage, bool) {
 	r, ok := m.Handle.(*events.SQSMessage)
 	return r, ok
 }
 
-// sqsMessage maps a record as package sqs maps a received message.
+// sqsMessage maps a record as package sqssource maps a received message.
 func sqsMessage(r *events.SQSMessage, now time.Time) *consumer.Message {
 	queue := r.EventSourceARN
 	if i := strings.LastIndexByte(queue, ':'); i >= 0 {
@@ -113,7 +121,7 @@ func sqsMessage(r *events.SQSMessage, now time.Time) *consumer.Message {
 }
 
 // sqsAttributes keeps String and Number attributes (and their custom
-// subtypes), as package sqs does; Binary ones stay in the record.
+// subtypes), as package sqssource does; Binary ones stay in the record.
 func sqsAttributes(in map[string]events.SQSMessageAttribute) map[string]string {
 	if len(in) == 0 {
 		return nil

@@ -1,4 +1,4 @@
-package awslambda
+package auditlambda
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
-// AuditStream returns a Lambda handler for an event source mapping on the
+// Handler returns a Lambda handler for an event source mapping on the
 // idempotency table's DynamoDB stream: each batch goes to a's
 // ApplyStreamRecords (tombstones of COMPLETED records TTL removed, TTL
 // lag, doubled completions). An error fails the batch, which Lambda
 // retries.
 //
-//	lambda.Start(awslambda.AuditStream(auditor))
-func AuditStream(a *dynamostore.Auditor) func(context.Context, events.DynamoDBEvent) error {
+//	lambda.Start(auditlambda.Handler(auditor))
+func Handler(a *dynamostore.Auditor) func(context.Context, events.DynamoDBEvent) error {
 	return func(ctx context.Context, ev events.DynamoDBEvent) error {
 		return a.ApplyStreamRecords(ctx, streamRecords(ev))
 	}

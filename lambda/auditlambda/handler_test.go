@@ -1,4 +1,4 @@
-package awslambda
+package auditlambda
 
 import (
 	"testing"

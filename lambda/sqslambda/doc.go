@@ -1,17 +1,21 @@
-// Package awslambda runs the records of an AWS Lambda batch (an SQS event
-// or a Kafka event from Amazon MSK or a self-managed cluster) through a
-// [consumer.Guard], so that a Lambda function gets the same exactly-once
-// processing as a long-running consumer, on the same DynamoDB table.
+// Package sqslambda runs the records of an AWS Lambda SQS event through a
+// [consumer.Guard], so that a Lambda function behind an SQS event source
+// mapping gets the same exactly-once processing as a long-running
+// consumer, on the same table and with the same keys.
 //
-// It lives under sources/ because Lambda's event source mapping is one
-// more way messages arrive: the mapping polls and settles, this package
-// decides. It is named awslambda, not lambda, so that it does not clash
-// with github.com/aws/aws-lambda-go/lambda, which every function imports
-// beside it.
+// It is not a Source: Lambda's event source mapping polls and settles,
+// and this package decides, per record, what the function answers. It
+// builds on the Guard as a receive loop of your own would, so it imports
+// package consumer; beside it, dedup, package sqssource (the attribute
+// names and the system name a long-running SQS consumer uses),
+// aws-lambda-go's events and the AWS SDK's SQS client, and no Kafka
+// client: the Kafka handler is package kafkalambda, a module of its own.
+// The name keeps it apart from github.com/aws/aws-lambda-go/lambda, which
+// every function imports beside it.
 //
 //	store, _ := dynamostore.New(client, "idempotency")
-//	f, err := awslambda.NewSQS(store, handler,
-//		awslambda.WithDeadLetters(awslambda.SQSQueue(sqsClient, dlqURL)))
+//	f, err := sqslambda.New(store, handler,
+//		sqslambda.WithDeadLetters(sqslambda.Queue(sqsClient, dlqURL)))
 //	if err != nil { /* a configuration error */ }
 //	lambda.Start(f.Handle)
 //
@@ -20,8 +24,7 @@
 // Each record ends in the Guard's action:
 //
 //   - Ack (processed, a duplicate, rejected): the record is left out of
-//     batchItemFailures, so the event source mapping deletes it (SQS) or
-//     moves past it (Kafka).
+//     batchItemFailures, so the event source mapping deletes it.
 //   - Retry: the record is reported in batchItemFailures and comes back
 //     after the queue's visibility timeout, or, with [WithVisibility] on a
 //     standard queue, once it can succeed.
@@ -41,7 +44,7 @@
 //
 // # Order
 //
-// SQS FIFO queues: records of one message group run one at a time, in the
+// FIFO queues: records of one message group run one at a time, in the
 // order of the batch. Once a record of a group must come back, every later
 // record of that group in the batch is reported too, without running, so
 // the group's order holds. Groups, and the records of a standard queue,
@@ -53,11 +56,6 @@
 // rather than finding its key held and coming back after the visibility
 // timeout. (Copies that only a custom key function makes equal still run
 // concurrently; the one that finds the key held comes back.)
-//
-// Kafka: records of one topic-partition run one at a time, in offset
-// order; partitions run concurrently. Lambda resumes a partition from the
-// offset reported, so for each partition at most one record is reported,
-// the first that must come back, and the records after it do not run.
 //
 // # Leases and the function's timeout
 //
@@ -82,16 +80,14 @@
 // # Keys
 //
 // The key rule is the consumer's: the idempotency-key message attribute
-// (SQS) or header (Kafka) when present, else the source's default: the
-// body's SHA-256 for SQS, [kafkasource.Fingerprint] for Kafka. A record gets the
-// same key here as from package sqs or package kafka, so moving a
-// deployment between a Lambda function and a long-running consumer does
-// not process anything twice (give both the same Namespace).
+// when present, else the body's SHA-256, as package sqssource keys a
+// received message, so moving a deployment between a Lambda function and
+// a long-running consumer does not process anything twice (give both the
+// same Namespace).
 //
-// Records map to [consumer.Message] as the sources map them: for SQS the
-// MessageId, body, String and Number attributes, ApproximateReceiveCount
-// as Attempt, MessageGroupId as Key on a FIFO queue, the queue name as
-// Origin.Destination; for Kafka the decoded key and value, headers as
-// Attributes, topic/partition/offset as ID and Origin. The Lambda record
-// itself is kept in Message.Handle: see [SQSRecord] and [KafkaRecord].
-package awslambda
+// Records map to [consumer.Message] as package sqssource maps messages:
+// the MessageId, body, String and Number attributes,
+// ApproximateReceiveCount as Deliveries, MessageGroupId as OrderingKey on
+// a FIFO queue, the queue name as Origin.Destination. The Lambda record
+// itself is kept in Message.Handle: see [Record].
+package sqslambda

@@ -1,4 +1,9 @@
-package awslambda_test
+// Package lambdatest runs a Lambda function under AWS's runtime interface
+// emulator for the tests of the Lambda handler packages (lambda/sqslambda,
+// lambda/kafkalambda), and holds the test function's handler, which both
+// packages' test functions share. It imports no Lambda or Kafka package,
+// so the library module that holds it requires neither.
+package lambdatest
 
 import (
 	"bytes"
@@ -29,24 +34,26 @@ import (
 // installs it.
 const RIEEnv = "ONCEQ_LAMBDA_RIE"
 
-var bootstrapPath string // built once by TestMain
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "awslambda-test-")
+// Main builds the test function in pkg (a package path relative to the
+// test's directory) once, runs the tests with its path in *bootstrap, and
+// returns their exit code: a test package's TestMain is
+//
+//	func TestMain(m *testing.M) { os.Exit(lambdatest.Main(m, "./internal/testfunc", &bootstrap)) }
+func Main(m *testing.M, pkg string, bootstrap *string) int {
+	dir, err := os.MkdirTemp("", "lambda-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
-	bootstrapPath = filepath.Join(dir, "bootstrap")
-	build := exec.Command("go", "build", "-o", bootstrapPath, "./internal/testfunc")
+	defer os.RemoveAll(dir)
+	*bootstrap = filepath.Join(dir, "bootstrap")
+	build := exec.Command("go", "build", "-o", *bootstrap, pkg)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build the test function: %v\n%s", err, out)
-		os.Exit(1)
+		return 1
 	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
 }
 
 func findRIE(t testing.TB) string {
@@ -57,9 +64,17 @@ func findRIE(t testing.TB) string {
 	if p, err := exec.LookPath("aws-lambda-rie"); err == nil {
 		return p
 	}
-	if p, err := filepath.Abs("../../.bin/aws-lambda-rie"); err == nil { // where servers.sh installs it
-		if _, err := os.Stat(p); err == nil {
-			return p
+	// .bin at the repository's root, where servers.sh installs it: the
+	// first parent of the test's directory that has it.
+	if dir, err := os.Getwd(); err == nil {
+		for ; ; dir = filepath.Dir(dir) {
+			p := filepath.Join(dir, ".bin", "aws-lambda-rie")
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
 		}
 	}
 	gopath, err := exec.Command("go", "env", "GOPATH").Output()
@@ -88,21 +103,20 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-// function is the test function running under its own emulator.
-type function struct {
-	t    testing.TB
-	url  string
-	logs string
+// Function is a test function running under its own emulator.
+type Function struct {
+	t   testing.TB
+	url string
 }
 
-// startFunction runs the test function under the emulator, on loopback
-// ports of its own, with env added to the environment; timeout is the
-// function's timeout in whole seconds.
-func startFunction(t testing.TB, timeout int, env map[string]string) *function {
+// Start runs the function built at bootstrap under the emulator, on
+// loopback ports of its own, with env added to the environment; timeout is
+// the function's timeout in whole seconds.
+func Start(t testing.TB, bootstrap string, timeout int, env map[string]string) *Function {
 	t.Helper()
 	rie := findRIE(t)
 	api, emu := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(rie, bootstrapPath, "--runtime-interface-emulator-address", emu, "--runtime-api-address", api)
+	cmd := exec.Command(rie, bootstrap, "--runtime-interface-emulator-address", emu, "--runtime-api-address", api)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("AWS_LAMBDA_FUNCTION_TIMEOUT=%d", timeout))
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -133,18 +147,19 @@ func startFunction(t testing.TB, timeout int, env map[string]string) *function {
 		}
 		return err == nil
 	})
-	return &function{t: t, url: "http://" + emu + "/2015-03-31/functions/function/invocations", logs: logs}
+	return &Function{t: t, url: "http://" + emu + "/2015-03-31/functions/function/invocations"}
 }
 
-// invocation is what one invocation answered.
-type invocation struct {
-	body     []byte
-	timedOut bool
-	// errMessage is the function's error, when it returned one.
-	errMessage string
+// Invocation is what one invocation answered.
+type Invocation struct {
+	Body     []byte
+	TimedOut bool
+	// ErrMessage is the function's error, when it returned one.
+	ErrMessage string
 }
 
-func (f *function) invoke(ctx context.Context, event any) invocation {
+// Invoke sends event to the function and returns its answer.
+func (f *Function) Invoke(ctx context.Context, event any) Invocation {
 	f.t.Helper()
 	payload, err := json.Marshal(event)
 	if err != nil {
@@ -163,16 +178,16 @@ func (f *function) invoke(ctx context.Context, event any) invocation {
 	if err != nil {
 		f.t.Fatalf("invoke: read: %v", err)
 	}
-	inv := invocation{body: body}
+	inv := Invocation{Body: body}
 	if bytes.HasPrefix(body, []byte("Task timed out")) {
-		inv.timedOut = true
+		inv.TimedOut = true
 		return inv
 	}
 	var fe struct {
 		ErrorMessage string `json:"errorMessage"`
 	}
 	if json.Unmarshal(body, &fe) == nil && fe.ErrorMessage != "" {
-		inv.errMessage = fe.ErrorMessage
+		inv.ErrMessage = fe.ErrorMessage
 		return inv
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -181,25 +196,28 @@ func (f *function) invoke(ctx context.Context, event any) invocation {
 	return inv
 }
 
-// tables creates an idempotency table and an effects table.
-type tables struct {
-	client            *ddb.Client
-	endpoint          string
-	idempotency, effs string
+// Tables are an idempotency table and an effects table, on DynamoDB Local.
+type Tables struct {
+	Client   *ddb.Client
+	Endpoint string
+	// Idempotency is the idempotency table's name, EffectsTable the
+	// effects table's (a count per id, see Effects).
+	Idempotency, EffectsTable string
 }
 
-func newTables(t testing.TB) *tables {
+// NewTables creates them, with names of their own.
+func NewTables(t testing.TB) *Tables {
 	t.Helper()
 	ep := testenv.DynamoDBEndpoint(t)
 	client := ddb.NewFromConfig(testenv.AWSConfig(t, ep))
 	ctx := testenv.Context(t, time.Minute)
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
-	tb := &tables{client: client, endpoint: ep, idempotency: "lambda-idem-" + suffix, effs: "lambda-effects-" + suffix}
-	if err := dynamostore.CreateTable(ctx, client, tb.idempotency); err != nil {
+	tb := &Tables{Client: client, Endpoint: ep, Idempotency: "lambda-idem-" + suffix, EffectsTable: "lambda-effects-" + suffix}
+	if err := dynamostore.CreateTable(ctx, client, tb.Idempotency); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
 	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
-		TableName:            aws.String(tb.effs),
+		TableName:            aws.String(tb.EffectsTable),
 		BillingMode:          types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
@@ -210,15 +228,16 @@ func newTables(t testing.TB) *tables {
 	return tb
 }
 
-func (tb *tables) env() map[string]string {
-	return map[string]string{"TESTFUNC_DDB_ENDPOINT": tb.endpoint, "TESTFUNC_TABLE": tb.idempotency, "TESTFUNC_EFFECTS": tb.effs}
+// Env is the test function's environment for these tables.
+func (tb *Tables) Env() map[string]string {
+	return map[string]string{"TESTFUNC_DDB_ENDPOINT": tb.Endpoint, "TESTFUNC_TABLE": tb.Idempotency, "TESTFUNC_EFFECTS": tb.EffectsTable}
 }
 
-// effects reads how often each id's effect was applied.
-func (tb *tables) effects(t testing.TB) map[string]int {
+// Effects reads how often each id's effect was applied.
+func (tb *Tables) Effects(t testing.TB) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	p := ddb.NewScanPaginator(tb.client, &ddb.ScanInput{TableName: aws.String(tb.effs), ConsistentRead: aws.Bool(true)})
+	p := ddb.NewScanPaginator(tb.Client, &ddb.ScanInput{TableName: aws.String(tb.EffectsTable), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(t.Context())
 		if err != nil {

@@ -1,20 +1,23 @@
-package awslambda
+package sqslambda
 
 import (
-	"fmt"
+	"context"
 	"log/slog"
 	"time"
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/configerr"
+	"github.com/onceq/onceq/internal/lambdabatch"
 )
 
-// ErrInvalidConfig is wrapped by every error New* returns for a wrong
+// ErrInvalidConfig is wrapped by every error [New] returns for a wrong
 // option. It is the ErrInvalidConfig of every onceq package: errors.Is with
 // any of them matches.
 var ErrInvalidConfig = configerr.ErrInvalidConfig
 
-// Option configures a function built with [NewSQS] or [NewKafka].
+// Option configures a function built with [New]. The Kafka handler
+// (package kafkalambda) has options of its own type, so an option that
+// applies only to SQS, such as [WithVisibility], does not compile there.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -22,61 +25,48 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	concurrency int
-	margin      time.Duration
-	deadLetters DeadLetterer
-	visibility  *visibility
-	guardOpts   []consumer.GuardOption
-	logger      *slog.Logger
+	batch      lambdabatch.Config
+	visibility *visibility
 }
 
 // DefaultDeadlineMargin is DeadlineMargin's default.
-const DefaultDeadlineMargin = time.Second
-
-func defaultConfig() config {
-	return config{concurrency: 10, margin: DefaultDeadlineMargin}
-}
-
-func (c *config) validate() error {
-	switch {
-	case c.concurrency < 1:
-		return fmt.Errorf("awslambda: %w: Concurrency %d: must be at least 1", ErrInvalidConfig, c.concurrency)
-	case c.margin < time.Second:
-		// Leases end on whole seconds: a margin under one second could let
-		// a handler run past the lease it was given.
-		return fmt.Errorf("awslambda: %w: DeadlineMargin %v: must be at least 1s", ErrInvalidConfig, c.margin)
-	}
-	return nil
-}
+const DefaultDeadlineMargin = lambdabatch.DefaultDeadlineMargin
 
 // Concurrency bounds how many records of one batch run at once (default
-// 10): records of a standard SQS queue, FIFO message groups, Kafka
-// partitions.
-func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
+// 10): records of a standard queue, message groups of a FIFO queue.
+func Concurrency(n int) Option { return optionFunc(func(c *config) { c.batch.Concurrency = n }) }
 
 // DeadlineMargin is how long before the invocation's deadline handlers are
 // stopped and no record is started any more (default 1s, at least 1s). It
 // leaves time to commit the last results, send dead letters and answer
 // before Lambda stops the function; calls still in flight 250ms before the
 // deadline are cancelled and their records reported as failures.
-func DeadlineMargin(d time.Duration) Option { return optionFunc(func(c *config) { c.margin = d }) }
-
-// WithDeadLetters sets where a record the Guard dead-letters goes:
-// [SQSQueue], [KafkaTopic], or your own [DeadLetterer]. Without it such a
-// record is reported as a failure and stays with the event source.
-func WithDeadLetters(d DeadLetterer) Option {
-	return optionFunc(func(c *config) { c.deadLetters = d })
+func DeadlineMargin(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.batch.DeadlineMargin = d })
 }
 
-// WithVisibility makes a record of a standard SQS queue that is reported
-// come back when it can succeed rather than after the queue's visibility
+// WithDeadLetters sets where a record the Guard dead-letters goes:
+// [Queue], or your own [DeadLetterer]. Without it such a record is
+// reported as a failure and stays on the queue (its redrive policy moves
+// it on).
+func WithDeadLetters(d DeadLetterer) Option {
+	return optionFunc(func(c *config) {
+		c.batch.DeadLetter = nil
+		if d != nil {
+			c.batch.DeadLetter = d.DeadLetter
+		}
+	})
+}
+
+// WithVisibility makes a record of a standard queue that is reported come
+// back when it can succeed rather than after the queue's visibility
 // timeout: when the Guard says how long to wait (a failed attempt's retry
 // delay, the end of a lease another invocation holds), the function
 // changes the record's visibility to that, through client, on the queue
 // at queueURL (the queue of the event source mapping). A failed change is
 // logged; the record then comes back after the visibility timeout. FIFO
 // queues are left alone: their message groups wait for the record anyway.
-func WithVisibility(client SQSVisibilityChanger, queueURL string) Option {
+func WithVisibility(client VisibilityChanger, queueURL string) Option {
 	return optionFunc(func(c *config) { c.visibility = &visibility{client: client, url: queueURL} })
 }
 
@@ -87,11 +77,27 @@ func WithVisibility(client SQSVisibilityChanger, queueURL string) Option {
 // MaxInFlight, ...) are not GuardOptions and do not compile here: use this
 // package's Concurrency.
 func WithGuardOptions(opts ...consumer.GuardOption) Option {
-	return optionFunc(func(c *config) { c.guardOpts = append(c.guardOpts, opts...) })
+	return optionFunc(func(c *config) { c.batch.GuardOptions = append(c.batch.GuardOptions, opts...) })
 }
 
 // WithLogger sets the logger for what happens to records (default
 // slog.Default(), as in every onceq package). It is handed to the Guard and
 // the Store too, unless they were given their own
 // (WithGuardOptions(consumer.WithLogger(other)) gives the Guard another).
-func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.batch.Logger = l }) }
+
+// DeadLetterer sends a record the Guard dead-lettered to a dead-letter
+// destination; m.Handle holds the Lambda record (see [Record]). When
+// DeadLetter returns nil the record counts as handled and is not reported;
+// an error keeps it on the queue.
+type DeadLetterer interface {
+	DeadLetter(ctx context.Context, m *consumer.Message, reason string) error
+}
+
+// DeadLetterFunc adapts a function to DeadLetterer.
+type DeadLetterFunc func(ctx context.Context, m *consumer.Message, reason string) error
+
+// DeadLetter calls f.
+func (f DeadLetterFunc) DeadLetter(ctx context.Context, m *consumer.Message, reason string) error {
+	return f(ctx, m, reason)
+}

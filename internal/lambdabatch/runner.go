@@ -1,4 +1,4 @@
-package awslambda
+package lambdabatch
 
 import (
 	"context"
@@ -11,40 +11,46 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/configerr"
 )
 
-// runner runs one invocation's records through the Guard.
-type runner struct {
+// Runner runs one invocation's records through the Guard.
+type Runner struct {
 	guard   *consumer.Guard
 	capped  *cappedStore
-	cfg     config
+	cfg     Config
 	checked atomic.Bool
 }
 
-func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts []consumer.GuardOption) (*runner, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
+// New validates cfg and builds the Guard over store and h; sourceOpts (a
+// source's key) come before cfg.GuardOptions, so the user's win.
+func New(store dedup.Store, h consumer.Handler, cfg Config, sourceOpts ...consumer.GuardOption) (*Runner, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if store == nil {
-		return nil, fmt.Errorf("awslambda: %w: a Store is required", ErrInvalidConfig)
+		return nil, fmt.Errorf("%s: %w: a Store is required", cfg.Name, configerr.ErrInvalidConfig)
 	}
-	if cfg.logger != nil {
+	guardOpts := sourceOpts
+	if cfg.Logger != nil {
 		// First, so a logger given through WithGuardOptions wins.
-		guardOpts = append([]consumer.GuardOption{consumer.WithLogger(cfg.logger)}, guardOpts...)
+		guardOpts = append([]consumer.GuardOption{consumer.WithLogger(cfg.Logger)}, guardOpts...)
 	} else {
-		cfg.logger = slog.Default()
+		cfg.Logger = slog.Default()
 	}
 	wrapped := capLeases(store)
-	g, err := consumer.NewGuard(wrapped, h, append(guardOpts, cfg.guardOpts...)...)
+	g, err := consumer.NewGuard(wrapped, h, append(guardOpts, cfg.GuardOptions...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &runner{guard: g, capped: wrapped, cfg: cfg}, nil
+	return &Runner{guard: g, capped: wrapped, cfg: cfg}, nil
 }
+
+// Guard is the Guard the function runs records through.
+func (r *Runner) Guard() *consumer.Guard { return r.guard }
+
+// Logger is the function's logger.
+func (r *Runner) Logger() *slog.Logger { return r.cfg.Logger }
 
 // answerReserve is how long before the invocation's deadline every call
 // the function makes (store, dead letters, visibility) is cancelled: the
@@ -52,33 +58,33 @@ func newRunner(store dedup.Store, h consumer.Handler, opts []Option, guardOpts [
 // rather than the invocation time out.
 const answerReserve = 250 * time.Millisecond
 
-// callContext bounds the calls of an invocation whose context is ctx.
-func (r *runner) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// CallContext bounds the calls of an invocation whose context is ctx.
+func (r *Runner) CallContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if deadline, ok := ctx.Deadline(); ok {
 		return context.WithDeadline(ctx, deadline.Add(-answerReserve))
 	}
 	return ctx, func() {}
 }
 
-// record is one record of the batch and what became of it.
-type record struct {
-	msg *consumer.Message
-	// back: the record must come back (reported in batchItemFailures).
-	back bool
-	// retryAfter is when the record can succeed, when it ran and must come
+// Record is one record of the batch and what became of it.
+type Record struct {
+	Msg *consumer.Message
+	// Back: the record must come back (reported in batchItemFailures).
+	Back bool
+	// RetryAfter is when the record can succeed, when it ran and must come
 	// back (the Guard's Outcome.RetryAfter); zero otherwise.
-	retryAfter time.Duration
+	RetryAfter time.Duration
 }
 
-// run runs the records; each group (indexes into recs, in order) runs one
+// Run runs the records; each group (indexes into recs, in order) runs one
 // record at a time and stops at the first record that must come back,
 // marking the rest to come back too. It returns an error wrapping
 // consumer.ErrMisconfigured when the deployment is at fault: the
 // invocation must then fail as a whole.
-func (r *runner) run(ctx context.Context, recs []record, groups [][]int) error {
+func (r *Runner) Run(ctx context.Context, recs []Record, groups [][]int) error {
 	now := time.Now()
 	r.capped.sweep(now)
-	callCtx, stopCalls := r.callContext(ctx)
+	callCtx, stopCalls := r.CallContext(ctx)
 	defer stopCalls()
 	if !r.checked.Load() {
 		// Once per container, on its first invocation: a missing table or
@@ -92,14 +98,14 @@ func (r *runner) run(ctx context.Context, recs []record, groups [][]int) error {
 	defer cancel()
 	if deadline, ok := ctx.Deadline(); ok {
 		var stop context.CancelFunc
-		hctx, stop = context.WithDeadline(hctx, deadline.Add(-r.cfg.margin))
+		hctx, stop = context.WithDeadline(hctx, deadline.Add(-r.cfg.DeadlineMargin))
 		defer stop()
 		// Stores keep whole seconds, rounding up: cap on the second at or
 		// before the deadline. Store calls in flight end in time to answer.
 		hctx = withLimits(hctx, limits{leaseCap: deadline.Truncate(time.Second), callsEnd: deadline.Add(-answerReserve)})
-		if deadline.Sub(now) <= r.cfg.margin {
-			r.cfg.logger.WarnContext(ctx, "awslambda: no time left to process the batch; every record comes back",
-				"remaining", deadline.Sub(now).String(), "margin", r.cfg.margin.String())
+		if deadline.Sub(now) <= r.cfg.DeadlineMargin {
+			r.cfg.Logger.WarnContext(ctx, r.cfg.Name+": no time left to process the batch; every record comes back",
+				"remaining", deadline.Sub(now).String(), "margin", r.cfg.DeadlineMargin.String())
 		}
 	}
 	var (
@@ -111,7 +117,7 @@ func (r *runner) run(ctx context.Context, recs []record, groups [][]int) error {
 	}
 	work := make(chan []int)
 	var wg sync.WaitGroup
-	for range min(r.cfg.concurrency, len(groups)) {
+	for range min(r.cfg.Concurrency, len(groups)) {
 		wg.Go(func() {
 			for g := range work {
 				r.runGroup(callCtx, hctx, recs, g, stopAll)
@@ -126,14 +132,14 @@ func (r *runner) run(ctx context.Context, recs []record, groups [][]int) error {
 	return fatal
 }
 
-func (r *runner) runGroup(ctx, hctx context.Context, recs []record, group []int, stopAll func(error)) {
+func (r *Runner) runGroup(ctx, hctx context.Context, recs []Record, group []int, stopAll func(error)) {
 	for i, j := range group {
 		rec := &recs[j]
 		if hctx.Err() != nil {
 			markBack(recs, group[i:]) // no time left, or the invocation failed
 			return
 		}
-		o := r.guard.Process(hctx, rec.msg)
+		o := r.guard.Process(hctx, rec.Msg)
 		if o.Kind == consumer.Misconfigured || errors.Is(o.Err, consumer.ErrMisconfigured) {
 			err := o.Err
 			if !errors.Is(err, consumer.ErrMisconfigured) {
@@ -143,9 +149,9 @@ func (r *runner) runGroup(ctx, hctx context.Context, recs []record, group []int,
 			markBack(recs, group[i:])
 			return
 		}
-		if r.mustComeBack(ctx, rec.msg, o) {
+		if r.mustComeBack(ctx, rec.Msg, o) {
 			if o.Action() == consumer.Retry {
-				rec.retryAfter = o.RetryAfter
+				rec.RetryAfter = o.RetryAfter
 			}
 			markBack(recs, group[i:])
 			return
@@ -153,34 +159,34 @@ func (r *runner) runGroup(ctx, hctx context.Context, recs []record, group []int,
 	}
 }
 
-func markBack(recs []record, idx []int) {
+func markBack(recs []Record, idx []int) {
 	for _, j := range idx {
-		recs[j].back = true
+		recs[j].Back = true
 	}
 }
 
 // mustComeBack carries out the outcome's action: it reports whether the
 // record must be reported as a failure.
-func (r *runner) mustComeBack(ctx context.Context, m *consumer.Message, o consumer.Outcome) bool {
+func (r *Runner) mustComeBack(ctx context.Context, m *consumer.Message, o consumer.Outcome) bool {
 	switch o.Action() {
 	case consumer.Ack:
 		return false
 	case consumer.DeadLetter:
-		if r.cfg.deadLetters == nil {
-			r.cfg.logger.ErrorContext(ctx, "awslambda: no dead-letter destination; record kept",
+		if r.cfg.DeadLetter == nil {
+			r.cfg.Logger.ErrorContext(ctx, r.cfg.Name+": no dead-letter destination; record kept",
 				slog.String("id", m.ID), slog.String("outcome", o.Kind.String()), slog.String("reason", o.Reason()))
 			return true
 		}
-		if err := r.cfg.deadLetters.DeadLetter(ctx, m, o.Reason()); err != nil {
-			r.cfg.logger.ErrorContext(ctx, "awslambda: dead letter failed; record kept",
+		if err := r.cfg.DeadLetter(ctx, m, o.Reason()); err != nil {
+			r.cfg.Logger.ErrorContext(ctx, r.cfg.Name+": dead letter failed; record kept",
 				slog.String("id", m.ID), slog.String("outcome", o.Kind.String()), slog.String("error", err.Error()))
 			return true
 		}
-		r.cfg.logger.InfoContext(ctx, "awslambda: record dead-lettered",
+		r.cfg.Logger.InfoContext(ctx, r.cfg.Name+": record dead-lettered",
 			slog.String("id", m.ID), slog.String("reason", o.Reason()))
 		return false
 	}
-	r.cfg.logger.InfoContext(ctx, "awslambda: record comes back",
+	r.cfg.Logger.InfoContext(ctx, r.cfg.Name+": record comes back",
 		slog.String("id", m.ID), slog.String("outcome", o.Kind.String()), slog.String("retry_after", o.RetryAfter.String()))
 	return true
 }

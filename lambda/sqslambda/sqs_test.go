@@ -1,7 +1,8 @@
-package awslambda_test
+package sqslambda_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,8 +18,9 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/faultproxy"
+	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/awslambda"
+	"github.com/onceq/onceq/lambda/sqslambda"
 	"github.com/onceq/onceq/sources/sqssource"
 )
 
@@ -130,14 +132,14 @@ func (q *queue) returnAll(ms []types.Message) {
 	q.settle(ms, ids)
 }
 
-func failures(t testing.TB, inv invocation) []string {
+func failures(t testing.TB, inv lambdatest.Invocation) []string {
 	t.Helper()
-	if inv.timedOut || inv.errMessage != "" {
-		t.Fatalf("invocation failed: %s", inv.body)
+	if inv.TimedOut || inv.ErrMessage != "" {
+		t.Fatalf("invocation failed: %s", inv.Body)
 	}
 	var resp events.SQSEventResponse
-	if err := jsonUnmarshal(inv.body, &resp); err != nil {
-		t.Fatalf("response %s: %v", inv.body, err)
+	if err := json.Unmarshal(inv.Body, &resp); err != nil {
+		t.Fatalf("response %s: %v", inv.Body, err)
 	}
 	ids := []string{}
 	for _, f := range resp.BatchItemFailures {
@@ -158,11 +160,11 @@ func sorted(ids ...string) []string {
 // and is not reported, a failing record is reported.
 func TestSQSDuplicatesPoisonAndRetry(t *testing.T) {
 	t.Parallel()
-	tb := newTables(t)
+	tb := lambdatest.NewTables(t)
 	q, dlq := newQueue(t, "lambda-dups", false), newQueue(t, "lambda-dups-dlq", false)
-	env := tb.env()
+	env := tb.Env()
 	env["TESTFUNC_SQS_ENDPOINT"], env["TESTFUNC_DLQ_URL"] = testenv.SQSEndpoint(t), dlq.url
-	f := startFunction(t, 30, env)
+	f := lambdatest.Start(t, bootstrap, 30, env)
 	ctx := testenv.Context(t, time.Minute)
 
 	a1 := q.send(`{"id":"a"}`, "", "")
@@ -177,7 +179,7 @@ func TestSQSDuplicatesPoisonAndRetry(t *testing.T) {
 		ms, _ := q.receive(10)
 		all = append(all, ms...)
 	}
-	got := failures(t, f.invoke(ctx, q.event(all)))
+	got := failures(t, f.Invoke(ctx, q.event(all)))
 	// Only x comes back: the copies in the batch run one after the other,
 	// so the second is a duplicate; the poison record is dead-lettered.
 	if !slices.Equal(got, []string{x}) {
@@ -192,7 +194,7 @@ func TestSQSDuplicatesPoisonAndRetry(t *testing.T) {
 		if len(ms) == 0 {
 			break
 		}
-		got := failures(t, f.invoke(ctx, ev))
+		got := failures(t, f.Invoke(ctx, ev))
 		for _, id := range got {
 			if id != x {
 				t.Errorf("round %d: reported %s; only x may come back", round, id)
@@ -207,7 +209,7 @@ func TestSQSDuplicatesPoisonAndRetry(t *testing.T) {
 		q.settle(keep, nil) // x is left out: it fails forever
 	}
 	_ = sendAgain
-	eff := tb.effects(t)
+	eff := tb.Effects(t)
 	if eff["a"] != 1 || eff["b"] != 1 || eff["p"] != 0 || eff["x"] != 0 {
 		t.Errorf("effects %v, want a=1 b=1 and none for p or x", eff)
 	}
@@ -230,12 +232,12 @@ func TestSQSDuplicatesPoisonAndRetry(t *testing.T) {
 // record is reported, kept with the queue, not dropped.
 func TestSQSNoDeadLetterDestination(t *testing.T) {
 	t.Parallel()
-	tb := newTables(t)
+	tb := lambdatest.NewTables(t)
 	q := newQueue(t, "lambda-nodlq", false)
-	f := startFunction(t, 30, tb.env())
+	f := lambdatest.Start(t, bootstrap, 30, tb.Env())
 	p := q.send(`{"id":"p","poison":true}`, "", "")
 	_, ev := q.receive(10)
-	if got := failures(t, f.invoke(testenv.Context(t, time.Minute), ev)); !slices.Equal(got, []string{p}) {
+	if got := failures(t, f.Invoke(testenv.Context(t, time.Minute), ev)); !slices.Equal(got, []string{p}) {
 		t.Errorf("reported %v, want the poison record %s kept", got, p)
 	}
 }
@@ -245,9 +247,9 @@ func TestSQSNoDeadLetterDestination(t *testing.T) {
 // go on.
 func TestSQSFIFOGroupOrder(t *testing.T) {
 	t.Parallel()
-	tb := newTables(t)
+	tb := lambdatest.NewTables(t)
 	q := newQueue(t, "lambda-fifo", true)
-	f := startFunction(t, 30, tb.env())
+	f := lambdatest.Start(t, bootstrap, 30, tb.Env())
 	m1 := q.send(`{"id":"m1","fail":true}`, "", "g1")
 	m2 := q.send(`{"id":"m2"}`, "", "g1")
 	m3 := q.send(`{"id":"m3"}`, "", "g1")
@@ -262,11 +264,11 @@ func TestSQSFIFOGroupOrder(t *testing.T) {
 		batch = append(batch, ms...)
 		q.settle(ms, nil)
 	}
-	got := failures(t, f.invoke(testenv.Context(t, time.Minute), q.event(batch)))
+	got := failures(t, f.Invoke(testenv.Context(t, time.Minute), q.event(batch)))
 	if want := sorted(m1, m2, m3); !slices.Equal(got, want) {
 		t.Errorf("reported %v, want all of group g1 %v", got, want)
 	}
-	eff := tb.effects(t)
+	eff := tb.Effects(t)
 	if eff["m2"] != 0 || eff["m3"] != 0 || eff["n1"] != 1 || eff["n2"] != 1 {
 		t.Errorf("effects %v: g1 must stop at its failed record, g2 must go on", eff)
 	}
@@ -278,12 +280,12 @@ func TestSQSFIFOGroupOrder(t *testing.T) {
 // lives, takes it over once it has ended, and its effect happens once.
 func TestSQSFunctionTimeout(t *testing.T) {
 	t.Parallel()
-	tb := newTables(t)
+	tb := lambdatest.NewTables(t)
 	q := newQueue(t, "lambda-timeout", false)
-	env := tb.env()
+	env := tb.Env()
 	env["TESTFUNC_SKEW"], env["TESTFUNC_CONCURRENCY"] = "1s", "1"
 	const timeout = 3 // seconds
-	f := startFunction(t, timeout, env)
+	f := lambdatest.Start(t, bootstrap, timeout, env)
 	ctx := testenv.Context(t, time.Minute)
 
 	q.send(`{"id":"before"}`, "", "")
@@ -300,12 +302,12 @@ func TestSQSFunctionTimeout(t *testing.T) {
 		return strings.Index("before slow after", idOf(a)) - strings.Index("before slow after", idOf(b))
 	})
 	start := time.Now()
-	if inv := f.invoke(ctx, q.event(ms)); !inv.timedOut {
-		t.Fatalf("the first invocation should time out: %s", inv.body)
+	if inv := f.Invoke(ctx, q.event(ms)); !inv.TimedOut {
+		t.Fatalf("the first invocation should time out: %s", inv.Body)
 	}
 	q.returnAll(ms) // a timed-out invocation: the whole batch comes back
 
-	store, err := dynamostore.New(tb.client, tb.idempotency)
+	store, err := dynamostore.New(tb.Client, tb.Idempotency)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +323,7 @@ func TestSQSFunctionTimeout(t *testing.T) {
 
 	// At once: the lease still lives, so only the slow record comes back.
 	ms = receiveN(t, q, 3)
-	if got := failures(t, f.invoke(ctx, q.event(ms))); !slices.Equal(got, []string{slow}) {
+	if got := failures(t, f.Invoke(ctx, q.event(ms))); !slices.Equal(got, []string{slow}) {
 		t.Fatalf("second invocation reported %v, want only the held record %s", got, slow)
 	}
 	q.settle(ms, []string{slow})
@@ -332,11 +334,11 @@ func TestSQSFunctionTimeout(t *testing.T) {
 	// process: no fake clock reaches them.
 	time.Sleep(time.Until(rec.ExpiresAt.Add(2200 * time.Millisecond)))
 	ms = receiveN(t, q, 1)
-	if got := failures(t, f.invoke(ctx, q.event(ms))); len(got) != 0 {
+	if got := failures(t, f.Invoke(ctx, q.event(ms))); len(got) != 0 {
 		t.Fatalf("third invocation reported %v, want none", got)
 	}
 	q.settle(ms, nil)
-	if eff := tb.effects(t); eff["before"] != 1 || eff["slow"] != 1 || eff["after"] != 1 {
+	if eff := tb.Effects(t); eff["before"] != 1 || eff["slow"] != 1 || eff["after"] != 1 {
 		t.Errorf("effects %v, want each once", eff)
 	}
 }
@@ -366,18 +368,18 @@ func receiveN(t testing.TB, q *queue, n int) []types.Message {
 // as a whole and reports no record.
 func TestSQSMisconfigured(t *testing.T) {
 	t.Parallel()
-	tb := newTables(t)
+	tb := lambdatest.NewTables(t)
 	q := newQueue(t, "lambda-misconf", false)
-	env := tb.env()
+	env := tb.Env()
 	env["TESTFUNC_TABLE"] = "no-such-table"
-	f := startFunction(t, 30, env)
+	f := lambdatest.Start(t, bootstrap, 30, env)
 	q.send(`{"id":"a"}`, "", "")
 	_, ev := q.receive(10)
-	inv := f.invoke(testenv.Context(t, time.Minute), ev)
-	if !strings.Contains(inv.errMessage, "misconfigured") {
-		t.Fatalf("want the invocation to fail as misconfigured, got %s", inv.body)
+	inv := f.Invoke(testenv.Context(t, time.Minute), ev)
+	if !strings.Contains(inv.ErrMessage, "misconfigured") {
+		t.Fatalf("want the invocation to fail as misconfigured, got %s", inv.Body)
 	}
-	if eff := tb.effects(t); len(eff) != 0 {
+	if eff := tb.Effects(t); len(eff) != 0 {
 		t.Errorf("effects %v, want none", eff)
 	}
 }
@@ -389,14 +391,14 @@ var _ = context.Background
 // (30s).
 func TestSQSVisibility(t *testing.T) {
 	t.Parallel()
-	tb := newTables(t)
+	tb := lambdatest.NewTables(t)
 	q := newQueue(t, "lambda-visibility", false)
-	env := tb.env()
+	env := tb.Env()
 	env["TESTFUNC_SQS_ENDPOINT"], env["TESTFUNC_QUEUE_URL"] = testenv.SQSEndpoint(t), q.url
-	f := startFunction(t, 30, env)
+	f := lambdatest.Start(t, bootstrap, 30, env)
 	x := q.send(`{"id":"x","fail":true}`, "", "")
 	_, ev := q.receive(10)
-	if got := failures(t, f.invoke(testenv.Context(t, time.Minute), ev)); !slices.Equal(got, []string{x}) {
+	if got := failures(t, f.Invoke(testenv.Context(t, time.Minute), ev)); !slices.Equal(got, []string{x}) {
 		t.Fatalf("reported %v, want %s", got, x)
 	}
 	// Not settled: the record's visibility is what the function left.
@@ -414,19 +416,19 @@ func TestSQSVisibility(t *testing.T) {
 // reported as a failure, its effect not applied.
 func TestSQSStalledStoreAnswersInTime(t *testing.T) {
 	t.Parallel()
-	tb := newTables(t)
-	proxy := faultproxy.Start(t, tb.endpoint)
+	tb := lambdatest.NewTables(t)
+	proxy := faultproxy.Start(t, tb.Endpoint)
 	proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Fault: faultproxy.Latency, Delay: time.Minute})
 	q := newQueue(t, "lambda-stalled", false)
-	env := tb.env()
+	env := tb.Env()
 	env["TESTFUNC_DDB_ENDPOINT"] = proxy.URL()
 	const timeout = 3 // seconds
-	f := startFunction(t, timeout, env)
+	f := lambdatest.Start(t, bootstrap, timeout, env)
 
 	id := q.send(`{"id":"stalled"}`, "", "")
 	ms := receiveN(t, q, 1)
 	start := time.Now()
-	inv := f.invoke(testenv.Context(t, time.Minute), q.event(ms))
+	inv := f.Invoke(testenv.Context(t, time.Minute), q.event(ms))
 	took := time.Since(start)
 	if got := failures(t, inv); !slices.Equal(got, []string{id}) {
 		t.Fatalf("reported %v, want the record whose commit stalled, %s", got, id)
@@ -437,7 +439,7 @@ func TestSQSStalledStoreAnswersInTime(t *testing.T) {
 	if n := proxy.Requests("TransactWriteItems"); n != 1 {
 		t.Fatalf("%d commits reached the store, want the one that stalled", n)
 	}
-	if eff := tb.effects(t); eff["stalled"] != 0 {
+	if eff := tb.Effects(t); eff["stalled"] != 0 {
 		t.Errorf("effects %v: the stalled commit must not have applied", eff)
 	}
 }
@@ -455,7 +457,7 @@ func TestSQSDeadLetterReasonCleaned(t *testing.T) {
 	}
 	m := &consumer.Message{ID: ev.Records[0].MessageId, Body: []byte(ev.Records[0].Body), Handle: &ev.Records[0]}
 	reason := "bad \x1b]0;owned\x07 \x1b[31mred\x00 \x9b2J end"
-	if err := awslambda.SQSQueue(q.client, dlq.url).DeadLetter(t.Context(), m, reason); err != nil {
+	if err := sqslambda.Queue(q.client, dlq.url).DeadLetter(t.Context(), m, reason); err != nil {
 		t.Fatalf("dead letter: %v", err)
 	}
 	dl, _ := dlq.receive(1)

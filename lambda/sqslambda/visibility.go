@@ -1,4 +1,4 @@
-package awslambda
+package sqslambda
 
 import (
 	"context"
@@ -11,15 +11,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/onceq/onceq/internal/lambdabatch"
 )
 
-// SQSVisibilityChanger is the part of *sqs.Client that WithVisibility uses.
-type SQSVisibilityChanger interface {
+// VisibilityChanger is the part of *sqs.Client that WithVisibility uses.
+type VisibilityChanger interface {
 	ChangeMessageVisibilityBatch(ctx context.Context, in *awssqs.ChangeMessageVisibilityBatchInput, opts ...func(*awssqs.Options)) (*awssqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
 type visibility struct {
-	client SQSVisibilityChanger
+	client VisibilityChanger
 	url    string
 }
 
@@ -28,8 +30,8 @@ const maxVisibility = 12 * time.Hour
 
 // changeVisibility sets each reported record that said when it can succeed
 // to come back then, ten records per call.
-func (f *SQSFunction) changeVisibility(ctx context.Context, ev events.SQSEvent, recs []record) {
-	v := f.r.cfg.visibility
+func (f *Function) changeVisibility(ctx context.Context, ev events.SQSEvent, recs []lambdabatch.Record) {
+	v := f.visibility
 	if v == nil || strings.HasSuffix(v.url, ".fifo") {
 		return
 	}
@@ -41,20 +43,20 @@ func (f *SQSFunction) changeVisibility(ctx context.Context, ev events.SQSEvent, 
 		out, err := v.client.ChangeMessageVisibilityBatch(ctx, &awssqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(v.url), Entries: entries})
 		switch {
 		case err != nil:
-			f.r.cfg.logger.WarnContext(ctx, "awslambda: visibility not changed; records come back after the visibility timeout",
+			f.r.Logger().WarnContext(ctx, "sqslambda: visibility not changed; records come back after the visibility timeout",
 				slog.Int("records", len(entries)), slog.String("error", err.Error()))
 		case len(out.Failed) > 0:
-			f.r.cfg.logger.WarnContext(ctx, "awslambda: visibility not changed for some records; they come back after the visibility timeout",
+			f.r.Logger().WarnContext(ctx, "sqslambda: visibility not changed for some records; they come back after the visibility timeout",
 				slog.Int("records", len(out.Failed)), slog.String("first_error", aws.ToString(out.Failed[0].Message)))
 		}
 		entries = entries[:0]
 	}
 	for i := range recs {
-		if !recs[i].back || recs[i].retryAfter <= 0 {
+		if !recs[i].Back || recs[i].RetryAfter <= 0 {
 			continue
 		}
 		// Whole seconds, rounded up: never back before it can succeed.
-		secs := int32((min(recs[i].retryAfter, maxVisibility) + time.Second - 1) / time.Second)
+		secs := int32((min(recs[i].RetryAfter, maxVisibility) + time.Second - 1) / time.Second)
 		entries = append(entries, sqstypes.ChangeMessageVisibilityBatchRequestEntry{
 			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(ev.Records[i].ReceiptHandle), VisibilityTimeout: secs})
 		if len(entries) == 10 {

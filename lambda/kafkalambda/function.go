@@ -1,4 +1,4 @@
-package awslambda
+package kafkalambda
 
 import (
 	"cmp"
@@ -13,51 +13,57 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/lambdabatch"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
-// KafkaEventResponse is the partial batch response of a Kafka event source
+// EventResponse is the partial batch response of a Kafka event source
 // mapping (Amazon MSK or self-managed Kafka).
-type KafkaEventResponse struct {
-	BatchItemFailures []KafkaBatchItemFailure `json:"batchItemFailures"`
+type EventResponse struct {
+	BatchItemFailures []BatchItemFailure `json:"batchItemFailures"`
 }
 
-// KafkaBatchItemFailure names where Lambda resumes one topic-partition.
-type KafkaBatchItemFailure struct {
-	ItemIdentifier KafkaItemIdentifier `json:"itemIdentifier"`
+// BatchItemFailure names where Lambda resumes one topic-partition.
+type BatchItemFailure struct {
+	ItemIdentifier ItemIdentifier `json:"itemIdentifier"`
 }
 
-// KafkaItemIdentifier is a topic-partition ("orders-3") and the offset of
-// its first record that must come back.
-type KafkaItemIdentifier struct {
+// ItemIdentifier is a topic-partition ("orders-3") and the offset of its
+// first record that must come back.
+type ItemIdentifier struct {
 	Partition string `json:"partition"`
 	Offset    int64  `json:"offset"`
 }
 
-// KafkaFunction is a Lambda handler for Kafka events. It is safe for
+// Function is a Lambda handler for Kafka events. It is safe for
 // concurrent use; build one at init and pass its Handle to lambda.Start.
-type KafkaFunction struct{ r *runner }
+type Function struct{ r *lambdabatch.Runner }
 
-// NewKafka returns a Kafka function that runs each record through a Guard
-// over store and h. The key is kafkasource.Fingerprint (the idempotency-key
+// New returns a Kafka function that runs each record through a Guard over
+// store and h. The key is kafkasource.Fingerprint (the idempotency-key
 // header, else a hash of topic, record key and value), as with package
-// kafka's Source; a WithKeyFunc given through WithGuardOptions replaces it.
-func NewKafka(store dedup.Store, h consumer.Handler, opts ...Option) (*KafkaFunction, error) {
-	r, err := newRunner(store, h, opts, []consumer.GuardOption{consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody)})
+// kafkasource's Source; a WithKeyFunc given through WithGuardOptions
+// replaces it.
+func New(store dedup.Store, h consumer.Handler, opts ...Option) (*Function, error) {
+	cfg := lambdabatch.NewConfig("kafkalambda")
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	r, err := lambdabatch.New(store, h, cfg, consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody))
 	if err != nil {
 		return nil, err
 	}
-	return &KafkaFunction{r: r}, nil
+	return &Function{r: r}, nil
 }
 
 // Guard is the Guard the function runs records through.
-func (f *KafkaFunction) Guard() *consumer.Guard { return f.r.guard }
+func (f *Function) Guard() *consumer.Guard { return f.r.Guard() }
 
 // Handle runs the batch, partitions concurrently and each partition in
 // offset order, and reports for each partition the first record that must
 // come back. Its error makes Lambda retry the whole batch: it wraps
 // consumer.ErrMisconfigured, or says the event could not be decoded.
-func (f *KafkaFunction) Handle(ctx context.Context, ev events.KafkaEvent) (KafkaEventResponse, error) {
+func (f *Function) Handle(ctx context.Context, ev events.KafkaEvent) (EventResponse, error) {
 	now := time.Now()
 	parts := make([]string, 0, len(ev.Records))
 	n := 0
@@ -66,7 +72,7 @@ func (f *KafkaFunction) Handle(ctx context.Context, ev events.KafkaEvent) (Kafka
 		n += len(rs)
 	}
 	slices.Sort(parts)
-	recs := make([]record, 0, n)
+	recs := make([]lambdabatch.Record, 0, n)
 	groups := make([][]int, 0, len(parts))
 	for _, p := range parts {
 		rs := slices.Clone(ev.Records[p])
@@ -75,22 +81,22 @@ func (f *KafkaFunction) Handle(ctx context.Context, ev events.KafkaEvent) (Kafka
 		for i := range rs {
 			m, err := kafkaMessage(&rs[i], now)
 			if err != nil {
-				return KafkaEventResponse{}, err
+				return EventResponse{}, err
 			}
 			g = append(g, len(recs))
-			recs = append(recs, record{msg: m})
+			recs = append(recs, lambdabatch.Record{Msg: m})
 		}
 		groups = append(groups, g)
 	}
-	if err := f.r.run(ctx, recs, groups); err != nil {
-		return KafkaEventResponse{}, err
+	if err := f.r.Run(ctx, recs, groups); err != nil {
+		return EventResponse{}, err
 	}
-	var resp KafkaEventResponse
+	var resp EventResponse
 	for _, g := range groups {
 		for _, j := range g {
-			if recs[j].back {
-				r, _ := KafkaRecord(recs[j].msg)
-				resp.BatchItemFailures = append(resp.BatchItemFailures, KafkaBatchItemFailure{ItemIdentifier: KafkaItemIdentifier{
+			if recs[j].Back {
+				r, _ := Record(recs[j].Msg)
+				resp.BatchItemFailures = append(resp.BatchItemFailures, BatchItemFailure{ItemIdentifier: ItemIdentifier{
 					Partition: r.Topic + "-" + strconv.FormatInt(r.Partition, 10), Offset: r.Offset}})
 				break
 			}
@@ -99,23 +105,23 @@ func (f *KafkaFunction) Handle(ctx context.Context, ev events.KafkaEvent) (Kafka
 	return resp, nil
 }
 
-// KafkaRecord is the Lambda record m was made from, if m comes from a
-// Kafka event.
-func KafkaRecord(m *consumer.Message) (*events.KafkaRecord, bool) {
+// Record is the Lambda record m was made from, if m comes from a Kafka
+// event.
+func Record(m *consumer.Message) (*events.KafkaRecord, bool) {
 	r, ok := m.Handle.(*events.KafkaRecord)
 	return r, ok
 }
 
-// kafkaMessage maps a record as package kafka maps a fetched one
+// kafkaMessage maps a record as package kafkasource maps a fetched one
 // (kafkasource.ToMessage), so that kafkasource.Fingerprint gives the same key.
 func kafkaMessage(r *events.KafkaRecord, now time.Time) (*consumer.Message, error) {
 	key, err := base64.StdEncoding.DecodeString(r.Key)
 	if err != nil {
-		return nil, fmt.Errorf("awslambda: kafka record %s/%d/%d: key: %w", r.Topic, r.Partition, r.Offset, err)
+		return nil, fmt.Errorf("kafkalambda: record %s/%d/%d: key: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	value, err := base64.StdEncoding.DecodeString(r.Value)
 	if err != nil {
-		return nil, fmt.Errorf("awslambda: kafka record %s/%d/%d: value: %w", r.Topic, r.Partition, r.Offset, err)
+		return nil, fmt.Errorf("kafkalambda: record %s/%d/%d: value: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	var attrs map[string]string
 	for _, hs := range r.Headers {
