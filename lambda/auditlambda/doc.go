@@ -8,7 +8,7 @@
 // which is why it imports aws-lambda-go's events and the Streams SDK's
 // types beside dynamostore; the library module needs neither.
 //
-//	auditor, err := dynamostore.NewAuditor(client, streams, "onceq_idempotency", "onceq_archive")
+//	auditor, err := dynamostore.NewAuditor(db, streams, "onceq_idempotency", "onceq_archive")
 //	if err != nil { /* a configuration error */ }
 //	lambda.Start(auditlambda.Handler(auditor))
 package auditlambda
