@@ -47,7 +47,7 @@ func newAuditRig(t *testing.T) *auditRig {
 	var err error
 	r.auditor, err = dynamostore.NewAuditor(r.client, streams, r.table, r.archive,
 		dynamostore.AnyDeleteIsTTL(), dynamostore.FromStreamStart(),
-		dynamostore.AuditMeterProvider(r.mp), dynamostore.AuditLogger(r.logs.Logger(slog.LevelInfo)))
+		dynamostore.WithMeterProvider(r.mp), dynamostore.WithLogger(r.logs.Logger(slog.LevelInfo)))
 	if err != nil {
 		t.Fatal(err)
 	}
