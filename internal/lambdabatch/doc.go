@@ -5,7 +5,7 @@
 // lambda/kafkalambda) map their event to [Record]s and groups and their
 // answer from what Run left in them.
 //
-// It imports consumer and dedup and no SDK, so the library module can
-// hold it while aws-lambda-go, the SQS SDK and kafka-go reach only the
+// It imports consumer, dedup and broker and no SDK, so the library module
+// can hold it while aws-lambda-go, the SQS SDK and kafka-go reach only the
 // handler package that needs them.
 package lambdabatch

@@ -1,8 +1,8 @@
 // Package lambdatest runs a Lambda function under AWS's runtime interface
 // emulator for the tests of the Lambda handler packages (lambda/sqslambda,
-// lambda/kafkalambda), and holds the test function's handler, which both
-// packages' test functions share. It imports no Lambda or Kafka package,
-// so the library module that holds it requires neither.
+// lambda/kafkalambda); the function's handler is package testfn. Only
+// tests import it. It imports no Lambda or Kafka package, so the library
+// module that holds it requires neither.
 package lambdatest
 
 import (

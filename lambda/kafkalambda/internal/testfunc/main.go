@@ -1,6 +1,6 @@
 // Command testfunc is the Lambda function the tests of package kafkalambda
 // run under the runtime interface emulator. Its configuration comes from
-// the environment (TESTFUNC_*; lambdatest.FunctionEnv says what each
+// the environment (TESTFUNC_*; testfn.Env says what each
 // record's body asks for); TESTFUNC_KAFKA_BROKER and TESTFUNC_KAFKA_DLQ
 // name the dead-letter topic.
 package main
@@ -13,12 +13,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/onceq/onceq/internal/lambdatest"
+	"github.com/onceq/onceq/internal/lambdatest/testfn"
 	"github.com/onceq/onceq/lambda/kafkalambda"
 )
 
 func main() {
-	e := lambdatest.LoadFunctionEnv(context.Background())
+	e := testfn.Load(context.Background())
 	opts := []kafkalambda.Option{kafkalambda.WithGuardOptions(e.GuardOptions()...), kafkalambda.WithLogger(e.Logger)}
 	if e.Concurrency > 0 {
 		opts = append(opts, kafkalambda.Concurrency(e.Concurrency))

@@ -1,6 +1,6 @@
 // Command testfunc is the Lambda function the tests of package sqslambda
 // run under the runtime interface emulator. Its configuration comes from
-// the environment (TESTFUNC_*; lambdatest.FunctionEnv says what each
+// the environment (TESTFUNC_*; testfn.Env says what each
 // record's body asks for); TESTFUNC_MODE=plain runs the same effect
 // without onceq (the benchmark's baseline).
 package main
@@ -15,13 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/onceq/onceq/internal/lambdatest"
+	"github.com/onceq/onceq/internal/lambdatest/testfn"
 	"github.com/onceq/onceq/lambda/sqslambda"
 )
 
 func main() {
 	ctx := context.Background()
-	e := lambdatest.LoadFunctionEnv(ctx)
+	e := testfn.Load(ctx)
 	if os.Getenv("TESTFUNC_MODE") == "plain" {
 		lambda.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			for _, r := range ev.Records {

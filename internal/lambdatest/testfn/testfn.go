@@ -1,4 +1,9 @@
-package lambdatest
+// Package testfn is the handler of the Lambda test functions (each handler
+// package's internal/testfunc), which the tests of lambda/sqslambda and
+// lambda/kafkalambda run under the emulator (package lambdatest). It is
+// apart from lambdatest so that a test function, a program, links neither
+// package testing nor the test harness.
+package testfn
 
 import (
 	"context"
@@ -21,7 +26,7 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
-// FunctionEnv is what a test function (each handler package's
+// Env is what a test function (each handler package's
 // internal/testfunc) reads from its environment (TESTFUNC_*), and the
 // store and handler made from it. Each record's body says what to do:
 //
@@ -33,7 +38,7 @@ import (
 //	                             on its first delivery, sleep n ms first,
 //	                             ignoring the context (Kafka: the first
 //	                             time the handler sees it)
-type FunctionEnv struct {
+type Env struct {
 	AWS     aws.Config
 	DB      *ddb.Client
 	Effects string // the effects table
@@ -42,9 +47,8 @@ type FunctionEnv struct {
 	Concurrency int
 }
 
-// LoadFunctionEnv reads the environment; a test function stops on an
-// error.
-func LoadFunctionEnv(ctx context.Context) FunctionEnv {
+// Load reads the environment; a test function stops on an error.
+func Load(ctx context.Context) Env {
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRegion("us-east-1"),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
@@ -53,7 +57,7 @@ func LoadFunctionEnv(ctx context.Context) FunctionEnv {
 	if err != nil {
 		log.Fatal(err)
 	}
-	e := FunctionEnv{
+	e := Env{
 		AWS:     cfg,
 		DB:      ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(os.Getenv("TESTFUNC_DDB_ENDPOINT")) }),
 		Effects: os.Getenv("TESTFUNC_EFFECTS"),
@@ -64,7 +68,7 @@ func LoadFunctionEnv(ctx context.Context) FunctionEnv {
 }
 
 // Store is the idempotency table's store.
-func (e FunctionEnv) Store() *dynamostore.Store {
+func (e Env) Store() *dynamostore.Store {
 	store, err := dynamostore.New(e.DB, os.Getenv("TESTFUNC_TABLE"))
 	if err != nil {
 		log.Fatal(err)
@@ -73,7 +77,7 @@ func (e FunctionEnv) Store() *dynamostore.Store {
 }
 
 // GuardOptions are the Guard's options the environment asks for.
-func (e FunctionEnv) GuardOptions() []consumer.GuardOption {
+func (e Env) GuardOptions() []consumer.GuardOption {
 	opts := []consumer.GuardOption{consumer.WithLogger(e.Logger)}
 	if d, err := time.ParseDuration(os.Getenv("TESTFUNC_SKEW")); err == nil {
 		opts = append(opts, consumer.ClockSkewMargin(d))
@@ -93,7 +97,7 @@ type body struct {
 }
 
 // Handler does what each record's body says.
-func (e FunctionEnv) Handler() consumer.Handler {
+func (e Env) Handler() consumer.Handler {
 	return consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		var b body
 		if err := json.Unmarshal(m.Body, &b); err != nil || b.ID == "" {
@@ -114,7 +118,7 @@ func (e FunctionEnv) Handler() consumer.Handler {
 
 // Plain applies the effect of a body without onceq (the benchmark's
 // baseline).
-func (e FunctionEnv) Plain(ctx context.Context, recordBody []byte) error {
+func (e Env) Plain(ctx context.Context, recordBody []byte) error {
 	var b body
 	_ = json.Unmarshal(recordBody, &b)
 	u := effect(e.Effects, b.ID).Update
@@ -126,7 +130,7 @@ func (e FunctionEnv) Plain(ctx context.Context, recordBody []byte) error {
 // firstDelivery reports whether this is the record's first delivery: for
 // SQS its receive count; Kafka has none, so a marker row in the effects
 // table ("first#<id>", without a count) is put on the first one.
-func (e FunctionEnv) firstDelivery(ctx context.Context, m *consumer.Message, id string) bool {
+func (e Env) firstDelivery(ctx context.Context, m *consumer.Message, id string) bool {
 	if m.Origin.System != "kafka" {
 		return m.Deliveries == 1
 	}
