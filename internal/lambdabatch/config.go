@@ -10,10 +10,6 @@ import (
 	"github.com/onceq/onceq/internal/configerr"
 )
 
-// DefaultDeadlineMargin is the default of each handler package's
-// DeadlineMargin.
-const DefaultDeadlineMargin = time.Second
-
 // DefaultConcurrency is the default of each handler package's Concurrency.
 const DefaultConcurrency = 10
 
@@ -30,9 +26,10 @@ type Config struct {
 	Logger       *slog.Logger
 }
 
-// NewConfig is a Config with the defaults, for the package name.
-func NewConfig(name string) Config {
-	return Config{Name: name, Concurrency: DefaultConcurrency, DeadlineMargin: DefaultDeadlineMargin}
+// NewConfig is a Config with the defaults, for the package name and its
+// DefaultDeadlineMargin (a constant of each package, so go doc shows it).
+func NewConfig(name string, margin time.Duration) Config {
+	return Config{Name: name, Concurrency: DefaultConcurrency, DeadlineMargin: margin}
 }
 
 func (c *Config) validate() error {

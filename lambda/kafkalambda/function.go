@@ -45,7 +45,7 @@ type Function struct{ r *lambdabatch.Runner }
 // kafkasource's Source; a WithKeyFunc given through WithGuardOptions
 // replaces it.
 func New(store dedup.Store, h consumer.Handler, opts ...Option) (*Function, error) {
-	cfg := lambdabatch.NewConfig("kafkalambda")
+	cfg := lambdabatch.NewConfig("kafkalambda", DefaultDeadlineMargin)
 	for _, o := range opts {
 		o.apply(&cfg)
 	}

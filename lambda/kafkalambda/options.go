@@ -27,7 +27,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config = lambdabatch.Config
 
 // DefaultDeadlineMargin is DeadlineMargin's default.
-const DefaultDeadlineMargin = lambdabatch.DefaultDeadlineMargin
+const DefaultDeadlineMargin = time.Second
 
 // Concurrency bounds how many records of one batch run at once (default
 // 10): each topic-partition's records run one at a time, in offset order,

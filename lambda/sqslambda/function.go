@@ -26,7 +26,7 @@ type Function struct {
 // is the idempotency-key attribute, else the body's SHA-256, as with
 // package sqssource.
 func New(store dedup.Store, h consumer.Handler, opts ...Option) (*Function, error) {
-	cfg := config{batch: lambdabatch.NewConfig("sqslambda")}
+	cfg := config{batch: lambdabatch.NewConfig("sqslambda", DefaultDeadlineMargin)}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}

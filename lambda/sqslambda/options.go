@@ -30,7 +30,7 @@ type config struct {
 }
 
 // DefaultDeadlineMargin is DeadlineMargin's default.
-const DefaultDeadlineMargin = lambdabatch.DefaultDeadlineMargin
+const DefaultDeadlineMargin = time.Second
 
 // Concurrency bounds how many records of one batch run at once (default
 // 10): records of a standard queue, message groups of a FIFO queue.
