@@ -2,6 +2,8 @@ package names
 
 import (
 	"go/ast"
+	"go/constant"
+	"go/token"
 	"go/types"
 	"regexp"
 	"strings"
@@ -24,6 +26,7 @@ func TestAliasesNameTheirMembers(t *testing.T) {
 		// consumer/ is being rewritten on another branch; a word each there.
 		"consumer.Capabilities.Replayable":      true,
 		"consumer.CommitHolder.LimitCommitHold": true,
+		"consumer.IdempotencyKeyAttribute":      true,
 	}
 	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedTypes | packages.NeedSyntax | packages.NeedTypesInfo, Dir: "../.."}
 	pkgs, err := packages.Load(cfg, "github.com/onceq/onceq/...")
@@ -40,6 +43,10 @@ func TestAliasesNameTheirMembers(t *testing.T) {
 			for _, d := range f.Decls {
 				gd, ok := d.(*ast.GenDecl)
 				if !ok {
+					continue
+				}
+				if gd.Tok == token.CONST {
+					checked += constantsShowValues(t, p, gd, pending)
 					continue
 				}
 				for _, s := range gd.Specs {
@@ -93,5 +100,50 @@ func TestAliasesNameTheirMembers(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no alias of a struct or interface found: has the load missed packages?")
 	}
-	t.Logf("%d aliases of structs and interfaces checked", checked)
+	t.Logf("%d aliases of structs, interfaces and constants checked", checked)
+}
+
+// constantsShowValues checks that an exported string constant defined as
+// another onceq package's (kafkasource.ReasonHeader is an internal
+// package's) shows its value in its comment: go doc prints the other
+// name, not the value. It returns how many it checked.
+func constantsShowValues(t *testing.T, p *packages.Package, gd *ast.GenDecl, pending map[string]bool) int {
+	t.Helper()
+	n := 0
+	for _, s := range gd.Specs {
+		vs, ok := s.(*ast.ValueSpec)
+		if !ok {
+			continue
+		}
+		for i, name := range vs.Names {
+			if !name.IsExported() || i >= len(vs.Values) {
+				continue
+			}
+			sel, ok := vs.Values[i].(*ast.SelectorExpr)
+			if !ok {
+				continue
+			}
+			// Another onceq package's: time.Second says what it is.
+			if used, ok := p.TypesInfo.Uses[sel.Sel].(*types.Const); !ok || !strings.HasPrefix(used.Pkg().Path(), "github.com/onceq/onceq") {
+				continue
+			}
+			// Strings (header and attribute names) are read by people and
+			// other programs; an enumeration's number is not.
+			c, ok := p.TypesInfo.Defs[name].(*types.Const)
+			if !ok || c.Val().Kind() != constant.String {
+				continue
+			}
+			n++
+			doc := vs.Doc.Text() + gd.Doc.Text()
+			shown := constant.StringVal(c.Val())
+			where := p.Name + "." + name.Name
+			switch inDoc := strings.Contains(doc, shown); {
+			case inDoc && pending[where]:
+				t.Errorf("%s is shown now: drop it from pending", where)
+			case !inDoc && !pending[where]:
+				t.Errorf("%s.%s is %s, which go doc does not show: say %s in its comment", p.Name, name.Name, sel.Sel.Name, shown)
+			}
+		}
+	}
+	return n
 }

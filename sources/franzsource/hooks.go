@@ -46,7 +46,12 @@ type (
 type RebalanceEvent = kafkacore.RebalanceEvent
 
 // Headers a dead-letter record carries besides the original's own, the
-// same as sources/kafkasource's.
+// same as sources/kafkasource's:
+//
+//   - ReasonHeader: "onceq-dead-letter-reason", why it was dead-lettered
+//   - OriginalTopicHeader: "onceq-original-topic"
+//   - OriginalPartitionHeader: "onceq-original-partition", in decimal
+//   - OriginalOffsetHeader: "onceq-original-offset", in decimal
 const (
 	ReasonHeader            = kafkacore.ReasonHeader
 	OriginalTopicHeader     = kafkacore.OriginalTopicHeader
