@@ -88,7 +88,7 @@ func newFunction(ctx context.Context, logger *slog.Logger) (*sqslambda.Function,
 		),
 	}
 	if url := os.Getenv("DLQ_URL"); url != "" {
-		opts = append(opts, sqslambda.WithDeadLetters(sqslambda.Queue(awssqs.NewFromConfig(cfg), url)))
+		opts = append(opts, sqslambda.DeadLetterQueue(awssqs.NewFromConfig(cfg), url))
 	}
 	return sqslambda.New(store, reserveHandler(inv), opts...)
 }

@@ -12,20 +12,24 @@ import (
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
-// errForeign is returned by Topic given a message that is not a Kafka
+// errForeign is returned by the dead-letter topic given a message that is not a Kafka
 // event's record.
 var errForeign = errors.New("kafkalambda: dead letter: not a record of a Kafka event")
 
-// Writer is the part of a kafka-go *Writer that Topic uses.
+// Writer is the part of a kafka-go *Writer that DeadLetterTopic uses.
 type Writer interface {
 	WriteMessages(ctx context.Context, msgs ...kafkago.Message) error
 }
 
-// Topic dead-letters records through w, a kafka-go Writer whose Topic is
-// the dead-letter topic, as package kafkasource does: the record's key,
-// value and headers, plus kafkasource.ReasonHeader and the original topic,
-// partition and offset headers.
-func Topic(w Writer) DeadLetterer {
+// DeadLetterTopic sends the records the Guard dead-letters through w, a
+// kafka-go Writer whose Topic is the dead-letter topic, as package
+// kafkasource's option of the same name does: the record's key, value and
+// headers, plus kafkasource.ReasonHeader and the original topic, partition
+// and offset headers. It is WithDeadLetters with this package's Kafka
+// DeadLetterer.
+func DeadLetterTopic(w Writer) Option { return WithDeadLetters(deadLetterTopic(w)) }
+
+func deadLetterTopic(w Writer) DeadLetterer {
 	return DeadLetterFunc(func(ctx context.Context, m *consumer.Message, reason string) error {
 		r, ok := Record(m)
 		if !ok {

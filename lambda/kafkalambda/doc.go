@@ -9,12 +9,12 @@
 // builds on the Guard as a receive loop of your own would, so it imports
 // package consumer; beside it, dedup, package kafkasource (the key
 // [kafkasource.Fingerprint] and the dead-letter headers) and with it
-// kafka-go, whose Writer [Topic] dead-letters through, and aws-lambda-go's
+// kafka-go, whose Writer [DeadLetterTopic] sends through, and aws-lambda-go's
 // events. It is a module of its own, so an SQS function (package
 // sqslambda) neither links nor requires kafka-go.
 //
 //	f, err := kafkalambda.New(store, handler,
-//		kafkalambda.WithDeadLetters(kafkalambda.Topic(&kafka.Writer{Addr: addr, Topic: "orders-dlq"})))
+//		kafkalambda.DeadLetterTopic(&kafka.Writer{Addr: addr, Topic: "orders-dlq"}))
 //	if err != nil { /* a configuration error */ }
 //	lambda.Start(f.Handle)
 //

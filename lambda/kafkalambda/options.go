@@ -43,8 +43,8 @@ func DeadlineMargin(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.DeadlineMargin = d })
 }
 
-// WithDeadLetters sets where a record the Guard dead-letters goes:
-// [Topic], or your own [DeadLetterer]. Without it such a record is
+// WithDeadLetters sets where a record the Guard dead-letters goes: your
+// own [DeadLetterer] ([DeadLetterTopic] is this for a Kafka topic). Without it such a record is
 // reported as a failure: its partition resumes there, so it comes back
 // until a destination takes it.
 func WithDeadLetters(d DeadLetterer) Option {

@@ -16,22 +16,28 @@ import (
 	"github.com/onceq/onceq/sources/sqssource"
 )
 
-// errForeign is returned by Queue given a message that is not an SQS
+// errForeign is returned by the dead-letter queue given a message that is not an SQS
 // event's record.
 var errForeign = errors.New("sqslambda: dead letter: not a record of an SQS event")
 
-// Sender is the part of *sqs.Client that Queue uses.
+// Sender is the part of *sqs.Client that DeadLetterQueue uses.
 type Sender interface {
 	SendMessage(ctx context.Context, in *awssqs.SendMessageInput, opts ...func(*awssqs.Options)) (*awssqs.SendMessageOutput, error)
 }
 
-// Queue dead-letters records to the queue at queueURL, as package
-// sqssource does: the body and message attributes, plus sqssource.ReasonAttribute and
+// DeadLetterQueue sends the records the Guard dead-letters to the queue at
+// queueURL, through client, as package sqssource's option of the same name
+// does: the body and message attributes, plus sqssource.ReasonAttribute and
 // sqssource.OriginalIDAttribute; on a FIFO queue the record's MessageGroupId and
 // its MessageId as MessageDeduplicationId, so a repeated send within SQS's
 // five-minute window adds no second copy. The event source mapping deletes
-// the original once the function reports it handled.
-func Queue(client Sender, queueURL string) DeadLetterer {
+// the original once the function reports it handled. It is
+// WithDeadLetters with this package's SQS DeadLetterer.
+func DeadLetterQueue(client Sender, queueURL string) Option {
+	return WithDeadLetters(deadLetterQueue(client, queueURL))
+}
+
+func deadLetterQueue(client Sender, queueURL string) DeadLetterer {
 	fifo := strings.HasSuffix(queueURL, ".fifo")
 	return DeadLetterFunc(func(ctx context.Context, m *consumer.Message, reason string) error {
 		r, ok := Record(m)

@@ -15,7 +15,7 @@
 //
 //	store, _ := dynamostore.New(client, "idempotency")
 //	f, err := sqslambda.New(store, handler,
-//		sqslambda.WithDeadLetters(sqslambda.Queue(sqsClient, dlqURL)))
+//		sqslambda.DeadLetterQueue(sqsClient, dlqURL))
 //	if err != nil { /* a configuration error */ }
 //	lambda.Start(f.Handle)
 //

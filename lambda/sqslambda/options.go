@@ -45,10 +45,10 @@ func DeadlineMargin(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.batch.DeadlineMargin = d })
 }
 
-// WithDeadLetters sets where a record the Guard dead-letters goes:
-// [Queue], or your own [DeadLetterer]. Without it such a record is
-// reported as a failure and stays on the queue (its redrive policy moves
-// it on).
+// WithDeadLetters sets where a record the Guard dead-letters goes: your
+// own [DeadLetterer] ([DeadLetterQueue] is this for an SQS queue). Without
+// either such a record is reported as a failure and stays on the queue
+// (its redrive policy moves it on).
 func WithDeadLetters(d DeadLetterer) Option {
 	return optionFunc(func(c *config) {
 		c.batch.DeadLetter = nil

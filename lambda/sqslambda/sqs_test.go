@@ -3,6 +3,7 @@ package sqslambda_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -455,10 +457,17 @@ func TestSQSDeadLetterReasonCleaned(t *testing.T) {
 	if len(ms) != 1 {
 		t.Fatalf("received %d messages, want 1", len(ms))
 	}
-	m := &consumer.Message{ID: ev.Records[0].MessageId, Body: []byte(ev.Records[0].Body), Handle: &ev.Records[0]}
 	reason := "bad \x1b]0;owned\x07 \x1b[31mred\x00 \x9b2J end"
-	if err := sqslambda.Queue(q.client, dlq.url).DeadLetter(t.Context(), m, reason); err != nil {
-		t.Fatalf("dead letter: %v", err)
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{}, consumer.Permanent(errors.New(reason))
+	})
+	f, err := sqslambda.New(memstore.New(), h, sqslambda.DeadLetterQueue(q.client, dlq.url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := f.Handle(testenv.Context(t, 30*time.Second), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("response %+v, %v: want the record dead-lettered, not reported", resp, err)
 	}
 	dl, _ := dlq.receive(1)
 	if len(dl) != 1 {

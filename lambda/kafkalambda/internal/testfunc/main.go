@@ -25,7 +25,7 @@ func main() {
 	}
 	if topic := os.Getenv("TESTFUNC_KAFKA_DLQ"); topic != "" {
 		w := &kafkago.Writer{Addr: kafkago.TCP(os.Getenv("TESTFUNC_KAFKA_BROKER")), Topic: topic, RequiredAcks: kafkago.RequireAll}
-		opts = append(opts, kafkalambda.WithDeadLetters(kafkalambda.Topic(w)))
+		opts = append(opts, kafkalambda.DeadLetterTopic(w))
 	}
 	f, err := kafkalambda.New(e.Store(), e.Handler(), opts...)
 	if err != nil {

@@ -39,7 +39,7 @@ func main() {
 	}
 	q := awssqs.NewFromConfig(e.AWS, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(os.Getenv("TESTFUNC_SQS_ENDPOINT")) })
 	if url := os.Getenv("TESTFUNC_DLQ_URL"); url != "" {
-		opts = append(opts, sqslambda.WithDeadLetters(sqslambda.Queue(q, url)))
+		opts = append(opts, sqslambda.DeadLetterQueue(q, url))
 	}
 	if url := os.Getenv("TESTFUNC_QUEUE_URL"); url != "" {
 		opts = append(opts, sqslambda.WithVisibility(q, url))
