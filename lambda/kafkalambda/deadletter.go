@@ -12,8 +12,8 @@ import (
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
-// errForeign is returned by the dead-letter topic given a message that is not a Kafka
-// event's record.
+// errForeign is returned by the dead-letter topic given a message that is
+// not a Kafka event's record.
 var errForeign = errors.New("kafkalambda: dead letter: not a record of a Kafka event")
 
 // Writer is the part of a kafka-go *Writer that DeadLetterTopic uses.

@@ -16,8 +16,8 @@ import (
 	"github.com/onceq/onceq/sources/sqssource"
 )
 
-// errForeign is returned by the dead-letter queue given a message that is not an SQS
-// event's record.
+// errForeign is returned by the dead-letter queue given a message that is
+// not an SQS event's record.
 var errForeign = errors.New("sqslambda: dead letter: not a record of an SQS event")
 
 // Sender is the part of *sqs.Client that DeadLetterQueue uses.
