@@ -1,8 +1,9 @@
 // Package broker is the seam between the consumer and a message broker, the
 // way database/sql/driver stands apart from database/sql: it holds what a
 // Source implements and hands over, and nothing else. Source adapters
-// (sources/sqssource, sources/kafkasource, sources/memsource) import this package only;
-// users meet the same types through package consumer, which re-exports them.
+// (sources/sqssource, sources/kafkasource, sources/franzsource,
+// sources/memsource) import this package, never package consumer; users
+// meet the same types through package consumer, which re-exports them.
 //
 // A Source declares what it can do in one value, [Capabilities], returned
 // by a required method. Nothing is discovered by type assertion, so a

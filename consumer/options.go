@@ -242,7 +242,7 @@ func WithKeyFunc(f KeyFunc) GuardOption {
 // KeyCoversBody): for a message where coversBody holds, the key is a
 // hash over the body, stored as a derived key (see dedup.DerivedKey) and
 // with no payload hash of its own. For a Guard fed by hand, such as
-// package awslambda's.
+// the Lambda handlers' (lambda/sqslambda, lambda/kafkalambda).
 func WithSourceKey(f KeyFunc, coversBody func(*Message) bool) GuardOption {
 	return guardFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, coversBody })
 }

@@ -13,7 +13,7 @@ require (
 	github.com/onceq/onceq v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/dedup/pgstore v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/dedup/redisstore v0.0.0-00010101000000-000000000000
-	github.com/onceq/onceq/sources/awslambda v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/lambda v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/sources/franzsource v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/sources/kafkasource v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
@@ -84,7 +84,8 @@ replace (
 	github.com/onceq/onceq => ..
 	github.com/onceq/onceq/dedup/pgstore => ../dedup/pgstore
 	github.com/onceq/onceq/dedup/redisstore => ../dedup/redisstore
-	github.com/onceq/onceq/sources/awslambda => ../sources/awslambda
+	github.com/onceq/onceq/lambda => ../lambda
+	github.com/onceq/onceq/lambda/kafkalambda => ../lambda/kafkalambda
 	github.com/onceq/onceq/sources/franzsource => ../sources/franzsource
 	github.com/onceq/onceq/sources/kafkasource => ../sources/kafkasource
 )

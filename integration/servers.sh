@@ -7,7 +7,7 @@
 #             run as the postgres user when started by root (it refuses root)
 #   redis     Redis 7 (Debian's redis-server), no persistence
 # and installs (no server to start) AWS's Lambda runtime interface emulator,
-# aws-lambda-rie, which the tests of sources/awslambda start themselves, one
+# aws-lambda-rie, which the tests of lambda/sqslambda and lambda/kafkalambda start, one
 # per test, on free loopback ports; its path is ONCEQ_LAMBDA_RIE in the env.
 #
 # Usage:

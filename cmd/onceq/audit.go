@@ -68,7 +68,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	opts := []dynamostore.AuditOption{
 		dynamostore.ArchiveRetention(*retention), dynamostore.PollInterval(*poll),
-		dynamostore.AuditLogger(slog.New(slog.NewTextHandler(stderr, nil))),
+		dynamostore.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))),
 	}
 	if *anyDelete {
 		opts = append(opts, dynamostore.AnyDeleteIsTTL())
@@ -77,7 +77,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		opts = append(opts, dynamostore.FromStreamStart())
 	}
 	if meters != nil {
-		opts = append(opts, dynamostore.AuditMeterProvider(meters))
+		opts = append(opts, dynamostore.WithMeterProvider(meters))
 	}
 	a, err := dynamostore.NewAuditor(db, streams, *table, *archive, opts...)
 	if err != nil {

@@ -67,7 +67,8 @@ replace (
 	github.com/onceq/onceq/dedup/pgstore => ../../dedup/pgstore
 	github.com/onceq/onceq/dedup/redisstore => ../../dedup/redisstore
 	github.com/onceq/onceq/examples => ../../examples
-	github.com/onceq/onceq/sources/awslambda => ../../sources/awslambda
+	github.com/onceq/onceq/lambda => ../../lambda
+	github.com/onceq/onceq/lambda/kafkalambda => ../../lambda/kafkalambda
 	github.com/onceq/onceq/sources/franzsource => ../../sources/franzsource
 	github.com/onceq/onceq/sources/kafkasource => ../../sources/kafkasource
 )

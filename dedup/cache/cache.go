@@ -22,18 +22,22 @@ const (
 )
 
 // Option tunes a cache made by Wrap.
-type Option func(*Store)
+type Option interface{ apply(*Store) }
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
 
 // MaxAge is how long an entry is used after it was cached, at most (and
 // never past its record's expiry): the bound on how long the cache can
 // disagree with the store, which it never asks again meanwhile. Zero or
 // less takes DefaultMaxAge.
 func MaxAge(d time.Duration) Option {
-	return func(s *Store) {
+	return optionFunc(func(s *Store) {
 		if d > 0 {
 			s.maxAge = d
 		}
-	}
+	})
 }
 
 // Stats counts what the cache did.
@@ -110,7 +114,7 @@ func Wrap(next dedup.Store, maxEntries, maxBytes int, opts ...Option) *Store {
 	s := newStore(next, maxEntries, maxBytes)
 	for _, o := range opts {
 		if o != nil {
-			o(s)
+			o.apply(s)
 		}
 	}
 	return s

@@ -75,8 +75,17 @@ type shardPos struct {
 	iter, last string // next iterator; last sequence number processed
 }
 
-// AuditOption configures an Auditor.
-type AuditOption func(*auditConfig)
+// AuditOption configures NewAuditor: ArchiveRetention, AnyDeleteIsTTL,
+// FromStreamStart, PollInterval, and the logger, meter provider and retry
+// policy of any Option (WithLogger, WithMeterProvider, WithRetryPolicy),
+// so an Auditor beside a worker is given the store's. It is a type of its
+// own because the Auditor reads a stream, which a Store never does.
+type AuditOption interface{ applyAudit(*auditConfig) }
+
+// auditOptionFunc is an AuditOption only: New does not take it.
+type auditOptionFunc func(*auditConfig)
+
+func (f auditOptionFunc) applyAudit(c *auditConfig) { f(c) }
 
 type auditConfig struct {
 	retention time.Duration
@@ -92,7 +101,7 @@ type auditConfig struct {
 // window in which a late duplicate is still recognised. It should exceed
 // the longest time a producer may send a key again.
 func ArchiveRetention(d time.Duration) AuditOption {
-	return func(c *auditConfig) { c.retention = d }
+	return auditOptionFunc(func(c *auditConfig) { c.retention = d })
 }
 
 // AnyDeleteIsTTL treats every delete as TTL's, where by default only a
@@ -100,27 +109,20 @@ func ArchiveRetention(d time.Duration) AuditOption {
 // dynamodb.amazonaws.com) counts: for tests and emulators, whose sweeper
 // is a hand-made delete.
 func AnyDeleteIsTTL() AuditOption {
-	return func(c *auditConfig) { c.anyDelete = true }
+	return auditOptionFunc(func(c *auditConfig) { c.anyDelete = true })
 }
 
 // FromStreamStart makes Run read each shard from its oldest record
 // (TRIM_HORIZON, up to 24 hours back) instead of from now (LATEST). The
 // trail's writes are idempotent, so records read twice only count twice.
-func FromStreamStart() AuditOption { return func(c *auditConfig) { c.fromStart = true } }
+func FromStreamStart() AuditOption {
+	return auditOptionFunc(func(c *auditConfig) { c.fromStart = true })
+}
 
 // PollInterval is how long Run waits after a round that found the stream
 // read to its end (default 1 s).
-func PollInterval(d time.Duration) AuditOption { return func(c *auditConfig) { c.poll = d } }
-
-// AuditRetryPolicy sets the backoff for throttles and transient faults.
-func AuditRetryPolicy(p retry.Policy) AuditOption { return func(c *auditConfig) { c.policy = p } }
-
-// AuditLogger sets the logger (default slog.Default()).
-func AuditLogger(l *slog.Logger) AuditOption { return func(c *auditConfig) { c.log = l } }
-
-// AuditMeterProvider sets where the metrics go (default the global one).
-func AuditMeterProvider(mp metric.MeterProvider) AuditOption {
-	return func(c *auditConfig) { c.meter = mp }
+func PollInterval(d time.Duration) AuditOption {
+	return auditOptionFunc(func(c *auditConfig) { c.poll = d })
 }
 
 // NewAuditor returns an Auditor of table's stream writing tombstones into
@@ -130,7 +132,7 @@ func NewAuditor(db *ddb.Client, streams *dynamodbstreams.Client, table, archive 
 	cfg := auditConfig{retention: 30 * 24 * time.Hour, poll: time.Second, policy: retry.DefaultPolicy()}
 	for _, o := range opts {
 		if o != nil {
-			o(&cfg)
+			o.applyAudit(&cfg)
 		}
 	}
 	switch {
@@ -355,7 +357,7 @@ func (a *Auditor) readShard(ctx context.Context, id string, pos *shardPos) error
 }
 
 // ApplyStreamRecords applies stream records the caller read itself: a
-// Lambda function on the table's stream (awslambda.AuditStream converts
+// Lambda function on the table's stream (package auditlambda converts
 // its event to these records), or a reader of its own. An error fails the
 // batch; applied again, a record is harmless but counted twice.
 func (a *Auditor) ApplyStreamRecords(ctx context.Context, records []stypes.Record) error {

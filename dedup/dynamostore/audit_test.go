@@ -47,7 +47,7 @@ func newAuditRig(t *testing.T) *auditRig {
 	var err error
 	r.auditor, err = dynamostore.NewAuditor(r.client, streams, r.table, r.archive,
 		dynamostore.AnyDeleteIsTTL(), dynamostore.FromStreamStart(),
-		dynamostore.AuditMeterProvider(r.mp), dynamostore.AuditLogger(r.logs.Logger(slog.LevelInfo)))
+		dynamostore.WithMeterProvider(r.mp), dynamostore.WithLogger(r.logs.Logger(slog.LevelInfo)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestAuditDoubledCompletions(t *testing.T) {
 
 // Only a delete by DynamoDB's TTL service (userIdentity Service,
 // dynamodb.amazonaws.com) is archived by default; an operator's delete is
-// not. (awslambda.AuditStream hands a Lambda stream event to
+// not. (auditlambda.Handler hands a Lambda stream event to
 // ApplyStreamRecords.)
 func TestAuditTTLPrincipalRule(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)

@@ -11,12 +11,28 @@ import (
 	"github.com/onceq/onceq/retry"
 )
 
-// Option configures a Store. Options named With… give the store a
-// collaborator (a logger, hooks, a meter provider, a retry policy,
-// clients); the others are plain settings.
-type Option interface{ apply(*config) }
+// Option configures a Store: the options of New. Options named With… give
+// the store a collaborator (a logger, hooks, a meter provider, a retry
+// policy, clients); the others are plain settings.
+//
+// Every Option is also a TableOption and an AuditOption, so the options
+// that describe the store's table or its plumbing are given once and read
+// where they apply: CreateTable reads the layout (TenantLayout,
+// NamespaceLayout), so the table it makes fits the store; NewAuditor reads
+// WithLogger, WithMeterProvider and WithRetryPolicy. Each ignores the
+// rest. An option only CreateTable or only NewAuditor understands is a
+// TableOption or an AuditOption alone, and New does not take it.
+type Option interface {
+	TableOption
+	AuditOption
+	apply(*config)
+}
 
-// TableOption configures CreateTable.
+// TableOption configures CreateTable: WithStream, TableWaitTimeout, and
+// the layout of any Option. It is a type of its own because making a
+// table takes settings a Store never reads (its stream, how long to wait
+// for it), while the one thing they share, the key layout, is an Option
+// that CreateTable reads too.
 type TableOption interface{ applyTable(*tableConfig) }
 
 type config struct {
@@ -34,14 +50,35 @@ type config struct {
 	archive      string
 }
 
-type optionFunc func(*config)
+// option is an Option: what it sets in a Store's configuration, and, for
+// the few that apply there too, in CreateTable's and NewAuditor's.
+type option struct {
+	store func(*config)
+	table func(*tableConfig)
+	audit func(*auditConfig)
+}
 
-func (f optionFunc) apply(c *config) { f(c) }
+func (o option) apply(c *config) { o.store(c) }
+
+func (o option) applyTable(c *tableConfig) {
+	if o.table != nil {
+		o.table(c)
+	}
+}
+
+func (o option) applyAudit(c *auditConfig) {
+	if o.audit != nil {
+		o.audit(c)
+	}
+}
+
+// optionFunc is an Option that only New reads.
+func optionFunc(f func(*config)) Option { return option{store: f} }
 
 // WithRetryPolicy sets the backoff used for throttles and transient faults
-// (default retry.DefaultPolicy()).
+// (default retry.DefaultPolicy()); NewAuditor reads it too.
 func WithRetryPolicy(p retry.Policy) Option {
-	return optionFunc(func(c *config) { c.policy = p })
+	return option{store: func(c *config) { c.policy = p }, audit: func(c *auditConfig) { c.policy = p }}
 }
 
 // WithoutClockCheck stops refusing claims whose Now is further from
@@ -70,25 +107,29 @@ func WithHooks(hooks ...Hook) Option {
 
 // WithLogger sets the logger for events no error reports (when given none,
 // the logger of the Consumer or Guard that uses the store, else
-// slog.Default(); nil counts as none).
+// slog.Default(); nil counts as none). NewAuditor reads it too (default
+// slog.Default()).
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) { c.logger = l })
+	return option{store: func(c *config) { c.logger = l }, audit: func(c *auditConfig) { c.log = l }}
 }
 
 // WithMeterProvider sets where the store's metrics go (default the global
 // MeterProvider): onceq.dynamodb.errors, .transaction_cancellations,
-// .retries, .clock_offset and .ttl_delete_before_retry.
+// .retries, .clock_offset and .ttl_delete_before_retry. NewAuditor reads it
+// too, for .ttl_lag, .tombstones and .doubled_completions.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) { c.meter = mp })
+	return option{store: func(c *config) { c.meter = mp }, audit: func(c *auditConfig) { c.meter = mp }}
 }
 
-// LayoutOption selects a two-part key layout (partition key and sort
-// key); it is both an Option and a TableOption so the store and its table
-// agree. Both layouts make the same table.
-type LayoutOption struct{ tenant, fromMessage bool }
-
-func (o LayoutOption) apply(c *config)           { c.tenant, c.fromMessage = o.tenant, o.fromMessage }
-func (o LayoutOption) applyTable(c *tableConfig) { c.tenant = o.tenant }
+// layoutOption selects a two-part key layout (partition key and sort key),
+// which New and CreateTable both read, so the store and its table agree. Both
+// layouts make the same table.
+func layoutOption(tenant, fromMessage bool) Option {
+	return option{
+		store: func(c *config) { c.tenant, c.fromMessage = tenant, fromMessage },
+		table: func(c *tableConfig) { c.tenant = tenant },
+	}
+}
 
 // TenantLayout stores each message's tenant as the partition key and the
 // rest of its key as the sort key, so each tenant's records sit together
@@ -96,8 +137,9 @@ func (o LayoutOption) applyTable(c *tableConfig) { c.tenant = o.tenant }
 // The tenant comes from the message: the consumer needs
 // consumer.WithTenantFunc, which puts it in front of each key
 // (dedup.TenantKey), and refuses to start without it. A tenant hot enough
-// to throttle its partition can be spread with TenantShards.
-func TenantLayout() LayoutOption { return LayoutOption{tenant: true, fromMessage: true} }
+// to throttle its partition can be spread with TenantShards. Give it to
+// CreateTable too: the table has a sort key.
+func TenantLayout() Option { return layoutOption(true, true) }
 
 // NamespaceLayout is the earlier layout that TenantLayout used to be: the
 // key's first part (without a tenant function, the consumer's static
@@ -105,7 +147,8 @@ func TenantLayout() LayoutOption { return LayoutOption{tenant: true, fromMessage
 // of a consumer then shares one partition key, whose throughput (about
 // 1,000 writes/s) caps the whole consumer and throttles beyond it. Kept to
 // read tables made with it; new tables want TenantLayout or the default.
-func NamespaceLayout() LayoutOption { return LayoutOption{tenant: true} }
+// It makes the same table as TenantLayout.
+func NamespaceLayout() Option { return layoutOption(true, false) }
 
 // TenantShards spreads each tenant of TenantLayout over n partition keys
 // ("<tenant>#<0..n-1>", by a hash of the sort key), for tenants whose write
@@ -121,6 +164,7 @@ type tableConfig struct {
 	waitTimeout time.Duration
 }
 
+// tableOptionFunc is a TableOption only: New does not take it.
 type tableOptionFunc func(*tableConfig)
 
 func (f tableOptionFunc) applyTable(c *tableConfig) { f(c) }

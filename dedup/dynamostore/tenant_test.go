@@ -107,7 +107,7 @@ func TestTenantLayoutNotThrottledWhereNamespaceLayoutIs(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	direct := dynamoClient(t, ep, nil)
 	const claims, tenants = 100, 20
-	run := func(layout dynamostore.LayoutOption, key func(i int) string) int {
+	run := func(layout dynamostore.Option, key func(i int) string) int {
 		table := recordsTable(t, direct, layout)
 		p := faultproxy.Start(t, ep)
 		p.SetPartitionCapacity("pk", 10)

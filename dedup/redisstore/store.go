@@ -34,22 +34,26 @@ var _ dedup.Store = (*Store)(nil)
 func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
 
 // Option configures a Store.
-type Option func(*Store)
+type Option interface{ apply(*Store) }
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
 
 // Prefix sets the start of every record's Redis key (default "onceq:").
-func Prefix(p string) Option { return func(s *Store) { s.prefix = p } }
+func Prefix(p string) Option { return optionFunc(func(s *Store) { s.prefix = p }) }
 
 // Grace sets how long a record stays stored past its ExpiresAt before
 // Redis deletes it (default 10 minutes): longer than any worker's skew
 // margin, so a lease its holder still counts as live is never deleted.
-func Grace(d time.Duration) Option { return func(s *Store) { s.grace = d } }
+func Grace(d time.Duration) Option { return optionFunc(func(s *Store) { s.grace = d }) }
 
 // WithWait makes every write wait until replicas replicas have it, or
 // timeout passes (Redis's WAIT), one more round trip per write. A write
 // fewer replicas acknowledged returns a Transient *ReplicationError: it
 // is applied on the primary but may not survive a failover.
 func WithWait(replicas int, timeout time.Duration) Option {
-	return func(s *Store) { s.wait, s.waitT = replicas, timeout }
+	return optionFunc(func(s *Store) { s.wait, s.waitT = replicas, timeout })
 }
 
 // New returns a Store on c (a *redis.Client, *redis.ClusterClient or
@@ -60,7 +64,9 @@ func New(c redis.UniversalClient, opts ...Option) *Store {
 		claim: redis.NewScript(claimScript), complete: redis.NewScript(completeScript),
 		fail: redis.NewScript(failScript), extend: redis.NewScript(extendScript)}
 	for _, o := range opts {
-		o(s)
+		if o != nil {
+			o.apply(s)
+		}
 	}
 	return s
 }

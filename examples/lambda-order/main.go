@@ -43,7 +43,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/sources/awslambda"
+	"github.com/onceq/onceq/lambda/sqslambda"
 )
 
 // Order is the message body.
@@ -67,7 +67,7 @@ func main() {
 	lambda.Start(f.Handle)
 }
 
-func newFunction(ctx context.Context, logger *slog.Logger) (*awslambda.SQSFunction, error) {
+func newFunction(ctx context.Context, logger *slog.Logger) (*sqslambda.Function, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(awshttp.NewBuildableClient()))
 	if err != nil {
 		return nil, err
@@ -78,9 +78,9 @@ func newFunction(ctx context.Context, logger *slog.Logger) (*awslambda.SQSFuncti
 		return nil, err
 	}
 	inv := inventory{inventory: env("INVENTORY_TABLE", "onceq_inventory"), orders: env("ORDERS_TABLE", "onceq_orders")}
-	opts := []awslambda.Option{
-		awslambda.WithLogger(logger),
-		awslambda.WithGuardOptions(
+	opts := []sqslambda.Option{
+		sqslambda.WithLogger(logger),
+		sqslambda.WithGuardOptions(
 			consumer.WithLogger(logger),
 			consumer.WithKeyFunc(orderKey), // as the order worker: moving between them reprocesses nothing
 			consumer.HandlerTimeout(10*time.Second),
@@ -88,9 +88,9 @@ func newFunction(ctx context.Context, logger *slog.Logger) (*awslambda.SQSFuncti
 		),
 	}
 	if url := os.Getenv("DLQ_URL"); url != "" {
-		opts = append(opts, awslambda.WithDeadLetters(awslambda.SQSQueue(awssqs.NewFromConfig(cfg), url)))
+		opts = append(opts, sqslambda.DeadLetterQueue(awssqs.NewFromConfig(cfg), url))
 	}
-	return awslambda.NewSQS(store, reserveHandler(inv), opts...)
+	return sqslambda.New(store, reserveHandler(inv), opts...)
 }
 
 // reserveHandler reserves stock for each order, exactly once: the

@@ -1,5 +1,6 @@
 // Package modgraph checks what a user's module pulls in: a module that
 // imports the library's core, the DynamoDB store and the SQS source must
 // not list the tools, exporters and test brokers that only the examples,
-// the CLI and the tests need.
+// the CLI and the tests need; an SQS Lambda function must not require
+// kafka-go, nor a Kafka one link the SQS client.
 package modgraph

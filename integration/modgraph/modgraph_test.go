@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,43 +16,71 @@ var forbidden = []string{
 	"segmentio/kafka-go", "twmb/franz-go", "jackc/pgx", "redis/go-redis",
 }
 
-func TestUserModuleGraph(t *testing.T) {
+// userModule is a user's module in a directory of its own, requiring the
+// onceq modules named (paths below the repository's root, "" for the
+// library module) through replace directives, with main.go importing
+// imports.
+type userModule struct {
+	t   *testing.T
+	dir string
+}
+
+func newUserModule(t *testing.T, modules []string, imports ...string) *userModule {
+	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	write := func(name, text string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	u := &userModule{t: t, dir: t.TempDir()}
+	gomod := "module example.com/user\n\ngo 1.26.0\n"
+	for _, m := range modules {
+		path := strings.TrimSuffix("github.com/onceq/onceq/"+m, "/")
+		gomod += "\nrequire " + path + " v0.0.0-00010101000000-000000000000\n" +
+			"replace " + path + " => " + filepath.Join(root, m) + "\n"
 	}
-	write("go.mod", "module example.com/user\n\ngo 1.26.0\n\n"+
-		"require github.com/onceq/onceq v0.0.0-00010101000000-000000000000\n\n"+
-		"replace github.com/onceq/onceq => "+root+"\n")
-	write("main.go", `package main
-
-import (
-	_ "github.com/onceq/onceq/consumer"
-	_ "github.com/onceq/onceq/dedup/dynamostore"
-	_ "github.com/onceq/onceq/sources/sqssource"
-)
-
-func main() {}
-`)
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("go", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
+	u.write("go.mod", gomod)
+	main := "package main\n\nimport (\n"
+	for _, imp := range imports {
+		main += "\t_ \"" + imp + "\"\n"
 	}
-	run("mod", "tidy")
-	mods := strings.Fields(run("list", "-m", "-f", "{{.Path}}", "all"))
+	u.write("main.go", main+")\n\nfunc main() {}\n")
+	u.run("mod", "tidy")
+	return u
+}
+
+func (u *userModule) write(name, text string) {
+	u.t.Helper()
+	if err := os.WriteFile(filepath.Join(u.dir, name), []byte(text), 0o644); err != nil {
+		u.t.Fatal(err)
+	}
+}
+
+func (u *userModule) run(args ...string) string {
+	u.t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = u.dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		u.t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// modules is `go list -m all`: every module in the user's graph.
+func (u *userModule) modules() []string {
+	return strings.Fields(u.run("list", "-m", "-f", "{{.Path}}", "all"))
+}
+
+// linked is `go list -deps`: every package the user's program links.
+func (u *userModule) linked() []string {
+	return strings.Fields(u.run("list", "-deps", "-f", "{{.ImportPath}}", "."))
+}
+
+func TestUserModuleGraph(t *testing.T) {
+	u := newUserModule(t, []string{""},
+		"github.com/onceq/onceq/consumer", "github.com/onceq/onceq/dedup/dynamostore", "github.com/onceq/onceq/sources/sqssource")
+	mods := u.modules()
 	for _, m := range mods {
 		for _, f := range forbidden {
 			if strings.Contains(m, f) {
@@ -60,4 +89,45 @@ func main() {}
 		}
 	}
 	t.Logf("%d modules in the user's graph", len(mods))
+}
+
+// An SQS function requires aws-lambda-go and nothing of Kafka: the Kafka
+// handler is a module of its own, so kafka-go is neither linked nor even
+// in the graph.
+func TestSQSLambdaWithoutKafka(t *testing.T) {
+	u := newUserModule(t, []string{"", "lambda"},
+		"github.com/aws/aws-lambda-go/lambda", "github.com/onceq/onceq/dedup/dynamostore", "github.com/onceq/onceq/lambda/sqslambda")
+	mods := u.modules()
+	if !slices.Contains(mods, "github.com/aws/aws-lambda-go") {
+		t.Fatalf("the graph lacks aws-lambda-go, which the function imports: %v", mods)
+	}
+	for _, m := range mods {
+		for _, f := range forbidden {
+			if f != "aws-lambda-go" && strings.Contains(m, f) {
+				t.Errorf("a module importing sqslambda lists %s", m)
+			}
+		}
+	}
+	for _, p := range u.linked() {
+		if strings.Contains(p, "kafka") || strings.Contains(p, "franz-go") {
+			t.Errorf("an SQS function links %s", p)
+		}
+	}
+	t.Logf("%d modules in an SQS function's graph", len(mods))
+}
+
+// A Kafka function links kafka-go, which its dead-letter Writer is, and no
+// SQS client.
+func TestKafkaLambdaWithoutSQS(t *testing.T) {
+	u := newUserModule(t, []string{"", "lambda/kafkalambda", "sources/kafkasource"},
+		"github.com/aws/aws-lambda-go/lambda", "github.com/onceq/onceq/dedup/dynamostore", "github.com/onceq/onceq/lambda/kafkalambda")
+	linked := u.linked()
+	if !slices.Contains(linked, "github.com/segmentio/kafka-go") {
+		t.Fatalf("a Kafka function does not link kafka-go: has the check lost its subject? %v", linked)
+	}
+	for _, p := range linked {
+		if strings.Contains(p, "service/sqs") || strings.Contains(p, "lambda/sqslambda") {
+			t.Errorf("a Kafka function links %s", p)
+		}
+	}
 }

@@ -7,7 +7,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/sources/awslambda"
+	"github.com/onceq/onceq/lambda/kafkalambda"
+	"github.com/onceq/onceq/lambda/sqslambda"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/sqssource"
@@ -24,11 +25,13 @@ func TestOneConfigurationError(t *testing.T) {
 	_, refusals["sqssource"] = sqssource.New(ctx, nil, "")
 	_, refusals["kafkasource"] = kafkasource.New(ctx, nil, "", nil)
 	_, refusals["franzsource"] = franzsource.New(ctx, nil, "", nil)
-	_, refusals["awslambda"] = awslambda.NewSQS(nil, nil)
+	_, refusals["sqslambda"] = sqslambda.New(nil, nil)
+	_, refusals["kafkalambda"] = kafkalambda.New(nil, nil)
 	sentinels := map[string]error{
 		"consumer": consumer.ErrInvalidConfig, "dynamostore": dynamostore.ErrInvalidConfig,
 		"sqssource": sqssource.ErrInvalidConfig, "kafkasource": kafkasource.ErrInvalidConfig,
-		"franzsource": franzsource.ErrInvalidConfig, "awslambda": awslambda.ErrInvalidConfig,
+		"franzsource": franzsource.ErrInvalidConfig, "sqslambda": sqslambda.ErrInvalidConfig,
+		"kafkalambda": kafkalambda.ErrInvalidConfig,
 	}
 	for pkg, err := range refusals {
 		if err == nil {

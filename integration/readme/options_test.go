@@ -26,7 +26,10 @@ var optionPages = []struct {
 	{"sources/sqssource", "sources.md", false},
 	{"sources/kafkasource", "sources.md", false},
 	{"sources/franzsource", "sources.md", false},
-	{"sources/awslambda", "lambda.md", false},
+	{"sources/memsource", "sources.md", false},
+	{"dedup/cache", "stores.md", false},
+	{"lambda/sqslambda", "lambda.md", false},
+	{"lambda/kafkalambda", "lambda.md", false},
 }
 
 // Every exported option constructor (a function whose one result is a type

@@ -4,8 +4,8 @@
 // IMDS role found, operation error ec2imds: ..."), which reads as an EC2
 // problem to someone who simply has no credentials set.
 //
-// It imports nothing of onceq's; the packages that own an AWS client
-// import it.
+// It imports only retry (the class its error carries: Misconfigured); the
+// packages that own an AWS client import it.
 package awscreds
 
 import (

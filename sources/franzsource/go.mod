@@ -46,6 +46,5 @@ require (
 replace (
 	github.com/onceq/onceq => ../..
 	github.com/onceq/onceq/examples => ../../examples
-	github.com/onceq/onceq/sources/awslambda => ../awslambda
 	github.com/onceq/onceq/sources/kafkasource => ../kafkasource
 )

@@ -26,13 +26,32 @@ type (
 	// DeadLetterHook: OnKafkaDeadLetter(ctx, topic, partition, offset, reason)
 	// sees a record produced to the dead-letter topic.
 	DeadLetterHook = kafkacore.DeadLetterHook
-	// RebalanceEvent is one side of a rebalance: Partitions assigned, or
-	// Revoked with the Drain time and the messages Abandoned.
-	RebalanceEvent = kafkacore.RebalanceEvent
 )
 
+// RebalanceEvent is one side of a rebalance: Partitions assigned, or
+// Revoked with the Drain time and the messages Abandoned. Its fields:
+//
+//   - Generation int32: the group generation (kafka-go) or member epoch
+//     (franz-go); it only grows.
+//   - Revoked bool: false when Partitions were assigned, true when they
+//     were taken away (or released by Close).
+//   - Partitions map[string][]int32: the partitions, by topic.
+//   - Drain time.Duration: how long the wait for in-flight messages took
+//     (revokes only).
+//   - Abandoned int: messages still in flight when the drain ended; their
+//     offsets were not committed and their settles will be dropped.
+//
+// (An alias of a type both Kafka sources share, so one observer serves
+// either; its fields are listed here because go doc does not follow it.)
+type RebalanceEvent = kafkacore.RebalanceEvent
+
 // Headers a dead-letter record carries besides the original's own, the
-// same as sources/kafkasource's.
+// same as sources/kafkasource's:
+//
+//   - ReasonHeader: "onceq-dead-letter-reason", why it was dead-lettered
+//   - OriginalTopicHeader: "onceq-original-topic"
+//   - OriginalPartitionHeader: "onceq-original-partition", in decimal
+//   - OriginalOffsetHeader: "onceq-original-offset", in decimal
 const (
 	ReasonHeader            = kafkacore.ReasonHeader
 	OriginalTopicHeader     = kafkacore.OriginalTopicHeader

@@ -1,8 +1,10 @@
 // Package kafkasource is a [broker.Source] over segmentio/kafka-go's consumer
 // groups, with per-partition offset tracking. It imports package broker,
-// never package consumer, and it is the only package of onceq that imports
-// kafka-go. Programs import it to build a Source for the consumer, or use
-// [ToMessage] and [Fingerprint] with a kafka-go loop of their own.
+// never package consumer, and it is the only Source of onceq over
+// kafka-go (lambda/kafkalambda imports kafka-go too, for the Writer its
+// dead letters go through). Programs import it to build a Source for the
+// consumer, or use [ToMessage] and [Fingerprint] with a kafka-go loop of
+// their own.
 //
 // It is built on kafka-go's lower-level ConsumerGroup / Generation API, not
 // on kafka.Reader with a GroupID: the Reader hides revokes and, fed by a

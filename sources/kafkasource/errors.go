@@ -58,5 +58,14 @@ func groupMovedOn(err error) bool {
 
 // CommitHeldError is Receive's error once a partition's oldest unfinished
 // record has held its commit past the bound the consumer gave
-// (LimitCommitHold): it stops the consumer.
+// (LimitCommitHold): it stops the consumer. Its fields:
+//
+//   - Topic string, Partition int32, Offset int64: the record that holds
+//     the commit.
+//   - Held time.Duration: how long it has held it.
+//   - Limit time.Duration: the bound it passed (3/4 of the consumer's
+//     Retention).
+//
+// (An alias of a type both Kafka sources share; its fields are listed
+// here because go doc does not follow it.)
 type CommitHeldError = kafkacore.CommitHeldError

@@ -42,5 +42,19 @@ type DeadLetterHook = kafkacore.DeadLetterHook
 
 // RebalanceEvent describes one side of a rebalance as this member saw it:
 // the generation, whether Partitions were assigned or revoked, and for a
-// revoke how long the drain took and how many messages it abandoned.
+// revoke how long the drain took and how many messages it abandoned. Its
+// fields:
+//
+//   - Generation int32: the group generation (kafka-go) or member epoch
+//     (franz-go); it only grows.
+//   - Revoked bool: false when Partitions were assigned, true when they
+//     were taken away (or released by Close).
+//   - Partitions map[string][]int32: the partitions, by topic.
+//   - Drain time.Duration: how long the wait for in-flight messages took
+//     (revokes only).
+//   - Abandoned int: messages still in flight when the drain ended; their
+//     offsets were not committed and their settles will be dropped.
+//
+// (An alias of a type both Kafka sources share, so one observer serves
+// either; its fields are listed here because go doc does not follow it.)
 type RebalanceEvent = kafkacore.RebalanceEvent

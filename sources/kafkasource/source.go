@@ -19,7 +19,12 @@ import (
 )
 
 // Headers a dead-letter record carries besides the original's own (the
-// same for both Kafka sources).
+// same for both Kafka sources):
+//
+//   - ReasonHeader: "onceq-dead-letter-reason", why it was dead-lettered
+//   - OriginalTopicHeader: "onceq-original-topic"
+//   - OriginalPartitionHeader: "onceq-original-partition", in decimal
+//   - OriginalOffsetHeader: "onceq-original-offset", in decimal
 const (
 	ReasonHeader            = kafkacore.ReasonHeader
 	OriginalTopicHeader     = kafkacore.OriginalTopicHeader

@@ -25,18 +25,22 @@ type DeadLetter struct {
 }
 
 // Option configures a Queue.
-type Option func(*Queue)
+type Option interface{ apply(*Queue) }
+
+type optionFunc func(*Queue)
+
+func (f optionFunc) apply(q *Queue) { f(q) }
 
 // VisibilityTimeout sets how long a delivery stays hidden before it is
 // redelivered unless settled or extended (default 30s).
 func VisibilityTimeout(d time.Duration) Option {
-	return func(q *Queue) { q.visibility = d }
+	return optionFunc(func(q *Queue) { q.visibility = d })
 }
 
 // Ordering makes the queue FIFO per key, like an SQS FIFO queue: a key
 // has at most one message in flight, delivered in send order.
 func Ordering(o broker.Ordering) Option {
-	return func(q *Queue) { q.ordering = o }
+	return optionFunc(func(q *Queue) { q.ordering = o })
 }
 
 // Queue is the destination. Sources read it; Send writes it.
@@ -73,7 +77,9 @@ func NewQueue(name string, opts ...Option) *Queue {
 	q := &Queue{name: name, visibility: 30 * time.Second,
 		inFlight: map[*entry]struct{}{}, keysBusy: map[string]int{}, wake: make(chan struct{})}
 	for _, o := range opts {
-		o(q)
+		if o != nil {
+			o.apply(q)
+		}
 	}
 	return q
 }

@@ -1,7 +1,9 @@
 // Package sqssource is a [broker.Source] over Amazon SQS (aws-sdk-go-v2): the
 // queue adapter the consumer runs over. It imports package broker, never
-// package consumer, and it is the only package of onceq that imports the
-// SQS SDK. Programs import it to build a Source and hand it to the consumer.
+// package consumer, and it is the only Source of onceq over the SQS SDK
+// (lambda/sqslambda, the SQS Lambda handler, imports the SDK too, for dead
+// letters and visibility). Programs import it to build a Source and hand it
+// to the consumer.
 //
 // Receive is demand-driven: pollers call ReceiveMessage (long polling,
 // MaxNumberOfMessages = min(10, what is asked for)) only while a Receive
