@@ -19,7 +19,9 @@ import (
 // the onceq consumer over this Source and the in-memory dedup store
 // (claim, no-op handler, complete, ack, contiguous commits every second).
 // Each reads every record once, under its own group; each timing runs from
-// the client's creation to the last record settled.
+// the client's creation to the last record settled. source_msgs/s is the
+// Source alone (Receive + Ack, no consumer): the source's own cost over
+// franz-go.
 func BenchmarkFranzThroughput(b *testing.B) {
 	const partitions, records = 6, 50000
 	addr := cluster(b)
@@ -34,15 +36,17 @@ func BenchmarkFranzThroughput(b *testing.B) {
 	}
 	produce(b, client(b, addr), recs...)
 
-	var rawTime, onceqTime time.Duration
+	var rawTime, srcTime, onceqTime time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		rawTime += benchRaw(b, addr, topic, fmt.Sprintf("raw-%d", i), records)
+		srcTime += benchSource(b, addr, topic, fmt.Sprintf("source-%d", i), records)
 		onceqTime += benchOnceq(b, addr, topic, fmt.Sprintf("onceq-%d", i), records)
 	}
 	b.StopTimer()
 	rate := func(d time.Duration) float64 { return float64(records*b.N) / d.Seconds() }
 	b.ReportMetric(rate(rawTime), "raw_msgs/s")
+	b.ReportMetric(rate(srcTime), "source_msgs/s")
 	b.ReportMetric(rate(onceqTime), "onceq_msgs/s")
 	b.ReportMetric(rate(onceqTime)/rate(rawTime), "ratio")
 }
@@ -71,13 +75,42 @@ func benchRaw(b *testing.B, addr, topic, group string, records int) time.Duratio
 	return took
 }
 
-func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Duration {
+// benchSource drives the Source alone (Receive + Ack, no consumer, no
+// store): what the source costs over franz-go.
+func benchSource(b *testing.B, addr, topic, group string, records int) time.Duration {
+	ctx := context.Background()
 	start := time.Now()
+	src := benchNew(b, addr, topic, group)
+	for n := 0; n < records; {
+		msgs, err := src.Receive(ctx, 512)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := src.Ack(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n += len(msgs)
+	}
+	took := time.Since(start)
+	if err := src.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+func benchNew(b *testing.B, addr, topic, group string) *franzsource.Source {
 	src, err := franzsource.New(context.Background(), []string{addr}, group, []string{topic},
 		append(fastGroup(), franzsource.FetchMaxWait(200*time.Millisecond), franzsource.RevokeTimeout(2*time.Second),
 			franzsource.WithLogger(slog.New(slog.DiscardHandler)))...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return grouptest.TimeConsumer(b, start, src, records)
+	return src
+}
+
+func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Duration {
+	start := time.Now()
+	return grouptest.TimeConsumer(b, start, benchNew(b, addr, topic, group), records)
 }
