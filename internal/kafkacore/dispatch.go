@@ -32,9 +32,9 @@ const (
 // again later, it gets a new one. R is the client's record type, X the
 // source's own per-partition state, which the source guards.
 //
-// Each partition has its own lock, and a message's receive and settle take
-// only its partition's: workers settling messages of different partitions
-// never wait on each other.
+// Each partition has its own lock. A settle takes only its message's
+// partition's, so workers settling messages of different partitions never
+// wait on each other; Receive takes each partition's in turn, briefly.
 type Partition[R, X any] struct {
 	Topic  string
 	ID     int32
@@ -42,11 +42,10 @@ type Partition[R, X any] struct {
 	LagSet metric.ObserveOption // the commit-lag gauge's attributes
 	X      X
 
-	mu sync.Mutex // Lock and Unlock: guards the fields below
-	// State, Tr and HWM are read and written under the partition's lock.
-	State PartState
-	Tr    *Tracker
-	HWM   int64 // highest log end offset a fetch reported
+	sync.Mutex // guards the fields below; the source reads State, Tr and HWM under it
+	State      PartState
+	Tr         *Tracker
+	HWM        int64 // highest log end offset a fetch reported
 
 	bytes    int64          // of the records queued or in flight, while active
 	queue    []*entry[R, X] // fetched or redelivered, awaiting Receive, by offset
@@ -61,12 +60,6 @@ func NewPartition[R, X any](topic string, id, gen int32, committed int64, tel *T
 		timers: map[*entry[R, X]]*time.Timer{}}
 }
 
-// Lock takes p's lock.
-func (p *Partition[R, X]) Lock() { p.mu.Lock() }
-
-// Unlock releases p's lock.
-func (p *Partition[R, X]) Unlock() { p.mu.Unlock() }
-
 type entry[R, X any] struct {
 	p        *Partition[R, X]
 	rec      R
@@ -79,12 +72,9 @@ type entry[R, X any] struct {
 // Delivery is one delivery of a record: the Message's Handle. A settle is
 // honoured only for the record's current delivery of a live partition.
 type Delivery[R, X any] struct {
-	d          *Dispatcher[R, X]
-	e          *entry[R, X]
-	attempt    int
-	Generation int32
-	Partition  int32
-	Offset     int64
+	d       *Dispatcher[R, X]
+	e       *entry[R, X]
+	attempt int
 }
 
 // Errors are the source's own error values, which the Dispatcher returns.
@@ -133,6 +123,7 @@ func (d *Dispatcher[R, X]) Init() {
 	d.ready = make(chan struct{}, 1)
 	d.closed = make(chan struct{})
 	d.settled = make(chan struct{}, 1)
+	d.parts.Store(&[]*Partition[R, X]{})
 }
 
 // Bytes is the size of the records queued or in flight, over the active
@@ -141,11 +132,15 @@ func (d *Dispatcher[R, X]) Bytes() int64 { return d.bytes.Load() }
 
 // Partitions are the partitions dispatched now; the slice is not to be
 // changed.
-func (d *Dispatcher[R, X]) Partitions() []*Partition[R, X] {
-	if ps := d.parts.Load(); ps != nil {
-		return *ps
+func (d *Dispatcher[R, X]) Partitions() []*Partition[R, X] { return *d.parts.Load() }
+
+// eachLocked calls f for every partition dispatched, under its lock.
+func (d *Dispatcher[R, X]) eachLocked(f func(p *Partition[R, X])) {
+	for _, p := range d.Partitions() {
+		p.Lock()
+		f(p)
+		p.Unlock()
 	}
-	return nil
 }
 
 // Close makes Receive return broker.ErrSourceClosed from now on.
@@ -196,7 +191,7 @@ func (d *Dispatcher[R, X]) signal() {
 // and the next owner reads it again.
 func (d *Dispatcher[R, X]) Stop(ps []*Partition[R, X]) {
 	for _, p := range ps {
-		p.mu.Lock()
+		p.Lock()
 		if p.State == Active {
 			p.State = Draining
 			// What no longer counts: the partition's records are either
@@ -209,7 +204,7 @@ func (d *Dispatcher[R, X]) Stop(ps []*Partition[R, X]) {
 			t.Stop()
 			delete(p.timers, e)
 		}
-		p.mu.Unlock()
+		p.Unlock()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -221,9 +216,9 @@ func (d *Dispatcher[R, X]) Stop(ps []*Partition[R, X]) {
 func (d *Dispatcher[R, X]) InFlight(ps []*Partition[R, X]) int {
 	n := 0
 	for _, p := range ps {
-		p.mu.Lock()
+		p.Lock()
 		n += p.inFlight
-		p.mu.Unlock()
+		p.Unlock()
 	}
 	return n
 }
@@ -249,10 +244,10 @@ func (d *Dispatcher[R, X]) Drain(ps []*Partition[R, X], timeout time.Duration, s
 func (d *Dispatcher[R, X]) Release(ps []*Partition[R, X]) int {
 	n := 0
 	for _, p := range ps {
-		p.mu.Lock()
+		p.Lock()
 		p.State = Released
 		n += p.inFlight
-		p.mu.Unlock()
+		p.Unlock()
 	}
 	return n
 }
@@ -260,14 +255,11 @@ func (d *Dispatcher[R, X]) Release(ps []*Partition[R, X]) int {
 // Lags yields every dispatching partition's commit lag, for
 // [NewTelemetry].
 func (d *Dispatcher[R, X]) Lags(yield func(lag int64, set metric.ObserveOption)) {
-	for _, p := range d.Partitions() {
-		p.mu.Lock()
-		lag, ok := p.Tr.Lag(p.HWM)
-		p.mu.Unlock()
-		if ok {
+	d.eachLocked(func(p *Partition[R, X]) {
+		if lag, ok := p.Tr.Lag(p.HWM); ok {
 			yield(lag, p.LagSet)
 		}
-	}
+	})
 }
 
 func (d *Dispatcher[R, X]) now() time.Time {
@@ -281,14 +273,11 @@ func (d *Dispatcher[R, X]) now() time.Time {
 // record, how long its oldest has held the commit.
 func (d *Dispatcher[R, X]) HoldAges(yield func(age time.Duration, set metric.ObserveOption)) {
 	now := d.now()
-	for _, p := range d.Partitions() {
-		p.mu.Lock()
-		_, since, ok := p.Tr.Oldest()
-		p.mu.Unlock()
-		if ok {
+	d.eachLocked(func(p *Partition[R, X]) {
+		if _, since, ok := p.Tr.Oldest(); ok {
 			yield(now.Sub(since), p.LagSet)
 		}
-	}
+	})
 }
 
 // LimitHold bounds how long an unfinished record may hold its partition's
@@ -303,15 +292,13 @@ func (d *Dispatcher[R, X]) heldTooLong() error {
 		return nil
 	}
 	now := d.now()
-	for _, p := range d.Partitions() {
-		p.mu.Lock()
-		off, since, ok := p.Tr.Oldest()
-		p.mu.Unlock()
-		if ok && !since.IsZero() && now.Sub(since) > limit {
-			return &CommitHeldError{Topic: p.Topic, Partition: p.ID, Offset: off, Held: now.Sub(since), Limit: limit}
+	var err error
+	d.eachLocked(func(p *Partition[R, X]) {
+		if off, since, ok := p.Tr.Oldest(); ok && err == nil && !since.IsZero() && now.Sub(since) > limit {
+			err = &CommitHeldError{Topic: p.Topic, Partition: p.ID, Offset: off, Held: now.Sub(since), Limit: limit}
 		}
-	}
-	return nil
+	})
+	return err
 }
 
 // CommitHeldError stops a consumer whose partition's commit an unfinished
@@ -379,10 +366,10 @@ func (d *Dispatcher[R, X]) take(limit int) []*broker.Message {
 		left = false
 		for i := range n {
 			p := ps[(first+i)%n]
-			p.mu.Lock()
+			p.Lock()
 			taken = takeLocked(d, p, taken, min(share, limit-len(taken)))
 			left = left || (p.State == Active && len(p.queue) > 0)
-			p.mu.Unlock()
+			p.Unlock()
 		}
 		if len(taken) == before || !left {
 			break
@@ -410,7 +397,7 @@ func takeLocked[R, X any](d *Dispatcher[R, X], p *Partition[R, X], taken []*Deli
 	k = min(k, len(p.queue))
 	for _, e := range p.queue[:k] {
 		e.attempts++
-		e.cur = &Delivery[R, X]{d: d, e: e, attempt: e.attempts, Generation: p.Gen, Partition: p.ID, Offset: e.off}
+		e.cur = &Delivery[R, X]{d: d, e: e, attempt: e.attempts}
 		taken = append(taken, e.cur)
 	}
 	clear(p.queue[:k])
@@ -467,13 +454,12 @@ func (d *Dispatcher[R, X]) settledLocked(dl *Delivery[R, X], done bool) int {
 }
 
 func (d *Dispatcher[R, X]) late(ctx context.Context, dl *Delivery[R, X]) {
-	topic := dl.e.p.Topic
-	d.Tel.Late(ctx, topic)
+	p := dl.e.p
+	d.Tel.Late(ctx, p.Topic)
 	for _, h := range d.Hooks.LateAck {
-		h.OnKafkaLateAck(ctx, topic, dl.Partition, dl.Offset, dl.Generation)
+		h.OnKafkaLateAck(ctx, p.Topic, p.ID, dl.e.off, p.Gen)
 	}
-	d.Logger.Debug("late settle dropped", "topic", topic, "partition", dl.Partition,
-		"offset", dl.Offset, "generation", dl.Generation)
+	d.Logger.Debug("late settle dropped", "topic", p.Topic, "partition", p.ID, "offset", dl.e.off, "generation", p.Gen)
 }
 
 // Ack marks the message done in its partition's tracker; the next commit
@@ -485,17 +471,17 @@ func (d *Dispatcher[R, X]) Ack(ctx context.Context, m *broker.Message) error {
 		return err
 	}
 	p := dl.e.p
-	p.mu.Lock()
+	p.Lock()
 	late, err := d.currentLocked(dl, m.ID)
 	if err != nil || late {
-		p.mu.Unlock()
+		p.Unlock()
 		if late {
 			d.late(ctx, dl)
 		}
 		return err
 	}
 	unfinished := d.settledLocked(dl, true)
-	p.mu.Unlock()
+	p.Unlock()
 	if d.OnDone != nil {
 		d.OnDone(p, unfinished)
 	}
@@ -510,8 +496,8 @@ func (d *Dispatcher[R, X]) Nack(_ context.Context, m *broker.Message, delay time
 		return err
 	}
 	e, p := dl.e, dl.e.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.Lock()
+	defer p.Unlock()
 	if late, err := d.currentLocked(dl, m.ID); err != nil || late {
 		return err
 	}
@@ -524,8 +510,8 @@ func (d *Dispatcher[R, X]) Nack(_ context.Context, m *broker.Message, delay time
 		return nil
 	}
 	p.timers[e] = time.AfterFunc(delay, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
+		p.Lock()
+		defer p.Unlock()
 		if _, ok := p.timers[e]; ok {
 			delete(p.timers, e)
 			if p.State == Active {
@@ -559,9 +545,9 @@ func (d *Dispatcher[R, X]) DeadLetter(ctx context.Context, m *broker.Message, re
 		return err
 	}
 	p := dl.e.p
-	p.mu.Lock()
+	p.Lock()
 	late, err := d.currentLocked(dl, m.ID)
-	p.mu.Unlock()
+	p.Unlock()
 	if err == nil && late {
 		err = fmt.Errorf("%w: %s", d.Errs.PartitionRevoked, m.ID)
 	}
@@ -569,21 +555,21 @@ func (d *Dispatcher[R, X]) DeadLetter(ctx context.Context, m *broker.Message, re
 		return err
 	}
 
-	err = d.Produce(ctx, dl.e.rec, reason, p.Topic, dl.Partition, dl.Offset)
+	err = d.Produce(ctx, dl.e.rec, reason, p.Topic, p.ID, dl.e.off)
 	d.Tel.DeadLettered(ctx, d.DeadLetterTopic, err)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", d.Errs.DeadLetterFailed, m.ID, err)
 	}
 	for _, h := range d.Hooks.DeadLetter {
-		h.OnKafkaDeadLetter(ctx, p.Topic, dl.Partition, dl.Offset, reason)
+		h.OnKafkaDeadLetter(ctx, p.Topic, p.ID, dl.e.off, reason)
 	}
-	p.mu.Lock()
+	p.Lock()
 	late, err = d.currentLocked(dl, m.ID)
 	unfinished := 0
 	if err == nil && !late {
 		unfinished = d.settledLocked(dl, true)
 	}
-	p.mu.Unlock()
+	p.Unlock()
 	if late {
 		// Produced, but the partition went meanwhile: its new owner will
 		// see the message again and decide again.
