@@ -62,7 +62,18 @@ func (s *Source) poll() {
 // client drops what it buffered for a paused partition and fetches it
 // again on resume, so nothing is skipped.
 func (s *Source) enqueue(fs kgo.Fetches) {
-	var full []*partition
+	// Pauses are decided under pauseMu and the partition's lock, which a
+	// settle counts under: a settle that follows a pause sees it, and one
+	// that preceded it is counted in the decision.
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	pause := map[string][]int32{}
+	pauseFull := func(p *partition, limit int) {
+		if p.State == kafkacore.Active && !p.X.paused.Load() && p.Tr.Unfinished() >= limit {
+			p.X.paused.Store(true)
+			pause[p.Topic] = append(pause[p.Topic], p.ID)
+		}
+	}
 	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		s.mu.Lock()
 		p := s.parts[topicPartition{ftp.Topic, ftp.Partition}]
@@ -72,10 +83,9 @@ func (s *Source) enqueue(fs kgo.Fetches) {
 		}
 		p.Lock()
 		defer p.Unlock()
-		if p.State != kafkacore.Active {
-			return
+		if p.State == kafkacore.Active {
+			p.HWM = max(p.HWM, ftp.HighWatermark)
 		}
-		p.HWM = max(p.HWM, ftp.HighWatermark)
 		for _, r := range ftp.Records {
 			size := len(r.Key) + len(r.Value)
 			for _, h := range r.Headers {
@@ -83,37 +93,24 @@ func (s *Source) enqueue(fs kgo.Fetches) {
 			}
 			s.d.EnqueueLocked(p, r.Offset, r, size)
 		}
-		if p.Tr.Unfinished() >= s.cfg.maxInFlight {
-			full = append(full, p)
-		}
+		pauseFull(p, s.cfg.maxInFlight)
 	})
 	all := s.d.Bytes() >= s.cfg.maxInFlightBytes
-	if len(full) == 0 && !all {
-		return
-	}
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
 	if all {
-		full = s.d.Partitions()
+		// Bytes bound them all: every partition pauses.
 		s.bytesPaused.Store(true)
-	}
-	pause := map[string][]int32{}
-	for _, p := range full {
-		// Under p's lock, which a settle counts under: a settle that
-		// follows sees the pause, and one that preceded it is counted here.
-		p.Lock()
-		if p.State == kafkacore.Active && !p.X.paused.Load() && (all || p.Tr.Unfinished() >= s.cfg.maxInFlight) {
-			p.X.paused.Store(true)
-			pause[p.Topic] = append(pause[p.Topic], p.ID)
+		for _, p := range s.d.Partitions() {
+			p.Lock()
+			pauseFull(p, 0)
+			p.Unlock()
 		}
-		p.Unlock()
 	}
 	if len(pause) > 0 {
 		s.cl.PauseFetchPartitions(pause)
 	}
 	if all {
-		// The settles that freed the room before bytesPaused was set did
-		// not resume anything.
+		// The settles that freed room before bytesPaused was set did not
+		// resume anything.
 		s.resumeLocked()
 	}
 }
