@@ -21,14 +21,15 @@ import (
 // in the client for the next.
 const maxPoll = 10000
 
-// poll moves fetched records into their partitions' queues until Close.
+// poll moves fetched records into their partitions' queues until Close,
+// polling while the partitions have room (waitRoom).
 // Under BlockRebalanceOnPoll no rebalance callback runs between a poll and
 // AllowRebalance, so every record polled belongs to a partition this
 // member owns, and the queues never hold a record of a revoked partition.
 func (s *Source) poll() {
 	defer close(s.pollDone)
 	failures := 0
-	for {
+	for s.waitRoom() {
 		fs := s.cl.PollRecords(s.ctx, maxPoll)
 		if s.ctx.Err() != nil || fs.IsClientClosed() {
 			s.cl.AllowRebalance()
@@ -56,24 +57,42 @@ func (s *Source) poll() {
 	}
 }
 
-// enqueue queues polled records and pauses fetching from a partition that
-// holds MaxInFlightPerPartition unsettled records, or from every partition
-// when the records held reach MaxInFlightBytes; settling resumes them. The
-// client drops what it buffered for a paused partition and fetches it
-// again on resume, so nothing is skipped.
-func (s *Source) enqueue(fs kgo.Fetches) {
-	// Pauses are decided under pauseMu and the partition's lock, which a
-	// settle counts under: a settle that follows a pause sees it, and one
-	// that preceded it is counted in the decision.
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
-	pause := map[string][]int32{}
-	pauseFull := func(p *partition, limit int) {
-		if p.State == kafkacore.Active && !p.X.paused.Load() && p.Tr.Unfinished() >= limit {
-			p.X.paused.Store(true)
-			pause[p.Topic] = append(pause[p.Topic], p.ID)
+// waitRoom holds the next poll while a partition holds
+// MaxInFlightPerPartition unfinished records, until the settles free room.
+// The client keeps what it fetched meanwhile, so the partition goes on
+// with no refetch: pausing it would drop the client's buffer, and the
+// refetch on resume can wait a whole FetchMaxWait behind a fetch of idle
+// partitions. A partition still full after FetchMaxWait is paused instead,
+// so that it holds back the others no longer. It returns false on Close.
+func (s *Source) waitRoom() bool {
+	deadline := time.NewTimer(s.cfg.fetchMaxWait)
+	defer deadline.Stop()
+	for {
+		var full []*partition
+		for _, p := range s.d.Partitions() {
+			p.Lock()
+			if p.State == kafkacore.Active && !p.X.paused.Load() && p.Tr.Unfinished() >= s.cfg.maxInFlight {
+				full = append(full, p)
+			}
+			p.Unlock()
+		}
+		if len(full) == 0 {
+			return true
+		}
+		select {
+		case <-s.room:
+		case <-deadline.C:
+			s.pause(full, false)
+			return true
+		case <-s.ctx.Done():
+			return false
 		}
 	}
+}
+
+// enqueue queues polled records; once the records held reach
+// MaxInFlightBytes it pauses every partition, until settles free half.
+func (s *Source) enqueue(fs kgo.Fetches) {
 	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		s.mu.Lock()
 		p := s.parts[topicPartition{ftp.Topic, ftp.Partition}]
@@ -93,22 +112,37 @@ func (s *Source) enqueue(fs kgo.Fetches) {
 			}
 			s.d.EnqueueLocked(p, r.Offset, r, size)
 		}
-		pauseFull(p, s.cfg.maxInFlight)
 	})
-	all := s.d.Bytes() >= s.cfg.maxInFlightBytes
-	if all {
-		// Bytes bound them all: every partition pauses.
+	if s.d.Bytes() >= s.cfg.maxInFlightBytes {
+		s.pause(s.d.Partitions(), true)
+	}
+}
+
+// pause pauses fetching ps, full (or all of them, for bytes). The client
+// drops what it buffered for a paused partition and fetches it again on
+// resume, so nothing is skipped; settles resume them (resumeLocked).
+func (s *Source) pause(ps []*partition, forBytes bool) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if forBytes {
 		s.bytesPaused.Store(true)
-		for _, p := range s.d.Partitions() {
-			p.Lock()
-			pauseFull(p, 0)
-			p.Unlock()
+	}
+	pause := map[string][]int32{}
+	for _, p := range ps {
+		// Under pauseMu and p's lock, which a settle counts under: a
+		// settle that follows sees the pause, and one that preceded it is
+		// counted here.
+		p.Lock()
+		if p.State == kafkacore.Active && !p.X.paused.Load() && (forBytes || p.Tr.Unfinished() >= s.cfg.maxInFlight) {
+			p.X.paused.Store(true)
+			pause[p.Topic] = append(pause[p.Topic], p.ID)
 		}
+		p.Unlock()
 	}
 	if len(pause) > 0 {
 		s.cl.PauseFetchPartitions(pause)
 	}
-	if all {
+	if forBytes {
 		// The settles that freed room before bytesPaused was set did not
 		// resume anything.
 		s.resumeLocked()
@@ -210,6 +244,7 @@ func (s *Source) revoke(cl *kgo.Client, tps map[string][]int32, lost bool) {
 	}
 	s.resumeLocked() // the bytes the revoked held are free
 	s.pauseMu.Unlock()
+	s.roomFreed() // the revoked no longer hold a poll back
 	if !lost && !closing {
 		s.d.Drain(ps, s.cfg.revokeTimeout, s.ctx.Done())
 	}

@@ -57,6 +57,9 @@ type Source struct {
 	// bytesPaused: every partition was paused because the records held
 	// reached MaxInFlightBytes.
 	bytesPaused atomic.Bool
+	// room receives when a partition's settles took it below
+	// MaxInFlightPerPartition: wakes a poll held by waitRoom.
+	room chan struct{}
 
 	tel   *kafkacore.Telemetry
 	hooks kafkacore.Hooks
@@ -108,7 +111,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 	s := &Source{
 		logs: logs, cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics),
 		parts:    map[topicPartition]*partition{},
-		pollDone: make(chan struct{}), tickDone: make(chan struct{}), done: make(chan struct{}),
+		pollDone: make(chan struct{}), tickDone: make(chan struct{}), done: make(chan struct{}), room: make(chan struct{}, 1),
 	}
 	s.d.Init()
 	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, s.settled, kafkacore.Errors{
@@ -330,6 +333,9 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig *kgo.Record, reason
 // first free slot would refetch a batch for every few records settled).
 // Only then does it take pauseMu.
 func (s *Source) settled(p *partition, unfinished int) {
+	if unfinished == s.cfg.maxInFlight-1 {
+		s.roomFreed()
+	}
 	if s.d.Bytes() > s.cfg.maxInFlightBytes/2 {
 		return // bytes bound every partition: resume once half are free
 	}
@@ -337,6 +343,14 @@ func (s *Source) settled(p *partition, unfinished int) {
 		s.pauseMu.Lock()
 		s.resumeLocked()
 		s.pauseMu.Unlock()
+	}
+}
+
+// roomFreed wakes a poll held by waitRoom.
+func (s *Source) roomFreed() {
+	select {
+	case s.room <- struct{}{}:
+	default:
 	}
 }
 
