@@ -21,15 +21,7 @@ import (
 // per six records); they must take less than 20 s.
 func TestFullPartitionNotStalledByIdleOne(t *testing.T) {
 	const records = 120
-	addr := cluster(t)
-	topic := topicName(t, "in")
-	createTopic(t, addr, topic, 2)
-	cl := client(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
-		kgo.ProducerBatchCompression(kgo.NoCompression()))
-	value := make([]byte, 10<<10)
-	for i := range records {
-		produce(t, cl, &kgo.Record{Topic: topic, Partition: 0, Key: fmt.Appendf(nil, "k%d", i), Value: value})
-	}
+	addr, topic := flowTopic(t, records, 0)
 	src := newSource(t, addr, topicName(t, "group"), []string{topic}, franzsource.MaxInFlightPerPartition(4),
 		franzsource.FetchMaxWait(3*time.Second), franzsource.FetchMaxBytes(64<<10))
 	ctx := testenv.Context(t, 20*time.Second)
@@ -55,17 +47,7 @@ func TestFullPartitionNotStalledByIdleOne(t *testing.T) {
 // partition's records keep coming.
 func TestFullPartitionPausedPastFetchMaxWait(t *testing.T) {
 	const each = 40
-	addr := cluster(t)
-	topic := topicName(t, "in")
-	createTopic(t, addr, topic, 2)
-	cl := client(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
-		kgo.ProducerBatchCompression(kgo.NoCompression()))
-	value := make([]byte, 10<<10)
-	for i := range each {
-		for p := range int32(2) {
-			produce(t, cl, &kgo.Record{Topic: topic, Partition: p, Key: fmt.Appendf(nil, "k%d", i), Value: value})
-		}
-	}
+	addr, topic := flowTopic(t, each, 0, 1)
 	src := newSource(t, addr, topicName(t, "group"), []string{topic}, franzsource.MaxInFlightPerPartition(4),
 		franzsource.FetchMaxWait(500*time.Millisecond), franzsource.FetchMaxBytes(64<<10))
 	ctx := testenv.Context(t, 20*time.Second)
@@ -84,4 +66,21 @@ func TestFullPartitionPausedPastFetchMaxWait(t *testing.T) {
 			acked++
 		}
 	}
+}
+
+// flowTopic is a topic of two partitions on a new cluster, with n records
+// of 10 KiB, uncompressed and one to a batch, in each of parts.
+func flowTopic(t *testing.T, n int, parts ...int32) (addr, topic string) {
+	addr = cluster(t)
+	topic = topicName(t, "in")
+	createTopic(t, addr, topic, 2)
+	cl := client(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := make([]byte, 10<<10)
+	for i := range n {
+		for _, p := range parts {
+			produce(t, cl, &kgo.Record{Topic: topic, Partition: p, Key: fmt.Appendf(nil, "k%d", i), Value: value})
+		}
+	}
+	return addr, topic
 }
