@@ -223,7 +223,12 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 		return
 	}
 	failures := 0
-	for s.waitSpace(ctx, p) {
+	space := false // told by the last enqueue: then no wait, no second lock
+	for {
+		if !space && !s.waitSpace(ctx, p) {
+			return
+		}
+		space = false
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -240,7 +245,7 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 			continue
 		}
 		failures = 0
-		s.enqueue(p, m)
+		space = s.enqueue(p, m)
 	}
 }
 
@@ -249,10 +254,7 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 	for {
 		p.Lock()
-		// A partition with nothing unfinished may always take one, so a
-		// record larger than the byte bound still gets through.
-		ok := p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight &&
-			(s.d.Bytes() < s.cfg.maxInFlightBytes || p.Tr.Unfinished() == 0)
+		ok := s.hasSpaceLocked(p)
 		p.Unlock()
 		if ok {
 			return true
@@ -265,7 +267,17 @@ func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 	}
 }
 
-func (s *Source) enqueue(p *partition, m kgo.Message) {
+// hasSpaceLocked reports whether p may hold one more message; the caller
+// holds p's lock. A partition with nothing unfinished may always take one,
+// so a record larger than the byte bound still gets through.
+func (s *Source) hasSpaceLocked(p *partition) bool {
+	return p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight &&
+		(s.d.Bytes() < s.cfg.maxInFlightBytes || p.Tr.Unfinished() == 0)
+}
+
+// enqueue queues m and reports, under the same lock, whether p has space
+// for another, which spares the fetch loop a second lock per record.
+func (s *Source) enqueue(p *partition, m kgo.Message) (space bool) {
 	p.Lock()
 	defer p.Unlock()
 	size := len(m.Key) + len(m.Value)
@@ -275,4 +287,5 @@ func (s *Source) enqueue(p *partition, m kgo.Message) {
 	if s.d.EnqueueLocked(p, m.Offset, m, size) {
 		p.HWM = max(p.HWM, m.HighWaterMark)
 	}
+	return s.hasSpaceLocked(p)
 }
