@@ -1,11 +1,13 @@
 package kafkacore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -28,32 +30,35 @@ const (
 
 // Partition is one assigned partition within one assignment: assigned
 // again later, it gets a new one. R is the client's record type, X the
-// source's own per-partition state. Fields are guarded by the
-// Dispatcher's lock.
+// source's own per-partition state, which the source guards.
+//
+// Each partition has its own lock. A settle takes only its message's
+// partition's, so workers settling messages of different partitions never
+// wait on each other; Receive takes each partition's in turn, briefly.
 type Partition[R, X any] struct {
 	Topic  string
 	ID     int32
-	Gen    int32 // the generation (or member epoch) that assigned it
-	State  PartState
-	Tr     *Tracker
-	HWM    int64                // highest log end offset a fetch reported
+	Gen    int32                // the generation (or member epoch) that assigned it
 	LagSet metric.ObserveOption // the commit-lag gauge's attributes
 	X      X
 
-	bytes    int64          // of the records fetched and not done
+	sync.Mutex // guards the fields below; the source reads State, Tr and HWM under it
+	State      PartState
+	Tr         *Tracker
+	HWM        int64 // highest log end offset a fetch reported
+
+	bytes    int64          // of the records queued or in flight, while active
 	queue    []*entry[R, X] // fetched or redelivered, awaiting Receive, by offset
 	inFlight int            // delivered, not settled
 	timers   map[*entry[R, X]]*time.Timer
 }
 
-// NewPartition is an active partition of a new assignment.
-func NewPartition[R, X any](topic string, id, gen int32, tel *Telemetry, x X) *Partition[R, X] {
-	return &Partition[R, X]{Topic: topic, ID: id, Gen: gen, Tr: NewTracker(-1), LagSet: tel.PartitionSet(topic, id),
-		X: x, timers: map[*entry[R, X]]*time.Timer{}}
+// NewPartition is an active partition of a new assignment, resuming after
+// committed (-1: none known).
+func NewPartition[R, X any](topic string, id, gen int32, committed int64, tel *Telemetry) *Partition[R, X] {
+	return &Partition[R, X]{Topic: topic, ID: id, Gen: gen, Tr: NewTracker(committed), LagSet: tel.PartitionSet(topic, id),
+		timers: map[*entry[R, X]]*time.Timer{}}
 }
-
-// InFlight counts p's deliveries out with the consumer.
-func (p *Partition[R, X]) InFlight() int { return p.inFlight }
 
 type entry[R, X any] struct {
 	p        *Partition[R, X]
@@ -67,11 +72,9 @@ type entry[R, X any] struct {
 // Delivery is one delivery of a record: the Message's Handle. A settle is
 // honoured only for the record's current delivery of a live partition.
 type Delivery[R, X any] struct {
-	d          *Dispatcher[R, X]
-	e          *entry[R, X]
-	Generation int32
-	Partition  int32
-	Offset     int64
+	d       *Dispatcher[R, X]
+	e       *entry[R, X]
+	attempt int
 }
 
 // Errors are the source's own error values, which the Dispatcher returns.
@@ -89,8 +92,9 @@ type Dispatcher[R, X any] struct {
 	ToMessage func(r R, attempt int) *broker.Message
 	// Produce writes r to the dead-letter topic; nil without one.
 	Produce func(ctx context.Context, r R, reason, topic string, partition int32, offset int64) error
-	// OnDone runs, under the lock, when one of p's records is done.
-	OnDone func(p *Partition[R, X])
+	// OnDone runs, outside any lock, after one of p's records is done;
+	// unfinished is what p then had unfinished.
+	OnDone func(p *Partition[R, X], unfinished int)
 	// DeadLetterTopic names the dead-letter topic, for the metrics.
 	DeadLetterTopic string
 	Errs            Errors
@@ -100,110 +104,127 @@ type Dispatcher[R, X any] struct {
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 
-	// maxHold bounds how long an unfinished record may hold its
-	// partition's commit (LimitHold); 0: no bound.
-	maxHold time.Duration
+	maxHold atomic.Int64 // LimitHold's bound, in nanoseconds; 0: none
+	bytes   atomic.Int64 // queued or in flight, of the active partitions
+	next    atomic.Uint32
 
-	mu      sync.Mutex
-	bytes   int64              // fetched and not done, of the active partitions
-	order   []*Partition[R, X] // dispatching, served in turn
-	rr      int
-	wake    chan struct{} // closed and replaced when messages arrive
-	waiters int
-	closed  bool
-	settled chan struct{} // a message was settled: wakes a draining revoke
+	// parts are the active partitions, replaced whole under mu on a change
+	// so that Receive reads them without a lock.
+	mu        sync.Mutex
+	parts     atomic.Pointer[[]*Partition[R, X]]
+	ready     chan struct{} // holds a token while a queue may hold a message
+	closed    chan struct{}
+	closeOnce sync.Once
+	settled   chan struct{} // a draining partition's message was settled
 }
 
 // Init readies d; call it once before use.
 func (d *Dispatcher[R, X]) Init() {
-	d.wake = make(chan struct{})
+	d.ready = make(chan struct{}, 1)
+	d.closed = make(chan struct{})
 	d.settled = make(chan struct{}, 1)
+	d.parts.Store(&[]*Partition[R, X]{})
 }
 
-// BytesLocked is the size of the records fetched and not done, over the
-// partitions dispatched: what a byte bound on fetching is measured
-// against.
-func (d *Dispatcher[R, X]) BytesLocked() int64 { return d.bytes }
+// Bytes is the size of the records queued or in flight, over the active
+// partitions: what a byte bound on fetching is measured against.
+func (d *Dispatcher[R, X]) Bytes() int64 { return d.bytes.Load() }
 
-// EachLocked calls f for every partition dispatched.
-func (d *Dispatcher[R, X]) EachLocked(f func(p *Partition[R, X])) {
-	for _, p := range d.order {
+// Partitions are the partitions dispatched now; the slice is not to be
+// changed.
+func (d *Dispatcher[R, X]) Partitions() []*Partition[R, X] { return *d.parts.Load() }
+
+// eachLocked calls f for every partition dispatched, under its lock.
+func (d *Dispatcher[R, X]) eachLocked(f func(p *Partition[R, X])) {
+	for _, p := range d.Partitions() {
+		p.Lock()
 		f(p)
+		p.Unlock()
 	}
 }
 
-// Lock takes the lock that guards the partitions; the source keeps its own
-// state under it too.
-func (d *Dispatcher[R, X]) Lock() { d.mu.Lock() }
+// Close makes Receive return broker.ErrSourceClosed from now on.
+func (d *Dispatcher[R, X]) Close() { d.closeOnce.Do(func() { close(d.closed) }) }
 
-// Unlock releases the lock.
-func (d *Dispatcher[R, X]) Unlock() { d.mu.Unlock() }
-
-// CloseLocked makes Receive return broker.ErrSourceClosed from now on.
-func (d *Dispatcher[R, X]) CloseLocked() {
-	d.closed = true
-	d.signalLocked()
+// Closed reports whether Close was called.
+func (d *Dispatcher[R, X]) Closed() bool {
+	select {
+	case <-d.closed:
+		return true
+	default:
+		return false
+	}
 }
 
-// ClosedLocked reports whether CloseLocked was called.
-func (d *Dispatcher[R, X]) ClosedLocked() bool { return d.closed }
-
-// Settled receives when a message was settled, for a draining revoke.
-func (d *Dispatcher[R, X]) Settled() <-chan struct{} { return d.settled }
-
-// AddLocked starts dispatching ps.
-func (d *Dispatcher[R, X]) AddLocked(ps ...*Partition[R, X]) { d.order = append(d.order, ps...) }
+// Add starts dispatching ps.
+func (d *Dispatcher[R, X]) Add(ps ...*Partition[R, X]) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	next := append(slices.Clone(d.Partitions()), ps...)
+	d.parts.Store(&next)
+}
 
 // EnqueueLocked queues r, of size bytes, at offset off of p, unless p is
-// not active or the offset was tracked already (a refetch).
+// not active or the offset was tracked already (a refetch). The caller
+// holds p's lock.
 func (d *Dispatcher[R, X]) EnqueueLocked(p *Partition[R, X], off int64, r R, size int) bool {
 	if p.State != Active || !p.Tr.AddAt(off, d.now()) {
 		return false
 	}
 	p.bytes += int64(size)
-	d.bytes += int64(size)
+	d.bytes.Add(int64(size))
 	p.queue = append(p.queue, &entry[R, X]{p: p, rec: r, off: off, size: int64(size)})
-	d.signalLocked()
+	d.signal()
 	return true
 }
 
-// StopLocked takes ps out of Receive's reach: they drain. What is queued
-// is dropped, still unfinished in the tracker, so the commit stays below
-// it and the next owner reads it again.
-func (d *Dispatcher[R, X]) StopLocked(ps []*Partition[R, X]) {
+// signal wakes a waiting Receive, or the next one to wait.
+func (d *Dispatcher[R, X]) signal() {
+	select {
+	case d.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Stop takes ps out of Receive's reach: they drain. What is queued is
+// dropped, still unfinished in the tracker, so the commit stays below it
+// and the next owner reads it again.
+func (d *Dispatcher[R, X]) Stop(ps []*Partition[R, X]) {
 	for _, p := range ps {
+		p.Lock()
 		if p.State == Active {
 			p.State = Draining
+			// What no longer counts: the partition's records are either
+			// dropped here or settle late, their memory the consumer's.
+			d.bytes.Add(-p.bytes)
+			p.bytes = 0
 		}
-		// What no longer counts: the partition's records are either
-		// dropped here or settle late, their memory the consumer's.
-		d.bytes -= p.bytes
-		p.bytes = 0
 		p.queue = nil
 		for e, t := range p.timers {
 			t.Stop()
 			delete(p.timers, e)
 		}
+		p.Unlock()
 	}
-	d.order = slices.DeleteFunc(d.order, func(p *Partition[R, X]) bool { return p.State != Active })
-	if len(d.order) > 0 {
-		d.rr %= len(d.order)
-	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	next := slices.DeleteFunc(slices.Clone(d.Partitions()), func(p *Partition[R, X]) bool { return slices.Contains(ps, p) })
+	d.parts.Store(&next)
 }
 
 // InFlight counts the deliveries of ps out with the consumer.
 func (d *Dispatcher[R, X]) InFlight(ps []*Partition[R, X]) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	n := 0
 	for _, p := range ps {
+		p.Lock()
 		n += p.inFlight
+		p.Unlock()
 	}
 	return n
 }
 
-// Drain waits until ps have nothing in flight, timeout passes or stop
-// ends.
+// Drain waits until ps, stopped, have nothing in flight, timeout passes or
+// stop ends.
 func (d *Dispatcher[R, X]) Drain(ps []*Partition[R, X], timeout time.Duration, stop <-chan struct{}) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -218,13 +239,15 @@ func (d *Dispatcher[R, X]) Drain(ps []*Partition[R, X], timeout time.Duration, s
 	}
 }
 
-// ReleaseLocked hands ps back: settles from now on are late. It returns
-// how many messages were still in flight.
-func (d *Dispatcher[R, X]) ReleaseLocked(ps []*Partition[R, X]) int {
+// Release hands ps back: settles from now on are late. It returns how
+// many messages were still in flight.
+func (d *Dispatcher[R, X]) Release(ps []*Partition[R, X]) int {
 	n := 0
 	for _, p := range ps {
+		p.Lock()
 		p.State = Released
 		n += p.inFlight
+		p.Unlock()
 	}
 	return n
 }
@@ -232,13 +255,11 @@ func (d *Dispatcher[R, X]) ReleaseLocked(ps []*Partition[R, X]) int {
 // Lags yields every dispatching partition's commit lag, for
 // [NewTelemetry].
 func (d *Dispatcher[R, X]) Lags(yield func(lag int64, set metric.ObserveOption)) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, p := range d.order {
+	d.eachLocked(func(p *Partition[R, X]) {
 		if lag, ok := p.Tr.Lag(p.HWM); ok {
 			yield(lag, p.LagSet)
 		}
-	}
+	})
 }
 
 func (d *Dispatcher[R, X]) now() time.Time {
@@ -252,36 +273,32 @@ func (d *Dispatcher[R, X]) now() time.Time {
 // record, how long its oldest has held the commit.
 func (d *Dispatcher[R, X]) HoldAges(yield func(age time.Duration, set metric.ObserveOption)) {
 	now := d.now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, p := range d.order {
+	d.eachLocked(func(p *Partition[R, X]) {
 		if _, since, ok := p.Tr.Oldest(); ok {
 			yield(now.Sub(since), p.LagSet)
 		}
-	}
+	})
 }
 
 // LimitHold bounds how long an unfinished record may hold its partition's
 // commit: past it Receive fails with a *CommitHeldError.
-func (d *Dispatcher[R, X]) LimitHold(max time.Duration) {
-	d.mu.Lock()
-	d.maxHold = max
-	d.mu.Unlock()
-}
+func (d *Dispatcher[R, X]) LimitHold(max time.Duration) { d.maxHold.Store(int64(max)) }
 
-// heldTooLongLocked is the error for the first partition whose commit an
-// unfinished record has held past maxHold.
-func (d *Dispatcher[R, X]) heldTooLongLocked() error {
-	if d.maxHold <= 0 {
+// heldTooLong is the error for the first partition whose commit an
+// unfinished record has held past LimitHold's bound.
+func (d *Dispatcher[R, X]) heldTooLong() error {
+	limit := time.Duration(d.maxHold.Load())
+	if limit <= 0 {
 		return nil
 	}
 	now := d.now()
-	for _, p := range d.order {
-		if off, since, ok := p.Tr.Oldest(); ok && !since.IsZero() && now.Sub(since) > d.maxHold {
-			return &CommitHeldError{Topic: p.Topic, Partition: p.ID, Offset: off, Held: now.Sub(since), Limit: d.maxHold}
+	var err error
+	d.eachLocked(func(p *Partition[R, X]) {
+		if off, since, ok := p.Tr.Oldest(); ok && err == nil && !since.IsZero() && now.Sub(since) > limit {
+			err = &CommitHeldError{Topic: p.Topic, Partition: p.ID, Offset: off, Held: now.Sub(since), Limit: limit}
 		}
-	}
-	return nil
+	})
+	return err
 }
 
 // CommitHeldError stops a consumer whose partition's commit an unfinished
@@ -312,158 +329,179 @@ func (d *Dispatcher[R, X]) Receive(ctx context.Context, max int) ([]*broker.Mess
 		max = 1
 	}
 	for {
-		d.mu.Lock()
-		if d.closed {
-			d.mu.Unlock()
+		if d.Closed() {
 			return nil, broker.ErrSourceClosed
 		}
-		if err := d.heldTooLongLocked(); err != nil {
-			d.mu.Unlock()
+		if err := d.heldTooLong(); err != nil {
 			return nil, err
 		}
-		if out := d.takeLocked(max); len(out) > 0 {
-			d.mu.Unlock()
+		if out := d.take(max); len(out) > 0 {
 			return out, nil
 		}
-		wake := d.wake
-		d.waiters++
-		d.mu.Unlock()
 		select {
-		case <-wake:
+		case <-d.ready:
+		case <-d.closed:
 		case <-ctx.Done():
-			d.mu.Lock()
-			if d.wake == wake {
-				d.waiters--
-			}
-			d.mu.Unlock()
 			return nil, ctx.Err()
 		}
 	}
 }
 
-func (d *Dispatcher[R, X]) signalLocked() {
-	if d.waiters == 0 {
-		return
-	}
-	close(d.wake)
-	d.wake, d.waiters = make(chan struct{}), 0
-}
-
-// takeLocked takes up to max queued entries, one partition at a time in
-// turn, so that a busy partition does not starve the others.
-func (d *Dispatcher[R, X]) takeLocked(max int) []*broker.Message {
-	n := len(d.order)
+// take takes up to limit queued messages, an even share from each
+// partition in turn, starting one partition further at each call, so that a
+// busy partition does not starve the others. Each pass takes each
+// partition's lock once.
+func (d *Dispatcher[R, X]) take(limit int) []*broker.Message {
+	ps := d.Partitions()
+	n := len(ps)
 	if n == 0 {
 		return nil
 	}
-	var out []*broker.Message
-	now := time.Now()
-	for len(out) < max {
-		took := false
-		for i := 0; i < n && len(out) < max; i++ {
-			p := d.order[(d.rr+i)%n]
-			if len(p.queue) == 0 {
-				continue
-			}
-			e := p.queue[0]
-			p.queue[0] = nil
-			p.queue = p.queue[1:]
-			e.attempts++
-			dl := &Delivery[R, X]{d: d, e: e, Generation: p.Gen, Partition: p.ID, Offset: e.off}
-			e.cur = dl
-			p.inFlight++
-			m := d.ToMessage(e.rec, e.attempts)
-			m.ReceivedAt, m.Handle = now, dl
-			out = append(out, m)
-			took = true
+	first := int(d.next.Add(1) % uint32(n))
+	var taken []*Delivery[R, X]
+	left := false // a queue still holds messages
+	for len(taken) < limit {
+		before := len(taken)
+		share := max(1, (limit-len(taken))/n)
+		left = false
+		for i := range n {
+			p := ps[(first+i)%n]
+			p.Lock()
+			taken = takeLocked(d, p, taken, min(share, limit-len(taken)))
+			left = left || (p.State == Active && len(p.queue) > 0)
+			p.Unlock()
 		}
-		if !took {
+		if len(taken) == before || !left {
 			break
 		}
 	}
-	d.rr = (d.rr + 1) % n
+	if left {
+		d.signal() // for another Receive waiting meanwhile
+	}
+	// The messages are built outside the partitions' locks.
+	now := time.Now()
+	out := make([]*broker.Message, len(taken))
+	for i, dl := range taken {
+		m := d.ToMessage(dl.e.rec, dl.attempt)
+		m.ReceivedAt, m.Handle = now, dl
+		out[i] = m
+	}
 	return out
+}
+
+// takeLocked moves up to k of active p's queued entries into flight.
+func takeLocked[R, X any](d *Dispatcher[R, X], p *Partition[R, X], taken []*Delivery[R, X], k int) []*Delivery[R, X] {
+	if p.State != Active {
+		return taken
+	}
+	k = min(k, len(p.queue))
+	for _, e := range p.queue[:k] {
+		e.attempts++
+		e.cur = &Delivery[R, X]{d: d, e: e, attempt: e.attempts}
+		taken = append(taken, e.cur)
+	}
+	clear(p.queue[:k])
+	p.queue = p.queue[k:]
+	p.inFlight += k
+	return taken
 }
 
 func permanent(err error) error { return retry.WithClass(err, retry.Permanent) }
 
-// currentLocked validates m's handle: it returns the delivery when m is
-// this dispatcher's current delivery of a live partition; late reports a
-// partition already released.
-func (d *Dispatcher[R, X]) currentLocked(m *broker.Message) (dl *Delivery[R, X], late bool, err error) {
+// delivery is m's handle, when m is this dispatcher's.
+func (d *Dispatcher[R, X]) delivery(m *broker.Message) (*Delivery[R, X], error) {
 	dl, ok := m.Handle.(*Delivery[R, X])
 	if !ok || dl == nil || dl.d != d {
-		return nil, false, permanent(fmt.Errorf("%w: %s", d.Errs.Foreign, m.ID))
+		return nil, permanent(fmt.Errorf("%w: %s", d.Errs.Foreign, m.ID))
 	}
-	if dl.e.p.State == Released {
-		return dl, true, nil
-	}
-	if dl.e.cur != dl {
-		return nil, false, permanent(fmt.Errorf("%w: %s", d.Errs.NotInFlight, m.ID))
-	}
-	return dl, false, nil
+	return dl, nil
 }
 
-// settledLocked takes dl's entry out of flight and wakes who waits on it.
-func (d *Dispatcher[R, X]) settledLocked(dl *Delivery[R, X], done bool) {
+// currentLocked checks, under the partition's lock, that dl is its
+// record's current delivery; late reports a partition already released.
+func (d *Dispatcher[R, X]) currentLocked(dl *Delivery[R, X], id string) (late bool, err error) {
+	if dl.e.p.State == Released {
+		return true, nil
+	}
+	if dl.e.cur != dl {
+		return false, permanent(fmt.Errorf("%w: %s", d.Errs.NotInFlight, id))
+	}
+	return false, nil
+}
+
+// settledLocked takes dl's entry out of flight, marking it done in the
+// tracker when done, and wakes a drain waiting on it. It returns what the
+// partition has unfinished.
+func (d *Dispatcher[R, X]) settledLocked(dl *Delivery[R, X], done bool) int {
 	e := dl.e
 	p := e.p
 	e.cur = nil
 	p.inFlight--
 	if done {
-		if p.State != Released && p.bytes >= e.size {
+		if p.State == Active {
 			p.bytes -= e.size
-			d.bytes -= e.size
+			d.bytes.Add(-e.size)
 		}
 		p.Tr.MarkDone(e.off)
-		if d.OnDone != nil {
-			d.OnDone(p)
+	}
+	if p.State == Draining {
+		select {
+		case d.settled <- struct{}{}:
+		default:
 		}
 	}
-	select {
-	case d.settled <- struct{}{}:
-	default:
-	}
+	return p.Tr.Unfinished()
 }
 
 func (d *Dispatcher[R, X]) late(ctx context.Context, dl *Delivery[R, X]) {
-	topic := dl.e.p.Topic
-	d.Tel.Late(ctx, topic)
+	p := dl.e.p
+	d.Tel.Late(ctx, p.Topic)
 	for _, h := range d.Hooks.LateAck {
-		h.OnKafkaLateAck(ctx, topic, dl.Partition, dl.Offset, dl.Generation)
+		h.OnKafkaLateAck(ctx, p.Topic, p.ID, dl.e.off, p.Gen)
 	}
-	d.Logger.Debug("late settle dropped", "topic", topic, "partition", dl.Partition,
-		"offset", dl.Offset, "generation", dl.Generation)
+	d.Logger.Debug("late settle dropped", "topic", p.Topic, "partition", p.ID, "offset", dl.e.off, "generation", p.Gen)
 }
 
-// Ack marks the message done in its partition's tracker. An ack after its
-// partition was released is dropped and returns nil.
+// Ack marks the message done in its partition's tracker; the next commit
+// of the partition carries it. An ack after its partition was released is
+// dropped and returns nil.
 func (d *Dispatcher[R, X]) Ack(ctx context.Context, m *broker.Message) error {
-	d.mu.Lock()
-	dl, late, err := d.currentLocked(m)
+	dl, err := d.delivery(m)
+	if err != nil {
+		return err
+	}
+	p := dl.e.p
+	p.Lock()
+	late, err := d.currentLocked(dl, m.ID)
 	if err != nil || late {
-		d.mu.Unlock()
+		p.Unlock()
 		if late {
 			d.late(ctx, dl)
 		}
 		return err
 	}
-	d.settledLocked(dl, true)
-	d.mu.Unlock()
+	unfinished := d.settledLocked(dl, true)
+	p.Unlock()
+	if d.OnDone != nil {
+		d.OnDone(p, unfinished)
+	}
 	return nil
 }
 
 // Nack redelivers the message in place after delay, with Attempt+1; its
 // offset is held meanwhile. On a revoked partition it is not redelivered.
 func (d *Dispatcher[R, X]) Nack(_ context.Context, m *broker.Message, delay time.Duration) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	dl, late, err := d.currentLocked(m)
-	if err != nil || late {
+	dl, err := d.delivery(m)
+	if err != nil {
+		return err
+	}
+	e, p := dl.e, dl.e.p
+	p.Lock()
+	defer p.Unlock()
+	if late, err := d.currentLocked(dl, m.ID); err != nil || late {
 		return err
 	}
 	d.settledLocked(dl, false)
-	e, p := dl.e, dl.e.p
 	if p.State != Active {
 		return nil
 	}
@@ -472,8 +510,8 @@ func (d *Dispatcher[R, X]) Nack(_ context.Context, m *broker.Message, delay time
 		return nil
 	}
 	p.timers[e] = time.AfterFunc(delay, func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
+		p.Lock()
+		defer p.Unlock()
 		if _, ok := p.timers[e]; ok {
 			delete(p.timers, e)
 			if p.State == Active {
@@ -489,16 +527,10 @@ func (d *Dispatcher[R, X]) Nack(_ context.Context, m *broker.Message, delay time
 func (d *Dispatcher[R, X]) requeueLocked(e *entry[R, X]) {
 	p := e.p
 	i, _ := slices.BinarySearchFunc(p.queue, e.off, func(x *entry[R, X], off int64) int {
-		switch {
-		case x.off < off:
-			return -1
-		case x.off > off:
-			return 1
-		}
-		return 0
+		return cmp.Compare(x.off, off)
 	})
 	p.queue = slices.Insert(p.queue, i, e)
-	d.signalLocked()
+	d.signal()
 }
 
 // DeadLetter produces the message to the dead-letter topic through
@@ -508,36 +540,44 @@ func (d *Dispatcher[R, X]) DeadLetter(ctx context.Context, m *broker.Message, re
 	if d.Produce == nil {
 		return permanent(fmt.Errorf("%w: %s", d.Errs.NoDeadLetterTopic, m.ID))
 	}
-	d.mu.Lock()
-	dl, late, err := d.currentLocked(m)
+	dl, err := d.delivery(m)
+	if err != nil {
+		return err
+	}
+	p := dl.e.p
+	p.Lock()
+	late, err := d.currentLocked(dl, m.ID)
+	p.Unlock()
 	if err == nil && late {
 		err = fmt.Errorf("%w: %s", d.Errs.PartitionRevoked, m.ID)
 	}
 	if err != nil {
-		d.mu.Unlock()
 		return err
 	}
-	rec, topic := dl.e.rec, dl.e.p.Topic
-	d.mu.Unlock()
 
-	err = d.Produce(ctx, rec, reason, topic, dl.Partition, dl.Offset)
+	err = d.Produce(ctx, dl.e.rec, reason, p.Topic, p.ID, dl.e.off)
 	d.Tel.DeadLettered(ctx, d.DeadLetterTopic, err)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", d.Errs.DeadLetterFailed, m.ID, err)
 	}
 	for _, h := range d.Hooks.DeadLetter {
-		h.OnKafkaDeadLetter(ctx, topic, dl.Partition, dl.Offset, reason)
+		h.OnKafkaDeadLetter(ctx, p.Topic, p.ID, dl.e.off, reason)
 	}
-	d.mu.Lock()
-	_, late, err = d.currentLocked(m)
+	p.Lock()
+	late, err = d.currentLocked(dl, m.ID)
+	unfinished := 0
 	if err == nil && !late {
-		d.settledLocked(dl, true)
+		unfinished = d.settledLocked(dl, true)
 	}
-	d.mu.Unlock()
+	p.Unlock()
 	if late {
 		// Produced, but the partition went meanwhile: its new owner will
 		// see the message again and decide again.
 		d.late(ctx, dl)
+		return nil
+	}
+	if err == nil && d.OnDone != nil {
+		d.OnDone(p, unfinished)
 	}
 	return err
 }

@@ -28,10 +28,10 @@ func TestCommitHeldTooLongStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Tel = tel
-	p := NewPartition[string]("t", 0, 1, tel, struct{}{})
+	p := NewPartition[string, struct{}]("t", 0, 1, -1, tel)
 	enqueue := func(off int64, r string) {
-		d.Lock()
-		defer d.Unlock()
+		p.Lock()
+		defer p.Unlock()
 		if !d.EnqueueLocked(p, off, r, len(r)) {
 			t.Fatalf("enqueue %d refused", off)
 		}
@@ -44,9 +44,7 @@ func TestCommitHeldTooLongStops(t *testing.T) {
 		}
 		return ms
 	}
-	d.Lock()
-	d.AddLocked(p)
-	d.Unlock()
+	d.Add(p)
 	d.LimitHold(time.Hour)
 	enqueue(0, "held")
 	enqueue(1, "done")

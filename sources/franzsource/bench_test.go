@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/internal/proccpu"
 	"github.com/onceq/onceq/sources/franzsource"
 )
 
@@ -19,7 +20,11 @@ import (
 // the onceq consumer over this Source and the in-memory dedup store
 // (claim, no-op handler, complete, ack, contiguous commits every second).
 // Each reads every record once, under its own group; each timing runs from
-// the client's creation to the last record settled.
+// the client's creation to the last record settled. source_msgs/s is the
+// Source alone (Receive + Ack, no consumer): the source's own cost over
+// franz-go. The cpu-us/msg figures are the process's CPU time over each
+// timing, per record: the in-process broker's share included, alike on
+// each side.
 func BenchmarkFranzThroughput(b *testing.B) {
 	const partitions, records = 6, 50000
 	addr := cluster(b)
@@ -34,17 +39,29 @@ func BenchmarkFranzThroughput(b *testing.B) {
 	}
 	produce(b, client(b, addr), recs...)
 
-	var rawTime, onceqTime time.Duration
+	var rawTime, srcTime, onceqTime, rawCPU, srcCPU, onceqCPU time.Duration
+	// timed runs one side and adds its wall and CPU time.
+	timed := func(wall, cpu *time.Duration, run func() time.Duration) {
+		start := proccpu.Used()
+		*wall += run()
+		*cpu += proccpu.Used() - start
+	}
 	b.ResetTimer()
 	for i := range b.N {
-		rawTime += benchRaw(b, addr, topic, fmt.Sprintf("raw-%d", i), records)
-		onceqTime += benchOnceq(b, addr, topic, fmt.Sprintf("onceq-%d", i), records)
+		timed(&rawTime, &rawCPU, func() time.Duration { return benchRaw(b, addr, topic, fmt.Sprintf("raw-%d", i), records) })
+		timed(&srcTime, &srcCPU, func() time.Duration { return benchSource(b, addr, topic, fmt.Sprintf("source-%d", i), records) })
+		timed(&onceqTime, &onceqCPU, func() time.Duration { return benchOnceq(b, addr, topic, fmt.Sprintf("onceq-%d", i), records) })
 	}
 	b.StopTimer()
 	rate := func(d time.Duration) float64 { return float64(records*b.N) / d.Seconds() }
+	perMsg := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(records*b.N) }
 	b.ReportMetric(rate(rawTime), "raw_msgs/s")
+	b.ReportMetric(rate(srcTime), "source_msgs/s")
 	b.ReportMetric(rate(onceqTime), "onceq_msgs/s")
 	b.ReportMetric(rate(onceqTime)/rate(rawTime), "ratio")
+	b.ReportMetric(perMsg(rawCPU), "raw_cpu-us/msg")
+	b.ReportMetric(perMsg(srcCPU), "source_cpu-us/msg")
+	b.ReportMetric(perMsg(onceqCPU), "onceq_cpu-us/msg")
 }
 
 func benchRaw(b *testing.B, addr, topic, group string, records int) time.Duration {
@@ -71,13 +88,42 @@ func benchRaw(b *testing.B, addr, topic, group string, records int) time.Duratio
 	return took
 }
 
-func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Duration {
+// benchSource drives the Source alone (Receive + Ack, no consumer, no
+// store): what the source costs over franz-go.
+func benchSource(b *testing.B, addr, topic, group string, records int) time.Duration {
+	ctx := context.Background()
 	start := time.Now()
+	src := benchNew(b, addr, topic, group)
+	for n := 0; n < records; {
+		msgs, err := src.Receive(ctx, 512)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := src.Ack(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n += len(msgs)
+	}
+	took := time.Since(start)
+	if err := src.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+func benchNew(b *testing.B, addr, topic, group string) *franzsource.Source {
 	src, err := franzsource.New(context.Background(), []string{addr}, group, []string{topic},
 		append(fastGroup(), franzsource.FetchMaxWait(200*time.Millisecond), franzsource.RevokeTimeout(2*time.Second),
 			franzsource.WithLogger(slog.New(slog.DiscardHandler)))...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return grouptest.TimeConsumer(b, start, src, records)
+	return src
+}
+
+func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Duration {
+	start := time.Now()
+	return grouptest.TimeConsumer(b, start, benchNew(b, addr, topic, group), records)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -20,14 +21,15 @@ import (
 // in the client for the next.
 const maxPoll = 10000
 
-// poll moves fetched records into their partitions' queues until Close.
+// poll moves fetched records into their partitions' queues until Close,
+// polling while the partitions have room (waitRoom).
 // Under BlockRebalanceOnPoll no rebalance callback runs between a poll and
 // AllowRebalance, so every record polled belongs to a partition this
 // member owns, and the queues never hold a record of a revoked partition.
 func (s *Source) poll() {
 	defer close(s.pollDone)
 	failures := 0
-	for {
+	for s.waitRoom() {
 		fs := s.cl.PollRecords(s.ctx, maxPoll)
 		if s.ctx.Err() != nil || fs.IsClientClosed() {
 			s.cl.AllowRebalance()
@@ -55,20 +57,54 @@ func (s *Source) poll() {
 	}
 }
 
-// enqueue queues polled records and pauses fetching from a partition that
-// holds MaxInFlightPerPartition unsettled records; settling resumes it.
-// The client drops what it buffered for a paused partition and fetches it
-// again on resume, so nothing is skipped.
+// waitRoom holds the next poll while a partition holds
+// MaxInFlightPerPartition unfinished records, until the settles free room.
+// The client keeps what it fetched meanwhile, so the partition goes on
+// with no refetch: pausing it would drop the client's buffer, and the
+// refetch on resume can wait a whole FetchMaxWait behind a fetch of idle
+// partitions. A partition still full after FetchMaxWait is paused instead,
+// so that it holds back the others no longer. It returns false on Close.
+func (s *Source) waitRoom() bool {
+	deadline := time.NewTimer(s.cfg.fetchMaxWait)
+	defer deadline.Stop()
+	for {
+		var full []*partition
+		for _, p := range s.d.Partitions() {
+			p.Lock()
+			if p.State == kafkacore.Active && !p.X.paused.Load() && p.Tr.Unfinished() >= s.cfg.maxInFlight {
+				full = append(full, p)
+			}
+			p.Unlock()
+		}
+		if len(full) == 0 {
+			return true
+		}
+		select {
+		case <-s.room:
+		case <-deadline.C:
+			s.pause(full, false)
+			return true
+		case <-s.ctx.Done():
+			return false
+		}
+	}
+}
+
+// enqueue queues polled records; once the records held reach
+// MaxInFlightBytes it pauses every partition, until settles free half.
 func (s *Source) enqueue(fs kgo.Fetches) {
-	s.d.Lock()
-	defer s.d.Unlock()
-	var pause map[string][]int32
 	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		s.mu.Lock()
 		p := s.parts[topicPartition{ftp.Topic, ftp.Partition}]
-		if p == nil || p.State != kafkacore.Active {
+		s.mu.Unlock()
+		if p == nil {
 			return
 		}
-		p.HWM = max(p.HWM, ftp.HighWatermark)
+		p.Lock()
+		defer p.Unlock()
+		if p.State == kafkacore.Active {
+			p.HWM = max(p.HWM, ftp.HighWatermark)
+		}
 		for _, r := range ftp.Records {
 			size := len(r.Key) + len(r.Value)
 			for _, h := range r.Headers {
@@ -76,28 +112,40 @@ func (s *Source) enqueue(fs kgo.Fetches) {
 			}
 			s.d.EnqueueLocked(p, r.Offset, r, size)
 		}
-		if !p.X.paused && p.Tr.Unfinished() >= s.cfg.maxInFlight {
-			p.X.paused = true
-			if pause == nil {
-				pause = map[string][]int32{}
-			}
+	})
+	if s.d.Bytes() >= s.cfg.maxInFlightBytes {
+		s.pause(s.d.Partitions(), true)
+	}
+}
+
+// pause pauses fetching ps, full (or all of them, for bytes). The client
+// drops what it buffered for a paused partition and fetches it again on
+// resume, so nothing is skipped; settles resume them (resumeLocked).
+func (s *Source) pause(ps []*partition, forBytes bool) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if forBytes {
+		s.bytesPaused.Store(true)
+	}
+	pause := map[string][]int32{}
+	for _, p := range ps {
+		// Under pauseMu and p's lock, which a settle counts under: a
+		// settle that follows sees the pause, and one that preceded it is
+		// counted here.
+		p.Lock()
+		if p.State == kafkacore.Active && !p.X.paused.Load() && (forBytes || p.Tr.Unfinished() >= s.cfg.maxInFlight) {
+			p.X.paused.Store(true)
 			pause[p.Topic] = append(pause[p.Topic], p.ID)
 		}
-	})
-	if s.d.BytesLocked() >= s.cfg.maxInFlightBytes {
-		// Bytes bound them all: every partition pauses.
-		s.d.EachLocked(func(p *partition) {
-			if !p.X.paused {
-				p.X.paused = true
-				if pause == nil {
-					pause = map[string][]int32{}
-				}
-				pause[p.Topic] = append(pause[p.Topic], p.ID)
-			}
-		})
+		p.Unlock()
 	}
-	if pause != nil {
+	if len(pause) > 0 {
 		s.cl.PauseFetchPartitions(pause)
+	}
+	if forBytes {
+		// The settles that freed room before bytesPaused was set did not
+		// resume anything.
+		s.resumeLocked()
 	}
 }
 
@@ -119,8 +167,8 @@ func (s *Source) tick() {
 }
 
 func (s *Source) owned() []*partition {
-	s.d.Lock()
-	defer s.d.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := make([]*partition, 0, len(s.parts))
 	for _, p := range s.parts {
 		out = append(out, p)
@@ -130,19 +178,21 @@ func (s *Source) owned() []*partition {
 
 func (s *Source) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	_, gen := cl.GroupMetadata()
-	s.d.Lock()
+	s.mu.Lock()
+	var ps []*partition
 	for t, ids := range assigned {
 		for _, id := range ids {
 			tp := topicPartition{t, id}
-			if p := s.parts[tp]; p != nil && p.State == kafkacore.Active {
-				continue
+			if p := s.parts[tp]; p != nil && slices.Contains(s.d.Partitions(), p) {
+				continue // still active
 			}
-			p := kafkacore.NewPartition[*kgo.Record](t, id, gen, s.tel, partExt{})
+			p := kafkacore.NewPartition[*kgo.Record, partExt](t, id, gen, -1, s.tel)
 			s.parts[tp] = p
-			s.d.AddLocked(p)
+			ps = append(ps, p)
 		}
 	}
-	s.d.Unlock()
+	s.d.Add(ps...)
+	s.mu.Unlock()
 	s.cfg.logger.Info("franzsource: partitions assigned", "group", s.groupID, "generation", gen, "partitions", assigned)
 	for _, h := range s.hooks.Rebalance {
 		h.OnKafkaRebalance(context.Background(), RebalanceEvent{Generation: gen, Partitions: assigned})
@@ -166,35 +216,35 @@ func (s *Source) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int
 func (s *Source) revoke(cl *kgo.Client, tps map[string][]int32, lost bool) {
 	start := time.Now()
 	_, gen := cl.GroupMetadata()
-	s.d.Lock()
-	closing := s.d.ClosedLocked()
+	closing := s.d.Closed()
 	var ps []*partition
-	var resume map[string][]int32
+	s.mu.Lock()
 	for t, ids := range tps {
 		for _, id := range ids {
-			p := s.parts[topicPartition{t, id}]
-			if p == nil || p.State == kafkacore.Released {
-				continue
+			if p := s.parts[topicPartition{t, id}]; p != nil {
+				ps = append(ps, p) // active or draining: released ones left parts
 			}
-			if p.X.paused {
-				// Paused is the client's state, kept across assignments.
-				p.X.paused = false
-				if resume == nil {
-					resume = map[string][]int32{}
-				}
-				resume[t] = append(resume[t], id)
-			}
-			ps = append(ps, p)
 		}
 	}
-	s.d.StopLocked(ps)
-	if resume != nil {
-		cl.ResumeFetchPartitions(resume)
-	}
-	s.d.Unlock()
+	s.mu.Unlock()
 	if len(ps) == 0 {
 		return
 	}
+	s.d.Stop(ps)
+	s.pauseMu.Lock()
+	resume := map[string][]int32{}
+	for _, p := range ps {
+		if p.X.paused.Swap(false) {
+			// Paused is the client's state, kept across assignments.
+			resume[p.Topic] = append(resume[p.Topic], p.ID)
+		}
+	}
+	if len(resume) > 0 {
+		cl.ResumeFetchPartitions(resume)
+	}
+	s.resumeLocked() // the bytes the revoked held are free
+	s.pauseMu.Unlock()
+	s.roomFreed() // the revoked no longer hold a poll back
 	if !lost && !closing {
 		s.d.Drain(ps, s.cfg.revokeTimeout, s.ctx.Done())
 	}
@@ -202,14 +252,14 @@ func (s *Source) revoke(cl *kgo.Client, tps map[string][]int32, lost bool) {
 	if !lost {
 		_ = s.commit(ps)
 	}
-	s.d.Lock()
-	abandoned := s.d.ReleaseLocked(ps)
+	s.mu.Lock()
+	abandoned := s.d.Release(ps)
 	for _, p := range ps {
 		if tp := (topicPartition{p.Topic, p.ID}); s.parts[tp] == p {
 			delete(s.parts, tp)
 		}
 	}
-	s.d.Unlock()
+	s.mu.Unlock()
 	s.commitMu.Unlock()
 	took := time.Since(start)
 	what := "revoked"
@@ -230,19 +280,18 @@ const commitTimeout = 10 * time.Second
 // caller holds commitMu, so commits never race each other or a release.
 func (s *Source) commit(ps []*partition) error {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
-	s.d.Lock()
 	for _, p := range ps {
-		if p.State == kafkacore.Released {
-			continue
-		}
-		if off, ok := p.Tr.ToCommit(); ok {
+		p.Lock()
+		off, ok := p.Tr.ToCommit()
+		ok = ok && p.State != kafkacore.Released
+		p.Unlock()
+		if ok {
 			if offsets[p.Topic] == nil {
 				offsets[p.Topic] = map[int32]kgo.EpochOffset{}
 			}
 			offsets[p.Topic][p.ID] = kgo.EpochOffset{Epoch: -1, Offset: off}
 		}
 	}
-	s.d.Unlock()
 	if len(offsets) == 0 {
 		return nil
 	}
@@ -268,13 +317,13 @@ func (s *Source) commit(ps []*partition) error {
 		}
 	})
 	s.tel.Committed(context.Background(), err)
-	s.d.Lock()
 	for _, p := range ps {
 		if off, found := ok[topicPartition{p.Topic, p.ID}]; found {
+			p.Lock()
 			p.Tr.CommittedAt(off)
+			p.Unlock()
 		}
 	}
-	s.d.Unlock()
 	for _, h := range s.hooks.Commit {
 		for tp, off := range ok {
 			h.OnKafkaCommit(context.Background(), tp.topic, tp.id, off)

@@ -111,16 +111,18 @@ func (c *config) validate() error {
 func Ordering(o broker.Ordering) Option { return optionFunc(func(c *config) { c.ordering = o }) }
 
 // MaxInFlightPerPartition caps a partition's fetched, unsettled records
-// (default 256), and so what a crash redelivers. Fetching the partition
-// pauses at the cap and resumes at half of it.
+// (default 256), and so what a crash redelivers. At the cap the source
+// takes no more fetched records (the client keeps what it fetched) until
+// settles free room; a partition still at its cap after FetchMaxWait is
+// paused instead, so that it holds the others back no longer, and resumes
+// at half the cap.
 func MaxInFlightPerPartition(n int) Option {
 	return optionFunc(func(c *config) { c.maxInFlight = n })
 }
 
 // MaxInFlightBytes bounds the bytes (keys, values and headers) of the
 // records fetched and not yet settled, over all partitions (default 256
-// MiB): above it fetching pauses, as above MaxInFlightPerPartition
-// records, until half is free. With the consumer's MaxInFlight it bounds
+// MiB): above it every partition's fetching pauses until half is free. With the consumer's MaxInFlight it bounds
 // the memory a slow handler can pin.
 func MaxInFlightBytes(n int64) Option {
 	return optionFunc(func(c *config) { c.maxInFlightBytes = n })

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -44,10 +45,21 @@ type Source struct {
 	// released only under it, so no commit of it can follow its hand-over.
 	commitMu sync.Mutex
 
-	// d queues, delivers and settles; its lock guards parts and closeErr.
+	// d queues, delivers and settles.
 	d        kafkacore.Dispatcher[*kgo.Record, partExt]
+	mu       sync.Mutex                    // guards parts and closeErr
 	parts    map[topicPartition]*partition // owned now (active or draining)
 	closeErr error
+
+	// pauseMu orders the pauses and resumes of fetching, each decided
+	// under it, so that the client is told them in the order decided.
+	pauseMu sync.Mutex
+	// bytesPaused: every partition was paused because the records held
+	// reached MaxInFlightBytes.
+	bytesPaused atomic.Bool
+	// room receives when a partition's settles took it below
+	// MaxInFlightPerPartition: wakes a poll held by waitRoom.
+	room chan struct{}
 
 	tel   *kafkacore.Telemetry
 	hooks kafkacore.Hooks
@@ -63,7 +75,9 @@ type topicPartition struct {
 type partition = kafkacore.Partition[*kgo.Record, partExt]
 
 type partExt struct {
-	paused bool // fetching paused: too many unsettled
+	// paused: fetching paused for lack of room. Changed under pauseMu and
+	// the partition's lock, so that a settle that follows a pause sees it.
+	paused atomic.Bool
 }
 
 // New joins group (asynchronously: messages come once partitions are
@@ -97,10 +111,10 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 	s := &Source{
 		logs: logs, cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics),
 		parts:    map[topicPartition]*partition{},
-		pollDone: make(chan struct{}), tickDone: make(chan struct{}), done: make(chan struct{}),
+		pollDone: make(chan struct{}), tickDone: make(chan struct{}), done: make(chan struct{}), room: make(chan struct{}, 1),
 	}
 	s.d.Init()
-	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, s.resumeIfRoom, kafkacore.Errors{
+	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, s.settled, kafkacore.Errors{
 		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
 		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
 	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
@@ -314,24 +328,49 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig *kgo.Record, reason
 	return s.prod.ProduceSync(ctx, rec).FirstErr()
 }
 
-// resumeIfRoom resumes fetching the partitions paused for lack of room, once half the
-// room is free (resuming at the first free slot would refetch a batch for
-// every few records settled); under the dispatcher's lock.
-func (s *Source) resumeIfRoom(p *partition) {
-	if s.d.BytesLocked() > s.cfg.maxInFlightBytes/2 {
+// settled runs after one of p's records is done, which left unfinished:
+// it resumes fetching once a pause's room is half free (resuming at the
+// first free slot would refetch a batch for every few records settled).
+// Only then does it take pauseMu.
+func (s *Source) settled(p *partition, unfinished int) {
+	if unfinished == s.cfg.maxInFlight-1 {
+		s.roomFreed()
+	}
+	if s.d.Bytes() > s.cfg.maxInFlightBytes/2 {
 		return // bytes bound every partition: resume once half are free
 	}
-	var resume map[string][]int32
-	s.d.EachLocked(func(q *partition) {
-		if q.X.paused && q.State == kafkacore.Active && q.Tr.Unfinished() <= s.cfg.maxInFlight/2 {
-			q.X.paused = false
-			if resume == nil {
-				resume = map[string][]int32{}
-			}
-			resume[q.Topic] = append(resume[q.Topic], q.ID)
+	if p.X.paused.Load() && unfinished <= s.cfg.maxInFlight/2 || s.bytesPaused.Load() {
+		s.pauseMu.Lock()
+		s.resumeLocked()
+		s.pauseMu.Unlock()
+	}
+}
+
+// roomFreed wakes a poll held by waitRoom.
+func (s *Source) roomFreed() {
+	select {
+	case s.room <- struct{}{}:
+	default:
+	}
+}
+
+// resumeLocked resumes every paused active partition with half its room
+// free, when half the byte bound is free; the caller holds pauseMu.
+func (s *Source) resumeLocked() {
+	if s.d.Bytes() > s.cfg.maxInFlightBytes/2 {
+		return
+	}
+	s.bytesPaused.Store(false)
+	resume := map[string][]int32{}
+	for _, p := range s.d.Partitions() {
+		p.Lock()
+		if p.X.paused.Load() && p.State == kafkacore.Active && p.Tr.Unfinished() <= s.cfg.maxInFlight/2 {
+			p.X.paused.Store(false)
+			resume[p.Topic] = append(resume[p.Topic], p.ID)
 		}
-	})
-	if resume != nil {
+		p.Unlock()
+	}
+	if len(resume) > 0 {
 		s.cl.ResumeFetchPartitions(resume)
 	}
 }
@@ -347,9 +386,7 @@ func (s *Source) resumeIfRoom(p *partition) {
 // owner reads the uncommitted messages again.
 func (s *Source) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		s.d.Lock()
-		s.d.CloseLocked()
-		s.d.Unlock()
+		s.d.Close()
 		s.cancel()
 		go s.shutdown()
 	})
@@ -358,8 +395,8 @@ func (s *Source) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	s.d.Lock()
-	defer s.d.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.closeErr
 }
 
@@ -381,9 +418,9 @@ func (s *Source) shutdown() {
 			"group", s.groupID, "error", err.Error())
 		err = nil
 	}
-	s.d.Lock()
+	s.mu.Lock()
 	s.closeErr = err
-	s.d.Unlock()
+	s.mu.Unlock()
 	s.cl.CloseAllowingRebalance()
 	s.prod.Close()
 	_ = s.tel.Unregister()

@@ -62,9 +62,8 @@ func (s *Source) newGeneration(kgen *kgo.Generation) *generation {
 			if a.Offset >= 0 {
 				committed = a.Offset
 			}
-			p := kafkacore.NewPartition[kgo.Message](t, int32(a.ID), g.id, s.tel,
-				partExt{gen: g, start: a.Offset, space: make(chan struct{}, 1)})
-			p.Tr = kafkacore.NewTracker(committed)
+			p := kafkacore.NewPartition[kgo.Message, partExt](t, int32(a.ID), g.id, committed, s.tel)
+			p.X = partExt{gen: g, start: a.Offset, space: make(chan struct{}, 1)}
 			g.parts = append(g.parts, p)
 		}
 	}
@@ -84,9 +83,7 @@ func (g *generation) partitionMap() map[string][]int32 {
 // On Close it commits, reports it on committed, and keeps the partitions
 // until the group closes the generation.
 func (s *Source) manage(ctx context.Context, g *generation, committed chan<- struct{}) {
-	s.d.Lock()
-	s.d.AddLocked(g.parts...)
-	s.d.Unlock()
+	s.d.Add(g.parts...)
 	s.cfg.logger.Info("kafkasource: partitions assigned", "group", s.groupID, "generation", g.id,
 		"member", g.kgen.MemberID, "partitions", g.partitionMap())
 	for _, h := range s.hooks.Rebalance {
@@ -116,9 +113,9 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 					"group", s.groupID, "generation", g.id, "error", err.Error())
 				err = nil
 			}
-			s.d.Lock()
+			s.mu.Lock()
 			s.closeErr = err
-			s.d.Unlock()
+			s.mu.Unlock()
 			close(committed)
 			<-ctx.Done()
 			s.revoke(g, true)
@@ -148,36 +145,31 @@ func (s *Source) revoke(g *generation, closing bool) {
 
 // stopDispatch takes g's partitions out of Receive's reach.
 func (s *Source) stopDispatch(g *generation) {
-	s.d.Lock()
-	defer s.d.Unlock()
-	s.d.StopLocked(g.parts)
+	s.d.Stop(g.parts)
 }
 
 // release hands g's partitions back: settles from now on are late. It
 // returns how many messages were still in flight.
 func (s *Source) release(g *generation) int {
-	s.d.Lock()
-	defer s.d.Unlock()
-	return s.d.ReleaseLocked(g.parts)
+	return s.d.Release(g.parts)
 }
 
 // commit commits, through g, every partition's offset that moved forward.
 // Only g's manager calls it, so commits of one generation never race.
 func (s *Source) commit(g *generation) error {
 	offsets := map[string]map[int]int64{}
-	s.d.Lock()
 	for _, p := range g.parts {
-		if p.State == kafkacore.Released {
-			continue
-		}
-		if off, ok := p.Tr.ToCommit(); ok {
+		p.Lock()
+		off, ok := p.Tr.ToCommit()
+		ok = ok && p.State != kafkacore.Released
+		p.Unlock()
+		if ok {
 			if offsets[p.Topic] == nil {
 				offsets[p.Topic] = map[int]int64{}
 			}
 			offsets[p.Topic][int(p.ID)] = off
 		}
 	}
-	s.d.Unlock()
 	if len(offsets) == 0 {
 		return nil
 	}
@@ -191,13 +183,13 @@ func (s *Source) commit(g *generation) error {
 		}
 		return err
 	}
-	s.d.Lock()
 	for _, p := range g.parts {
 		if off, ok := offsets[p.Topic][int(p.ID)]; ok {
+			p.Lock()
 			p.Tr.CommittedAt(off)
+			p.Unlock()
 		}
 	}
-	s.d.Unlock()
 	for _, h := range s.hooks.Commit {
 		for t, ps := range offsets {
 			for id, off := range ps {
@@ -231,7 +223,12 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 		return
 	}
 	failures := 0
-	for s.waitSpace(ctx, p) {
+	space := false // told by the last enqueue: then no wait, no second lock
+	for {
+		if !space && !s.waitSpace(ctx, p) {
+			return
+		}
+		space = false
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -248,7 +245,7 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 			continue
 		}
 		failures = 0
-		s.enqueue(p, m)
+		space = s.enqueue(p, m)
 	}
 }
 
@@ -256,12 +253,9 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 // the generation ended.
 func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 	for {
-		s.d.Lock()
-		// A partition with nothing unfinished may always take one, so a
-		// record larger than the byte bound still gets through.
-		ok := p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight &&
-			(s.d.BytesLocked() < s.cfg.maxInFlightBytes || p.Tr.Unfinished() == 0)
-		s.d.Unlock()
+		p.Lock()
+		ok := s.hasSpaceLocked(p)
+		p.Unlock()
 		if ok {
 			return true
 		}
@@ -273,9 +267,19 @@ func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 	}
 }
 
-func (s *Source) enqueue(p *partition, m kgo.Message) {
-	s.d.Lock()
-	defer s.d.Unlock()
+// hasSpaceLocked reports whether p may hold one more message; the caller
+// holds p's lock. A partition with nothing unfinished may always take one,
+// so a record larger than the byte bound still gets through.
+func (s *Source) hasSpaceLocked(p *partition) bool {
+	return p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight &&
+		(s.d.Bytes() < s.cfg.maxInFlightBytes || p.Tr.Unfinished() == 0)
+}
+
+// enqueue queues m and reports, under the same lock, whether p has space
+// for another, which spares the fetch loop a second lock per record.
+func (s *Source) enqueue(p *partition, m kgo.Message) (space bool) {
+	p.Lock()
+	defer p.Unlock()
 	size := len(m.Key) + len(m.Value)
 	for _, h := range m.Headers {
 		size += len(h.Key) + len(h.Value)
@@ -283,4 +287,5 @@ func (s *Source) enqueue(p *partition, m kgo.Message) {
 	if s.d.EnqueueLocked(p, m.Offset, m, size) {
 		p.HWM = max(p.HWM, m.HighWaterMark)
 	}
+	return s.hasSpaceLocked(p)
 }

@@ -55,9 +55,10 @@ type Source struct {
 	closeOnce sync.Once
 	finish    sync.Once
 
-	// d queues, delivers and settles; its lock guards closeErr too.
+	// d queues, delivers and settles.
 	d        kafkacore.Dispatcher[kgo.Message, partExt]
-	closeErr error // the final commit's
+	mu       sync.Mutex
+	closeErr error // the final commit's; under mu
 
 	tel   *kafkacore.Telemetry
 	hooks kafkacore.Hooks
@@ -327,9 +328,11 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig kgo.Message, reason
 // spaceFreed wakes p's fetch loop: one of its messages is done. Bytes are
 // bounded over every partition, so while they are what bounds fetching,
 // every loop is woken.
-func (s *Source) spaceFreed(p *partition) {
-	if s.d.BytesLocked() < s.cfg.maxInFlightBytes {
-		s.d.EachLocked(wake)
+func (s *Source) spaceFreed(p *partition, _ int) {
+	if s.d.Bytes() < s.cfg.maxInFlightBytes {
+		for _, q := range s.d.Partitions() {
+			wake(q)
+		}
 		return
 	}
 	wake(p)
@@ -352,9 +355,7 @@ func wake(p *partition) {
 // partitions' next owner reads the uncommitted messages again.
 func (s *Source) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		s.d.Lock()
-		s.d.CloseLocked()
-		s.d.Unlock()
+		s.d.Close()
 		s.cancel()
 	})
 	select {
@@ -369,8 +370,8 @@ func (s *Source) Close(ctx context.Context) error {
 		_ = s.tel.Unregister()
 		s.transport.CloseIdleConnections()
 	})
-	s.d.Lock()
-	defer s.d.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.closeErr
 }
 
