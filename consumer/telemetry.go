@@ -33,7 +33,8 @@ const (
 	attrBodySize        = attribute.Key("messaging.message.body.size")
 	attrOutcome         = attribute.Key("onceq.outcome")
 	attrDedupStatus     = attribute.Key("onceq.dedup.status")
-	attrAttempt         = attribute.Key("onceq.attempt")
+	attrAttempt         = attribute.Key("onceq.attempt")    // Outcome.Attempt
+	attrDeliveries      = attribute.Key("onceq.deliveries") // Message.Deliveries
 	attrStoreOperation  = attribute.Key("onceq.store.operation")
 	attrAction          = attribute.Key("onceq.action")
 	attrHeartbeatKind   = attribute.Key("onceq.heartbeat")
@@ -313,7 +314,7 @@ func (t *telemetry) startProcess(ctx context.Context, m *Message) (context.Conte
 			attrOperationType.String("process"),
 			attrOperationName.String("process"),
 			attrBodySize.Int(len(m.Body)),
-			attrAttempt.Int(m.Deliveries),
+			attrDeliveries.Int(m.Deliveries),
 		)
 		if m.Origin.System == "kafka" {
 			span.SetAttributes(attrPartition.String(strconv.Itoa(int(m.Origin.Partition))), attrKafkaOffset.Int64(m.Origin.Offset))
