@@ -21,7 +21,7 @@ type Write struct {
 	Apply func()
 }
 
-const shards = 64
+const shards = 256
 
 // Store is the in-memory dedup.Store. The zero value is not usable; call New.
 //
