@@ -422,8 +422,10 @@ func (a *attempt) commit(res Result) Outcome {
 	case err == nil:
 		a.o.Kind, a.o.Response = kind, resp
 		if a.g.oneShot {
-			// One round trip: the claim happened only now.
-			a.o.Attempt = c.Attempt
+			// One round trip: the claim happened only now. A won claim is
+			// at least the first attempt, though a store may not say
+			// (DynamoDB with Writes, for a new key).
+			a.o.Attempt = max(c.Attempt, 1)
 			a.expiredPresent(c.Previous)
 		}
 		if be != nil {
