@@ -205,10 +205,10 @@ func (a *attempt) do() Outcome {
 	}
 	a.m.IdempotencyKey, a.hash = key, hash
 	a.o = Outcome{IdempotencyKey: key}
+	now := g.cfg.clock.Now()
 	if g.completed != nil {
 		// A duplicate of a key completed here lately makes no store call
 		// (and in one-round-trip mode runs no handler).
-		now := g.cfg.clock.Now()
 		if r, ok := g.completed.CompletedString(key, now); ok {
 			return a.existing(now, r, false)
 		}
@@ -223,7 +223,6 @@ func (a *attempt) do() Outcome {
 		return a.commit(res)
 	}
 	// Claim.
-	now := g.cfg.clock.Now()
 	req := dedup.ClaimRequest{Key: key, PayloadHash: hash, Owner: g.nextOwner(),
 		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin}
 	var c dedup.Claim
@@ -262,23 +261,23 @@ func (a *attempt) do() Outcome {
 
 // storeCall runs one store call under its own context, span and metrics.
 func (a *attempt) storeCall(op storeOp, call func(ctx context.Context) error) error {
-	ctx, cancel := a.storeCtx()
+	start := time.Now()
+	ctx, cancel := a.storeCtx(start)
 	defer cancel()
 	ctx, span := a.g.tel.beginStore(ctx, op)
-	start := time.Now()
 	err := call(ctx)
 	a.g.tel.endStore(ctx, span, op, start, err)
 	return err
 }
 
-// storeCtx is the context of one store call, made as it starts: it
+// storeCtx is the context of one store call, made as it starts (now): it
 // outlives the caller's cancellation (a drain can still record its work)
 // and ends settleTimeout later.
-func (a *attempt) storeCtx() (context.Context, context.CancelFunc) {
+func (a *attempt) storeCtx(now time.Time) (context.Context, context.CancelFunc) {
 	var ctx context.Context
 	cancel := func() {}
 	if a.run != nil {
-		ctx = a.run.stores.get(time.Now())
+		ctx = a.run.stores.get(now)
 	} else {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(a.ctx), settleTimeout)
 	}
@@ -305,8 +304,8 @@ func (a *attempt) runHandler() (Result, error) {
 			defer a.run.leasedSince.Store(0)
 		}
 	}
-	res, err := g.callHandler(ctx, a.m, start)
-	if err == nil && leased && time.Since(start) > g.cfg.renewFor() {
+	res, took, err := g.callHandler(ctx, a.m, start)
+	if err == nil && leased && took > g.cfg.renewFor() {
 		return Result{}, ErrHandlerOverran
 	}
 	return res, err
@@ -334,7 +333,7 @@ func (h *heartbeat) beat() {
 		return
 	}
 	h.mu.Unlock()
-	ctx, cancel := h.a.storeCtx()
+	ctx, cancel := h.a.storeCtx(time.Now())
 	defer cancel()
 	now := g.cfg.clock.Now()
 	err := h.a.storeCall(opExtend, func(ctx context.Context) error {
@@ -360,22 +359,23 @@ func (h *heartbeat) stop() {
 }
 
 // callHandler runs the handler, begun at start, turning a panic into an
-// error.
-func (g *Guard) callHandler(ctx context.Context, m *Message, start time.Time) (res Result, err error) {
+// error, and says how long it took.
+func (g *Guard) callHandler(ctx context.Context, m *Message, start time.Time) (res Result, took time.Duration, err error) {
 	ctx, span := g.tel.startHandler(ctx)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
 			g.cfg.logger.ErrorContext(ctx, "handler panic", "panic", fmt.Sprint(p), "stack", string(debug.Stack()), slogID(m))
 		}
-		took := time.Since(start)
+		took = time.Since(start)
 		endChild(span, err)
 		g.tel.handled(ctx, took, err)
 		for _, h := range g.hooks.handler {
 			h.OnMessageHandled(ctx, m, took, err)
 		}
 	}()
-	return g.handler.Handle(ctx, m)
+	res, err = g.handler.Handle(ctx, m)
+	return res, took, err
 }
 
 // handlerFailed decides what a handler error means for the message.
@@ -490,7 +490,7 @@ func (a *attempt) writeHeld(resp []byte, writes []any, now time.Time) (dedup.Cla
 	}
 	if retried && errors.Is(err, dedup.ErrLeaseLost) {
 		// An earlier try may have committed with its answer lost.
-		ctx, cancel := a.storeCtx()
+		ctx, cancel := a.storeCtx(time.Now())
 		r, gerr := g.store.Get(ctx, a.lease.Key)
 		cancel()
 		if gerr == nil && r.Owner == a.lease.Owner && r.Status == dedup.StatusCompleted {
@@ -623,7 +623,7 @@ func (a *attempt) sendDeadLetter(o Outcome, req *dedup.FailRequest) (deadLetterF
 	if a.run == nil {
 		return deadLetterUnsent, nil
 	}
-	ctx, cancel := a.storeCtx()
+	ctx, cancel := a.storeCtx(time.Now())
 	defer cancel()
 	err := a.run.src.DeadLetter(ctx, a.m, o.Reason())
 	if err == nil {

@@ -288,23 +288,18 @@ func (r *pool) handle(ctx context.Context, s *slot) {
 		r.giveBack(s)
 		return
 	}
-	defer r.releaseLimit()
 	s.sh.mu.Lock()
-	if r.draining.Load() {
-		s.sh.mu.Unlock()
-		r.giveBack(s)
-		return
-	}
-	s.started, s.retry = true, nil
+	draining := r.draining.Load()
+	s.started, s.retry = !draining, nil
 	s.sh.mu.Unlock()
-
-	o := r.c.guard.process(ctx, s.m, &s.run)
-	if r.settle(s, o) {
-		r.release(s)
+	if draining {
+		r.giveBack(s)
+	} else {
+		o := r.c.guard.process(ctx, s.m, &s.run)
+		if r.settle(r.settles.get(time.Now()), s, o) {
+			r.release(s)
+		}
 	}
-}
-
-func (r *pool) releaseLimit() {
 	if r.limiter != nil {
 		r.limiter.release(time.Now())
 	}
@@ -312,8 +307,7 @@ func (r *pool) releaseLimit() {
 
 // settle carries out the outcome's action on the source; false when it
 // holds the message in place instead, to run again.
-func (r *pool) settle(s *slot, o Outcome) bool {
-	ctx := r.settles.get(time.Now())
+func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
 	cfg := &r.c.cfg
 	src := r.c.src
 	action := o.Action()
