@@ -24,46 +24,82 @@ type Write struct {
 const shards = 256
 
 // Store is the in-memory dedup.Store. The zero value is not usable; call New.
-//
-// Records are spread over shards by the key's hash, each under its own
-// lock, so that calls on different keys rarely wait for each other.
 type Store struct {
-	seed    maphash.Seed
+	// hash is the key's 64-bit hash, computed once per call for both its
+	// shard and its place in the shard's map (a map keyed by the string
+	// would hash the key again on each lookup and insert).
+	hash    func(key string) uint64
 	shards  [shards]shard
 	writeMu sync.Mutex // serializes commits that carry Writes
 }
 
 type shard struct {
-	mu      sync.Mutex
-	records map[string]*dedup.Record
-	_       [64]byte // apart from the next shard's lock
+	mu sync.Mutex
+	// records holds each key's entry under the key's hash; keys whose
+	// hashes collide share a chain through next.
+	records map[uint64]*entry
+	n       int // entries in records, chains counted whole
+	// slab is where new entries are made, a run at a time: one allocation
+	// per entry would be one per claim.
+	slab []entry
 }
 
-// New returns an empty Store.
-func New() *Store {
-	s := &Store{seed: maphash.MakeSeed()}
-	for i := range s.shards {
-		s.shards[i].records = map[string]*dedup.Record{}
+type entry struct {
+	rec  dedup.Record
+	next *entry
+}
+
+const slabRecords = 32
+
+// newEntryLocked returns a zero entry from the shard's slab.
+func (sh *shard) newEntryLocked() *entry {
+	if len(sh.slab) == 0 {
+		sh.slab = make([]entry, slabRecords)
 	}
-	return s
+	e := &sh.slab[0]
+	sh.slab = sh.slab[1:]
+	return e
 }
 
-func (s *Store) shardOf(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)%shards]
+// findLocked returns key's record, nil when the shard has none.
+func (sh *shard) findLocked(h uint64, key string) *dedup.Record {
+	for e := sh.records[h]; e != nil; e = e.next {
+		if e.rec.Key == key {
+			return &e.rec
+		}
+	}
+	return nil
 }
 
 // claimLocked writes key's record as a winning claim writes it (see
 // succeed), over old (key's record, nil when it has none), and returns the
 // Claim. A taken-over record is rewritten in place; the Claim's Previous
-// is a copy of what it held. A new key gets fresh, allocated before the
-// lock was taken: an allocation under it may be made to help the garbage
-// collector, and every caller of the shard would wait for that.
-func (sh *shard) claimLocked(fresh, old *dedup.Record, key, owner, payloadHash string, status dedup.Status, now, expires time.Time) (*dedup.Record, dedup.Claim) {
+// is a copy of what it held.
+func (sh *shard) claimLocked(h uint64, old *dedup.Record, key, owner, payloadHash string, status dedup.Status, now, expires time.Time) (*dedup.Record, dedup.Claim) {
 	if old != nil {
 		return succeed(old, clone(old), key, owner, payloadHash, status, now, expires)
 	}
-	sh.records[key] = fresh
-	return succeed(fresh, nil, key, owner, payloadHash, status, now, expires)
+	e := sh.newEntryLocked()
+	e.next = sh.records[h]
+	sh.records[h] = e
+	sh.n++
+	return succeed(&e.rec, nil, key, owner, payloadHash, status, now, expires)
+}
+
+// New returns an empty Store.
+func New() *Store {
+	seed := maphash.MakeSeed()
+	s := &Store{hash: func(key string) uint64 { return maphash.String(seed, key) }}
+	for i := range s.shards {
+		s.shards[i].records = map[uint64]*entry{}
+	}
+	return s
+}
+
+// locate returns key's hash and its shard.
+func (s *Store) locate(key string) (uint64, *shard) {
+	h := s.hash(key)
+	return h, &s.shards[h%shards]
 }
 
 // Len reports how many records are stored, expired ones included.
@@ -72,7 +108,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.records)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -89,15 +125,14 @@ func (s *Store) Claim(_ context.Context, req dedup.ClaimRequest) (dedup.Claim, e
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
-	fresh := new(dedup.Record)
-	sh := s.shardOf(req.Key)
+	h, sh := s.locate(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old := sh.records[req.Key]
+	old := sh.findLocked(h, req.Key)
 	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
-	_, c := sh.claimLocked(fresh, old, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, req.Now, req.LeaseUntil)
+	_, c := sh.claimLocked(h, old, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, req.Now, req.LeaseUntil)
 	return c, nil
 }
 
@@ -115,8 +150,8 @@ func held(old *dedup.Record, now time.Time, margin time.Duration) bool {
 }
 
 // fenced returns the record the lease still fences, or ErrLeaseLost.
-func fenced(sh *shard, l dedup.Lease) (*dedup.Record, error) {
-	r := sh.records[l.Key]
+func fenced(sh *shard, h uint64, l dedup.Lease) (*dedup.Record, error) {
+	r := sh.findLocked(h, l.Key)
 	if r == nil || r.Status != dedup.StatusPending || r.Owner != l.Owner || r.Version != l.Version {
 		return nil, fmt.Errorf("%w: key_hash %s version %d", dedup.ErrLeaseLost, dedup.KeyHash(l.Key), l.Version)
 	}
@@ -142,14 +177,16 @@ func asWrites(ws []any) ([]Write, error) {
 }
 
 // lockCommit takes the locks a commit on key needs: the key's shard, and
-// first the lock serializing commits that carry writes.
-func (s *Store) lockCommit(key string, writes []Write) *shard {
+// first the lock serializing commits that carry writes. The record side
+// is decided and applied inline by the caller (no closures: they would
+// cost allocations on every Complete).
+func (s *Store) lockCommit(key string, writes []Write) (uint64, *shard) {
 	if len(writes) > 0 {
 		s.writeMu.Lock()
 	}
-	sh := s.shardOf(key)
+	h, sh := s.locate(key)
 	sh.mu.Lock()
-	return sh
+	return h, sh
 }
 
 func (s *Store) unlockCommit(sh *shard, writes []Write) {
@@ -184,10 +221,10 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
-	resp := slices.Clone(req.Response) // outside the locks
-	sh := s.lockCommit(req.Lease.Key, writes)
+	resp := slices.Clone(req.Response) // outside the locks: an allocation may help the collector
+	h, sh := s.lockCommit(req.Lease.Key, writes)
 	defer s.unlockCommit(sh, writes)
-	r, err := fenced(sh, req.Lease)
+	r, err := fenced(sh, h, req.Lease)
 	if err != nil {
 		return err
 	}
@@ -211,10 +248,10 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	resp, fresh := slices.Clone(req.Response), new(dedup.Record) // outside the locks
-	sh := s.lockCommit(req.Key, writes)
+	resp := slices.Clone(req.Response) // outside the locks
+	h, sh := s.lockCommit(req.Key, writes)
 	defer s.unlockCommit(sh, writes)
-	old := sh.records[req.Key]
+	old := sh.findLocked(h, req.Key)
 	if held(old, req.Now, req.SkewMargin) {
 		return dedup.Claim{Existing: *clone(old)}, nil
 	}
@@ -223,7 +260,7 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	if err := applyWrites(writes); err != nil {
 		return dedup.Claim{}, err
 	}
-	rec, c := sh.claimLocked(fresh, old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
+	rec, c := sh.claimLocked(h, old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
 	rec.Response = resp
 	return c, nil
 }
@@ -257,10 +294,10 @@ func (s *Store) Extend(_ context.Context, req dedup.ExtendRequest) error {
 // returns dedup.ErrLeaseLost. Complete locks more (its writes) and does not
 // use it.
 func (s *Store) withLease(l dedup.Lease, f func(r *dedup.Record)) error {
-	sh := s.shardOf(l.Key)
+	h, sh := s.locate(l.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r, err := fenced(sh, l)
+	r, err := fenced(sh, h, l)
 	if err != nil {
 		return err
 	}
@@ -273,10 +310,10 @@ func (s *Store) Check(context.Context) error { return nil }
 
 // Get implements dedup.Store.
 func (s *Store) Get(_ context.Context, key string) (dedup.Record, error) {
-	sh := s.shardOf(key)
+	h, sh := s.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r := sh.records[key]
+	r := sh.findLocked(h, key)
 	if r == nil {
 		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
 	}
@@ -291,10 +328,30 @@ func (s *Store) Sweep(now time.Time) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for key, r := range sh.records {
-			if !r.Live(now) {
-				delete(sh.records, key)
-				n++
+		for h, head := range sh.records {
+			// Keep the chain's live entries, in order.
+			var kept, tail *entry
+			for e := head; e != nil; e = e.next {
+				if !e.rec.Live(now) {
+					n++
+					sh.n--
+					continue
+				}
+				if kept == nil {
+					kept = e
+				} else {
+					tail.next = e
+				}
+				tail = e
+			}
+			switch {
+			case kept == nil:
+				delete(sh.records, h)
+			default:
+				tail.next = nil
+				if kept != head {
+					sh.records[h] = kept
+				}
 			}
 		}
 		sh.mu.Unlock()

@@ -7,12 +7,23 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storetest"
 )
 
-// A sweep removes the expired records and only them; a swept key is new
-// again.
-func TestSweepKeepsLiveKeys(t *testing.T) {
+// colliding is a Store whose every key hashes alike, so all keys share one
+// chain: the chain, not the hash, must tell keys apart.
+func colliding() *Store {
 	s := New()
+	s.hash = func(string) uint64 { return 7 }
+	return s
+}
+
+func TestConformanceWithCollidingHashes(t *testing.T) {
+	storetest.Run(t, func(*testing.T) dedup.Store { return colliding() })
+}
+
+func TestSweepKeepsLiveKeysOfACollidingChain(t *testing.T) {
+	s := colliding()
 	ctx := context.Background()
 	now := time.Now()
 	for i := range 6 {
