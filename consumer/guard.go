@@ -333,13 +333,11 @@ func (h *heartbeat) beat() {
 		return
 	}
 	h.mu.Unlock()
-	ctx, cancel := h.a.storeCtx(time.Now())
-	defer cancel()
 	now := g.cfg.clock.Now()
 	err := h.a.storeCall(opExtend, func(ctx context.Context) error {
 		return g.store.Extend(ctx, dedup.ExtendRequest{Lease: h.a.lease, Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL)})
 	})
-	g.reportHeartbeat(ctx, h.a.m, true, err)
+	g.reportHeartbeat(h.a.ctx, h.a.m, true, err)
 	if errors.Is(err, dedup.ErrLeaseLost) {
 		h.cancel() // another worker owns the key now: stop this handler's work
 		return
