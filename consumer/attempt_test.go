@@ -3,7 +3,9 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/onceq/onceq/consumer"
@@ -56,4 +58,43 @@ func TestOutcomeAttemptIsTheClaimsInEveryMode(t *testing.T) {
 			}
 		})
 	}
+}
+
+type heartbeatLog struct {
+	mu    sync.Mutex
+	lease []error
+}
+
+func (l *heartbeatLog) OnMessageHeartbeat(_ context.Context, _ *consumer.Message, lease bool, err error) {
+	if lease {
+		l.mu.Lock()
+		l.lease = append(l.lease, err)
+		l.mu.Unlock()
+	}
+}
+
+// Guard.Process renews a running handler's lease every third of LeaseTTL
+// and, as a Consumer does, shows each renewal to HeartbeatHooks.
+func TestGuardLeaseRenewalsSeenByHooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &heartbeatLog{}
+		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+			time.Sleep(2200 * time.Millisecond) // two renewals: at 1s and 2s
+			return consumer.Result{}, nil
+		})
+		g, err := consumer.NewGuard(memstore.New(), h, consumer.LeaseTTL(3*time.Second), consumer.HandlerTimeout(time.Second/2),
+			consumer.WithHooks(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := g.Process(t.Context(), &consumer.Message{ID: "1", Body: []byte("slow"), Deliveries: 1})
+		if o.Kind != consumer.Processed {
+			t.Fatalf("outcome %v (%v), want processed", o.Kind, o.Err)
+		}
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		if len(log.lease) != 2 || log.lease[0] != nil || log.lease[1] != nil {
+			t.Fatalf("lease heartbeats seen: %v, want two that succeeded", log.lease)
+		}
+	})
 }
