@@ -297,7 +297,7 @@ func (a *attempt) runHandler() (Result, error) {
 	leased := a.lease.Owner != ""
 	if leased {
 		hb := &heartbeat{a: *a, start: start, cancel: cancel} // a copy: a stays on the stack
-		hb.mu.Lock() // beat reads the timer under it
+		hb.mu.Lock()                                          // beat reads the timer under it
 		hb.timer = time.AfterFunc(g.cfg.leaseTTL/3, hb.beat)
 		hb.mu.Unlock()
 		defer hb.stop()
