@@ -296,8 +296,10 @@ func (a *attempt) runHandler() (Result, error) {
 	start := time.Now()
 	leased := a.lease.Owner != ""
 	if leased {
-		hb := &heartbeat{a: *a, start: start, cancel: cancel} // a copy: a stays on the stack
-		hb.mu.Lock()                                          // beat reads the timer under it
+		// A copy of a, so that a stays on the stack; beat reads the timer
+		// under the heartbeat's lock.
+		hb := &heartbeat{a: *a, start: start, cancel: cancel}
+		hb.mu.Lock()
 		hb.timer = time.AfterFunc(g.cfg.leaseTTL/3, hb.beat)
 		hb.mu.Unlock()
 		defer hb.stop()
