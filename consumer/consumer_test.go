@@ -802,8 +802,7 @@ func TestRunReportsCloseError(t *testing.T) {
 }
 
 // A handler is stopped at HandlerTimeout, with the deadline error, and
-// retried; its deadline is HandlerTimeout from its start (handlers share
-// deadline contexts, so it may come up to 1% early).
+// retried; its deadline is HandlerTimeout from its start.
 func TestHandlerTimeoutStopsHandler(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	q := memsource.NewQueue("timeout")

@@ -157,8 +157,7 @@ func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurren
 // never asked for more: this is the back-pressure on the broker.
 func MaxInFlight(n int) Option { return optionFunc(func(c *config) { c.maxInFlight = n }) }
 
-// HandlerTimeout bounds one handler call (default 30s). Handlers share
-// deadline contexts, so one may be stopped up to 1% (at most 100ms) early.
+// HandlerTimeout bounds one handler call (default 30s).
 func HandlerTimeout(d time.Duration) GuardOption {
 	return guardFunc(func(c *config) { c.handlerTimeout = d })
 }

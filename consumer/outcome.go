@@ -107,9 +107,12 @@ type Outcome struct {
 	// IdempotencyKey is the idempotency key claimed (namespace#fingerprint),
 	// as Message.IdempotencyKey.
 	IdempotencyKey string
-	// Attempt is the handler run's attempt number as the store counts it
-	// (dedup.Claim.Attempt: failed runs plus one; 0 when no claim was
-	// made). Message.Deliveries counts deliveries instead.
+	// Attempt is the attempt number of the claim this processing won, as
+	// the store counts it (dedup.Claim.Attempt: the key's failed handler
+	// runs plus one), in either store mode; 0 when it won none (a
+	// duplicate, a key held elsewhere, a message that failed before its
+	// claim: in one-round-trip mode a handler error comes before the
+	// claim). Message.Deliveries counts deliveries instead.
 	Attempt int
 	// Response is the committed or cached response.
 	Response []byte

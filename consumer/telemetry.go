@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strconv"
 	"sync"
@@ -33,7 +34,8 @@ const (
 	attrBodySize        = attribute.Key("messaging.message.body.size")
 	attrOutcome         = attribute.Key("onceq.outcome")
 	attrDedupStatus     = attribute.Key("onceq.dedup.status")
-	attrAttempt         = attribute.Key("onceq.attempt")
+	attrAttempt         = attribute.Key("onceq.attempt")    // Outcome.Attempt
+	attrDeliveries      = attribute.Key("onceq.deliveries") // Message.Deliveries
 	attrStoreOperation  = attribute.Key("onceq.store.operation")
 	attrAction          = attribute.Key("onceq.action")
 	attrHeartbeatKind   = attribute.Key("onceq.heartbeat")
@@ -218,57 +220,20 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 			t.heartbeatOpts[1][r] = newMeasurement(attrHeartbeatKind.String("lease"), attrResult.String(result))
 		}
 	}
-	var err error
-	set := func(f func() error) {
-		if err == nil {
-			err = f()
-		}
-	}
-	set(func() (e error) {
-		t.messages, e = m.Int64Counter("onceq.messages", metric.WithDescription("Messages processed, by outcome."))
-		return
-	})
-	set(func() (e error) {
-		t.handlerTime, e = m.Float64Histogram("onceq.handler.duration", metric.WithUnit("s"),
-			metric.WithDescription("Handler call duration."))
-		return
-	})
-	set(func() (e error) {
-		t.storeCalls, e = m.Int64Counter("onceq.store.calls", metric.WithDescription("Dedup store calls, by operation and result."))
-		return
-	})
-	set(func() (e error) {
-		t.storeTime, e = m.Float64Histogram("onceq.store.duration", metric.WithUnit("s"),
-			metric.WithDescription("Dedup store call duration, by operation."))
-		return
-	})
-	set(func() (e error) {
-		t.expired, e = m.Int64Counter("onceq.dedup.expired_present",
-			metric.WithDescription("Claims that found an expired record still stored (DynamoDB's TTL deletes expired items up to 48 hours late)."))
-		return
-	})
-	set(func() (e error) {
-		t.inFlight, e = m.Int64Gauge("onceq.in_flight", metric.WithDescription("Messages held: running, queued behind their key or waiting to retry."))
-		return
-	})
-	set(func() (e error) {
-		t.limit, e = m.Int64Gauge("onceq.concurrency.limit", metric.WithDescription("The adaptive concurrency limit: lowered on store throttles, raised as calls succeed."))
-		return
-	})
-	set(func() (e error) {
-		t.settles, e = m.Int64Counter("onceq.source.settles", metric.WithDescription("Source actions (ack, retry, dead_letter), by result."))
-		return
-	})
-	set(func() (e error) {
-		t.keptDead, e = m.Int64Counter("onceq.dead_letters.kept", metric.WithDescription(
-			"Messages whose dead-letter copy no destination took, kept in the store as DEAD_LETTER and released; each needs an operator's replay."))
-		return
-	})
-	set(func() (e error) {
-		t.heartbeats, e = m.Int64Counter("onceq.heartbeats", metric.WithDescription("Lease and visibility extensions, by result."))
-		return
-	})
-	return t, err
+	var errs [10]error
+	t.messages, errs[0] = m.Int64Counter("onceq.messages", metric.WithDescription("Messages processed, by outcome."))
+	t.handlerTime, errs[1] = m.Float64Histogram("onceq.handler.duration", metric.WithUnit("s"), metric.WithDescription("Handler call duration."))
+	t.storeCalls, errs[2] = m.Int64Counter("onceq.store.calls", metric.WithDescription("Dedup store calls, by operation and result."))
+	t.storeTime, errs[3] = m.Float64Histogram("onceq.store.duration", metric.WithUnit("s"), metric.WithDescription("Dedup store call duration, by operation."))
+	t.expired, errs[4] = m.Int64Counter("onceq.dedup.expired_present",
+		metric.WithDescription("Claims that found an expired record still stored (DynamoDB's TTL deletes expired items up to 48 hours late)."))
+	t.inFlight, errs[5] = m.Int64Gauge("onceq.in_flight", metric.WithDescription("Messages held: running, queued behind their key or waiting to retry."))
+	t.limit, errs[6] = m.Int64Gauge("onceq.concurrency.limit", metric.WithDescription("The adaptive concurrency limit: lowered on store throttles, raised as calls succeed."))
+	t.settles, errs[7] = m.Int64Counter("onceq.source.settles", metric.WithDescription("Source actions (ack, retry, dead_letter), by result."))
+	t.keptDead, errs[8] = m.Int64Counter("onceq.dead_letters.kept", metric.WithDescription(
+		"Messages whose dead-letter copy no destination took, kept in the store as DEAD_LETTER and released; each needs an operator's replay."))
+	t.heartbeats, errs[9] = m.Int64Counter("onceq.heartbeats", metric.WithDescription("Lease and visibility extensions, by result."))
+	return t, errors.Join(errs[:]...)
 }
 
 // attributeCarrier reads and writes trace context in message attributes
@@ -313,7 +278,7 @@ func (t *telemetry) startProcess(ctx context.Context, m *Message) (context.Conte
 			attrOperationType.String("process"),
 			attrOperationName.String("process"),
 			attrBodySize.Int(len(m.Body)),
-			attrAttempt.Int(m.Deliveries),
+			attrDeliveries.Int(m.Deliveries),
 		)
 		if m.Origin.System == "kafka" {
 			span.SetAttributes(attrPartition.String(strconv.Itoa(int(m.Origin.Partition))), attrKafkaOffset.Int64(m.Origin.Offset))

@@ -21,7 +21,7 @@ type Write struct {
 	Apply func()
 }
 
-const shards = 64
+const shards = 256
 
 // Store is the in-memory dedup.Store. The zero value is not usable; call New.
 type Store struct {
@@ -221,6 +221,7 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
+	resp := slices.Clone(req.Response) // outside the locks: an allocation may help the collector
 	h, sh := s.lockCommit(req.Lease.Key, writes)
 	defer s.unlockCommit(sh, writes)
 	r, err := fenced(sh, h, req.Lease)
@@ -231,8 +232,7 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 		return err
 	}
 	r.Status, r.Version = dedup.StatusCompleted, r.Version+1
-	r.Response = slices.Clone(req.Response)
-	r.ExpiresAt, r.LastError = req.ExpiresAt, ""
+	r.Response, r.ExpiresAt, r.LastError = resp, req.ExpiresAt, ""
 	return nil
 }
 
@@ -248,6 +248,7 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	if err != nil {
 		return dedup.Claim{}, err
 	}
+	resp := slices.Clone(req.Response) // outside the locks
 	h, sh := s.lockCommit(req.Key, writes)
 	defer s.unlockCommit(sh, writes)
 	old := sh.findLocked(h, req.Key)
@@ -260,7 +261,7 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 		return dedup.Claim{}, err
 	}
 	rec, c := sh.claimLocked(h, old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
-	rec.Response = slices.Clone(req.Response)
+	rec.Response = resp
 	return c, nil
 }
 

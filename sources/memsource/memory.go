@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/onceq/onceq/broker"
@@ -44,6 +45,10 @@ func Ordering(o broker.Ordering) Option {
 }
 
 // Queue is the destination. Sources read it; Send writes it.
+//
+// The deliveries in flight are spread over shards, each under a lock of
+// its own, so that settling a delivery takes the queue's lock only when it
+// changes what a receive may take (a key freed, a message back).
 type Queue struct {
 	name       string
 	visibility time.Duration
@@ -53,14 +58,28 @@ type Queue struct {
 	seq        uint64
 	ready      []*entry // by seq when ordered, else arrival
 	delayed    []*entry
-	inFlight   map[*entry]struct{}
 	keysBusy   map[string]int
 	nextExpiry time.Time
 	dead       []DeadLetter
-	acked      int
 	wake       chan struct{} // closed and replaced when state changes and someone waits
 	waiters    int
+
+	flight [flightShards]flightShard // by entry seq; locked after mu
+	acked  atomic.Int64
 }
+
+const flightShards = 16
+
+// flightShard holds some deliveries in flight. An entry's token,
+// visibleAt and owner are guarded by its shard's lock while it is in
+// flight.
+type flightShard struct {
+	mu   sync.Mutex
+	held map[*entry]struct{}
+	_    [64]byte // apart from the next shard's lock
+}
+
+func (q *Queue) flightOf(e *entry) *flightShard { return &q.flight[e.seq%flightShards] }
 
 type entry struct {
 	id        string
@@ -74,8 +93,10 @@ type entry struct {
 
 // NewQueue makes an empty queue.
 func NewQueue(name string, opts ...Option) *Queue {
-	q := &Queue{name: name, visibility: 30 * time.Second,
-		inFlight: map[*entry]struct{}{}, keysBusy: map[string]int{}, wake: make(chan struct{})}
+	q := &Queue{name: name, visibility: 30 * time.Second, keysBusy: map[string]int{}, wake: make(chan struct{})}
+	for i := range q.flight {
+		q.flight[i].held = map[*entry]struct{}{}
+	}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(q)
@@ -106,7 +127,14 @@ type Stats struct {
 func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return Stats{Ready: len(q.ready), Delayed: len(q.delayed), InFlight: len(q.inFlight), Acked: q.acked, DeadLettered: len(q.dead)}
+	st := Stats{Ready: len(q.ready), Delayed: len(q.delayed), Acked: int(q.acked.Load()), DeadLettered: len(q.dead)}
+	for i := range q.flight {
+		fs := &q.flight[i]
+		fs.mu.Lock()
+		st.InFlight += len(fs.held)
+		fs.mu.Unlock()
+	}
+	return st
 }
 
 // DeadLetters returns what has been dead-lettered.
@@ -145,10 +173,30 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-// releaseLocked takes e out of flight (settled, nacked or expired).
-func (q *Queue) releaseLocked(e *entry) {
-	delete(q.inFlight, e)
-	e.owner = nil
+// takeBackLocked takes out of flight, under q.mu, the deliveries for
+// which give holds, and frees their keys.
+func (q *Queue) takeBackLocked(give func(e *entry) bool) []*entry {
+	var out []*entry
+	for i := range q.flight {
+		fs := &q.flight[i]
+		fs.mu.Lock()
+		for e := range fs.held {
+			if give(e) {
+				delete(fs.held, e)
+				e.owner = nil
+				out = append(out, e)
+			}
+		}
+		fs.mu.Unlock()
+	}
+	for _, e := range out {
+		q.freeKeyLocked(e)
+	}
+	return out
+}
+
+// freeKeyLocked lets e's key be delivered again, once e is out of flight.
+func (q *Queue) freeKeyLocked(e *entry) {
 	if q.ordering != broker.Unordered {
 		if n := q.keysBusy[e.out.Key] - 1; n > 0 {
 			q.keysBusy[e.out.Key] = n
@@ -180,13 +228,17 @@ func (q *Queue) promoteLocked(now time.Time) time.Time {
 	q.delayed = kept
 	if !q.nextExpiry.IsZero() && !now.Before(q.nextExpiry) {
 		q.nextExpiry = time.Time{}
-		for e := range q.inFlight {
+		expired := q.takeBackLocked(func(e *entry) bool {
 			if !now.Before(e.visibleAt) {
-				q.releaseLocked(e)
-				q.insertReadyLocked(e)
-			} else if q.nextExpiry.IsZero() || e.visibleAt.Before(q.nextExpiry) {
+				return true
+			}
+			if q.nextExpiry.IsZero() || e.visibleAt.Before(q.nextExpiry) {
 				q.nextExpiry = e.visibleAt
 			}
+			return false
+		})
+		for _, e := range expired {
+			q.insertReadyLocked(e)
 		}
 	}
 	if !q.nextExpiry.IsZero() {
@@ -285,20 +337,24 @@ func (s *Source) takeLocked(now time.Time, max int) []*broker.Message {
 			q.keysBusy[e.out.Key]++
 		}
 		e.attempts++
+		fs := q.flightOf(e)
+		fs.mu.Lock()
 		e.token++
 		e.owner = s
 		e.visibleAt = now.Add(q.visibility)
-		if q.nextExpiry.IsZero() || e.visibleAt.Before(q.nextExpiry) {
-			q.nextExpiry = e.visibleAt
+		fs.held[e] = struct{}{}
+		token := e.token
+		fs.mu.Unlock()
+		if q.nextExpiry.IsZero() || now.Add(q.visibility).Before(q.nextExpiry) {
+			q.nextExpiry = now.Add(q.visibility)
 		}
-		q.inFlight[e] = struct{}{}
 		if msgs == nil {
 			n := min(max, len(q.ready)-i)
 			msgs = make([]*broker.Message, 0, n)
 			ds = make([]delivery, n)
 		}
 		d := &ds[len(msgs)]
-		d.h = handle{e, e.token}
+		d.h = handle{e, token}
 		d.m = broker.Message{
 			ID:          e.id,
 			OrderingKey: e.out.Key,
@@ -316,45 +372,56 @@ func (s *Source) takeLocked(now time.Time, max int) []*broker.Message {
 	return msgs
 }
 
-// heldLocked finds the live delivery of m, or reports a stale one.
-func (s *Source) heldLocked(m *broker.Message) (*entry, error) {
+// withHeld runs f on the live delivery of m under its flight shard's
+// lock, or reports a stale one.
+func (s *Source) withHeld(m *broker.Message, f func(fs *flightShard, e *entry)) error {
 	h, ok := m.Handle.(*handle)
 	if !ok {
-		return nil, fmt.Errorf("memsource: message %s was not delivered by this source", m.ID)
+		return fmt.Errorf("memsource: message %s was not delivered by this source", m.ID)
 	}
-	if _, live := s.q.inFlight[h.e]; !live || h.e.token != h.token {
-		return nil, fmt.Errorf("memsource: delivery of %s is no longer held (visibility expired)", m.ID)
+	fs := s.q.flightOf(h.e)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if _, live := fs.held[h.e]; !live || h.e.token != h.token {
+		return fmt.Errorf("memsource: delivery of %s is no longer held (visibility expired)", m.ID)
 	}
-	return h.e, nil
-}
-
-// withHeld runs f on the live delivery of m under the queue's lock, or
-// reports a stale one.
-func (s *Source) withHeld(m *broker.Message, f func(q *Queue, e *entry)) error {
-	q := s.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	e, err := s.heldLocked(m)
-	if err != nil {
-		return err
-	}
-	f(q, e)
+	f(fs, h.e)
 	return nil
 }
 
 // settle ends the live delivery of m: Ack, Nack and DeadLetter differ only
-// in where place puts the entry once it is out of flight.
+// in where place puts the entry once it is out of flight (nil: nowhere).
+// The queue's lock is taken only when a receive may now take more: an
+// unordered ack needs none.
 func (s *Source) settle(m *broker.Message, place func(q *Queue, e *entry)) error {
-	return s.withHeld(m, func(q *Queue, e *entry) {
-		q.releaseLocked(e)
-		place(q, e)
-		q.signalLocked()
+	var e *entry
+	err := s.withHeld(m, func(fs *flightShard, held *entry) {
+		delete(fs.held, held)
+		held.owner, e = nil, held
+		if place == nil {
+			s.q.acked.Add(1) // as it leaves flight: Stats never misses it
+		}
 	})
+	if err != nil {
+		return err
+	}
+	q := s.q
+	if place == nil && q.ordering == broker.Unordered {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.freeKeyLocked(e)
+	if place != nil {
+		place(q, e)
+	}
+	q.signalLocked()
+	return nil
 }
 
 // Ack implements broker.Source.
 func (s *Source) Ack(_ context.Context, m *broker.Message) error {
-	return s.settle(m, func(q *Queue, _ *entry) { q.acked++ })
+	return s.settle(m, nil)
 }
 
 // Nack implements broker.Source.
@@ -388,7 +455,7 @@ func (s *Source) Check(context.Context) error { return nil }
 
 // Extend implements broker.Source.
 func (s *Source) Extend(_ context.Context, m *broker.Message, d time.Duration) error {
-	return s.withHeld(m, func(_ *Queue, e *entry) { e.visibleAt = time.Now().Add(d) })
+	return s.withHeld(m, func(_ *flightShard, e *entry) { e.visibleAt = time.Now().Add(d) })
 }
 
 // Close implements broker.Source. Deliveries it still holds become
@@ -401,11 +468,8 @@ func (s *Source) Close(context.Context) error {
 		return nil
 	}
 	s.closed = true
-	for e := range q.inFlight {
-		if e.owner == s {
-			q.releaseLocked(e)
-			q.insertReadyLocked(e)
-		}
+	for _, e := range q.takeBackLocked(func(e *entry) bool { return e.owner == s }) {
+		q.insertReadyLocked(e)
 	}
 	q.signalLocked()
 	return nil

@@ -1,0 +1,530 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/onceq/onceq/retry"
+)
+
+// pool is one Run of a Consumer: its workers, the messages it holds, the
+// per-key queues and the heartbeat that extends their deliveries.
+//
+// What it holds is split into shards by ordering key (round robin when
+// unordered), each under its own lock: receiving, handing off, settling
+// and releasing a message lock only its shard, which the workers share
+// only when their messages fall in it. The count held and the drain flag
+// are atomics.
+type pool struct {
+	c    *Consumer
+	work chan *slot
+
+	// handlerCtx outlives Run's context by the drain: handlers keep going
+	// until DrainTimeout, then it is cancelled.
+	handlerCtx    context.Context
+	cancelHandler context.CancelFunc
+	// settles bound settle calls (store transitions, source acks,
+	// heartbeats): they outlive Run's context, so that a drain can still
+	// record its work.
+	settles sharedDeadlines
+
+	limiter *limiter      // nil with WithoutAdaptiveConcurrency
+	drained chan struct{} // closed when the drain starts
+
+	shards []poolShard // a power of two of them
+	seed   maphash.Seed
+	next   uint64 // the unordered round robin; fetch's own
+
+	held      atomic.Int64
+	draining  atomic.Bool
+	space     chan struct{} // a slot was freed
+	empty     chan struct{} // closed when draining and nothing is held
+	emptyOnce sync.Once
+
+	// stopFetch ends receiving early, when a configuration fault stops
+	// the run; fatal is that fault.
+	faultMu   sync.Mutex
+	stopFetch context.CancelFunc
+	fatal     error
+}
+
+// orderKey is what the consumer serializes on. The destination is part of
+// it: partition 0 of one topic and partition 0 of another are unrelated.
+type orderKey struct {
+	destination string
+	partition   int32
+	key         string
+}
+
+// slot is one held message. Its fields but run are guarded by its
+// shard's lock.
+type slot struct {
+	run
+	sh         *poolShard // holds it, and its key
+	m          *Message
+	key        orderKey
+	started    bool
+	lastSource time.Time
+	retry      *time.Timer
+	// waitSince is when the message first found its key held by another
+	// worker (zero if it has not).
+	waitSince time.Time
+	// holds counts in-place holds through a store outage, for backoff.
+	holds int
+}
+
+// poolShard is the held messages of some keys.
+type poolShard struct {
+	mu   sync.Mutex
+	held map[*slot]struct{}
+	keys map[orderKey][]*slot // a key present is busy, with those waiting behind it
+	_    [64]byte             // apart from the next shard's lock
+}
+
+func newPool(c *Consumer) *pool {
+	n := 1
+	for n < 4*c.cfg.concurrency { // enough shards that two workers rarely meet on one
+		n <<= 1
+	}
+	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight), shards: make([]poolShard, n), seed: maphash.MakeSeed(),
+		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{})}
+	for i := range r.shards {
+		r.shards[i].held, r.shards[i].keys = map[*slot]struct{}{}, map[orderKey][]*slot{}
+	}
+	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
+	if !c.cfg.fixedConcurrency {
+		r.limiter = newLimiter(c.cfg.concurrency, r.reportLimit)
+		// Stores report the throttles they retry through the context.
+		r.handlerCtx = retry.WithObserver(r.handlerCtx, func(class retry.Class, _ error) {
+			if class == retry.Throttled {
+				r.limiter.throttled(time.Now())
+			}
+		})
+	}
+	r.settles = sharedDeadlines{parent: context.WithoutCancel(r.handlerCtx), window: time.Second, after: settleTimeout + time.Second}
+	return r
+}
+
+func (r *pool) serve(ctx context.Context) error {
+	cfg := &r.c.cfg
+	var workers sync.WaitGroup
+	for range cfg.concurrency {
+		workers.Go(func() {
+			// A context of the worker's own: the handlers' contexts hang
+			// on it, not all on one shared parent's lock.
+			wctx, cancel := context.WithCancel(r.handlerCtx)
+			defer cancel()
+			for s := range r.work {
+				r.handle(wctx, s)
+			}
+		})
+	}
+	hbStop := make(chan struct{})
+	hbDone := make(chan struct{})
+	go r.heartbeat(hbStop, hbDone)
+
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	r.faultMu.Lock()
+	r.stopFetch = stopFetch
+	r.faultMu.Unlock()
+	fetchErr := r.fetch(fetchCtx)
+	stopFetch()
+
+	// Drain: nothing new starts; what runs gets until the deadline.
+	drainStart := time.Now()
+	r.draining.Store(true) // before any shard is locked: each sees it
+	close(r.drained)
+	var unstarted []*slot
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for s := range sh.held {
+			if s.retry != nil && s.retry.Stop() {
+				unstarted = append(unstarted, s)
+			}
+		}
+		for k, waiting := range sh.keys {
+			unstarted = append(unstarted, waiting...)
+			sh.keys[k] = nil
+		}
+		sh.mu.Unlock()
+	}
+	for _, s := range unstarted {
+		r.giveBack(s)
+	}
+	reserve := min(time.Second, cfg.drainTimeout/5)
+	r.waitEmpty(cfg.drainTimeout - reserve)
+	r.cancelHandler()
+	r.waitEmpty(reserve)
+	close(r.work)
+	workers.Wait()
+	close(hbStop)
+	<-hbDone
+	r.settles.stop()
+
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
+	defer cancel()
+	closeErr := r.c.src.Close(closeCtx)
+	r.faultMu.Lock()
+	fatal := r.fatal
+	r.faultMu.Unlock()
+	switch {
+	case fatal != nil:
+		return fatal // wraps ErrMisconfigured
+	case fetchErr != nil:
+		return fetchErr
+	case closeErr != nil:
+		return fmt.Errorf("consumer: closing source: %w", closeErr)
+	}
+	return nil
+}
+
+func (r *pool) waitEmpty(d time.Duration) {
+	if r.held.Load() == 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.empty:
+	case <-t.C:
+	}
+}
+
+// fetch receives while there is room, until ctx ends or the source fails
+// for good, and hands each message on (dispatchLocked).
+func (r *pool) fetch(ctx context.Context) error {
+	failures := 0
+	for {
+		free, ok := r.waitFree(ctx)
+		if !ok {
+			return nil
+		}
+		msgs, err := r.c.src.Receive(ctx, free)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, ErrSourceClosed):
+				return err
+			case retry.Classify(err) == retry.Misconfigured:
+				// The queue is gone or access was taken away: waiting will
+				// not mend it.
+				return fmt.Errorf("%w: receive: %w", ErrMisconfigured, err)
+			}
+			failures++
+			delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
+			r.c.cfg.logger.WarnContext(ctx, "receive failed", "error", err.Error(), "retry_in", delay)
+			if !sleepCtx(ctx, delay) {
+				return nil
+			}
+			continue
+		}
+		failures = 0
+		now := time.Now()
+		n := r.held.Add(int64(len(msgs)))
+		for _, m := range msgs {
+			s := &slot{run: run{src: r.c.src, stores: &r.settles}, m: m, lastSource: now}
+			switch r.c.caps.Ordering {
+			case OrderByKey:
+				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.OrderingKey}
+			case OrderByPartition:
+				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
+			}
+			if r.c.caps.Ordering == Unordered {
+				r.next++
+				s.sh = &r.shards[r.next&uint64(len(r.shards)-1)]
+			} else {
+				s.sh = &r.shards[maphash.Comparable(r.seed, s.key)&uint64(len(r.shards)-1)]
+			}
+			s.sh.mu.Lock()
+			s.sh.held[s] = struct{}{}
+			r.dispatchLocked(s)
+			s.sh.mu.Unlock()
+		}
+		r.reportInFlight(int(n))
+	}
+}
+
+// waitFree blocks until fewer than MaxInFlight messages are held and says
+// how many more may be taken.
+func (r *pool) waitFree(ctx context.Context) (int, bool) {
+	for {
+		if free := r.c.cfg.maxInFlight - int(r.held.Load()); free > 0 {
+			return free, ctx.Err() == nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case <-r.space:
+		}
+	}
+}
+
+// dispatchLocked hands s to a worker, or queues it behind its key; s's
+// shard is locked. The work channel holds MaxInFlight, so a send never
+// blocks.
+func (r *pool) dispatchLocked(s *slot) {
+	if r.c.caps.Ordering != Unordered {
+		if waiting, busy := s.sh.keys[s.key]; busy {
+			s.sh.keys[s.key] = append(waiting, s)
+			return
+		}
+		s.sh.keys[s.key] = nil // busy, none waiting
+	}
+	r.work <- s
+}
+
+// handle runs one message from a worker: the guard's key → claim →
+// handle → commit, then the settle on the source and the release of its
+// key.
+func (r *pool) handle(ctx context.Context, s *slot) {
+	if r.limiter != nil && !r.limiter.acquire(r.drained) {
+		r.giveBack(s)
+		return
+	}
+	s.sh.mu.Lock()
+	draining := r.draining.Load()
+	s.started, s.retry = !draining, nil
+	s.sh.mu.Unlock()
+	if draining {
+		r.giveBack(s)
+	} else {
+		o := r.c.guard.process(ctx, s.m, &s.run)
+		if r.settle(r.settles.get(time.Now()), s, o) {
+			r.release(s)
+		}
+	}
+	if r.limiter != nil {
+		r.limiter.release(time.Now())
+	}
+}
+
+// settle carries out the outcome's action on the source; false when it
+// holds the message in place instead, to run again.
+func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
+	cfg := &r.c.cfg
+	src := r.c.src
+	action := o.Action()
+	switch o.Kind {
+	case Misconfigured:
+		r.stop(o.Err)
+	case StoreUnavailable:
+		// Hold the message through the outage: no redelivery, no receive
+		// counted by the broker, and receiving pauses once MaxInFlight
+		// messages are held.
+		s.holds++
+		if r.holdInPlace(s, max(o.RetryAfter, r.c.guard.retryDelay(s.holds)), false) {
+			r.reportSettled(ctx, s.m, action, nil)
+			return false
+		}
+	case InFlightElsewhere:
+		// A live holder finishes within its HandlerTimeout: look again
+		// every PendingRecheck meanwhile, in place, at no delivery's cost
+		// (and wait out in place a lease about to end). Past that the
+		// holder is likely dead: give the message back until its lease can
+		// have ended.
+		now := time.Now()
+		if s.waitSince.IsZero() {
+			s.waitSince = now
+		}
+		wait := min(cfg.pendingRecheck, o.RetryAfter)
+		if (o.RetryAfter <= cfg.pendingRecheck || now.Sub(s.waitSince)+wait <= cfg.handlerTimeout) &&
+			r.holdInPlace(s, wait, false) {
+			r.reportSettled(ctx, s.m, action, nil)
+			return false
+		}
+	}
+	var err error
+	switch action {
+	case Ack:
+		err = src.Ack(ctx, s.m)
+	case DeadLetter:
+		switch o.deadLetter {
+		case deadLetterSent:
+			// Sent and settled by the source while the lease was held.
+		case deadLetterKept:
+			// Kept in the store, never to run again: released where the
+			// broker keeps it readable (a Kafka log), else given back to
+			// the broker's own redrive, spending a receive each time.
+			// The settle counts as a failed dead letter when the copy was
+			// refused now.
+			r.c.guard.tel.keptDead.Add(ctx, 1)
+			if r.c.caps.Replayable {
+				err = src.Ack(ctx, s.m)
+			} else {
+				err = src.Nack(ctx, s.m, cfg.maxRetryDelay)
+			}
+			err = errors.Join(o.deadLetterErr, err)
+		case deadLetterFailed:
+			err = errors.Join(o.deadLetterErr, src.Nack(ctx, s.m, cfg.maxRetryDelay))
+		default:
+			// No lease was held (the key could not be made, or it was
+			// reused): sent now.
+			if err = src.DeadLetter(ctx, s.m, o.Reason()); err != nil {
+				// No dead-letter destination took it: keep the message
+				// rather than lose it, and say so loudly. It is counted as
+				// a failed dead letter (settles with result "error").
+				cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogKey(o.IdempotencyKey), slogErr(err))
+				_ = src.Nack(ctx, s.m, cfg.maxRetryDelay)
+			}
+		}
+	case Retry:
+		if r.c.caps.Ordering != Unordered && r.holdInPlace(s, o.RetryAfter, true) {
+			r.reportSettled(ctx, s.m, action, nil)
+			return false
+		}
+		err = src.Nack(ctx, s.m, o.RetryAfter)
+	}
+	r.reportSettled(ctx, s.m, action, err)
+	if err != nil && action != DeadLetter {
+		cfg.logger.WarnContext(ctx, "settle failed", "action", action.String(), slogID(s.m), slogErr(err))
+	}
+	return true
+}
+
+// stop ends the run for a configuration fault: receiving stops, what is
+// held drains, and Run returns err. The first fault is the one reported.
+func (r *pool) stop(err error) {
+	r.faultMu.Lock()
+	first := r.fatal == nil
+	if first {
+		r.fatal = err
+	}
+	stopFetch := r.stopFetch
+	r.faultMu.Unlock()
+	if first {
+		r.c.cfg.logger.Error("stopping: the deployment is misconfigured; no message is blamed", slogErr(err))
+		stopFetch()
+	}
+}
+
+// holdInPlace keeps a message, and so its key, and runs it again after
+// delay: for ordered sources, so that its successors cannot overtake it
+// (redelivery: it counts as a delivery), and through store outages.
+func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	if r.draining.Load() {
+		return false
+	}
+	if redelivery {
+		s.m.Deliveries++
+	}
+	s.started = false
+	s.retry = time.AfterFunc(delay, func() {
+		s.sh.mu.Lock()
+		if r.draining.Load() {
+			s.sh.mu.Unlock()
+			r.giveBack(s)
+			return
+		}
+		r.work <- s
+		s.sh.mu.Unlock()
+	})
+	return true
+}
+
+// giveBack returns a message that was never started to the source at once.
+func (r *pool) giveBack(s *slot) {
+	ctx := r.settles.get(time.Now())
+	err := r.c.src.Nack(ctx, s.m, 0)
+	r.reportSettled(ctx, s.m, Retry, err)
+	r.release(s)
+}
+
+// release forgets s and lets its key's next message run.
+func (r *pool) release(s *slot) {
+	sh := s.sh
+	sh.mu.Lock()
+	delete(sh.held, s)
+	if waiting, busy := sh.keys[s.key]; busy && r.c.caps.Ordering != Unordered {
+		if len(waiting) > 0 && !r.draining.Load() {
+			sh.keys[s.key] = waiting[1:]
+			r.work <- waiting[0]
+		} else {
+			delete(sh.keys, s.key)
+		}
+	}
+	sh.mu.Unlock()
+	n := r.held.Add(-1)
+	if n == 0 && r.draining.Load() {
+		r.emptyOnce.Do(func() { close(r.empty) })
+	}
+	select {
+	case r.space <- struct{}{}:
+	default:
+	}
+	r.reportInFlight(int(n))
+}
+
+// heartbeat extends, for every held message, the source's delivery
+// timeout: one goroutine for all messages. (A running handler's lease is
+// renewed by the guard.)
+func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	timeout := r.c.caps.DeliveryTimeout
+	if timeout <= 0 {
+		<-stop
+		return
+	}
+	every, renewFor := timeout/2, r.c.cfg.renewFor()
+	t := time.NewTicker(max(timeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	var due []*slot
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		due = due[:0]
+		for i := range r.shards {
+			sh := &r.shards[i]
+			sh.mu.Lock()
+			for s := range sh.held {
+				// A leased handler that ignores its context past its
+				// renewals: let its delivery run out too, so another
+				// worker can take over.
+				since := s.leasedSince.Load()
+				if (since == 0 || now.Sub(time.Unix(0, since)) <= renewFor) && now.Sub(s.lastSource) >= every {
+					s.lastSource = now
+					due = append(due, s)
+				}
+			}
+			sh.mu.Unlock()
+		}
+		for _, s := range due {
+			ctx := r.settles.get(now)
+			err := r.c.src.Extend(ctx, s.m, timeout)
+			r.c.guard.reportHeartbeat(ctx, s.m, false, err)
+		}
+	}
+}
+
+func (r *pool) reportLimit(n int) {
+	r.c.guard.tel.limit.Record(context.Background(), int64(n))
+	for _, h := range r.c.guard.hooks.limit {
+		h.OnPoolConcurrencyLimit(n)
+	}
+}
+
+func (r *pool) reportInFlight(n int) {
+	r.c.guard.tel.inFlight.Record(context.Background(), int64(n))
+	for _, h := range r.c.guard.hooks.inFlight {
+		h.OnPoolInFlight(n)
+	}
+}
+
+func (r *pool) reportSettled(ctx context.Context, m *Message, a Action, err error) {
+	r.c.guard.tel.settled(ctx, m, a, err)
+	for _, h := range r.c.guard.hooks.settle {
+		h.OnMessageSettled(ctx, m, a, err)
+	}
+}
