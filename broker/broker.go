@@ -92,6 +92,18 @@ type Capabilities struct {
 	// for another payload, would then say nothing the key does not, so
 	// none is stored or compared. Nil: never.
 	KeyCoversBody func(m *Message) bool
+	// LimitCommitHold is set by a Source where an unfinished message holds
+	// back the commit of those after it (Kafka). Before the first Receive
+	// the consumer calls it with how long that may last: the records of
+	// the later messages must outlive a replay from the held one, or they
+	// would run again. Past it, Receive fails with an error that stops the
+	// consumer (retry.Misconfigured). Nil: commits are never held.
+	LimitCommitHold func(max time.Duration)
+	// InheritLogger is set by a Source that logs, so that a Consumer given
+	// a logger (consumer.WithLogger) can hand it over: the Source then logs
+	// there unless it was given a logger of its own. Every onceq component
+	// logs to slog.Default() when given none.
+	InheritLogger func(l *slog.Logger)
 }
 
 // KeyFunc returns a message's idempotency key (before the namespace is
@@ -160,22 +172,4 @@ type Origin struct {
 	Destination string // queue name or URL, or topic
 	Partition   int32  // Kafka partition; 0 elsewhere
 	Offset      int64  // Kafka offset; 0 elsewhere
-}
-
-// CommitHolder is implemented by a Source where an unfinished message
-// holds back the commit of those after it (Kafka). Before the first
-// Receive the consumer tells it how long that may last: the records of the
-// later messages must outlive a replay from the held one, or they would
-// run again. Past it, Receive fails with an error that stops the consumer
-// (retry.Misconfigured).
-type CommitHolder interface {
-	LimitCommitHold(max time.Duration)
-}
-
-// LoggerInheritor is implemented by a Source or a Store that logs, so that
-// a Consumer or Guard given a logger (consumer.WithLogger) can hand it
-// over: the component then logs there unless it was given a logger of its
-// own. Every onceq component logs to slog.Default() when given none.
-type LoggerInheritor interface {
-	InheritLogger(l *slog.Logger)
 }

@@ -18,10 +18,15 @@ type holdLimited struct {
 	limit atomic.Int64
 }
 
-func (h *holdLimited) LimitCommitHold(max time.Duration) { h.limit.Store(int64(max)) }
+// Capabilities declares the hold, as the Kafka sources do.
+func (h *holdLimited) Capabilities() consumer.Capabilities {
+	caps := h.Source.Capabilities()
+	caps.LimitCommitHold = func(max time.Duration) { h.limit.Store(int64(max)) }
+	return caps
+}
 
 // TestCommitHoldBoundFromRetention: before receiving, the consumer tells a
-// CommitHolder to stop at 3/4 of Retention, so that the records completed
+// Source that declares LimitCommitHold to stop at 3/4 of Retention, so that the records completed
 // behind a held message still live when it is replayed.
 func TestCommitHoldBoundFromRetention(t *testing.T) {
 	q := memsource.NewQueue("hold")

@@ -32,7 +32,7 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 		cfg.maxInFlight = 2 * cfg.concurrency
 	}
 	caps := src.Capabilities()
-	cfg.handLogger(src)
+	cfg.handLogger(caps.InheritLogger)
 	if !caps.DeadLetter && !cfg.noDeadLetter {
 		return nil, configError("the Source has no dead-letter destination: give it one (SQS: a dead-letter queue or redrive policy; Kafka: a dead-letter topic), or pass WithoutDeadLetters")
 	}
@@ -80,12 +80,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	if h, ok := c.src.(CommitHolder); ok {
+	if limit := c.src.Capabilities().LimitCommitHold; limit != nil {
 		// Records completed behind a held message expire Retention after
 		// they completed; stopping at 3/4 of it leaves the operator a
 		// quarter of Retention to mend what holds it before a restart
 		// would replay them as new.
-		h.LimitCommitHold(c.cfg.retention / 4 * 3)
+		limit(c.cfg.retention / 4 * 3)
 	}
 	r := newPool(c)
 	return r.serve(ctx)

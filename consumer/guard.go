@@ -91,7 +91,7 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: telemetry: %w", err)
 	}
-	cfg.handLogger(store)
+	cfg.handLogger(caps.InheritLogger)
 	hs, err := collectHooks(cfg.hooks)
 	if err != nil {
 		return nil, err

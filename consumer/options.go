@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"github.com/onceq/onceq/broker"
 	"log/slog"
 	"time"
 
@@ -257,7 +256,7 @@ func WithTenantFunc(f KeyFunc) GuardOption { return guardFunc(func(c *config) { 
 // WithLogger sets the logger (default slog.Default(), as in every onceq
 // package). Outcomes other than processed and duplicate are logged, with
 // the key's hash, never the key. The logger is handed to the Source and
-// the Store too (broker.LoggerInheritor), unless they were given their own.
+// the Store too (their Capabilities' InheritLogger), unless they were given their own.
 func WithLogger(l *slog.Logger) GuardOption {
 	return guardFunc(func(c *config) {
 		if l != nil {
@@ -336,12 +335,10 @@ func WithoutAdaptiveConcurrency() Option {
 	return optionFunc(func(c *config) { c.fixedConcurrency = true })
 }
 
-// handLogger gives a Source or Store the logger this consumer was given,
-// for it to use unless it was given its own. Found by assertion, unlike
-// capabilities: a wrapper that hides it changes nothing but where the
-// wrapped component logs (its own logger or slog.Default()).
-func (c *config) handLogger(component any) {
-	if li, ok := component.(broker.LoggerInheritor); ok && c.loggerGiven {
-		li.InheritLogger(c.logger)
+// handLogger gives a Source or Store that declared InheritLogger the
+// logger this consumer was given, for it to use unless it has its own.
+func (c *config) handLogger(inherit func(*slog.Logger)) {
+	if inherit != nil && c.loggerGiven {
+		inherit(c.logger)
 	}
 }

@@ -19,17 +19,14 @@ type (
 	// (an alias of [broker.Capabilities]): its Ordering, its
 	// DeliveryTimeout (the consumer extends deliveries before it passes),
 	// its RedeliveryWindow (records are kept longer than it), whether it
-	// has a DeadLetter destination, and a DefaultKey with KeyCoversBody.
+	// has a DeadLetter destination, whether settled messages stay
+	// Replayable from the broker (Kafka), a DefaultKey with KeyCoversBody,
+	// LimitCommitHold where an unfinished message holds back later commits,
+	// and InheritLogger where the Source takes the consumer's logger.
 	// A wrapper that forwards Capabilities keeps every guarantee of the
 	// Source it wraps. The zero value is an unordered source whose
 	// deliveries never time out, with no dead-letter destination.
 	Capabilities = broker.Capabilities
-	// CommitHolder is implemented by a Source where an unfinished message
-	// holds back the commit of those after it (Kafka); an alias of
-	// [broker.CommitHolder]. The consumer tells it, before the first
-	// Receive, how long a hold may last: past it, Receive fails with a
-	// Misconfigured error that stops the consumer.
-	CommitHolder = broker.CommitHolder
 	// Message is one delivery from a Source (an alias of
 	// [broker.Message]). Its fields:
 	//
@@ -71,5 +68,7 @@ const (
 	OrderByPartition = broker.OrderByPartition
 )
 
-// IdempotencyKeyAttribute is [broker.IdempotencyKeyAttribute].
+// IdempotencyKeyAttribute, "idempotency-key", is the message attribute
+// (SQS) or record header (Kafka) whose value is the idempotency key when
+// one is set: [broker.IdempotencyKeyAttribute].
 const IdempotencyKeyAttribute = broker.IdempotencyKeyAttribute

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -196,6 +197,10 @@ type Capabilities struct {
 	// TenantKey puts in front of each key. A consumer over it needs a
 	// tenant function, or every key would share its namespace's partition.
 	TenantKeyed bool
+	// InheritLogger is set by a Store that logs, so that a Consumer or
+	// Guard given a logger (consumer.WithLogger) can hand it over: the
+	// Store then logs there unless it was given a logger of its own.
+	InheritLogger func(l *slog.Logger)
 }
 
 // ClaimCompleteRequest is the one-round-trip claim: the record is written

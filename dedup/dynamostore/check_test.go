@@ -3,7 +3,6 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
-	"github.com/onceq/onceq/consumer"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,8 +11,10 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/storetest"
 	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
@@ -64,8 +65,9 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// A store given no logger logs to the one a Guard (or Consumer) was given;
-// a store given its own keeps it.
+// A store given no logger logs to the one a Guard (or Consumer) was given,
+// also behind a user's pass-through wrapper (the store declares it in its
+// Capabilities); a store given its own keeps it.
 func TestLoggerHandedOver(t *testing.T) {
 	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
 	noTTL := tableWithoutTTL(t, client)
@@ -74,20 +76,26 @@ func TestLoggerHandedOver(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		opts      []dynamostore.Option
+		wrapped   bool
 		want, not *testenv.LogBuffer
 	}{
-		{"inherited", nil, &guardLogs, &storeLogs},
-		{"own", []dynamostore.Option{dynamostore.WithLogger(storeLogs.Logger(slog.LevelInfo))}, &storeLogs, &guardLogs},
+		{"inherited", nil, false, &guardLogs, &storeLogs},
+		{"inherited through a wrapper", nil, true, &guardLogs, &storeLogs},
+		{"own", []dynamostore.Option{dynamostore.WithLogger(storeLogs.Logger(slog.LevelInfo))}, false, &storeLogs, &guardLogs},
 	} {
-		before := tc.not.String()
-		g, err := consumer.NewGuard(newStore(t, client, noTTL, tc.opts...), h, consumer.WithLogger(guardLogs.Logger(slog.LevelInfo)))
+		before, beforeWant := tc.not.String(), tc.want.String()
+		var st dedup.Store = newStore(t, client, noTTL, tc.opts...)
+		if tc.wrapped {
+			st = storetest.Wrapped{Store: st}
+		}
+		g, err := consumer.NewGuard(st, h, consumer.WithLogger(guardLogs.Logger(slog.LevelInfo)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := g.Check(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(tc.want.String(), "TTL is not enabled") || tc.not.String() != before {
+		if !strings.Contains(strings.TrimPrefix(tc.want.String(), beforeWant), "TTL is not enabled") || tc.not.String() != before {
 			t.Errorf("%s: the store's warning went to the wrong logger:\nguard's: %s\nstore's: %s", tc.name, guardLogs.String(), storeLogs.String())
 		}
 	}

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/onceq/onceq/internal/configerr"
-	"github.com/onceq/onceq/internal/logref"
 	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/onceq/onceq/internal/configerr"
+	"github.com/onceq/onceq/internal/logref"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -988,8 +989,3 @@ var fixedRecordSize = itemSize(map[string]types.AttributeValue{
 	attrLease:    num(maxEpoch),
 	attrError:    str(""),
 })
-
-// InheritLogger gives the store the logger of the Consumer or Guard that
-// uses it, used unless WithLogger gave the store one. A Consumer or Guard
-// given a logger calls it.
-func (s *Store) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }

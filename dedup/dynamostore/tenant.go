@@ -16,9 +16,10 @@ import (
 )
 
 // Capabilities implements dedup.Store: ClaimComplete always; TenantKeyed
-// with TenantLayout, whose keys must carry the message's tenant.
+// with TenantLayout, whose keys must carry the message's tenant; and
+// InheritLogger (a Consumer's or Guard's logger, unless WithLogger gave one).
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed}
+	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed, InheritLogger: s.logs.Inherit}
 }
 
 // ErrNotTenantLayout: a per-tenant listing of a store without a tenant

@@ -19,15 +19,6 @@ import (
 // every exported field or method in its comment, or a user reading go doc
 // where they look would not see them.
 func TestAliasesNameTheirMembers(t *testing.T) {
-	// Fields known to be missing, each with where it is to be added. Empty
-	// once the comment names them; a listed field that is named fails too,
-	// so the list cannot outlive its reason.
-	pending := map[string]bool{
-		// consumer/ is being rewritten on another branch; a word each there.
-		"consumer.Capabilities.Replayable":      true,
-		"consumer.CommitHolder.LimitCommitHold": true,
-		"consumer.IdempotencyKeyAttribute":      true,
-	}
 	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedTypes | packages.NeedSyntax | packages.NeedTypesInfo, Dir: "../.."}
 	pkgs, err := packages.Load(cfg, "github.com/onceq/onceq/...")
 	if err != nil {
@@ -46,7 +37,7 @@ func TestAliasesNameTheirMembers(t *testing.T) {
 					continue
 				}
 				if gd.Tok == token.CONST {
-					checked += constantsShowValues(t, p, gd, pending)
+					checked += constantsShowValues(t, p, gd)
 					continue
 				}
 				for _, s := range gd.Specs {
@@ -84,13 +75,9 @@ func TestAliasesNameTheirMembers(t *testing.T) {
 					checked++
 					for _, m := range members {
 						inDoc := regexp.MustCompile(`\b` + m + `\b`).MatchString(doc)
-						where := p.Name + "." + ts.Name.Name + "." + m
-						switch {
-						case !inDoc && !pending[where]:
+						if !inDoc {
 							t.Errorf("%s.%s (an alias of %s) does not name %s in its comment",
 								p.Name, ts.Name.Name, named.Obj().Pkg().Path()+"."+named.Obj().Name(), m)
-						case inDoc && pending[where]:
-							t.Errorf("%s is named now: drop it from pending", where)
 						}
 					}
 				}
@@ -107,7 +94,7 @@ func TestAliasesNameTheirMembers(t *testing.T) {
 // another onceq package's (kafkasource.ReasonHeader is an internal
 // package's) shows its value in its comment: go doc prints the other
 // name, not the value. It returns how many it checked.
-func constantsShowValues(t *testing.T, p *packages.Package, gd *ast.GenDecl, pending map[string]bool) int {
+func constantsShowValues(t *testing.T, p *packages.Package, gd *ast.GenDecl) int {
 	t.Helper()
 	n := 0
 	for _, s := range gd.Specs {
@@ -136,11 +123,7 @@ func constantsShowValues(t *testing.T, p *packages.Package, gd *ast.GenDecl, pen
 			n++
 			doc := vs.Doc.Text() + gd.Doc.Text()
 			shown := constant.StringVal(c.Val())
-			where := p.Name + "." + name.Name
-			switch inDoc := strings.Contains(doc, shown); {
-			case inDoc && pending[where]:
-				t.Errorf("%s is shown now: drop it from pending", where)
-			case !inDoc && !pending[where]:
+			if !strings.Contains(doc, shown) {
 				t.Errorf("%s.%s is %s, which go doc does not show: say %s in its comment", p.Name, name.Name, sel.Sel.Name, shown)
 			}
 		}

@@ -3,11 +3,9 @@ package lambdabatch
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
 )
 
@@ -64,13 +62,6 @@ type cappedStore struct {
 // capLeases wraps s; it declares s's Capabilities (by embedding).
 func capLeases(s dedup.Store) *cappedStore {
 	return &cappedStore{Store: s, caps: make(map[string]time.Time)}
-}
-
-// InheritLogger passes the Guard's logger on to the store it wraps.
-func (s *cappedStore) InheritLogger(l *slog.Logger) {
-	if li, ok := s.Store.(broker.LoggerInheritor); ok {
-		li.InheritLogger(l)
-	}
 }
 
 func (s *cappedStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {

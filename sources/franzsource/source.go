@@ -3,13 +3,13 @@ package franzsource
 import (
 	"context"
 	"fmt"
-	"github.com/onceq/onceq/internal/logref"
-	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/onceq/onceq/internal/logref"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -206,7 +206,7 @@ func (s *Source) groupOpts() []kgo.Opt {
 // member until its partition is revoked.
 func (s *Source) Capabilities() broker.Capabilities {
 	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
-		DeadLetter: s.cfg.dlqTopic != "", Replayable: true}
+		DeadLetter: s.cfg.dlqTopic != "", Replayable: true, LimitCommitHold: s.d.LimitHold, InheritLogger: s.logs.Inherit}
 }
 
 // Check proves the brokers can be reached and the topics, and the
@@ -427,20 +427,9 @@ func (s *Source) shutdown() {
 	close(s.done)
 }
 
-// InheritLogger gives the source the logger of the Consumer that runs it,
-// used unless WithLogger gave the source one. A Consumer given a logger
-// calls it.
-func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }
-
 func value(p *string) string {
 	if p == nil {
 		return ""
 	}
 	return *p
 }
-
-// LimitCommitHold implements broker.CommitHolder: once a partition's oldest
-// unfinished record has held its commit for max (the consumer gives 3/4 of
-// its Retention), Receive fails with a *CommitHeldError, which stops the
-// consumer rather than let a later replay run completed records again.
-func (s *Source) LimitCommitHold(max time.Duration) { s.d.LimitHold(max) }

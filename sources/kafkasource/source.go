@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/onceq/onceq/internal/logref"
 	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/onceq/onceq/internal/logref"
 
 	kgo "github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel"
@@ -222,7 +223,7 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 // out: a record stays with this member until its partition is revoked.
 func (s *Source) Capabilities() broker.Capabilities {
 	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
-		DeadLetter: s.cfg.dlqTopic != "", Replayable: true}
+		DeadLetter: s.cfg.dlqTopic != "", Replayable: true, LimitCommitHold: s.d.LimitHold, InheritLogger: s.logs.Inherit}
 }
 
 // Check proves the brokers can be reached and the topics, and the
@@ -374,14 +375,3 @@ func (s *Source) Close(ctx context.Context) error {
 	defer s.mu.Unlock()
 	return s.closeErr
 }
-
-// InheritLogger gives the source the logger of the Consumer that runs it,
-// used unless WithLogger gave the source one. A Consumer given a logger
-// calls it.
-func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }
-
-// LimitCommitHold implements broker.CommitHolder: once a partition's oldest
-// unfinished record has held its commit for max (the consumer gives 3/4 of
-// its Retention), Receive fails with a *CommitHeldError, which stops the
-// consumer rather than let a later replay run completed records again.
-func (s *Source) LimitCommitHold(max time.Duration) { s.d.LimitHold(max) }

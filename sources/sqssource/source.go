@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/onceq/onceq/internal/logref"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/onceq/onceq/internal/logref"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -321,7 +322,8 @@ func (s *Source) DeadLetterQueueURL() string {
 // dead-letter queue is known, and, on a FIFO queue, ordering by
 // MessageGroupId.
 func (s *Source) Capabilities() broker.Capabilities {
-	c := broker.Capabilities{DeliveryTimeout: s.visibility, RedeliveryWindow: s.retention, DeadLetter: s.dlq != nil}
+	c := broker.Capabilities{DeliveryTimeout: s.visibility, RedeliveryWindow: s.retention, DeadLetter: s.dlq != nil,
+		InheritLogger: s.logs.Inherit}
 	if s.fifo {
 		c.Ordering = broker.OrderByKey
 	}
@@ -681,8 +683,3 @@ func (s *Source) release(ctx context.Context, msgs []*broker.Message) {
 		}
 	}
 }
-
-// InheritLogger gives the source the logger of the Consumer that runs it,
-// used unless WithLogger gave the source one. A Consumer given a logger
-// calls it.
-func (s *Source) InheritLogger(l *slog.Logger) { s.logs.Inherit(l) }
