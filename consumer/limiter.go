@@ -3,6 +3,7 @@ package consumer
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,11 +28,18 @@ import (
 //
 // Waiters are served in arrival order, so no message starves behind later
 // ones while the limit is low.
+//
+// While the limit is at its maximum and nothing is paced or waiting (no
+// throttle lately: the usual case), the limiter is open: acquire and
+// release only count, with no lock, below the maximum. Every message took
+// the one lock before; under load it was the pool's most contended.
 type limiter struct {
+	open   atomic.Bool  // limit at max, not pacing, no waiter
+	active atomic.Int64 // messages started and not released
+
 	mu           sync.Mutex
 	limit        float64
 	min, max     float64
-	active       int
 	lastDecrease time.Time
 	lastThrottle time.Time // any throttle, cut for or not: no increase soon after
 	cooldown     time.Duration
@@ -74,7 +82,16 @@ const (
 )
 
 func newLimiter(max int, onChange func(int)) *limiter {
-	return &limiter{limit: float64(max), min: 1, max: float64(max), cooldown: limiterCooldown, onChange: onChange}
+	l := &limiter{limit: float64(max), min: 1, max: float64(max), cooldown: limiterCooldown, onChange: onChange}
+	l.open.Store(true)
+	return l
+}
+
+// reopenLocked opens the limiter again once nothing constrains it.
+func (l *limiter) reopenLocked() {
+	if l.limit >= l.max && l.interval == 0 && len(l.queue) == 0 {
+		l.open.Store(true)
+	}
 }
 
 // Limit is the current limit.
@@ -94,16 +111,29 @@ func (l *limiter) pacing() time.Duration {
 // acquire waits for room under the limit, in arrival order; false if stop
 // closed first.
 func (l *limiter) acquire(stop <-chan struct{}) bool {
+	for l.open.Load() {
+		n := l.active.Load()
+		if n >= int64(l.max) {
+			break // full: wait in the queue
+		}
+		if l.active.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 	l.mu.Lock()
 	// Room now and no one waiting: start without queueing (no allocation
 	// on the unthrottled path).
-	if now := time.Now(); len(l.queue) == 0 && l.active < int(l.limit) && (l.interval == 0 || !now.Before(l.next)) {
-		l.active++
+	if now := time.Now(); len(l.queue) == 0 && l.active.Load() < int64(l.limit) && (l.interval == 0 || !now.Before(l.next)) {
+		l.active.Add(1)
 		l.startedLocked(now)
 		l.mu.Unlock()
 		return true
 	}
 	w := &limitWaiter{ready: make(chan struct{}), nudge: make(chan struct{}, 1)}
+	// Closed before the grant below reads active: a release that counted
+	// down meanwhile either is seen there or sees the limiter closed and
+	// grants under the lock.
+	l.open.Store(false)
 	l.queue = append(l.queue, w)
 	wait := l.grantLocked(time.Now())
 	if len(l.queue) > 0 && l.queue[0] != w {
@@ -136,11 +166,12 @@ func (l *limiter) acquire(stop <-chan struct{}) bool {
 			l.mu.Lock()
 			if w.granted {
 				// Granted as stop closed: hand the room on.
-				l.active--
+				l.active.Add(-1)
 			} else {
 				l.removeLocked(w)
 			}
 			l.kickLocked(l.grantLocked(time.Now()))
+			l.reopenLocked()
 			l.mu.Unlock()
 			return false
 		}
@@ -157,14 +188,14 @@ func (l *limiter) acquire(stop <-chan struct{}) bool {
 // room, and returns how long until pacing lets the head start (0 if it
 // need not wait for time).
 func (l *limiter) grantLocked(now time.Time) time.Duration {
-	for len(l.queue) > 0 && l.active < int(l.limit) {
+	for len(l.queue) > 0 && l.active.Load() < int64(l.limit) {
 		if l.interval > 0 && now.Before(l.next) {
 			return l.next.Sub(now)
 		}
 		w := l.queue[0]
 		l.queue[0] = nil
 		l.queue = l.queue[1:]
-		l.active++
+		l.active.Add(1)
 		w.granted = true
 		close(w.ready)
 		l.startedLocked(now)
@@ -254,13 +285,17 @@ func later(a, b time.Time) time.Time {
 }
 
 func (l *limiter) release(now time.Time) {
+	l.active.Add(-1)
+	if l.open.Load() {
+		return
+	}
 	l.mu.Lock()
-	l.active--
 	before := int(l.limit)
 	if now.Sub(l.lastThrottle) >= l.cooldown {
 		l.limit = min(l.max, l.limit+1/l.limit)
 	}
 	l.kickLocked(l.grantLocked(now))
+	l.reopenLocked()
 	after := int(l.limit)
 	l.mu.Unlock()
 	if after != before && l.onChange != nil {
@@ -271,8 +306,11 @@ func (l *limiter) release(now time.Time) {
 // throttled is told of a store throttle.
 func (l *limiter) throttled(now time.Time) {
 	l.mu.Lock()
+	// Closed first, so that starts from here on are counted under the lock.
+	l.open.Store(false)
 	l.lastThrottle = later(l.lastThrottle, now)
 	if now.Sub(l.lastDecrease) < l.cooldown {
+		l.reopenLocked()
 		l.mu.Unlock()
 		return
 	}

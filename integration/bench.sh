@@ -37,19 +37,29 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
 load_start=$(loadavg)
 start=$(date +%s)
 bench ./consumer/ -bench '^(BenchmarkMemoryPipeline|BenchmarkCachedDuplicates|BenchmarkLatencyHiding)$' -benchmem -count "$count"
+# The same pipeline on 1 core and on 2, in one run, for the scaling row
+# (kept apart from the figures above, which run on every core).
+scaling="$ONCEQ_RUN_DIR/memory-pipeline-scaling.out"
+echo "== ./consumer/ memory pipeline, -cpu 1,2" >&2
+go test -run '^$' -bench '^BenchmarkMemoryPipeline/workers=16$' -cpu 1,2 -count "$count" ./consumer/ 2>&1 | tee "$scaling" || failed=1
 # Once more under the CPU profiler, for the top entries under the table
 # (not into the table: a profiled run is slower).
 profile_top="$ONCEQ_RUN_DIR/memory-pipeline.top"
+mutex_top="$ONCEQ_RUN_DIR/memory-pipeline-mutex.top"
 echo "== ./consumer/ memory pipeline, profiled" >&2
 if go test -run '^$' -bench '^BenchmarkMemoryPipeline/workers=16$' -benchtime 300000x \
-    -cpuprofile "$ONCEQ_RUN_DIR/memory-pipeline.prof" -o "$ONCEQ_RUN_DIR/consumer.test" ./consumer/ >/dev/null &&
+    -cpuprofile "$ONCEQ_RUN_DIR/memory-pipeline.prof" -mutexprofile "$ONCEQ_RUN_DIR/memory-pipeline-mutex.prof" \
+    -o "$ONCEQ_RUN_DIR/consumer.test" ./consumer/ >/dev/null &&
   go tool pprof -top -nodecount=5 -relative_percentages -ignore 'consumer_test\.produce' \
     "$ONCEQ_RUN_DIR/consumer.test" "$ONCEQ_RUN_DIR/memory-pipeline.prof" 2>/dev/null |
-  sed -n '/^ *flat/,$p' >"$profile_top"; then
+  sed -n '/^ *flat/,$p' >"$profile_top" &&
+  go tool pprof -top -nodecount=5 -hide '^sync\.' "$ONCEQ_RUN_DIR/consumer.test" "$ONCEQ_RUN_DIR/memory-pipeline-mutex.prof" 2>/dev/null |
+  sed -n '/^ *flat/,$p' >"$mutex_top"; then
   :
 else
   failed=1
   : >"$profile_top"
+  : >"$mutex_top"
 fi
 bench ./sources/sqssource/ -bench '^BenchmarkRawVsConsumer$' -benchtime 3x -count "$count"
 bench ./sources/kafkasource/ -bench '^BenchmarkGroupThroughput$' -benchtime 1x -count "$count"
@@ -74,7 +84,7 @@ took=$(( $(date +%s) - start ))
 load_end=$(loadavg)
 
 echo
-go run ./integration/benchtable -md BENCHMARKS.md -cmd "make bench" -profile "$profile_top" \
+go run ./integration/benchtable -md BENCHMARKS.md -cmd "make bench" -profile "$profile_top" -scaling "$scaling" -mutex "$mutex_top" \
   -note "Runs: $count of each Go benchmark, $capcount of the capacity comparison, $rsscount of each RSS size; $took s in all. Load average (1, 5, 15 min) $load_start at the start, $load_end at the end: figures from a loaded machine are low, and ratios between runs minutes apart (the DynamoDB rows) noisy." "$out" || failed=1
 echo "(written to BENCHMARKS.md; raw output in $out)"
 exit "$failed"

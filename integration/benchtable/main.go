@@ -11,9 +11,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,14 +25,21 @@ func main() {
 	cmd := flag.String("cmd", "make bench", "the command that produced the figures, for the Markdown file")
 	note := flag.String("note", "", "a line to add under the table in the Markdown file")
 	profile := flag.String("profile", "", "a file of profile text (pprof -top) to print under the table in the Markdown file")
+	scaling := flag.String("scaling", "", "the output of the memory pipeline run with -cpu 1,2, for the scaling row")
+	mutex := flag.String("mutex", "", "the memory pipeline's mutex profile text (pprof -top), for the lock-delay row and under the table")
 	flag.Parse()
-	if err := run(os.Stdout, flag.Args(), *md, *cmd, *note, *profile); err != nil {
+	extra := extras{scaling: *scaling, mutex: *mutex}
+	if err := run(os.Stdout, flag.Args(), *md, *cmd, *note, *profile, extra); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out io.Writer, inputs []string, md, cmd, note, profile string) error {
+// extras are the inputs beside the benchmark output: files of the memory
+// pipeline's scaling run and of its mutex profile (either may be "").
+type extras struct{ scaling, mutex string }
+
+func run(out io.Writer, inputs []string, md, cmd, note, profile string, extra extras) error {
 	var readers []io.Reader
 	for _, name := range inputs {
 		f, err := os.Open(name)
@@ -46,6 +55,27 @@ func run(out io.Writer, inputs []string, md, cmd, note, profile string) error {
 	res, err := Parse(io.MultiReader(readers...))
 	if err != nil {
 		return err
+	}
+	if extra.scaling != "" {
+		f, err := os.Open(extra.scaling)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		byCPU, err := ParseByCPU(f)
+		if err != nil {
+			return err
+		}
+		maps.Copy(res.Values, byCPU.Values)
+	}
+	var mutexTop []byte
+	if extra.mutex != "" {
+		if mutexTop, err = os.ReadFile(extra.mutex); err != nil {
+			return err
+		}
+		if share, ok := topShare(string(mutexTop)); ok {
+			res.Values[mutexRow] = map[string][]float64{"top_%": {share}}
+		}
 	}
 	table := Render(res, rows)
 	if _, err := io.WriteString(out, table); err != nil {
@@ -74,7 +104,32 @@ func run(out io.Writer, inputs []string, md, cmd, note, profile string) error {
 		}
 		b.WriteString("\n" + profileSection(string(text)))
 	}
+	if len(mutexTop) > 0 {
+		b.WriteString("\nWhere the memory pipeline's goroutines wait on locks, the top entries by delay, each charged to the function that held the lock (`go test -mutexprofile`, `go tool pprof -top -nodecount=5 -hide '^sync\\.'`):\n\n```\n" +
+			strings.TrimRight(string(mutexTop), "\n") + "\n```\n")
+	}
 	return os.WriteFile(md, []byte(b.String()), 0o644)
+}
+
+// mutexRow names the figure topShare reads from the mutex profile.
+const mutexRow = "MutexProfile/memory-pipeline"
+
+// topShare is the flat% of the first entry of pprof -top text: the share
+// of all lock delay that the most contended lock's holders caused.
+func topShare(top string) (float64, bool) {
+	lines := strings.Split(top, "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "flat%") || i+1 >= len(lines) {
+			continue
+		}
+		f := strings.Fields(lines[i+1])
+		if len(f) < 2 {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(strings.TrimSuffix(f[1], "%"), 64)
+		return v, err == nil
+	}
+	return 0, false
 }
 
 // profileSection prints the memory pipeline's profile entries under the
@@ -85,7 +140,7 @@ func profileSection(top string) string {
 }
 
 const legend = `Rows:
-- memory: the memory source and store, no-op handler (consumer BenchmarkMemoryPipeline); one op is one message, produced before the timer starts, so allocations and CPU count the consumer, the source's receive and settles and the store, not the producing. CPU µs per message is the process's CPU time (user and system) over the timed part, divided by the messages.
+- memory: the memory source and store, no-op handler (consumer BenchmarkMemoryPipeline); one op is one message, produced before the timer starts, so allocations and CPU count the consumer, the source's receive and settles and the store, not the producing. CPU µs per message is the process's CPU time (user and system) over the timed part, divided by the messages. "2 cores vs 1" runs the 16-worker pipeline with -cpu 1,2 in one invocation; "largest share of lock delay" is the top entry of its mutex profile, each delay charged to the function that held the lock, so a sharded lock's shards count together.
 - cached duplicates: Guard.Process, from every core, of messages whose keys the COMPLETED cache holds (consumer BenchmarkCachedDuplicates); store calls are counted behind the cache.
 - latency hiding: a handler sleeping 10 ms, 64 workers against 1 (consumer BenchmarkLatencyHiding).
 - SQS: the fauxqs emulator, 10,000 messages, a raw ReceiveMessage(10) + DeleteMessageBatch loop against the consumer with the memory store, both 8-way (eight receivers; the source with Pollers(8)) (sources/sqssource BenchmarkRawVsConsumer). Client CPU µs per message is this process's CPU time over each side, per message; the emulator is another process, but shares the cores.
@@ -119,6 +174,8 @@ var rowsBeforeDynamo = []Row{
 	{Label: "memory, 16 workers: ns/msg", Onceq: Fig{mem, "ns/op"}},
 	{Label: "memory, 16 workers: allocs/msg", Onceq: Fig{mem, "allocs/op"}, Target: AtMost(5)},
 	{Label: "memory, 16 workers: CPU µs/msg", Onceq: Fig{mem, "cpu-us/msg"}},
+	{Label: "memory, 16 workers: msgs/s, 2 cores vs 1 (-cpu 1,2, same run)", Onceq: Fig{mem + "@2", "msgs/s"}, Raw: Fig{mem + "@1", "msgs/s"}, Target: AtLeast(1.8)},
+	{Label: "memory, 16 workers: largest share of lock delay, % (one function)", Onceq: Fig{mutexRow, "top_%"}, Target: AtMost(20)},
 	{Label: "memory, 1 worker: msgs/s", Onceq: Fig{mem1, "msgs/s"}},
 	{Label: "memory, 1 worker: allocs/msg", Onceq: Fig{mem1, "allocs/op"}, Target: AtMost(5)},
 	{Label: "memory, 1 worker: CPU µs/msg", Onceq: Fig{mem1, "cpu-us/msg"}},

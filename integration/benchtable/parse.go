@@ -12,7 +12,7 @@ import (
 
 // Results holds every value a `go test -bench` output reported, by
 // benchmark name (without the -GOMAXPROCS suffix) and unit, one value per
-// run in the order printed.
+// run in the order printed. ParseByCPU keeps the GOMAXPROCS apart instead.
 type Results struct {
 	Values map[string]map[string][]float64
 	// CPU is the "cpu:" line go test prints, if any.
@@ -26,7 +26,14 @@ var procSuffix = regexp.MustCompile(`-\d+$`)
 // Parse reads benchmark output. Lines other than results (PASS, ok, logs)
 // are skipped; a result line whose values do not parse is an error, so a
 // changed format is noticed rather than read as missing figures.
-func Parse(r io.Reader) (*Results, error) {
+func Parse(r io.Reader) (*Results, error) { return parse(r, false) }
+
+// ParseByCPU reads the output of a `go test -cpu 1,2,…` run: each value
+// is kept under the name with "@" and its GOMAXPROCS appended
+// (BenchmarkX@1, BenchmarkX@2), so that the runs can be compared.
+func ParseByCPU(r io.Reader) (*Results, error) { return parse(r, true) }
+
+func parse(r io.Reader, byCPU bool) (*Results, error) {
 	res := &Results{Values: map[string]map[string][]float64{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -57,6 +64,13 @@ func Parse(r io.Reader) (*Results, error) {
 		}
 		pending = ""
 		name := procSuffix.ReplaceAllString(f[0], "")
+		if byCPU {
+			procs := strings.TrimPrefix(procSuffix.FindString(f[0]), "-")
+			if procs == "" {
+				procs = "1" // go test names a GOMAXPROCS=1 run without a suffix
+			}
+			name += "@" + procs
+		}
 		m := res.Values[name]
 		if m == nil {
 			m = map[string][]float64{}

@@ -139,7 +139,7 @@ func TestMarkdownCarriesProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := run(&out, []string{in}, md, "make bench", "", prof); err != nil {
+	if err := run(&out, []string{in}, md, "make bench", "", prof, extras{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(md)
@@ -213,5 +213,35 @@ func TestStoreRows(t *testing.T) {
 	}
 	if n[pg] != 4*3 || n[rds] != 2*3 {
 		t.Errorf("%d PostgreSQL and %d Redis rows, want 3 for each of 4 and 2 modes", n[pg], n[rds])
+	}
+}
+
+// A -cpu 1,2 run keeps each GOMAXPROCS apart, and the scaling row is the
+// 2-core median over the 1-core one; the lock-delay row reads the top
+// entry's share from the mutex profile's text.
+func TestScalingAndMutexRows(t *testing.T) {
+	dir := t.TempDir()
+	in, scaling, mutex := dir+"/bench.out", dir+"/scaling.out", dir+"/mutex.top"
+	out := "BenchmarkMemoryPipeline/workers=16 \t 1000 \t 100 msgs/s\n" +
+		"BenchmarkMemoryPipeline/workers=16-2 \t 1000 \t 190 msgs/s\n" +
+		"BenchmarkMemoryPipeline/workers=16 \t 1000 \t 100 msgs/s\n" +
+		"BenchmarkMemoryPipeline/workers=16-2 \t 1000 \t 170 msgs/s\n"
+	top := "      flat  flat%   sum%        cum   cum%\n  142.77ms 63.71% 63.71%   142.77ms 63.71%  dedup/cache.(*Store).hit\n"
+	for name, text := range map[string]string{in: sample, scaling: out, mutex: top} {
+		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b strings.Builder
+	if err := run(&b, []string{in}, "", "make bench", "", "", extras{scaling: scaling, mutex: mutex}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| memory, 16 workers: msgs/s, 2 cores vs 1 (-cpu 1,2, same run) | 180 | 100 | 1.8 | ≥ 1.8 | met |",
+		"| memory, 16 workers: largest share of lock delay, % (one function) | 63.7 |  |  | ≤ 20 | missed |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
 	}
 }
