@@ -24,7 +24,7 @@ type Store struct {
 	wait   int
 	waitT  time.Duration
 
-	claim, complete, fail, extend *redis.Script
+	takeover, complete, fail, extend *redis.Script
 }
 
 var _ dedup.Store = (*Store)(nil)
@@ -57,7 +57,7 @@ func WithWait(replicas int, timeout time.Duration) Option {
 // before the first claim (the consumer does).
 func New(c redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{c: c, prefix: "onceq:", grace: 10 * time.Minute,
-		claim: redis.NewScript(claimScript), complete: redis.NewScript(completeScript),
+		takeover: redis.NewScript(takeoverScript), complete: redis.NewScript(completeScript),
 		fail: redis.NewScript(failScript), extend: redis.NewScript(extendScript)}
 	for _, o := range opts {
 		o(s)
@@ -78,12 +78,12 @@ func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
 func (s *Store) expireAt(at time.Time) int64 { return at.Add(s.grace).UnixMilli() }
 
 // Check implements dedup.Store: the server answers, and this user may run
-// the scripts (they are loaded, so the first claim finds them cached).
+// the scripts (they are loaded, so the first call finds them cached).
 func (s *Store) Check(ctx context.Context) error {
 	if err := s.c.Ping(ctx).Err(); err != nil {
 		return s.wrap("check", err)
 	}
-	for _, sc := range []*redis.Script{s.claim, s.complete, s.fail, s.extend} {
+	for _, sc := range []*redis.Script{s.takeover, s.complete, s.fail, s.extend} {
 		if err := sc.Load(ctx, s.c).Err(); err != nil {
 			return s.wrap("check", err)
 		}
@@ -91,7 +91,8 @@ func (s *Store) Check(ctx context.Context) error {
 	return nil
 }
 
-// Claim implements dedup.Store, in one script.
+// Claim implements dedup.Store: one SET for a new key, a script more to
+// take over an expired record.
 func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
 	c, err := s.claimAs(ctx, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
 	return c, s.wrap("claim", err)
@@ -113,32 +114,85 @@ func noWrites(ws []any) error {
 	return nil
 }
 
+// maxTakeovers bounds a claim's takeovers that lose to another writer
+// between its read and its write; each loss finds a newer record, most
+// often a live one (and so an answer).
+const maxTakeovers = 8
+
+// errContended: the record kept changing under a claim's takeovers.
+var errContended = errors.New("the record changed under every takeover")
+
+// claimAs writes the record of a claim: SET NX GET writes a new key and,
+// on a key that has a record, returns it instead (Redis 7) in the same
+// call. A live record answers the claim; an expired one is taken over by
+// a script that writes only while the record is still the one read.
 func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
 	if key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
-	res, err := s.run(ctx, s.claim, key, string(status), owner, hash, resp,
-		micros(now), micros(expires), micros(now.Add(-max(margin, 0))), s.expireAt(expires)).Slice()
+	rk, px := s.redisKey(key), s.expireAt(expires)
+	rec := &dedup.Record{Status: status, Version: 1, Owner: owner, PayloadHash: hash, Response: resp, CreatedAt: now, ExpiresAt: expires}
+	val, err := encode(rec)
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	if len(res) == 2 {
-		old, err := parseRecord(key, res[1])
-		if err != nil || old == nil {
-			return dedup.Claim{}, cmp(err, errors.New("claim script: a live record without fields"))
+	cur, err := s.setNX(ctx, rk, val, px)
+	var prev *dedup.Record
+	for range maxTakeovers {
+		if errors.Is(err, redis.Nil) { // written
+			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts + 1, Previous: prev}, nil
 		}
-		return dedup.Claim{Existing: *old}, nil
+		if err != nil {
+			return dedup.Claim{}, err
+		}
+		old, derr := decode(key, cur)
+		if derr != nil {
+			return dedup.Claim{}, derr
+		}
+		if held(old, now, margin) {
+			return dedup.Claim{Existing: *old}, nil
+		}
+		// failed runs carry over a takeover; past a COMPLETED record's retention a key is a new message
+		rec.Version, rec.Attempts, prev = old.Version+1, 0, old
+		if old.Status != dedup.StatusCompleted {
+			rec.Attempts = old.Attempts
+		}
+		if val, err = encode(rec); err != nil {
+			return dedup.Claim{}, err
+		}
+		cur, err = s.takeOver(ctx, rk, cur, val, px)
+		if errors.Is(err, errGone) { // Redis expired it: a new key again
+			rec.Version, rec.Attempts, prev = 1, 0, nil
+			if val, err = encode(rec); err != nil {
+				return dedup.Claim{}, err
+			}
+			cur, err = s.setNX(ctx, rk, val, px)
+		}
 	}
-	if len(res) != 4 {
-		return dedup.Claim{}, fmt.Errorf("claim script: %d values in its reply", len(res))
+	return dedup.Claim{}, retry.WithClass(fmt.Errorf("redisstore: claim key_hash %s: %w", dedup.KeyHash(key), errContended), retry.Transient)
+}
+
+// errGone: a takeover found no record.
+var errGone = errors.New("no record")
+
+// takeOver writes val over the record while it is still old: redis.Nil
+// when it wrote (as SET NX GET says it), else the record now stored, or
+// errGone.
+func (s *Store) takeOver(ctx context.Context, rk, old string, val []byte, px int64) (string, error) {
+	r, err := s.script(ctx, s.takeover, rk, old, val, px).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", errGone
 	}
-	version, _ := res[1].(int64)
-	attempts, _ := res[2].(int64)
-	prev, err := parseRecord(key, res[3])
 	if err != nil {
-		return dedup.Claim{}, err
+		return "", err
 	}
-	return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: version}, Attempt: int(attempts) + 1, Previous: prev}, nil
+	switch r := r.(type) {
+	case int64:
+		return "", redis.Nil
+	case string:
+		return r, nil
+	}
+	return "", fmt.Errorf("takeover script: a reply of type %T", r)
 }
 
 func cmp(err, alt error) error {
@@ -148,64 +202,51 @@ func cmp(err, alt error) error {
 	return alt
 }
 
-// parseRecord reads a record from a flat field/value array (HGETALL's),
-// nil when it is empty.
-func parseRecord(key string, v any) (*dedup.Record, error) {
-	arr, _ := v.([]any)
-	if len(arr) == 0 {
-		return nil, nil
+// held reports whether old still blocks a claim at now: it is live, or a
+// lease expired by no more than the claimer's skew margin. Times compare
+// in the microseconds they are stored in.
+func held(old *dedup.Record, now time.Time, margin time.Duration) bool {
+	if old.Status != dedup.StatusPending {
+		margin = 0
 	}
-	m := make(map[string]string, len(arr)/2)
-	for i := 0; i+1 < len(arr); i += 2 {
-		k, _ := arr[i].(string)
-		val, _ := arr[i+1].(string)
-		m[k] = val
-	}
-	return fromMap(key, m)
-}
-
-func fromMap(key string, m map[string]string) (*dedup.Record, error) {
-	r := &dedup.Record{Key: key, Status: dedup.Status(m["status"]), Owner: m["owner"], PayloadHash: m["payload_hash"], LastError: m["last_error"]}
-	if resp := m["response"]; resp != "" {
-		r.Response = []byte(resp)
-	}
-	var errs []error
-	num := func(f string) int64 {
-		n, err := strconv.ParseInt(m[f], 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("field %s: %w", f, err))
-		}
-		return n
-	}
-	r.Version = num("version")
-	r.Attempts = int(num("attempts"))
-	r.CreatedAt = time.UnixMicro(num("created_at"))
-	r.ExpiresAt = time.UnixMicro(num("expires_at"))
-	if err := errors.Join(errs...); err != nil {
-		return nil, retry.WithClass(fmt.Errorf("redisstore: corrupt record key_hash %s: %w", dedup.KeyHash(key), err), retry.Permanent)
-	}
-	return r, nil
+	return old.ExpiresAt.UnixMicro() >= now.Add(-max(margin, 0)).UnixMicro()
 }
 
 // Get implements dedup.Store.
 func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
-	m, err := s.c.HGetAll(ctx, s.redisKey(key)).Result()
+	v, err := s.c.Get(ctx, s.redisKey(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
+	}
 	if err != nil {
 		return dedup.Record{}, s.wrap("get", err)
 	}
-	if len(m) == 0 {
-		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
-	}
-	r, err := fromMap(key, m)
+	r, err := decode(key, v)
 	if err != nil {
 		return dedup.Record{}, err
 	}
 	return *r, nil
 }
 
-// fenced runs a lease script and turns its 0 into ErrLeaseLost.
-func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, l dedup.Lease, args ...any) error {
-	n, err := s.run(ctx, sc, l.Key, append([]any{l.Owner, l.Version}, args...)...).Int()
+// head is the head of the PENDING record l holds.
+func head(l dedup.Lease) string {
+	b, _ := appendHead(nil, dedup.StatusPending, l.Version, l.Owner)
+	return string(b)
+}
+
+// fenced runs a lease script and turns its 0 into ErrLeaseLost. The
+// first argument is the lease's head, the second (but for Extend) the
+// head it writes: next, the version after the lease's.
+func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, l dedup.Lease, next dedup.Status, args ...any) error {
+	a := []any{head(l)}
+	if next != "" {
+		h, err := appendHead(nil, next, l.Version+1, l.Owner)
+		if err != nil {
+			return err
+		}
+		a = append(a, h)
+	}
+	n, err := s.script(ctx, sc, s.redisKey(l.Key), append(a, args...)...).Int()
 	if err != nil {
 		return s.wrap(op, err)
 	}
@@ -220,18 +261,18 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := noWrites(req.Writes); err != nil {
 		return err
 	}
-	return s.fenced(ctx, "complete", s.complete, req.Lease, req.Response, micros(req.ExpiresAt), s.expireAt(req.ExpiresAt))
+	return s.fenced(ctx, "complete", s.complete, req.Lease, dedup.StatusCompleted, micros(req.ExpiresAt), req.Response, s.expireAt(req.ExpiresAt))
 }
 
 // Fail implements dedup.Store.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
-	return s.fenced(ctx, "fail", s.fail, req.Lease, req.Reason, micros(req.RetryAt), s.expireAt(req.RetryAt),
-		flag(req.ResetAttempts), flag(req.RefundAttempt), string(failStatus(req)))
+	return s.fenced(ctx, "fail", s.fail, req.Lease, failStatus(req), micros(req.RetryAt), s.expireAt(req.RetryAt),
+		appendString(nil, req.Reason), flag(req.ResetAttempts), flag(req.RefundAttempt))
 }
 
 // Extend implements dedup.Store.
 func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
-	return s.fenced(ctx, "extend", s.extend, req.Lease, micros(req.LeaseUntil), s.expireAt(req.LeaseUntil))
+	return s.fenced(ctx, "extend", s.extend, req.Lease, "", micros(req.LeaseUntil), s.expireAt(req.LeaseUntil))
 }
 
 func flag(b bool) string {
@@ -241,26 +282,47 @@ func flag(b bool) string {
 	return "0"
 }
 
-// run runs a script. With WithWait, WAIT follows it in one pipeline:
-// WAIT counts the writes of its own connection, which a pipeline shares.
-func (s *Store) run(ctx context.Context, sc *redis.Script, key string, args ...any) *redis.Cmd {
-	keys := []string{s.redisKey(key)}
+// setNX sends SET key val NX GET PXAT px: redis.Nil when it wrote, else
+// the value stored.
+func (s *Store) setNX(ctx context.Context, rk string, val []byte, px int64) (string, error) {
+	cmd := redis.NewStringCmd(ctx, "set", rk, val, "nx", "get", "pxat", px)
+	if s.wait <= 0 {
+		_ = s.c.Process(ctx, cmd)
+	} else {
+		s.waitAfter(ctx, func(p redis.Pipeliner) redis.Cmder { _ = p.Process(ctx, cmd); return cmd })
+	}
+	return cmd.Result()
+}
+
+// script runs a script on the record rk.
+func (s *Store) script(ctx context.Context, sc *redis.Script, rk string, args ...any) *redis.Cmd {
+	keys := []string{rk}
 	if s.wait <= 0 {
 		return sc.Run(ctx, s.c, keys, args...)
 	}
+	var cmd *redis.Cmd
+	s.waitAfter(ctx, func(p redis.Pipeliner) redis.Cmder { cmd = sc.Eval(ctx, p, keys, args...); return cmd })
+	return cmd
+}
+
+// waitAfter sends the command queue puts in a pipeline, and WAIT after
+// it (WAIT counts the writes of its own connection, which a pipeline
+// shares); the command's error says when fewer replicas than WithWait's
+// have it.
+func (s *Store) waitAfter(ctx context.Context, queue func(redis.Pipeliner) redis.Cmder) {
 	pipe := s.c.Pipeline()
-	cmd := sc.Eval(ctx, pipe, keys, args...)
+	cmd := queue(pipe)
 	wait := pipe.Do(ctx, "WAIT", s.wait, s.waitT.Milliseconds())
-	if _, err := pipe.Exec(ctx); err != nil {
-		if cmd.Err() == nil {
+	// A nil reply (redis.Nil) is an answer, not a failure of the pipeline.
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		if cmd.Err() == nil || errors.Is(cmd.Err(), redis.Nil) {
 			cmd.SetErr(err)
 		}
-		return cmd
+		return
 	}
 	if n, err := wait.Int(); err != nil || n < s.wait {
 		cmd.SetErr(cmp(err, &ReplicationError{Want: s.wait, Got: n}))
 	}
-	return cmd
 }
 
 // ReplicationError is a write fewer replicas acknowledged than WithWait
@@ -318,6 +380,8 @@ func classOf(err error) retry.Class {
 		return retry.Transient
 	case "OOM":
 		return retry.Throttled
+	case "CORRUPT": // a script found a record it cannot read
+		return retry.Permanent
 	}
 	return retry.Transient
 }
