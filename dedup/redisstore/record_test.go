@@ -48,18 +48,18 @@ func TestRecordEncodingRoundTrip(t *testing.T) {
 // (Permanent), naming the field and not the key.
 func TestRecordDecodeRefuses(t *testing.T) {
 	for v, field := range map[string]string{
-		"":                          "layout",
-		"2P1:1:o1:0:1:1:h0:":        "layout",
-		"1X1:1:o1:0:1:1:h0:":        "status",
-		"1P01:1:o1:0:1:1:h0:":       "version",
-		"1P+1:1:o1:0:1:1:h0:":       "version",
-		"1P1:2:o":                   "owner",
-		"1P1:1:o-0:0:1:1:h0:":       "expires",
-		"1P1:1:o1:0:1:2:h":          "payload hash",
-		"1P1:1:o1:0:1:1:h0":         "last error",
-		"1P1:1:o1:0:1:1:h1:":        "last error",
-		"1P1:1:o1:0:1:-1:h0:":       "payload hash",
-		"1P1:1:o1:0:1":              "created",
+		"":                         "layout",
+		"2P1:1:o1:0:1:1:h0:":       "layout",
+		"1X1:1:o1:0:1:1:h0:":       "status",
+		"1P01:1:o1:0:1:1:h0:":      "version",
+		"1P+1:1:o1:0:1:1:h0:":      "version",
+		"1P1:2:o":                  "owner",
+		"1P1:1:o-0:0:1:1:h0:":      "expires",
+		"1P1:1:o1:0:1:2:h":         "payload hash",
+		"1P1:1:o1:0:1:1:h0":        "last error",
+		"1P1:1:o1:0:1:1:h1:":       "last error",
+		"1P1:1:o1:0:1:-1:h0:":      "payload hash",
+		"1P1:1:o1:0:1":             "created",
 		"1P9223372036854775808:0:": "version",
 	} {
 		_, err := decode("secret-key", v)
