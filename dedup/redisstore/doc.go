@@ -1,6 +1,18 @@
 // Package redisstore is a dedup.Store on Redis 7 or Valkey (go-redis v9):
-// each record is a hash, written by Lua scripts that are atomic per key,
-// and deleted by the server's own key expiry.
+// each record is one string, deleted by the server's own key expiry.
+//
+// Calls: a claim is one SET NX GET, which writes a new key and, on a key
+// that has a record, returns the record instead in the same call (no
+// script: a script call costs the server several times a SET). A live
+// record answers the claim; an expired one is taken over by a script that
+// writes only while the record is still the one read. Complete, Fail and
+// Extend are Lua scripts, atomic per key, fenced by the lease's owner and
+// version (a lease only moves forward).
+//
+// Layout: the record's fields in one string (record.go), its head
+// (status, version, owner) first, so that a script fences a lease by
+// comparing the string's start. Each record has one encoding, and a value
+// that is not one is a corrupt record (retry class Permanent).
 //
 // Keys: a record's Redis key is the prefix and the SHA-256 of the key in
 // a hash tag ("onceq:{3f0a…}"), so any key of any bytes and length maps
