@@ -1,22 +1,20 @@
 package redisstore
 
 // The scripts, for the calls a plain command cannot make atomic. A new
-// key needs none (SET NX GET); each script reads the record's string,
+// key needs none (SET NX); each script reads the record's string,
 // decides and writes it back whole, with the key's expiry (PXAT, ms).
 // Heads and versions come from Go (the lease names them); the scripts
 // read only the numbers after the head (record.go has the layout).
 
 // takeoverScript: KEYS[1] the record; ARGV the value the claimer read
 // (expired), the record to write, the key's expiry. It writes only while
-// the record is still the one read, and returns 1, or else the record
-// now stored (nil when none).
+// the record is still the one read, and returns 1 when it wrote.
 const takeoverScript = `
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3])
-  return 1
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return v
+redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3])
+return 1
 `
 
 // fence is the start of the scripts that act on a held lease: ARGV[1] the

@@ -66,10 +66,19 @@ func New(c redis.UniversalClient, opts ...Option) *Store {
 }
 
 // redisKey is the record's Redis key: the prefix, and the key's SHA-256 as
-// the hash tag that places it in one Cluster slot.
+// the hash tag that places it in one Cluster slot. (Built in one
+// allocation: it is made on every call.)
 func (s *Store) redisKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return s.prefix + "{" + hex.EncodeToString(sum[:]) + "}"
+	var tag [2 * sha256.Size]byte
+	hex.Encode(tag[:], sum[:])
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(tag) + 2)
+	b.WriteString(s.prefix)
+	b.WriteByte('{')
+	b.Write(tag[:])
+	b.WriteByte('}')
+	return b.String()
 }
 
 func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
@@ -122,10 +131,13 @@ const maxTakeovers = 8
 // errContended: the record kept changing under a claim's takeovers.
 var errContended = errors.New("the record changed under every takeover")
 
-// claimAs writes the record of a claim: SET NX GET writes a new key and,
-// on a key that has a record, returns it instead (Redis 7) in the same
-// call. A live record answers the claim; an expired one is taken over by
-// a script that writes only while the record is still the one read.
+// claimAs writes the record of a claim. SET NX writes a new key in one
+// call, its reply a plain OK; on a key that has a record, a GET reads the
+// record: a live one answers the claim, an expired one is taken over by a
+// script that writes only while the record is still the one read. (SET
+// NX GET would read it in the same call, but answers a new key with a
+// nil reply, which go-redis runs through its error and retry checks: more
+// client work on every new key to save a call on a duplicate.)
 func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
 	if key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
@@ -136,14 +148,26 @@ func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status ded
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	cur, err := s.setNX(ctx, rk, val, px)
+	written, err := s.setNX(ctx, rk, val, px)
 	var prev *dedup.Record
 	for range maxTakeovers {
-		if errors.Is(err, redis.Nil) { // written
-			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts + 1, Previous: prev}, nil
-		}
 		if err != nil {
 			return dedup.Claim{}, err
+		}
+		if written {
+			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts + 1, Previous: prev}, nil
+		}
+		cur, gerr := s.c.Get(ctx, rk).Result()
+		if errors.Is(gerr, redis.Nil) { // Redis expired it since: a new key again
+			rec.Version, rec.Attempts, prev = 1, 0, nil
+			if val, err = encode(rec); err != nil {
+				return dedup.Claim{}, err
+			}
+			written, err = s.setNX(ctx, rk, val, px)
+			continue
+		}
+		if gerr != nil {
+			return dedup.Claim{}, gerr
 		}
 		old, derr := decode(key, cur)
 		if derr != nil {
@@ -160,39 +184,11 @@ func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status ded
 		if val, err = encode(rec); err != nil {
 			return dedup.Claim{}, err
 		}
-		cur, err = s.takeOver(ctx, rk, cur, val, px)
-		if errors.Is(err, errGone) { // Redis expired it: a new key again
-			rec.Version, rec.Attempts, prev = 1, 0, nil
-			if val, err = encode(rec); err != nil {
-				return dedup.Claim{}, err
-			}
-			cur, err = s.setNX(ctx, rk, val, px)
-		}
+		var n int
+		n, err = s.script(ctx, s.takeover, rk, cur, val, px).Int()
+		written = n == 1
 	}
 	return dedup.Claim{}, retry.WithClass(fmt.Errorf("redisstore: claim key_hash %s: %w", dedup.KeyHash(key), errContended), retry.Transient)
-}
-
-// errGone: a takeover found no record.
-var errGone = errors.New("no record")
-
-// takeOver writes val over the record while it is still old: redis.Nil
-// when it wrote (as SET NX GET says it), else the record now stored, or
-// errGone.
-func (s *Store) takeOver(ctx context.Context, rk, old string, val []byte, px int64) (string, error) {
-	r, err := s.script(ctx, s.takeover, rk, old, val, px).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", errGone
-	}
-	if err != nil {
-		return "", err
-	}
-	switch r := r.(type) {
-	case int64:
-		return "", redis.Nil
-	case string:
-		return r, nil
-	}
-	return "", fmt.Errorf("takeover script: a reply of type %T", r)
 }
 
 func cmp(err, alt error) error {
@@ -228,25 +224,25 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 	return *r, nil
 }
 
-// head is the head of the PENDING record l holds.
-func head(l dedup.Lease) string {
-	b, _ := appendHead(nil, dedup.StatusPending, l.Version, l.Owner)
-	return string(b)
+// heads are the head of the PENDING record l holds and, with next, the
+// head a script writes in its place: next, the version after the lease's
+// (one buffer for both, as they go with every lease write).
+func heads(l dedup.Lease, next dedup.Status) (held, written []byte, err error) {
+	b := make([]byte, 0, 2*(len(l.Owner)+48))
+	b, _ = appendHead(b, dedup.StatusPending, l.Version, l.Owner)
+	n := len(b)
+	if next == "" {
+		return b, nil, nil
+	}
+	if b, err = appendHead(b, next, l.Version+1, l.Owner); err != nil {
+		return nil, nil, err
+	}
+	return b[:n:n], b[n:], nil
 }
 
-// fenced runs a lease script and turns its 0 into ErrLeaseLost. The
-// first argument is the lease's head, the second (but for Extend) the
-// head it writes: next, the version after the lease's.
-func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, l dedup.Lease, next dedup.Status, args ...any) error {
-	a := []any{head(l)}
-	if next != "" {
-		h, err := appendHead(nil, next, l.Version+1, l.Owner)
-		if err != nil {
-			return err
-		}
-		a = append(a, h)
-	}
-	n, err := s.script(ctx, sc, s.redisKey(l.Key), append(a, args...)...).Int()
+// fenced runs a lease script on args and turns its 0 into ErrLeaseLost.
+func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, l dedup.Lease, args []any) error {
+	n, err := s.script(ctx, sc, s.redisKey(l.Key), args...).Int()
 	if err != nil {
 		return s.wrap(op, err)
 	}
@@ -261,18 +257,24 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := noWrites(req.Writes); err != nil {
 		return err
 	}
-	return s.fenced(ctx, "complete", s.complete, req.Lease, dedup.StatusCompleted, micros(req.ExpiresAt), req.Response, s.expireAt(req.ExpiresAt))
+	h, next, _ := heads(req.Lease, dedup.StatusCompleted)
+	return s.fenced(ctx, "complete", s.complete, req.Lease, []any{h, next, micros(req.ExpiresAt), req.Response, s.expireAt(req.ExpiresAt)})
 }
 
 // Fail implements dedup.Store.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
-	return s.fenced(ctx, "fail", s.fail, req.Lease, failStatus(req), micros(req.RetryAt), s.expireAt(req.RetryAt),
-		appendString(nil, req.Reason), flag(req.ResetAttempts), flag(req.RefundAttempt))
+	h, next, err := heads(req.Lease, failStatus(req))
+	if err != nil {
+		return err
+	}
+	return s.fenced(ctx, "fail", s.fail, req.Lease, []any{h, next, micros(req.RetryAt), s.expireAt(req.RetryAt),
+		appendString(nil, req.Reason), flag(req.ResetAttempts), flag(req.RefundAttempt)})
 }
 
 // Extend implements dedup.Store.
 func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
-	return s.fenced(ctx, "extend", s.extend, req.Lease, "", micros(req.LeaseUntil), s.expireAt(req.LeaseUntil))
+	h, _, _ := heads(req.Lease, "")
+	return s.fenced(ctx, "extend", s.extend, req.Lease, []any{h, micros(req.LeaseUntil), s.expireAt(req.LeaseUntil)})
 }
 
 func flag(b bool) string {
@@ -282,16 +284,19 @@ func flag(b bool) string {
 	return "0"
 }
 
-// setNX sends SET key val NX GET PXAT px: redis.Nil when it wrote, else
-// the value stored.
-func (s *Store) setNX(ctx context.Context, rk string, val []byte, px int64) (string, error) {
-	cmd := redis.NewStringCmd(ctx, "set", rk, val, "nx", "get", "pxat", px)
+// setNX sends SET key val NX PXAT px and reports whether it wrote.
+func (s *Store) setNX(ctx context.Context, rk string, val []byte, px int64) (bool, error) {
+	cmd := redis.NewStatusCmd(ctx, "set", rk, val, "nx", "pxat", px)
 	if s.wait <= 0 {
 		_ = s.c.Process(ctx, cmd)
 	} else {
 		s.waitAfter(ctx, func(p redis.Pipeliner) redis.Cmder { _ = p.Process(ctx, cmd); return cmd })
 	}
-	return cmd.Result()
+	ok, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return ok == "OK", err
 }
 
 // script runs a script on the record rk.
