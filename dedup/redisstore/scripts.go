@@ -18,26 +18,29 @@ return 1
 `
 
 // fence is the start of the scripts that act on a held lease: ARGV[1] the
-// head the lease expects (PENDING, its version and owner). It reads
-// expires, attempts, created and the payload hash's length, and i, where
-// the hash starts; tail is everything from the ':' after expires.
+// head the lease expects (PENDING, its version and owner). What follows
+// the head each script reads with one pattern of as few captures as it
+// needs: a capture costs the server more than the rest of the script.
 const fence = `
 local k, head = KEYS[1], ARGV[1]
 local v = redis.call('GET', k)
 if not v or string.sub(v, 1, #head) ~= head then
   return 0
 end
-local exp, att, cre, hl, i = string.match(v, '^(%-?%d+):(%d+):(%-?%d+):(%d+):()', #head + 1)
-hl = tonumber(hl)
-if not i or i + hl > #v + 1 then
-  return redis.error_reply('CORRUPT onceq record')
-end
 `
 
+// corrupt is a script's reply to a record it cannot read.
+const corrupt = `return redis.error_reply('CORRUPT onceq record')`
+
 // completeScript: ARGV head, the COMPLETED head, expires, response, key
-// expiry. Attempts, created and the hash stay; the last error clears.
+// expiry. Attempts, created and the hash stay (e is where they start, i
+// where the hash does); the last error clears.
 const completeScript = fence + `
-redis.call('SET', k, ARGV[2] .. ARGV[3] .. string.sub(v, #head + #exp + 1, i + hl - 1) .. '0:' .. ARGV[4], 'PXAT', ARGV[5])
+local e, hl, i = string.match(v, '^%-?%d+():%d+:%-?%d+:(%d+):()', #head + 1)
+if not i or i + hl > #v + 1 then
+  ` + corrupt + `
+end
+redis.call('SET', k, ARGV[2] .. ARGV[3] .. string.sub(v, e, i + hl - 1) .. '0:' .. ARGV[4], 'PXAT', ARGV[5])
 return 1
 `
 
@@ -45,23 +48,30 @@ return 1
 // expiry, the reason as stored (length, ':', text), reset ('1' or '0'),
 // refund ('1' or '0'). Created, the hash and the response stay.
 const failScript = fence + `
-local el, j = string.match(v, '^(%d+):()', i + hl)
-if not j then
-  return redis.error_reply('CORRUPT onceq record')
+local att, c, hl, i = string.match(v, '^%-?%d+:(%d+):()%-?%d+:(%d+):()', #head + 1)
+local el, j
+if i and i + hl <= #v + 1 then
+  el, j = string.match(v, '^(%d+):()', i + hl)
+end
+if not j or j + el > #v + 1 then
+  ` + corrupt + `
 end
 local a = tonumber(att)
 if ARGV[6] == '1' then a = 0 elseif ARGV[7] ~= '1' then a = a + 1 end
-redis.call('SET', k, ARGV[2] .. ARGV[3] .. ':' .. string.format('%d', a) .. ':' .. cre .. ':' ..
-  string.sub(v, #head + #exp + #att + #cre + 4, i + hl - 1) .. ARGV[5] ..
-  string.sub(v, j + tonumber(el)), 'PXAT', ARGV[4])
+redis.call('SET', k, ARGV[2] .. ARGV[3] .. ':' .. string.format('%d', a) .. ':' .. string.sub(v, c, i + hl - 1) ..
+  ARGV[5] .. string.sub(v, j + el), 'PXAT', ARGV[4])
 return 1
 `
 
 // extendScript: ARGV head, lease until, key expiry. A lease only moves
 // forward.
 const extendScript = fence + `
+local exp, e = string.match(v, '^(%-?%d+)():', #head + 1)
+if not e then
+  ` + corrupt + `
+end
 if tonumber(ARGV[2]) > tonumber(exp) then
-  redis.call('SET', k, head .. ARGV[2] .. string.sub(v, #head + #exp + 1), 'PXAT', ARGV[3])
+  redis.call('SET', k, head .. ARGV[2] .. string.sub(v, e), 'PXAT', ARGV[3])
 end
 return 1
 `

@@ -371,6 +371,19 @@ func TestCorruptRecordPermanent(t *testing.T) {
 	if err := c.Set(ctx, redisKeyOf(p, secretKey), "1P1:1:o-x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Complete(ctx, dedup.CompleteRequest{Lease: dedup.Lease{Key: secretKey, Owner: "o", Version: 1}, Now: now, ExpiresAt: now.Add(time.Hour)})
+	l := dedup.Lease{Key: secretKey, Owner: "o", Version: 1}
+	err = s.Complete(ctx, dedup.CompleteRequest{Lease: l, Now: now, ExpiresAt: now.Add(time.Hour)})
 	wantClass(t, "Complete", err, retry.Permanent)
+	err = s.Fail(ctx, dedup.FailRequest{Lease: l, Now: now, RetryAt: now.Add(time.Second)})
+	wantClass(t, "Fail", err, retry.Permanent)
+	err = s.Extend(ctx, dedup.ExtendRequest{Lease: l, Now: now, LeaseUntil: now.Add(time.Minute)})
+	wantClass(t, "Extend", err, retry.Permanent)
+	// Read up to the hash, whose length runs past the end.
+	if err := c.Set(ctx, redisKeyOf(p, secretKey), "1P1:1:o5:0:5:9:h0:", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Complete(ctx, dedup.CompleteRequest{Lease: l, Now: now, ExpiresAt: now.Add(time.Hour)})
+	wantClass(t, "Complete", err, retry.Permanent)
+	err = s.Fail(ctx, dedup.FailRequest{Lease: l, Now: now, RetryAt: now.Add(time.Second)})
+	wantClass(t, "Fail", err, retry.Permanent)
 }
