@@ -100,8 +100,8 @@ func (s *Store) Check(ctx context.Context) error {
 	return nil
 }
 
-// Claim implements dedup.Store: one SET for a new key, a script more to
-// take over an expired record.
+// Claim implements dedup.Store: one SET for a new key; a GET more on a
+// key that has a record, and a script to take an expired one over.
 func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
 	c, err := s.claimAs(ctx, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
 	return c, s.wrap("claim", err)
