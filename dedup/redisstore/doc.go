@@ -1,13 +1,24 @@
 // Package redisstore is a dedup.Store on Redis 7 or Valkey (go-redis v9):
-// each record is a hash, written by Lua scripts that are atomic per key,
-// and deleted by the server's own key expiry.
+// each record is one string, deleted by the server's own key expiry.
+//
+// Calls: a new key's claim is one SET NX (no script: a script call costs
+// the server several times a SET). On a key that has a record a GET reads
+// it: a live record answers the claim; an expired one is taken over by a
+// script that writes only while the record is still the one read.
+// Complete, Fail and Extend are Lua scripts, atomic per key, fenced by
+// the lease's owner and version (a lease only moves forward).
+//
+// Layout: the record's fields in one string (record.go), its head
+// (status, version, owner) first, so that a script fences a lease by
+// comparing the string's start. Each record has one encoding, and a value
+// that is not one is a corrupt record (retry class Permanent).
 //
 // Keys: a record's Redis key is the prefix and the SHA-256 of the key in
 // a hash tag ("onceq:{3f0a…}"), so any key of any bytes and length maps
 // to one name of fixed size, and Redis Cluster routes every call for a
 // record to the one slot that holds it.
 //
-// Expiry: each write sets the hash to expire Grace after the record's
+// Expiry: each write sets the key to expire Grace after the record's
 // ExpiresAt (by the worker's clock); before that an expired record is
 // still read, and counted as absent, as in every Store.
 //

@@ -1,72 +1,77 @@
 package redisstore
 
-// The scripts. Times are microseconds since the epoch, passed and stored
-// as decimal strings and compared as numbers (exact below 2^53); versions
-// are written with %d so that no exponent ever appears in one.
+// The scripts, for the calls a plain command cannot make atomic. A new
+// key needs none (SET NX); each script reads the record's string,
+// decides and writes it back whole, with the key's expiry (PXAT, ms).
+// Heads and versions come from Go (the lease names them); the scripts
+// read only the numbers after the head (record.go has the layout).
 
-// claimScript: KEYS[1] the record; ARGV status, owner, payload hash,
-// response, now, expires, the limit a lease must be past (now - margin),
-// the key's expiry (ms). Returns {1, version, attempts, old fields} when it
-// wrote, {0, old fields} when the record is live.
-const claimScript = `
-local k = KEYS[1]
-local old = redis.call('HGETALL', k)
-local version, attempts = 1, 0
-if #old > 0 then
-  local h = {}
-  for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
-  local limit = ARGV[5]
-  if h.status == 'PENDING' then limit = ARGV[7] end
-  if tonumber(h.expires_at) >= tonumber(limit) then
-    return {0, old}
-  end
-  version = tonumber(h.version) + 1
-  -- failed runs carry over a takeover; past a COMPLETED record's retention a key is a new message
-  if h.status ~= 'COMPLETED' then attempts = tonumber(h.attempts) end
-end
-redis.call('HSET', k, 'status', ARGV[1], 'version', string.format('%d', version), 'owner', ARGV[2],
-  'payload_hash', ARGV[3], 'response', ARGV[4], 'attempts', string.format('%d', attempts),
-  'last_error', '', 'created_at', ARGV[5], 'expires_at', ARGV[6])
-redis.call('PEXPIREAT', k, ARGV[8])
-return {1, version, attempts, old}
-`
-
-// fence is the head of the scripts that act on a held lease: ARGV[1] the
-// owner, ARGV[2] the version.
-const fence = `
-local k = KEYS[1]
-local h = redis.call('HMGET', k, 'status', 'owner', 'version', 'attempts', 'expires_at')
-if h[1] ~= 'PENDING' or h[2] ~= ARGV[1] or tonumber(h[3]) ~= tonumber(ARGV[2]) then
+// takeoverScript: KEYS[1] the record; ARGV the value the claimer read
+// (expired), the record to write, the key's expiry. It writes only while
+// the record is still the one read, and returns 1 when it wrote.
+const takeoverScript = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local version = string.format('%d', tonumber(h[3]) + 1)
+redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3])
+return 1
 `
 
-// completeScript: ARGV owner, version, response, expires, key expiry (ms).
+// fence is the start of the scripts that act on a held lease: ARGV[1] the
+// head the lease expects (PENDING, its version and owner). What follows
+// the head each script reads with one pattern of as few captures as it
+// needs: a capture costs the server more than the rest of the script.
+const fence = `
+local k, head = KEYS[1], ARGV[1]
+local v = redis.call('GET', k)
+if not v or string.sub(v, 1, #head) ~= head then
+  return 0
+end
+`
+
+// corrupt is a script's reply to a record it cannot read.
+const corrupt = `return redis.error_reply('CORRUPT onceq record')`
+
+// completeScript: ARGV head, the COMPLETED head, expires, response, key
+// expiry. Attempts, created and the hash stay (e is where they start, i
+// where the hash does); the last error clears.
 const completeScript = fence + `
-redis.call('HSET', k, 'status', 'COMPLETED', 'version', version, 'response', ARGV[3], 'expires_at', ARGV[4], 'last_error', '')
-redis.call('PEXPIREAT', k, ARGV[5])
+local e, hl, i = string.match(v, '^%-?%d+():%d+:%-?%d+:(%d+):()', #head + 1)
+if not i or i + hl > #v + 1 then
+  ` + corrupt + `
+end
+redis.call('SET', k, ARGV[2] .. ARGV[3] .. string.sub(v, e, i + hl - 1) .. '0:' .. ARGV[4], 'PXAT', ARGV[5])
 return 1
 `
 
-// failScript: ARGV owner, version, reason, retry at, key expiry (ms),
-// reset ('1' or '0'), refund ('1' or '0'), the status to write (FAILED, or
-// DEAD_LETTER for a dead letter kept in the store).
+// failScript: ARGV head, the FAILED (or DEAD_LETTER) head, retry at, key
+// expiry, the reason as stored (length, ':', text), reset ('1' or '0'),
+// refund ('1' or '0'). Created, the hash and the response stay.
 const failScript = fence + `
-local attempts = tonumber(h[4])
-if ARGV[6] == '1' then attempts = 0 elseif ARGV[7] ~= '1' then attempts = attempts + 1 end
-redis.call('HSET', k, 'status', ARGV[8], 'version', version, 'last_error', ARGV[3], 'expires_at', ARGV[4],
-  'attempts', string.format('%d', attempts))
-redis.call('PEXPIREAT', k, ARGV[5])
+local att, c, hl, i = string.match(v, '^%-?%d+:(%d+):()%-?%d+:(%d+):()', #head + 1)
+local el, j
+if i and i + hl <= #v + 1 then
+  el, j = string.match(v, '^(%d+):()', i + hl)
+end
+if not j or j + el > #v + 1 then
+  ` + corrupt + `
+end
+local a = tonumber(att)
+if ARGV[6] == '1' then a = 0 elseif ARGV[7] ~= '1' then a = a + 1 end
+redis.call('SET', k, ARGV[2] .. ARGV[3] .. ':' .. string.format('%d', a) .. ':' .. string.sub(v, c, i + hl - 1) ..
+  ARGV[5] .. string.sub(v, j + el), 'PXAT', ARGV[4])
 return 1
 `
 
-// extendScript: ARGV owner, version, lease until, key expiry (ms). A
-// lease only moves forward.
+// extendScript: ARGV head, lease until, key expiry. A lease only moves
+// forward.
 const extendScript = fence + `
-if tonumber(ARGV[3]) > tonumber(h[5]) then
-  redis.call('HSET', k, 'expires_at', ARGV[3])
-  redis.call('PEXPIREAT', k, ARGV[4])
+local exp, e = string.match(v, '^(%-?%d+)():', #head + 1)
+if not e then
+  ` + corrupt + `
+end
+if tonumber(ARGV[2]) > tonumber(exp) then
+  redis.call('SET', k, head .. ARGV[2] .. string.sub(v, e), 'PXAT', ARGV[3])
 end
 return 1
 `

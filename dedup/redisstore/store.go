@@ -24,7 +24,7 @@ type Store struct {
 	wait   int
 	waitT  time.Duration
 
-	claim, complete, fail, extend *redis.Script
+	takeover, complete, fail, extend *redis.Script
 }
 
 var _ dedup.Store = (*Store)(nil)
@@ -61,7 +61,7 @@ func WithWait(replicas int, timeout time.Duration) Option {
 // before the first claim (the consumer does).
 func New(c redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{c: c, prefix: "onceq:", grace: 10 * time.Minute,
-		claim: redis.NewScript(claimScript), complete: redis.NewScript(completeScript),
+		takeover: redis.NewScript(takeoverScript), complete: redis.NewScript(completeScript),
 		fail: redis.NewScript(failScript), extend: redis.NewScript(extendScript)}
 	for _, o := range opts {
 		if o != nil {
@@ -72,10 +72,19 @@ func New(c redis.UniversalClient, opts ...Option) *Store {
 }
 
 // redisKey is the record's Redis key: the prefix, and the key's SHA-256 as
-// the hash tag that places it in one Cluster slot.
+// the hash tag that places it in one Cluster slot. (Built in one
+// allocation: it is made on every call.)
 func (s *Store) redisKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return s.prefix + "{" + hex.EncodeToString(sum[:]) + "}"
+	var tag [2 * sha256.Size]byte
+	hex.Encode(tag[:], sum[:])
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(tag) + 2)
+	b.WriteString(s.prefix)
+	b.WriteByte('{')
+	b.Write(tag[:])
+	b.WriteByte('}')
+	return b.String()
 }
 
 func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
@@ -84,12 +93,12 @@ func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
 func (s *Store) expireAt(at time.Time) int64 { return at.Add(s.grace).UnixMilli() }
 
 // Check implements dedup.Store: the server answers, and this user may run
-// the scripts (they are loaded, so the first claim finds them cached).
+// the scripts (they are loaded, so the first call finds them cached).
 func (s *Store) Check(ctx context.Context) error {
 	if err := s.c.Ping(ctx).Err(); err != nil {
 		return s.wrap("check", err)
 	}
-	for _, sc := range []*redis.Script{s.claim, s.complete, s.fail, s.extend} {
+	for _, sc := range []*redis.Script{s.takeover, s.complete, s.fail, s.extend} {
 		if err := sc.Load(ctx, s.c).Err(); err != nil {
 			return s.wrap("check", err)
 		}
@@ -97,7 +106,8 @@ func (s *Store) Check(ctx context.Context) error {
 	return nil
 }
 
-// Claim implements dedup.Store, in one script.
+// Claim implements dedup.Store: one SET for a new key; a GET more on a
+// key that has a record, and a script to take an expired one over.
 func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
 	c, err := s.claimAs(ctx, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
 	return c, s.wrap("claim", err)
@@ -119,32 +129,72 @@ func noWrites(ws []any) error {
 	return nil
 }
 
+// maxTakeovers bounds a claim's takeovers that lose to another writer
+// between its read and its write; each loss finds a newer record, most
+// often a live one (and so an answer).
+const maxTakeovers = 8
+
+// errContended: the record kept changing under a claim's takeovers.
+var errContended = errors.New("the record changed under every takeover")
+
+// claimAs writes the record of a claim. SET NX writes a new key in one
+// call, its reply a plain OK; on a key that has a record, a GET reads the
+// record: a live one answers the claim, an expired one is taken over by a
+// script that writes only while the record is still the one read. (SET
+// NX GET would read it in the same call, but answers a new key with a
+// nil reply, which go-redis runs through its error and retry checks: more
+// client work on every new key to save a call on a duplicate.)
 func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
 	if key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
-	res, err := s.run(ctx, s.claim, key, string(status), owner, hash, resp,
-		micros(now), micros(expires), micros(now.Add(-max(margin, 0))), s.expireAt(expires)).Slice()
+	rk, px := s.redisKey(key), s.expireAt(expires)
+	rec := &dedup.Record{Status: status, Version: 1, Owner: owner, PayloadHash: hash, Response: resp, CreatedAt: now, ExpiresAt: expires}
+	val, err := encode(rec)
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	if len(res) == 2 {
-		old, err := parseRecord(key, res[1])
-		if err != nil || old == nil {
-			return dedup.Claim{}, cmp(err, errors.New("claim script: a live record without fields"))
+	written, err := s.setNX(ctx, rk, val, px)
+	var prev *dedup.Record
+	for range maxTakeovers {
+		if err != nil {
+			return dedup.Claim{}, err
 		}
-		return dedup.Claim{Existing: *old}, nil
+		if written {
+			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts + 1, Previous: prev}, nil
+		}
+		cur, gerr := s.c.Get(ctx, rk).Result()
+		if errors.Is(gerr, redis.Nil) { // Redis expired it since: a new key again
+			rec.Version, rec.Attempts, prev = 1, 0, nil
+			if val, err = encode(rec); err != nil {
+				return dedup.Claim{}, err
+			}
+			written, err = s.setNX(ctx, rk, val, px)
+			continue
+		}
+		if gerr != nil {
+			return dedup.Claim{}, gerr
+		}
+		old, derr := decode(key, cur)
+		if derr != nil {
+			return dedup.Claim{}, derr
+		}
+		if held(old, now, margin) {
+			return dedup.Claim{Existing: *old}, nil
+		}
+		// failed runs carry over a takeover; past a COMPLETED record's retention a key is a new message
+		rec.Version, rec.Attempts, prev = old.Version+1, 0, old
+		if old.Status != dedup.StatusCompleted {
+			rec.Attempts = old.Attempts
+		}
+		if val, err = encode(rec); err != nil {
+			return dedup.Claim{}, err
+		}
+		var n int
+		n, err = s.script(ctx, s.takeover, rk, cur, val, px).Int()
+		written = n == 1
 	}
-	if len(res) != 4 {
-		return dedup.Claim{}, fmt.Errorf("claim script: %d values in its reply", len(res))
-	}
-	version, _ := res[1].(int64)
-	attempts, _ := res[2].(int64)
-	prev, err := parseRecord(key, res[3])
-	if err != nil {
-		return dedup.Claim{}, err
-	}
-	return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: version}, Attempt: int(attempts) + 1, Previous: prev}, nil
+	return dedup.Claim{}, retry.WithClass(fmt.Errorf("redisstore: claim key_hash %s: %w", dedup.KeyHash(key), errContended), retry.Transient)
 }
 
 func cmp(err, alt error) error {
@@ -154,64 +204,51 @@ func cmp(err, alt error) error {
 	return alt
 }
 
-// parseRecord reads a record from a flat field/value array (HGETALL's),
-// nil when it is empty.
-func parseRecord(key string, v any) (*dedup.Record, error) {
-	arr, _ := v.([]any)
-	if len(arr) == 0 {
-		return nil, nil
+// held reports whether old still blocks a claim at now: it is live, or a
+// lease expired by no more than the claimer's skew margin. Times compare
+// in the microseconds they are stored in.
+func held(old *dedup.Record, now time.Time, margin time.Duration) bool {
+	if old.Status != dedup.StatusPending {
+		margin = 0
 	}
-	m := make(map[string]string, len(arr)/2)
-	for i := 0; i+1 < len(arr); i += 2 {
-		k, _ := arr[i].(string)
-		val, _ := arr[i+1].(string)
-		m[k] = val
-	}
-	return fromMap(key, m)
-}
-
-func fromMap(key string, m map[string]string) (*dedup.Record, error) {
-	r := &dedup.Record{Key: key, Status: dedup.Status(m["status"]), Owner: m["owner"], PayloadHash: m["payload_hash"], LastError: m["last_error"]}
-	if resp := m["response"]; resp != "" {
-		r.Response = []byte(resp)
-	}
-	var errs []error
-	num := func(f string) int64 {
-		n, err := strconv.ParseInt(m[f], 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("field %s: %w", f, err))
-		}
-		return n
-	}
-	r.Version = num("version")
-	r.Attempts = int(num("attempts"))
-	r.CreatedAt = time.UnixMicro(num("created_at"))
-	r.ExpiresAt = time.UnixMicro(num("expires_at"))
-	if err := errors.Join(errs...); err != nil {
-		return nil, retry.WithClass(fmt.Errorf("redisstore: corrupt record key_hash %s: %w", dedup.KeyHash(key), err), retry.Permanent)
-	}
-	return r, nil
+	return old.ExpiresAt.UnixMicro() >= now.Add(-max(margin, 0)).UnixMicro()
 }
 
 // Get implements dedup.Store.
 func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
-	m, err := s.c.HGetAll(ctx, s.redisKey(key)).Result()
+	v, err := s.c.Get(ctx, s.redisKey(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
+	}
 	if err != nil {
 		return dedup.Record{}, s.wrap("get", err)
 	}
-	if len(m) == 0 {
-		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
-	}
-	r, err := fromMap(key, m)
+	r, err := decode(key, v)
 	if err != nil {
 		return dedup.Record{}, err
 	}
 	return *r, nil
 }
 
-// fenced runs a lease script and turns its 0 into ErrLeaseLost.
-func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, l dedup.Lease, args ...any) error {
-	n, err := s.run(ctx, sc, l.Key, append([]any{l.Owner, l.Version}, args...)...).Int()
+// heads are the head of the PENDING record l holds and, with next, the
+// head a script writes in its place: next, the version after the lease's
+// (one buffer for both, as they go with every lease write).
+func heads(l dedup.Lease, next dedup.Status) (held, written []byte, err error) {
+	b := make([]byte, 0, 2*(len(l.Owner)+48))
+	b, _ = appendHead(b, dedup.StatusPending, l.Version, l.Owner)
+	n := len(b)
+	if next == "" {
+		return b, nil, nil
+	}
+	if b, err = appendHead(b, next, l.Version+1, l.Owner); err != nil {
+		return nil, nil, err
+	}
+	return b[:n:n], b[n:], nil
+}
+
+// fenced runs a lease script on args and turns its 0 into ErrLeaseLost.
+func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, l dedup.Lease, args []any) error {
+	n, err := s.script(ctx, sc, s.redisKey(l.Key), args...).Int()
 	if err != nil {
 		return s.wrap(op, err)
 	}
@@ -226,18 +263,24 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := noWrites(req.Writes); err != nil {
 		return err
 	}
-	return s.fenced(ctx, "complete", s.complete, req.Lease, req.Response, micros(req.ExpiresAt), s.expireAt(req.ExpiresAt))
+	h, next, _ := heads(req.Lease, dedup.StatusCompleted)
+	return s.fenced(ctx, "complete", s.complete, req.Lease, []any{h, next, micros(req.ExpiresAt), req.Response, s.expireAt(req.ExpiresAt)})
 }
 
 // Fail implements dedup.Store.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
-	return s.fenced(ctx, "fail", s.fail, req.Lease, req.Reason, micros(req.RetryAt), s.expireAt(req.RetryAt),
-		flag(req.ResetAttempts), flag(req.RefundAttempt), string(failStatus(req)))
+	h, next, err := heads(req.Lease, failStatus(req))
+	if err != nil {
+		return err
+	}
+	return s.fenced(ctx, "fail", s.fail, req.Lease, []any{h, next, micros(req.RetryAt), s.expireAt(req.RetryAt),
+		appendString(nil, req.Reason), flag(req.ResetAttempts), flag(req.RefundAttempt)})
 }
 
 // Extend implements dedup.Store.
 func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
-	return s.fenced(ctx, "extend", s.extend, req.Lease, micros(req.LeaseUntil), s.expireAt(req.LeaseUntil))
+	h, _, _ := heads(req.Lease, "")
+	return s.fenced(ctx, "extend", s.extend, req.Lease, []any{h, micros(req.LeaseUntil), s.expireAt(req.LeaseUntil)})
 }
 
 func flag(b bool) string {
@@ -247,26 +290,50 @@ func flag(b bool) string {
 	return "0"
 }
 
-// run runs a script. With WithWait, WAIT follows it in one pipeline:
-// WAIT counts the writes of its own connection, which a pipeline shares.
-func (s *Store) run(ctx context.Context, sc *redis.Script, key string, args ...any) *redis.Cmd {
-	keys := []string{s.redisKey(key)}
+// setNX sends SET key val NX PXAT px and reports whether it wrote.
+func (s *Store) setNX(ctx context.Context, rk string, val []byte, px int64) (bool, error) {
+	cmd := redis.NewStatusCmd(ctx, "set", rk, val, "nx", "pxat", px)
+	if s.wait <= 0 {
+		_ = s.c.Process(ctx, cmd)
+	} else {
+		s.waitAfter(ctx, func(p redis.Pipeliner) redis.Cmder { _ = p.Process(ctx, cmd); return cmd })
+	}
+	ok, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return ok == "OK", err
+}
+
+// script runs a script on the record rk.
+func (s *Store) script(ctx context.Context, sc *redis.Script, rk string, args ...any) *redis.Cmd {
+	keys := []string{rk}
 	if s.wait <= 0 {
 		return sc.Run(ctx, s.c, keys, args...)
 	}
+	var cmd *redis.Cmd
+	s.waitAfter(ctx, func(p redis.Pipeliner) redis.Cmder { cmd = sc.Eval(ctx, p, keys, args...); return cmd })
+	return cmd
+}
+
+// waitAfter sends the command queue puts in a pipeline, and WAIT after
+// it (WAIT counts the writes of its own connection, which a pipeline
+// shares); the command's error says when fewer replicas than WithWait's
+// have it.
+func (s *Store) waitAfter(ctx context.Context, queue func(redis.Pipeliner) redis.Cmder) {
 	pipe := s.c.Pipeline()
-	cmd := sc.Eval(ctx, pipe, keys, args...)
+	cmd := queue(pipe)
 	wait := pipe.Do(ctx, "WAIT", s.wait, s.waitT.Milliseconds())
-	if _, err := pipe.Exec(ctx); err != nil {
-		if cmd.Err() == nil {
+	// A nil reply (redis.Nil) is an answer, not a failure of the pipeline.
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		if cmd.Err() == nil || errors.Is(cmd.Err(), redis.Nil) {
 			cmd.SetErr(err)
 		}
-		return cmd
+		return
 	}
 	if n, err := wait.Int(); err != nil || n < s.wait {
 		cmd.SetErr(cmp(err, &ReplicationError{Want: s.wait, Got: n}))
 	}
-	return cmd
 }
 
 // ReplicationError is a write fewer replicas acknowledged than WithWait
@@ -324,6 +391,8 @@ func classOf(err error) retry.Class {
 		return retry.Transient
 	case "OOM":
 		return retry.Throttled
+	case "CORRUPT": // a script found a record it cannot read
+		return retry.Permanent
 	}
 	return retry.Transient
 }

@@ -3,10 +3,12 @@ package redisstore_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,4 +201,189 @@ func TestWaitWithoutReplicas(t *testing.T) {
 	if r, err := s.Get(testCtx(t), "k"); err != nil || r.Owner != "o" {
 		t.Fatalf("the claim was not applied on the primary: %+v, %v", r, err)
 	}
+}
+
+// commandHook records the names of the commands a client sends (but those
+// that set up a connection) and, once, runs before ahead of the first
+// command named at.
+type commandHook struct {
+	mu     sync.Mutex
+	names  []string
+	at     string
+	before func()
+}
+
+func (h *commandHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		if n := cmd.Name(); n != "hello" && n != "client" {
+			h.names = append(h.names, n)
+		}
+		var f func()
+		if cmd.Name() == h.at {
+			f, h.before = h.before, nil
+		}
+		h.mu.Unlock()
+		if f != nil {
+			f()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// take returns the names recorded since the last take.
+func (h *commandHook) take() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := strings.Join(h.names, " ")
+	h.names = nil
+	return s
+}
+
+// redisKeyOf is the documented Redis key of a record.
+func redisKeyOf(p, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return p + "{" + hex.EncodeToString(sum[:]) + "}"
+}
+
+// A new key's claim is one SET (no script); a duplicate's reads the
+// record with a GET. Only a takeover and the lease's own writes run a
+// script.
+func TestCallsPerClaim(t *testing.T) {
+	h := &commandHook{}
+	c := client(t, nil)
+	c.AddHook(h)
+	s := redisstore.New(c, redisstore.Prefix(prefix()))
+	ctx := testCtx(t)
+	now := time.Now()
+	claim := func(owner string, at time.Duration) dedup.Claim {
+		t.Helper()
+		cl, err := s.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: owner, PayloadHash: "h", Now: now.Add(at), LeaseUntil: now.Add(at + time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	if cl := claim("a", 0); !cl.Acquired || cl.Lease.Version != 1 {
+		t.Fatalf("new key: %+v", cl)
+	}
+	if got := h.take(); got != "set" {
+		t.Fatalf("a new key's claim sent %q, want one set", got)
+	}
+	if cl := claim("b", 0); cl.Acquired || cl.Existing.Owner != "a" || cl.Existing.PayloadHash != "h" {
+		t.Fatalf("duplicate: %+v", cl)
+	}
+	if got := h.take(); got != "set get" {
+		t.Fatalf("a duplicate's claim sent %q, want set and get", got)
+	}
+	cl := claim("c", 2*time.Second)
+	if !cl.Acquired || cl.Lease.Version != 2 || cl.Previous == nil || cl.Previous.Owner != "a" {
+		t.Fatalf("takeover: %+v", cl)
+	}
+	if got := h.take(); got != "set get evalsha" {
+		t.Fatalf("a takeover sent %q, want set, get and evalsha", got)
+	}
+	if err := s.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.take(); got != "evalsha" {
+		t.Fatalf("Complete sent %q, want one evalsha", got)
+	}
+}
+
+// A takeover writes only over the record it read: one that changed in
+// between (another claimer won) answers the claim, and one that Redis
+// deleted in between makes the key new again.
+func TestTakeoverRaces(t *testing.T) {
+	p := prefix()
+	other := redisstore.New(client(t, nil), redisstore.Prefix(p))
+	ctx := testCtx(t)
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, key string)
+		check  func(t *testing.T, cl dedup.Claim)
+	}{
+		{"another claimer won", func(t *testing.T, key string) {
+			cl, err := other.Claim(ctx, dedup.ClaimRequest{Key: key, Owner: "winner", Now: now.Add(2 * time.Second), LeaseUntil: now.Add(time.Minute)})
+			if err != nil || !cl.Acquired {
+				t.Errorf("the other claim: %+v, %v", cl, err)
+			}
+		}, func(t *testing.T, cl dedup.Claim) {
+			if cl.Acquired || cl.Existing.Owner != "winner" || cl.Existing.Version != 2 {
+				t.Fatalf("claim after losing the takeover: %+v, want the winner's record", cl)
+			}
+		}},
+		{"the record expired", func(t *testing.T, key string) {
+			if err := client(t, nil).Del(ctx, redisKeyOf(p, key)).Err(); err != nil {
+				t.Error(err)
+			}
+		}, func(t *testing.T, cl dedup.Claim) {
+			if !cl.Acquired || cl.Lease.Version != 1 || cl.Previous != nil || cl.Attempt != 1 {
+				t.Fatalf("claim of a key deleted under the takeover: %+v, want a new key's", cl)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "race-" + strings.ReplaceAll(tc.name, " ", "-")
+			h := &commandHook{at: "evalsha"}
+			c := client(t, nil)
+			c.AddHook(h)
+			s := redisstore.New(c, redisstore.Prefix(p))
+			if _, err := s.Claim(ctx, dedup.ClaimRequest{Key: key, Owner: "a", Now: now, LeaseUntil: now.Add(time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+			h.before = func() { tc.before(t, key) }
+			cl, err := s.Claim(ctx, dedup.ClaimRequest{Key: key, Owner: "b", Now: now.Add(2 * time.Second), LeaseUntil: now.Add(time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.before != nil {
+				t.Fatal("the claim ran no takeover script")
+			}
+			tc.check(t, cl)
+		})
+	}
+}
+
+// A stored value that is no record is Permanent, for the claim (read by
+// Go) and for a lease's write (read by the script), without the key.
+func TestCorruptRecordPermanent(t *testing.T) {
+	c := client(t, nil)
+	p := prefix()
+	s := redisstore.New(c, redisstore.Prefix(p))
+	ctx := testCtx(t)
+	now := time.Now()
+	if err := c.Set(ctx, redisKeyOf(p, secretKey), "not a record", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Claim(ctx, dedup.ClaimRequest{Key: secretKey, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
+	wantClass(t, "Claim", err, retry.Permanent)
+	_, err = s.Get(ctx, secretKey)
+	wantClass(t, "Get", err, retry.Permanent)
+	// The lease's head, then a tail no script can read.
+	if err := c.Set(ctx, redisKeyOf(p, secretKey), "1P1:1:o-x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := dedup.Lease{Key: secretKey, Owner: "o", Version: 1}
+	err = s.Complete(ctx, dedup.CompleteRequest{Lease: l, Now: now, ExpiresAt: now.Add(time.Hour)})
+	wantClass(t, "Complete", err, retry.Permanent)
+	err = s.Fail(ctx, dedup.FailRequest{Lease: l, Now: now, RetryAt: now.Add(time.Second)})
+	wantClass(t, "Fail", err, retry.Permanent)
+	err = s.Extend(ctx, dedup.ExtendRequest{Lease: l, Now: now, LeaseUntil: now.Add(time.Minute)})
+	wantClass(t, "Extend", err, retry.Permanent)
+	// Read up to the hash, whose length runs past the end.
+	if err := c.Set(ctx, redisKeyOf(p, secretKey), "1P1:1:o5:0:5:9:h0:", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Complete(ctx, dedup.CompleteRequest{Lease: l, Now: now, ExpiresAt: now.Add(time.Hour)})
+	wantClass(t, "Complete", err, retry.Permanent)
+	err = s.Fail(ctx, dedup.FailRequest{Lease: l, Now: now, RetryAt: now.Add(time.Second)})
+	wantClass(t, "Fail", err, retry.Permanent)
 }
