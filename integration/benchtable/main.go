@@ -27,7 +27,15 @@ func main() {
 	profile := flag.String("profile", "", "a file of profile text (pprof -top) to print under the table in the Markdown file")
 	scaling := flag.String("scaling", "", "the output of the memory pipeline run with -cpu 1,2, for the scaling row")
 	mutex := flag.String("mutex", "", "the memory pipeline's mutex profile text (pprof -top), for the lock-delay row and under the table")
+	byCPU := flag.Bool("by-cpu", false, "read a -cpu 1,2,… run and print each figure per core count (integration/bench-cores.sh)")
 	flag.Parse()
+	if *byCPU {
+		if err := runByCPU(os.Stdout, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	extra := extras{scaling: *scaling, mutex: *mutex}
 	if err := run(os.Stdout, flag.Args(), *md, *cmd, *note, *profile, extra); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)

@@ -245,3 +245,27 @@ func TestScalingAndMutexRows(t *testing.T) {
 		}
 	}
 }
+
+// The per-core table (integration/bench-cores.sh) puts each core count in
+// a column of its own and scales each throughput by its 1-core figure.
+func TestRenderByCPU(t *testing.T) {
+	out := "BenchmarkMemoryPipeline/workers=16 \t 10 \t 100 msgs/s \t 5 cpu-us/msg\n" +
+		"BenchmarkMemoryPipeline/workers=16-4 \t 10 \t 300 msgs/s \t 6 cpu-us/msg\n" +
+		"BenchmarkGroupThroughput \t 1 \t 50 onceq_msgs/s \t 100 raw_msgs/s \t 0.5 ratio\n" +
+		"BenchmarkGroupThroughput-4 \t 1 \t 160 onceq_msgs/s \t 200 raw_msgs/s \t 0.8 ratio\n"
+	res, err := ParseByCPU(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := RenderByCPU(res)
+	for _, want := range []string{
+		"| measure | 1 | 4 |\n",
+		"| memory pipeline, 16 workers: msgs/s | 100 | 300 |\n| … over its 1-core figure | 1× | 3× |\n",
+		"| Kafka (kafka-go): onceq msgs/s | 50 | 160 |\n| … over its 1-core figure | 1× | 3.2× |\n",
+		"| Kafka (kafka-go): onceq ÷ raw | 0.5 | 0.8 |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
