@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,16 +25,7 @@ var scalingFigures = []struct{ bench, unit, label string }{
 // runByCPU prints a table of a -cpu run: one column per core count, and
 // for a throughput a row of its scaling over the 1-core figure.
 func runByCPU(out io.Writer, inputs []string) error {
-	var readers []io.Reader
-	for _, name := range inputs {
-		f, err := os.Open(name)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		readers = append(readers, f)
-	}
-	res, err := ParseByCPU(io.MultiReader(readers...))
+	res, err := readAll(inputs, ParseByCPU)
 	if err != nil {
 		return err
 	}

@@ -47,12 +47,14 @@ func main() {
 // pipeline's scaling run and of its mutex profile (either may be "").
 type extras struct{ scaling, mutex string }
 
-func run(out io.Writer, inputs []string, md, cmd, note, profile string, extra extras) error {
+// readAll reads the named files one after another (standard input when
+// none are named), parsed by parse.
+func readAll(inputs []string, parse func(io.Reader) (*Results, error)) (*Results, error) {
 	var readers []io.Reader
 	for _, name := range inputs {
 		f, err := os.Open(name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer f.Close()
 		readers = append(readers, f)
@@ -60,17 +62,16 @@ func run(out io.Writer, inputs []string, md, cmd, note, profile string, extra ex
 	if len(readers) == 0 {
 		readers = append(readers, os.Stdin)
 	}
-	res, err := Parse(io.MultiReader(readers...))
+	return parse(io.MultiReader(readers...))
+}
+
+func run(out io.Writer, inputs []string, md, cmd, note, profile string, extra extras) error {
+	res, err := readAll(inputs, Parse)
 	if err != nil {
 		return err
 	}
 	if extra.scaling != "" {
-		f, err := os.Open(extra.scaling)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		byCPU, err := ParseByCPU(f)
+		byCPU, err := readAll([]string{extra.scaling}, ParseByCPU)
 		if err != nil {
 			return err
 		}
