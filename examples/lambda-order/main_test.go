@@ -1,16 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -46,16 +40,6 @@ func TestOrderKey(t *testing.T) {
 // the batch reserves nothing more, and a malformed order is kept.
 func TestUnderEmulator(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
-	rie := os.Getenv("ONCEQ_LAMBDA_RIE")
-	if rie == "" {
-		rie, _ = filepath.Abs("../../.bin/aws-lambda-rie")
-	}
-	if _, err := os.Stat(rie); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("aws-lambda-rie not found (integration/servers.sh start installs it)")
-		}
-		t.Skip("aws-lambda-rie not found (integration/servers.sh start installs it)")
-	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bootstrap")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -81,31 +65,9 @@ func TestUnderEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	emu, api := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(rie, bin, "--runtime-interface-emulator-address", emu, "--runtime-api-address", api)
-	cmd.Env = append(os.Environ(), "AWS_LAMBDA_FUNCTION_TIMEOUT=30", "AWS_ENDPOINT_URL_DYNAMODB="+ep,
-		"AWS_REGION="+testenv.Region, "AWS_ACCESS_KEY_ID="+testenv.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+testenv.SecretAccessKey,
-		"ONCEQ_TABLE="+idem, "INVENTORY_TABLE="+inv, "ORDERS_TABLE="+orders)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("function log:\n%s", logs.String())
-		}
-	})
-	testenv.Eventually(t, 10*time.Second, "the emulator listens", func() bool {
-		c, err := net.Dial("tcp", emu)
-		if err == nil {
-			_ = c.Close()
-		}
-		return err == nil
-	})
+	fn := lambdatest.Start(t, bin, 30, map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": ep,
+		"AWS_REGION": testenv.Region, "AWS_ACCESS_KEY_ID": testenv.AccessKeyID, "AWS_SECRET_ACCESS_KEY": testenv.SecretAccessKey,
+		"ONCEQ_TABLE": idem, "INVENTORY_TABLE": inv, "ORDERS_TABLE": orders})
 
 	order := `{"order_id":"o1","sku":"sku-1","qty":2}`
 	ev := events.SQSEvent{Records: []events.SQSMessage{
@@ -113,16 +75,9 @@ func TestUnderEmulator(t *testing.T) {
 		{MessageId: "m2", Body: order, EventSourceARN: "arn:aws:sqs:us-east-1:1:orders"},
 		{MessageId: "m3", Body: "not json", EventSourceARN: "arn:aws:sqs:us-east-1:1:orders"},
 	}}
-	payload, _ := json.Marshal(ev)
 	for range 2 {
-		resp, err := http.Post("http://"+emu+"/2015-03-31/functions/function/invocations", "application/json", bytes.NewReader(payload))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if string(body) != `{"batchItemFailures":[{"itemIdentifier":"m3"}]}` {
-			t.Fatalf("answer %s; want only the malformed m3 kept", body)
+		if got := fn.Invoke(ctx, ev); string(got.Body) != `{"batchItemFailures":[{"itemIdentifier":"m3"}]}` {
+			t.Fatalf("answer %s; want only the malformed m3 kept", got.Body)
 		}
 	}
 	out, err := client.GetItem(ctx, &ddb.GetItemInput{TableName: aws.String(inv), ConsistentRead: aws.Bool(true),
@@ -133,13 +88,4 @@ func TestUnderEmulator(t *testing.T) {
 	if r := out.Item["reserved"].(*types.AttributeValueMemberN).Value; r != "2" {
 		t.Errorf("reserved %s, want 2: the order reserved once", r)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -39,16 +39,6 @@ var lambdaTableEnv = map[string]string{
 // the page states, and the reserved count is the page's.
 func TestLambdaUnderEmulatorFromDocs(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
-	rie := os.Getenv("ONCEQ_LAMBDA_RIE")
-	if rie == "" {
-		rie, _ = filepath.Abs("../../.bin/aws-lambda-rie")
-	}
-	if _, err := os.Stat(rie); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("aws-lambda-rie not found (integration/servers.sh start installs it)")
-		}
-		t.Skip("aws-lambda-rie not found (integration/servers.sh start installs it)")
-	}
 	block, after := docSection(t, "lambda.md", "**Under the emulator.**", "sh")
 	one := func(re, what string) []string {
 		t.Helper()
@@ -84,28 +74,33 @@ func TestLambdaUnderEmulatorFromDocs(t *testing.T) {
 	ctx := testenv.Context(t, 2*time.Minute)
 	db := ddb.NewFromConfig(testenv.AWSConfig(t, ep))
 	suffix := randomSuffix(t)
-	tableEnv := func(name string) string {
+	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": ep,
+		"AWS_REGION": testenv.Region, "AWS_ACCESS_KEY_ID": testenv.AccessKeyID, "AWS_SECRET_ACCESS_KEY": testenv.SecretAccessKey,
+		"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_EC2_METADATA_DISABLED": "true"}
+	tables := 0
+	tableEnv := func(name string) {
 		t.Helper()
 		v, ok := lambdaTableEnv[name]
 		if !ok {
 			t.Fatalf("docs/lambda.md names table %q, which examples/lambda-order does not read", name)
 		}
-		return v + "=" + name + "_" + suffix
+		env[v] = name + "_" + suffix
+		tables++
 	}
-	env := []string{tableEnv(idemTable)}
+	tableEnv(idemTable)
 	if err := dynamostore.CreateTable(ctx, db, idemTable+"_"+suffix); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range regexp.MustCompile(`create-table --table-name (\S+) .*\\\n\s+--attribute-definitions AttributeName=(\w+),AttributeType=S`).FindAllStringSubmatch(block, -1) {
-		env = append(env, tableEnv(m[1]))
+		tableEnv(m[1])
 		if _, err := db.CreateTable(ctx, &ddb.CreateTableInput{TableName: aws.String(m[1] + "_" + suffix), BillingMode: ddbtypes.BillingModePayPerRequest,
 			AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String(m[2]), AttributeType: ddbtypes.ScalarAttributeTypeS}},
 			KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String(m[2]), KeyType: ddbtypes.KeyTypeHash}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(env) != 3 {
-		t.Fatalf("the walkthrough makes %d tables, want the idempotency, inventory and orders tables", len(env))
+	if tables != 3 {
+		t.Fatalf("the walkthrough makes %d tables, want the idempotency, inventory and orders tables", tables)
 	}
 	var inventory string
 	for _, m := range regexp.MustCompile(`put-item --table-name (\S+) \\\n\s+--item '([^']*)'`).FindAllStringSubmatch(block, -1) {
@@ -118,34 +113,14 @@ func TestLambdaUnderEmulatorFromDocs(t *testing.T) {
 		t.Fatal("the walkthrough puts no inventory item")
 	}
 
-	emu, api := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(rie, bin, "--runtime-interface-emulator-address", emu, "--runtime-api-address", api)
-	cmd.Env = append(append(os.Environ(), env...), "AWS_LAMBDA_FUNCTION_TIMEOUT="+timeout, "AWS_ENDPOINT_URL_DYNAMODB="+ep,
-		"AWS_REGION="+testenv.Region, "AWS_ACCESS_KEY_ID="+testenv.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+testenv.SecretAccessKey,
-		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_DISABLED=true")
-	logs := &testenv.LogBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the emulator starts the function as its child
-	if err := cmd.Start(); err != nil {
+	seconds, err := strconv.Atoi(timeout)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("function log:\n%s", logs.String())
-		}
-	})
-	testenv.Eventually(t, 10*time.Second, "the emulator listens", func() bool {
-		c, err := net.Dial("tcp", emu)
-		if err == nil {
-			_ = c.Close()
-		}
-		return err == nil
-	})
+	fn := lambdatest.Start(t, bin, seconds, env)
 
 	for i := range invocations {
-		resp, err := http.Post("http://"+emu+path, "application/json", strings.NewReader(event))
+		resp, err := http.Post("http://"+fn.Addr+path, "application/json", strings.NewReader(event))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,14 +190,4 @@ func dynamoJSON(t *testing.T, s string) map[string]ddbtypes.AttributeValue {
 		}
 	}
 	return item
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -107,6 +107,9 @@ func freeAddr(t testing.TB) string {
 type Function struct {
 	t   testing.TB
 	url string
+	// Addr is the emulator's host:port, for a test that sends its own
+	// request (a documented invocation URL).
+	Addr string
 }
 
 // Start runs the function built at bootstrap under the emulator, on
@@ -147,7 +150,7 @@ func Start(t testing.TB, bootstrap string, timeout int, env map[string]string) *
 		}
 		return err == nil
 	})
-	return &Function{t: t, url: "http://" + emu + "/2015-03-31/functions/function/invocations"}
+	return &Function{t: t, url: "http://" + emu + "/2015-03-31/functions/function/invocations", Addr: emu}
 }
 
 // Invocation is what one invocation answered.
