@@ -178,7 +178,10 @@ type attempt struct {
 // claim-and-commit). The outcome is observed (span, metrics, hooks, log)
 // before it is returned.
 func (g *Guard) process(ctx context.Context, m *Message, r *run) Outcome {
-	start := time.Now()
+	var start time.Time
+	if len(g.hooks.outcome) > 0 {
+		start = time.Now()
+	}
 	ctx, span := g.tel.startProcess(ctx, m)
 	a := &attempt{g: g, m: m, ctx: ctx, span: span, run: r}
 	o := a.do()
@@ -744,7 +747,9 @@ func (g *Guard) untenanted(m *Message) (string, string, error) {
 
 // nextOwner is a new owner token: the Guard's random ID and a sequence.
 func (g *Guard) nextOwner() string {
-	return g.ownerID + strconv.FormatUint(g.seq.Add(1), 36)
+	b := make([]byte, 0, 32)
+	b = strconv.AppendUint(append(b, g.ownerID...), g.seq.Add(1), 36)
+	return string(b)
 }
 
 func (g *Guard) retryDelay(attempt int) time.Duration {
