@@ -50,8 +50,9 @@ type Guard struct {
 	handler Handler
 	hooks   hooks
 	tel     *telemetry
-	// completed looks keys up in the COMPLETED cache, when it is on.
-	completed *cache.Store
+	// completed holds the records this Guard completed or found
+	// completed lately, when the cache is on.
+	completed *cache.Cache
 	ownerID   string
 	seq       atomic.Uint64
 }
@@ -98,11 +99,10 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	}
 	g := &Guard{cfg: cfg, store: store, oneShot: cfg.oneRoundTrip, handler: h, hooks: hs, tel: tel}
 	if cfg.cacheEntries > 0 {
-		g.completed = cache.Wrap(store, cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
+		g.completed = cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
 		if err := tel.observeCache(g.completed); err != nil {
 			return nil, fmt.Errorf("consumer: telemetry: %w", err)
 		}
-		g.store = g.completed
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -212,7 +212,7 @@ func (a *attempt) do() Outcome {
 	if g.completed != nil {
 		// A duplicate of a key completed here lately makes no store call
 		// (and in one-round-trip mode runs no handler).
-		if r, ok := g.completed.CompletedString(key, now); ok {
+		if r, ok := g.completed.Get(key, now); ok {
 			return a.existing(now, r, false)
 		}
 	}
@@ -230,17 +230,14 @@ func (a *attempt) do() Outcome {
 		Now: now, LeaseUntil: now.Add(g.cfg.leaseTTL), SkewMargin: g.cfg.skewMargin}
 	var c dedup.Claim
 	err = a.storeCall(opClaim, func(ctx context.Context) (err error) {
-		if g.completed != nil {
-			c, err = g.completed.ClaimMissed(ctx, req) // looked up above
-		} else {
-			c, err = g.store.Claim(ctx, req)
-		}
+		c, err = g.store.Claim(ctx, req)
 		return err
 	})
 	if err != nil {
 		return a.storeFailed("claim", err)
 	}
 	if !c.Acquired {
+		g.remember(key, c.Existing, now)
 		return a.existing(now, c.Existing, c.Archived)
 	}
 	a.expiredPresent(c.Previous)
@@ -423,16 +420,23 @@ func (a *attempt) commit(res Result) Outcome {
 	}
 	switch {
 	case err == nil && !c.Acquired:
+		a.g.remember(a.o.IdempotencyKey, c.Existing, now)
 		return a.existing(now, c.Existing, c.Archived) // one round trip found a live record
 	case err == nil:
 		a.o.Kind, a.o.Response = kind, resp
+		lease := a.lease
 		if a.g.oneShot {
 			// One round trip: the claim happened only now. A won claim is
 			// at least the first attempt, though a store may not say
 			// (DynamoDB with Writes, for a new key).
 			a.o.Attempt = max(c.Attempt, 1)
 			a.expiredPresent(c.Previous)
+			lease = c.Lease
+		} else {
+			lease.Version++ // Complete moved the record on
 		}
+		a.g.remember(a.o.IdempotencyKey, dedup.Record{Status: dedup.StatusCompleted, Version: lease.Version, Owner: lease.Owner,
+			PayloadHash: a.hash, Response: resp, Attempts: a.o.Attempt, CreatedAt: now, ExpiresAt: now.Add(a.g.cfg.retention)}, now)
 		if be != nil {
 			a.o.Err = be
 		}
@@ -451,11 +455,7 @@ func (a *attempt) write(resp []byte, writes []any, now time.Time) (c dedup.Claim
 		req := dedup.ClaimCompleteRequest{Key: a.o.IdempotencyKey, PayloadHash: a.hash, Owner: g.nextOwner(), Response: resp,
 			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin}
 		err = a.storeCall(opClaimComplete, func(ctx context.Context) (err error) {
-			if g.completed != nil {
-				c, err = g.completed.ClaimCompleteMissed(ctx, req) // looked up before the handler
-			} else {
-				c, err = g.store.ClaimComplete(ctx, req)
-			}
+			c, err = g.store.ClaimComplete(ctx, req)
 			return err
 		})
 		return c, err
@@ -743,6 +743,15 @@ func (g *Guard) untenanted(m *Message) (string, string, error) {
 		return "", "", fmt.Errorf("consumer: payload hash: %w", err)
 	}
 	return key, hash, nil
+}
+
+// remember caches r, a record of key known at now, when the cache is on
+// (only a COMPLETED record is kept), so that a duplicate of key is
+// answered with no store call.
+func (g *Guard) remember(key string, r dedup.Record, now time.Time) {
+	if g.completed != nil {
+		g.completed.Put(key, r, now)
+	}
 }
 
 // nextOwner is a new owner token: the Guard's random ID and a sequence.

@@ -368,7 +368,7 @@ func (t *telemetry) heartbeat(ctx context.Context, lease bool, err error) {
 }
 
 // observeCache reports the COMPLETED-record cache's counters.
-func (t *telemetry) observeCache(c cache.Cache) error {
+func (t *telemetry) observeCache(c *cache.Cache) error {
 	hits, err := t.meter.Int64ObservableCounter("onceq.cache.hits", metric.WithDescription("Duplicates answered by the COMPLETED-record cache, with no store call."))
 	if err != nil {
 		return err

@@ -21,21 +21,21 @@ const (
 	DefaultMaxAge = 10 * time.Second
 )
 
-// Option tunes a cache made by Wrap.
-type Option interface{ apply(*Store) }
+// Option tunes a cache made by New or Wrap.
+type Option interface{ apply(*Cache) }
 
-type optionFunc func(*Store)
+type optionFunc func(*Cache)
 
-func (f optionFunc) apply(s *Store) { f(s) }
+func (f optionFunc) apply(c *Cache) { f(c) }
 
 // MaxAge is how long an entry is used after it was cached, at most (and
 // never past its record's expiry): the bound on how long the cache can
 // disagree with the store, which it never asks again meanwhile. Zero or
 // less takes DefaultMaxAge.
 func MaxAge(d time.Duration) Option {
-	return optionFunc(func(s *Store) {
+	return optionFunc(func(c *Cache) {
 		if d > 0 {
-			s.maxAge = d
+			c.maxAge = d
 		}
 	})
 }
@@ -47,15 +47,15 @@ type Stats struct {
 	Bytes                   int
 }
 
-// Store is a dedup.Store with a COMPLETED-record cache in front.
+// Cache holds COMPLETED records in process memory, by the key they
+// answer for.
 //
 // The records are spread over shards, each with its own lock, so that
 // workers looking up different keys do not wait for one another; each
 // shard holds its share of the bounds and evicts by the clock
 // (second-chance) rule, an approximation of least recently used whose
 // lookups write one flag instead of relinking a list.
-type Store struct {
-	next   dedup.Store
+type Cache struct {
 	seed   maphash.Seed
 	shards []shard
 	mask   uint64
@@ -78,15 +78,7 @@ type shard struct {
 	bytes      int
 	maxEntries int
 	maxBytes   int
-	// hashes remembers the payload hash of leases this Store granted, by
-	// the key's hash, so that their Complete can be cached with it.
-	hashes map[uint64]leaseHash
-	_      [64]byte // keeps neighbouring shards' locks off one cache line
-}
-
-type leaseHash struct {
-	lease dedup.Lease
-	hash  string
+	_          [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 type entry struct {
@@ -100,26 +92,6 @@ type entry struct {
 	recent bool // looked up since the hand last passed
 }
 
-// Cache is a dedup.Store with a COMPLETED-record cache in front. It
-// declares the Capabilities of the Store behind it.
-type Cache interface {
-	dedup.Store
-	Stats() Stats
-	Unwrap() dedup.Store
-}
-
-// Wrap puts a cache of at most maxEntries records and maxBytes bytes (keys
-// and responses) in front of next; zero or less takes the default.
-func Wrap(next dedup.Store, maxEntries, maxBytes int, opts ...Option) *Store {
-	s := newStore(next, maxEntries, maxBytes)
-	for _, o := range opts {
-		if o != nil {
-			o.apply(s)
-		}
-	}
-	return s
-}
-
 // Shards hold at least this many entries and bytes each, so that a small
 // cache keeps its bounds exactly and a large record still fits a shard.
 const (
@@ -128,7 +100,9 @@ const (
 	minShardBytes   = 512 << 10
 )
 
-func newStore(next dedup.Store, maxEntries, maxBytes int) *Store {
+// New returns a cache of at most maxEntries records and maxBytes bytes
+// (keys and responses); zero or less takes the default.
+func New(maxEntries, maxBytes int, opts ...Option) *Cache {
 	if maxEntries <= 0 {
 		maxEntries = DefaultEntries
 	}
@@ -137,30 +111,31 @@ func newStore(next dedup.Store, maxEntries, maxBytes int) *Store {
 	}
 	n := min(maxShards, maxEntries/minShardEntries, maxBytes/minShardBytes)
 	n = 1 << max(bits.Len(uint(max(n, 1)))-1, 0) // a power of two, at least 1
-	s := &Store{next: next, seed: maphash.MakeSeed(), shards: make([]shard, n), mask: uint64(n - 1), maxAge: DefaultMaxAge}
-	for i := range s.shards {
-		sh := &s.shards[i]
+	c := &Cache{seed: maphash.MakeSeed(), shards: make([]shard, n), mask: uint64(n - 1), maxAge: DefaultMaxAge}
+	for i := range c.shards {
+		sh := &c.shards[i]
 		sh.maxEntries, sh.maxBytes = maxEntries/n, maxBytes/n
 		sh.index = make(map[uint64]int32, sh.maxEntries)
-		sh.hashes = map[uint64]leaseHash{}
 	}
-	return s
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
+	return c
 }
 
 // shardOf returns key's shard and hash.
-func (s *Store) shardOf(key string) (*shard, uint64) {
-	h := maphash.String(s.seed, key)
-	return &s.shards[h&s.mask], h
+func (c *Cache) shardOf(key string) (*shard, uint64) {
+	h := maphash.String(c.seed, key)
+	return &c.shards[h&c.mask], h
 }
 
-// Unwrap returns the Store behind the cache.
-func (s *Store) Unwrap() dedup.Store { return s.next }
-
 // Stats reports the counters.
-func (s *Store) Stats() Stats {
-	st := Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Evictions: s.evictions.Load()}
-	for i := range s.shards {
-		sh := &s.shards[i]
+func (c *Cache) Stats() Stats {
+	st := Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load()}
+	for i := range c.shards {
+		sh := &c.shards[i]
 		sh.mu.Lock()
 		st.Entries += len(sh.index)
 		st.Bytes += sh.bytes
@@ -169,51 +144,21 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// Completed returns the cached COMPLETED record of key if it is still live
-// at now, and counts the hit or the miss. The key is given as bytes, so
-// that a caller can look up a key it built on its stack: a hit allocates
-// nothing.
-func (s *Store) Completed(key []byte, now time.Time) (dedup.Record, bool) {
-	h := maphash.Bytes(s.seed, key) // as maphash.String of the same key
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	i, ok := sh.index[h]
-	ok = ok && sh.entries[i].rec.Key == string(key)
-	r, live := sh.liveLocked(i, ok, now)
-	sh.mu.Unlock()
-	s.count(live)
-	return r, live
-}
-
-// CompletedString is Completed of a key already a string.
-func (s *Store) CompletedString(key string, now time.Time) (dedup.Record, bool) {
-	c, ok := s.hit(key, now)
-	return c.Existing, ok
-}
-
-func (s *Store) count(hit bool) {
-	if hit {
-		s.hits.Add(1)
-	} else {
-		s.misses.Add(1)
-	}
-}
-
-// hit answers a claim of key at now from the cache, when it holds a record
-// still live then, and counts the hit or the miss: Claim and ClaimComplete
-// look up alike.
-func (s *Store) hit(key string, now time.Time) (dedup.Claim, bool) {
-	sh, h := s.shardOf(key)
+// Get returns the cached COMPLETED record of key if it is still live at
+// now, and counts the hit or the miss. A lookup allocates nothing.
+func (c *Cache) Get(key string, now time.Time) (dedup.Record, bool) {
+	sh, h := c.shardOf(key)
 	sh.mu.Lock()
 	i, ok := sh.index[h]
 	ok = ok && sh.entries[i].rec.Key == key
 	r, live := sh.liveLocked(i, ok, now)
 	sh.mu.Unlock()
-	s.count(live)
 	if live {
-		return dedup.Claim{Existing: r}, true
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
 	}
-	return dedup.Claim{}, false
+	return r, live
 }
 
 // liveLocked returns entry i's record if it is live at now (found says
@@ -231,15 +176,16 @@ func (sh *shard) liveLocked(i int32, found bool, now time.Time) (dedup.Record, b
 	return e.rec, true
 }
 
-// put caches r, a COMPLETED record known at now, as the answer for key:
-// the key the caller asked for, not r.Key as the store read it back (a
-// store may hold a key as its hash, which another key could spell out).
-func (s *Store) put(key string, r dedup.Record, now time.Time) {
+// Put caches r, a record known at now, as the answer for key: the key the
+// caller asked for, not r.Key as the store read it back (a store may hold
+// a key as its hash, which another key could spell out). Only a COMPLETED
+// record still live at now is cached; any other is ignored.
+func (c *Cache) Put(key string, r dedup.Record, now time.Time) {
 	if r.Status != dedup.StatusCompleted || !r.Live(now) {
 		return
 	}
 	r.Key = key
-	sh, h := s.shardOf(r.Key)
+	sh, h := c.shardOf(r.Key)
 	size := len(r.Key) + len(r.Response) + len(r.PayloadHash) + 64
 	if size > sh.maxBytes {
 		return
@@ -251,7 +197,7 @@ func (s *Store) put(key string, r dedup.Record, now time.Time) {
 	}
 	for len(sh.index) >= sh.maxEntries || sh.bytes+size > sh.maxBytes {
 		sh.evictLocked()
-		s.evictions.Add(1)
+		c.evictions.Add(1)
 	}
 	var i int32
 	if n := len(sh.free); n > 0 {
@@ -264,7 +210,7 @@ func (s *Store) put(key string, r dedup.Record, now time.Time) {
 	// run of keys never seen again passes through without the hand
 	// sweeping every entry to make room.
 	until := r.ExpiresAt
-	if fresh := now.Add(s.maxAge); fresh.Before(until) {
+	if fresh := now.Add(c.maxAge); fresh.Before(until) {
 		until = fresh
 	}
 	sh.entries[i] = entry{rec: r, until: until, hash: h, size: size, used: true}
@@ -301,73 +247,103 @@ func (sh *shard) removeLocked(i int32) {
 	sh.free = append(sh.free, i)
 }
 
-// Claim implements dedup.Store.
-func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
-	if c, ok := s.hit(req.Key, req.Now); ok {
-		return c, nil
-	}
-	return s.ClaimMissed(ctx, req)
+// Store is a dedup.Store with a Cache in front: a claim of a key whose
+// COMPLETED record the cache holds is answered with no call to the Store
+// behind, and what that Store answers or completes is cached. It declares
+// the Capabilities of the Store behind.
+type Store struct {
+	cache *Cache
+	next  dedup.Store
+	// leases remember the payload hash of each lease this Store granted,
+	// by the key's hash, so that its Complete can be cached with it; they
+	// are sharded as the cache is.
+	leases []leaseShard
 }
 
-// ClaimMissed is Claim without the lookup, for a caller that has just
-// looked the key up with Completed and missed: it claims from the store
-// behind and caches what comes back.
-func (s *Store) ClaimMissed(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
-	c, err := s.next.Claim(ctx, req)
-	if err != nil {
-		return c, err
+type leaseShard struct {
+	mu sync.Mutex
+	m  map[uint64]leaseHash
+	_  [64]byte
+}
+
+type leaseHash struct {
+	lease dedup.Lease
+	hash  string
+}
+
+// Wrap puts a cache of at most maxEntries records and maxBytes bytes (keys
+// and responses) in front of next; zero or less takes the default.
+func Wrap(next dedup.Store, maxEntries, maxBytes int, opts ...Option) *Store {
+	s := &Store{cache: New(maxEntries, maxBytes, opts...), next: next}
+	s.leases = make([]leaseShard, len(s.cache.shards))
+	for i := range s.leases {
+		s.leases[i].m = map[uint64]leaseHash{}
 	}
-	if c.Acquired {
-		sh, h := s.shardOf(req.Key)
-		sh.mu.Lock()
-		if len(sh.hashes) >= 4*max(sh.maxEntries, 1) {
+	return s
+}
+
+// leasesOf returns the shard of key's lease and key's hash.
+func (s *Store) leasesOf(key string) (*leaseShard, uint64) {
+	_, h := s.cache.shardOf(key)
+	return &s.leases[h&s.cache.mask], h
+}
+
+// Unwrap returns the Store behind the cache.
+func (s *Store) Unwrap() dedup.Store { return s.next }
+
+// Stats reports the cache's counters.
+func (s *Store) Stats() Stats { return s.cache.Stats() }
+
+// Claim implements dedup.Store.
+func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	if r, ok := s.cache.Get(req.Key, req.Now); ok {
+		return dedup.Claim{Existing: r}, nil
+	}
+	c, err := s.next.Claim(ctx, req)
+	switch {
+	case err != nil:
+	case c.Acquired:
+		ls, h := s.leasesOf(req.Key)
+		ls.mu.Lock()
+		if len(ls.m) >= 4*max(s.cache.shards[0].maxEntries, 1) {
 			// Leases claimed through this Store but never settled through
 			// it: forget them rather than grow.
-			clear(sh.hashes)
+			clear(ls.m)
 		}
-		sh.hashes[h] = leaseHash{c.Lease, req.PayloadHash}
-		sh.mu.Unlock()
-	} else {
-		s.put(req.Key, c.Existing, req.Now)
+		ls.m[h] = leaseHash{c.Lease, req.PayloadHash}
+		ls.mu.Unlock()
+	default:
+		s.cache.Put(req.Key, c.Existing, req.Now)
 	}
-	return c, nil
+	return c, err
 }
 
 // forget drops the remembered hash of a lease and returns it.
 func (s *Store) forget(l dedup.Lease) (string, bool) {
-	sh, h := s.shardOf(l.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	lh, ok := sh.hashes[h]
+	ls, h := s.leasesOf(l.Key)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	lh, ok := ls.m[h]
 	if !ok || lh.lease != l {
 		return "", false // another lease of the key, or of a key of the same hash
 	}
-	delete(sh.hashes, h)
+	delete(ls.m, h)
 	return lh.hash, true
 }
 
 // Complete implements dedup.Store.
 func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	err := s.next.Complete(ctx, req)
-	if isBusiness(err) {
+	var business *dedup.BusinessConditionError
+	if errors.As(err, &business) {
 		return err // the lease is still held: a second Complete follows
 	}
 	hash, ok := s.forget(req.Lease)
 	if err == nil && ok {
-		s.put(req.Lease.Key, dedup.Record{Key: req.Lease.Key, Status: dedup.StatusCompleted, Version: req.Lease.Version + 1,
+		s.cache.Put(req.Lease.Key, dedup.Record{Key: req.Lease.Key, Status: dedup.StatusCompleted, Version: req.Lease.Version + 1,
 			Owner: req.Lease.Owner, PayloadHash: hash, Response: req.Response, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt}, req.Now)
 	}
 	return err
-}
-
-// isBusiness reports a *dedup.BusinessConditionError; the errors.As
-// target escapes, so it is only made when there is an error.
-func isBusiness(err error) bool {
-	if err == nil {
-		return false
-	}
-	var business *dedup.BusinessConditionError
-	return errors.As(err, &business)
 }
 
 // Fail implements dedup.Store.
@@ -396,23 +372,17 @@ func (s *Store) Capabilities() dedup.Capabilities { return s.next.Capabilities()
 
 // ClaimComplete implements dedup.Store.
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
-	if cl, ok := s.hit(req.Key, req.Now); ok {
-		return cl, nil
+	if r, ok := s.cache.Get(req.Key, req.Now); ok {
+		return dedup.Claim{Existing: r}, nil
 	}
-	return s.ClaimCompleteMissed(ctx, req)
-}
-
-// ClaimCompleteMissed is ClaimComplete without the lookup, as ClaimMissed
-// is Claim's.
-func (s *Store) ClaimCompleteMissed(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	cl, err := s.next.ClaimComplete(ctx, req)
 	switch {
 	case err != nil:
 	case cl.Acquired:
-		s.put(req.Key, dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
+		s.cache.Put(req.Key, dedup.Record{Key: req.Key, Status: dedup.StatusCompleted, Version: cl.Lease.Version, Owner: req.Owner,
 			PayloadHash: req.PayloadHash, Response: req.Response, Attempts: cl.Attempt, CreatedAt: req.Now, ExpiresAt: req.ExpiresAt}, req.Now)
 	default:
-		s.put(req.Key, cl.Existing, req.Now)
+		s.cache.Put(req.Key, cl.Existing, req.Now)
 	}
 	return cl, err
 }

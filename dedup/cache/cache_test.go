@@ -110,35 +110,28 @@ func TestCapabilitiesPassedThrough(t *testing.T) {
 	}
 }
 
-func TestCompletedByBytesAllocatesNothing(t *testing.T) {
-	ctx := context.Background()
-	c := cache.Wrap(memstore.New(), 0, 0)
+func TestGetAllocatesNothing(t *testing.T) {
+	c := cache.New(0, 0)
 	now := time.Now()
-	cl, err := c.Claim(ctx, dedup.ClaimRequest{Key: "ns#k", PayloadHash: "h", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: []byte("r"), Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	lookup := c
-	key := []byte("ns#k")
-	if r, ok := lookup.Completed(key, now); !ok || r.Key != "ns#k" || string(r.Response) != "r" || r.PayloadHash != "h" {
+	c.Put("ns#k", dedup.Record{Key: "stored form", Status: dedup.StatusCompleted, PayloadHash: "h", Response: []byte("r"), ExpiresAt: now.Add(time.Hour)}, now)
+	c.Put("ns#pending", dedup.Record{Status: dedup.StatusPending, ExpiresAt: now.Add(time.Hour)}, now)
+	if r, ok := c.Get("ns#k", now); !ok || r.Key != "ns#k" || string(r.Response) != "r" || r.PayloadHash != "h" {
 		t.Fatalf("lookup: %+v %v", r, ok)
 	}
-	if _, ok := lookup.Completed([]byte("ns#other"), now); ok {
+	if _, ok := c.Get("ns#other", now); ok {
 		t.Fatal("a key never completed was found")
 	}
-	if _, ok := lookup.Completed(key, now.Add(2*time.Hour)); ok {
+	if _, ok := c.Get("ns#pending", now); ok {
+		t.Fatal("a PENDING record was cached")
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Get("ns#k", now) }); n != 0 {
+		t.Fatalf("a hit allocates %v times", n)
+	}
+	if _, ok := c.Get("ns#k", now.Add(2*time.Hour)); ok {
 		t.Fatal("an expired record was found")
 	}
-	if _, err := c.Claim(ctx, dedup.ClaimRequest{Key: "ns#k2", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.Complete(ctx, dedup.CompleteRequest{Lease: dedup.Lease{Key: "ns#k2", Owner: "a", Version: 1}, Now: now, ExpiresAt: now.Add(time.Hour)})
-	key2 := []byte("ns#k2")
-	if n := testing.AllocsPerRun(100, func() { lookup.Completed(key2, now) }); n != 0 {
-		t.Fatalf("a hit allocates %v times", n)
+	if st := c.Stats(); st.Hits != 102 || st.Misses != 3 {
+		t.Fatalf("stats %+v, want 102 hits and 3 misses", st)
 	}
 }
 

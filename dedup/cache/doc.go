@@ -11,16 +11,19 @@
 // entry is found only by the key it was cached under, the caller's, never
 // by the form a Store holds it in (a hashed long key).
 //
-// The shards and CLOCK eviction are hand-written rather than a general
-// cache: a lookup takes the key as bytes built on the caller's stack and
-// allocates nothing. Measured against maypok86/otter v2.4.0 with
-// per-entry expiry (the hit path, 1,000 keys, 2 loaded cores, -cpu 1,2,
-// best and worst of 3): hand-written 164-211 ns/op at 1 CPU and 91-227 at
-// 2, 0 allocations; otter 482-540 and 251-494 ns/op, 1 allocation (80 B)
-// per hit, the key's conversion to a string. With the body's SHA-256 in
-// the loop (the consumer's real hit path) the two are within the noise,
-// 530-1039 ns/op, and otter still allocates on every hit.
+// Cache is the cache itself: Get and Put by key, bounded by entries and
+// bytes. A Consumer or Guard keeps one beside its Store and fills it with
+// what it completes. Wrap puts one in front of a dedup.Store for a program
+// that uses a Store without the consumer.
 //
-// It imports only package dedup; the consumer puts it in front of the
-// Store it is given.
+// The shards and CLOCK eviction are hand-written rather than a general
+// cache: a lookup allocates nothing. Measured against maypok86/otter
+// v2.4.0 with per-entry expiry (the hit path, 1,000 keys, 2 loaded cores,
+// -cpu 1,2, best and worst of 3): hand-written 164-211 ns/op at 1 CPU and
+// 91-227 at 2, 0 allocations; otter 482-540 and 251-494 ns/op, 1
+// allocation (80 B) per hit. With the body's SHA-256 in the loop (the
+// consumer's real hit path) the two are within the noise, 530-1039 ns/op,
+// and otter still allocates on every hit.
+//
+// It imports only package dedup.
 package cache
