@@ -3,12 +3,16 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 )
 
@@ -71,6 +75,103 @@ func (l *heartbeatLog) OnMessageHeartbeat(_ context.Context, _ *consumer.Message
 		l.lease = append(l.lease, err)
 		l.mu.Unlock()
 	}
+}
+
+// renewalLog records the messages whose lease renewals were reported.
+type renewalLog struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (l *renewalLog) OnMessageHeartbeat(_ context.Context, m *consumer.Message, lease bool, _ error) {
+	if lease {
+		l.mu.Lock()
+		l.ids = append(l.ids, m.ID)
+		l.mu.Unlock()
+	}
+}
+
+// The Guard reuses a heartbeat once its handler has returned: each
+// handler's lease is renewed on its own schedule, and no renewal comes for
+// a handler that has returned, whether its heartbeat had beaten or not.
+func TestHeartbeatReuseKeepsRenewalsApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &renewalLog{}
+		h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+			if strings.HasPrefix(string(m.Body), "slow") {
+				time.Sleep(2200 * time.Millisecond) // renewals at 1s and 2s
+			}
+			return consumer.Result{}, nil
+		})
+		g, err := consumer.NewGuard(memstore.New(), h, consumer.LeaseTTL(3*time.Second), consumer.HandlerTimeout(time.Second/2),
+			consumer.WithHooks(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 6 {
+			body := "fast"
+			if i%3 == 0 {
+				body = "slow"
+			}
+			m := &consumer.Message{ID: strconv.Itoa(i), Body: []byte(body + strconv.Itoa(i)), Deliveries: 1}
+			if o := g.Process(t.Context(), m); o.Kind != consumer.Processed {
+				t.Fatalf("message %d: outcome %v (%v)", i, o.Kind, o.Err)
+			}
+			time.Sleep(400 * time.Millisecond)
+		}
+		time.Sleep(10 * time.Second) // any renewal still armed would come now
+		synctest.Wait()
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		if got, want := strings.Join(log.ids, ","), "0,0,3,3"; got != want {
+			t.Fatalf("renewals for messages %s, want %s", got, want)
+		}
+	})
+}
+
+// heldExtend is a Store whose Extend waits until release is closed.
+type heldExtend struct {
+	dedup.Store
+	release chan struct{}
+}
+
+func (s heldExtend) Extend(ctx context.Context, req dedup.ExtendRequest) error {
+	<-s.release
+	return s.Store.Extend(ctx, req)
+}
+
+// A heartbeat whose renewal is still in flight when its handler returns is
+// not reused: the renewal, when it lands, is reported for its own message
+// and arms nothing for the next one.
+func TestHeartbeatInFlightNotReused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &renewalLog{}
+		store := heldExtend{Store: memstore.New(), release: make(chan struct{})}
+		h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+			time.Sleep(1500 * time.Millisecond) // one renewal begun, at 1s
+			return consumer.Result{}, nil
+		})
+		g, err := consumer.NewGuard(store, h, consumer.LeaseTTL(3*time.Second), consumer.HandlerTimeout(time.Second/2),
+			consumer.WithHooks(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			m := &consumer.Message{ID: strconv.Itoa(i), Body: []byte("body" + strconv.Itoa(i)), Deliveries: 1}
+			if o := g.Process(t.Context(), m); o.Kind != consumer.Processed {
+				t.Fatalf("message %d: outcome %v (%v)", i, o.Kind, o.Err)
+			}
+		}
+		close(store.release) // both renewals land, after their handlers returned
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		slices.Sort(log.ids) // the two land in either order
+		if got, want := strings.Join(log.ids, ","), "0,1"; got != want {
+			t.Fatalf("renewals for messages %s, want %s", got, want)
+		}
+	})
 }
 
 // Guard.Process renews a running handler's lease every third of LeaseTTL

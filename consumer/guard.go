@@ -55,6 +55,7 @@ type Guard struct {
 	completed *cache.Cache
 	ownerID   string
 	seq       atomic.Uint64
+	beats     sync.Pool // of *heartbeat, stopped
 }
 
 // NewGuard validates the options and returns a Guard.
@@ -296,13 +297,7 @@ func (a *attempt) runHandler() (Result, error) {
 	start := time.Now()
 	leased := a.lease.Owner != ""
 	if leased {
-		// A copy of a, so that a stays on the stack; beat reads the timer
-		// under the heartbeat's lock.
-		hb := &heartbeat{a: *a, start: start, cancel: cancel}
-		hb.mu.Lock()
-		hb.timer = time.AfterFunc(g.cfg.leaseTTL/3, hb.beat)
-		hb.mu.Unlock()
-		defer hb.stop()
+		defer g.startHeartbeat(a, start, cancel).stop(&g.beats)
 		if a.run != nil {
 			a.run.leasedSince.Store(start.UnixNano())
 			defer a.run.leasedSince.Store(0)
@@ -318,19 +313,53 @@ func (a *attempt) runHandler() (Result, error) {
 // heartbeat renews a running handler's lease every LeaseTTL/3, until the
 // handler returns or it has run for renewFor, and stops the handler if the
 // lease is lost.
+//
+// A heartbeat and its timer are reused (Guard.beats): making a timer for
+// every handler costs more than the rest of a message's path through the
+// memory pipeline.
 type heartbeat struct {
-	a      attempt
+	mu     sync.Mutex
+	a      attempt // a copy: the attempt stays on its goroutine's stack
 	start  time.Time
 	cancel context.CancelFunc
-	mu     sync.Mutex
 	timer  *time.Timer
 	done   bool
 }
 
-func (h *heartbeat) beat() {
-	g := h.a.g
+// startHeartbeat starts renewing a's lease, for a handler begun at start.
+func (g *Guard) startHeartbeat(a *attempt, start time.Time, cancel context.CancelFunc) *heartbeat {
+	hb, _ := g.beats.Get().(*heartbeat)
+	if hb == nil {
+		hb = &heartbeat{}
+		hb.timer = time.AfterFunc(time.Hour, hb.beat)
+		hb.timer.Stop()
+	}
+	hb.mu.Lock()
+	hb.a, hb.start, hb.cancel, hb.done = *a, start, cancel, false
+	hb.timer.Reset(g.cfg.leaseTTL / 3)
+	hb.mu.Unlock()
+	return hb
+}
+
+// stop ends the renewals; the heartbeat goes back to pool unless a beat
+// may still be running.
+func (h *heartbeat) stop(pool *sync.Pool) {
 	h.mu.Lock()
-	if h.done || time.Since(h.start) > g.cfg.renewFor() {
+	h.done = true
+	idle := h.timer.Stop() // false: a beat has begun, and may still run
+	if idle {
+		h.a, h.cancel = attempt{}, nil
+	}
+	h.mu.Unlock()
+	if idle {
+		pool.Put(h)
+	}
+}
+
+func (h *heartbeat) beat() {
+	h.mu.Lock()
+	g := h.a.g
+	if h.done || time.Since(h.start) > g.cfg.renewFor() { // done: g may be gone
 		// Done, or a handler that ignores its context: its lease is left
 		// to run out so that another worker can take over.
 		h.mu.Unlock()
@@ -350,13 +379,6 @@ func (h *heartbeat) beat() {
 	if !h.done {
 		h.timer.Reset(g.cfg.leaseTTL / 3)
 	}
-	h.mu.Unlock()
-}
-
-func (h *heartbeat) stop() {
-	h.mu.Lock()
-	h.done = true
-	h.timer.Stop()
 	h.mu.Unlock()
 }
 
