@@ -61,7 +61,6 @@ type config struct {
 	tenantFunc       KeyFunc
 	keyCoversBody    func(*Message) bool // set with a Source's default key
 	payloadHash      PayloadHashFunc
-	wholeBodyHash    bool // payloadHash is WholeBody: compared without allocating
 	noPayloadCheck   bool // WithoutPayloadCheck: hashes are never compared
 	logger           *slog.Logger
 	loggerGiven      bool
@@ -95,7 +94,6 @@ func defaultConfig() config {
 		logger:           slog.Default(),
 		clock:            wallClock{},
 		payloadHash:      WholeBody,
-		wholeBodyHash:    true,
 		cacheEntries:     cache.DefaultEntries,
 		cacheBytes:       cache.DefaultBytes,
 	}
