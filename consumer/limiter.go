@@ -94,20 +94,6 @@ func (l *limiter) reopenLocked() {
 	}
 }
 
-// Limit is the current limit.
-func (l *limiter) Limit() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return int(l.limit)
-}
-
-// pacing reports the least time between starts (0: not pacing).
-func (l *limiter) pacing() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.interval
-}
-
 // acquire waits for room under the limit, in arrival order; false if stop
 // closed first.
 func (l *limiter) acquire(stop <-chan struct{}) bool {
@@ -141,21 +127,10 @@ func (l *limiter) acquire(stop <-chan struct{}) bool {
 		wait = 0
 	}
 	l.mu.Unlock()
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		var tick <-chan time.Time
 		if wait > 0 {
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			tick = timer.C
+			tick = time.After(wait) // paced: at most one start per wait
 		}
 		select {
 		case <-w.ready:
@@ -199,12 +174,7 @@ func (l *limiter) grantLocked(now time.Time) time.Duration {
 		w.granted = true
 		close(w.ready)
 		l.startedLocked(now)
-		if len(l.queue) > 0 {
-			select {
-			case l.queue[0].nudge <- struct{}{}:
-			default:
-			}
-		}
+		l.nudgeHeadLocked()
 	}
 	return 0
 }
@@ -212,7 +182,14 @@ func (l *limiter) grantLocked(now time.Time) time.Duration {
 // kickLocked tells the head of the queue to wait out a pacing delay, when
 // the grant was tried by someone else (a release, a throttle, a newcomer).
 func (l *limiter) kickLocked(wait time.Duration) {
-	if wait > 0 && len(l.queue) > 0 {
+	if wait > 0 {
+		l.nudgeHeadLocked()
+	}
+}
+
+// nudgeHeadLocked tells the head of the queue to look again.
+func (l *limiter) nudgeHeadLocked() {
+	if len(l.queue) > 0 {
 		select {
 		case l.queue[0].nudge <- struct{}{}:
 		default:
@@ -224,11 +201,8 @@ func (l *limiter) removeLocked(w *limitWaiter) {
 	for i, x := range l.queue {
 		if x == w {
 			l.queue = append(l.queue[:i], l.queue[i+1:]...)
-			if i == 0 && len(l.queue) > 0 {
-				select {
-				case l.queue[0].nudge <- struct{}{}:
-				default:
-				}
+			if i == 0 {
+				l.nudgeHeadLocked()
 			}
 			return
 		}
@@ -296,6 +270,11 @@ func (l *limiter) release(now time.Time) {
 	}
 	l.kickLocked(l.grantLocked(now))
 	l.reopenLocked()
+	l.unlockNotify(before)
+}
+
+// unlockNotify unlocks and reports a limit changed from before.
+func (l *limiter) unlockNotify(before int) {
 	after := int(l.limit)
 	l.mu.Unlock()
 	if after != before && l.onChange != nil {
@@ -335,9 +314,5 @@ func (l *limiter) throttled(now time.Time) {
 	default:
 		l.limit = max(l.min, l.limit*limiterDecrease)
 	}
-	after := int(l.limit)
-	l.mu.Unlock()
-	if after != before && l.onChange != nil {
-		l.onChange(after)
-	}
+	l.unlockNotify(before)
 }
