@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/onceq/onceq/dedup/cache"
@@ -68,16 +67,13 @@ type telemetry struct {
 	keptDead    metric.Int64Counter
 
 	// Attribute options are built ahead, once per combination: building
-	// them per message would cost more than the rest of the path, and so
-	// would a lookup under a shared lock. Per store operation, result and
-	// kind they are fixed; per origin (system, destination) they are made
-	// on first sight, the last one kept at hand.
+	// them per message would cost more than the rest of the path. Per store
+	// operation, result and kind they are fixed; per origin (system,
+	// destination) they are made on first sight.
 	store         [numStoreOps]storeOptions
 	handler       [2]measurement // by result: ok, error
 	heartbeatOpts [2][2]measurement
-	lastOrig      atomic.Pointer[originOptions]
-	mu            sync.RWMutex
-	origins       map[originKey]*originOptions
+	origins       sync.Map // originKey → *originOptions
 }
 
 // measurement holds ready option slices: a variadic argument to an
@@ -117,7 +113,6 @@ type originKey struct{ system, destination string }
 
 // originOptions are the options of one origin's metrics.
 type originOptions struct {
-	originKey
 	span     string // the process span's name
 	messages [numKinds]measurement
 	settles  [numActions][2]measurement
@@ -136,29 +131,16 @@ func resultIndex(err error) int {
 
 // origin returns the options of m's origin.
 func (t *telemetry) origin(o Origin) *originOptions {
-	if last := t.lastOrig.Load(); last != nil && last.system == o.System && last.destination == o.Destination {
-		return last
-	}
 	k := originKey{o.System, o.Destination}
-	t.mu.RLock()
-	oo := t.origins[k]
-	t.mu.RUnlock()
-	if oo == nil {
-		oo = newOriginOptions(k)
-		t.mu.Lock()
-		if prev := t.origins[k]; prev != nil {
-			oo = prev
-		} else {
-			t.origins[k] = oo
-		}
-		t.mu.Unlock()
+	oo, ok := t.origins.Load(k)
+	if !ok {
+		oo, _ = t.origins.LoadOrStore(k, newOriginOptions(k))
 	}
-	t.lastOrig.Store(oo)
-	return oo
+	return oo.(*originOptions)
 }
 
 func newOriginOptions(k originKey) *originOptions {
-	oo := &originOptions{originKey: k, span: "process " + k.destination}
+	oo := &originOptions{span: "process " + k.destination}
 	sys, dest := attrMessagingSystem.String(k.system), attrDestination.String(k.destination)
 	for kind := range oo.messages {
 		oo.messages[kind] = newMeasurement(attrOutcome.String(Kind(kind).String()), sys, dest)
@@ -210,7 +192,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 	}
 	m := mp.Meter(instrumentationName)
 	t := &telemetry{tracer: tp.Tracer(instrumentationName), meter: m, propagator: prop,
-		spansOff: recordsNothing(tp), globalTP: globalTP, origins: map[originKey]*originOptions{}}
+		spansOff: recordsNothing(tp), globalTP: globalTP}
 	for r, result := range results {
 		res := attrResult.String(result)
 		t.handler[r] = newMeasurement(res)
