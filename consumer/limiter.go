@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,13 +199,10 @@ func (l *limiter) nudgeHeadLocked() {
 }
 
 func (l *limiter) removeLocked(w *limitWaiter) {
-	for i, x := range l.queue {
-		if x == w {
-			l.queue = append(l.queue[:i], l.queue[i+1:]...)
-			if i == 0 {
-				l.nudgeHeadLocked()
-			}
-			return
+	if i := slices.Index(l.queue, w); i >= 0 {
+		l.queue = slices.Delete(l.queue, i, i+1)
+		if i == 0 {
+			l.nudgeHeadLocked()
 		}
 	}
 }

@@ -3,7 +3,9 @@ package consumer
 import (
 	"context"
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -228,13 +230,7 @@ type attributeCarrier map[string]string
 
 func (c attributeCarrier) Get(k string) string { return c[k] }
 func (c attributeCarrier) Set(k, v string)     { c[k] = v }
-func (c attributeCarrier) Keys() []string {
-	out := make([]string, 0, len(c))
-	for k := range c {
-		out = append(out, k)
-	}
-	return out
-}
+func (c attributeCarrier) Keys() []string      { return slices.Collect(maps.Keys(c)) }
 
 // InjectTraceContext writes ctx's trace context (W3C traceparent and
 // baggage) into attrs, for a producer to send with a message so the
