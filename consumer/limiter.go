@@ -39,11 +39,10 @@ type limiter struct {
 	active atomic.Int64 // messages started and not released
 
 	mu           sync.Mutex
-	limit        float64
-	min, max     float64
+	limit        float64 // between 1 and max
+	max          float64
 	lastDecrease time.Time
 	lastThrottle time.Time // any throttle, cut for or not: no increase soon after
-	cooldown     time.Duration
 	queue        []*limitWaiter
 	onChange     func(int)
 
@@ -83,7 +82,7 @@ const (
 )
 
 func newLimiter(max int, onChange func(int)) *limiter {
-	l := &limiter{limit: float64(max), min: 1, max: float64(max), cooldown: limiterCooldown, onChange: onChange}
+	l := &limiter{limit: float64(max), max: float64(max), onChange: onChange}
 	l.open.Store(true)
 	return l
 }
@@ -212,7 +211,7 @@ func (l *limiter) removeLocked(w *limitWaiter) {
 func (l *limiter) startedLocked(now time.Time) {
 	var since time.Duration
 	if !l.lastStart.IsZero() {
-		since = min(max(now.Sub(l.lastStart), 0), l.cooldown)
+		since = min(max(now.Sub(l.lastStart), 0), limiterCooldown)
 		if l.gap == 0 {
 			l.gap = since
 		} else {
@@ -223,7 +222,7 @@ func (l *limiter) startedLocked(now time.Time) {
 	if l.interval == 0 {
 		return
 	}
-	if now.Sub(l.lastThrottle) >= l.cooldown {
+	if now.Sub(l.lastThrottle) >= limiterCooldown {
 		growth := paceSlow
 		if l.rate < 0.9*l.peak {
 			growth = paceFast
@@ -263,7 +262,7 @@ func (l *limiter) release(now time.Time) {
 	}
 	l.mu.Lock()
 	before := int(l.limit)
-	if now.Sub(l.lastThrottle) >= l.cooldown {
+	if now.Sub(l.lastThrottle) >= limiterCooldown {
 		l.limit = min(l.max, l.limit+1/l.limit)
 	}
 	l.kickLocked(l.grantLocked(now))
@@ -286,7 +285,7 @@ func (l *limiter) throttled(now time.Time) {
 	// Closed first, so that starts from here on are counted under the lock.
 	l.open.Store(false)
 	l.lastThrottle = later(l.lastThrottle, now)
-	if now.Sub(l.lastDecrease) < l.cooldown {
+	if now.Sub(l.lastDecrease) < limiterCooldown {
 		l.reopenLocked()
 		l.mu.Unlock()
 		return
@@ -298,7 +297,7 @@ func (l *limiter) throttled(now time.Time) {
 		l.peak = l.rate
 		l.setRateLocked(max(l.floor, l.rate*paceDecrease))
 		l.next = later(l.next, now.Add(l.interval))
-	case l.limit <= l.min:
+	case l.limit <= 1:
 		// One at a time is still too many: pace from the rate seen, with
 		// no peak known yet.
 		gap := l.gap
@@ -310,7 +309,7 @@ func (l *limiter) throttled(now time.Time) {
 		l.setRateLocked(paceDecrease / gap.Seconds())
 		l.next = now.Add(l.interval)
 	default:
-		l.limit = max(l.min, l.limit*limiterDecrease)
+		l.limit = max(1, l.limit*limiterDecrease)
 	}
 	l.unlockNotify(before)
 }

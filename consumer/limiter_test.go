@@ -99,7 +99,7 @@ func TestLimiterPacesAtTheFloor(t *testing.T) {
 	}
 	at = at.Add(31 * time.Second)
 	// Unthrottled starts at the paced interval raise the rate.
-	at = at.Add(l.cooldown)
+	at = at.Add(limiterCooldown)
 	for range 50 {
 		at = at.Add(l.interval)
 		l.startedLocked(at)
