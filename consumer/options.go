@@ -229,9 +229,7 @@ func Namespace(ns string) GuardOption { return guardFunc(func(c *config) { c.nam
 // IdempotencyKeyAttribute when present, else the SHA-256 of the body.
 // payload.JSONKey takes the key from a field of a JSON body. A key
 // function's error dead-letters the message, its text as the reason.
-func WithKeyFunc(f KeyFunc) GuardOption {
-	return guardFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, nil })
-}
+func WithKeyFunc(f KeyFunc) GuardOption { return WithSourceKey(f, nil) }
 
 // WithSourceKey is WithKeyFunc for a key a Source derives from the
 // message, as a Source's Capabilities declare one (DefaultKey,
