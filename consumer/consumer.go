@@ -87,8 +87,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// would replay them as new.
 		limit(c.cfg.retention / 4 * 3)
 	}
-	r := newPool(c)
-	return r.serve(ctx)
+	return newPool(c).serve(ctx)
 }
 
 // Check runs the Store's and the Source's checks (the table exists with the

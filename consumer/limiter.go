@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,11 +39,10 @@ type limiter struct {
 	active atomic.Int64 // messages started and not released
 
 	mu           sync.Mutex
-	limit        float64
-	min, max     float64
+	limit        float64 // between 1 and max
+	max          float64
 	lastDecrease time.Time
 	lastThrottle time.Time // any throttle, cut for or not: no increase soon after
-	cooldown     time.Duration
 	queue        []*limitWaiter
 	onChange     func(int)
 
@@ -82,7 +82,7 @@ const (
 )
 
 func newLimiter(max int, onChange func(int)) *limiter {
-	l := &limiter{limit: float64(max), min: 1, max: float64(max), cooldown: limiterCooldown, onChange: onChange}
+	l := &limiter{limit: float64(max), max: float64(max), onChange: onChange}
 	l.open.Store(true)
 	return l
 }
@@ -92,20 +92,6 @@ func (l *limiter) reopenLocked() {
 	if l.limit >= l.max && l.interval == 0 && len(l.queue) == 0 {
 		l.open.Store(true)
 	}
-}
-
-// Limit is the current limit.
-func (l *limiter) Limit() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return int(l.limit)
-}
-
-// pacing reports the least time between starts (0: not pacing).
-func (l *limiter) pacing() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.interval
 }
 
 // acquire waits for room under the limit, in arrival order; false if stop
@@ -141,21 +127,10 @@ func (l *limiter) acquire(stop <-chan struct{}) bool {
 		wait = 0
 	}
 	l.mu.Unlock()
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		var tick <-chan time.Time
 		if wait > 0 {
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			tick = timer.C
+			tick = time.After(wait) // paced: at most one start per wait
 		}
 		select {
 		case <-w.ready:
@@ -199,12 +174,7 @@ func (l *limiter) grantLocked(now time.Time) time.Duration {
 		w.granted = true
 		close(w.ready)
 		l.startedLocked(now)
-		if len(l.queue) > 0 {
-			select {
-			case l.queue[0].nudge <- struct{}{}:
-			default:
-			}
-		}
+		l.nudgeHeadLocked()
 	}
 	return 0
 }
@@ -212,7 +182,14 @@ func (l *limiter) grantLocked(now time.Time) time.Duration {
 // kickLocked tells the head of the queue to wait out a pacing delay, when
 // the grant was tried by someone else (a release, a throttle, a newcomer).
 func (l *limiter) kickLocked(wait time.Duration) {
-	if wait > 0 && len(l.queue) > 0 {
+	if wait > 0 {
+		l.nudgeHeadLocked()
+	}
+}
+
+// nudgeHeadLocked tells the head of the queue to look again.
+func (l *limiter) nudgeHeadLocked() {
+	if len(l.queue) > 0 {
 		select {
 		case l.queue[0].nudge <- struct{}{}:
 		default:
@@ -221,16 +198,10 @@ func (l *limiter) kickLocked(wait time.Duration) {
 }
 
 func (l *limiter) removeLocked(w *limitWaiter) {
-	for i, x := range l.queue {
-		if x == w {
-			l.queue = append(l.queue[:i], l.queue[i+1:]...)
-			if i == 0 && len(l.queue) > 0 {
-				select {
-				case l.queue[0].nudge <- struct{}{}:
-				default:
-				}
-			}
-			return
+	if i := slices.Index(l.queue, w); i >= 0 {
+		l.queue = slices.Delete(l.queue, i, i+1)
+		if i == 0 {
+			l.nudgeHeadLocked()
 		}
 	}
 }
@@ -240,7 +211,7 @@ func (l *limiter) removeLocked(w *limitWaiter) {
 func (l *limiter) startedLocked(now time.Time) {
 	var since time.Duration
 	if !l.lastStart.IsZero() {
-		since = min(max(now.Sub(l.lastStart), 0), l.cooldown)
+		since = min(max(now.Sub(l.lastStart), 0), limiterCooldown)
 		if l.gap == 0 {
 			l.gap = since
 		} else {
@@ -251,7 +222,7 @@ func (l *limiter) startedLocked(now time.Time) {
 	if l.interval == 0 {
 		return
 	}
-	if now.Sub(l.lastThrottle) >= l.cooldown {
+	if now.Sub(l.lastThrottle) >= limiterCooldown {
 		growth := paceSlow
 		if l.rate < 0.9*l.peak {
 			growth = paceFast
@@ -291,11 +262,16 @@ func (l *limiter) release(now time.Time) {
 	}
 	l.mu.Lock()
 	before := int(l.limit)
-	if now.Sub(l.lastThrottle) >= l.cooldown {
+	if now.Sub(l.lastThrottle) >= limiterCooldown {
 		l.limit = min(l.max, l.limit+1/l.limit)
 	}
 	l.kickLocked(l.grantLocked(now))
 	l.reopenLocked()
+	l.unlockNotify(before)
+}
+
+// unlockNotify unlocks and reports a limit changed from before.
+func (l *limiter) unlockNotify(before int) {
 	after := int(l.limit)
 	l.mu.Unlock()
 	if after != before && l.onChange != nil {
@@ -309,7 +285,7 @@ func (l *limiter) throttled(now time.Time) {
 	// Closed first, so that starts from here on are counted under the lock.
 	l.open.Store(false)
 	l.lastThrottle = later(l.lastThrottle, now)
-	if now.Sub(l.lastDecrease) < l.cooldown {
+	if now.Sub(l.lastDecrease) < limiterCooldown {
 		l.reopenLocked()
 		l.mu.Unlock()
 		return
@@ -321,7 +297,7 @@ func (l *limiter) throttled(now time.Time) {
 		l.peak = l.rate
 		l.setRateLocked(max(l.floor, l.rate*paceDecrease))
 		l.next = later(l.next, now.Add(l.interval))
-	case l.limit <= l.min:
+	case l.limit <= 1:
 		// One at a time is still too many: pace from the rate seen, with
 		// no peak known yet.
 		gap := l.gap
@@ -333,11 +309,7 @@ func (l *limiter) throttled(now time.Time) {
 		l.setRateLocked(paceDecrease / gap.Seconds())
 		l.next = now.Add(l.interval)
 	default:
-		l.limit = max(l.min, l.limit*limiterDecrease)
+		l.limit = max(1, l.limit*limiterDecrease)
 	}
-	after := int(l.limit)
-	l.mu.Unlock()
-	if after != before && l.onChange != nil {
-		l.onChange(after)
-	}
+	l.unlockNotify(before)
 }

@@ -7,6 +7,20 @@ import (
 	"time"
 )
 
+// Limit is the current limit.
+func (l *limiter) Limit() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int(l.limit)
+}
+
+// pacing reports the least time between starts (0: not pacing).
+func (l *limiter) pacing() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.interval
+}
+
 func TestLimiterAIMD(t *testing.T) {
 	var seen []int
 	l := newLimiter(16, func(n int) { seen = append(seen, n) })
@@ -85,7 +99,7 @@ func TestLimiterPacesAtTheFloor(t *testing.T) {
 	}
 	at = at.Add(31 * time.Second)
 	// Unthrottled starts at the paced interval raise the rate.
-	at = at.Add(l.cooldown)
+	at = at.Add(limiterCooldown)
 	for range 50 {
 		at = at.Add(l.interval)
 		l.startedLocked(at)

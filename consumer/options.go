@@ -61,7 +61,6 @@ type config struct {
 	tenantFunc       KeyFunc
 	keyCoversBody    func(*Message) bool // set with a Source's default key
 	payloadHash      PayloadHashFunc
-	wholeBodyHash    bool // payloadHash is WholeBody: compared without allocating
 	noPayloadCheck   bool // WithoutPayloadCheck: hashes are never compared
 	logger           *slog.Logger
 	loggerGiven      bool
@@ -95,7 +94,6 @@ func defaultConfig() config {
 		logger:           slog.Default(),
 		clock:            wallClock{},
 		payloadHash:      WholeBody,
-		wholeBodyHash:    true,
 		cacheEntries:     cache.DefaultEntries,
 		cacheBytes:       cache.DefaultBytes,
 	}
@@ -231,9 +229,7 @@ func Namespace(ns string) GuardOption { return guardFunc(func(c *config) { c.nam
 // IdempotencyKeyAttribute when present, else the SHA-256 of the body.
 // payload.JSONKey takes the key from a field of a JSON body. A key
 // function's error dead-letters the message, its text as the reason.
-func WithKeyFunc(f KeyFunc) GuardOption {
-	return guardFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, nil })
-}
+func WithKeyFunc(f KeyFunc) GuardOption { return WithSourceKey(f, nil) }
 
 // WithSourceKey is WithKeyFunc for a key a Source derives from the
 // message, as a Source's Capabilities declare one (DefaultKey,

@@ -57,9 +57,12 @@ const numKinds = len(kindNames)
 var kindNames = [...]string{"", "processed", "duplicate", "in_flight_elsewhere", "retrying", "dead_lettered", "lease_lost", "key_reuse", "rejected",
 	"store_unavailable", "misconfigured"}
 
-func (k Kind) String() string {
-	if k > 0 && int(k) < len(kindNames) {
-		return kindNames[k]
+func (k Kind) String() string { return nameOf(kindNames[:], int(k)) }
+
+// nameOf is names[i], or "unknown" for a value out of range.
+func nameOf(names []string, i int) string {
+	if i > 0 && i < len(names) {
+		return names[i]
 	}
 	return "unknown"
 }
@@ -73,12 +76,7 @@ var actionNames = [...]string{"", "ack", "retry", "dead_letter"}
 // numActions bounds the actions, for arrays indexed by action.
 const numActions = len(actionNames)
 
-func (a Action) String() string {
-	if a > 0 && int(a) < len(actionNames) {
-		return actionNames[a]
-	}
-	return "unknown"
-}
+func (a Action) String() string { return nameOf(actionNames[:], int(a)) }
 
 const (
 	// Ack settles the message: its record is COMPLETED.

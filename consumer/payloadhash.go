@@ -35,13 +35,13 @@ func WholeBody(body []byte) (string, error) { return dedup.PayloadHash(body), ni
 // WholeBody). It does not apply when the key is itself the body's hash,
 // since the same key then means the same body.
 func WithPayloadHash(f PayloadHashFunc) GuardOption {
-	return guardFunc(func(c *config) { c.payloadHash, c.wholeBodyHash, c.noPayloadCheck = f, false, false })
+	return guardFunc(func(c *config) { c.payloadHash, c.noPayloadCheck = f, false })
 }
 
 // WithoutPayloadCheck stores no payload hash: a key seen again is a duplicate,
 // whatever its body.
 func WithoutPayloadCheck() GuardOption {
-	return guardFunc(func(c *config) { c.payloadHash, c.wholeBodyHash, c.noPayloadCheck = noPayloadHash, false, true })
+	return guardFunc(func(c *config) { c.payloadHash, c.noPayloadCheck = noPayloadHash, true })
 }
 
 func noPayloadHash([]byte) (string, error) { return "", nil }

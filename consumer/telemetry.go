@@ -3,10 +3,11 @@ package consumer
 import (
 	"context"
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/onceq/onceq/dedup/cache"
@@ -68,16 +69,13 @@ type telemetry struct {
 	keptDead    metric.Int64Counter
 
 	// Attribute options are built ahead, once per combination: building
-	// them per message would cost more than the rest of the path, and so
-	// would a lookup under a shared lock. Per store operation, result and
-	// kind they are fixed; per origin (system, destination) they are made
-	// on first sight, the last one kept at hand.
+	// them per message would cost more than the rest of the path. Per store
+	// operation, result and kind they are fixed; per origin (system,
+	// destination) they are made on first sight.
 	store         [numStoreOps]storeOptions
 	handler       [2]measurement // by result: ok, error
 	heartbeatOpts [2][2]measurement
-	lastOrig      atomic.Pointer[originOptions]
-	mu            sync.RWMutex
-	origins       map[originKey]*originOptions
+	origins       sync.Map // originKey → *originOptions
 }
 
 // measurement holds ready option slices: a variadic argument to an
@@ -117,11 +115,13 @@ type originKey struct{ system, destination string }
 
 // originOptions are the options of one origin's metrics.
 type originOptions struct {
-	originKey
 	span     string // the process span's name
 	messages [numKinds]measurement
 	settles  [numActions][2]measurement
 }
+
+// results names a call's result, by resultIndex.
+var results = [2]string{"ok", "error"}
 
 // resultIndex is the index of a result in the option arrays: 0 ok, 1 error.
 func resultIndex(err error) int {
@@ -133,35 +133,22 @@ func resultIndex(err error) int {
 
 // origin returns the options of m's origin.
 func (t *telemetry) origin(o Origin) *originOptions {
-	if last := t.lastOrig.Load(); last != nil && last.system == o.System && last.destination == o.Destination {
-		return last
-	}
 	k := originKey{o.System, o.Destination}
-	t.mu.RLock()
-	oo := t.origins[k]
-	t.mu.RUnlock()
-	if oo == nil {
-		oo = newOriginOptions(k)
-		t.mu.Lock()
-		if prev := t.origins[k]; prev != nil {
-			oo = prev
-		} else {
-			t.origins[k] = oo
-		}
-		t.mu.Unlock()
+	oo, ok := t.origins.Load(k)
+	if !ok {
+		oo, _ = t.origins.LoadOrStore(k, newOriginOptions(k))
 	}
-	t.lastOrig.Store(oo)
-	return oo
+	return oo.(*originOptions)
 }
 
 func newOriginOptions(k originKey) *originOptions {
-	oo := &originOptions{originKey: k, span: "process " + k.destination}
+	oo := &originOptions{span: "process " + k.destination}
 	sys, dest := attrMessagingSystem.String(k.system), attrDestination.String(k.destination)
 	for kind := range oo.messages {
 		oo.messages[kind] = newMeasurement(attrOutcome.String(Kind(kind).String()), sys, dest)
 	}
 	for a := range oo.settles {
-		for r, result := range []string{"ok", "error"} {
+		for r, result := range results {
 			oo.settles[a][r] = newMeasurement(attrAction.String(Action(a).String()), attrResult.String(result), sys)
 		}
 	}
@@ -207,17 +194,18 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 	}
 	m := mp.Meter(instrumentationName)
 	t := &telemetry{tracer: tp.Tracer(instrumentationName), meter: m, propagator: prop,
-		spansOff: recordsNothing(tp), globalTP: globalTP, origins: map[originKey]*originOptions{}}
-	for op := range t.store {
-		name := storeOpNames[op]
+		spansOff: recordsNothing(tp), globalTP: globalTP}
+	for r, result := range results {
+		res := attrResult.String(result)
+		t.handler[r] = newMeasurement(res)
+		t.heartbeatOpts[0][r] = newMeasurement(attrHeartbeatKind.String("visibility"), res)
+		t.heartbeatOpts[1][r] = newMeasurement(attrHeartbeatKind.String("lease"), res)
+	}
+	for op, name := range storeOpNames {
 		so := &t.store[op]
-		so.span = "onceq." + name
-		so.duration = newMeasurement(attrStoreOperation.String(name))
-		for r, result := range []string{"ok", "error"} {
+		so.span, so.duration = "onceq."+name, newMeasurement(attrStoreOperation.String(name))
+		for r, result := range results {
 			so.calls[r] = newMeasurement(attrStoreOperation.String(name), attrResult.String(result))
-			t.handler[r] = newMeasurement(attrResult.String(result))
-			t.heartbeatOpts[0][r] = newMeasurement(attrHeartbeatKind.String("visibility"), attrResult.String(result))
-			t.heartbeatOpts[1][r] = newMeasurement(attrHeartbeatKind.String("lease"), attrResult.String(result))
 		}
 	}
 	var errs [10]error
@@ -242,13 +230,7 @@ type attributeCarrier map[string]string
 
 func (c attributeCarrier) Get(k string) string { return c[k] }
 func (c attributeCarrier) Set(k, v string)     { c[k] = v }
-func (c attributeCarrier) Keys() []string {
-	out := make([]string, 0, len(c))
-	for k := range c {
-		out = append(out, k)
-	}
-	return out
-}
+func (c attributeCarrier) Keys() []string      { return slices.Collect(maps.Keys(c)) }
 
 // InjectTraceContext writes ctx's trace context (W3C traceparent and
 // baggage) into attrs, for a producer to send with a message so the
@@ -291,12 +273,12 @@ func (t *telemetry) startProcess(ctx context.Context, m *Message) (context.Conte
 func (t *telemetry) endProcess(ctx context.Context, span trace.Span, m *Message, o Outcome) {
 	if span.IsRecording() {
 		span.SetAttributes(attrOutcome.String(o.Kind.String()), attrDedupStatus.String(dedupStatus(o.Kind)), attrAttempt.Int(o.Attempt))
-		if o.Err != nil && o.Kind != LeaseLost && o.Kind != InFlightElsewhere && o.Kind != Rejected {
-			span.RecordError(o.Err)
-			span.SetStatus(codes.Error, o.Err.Error())
-		}
 	}
-	span.End()
+	err := o.Err
+	if o.Kind == LeaseLost || o.Kind == InFlightElsewhere || o.Kind == Rejected {
+		err = nil // not this processing's failure
+	}
+	endChild(span, err)
 	if k := int(o.Kind); k > 0 && k < numKinds {
 		t.messages.Add(ctx, 1, t.origin(m.Origin).messages[k].add...)
 	}
@@ -323,8 +305,7 @@ func endChild(span trace.Span, err error) {
 	span.End()
 }
 
-// beginStore starts a store call's span; endStore ends it, counts it and
-// returns the time it ended, the caller's next clock reading.
+// beginStore starts a store call's span; endStore ends it and counts it.
 func (t *telemetry) beginStore(ctx context.Context, op storeOp) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, notRecording
@@ -332,13 +313,10 @@ func (t *telemetry) beginStore(ctx context.Context, op storeOp) (context.Context
 	return t.tracer.Start(ctx, t.store[op].span, trace.WithSpanKind(trace.SpanKindClient))
 }
 
-func (t *telemetry) endStore(ctx context.Context, span trace.Span, op storeOp, start time.Time, err error) time.Time {
+func (t *telemetry) endStore(ctx context.Context, span trace.Span, op storeOp, start time.Time, err error) {
 	endChild(span, err)
-	now := time.Now()
-	so := &t.store[op]
-	t.storeCalls.Add(ctx, 1, so.calls[resultIndex(err)].add...)
-	t.storeTime.Record(ctx, now.Sub(start).Seconds(), so.duration.rec...)
-	return now
+	t.storeCalls.Add(ctx, 1, t.store[op].calls[resultIndex(err)].add...)
+	t.storeTime.Record(ctx, time.Since(start).Seconds(), t.store[op].duration.rec...)
 }
 
 // startHandler starts the handler's span when its parent is recorded.
@@ -369,19 +347,13 @@ func (t *telemetry) heartbeat(ctx context.Context, lease bool, err error) {
 
 // observeCache reports the COMPLETED-record cache's counters.
 func (t *telemetry) observeCache(c *cache.Cache) error {
-	hits, err := t.meter.Int64ObservableCounter("onceq.cache.hits", metric.WithDescription("Duplicates answered by the COMPLETED-record cache, with no store call."))
-	if err != nil {
+	hits, err1 := t.meter.Int64ObservableCounter("onceq.cache.hits", metric.WithDescription("Duplicates answered by the COMPLETED-record cache, with no store call."))
+	misses, err2 := t.meter.Int64ObservableCounter("onceq.cache.misses", metric.WithDescription("Claims the cache could not answer."))
+	evictions, err3 := t.meter.Int64ObservableCounter("onceq.cache.evictions", metric.WithDescription("Records evicted from the cache by its bounds."))
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return err
 	}
-	misses, err := t.meter.Int64ObservableCounter("onceq.cache.misses", metric.WithDescription("Claims the cache could not answer."))
-	if err != nil {
-		return err
-	}
-	evictions, err := t.meter.Int64ObservableCounter("onceq.cache.evictions", metric.WithDescription("Records evicted from the cache by its bounds."))
-	if err != nil {
-		return err
-	}
-	_, err = t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := c.Stats()
 		o.ObserveInt64(hits, s.Hits)
 		o.ObserveInt64(misses, s.Misses)
