@@ -24,13 +24,7 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	if src == nil {
 		return nil, configError("a Source is required")
 	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	if cfg.maxInFlight == 0 {
-		cfg.maxInFlight = 2 * cfg.concurrency
-	}
+	cfg := newConfig(opts)
 	caps := src.Capabilities()
 	cfg.handLogger(caps.InheritLogger)
 	if !caps.DeadLetter && !cfg.noDeadLetter {

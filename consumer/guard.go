@@ -60,14 +60,7 @@ type Guard struct {
 
 // NewGuard validates the options and returns a Guard.
 func NewGuard(store dedup.Store, h Handler, opts ...GuardOption) (*Guard, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	if cfg.maxInFlight == 0 {
-		cfg.maxInFlight = 2 * cfg.concurrency
-	}
-	return newGuard(cfg, store, h)
+	return newGuard(newConfig(opts), store, h)
 }
 
 func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
@@ -528,13 +521,17 @@ func (a *attempt) writeHeld(resp []byte, writes []any, now time.Time) (dedup.Cla
 }
 
 // sleepCtx waits d, or until ctx ends; it says whether the wait ran out.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+func sleepCtx(ctx context.Context, d time.Duration) bool { return waitFor(ctx.Done(), d) }
+
+// waitFor waits d, or until done is closed; it says whether the wait ran
+// out.
+func waitFor(done <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-ctx.Done():
+	case <-done:
 		return false
 	}
 }

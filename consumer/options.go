@@ -77,8 +77,9 @@ type config struct {
 	cacheMaxAge      time.Duration
 }
 
-func defaultConfig() config {
-	return config{
+// newConfig is the defaults with opts applied.
+func newConfig[O Option](opts []O) config {
+	cfg := config{
 		concurrency:      16,
 		handlerTimeout:   30 * time.Second,
 		leaseTTL:         60 * time.Second,
@@ -97,6 +98,13 @@ func defaultConfig() config {
 		cacheEntries:     cache.DefaultEntries,
 		cacheBytes:       cache.DefaultBytes,
 	}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.maxInFlight == 0 {
+		cfg.maxInFlight = 2 * cfg.concurrency
+	}
+	return cfg
 }
 
 // renewFor is how long after a handler starts its lease (and its

@@ -185,14 +185,8 @@ func (r *pool) serve(ctx context.Context) error {
 }
 
 func (r *pool) waitEmpty(d time.Duration) {
-	if r.held.Load() == 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-r.empty:
-	case <-t.C:
+	if r.held.Load() > 0 {
+		waitFor(r.empty, d)
 	}
 }
 
@@ -231,15 +225,15 @@ func (r *pool) fetch(ctx context.Context) error {
 		for _, m := range msgs {
 			s := &slot{run: run{src: r.c.src, stores: &r.settles}, m: m, lastSource: now}
 			switch r.c.caps.Ordering {
+			case Unordered:
+				r.next++
+				s.sh = &r.shards[r.next&uint64(len(r.shards)-1)]
 			case OrderByKey:
 				s.key = orderKey{m.Origin.Destination, m.Origin.Partition, m.OrderingKey}
 			case OrderByPartition:
 				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
-			if r.c.caps.Ordering == Unordered {
-				r.next++
-				s.sh = &r.shards[r.next&uint64(len(r.shards)-1)]
-			} else {
+			if s.sh == nil {
 				s.sh = &r.shards[maphash.Comparable(r.seed, s.key)&uint64(len(r.shards)-1)]
 			}
 			s.sh.mu.Lock()
@@ -311,6 +305,7 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
 	cfg := &r.c.cfg
 	src := r.c.src
 	action := o.Action()
+	held := false
 	switch o.Kind {
 	case Misconfigured:
 		r.stop(o.Err)
@@ -319,10 +314,7 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
 		// counted by the broker, and receiving pauses once MaxInFlight
 		// messages are held.
 		s.holds++
-		if r.holdInPlace(s, max(o.RetryAfter, r.c.guard.retryDelay(s.holds)), false) {
-			r.reportSettled(ctx, s.m, action, nil)
-			return false
-		}
+		held = r.holdInPlace(s, max(o.RetryAfter, r.c.guard.retryDelay(s.holds)), false)
 	case InFlightElsewhere:
 		// A live holder finishes within its HandlerTimeout: look again
 		// every PendingRecheck meanwhile, in place, at no delivery's cost
@@ -334,11 +326,16 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
 			s.waitSince = now
 		}
 		wait := min(cfg.pendingRecheck, o.RetryAfter)
-		if (o.RetryAfter <= cfg.pendingRecheck || now.Sub(s.waitSince)+wait <= cfg.handlerTimeout) &&
-			r.holdInPlace(s, wait, false) {
-			r.reportSettled(ctx, s.m, action, nil)
-			return false
-		}
+		held = (o.RetryAfter <= cfg.pendingRecheck || now.Sub(s.waitSince)+wait <= cfg.handlerTimeout) &&
+			r.holdInPlace(s, wait, false)
+	}
+	if !held && action == Retry && r.c.caps.Ordering != Unordered {
+		// Its successors must not overtake it.
+		held = r.holdInPlace(s, o.RetryAfter, true)
+	}
+	if held {
+		r.reportSettled(ctx, s.m, action, nil)
+		return false
 	}
 	var err error
 	switch action {
@@ -375,10 +372,6 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
 			}
 		}
 	case Retry:
-		if r.c.caps.Ordering != Unordered && r.holdInPlace(s, o.RetryAfter, true) {
-			r.reportSettled(ctx, s.m, action, nil)
-			return false
-		}
 		err = src.Nack(ctx, s.m, o.RetryAfter)
 	}
 	r.reportSettled(ctx, s.m, action, err)
