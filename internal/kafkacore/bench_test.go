@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/metric/noop"
 
@@ -17,8 +18,8 @@ func BenchmarkDispatch(b *testing.B) {
 	const parts, batch = 6, 512
 	d := &Dispatcher[int64, struct{}]{}
 	d.Init()
-	d.ToMessage = func(r int64, attempt int) *broker.Message {
-		return &broker.Message{ID: RecordID("topic", 0, r), Deliveries: attempt}
+	d.ToMessage = func(m *broker.Message, r int64, attempt int) {
+		*m = broker.Message{ID: RecordID("topic", 0, r), Deliveries: attempt}
 	}
 	tel, err := NewTelemetry(noop.NewMeterProvider(), "bench", "g", []string{"topic"}, "", d)
 	if err != nil {
@@ -35,10 +36,11 @@ func BenchmarkDispatch(b *testing.B) {
 	var off int64
 	for n := 0; n < b.N; {
 		k := min(batch, b.N-n)
+		at := time.Now() // one per fetch
 		for i := range k {
 			p := ps[i%parts]
 			p.Lock()
-			d.EnqueueLocked(p, off, off, 1024)
+			d.EnqueueLocked(p, off, off, 1024, at)
 			p.Unlock()
 			off++
 		}
