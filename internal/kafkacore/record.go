@@ -26,9 +26,11 @@ func Fingerprint(m *broker.Message) (string, error) {
 	}
 	h := sha256.New()
 	// The length-prefixed topic and key, then the sum, go through one
-	// buffer: the key is computed for every record.
+	// buffer, on the stack for the usual topic and key: the key is
+	// computed for every record.
 	dest, key := m.Origin.Destination, m.OrderingKey
-	buf := make([]byte, 0, max(8+len(dest)+8+len(key)+8, sha256.Size))
+	var room [256]byte
+	buf := room[:0]
 	// Length prefixes keep ("ab","c") and ("a","bc") apart.
 	buf = binary.BigEndian.AppendUint64(buf, uint64(len(dest)))
 	buf = append(buf, dest...)
