@@ -42,9 +42,10 @@ func setMessage(m *broker.Message, r *kgo.Record, attempt int) {
 			attrs[h.Key] = string(h.Value)
 		}
 	}
+	id, key := kafkacore.IDAndKey(r.Topic, r.Partition, r.Offset, r.Key)
 	*m = broker.Message{
-		ID:          kafkacore.RecordID(r.Topic, r.Partition, r.Offset),
-		OrderingKey: string(r.Key),
+		ID:          id,
+		OrderingKey: key,
 		Body:        r.Value,
 		Attributes:  attrs,
 		Deliveries:  attempt,

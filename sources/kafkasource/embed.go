@@ -25,9 +25,10 @@ func ToMessage(m kgo.Message, attempt int) *broker.Message {
 // setMessage sets out to ToMessage's message, but for ReceivedAt: the
 // Source's deliveries build it in place.
 func setMessage(out *broker.Message, m kgo.Message, attempt int) {
+	id, key := kafkacore.IDAndKey(m.Topic, int32(m.Partition), m.Offset, m.Key)
 	*out = broker.Message{
-		ID:          kafkacore.RecordID(m.Topic, int32(m.Partition), m.Offset),
-		OrderingKey: string(m.Key),
+		ID:          id,
+		OrderingKey: key,
 		Body:        m.Value,
 		Attributes:  headerAttributes(m.Headers),
 		Deliveries:  attempt,
