@@ -67,11 +67,16 @@ type entry[R, X any] struct {
 	size     int64 // the record's key, value and headers
 	attempts int
 	cur      *Delivery[R, X] // the delivery out now; nil when not out
+	// first is the first delivery, allocated with the entry: a record
+	// delivered once, the usual case, costs one allocation in all.
+	first Delivery[R, X]
 }
 
-// Delivery is one delivery of a record: the Message's Handle. A settle is
-// honoured only for the record's current delivery of a live partition.
+// Delivery is one delivery of a record, with the Message delivered, whose
+// Handle it is. A settle is honoured only for the record's current
+// delivery of a live partition.
 type Delivery[R, X any] struct {
+	msg     broker.Message
 	d       *Dispatcher[R, X]
 	e       *entry[R, X]
 	attempt int
@@ -88,8 +93,9 @@ type Errors struct {
 // the partitions' trackers, dropping the settles of released partitions.
 // The source fetches, commits and follows the group.
 type Dispatcher[R, X any] struct {
-	// ToMessage turns a record into the Message delivered.
-	ToMessage func(r R, attempt int) *broker.Message
+	// ToMessage sets m to the Message for a record's delivery; the
+	// Dispatcher then sets its ReceivedAt and Handle.
+	ToMessage func(m *broker.Message, r R, attempt int)
 	// Produce writes r to the dead-letter topic; nil without one.
 	Produce func(ctx context.Context, r R, reason, topic string, partition int32, offset int64) error
 	// OnDone runs, outside any lock, after one of p's records is done;
@@ -164,11 +170,12 @@ func (d *Dispatcher[R, X]) Add(ps ...*Partition[R, X]) {
 	d.parts.Store(&next)
 }
 
-// EnqueueLocked queues r, of size bytes, at offset off of p, unless p is
-// not active or the offset was tracked already (a refetch). The caller
-// holds p's lock.
-func (d *Dispatcher[R, X]) EnqueueLocked(p *Partition[R, X], off int64, r R, size int) bool {
-	if p.State != Active || !p.Tr.AddAt(off, d.now()) {
+// EnqueueLocked queues r, of size bytes, at offset off of p, fetched at
+// at, unless p is not active or the offset was tracked already (a
+// refetch). The caller holds p's lock. One at serves a whole fetch: the
+// hold it dates is bounded in hours.
+func (d *Dispatcher[R, X]) EnqueueLocked(p *Partition[R, X], off int64, r R, size int, at time.Time) bool {
+	if p.State != Active || !p.Tr.AddAt(off, at) {
 		return false
 	}
 	p.bytes += int64(size)
@@ -382,7 +389,8 @@ func (d *Dispatcher[R, X]) take(limit int) []*broker.Message {
 	now := time.Now()
 	out := make([]*broker.Message, len(taken))
 	for i, dl := range taken {
-		m := d.ToMessage(dl.e.rec, dl.attempt)
+		m := &dl.msg
+		d.ToMessage(m, dl.e.rec, dl.attempt)
 		m.ReceivedAt, m.Handle = now, dl
 		out[i] = m
 	}
@@ -397,7 +405,14 @@ func takeLocked[R, X any](d *Dispatcher[R, X], p *Partition[R, X], taken []*Deli
 	k = min(k, len(p.queue))
 	for _, e := range p.queue[:k] {
 		e.attempts++
-		e.cur = &Delivery[R, X]{d: d, e: e, attempt: e.attempts}
+		if e.attempts == 1 {
+			e.cur = &e.first
+		} else {
+			// A redelivery is a new Message: the consumer may still hold
+			// the one before.
+			e.cur = new(Delivery[R, X])
+		}
+		e.cur.d, e.cur.e, e.cur.attempt = d, e, e.attempts
 		taken = append(taken, e.cur)
 	}
 	clear(p.queue[:k])

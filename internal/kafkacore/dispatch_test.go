@@ -25,8 +25,8 @@ func newTestDispatcher(t *testing.T, parts int) (*Dispatcher[int64, struct{}], [
 	t.Helper()
 	d := &Dispatcher[int64, struct{}]{}
 	d.Init()
-	d.ToMessage = func(r int64, attempt int) *broker.Message {
-		return &broker.Message{ID: strconv.FormatInt(r, 10), Deliveries: attempt}
+	d.ToMessage = func(m *broker.Message, r int64, attempt int) {
+		*m = broker.Message{ID: strconv.FormatInt(r, 10), Deliveries: attempt}
 	}
 	tel, err := NewTelemetry(noop.NewMeterProvider(), "test", "g", []string{"t"}, "", d)
 	if err != nil {
@@ -48,7 +48,7 @@ func enqueueAll(t *testing.T, d *Dispatcher[int64, struct{}], p *Partition[int64
 	p.Lock()
 	defer p.Unlock()
 	for off := range int64(n) {
-		if !d.EnqueueLocked(p, off, off, 100) {
+		if !d.EnqueueLocked(p, off, off, 100, time.Now()) {
 			t.Fatalf("enqueue %d refused", off)
 		}
 	}

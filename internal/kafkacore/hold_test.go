@@ -22,7 +22,7 @@ func TestCommitHeldTooLongStops(t *testing.T) {
 	var d Dispatcher[string, struct{}]
 	d.Init()
 	d.Now = func() time.Time { return now }
-	d.ToMessage = func(r string, attempt int) *broker.Message { return &broker.Message{ID: r, Deliveries: attempt} }
+	d.ToMessage = func(m *broker.Message, r string, attempt int) { *m = broker.Message{ID: r, Deliveries: attempt} }
 	tel, err := NewTelemetry(noop.NewMeterProvider(), "test", "g", []string{"t"}, "", &d)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestCommitHeldTooLongStops(t *testing.T) {
 	enqueue := func(off int64, r string) {
 		p.Lock()
 		defer p.Unlock()
-		if !d.EnqueueLocked(p, off, r, len(r)) {
+		if !d.EnqueueLocked(p, off, r, len(r), now) {
 			t.Fatalf("enqueue %d refused", off)
 		}
 	}

@@ -26,6 +26,15 @@ func KeyCoversBody(m *broker.Message) bool { return kafkacore.KeyCoversBody(m) }
 // its last value), the record key Key, topic/partition/offset the Origin
 // and ID. attempt counts how often the loop has tried this record, from 1.
 func ToMessage(r *kgo.Record, attempt int) *broker.Message {
+	m := new(broker.Message)
+	setMessage(m, r, attempt)
+	m.ReceivedAt = time.Now()
+	return m
+}
+
+// setMessage sets m to ToMessage's message, but for ReceivedAt: the
+// Source's deliveries build it in place.
+func setMessage(m *broker.Message, r *kgo.Record, attempt int) {
 	var attrs map[string]string
 	if len(r.Headers) > 0 {
 		attrs = make(map[string]string, len(r.Headers))
@@ -33,13 +42,13 @@ func ToMessage(r *kgo.Record, attempt int) *broker.Message {
 			attrs[h.Key] = string(h.Value)
 		}
 	}
-	return &broker.Message{
-		ID:          kafkacore.RecordID(r.Topic, r.Partition, r.Offset),
-		OrderingKey: string(r.Key),
+	id, key := kafkacore.IDAndKey(r.Topic, r.Partition, r.Offset, r.Key)
+	*m = broker.Message{
+		ID:          id,
+		OrderingKey: key,
 		Body:        r.Value,
 		Attributes:  attrs,
 		Deliveries:  attempt,
 		Origin:      broker.Origin{System: "kafka", Destination: r.Topic, Partition: r.Partition, Offset: r.Offset},
-		ReceivedAt:  time.Now(),
 	}
 }

@@ -93,6 +93,7 @@ func (s *Source) waitRoom() bool {
 // enqueue queues polled records; once the records held reach
 // MaxInFlightBytes it pauses every partition, until settles free half.
 func (s *Source) enqueue(fs kgo.Fetches) {
+	at := time.Now()
 	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		s.mu.Lock()
 		p := s.parts[topicPartition{ftp.Topic, ftp.Partition}]
@@ -110,7 +111,7 @@ func (s *Source) enqueue(fs kgo.Fetches) {
 			for _, h := range r.Headers {
 				size += len(h.Key) + len(h.Value)
 			}
-			s.d.EnqueueLocked(p, r.Offset, r, size)
+			s.d.EnqueueLocked(p, r.Offset, r, size, at)
 		}
 	})
 	if s.d.Bytes() >= s.cfg.maxInFlightBytes {

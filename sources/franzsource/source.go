@@ -114,7 +114,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 		pollDone: make(chan struct{}), tickDone: make(chan struct{}), done: make(chan struct{}), room: make(chan struct{}, 1),
 	}
 	s.d.Init()
-	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, s.settled, kafkacore.Errors{
+	s.d.ToMessage, s.d.OnDone, s.d.Errs = setMessage, s.settled, kafkacore.Errors{
 		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
 		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
 	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic

@@ -80,6 +80,15 @@ func TestFingerprintMatchesKafkaSource(t *testing.T) {
 	}
 }
 
+// TestToMessageAllocates: a record without headers costs two allocations,
+// the Message, and its ID and key together.
+func TestToMessageAllocates(t *testing.T) {
+	rec := &kgo.Record{Topic: "orders", Partition: 4, Offset: 77, Key: []byte("cust-1"), Value: []byte("v")}
+	if n := testing.AllocsPerRun(100, func() { franzsource.ToMessage(rec, 1) }); n != 2 {
+		t.Fatalf("ToMessage allocates %v times, want 2", n)
+	}
+}
+
 // The consumer protocol really is KIP-848's on kfake: the broker knows
 // the group as a consumer group and its member by ConsumerGroupDescribe,
 // which answers nothing for a classic group.

@@ -3,6 +3,7 @@ package kafkasource_test
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -46,16 +47,21 @@ func BenchmarkGroupThroughput(b *testing.B) {
 
 	var rawTime, srcTime, onceqTime, rawCPU, srcCPU, onceqCPU time.Duration
 	// timed runs one side and adds its wall and CPU time.
-	timed := func(wall, cpu *time.Duration, run func() time.Duration) {
-		start := proccpu.Used()
-		*wall += run()
-		*cpu += proccpu.Used() - start
+	// Each side runs under a profile label (side=raw, source or onceq),
+	// which the goroutines it starts inherit: go tool pprof -tagfocus
+	// side=onceq shows one side's share of a -cpuprofile.
+	timed := func(side string, wall, cpu *time.Duration, run func() time.Duration) {
+		pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) {
+			start := proccpu.Used()
+			*wall += run()
+			*cpu += proccpu.Used() - start
+		})
 	}
 	b.ResetTimer()
 	for i := range b.N {
-		timed(&rawTime, &rawCPU, func() time.Duration { return benchRaw(b, addr, topic, fmt.Sprintf("raw-%d", i), records) })
-		timed(&srcTime, &srcCPU, func() time.Duration { return benchSource(b, addr, topic, fmt.Sprintf("source-%d", i), records) })
-		timed(&onceqTime, &onceqCPU, func() time.Duration { return benchOnceq(b, addr, topic, fmt.Sprintf("onceq-%d", i), records) })
+		timed("raw", &rawTime, &rawCPU, func() time.Duration { return benchRaw(b, addr, topic, fmt.Sprintf("raw-%d", i), records) })
+		timed("source", &srcTime, &srcCPU, func() time.Duration { return benchSource(b, addr, topic, fmt.Sprintf("source-%d", i), records) })
+		timed("onceq", &onceqTime, &onceqCPU, func() time.Duration { return benchOnceq(b, addr, topic, fmt.Sprintf("onceq-%d", i), records) })
 	}
 	b.StopTimer()
 	rate := func(d time.Duration) float64 { return float64(records*b.N) / d.Seconds() }

@@ -16,14 +16,23 @@ import (
 // idempotency-key header work the same either way. attempt counts how
 // often the loop has tried this record, from 1.
 func ToMessage(m kgo.Message, attempt int) *broker.Message {
-	return &broker.Message{
-		ID:          kafkacore.RecordID(m.Topic, int32(m.Partition), m.Offset),
-		OrderingKey: string(m.Key),
+	out := new(broker.Message)
+	setMessage(out, m, attempt)
+	out.ReceivedAt = time.Now()
+	return out
+}
+
+// setMessage sets out to ToMessage's message, but for ReceivedAt: the
+// Source's deliveries build it in place.
+func setMessage(out *broker.Message, m kgo.Message, attempt int) {
+	id, key := kafkacore.IDAndKey(m.Topic, int32(m.Partition), m.Offset, m.Key)
+	*out = broker.Message{
+		ID:          id,
+		OrderingKey: key,
 		Body:        m.Value,
 		Attributes:  headerAttributes(m.Headers),
 		Deliveries:  attempt,
 		Origin:      broker.Origin{System: "kafka", Destination: m.Topic, Partition: int32(m.Partition), Offset: m.Offset},
-		ReceivedAt:  time.Now(),
 	}
 }
 

@@ -24,4 +24,8 @@ func TestToMessage(t *testing.T) {
 	if m := kafkasource.ToMessage(km, 1); m.Attributes != nil {
 		t.Fatalf("attributes %v without headers", m.Attributes)
 	}
+	// Built for every record: the Message, and its ID and key together.
+	if n := testing.AllocsPerRun(100, func() { kafkasource.ToMessage(km, 1) }); n != 2 {
+		t.Fatalf("ToMessage allocates %v times, want 2", n)
+	}
 }

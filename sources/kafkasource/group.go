@@ -284,7 +284,7 @@ func (s *Source) enqueue(p *partition, m kgo.Message) (space bool) {
 	for _, h := range m.Headers {
 		size += len(h.Key) + len(h.Value)
 	}
-	if s.d.EnqueueLocked(p, m.Offset, m, size) {
+	if s.d.EnqueueLocked(p, m.Offset, m, size, time.Now()) {
 		p.HWM = max(p.HWM, m.HighWaterMark)
 	}
 	return s.hasSpaceLocked(p)

@@ -117,7 +117,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		loopDone:  make(chan struct{}),
 	}
 	s.d.Init()
-	s.d.ToMessage, s.d.OnDone, s.d.Errs = ToMessage, s.spaceFreed, kafkacore.Errors{
+	s.d.ToMessage, s.d.OnDone, s.d.Errs = setMessage, s.spaceFreed, kafkacore.Errors{
 		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
 		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
 	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
