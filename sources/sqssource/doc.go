@@ -8,7 +8,8 @@
 // Receive is demand-driven: pollers call ReceiveMessage (long polling,
 // MaxNumberOfMessages = min(10, what is asked for)) only while a Receive
 // call waits, so messages do not sit received-but-unwanted while their
-// visibility runs out. Ack is asynchronous and batched into
+// visibility runs out. A poll for fewer than ten waits while another is in
+// flight, which serves the waiting Receive. Ack is asynchronous and batched into
 // DeleteMessageBatch; Close flushes it. Nack and Extend change the
 // visibility of one delivery; DeadLetter sends a copy to the dead-letter
 // queue, then deletes the original.

@@ -463,7 +463,11 @@ func (s *Source) claim(ctx context.Context) (int, bool) {
 			s.mu.Unlock()
 			return 0, false
 		}
-		if d := s.demandLocked(); d > 0 {
+		// A poll for less than a batch waits while another is in flight:
+		// what that one brings serves the Receive calls waiting, whose
+		// next ask covers the rest, and a batch costs what one message
+		// does.
+		if d := s.demandLocked(); d >= maxBatch || d > 0 && s.claimed == 0 {
 			n := min(maxBatch, d)
 			s.claimed += n
 			s.mu.Unlock()
@@ -528,7 +532,7 @@ func (s *Source) poll(ctx, recvCtx context.Context) {
 			MaxNumberOfMessages:         int32(n),
 			WaitTimeSeconds:             int32(s.cfg.waitTime / time.Second),
 			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageSystemAttributeNames: s.systemAttributes(),
 		}
 		if s.cfg.visibility > 0 {
 			in.VisibilityTimeout = int32(s.cfg.visibility / time.Second)
@@ -564,6 +568,19 @@ func (s *Source) poll(ctx, recvCtx context.Context) {
 			}
 		}
 	}
+}
+
+// systemAttributes are the system attributes toMessage reads: asking for
+// All would have SQS send, and the SDK decode, two more per message.
+func (s *Source) systemAttributes() []types.MessageSystemAttributeName {
+	names := []types.MessageSystemAttributeName{
+		types.MessageSystemAttributeNameSentTimestamp,
+		types.MessageSystemAttributeNameApproximateReceiveCount,
+	}
+	if s.fifo {
+		names = append(names, types.MessageSystemAttributeNameMessageGroupId)
+	}
+	return names
 }
 
 // pollBackoff doubles from 100ms to 10s with consecutive failures.

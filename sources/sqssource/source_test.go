@@ -210,6 +210,46 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 	}
 }
 
+// A poll for less than a batch waits while another is in flight: what
+// that one brings serves the waiting Receive, and SQS charges a call of
+// one message as it does one of ten.
+func TestNoSmallPollBesideAnother(t *testing.T) {
+	t.Parallel()
+	c, log := recordingClient(t)
+	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
+	out := make([]sourcetest.Outgoing, 25)
+	for i := range out {
+		out[i] = sourcetest.Outgoing{Body: []byte(fmt.Sprintf("m-%02d", i))}
+	}
+	if err := sendBatch(context.Background(), c, url, false, out); err != nil {
+		t.Fatal(err)
+	}
+	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
+		sqssource.Pollers(4), sqssource.WaitTime(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 12)
+	if err != nil || len(msgs) == 0 || len(msgs) > 10 {
+		t.Fatalf("Receive(12): %d messages, %v; want those of one poll", len(msgs), err)
+	}
+	// Close waits for every poll: the log is then complete.
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := log.requests(); !slices.Equal(reqs, []int{10}) {
+		t.Errorf("ReceiveMessage calls %v for Receive(12), want one of ten and none of two beside it", reqs)
+	}
+	// Only the system attributes the source reads: All would have SQS
+	// send, and the SDK decode, more per message.
+	for _, names := range log.systemAttributes() {
+		slices.Sort(names)
+		if want := []string{"ApproximateReceiveCount", "SentTimestamp"}; !slices.Equal(names, want) {
+			t.Errorf("MessageSystemAttributeNames %v, want %v", names, want)
+		}
+	}
+}
+
 // Close flushes the acks still being batched.
 func TestCloseFlushesAcks(t *testing.T) {
 	t.Parallel()
@@ -610,6 +650,14 @@ type receiveLog struct {
 	once sync.Once
 	mu   sync.Mutex
 	maxs []int // each request's MaxNumberOfMessages, in order
+	sys  [][]string
+}
+
+// systemAttributes are the MessageSystemAttributeNames of each request.
+func (l *receiveLog) systemAttributes() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.sys)
 }
 
 func (l *receiveLog) requests() []int {
@@ -643,10 +691,14 @@ func (w watchDoer) Do(r *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		var in struct{ MaxNumberOfMessages int }
+		var in struct {
+			MaxNumberOfMessages         int
+			MessageSystemAttributeNames []string
+		}
 		_ = json.Unmarshal(body, &in)
 		w.log.mu.Lock()
 		w.log.maxs = append(w.log.maxs, in.MaxNumberOfMessages)
+		w.log.sys = append(w.log.sys, in.MessageSystemAttributeNames)
 		w.log.mu.Unlock()
 		r.Body = &eofSignal{ReadCloser: io.NopCloser(bytes.NewReader(body)), f: func() { w.log.once.Do(func() { close(w.log.sent) }) }}
 	}
