@@ -153,10 +153,10 @@ func TestMessageMapping(t *testing.T) {
 	}
 }
 
-// Pollers fetch only what a waiting Receive asks for: none before the
-// first Receive, no more than it asks, ten at most per call.
-func TestReceiveIsDemandDriven(t *testing.T) {
-	t.Parallel()
+// demandSource is a Source with four pollers over a new queue of 25
+// messages, and the log of its ReceiveMessage calls.
+func demandSource(t *testing.T) (*sqssource.Source, *receiveLog) {
+	t.Helper()
 	c, log := recordingClient(t)
 	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
 	out := make([]sourcetest.Outgoing, 25)
@@ -171,6 +171,14 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return src, log
+}
+
+// Pollers fetch only what a waiting Receive asks for: none before the
+// first Receive, no more than it asks, ten at most per call.
+func TestReceiveIsDemandDriven(t *testing.T) {
+	t.Parallel()
+	src, log := demandSource(t)
 	if got := log.requests(); len(got) != 0 {
 		t.Fatalf("ReceiveMessage calls %v before any Receive, want none", got)
 	}
@@ -215,20 +223,7 @@ func TestReceiveIsDemandDriven(t *testing.T) {
 // one message as it does one of ten.
 func TestNoSmallPollBesideAnother(t *testing.T) {
 	t.Parallel()
-	c, log := recordingClient(t)
-	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
-	out := make([]sourcetest.Outgoing, 25)
-	for i := range out {
-		out[i] = sourcetest.Outgoing{Body: []byte(fmt.Sprintf("m-%02d", i))}
-	}
-	if err := sendBatch(context.Background(), c, url, false, out); err != nil {
-		t.Fatal(err)
-	}
-	src, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)),
-		sqssource.Pollers(4), sqssource.WaitTime(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, log := demandSource(t)
 	msgs, err := src.Receive(testenv.Context(t, 10*time.Second), 12)
 	if err != nil || len(msgs) == 0 || len(msgs) > 10 {
 		t.Fatalf("Receive(12): %d messages, %v; want those of one poll", len(msgs), err)
