@@ -131,6 +131,30 @@ func (a *ackCounter) OnMessageSettled(_ context.Context, _ *consumer.Message, ac
 	}
 }
 
+// TimeSource drives src alone, Receive and Ack with no consumer or store,
+// until records are acked, and returns the time since start; it closes
+// src after.
+func TimeSource(b *testing.B, start time.Time, src consumer.Source, records int) time.Duration {
+	ctx := context.Background()
+	for n := 0; n < records; {
+		msgs, err := src.Receive(ctx, 512)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := src.Ack(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n += len(msgs)
+	}
+	took := time.Since(start)
+	if err := src.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
 // TimeConsumer runs the consumer over src with the memory store and a
 // no-op handler (16 workers, 512 in flight) until records messages are
 // acked, then stops it; it returns the time from start, which the caller

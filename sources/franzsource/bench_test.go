@@ -97,26 +97,8 @@ func benchRaw(b *testing.B, addr, topic, group string, records int) time.Duratio
 // benchSource drives the Source alone (Receive + Ack, no consumer, no
 // store): what the source costs over franz-go.
 func benchSource(b *testing.B, addr, topic, group string, records int) time.Duration {
-	ctx := context.Background()
 	start := time.Now()
-	src := benchNew(b, addr, topic, group)
-	for n := 0; n < records; {
-		msgs, err := src.Receive(ctx, 512)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, m := range msgs {
-			if err := src.Ack(ctx, m); err != nil {
-				b.Fatal(err)
-			}
-		}
-		n += len(msgs)
-	}
-	took := time.Since(start)
-	if err := src.Close(ctx); err != nil {
-		b.Fatal(err)
-	}
-	return took
+	return grouptest.TimeSource(b, start, benchNew(b, addr, topic, group), records)
 }
 
 func benchNew(b *testing.B, addr, topic, group string) *franzsource.Source {

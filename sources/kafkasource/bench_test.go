@@ -78,30 +78,13 @@ func BenchmarkGroupThroughput(b *testing.B) {
 // benchSource drives the Source alone (Receive + Ack, no consumer, no
 // store): what the source costs over kafka-go.
 func benchSource(b *testing.B, addr, topic, group string, records int) time.Duration {
-	ctx := context.Background()
 	start := time.Now()
-	src, err := kafkasource.New(ctx, []string{addr}, group, []string{topic},
+	src, err := kafkasource.New(context.Background(), []string{addr}, group, []string{topic},
 		append(fastGroup(), kafkasource.FetchMaxWait(200*time.Millisecond), kafkasource.RevokeTimeout(2*time.Second))...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for n := 0; n < records; {
-		msgs, err := src.Receive(ctx, 512)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, m := range msgs {
-			if err := src.Ack(ctx, m); err != nil {
-				b.Fatal(err)
-			}
-		}
-		n += len(msgs)
-	}
-	took := time.Since(start)
-	if err := src.Close(ctx); err != nil {
-		b.Fatal(err)
-	}
-	return took
+	return grouptest.TimeSource(b, start, src, records)
 }
 
 func benchRaw(b *testing.B, addr, topic, group string, records int) time.Duration {
