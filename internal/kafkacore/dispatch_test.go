@@ -69,6 +69,15 @@ func TestConcurrentSettles(t *testing.T) {
 	}
 	var acked [parts][per]atomic.Int32 // acks answered as live
 	var total atomic.Int64
+	busy := make(chan struct{}) // closed once the workers have settled per records
+	var busyOnce sync.Once
+	settled := make(chan struct{}, 1) // a record was done
+	d.OnDone = func(*Partition[int64, struct{}], int) {
+		select {
+		case settled <- struct{}{}:
+		default:
+		}
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	for range workers {
@@ -93,24 +102,25 @@ func TestConcurrentSettles(t *testing.T) {
 					if late.n.Load() == before || dl.e.p.ID < 2 {
 						acked[dl.e.p.ID][dl.e.off].Add(1)
 					}
-					total.Add(1)
+					if total.Add(1) >= per {
+						busyOnce.Do(func() { close(busy) })
+					}
 				}
 			}
 		})
 	}
-	for total.Load() < per { // revoke once the workers are busy
-		time.Sleep(time.Millisecond) // polls a condition; bounded by the test timeout
-	}
+	<-busy // revoke once the workers are busy
 	revoked := ps[2:]
 	d.Stop(revoked)
 	d.Drain(revoked, 100*time.Millisecond, nil)
 	d.Release(revoked)
-	deadline := time.Now().Add(30 * time.Second)
+	timeout := time.After(30 * time.Second)
 	for !allDone(ps[:2], per) {
-		if time.Now().After(deadline) {
+		select {
+		case <-settled:
+		case <-timeout:
 			t.Fatal("the kept partitions were not all acked")
 		}
-		time.Sleep(time.Millisecond) // polls a condition under a deadline
 	}
 	cancel()
 	wg.Wait()
