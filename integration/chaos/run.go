@@ -169,7 +169,7 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	defer pool.stopAll(5 * time.Second) // on an early return; a no-op after the orderly stop
 
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- b.send(ctx, deliveries) }()
+	go func() { sendErr <- sendPaced(ctx, b, deliveries, 3*cfg.killEvery) }()
 
 	err = chaosUntilDrained(ctx, cfg, rng, pool, b, sendErr, logf, res)
 	if err != nil {
@@ -315,6 +315,30 @@ func plan(cfg settings, rng *mrand.Rand) ([]delivery, expected) {
 	}
 	rng.Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
 	return ds, want
+}
+
+// sendPaced sends ds in twenty parts spread over at least span, so that
+// the workers are still busy when the first kill comes (at most 1.5 kill
+// intervals in): a fast run would otherwise drain before it, and a run
+// with no chaos proves nothing.
+func sendPaced(ctx context.Context, b broker, ds []delivery, span time.Duration) error {
+	const parts = 20
+	start, per := time.Now(), (len(ds)+parts-1)/parts
+	for i := 1; len(ds) > 0; i++ {
+		n := min(per, len(ds))
+		if err := b.send(ctx, ds[:n]); err != nil {
+			return err
+		}
+		ds = ds[n:]
+		if wait := time.Until(start.Add(time.Duration(i) * span / parts)); wait > 0 && len(ds) > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+	}
+	return nil
 }
 
 // chaosUntilDrained kills and restarts workers until everything was sent
