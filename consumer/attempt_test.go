@@ -64,28 +64,18 @@ func TestOutcomeAttemptIsTheClaimsInEveryMode(t *testing.T) {
 	}
 }
 
+// heartbeatLog records each lease renewal reported: its error and its
+// message's ID.
 type heartbeatLog struct {
 	mu    sync.Mutex
 	lease []error
+	ids   []string
 }
 
-func (l *heartbeatLog) OnMessageHeartbeat(_ context.Context, _ *consumer.Message, lease bool, err error) {
+func (l *heartbeatLog) OnMessageHeartbeat(_ context.Context, m *consumer.Message, lease bool, err error) {
 	if lease {
 		l.mu.Lock()
 		l.lease = append(l.lease, err)
-		l.mu.Unlock()
-	}
-}
-
-// renewalLog records the messages whose lease renewals were reported.
-type renewalLog struct {
-	mu  sync.Mutex
-	ids []string
-}
-
-func (l *renewalLog) OnMessageHeartbeat(_ context.Context, m *consumer.Message, lease bool, _ error) {
-	if lease {
-		l.mu.Lock()
 		l.ids = append(l.ids, m.ID)
 		l.mu.Unlock()
 	}
@@ -96,7 +86,7 @@ func (l *renewalLog) OnMessageHeartbeat(_ context.Context, m *consumer.Message, 
 // a handler that has returned, whether its heartbeat had beaten or not.
 func TestHeartbeatReuseKeepsRenewalsApart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &renewalLog{}
+		log := &heartbeatLog{}
 		h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 			if strings.HasPrefix(string(m.Body), "slow") {
 				time.Sleep(2200 * time.Millisecond) // renewals at 1s and 2s
@@ -145,7 +135,7 @@ func (s heldExtend) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 // and arms nothing for the next one.
 func TestHeartbeatInFlightNotReused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &renewalLog{}
+		log := &heartbeatLog{}
 		store := heldExtend{Store: memstore.New(), release: make(chan struct{})}
 		h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 			time.Sleep(1500 * time.Millisecond) // one renewal begun, at 1s
