@@ -84,7 +84,7 @@ type Delivery[R, X any] struct {
 
 // Errors are the source's own error values, which the Dispatcher returns.
 type Errors struct {
-	Foreign, NotInFlight, NoDeadLetterTopic, PartitionRevoked, DeadLetterFailed error
+	Foreign, NotInFlight, NoDeadLetterTopic, DeadLetterFailed error
 }
 
 // Dispatcher is what both Kafka sources do between the client and the
@@ -550,7 +550,12 @@ func (d *Dispatcher[R, X]) requeueLocked(e *entry[R, X]) {
 
 // DeadLetter produces the message to the dead-letter topic through
 // Produce, then settles it. Without Produce, or if the produce fails, the
-// message stays in flight and an error says why.
+// message stays in flight and an error says why. A dead letter of a
+// partition released before the call is dropped, as a late ack is, and
+// returns nil: the partition's new owner sees the message again and
+// decides again (an error would tell the consumer that no destination
+// takes the copy, and it would keep the message out of the dead-letter
+// topic for good).
 func (d *Dispatcher[R, X]) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
 	if d.Produce == nil {
 		return permanent(fmt.Errorf("%w: %s", d.Errs.NoDeadLetterTopic, m.ID))
@@ -563,11 +568,12 @@ func (d *Dispatcher[R, X]) DeadLetter(ctx context.Context, m *broker.Message, re
 	p.Lock()
 	late, err := d.currentLocked(dl, m.ID)
 	p.Unlock()
-	if err == nil && late {
-		err = fmt.Errorf("%w: %s", d.Errs.PartitionRevoked, m.ID)
-	}
 	if err != nil {
 		return err
+	}
+	if late {
+		d.late(ctx, dl)
+		return nil
 	}
 
 	err = d.Produce(ctx, dl.e.rec, reason, p.Topic, p.ID, dl.e.off)

@@ -158,6 +158,33 @@ func allDone(ps []*Partition[int64, struct{}], per int) bool {
 	return true
 }
 
+// A dead letter of a partition released before the call is dropped as a
+// late ack is: nothing produced, no error, so the consumer neither keeps it
+// as a dead letter no destination took nor counts it sent; the partition's
+// new owner reads the message again and dead-letters it there.
+func TestDeadLetterAfterReleaseDropped(t *testing.T) {
+	d, ps, late := newTestDispatcher(t, 1)
+	produced := 0
+	d.Produce = func(context.Context, int64, string, string, int32, int64) error {
+		produced++
+		return nil
+	}
+	enqueueAll(t, d, ps[0], 1)
+	ms, err := d.Receive(t.Context(), 1)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %d messages, %v", len(ms), err)
+	}
+	d.Stop(ps)
+	d.Drain(ps, 0, nil)
+	d.Release(ps)
+	if err := d.DeadLetter(t.Context(), ms[0], "malformed"); err != nil {
+		t.Fatalf("dead letter after the release: %v, want nil (dropped as late)", err)
+	}
+	if produced != 0 || late.n.Load() != 1 {
+		t.Fatalf("produced %d copies and counted %d late settles, want 0 and 1", produced, late.n.Load())
+	}
+}
+
 // TestAckTakesOnlyItsPartition: while one partition's lock is held (a
 // fetch enqueueing, a commit reading its tracker, a settle), the messages
 // of the others are still acked.

@@ -28,9 +28,6 @@ var (
 	// ErrDeadLetterFailed: producing the dead-letter record failed; the
 	// message stays unsettled.
 	ErrDeadLetterFailed = errors.New("franzsource: producing the dead-letter record failed")
-	// ErrPartitionRevoked: the message's partition left this member before
-	// the call; its new owner reads the message again.
-	ErrPartitionRevoked = errors.New("franzsource: partition revoked; message will be redelivered to its new owner")
 	// ErrCommitFailed: committing offsets failed; what was not committed
 	// is read again by the partition's next owner and answered by dedup.
 	ErrCommitFailed = errors.New("franzsource: committing offsets failed")

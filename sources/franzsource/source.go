@@ -116,7 +116,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 	s.d.Init()
 	s.d.ToMessage, s.d.OnDone, s.d.Errs = setMessage, s.settled, kafkacore.Errors{
 		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
-		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
+		DeadLetterFailed: ErrDeadLetterFailed}
 	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
 	if cfg.dlqTopic != "" {
 		s.d.Produce = s.produceDeadLetter

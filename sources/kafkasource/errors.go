@@ -29,11 +29,6 @@ var (
 	// ErrDeadLetterFailed: the dead-letter record could not be produced.
 	// The message is left unsettled, its offset held.
 	ErrDeadLetterFailed = errors.New("kafkasource: producing the dead-letter record failed")
-	// ErrPartitionRevoked: the message's partition was taken from this
-	// member by a rebalance (or the source closed) before the call. Its
-	// offset was not committed, so the partition's new owner delivers it
-	// again and the dedup store recognises it.
-	ErrPartitionRevoked = errors.New("kafkasource: partition revoked; message will be redelivered to its new owner")
 	// ErrCommitFailed: committing offsets failed (Close reports it for the
 	// final commit, unless the group had moved on). The uncommitted messages are delivered again to the
 	// partition's next owner and the dedup store answers them.

@@ -119,7 +119,7 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 	s.d.Init()
 	s.d.ToMessage, s.d.OnDone, s.d.Errs = setMessage, s.spaceFreed, kafkacore.Errors{
 		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
-		PartitionRevoked: ErrPartitionRevoked, DeadLetterFailed: ErrDeadLetterFailed}
+		DeadLetterFailed: ErrDeadLetterFailed}
 	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
 	s.kLog, s.kErrLog = kafkaLoggers(cfg.logger)
 	if cfg.meter == nil {
