@@ -3,6 +3,7 @@ module github.com/onceq/onceq/integration
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.19
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
@@ -13,6 +14,7 @@ require (
 	github.com/onceq/onceq v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/dedup/pgstore v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/dedup/redisstore v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/examples v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/lambda v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/lambda/kafkalambda v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/sources/franzsource v0.0.0-00010101000000-000000000000
@@ -58,8 +60,8 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/mod v0.41.0 // indirect
-	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

@@ -67,6 +67,9 @@ type options struct {
 	// beforeExit, when set, is called with the bound metrics address after
 	// the run and before telemetry stops (tests scrape then).
 	beforeExit func(metricsAddr string)
+	// history is the file each store call and settled message is appended
+	// to, one JSON line each (storehistory); empty: none.
+	history string
 }
 
 // envName maps a flag to its environment variable: -demo → ORDER_WORKER_DEMO.
@@ -105,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// Short leases let a crashed worker's claims be taken over quickly (chaos runs).
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 60*time.Second, "idempotency lease; must exceed -handler-timeout by max(2s, 10%)")
 	fs.DurationVar(&o.handlerTimeout, "handler-timeout", 30*time.Second, "handler timeout")
+	fs.StringVar(&o.history, "history", "", "append every idempotency-store call (with its call and return times and outcome) and every settled message to this file, one JSON line each, for a linearizability check (the chaos driver's); empty: none")
 	// Every flag may come from the environment; a flag on the command line wins.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -237,9 +241,20 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 		expected = generateDemo(ctx, wiring.queue, opts.demo)
 	}
 	sum := &summary{start: time.Now()}
-	c, err := consumer.New(wiring.source, wiring.store, reserveHandler(inv), append(opts.consumerOptions(),
+	store := wiring.store
+	hooks := []consumer.Hook{sum}
+	if opts.history != "" {
+		rec, closeHistory, err := openHistory(opts.history, store)
+		if err != nil {
+			_ = wiring.source.Close(context.WithoutCancel(ctx))
+			return err
+		}
+		defer closeHistory()
+		store, hooks = rec, append(hooks, rec)
+	}
+	c, err := consumer.New(wiring.source, store, reserveHandler(inv), append(opts.consumerOptions(),
 		consumer.WithLogger(logger),
-		consumer.WithHooks(sum),
+		consumer.WithHooks(hooks...),
 		consumer.WithMeterProvider(tel.meterProvider()),
 		consumer.WithTracerProvider(tel.tracerProvider()))...)
 	if err != nil {

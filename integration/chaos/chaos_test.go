@@ -32,6 +32,9 @@ func shortRun(t *testing.T, args ...string) *result {
 	var log bytes.Buffer
 	res, err := run(context.Background(), cfg, &log)
 	if res != nil {
+		if res.history != nil {
+			t.Log(res.history.Line())
+		}
 		t.Log(res.line())
 	}
 	if err != nil {
@@ -40,6 +43,8 @@ func shortRun(t *testing.T, args ...string) *result {
 	switch {
 	case res.lost != 0 || res.doubled != 0 || res.extra != 0 || res.pending != 0:
 		t.Fatalf("not exactly once: %s", res.line())
+	case res.history == nil || !res.history.OK() || res.history.Verdict() != "linearizable":
+		t.Fatalf("history: %v", res.history)
 	case res.unitsGot != res.unitsWant:
 		t.Fatalf("reserved %d units, want %d", res.unitsGot, res.unitsWant)
 	case res.dlqMissing != 0 || res.dlqUnseen != 0 || res.malformed != 12 || res.dlq < 12:

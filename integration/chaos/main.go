@@ -116,6 +116,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := run(ctx, cfg, os.Stderr)
+	if res != nil && res.history != nil {
+		fmt.Println("chaos: " + res.history.Line())
+	}
 	if res != nil {
 		fmt.Println(res.line())
 	}

@@ -26,7 +26,10 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/pgstore"
+	"github.com/onceq/onceq/integration/history"
 	"github.com/onceq/onceq/internal/faultproxy"
 )
 
@@ -51,6 +54,8 @@ type result struct {
 	workerSummaries       []string
 	workersExitedNonZero  int
 	dlqMissing, dlqUnseen int
+	// history is the check of the workers' store histories.
+	history *history.Report
 }
 
 func (r *result) line() string {
@@ -97,6 +102,8 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	var (
 		n  names
 		tb tables
+		// final reads every key once the workers stopped, for the history.
+		final dedup.Store
 	)
 	if cfg.store == "postgres" {
 		pg, err := pgxpool.New(ctx, cfg.postgresURL)
@@ -109,12 +116,16 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 			return nil, err
 		}
 		tb = pgTables{pg, n}
+		final = pgstore.New(pg, n.idem)
 	} else {
 		db := ddb.NewFromConfig(awsCfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(cfg.dynamoDBURL) })
 		if n, err = setUp(ctx, db); err != nil {
 			return nil, err
 		}
 		tb = dynamoTables{db, n}
+		if final, err = dynamostore.New(db, n.idem); err != nil {
+			return nil, err
+		}
 	}
 	tmp, err := os.MkdirTemp("", "onceq-chaos-")
 	if err != nil {
@@ -189,6 +200,9 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	if err := verify(ctx, tb, b, want, res); err != nil {
 		return res, err
 	}
+	if res.history, err = checkHistory(ctx, tmp, final); err != nil {
+		return res, err
+	}
 	res.wall = time.Since(start)
 	var problems []string
 	if res.lost > 0 || res.doubled > 0 || res.extra > 0 {
@@ -202,6 +216,10 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	}
 	if res.dlqMissing > 0 || res.dlqUnseen > 0 {
 		problems = append(problems, fmt.Sprintf("%d malformed orders not in the DLQ, %d valid ones in it", res.dlqMissing, res.dlqUnseen))
+	}
+	if h := res.history; h != nil && !h.OK() {
+		problems = append(problems, fmt.Sprintf("history %s; lost %d, duplicated %d, acked uncommitted %d, fenced commits %d",
+			h.Verdict(), h.Lost, h.Duplicated, h.AckedUncommitted, h.FencedCommits))
 	}
 	if res.workersExitedNonZero > 0 {
 		problems = append(problems, fmt.Sprintf("%d workers failed on SIGTERM", res.workersExitedNonZero))
@@ -453,6 +471,7 @@ func (p *pool) start(i int) error {
 	}
 	c := p.cfg
 	args := append(slices.Clone(p.storeArgs), p.brokerArgs...)
+	args = append(args, "-history", historyPath(p.tmp, i, p.gen))
 	cmd := exec.Command(p.bin, append(args,
 		"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
 		"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),

@@ -1,0 +1,277 @@
+package history
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/examples/storehistory"
+)
+
+// Report is what Check found.
+type Report struct {
+	Keys    int // keys with a history
+	Ops     int // store calls
+	Unknown int // calls whose outcome is unknown (an error, or no return)
+	Acks    int // messages acked
+
+	// Illegal counts the keys whose history no order of their calls
+	// explains; Violation describes the first (by key hash). TimedOut
+	// counts the keys left undecided after the timeout.
+	Illegal   int
+	Violation string
+	TimedOut  int
+
+	// The anomalies, Jepsen's names. Lost: keys acked that no call
+	// committed or read as COMPLETED. Duplicated: keys committed more than
+	// once. AckedUncommitted: acks that came before any commit of their
+	// key was known. FencedCommits: Completes that succeeded although
+	// another claim had surely taken the key over since their lease began.
+	Lost, Duplicated, AckedUncommitted, FencedCommits int
+
+	Took time.Duration
+}
+
+// Verdict is "linearizable", "not linearizable: …" naming the violation,
+// or "unknown: …" when keys were left undecided and none was illegal.
+func (r Report) Verdict() string {
+	switch {
+	case r.Illegal > 0:
+		v := "not linearizable: " + r.Violation
+		if r.Illegal > 1 {
+			v += fmt.Sprintf(" (and %d more keys)", r.Illegal-1)
+		}
+		return v
+	case r.TimedOut > 0:
+		return fmt.Sprintf("unknown: %d keys not decided in time", r.TimedOut)
+	}
+	return "linearizable"
+}
+
+// Anomalies is the sum of the anomaly counts.
+func (r Report) Anomalies() int {
+	return r.Lost + r.Duplicated + r.AckedUncommitted + r.FencedCommits
+}
+
+// OK reports whether no key was illegal and no anomaly was found (keys
+// left undecided do not fail it: Verdict says so).
+func (r Report) OK() bool { return r.Illegal == 0 && r.Anomalies() == 0 }
+
+// Line is the report on one line, the verdict last.
+func (r Report) Line() string {
+	return fmt.Sprintf("history: keys=%d ops=%d unknown=%d acks=%d lost=%d duplicated=%d acked_uncommitted=%d fenced_commits=%d checked_in=%s verdict: %s",
+		r.Keys, r.Ops, r.Unknown, r.Acks, r.Lost, r.Duplicated, r.AckedUncommitted, r.FencedCommits, r.Took.Round(time.Millisecond), r.Verdict())
+}
+
+// Options tune Check.
+type Options struct {
+	// Timeout bounds the search for one key's linearization; a key not
+	// decided by then counts as TimedOut. Zero: 10 seconds.
+	Timeout time.Duration
+	// Parallel is how many keys are checked at once. Zero: GOMAXPROCS.
+	Parallel int
+}
+
+// Check checks every key's history for linearizability and counts the
+// anomalies.
+func Check(h *History, o Options) Report {
+	start := time.Now()
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = runtime.GOMAXPROCS(0)
+	}
+	keys := make([]string, 0, len(h.keys))
+	for k := range h.keys {
+		keys = append(keys, k)
+	}
+	// Violations are reported in key-hash order, the same on every run.
+	hashes := make(map[string]string, len(keys))
+	for _, k := range keys {
+		hashes[k] = dedup.KeyHash(k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return hashes[keys[i]] < hashes[keys[j]] })
+
+	results := make([]keyResult, len(keys))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(o.Parallel, max(len(keys), 1)) {
+		wg.Go(func() {
+			for i := range work {
+				results[i] = checkKey(hashes[keys[i]], h.keys[keys[i]], o.Timeout)
+			}
+		})
+	}
+	for i := range keys {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	r := Report{Keys: len(keys)}
+	for _, kr := range results {
+		r.Ops += kr.ops
+		r.Unknown += kr.unknown
+		r.Acks += kr.acks
+		r.Lost += kr.lost
+		r.Duplicated += kr.duplicated
+		r.AckedUncommitted += kr.ackedUncommitted
+		r.FencedCommits += kr.fencedCommits
+		switch kr.verdict {
+		case porcupine.Illegal:
+			if r.Illegal == 0 {
+				r.Violation = kr.violation
+			}
+			r.Illegal++
+		case porcupine.Unknown:
+			r.TimedOut++
+		}
+	}
+	r.Took = time.Since(start)
+	return r
+}
+
+// keyResult is one key's part of the Report.
+type keyResult struct {
+	verdict                                           porcupine.CheckResult
+	violation                                         string
+	ops, unknown, acks                                int
+	lost, duplicated, ackedUncommitted, fencedCommits int
+}
+
+func checkKey(hash string, kh *keyHistory, timeout time.Duration) keyResult {
+	kr := keyResult{ops: len(kh.ops)}
+	ops := make([]porcupine.Operation, 0, len(kh.ops))
+	for _, o := range kh.ops {
+		if o.unknown() {
+			kr.unknown++
+		}
+		if o.in.Op == storehistory.OpGet && o.unknown() {
+			continue // a read that saw nothing tells nothing
+		}
+		ops = append(ops, porcupine.Operation{ClientId: o.process, Input: o.in, Output: o.out, Call: o.call, Return: o.ret})
+	}
+	m := model.ToModel()
+	kr.verdict = porcupine.CheckOperationsTimeout(m, ops, timeout)
+	if kr.verdict == porcupine.Illegal {
+		kr.violation = violation(hash, m, ops, timeout)
+	}
+	anomalies(kh, &kr)
+	return kr
+}
+
+// violation names the first call (by call time) that no partial
+// linearization of ops could take, and the state the longest one reached.
+func violation(hash string, m porcupine.Model, ops []porcupine.Operation, timeout time.Duration) string {
+	_, info := porcupine.CheckOperationsVerbose(m, ops, timeout)
+	var longest []int
+	for _, part := range info.PartialLinearizations() {
+		for _, lin := range part {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+	}
+	// Replay the longest linearization to the state it reached.
+	st := m.Init()
+	var seq []string
+	for _, id := range longest {
+		_, st = m.Step(st, ops[id].Input, ops[id].Output)
+		seq = append(seq, m.DescribeOperation(ops[id].Input, ops[id].Output))
+	}
+	first := -1
+	for i := range ops {
+		if !slices.Contains(longest, i) && (first < 0 || ops[i].Call < ops[first].Call) {
+			first = i
+		}
+	}
+	if first < 0 {
+		return "key_hash " + hash
+	}
+	return fmt.Sprintf("key_hash %s: no legal point for %s, after %s (record %s)",
+		hash, m.DescribeOperation(ops[first].Input, ops[first].Output), orNothing(seq), m.DescribeState(st))
+}
+
+func orNothing(seq []string) string {
+	if len(seq) == 0 {
+		return "nothing"
+	}
+	return strings.Join(seq, ", ")
+}
+
+// anomalies counts one key's anomalies from its calls and acks alone.
+func anomalies(kh *keyHistory, kr *keyResult) {
+	var completedAt []int64 // when a COMPLETED record was surely known
+	commits := 0
+	for _, o := range kh.ops {
+		if !o.ok() {
+			continue
+		}
+		switch {
+		case o.in.Op == storehistory.OpComplete:
+			commits++
+			completedAt = append(completedAt, o.ret)
+		case o.in.Op == storehistory.OpClaimComplete && o.out.Acquired:
+			commits++
+			completedAt = append(completedAt, o.ret)
+		case o.out.Record != nil && o.out.Record.Status == dedup.StatusCompleted:
+			completedAt = append(completedAt, o.ret) // a claim or read met it
+		}
+	}
+	if commits > 1 {
+		kr.duplicated++
+	}
+	acked := false
+	for _, s := range kh.settles {
+		if s.Action != "ack" {
+			continue
+		}
+		kr.acks++
+		acked = true
+		if !slices.ContainsFunc(completedAt, func(t int64) bool { return t <= s.Time }) {
+			kr.ackedUncommitted++
+		}
+	}
+	if acked && len(completedAt) == 0 {
+		kr.lost++
+	}
+	kr.fencedCommits = fencedCommits(kh.ops)
+}
+
+// fencedCommits counts the Completes that succeeded although, after their
+// own claim returned and before they were called, another owner's claim
+// of the key had surely succeeded.
+func fencedCommits(ops []*op) int {
+	claimedBy := map[string]*op{}
+	var takes []*op
+	for _, o := range ops {
+		if (o.in.Op == storehistory.OpClaim || o.in.Op == storehistory.OpClaimComplete) && o.ok() && o.out.Acquired {
+			claimedBy[o.in.Owner] = o
+			takes = append(takes, o)
+		}
+	}
+	n := 0
+	for _, c := range ops {
+		if c.in.Op != storehistory.OpComplete || !c.ok() {
+			continue
+		}
+		mine := claimedBy[c.in.Owner]
+		if mine == nil {
+			continue
+		}
+		if slices.ContainsFunc(takes, func(t *op) bool {
+			return t.in.Owner != c.in.Owner && t.call > mine.ret && t.ret < c.call
+		}) {
+			n++
+		}
+	}
+	return n
+}

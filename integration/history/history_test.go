@@ -1,0 +1,307 @@
+package history_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/examples/storehistory"
+	"github.com/onceq/onceq/integration/history"
+)
+
+// unfenced is the broken Store: its Complete ignores the lease's owner and
+// version and commits over whichever claim holds the record now.
+type unfenced struct{ *memstore.Store }
+
+func (u unfenced) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	if r, err := u.Get(ctx, req.Lease.Key); err == nil && r.Status == dedup.StatusPending {
+		req.Lease.Owner, req.Lease.Version = r.Owner, r.Version
+	}
+	return u.Store.Complete(ctx, req)
+}
+
+// answerLost applies every Complete and then loses its answer, as a
+// connection reset after the write committed does: the outcome is unknown.
+type answerLost struct{ dedup.Store }
+
+func (a answerLost) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	if err := a.Store.Complete(ctx, req); err != nil {
+		return err
+	}
+	return errors.New("connection reset after the write")
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// worker is one worker process: a Guard over the shared store, recording
+// its own history as the order worker does, and acking what the consumer
+// would ack.
+type worker struct {
+	guard   *consumer.Guard
+	rec     *storehistory.Recorder
+	history bytes.Buffer
+	// gate, when set, holds the handler until it is closed; entered is
+	// closed when the handler starts.
+	gate, entered chan struct{}
+}
+
+func newWorker(t *testing.T, store dedup.Store, clk consumer.Clock, effects *effects) *worker {
+	t.Helper()
+	w := &worker{}
+	w.rec = storehistory.New(store, &w.history)
+	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
+		if w.gate != nil {
+			close(w.entered)
+			<-w.gate
+		}
+		key := m.IdempotencyKey
+		return consumer.Result{Response: []byte("done"), Writes: []any{memstore.Write{Apply: func() { effects.add(key) }}}}, nil
+	})
+	g, err := consumer.NewGuard(w.rec, h, consumer.WithClock(clk), consumer.LeaseTTL(time.Hour), consumer.HandlerTimeout(30*time.Minute),
+		// Store outages are retried after a real wait: keep it short.
+		consumer.FailedRetryDelay(time.Millisecond), consumer.PendingRecheck(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.guard = g
+	return w
+}
+
+// process runs one delivery of key and acks it when the consumer would.
+func (w *worker) process(ctx context.Context, id, key string) consumer.Outcome {
+	m := &consumer.Message{ID: id, Body: []byte(key), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}}
+	o := w.guard.Process(ctx, m)
+	w.rec.OnMessageSettled(ctx, m, o.Kind.Action(), nil)
+	return o
+}
+
+type effects struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (e *effects) add(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n == nil {
+		e.n = map[string]int{}
+	}
+	e.n[key]++
+}
+
+func check(t *testing.T, ws ...*worker) history.Report {
+	t.Helper()
+	h := history.New()
+	for _, w := range ws {
+		if err := w.rec.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Add(bytes.NewReader(w.history.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := history.Check(h, history.Options{Timeout: 10 * time.Second})
+	t.Log(r.Line())
+	return r
+}
+
+// takeover runs two workers on one key: A claims it and stalls in its
+// handler past its lease; B takes the key over and stalls too; A's handler
+// returns and commits; then B's.
+func takeover(t *testing.T, store dedup.Store) (history.Report, *effects) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	fx := &effects{}
+	a, b := newWorker(t, store, clk, fx), newWorker(t, store, clk, fx)
+	a.gate, a.entered = make(chan struct{}), make(chan struct{})
+	b.gate, b.entered = make(chan struct{}), make(chan struct{})
+	aDone := make(chan consumer.Outcome)
+	go func() { aDone <- a.process(ctx, "m1", "order-1") }()
+	<-a.entered
+	clk.advance(2 * time.Hour) // A's lease has run out
+	bDone := make(chan consumer.Outcome)
+	go func() { bDone <- b.process(ctx, "m1-again", "order-1") }()
+	<-b.entered
+	close(a.gate)
+	oa := <-aDone
+	close(b.gate)
+	ob := <-bDone
+	t.Logf("A: %s, B: %s", oa.Kind, ob.Kind)
+	// A final read, as the chaos driver makes after its run.
+	reader := newWorker(t, store, clk, fx)
+	if _, err := reader.rec.Get(ctx, oa.IdempotencyKey); err != nil {
+		t.Fatal(err)
+	}
+	return check(t, a, b, reader), fx
+}
+
+func TestBrokenFencingIsCaught(t *testing.T) {
+	r, fx := takeover(t, unfenced{memstore.New()})
+	if r.OK() || r.Illegal != 1 || !strings.HasPrefix(r.Verdict(), "not linearizable: key_hash ") {
+		t.Fatalf("a store committing a fenced owner's result passed the check: %s", r.Line())
+	}
+	if r.FencedCommits != 1 {
+		t.Errorf("fenced_commits=%d, want 1", r.FencedCommits)
+	}
+	if !strings.Contains(r.Violation, "complete(owner ") {
+		t.Errorf("the violation does not name the fenced Complete: %s", r.Violation)
+	}
+	t.Logf("effects: %v", fx.n)
+}
+
+func TestFencedStorePasses(t *testing.T) {
+	r, fx := takeover(t, memstore.New())
+	if !r.OK() || r.Verdict() != "linearizable" || r.Acks != 1 {
+		t.Fatalf("a correct store's history failed the check: %s", r.Line())
+	}
+	for k, n := range fx.n {
+		if n != 1 {
+			t.Errorf("%s applied %d times", k, n)
+		}
+	}
+}
+
+// TestUnknownOutcomes: every Complete commits and loses its answer; the
+// next delivery finds the key COMPLETED. The unknown Complete must be
+// taken as possibly applied for the history to be linearizable.
+func TestUnknownOutcomes(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store := answerLost{memstore.New()}
+	fx := &effects{}
+	ws := []*worker{newWorker(t, store, clk, fx), newWorker(t, store, clk, fx), newWorker(t, store, clk, fx)}
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() {
+			for k := range 40 {
+				key := "order-" + string(rune('a'+k%26)) + string(rune('a'+k/26))
+				for d := 0; ; d++ {
+					o := w.process(ctx, "m", key)
+					if o.Kind.Action() == consumer.Ack {
+						break
+					}
+					if d > 10_000 {
+						t.Errorf("worker %d: key %s not settled: %s %v", i, key, o.Kind, o.Err)
+						return
+					}
+					if o.Kind == consumer.InFlightElsewhere {
+						runtime.Gosched() // its holder is about to commit
+					} else {
+						clk.advance(time.Second) // past the retry delay
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r := check(t, ws...)
+	if !r.OK() || r.Verdict() != "linearizable" {
+		t.Fatalf("a history with lost answers failed the check: %s", r.Line())
+	}
+	if r.Unknown < 40 {
+		t.Errorf("unknown=%d, want at least one per key", r.Unknown)
+	}
+}
+
+// TestKilledProcess: a call with no return (its process was killed) may
+// have taken effect: a later read of what it wrote is legal. A read of a
+// record no call wrote is not.
+func TestKilledProcess(t *testing.T) {
+	killed := `{"id":1,"ev":"call","op":"claim","key":"k","t":100,"owner":"a","now":100,"until":1000}
+{"id":2,"ev":"call","op":"complete","key":"k","t":200,"owner":"a","version":1,"now":200,"until":99999}
+{"id":3,"ev":"call","op":"claim","key":"k","t":300,"owner":"a2","now":300,"until":1300}
+{"id":4,"ev":"cal`
+	reader := `{"id":1,"ev":"call","op":"get","key":"k","t":400}
+{"id":1,"ev":"return","op":"get","key":"k","t":500,"out":"ok","record":{"status":"COMPLETED","version":2,"owner":"a"}}
+`
+	h := history.New()
+	for _, s := range []string{killed, reader} {
+		if err := h.Add(strings.NewReader(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := history.Check(h, history.Options{}); !r.OK() || r.Unknown != 3 {
+		t.Fatalf("a killed process's calls taken for failed: %s", r.Line())
+	}
+
+	forged := strings.Replace(reader, `"version":2`, `"version":5`, 1)
+	h = history.New()
+	for _, s := range []string{killed, forged} {
+		if err := h.Add(strings.NewReader(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := history.Check(h, history.Options{}); r.Illegal != 1 {
+		t.Fatalf("a read of a version no call wrote passed: %s", r.Line())
+	}
+}
+
+// TestAnomalies counts each anomaly on a history made for it.
+func TestAnomalies(t *testing.T) {
+	lines := func(s ...string) string { return strings.Join(s, "\n") + "\n" }
+	for _, c := range []struct {
+		name, history string
+		want          func(r history.Report) int
+	}{
+		{"lost", lines(
+			`{"id":1,"ev":"call","op":"claim","key":"k","t":1,"owner":"a","now":1,"until":100}`,
+			`{"id":1,"ev":"return","op":"claim","key":"k","t":2,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"a"}}`,
+			`{"ev":"settle","key":"k","t":3,"action":"ack","out":"ok"}`,
+		), func(r history.Report) int { return r.Lost }},
+		{"acked_uncommitted", lines(
+			`{"id":1,"ev":"call","op":"claim","key":"k","t":1,"owner":"a","now":1,"until":100}`,
+			`{"id":1,"ev":"return","op":"claim","key":"k","t":2,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"a"}}`,
+			`{"ev":"settle","key":"k","t":3,"action":"ack","out":"ok"}`,
+			`{"id":2,"ev":"call","op":"complete","key":"k","t":4,"owner":"a","version":1,"now":4,"until":1000}`,
+			`{"id":2,"ev":"return","op":"complete","key":"k","t":5,"out":"ok"}`,
+		), func(r history.Report) int { return r.AckedUncommitted }},
+		{"duplicated", lines(
+			`{"id":1,"ev":"call","op":"claim_complete","key":"k","t":1,"owner":"a","now":1,"until":100}`,
+			`{"id":1,"ev":"return","op":"claim_complete","key":"k","t":2,"out":"ok","acquired":true,"record":{"status":"COMPLETED","version":1,"owner":"a"}}`,
+			`{"id":2,"ev":"call","op":"claim_complete","key":"k","t":3,"owner":"b","now":3,"until":100}`,
+			`{"id":2,"ev":"return","op":"claim_complete","key":"k","t":4,"out":"ok","acquired":true,"record":{"status":"COMPLETED","version":2,"owner":"b"}}`,
+		), func(r history.Report) int { return r.Duplicated }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := history.New()
+			if err := h.Add(strings.NewReader(c.history)); err != nil {
+				t.Fatal(err)
+			}
+			r := history.Check(h, history.Options{})
+			if c.want(r) != 1 {
+				t.Fatalf("%s not counted: %s", c.name, r.Line())
+			}
+		})
+	}
+}
+
+func TestMalformedLine(t *testing.T) {
+	h := history.New()
+	err := h.Add(strings.NewReader("{\"id\":1,\"ev\":\"call\",\"op\":\"get\",\"key\":\"k\",\"t\":1}\nnot json\n{}\n"))
+	if !errors.Is(err, history.ErrMalformed) || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("err = %v, want ErrMalformed at line 2", err)
+	}
+}
