@@ -5,6 +5,10 @@
 # twice, on SQS and then on Kafka, and fails if either run does.
 # CHAOS_FLAGS="-store postgres" runs the workers on the PostgreSQL store
 # (kills only: the fault proxy speaks DynamoDB).
+# Each run prints a "chaos: history: ... verdict: linearizable" line (every
+# key's store calls checked against the record's model, with the anomaly
+# counts lost, duplicated, acked_uncommitted, fenced_commits) before its
+# last line.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"

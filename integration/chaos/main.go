@@ -9,6 +9,11 @@
 // nothing left PENDING. It prints one line and exits non-zero on any loss
 // or doubling.
 //
+// Each worker also records its store calls and acks (-history); the
+// driver checks every key's history for linearizability against a model of
+// the record and counts Jepsen's anomalies, printed on a "chaos: history:"
+// line before the last one; a violation or an anomaly fails the run.
+//
 // The servers come from the environment integration/servers.sh writes
 // (ONCEQ_DYNAMODB_ENDPOINT, and ONCEQ_SQS_ENDPOINT for SQS); `make chaos`
 // starts them. The Kafka broker is started by the driver itself.
