@@ -1,39 +1,25 @@
 package storehistory_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
-// syncBuffer is a bytes.Buffer safe to read while the Recorder writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) events(t *testing.T) []storehistory.Event {
+// events parses what a Recorder wrote to buf.
+func events(t *testing.T, buf *testenv.LogBuffer) []storehistory.Event {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var es []storehistory.Event
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		var e storehistory.Event
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
 			t.Fatalf("%q: %v", l, err)
@@ -59,7 +45,7 @@ func (b blocking) Claim(context.Context, dedup.ClaimRequest) (dedup.Claim, error
 // during the call leaves it in its history; an error that leaves the
 // effect open is recorded as unknown.
 func TestCallWrittenBeforeTheStoreCall(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.LogBuffer
 	st := blocking{memstore.New(), make(chan struct{}), make(chan struct{})}
 	rec := storehistory.New(st, &buf)
 	done := make(chan struct{})
@@ -69,13 +55,13 @@ func TestCallWrittenBeforeTheStoreCall(t *testing.T) {
 		_, _ = rec.Claim(context.Background(), dedup.ClaimRequest{Key: "k", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
 	}()
 	<-st.entered
-	es := buf.events(t)
+	es := events(t, &buf)
 	if len(es) != 1 || es[0].Kind != storehistory.KindCall || es[0].Op != storehistory.OpClaim || es[0].Owner != "a" || es[0].Now != now.UnixNano() {
 		t.Fatalf("before the store returned: %+v", es)
 	}
 	close(st.release)
 	<-done
-	es = buf.events(t)
+	es = events(t, &buf)
 	if len(es) != 2 || es[1].Kind != storehistory.KindReturn || es[1].ID != es[0].ID || es[1].Outcome != storehistory.OutcomeUnknown || es[1].Time < es[0].Time {
 		t.Fatalf("after: %+v", es)
 	}
@@ -85,7 +71,7 @@ func TestCallWrittenBeforeTheStoreCall(t *testing.T) {
 // outcome.
 func TestOutcomes(t *testing.T) {
 	ctx := context.Background()
-	var buf syncBuffer
+	var buf testenv.LogBuffer
 	rec := storehistory.New(memstore.New(), &buf)
 	now := time.Unix(100, 0)
 	c, err := rec.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -101,7 +87,7 @@ func TestOutcomes(t *testing.T) {
 	_, _ = rec.Get(ctx, "k")
 
 	var got []string
-	for _, e := range buf.events(t) {
+	for _, e := range events(t, &buf) {
 		if e.Kind != storehistory.KindReturn {
 			continue
 		}
