@@ -77,6 +77,10 @@ type Options struct {
 	Timeout time.Duration
 	// Parallel is how many keys are checked at once. Zero: GOMAXPROCS.
 	Parallel int
+	// Budget bounds the whole search: keys not yet searched when it has
+	// passed count as TimedOut (their anomalies are still counted). Zero:
+	// 5 minutes.
+	Budget time.Duration
 }
 
 // Check checks every key's history for linearizability and counts the
@@ -89,6 +93,10 @@ func Check(h *History, o Options) Report {
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
 	}
+	if o.Budget <= 0 {
+		o.Budget = 5 * time.Minute
+	}
+	deadline := start.Add(o.Budget)
 	keys := make([]string, 0, len(h.keys))
 	for k := range h.keys {
 		keys = append(keys, k)
@@ -106,7 +114,8 @@ func Check(h *History, o Options) Report {
 	for range min(o.Parallel, max(len(keys), 1)) {
 		wg.Go(func() {
 			for i := range work {
-				results[i] = checkKey(hashes[keys[i]], h.keys[keys[i]], o.Timeout)
+				timeout := min(o.Timeout, time.Until(deadline))
+				results[i] = checkKey(hashes[keys[i]], h.keys[keys[i]], timeout)
 			}
 		})
 	}
@@ -159,12 +168,16 @@ func checkKey(hash string, kh *keyHistory, timeout time.Duration) keyResult {
 		}
 		ops = append(ops, porcupine.Operation{ClientId: o.process, Input: o.in, Output: o.out, Call: o.call, Return: o.ret})
 	}
+	anomalies(kh, &kr)
+	if timeout <= 0 {
+		kr.verdict = porcupine.Unknown // the budget is spent
+		return kr
+	}
 	m := model.ToModel()
 	kr.verdict = porcupine.CheckOperationsTimeout(m, ops, timeout)
 	if kr.verdict == porcupine.Illegal {
 		kr.violation = violation(hash, m, ops, timeout)
 	}
-	anomalies(kh, &kr)
 	return kr
 }
 

@@ -305,3 +305,19 @@ func TestMalformedLine(t *testing.T) {
 		t.Fatalf("err = %v, want ErrMalformed at line 2", err)
 	}
 }
+
+// TestBudget: once the budget is spent the keys left are undecided, not
+// waited for, and the verdict says so.
+func TestBudget(t *testing.T) {
+	h := history.New()
+	err := h.Add(strings.NewReader(`{"id":1,"ev":"call","op":"claim","key":"k","t":1,"owner":"a","now":1,"until":100}
+{"id":1,"ev":"return","op":"claim","key":"k","t":2,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"a"}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := history.Check(h, history.Options{Budget: time.Nanosecond})
+	if r.TimedOut != 1 || r.Verdict() != "unknown: 1 keys not decided in time" || !r.OK() {
+		t.Fatalf("%s", r.Line())
+	}
+}
