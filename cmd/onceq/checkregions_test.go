@@ -55,12 +55,15 @@ func twoRegions(t *testing.T, replicas bool) (context.Context, *ddb.Client) {
 	return ctx, westClient
 }
 
+// checkLines runs onceq check with ctx (its AWS middleware) and wants its
+// exit code, nothing on stderr, and exactly these lines, each given by
+// its start.
 func checkLines(t *testing.T, ctx context.Context, code int, args []string, lines ...string) {
 	t.Helper()
 	var out, errOut strings.Builder
 	got := run(ctx, append([]string{"check"}, args...), &out, &errOut)
 	outLines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	ok := got == code && len(outLines) == len(lines)
+	ok := got == code && len(outLines) == len(lines) && errOut.String() == ""
 	for i := 0; ok && i < len(lines); i++ {
 		ok = strings.HasPrefix(outLines[i], lines[i])
 	}
