@@ -283,3 +283,27 @@ func TestAuditDynamoDBLocalTTLRemoval(t *testing.T) {
 		t.Fatalf("tombstone %v, %v: want the removed record's owner", out.Item, err)
 	}
 }
+
+// DynamoDB Local numbers stream records across all its tables: once
+// another table is written, the position a quiet shard's iterator holds
+// lies before the shard's first record, and GetRecords says it was
+// trimmed (DynamoDB says so of records older than 24 hours). The auditor
+// reads on from the oldest record the shard holds, where every poll used
+// to fail.
+func TestAuditReadsOnAfterTrimmedPosition(t *testing.T) {
+	r := newAuditRig(t)
+	a := r.newAuditor(t, streamsClient(t, nil))
+	st := newStore(t, r.client, r.table)
+	poll(t, a) // the shard is opened at its end, and is quiet
+	other := recordsTable(t, r.client)
+	for i := range 3 {
+		if _, err := r.client.PutItem(t.Context(), &ddb.PutItemInput{TableName: aws.String(other),
+			Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: strconv.Itoa(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := uniqueKey(t)
+	r.completed(t, st, k, "o", time.Now())
+	r.sweep(t, k)
+	pollUntil(t, a, "the removal archived", func() bool { return r.tombstone(t, k) })
+}
