@@ -22,14 +22,16 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"usage: onceq audit -table NAME -archive NAME [-retention 720h] [-from-start] [-metrics-addr ADDR]",
 		"Reads the idempotency table's stream until interrupted: archives a tombstone for each COMPLETED record",
 		"TTL removed (what a store with WithArchive consults), and logs doubled completions (a key completed by two owners).",
-		"The table needs its stream (onceq create-table -stream) and the archive table (-archive there).",
+		"The table needs its stream (onceq create-table -stream) and the archive table (-archive there), checked at start.",
+		"Its position is kept in the archive table: a restart resumes where the last reader stopped, and only a stream",
+		"never read before starts from now (or from its oldest record with -from-start).",
 		"Endpoint, region and credentials come from the AWS SDK's standard settings (AWS_ENDPOINT_URL_DYNAMODB_STREAMS for the stream).",
 	)
 	table := fs.String("table", "", "idempotency table (required)")
 	archive := fs.String("archive", "", "archive table for tombstones (required)")
 	retention := fs.Duration("retention", 30*24*time.Hour, "how long a tombstone is kept: the window for recognising a late duplicate")
-	fromStart := fs.Bool("from-start", false, "read the stream from its oldest record (up to 24 h back) instead of from now")
-	anyDelete := fs.Bool("any-delete", false, "treat every delete as TTL's (emulators, whose TTL sweeper does not run)")
+	fromStart := fs.Bool("from-start", false, "on a stream never read before, read from its oldest record (up to 24 h back) instead of from now")
+	anyDelete := fs.Bool("any-delete", false, "treat every delete as TTL's (DynamoDB Local, whose TTL deletes carry no identity; deletes by hand in tests)")
 	poll := fs.Duration("poll", time.Second, "wait between reads of a stream read to its end")
 	metricsAddr := fs.String("metrics-addr", "", "serve the trail's metrics (TTL lag, tombstones, doubled completions) for Prometheus on this address, at /metrics")
 	if err := fs.Parse(args); err != nil {

@@ -100,3 +100,28 @@ func TestCreateTableStreamAndAudit(t *testing.T) {
 		t.Errorf("audit without -archive: exit %d, want 2", code)
 	}
 }
+
+// onceq audit checks its archive table before it reads: a missing one is
+// exit 1 at once, naming it (it used to read the stream on, archiving
+// nothing). Its help says what -any-delete is for: DynamoDB Local runs
+// TTL, without the identity AWS gives its deletes.
+func TestAuditChecksArchiveAtStart(t *testing.T) {
+	localAWS(t)
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", testenv.DynamoDBEndpoint(t))
+	table, archive := tableName(t), tableName(t)
+	if code, _, errOut := onceq("create-table", "-table", table, "-stream"); code != 0 {
+		t.Fatalf("create-table: exit %d: %s", code, errOut)
+	}
+	// Bounded, so that a reader that does not check returns (exit 0).
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var out, errOut testenv.LogBuffer
+	code := run(ctx, []string{"audit", "-table", table, "-archive", archive}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "archive table "+archive) || ctx.Err() != nil {
+		t.Fatalf("audit with a missing archive: exit %d (context %v), stderr %q; want exit 1 at once, naming the archive", code, ctx.Err(), errOut.String())
+	}
+	_, _, help := onceq("audit", "-h")
+	if !strings.Contains(help, "DynamoDB Local") || strings.Contains(help, "does not run") {
+		t.Errorf("audit help on -any-delete: %s", help)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -96,11 +98,12 @@ type checkFlags struct {
 	topic, dlqTopic  string
 	maxAttempts      int
 	leaseTTL         time.Duration
+	regions          string
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq check", stderr,
-		"usage: onceq check [-table NAME [-tenant-layout]] [-sqs-queue-url URL [-sqs-dlq-url URL]]",
+		"usage: onceq check [-table NAME [-tenant-layout] [-regions R1,R2]] [-sqs-queue-url URL [-sqs-dlq-url URL]]",
 		"                   [-kafka-brokers HOST:PORT,... -kafka-topic T -kafka-dlq-topic D] [-max-attempts 5] [-lease-ttl 60s]",
 		"Runs the checks a worker runs at start and prints one line per check: ok, WARN or FAIL with the reason.",
 		"Exit 1 when a check fails, 0 otherwise. AWS endpoint, region and credentials come from the SDK's standard settings.",
@@ -108,6 +111,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var f checkFlags
 	fs.StringVar(&f.table, "table", "", "idempotency table: exists, ACTIVE, key schema of the layout, readable; TTL on expires_at")
 	fs.BoolVar(&f.tenant, "tenant-layout", false, "the table uses the tenant layout (created with -tenant-layout)")
+	fs.StringVar(&f.regions, "regions", "", "comma-separated regions to check the table in (default: every replica region of a Global Table, else the configured region)")
 	fs.StringVar(&f.queueURL, "sqs-queue-url", "", "SQS queue: reachable, has a dead-letter queue, redrive policy fits the worker")
 	fs.StringVar(&f.dlqURL, "sqs-dlq-url", "", "the worker's SQS dead-letter queue (default: the queue's redrive policy)")
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers")
@@ -124,6 +128,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
 	case f.dlqURL != "" && f.queueURL == "":
 		problem = "-sqs-dlq-url needs -sqs-queue-url"
+	case f.regions != "" && f.table == "":
+		problem = "-regions needs -table"
 	case f.table == "" && f.queueURL == "" && f.topic == "":
 		problem = "nothing to check: give -table, -sqs-queue-url or -kafka-topic"
 	case f.topic != "" && len(brokerList(f.brokers)) == 0:
@@ -155,11 +161,46 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 func checkTable(ctx context.Context, r *checkReport, f checkFlags) {
 	subject := "table " + f.table
-	client, err := dynamoClient(ctx)
+	cfg, err := awsConfig(ctx)
 	if err != nil {
 		r.fail(subject, "%v", err)
 		return
 	}
+	regions := brokerList(f.regions)
+	if len(regions) == 0 {
+		regions = replicaRegions(ctx, cfg, f.table)
+	}
+	if len(regions) <= 1 && (len(regions) == 0 || regions[0] == cfg.Region) {
+		checkTableIn(ctx, r, f, ddb.NewFromConfig(cfg), subject)
+		return
+	}
+	// A Global Table: every region's replica is checked, as a worker
+	// with WithRegionalClients would use each.
+	for _, region := range regions {
+		c := cfg.Copy()
+		c.Region = region
+		checkTableIn(ctx, r, f, ddb.NewFromConfig(c), fmt.Sprintf("%s (region %s)", subject, region))
+	}
+}
+
+// replicaRegions lists the regions of table's replicas when it is a
+// Global Table (none otherwise, or when it cannot be described: the
+// table's own check then says why).
+func replicaRegions(ctx context.Context, cfg aws.Config, table string) []string {
+	out, err := ddb.NewFromConfig(cfg).DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil || out.Table == nil {
+		return nil
+	}
+	var regions []string
+	for _, r := range out.Table.Replicas {
+		if name := aws.ToString(r.RegionName); name != "" {
+			regions = append(regions, name)
+		}
+	}
+	return regions
+}
+
+func checkTableIn(ctx context.Context, r *checkReport, f checkFlags, client *ddb.Client, subject string) {
 	logger, flush := r.warnings(subject)
 	defer flush()
 	store, err := openStore(client, f.table, f.tenant, dynamostore.WithLogger(logger))

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,16 +21,7 @@ import (
 // lines, each given by its start.
 func checkSays(t *testing.T, code int, args []string, lines ...string) {
 	t.Helper()
-	got, out, errOut := onceq(append([]string{"check"}, args...)...)
-	outLines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	ok := got == code && len(outLines) == len(lines) && errOut == ""
-	for i := 0; ok && i < len(lines); i++ {
-		ok = strings.HasPrefix(outLines[i], lines[i])
-	}
-	if !ok {
-		t.Fatalf("onceq check %v: exit %d, stderr %q, stdout:\n%s\nwant exit %d and lines starting\n%s",
-			args, got, errOut, out, code, strings.Join(lines, "\n"))
-	}
+	checkLines(t, context.Background(), code, args, lines...)
 }
 
 func TestCheckTable(t *testing.T) {

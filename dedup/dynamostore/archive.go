@@ -24,13 +24,19 @@ const (
 	attrArchived = "archived"
 )
 
-// WithArchive makes a claim that finds no record (or only an expired
-// COMPLETED one) consult archive, the table of tombstones an Auditor
-// writes for COMPLETED records that TTL removed. A tombstone makes the
-// message a duplicate: the claim returns its record COMPLETED with no
-// response and dedup.Claim.Archived set, and no handler runs. Cost: one
-// eventually consistent GetItem (0.5 read unit) per new key, and one
-// UpdateItem (1 write unit) per late duplicate found. Off by default.
+// WithArchive makes a claim that finds no record consult archive, the
+// table of tombstones an Auditor writes for COMPLETED records that TTL
+// removed. A tombstone makes the message a duplicate: the claim returns
+// its record COMPLETED with no response and dedup.Claim.Archived set, and
+// no handler runs. A claim that finds a COMPLETED record past its
+// expires_at (the consumer's Retention) that TTL has not removed yet
+// answers it the same way without reading the archive: the record is its
+// own evidence. So with the archive a key completed once stays a
+// duplicate past Retention, until its tombstone expires. Both are counted
+// as onceq.dynamodb.ttl_delete_before_retry, by onceq.archive.evidence
+// (tombstone, expired_record). Cost: one eventually consistent GetItem
+// (0.5 read unit) per new key, and one UpdateItem (1 write unit) per late
+// duplicate found. Off by default.
 //
 // The archive covers completions removed more than a stream's delay ago
 // (typically a second): a late duplicate arriving between the TTL delete
@@ -108,9 +114,15 @@ func (s *Store) fromArchive(ctx context.Context, c dedup.Claim, a claimArgs, pre
 		}
 		return dedup.Claim{}, err
 	}
-	s.tel.lateDuplicate(ctx)
-	s.log.InfoContext(ctx, "dynamostore: a key completed before and removed by TTL came again: answered as a duplicate from the archive",
-		"key_hash", dedup.KeyHash(a.key))
+	if previous == nil {
+		s.tel.lateDuplicate(ctx, evidenceTombstone)
+		s.log.InfoContext(ctx, "dynamostore: a key completed before and removed by TTL came again: answered as a duplicate from the archive",
+			"key_hash", dedup.KeyHash(a.key))
+	} else {
+		s.tel.lateDuplicate(ctx, evidenceExpiredRecord)
+		s.log.InfoContext(ctx, "dynamostore: a key whose COMPLETED record had expired, and that TTL had not deleted yet, came again: answered as a duplicate",
+			"key_hash", dedup.KeyHash(a.key))
+	}
 	return dedup.Claim{Archived: true, Existing: dedup.Record{
 		Key: a.key, Status: dedup.StatusCompleted, Version: c.Lease.Version + 1, Owner: a.owner,
 		PayloadHash: a.payloadHash, Attempts: c.Attempt, CreatedAt: time.Unix(floorUnix(a.now), 0), ExpiresAt: time.Unix(a.expires, 0),
@@ -135,7 +147,7 @@ func (s *Store) archiveClaimComplete(ctx context.Context, a claimArgs) (dedup.Cl
 		ph = a.payloadHash
 	}
 	exp, _ := getN(item, attrExpires, false, 0, maxEpoch)
-	s.tel.lateDuplicate(ctx)
+	s.tel.lateDuplicate(ctx, evidenceTombstone)
 	return dedup.Claim{Archived: true, Existing: dedup.Record{
 		Key: a.key, Status: dedup.StatusCompleted, Owner: owner, PayloadHash: ph, ExpiresAt: time.Unix(exp, 0),
 	}}, true, nil

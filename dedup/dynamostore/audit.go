@@ -43,9 +43,11 @@ var ErrNoStream = errors.New("dynamostore: the records table has no stream (crea
 //     tombstone of another owner's completion is archived. Counted as
 //     onceq.dynamodb.doubled_completions and logged (WARN, key hash).
 //
-// Run reads the stream beside a worker; ApplyStreamRecords does the same
-// work for a Lambda function subscribed to the stream. An Auditor is safe
-// for concurrent use, but one stream wants one reader.
+// Run reads the stream beside a worker, keeping its position in the
+// archive table so that a restart resumes where it stopped (see Poll);
+// ApplyStreamRecords does the same work for a Lambda function subscribed
+// to the stream, whose position Lambda keeps. An Auditor is safe for
+// concurrent use, but one stream wants one reader.
 type Auditor struct {
 	db        *ddb.Client
 	streams   *dynamodbstreams.Client
@@ -68,6 +70,12 @@ type Auditor struct {
 	arn    string
 	// discovered: the stream's shards were listed once.
 	discovered bool
+	// tenantArchive: the tables have the tenant layout's key schema.
+	tenantArchive bool
+	// listedAt: when the shards were last listed; relist: a shard closed
+	// since, so its children are to be found.
+	listedAt time.Time
+	relist   bool
 }
 
 // shardPos is where the reading of a shard stands.
@@ -106,15 +114,18 @@ func ArchiveRetention(d time.Duration) AuditOption {
 
 // AnyDeleteIsTTL treats every delete as TTL's, where by default only a
 // delete by DynamoDB's TTL sweeper (userIdentity type Service, principal
-// dynamodb.amazonaws.com) counts: for tests and emulators, whose sweeper
-// is a hand-made delete.
+// dynamodb.amazonaws.com) counts: for DynamoDB Local, whose TTL sweeper
+// runs but marks its deletes with no userIdentity (and an event name of
+// its own, read as a removal), and for tests that delete by hand.
 func AnyDeleteIsTTL() AuditOption {
 	return auditOptionFunc(func(c *auditConfig) { c.anyDelete = true })
 }
 
 // FromStreamStart makes Run read each shard from its oldest record
-// (TRIM_HORIZON, up to 24 hours back) instead of from now (LATEST). The
-// trail's writes are idempotent, so records read twice only count twice.
+// (TRIM_HORIZON, up to 24 hours back) instead of from now (LATEST), when
+// no reader has left a checkpoint of this stream in the archive table
+// (with one, Run resumes from it either way). The trail's writes are
+// idempotent, so records read twice only count twice.
 func FromStreamStart() AuditOption {
 	return auditOptionFunc(func(c *auditConfig) { c.fromStart = true })
 }
@@ -208,6 +219,17 @@ func (a *Auditor) Run(ctx context.Context) error {
 
 // Poll reads every shard of the stream up to its present end once, and
 // applies what it read. Run calls it in a loop.
+//
+// The first Poll checks the tables (the records table has a stream; the
+// archive exists with the records table's key schema, else an
+// *ArchiveTableError) and reads the checkpoint the last reader of the
+// stream left in the archive table: each shard is read on from the last
+// record applied, a shard that opened meanwhile from its start. Only a
+// stream no reader has checkpointed is read from its end (or from its
+// start, FromStreamStart). After each page of records a shard's position
+// is saved, so a restart reapplies at most one page per shard (harmless:
+// the trail's writes are idempotent; such records are counted twice).
+// The stream's shards are listed when a shard closes, and once a minute.
 func (a *Auditor) Poll(ctx context.Context) error {
 	if a.streams == nil {
 		return fmt.Errorf("dynamostore: %w: auditor of %s has no streams client", ErrInvalidConfig, a.table)
@@ -215,22 +237,14 @@ func (a *Auditor) Poll(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.arn == "" {
-		var desc *ddb.DescribeTableOutput
-		err := a.policy.Do(ctx, func(ctx context.Context) error {
-			var err error
-			desc, err = a.db.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(a.table)})
+		if err := a.checkTables(ctx); err != nil {
 			return err
-		}, nil)
-		if err != nil {
-			return fmt.Errorf("dynamostore: table %s: %w", a.table, err)
 		}
-		if desc.Table.LatestStreamArn == nil {
-			return fmt.Errorf("%w: table %s", ErrNoStream, a.table)
-		}
-		a.arn = *desc.Table.LatestStreamArn
 	}
-	if err := a.discover(ctx); err != nil {
-		return err
+	if !a.discovered || a.relist || len(a.shards) == 0 || time.Since(a.listedAt) >= describeEvery {
+		if err := a.discover(ctx); err != nil {
+			return err
+		}
 	}
 	ids := make([]string, 0, len(a.shards))
 	for id := range a.shards {
@@ -264,24 +278,59 @@ func (a *Auditor) discover(ctx context.Context) error {
 			break
 		}
 	}
+	a.listedAt, a.relist = time.Now(), false
 	known := make(map[string]bool, len(shards))
 	for _, s := range shards {
 		known[aws.ToString(s.ShardId)] = true
 	}
-	// From now (not FromStreamStart): the first round skips closed shards
-	// and reads open ones from their end; shards that open later are read
-	// from their start.
+	// A shard no longer listed was trimmed (24 hours after it closed): no
+	// child waits for it any more, so it is forgotten and the map stays
+	// as small as the stream.
+	for id := range a.done {
+		if !known[id] {
+			delete(a.done, id)
+		}
+	}
 	first := !a.discovered
+	var saved map[string]checkpoint
+	resumed := false
+	if first {
+		var err error
+		if saved, resumed, err = a.loadCheckpoints(ctx, shards); err != nil {
+			return err
+		}
+		if resumed {
+			a.log.InfoContext(ctx, "dynamostore: audit: resuming from the checkpoint in the archive table", "table", a.table, "archive", *a.archive)
+		}
+	}
 	a.discovered = true
+	// From now (a stream never checkpointed, not FromStreamStart): the
+	// first round skips closed shards and reads open ones from their end;
+	// shards that open later, or whose position is not saved when
+	// resuming, are read from their start.
+	fromNow := first && !resumed && !a.fromStart
+	var skipped []string
 	for _, s := range shards {
 		id, parent := aws.ToString(s.ShardId), aws.ToString(s.ParentShardId)
 		if a.done[id] || a.shards[id] != nil {
 			continue
 		}
+		if cp, ok := saved[id]; ok && cp.done {
+			a.done[id] = true
+			continue
+		} else if ok && cp.seq != "" {
+			pos, err := a.resume(ctx, id, cp.seq)
+			if err != nil {
+				return err
+			}
+			a.shards[id] = pos
+			continue
+		}
 		it := stypes.ShardIteratorTypeTrimHorizon
-		if first && !a.fromStart {
+		if fromNow {
 			if r := s.SequenceNumberRange; r != nil && r.EndingSequenceNumber != nil {
 				a.done[id] = true
+				skipped = append(skipped, id)
 				continue
 			}
 			it = stypes.ShardIteratorTypeLatest
@@ -294,18 +343,59 @@ func (a *Auditor) discover(ctx context.Context) error {
 		}
 		a.shards[id] = &shardPos{iter: iter}
 	}
+	if first && !resumed {
+		// Closed shards passed over stay passed over after a restart.
+		for _, id := range skipped {
+			if err := a.saveCheckpoint(ctx, id, checkpoint{done: true}); err != nil {
+				return err
+			}
+		}
+		if err := a.saveCheckpoint(ctx, "", checkpoint{}); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// resume opens shard after seq, the last record applied (before a
+// restart, or before an iterator expired); from the shard's start when
+// there is none, or when that record was trimmed meanwhile (the reader
+// was down longer than the stream keeps records), then with a warning.
+func (a *Auditor) resume(ctx context.Context, shard, seq string) (*shardPos, error) {
+	if seq == "" {
+		iter, err := a.iterator(ctx, shard, stypes.ShardIteratorTypeTrimHorizon, nil)
+		return &shardPos{iter: iter}, err
+	}
+	iter, err := a.iterator(ctx, shard, stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(seq))
+	var trimmed *stypes.TrimmedDataAccessException
+	if errors.As(err, &trimmed) {
+		a.log.WarnContext(ctx, "dynamostore: audit: the stream no longer holds the records after the last one read: removals made meanwhile may be missing from the archive",
+			"table", a.table, "shard", shard)
+		iter, err = a.iterator(ctx, shard, stypes.ShardIteratorTypeTrimHorizon, nil)
+		seq = ""
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &shardPos{iter: iter, last: seq}, nil
 }
 
 func (a *Auditor) iterator(ctx context.Context, shard string, it stypes.ShardIteratorType, after *string) (string, error) {
 	var out *dynamodbstreams.GetShardIteratorOutput
+	var trimmed error
 	err := a.policy.Do(ctx, func(ctx context.Context) error {
 		var err error
 		out, err = a.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
 			StreamArn: aws.String(a.arn), ShardId: aws.String(shard), ShardIteratorType: it, SequenceNumber: after,
 		})
+		if errors.As(err, new(*stypes.TrimmedDataAccessException)) {
+			trimmed, err = err, nil // final: the caller decides
+		}
 		return err
 	}, nil)
+	if err == nil && trimmed != nil {
+		err = trimmed
+	}
 	if err != nil {
 		return "", fmt.Errorf("dynamostore: stream of table %s, shard iterator: %w", a.table, err)
 	}
@@ -319,21 +409,45 @@ const maxPages = 64
 func (a *Auditor) readShard(ctx context.Context, id string, pos *shardPos) error {
 	for range maxPages {
 		var out *dynamodbstreams.GetRecordsOutput
+		var expired, trimmed bool
 		err := a.policy.Do(ctx, func(ctx context.Context) error {
 			var err error
 			out, err = a.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(pos.iter)})
+			// Final for this iterator, which would fail again.
+			expired = errors.As(err, new(*stypes.ExpiredIteratorException))
+			trimmed = errors.As(err, new(*stypes.TrimmedDataAccessException))
+			if expired || trimmed {
+				err = nil
+			}
 			return err
 		}, nil)
-		var expired *stypes.ExpiredIteratorException
-		if errors.As(err, &expired) && pos.last != "" {
-			// Iterators live 15 minutes: start again after the last record.
-			if pos.iter, err = a.iterator(ctx, id, stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(pos.last)); err != nil {
+		switch {
+		case err != nil:
+			return fmt.Errorf("dynamostore: stream of table %s, shard records: %w", a.table, err)
+		case expired:
+			// An iterator lives 15 minutes, a quiet shard's too: start
+			// again after the last record applied or, before any, from
+			// the shard's start (what was read is read again, harmlessly,
+			// rather than what came meanwhile being missed).
+			np, err := a.resume(ctx, id, pos.last)
+			if err != nil {
+				return err
+			}
+			*pos = *np
+			continue
+		case trimmed:
+			// The iterator points at records the stream no longer holds
+			// (older than 24 hours; DynamoDB Local also says so of a
+			// position before a shard's first record): read from the
+			// oldest one it holds.
+			if pos.last != "" {
+				a.log.WarnContext(ctx, "dynamostore: audit: the stream no longer holds the records after the last one read: removals made meanwhile may be missing from the archive",
+					"table", a.table, "shard", id)
+			}
+			if pos.iter, err = a.iterator(ctx, id, stypes.ShardIteratorTypeTrimHorizon, nil); err != nil {
 				return err
 			}
 			continue
-		}
-		if err != nil {
-			return fmt.Errorf("dynamostore: stream of table %s, shard records: %w", a.table, err)
 		}
 		for _, r := range out.Records {
 			if err := a.apply(ctx, fromStream(r)); err != nil {
@@ -344,9 +458,18 @@ func (a *Auditor) readShard(ctx context.Context, id string, pos *shardPos) error
 			}
 		}
 		if out.NextShardIterator == nil {
+			if err := a.saveCheckpoint(ctx, id, checkpoint{seq: pos.last, done: true}); err != nil {
+				return err
+			}
 			a.done[id] = true // closed and read: its children may start
+			a.relist = true
 			delete(a.shards, id)
 			return nil
+		}
+		if len(out.Records) > 0 && pos.last != "" {
+			if err := a.saveCheckpoint(ctx, id, checkpoint{seq: pos.last}); err != nil {
+				return err
+			}
 		}
 		pos.iter = *out.NextShardIterator
 		if len(out.Records) == 0 {
@@ -469,6 +592,16 @@ func fromStream(r stypes.Record) change {
 	if d := r.Dynamodb; d != nil {
 		c.at = aws.ToTime(d.ApproximateCreationDateTime)
 		c.keys, c.old, c.image = streamImage(d.Keys), streamImage(d.OldImage), streamImage(d.NewImage)
+	}
+	switch r.EventName {
+	case stypes.OperationTypeInsert, stypes.OperationTypeModify, stypes.OperationTypeRemove:
+	default:
+		// DynamoDB Local 3.x names its TTL sweeper's deletes with a name
+		// the SDK does not know (and no userIdentity): a record with an
+		// old image and no new one is a removal, whatever it is called.
+		if c.old != nil && c.image == nil {
+			c.event = string(stypes.OperationTypeRemove)
+		}
 	}
 	return c
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/goleak"
 
@@ -97,8 +98,8 @@ func (r *auditRig) until(t *testing.T, what string, cond func() bool) {
 	})
 }
 
-func (r *auditRig) counter(t *testing.T, name string) int64 {
-	return metrictest.Counter(t, r.reader, name)
+func (r *auditRig) counter(t *testing.T, name string, want ...attribute.KeyValue) int64 {
+	return metrictest.Counter(t, r.reader, name, want...)
 }
 
 // lag is how many TTL lags the histogram holds, and their sum.
@@ -128,8 +129,8 @@ func TestAuditLateDuplicateAnsweredFromArchive(t *testing.T) {
 	if c.Acquired || !c.Archived || c.Existing.Status != dedup.StatusCompleted || len(c.Existing.Response) != 0 {
 		t.Fatalf("late duplicate with the archive: %+v, want not acquired, Archived, COMPLETED without response", c)
 	}
-	if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry"); n != 1 {
-		t.Errorf("ttl_delete_before_retry %d, want 1", n)
+	if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry", attribute.String("onceq.archive.evidence", "tombstone")); n != 1 {
+		t.Errorf("ttl_delete_before_retry{evidence=tombstone} %d, want 1", n)
 	}
 	// A second late copy finds the record the first left: still a duplicate.
 	if c := mustClaim(t, with, dedup.ClaimRequest{Key: kWith, PayloadHash: "h", Owner: "later", Now: later, LeaseUntil: later.Add(30 * time.Second)}); c.Acquired {
@@ -150,10 +151,13 @@ func TestAuditLateDuplicateAnsweredFromArchive(t *testing.T) {
 }
 
 // An expired COMPLETED record still present (TTL lagging) is a duplicate
-// with the archive option, without a tombstone.
+// with the archive option, without a tombstone: counted with
+// onceq.archive.evidence=expired_record (a tombstone's answer is
+// evidence=tombstone) and logged as such, not as a record TTL removed.
 func TestArchiveExpiredCompletedIsDuplicate(t *testing.T) {
 	r := newAuditRig(t)
-	st := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.WithoutClockCheck())
+	st := newStore(t, r.client, r.table, dynamostore.WithArchive(r.archive), dynamostore.WithMeterProvider(r.mp), dynamostore.WithoutClockCheck(),
+		dynamostore.WithLogger(r.logs.Logger(slog.LevelInfo)))
 	now := time.Now().Truncate(time.Second)
 	k := uniqueKey(t)
 	r.completed(t, st, k, "first", now)
@@ -162,8 +166,14 @@ func TestArchiveExpiredCompletedIsDuplicate(t *testing.T) {
 	if c.Acquired || !c.Archived {
 		t.Fatalf("claim of an expired COMPLETED record: %+v, want a duplicate", c)
 	}
-	if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry"); n != 1 {
-		t.Errorf("ttl_delete_before_retry %d, want 1", n)
+	if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry", attribute.String("onceq.archive.evidence", "expired_record")); n != 1 {
+		t.Errorf("ttl_delete_before_retry{evidence=expired_record} %d, want 1", n)
+	}
+	if n := r.counter(t, "onceq.dynamodb.ttl_delete_before_retry", attribute.String("onceq.archive.evidence", "tombstone")); n != 0 {
+		t.Errorf("ttl_delete_before_retry{evidence=tombstone} %d, want 0: nothing was removed", n)
+	}
+	if logs := r.logs.String(); strings.Contains(logs, "removed by TTL") || !strings.Contains(logs, "expired") {
+		t.Errorf("log of the duplicate: %s; want it to say the record expired, not that TTL removed it", logs)
 	}
 }
 

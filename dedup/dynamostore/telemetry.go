@@ -22,6 +22,7 @@ const (
 	attrOperation    = attribute.Key("onceq.dynamodb.operation")
 	attrThrottle     = attribute.Key("onceq.throttle")
 	attrRetryClass   = attribute.Key("onceq.retry.class")
+	attrEvidence     = attribute.Key("onceq.archive.evidence")
 )
 
 // codeUnknown stands for an error DynamoDB gave no code to (a reset
@@ -70,7 +71,7 @@ func newTelemetry(mp metric.MeterProvider, clock *clockOffset) (*telemetry, erro
 		return nil, err
 	}
 	if t.lateDups, err = m.Int64Counter("onceq.dynamodb.ttl_delete_before_retry",
-		metric.WithDescription("Claims of a key whose COMPLETED record TTL had removed, answered as duplicates from the archive (WithArchive); the design pattern's dynamo_ttl_delete_before_retry_total.")); err != nil {
+		metric.WithDescription("Claims answered as late duplicates with WithArchive, by onceq.archive.evidence: tombstone (the COMPLETED record was removed by TTL and archived) or expired_record (it had expired and TTL had not removed it yet); the design pattern's dynamo_ttl_delete_before_retry_total.")); err != nil {
 		return nil, err
 	}
 	if _, err = m.Float64ObservableGauge("onceq.dynamodb.clock_offset",
@@ -139,5 +140,16 @@ func (t *telemetry) retry(ctx context.Context, op, code string, class retry.Clas
 	})...)
 }
 
-// lateDuplicate counts a claim answered from the archive.
-func (t *telemetry) lateDuplicate(ctx context.Context) { t.lateDups.Add(ctx, 1) }
+// What a late duplicate was recognised by (WithArchive): a tombstone in
+// the archive, or the expired COMPLETED record itself, which TTL had not
+// removed yet.
+const (
+	evidenceTombstone     = "tombstone"
+	evidenceExpiredRecord = "expired_record"
+)
+
+// lateDuplicate counts a claim answered as a duplicate by WithArchive,
+// with its evidence.
+func (t *telemetry) lateDuplicate(ctx context.Context, evidence string) {
+	t.lateDups.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrEvidence.String(evidence))))
+}
