@@ -23,6 +23,16 @@
 // it. An Exec with MustAffect that changes no row, a Func that returns
 // ErrRejected, or a write that breaks an integrity constraint (a unique
 // key, a check) cancels the whole commit with a *dedup.BusinessConditionError.
+// An Exec is one statement, sent by the extended protocol, which refuses
+// several ("ROLLBACK; INSERT …" is an error and nothing commits). A write
+// that ends the transaction itself (COMMIT, ROLLBACK) stops the rest, and
+// the call returns a *TxEndedError saying whether COMPLETED was committed.
+// The Store names the records table with its schema, found on its first
+// call, so a write's SET search_path, which outlives the transaction on a
+// pooled connection, never sends the Store to another schema's table.
+// Writes see this key's record as COMPLETED (their own transaction's
+// update, its row locked until commit); they may read or change the
+// records table as the role may, and should leave it alone.
 //
 // Expiry: PostgreSQL has no TTL. An expired row counts as absent for
 // claims, so correctness never waits for its deletion; to bound the table,

@@ -69,3 +69,32 @@ func classOf(err error) retry.Class {
 	}
 	return retry.Transient
 }
+
+// ErrTxEnded: a business write ended the transaction it was given (a COMMIT
+// or ROLLBACK of its own), so its writes and COMPLETED can no longer commit
+// as one. The error is a *TxEndedError.
+var ErrTxEnded = errors.New("pgstore: a business write ended the transaction")
+
+// TxEndedError says which write ended the transaction and what that left
+// stored. The handler's SQL is at fault, for every message it handles: the
+// retry class is Misconfigured.
+type TxEndedError struct {
+	Index int // the write, in the request's Writes
+	// Committed: the transaction was committed, COMPLETED with it (and the
+	// writes before Index); the writes after Index never ran. Otherwise
+	// nothing of the transaction is stored.
+	Committed bool
+}
+
+func (e *TxEndedError) Error() string {
+	if e.Committed {
+		return fmt.Sprintf("%v: write %d committed it, COMPLETED and the writes before it are stored, the writes after it never ran", ErrTxEnded, e.Index)
+	}
+	return fmt.Sprintf("%v: write %d rolled it back, nothing of the transaction is stored", ErrTxEnded, e.Index)
+}
+
+// Is makes errors.Is(err, ErrTxEnded) true.
+func (e *TxEndedError) Is(target error) bool { return target == ErrTxEnded }
+
+// RetryClass: the handler's SQL does it again on every try.
+func (e *TxEndedError) RetryClass() retry.Class { return retry.Misconfigured }

@@ -166,6 +166,10 @@ func TestClaimStatements(t *testing.T) {
 	db := &countingDB{DB: p}
 	s := pgstore.New(db, recordsTable(t, p))
 	ctx := testCtx(t)
+	// Check finds the table's schema, once, before the first claim.
+	if err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Now().Truncate(time.Second)
 	claim := func(owner string, now time.Time, wantStatements int) dedup.Claim {
 		t.Helper()

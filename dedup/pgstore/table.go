@@ -52,7 +52,11 @@ func lastPart(table string) string {
 // before, oldest first, and returns how many. Rows another transaction
 // holds are skipped, so concurrent cleaners do not queue on each other.
 func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.db.Exec(ctx, s.deleteSQL, before, limit)
+	st, err := s.sql(ctx)
+	if err != nil {
+		return 0, s.wrap("cleanup", err)
+	}
+	tag, err := s.db.Exec(ctx, st.deleteSQL, before, limit)
 	if err != nil {
 		return 0, s.wrap("cleanup", err)
 	}
