@@ -11,6 +11,12 @@
 // times compared are the callers' (the request's Now), never the
 // server's clock.
 //
+// Table names: each part of a (possibly schema-qualified) name must fit in
+// the 63 bytes PostgreSQL keeps of an identifier; it would cut a longer one,
+// and two names that share their first 63 bytes would be one table. Such a
+// name, an empty part or a NUL byte is refused by CreateTable and every
+// call of the Store with a *TableNameError.
+//
 // Keys are opaque bytes of any length: a key of up to 1024 bytes is stored
 // as it is (bytea, one tag byte before it), a longer one as its SHA-256
 // under another tag, so the two forms never meet and the primary key's

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -98,3 +99,27 @@ func (e *TxEndedError) Is(target error) bool { return target == ErrTxEnded }
 
 // RetryClass: the handler's SQL does it again on every try.
 func (e *TxEndedError) RetryClass() retry.Class { return retry.Misconfigured }
+
+// ErrInvalidConfig wraps every configuration error of the package. It is
+// the ErrInvalidConfig of every onceq package: errors.Is with any of them
+// matches.
+var ErrInvalidConfig = configerr.ErrInvalidConfig
+
+// TableNameError: a records table name PostgreSQL would not keep as given
+// (it cuts an identifier to its first 63 bytes, so two longer names that
+// share them are one table). Every call of a Store over it returns it, as
+// CreateTable does.
+type TableNameError struct {
+	Table  string // as given
+	Reason string
+}
+
+func (e *TableNameError) Error() string {
+	return fmt.Sprintf("pgstore: %v: table %q: %s", ErrInvalidConfig, e.Table, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *TableNameError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// RetryClass: the name is wrong for every call.
+func (e *TableNameError) RetryClass() retry.Class { return retry.Misconfigured }

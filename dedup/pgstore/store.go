@@ -41,6 +41,8 @@ type Store struct {
 	// business write sets on a pooled connection cannot send them to
 	// another schema's table.
 	stmts atomic.Pointer[statements]
+	// nameErr refuses a table name PostgreSQL would not keep as given.
+	nameErr error
 }
 
 // statements are the Store's SQL, for one schema-qualified table.
@@ -55,12 +57,35 @@ func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{Cl
 
 // New returns a Store over table (DefaultTable when ""), which may be
 // schema-qualified ("app.onceq_records"). It does not touch the server:
-// call Check before the first claim (the consumer does).
+// call Check before the first claim (the consumer does). A name whose
+// parts are empty, hold a NUL byte or are longer than PostgreSQL keeps (63
+// bytes; it would cut them, and two names that share their start would be
+// one table) makes every call return a *TableNameError.
 func New(db DB, table string) *Store {
 	if table == "" {
 		table = DefaultTable
 	}
-	return &Store{db: db, table: table}
+	return &Store{db: db, table: table, nameErr: checkName(table)}
+}
+
+// maxIdentifier is the longest identifier PostgreSQL keeps, in bytes
+// (NAMEDATALEN - 1); it cuts a longer one to that many.
+const maxIdentifier = 63
+
+// checkName refuses a table name that would not name, as given, the
+// table PostgreSQL uses.
+func checkName(table string) error {
+	for part := range strings.SplitSeq(table, ".") {
+		switch {
+		case part == "":
+			return &TableNameError{Table: table, Reason: "an empty part (want table or schema.table)"}
+		case strings.IndexByte(part, 0) >= 0:
+			return &TableNameError{Table: table, Reason: "a NUL byte"}
+		case len(part) > maxIdentifier:
+			return &TableNameError{Table: table, Reason: fmt.Sprintf("a part of %d bytes; PostgreSQL keeps the first %d, so longer names that share them are one table", len(part), maxIdentifier)}
+		}
+	}
+	return nil
 }
 
 // resolveSQL is the table's schema-qualified name, quoted, or no row when
@@ -75,6 +100,9 @@ const resolveSQL = `SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalo
 func (s *Store) sql(ctx context.Context) (*statements, error) {
 	if st := s.stmts.Load(); st != nil {
 		return st, nil
+	}
+	if s.nameErr != nil {
+		return nil, s.nameErr
 	}
 	var q string
 	err := s.db.QueryRow(ctx, resolveSQL, quote(s.table)).Scan(&q)

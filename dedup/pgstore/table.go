@@ -20,6 +20,9 @@ import (
 //	expires_at   timestamptz        -- indexed, for Cleanup
 func CreateTable(ctx context.Context, db DB, table string) error {
 	s := New(db, table)
+	if s.nameErr != nil {
+		return s.wrap("create-table", s.nameErr)
+	}
 	q := quote(s.table)
 	// The index is named after the table's last part, in the table's schema.
 	idx := quote(lastPart(s.table) + "_expires_at_idx")
