@@ -40,6 +40,12 @@
 // update, its row locked until commit); they may read or change the
 // records table as the role may, and should leave it alone.
 //
+// Corrupt records: a row that is not a record the Store writes (a status
+// outside the four, a version below 1, negative attempts, a NULL column, a
+// time Go cannot hold) is refused by Claim, ClaimComplete and Get with a
+// *dedup.CorruptRecordError (retry class Permanent), expired or not: a
+// claim never takes one over.
+//
 // Expiry: PostgreSQL has no TTL. An expired row counts as absent for
 // claims, so correctness never waits for its deletion; to bound the table,
 // run Cleanup in a goroutine (or DeleteExpired from a scheduled job). Each

@@ -141,6 +141,9 @@ func newStatements(q string) *statements {
 		attempts = CASE WHEN r.status = 'COMPLETED' THEN 0 ELSE r.attempts END,
 		last_error = '', created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
 	WHERE r.expires_at < CASE WHEN r.status = 'PENDING' THEN $8::timestamptz ELSE $6::timestamptz END
+		-- A corrupt record is never taken over (its counts would carry
+		-- on): the claim reads it and refuses it.
+		AND r.status IN ('PENDING', 'COMPLETED', 'FAILED', 'DEAD_LETTER') AND r.version >= 1 AND r.attempts >= 0
 	RETURNING r.version, r.attempts
 )
 SELECT won.version, won.attempts, old.status, old.version, old.owner, old.payload_hash, old.response,
@@ -251,9 +254,12 @@ func (s *Store) take(ctx context.Context, st *statements, q querier, id []byte, 
 		Scan(&wonVersion, &wonAttempts, &old.status, &old.version, &old.owner, &old.payloadHash, &old.response,
 			&old.attempts, &old.lastError, &old.createdAt, &old.expiresAt)
 	if err != nil {
+		return dedup.Claim{}, false, scanned(key, err)
+	}
+	prev, err := old.record(key)
+	if err != nil {
 		return dedup.Claim{}, false, err
 	}
-	prev := old.record(key)
 	if wonVersion != nil {
 		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: *wonVersion},
 			Attempt: *wonAttempts + 1, Previous: prev}, true, nil
@@ -287,13 +293,51 @@ type nullRecord struct {
 	createdAt, expiresAt                  *time.Time
 }
 
-func (n *nullRecord) record(key string) *dedup.Record {
+// record is the record scanned, nil when absent; a row with a NULL where
+// a record has a value is corrupt.
+func (n *nullRecord) record(key string) (*dedup.Record, error) {
 	if n.status == nil {
-		return nil
+		return nil, nil
 	}
-	return &dedup.Record{Key: key, Status: dedup.Status(*n.status), Version: *n.version, Owner: *n.owner,
+	if n.version == nil || n.owner == nil || n.payloadHash == nil || n.attempts == nil || n.lastError == nil ||
+		n.createdAt == nil || n.expiresAt == nil {
+		return nil, corrupt(key, errors.New("a NULL column"))
+	}
+	r := &dedup.Record{Key: key, Status: dedup.Status(*n.status), Version: *n.version, Owner: *n.owner,
 		PayloadHash: *n.payloadHash, Response: n.response, Attempts: *n.attempts, LastError: *n.lastError,
 		CreatedAt: *n.createdAt, ExpiresAt: *n.expiresAt}
+	return r, valid(r)
+}
+
+// valid refuses a record no Store writes: a status outside the four, a
+// version below 1 (a record's first is 1), a negative attempt count.
+func valid(r *dedup.Record) error {
+	switch r.Status {
+	case dedup.StatusPending, dedup.StatusCompleted, dedup.StatusFailed, dedup.StatusDeadLetter:
+	default:
+		return corrupt(r.Key, fmt.Errorf("status %q", r.Status))
+	}
+	if r.Version < 1 {
+		return corrupt(r.Key, fmt.Errorf("version %d", r.Version))
+	}
+	if r.Attempts < 0 {
+		return corrupt(r.Key, fmt.Errorf("attempts %d", r.Attempts))
+	}
+	return nil
+}
+
+func corrupt(key string, err error) error {
+	return &dedup.CorruptRecordError{KeyHash: dedup.KeyHash(key), Err: fmt.Errorf("pgstore: %w", err)}
+}
+
+// scanned makes a row that does not scan into a record (a NULL, a time
+// Go cannot hold) a corrupt record; other errors pass as they are.
+func scanned(key string, err error) error {
+	var se pgx.ScanArgError
+	if errors.As(err, &se) {
+		return corrupt(key, fmt.Errorf("column %s: %w", se.FieldName, se.Err))
+	}
+	return err
 }
 
 func (s *Store) read(ctx context.Context, st *statements, q querier, key string) (dedup.Record, error) {
@@ -304,8 +348,14 @@ func (s *Store) read(ctx context.Context, st *statements, q querier, key string)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
 	}
+	if err != nil {
+		return dedup.Record{}, scanned(key, err)
+	}
 	r.Status = dedup.Status(status)
-	return r, err
+	if err := valid(&r); err != nil {
+		return dedup.Record{}, err
+	}
+	return r, nil
 }
 
 // Get implements dedup.Store.
