@@ -153,3 +153,44 @@ func TestSearchPathOfAWriteKeepsTheTable(t *testing.T) {
 		t.Fatalf("records: %d in the table given, %d in %s's; want 2 and 0", inGiven, inOther, other)
 	}
 }
+
+// The one-statement rule changes nothing else of an Exec: named arguments,
+// no arguments, and a pool set to the simple protocol (which would run a
+// string of statements) all work, and there too a second statement is
+// refused.
+func TestExecOneStatementEveryWay(t *testing.T) {
+	sh := newShop(t)
+	ctx := testCtx(t)
+	cfg := sh.p.Config().ConnConfig.Copy()
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	simple, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = simple.Close(context.Background()) })
+	for i, st := range []*pgstore.Store{sh.store, pgstore.New(simple, sh.store.Table())} {
+		key := "k" + string(rune('a'+i))
+		l := sh.claim(t, key, "a", sh.now, sh.now.Add(time.Minute))
+		err := st.Complete(ctx, dedup.CompleteRequest{Lease: l, Response: []byte("r"), Now: sh.now, ExpiresAt: sh.now.Add(time.Hour),
+			Writes: []any{
+				pgstore.Exec{SQL: "INSERT INTO " + sh.orders + " (id, sku) VALUES (@id, 'pear')", Args: []any{pgx.NamedArgs{"id": key + "-named"}}},
+				pgstore.Exec{SQL: "INSERT INTO " + sh.orders + " (id, sku) VALUES ('" + key + "-plain', 'pear')"},
+				pgstore.Exec{SQL: "INSERT INTO " + sh.orders + " (id, sku) VALUES ($1, 'pear')", Args: []any{key + "-positional"}},
+			}})
+		if err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+		for _, id := range []string{key + "-named", key + "-plain", key + "-positional"} {
+			if !sh.hasOrder(t, id) {
+				t.Fatalf("store %d: order %s missing", i, id)
+			}
+		}
+		key += "-2"
+		l = sh.claim(t, key, "a", sh.now, sh.now.Add(time.Minute))
+		err = st.Complete(ctx, dedup.CompleteRequest{Lease: l, Response: []byte("r"), Now: sh.now, ExpiresAt: sh.now.Add(time.Hour),
+			Writes: []any{pgstore.Exec{SQL: "ROLLBACK; INSERT INTO " + sh.orders + " (id, sku) VALUES ($1, 'pear')", Args: []any{key}}}})
+		if err == nil || sh.hasOrder(t, key) || sh.status(t, key) != dedup.StatusPending {
+			t.Fatalf("store %d: two statements in one Exec: %v, order stored %v, record %s", i, err, sh.hasOrder(t, key), sh.status(t, key))
+		}
+	}
+}
