@@ -104,3 +104,31 @@ func (e *KeyTooLongError) Is(target error) bool { return target == ErrKeyTooLong
 
 // RetryClass: the key will never fit.
 func (e *KeyTooLongError) RetryClass() retry.Class { return retry.Permanent }
+
+// ErrCorruptRecord: a stored record is not one a Store writes (a status
+// outside the four, a negative version or attempt count, a field missing
+// or unreadable), put there by hand, by another tool or by a fault. The
+// error is a *CorruptRecordError, the same from every Store.
+var ErrCorruptRecord = errors.New("dedup: corrupt record")
+
+// CorruptRecordError says which record could not be read and why. Its
+// retry class is Permanent: reading the record again gives the same bytes,
+// so the message is dead-lettered, never run on what the record claims.
+type CorruptRecordError struct {
+	// KeyHash is KeyHash of the record's key (of its stored key where the
+	// Store cannot know the key), never the key.
+	KeyHash string
+	Err     error // what is wrong, in the Store's terms
+}
+
+func (e *CorruptRecordError) Error() string {
+	return fmt.Sprintf("%s: key_hash %s: %v", ErrCorruptRecord, e.KeyHash, e.Err)
+}
+
+func (e *CorruptRecordError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCorruptRecord) true.
+func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorruptRecord }
+
+// RetryClass: the record stays as it is.
+func (e *CorruptRecordError) RetryClass() retry.Class { return retry.Permanent }

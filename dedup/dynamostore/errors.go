@@ -199,29 +199,15 @@ func deref(s *string) string {
 
 // ErrCorruptRecord: a stored item is not a record this package writes (a
 // missing or mistyped attribute, an unknown status, a PENDING record
-// without its lease expiry). The error is a *CorruptRecordError.
-var ErrCorruptRecord = errors.New("dynamostore: corrupt record")
+// without its lease expiry). The error is a *CorruptRecordError. Both are
+// dedup's, the same from every Store.
+var ErrCorruptRecord = dedup.ErrCorruptRecord
 
 // ErrNoLeaseExpiry: a Claim whose LeaseUntil is not after its Now. A
 // PENDING record must expire, or a crashed owner's key is held forever.
 var ErrNoLeaseExpiry = errors.New("dynamostore: claim without a lease expiry after Now")
 
-// CorruptRecordError says which stored item could not be decoded and why.
-type CorruptRecordError struct {
-	// KeyHash is dedup.KeyHash of the item's stored key (pk, or pk#sk in
-	// the tenant layout), when it has a readable one: never the key.
-	KeyHash string
-	Err     error
-}
-
-func (e *CorruptRecordError) Error() string {
-	return fmt.Sprintf("%s: key_hash %s: %v", ErrCorruptRecord, e.KeyHash, e.Err)
-}
-
-func (e *CorruptRecordError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, ErrCorruptRecord) true.
-func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorruptRecord }
-
-// RetryClass: reading the item again gives the same bytes.
-func (e *CorruptRecordError) RetryClass() retry.Class { return retry.Permanent }
+// CorruptRecordError says which stored item could not be decoded and why;
+// its KeyHash is dedup.KeyHash of the item's stored key (pk, or pk#sk in
+// the tenant layout), when it has a readable one.
+type CorruptRecordError = dedup.CorruptRecordError

@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/storetest"
@@ -33,7 +37,51 @@ func conformance(t *testing.T, opts []dynamostore.Option, o storetest.Options, t
 		p.AddRule(faultproxy.Rule{Times: 2, Fault: faultproxy.Throttle})
 		return newStore(t, dynamoClient(t, p.URL(), nil), table, append(opts, dynamostore.WithRetryPolicy(fastPolicy(5)))...)
 	}
+	o.Corrupt = func(t *testing.T, _ dedup.Store, l dedup.Lease, how storetest.Corruption) {
+		corruptItem(t, c, table, l.Owner, how)
+	}
 	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, opts...) }, o)
+}
+
+// corruptItem makes the item of owner in table corrupt in the way how,
+// found by a scan whatever the layout keys it by.
+func corruptItem(t *testing.T, c *ddb.Client, table, owner string, how storetest.Corruption) {
+	t.Helper()
+	set := map[storetest.Corruption]string{storetest.CorruptStatus: "#a = :s", storetest.CorruptAttempts: "attempts = :n",
+		storetest.CorruptVersion: "version = :n"}[how]
+	if set == "" {
+		t.Fatalf("no way to plant %v", how)
+	}
+	var item map[string]types.AttributeValue
+	for p := ddb.NewScanPaginator(c, &ddb.ScanInput{TableName: aws.String(table), FilterExpression: aws.String("#o = :o"),
+		ExpressionAttributeNames:  map[string]string{"#o": "owner"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": &types.AttributeValueMemberS{Value: owner}}}); p.HasMorePages() && item == nil; {
+		out, err := p.NextPage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Items) > 0 {
+			item = out.Items[0]
+		}
+	}
+	if item == nil {
+		t.Fatalf("no item of owner %s", owner)
+	}
+	k := map[string]types.AttributeValue{"pk": item["pk"]}
+	if sk, ok := item["sk"]; ok {
+		k["sk"] = sk
+	}
+	in := &ddb.UpdateItemInput{TableName: aws.String(table), Key: k, UpdateExpression: aws.String("SET " + set),
+		ExpressionAttributeValues: map[string]types.AttributeValue{}}
+	if how == storetest.CorruptStatus {
+		in.ExpressionAttributeNames = map[string]string{"#a": "status"}
+		in.ExpressionAttributeValues[":s"] = &types.AttributeValueMemberS{Value: "BOGUS"}
+	} else {
+		in.ExpressionAttributeValues[":n"] = &types.AttributeValueMemberN{Value: "-1"}
+	}
+	if _, err := c.UpdateItem(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A consumer whose key already hashes the body claims with no payload

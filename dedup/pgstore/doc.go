@@ -11,6 +11,12 @@
 // times compared are the callers' (the request's Now), never the
 // server's clock.
 //
+// Table names: each part of a (possibly schema-qualified) name must fit in
+// the 63 bytes PostgreSQL keeps of an identifier; it would cut a longer one,
+// and two names that share their first 63 bytes would be one table. Such a
+// name, an empty part or a NUL byte is refused by CreateTable and every
+// call of the Store with a *TableNameError.
+//
 // Keys are opaque bytes of any length: a key of up to 1024 bytes is stored
 // as it is (bytea, one tag byte before it), a longer one as its SHA-256
 // under another tag, so the two forms never meet and the primary key's
@@ -23,6 +29,22 @@
 // it. An Exec with MustAffect that changes no row, a Func that returns
 // ErrRejected, or a write that breaks an integrity constraint (a unique
 // key, a check) cancels the whole commit with a *dedup.BusinessConditionError.
+// An Exec is one statement, sent by the extended protocol, which refuses
+// several ("ROLLBACK; INSERT …" is an error and nothing commits). A write
+// that ends the transaction itself (COMMIT, ROLLBACK) stops the rest, and
+// the call returns a *TxEndedError saying whether COMPLETED was committed.
+// The Store names the records table with its schema, found on its first
+// call, so a write's SET search_path, which outlives the transaction on a
+// pooled connection, never sends the Store to another schema's table.
+// Writes see this key's record as COMPLETED (their own transaction's
+// update, its row locked until commit); they may read or change the
+// records table as the role may, and should leave it alone.
+//
+// Corrupt records: a row that is not a record the Store writes (a status
+// outside the four, a version below 1, negative attempts, a NULL column, a
+// time Go cannot hold) is refused by Claim, ClaimComplete and Get with a
+// *dedup.CorruptRecordError (retry class Permanent), expired or not: a
+// claim never takes one over.
 //
 // Expiry: PostgreSQL has no TTL. An expired row counts as absent for
 // claims, so correctness never waits for its deletion; to bound the table,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -69,3 +70,56 @@ func classOf(err error) retry.Class {
 	}
 	return retry.Transient
 }
+
+// ErrTxEnded: a business write ended the transaction it was given (a COMMIT
+// or ROLLBACK of its own), so its writes and COMPLETED can no longer commit
+// as one. The error is a *TxEndedError.
+var ErrTxEnded = errors.New("pgstore: a business write ended the transaction")
+
+// TxEndedError says which write ended the transaction and what that left
+// stored. The handler's SQL is at fault, for every message it handles: the
+// retry class is Misconfigured.
+type TxEndedError struct {
+	Index int // the write, in the request's Writes
+	// Committed: the transaction was committed, COMPLETED with it (and the
+	// writes before Index); the writes after Index never ran. Otherwise
+	// nothing of the transaction is stored.
+	Committed bool
+}
+
+func (e *TxEndedError) Error() string {
+	if e.Committed {
+		return fmt.Sprintf("%v: write %d committed it, COMPLETED and the writes before it are stored, the writes after it never ran", ErrTxEnded, e.Index)
+	}
+	return fmt.Sprintf("%v: write %d rolled it back, nothing of the transaction is stored", ErrTxEnded, e.Index)
+}
+
+// Is makes errors.Is(err, ErrTxEnded) true.
+func (e *TxEndedError) Is(target error) bool { return target == ErrTxEnded }
+
+// RetryClass: the handler's SQL does it again on every try.
+func (e *TxEndedError) RetryClass() retry.Class { return retry.Misconfigured }
+
+// ErrInvalidConfig wraps every configuration error of the package. It is
+// the ErrInvalidConfig of every onceq package: errors.Is with any of them
+// matches.
+var ErrInvalidConfig = configerr.ErrInvalidConfig
+
+// TableNameError: a records table name PostgreSQL would not keep as given
+// (it cuts an identifier to its first 63 bytes, so two longer names that
+// share them are one table). Every call of a Store over it returns it, as
+// CreateTable does.
+type TableNameError struct {
+	Table  string // as given
+	Reason string
+}
+
+func (e *TableNameError) Error() string {
+	return fmt.Sprintf("pgstore: %v: table %q: %s", ErrInvalidConfig, e.Table, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *TableNameError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// RetryClass: the name is wrong for every call.
+func (e *TableNameError) RetryClass() retry.Class { return retry.Misconfigured }

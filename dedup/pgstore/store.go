@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,7 +36,17 @@ const DefaultTable = "onceq_records"
 type Store struct {
 	db    DB
 	table string // as given, for errors
-	// The statements, made once with the table's quoted name.
+	// stmts are the statements, made on first use with the table's name
+	// qualified by the schema it was found in, so that a search_path a
+	// business write sets on a pooled connection cannot send them to
+	// another schema's table.
+	stmts atomic.Pointer[statements]
+	// nameErr refuses a table name PostgreSQL would not keep as given.
+	nameErr error
+}
+
+// statements are the Store's SQL, for one schema-qualified table.
+type statements struct {
 	insertSQL, takeSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
 }
 
@@ -46,16 +57,69 @@ func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{Cl
 
 // New returns a Store over table (DefaultTable when ""), which may be
 // schema-qualified ("app.onceq_records"). It does not touch the server:
-// call Check before the first claim (the consumer does).
+// call Check before the first claim (the consumer does). A name whose
+// parts are empty, hold a NUL byte or are longer than PostgreSQL keeps (63
+// bytes; it would cut them, and two names that share their start would be
+// one table) makes every call return a *TableNameError.
 func New(db DB, table string) *Store {
 	if table == "" {
 		table = DefaultTable
 	}
-	q := quote(table)
+	return &Store{db: db, table: table, nameErr: checkName(table)}
+}
+
+// maxIdentifier is the longest identifier PostgreSQL keeps, in bytes
+// (NAMEDATALEN - 1); it cuts a longer one to that many.
+const maxIdentifier = 63
+
+// checkName refuses a table name that would not name, as given, the
+// table PostgreSQL uses.
+func checkName(table string) error {
+	for part := range strings.SplitSeq(table, ".") {
+		switch {
+		case part == "":
+			return &TableNameError{Table: table, Reason: "an empty part (want table or schema.table)"}
+		case strings.IndexByte(part, 0) >= 0:
+			return &TableNameError{Table: table, Reason: "a NUL byte"}
+		case len(part) > maxIdentifier:
+			return &TableNameError{Table: table, Reason: fmt.Sprintf("a part of %d bytes; PostgreSQL keeps the first %d, so longer names that share them are one table", len(part), maxIdentifier)}
+		}
+	}
+	return nil
+}
+
+// resolveSQL is the table's schema-qualified name, quoted, or no row when
+// no such table is visible. Every name it uses is pg_catalog's, which the
+// search_path never hides.
+const resolveSQL = `SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)
+	FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	WHERE c.oid = pg_catalog.to_regclass($1::text)`
+
+// sql returns the statements, finding the table's schema on the first
+// call that finds the table (one round trip, once).
+func (s *Store) sql(ctx context.Context) (*statements, error) {
+	if st := s.stmts.Load(); st != nil {
+		return st, nil
+	}
+	if s.nameErr != nil {
+		return nil, s.nameErr
+	}
+	var q string
+	err := s.db.QueryRow(ctx, resolveSQL, quote(s.table)).Scan(&q)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &pgconn.PgError{Code: "42P01", Message: "the table does not exist (or is not on the search_path)"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.stmts.CompareAndSwap(nil, newStatements(q))
+	return s.stmts.Load(), nil
+}
+
+// newStatements makes the statements for q, a quoted, qualified table name.
+func newStatements(q string) *statements {
 	const cols = "status, version, owner, payload_hash, response, attempts, last_error, created_at, expires_at"
-	return &Store{
-		db:    db,
-		table: table,
+	return &statements{
 		// A claim's first statement, all a new key needs: the record
 		// inserted, nothing read back.
 		insertSQL: `INSERT INTO ` + q + ` (id, ` + cols + `)
@@ -77,6 +141,9 @@ func New(db DB, table string) *Store {
 		attempts = CASE WHEN r.status = 'COMPLETED' THEN 0 ELSE r.attempts END,
 		last_error = '', created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
 	WHERE r.expires_at < CASE WHEN r.status = 'PENDING' THEN $8::timestamptz ELSE $6::timestamptz END
+		-- A corrupt record is never taken over (its counts would carry
+		-- on): the claim reads it and refuses it.
+		AND r.status IN ('PENDING', 'COMPLETED', 'FAILED', 'DEAD_LETTER') AND r.version >= 1 AND r.attempts >= 0
 	RETURNING r.version, r.attempts
 )
 SELECT won.version, won.attempts, old.status, old.version, old.owner, old.payload_hash, old.response,
@@ -125,9 +192,13 @@ func rowID(key string) []byte {
 // Check implements dedup.Store: the table exists with the record's
 // columns, and this role may read, insert and update it.
 func (s *Store) Check(ctx context.Context) error {
+	st, err := s.sql(ctx)
+	if err != nil {
+		return s.wrap("check", err)
+	}
 	var ok bool
 	var n int64
-	if err := s.db.QueryRow(ctx, s.checkSQL, quote(s.table)).Scan(&ok, &n); err != nil {
+	if err := s.db.QueryRow(ctx, st.checkSQL, quote(s.table)).Scan(&ok, &n); err != nil {
 		return s.wrap("check", err)
 	}
 	if !ok {
@@ -142,24 +213,28 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
-	c, err := s.claim(ctx, s.db, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
+	st, err := s.sql(ctx)
+	if err != nil {
+		return dedup.Claim{}, s.wrap("claim", err)
+	}
+	c, err := s.claim(ctx, st, s.db, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
 	return c, s.wrap("claim", err)
 }
 
 // claim writes key's record as a winning claim writes it, or learns the
 // live record that wins. A new key, the common case, costs one INSERT
 // that reads nothing back; only a key with a record pays for reading it.
-func (s *Store) claim(ctx context.Context, q querier, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
+func (s *Store) claim(ctx context.Context, st *statements, q querier, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
 	id := rowID(key)
 	for {
-		tag, err := q.Exec(ctx, s.insertSQL, id, string(status), owner, hash, resp, now, expires)
+		tag, err := q.Exec(ctx, st.insertSQL, id, string(status), owner, hash, resp, now, expires)
 		if err != nil {
 			return dedup.Claim{}, err
 		}
 		if tag.RowsAffected() == 1 {
 			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: 1}, Attempt: 1}, nil
 		}
-		c, ok, err := s.take(ctx, q, id, key, owner, hash, status, resp, now, expires, margin)
+		c, ok, err := s.take(ctx, st, q, id, key, owner, hash, status, resp, now, expires, margin)
 		if ok || err != nil {
 			return c, err
 		}
@@ -169,19 +244,22 @@ func (s *Store) claim(ctx context.Context, q querier, key, owner, hash string, s
 
 // take claims a key that has a record: it takes an expired record over,
 // or learns the live one. ok is false when the record is gone.
-func (s *Store) take(ctx context.Context, q querier, id []byte, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (c dedup.Claim, ok bool, err error) {
+func (s *Store) take(ctx context.Context, st *statements, q querier, id []byte, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (c dedup.Claim, ok bool, err error) {
 	var (
 		wonVersion  *int64
 		wonAttempts *int
 		old         nullRecord
 	)
-	err = q.QueryRow(ctx, s.takeSQL, id, string(status), owner, hash, resp, now, expires, now.Add(-max(margin, 0))).
+	err = q.QueryRow(ctx, st.takeSQL, id, string(status), owner, hash, resp, now, expires, now.Add(-max(margin, 0))).
 		Scan(&wonVersion, &wonAttempts, &old.status, &old.version, &old.owner, &old.payloadHash, &old.response,
 			&old.attempts, &old.lastError, &old.createdAt, &old.expiresAt)
 	if err != nil {
+		return dedup.Claim{}, false, scanned(key, err)
+	}
+	prev, err := old.record(key)
+	if err != nil {
 		return dedup.Claim{}, false, err
 	}
-	prev := old.record(key)
 	if wonVersion != nil {
 		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: *wonVersion},
 			Attempt: *wonAttempts + 1, Previous: prev}, true, nil
@@ -196,7 +274,7 @@ func (s *Store) take(ctx context.Context, q querier, id []byte, key, owner, hash
 	// A concurrent write changed the key after this statement's snapshot
 	// (inserted it, or renewed the expired record the snapshot holds):
 	// read what it wrote (a new statement sees it).
-	r, err := s.read(ctx, q, key)
+	r, err := s.read(ctx, st, q, key)
 	if errors.Is(err, dedup.ErrNotFound) {
 		return dedup.Claim{}, false, nil
 	}
@@ -215,30 +293,78 @@ type nullRecord struct {
 	createdAt, expiresAt                  *time.Time
 }
 
-func (n *nullRecord) record(key string) *dedup.Record {
+// record is the record scanned, nil when absent; a row with a NULL where
+// a record has a value is corrupt.
+func (n *nullRecord) record(key string) (*dedup.Record, error) {
 	if n.status == nil {
-		return nil
+		return nil, nil
 	}
-	return &dedup.Record{Key: key, Status: dedup.Status(*n.status), Version: *n.version, Owner: *n.owner,
+	if n.version == nil || n.owner == nil || n.payloadHash == nil || n.attempts == nil || n.lastError == nil ||
+		n.createdAt == nil || n.expiresAt == nil {
+		return nil, corrupt(key, errors.New("a NULL column"))
+	}
+	r := &dedup.Record{Key: key, Status: dedup.Status(*n.status), Version: *n.version, Owner: *n.owner,
 		PayloadHash: *n.payloadHash, Response: n.response, Attempts: *n.attempts, LastError: *n.lastError,
 		CreatedAt: *n.createdAt, ExpiresAt: *n.expiresAt}
+	return r, valid(r)
 }
 
-func (s *Store) read(ctx context.Context, q querier, key string) (dedup.Record, error) {
+// valid refuses a record no Store writes: a status outside the four, a
+// version below 1 (a record's first is 1), a negative attempt count.
+func valid(r *dedup.Record) error {
+	switch r.Status {
+	case dedup.StatusPending, dedup.StatusCompleted, dedup.StatusFailed, dedup.StatusDeadLetter:
+	default:
+		return corrupt(r.Key, fmt.Errorf("status %q", r.Status))
+	}
+	if r.Version < 1 {
+		return corrupt(r.Key, fmt.Errorf("version %d", r.Version))
+	}
+	if r.Attempts < 0 {
+		return corrupt(r.Key, fmt.Errorf("attempts %d", r.Attempts))
+	}
+	return nil
+}
+
+func corrupt(key string, err error) error {
+	return &dedup.CorruptRecordError{KeyHash: dedup.KeyHash(key), Err: fmt.Errorf("pgstore: %w", err)}
+}
+
+// scanned makes a row that does not scan into a record (a NULL, a time
+// Go cannot hold) a corrupt record; other errors pass as they are.
+func scanned(key string, err error) error {
+	var se pgx.ScanArgError
+	if errors.As(err, &se) {
+		return corrupt(key, fmt.Errorf("column %s: %w", se.FieldName, se.Err))
+	}
+	return err
+}
+
+func (s *Store) read(ctx context.Context, st *statements, q querier, key string) (dedup.Record, error) {
 	r := dedup.Record{Key: key}
 	var status string
-	err := q.QueryRow(ctx, s.readSQL, rowID(key)).Scan(&status, &r.Version, &r.Owner, &r.PayloadHash, &r.Response,
+	err := q.QueryRow(ctx, st.readSQL, rowID(key)).Scan(&status, &r.Version, &r.Owner, &r.PayloadHash, &r.Response,
 		&r.Attempts, &r.LastError, &r.CreatedAt, &r.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
 	}
+	if err != nil {
+		return dedup.Record{}, scanned(key, err)
+	}
 	r.Status = dedup.Status(status)
-	return r, err
+	if err := valid(&r); err != nil {
+		return dedup.Record{}, err
+	}
+	return r, nil
 }
 
 // Get implements dedup.Store.
 func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
-	r, err := s.read(ctx, s.db, key)
+	st, err := s.sql(ctx)
+	if err != nil {
+		return dedup.Record{}, s.wrap("get", err)
+	}
+	r, err := s.read(ctx, st, s.db, key)
 	if err != nil && !errors.Is(err, dedup.ErrNotFound) {
 		return r, s.wrap("get", err)
 	}
@@ -260,17 +386,21 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
+	st, err := s.sql(ctx)
+	if err != nil {
+		return s.wrap("complete", err)
+	}
 	l := req.Lease
 	args := []any{rowID(l.Key), l.Owner, l.Version, req.Response, req.ExpiresAt}
 	if len(writes) == 0 {
-		tag, err := s.db.Exec(ctx, s.completeSQL, args...)
+		tag, err := s.db.Exec(ctx, st.completeSQL, args...)
 		if err != nil {
 			return s.wrap("complete", err)
 		}
 		return fenced("complete", tag, l)
 	}
-	return s.inTx(ctx, "complete", func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.completeSQL, args...)
+	err = s.inTx(ctx, "complete", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, st.completeSQL, args...)
 		if err != nil {
 			return err
 		}
@@ -279,6 +409,23 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 		}
 		return applyWrites(ctx, tx, writes)
 	})
+	return s.ended(ctx, st, "complete", err, l.Key, l.Owner, l.Version+1)
+}
+
+// ended turns a write's ending of the transaction (an *endedError) into a
+// *TxEndedError that says whether COMPLETED was committed: the record is
+// read back, COMPLETED by owner at version.
+func (s *Store) ended(ctx context.Context, st *statements, op string, err error, key, owner string, version int64) error {
+	var ee *endedError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	r, rerr := s.read(ctx, st, s.db, key)
+	if rerr != nil && !errors.Is(rerr, dedup.ErrNotFound) {
+		return s.wrap(op, fmt.Errorf("%w (write %d); whether COMPLETED was committed is unknown: %w", ErrTxEnded, ee.index, rerr))
+	}
+	committed := rerr == nil && r.Status == dedup.StatusCompleted && r.Owner == owner && r.Version == version
+	return s.wrap(op, &TxEndedError{Index: ee.index, Committed: committed})
 }
 
 // inTx runs f in a transaction, committed only when f returns nil. Errors
@@ -292,7 +439,8 @@ func (s *Store) inTx(ctx context.Context, op string, f func(tx pgx.Tx) error) er
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := f(tx); err != nil {
 		var be *dedup.BusinessConditionError
-		if errors.Is(err, dedup.ErrLeaseLost) || errors.As(err, &be) {
+		var ee *endedError
+		if errors.Is(err, dedup.ErrLeaseLost) || errors.As(err, &be) || errors.As(err, &ee) {
 			return err
 		}
 		return s.wrap(op, err)
@@ -310,8 +458,12 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err != nil {
 		return dedup.Claim{}, err
 	}
+	st, err := s.sql(ctx)
+	if err != nil {
+		return dedup.Claim{}, s.wrap("claim-complete", err)
+	}
 	claim := func(q querier) (dedup.Claim, error) {
-		return s.claim(ctx, q, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
+		return s.claim(ctx, st, q, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
 	}
 	if len(writes) == 0 {
 		c, err := claim(s.db)
@@ -326,15 +478,19 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 		return applyWrites(ctx, tx, writes)
 	})
 	if err != nil {
-		return dedup.Claim{}, err
+		return dedup.Claim{}, s.ended(ctx, st, "claim-complete", err, req.Key, req.Owner, c.Lease.Version)
 	}
 	return c, nil
 }
 
 // Fail implements dedup.Store.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
+	st, err := s.sql(ctx)
+	if err != nil {
+		return s.wrap("fail", err)
+	}
 	l := req.Lease
-	tag, err := s.db.Exec(ctx, s.failSQL, rowID(l.Key), l.Owner, l.Version, req.Reason, req.RetryAt, req.ResetAttempts, req.RefundAttempt, req.DeadLetter)
+	tag, err := s.db.Exec(ctx, st.failSQL, rowID(l.Key), l.Owner, l.Version, req.Reason, req.RetryAt, req.ResetAttempts, req.RefundAttempt, req.DeadLetter)
 	if err != nil {
 		return s.wrap("fail", err)
 	}
@@ -343,8 +499,12 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 
 // Extend implements dedup.Store.
 func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
+	st, err := s.sql(ctx)
+	if err != nil {
+		return s.wrap("extend", err)
+	}
 	l := req.Lease
-	tag, err := s.db.Exec(ctx, s.extendSQL, rowID(l.Key), l.Owner, l.Version, req.LeaseUntil)
+	tag, err := s.db.Exec(ctx, st.extendSQL, rowID(l.Key), l.Owner, l.Version, req.LeaseUntil)
 	if err != nil {
 		return s.wrap("extend", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
@@ -27,7 +28,22 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("Check: %v", err)
 		}
 		return s
-	})
+	}, storetest.Options{Corrupt: corruptRow(p, table)})
+}
+
+// corruptRow makes the row of l's owner in table corrupt in the way c.
+func corruptRow(p *pgxpool.Pool, table string) func(*testing.T, dedup.Store, dedup.Lease, storetest.Corruption) {
+	return func(t *testing.T, _ dedup.Store, l dedup.Lease, c storetest.Corruption) {
+		set := map[storetest.Corruption]string{storetest.CorruptStatus: "status = 'BOGUS'",
+			storetest.CorruptAttempts: "attempts = -1", storetest.CorruptVersion: "version = -1"}[c]
+		if set == "" {
+			t.Fatalf("no way to plant %v", c)
+		}
+		tag, err := p.Exec(testCtx(t), "UPDATE "+table+" SET "+set+" WHERE owner = $1", l.Owner)
+		if err != nil || tag.RowsAffected() != 1 {
+			t.Fatalf("planting %v: %v, %v", c, tag, err)
+		}
+	}
 }
 
 // The suite again through the COMPLETED cache the consumer puts in
@@ -36,7 +52,7 @@ func TestConformanceBehindCache(t *testing.T) {
 	p := pool(t)
 	table := recordsTable(t, p)
 	storetest.Run(t, func(t *testing.T) dedup.Store { return cache.Wrap(pgstore.New(p, table), 100, 0) },
-		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
+		storetest.Options{RaceGoroutines: 16, RaceRounds: 20, Corrupt: corruptRow(p, table)})
 }
 
 // Keys are opaque: any bytes, any length. Keys that differ only past the
@@ -166,6 +182,10 @@ func TestClaimStatements(t *testing.T) {
 	db := &countingDB{DB: p}
 	s := pgstore.New(db, recordsTable(t, p))
 	ctx := testCtx(t)
+	// Check finds the table's schema, once, before the first claim.
+	if err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Now().Truncate(time.Second)
 	claim := func(owner string, now time.Time, wantStatements int) dedup.Claim {
 		t.Helper()

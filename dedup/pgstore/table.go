@@ -20,6 +20,9 @@ import (
 //	expires_at   timestamptz        -- indexed, for Cleanup
 func CreateTable(ctx context.Context, db DB, table string) error {
 	s := New(db, table)
+	if s.nameErr != nil {
+		return s.wrap("create-table", s.nameErr)
+	}
 	q := quote(s.table)
 	// The index is named after the table's last part, in the table's schema.
 	idx := quote(lastPart(s.table) + "_expires_at_idx")
@@ -52,7 +55,11 @@ func lastPart(table string) string {
 // before, oldest first, and returns how many. Rows another transaction
 // holds are skipped, so concurrent cleaners do not queue on each other.
 func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.db.Exec(ctx, s.deleteSQL, before, limit)
+	st, err := s.sql(ctx)
+	if err != nil {
+		return 0, s.wrap("cleanup", err)
+	}
+	tag, err := s.db.Exec(ctx, st.deleteSQL, before, limit)
 	if err != nil {
 		return 0, s.wrap("cleanup", err)
 	}

@@ -40,9 +40,20 @@ func asWrites(ws []any) ([]any, error) {
 	return ws, nil
 }
 
+// endedError: write index ended the transaction (a COMMIT or ROLLBACK of
+// its own). The Store reads the record back to say what that left.
+type endedError struct{ index int }
+
+func (e *endedError) Error() string {
+	return fmt.Sprintf("business write %d ended the transaction", e.index)
+}
+
 // applyWrites runs the writes in order in tx. A failed condition or a
 // broken integrity constraint is a *dedup.BusinessConditionError; the
-// caller's rollback then takes back the record's write too.
+// caller's rollback then takes back the record's write too. A write that
+// ended the transaction stops the rest (an *endedError): whatever runs
+// after it would run outside it, and COMMIT would report success for a
+// transaction that is no more.
 func applyWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
 	for i, w := range writes {
 		var err error
@@ -55,6 +66,10 @@ func applyWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
 			err = w(ctx, tx)
 		case func(context.Context, pgx.Tx) error:
 			err = w(ctx, tx)
+		}
+		// 'I': idle, outside any transaction ('T' in one, 'E' in a failed one).
+		if tx.Conn().PgConn().TxStatus() == 'I' {
+			return &endedError{index: i}
 		}
 		if err == nil {
 			continue
@@ -71,8 +86,45 @@ func applyWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
 	return nil
 }
 
+// runExec runs w as one statement: by PostgreSQL's extended protocol,
+// which refuses a string of several ("ROLLBACK; INSERT …" would otherwise
+// end the transaction and run the INSERT on its own). pgx sends a
+// statement without arguments, or any under QueryExecModeSimpleProtocol,
+// by the simple protocol, which runs them all: those go another way.
 func runExec(ctx context.Context, tx pgx.Tx, w Exec) error {
-	tag, err := tx.Exec(ctx, w.SQL, w.Args...)
+	conn := tx.Conn()
+	sql, args := w.SQL, w.Args
+	mode := conn.Config().DefaultQueryExecMode
+	var rewriter pgx.QueryRewriter
+	// pgx's own reading of the arguments: leading options, then the rest.
+options:
+	for len(args) > 0 {
+		switch a := args[0].(type) {
+		case pgx.QueryExecMode:
+			mode = a
+		case pgx.QueryRewriter:
+			rewriter = a
+		default:
+			break options
+		}
+		args = args[1:]
+	}
+	if rewriter != nil {
+		var err error
+		if sql, args, err = rewriter.RewriteQuery(ctx, conn, sql, args); err != nil {
+			return err
+		}
+	}
+	var tag pgconn.CommandTag
+	var err error
+	if len(args) == 0 {
+		tag, err = conn.PgConn().ExecParams(ctx, sql, nil, nil, nil, nil).Close()
+	} else {
+		if mode == pgx.QueryExecModeSimpleProtocol {
+			mode = pgx.QueryExecModeDescribeExec
+		}
+		tag, err = tx.Exec(ctx, sql, append([]any{mode}, args...)...)
+	}
 	if err != nil {
 		return err
 	}

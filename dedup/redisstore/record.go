@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/retry"
 )
 
 // A record is one Redis string, so that a new key is claimed by a plain
@@ -105,6 +104,13 @@ func decode(key, v string) (*dedup.Record, error) {
 	r.CreatedAt = time.UnixMicro(d.int("created", ':'))
 	r.PayloadHash = d.string("payload hash")
 	r.LastError = d.string("last error")
+	// Versions start at 1 and counts at 0: no Store writes less.
+	if r.Version < 1 {
+		d.fail("version")
+	}
+	if r.Attempts < 0 {
+		d.fail("attempts")
+	}
 	if d.bad != "" {
 		return nil, d.corrupt(key, d.bad)
 	}
@@ -164,5 +170,5 @@ func (d *decoder) string(field string) string {
 }
 
 func (d *decoder) corrupt(key, field string) error {
-	return retry.WithClass(fmt.Errorf("redisstore: corrupt record key_hash %s: field %s", dedup.KeyHash(key), field), retry.Permanent)
+	return &dedup.CorruptRecordError{KeyHash: dedup.KeyHash(key), Err: fmt.Errorf("redisstore: field %s", field)}
 }

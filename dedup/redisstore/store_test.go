@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,23 +49,80 @@ func prefix() string {
 
 func TestConformance(t *testing.T) {
 	c := client(t, nil)
+	ps := &prefixes{c: c, of: map[dedup.Store]string{}}
 	storetest.Run(t, func(t *testing.T) dedup.Store {
-		s := redisstore.New(c, redisstore.Prefix(prefix()))
+		p := prefix()
+		s := redisstore.New(c, redisstore.Prefix(p))
 		if err := s.Check(testCtx(t)); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
-		return s
-	})
+		return ps.add(s, p)
+	}, storetest.Options{Corrupt: ps.corrupt})
 }
 
 // The suite again through the COMPLETED cache the consumer puts in
 // front of every store.
 func TestConformanceBehindCache(t *testing.T) {
 	c := client(t, nil)
+	ps := &prefixes{c: c, of: map[dedup.Store]string{}}
 	storetest.Run(t, func(t *testing.T) dedup.Store {
-		return cache.Wrap(redisstore.New(c, redisstore.Prefix(prefix())), 100, 0)
+		p := prefix()
+		return ps.add(cache.Wrap(redisstore.New(c, redisstore.Prefix(p)), 100, 0), p)
 	},
-		storetest.Options{RaceGoroutines: 16, RaceRounds: 20})
+		storetest.Options{RaceGoroutines: 16, RaceRounds: 20, Corrupt: ps.corrupt})
+}
+
+// prefixes are the prefixes of the Stores a conformance run made, for its
+// Corrupt hook to find a record's Redis key.
+type prefixes struct {
+	c  *redis.Client
+	mu sync.Mutex
+	of map[dedup.Store]string
+}
+
+func (ps *prefixes) add(s dedup.Store, p string) dedup.Store {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.of[s] = p
+	return s
+}
+
+// corrupt rewrites the record of l in its one encoding (see record.go),
+// corrupt in the way how.
+func (ps *prefixes) corrupt(t *testing.T, st dedup.Store, l dedup.Lease, how storetest.Corruption) {
+	ps.mu.Lock()
+	p, ok := ps.of[st]
+	ps.mu.Unlock()
+	if !ok {
+		t.Fatalf("no prefix for %T", st)
+	}
+	rk := redisKeyOf(p, l.Key)
+	v, err := ps.c.Get(testCtx(t), rk).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver := strconv.FormatInt(l.Version, 10)
+	head := "1P" + ver + ":" + strconv.Itoa(len(l.Owner)) + ":" + l.Owner
+	if !strings.HasPrefix(v, head) {
+		t.Fatalf("record %q does not start with its head %q", v, head)
+	}
+	switch how {
+	case storetest.CorruptStatus:
+		v = "1X" + v[2:]
+	case storetest.CorruptVersion:
+		v = "1P-" + v[2:]
+	case storetest.CorruptAttempts:
+		// After the head: expires ":" attempts ":" …
+		rest := v[len(head):]
+		i := strings.IndexByte(rest, ':') + 1
+		j := i + strings.IndexByte(rest[i:], ':')
+		v = head + rest[:i] + "-1" + rest[j:]
+	default:
+		t.Fatalf("no way to plant %v", how)
+	}
+	if err := ps.c.Set(testCtx(t), rk, v, redis.KeepTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Keys are opaque: any bytes, any length, each its own record, under one

@@ -26,6 +26,13 @@ type Options struct {
 	// A Store that never throttles (the in-memory one) leaves it nil and
 	// the case is skipped.
 	Throttled func(t *testing.T) dedup.Store
+	// Corrupt makes the record of l.Key, which the suite has just claimed
+	// (a live PENDING record of l.Owner, an owner no other record has), one
+	// the Store never writes, in the way c, by writing to the Store's
+	// backing table directly. st is the Store the suite's newStore made.
+	// A Store that holds only what its own calls wrote (the in-memory one)
+	// leaves it nil and the case is skipped.
+	Corrupt func(t *testing.T, st dedup.Store, l dedup.Lease, c Corruption)
 }
 
 // Run runs the suite. newStore is called once per subtest.
@@ -66,6 +73,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"ClaimComplete", s.claimComplete},
 		{"ThrottleReachesObserver", s.throttleObserved},
 		{"WrapperKeepsCapabilities", s.wrapperKeepsCapabilities},
+		{"CorruptRecordRefused", s.corruptRecordRefused},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
