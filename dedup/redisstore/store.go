@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -59,7 +60,7 @@ func WithWait(replicas int, timeout time.Duration) Option {
 // New returns a Store on c (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring's universal form). It does not touch the server: call Check
 // before the first claim (the consumer does).
-func New(c redis.UniversalClient, opts ...Option) *Store {
+func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{c: c, prefix: "onceq:", grace: 10 * time.Minute,
 		takeover: redis.NewScript(takeoverScript), complete: redis.NewScript(completeScript),
 		fail: redis.NewScript(failScript), extend: redis.NewScript(extendScript)}
@@ -68,7 +69,7 @@ func New(c redis.UniversalClient, opts ...Option) *Store {
 			o.apply(s)
 		}
 	}
-	return s
+	return s, nil
 }
 
 // redisKey is the record's Redis key: the prefix, and the key's SHA-256 as
@@ -335,6 +336,28 @@ func (s *Store) waitAfter(ctx context.Context, queue func(redis.Pipeliner) redis
 		cmd.SetErr(cmp(err, &ReplicationError{Want: s.wait, Got: n}))
 	}
 }
+
+// ErrInvalidConfig wraps every option New refuses (an *OptionError). It
+// is the ErrInvalidConfig of every onceq package: errors.Is with any of
+// them matches.
+var ErrInvalidConfig = configerr.ErrInvalidConfig
+
+// OptionError is an option value the Store refuses because it would be
+// unsafe: which option, and why. Its retry class is Misconfigured.
+type OptionError struct {
+	Option string // the option's name, such as "Grace"
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("redisstore: %s: %s: %s", ErrInvalidConfig, e.Option, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidConfig) true.
+func (e *OptionError) Unwrap() error { return ErrInvalidConfig }
+
+// RetryClass: the configuration must change.
+func (e *OptionError) RetryClass() retry.Class { return retry.Misconfigured }
 
 // ReplicationError is a write fewer replicas acknowledged than WithWait
 // asks: applied on the primary, not yet safe from a failover.
