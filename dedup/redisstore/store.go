@@ -42,11 +42,17 @@ type optionFunc func(*Store)
 func (f optionFunc) apply(s *Store) { f(s) }
 
 // Prefix sets the start of every record's Redis key (default "onceq:").
+// It must not contain '{': Redis Cluster hashes a key's first "{…}", which
+// must be the record's own hash tag, or every record would share one slot
+// (New refuses it).
 func Prefix(p string) Option { return optionFunc(func(s *Store) { s.prefix = p }) }
 
 // Grace sets how long a record stays stored past its ExpiresAt before
-// Redis deletes it (default 10 minutes): longer than any worker's skew
-// margin, so a lease its holder still counts as live is never deleted.
+// Redis deletes it (default 10 minutes). It must be positive (New refuses
+// another) and longer than every worker's skew margin plus the skew
+// between the workers' clocks and the Redis server's, so that a lease its
+// holder still counts as live is never deleted: a claim whose SkewMargin
+// is not under Grace is refused (an *OptionError).
 func Grace(d time.Duration) Option { return optionFunc(func(s *Store) { s.grace = d }) }
 
 // WithWait makes every write wait until replicas replicas have it, or
@@ -59,7 +65,8 @@ func WithWait(replicas int, timeout time.Duration) Option {
 
 // New returns a Store on c (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring's universal form). It does not touch the server: call Check
-// before the first claim (the consumer does).
+// before the first claim (the consumer does). An unsafe option is an
+// *OptionError (errors.Is ErrInvalidConfig).
 func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{c: c, prefix: "onceq:", grace: 10 * time.Minute,
 		takeover: redis.NewScript(takeoverScript), complete: redis.NewScript(completeScript),
@@ -69,7 +76,23 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 			o.apply(s)
 		}
 	}
+	switch {
+	case s.grace <= 0:
+		return nil, &OptionError{Option: "Grace", Reason: fmt.Sprintf("%v must be positive: Redis would delete a lease its holder still counts as live", s.grace)}
+	case strings.IndexByte(s.prefix, '{') >= 0:
+		return nil, &OptionError{Option: "Prefix", Reason: "must not contain '{': Redis Cluster hashes a key's first {…}, which must be the record's own hash tag, or every record shares one slot"}
+	}
 	return s, nil
+}
+
+// checkMargin refuses a claim whose skew margin Grace does not exceed:
+// Redis could delete the lease while the claimer still counts it held, and
+// another claim would take it from its live holder.
+func (s *Store) checkMargin(margin time.Duration) error {
+	if margin < s.grace {
+		return nil
+	}
+	return &OptionError{Option: "Grace", Reason: fmt.Sprintf("%v must exceed the claim's skew margin %v: Redis would delete a lease its holder still counts as live", s.grace, margin)}
 }
 
 // redisKey is the record's Redis key: the prefix, and the key's SHA-256 as
@@ -148,6 +171,9 @@ var errContended = errors.New("the record changed under every takeover")
 func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
 	if key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
+	}
+	if err := s.checkMargin(margin); err != nil {
+		return dedup.Claim{}, err
 	}
 	rk, px := s.redisKey(key), s.expireAt(expires)
 	rec := &dedup.Record{Status: status, Version: 1, Owner: owner, PayloadHash: hash, Response: resp, CreatedAt: now, ExpiresAt: expires}
