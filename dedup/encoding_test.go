@@ -2,6 +2,7 @@ package dedup_test
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -46,29 +47,118 @@ func TestProducerKeysCannotNameOthers(t *testing.T) {
 	}
 }
 
-// No two distinct (namespace, key, source) triples share a stored key, and
-// the namespace is what precedes the first '#'.
+// tuple is what a stored key encodes: a tenant (when hasTenant), the
+// namespace, and a key, a producer's or one onceq derived.
+type tuple struct {
+	hasTenant       bool
+	tenant, ns, key string
+	derived         bool
+}
+
+// encode is the stored key of x, as the consumer builds it.
+func (x tuple) encode() (string, error) {
+	k, err := pairKey(x.ns, x.key, x.derived)
+	if err != nil || !x.hasTenant {
+		return k, err
+	}
+	return dedup.TenantKey(x.tenant, k)
+}
+
+// norm is x as its stored key can tell it: a "derived" key that is not 64
+// lowercase hex digits is a producer key (DerivedKey takes it as one).
+func (x tuple) norm() tuple {
+	x.derived = x.derived && len(x.key) == 64 && strings.Trim(x.key, "0123456789abcdef") == ""
+	if !x.hasTenant {
+		x.tenant = ""
+	}
+	return x
+}
+
+// decode reads a stored key back by the documented encoding alone:
+// "[<escaped tenant>#!#]<namespace>#<key part>", the key part 64 hex
+// digits (derived), or Escape and a producer key, or a producer key.
+func decode(s string) (tuple, bool) {
+	var x tuple
+	first, rest, ok := strings.Cut(s, "#")
+	if !ok {
+		return x, false
+	}
+	if after, tenanted := strings.CutPrefix(rest, "!#"); tenanted {
+		t, err := url.PathUnescape(first)
+		if err != nil {
+			return x, false
+		}
+		x.hasTenant, x.tenant = true, t
+		if first, rest, ok = strings.Cut(after, "#"); !ok {
+			return x, false
+		}
+	}
+	x.ns = first
+	switch {
+	case len(rest) == 64 && strings.Trim(rest, "0123456789abcdef") == "":
+		x.key, x.derived = rest, true
+	case strings.HasPrefix(rest, "!"):
+		x.key = rest[1:]
+	default:
+		x.key = rest
+	}
+	return x, x.key != ""
+}
+
+// The example of a tenant's key that was another namespace's: tenant
+// "billing" with namespace "invoice" and key "123", and namespace
+// "billing" with key "invoice#123", both stored "billing#invoice#123".
+func TestTenantKeyIsNotAnotherNamespacesKey(t *testing.T) {
+	tenanted := tuple{hasTenant: true, tenant: "billing", ns: "invoice", key: "123"}
+	plain := tuple{ns: "billing", key: "invoice#123"}
+	a, errA := tenanted.encode()
+	b, errB := plain.encode()
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	if a == b {
+		t.Fatalf("%+v and %+v are one stored key %q", tenanted, plain, a)
+	}
+	// A key without a tenant keeps the form it always had; a tenant's is
+	// marked so no namespace's key can spell it.
+	if b != "billing#invoice#123" || a != "billing#!#invoice#123" {
+		t.Fatalf("stored keys %q and %q, want billing#!#invoice#123 and billing#invoice#123", a, b)
+	}
+}
+
+// No two distinct (tenant, namespace, key, source) tuples share a stored
+// key: each stored key decodes back to the one tuple it was built from,
+// and starts with its tenant (escaped) or, without one, its namespace.
 func FuzzKey(f *testing.F) {
-	f.Add("shop", "eu#o-1", false, "shop#eu", "o-1", false)
-	f.Add("ns", hex64, false, "ns", hex64, true)
-	f.Add("ns", "sha256:"+hex64, false, "ns", strings.Repeat("k", 3000), false)
-	f.Add("ns", "!"+hex64, false, "ns", hex64, false)
-	f.Add("ns", "!!x", false, "ns", "!x", false)
-	f.Fuzz(func(t *testing.T, nsA, kA string, dA bool, nsB, kB string, dB bool) {
-		a, errA := pairKey(nsA, kA, dA)
-		b, errB := pairKey(nsB, kB, dB)
+	f.Add(true, "billing", "invoice", "123", false, false, "", "billing", "invoice#123", false)
+	f.Add(false, "", "shop", "eu#o-1", false, false, "", "shop#eu", "o-1", false)
+	f.Add(false, "", "ns", hex64, false, false, "", "ns", hex64, true)
+	f.Add(false, "", "ns", "sha256:"+hex64, false, false, "", "ns", strings.Repeat("k", 3000), false)
+	f.Add(false, "", "ns", "!"+hex64, false, false, "", "ns", hex64, false)
+	f.Add(false, "", "ns", "!!x", false, false, "", "ns", "!x", false)
+	f.Add(true, "t", "ns", hex64, true, false, "", "t", "!#ns#"+hex64, false)
+	f.Add(true, "t", "!a", "p", false, false, "", "t", "!a#p", false)
+	f.Add(true, "a#b", "c", "d", false, true, "a", "b#c", "d", false)
+	f.Add(true, "a%23b", "c", "d", false, true, "a#b", "c", "d", false)
+	f.Add(true, "t", "", "#k", false, true, "t", "#k", "x", false)
+	f.Fuzz(func(t *testing.T, tA bool, tenantA, nsA, kA string, dA bool, tB bool, tenantB, nsB, kB string, dB bool) {
+		x, y := tuple{tA, tenantA, nsA, kA, dA}, tuple{tB, tenantB, nsB, kB, dB}
+		a, errA := x.encode()
+		b, errB := y.encode()
 		if errA != nil || errB != nil {
 			return
 		}
-		if ns, _, _ := strings.Cut(a, "#"); ns != nsA {
-			t.Fatalf("stored key %q does not start with its namespace %q", a, nsA)
+		if got, ok := decode(a); !ok || got != x.norm() {
+			t.Fatalf("%+v stored as %q, which decodes to %+v", x.norm(), a, got)
 		}
-		// A "derived" key that is not one is a producer key.
-		srcA, srcB := dA && len(kA) == 64 && strings.Trim(kA, "0123456789abcdef") == "", dB && len(kB) == 64 && strings.Trim(kB, "0123456789abcdef") == ""
-		if a == b && (nsA != nsB || kA != kB || srcA != srcB) {
-			t.Fatalf("(%q, %q, derived %v) and (%q, %q, derived %v) share the stored key %q", nsA, kA, srcA, nsB, kB, srcB, a)
+		if a == b && x.norm() != y.norm() {
+			t.Fatalf("%+v and %+v share the stored key %q", x.norm(), y.norm(), a)
 		}
-		if got := string(dedup.AppendKey(nil, nsA, kA)); !dA && got != a {
+		first, _, _ := strings.Cut(a, "#")
+		if want, _ := dedup.EscapeTenant(tenantA); tA && first != want || !tA && first != nsA {
+			t.Fatalf("stored key %q does not start with its tenant or namespace", a)
+		}
+		if got := string(dedup.AppendKey(nil, nsA, kA)); !dA && !tA && got != a {
 			t.Fatalf("AppendKey %q, Key %q", got, a)
 		}
 	})

@@ -23,6 +23,12 @@ import (
 //     then it is stored with Escape in front. So a producer key can never
 //     name a derived or hashed one, and ordinary producer keys keep the
 //     stored form they always had.
+//
+// With a tenant (TenantKey) the stored key is "<tenant>#!#<namespace>#<key
+// part>": a key part never starts with Escape and Separator (a producer
+// key starting with '#' is kept as given, and an escaped key starts with
+// Escape and Escape, a hex digit or 's'), so a tenant's key is never a
+// key without a tenant, and keys without a tenant keep their form.
 const (
 	// Separator ends the namespace.
 	Separator = '#'

@@ -13,11 +13,25 @@ var ErrBadTenant = errors.New("dedup: tenant must be non-empty UTF-8 of at most 
 // MaxTenantLen bounds a tenant, before escaping.
 const MaxTenantLen = 256
 
-// TenantKey puts tenant in front of key (from Key or BodyKey):
-// "<tenant>#<key>", with '%' and '#' in the tenant escaped as %25 and %23,
-// so the tenant ends at the first '#' and two different (tenant, key)
-// pairs never make one key. A store's tenant layout partitions records by
-// that first part.
+// TenantMark follows a tenant's first '#' in a stored key: no key
+// without a tenant has it there (the key part of "<namespace>#<key part>"
+// never starts with Escape and Separator, see Key), so a tenant's key and
+// another namespace's key are never one stored key.
+const TenantMark = string(Escape) + string(Separator)
+
+// TenantKey puts tenant in front of key (from Key, DerivedKey or BodyKey):
+// "<tenant>#!#<key>", with '%' and '#' in the tenant escaped as %25 and
+// %23. The tenant ends at the first '#', and TenantMark after it tells a
+// tenant's key from a key without one, so no two different (tenant,
+// namespace, key) tuples, nor a tuple and a (namespace, key) pair, make
+// one stored key. A store's tenant layout partitions records by that
+// first part.
+//
+// Keys without a tenant are stored as they always were. A tenant's key
+// was "<tenant>#<key>" in earlier releases (without TenantMark), which could
+// be another namespace's key: a record written under that form is not
+// found by the new one, so a message redelivered across the upgrade is
+// processed again (see docs/upgrading.md).
 func TenantKey(tenant, key string) (string, error) {
 	if key == "" {
 		return "", ErrEmptyKey
@@ -26,7 +40,7 @@ func TenantKey(tenant, key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return t + "#" + key, nil
+	return t + string(Separator) + TenantMark + key, nil
 }
 
 // EscapeTenant is the tenant as TenantKey writes it: what a tenant

@@ -49,19 +49,29 @@ func complete(t *testing.T, c dedup.Store, key, resp string, now time.Time) {
 	}
 }
 
-// No two distinct (namespace, key) pairs share a cache entry: a key that
-// spells out another's stored (hashed) form is not answered with that
-// key's response (issue 26.4 a), nor is another namespace's key.
+// No two distinct (tenant, namespace, key) tuples share a cache entry: a
+// key that spells out another's stored (hashed) form is not answered with
+// that key's response, nor is another namespace's key, nor another
+// tenant's, nor a key with a tenant and one without.
 func FuzzCacheKey(f *testing.F) {
 	long := strings.Repeat("k", 100)
-	f.Add("ns", long, "ns", dedup.HashPart(long))
-	f.Add("shop", "eu#o-1", "shop#eu", "o-1")
-	f.Add("ns", "a", "ns", "a ")
-	f.Fuzz(func(t *testing.T, nsA, kA, nsB, kB string) {
-		a, errA := dedup.Key(nsA, kA)
-		b, errB := dedup.Key(nsB, kB)
+	f.Add(false, "", "ns", long, false, "", "ns", dedup.HashPart(long))
+	f.Add(false, "", "shop", "eu#o-1", false, "", "shop#eu", "o-1")
+	f.Add(false, "", "ns", "a", false, "", "ns", "a ")
+	f.Add(true, "billing", "invoice", "123", false, "", "billing", "invoice#123")
+	f.Add(true, "a", "b", "c", true, "a#b", "", "c")
+	f.Fuzz(func(t *testing.T, tA bool, tenantA, nsA, kA string, tB bool, tenantB, nsB, kB string) {
+		enc := func(hasTenant bool, tenant, ns, k string) (string, error) {
+			key, err := dedup.Key(ns, k)
+			if err != nil || !hasTenant {
+				return key, err
+			}
+			return dedup.TenantKey(tenant, key)
+		}
+		a, errA := enc(tA, tenantA, nsA, kA)
+		b, errB := enc(tB, tenantB, nsB, kB)
 		if errA != nil || errB != nil || a == b || stored(a) == stored(b) {
-			return // the same pair, or the store's own collision (FuzzStoredKey)
+			return // the same tuple, or the store's own collision (FuzzStoredKey)
 		}
 		st := hashing{memstore.New()}
 		now := time.Now()

@@ -90,28 +90,36 @@ func FuzzLayoutKey(f *testing.F) {
 	})
 }
 
-// The stored key of a (namespace, key) pair, producer or derived, through
-// dedup's encoding and either layout: distinct pairs never share an item.
+// The stored key of a (tenant, namespace, key) tuple, with or without a
+// tenant, the key a producer's or a derived one, through dedup's encoding
+// and every layout: distinct tuples never share an item.
 func FuzzStoredKey(f *testing.F) {
 	hx := strings.Repeat("ab", 32)
 	long := strings.Repeat("k", 3000)
-	f.Add("ns", long, false, "ns", hashKey("ns#" + long)[len(hashedPrefix):], false)
-	f.Add("ns", long, false, "ns", "sha256:"+hashKey(long)[len(hashedPrefix):], false)
-	f.Add("shop", "eu#o-1", false, "shop#eu", "o-1", false)
-	f.Add("ns", hx, false, "ns", hx, true)
-	f.Fuzz(func(t *testing.T, nsA, kA string, dA bool, nsB, kB string, dB bool) {
-		enc := func(ns, k string, derived bool) (string, error) {
+	f.Add(false, "", "ns", long, false, false, "", "ns", hashKey("ns#" + long)[len(hashedPrefix):], false)
+	f.Add(false, "", "ns", long, false, false, "", "ns", "sha256:"+hashKey(long)[len(hashedPrefix):], false)
+	f.Add(false, "", "shop", "eu#o-1", false, false, "", "shop#eu", "o-1", false)
+	f.Add(false, "", "ns", hx, false, false, "", "ns", hx, true)
+	f.Add(true, "billing", "invoice", "123", false, false, "", "billing", "invoice#123", false)
+	f.Add(true, "t", "ns", long, false, false, "", "t", "!#ns#"+long, false)
+	f.Add(true, "t", "ns", hx, true, true, "t#", "ns", hx, true)
+	f.Fuzz(func(t *testing.T, tA bool, tenantA, nsA, kA string, dA bool, tB bool, tenantB, nsB, kB string, dB bool) {
+		enc := func(hasTenant bool, tenant, ns, k string, derived bool) (string, error) {
+			key, err := dedup.Key(ns, k)
 			if derived {
-				return dedup.DerivedKey(ns, k)
+				key, err = dedup.DerivedKey(ns, k)
 			}
-			return dedup.Key(ns, k)
+			if err != nil || !hasTenant {
+				return key, err
+			}
+			return dedup.TenantKey(tenant, key)
 		}
-		a, errA := enc(nsA, kA, dA)
-		b, errB := enc(nsB, kB, dB)
+		a, errA := enc(tA, tenantA, nsA, kA, dA)
+		b, errB := enc(tB, tenantB, nsB, kB, dB)
 		if errA != nil || errB != nil || a == b {
-			return // a == b is the encoding's own (FuzzKey)
+			return // a == b is the encoding's own (dedup's FuzzKey)
 		}
-		for _, l := range []layout{{}, {tenant: true}} {
+		for _, l := range []layout{{}, {tenant: true}, {tenant: true, shards: 4}} {
 			pa, sa, errA := keyAttrs(t, l, a)
 			pb, sb, errB := keyAttrs(t, l, b)
 			if errA == nil && errB == nil && pa == pb && sa == sb {

@@ -36,7 +36,7 @@ func BenchmarkRedis(b *testing.B) {
 	c.AddHook(calls)
 	b.Cleanup(func() { _ = c.Close() })
 	p := prefix()
-	st := redisstore.New(c, redisstore.Prefix(p))
+	st := open(b, c, redisstore.Prefix(p))
 	if err := st.Check(b.Context()); err != nil {
 		b.Fatal(err)
 	}

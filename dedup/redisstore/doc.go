@@ -18,11 +18,15 @@
 // Keys: a record's Redis key is the prefix and the SHA-256 of the key in
 // a hash tag ("onceq:{3f0a…}"), so any key of any bytes and length maps
 // to one name of fixed size, and Redis Cluster routes every call for a
-// record to the one slot that holds it.
+// record to the one slot that holds it. A Prefix with '{' is refused, as
+// its tag would put every record in one slot.
 //
 // Expiry: each write sets the key to expire Grace after the record's
 // ExpiresAt (by the worker's clock); before that an expired record is
-// still read, and counted as absent, as in every Store.
+// still read, and counted as absent, as in every Store. Grace must exceed
+// a claim's skew margin, for which a lease past its expiry still counts
+// as held: New refuses a Grace that is not positive, a claim refuses a
+// margin that is not under Grace.
 //
 // No business writes: Complete and ClaimComplete with Writes return
 // dedup.ErrUnsupportedWrite. A handler's effects in other systems are

@@ -100,7 +100,10 @@ func TestScriptsWriteTheEncoding(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	s := New(c, Prefix("onceqtest:"+hex.EncodeToString(b)+":"))
+	s, err := New(c, Prefix("onceqtest:"+hex.EncodeToString(b)+":"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	t.Cleanup(func() { _ = c.Del(context.Background(), s.redisKey("k")).Err() })

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -41,11 +42,17 @@ type optionFunc func(*Store)
 func (f optionFunc) apply(s *Store) { f(s) }
 
 // Prefix sets the start of every record's Redis key (default "onceq:").
+// It must not contain '{': Redis Cluster hashes a key's first "{…}", which
+// must be the record's own hash tag, or every record would share one slot
+// (New refuses it).
 func Prefix(p string) Option { return optionFunc(func(s *Store) { s.prefix = p }) }
 
 // Grace sets how long a record stays stored past its ExpiresAt before
-// Redis deletes it (default 10 minutes): longer than any worker's skew
-// margin, so a lease its holder still counts as live is never deleted.
+// Redis deletes it (default 10 minutes). It must be positive (New refuses
+// another) and longer than every worker's skew margin plus the skew
+// between the workers' clocks and the Redis server's, so that a lease its
+// holder still counts as live is never deleted: a claim whose SkewMargin
+// is not under Grace is refused (an *OptionError).
 func Grace(d time.Duration) Option { return optionFunc(func(s *Store) { s.grace = d }) }
 
 // WithWait makes every write wait until replicas replicas have it, or
@@ -58,8 +65,9 @@ func WithWait(replicas int, timeout time.Duration) Option {
 
 // New returns a Store on c (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring's universal form). It does not touch the server: call Check
-// before the first claim (the consumer does).
-func New(c redis.UniversalClient, opts ...Option) *Store {
+// before the first claim (the consumer does). An unsafe option is an
+// *OptionError (errors.Is ErrInvalidConfig).
+func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{c: c, prefix: "onceq:", grace: 10 * time.Minute,
 		takeover: redis.NewScript(takeoverScript), complete: redis.NewScript(completeScript),
 		fail: redis.NewScript(failScript), extend: redis.NewScript(extendScript)}
@@ -68,7 +76,23 @@ func New(c redis.UniversalClient, opts ...Option) *Store {
 			o.apply(s)
 		}
 	}
-	return s
+	switch {
+	case s.grace <= 0:
+		return nil, &OptionError{Option: "Grace", Reason: fmt.Sprintf("%v must be positive: Redis would delete a lease its holder still counts as live", s.grace)}
+	case strings.IndexByte(s.prefix, '{') >= 0:
+		return nil, &OptionError{Option: "Prefix", Reason: "must not contain '{': Redis Cluster hashes a key's first {…}, which must be the record's own hash tag, or every record shares one slot"}
+	}
+	return s, nil
+}
+
+// checkMargin refuses a claim whose skew margin Grace does not exceed:
+// Redis could delete the lease while the claimer still counts it held, and
+// another claim would take it from its live holder.
+func (s *Store) checkMargin(margin time.Duration) error {
+	if margin < s.grace {
+		return nil
+	}
+	return &OptionError{Option: "Grace", Reason: fmt.Sprintf("%v must exceed the claim's skew margin %v: Redis would delete a lease its holder still counts as live", s.grace, margin)}
 }
 
 // redisKey is the record's Redis key: the prefix, and the key's SHA-256 as
@@ -147,6 +171,9 @@ var errContended = errors.New("the record changed under every takeover")
 func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
 	if key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
+	}
+	if err := s.checkMargin(margin); err != nil {
+		return dedup.Claim{}, err
 	}
 	rk, px := s.redisKey(key), s.expireAt(expires)
 	rec := &dedup.Record{Status: status, Version: 1, Owner: owner, PayloadHash: hash, Response: resp, CreatedAt: now, ExpiresAt: expires}
@@ -335,6 +362,28 @@ func (s *Store) waitAfter(ctx context.Context, queue func(redis.Pipeliner) redis
 		cmd.SetErr(cmp(err, &ReplicationError{Want: s.wait, Got: n}))
 	}
 }
+
+// ErrInvalidConfig wraps every option New refuses (an *OptionError). It
+// is the ErrInvalidConfig of every onceq package: errors.Is with any of
+// them matches.
+var ErrInvalidConfig = configerr.ErrInvalidConfig
+
+// OptionError is an option value the Store refuses because it would be
+// unsafe: which option, and why. Its retry class is Misconfigured.
+type OptionError struct {
+	Option string // the option's name, such as "Grace"
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("redisstore: %s: %s: %s", ErrInvalidConfig, e.Option, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidConfig) true.
+func (e *OptionError) Unwrap() error { return ErrInvalidConfig }
+
+// RetryClass: the configuration must change.
+func (e *OptionError) RetryClass() retry.Class { return retry.Misconfigured }
 
 // ReplicationError is a write fewer replicas acknowledged than WithWait
 // asks: applied on the primary, not yet safe from a failover.

@@ -40,6 +40,16 @@ func client(t *testing.T, o *redis.Options) *redis.Client {
 	return c
 }
 
+// open is redisstore.New, failing t on a refused option.
+func open(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // prefix is a fresh key prefix for one test.
 func prefix() string {
 	b := make([]byte, 6)
@@ -52,7 +62,7 @@ func TestConformance(t *testing.T) {
 	ps := &prefixes{c: c, of: map[dedup.Store]string{}}
 	storetest.Run(t, func(t *testing.T) dedup.Store {
 		p := prefix()
-		s := redisstore.New(c, redisstore.Prefix(p))
+		s := open(t, c, redisstore.Prefix(p))
 		if err := s.Check(testCtx(t)); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
@@ -67,7 +77,7 @@ func TestConformanceBehindCache(t *testing.T) {
 	ps := &prefixes{c: c, of: map[dedup.Store]string{}}
 	storetest.Run(t, func(t *testing.T) dedup.Store {
 		p := prefix()
-		return ps.add(cache.Wrap(redisstore.New(c, redisstore.Prefix(p)), 100, 0), p)
+		return ps.add(cache.Wrap(open(t, c, redisstore.Prefix(p)), 100, 0), p)
 	},
 		storetest.Options{RaceGoroutines: 16, RaceRounds: 20, Corrupt: ps.corrupt})
 }
@@ -130,7 +140,7 @@ func (ps *prefixes) corrupt(t *testing.T, st dedup.Store, l dedup.Lease, how sto
 func TestKeysAnyBytesAnyLength(t *testing.T) {
 	c := client(t, nil)
 	p := prefix()
-	s := redisstore.New(c, redisstore.Prefix(p))
+	s := open(t, c, redisstore.Prefix(p))
 	ctx := testCtx(t)
 	long := strings.Repeat("k", 100000)
 	keys := []string{"a", "a\x00", "\xff\xfe", long + "1", long + "2", "{tag}"}
@@ -163,7 +173,7 @@ func TestKeysAnyBytesAnyLength(t *testing.T) {
 func TestNativeExpiry(t *testing.T) {
 	c := client(t, nil)
 	p := prefix()
-	s := redisstore.New(c, redisstore.Prefix(p), redisstore.Grace(time.Minute))
+	s := open(t, c, redisstore.Prefix(p), redisstore.Grace(time.Minute))
 	ctx := testCtx(t)
 	now := time.Now()
 	cl, err := s.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -188,7 +198,7 @@ func TestNativeExpiry(t *testing.T) {
 }
 
 func TestWritesUnsupported(t *testing.T) {
-	s := redisstore.New(client(t, nil), redisstore.Prefix(prefix()))
+	s := open(t, client(t, nil), redisstore.Prefix(prefix()))
 	now := time.Now()
 	_, err := s.ClaimComplete(testCtx(t), dedup.ClaimCompleteRequest{Key: "k", Owner: "o", Now: now, ExpiresAt: now.Add(time.Hour), Writes: []any{"x"}})
 	if !errors.Is(err, dedup.ErrUnsupportedWrite) {
@@ -221,7 +231,7 @@ func TestPermissionDeniedMisconfigured(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", user).Err() })
 	// nopass takes any password; go-redis sends AUTH only with one.
-	s := redisstore.New(client(t, &redis.Options{Username: user, Password: "any"}), redisstore.Prefix(prefix()))
+	s := open(t, client(t, &redis.Options{Username: user, Password: "any"}), redisstore.Prefix(prefix()))
 	wantClass(t, "Check", s.Check(ctx), retry.Misconfigured)
 	now := time.Now()
 	_, err := s.Claim(ctx, dedup.ClaimRequest{Key: secretKey, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -239,7 +249,7 @@ func TestServerDownTransient(t *testing.T) {
 	l.Close()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	s := redisstore.New(c)
+	s := open(t, c)
 	now := time.Now()
 	_, err = s.Claim(testCtx(t), dedup.ClaimRequest{Key: secretKey, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
 	wantClass(t, "Claim", err, retry.Transient)
@@ -249,7 +259,7 @@ func TestServerDownTransient(t *testing.T) {
 // WithWait on a server without replicas: the write is applied, and the
 // caller told it reached none (Transient).
 func TestWaitWithoutReplicas(t *testing.T) {
-	s := redisstore.New(client(t, nil), redisstore.Prefix(prefix()), redisstore.WithWait(1, 10*time.Millisecond))
+	s := open(t, client(t, nil), redisstore.Prefix(prefix()), redisstore.WithWait(1, 10*time.Millisecond))
 	now := time.Now()
 	_, err := s.Claim(testCtx(t), dedup.ClaimRequest{Key: "k", Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
 	var re *redisstore.ReplicationError
@@ -317,7 +327,7 @@ func TestCallsPerClaim(t *testing.T) {
 	h := &commandHook{}
 	c := client(t, nil)
 	c.AddHook(h)
-	s := redisstore.New(c, redisstore.Prefix(prefix()))
+	s := open(t, c, redisstore.Prefix(prefix()))
 	ctx := testCtx(t)
 	now := time.Now()
 	claim := func(owner string, at time.Duration) dedup.Claim {
@@ -360,7 +370,7 @@ func TestCallsPerClaim(t *testing.T) {
 // deleted in between makes the key new again.
 func TestTakeoverRaces(t *testing.T) {
 	p := prefix()
-	other := redisstore.New(client(t, nil), redisstore.Prefix(p))
+	other := open(t, client(t, nil), redisstore.Prefix(p))
 	ctx := testCtx(t)
 	now := time.Now()
 	for _, tc := range []struct {
@@ -393,7 +403,7 @@ func TestTakeoverRaces(t *testing.T) {
 			h := &commandHook{at: "evalsha"}
 			c := client(t, nil)
 			c.AddHook(h)
-			s := redisstore.New(c, redisstore.Prefix(p))
+			s := open(t, c, redisstore.Prefix(p))
 			if _, err := s.Claim(ctx, dedup.ClaimRequest{Key: key, Owner: "a", Now: now, LeaseUntil: now.Add(time.Second)}); err != nil {
 				t.Fatal(err)
 			}
@@ -415,7 +425,7 @@ func TestTakeoverRaces(t *testing.T) {
 func TestCorruptRecordPermanent(t *testing.T) {
 	c := client(t, nil)
 	p := prefix()
-	s := redisstore.New(c, redisstore.Prefix(p))
+	s := open(t, c, redisstore.Prefix(p))
 	ctx := testCtx(t)
 	now := time.Now()
 	if err := c.Set(ctx, redisKeyOf(p, secretKey), "not a record", 0).Err(); err != nil {

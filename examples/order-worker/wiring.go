@@ -101,8 +101,12 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		client := redis.NewClient(&redis.Options{Addr: o.redisAddr})
 		w.close = func() { _ = client.Close() }
 		inv := newMemoryInventory(100, 1_000_000)
-		w.store = redisstore.New(client, redisstore.Prefix(o.idempotencyTable+":"))
-		w.inventory = directInventory{inv}
+		st, err := redisstore.New(client, redisstore.Prefix(o.idempotencyTable+":"))
+		if err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+		w.store, w.inventory = st, directInventory{inv}
 		w.totals = func(context.Context) (int64, int, error) { r, n := inv.totals(); return r, n, nil }
 	default:
 		inv := newMemoryInventory(100, 1_000_000)

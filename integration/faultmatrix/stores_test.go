@@ -353,7 +353,10 @@ func redisDenied(t *testing.T, f *fixture) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", user).Err() })
-	store := redisstore.New(redisClient(t, &redis.Options{Addr: addr, Username: user, Password: "any"}), redisstore.Prefix("fm:"+f.suffix+":"))
+	store, err := redisstore.New(redisClient(t, &redis.Options{Addr: addr, Username: user, Password: "any"}), redisstore.Prefix("fm:"+f.suffix+":"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := newRedisLedger(f)
 	f.queues(0, true)
 	f.send("order-1")
@@ -373,8 +376,11 @@ func redisDenied(t *testing.T, f *fixture) string {
 // Redis unreachable mid-run: as for PostgreSQL.
 func redisDown(t *testing.T, f *fixture) string {
 	p := startCutProxy(t, testenv.RedisAddr(t))
-	store := redisstore.New(redisClient(t, &redis.Options{Addr: p.addr(), DialTimeout: 2 * time.Second, MaxRetries: -1}),
+	store, err := redisstore.New(redisClient(t, &redis.Options{Addr: p.addr(), DialTimeout: 2 * time.Second, MaxRetries: -1}),
 		redisstore.Prefix("fm:"+f.suffix+":"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := newRedisLedger(f)
 	return downMidRun(t, f, p, store, func(before func() error) consumer.Handler { return redisHandler(f, l, before) })
 }
