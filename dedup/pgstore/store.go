@@ -37,6 +37,28 @@ type Store struct {
 	table string // as given, for errors
 	// The statements, made once with the table's quoted name.
 	insertSQL, takeSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
+	// maxResponse bounds a stored response (MaxResponseSize).
+	maxResponse int
+}
+
+// Option configures a Store.
+type Option interface{ apply(*Store) }
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
+
+// MaxResponseSize sets the longest response the Store keeps, in bytes
+// (default dedup.DefaultMaxResponseSize; n <= 0 keeps the default). A
+// longer one is refused by Complete and ClaimComplete with a
+// *dedup.ResponseTooLargeError before anything is sent, and nothing is
+// committed: every duplicate's claim reads the response back.
+func MaxResponseSize(n int) Option {
+	return optionFunc(func(s *Store) {
+		if n > 0 {
+			s.maxResponse = n
+		}
+	})
 }
 
 var _ dedup.Store = (*Store)(nil)
@@ -47,13 +69,17 @@ func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{Cl
 // New returns a Store over table (DefaultTable when ""), which may be
 // schema-qualified ("app.onceq_records"). It does not touch the server:
 // call Check before the first claim (the consumer does).
-func New(db DB, table string) *Store {
+func New(db DB, table string, opts ...Option) *Store {
 	if table == "" {
 		table = DefaultTable
 	}
 	q := quote(table)
 	const cols = "status, version, owner, payload_hash, response, attempts, last_error, created_at, expires_at"
-	return &Store{
+	// What a claim reads of the record it meets: the response only of a
+	// COMPLETED one, the duplicate's answer; a live lease or retry delay
+	// needs none of it.
+	const oldCols = "status, version, owner, payload_hash, CASE WHEN status = 'COMPLETED' THEN response END AS response, attempts, last_error, created_at, expires_at"
+	s := &Store{
 		db:    db,
 		table: table,
 		// A claim's first statement, all a new key needs: the record
@@ -82,7 +108,7 @@ func New(db DB, table string) *Store {
 SELECT won.version, won.attempts, old.status, old.version, old.owner, old.payload_hash, old.response,
 	old.attempts, old.last_error, old.created_at, old.expires_at
 FROM (SELECT 1) AS one LEFT JOIN won ON true
-	LEFT JOIN LATERAL (SELECT ` + cols + ` FROM ` + q + `
+	LEFT JOIN LATERAL (SELECT ` + oldCols + ` FROM ` + q + `
 		WHERE (won.version IS NULL OR won.version > 1) AND id = $1::bytea) AS old ON true`,
 		readSQL: `SELECT ` + cols + ` FROM ` + q + ` WHERE id = $1`,
 		completeSQL: `UPDATE ` + q + ` SET status = 'COMPLETED', version = version + 1, response = $4, expires_at = $5, last_error = ''
@@ -97,6 +123,13 @@ FROM (SELECT 1) AS one LEFT JOIN won ON true
 	AND has_table_privilege($1::text, 'UPDATE'), (SELECT count(*) FROM (SELECT id, ` + cols + ` FROM ` + q + ` WHERE false) AS layout)`,
 		deleteSQL: `DELETE FROM ` + q + ` WHERE id IN (SELECT id FROM ` + q + ` WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 	}
+	s.maxResponse = dedup.DefaultMaxResponseSize
+	for _, o := range opts {
+		if o != nil {
+			o.apply(s)
+		}
+	}
+	return s
 }
 
 // Table is the records table's name, as given to New.
@@ -256,6 +289,9 @@ func fenced(op string, tag pgconn.CommandTag, l dedup.Lease) error {
 // Complete implements dedup.Store: one UPDATE, or with Writes a
 // transaction of the fenced UPDATE first and the writes after it.
 func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
+		return err
+	}
 	writes, err := asWrites(req.Writes)
 	if err != nil {
 		return err
@@ -306,6 +342,9 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
+	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
+		return dedup.Claim{}, err
+	}
 	writes, err := asWrites(req.Writes)
 	if err != nil {
 		return dedup.Claim{}, err
@@ -331,10 +370,12 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	return c, nil
 }
 
-// Fail implements dedup.Store.
+// Fail implements dedup.Store. The reason is stored as
+// dedup.StorableReason makes it: a text column refuses NUL and invalid
+// UTF-8, and a refused Fail would count no attempt.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	l := req.Lease
-	tag, err := s.db.Exec(ctx, s.failSQL, rowID(l.Key), l.Owner, l.Version, req.Reason, req.RetryAt, req.ResetAttempts, req.RefundAttempt, req.DeadLetter)
+	tag, err := s.db.Exec(ctx, s.failSQL, rowID(l.Key), l.Owner, l.Version, dedup.StorableReason(req.Reason), req.RetryAt, req.ResetAttempts, req.RefundAttempt, req.DeadLetter)
 	if err != nil {
 		return s.wrap("fail", err)
 	}

@@ -22,13 +22,18 @@ func TestConformance(t *testing.T) {
 	p := pool(t)
 	table := recordsTable(t, p)
 	storetest.Run(t, func(t *testing.T) dedup.Store {
-		s := pgstore.New(p, table)
+		s := pgstore.New(p, table, pgstore.MaxResponseSize(testMaxResponse))
 		if err := s.Check(testCtx(t)); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
 		return s
-	})
+	}, storetest.Options{MaxResponseSize: testMaxResponse, NilWrites: []any{(*pgstore.Exec)(nil), pgstore.Func(nil),
+		(func(context.Context, pgx.Tx) error)(nil)}})
 }
+
+// testMaxResponse is the conformance run's response limit, other than the
+// default (which the run behind the cache keeps).
+const testMaxResponse = 100 << 10
 
 // The suite again through the COMPLETED cache the consumer puts in
 // front of every store.

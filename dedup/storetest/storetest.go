@@ -26,6 +26,13 @@ type Options struct {
 	// A Store that never throttles (the in-memory one) leaves it nil and
 	// the case is skipped.
 	Throttled func(t *testing.T) dedup.Store
+	// MaxResponseSize is the response limit of the Stores newStore makes
+	// (default dedup.DefaultMaxResponseSize).
+	MaxResponseSize int
+	// NilWrites are nil values of the Store's own write types (a nil
+	// pointer, a nil func), each of which Complete must refuse with a
+	// *dedup.NilWriteError; a nil interface is always tried.
+	NilWrites []any
 }
 
 // Run runs the suite. newStore is called once per subtest.
@@ -66,13 +73,16 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"ClaimComplete", s.claimComplete},
 		{"ThrottleReachesObserver", s.throttleObserved},
 		{"WrapperKeepsCapabilities", s.wrapperKeepsCapabilities},
+		{"FailReasonAlwaysLands", s.failReasons},
+		{"NilWriteRefused", s.nilWrites},
+		{"ResponseOverLimitRefused", s.responseLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
 	// The state machine once more through a pass-through wrapper, with a
 	// smaller race: what a wrapper may lose is forwarding, not speed.
-	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20}}
+	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20, MaxResponseSize: o.MaxResponseSize, NilWrites: o.NilWrites}}
 	wrapped := map[string]func(*testing.T, dedup.Store){
 		"ClaimRaceHasOneWinner": w.claimRace, "ThrottleReachesObserver": w.throttleObserved,
 	}
