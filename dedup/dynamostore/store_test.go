@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/storetest"
@@ -13,7 +15,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	conformance(t, nil, storetest.Options{})
+	conformance(t, nil, storetest.Options{NilWrites: []any{(*types.TransactWriteItem)(nil)}})
 }
 
 func TestConformanceTenantLayout(t *testing.T) {

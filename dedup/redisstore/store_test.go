@@ -49,13 +49,17 @@ func prefix() string {
 func TestConformance(t *testing.T) {
 	c := client(t, nil)
 	storetest.Run(t, func(t *testing.T) dedup.Store {
-		s := redisstore.New(c, redisstore.Prefix(prefix()))
+		s := redisstore.New(c, redisstore.Prefix(prefix()), redisstore.MaxResponseSize(testMaxResponse))
 		if err := s.Check(testCtx(t)); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
 		return s
-	})
+	}, storetest.Options{MaxResponseSize: testMaxResponse})
 }
+
+// testMaxResponse is the conformance run's response limit, other than the
+// default (which the run behind the cache keeps).
+const testMaxResponse = 100 << 10
 
 // The suite again through the COMPLETED cache the consumer puts in
 // front of every store.
