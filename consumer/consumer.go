@@ -25,8 +25,12 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 		return nil, configError("a Source is required")
 	}
 	cfg := newConfig(opts)
-	caps := src.Capabilities()
+	caps, err := capabilities("Source", src.Capabilities)
+	if err != nil {
+		return nil, err
+	}
 	cfg.handLogger(caps.InheritLogger)
+	src = safeSource{s: src, log: cfg.logger}
 	if !caps.DeadLetter && !cfg.noDeadLetter {
 		return nil, configError("the Source has no dead-letter destination: give it one (SQS: a dead-letter queue or redrive policy; Kafka: a dead-letter topic), or pass WithoutDeadLetters")
 	}
@@ -74,7 +78,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	if limit := c.src.Capabilities().LimitCommitHold; limit != nil {
+	if limit := c.caps.LimitCommitHold; limit != nil {
 		// Records completed behind a held message expire Retention after
 		// they completed; stopping at 3/4 of it leaves the operator a
 		// quarter of Retention to mend what holds it before a restart

@@ -6,6 +6,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/configerr"
+	"github.com/onceq/onceq/retry"
 )
 
 // Errors of the consumer. Test with errors.Is / errors.As.
@@ -30,7 +31,31 @@ var (
 	// ErrPermanent marks a handler error that no retry can fix: the message
 	// is dead-lettered at once. Wrap with Permanent.
 	ErrPermanent = errors.New("consumer: permanent failure")
+	// ErrPanicked wraps a panic recovered from a Store or Source call: a
+	// *PanicError, a fault of the deployment (a bug in the Store or Source
+	// given), never of a message.
+	ErrPanicked = errors.New("consumer: a Store or Source call panicked")
 )
+
+// PanicError is a panic recovered from a Store or Source call. It is a
+// fault of the deployment (retry class Misconfigured): the message is
+// given back untouched and a Consumer stops with ErrMisconfigured. The
+// panic's stack is logged where it is recovered.
+type PanicError struct {
+	Seam  string // "store" or "source"
+	Call  string // the method that panicked: "Claim", "Ack", ...
+	Value any    // what was passed to panic
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("consumer: %s %s panicked: %v", e.Seam, e.Call, e.Value)
+}
+
+// Is makes errors.Is(err, ErrPanicked) true.
+func (e *PanicError) Is(target error) bool { return target == ErrPanicked }
+
+// RetryClass: a bug of the Store or Source, which no retry mends.
+func (e *PanicError) RetryClass() retry.Class { return retry.Misconfigured }
 
 // Permanent marks err as not worth retrying (malformed input, a rule the
 // message breaks): the consumer dead-letters the message with err as reason.

@@ -70,7 +70,10 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	caps := store.Capabilities()
+	caps, err := capabilities("Store", store.Capabilities)
+	if err != nil {
+		return nil, err
+	}
 	if caps.TenantKeyed && cfg.tenantFunc == nil {
 		return nil, configError("the Store (%T) keys records by tenant: give WithTenantFunc, or every key shares its namespace's partition", store)
 	}
@@ -91,7 +94,7 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg, store: store, oneShot: cfg.oneRoundTrip, handler: h, hooks: hs, tel: tel}
+	g := &Guard{cfg: cfg, store: safeStore{s: store, log: cfg.logger}, oneShot: cfg.oneRoundTrip, handler: h, hooks: hs, tel: tel}
 	if cfg.cacheEntries > 0 {
 		g.completed = cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
 		if err := tel.observeCache(g.completed); err != nil {
@@ -606,7 +609,8 @@ func faultOf(err error) fault {
 	case errors.Is(err, dedup.ErrLeaseLost), businessError(err) != nil:
 		return decided
 	case errors.Is(err, dedup.ErrRecordTooLarge), errors.Is(err, dedup.ErrTooManyWrites),
-		errors.Is(err, dedup.ErrUnsupportedWrite), errors.Is(err, dedup.ErrEmptyKey):
+		errors.Is(err, dedup.ErrUnsupportedWrite), errors.Is(err, dedup.ErrEmptyKey),
+		errors.Is(err, dedup.ErrResponseTooLarge), errors.Is(err, dedup.ErrNilWrite):
 		return messageFault
 	}
 	switch retry.Classify(err) {
@@ -657,7 +661,7 @@ func (a *attempt) sendDeadLetter(o Outcome, req *dedup.FailRequest) (deadLetterF
 	g.cfg.logger.ErrorContext(a.ctx, "dead letter not sent; kept in the store as DEAD_LETTER (onceq inspect shows it)",
 		slogID(a.m), slogKey(o.IdempotencyKey), slogErr(err))
 	req.DeadLetter, req.ResetAttempts, req.RetryAt = true, true, req.Now.Add(g.cfg.retention)
-	req.Reason = truncate(fmt.Sprintf("dead letter of message %s not sent (%v): %s", a.m.ID, err, req.Reason), 1024)
+	req.Reason = dedup.StorableReason(fmt.Sprintf("dead letter of message %s not sent (%v): %s", a.m.ID, err, req.Reason))
 	return deadLetterKept, err
 }
 
@@ -672,7 +676,7 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	var retryAt time.Time
 	if held {
 		now := g.cfg.clock.Now()
-		req := dedup.FailRequest{Lease: a.lease, Reason: truncate(cause.Error(), 1024), Now: now,
+		req := dedup.FailRequest{Lease: a.lease, Reason: dedup.StorableReason(cause.Error()), Now: now,
 			RetryAt: now.Add(delay), ResetAttempts: final, RefundAttempt: refund}
 		if final {
 			o.Kind = DeadLettered
@@ -680,6 +684,25 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 		}
 		retryAt = req.RetryAt
 		err := a.storeCall(opFail, func(ctx context.Context) error { return g.store.Fail(ctx, req) })
+		if err != nil && faultOf(err) == messageFault {
+			// The store refused what the request carries, its reason
+			// most likely: recorded again with a plain one, so that the
+			// failed run counts.
+			g.cfg.logger.WarnContext(a.ctx, "the store refused a failure record; recording it with a plain reason",
+				slogID(a.m), slogKey(o.IdempotencyKey), slogErr(err))
+			req.Reason = plainReason
+			if req.DeadLetter {
+				req.Reason = plainDeadLetterReason
+			}
+			err = a.storeCall(opFail, func(ctx context.Context) error { return g.store.Fail(ctx, req) })
+			if err != nil && faultOf(err) == messageFault && !final {
+				// Still refused: the store cannot count this message's
+				// failed runs, so it is dead-lettered now rather than
+				// taken over and run again, uncounted, for ever.
+				final = true
+				o.Err = fmt.Errorf("consumer: the store refused to record a failed run, so its attempts cannot be counted (%w); the run failed: %w", err, cause)
+			}
+		}
 		if err != nil && o.deadLetter == deadLetterKept {
 			// Neither the destination nor the store took it: the message
 			// stays with the broker, as before there was a store to keep it.
@@ -690,8 +713,15 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 			o.Kind, o.Err, o.RetryAfter = LeaseLost, fmt.Errorf("%w (while failing: %w)", err, cause), g.cfg.pendingRecheck
 			return o
 		}
-		// A Fail that did not land is no reason to keep the message from
-		// its fate: the lease then simply expires.
+		if err != nil && faultOf(err) == configFault && o.deadLetter == deadLetterUnsent && !final {
+			// The deployment's fault, not the message's: given back, and a
+			// Consumer stops.
+			o.Kind, o.RetryAfter = Misconfigured, g.cfg.failedRetryDelay
+			o.Err = fmt.Errorf("%w: consumer: fail: %w (the run failed: %v)", ErrMisconfigured, err, cause)
+			return o
+		}
+		// A Fail that did not land for an outage is no reason to keep the
+		// message from its fate: the lease then simply expires.
 	}
 	if final {
 		o.Kind = DeadLettered
@@ -795,9 +825,8 @@ func (g *Guard) reportHeartbeat(ctx context.Context, m *Message, lease bool, err
 	}
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
+// The reasons a Fail carries when the store refused the one it was given.
+const (
+	plainReason           = "the run failed; the store refused the text of its error (see the worker's log)"
+	plainDeadLetterReason = "dead letter not sent and kept here; the store refused the text of its reason (see the worker's log)"
+)

@@ -375,6 +375,7 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
 		err = src.Nack(ctx, s.m, o.RetryAfter)
 	}
 	r.reportSettled(ctx, s.m, action, err)
+	r.sourcePanicked(err)
 	if err != nil && action != DeadLetter {
 		cfg.logger.WarnContext(ctx, "settle failed", "action", action.String(), slogID(s.m), slogErr(err))
 	}
@@ -394,6 +395,15 @@ func (r *pool) stop(err error) {
 	if first {
 		r.c.cfg.logger.Error("stopping: the deployment is misconfigured; no message is blamed", slogErr(err))
 		stopFetch()
+	}
+}
+
+// sourcePanicked stops the run when err is a panic recovered from a
+// Source call: a bug of the deployment's, which the next call would meet
+// again.
+func (r *pool) sourcePanicked(err error) {
+	if err != nil && errors.Is(err, ErrPanicked) {
+		r.stop(fmt.Errorf("%w: source: %w", ErrMisconfigured, err))
 	}
 }
 
@@ -428,6 +438,7 @@ func (r *pool) giveBack(s *slot) {
 	ctx := r.settles.get(time.Now())
 	err := r.c.src.Nack(ctx, s.m, 0)
 	r.reportSettled(ctx, s.m, Retry, err)
+	r.sourcePanicked(err)
 	r.release(s)
 }
 
@@ -497,6 +508,7 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 			ctx := r.settles.get(now)
 			err := r.c.src.Extend(ctx, s.m, timeout)
 			r.c.guard.reportHeartbeat(ctx, s.m, false, err)
+			r.sourcePanicked(err)
 		}
 	}
 }

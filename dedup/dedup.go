@@ -162,10 +162,14 @@ type Store interface {
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
 	// Complete marks the lease COMPLETED, with its Writes in the same
 	// atomic commit. ErrLeaseLost when the lease is no longer held; a
-	// *BusinessConditionError when a write's own condition failed (nothing
-	// is committed then).
+	// *BusinessConditionError when a write's own condition failed; a
+	// *ResponseTooLargeError for a response over the Store's limit (see
+	// DefaultMaxResponseSize); a *NilWriteError for a nil write. Nothing is
+	// committed then, and the lease is still held.
 	Complete(ctx context.Context, req CompleteRequest) error
-	// Fail marks the lease FAILED. ErrLeaseLost when no longer held.
+	// Fail marks the lease FAILED. ErrLeaseLost when no longer held. Any
+	// reason is stored, as StorableReason makes it: a Fail never fails for
+	// its reason, so that a failed run is always counted.
 	Fail(ctx context.Context, req FailRequest) error
 	// Extend renews the lease. ErrLeaseLost when no longer held.
 	Extend(ctx context.Context, req ExtendRequest) error
@@ -176,7 +180,8 @@ type Store interface {
 	// effect is their Writes: it commits the COMPLETED record and Writes
 	// when the key is absent or expired. When it is live, nothing is
 	// written and the Claim carries the existing record (Acquired false). A
-	// business write's condition failing gives a *BusinessConditionError. A
+	// business write's condition failing gives a *BusinessConditionError;
+	// a response or a write Complete refuses is refused alike. A
 	// Store whose Capabilities say no ClaimComplete returns
 	// errors.ErrUnsupported.
 	ClaimComplete(ctx context.Context, req ClaimCompleteRequest) (Claim, error)

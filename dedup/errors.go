@@ -31,6 +31,13 @@ var (
 	// ErrKeyTooLong: a key the Store can neither hold nor map onto what it
 	// holds. The error is a *KeyTooLongError.
 	ErrKeyTooLong = errors.New("dedup: key too long for the store")
+	// ErrResponseTooLarge: a response longer than the Store keeps (its
+	// MaxResponseSize option). The error is a *ResponseTooLargeError.
+	ErrResponseTooLarge = errors.New("dedup: response too large for the store")
+	// ErrNilWrite: a nil business write (a nil interface, or a nil pointer
+	// or func of the Store's own write type). The error is a
+	// *NilWriteError.
+	ErrNilWrite = errors.New("dedup: nil business write")
 )
 
 // KeyReuseError carries the record that holds the key. Its text names the
@@ -132,3 +139,44 @@ func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorrupt
 
 // RetryClass: the record stays as it is.
 func (e *CorruptRecordError) RetryClass() retry.Class { return retry.Permanent }
+// ResponseTooLargeError says how long a response was and how long a
+// response the Store keeps. It is the message's fault (a handler returned
+// more than a cached answer may hold): retry class Permanent, nothing is
+// committed, and the consumer dead-letters the message.
+type ResponseTooLargeError struct{ Size, Max int }
+
+func (e *ResponseTooLargeError) Error() string {
+	return fmt.Sprintf("dedup: response of %d bytes exceeds the store's limit of %d bytes (its MaxResponseSize option)", e.Size, e.Max)
+}
+
+// Is makes errors.Is(err, ErrResponseTooLarge) true.
+func (e *ResponseTooLargeError) Is(target error) bool { return target == ErrResponseTooLarge }
+
+// RetryClass: the same response never fits.
+func (e *ResponseTooLargeError) RetryClass() retry.Class { return retry.Permanent }
+
+// CheckResponse returns a *ResponseTooLargeError when resp is longer than
+// max, the check every Store makes before it writes a response.
+func CheckResponse(resp []byte, max int) error {
+	if len(resp) > max {
+		return &ResponseTooLargeError{Size: len(resp), Max: max}
+	}
+	return nil
+}
+
+// NilWriteError says which business write was nil, and of which type. It
+// is the handler's fault: retry class Permanent, nothing is committed.
+type NilWriteError struct {
+	Index int
+	Type  string // the write's type as %T prints it ("<nil>" for a nil interface)
+}
+
+func (e *NilWriteError) Error() string {
+	return fmt.Sprintf("dedup: business write %d is a nil %s", e.Index, e.Type)
+}
+
+// Is makes errors.Is(err, ErrNilWrite) true.
+func (e *NilWriteError) Is(target error) bool { return target == ErrNilWrite }
+
+// RetryClass: the same writes are nil again.
+func (e *NilWriteError) RetryClass() retry.Class { return retry.Permanent }

@@ -147,6 +147,12 @@
 // refused before sending with a *dedup.RecordTooLargeError (the item size is
 // estimated by DynamoDB's rules: attribute names plus values).
 //
+// Limits: a response longer than MaxResponseSize (default
+// dedup.DefaultMaxResponseSize, 256 KiB; at most 400 KB) is refused by Complete and
+// ClaimComplete with a *dedup.ResponseTooLargeError, and a nil write with a
+// *dedup.NilWriteError, before anything is written. Fail stores its reason
+// as dedup.StorableReason makes it (valid UTF-8, at most 1,024 bytes).
+//
 // # Imports
 //
 // This package owns the DynamoDB SDK within onceq: no other package of the

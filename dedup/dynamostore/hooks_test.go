@@ -28,6 +28,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		"no table":                  {c, "", nil},
 		"no client":                 {nil, "t", nil},
 		"nil regional client":       {nil, "t", []dynamostore.Option{dynamostore.WithRegionalClients([]*ddb.Client{c, nil})}},
+		"response over an item":     {c, "t", []dynamostore.Option{dynamostore.MaxResponseSize(400*1024 + 1)}},
 	} {
 		if st, err := dynamostore.New(tc.client, tc.table, tc.opts...); !errors.Is(err, dynamostore.ErrInvalidConfig) || st != nil {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)

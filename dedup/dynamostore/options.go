@@ -48,6 +48,7 @@ type config struct {
 	logger       *slog.Logger
 	meter        metric.MeterProvider
 	archive      string
+	maxResponse  int
 }
 
 // option is an Option: what it sets in a Store's configuration, and, for
@@ -80,6 +81,15 @@ func optionFunc(f func(*config)) Option { return option{store: f} }
 func WithRetryPolicy(p retry.Policy) Option {
 	return option{store: func(c *config) { c.policy = p }, audit: func(c *auditConfig) { c.policy = p }}
 }
+
+// MaxResponseSize sets the longest response the Store keeps, in bytes
+// (default dedup.DefaultMaxResponseSize, 256 KiB; n <= 0 keeps the
+// default). A longer one is refused by Complete and ClaimComplete with a
+// *dedup.ResponseTooLargeError before anything is sent, and nothing is
+// committed. DynamoDB's own item limit is 400 KB, key and attributes
+// included: New refuses a larger n, and a record that still does not fit
+// is refused with a *dedup.RecordTooLargeError.
+func MaxResponseSize(n int) Option { return optionFunc(func(c *config) { c.maxResponse = n }) }
 
 // WithoutClockCheck stops refusing claims whose Now is further from
 // DynamoDB's clock than their SkewMargin (*ClockSkewError), for tests and

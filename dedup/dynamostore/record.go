@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -35,9 +34,6 @@ const (
 	maxTransactItems = 100
 	maxPartitionKey  = 2048
 	maxSortKey       = 1024
-	// maxErrorLen bounds a stored failure reason, so that a huge error
-	// text can never make Fail itself fail on the item size limit.
-	maxErrorLen = 8 * 1024
 	// maxEpoch is the end of year 9999; later times are not plausible.
 	maxEpoch = 253402300799
 )
@@ -59,17 +55,6 @@ func ceilUnix(t time.Time) int64 {
 
 // floorUnix rounds a "now" down: nothing is seen as expired early.
 func floorUnix(t time.Time) int64 { return t.Unix() }
-
-// truncateUTF8 cuts s to at most n bytes on a rune boundary.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
 
 // decodeRecord turns a stored item into a Record. It is total: any missing
 // or mistyped attribute is a *CorruptRecordError, never a panic.

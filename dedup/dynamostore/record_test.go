@@ -108,9 +108,6 @@ func TestRounding(t *testing.T) {
 	if ceilUnix(base) != 1000 || ceilUnix(base.Add(time.Nanosecond)) != 1001 || floorUnix(base.Add(999*time.Millisecond)) != 1000 {
 		t.Fatal("rounding")
 	}
-	if s := truncateUTF8("héllo", 2); s != "h" {
-		t.Fatalf("truncate %q", s)
-	}
 }
 
 func reasons(codes ...string) *types.TransactionCanceledException {

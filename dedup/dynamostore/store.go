@@ -46,6 +46,8 @@ type Store struct {
 	archive *string
 	// tenantKeyed: TenantLayout, whose keys carry the message's tenant.
 	tenantKeyed bool
+	// maxResponse bounds a stored response (MaxResponseSize).
+	maxResponse int
 }
 
 var _ dedup.Store = (*Store)(nil)
@@ -76,6 +78,11 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("dynamostore: %w: TenantShards(%d): want 1 to 1000", ErrInvalidConfig, cfg.shards)
 	case cfg.shards > 1 && !cfg.fromMessage:
 		return nil, fmt.Errorf("dynamostore: %w: TenantShards without TenantLayout", ErrInvalidConfig)
+	case cfg.maxResponse > maxItemSize:
+		return nil, fmt.Errorf("dynamostore: %w: MaxResponseSize(%d): a DynamoDB item holds at most %d bytes", ErrInvalidConfig, cfg.maxResponse, maxItemSize)
+	}
+	if cfg.maxResponse <= 0 {
+		cfg.maxResponse = dedup.DefaultMaxResponseSize
 	}
 	hs, err := collectHooks(cfg.hooks)
 	if err != nil {
@@ -108,6 +115,7 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 		parts:       newParts(layout{tenant: cfg.tenant}),
 		layout:      layout{tenant: cfg.tenant, shards: cfg.shards},
 		tenantKeyed: cfg.fromMessage,
+		maxResponse: cfg.maxResponse,
 		policy:      cfg.policy,
 		hooks:       hs,
 		log:         cfg.logger,
@@ -586,7 +594,7 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSize(key, req.Lease.Owner, "", req.Response, ""); err != nil {
+	if err := s.checkResponse(key, req.Lease.Owner, "", req.Response); err != nil {
 		return err
 	}
 	r := s.parts.complete[min(len(req.Response), 1)].with(s.parts.completeValues(req.Lease, req.ExpiresAt, req.Response))
@@ -633,7 +641,7 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 		status, placeholder = dedup.StatusDeadLetter, ":dead"
 	}
 	r := settling(req.Lease, status, placeholder, req.RetryAt)
-	r.Set(nError, r.value(":err", str(truncateUTF8(req.Reason, maxErrorLen))))
+	r.Set(nError, r.value(":err", str(dedup.StorableReason(req.Reason))))
 	switch {
 	case req.ResetAttempts:
 		r.Set(nAttempts, r.value(":zero", num(0)))
@@ -836,7 +844,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	if err := checkSize(key, req.Owner, req.PayloadHash, req.Response, ""); err != nil {
+	if err := s.checkResponse(key, req.Owner, req.PayloadHash, req.Response); err != nil {
 		return dedup.Claim{}, err
 	}
 	a := claimArgs{
@@ -948,14 +956,25 @@ func transactItems(ws []any) ([]types.TransactWriteItem, error) {
 			out = append(out, w)
 		case *types.TransactWriteItem:
 			if w == nil {
-				return nil, fmt.Errorf("%w: write %d is a nil *types.TransactWriteItem", dedup.ErrUnsupportedWrite, i)
+				return nil, &dedup.NilWriteError{Index: i, Type: "*types.TransactWriteItem"}
 			}
 			out = append(out, *w)
+		case nil:
+			return nil, &dedup.NilWriteError{Index: i, Type: "<nil>"}
 		default:
 			return nil, fmt.Errorf("%w: write %d is %T, want types.TransactWriteItem", dedup.ErrUnsupportedWrite, i, w)
 		}
 	}
 	return out, nil
+}
+
+// checkResponse refuses a response over MaxResponseSize, then a record too
+// large for DynamoDB (see checkSize).
+func (s *Store) checkResponse(key map[string]types.AttributeValue, owner, payloadHash string, response []byte) error {
+	if err := dedup.CheckResponse(response, s.maxResponse); err != nil {
+		return err
+	}
+	return checkSize(key, owner, payloadHash, response, "")
 }
 
 // checkSize estimates the largest item the record can become and refuses

@@ -17,7 +17,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	conformance(t, nil, storetest.Options{})
+	conformance(t, nil, storetest.Options{NilWrites: []any{(*types.TransactWriteItem)(nil)}})
 }
 
 func TestConformanceTenantLayout(t *testing.T) {

@@ -218,7 +218,7 @@ func TestTransactionOutcomes(t *testing.T) {
 	t.Run("UnsupportedWrites", func(t *testing.T) {
 		k := uniqueKey(t)
 		cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
-		for _, w := range []any{(*types.TransactWriteItem)(nil), "put", types.Put{}} {
+		for _, w := range []any{"put", types.Put{}} {
 			err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []any{w}})
 			if !errors.Is(err, dedup.ErrUnsupportedWrite) {
 				t.Fatalf("write %T: %v", w, err)
@@ -245,7 +245,11 @@ func TestTransactionOutcomes(t *testing.T) {
 }
 
 func TestRecordTooLarge(t *testing.T) {
-	st, _, c := countedStore(t)
+	// A response limit as large as an item, so that the item's own check
+	// answers.
+	c := &calls{}
+	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), c)
+	st := newStore(t, client, recordsTable(t, client), dynamostore.MaxResponseSize(400*1024))
 	at := clock()
 	k := uniqueKey(t)
 	cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})

@@ -2,5 +2,11 @@
 // the DynamoDB Store: the embedded default and the store of fast tests.
 // Records live in the process; they survive nothing.
 //
+// Limits: a response longer than MaxResponseSize (default
+// dedup.DefaultMaxResponseSize, 256 KiB) is refused by Complete and
+// ClaimComplete with a *dedup.ResponseTooLargeError, and a nil write with a
+// *dedup.NilWriteError, before anything is written. Fail stores its reason
+// as dedup.StorableReason makes it (valid UTF-8, at most 1,024 bytes).
+//
 // It imports only package dedup; anything may import it.
 package memstore

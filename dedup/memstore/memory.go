@@ -31,6 +31,27 @@ type Store struct {
 	hash    func(key string) uint64
 	shards  [shards]shard
 	writeMu sync.Mutex // serializes commits that carry Writes
+	// maxResponse bounds a stored response (MaxResponseSize).
+	maxResponse int
+}
+
+// Option configures a Store.
+type Option interface{ apply(*Store) }
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
+
+// MaxResponseSize sets the longest response the Store keeps, in bytes
+// (default dedup.DefaultMaxResponseSize; n <= 0 keeps the default). A
+// longer one is refused by Complete and ClaimComplete with a
+// *dedup.ResponseTooLargeError, and nothing is committed.
+func MaxResponseSize(n int) Option {
+	return optionFunc(func(s *Store) {
+		if n > 0 {
+			s.maxResponse = n
+		}
+	})
 }
 
 type shard struct {
@@ -87,9 +108,14 @@ func (sh *shard) claimLocked(h uint64, old *dedup.Record, key, owner, payloadHas
 }
 
 // New returns an empty Store.
-func New() *Store {
+func New(opts ...Option) *Store {
 	seed := maphash.MakeSeed()
-	s := &Store{hash: func(key string) uint64 { return maphash.String(seed, key) }}
+	s := &Store{hash: func(key string) uint64 { return maphash.String(seed, key) }, maxResponse: dedup.DefaultMaxResponseSize}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(s)
+		}
+	}
 	for i := range s.shards {
 		s.shards[i].records = map[uint64]*entry{}
 	}
@@ -168,7 +194,12 @@ func asWrites(ws []any) ([]Write, error) {
 		case Write:
 			out[i] = w
 		case *Write:
+			if w == nil {
+				return nil, &dedup.NilWriteError{Index: i, Type: fmt.Sprintf("%T", w)}
+			}
 			out[i] = *w
+		case nil:
+			return nil, &dedup.NilWriteError{Index: i, Type: "<nil>"}
 		default:
 			return nil, fmt.Errorf("%w: %T (the in-memory store takes memstore.Write)", dedup.ErrUnsupportedWrite, w)
 		}
@@ -217,6 +248,9 @@ func applyWrites(writes []Write) error {
 
 // Complete implements dedup.Store.
 func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
+	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
+		return err
+	}
 	writes, err := asWrites(req.Writes)
 	if err != nil {
 		return err
@@ -244,6 +278,9 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
+	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
+		return dedup.Claim{}, err
+	}
 	writes, err := asWrites(req.Writes)
 	if err != nil {
 		return dedup.Claim{}, err
@@ -267,8 +304,9 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 
 // Fail implements dedup.Store.
 func (s *Store) Fail(_ context.Context, req dedup.FailRequest) error {
+	reason := dedup.StorableReason(req.Reason)
 	return s.withLease(req.Lease, func(r *dedup.Record) {
-		r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, req.Reason, req.RetryAt
+		r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, reason, req.RetryAt
 		if req.DeadLetter {
 			r.Status = dedup.StatusDeadLetter
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) dedup.Store { return memstore.New() })
+	storetest.Run(t, func(*testing.T) dedup.Store { return memstore.New() }, storetest.Options{NilWrites: []any{(*memstore.Write)(nil)}})
 }
 
 func TestWritesAllOrNothing(t *testing.T) {

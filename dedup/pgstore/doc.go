@@ -46,6 +46,14 @@
 // *dedup.CorruptRecordError (retry class Permanent), expired or not: a
 // claim never takes one over.
 //
+// Limits: a response longer than MaxResponseSize (default
+// dedup.DefaultMaxResponseSize, 256 KiB) is refused by Complete and
+// ClaimComplete with a *dedup.ResponseTooLargeError, and a nil write with a
+// *dedup.NilWriteError, before anything is written. Fail stores its reason
+// as dedup.StorableReason makes it (valid UTF-8, no NUL, at most 1,024
+// bytes), which a text column always takes. A claim reads the response
+// of the record it meets only when that record is COMPLETED.
+//
 // Expiry: PostgreSQL has no TTL. An expired row counts as absent for
 // claims, so correctness never waits for its deletion; to bound the table,
 // run Cleanup in a goroutine (or DeleteExpired from a scheduled job). Each

@@ -43,11 +43,33 @@ type Store struct {
 	stmts atomic.Pointer[statements]
 	// nameErr refuses a table name PostgreSQL would not keep as given.
 	nameErr error
+	// maxResponse bounds a stored response (MaxResponseSize).
+	maxResponse int
 }
 
 // statements are the Store's SQL, for one schema-qualified table.
 type statements struct {
 	insertSQL, takeSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
+}
+
+// Option configures a Store.
+type Option interface{ apply(*Store) }
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
+
+// MaxResponseSize sets the longest response the Store keeps, in bytes
+// (default dedup.DefaultMaxResponseSize; n <= 0 keeps the default). A
+// longer one is refused by Complete and ClaimComplete with a
+// *dedup.ResponseTooLargeError before anything is sent, and nothing is
+// committed: every duplicate's claim reads the response back.
+func MaxResponseSize(n int) Option {
+	return optionFunc(func(s *Store) {
+		if n > 0 {
+			s.maxResponse = n
+		}
+	})
 }
 
 var _ dedup.Store = (*Store)(nil)
@@ -61,11 +83,17 @@ func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{Cl
 // parts are empty, hold a NUL byte or are longer than PostgreSQL keeps (63
 // bytes; it would cut them, and two names that share their start would be
 // one table) makes every call return a *TableNameError.
-func New(db DB, table string) *Store {
+func New(db DB, table string, opts ...Option) *Store {
 	if table == "" {
 		table = DefaultTable
 	}
-	return &Store{db: db, table: table, nameErr: checkName(table)}
+	s := &Store{db: db, table: table, nameErr: checkName(table), maxResponse: dedup.DefaultMaxResponseSize}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(s)
+		}
+	}
+	return s
 }
 
 // maxIdentifier is the longest identifier PostgreSQL keeps, in bytes
@@ -119,6 +147,10 @@ func (s *Store) sql(ctx context.Context) (*statements, error) {
 // newStatements makes the statements for q, a quoted, qualified table name.
 func newStatements(q string) *statements {
 	const cols = "status, version, owner, payload_hash, response, attempts, last_error, created_at, expires_at"
+	// What a claim reads of the record it meets: the response only of a
+	// COMPLETED one, the duplicate's answer; a live lease or retry delay
+	// needs none of it.
+	const oldCols = "status, version, owner, payload_hash, CASE WHEN status = 'COMPLETED' THEN response END AS response, attempts, last_error, created_at, expires_at"
 	return &statements{
 		// A claim's first statement, all a new key needs: the record
 		// inserted, nothing read back.
@@ -149,7 +181,7 @@ func newStatements(q string) *statements {
 SELECT won.version, won.attempts, old.status, old.version, old.owner, old.payload_hash, old.response,
 	old.attempts, old.last_error, old.created_at, old.expires_at
 FROM (SELECT 1) AS one LEFT JOIN won ON true
-	LEFT JOIN LATERAL (SELECT ` + cols + ` FROM ` + q + `
+	LEFT JOIN LATERAL (SELECT ` + oldCols + ` FROM ` + q + `
 		WHERE (won.version IS NULL OR won.version > 1) AND id = $1::bytea) AS old ON true`,
 		readSQL: `SELECT ` + cols + ` FROM ` + q + ` WHERE id = $1`,
 		completeSQL: `UPDATE ` + q + ` SET status = 'COMPLETED', version = version + 1, response = $4, expires_at = $5, last_error = ''
@@ -382,6 +414,9 @@ func fenced(op string, tag pgconn.CommandTag, l dedup.Lease) error {
 // Complete implements dedup.Store: one UPDATE, or with Writes a
 // transaction of the fenced UPDATE first and the writes after it.
 func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
+		return err
+	}
 	writes, err := asWrites(req.Writes)
 	if err != nil {
 		return err
@@ -454,6 +489,9 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
+	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
+		return dedup.Claim{}, err
+	}
 	writes, err := asWrites(req.Writes)
 	if err != nil {
 		return dedup.Claim{}, err
@@ -483,14 +521,16 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	return c, nil
 }
 
-// Fail implements dedup.Store.
+// Fail implements dedup.Store. The reason is stored as
+// dedup.StorableReason makes it: a text column refuses NUL and invalid
+// UTF-8, and a refused Fail would count no attempt.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	st, err := s.sql(ctx)
 	if err != nil {
 		return s.wrap("fail", err)
 	}
 	l := req.Lease
-	tag, err := s.db.Exec(ctx, st.failSQL, rowID(l.Key), l.Owner, l.Version, req.Reason, req.RetryAt, req.ResetAttempts, req.RefundAttempt, req.DeadLetter)
+	tag, err := s.db.Exec(ctx, st.failSQL, rowID(l.Key), l.Owner, l.Version, dedup.StorableReason(req.Reason), req.RetryAt, req.ResetAttempts, req.RefundAttempt, req.DeadLetter)
 	if err != nil {
 		return s.wrap("fail", err)
 	}

@@ -23,12 +23,13 @@ func TestConformance(t *testing.T) {
 	p := pool(t)
 	table := recordsTable(t, p)
 	storetest.Run(t, func(t *testing.T) dedup.Store {
-		s := pgstore.New(p, table)
+		s := pgstore.New(p, table, pgstore.MaxResponseSize(testMaxResponse))
 		if err := s.Check(testCtx(t)); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
 		return s
-	}, storetest.Options{Corrupt: corruptRow(p, table)})
+	}, storetest.Options{Corrupt: corruptRow(p, table), MaxResponseSize: testMaxResponse,
+		NilWrites: []any{(*pgstore.Exec)(nil), pgstore.Func(nil), (func(context.Context, pgx.Tx) error)(nil)}})
 }
 
 // corruptRow makes the row of l's owner in table corrupt in the way c.
@@ -45,6 +46,10 @@ func corruptRow(p *pgxpool.Pool, table string) func(*testing.T, dedup.Store, ded
 		}
 	}
 }
+
+// testMaxResponse is the conformance run's response limit, other than the
+// default (which the run behind the cache keeps).
+const testMaxResponse = 100 << 10
 
 // The suite again through the COMPLETED cache the consumer puts in
 // front of every store.

@@ -30,11 +30,23 @@ type Exec struct {
 type Func func(ctx context.Context, tx pgx.Tx) error
 
 func asWrites(ws []any) ([]any, error) {
-	for _, w := range ws {
-		switch w.(type) {
-		case Exec, *Exec, Func, func(context.Context, pgx.Tx) error:
+	for i, w := range ws {
+		nilWrite := false
+		switch w := w.(type) {
+		case Exec:
+		case *Exec:
+			nilWrite = w == nil
+		case Func:
+			nilWrite = w == nil
+		case func(context.Context, pgx.Tx) error:
+			nilWrite = w == nil
+		case nil:
+			nilWrite = true
 		default:
 			return nil, fmt.Errorf("%w: %T (the PostgreSQL store takes pgstore.Exec and pgstore.Func)", dedup.ErrUnsupportedWrite, w)
+		}
+		if nilWrite {
+			return nil, &dedup.NilWriteError{Index: i, Type: fmt.Sprintf("%T", w)}
 		}
 	}
 	return ws, nil

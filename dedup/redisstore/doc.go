@@ -35,6 +35,12 @@
 // the effect must be idempotent on its own (a conditional write keyed by
 // the message, say).
 //
+// Limits: a response longer than MaxResponseSize (default
+// dedup.DefaultMaxResponseSize, 256 KiB) is refused by Complete and
+// ClaimComplete with a *dedup.ResponseTooLargeError, and a nil write with a
+// *dedup.NilWriteError, before anything is written. Fail stores its reason
+// as dedup.StorableReason makes it (valid UTF-8, at most 1,024 bytes).
+//
 // Replication: Redis acknowledges a write before its replicas have it. A
 // claim or a COMPLETED acknowledged by a primary that fails over before
 // replicating it is lost, and the key can be claimed again: a second

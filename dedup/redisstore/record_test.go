@@ -140,7 +140,7 @@ func TestScriptsWriteTheEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored("fail", func(r *dedup.Record) bool {
-		return r.Status == dedup.StatusFailed && r.Attempts == 1 && r.LastError == "12:x\x00" && r.PayloadHash == "h:2" && r.Version == 2
+		return r.Status == dedup.StatusFailed && r.Attempts == 1 && r.LastError == "12:x\uFFFD" && r.PayloadHash == "h:2" && r.Version == 2
 	})
 	l = claim(11 * time.Second)
 	if err := s.Complete(ctx, dedup.CompleteRequest{Lease: l, Response: []byte("7:r\xff"), Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {

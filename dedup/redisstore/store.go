@@ -26,6 +26,8 @@ type Store struct {
 	waitT  time.Duration
 
 	takeover, complete, fail, extend *redis.Script
+	// maxResponse bounds a stored response (MaxResponseSize).
+	maxResponse int
 }
 
 var _ dedup.Store = (*Store)(nil)
@@ -63,6 +65,19 @@ func WithWait(replicas int, timeout time.Duration) Option {
 	return optionFunc(func(s *Store) { s.wait, s.waitT = replicas, timeout })
 }
 
+// MaxResponseSize sets the longest response the Store keeps, in bytes
+// (default dedup.DefaultMaxResponseSize; n <= 0 keeps the default). A
+// longer one is refused by Complete and ClaimComplete with a
+// *dedup.ResponseTooLargeError before anything is sent, and nothing is
+// written: every duplicate's claim reads the response back.
+func MaxResponseSize(n int) Option {
+	return optionFunc(func(s *Store) {
+		if n > 0 {
+			s.maxResponse = n
+		}
+	})
+}
+
 // New returns a Store on c (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring's universal form). It does not touch the server: call Check
 // before the first claim (the consumer does). An unsafe option is an
@@ -70,7 +85,7 @@ func WithWait(replicas int, timeout time.Duration) Option {
 func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{c: c, prefix: "onceq:", grace: 10 * time.Minute,
 		takeover: redis.NewScript(takeoverScript), complete: redis.NewScript(completeScript),
-		fail: redis.NewScript(failScript), extend: redis.NewScript(extendScript)}
+		fail: redis.NewScript(failScript), extend: redis.NewScript(extendScript), maxResponse: dedup.DefaultMaxResponseSize}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(s)
@@ -142,11 +157,19 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err := noWrites(req.Writes); err != nil {
 		return dedup.Claim{}, err
 	}
+	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
+		return dedup.Claim{}, err
+	}
 	c, err := s.claimAs(ctx, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
 	return c, s.wrap("claim-complete", err)
 }
 
 func noWrites(ws []any) error {
+	for i, w := range ws {
+		if w == nil {
+			return &dedup.NilWriteError{Index: i, Type: "<nil>"}
+		}
+	}
 	if len(ws) > 0 {
 		return fmt.Errorf("%w: %T (the Redis store commits no business writes)", dedup.ErrUnsupportedWrite, ws[0])
 	}
@@ -290,18 +313,22 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := noWrites(req.Writes); err != nil {
 		return err
 	}
+	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
+		return err
+	}
 	h, next, _ := heads(req.Lease, dedup.StatusCompleted)
 	return s.fenced(ctx, "complete", s.complete, req.Lease, []any{h, next, micros(req.ExpiresAt), req.Response, s.expireAt(req.ExpiresAt)})
 }
 
-// Fail implements dedup.Store.
+// Fail implements dedup.Store. The reason is stored as
+// dedup.StorableReason makes it (valid UTF-8, bounded).
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	h, next, err := heads(req.Lease, failStatus(req))
 	if err != nil {
 		return err
 	}
 	return s.fenced(ctx, "fail", s.fail, req.Lease, []any{h, next, micros(req.RetryAt), s.expireAt(req.RetryAt),
-		appendString(nil, req.Reason), flag(req.ResetAttempts), flag(req.RefundAttempt)})
+		appendString(nil, dedup.StorableReason(req.Reason)), flag(req.ResetAttempts), flag(req.RefundAttempt)})
 }
 
 // Extend implements dedup.Store.

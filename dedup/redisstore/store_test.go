@@ -62,13 +62,17 @@ func TestConformance(t *testing.T) {
 	ps := &prefixes{c: c, of: map[dedup.Store]string{}}
 	storetest.Run(t, func(t *testing.T) dedup.Store {
 		p := prefix()
-		s := open(t, c, redisstore.Prefix(p))
+		s := open(t, c, redisstore.Prefix(p), redisstore.MaxResponseSize(testMaxResponse))
 		if err := s.Check(testCtx(t)); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
 		return ps.add(s, p)
-	}, storetest.Options{Corrupt: ps.corrupt})
+	}, storetest.Options{Corrupt: ps.corrupt, MaxResponseSize: testMaxResponse})
 }
+
+// testMaxResponse is the conformance run's response limit, other than the
+// default (which the run behind the cache keeps).
+const testMaxResponse = 100 << 10
 
 // The suite again through the COMPLETED cache the consumer puts in
 // front of every store.

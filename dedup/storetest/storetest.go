@@ -33,6 +33,13 @@ type Options struct {
 	// A Store that holds only what its own calls wrote (the in-memory one)
 	// leaves it nil and the case is skipped.
 	Corrupt func(t *testing.T, st dedup.Store, l dedup.Lease, c Corruption)
+	// MaxResponseSize is the response limit of the Stores newStore makes
+	// (default dedup.DefaultMaxResponseSize).
+	MaxResponseSize int
+	// NilWrites are nil values of the Store's own write types (a nil
+	// pointer, a nil func), each of which Complete must refuse with a
+	// *dedup.NilWriteError; a nil interface is always tried.
+	NilWrites []any
 }
 
 // Run runs the suite. newStore is called once per subtest.
@@ -74,13 +81,16 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"ThrottleReachesObserver", s.throttleObserved},
 		{"WrapperKeepsCapabilities", s.wrapperKeepsCapabilities},
 		{"CorruptRecordRefused", s.corruptRecordRefused},
+		{"FailReasonAlwaysLands", s.failReasons},
+		{"NilWriteRefused", s.nilWrites},
+		{"ResponseOverLimitRefused", s.responseLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
 	// The state machine once more through a pass-through wrapper, with a
 	// smaller race: what a wrapper may lose is forwarding, not speed.
-	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20}}
+	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20, MaxResponseSize: o.MaxResponseSize, NilWrites: o.NilWrites}}
 	wrapped := map[string]func(*testing.T, dedup.Store){
 		"ClaimRaceHasOneWinner": w.claimRace, "ThrottleReachesObserver": w.throttleObserved,
 	}
