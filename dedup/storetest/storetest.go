@@ -66,6 +66,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"ClaimComplete", s.claimComplete},
 		{"ThrottleReachesObserver", s.throttleObserved},
 		{"WrapperKeepsCapabilities", s.wrapperKeepsCapabilities},
+		{"TakeoversCountAbandonedLeases", s.takeovers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
