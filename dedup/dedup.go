@@ -36,6 +36,15 @@ type Record struct {
 	LastError string // reason of the last Fail
 	CreatedAt time.Time
 	ExpiresAt time.Time // lease, retention or retry delay, by status
+	// Takeovers counts the claims that took over an abandoned lease (an
+	// expired PENDING record: its handler ended its process or ran past
+	// its lease) since the key was last absent, COMPLETED past its
+	// retention, or reset. Apart from Attempts: a failed run adds none, a
+	// re-claim of a FAILED record adds none, and neither Fail nor Complete
+	// resets it (a COMPLETED record keeps the count its run needed); a Fail
+	// with ResetAttempts starts it afresh. A Store that deletes expired
+	// records forgets it with the record.
+	Takeovers int
 }
 
 // Live reports whether the record still counts at now: until and including
@@ -97,6 +106,13 @@ type Claim struct {
 	// that keeps an archive of removed completions found it there. The
 	// message is a duplicate whose response is no longer kept.
 	Archived bool
+	// Takeovers is the record's takeover count as this claim wrote it
+	// (when Acquired): one more than the record had when this claim took
+	// over an abandoned lease, so that the caller can decide, before it
+	// runs the handler again, that the message keeps ending the process
+	// that runs it. 0 for a fresh key and for an expired COMPLETED record
+	// taken over (a new message).
+	Takeovers int
 }
 
 // CompleteRequest moves a held lease to COMPLETED.
@@ -117,8 +133,9 @@ type FailRequest struct {
 	Reason  string
 	Now     time.Time
 	RetryAt time.Time // ExpiresAt of the FAILED record
-	// ResetAttempts starts the attempt count afresh, used when the message
-	// is dead-lettered so that a redrive from the DLQ gets a full budget.
+	// ResetAttempts starts the attempt and takeover counts afresh, used
+	// when the message is dead-lettered so that a redrive from the DLQ gets
+	// a full budget.
 	ResetAttempts bool
 	// RefundAttempt records the failure without counting it: the handler
 	// did not fail, the infrastructure did (the store could not record its

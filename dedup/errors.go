@@ -139,6 +139,7 @@ func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorrupt
 
 // RetryClass: the record stays as it is.
 func (e *CorruptRecordError) RetryClass() retry.Class { return retry.Permanent }
+
 // ResponseTooLargeError says how long a response was and how long a
 // response the Store keeps. It is the message's fault (a handler returned
 // more than a cached answer may hold): retry class Permanent, nothing is

@@ -26,6 +26,9 @@ const (
 	attrLease    = "lease_expires_at"
 	attrResponse = "response"
 	attrError    = "error"
+	// attrTakeovers counts the takeovers of an abandoned lease; absent is
+	// none (a new record does not write it).
+	attrTakeovers = "takeovers"
 )
 
 // Limits of DynamoDB.
@@ -143,6 +146,11 @@ func decodeItem(m map[string]types.AttributeValue) (dedup.Record, error) {
 	if r.LastError, err = getS(m, attrError, false); err != nil {
 		return r, err
 	}
+	takeovers, err := getN(m, attrTakeovers, false, 0, 1<<31-1)
+	if err != nil {
+		return r, err
+	}
+	r.Takeovers = int(takeovers)
 	return r, nil
 }
 

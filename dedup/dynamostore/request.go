@@ -25,6 +25,7 @@ const (
 	nLease    = "#" + attrLease
 	nResponse = "#" + attrResponse
 	nError    = "#" + attrError
+	nTakeover = "#" + attrTakeovers
 )
 
 // request is one conditional update of a record, described once and sent

@@ -472,6 +472,11 @@ func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin ti
 	seenVersion, verr := getN(seen, attrVersion, true, 1, 1<<62)
 	if verr == nil {
 		r.Set(nAttempts, r.value(":att", num(keptAttempts(seen))))
+		if tk := keptTakeovers(seen); tk > 0 {
+			r.Set(nTakeover, r.value(":tk", num(tk)))
+		} else {
+			r.Remove(nTakeover)
+		}
 	} else {
 		r.Set(nAttempts, "if_not_exists(", nAttempts, ", ", zero, ")")
 	}
@@ -504,6 +509,22 @@ func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin ti
 	r.Where("(", r.name(nExpires), " < ", r.value(":nowm", num(claimNow(now, margin))),
 		" OR (", r.name(nExpires), " < ", nowArm, " AND ", r.name(nStatus), " <> ", r.value(":pending", str(string(dedup.StatusPending))), ")))")
 	return r
+}
+
+// keptTakeovers is the takeovers a claim over old counts: old's, and one
+// more when old is an abandoned lease (PENDING), none when old is
+// COMPLETED (past its retention, the key is a new message). A record
+// without the attribute counts none.
+func keptTakeovers(old map[string]types.AttributeValue) int64 {
+	st, _ := getS(old, attrStatus, true)
+	if st == string(dedup.StatusCompleted) {
+		return 0
+	}
+	t, _ := getN(old, attrTakeovers, false, 0, 1<<31-2)
+	if st == string(dedup.StatusPending) {
+		t++
+	}
+	return t
 }
 
 // keptAttempts is the failed runs a takeover of old keeps: old's, unless
@@ -554,7 +575,7 @@ func (s *Store) acquired(ctx context.Context, op, key, owner string, old map[str
 		return c
 	}
 	v, _ := getN(old, attrVersion, false, 0, 1<<62)
-	c.Lease.Version, c.Attempt = v+1, int(keptAttempts(old))+1
+	c.Lease.Version, c.Attempt, c.Takeovers = v+1, int(keptAttempts(old))+1, int(keptTakeovers(old))
 	s.hooks.onExpiredPresent(ctx, op)
 	prev, err := decodeRecord(old)
 	if err != nil {
@@ -574,7 +595,8 @@ func (s *Store) lost(key, owner string, writing dedup.Status, item map[string]ty
 		return dedup.Claim{}, fmt.Errorf("dynamostore: claim key_hash %s: key is held but its record is unreadable: %w", dedup.KeyHash(key), err)
 	}
 	if retried && rec.Owner == owner && rec.Status == writing {
-		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts + 1}, nil
+		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts + 1,
+			Takeovers: rec.Takeovers}, nil
 	}
 	return dedup.Claim{Existing: rec}, nil
 }
@@ -645,6 +667,7 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	switch {
 	case req.ResetAttempts:
 		r.Set(nAttempts, r.value(":zero", num(0)))
+		r.Remove(nTakeover)
 	case !req.RefundAttempt:
 		// The handler failed: one more failed run.
 		r.Set(nAttempts, "if_not_exists(", nAttempts, ", ", r.value(":zero", num(0)), ") + ", r.value(":one", num(1)))
@@ -892,6 +915,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 			if prev, err := decodeRecord(seen); err == nil {
 				won.Previous = &prev
 				won.Attempt = int(keptAttempts(seen)) + 1
+				won.Takeovers = int(keptTakeovers(seen))
 			}
 		}
 		return won, nil
@@ -998,13 +1022,14 @@ func checkSize(key map[string]types.AttributeValue, owner, payloadHash string, r
 // the response and the values of owner, payload hash and error: their
 // names, status at its longest, and numbers at their widest.
 var fixedRecordSize = itemSize(map[string]types.AttributeValue{
-	attrStatus:   str(string(dedup.StatusCompleted)),
-	attrVersion:  num(1 << 62),
-	attrOwner:    str(""),
-	attrPayload:  str(""),
-	attrAttempts: num(1<<31 - 1),
-	attrCreated:  num(maxEpoch),
-	attrExpires:  num(maxEpoch),
-	attrLease:    num(maxEpoch),
-	attrError:    str(""),
+	attrStatus:    str(string(dedup.StatusCompleted)),
+	attrVersion:   num(1 << 62),
+	attrOwner:     str(""),
+	attrPayload:   str(""),
+	attrAttempts:  num(1<<31 - 1),
+	attrCreated:   num(maxEpoch),
+	attrExpires:   num(maxEpoch),
+	attrLease:     num(maxEpoch),
+	attrError:     str(""),
+	attrTakeovers: num(1<<31 - 1),
 })

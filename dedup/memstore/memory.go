@@ -312,7 +312,7 @@ func (s *Store) Fail(_ context.Context, req dedup.FailRequest) error {
 		}
 		switch {
 		case req.ResetAttempts:
-			r.Attempts = 0
+			r.Attempts, r.Takeovers = 0, 0
 		case !req.RefundAttempt:
 			r.Attempts++
 		}
@@ -399,8 +399,9 @@ func (s *Store) Sweep(now time.Time) int {
 
 // succeed writes into rec the record a winning claim of key writes, and
 // returns the Claim: one version on from old (nil for a fresh key), the
-// failed runs old counted kept, except past a COMPLETED record's retention
-// (a new message). Claim and ClaimComplete differ only in the status and
+// failed runs and takeovers old counted kept, except past a COMPLETED
+// record's retention (a new message), and one takeover more over an
+// abandoned lease. Claim and ClaimComplete differ only in the status and
 // expiry written.
 func succeed(rec, old *dedup.Record, key, owner, payloadHash string, status dedup.Status, now, expires time.Time) (*dedup.Record, dedup.Claim) {
 	*rec = dedup.Record{Key: key, Status: status, Version: 1, Owner: owner,
@@ -409,11 +410,14 @@ func succeed(rec, old *dedup.Record, key, owner, payloadHash string, status dedu
 	if old != nil {
 		rec.Version = old.Version + 1
 		if old.Status != dedup.StatusCompleted {
-			rec.Attempts = old.Attempts
+			rec.Attempts, rec.Takeovers = old.Attempts, old.Takeovers
+		}
+		if old.Status == dedup.StatusPending {
+			rec.Takeovers++ // its holder abandoned the lease
 		}
 		c.Previous = old
 	}
 	c.Lease = dedup.Lease{Key: key, Owner: owner, Version: rec.Version}
-	c.Attempt = rec.Attempts + 1
+	c.Attempt, c.Takeovers = rec.Attempts+1, rec.Takeovers
 	return rec, c
 }

@@ -146,16 +146,16 @@ func (s *Store) sql(ctx context.Context) (*statements, error) {
 
 // newStatements makes the statements for q, a quoted, qualified table name.
 func newStatements(q string) *statements {
-	const cols = "status, version, owner, payload_hash, response, attempts, last_error, created_at, expires_at"
+	const cols = "status, version, owner, payload_hash, response, attempts, last_error, created_at, expires_at, takeovers"
 	// What a claim reads of the record it meets: the response only of a
 	// COMPLETED one, the duplicate's answer; a live lease or retry delay
 	// needs none of it.
-	const oldCols = "status, version, owner, payload_hash, CASE WHEN status = 'COMPLETED' THEN response END AS response, attempts, last_error, created_at, expires_at"
+	const oldCols = "status, version, owner, payload_hash, CASE WHEN status = 'COMPLETED' THEN response END AS response, attempts, last_error, created_at, expires_at, takeovers"
 	return &statements{
 		// A claim's first statement, all a new key needs: the record
 		// inserted, nothing read back.
 		insertSQL: `INSERT INTO ` + q + ` (id, ` + cols + `)
-	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz)
+	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz, 0)
 	ON CONFLICT (id) DO NOTHING`,
 		// Its second, for a key that has a record, one statement: won is
 		// the row written when the key was absent or its record expired
@@ -167,19 +167,20 @@ func newStatements(q string) *statements {
 		// again by the caller.
 		takeSQL: `WITH won AS (
 	INSERT INTO ` + q + ` AS r (id, ` + cols + `)
-	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz)
+	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz, 0)
 	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, version = r.version + 1, owner = EXCLUDED.owner,
 		payload_hash = EXCLUDED.payload_hash, response = EXCLUDED.response,
 		attempts = CASE WHEN r.status = 'COMPLETED' THEN 0 ELSE r.attempts END,
-		last_error = '', created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+		last_error = '', created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at,
+		takeovers = CASE r.status WHEN 'COMPLETED' THEN 0 WHEN 'PENDING' THEN r.takeovers + 1 ELSE r.takeovers END
 	WHERE r.expires_at < CASE WHEN r.status = 'PENDING' THEN $8::timestamptz ELSE $6::timestamptz END
 		-- A corrupt record is never taken over (its counts would carry
 		-- on): the claim reads it and refuses it.
 		AND r.status IN ('PENDING', 'COMPLETED', 'FAILED', 'DEAD_LETTER') AND r.version >= 1 AND r.attempts >= 0
-	RETURNING r.version, r.attempts
+	RETURNING r.version, r.attempts, r.takeovers
 )
-SELECT won.version, won.attempts, old.status, old.version, old.owner, old.payload_hash, old.response,
-	old.attempts, old.last_error, old.created_at, old.expires_at
+SELECT won.version, won.attempts, won.takeovers, old.status, old.version, old.owner, old.payload_hash, old.response,
+	old.attempts, old.last_error, old.created_at, old.expires_at, old.takeovers
 FROM (SELECT 1) AS one LEFT JOIN won ON true
 	LEFT JOIN LATERAL (SELECT ` + oldCols + ` FROM ` + q + `
 		WHERE (won.version IS NULL OR won.version > 1) AND id = $1::bytea) AS old ON true`,
@@ -187,7 +188,8 @@ FROM (SELECT 1) AS one LEFT JOIN won ON true
 		completeSQL: `UPDATE ` + q + ` SET status = 'COMPLETED', version = version + 1, response = $4, expires_at = $5, last_error = ''
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
 		failSQL: `UPDATE ` + q + ` SET status = CASE WHEN $8::bool THEN 'DEAD_LETTER' ELSE 'FAILED' END, version = version + 1, last_error = $4, expires_at = $5,
-	attempts = CASE WHEN $6::bool THEN 0 WHEN $7::bool THEN attempts ELSE attempts + 1 END
+	attempts = CASE WHEN $6::bool THEN 0 WHEN $7::bool THEN attempts ELSE attempts + 1 END,
+	takeovers = CASE WHEN $6::bool THEN 0 ELSE takeovers END
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
 		// A lease only moves forward: greatest keeps a longer expiry.
 		extendSQL: `UPDATE ` + q + ` SET expires_at = greatest(expires_at, $4)
@@ -222,7 +224,9 @@ func rowID(key string) []byte {
 }
 
 // Check implements dedup.Store: the table exists with the record's
-// columns, and this role may read, insert and update it.
+// columns, and this role may read, insert and update it. A table made by
+// an earlier version, without the takeovers column, is refused with what
+// to run.
 func (s *Store) Check(ctx context.Context) error {
 	st, err := s.sql(ctx)
 	if err != nil {
@@ -231,6 +235,11 @@ func (s *Store) Check(ctx context.Context) error {
 	var ok bool
 	var n int64
 	if err := s.db.QueryRow(ctx, st.checkSQL, quote(s.table)).Scan(&ok, &n); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42703" && strings.Contains(pe.Message, `"takeovers"`) {
+			err = fmt.Errorf("%w: the table was made by an earlier onceq; run pgstore.CreateTable (or onceq create-table -store postgres) on it, "+
+				"or ALTER TABLE %s ADD COLUMN takeovers integer NOT NULL DEFAULT 0", err, quote(s.table))
+		}
 		return s.wrap("check", err)
 	}
 	if !ok {
@@ -278,13 +287,13 @@ func (s *Store) claim(ctx context.Context, st *statements, q querier, key, owner
 // or learns the live one. ok is false when the record is gone.
 func (s *Store) take(ctx context.Context, st *statements, q querier, id []byte, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (c dedup.Claim, ok bool, err error) {
 	var (
-		wonVersion  *int64
-		wonAttempts *int
-		old         nullRecord
+		wonVersion                *int64
+		wonAttempts, wonTakeovers *int
+		old                       nullRecord
 	)
 	err = q.QueryRow(ctx, st.takeSQL, id, string(status), owner, hash, resp, now, expires, now.Add(-max(margin, 0))).
-		Scan(&wonVersion, &wonAttempts, &old.status, &old.version, &old.owner, &old.payloadHash, &old.response,
-			&old.attempts, &old.lastError, &old.createdAt, &old.expiresAt)
+		Scan(&wonVersion, &wonAttempts, &wonTakeovers, &old.status, &old.version, &old.owner, &old.payloadHash, &old.response,
+			&old.attempts, &old.lastError, &old.createdAt, &old.expiresAt, &old.takeovers)
 	if err != nil {
 		return dedup.Claim{}, false, scanned(key, err)
 	}
@@ -294,7 +303,7 @@ func (s *Store) take(ctx context.Context, st *statements, q querier, id []byte, 
 	}
 	if wonVersion != nil {
 		return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: *wonVersion},
-			Attempt: *wonAttempts + 1, Previous: prev}, true, nil
+			Attempt: *wonAttempts + 1, Previous: prev, Takeovers: *wonTakeovers}, true, nil
 	}
 	limit := now
 	if prev != nil && prev.Status == dedup.StatusPending {
@@ -320,7 +329,7 @@ func (s *Store) take(ctx context.Context, st *statements, q querier, id []byte, 
 type nullRecord struct {
 	status, owner, payloadHash, lastError *string
 	version                               *int64
-	attempts                              *int
+	attempts, takeovers                   *int
 	response                              []byte
 	createdAt, expiresAt                  *time.Time
 }
@@ -332,12 +341,12 @@ func (n *nullRecord) record(key string) (*dedup.Record, error) {
 		return nil, nil
 	}
 	if n.version == nil || n.owner == nil || n.payloadHash == nil || n.attempts == nil || n.lastError == nil ||
-		n.createdAt == nil || n.expiresAt == nil {
+		n.createdAt == nil || n.expiresAt == nil || n.takeovers == nil {
 		return nil, corrupt(key, errors.New("a NULL column"))
 	}
 	r := &dedup.Record{Key: key, Status: dedup.Status(*n.status), Version: *n.version, Owner: *n.owner,
 		PayloadHash: *n.payloadHash, Response: n.response, Attempts: *n.attempts, LastError: *n.lastError,
-		CreatedAt: *n.createdAt, ExpiresAt: *n.expiresAt}
+		CreatedAt: *n.createdAt, ExpiresAt: *n.expiresAt, Takeovers: *n.takeovers}
 	return r, valid(r)
 }
 
@@ -376,7 +385,7 @@ func (s *Store) read(ctx context.Context, st *statements, q querier, key string)
 	r := dedup.Record{Key: key}
 	var status string
 	err := q.QueryRow(ctx, st.readSQL, rowID(key)).Scan(&status, &r.Version, &r.Owner, &r.PayloadHash, &r.Response,
-		&r.Attempts, &r.LastError, &r.CreatedAt, &r.ExpiresAt)
+		&r.Attempts, &r.LastError, &r.CreatedAt, &r.ExpiresAt, &r.Takeovers)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
 	}

@@ -18,6 +18,11 @@ import (
 //	last_error   text
 //	created_at   timestamptz
 //	expires_at   timestamptz        -- indexed, for Cleanup
+//	takeovers    integer            -- takeovers of an abandoned lease
+//
+// On a table made by an earlier version it adds what that lacks (the
+// takeovers column, 0 in every row, a change of the catalog alone), so
+// running it again upgrades the table; earlier workers still work on it.
 func CreateTable(ctx context.Context, db DB, table string) error {
 	s := New(db, table)
 	if s.nameErr != nil {
@@ -36,8 +41,10 @@ func CreateTable(ctx context.Context, db DB, table string) error {
 	attempts integer NOT NULL,
 	last_error text NOT NULL,
 	created_at timestamptz NOT NULL,
-	expires_at timestamptz NOT NULL
+	expires_at timestamptz NOT NULL,
+	takeovers integer NOT NULL DEFAULT 0
 );
+ALTER TABLE `+q+` ADD COLUMN IF NOT EXISTS takeovers integer NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS `+idx+` ON `+q+` (expires_at)`)
 	return s.wrap("create-table", err)
 }

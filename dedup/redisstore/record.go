@@ -19,13 +19,23 @@ import (
 //
 // without the spaces: "1" the layout, S one letter of the status, numbers
 // in decimal (times in microseconds since the epoch), strings after their
-// length, the response the rest. The head (the first line) names the
-// status, version and owner alone and ends where the owner does, so a
-// script fences a lease by comparing the record's start with the head the
-// lease expects. Each record has exactly one encoding (decode refuses any
-// other spelling), and Lua reads the numbers exactly (below 2^53).
+// length, the response the rest. A record with takeovers has layout "2",
+// the count after the attempts:
+//
+//	2 S … expires ":" attempts ":" takeovers ":" created ":" …
+//
+// so that a record without (nearly every one) is stored as an earlier
+// version stored it, and that version still reads it. The head (after the
+// layout) names the status, version and owner alone and ends where the
+// owner does, so a script fences a lease by comparing the record's start
+// with the head the lease expects. Each record has exactly one encoding
+// (decode refuses any other spelling, a layout 2 without takeovers among
+// them), and Lua reads the numbers exactly (below 2^53).
 
-const layout = '1'
+const (
+	layout          = '1'
+	layoutTakeovers = '2'
+)
 
 var statusLetters = map[dedup.Status]byte{
 	dedup.StatusPending: 'P', dedup.StatusCompleted: 'C', dedup.StatusFailed: 'F', dedup.StatusDeadLetter: 'D',
@@ -48,13 +58,14 @@ func statusOf(b byte) (dedup.Status, bool) {
 // errUnknownStatus: a Store writes only the four statuses.
 var errUnknownStatus = errors.New("redisstore: unknown status")
 
-// appendHead appends the head of a record of status st, version and owner.
+// appendHead appends the head of a record of status st, version and owner
+// (the layout byte before it is not part of it).
 func appendHead(b []byte, st dedup.Status, version int64, owner string) ([]byte, error) {
 	l, ok := statusLetters[st]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", errUnknownStatus, st)
 	}
-	b = append(b, layout, l)
+	b = append(b, l)
 	b = strconv.AppendInt(b, version, 10)
 	return appendString(append(b, ':'), owner), nil
 }
@@ -67,12 +78,19 @@ func appendString(b []byte, s string) []byte {
 // encode is r's stored form (r.Key is not stored: the Redis key names it).
 func encode(r *dedup.Record) ([]byte, error) {
 	b := make([]byte, 0, 64+len(r.Owner)+len(r.PayloadHash)+len(r.LastError)+len(r.Response))
-	b, err := appendHead(b, r.Status, r.Version, r.Owner)
+	lay := byte(layout)
+	if r.Takeovers > 0 {
+		lay = layoutTakeovers
+	}
+	b, err := appendHead(append(b, lay), r.Status, r.Version, r.Owner)
 	if err != nil {
 		return nil, err
 	}
 	b = strconv.AppendInt(b, r.ExpiresAt.UnixMicro(), 10)
 	b = strconv.AppendInt(append(b, ':'), int64(r.Attempts), 10)
+	if r.Takeovers > 0 {
+		b = strconv.AppendInt(append(b, ':'), int64(r.Takeovers), 10)
+	}
 	b = strconv.AppendInt(append(b, ':'), r.CreatedAt.UnixMicro(), 10)
 	b = appendString(append(b, ':'), r.PayloadHash)
 	b = appendString(b, r.LastError)
@@ -84,7 +102,8 @@ func encode(r *dedup.Record) ([]byte, error) {
 func decode(key, v string) (*dedup.Record, error) {
 	d := decoder{v: v}
 	r := &dedup.Record{Key: key}
-	if !d.byte(layout) {
+	takeovers := d.byte(layoutTakeovers)
+	if !takeovers && !d.byte(layout) {
 		return nil, d.corrupt(key, "layout")
 	}
 	if len(d.v) > 0 {
@@ -101,6 +120,12 @@ func decode(key, v string) (*dedup.Record, error) {
 	r.Owner = d.string("owner")
 	r.ExpiresAt = time.UnixMicro(d.int("expires", ':'))
 	r.Attempts = int(d.int("attempts", ':'))
+	if takeovers {
+		// Layout 2 is for a record with takeovers only: one encoding.
+		if r.Takeovers = int(d.int("takeovers", ':')); r.Takeovers < 1 {
+			d.fail("takeovers")
+		}
+	}
 	r.CreatedAt = time.UnixMicro(d.int("created", ':'))
 	r.PayloadHash = d.string("payload hash")
 	r.LastError = d.string("last error")

@@ -22,6 +22,8 @@ var sampleRecords = []dedup.Record{
 	{Key: "k", Status: dedup.StatusCompleted, Version: 9007199254740991, Owner: "1:2:", PayloadHash: "", Response: []byte("0:\x00\xff1C1:"), Attempts: 3, CreatedAt: time.UnixMicro(-5), ExpiresAt: time.UnixMicro(0)},
 	{Key: "k", Status: dedup.StatusFailed, Version: 2, Owner: "", PayloadHash: strings.Repeat("f", 64), LastError: "boom: 12:x", Attempts: 1, CreatedAt: time.UnixMicro(1), ExpiresAt: time.UnixMicro(2)},
 	{Key: "k", Status: dedup.StatusDeadLetter, Version: 7, Owner: "w-1#3", Response: []byte("r"), LastError: ":", CreatedAt: time.UnixMicro(10), ExpiresAt: time.UnixMicro(11)},
+	{Key: "k", Status: dedup.StatusPending, Version: 4, Owner: "o", PayloadHash: "h", Attempts: 2, Takeovers: 3, CreatedAt: time.UnixMicro(20), ExpiresAt: time.UnixMicro(21)},
+	{Key: "k", Status: dedup.StatusCompleted, Version: 5, Owner: "o", Response: []byte("2:"), Takeovers: 1, CreatedAt: time.UnixMicro(20), ExpiresAt: time.UnixMicro(22)},
 }
 
 // Every field of a record comes back from its stored form.
@@ -49,7 +51,10 @@ func TestRecordEncodingRoundTrip(t *testing.T) {
 func TestRecordDecodeRefuses(t *testing.T) {
 	for v, field := range map[string]string{
 		"":                         "layout",
-		"2P1:1:o1:0:1:1:h0:":       "layout",
+		"3P1:1:o1:0:1:1:h0:":       "layout",
+		"2P1:1:o1:0:0:1:1:h0:":     "takeovers", // layout 2 counts some
+		"2P1:1:o1:0:01:1:1:h0:":    "takeovers",
+		"2P1:1:o1:0:1:h0:":         "created",
 		"1X1:1:o1:0:1:1:h0:":       "status",
 		"1P01:1:o1:0:1:1:h0:":      "version",
 		"1P+1:1:o1:0:1:1:h0:":      "version",
@@ -80,6 +85,7 @@ func FuzzRecordDecode(f *testing.F) {
 		f.Add(string(v))
 	}
 	f.Add("1P1:1:o1:0:1:1:h0:")
+	f.Add("2P1:1:o1:0:2:1:1:h0:")
 	f.Fuzz(func(t *testing.T, v string) {
 		r, err := decode("k", v)
 		if err != nil {
@@ -150,4 +156,30 @@ func TestScriptsWriteTheEncoding(t *testing.T) {
 		return r.Status == dedup.StatusCompleted && r.Attempts == 1 && r.LastError == "" && string(r.Response) == "7:r\xff" && r.Version == 4 &&
 			r.CreatedAt.Equal(now.Add(11*time.Second))
 	})
+	// Takeovers: the layout that counts them, kept by Extend, Fail and
+	// Complete, and left by a Fail that resets them.
+	claim(2 * time.Hour)
+	l = claim(2*time.Hour + 2*time.Second) // the lease before was abandoned
+	stored("takeover", func(r *dedup.Record) bool { return r.Takeovers == 1 && r.Version == 6 && r.Attempts == 0 })
+	if err := s.Extend(ctx, dedup.ExtendRequest{Lease: l, Now: now, LeaseUntil: now.Add(3 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	stored("extend with takeovers", func(r *dedup.Record) bool { return r.Takeovers == 1 && r.ExpiresAt.Equal(now.Add(3*time.Hour)) })
+	if err := s.Fail(ctx, dedup.FailRequest{Lease: l, Reason: "1:", Now: now, RetryAt: now.Add(3*time.Hour + time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	stored("fail with takeovers", func(r *dedup.Record) bool { return r.Takeovers == 1 && r.Attempts == 1 && r.LastError == "1:" })
+	l = claim(3*time.Hour + 2*time.Second)
+	if err := s.Complete(ctx, dedup.CompleteRequest{Lease: l, Response: []byte("2:"), Now: now, ExpiresAt: now.Add(4 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	stored("complete with takeovers", func(r *dedup.Record) bool {
+		return r.Status == dedup.StatusCompleted && r.Takeovers == 1 && r.Attempts == 1 && string(r.Response) == "2:"
+	})
+	claim(4*time.Hour + time.Second)
+	l = claim(4*time.Hour + 3*time.Second)
+	if err := s.Fail(ctx, dedup.FailRequest{Lease: l, Reason: "dead", Now: now, RetryAt: now.Add(5 * time.Hour), ResetAttempts: true}); err != nil {
+		t.Fatal(err)
+	}
+	stored("fail that resets", func(r *dedup.Record) bool { return r.Takeovers == 0 && r.Attempts == 0 && r.LastError == "dead" })
 }

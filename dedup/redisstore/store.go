@@ -211,11 +211,12 @@ func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status ded
 			return dedup.Claim{}, err
 		}
 		if written {
-			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts + 1, Previous: prev}, nil
+			return dedup.Claim{Acquired: true, Lease: dedup.Lease{Key: key, Owner: owner, Version: rec.Version}, Attempt: rec.Attempts + 1,
+				Previous: prev, Takeovers: rec.Takeovers}, nil
 		}
 		cur, gerr := s.c.Get(ctx, rk).Result()
 		if errors.Is(gerr, redis.Nil) { // Redis expired it since: a new key again
-			rec.Version, rec.Attempts, prev = 1, 0, nil
+			rec.Version, rec.Attempts, rec.Takeovers, prev = 1, 0, 0, nil
 			if val, err = encode(rec); err != nil {
 				return dedup.Claim{}, err
 			}
@@ -232,10 +233,15 @@ func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status ded
 		if held(old, now, margin) {
 			return dedup.Claim{Existing: *old}, nil
 		}
-		// failed runs carry over a takeover; past a COMPLETED record's retention a key is a new message
-		rec.Version, rec.Attempts, prev = old.Version+1, 0, old
+		// failed runs and takeovers carry over a takeover, which counts one
+		// more over an abandoned lease; past a COMPLETED record's retention
+		// a key is a new message
+		rec.Version, rec.Attempts, rec.Takeovers, prev = old.Version+1, 0, 0, old
 		if old.Status != dedup.StatusCompleted {
-			rec.Attempts = old.Attempts
+			rec.Attempts, rec.Takeovers = old.Attempts, old.Takeovers
+		}
+		if old.Status == dedup.StatusPending {
+			rec.Takeovers++
 		}
 		if val, err = encode(rec); err != nil {
 			return dedup.Claim{}, err

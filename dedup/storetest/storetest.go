@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"FailReasonAlwaysLands", s.failReasons},
 		{"NilWriteRefused", s.nilWrites},
 		{"ResponseOverLimitRefused", s.responseLimit},
+		{"TakeoversCountAbandonedLeases", s.takeovers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
