@@ -385,7 +385,7 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return dedup.Claim{}, s.wrap(op, a.key, err)
+		return dedup.Claim{}, s.wrap(op, a.key, s.refused(ctx, op, a.key, in, err))
 	}
 	// The Update is conditioned on the version it saw, since what it
 	// writes depends on that record; a record that moved on between is
@@ -563,7 +563,7 @@ func (s *Store) claimItem(ctx context.Context, op, key, owner string, in *ddb.Up
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return dedup.Claim{}, nil, s.wrap(op, key, err)
+		return dedup.Claim{}, nil, s.wrap(op, key, s.refused(ctx, op, key, in, err))
 	}
 	return dedup.Claim{}, &conditionFailed{item: ccf.Item, retried: retried}, nil
 }
@@ -745,7 +745,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 			return nil
 		}
 		if !errors.As(err, &ccf) {
-			return s.wrap(op, l.Key, err)
+			return s.wrap(op, l.Key, s.refused(ctx, op, l.Key, in, err))
 		}
 		failedItem = ccf.Item
 	} else {
@@ -897,7 +897,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	}}
 	c, err := s.transact(ctx, op, client, put, writes, &retried)
 	if err == nil && c.recordFailed && len(c.record) == 0 {
-		c.record, err = s.current(ctx, op, client, key)
+		c.record, err = s.current(ctx, op, req.Key, client, key)
 	}
 	var seen map[string]types.AttributeValue
 	if err == nil && c.recordFailed && !holds(c.record, a.now, a.margin) && !badVersion(c.record) {
@@ -908,7 +908,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 		retried = false
 		c, err = s.transact(ctx, op, client, r.transactItem(s.tableName, key), writes, &retried)
 		if err == nil && c.recordFailed && len(c.record) == 0 {
-			if c.record, err = s.current(ctx, op, client, key); err == nil && len(c.record) == 0 {
+			if c.record, err = s.current(ctx, op, req.Key, client, key); err == nil && len(c.record) == 0 {
 				// Present when the condition failed, gone since: the key
 				// is free, and a new call takes it.
 				err = retry.WithClass(errors.New("dynamostore: the record's condition failed and the record is gone since"), retry.Transient)
@@ -937,11 +937,11 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	}
 }
 
-// current reads the record of item key with a strongly consistent
+// current reads the record of k (item key) with a strongly consistent
 // GetItem, for a cancelled transaction that reported the record's
 // condition failure without the record (ReturnValuesOnConditionCheckFailure
 // is a request, not a promise): nil when there is none now.
-func (s *Store) current(ctx context.Context, op string, client *ddb.Client, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+func (s *Store) current(ctx context.Context, op, k string, client *ddb.Client, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	in := &ddb.GetItemInput{TableName: s.tableName, Key: key, ConsistentRead: aws.Bool(true)}
 	var out *ddb.GetItemOutput
 	err := s.do(ctx, op, func(ctx context.Context, _ int) (middleware.Metadata, error) {
@@ -950,7 +950,7 @@ func (s *Store) current(ctx context.Context, op string, client *ddb.Client, key 
 		return metadata(o), err
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.refused(ctx, op, k, in, err)
 	}
 	return out.Item, nil
 }
@@ -971,7 +971,7 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 		return metadata(o), err
 	})
 	if err != nil {
-		return dedup.Record{}, s.wrap(op, key, err)
+		return dedup.Record{}, s.wrap(op, key, s.refused(ctx, op, key, in, err))
 	}
 	if len(out.Item) == 0 {
 		return dedup.Record{}, fmt.Errorf("dynamostore: get key_hash %s: %w", dedup.KeyHash(key), dedup.ErrNotFound)
