@@ -113,7 +113,21 @@
 // is a lost lease (Complete) or a live record (ClaimComplete); a write's
 // ConditionalCheckFailed is a *dedup.BusinessConditionError with Index i;
 // TransactionConflict and throttling are retried; other reasons are
-// permanent (*TransactionError).
+// permanent (*TransactionError). A cancellation that reports the record's
+// ConditionalCheckFailed without the record (DynamoDB returns it on
+// request, not always) is followed by a strongly consistent GetItem of it.
+//
+// # Refused requests
+//
+// Every request the store builds is one DynamoDB accepts, whatever record
+// it meets, one lacking any attribute included. Should DynamoDB still
+// refuse one as invalid (ValidationException, other than an item too
+// large), the fault is the store's or the deployment's (a table of the
+// other layout), never the message's: the error is a *RequestRefusedError
+// (retry.Misconfigured) carrying the request's expressions and attribute
+// names, and the store logs them at ERROR with the key's hash. A refused
+// transaction with business writes keeps the Permanent class, since one of
+// the writes may be what DynamoDB refused.
 //
 // # Retries
 //

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	smithy "github.com/aws/smithy-go"
 
@@ -211,3 +213,77 @@ var ErrNoLeaseExpiry = errors.New("dynamostore: claim without a lease expiry aft
 // its KeyHash is dedup.KeyHash of the item's stored key (pk, or pk#sk in
 // the tenant layout), when it has a readable one.
 type CorruptRecordError = dedup.CorruptRecordError
+
+// RequestRefusedError is DynamoDB refusing as invalid (ValidationException)
+// a request this package built alone, with no business write of the
+// caller's in it: an expression DynamoDB cannot parse, a key of another
+// table layout. That is a fault of the store's code or of the deployment,
+// never of the message, so it is classed retry.Misconfigured: a consumer
+// gives the message back without charging an attempt, and stops. A refused
+// transaction with business writes keeps DynamoDB's Permanent class, since
+// the writes may be what it refused. errors.As reaches the SDK's error
+// through it.
+//
+// The fields are the request's shape, what an operator needs to find the
+// fault: never a value of it (the key, the owner, the response).
+type RequestRefusedError struct {
+	// Op is the Store call (Claim, Complete, ...), Request DynamoDB's
+	// operation (PutItem, UpdateItem, GetItem).
+	Op, Request string
+	// UpdateExpression and ConditionExpression are as sent, with
+	// placeholders for every value ("" when the request has none).
+	UpdateExpression, ConditionExpression string
+	// AttributeNames are the attributes the request names, sorted: those
+	// of its expressions and of the item it puts or reads.
+	AttributeNames []string
+	err            error
+}
+
+func (e *RequestRefusedError) Error() string {
+	return fmt.Sprintf("dynamostore: %s: DynamoDB refused the %s this store built (update %q, condition %q, attributes %s): %v",
+		e.Op, e.Request, e.UpdateExpression, e.ConditionExpression, strings.Join(e.AttributeNames, ","), e.err)
+}
+
+// Unwrap gives the SDK's error.
+func (e *RequestRefusedError) Unwrap() error { return e.err }
+
+// RetryClass: the same request is refused again until the code or the
+// deployment changes.
+func (e *RequestRefusedError) RetryClass() retry.Class { return retry.Misconfigured }
+
+// refused turns DynamoDB's refusal of in, a request built here alone, into
+// a *RequestRefusedError, and logs its shape with the key's hash; any
+// other error, and a record too large (the message's), it returns as is.
+func (s *Store) refused(ctx context.Context, op, key string, in any, err error) error {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" || isItemTooLarge(err) {
+		return err
+	}
+	e := &RequestRefusedError{Op: op, err: err}
+	var names []string
+	add := func(aliases map[string]string, attrs map[string]types.AttributeValue) {
+		for _, n := range aliases {
+			names = append(names, n)
+		}
+		for n := range attrs {
+			names = append(names, n)
+		}
+	}
+	switch in := in.(type) {
+	case *ddb.PutItemInput:
+		e.Request, e.ConditionExpression = "PutItem", deref(in.ConditionExpression)
+		add(in.ExpressionAttributeNames, in.Item)
+	case *ddb.UpdateItemInput:
+		e.Request, e.UpdateExpression, e.ConditionExpression = "UpdateItem", deref(in.UpdateExpression), deref(in.ConditionExpression)
+		add(in.ExpressionAttributeNames, in.Key)
+	case *ddb.GetItemInput:
+		e.Request = "GetItem"
+		add(nil, in.Key)
+	}
+	slices.Sort(names)
+	e.AttributeNames = slices.Compact(names)
+	s.log.ErrorContext(ctx, "dynamostore: DynamoDB refused a request this store built: a fault of the store or of the deployment (the table's layout), not of the message",
+		"op", op, "dynamo_operation", e.Request, "update_expression", e.UpdateExpression, "condition_expression", e.ConditionExpression,
+		"attribute_names", strings.Join(e.AttributeNames, ","), "key_hash", dedup.KeyHash(key), "err", err)
+	return e
+}

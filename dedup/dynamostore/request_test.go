@@ -33,6 +33,8 @@ func TestRequestDefinesWhatItUses(t *testing.T) {
 		"claim complete": s.claimRequest("o", "h", now, 0, dedup.StatusCompleted, 5, []byte("r"), nil),
 		"claim over a record seen": s.claimRequest("o", "h", now, time.Second, dedup.StatusPending, 5, nil,
 			map[string]types.AttributeValue{attrVersion: num(3), attrStatus: str("COMPLETED"), attrAttempts: num(2)}),
+		"claim over a record without a version": s.claimRequest("o", "h", now, time.Second, dedup.StatusPending, 5, nil,
+			map[string]types.AttributeValue{attrStatus: str("FAILED"), attrAttempts: num(2)}),
 		"complete": fenced(func(r *request) {
 			r.Set(nStatus, r.value(":completed", str("COMPLETED")))
 			r.Remove(nLease, nError, nResponse)

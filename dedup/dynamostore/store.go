@@ -393,14 +393,14 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return dedup.Claim{}, s.wrap(op, a.key, err)
+		return dedup.Claim{}, s.wrap(op, a.key, s.refused(ctx, op, a.key, in, err))
 	}
 	// The Update is conditioned on the version it saw, since what it
 	// writes depends on that record; a record that moved on between is
 	// looked at again, a few times at most.
 	seen := ccf.Item
 	for range maxTakeoverTries {
-		if holds(seen, a.now, a.margin) || (retried && ownedBy(seen, a.owner)) {
+		if holds(seen, a.now, a.margin) || (retried && ownedBy(seen, a.owner)) || badVersion(seen) {
 			c, err := s.lost(a.key, a.owner, a.status, seen, retried)
 			if err == nil && c.Acquired && checkArchive {
 				// Our own earlier attempt, whose answer was lost.
@@ -426,6 +426,15 @@ func (s *Store) claim(ctx context.Context, op string, a claimArgs) (dedup.Claim,
 func ownedBy(item map[string]types.AttributeValue, owner string) bool {
 	o, err := getS(item, attrOwner, true)
 	return err == nil && o == owner
+}
+
+// badVersion reports whether item has a version that is not one: a
+// takeover could not count on from it (DynamoDB refuses the arithmetic),
+// so the claim reports the corrupt record instead.
+func badVersion(item map[string]types.AttributeValue) bool {
+	_, has := item[attrVersion]
+	_, err := getN(item, attrVersion, true, 0, 1<<62)
+	return has && err != nil
 }
 
 // maxTakeoverTries bounds the Updates of one claim whose expired record
@@ -461,8 +470,14 @@ func holds(old map[string]types.AttributeValue, now time.Time, margin time.Durat
 // on across takeovers (if_not_exists(x, 0) + 1); the failed runs seen
 // counted are kept, except past a COMPLETED record's retention (a new
 // message: none). Those depend on the record seen, so the update holds
-// only while its version is the one seen; a record whose version cannot
-// be read keeps its count, whatever its status.
+// only while its version is the one seen, or while it still has none when
+// seen had none (a record written by hand, an older schema). With seen
+// unknown (nil: a cancellation that did not return it) the record's own
+// count is kept, whatever its status.
+//
+// Every branch writes a condition DynamoDB accepts, which refuses
+// redundant parentheses: no group encloses a single term or another
+// group alone.
 func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin time.Duration, status dedup.Status, expires int64, response []byte, seen map[string]types.AttributeValue) *request {
 	r := newRequest()
 	zero, one := r.value(":zero", num(0)), r.value(":one", num(1))
@@ -470,7 +485,9 @@ func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin ti
 	r.Set(nStatus, r.value(":status", str(string(status))))
 	r.Set(nVersion, "if_not_exists(", nVersion, ", ", zero, ") + ", one)
 	seenVersion, verr := getN(seen, attrVersion, true, 1, 1<<62)
-	if verr == nil {
+	_, hasVersion := seen[attrVersion]
+	fenced := verr == nil || (seen != nil && !hasVersion)
+	if fenced {
 		r.Set(nAttempts, r.value(":att", num(keptAttempts(seen))))
 		if tk := keptTakeovers(seen); tk > 0 {
 			r.Set(nTakeover, r.value(":tk", num(tk)))
@@ -494,20 +511,34 @@ func (s *Store) claimRequest(owner, payloadHash string, now time.Time, margin ti
 	default:
 		r.Remove(nLease, nError, nResponse)
 	}
+	// absent OR [ (version arm AND ] expired [ ) ]
 	s.layout.notExists(r)
-	r.Where(" OR (")
-	if verr == nil {
-		r.Where(r.name(nVersion), " = ", r.value(":seenv", num(seenVersion)), " AND ")
+	r.Where(" OR ")
+	switch {
+	case verr == nil:
+		r.Where("(", r.name(nVersion), " = ", r.value(":seenv", num(seenVersion)), " AND ")
+	case fenced:
+		r.Where("(attribute_not_exists(", r.name(nVersion), ") AND ")
 	}
 	nowArm := r.value(":now", num(floorUnix(now)))
 	if margin <= 0 {
-		r.Where(r.name(nExpires), " < ", nowArm, ")")
-		return r
+		r.Where(r.name(nExpires), " < ", nowArm)
+	} else {
+		// The margin protects leases only: a lease is taken over once
+		// expired for longer than the margin; a retry delay or a retention
+		// ends on time. Grouped only as an AND's operand.
+		if fenced {
+			r.Where("(")
+		}
+		r.Where(r.name(nExpires), " < ", r.value(":nowm", num(claimNow(now, margin))),
+			" OR (", r.name(nExpires), " < ", nowArm, " AND ", r.name(nStatus), " <> ", r.value(":pending", str(string(dedup.StatusPending))), ")")
+		if fenced {
+			r.Where(")")
+		}
 	}
-	// The margin protects leases only: a lease is taken over once expired
-	// for longer than the margin; a retry delay or a retention ends on time.
-	r.Where("(", r.name(nExpires), " < ", r.value(":nowm", num(claimNow(now, margin))),
-		" OR (", r.name(nExpires), " < ", nowArm, " AND ", r.name(nStatus), " <> ", r.value(":pending", str(string(dedup.StatusPending))), ")))")
+	if fenced {
+		r.Where(")")
+	}
 	return r
 }
 
@@ -561,7 +592,7 @@ func (s *Store) claimItem(ctx context.Context, op, key, owner string, in *ddb.Up
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return dedup.Claim{}, nil, s.wrap(op, key, err)
+		return dedup.Claim{}, nil, s.wrap(op, key, s.refused(ctx, op, key, in, err))
 	}
 	return dedup.Claim{}, &conditionFailed{item: ccf.Item, retried: retried}, nil
 }
@@ -745,7 +776,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 			return nil
 		}
 		if !errors.As(err, &ccf) {
-			return s.wrap(op, l.Key, err)
+			return s.wrap(op, l.Key, s.refused(ctx, op, l.Key, in, err))
 		}
 		failedItem = ccf.Item
 	} else {
@@ -896,12 +927,24 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 	c, err := s.transact(ctx, op, client, put, writes, &retried)
+	if err == nil && c.recordFailed && len(c.record) == 0 {
+		c.record, err = s.current(ctx, op, req.Key, client, key)
+	}
 	var seen map[string]types.AttributeValue
-	if err == nil && c.recordFailed && !holds(c.record, a.now, a.margin) {
+	if err == nil && c.recordFailed && !holds(c.record, a.now, a.margin) && !badVersion(c.record) {
+		// seen is nil when the record is gone since: the Update's absent
+		// arm then holds.
 		seen = c.record
 		r := s.claimRequest(a.owner, a.payloadHash, a.now, a.margin, a.status, a.expires, a.response, seen)
 		retried = false
 		c, err = s.transact(ctx, op, client, r.transactItem(s.tableName, key), writes, &retried)
+		if err == nil && c.recordFailed && len(c.record) == 0 {
+			if c.record, err = s.current(ctx, op, req.Key, client, key); err == nil && len(c.record) == 0 {
+				// Present when the condition failed, gone since: the key
+				// is free, and a new call takes it.
+				err = retry.WithClass(errors.New("dynamostore: the record's condition failed and the record is gone since"), retry.Transient)
+			}
+		}
 	}
 	switch {
 	case err != nil:
@@ -926,6 +969,24 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	}
 }
 
+// current reads the record of k (item key) with a strongly consistent
+// GetItem, for a cancelled transaction that reported the record's
+// condition failure without the record (ReturnValuesOnConditionCheckFailure
+// is a request, not a promise): nil when there is none now.
+func (s *Store) current(ctx context.Context, op, k string, client *ddb.Client, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	in := &ddb.GetItemInput{TableName: s.tableName, Key: key, ConsistentRead: aws.Bool(true)}
+	var out *ddb.GetItemOutput
+	err := s.do(ctx, op, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		o, err := client.GetItem(ctx, in)
+		out = o
+		return metadata(o), err
+	})
+	if err != nil {
+		return nil, s.refused(ctx, op, k, in, err)
+	}
+	return out.Item, nil
+}
+
 // Get reads the record with a strongly consistent GetItem.
 func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 	const op = "Get"
@@ -942,7 +1003,7 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 		return metadata(o), err
 	})
 	if err != nil {
-		return dedup.Record{}, s.wrap(op, key, err)
+		return dedup.Record{}, s.wrap(op, key, s.refused(ctx, op, key, in, err))
 	}
 	if len(out.Item) == 0 {
 		return dedup.Record{}, fmt.Errorf("dynamostore: get key_hash %s: %w", dedup.KeyHash(key), dedup.ErrNotFound)

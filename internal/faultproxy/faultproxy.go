@@ -45,10 +45,14 @@ const (
 	// DynamoDB does for a table that does not exist (or not yet, or not
 	// in this region).
 	ResourceNotFound
+	// Validation answers HTTP 400 ValidationException, as DynamoDB does
+	// for a request it refuses as invalid (an expression it cannot parse,
+	// a key of the wrong schema).
+	Validation
 )
 
 var faultNames = [...]string{"none", "throttle", "throttling_exception", "internal_error", "reset", "latency", "cancel",
-	"access_denied", "resource_not_found"}
+	"access_denied", "resource_not_found", "validation"}
 
 func (f Fault) String() string {
 	if f >= 0 && int(f) < len(faultNames) {
@@ -495,6 +499,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case ResourceNotFound:
 			writeError(w, http.StatusBadRequest, "ResourceNotFoundException",
 				"faultproxy: requested resource not found")
+			return
+		case Validation:
+			writeError(w, http.StatusBadRequest, "ValidationException",
+				"faultproxy: Invalid ConditionExpression: The expression has redundant parentheses;")
 			return
 		case Latency:
 			t := time.NewTimer(rl.Delay)
