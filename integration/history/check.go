@@ -175,7 +175,7 @@ func checkKey(hash string, kh *keyHistory, timeout time.Duration) keyResult {
 		kr.verdict = porcupine.Unknown // the budget is spent
 		return kr
 	}
-	m := model.ToModel()
+	m := newModel()
 	kr.verdict = porcupine.CheckOperationsTimeout(m, ops, timeout)
 	if kr.verdict == porcupine.Illegal {
 		kr.violation = violation(hash, m, ops, timeout)
