@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"slices"
@@ -30,8 +31,9 @@ type Report struct {
 	TimedOut  int
 
 	// The anomalies, Jepsen's names. Lost: keys acked that no call
-	// committed or read as COMPLETED. Duplicated: keys committed more than
-	// once. AckedUncommitted: acks that came before any commit of their
+	// committed or read as COMPLETED. Duplicated: keys committed again
+	// while an earlier commit's record was live (within its retention: a
+	// claim past it is a new message). AckedUncommitted: acks that came before any commit of their
 	// key was known. FencedCommits: Completes that succeeded although
 	// another claim had surely taken the key over since their lease began.
 	Lost, Duplicated, AckedUncommitted, FencedCommits int
@@ -173,7 +175,7 @@ func checkKey(hash string, kh *keyHistory, timeout time.Duration) keyResult {
 		kr.verdict = porcupine.Unknown // the budget is spent
 		return kr
 	}
-	m := model.ToModel()
+	m := newModel()
 	kr.verdict = porcupine.CheckOperationsTimeout(m, ops, timeout)
 	if kr.verdict == porcupine.Illegal {
 		kr.violation = violation(hash, m, ops, timeout)
@@ -220,26 +222,35 @@ func orNothing(seq []string) string {
 	return strings.Join(seq, ", ")
 }
 
+// commit is a successful commit: the Now of the claim it ran under and
+// the expiry of the COMPLETED record it wrote.
+type commit struct{ claimed, until int64 }
+
 // anomalies counts one key's anomalies from its calls and acks alone.
 func anomalies(kh *keyHistory, kr *keyResult) {
+	claimedBy := claims(kh.ops)
 	var completedAt []int64 // when a COMPLETED record was surely known
-	commits := 0
+	var commits []commit
 	for _, o := range kh.ops {
 		if !o.ok() {
 			continue
 		}
 		switch {
 		case o.in.Op == storehistory.OpComplete:
-			commits++
+			c := commit{o.in.Now, o.in.Until}
+			if cl := claimedBy[o.in.Owner]; cl != nil {
+				c.claimed = cl.in.Now
+			}
+			commits = append(commits, c)
 			completedAt = append(completedAt, o.ret)
 		case o.in.Op == storehistory.OpClaimComplete && o.out.Acquired:
-			commits++
+			commits = append(commits, commit{o.in.Now, o.in.Until})
 			completedAt = append(completedAt, o.ret)
 		case o.out.Record != nil && o.out.Record.Status == dedup.StatusCompleted:
 			completedAt = append(completedAt, o.ret) // a claim or read met it
 		}
 	}
-	if commits > 1 {
+	if twice(commits) {
 		kr.duplicated++
 	}
 	acked := false
@@ -256,21 +267,39 @@ func anomalies(kh *keyHistory, kr *keyResult) {
 	if acked && len(completedAt) == 0 {
 		kr.lost++
 	}
-	kr.fencedCommits = fencedCommits(kh.ops)
+	kr.fencedCommits = fencedCommits(kh.ops, claimedBy)
+}
+
+// twice reports whether a commit's claim came while an earlier commit's
+// record was still live.
+func twice(commits []commit) bool {
+	slices.SortFunc(commits, func(a, b commit) int { return cmp.Compare(a.claimed, b.claimed) })
+	for j := 1; j < len(commits); j++ {
+		for _, c := range commits[:j] {
+			if c.until >= commits[j].claimed {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// claims returns the claims surely acquired, by owner (owner tokens are
+// unique to a claim).
+func claims(ops []*op) map[string]*op {
+	by := map[string]*op{}
+	for _, o := range ops {
+		if (o.in.Op == storehistory.OpClaim || o.in.Op == storehistory.OpClaimComplete) && o.ok() && o.out.Acquired {
+			by[o.in.Owner] = o
+		}
+	}
+	return by
 }
 
 // fencedCommits counts the Completes that succeeded although, after their
 // own claim returned and before they were called, another owner's claim
 // of the key had surely succeeded.
-func fencedCommits(ops []*op) int {
-	claimedBy := map[string]*op{}
-	var takes []*op
-	for _, o := range ops {
-		if (o.in.Op == storehistory.OpClaim || o.in.Op == storehistory.OpClaimComplete) && o.ok() && o.out.Acquired {
-			claimedBy[o.in.Owner] = o
-			takes = append(takes, o)
-		}
-	}
+func fencedCommits(ops []*op, claimedBy map[string]*op) int {
 	n := 0
 	for _, c := range ops {
 		if c.in.Op != storehistory.OpComplete || !c.ok() {
@@ -280,10 +309,11 @@ func fencedCommits(ops []*op) int {
 		if mine == nil {
 			continue
 		}
-		if slices.ContainsFunc(takes, func(t *op) bool {
-			return t.in.Owner != c.in.Owner && t.call > mine.ret && t.ret < c.call
-		}) {
-			n++
+		for _, t := range claimedBy {
+			if t.in.Owner != c.in.Owner && t.call > mine.ret && t.ret < c.call {
+				n++
+				break
+			}
 		}
 	}
 	return n

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -66,6 +67,17 @@ type worker struct {
 	// gate, when set, holds the handler until it is closed; entered is
 	// closed when the handler starts.
 	gate, entered chan struct{}
+	// holds are per-key gates (hold).
+	holds sync.Map
+}
+
+type keyHold struct{ entered, gate chan struct{} }
+
+// hold makes the next run of key's handler close entered and wait for gate.
+func (w *worker) hold(key string) (entered, gate chan struct{}) {
+	h := &keyHold{make(chan struct{}), make(chan struct{})}
+	w.holds.Store(key, h)
+	return h.entered, h.gate
 }
 
 func newWorker(t *testing.T, store dedup.Store, clk consumer.Clock, effects *effects) *worker {
@@ -77,12 +89,18 @@ func newWorker(t *testing.T, store dedup.Store, clk consumer.Clock, effects *eff
 			close(w.entered)
 			<-w.gate
 		}
+		if h, ok := w.holds.LoadAndDelete(string(m.Body)); ok {
+			close(h.(*keyHold).entered)
+			<-h.(*keyHold).gate
+		}
 		key := m.IdempotencyKey
 		return consumer.Result{Response: []byte("done"), Writes: []any{memstore.Write{Apply: func() { effects.add(key) }}}}, nil
 	})
 	g, err := consumer.NewGuard(w.rec, h, consumer.WithClock(clk), consumer.LeaseTTL(time.Hour), consumer.HandlerTimeout(30*time.Minute),
 		// Store outages are retried after a real wait: keep it short.
-		consumer.FailedRetryDelay(time.Millisecond), consumer.PendingRecheck(time.Millisecond))
+		consumer.FailedRetryDelay(time.Millisecond), consumer.PendingRecheck(time.Millisecond),
+		// The clock jumps by hours: a record must outlive every jump.
+		consumer.Retention(10_000*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,6 +302,17 @@ func TestAnomalies(t *testing.T) {
 			`{"id":2,"ev":"call","op":"claim_complete","key":"k","t":3,"owner":"b","now":3,"until":100}`,
 			`{"id":2,"ev":"return","op":"claim_complete","key":"k","t":4,"out":"ok","acquired":true,"record":{"status":"COMPLETED","version":2,"owner":"b"}}`,
 		), func(r history.Report) int { return r.Duplicated }},
+		{"committed again past retention is a new message", lines(
+			`{"id":1,"ev":"call","op":"claim_complete","key":"k","t":1,"owner":"a","now":1,"until":100}`,
+			`{"id":1,"ev":"return","op":"claim_complete","key":"k","t":2,"out":"ok","acquired":true,"record":{"status":"COMPLETED","version":1,"owner":"a"}}`,
+			`{"id":2,"ev":"call","op":"claim_complete","key":"k","t":3,"owner":"b","now":101,"until":200}`,
+			`{"id":2,"ev":"return","op":"claim_complete","key":"k","t":4,"out":"ok","acquired":true,"record":{"status":"COMPLETED","version":2,"owner":"b"},"previous":{"status":"COMPLETED","version":1,"owner":"a"}}`,
+		), func(r history.Report) int {
+			if r.Duplicated == 0 && r.OK() {
+				return 1
+			}
+			return 0
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := history.New()
@@ -320,4 +349,89 @@ func TestBudget(t *testing.T) {
 	if r.TimedOut != 1 || r.Verdict() != "unknown: 1 keys not decided in time" || !r.OK() {
 		t.Fatalf("%s", r.Line())
 	}
+}
+
+// TestTakeoverStorm: on every key a worker stalls in its handler past
+// its lease (the shared clock jumps, so leases of other keys in flight run
+// out too), another takes the key over and commits, the first commits late,
+// a third delivers the key meanwhile, and every third Complete loses its
+// answer. Over a correct store every such interleaving must be
+// linearizable and free of anomalies: the check must not cry wolf.
+func TestTakeoverStorm(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store := &sometimesLost{Store: memstore.New()}
+	fx := &effects{}
+	var ws []*worker
+	for range 3 {
+		ws = append(ws, newWorker(t, store, clk, fx))
+	}
+	// settle delivers key through w until it is acked.
+	settle := func(w *worker, key string) {
+		for d := 0; ; d++ {
+			if o := w.process(ctx, "m", key); o.Kind.Action() == consumer.Ack {
+				return
+			}
+			if d > 10_000 {
+				t.Errorf("key %s not settled", key)
+				return
+			}
+			runtime.Gosched()
+			clk.advance(time.Second)
+		}
+	}
+	var wg sync.WaitGroup
+	for k := range 30 {
+		key := fmt.Sprintf("order-%d", k)
+		a, b, c := ws[k%3], ws[(k+1)%3], ws[(k+2)%3]
+		wg.Go(func() {
+			entered, gate := a.hold(key)
+			stalled := make(chan struct{})
+			go func() { defer close(stalled); settle(a, key) }()
+			<-entered
+			clk.advance(2 * time.Hour)
+			var inner sync.WaitGroup
+			inner.Go(func() { settle(c, key) })
+			settle(b, key)
+			close(gate)
+			<-stalled
+			inner.Wait()
+		})
+	}
+	wg.Wait()
+	r := check(t, ws...)
+	if !r.OK() || r.Verdict() != "linearizable" {
+		t.Fatalf("a correct store's history failed the check: %s", r.Line())
+	}
+	takeovers := 0
+	for _, w := range ws {
+		takeovers += bytes.Count(w.history.Bytes(), []byte(`"previous":{"status":"PENDING"`))
+	}
+	if takeovers < 30 || r.Unknown == 0 {
+		t.Fatalf("%d takeovers of a live holder's lease, %d unknown outcomes: the storm proves nothing", takeovers, r.Unknown)
+	}
+	for k, n := range fx.n {
+		if n != 1 {
+			t.Errorf("%s applied %d times", k, n)
+		}
+	}
+}
+
+// sometimesLost loses the answer of every third Complete, after applying it.
+type sometimesLost struct {
+	dedup.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (s *sometimesLost) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	err := s.Store.Complete(ctx, req)
+	s.mu.Lock()
+	s.n++
+	lose := s.n%3 == 0
+	s.mu.Unlock()
+	if err == nil && lose {
+		return errors.New("connection reset after the write")
+	}
+	return err
 }

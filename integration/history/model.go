@@ -36,7 +36,7 @@ func (s state) holds(in storehistory.Event) bool {
 	return s.present && s.status == dedup.StatusPending && s.owner == in.Owner && s.version == in.Version
 }
 
-// model is the record's sequential specification, nondeterministic where
+// newModel is the record's sequential specification, nondeterministic where
 // a call's outcome is unknown (taken effect or not).
 //
 // It is relaxed where Stores legitimately differ, so that it accepts every
@@ -46,20 +46,23 @@ func (s state) holds(in storehistory.Event) bool {
 // for the time (only for the record it reports); a record read as absent
 // may have been removed by TTL once its expiry passed, after which the
 // next claim starts at version 1.
-var model = porcupine.NondeterministicModel{
-	Init: func() []any { return []any{state{}} },
-	Step: func(st, input, output any) []any {
-		next := step(st.(state), input.(storehistory.Event), output.(storehistory.Event))
-		out := make([]any, len(next))
-		for i, s := range next {
-			out[i] = s
-		}
-		return out
-	},
-	DescribeOperation: func(input, output any) string {
-		return describe(input.(storehistory.Event), output.(storehistory.Event))
-	},
-	DescribeState: func(st any) string { return st.(state).String() },
+func newModel() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{state{}} },
+		Step: func(st, input, output any) []any {
+			next := step(st.(state), input.(storehistory.Event), output.(storehistory.Event))
+			out := make([]any, len(next))
+			for i, s := range next {
+				out[i] = s
+			}
+			return out
+		},
+		DescribeOperation: func(input, output any) string {
+			return describe(input.(storehistory.Event), output.(storehistory.Event))
+		},
+		DescribeState: func(st any) string { return st.(state).String() },
+	}
+	return nm.ToModel()
 }
 
 // step returns every state the record can be in after call in returned
