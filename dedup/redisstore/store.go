@@ -305,6 +305,10 @@ func heads(l dedup.Lease, next dedup.Status) (held, written []byte, err error) {
 // fenced runs a lease script on args and turns its 0 into ErrLeaseLost.
 func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, l dedup.Lease, args []any) error {
 	n, err := s.script(ctx, sc, s.redisKey(l.Key), args...).Int()
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "CORRUPT ") {
+		return &dedup.CorruptRecordError{KeyHash: dedup.KeyHash(l.Key), Err: fmt.Errorf("redisstore: %s: %w", op, err)}
+	}
 	if err != nil {
 		return s.wrap(op, err)
 	}

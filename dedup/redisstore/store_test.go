@@ -427,6 +427,14 @@ func TestTakeoverRaces(t *testing.T) {
 // A stored value that is no record is Permanent, for the claim (read by
 // Go) and for a lease's write (read by the script), without the key.
 func TestCorruptRecordPermanent(t *testing.T) {
+	wantClass := func(t *testing.T, what string, err error, class retry.Class) {
+		t.Helper()
+		wantClass(t, what, err, class)
+		var ce *dedup.CorruptRecordError
+		if !errors.As(err, &ce) || ce.KeyHash != dedup.KeyHash(secretKey) {
+			t.Fatalf("%s: %v (%T), want a *dedup.CorruptRecordError for the key", what, err, err)
+		}
+	}
 	c := client(t, nil)
 	p := prefix()
 	s := open(t, c, redisstore.Prefix(p))
