@@ -49,27 +49,32 @@ func complete(t *testing.T, c dedup.Store, key, resp string, now time.Time) {
 	}
 }
 
-// No two distinct (tenant, namespace, key) tuples share a cache entry: a
-// key that spells out another's stored (hashed) form is not answered with
-// that key's response, nor is another namespace's key, nor another
-// tenant's, nor a key with a tenant and one without.
+// No two distinct (tenant, namespace, key, derived or not) tuples share a
+// cache entry: a key that spells out another's stored (hashed) form is not
+// answered with that key's response, nor is another namespace's key, nor
+// another tenant's, nor a key with a tenant and one without.
 func FuzzCacheKey(f *testing.F) {
 	long := strings.Repeat("k", 100)
-	f.Add(false, "", "ns", long, false, "", "ns", dedup.HashPart(long))
-	f.Add(false, "", "shop", "eu#o-1", false, "", "shop#eu", "o-1")
-	f.Add(false, "", "ns", "a", false, "", "ns", "a ")
-	f.Add(true, "billing", "invoice", "123", false, "", "billing", "invoice#123")
-	f.Add(true, "a", "b", "c", true, "a#b", "", "c")
-	f.Fuzz(func(t *testing.T, tA bool, tenantA, nsA, kA string, tB bool, tenantB, nsB, kB string) {
-		enc := func(hasTenant bool, tenant, ns, k string) (string, error) {
+	hx := dedup.PayloadHash([]byte("body"))
+	f.Add(false, "", "ns", long, false, false, "", "ns", dedup.HashPart(long), false)
+	f.Add(false, "", "shop", "eu#o-1", false, false, "", "shop#eu", "o-1", false)
+	f.Add(false, "", "ns", "a", false, false, "", "ns", "a ", false)
+	f.Add(false, "", "ns", hx, true, false, "", "ns", hx, false)
+	f.Add(true, "billing", "invoice", "123", false, false, "", "billing", "invoice#123", false)
+	f.Add(true, "a", "b", "c", false, true, "a#b", "", "c", false)
+	f.Fuzz(func(t *testing.T, tA bool, tenantA, nsA, kA string, dA bool, tB bool, tenantB, nsB, kB string, dB bool) {
+		enc := func(hasTenant bool, tenant, ns, k string, derived bool) (string, error) {
 			key, err := dedup.Key(ns, k)
+			if derived {
+				key, err = dedup.DerivedKey(ns, k)
+			}
 			if err != nil || !hasTenant {
 				return key, err
 			}
 			return dedup.TenantKey(tenant, key)
 		}
-		a, errA := enc(tA, tenantA, nsA, kA)
-		b, errB := enc(tB, tenantB, nsB, kB)
+		a, errA := enc(tA, tenantA, nsA, kA, dA)
+		b, errB := enc(tB, tenantB, nsB, kB, dB)
 		if errA != nil || errB != nil || a == b || stored(a) == stored(b) {
 			return // the same tuple, or the store's own collision (FuzzStoredKey)
 		}

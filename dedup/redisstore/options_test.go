@@ -96,8 +96,9 @@ func TestPrefixWithoutHashTag(t *testing.T) {
 	open(t, c, redisstore.Prefix(prefix()+"}"))
 }
 
-// oneSlot fails t: s was built with prefix p. It reports whether two
-// records land in one Cluster slot, which they do when p holds a tag.
+// oneSlot fails t, as s was built with prefix p, and says how many hash
+// tags Redis Cluster finds in two of its records' keys: one when p holds a
+// tag, so that both share a slot.
 func oneSlot(t *testing.T, c *redis.Client, s *redisstore.Store, p string) {
 	t.Helper()
 	ctx := testCtx(t)
