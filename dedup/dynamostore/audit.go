@@ -303,7 +303,6 @@ func (a *Auditor) discover(ctx context.Context) error {
 			a.log.InfoContext(ctx, "dynamostore: audit: resuming from the checkpoint in the archive table", "table", a.table, "archive", *a.archive)
 		}
 	}
-	a.discovered = true
 	// From now (a stream never checkpointed, not FromStreamStart): the
 	// first round skips closed shards and reads open ones from their end;
 	// shards that open later, or whose position is not saved when
@@ -354,6 +353,8 @@ func (a *Auditor) discover(ctx context.Context) error {
 			return err
 		}
 	}
+	// Only now: a first listing cut short is done again, checkpoint too.
+	a.discovered = true
 	return nil
 }
 
