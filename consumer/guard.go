@@ -695,10 +695,12 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 				req.Reason = plainDeadLetterReason
 			}
 			err = a.storeCall(opFail, func(ctx context.Context) error { return g.store.Fail(ctx, req) })
-			if err != nil && faultOf(err) == messageFault && !final {
+			if err != nil && faultOf(err) == messageFault && !final && !refund {
 				// Still refused: the store cannot count this message's
 				// failed runs, so it is dead-lettered now rather than
-				// taken over and run again, uncounted, for ever.
+				// taken over and run again, uncounted, for ever. (A
+				// refunded failure counts nothing anyway: the message
+				// keeps the fate it was given.)
 				final = true
 				o.Err = fmt.Errorf("consumer: the store refused to record a failed run, so its attempts cannot be counted (%w); the run failed: %w", err, cause)
 			}

@@ -5,5 +5,11 @@
 // keeps epoch seconds sees exact values and a real TTL sweeper never removes
 // a record a test is still looking at.
 //
+// Besides the state machine it holds every Store to the limits they share:
+// any failure reason is stored (valid UTF-8, bounded), a nil business
+// write is refused with a *dedup.NilWriteError, and a response over the
+// Store's MaxResponseSize with a *dedup.ResponseTooLargeError, nothing
+// committed.
+//
 // Only tests import it: each Store adapter runs it from its own tests.
 package storetest

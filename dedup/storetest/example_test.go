@@ -26,6 +26,11 @@ func ExampleRun() {
 			// proxy in front of its server), so the suite can prove that
 			// the consumer hears of them.
 			RaceGoroutines: 16, RaceRounds: 20,
+			// The nil values of the store's own write types, each of
+			// which Complete must refuse (a nil interface is always
+			// tried), and the response limit the stores were given.
+			NilWrites:       []any{(*memstore.Write)(nil)},
+			MaxResponseSize: dedup.DefaultMaxResponseSize,
 		})
 	}
 	_ = conformance
