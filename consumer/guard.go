@@ -22,6 +22,11 @@ import (
 // ErrAttemptsExhausted is the dead-letter cause once MaxAttempts is reached.
 var ErrAttemptsExhausted = errors.New("consumer: attempts exhausted")
 
+// ErrTakeoversExhausted is the dead-letter cause once a message's lease
+// was abandoned more than MaxTakeovers times: its handler keeps ending
+// the process that runs it, or running past its lease.
+var ErrTakeoversExhausted = errors.New("consumer: takeovers exhausted")
+
 // ErrHandlerOverran is the cause when a handler returned after its lease
 // could have been taken over: it ignored its context past HandlerTimeout
 // and the grace, renewals had stopped, and its result is not committed.
@@ -243,6 +248,12 @@ func (a *attempt) do() Outcome {
 		// The record counts more failed runs than this worker allows (a
 		// lower MaxAttempts than the worker that counted them).
 		return a.deadLetter(fmt.Errorf("%w: %d attempts", ErrAttemptsExhausted, c.Attempt-1))
+	}
+	if c.Takeovers > g.cfg.maxTakeovers {
+		// Decided before the handler runs: it would most likely end this
+		// process too.
+		return a.deadLetter(fmt.Errorf("%w: its lease was abandoned %d times, more than MaxTakeovers %d (the handler ended its process or ran past its lease)",
+			ErrTakeoversExhausted, c.Takeovers, g.cfg.maxTakeovers))
 	}
 	if a.ctx.Err() != nil {
 		return a.giveBack(Retrying, fmt.Errorf("consumer: stopped before the handler ran: %w", a.ctx.Err()))

@@ -370,6 +370,9 @@ func printRecord(w io.Writer, r dedup.Record, now time.Time) {
 	fmt.Fprintf(w, "version:    %d\n", r.Version)
 	fmt.Fprintf(w, "expires:    %s (%s)\n", r.ExpiresAt.UTC().Format(time.RFC3339), relative(r.ExpiresAt, now))
 	fmt.Fprintf(w, "attempts:   %d\n", r.Attempts)
+	if r.Takeovers > 0 {
+		fmt.Fprintf(w, "takeovers:  %d (of an abandoned lease)\n", r.Takeovers)
+	}
 	if len(r.Response) > 0 {
 		fmt.Fprintf(w, "response:   %d bytes (print them with -response)\n", len(r.Response))
 	} else {

@@ -17,7 +17,7 @@
 // WithArchive; it reports TTL lag and keys completed by two owners.
 // Other attributes: status, version, owner, payload_hash, attempts,
 // created_at, expires_at (the table's TTL attribute), lease_expires_at,
-// response (binary) and error.
+// response (binary), error and takeovers.
 //
 // Key attributes hold UTF-8 strings of at most 2048 bytes (pk) and 1024
 // (sk): a fingerprint too long for its attribute, or not UTF-8, is stored
@@ -63,7 +63,10 @@
 // condition's clock and the table's TTL); lease_expires_at (a PENDING
 // record's lease, so that one without an expiry is refused as corrupt);
 // response (a COMPLETED record's answer for duplicates); error (a FAILED
-// record's reason). A one-round-trip claim writes no lease_expires_at and
+// record's reason); takeovers (the takeovers of an abandoned lease, apart
+// from attempts: a claim over an expired PENDING record adds one, written
+// only once there is one, absent is none; Claim.Takeovers, for crash-loop
+// limits). A one-round-trip claim writes no lease_expires_at and
 // no error, and a response only when there is one; it keeps the others,
 // which a duplicate reads or a later takeover counts on from.
 //

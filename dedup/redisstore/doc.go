@@ -9,11 +9,13 @@
 // the lease's owner and version (a lease only moves forward).
 //
 // Layout: the record's fields in one string (record.go), its head
-// (status, version, owner) first, so that a script fences a lease by
-// comparing the string's start. Each record has one encoding, and a value
-// that is not one (or holds a version below 1 or negative attempts) is a
-// corrupt record: a *dedup.CorruptRecordError from a claim or Get, retry
-// class Permanent.
+// (status, version, owner) after a layout byte, so that a script fences a
+// lease by comparing the string's start. A record that counts takeovers of
+// an abandoned lease has its own layout byte, so that every other record
+// is stored as earlier versions stored it. Each record has one encoding,
+// and a value that is not one (or holds a version below 1 or negative
+// attempts) is a corrupt record: a *dedup.CorruptRecordError from a claim
+// or Get, retry class Permanent.
 //
 // Keys: a record's Redis key is the prefix and the SHA-256 of the key in
 // a hash tag ("onceq:{3f0a…}"), so any key of any bytes and length maps
