@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	smithy "github.com/aws/smithy-go"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/faultproxy"
@@ -306,6 +307,35 @@ func TestClaimOverMistypedVersion(t *testing.T) {
 			if refused(err) || !errors.Is(err, dynamostore.ErrCorruptRecord) || retry.Classify(err) != retry.Permanent {
 				t.Errorf("claim-complete %v, %d writes: %v; want a corrupt record", complete, len(writes), err)
 			}
+		}
+	}
+}
+
+// Through the consumer, in both modes (claim then complete, and
+// OneRoundTrip's ClaimComplete), with its default skew margin: a message
+// whose key meets an expired record without a version, written by hand,
+// is processed, not dead-lettered.
+func TestForeignRecordMessageProcessed(t *testing.T) {
+	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	st := newStore(t, client, recordsTable(t, client))
+	for _, mode := range []struct {
+		name string
+		opts []consumer.GuardOption
+	}{{"claim then complete", nil}, {"one round trip", []consumer.GuardOption{consumer.OneRoundTrip()}}} {
+		g, err := consumer.NewGuard(st, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+			return consumer.Result{Response: []byte("done")}, nil
+		}), append([]consumer.GuardOption{consumer.Namespace("test"), consumer.WithLogger(testenv.Logger(t))}, mode.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := uniqueName("order-")
+		key, _ := dedup.Key("test", id)
+		now := time.Now()
+		plantRecord(t, client, st, key, foreignState{"expired FAILED", dedup.StatusFailed, -30},
+			func(sec int) time.Time { return now.Add(time.Duration(sec) * time.Second) }, "version")
+		o := g.Process(t.Context(), &consumer.Message{ID: "m", Body: []byte("{}"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: id}})
+		if o.Kind != consumer.Processed {
+			t.Errorf("%s: %v (%v); want processed", mode.name, o.Kind, o.Err)
 		}
 	}
 }
