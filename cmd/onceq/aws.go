@@ -64,7 +64,9 @@ func openStore(client *ddb.Client, table string, tenant bool, opts ...dynamostor
 	if tenant {
 		// Both two-part layouts map a key alike; this one reads a key
 		// given whole, tenant or namespace first, without asking for it.
-		opts = append(opts, dynamostore.NamespaceLayout())
+		// Given first, so that a TenantLayout in opts (with TenantShards)
+		// takes its place.
+		opts = append([]dynamostore.Option{dynamostore.NamespaceLayout()}, opts...)
 	}
 	return dynamostore.New(client, table, opts...)
 }

@@ -252,7 +252,7 @@ func TestInspectTenantQuery(t *testing.T) {
 	if code != 0 || strings.Count(out, "status:") != 2 || strings.Contains(out, "z1") || !strings.Contains(errOut, "2 records") {
 		t.Fatalf("inspect -tenant acme: exit %d, out %q, err %q", code, out, errOut)
 	}
-	if code, _, _ := onceq("inspect", "-table", table, "-tenant", "acme", "KEY"); code != 2 {
-		t.Errorf("-tenant with a KEY: exit %d, want 2", code)
+	if code, _, _ := onceq("inspect", "-table", table, "-tenant", "acme", "-since", "1h", "KEY"); code != 2 {
+		t.Errorf("-tenant -since with a KEY: exit %d, want 2", code)
 	}
 }

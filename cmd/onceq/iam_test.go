@@ -69,6 +69,8 @@ func TestIAMActionsOfCommands(t *testing.T) {
 	}
 	inspect := run("inspect", "-table", table, "some-key")
 	inspect = append(inspect, run("inspect", "-table", table, "-key-hash", dedup.KeyHash("onceq#some-key"))...)
+	run("create-table", "-table", table+"_t", "-tenant-layout")
+	inspect = append(inspect, run("inspect", "-table", table+"_t", "-tenant", "acme")...)
 	slices.Sort(inspect)
 	got["inspect"] = slices.Compact(inspect)
 	want := readmeCLIActions(t)

@@ -13,6 +13,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
@@ -25,20 +29,26 @@ const defaultScanLimit = 5000
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq inspect", stderr,
-		"usage: onceq inspect -table NAME [-tenant-layout] [-response [-raw]] WHICH",
+		"usage: onceq inspect -table NAME [-tenant-layout [-shards N]] [-response [-raw]] WHICH",
 		"Prints the record of one idempotency key, read with a strongly consistent read. WHICH is one of:",
-		"  [-namespace onceq] [-stored-key] KEY",
+		"  [-tenant T] [-namespace onceq] [-stored-key] KEY",
 		"      the message's idempotency key, turned into the stored key <namespace>#<KEY> as the consumer does",
+		"      (<T>#<namespace>#<KEY> with -tenant, for a consumer with WithTenantFunc; implies -tenant-layout)",
+		"      -shards N: the store's TenantShards, which decides the record's partition key",
 		fmt.Sprintf("  -key-hash H [-scan-limit %d]", defaultScanLimit),
-		"      the key_hash of a log line or error text; scans the table (read capacity for every item read)",
+		"      the key_hash of a log line or error text; scans the table (read capacity for every item read);",
+		"      a sharded tenant's record is found without -shards",
 		"  [-namespace onceq] -kafka-topic T [-kafka-key K] [-kafka-value V | -kafka-value-file F]",
 		"      a Kafka record: its key is computed as the Kafka sources do (kafkasource.Fingerprint)",
 		"  [-namespace onceq] -kafka-header-key K",
 		"      a Kafka record that carries an idempotency-key header",
 		"  -tenant T [-since 1h] [-shards N] [-limit 100]",
 		"      the records a tenant (table made with -tenant-layout, consumer.WithTenantFunc) created since then:",
-		"      a Query of the tenant's partition key(s), never a Scan; it reads every record of the tenant",
+		"      a Query of the tenant's partition key(s), never a Scan; it reads every record of the tenant.",
+		"      A table of the default layout is an error; a listing cut at -limit says so",
 		"Exit 1 when no record is found.",
+		"Stored strings are printed with control characters, invalid bytes and Unicode bidirectional",
+		"controls (U+202A-U+202E, U+2066-U+2069, ...) escaped.",
 	)
 	table := fs.String("table", "", "table name (required)")
 	ns := fs.String("namespace", "onceq", "the consumer's namespace (consumer.Namespace)")
@@ -52,8 +62,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			"(about 0.5 unit per 4 KB of items read), and no writes")
 	tenantName := fs.String("tenant", "", "list this tenant's records (tenant layout)")
 	since := fs.Duration("since", time.Hour, "with -tenant: records created within this long")
-	shards := fs.Int("shards", 1, "with -tenant: the store's TenantShards")
-	limit := fs.Int("limit", 100, "with -tenant: list at most this many records")
+	shards := fs.Int("shards", 1, "tenant layout: the store's TenantShards (n of dynamostore.TenantShards)")
+	limit := fs.Int("limit", 100, "with -tenant and no KEY: list at most this many records")
 	var k kafkaRecord
 	fs.StringVar(&k.topic, "kafka-topic", "", "the Kafka record's topic")
 	fs.StringVar(&k.key, "kafka-key", "", "the Kafka record's key (none: leave out)")
@@ -70,17 +80,21 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "onceq inspect: "+format+"\n", a...)
 		return 2
 	}
+	// -tenant with a KEY (or -kafka-*) names that tenant's key; without,
+	// it lists the tenant's records.
+	listing := set["tenant"] && fs.NArg() == 0 && !kafka
 	switch {
 	case *table == "":
 		return usageErr("-table is required")
-	case set["tenant"] && (set["key-hash"] || kafka || fs.NArg() > 0 || *stored || set["namespace"]):
-		return usageErr("-tenant lists records by tenant: give no KEY, -key-hash, -kafka-* or -namespace with it")
-	case (set["since"] || set["shards"] || set["limit"]) && !set["tenant"]:
-		return usageErr("-since, -shards and -limit go with -tenant only")
-	case set["tenant"]:
-		if *since <= 0 || *shards < 1 || *limit < 1 {
-			return usageErr("-since, -shards and -limit must be positive")
-		}
+	case set["tenant"] && (set["key-hash"] || *stored || (listing && set["namespace"])):
+		return usageErr("-tenant lists a tenant's records, or with KEY names that tenant's key: give no -key-hash, -stored-key (the stored key has its tenant), or -namespace without KEY")
+	case (set["since"] || set["limit"]) && !listing:
+		return usageErr("-since and -limit go with -tenant and no KEY (a listing) only")
+	case set["shards"] && !listing && !*tenant && !set["tenant"]:
+		return usageErr("-shards goes with the tenant layout (-tenant-layout or -tenant) only")
+	case *since <= 0 || *shards < 1 || *shards > 1000 || *limit < 1:
+		return usageErr("-since and -limit must be positive, -shards 1 to 1000")
+	case listing:
 		return listTenant(ctx, stdout, stderr, *table, *tenantName, *since, *shards, *limit, *response)
 	case set["key-hash"] && kafka:
 		return usageErr("-key-hash and -kafka-* flags each name a record: give one")
@@ -136,12 +150,25 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 
+	if set["tenant"] {
+		var err error
+		if key, err = dedup.TenantKey(*tenantName, key); err != nil {
+			return usageErr("-tenant %q: %v", *tenantName, err)
+		}
+		*tenant = true
+	}
+
 	client, err := dynamoClient(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
 		return 1
 	}
-	store, err := openStore(client, *table, *tenant)
+	var opts []dynamostore.Option
+	if *shards > 1 {
+		// Where the record lives: its partition key's shard.
+		opts = append(opts, dynamostore.TenantLayout(), dynamostore.TenantShards(*shards))
+	}
+	store, err := openStore(client, *table, *tenant, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
 		return 1
@@ -156,6 +183,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		rec, err := store.Get(ctx, key)
 		if errors.Is(err, dedup.ErrNotFound) {
 			fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in table %s\n", key, *table)
+			if *tenant && *shards == 1 {
+				fmt.Fprintln(stderr, "onceq inspect: a store with TenantShards(n) keeps a tenant's record on partition key <tenant>#<shard>: give -shards n (or find it with -key-hash)")
+			}
 			if kafka {
 				fmt.Fprintln(stderr, "onceq inspect: topic, record key and value must be the record's byte for byte: a trailing newline counts")
 			}
@@ -200,13 +230,26 @@ func listTenant(ctx context.Context, stdout, stderr io.Writer, table, tenant str
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
 		return 1
 	}
+	// A Query of a default-layout table by "tenant" reads the one record
+	// whose whole key is the tenant: none, said as "0 records".
+	if err := tenantTable(ctx, client, table); err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: -tenant: %v\n", err)
+		return 1
+	}
 	now := time.Now()
-	recs, err := store.TenantRecords(ctx, tenant, now.Add(-since), limit)
+	// One more than the limit tells whether the listing was cut.
+	recs, err := store.TenantRecords(ctx, tenant, now.Add(-since), limit+1)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "tenant %q: %d records created in the last %v in table %s (a Query of %d partition keys)\n", tenant, len(recs), since, table, shards)
+	if len(recs) > limit {
+		recs = recs[:limit]
+		fmt.Fprintf(stderr, "tenant %q: the first %d records created in the last %v in table %s, and more (-limit %d): raise -limit to list them all (a Query of %d partition keys)\n",
+			tenant, len(recs), since, table, limit, shards)
+	} else {
+		fmt.Fprintf(stderr, "tenant %q: %d records created in the last %v in table %s (a Query of %d partition keys)\n", tenant, len(recs), since, table, shards)
+	}
 	for i, r := range recs {
 		if i > 0 {
 			fmt.Fprintln(stdout)
@@ -217,6 +260,23 @@ func listTenant(ctx context.Context, stdout, stderr io.Writer, table, tenant str
 		return 1
 	}
 	return 0
+}
+
+// tenantTable says why table cannot list records by tenant: it has no sort
+// key, so it was not made in the tenant layout.
+func tenantTable(ctx context.Context, client *ddb.Client, table string) error {
+	out, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return err
+	}
+	if out.Table != nil {
+		for _, k := range out.Table.KeySchema {
+			if k.KeyType == types.KeyTypeRange {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("table %s is not in the tenant layout (it has no sort key; made without -tenant-layout): its records cannot be listed by tenant", table)
 }
 
 // findKeyHash scans for the records of a key hash and tells the operator
@@ -320,21 +380,22 @@ func printResponse(stdout, stderr io.Writer, r dedup.Record, raw bool) {
 }
 
 // printable: valid UTF-8 with no control characters but tab and newline
-// (a carriage return could overwrite what was printed).
+// (a carriage return could overwrite what was printed), and no Unicode
+// bidirectional controls (which make text read as other text).
 func printable(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) && r != '\t' && r != '\n' {
+		if unicode.IsControl(r) && r != '\t' && r != '\n' || unicode.Is(unicode.Bidi_Control, r) {
 			return false
 		}
 	}
 	return true
 }
 
-// escape writes control characters (but tab and newline) and invalid
-// bytes of s as Go escapes, so stored bytes cannot drive the terminal.
+// escape writes control characters (but tab and newline), bidirectional
+// controls and invalid bytes of s as Go escapes, so stored bytes cannot drive the terminal.
 func escape(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -344,7 +405,9 @@ func escape(s string) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case r == '\t' || r == '\n':
 			b.WriteRune(r)
-		case unicode.IsControl(r):
+		case unicode.IsControl(r), unicode.Is(unicode.Bidi_Control, r):
+			// A bidirectional control (U+202A-U+202E, U+2066-U+2069, ...)
+			// reorders what the terminal shows after it.
 			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
 		default:

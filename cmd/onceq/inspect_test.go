@@ -239,6 +239,10 @@ func TestInspectUsage(t *testing.T) {
 		{[]string{"-key-hash", h, "-scan-limit", "0"}, "-scan-limit must be at least 1"},
 		{[]string{"-scan-limit", "10", "k"}, "-scan-limit goes with -key-hash only"},
 		{[]string{"-kafka-key", "k"}, "-kafka-topic is required"},
+		{[]string{"-shards", "4", "k"}, "-shards goes with the tenant layout"},
+		{[]string{"-tenant-layout", "-shards", "1001", "k"}, "-shards 1 to 1000"},
+		{[]string{"-tenant", "acme", "-stored-key", "acme#onceq#k"}, "the stored key has its tenant"},
+		{[]string{"-tenant", "acme", "-limit", "5", "k"}, "-since and -limit go with -tenant and no KEY"},
 		{[]string{"-kafka-topic", "t", "-kafka-value", "v", "-kafka-value-file", "f"}, "give one"},
 	}
 	for _, c := range cases {

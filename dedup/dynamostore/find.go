@@ -183,11 +183,9 @@ func (l layout) storedKey(item map[string]types.AttributeValue) (key string, has
 	if strings.HasPrefix(pk.Value, hashedPrefix) || strings.HasPrefix(sk.Value, hashedPrefix) {
 		return "", false, true
 	}
-	tenant := pk.Value
-	if l.shards > 1 {
-		tenant, _, _ = strings.Cut(tenant, "#") // a tenant holds no '#': the rest is the shard
-	}
-	return tenant + "#" + sk.Value, false, true
+	// The shard is cut whatever l.shards says, so that a store opened
+	// without TenantShards (an operator's) still finds a sharded record.
+	return unshard(pk.Value) + "#" + sk.Value, false, true
 }
 
 func isKeyHash(h string) bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	smithy "github.com/aws/smithy-go"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/faultproxy"
@@ -88,7 +89,8 @@ func refused(err error) bool {
 // Every request the store builds is one DynamoDB accepts, whatever record
 // it meets: each operation (claim, claim-complete, complete, fail, extend,
 // with and without a skew margin, a response, business writes) runs over
-// records that lack each attribute in turn, in both table layouts. A
+// records that lack each attribute in turn, in both table layouts and
+// with an archive. A
 // request DynamoDB refused would dead-letter a valid message. Where the
 // record can still be read for what the operation needs, the operation
 // does what it does on a whole record: a claim takes over an expired
@@ -103,6 +105,10 @@ func TestForeignRecordsRequestsAccepted(t *testing.T) {
 		key   func() string
 	}{
 		{"default layout", nil, nil, func() string { return uniqueKey(t) }},
+		// A claim that takes over a COMPLETED record, or finds none,
+		// consults the archive and may complete the record from it.
+		{"default layout, with an archive", nil, []dynamostore.Option{dynamostore.WithArchive(recordsTable(t, client))},
+			func() string { return uniqueKey(t) }},
 		{"tenant layout, sharded", []dynamostore.TableOption{dynamostore.TenantLayout()},
 			[]dynamostore.Option{dynamostore.TenantLayout(), dynamostore.TenantShards(4)},
 			func() string { return "acme#" + uniqueKey(t) }},
@@ -184,7 +190,9 @@ func TestForeignRecordsRequestsAccepted(t *testing.T) {
 						fence := s.status == dedup.StatusPending &&
 							missing != "owner" && missing != "version" && missing != "status" && (missing != "expires_at" || o.name != "extend")
 						switch {
-						case o.claim && expired && (err != nil || !c.Acquired):
+						case o.claim && expired && (err != nil || !c.Acquired && !(c.Archived && s.status == dedup.StatusCompleted)):
+							// With an archive, an expired COMPLETED record
+							// is its own tombstone: a duplicate.
 							t.Errorf("%s: claim %+v, %v; want the expired record taken over", what, c, err)
 						case !o.claim && fence && err != nil:
 							t.Errorf("%s: %v; want the update of the live lease to land", what, err)
@@ -299,6 +307,35 @@ func TestClaimOverMistypedVersion(t *testing.T) {
 			if refused(err) || !errors.Is(err, dynamostore.ErrCorruptRecord) || retry.Classify(err) != retry.Permanent {
 				t.Errorf("claim-complete %v, %d writes: %v; want a corrupt record", complete, len(writes), err)
 			}
+		}
+	}
+}
+
+// Through the consumer, in both modes (claim then complete, and
+// OneRoundTrip's ClaimComplete), with its default skew margin: a message
+// whose key meets an expired record without a version, written by hand,
+// is processed, not dead-lettered.
+func TestForeignRecordMessageProcessed(t *testing.T) {
+	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	st := newStore(t, client, recordsTable(t, client))
+	for _, mode := range []struct {
+		name string
+		opts []consumer.GuardOption
+	}{{"claim then complete", nil}, {"one round trip", []consumer.GuardOption{consumer.OneRoundTrip()}}} {
+		g, err := consumer.NewGuard(st, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+			return consumer.Result{Response: []byte("done")}, nil
+		}), append([]consumer.GuardOption{consumer.Namespace("test"), consumer.WithLogger(testenv.Logger(t))}, mode.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := uniqueName("order-")
+		key, _ := dedup.Key("test", id)
+		now := time.Now()
+		plantRecord(t, client, st, key, foreignState{"expired FAILED", dedup.StatusFailed, -30},
+			func(sec int) time.Time { return now.Add(time.Duration(sec) * time.Second) }, "version")
+		o := g.Process(t.Context(), &consumer.Message{ID: "m", Body: []byte("{}"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: id}})
+		if o.Kind != consumer.Processed {
+			t.Errorf("%s: %v (%v); want processed", mode.name, o.Kind, o.Err)
 		}
 	}
 }

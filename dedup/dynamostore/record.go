@@ -68,7 +68,7 @@ func decodeRecord(m map[string]types.AttributeValue) (dedup.Record, error) {
 		if pk, _ := m[attrPK].(*types.AttributeValueMemberS); pk != nil {
 			k := pk.Value
 			if sk, _ := m[attrSK].(*types.AttributeValueMemberS); sk != nil {
-				k += "#" + sk.Value
+				k = unshard(k) + "#" + sk.Value
 			}
 			e.KeyHash = dedup.KeyHash(k)
 		}
@@ -95,7 +95,9 @@ func decodeItem(m map[string]types.AttributeValue) (dedup.Record, error) {
 		if err != nil {
 			return r, err
 		}
-		r.Key = pk + "#" + sk
+		// The key the consumer claimed, whose hash its logs carry: a
+		// TenantShards partition key's shard is not part of it.
+		r.Key = unshard(pk) + "#" + sk
 	}
 	status, err := getS(m, attrStatus, true)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,40 @@ func TestCompleteFormIsTheBuilders(t *testing.T) {
 				return reflect.DeepEqual(a, b)
 			}) {
 				t.Fatalf("lease %+v response %q: values %v, builder's %v", l, resp, got.ExpressionAttributeValues, want.ExpressionAttributeValues)
+			}
+		}
+	}
+}
+
+// DynamoDB refuses a condition with redundant parentheses: a group that
+// opens right into another ("((") or encloses one term. Every branch of
+// the claim's takeover condition is written without one (DynamoDB Local
+// checks them all in TestForeignRecordsRequestsAccepted; this runs
+// without a server).
+func TestClaimConditionHasNoRedundantParentheses(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	seens := map[string]map[string]types.AttributeValue{
+		"unknown":          nil,
+		"with a version":   {attrVersion: num(3), attrStatus: str("FAILED")},
+		"without version":  {attrStatus: str("FAILED")},
+		"version mistyped": {attrVersion: str("3")},
+	}
+	single := regexp.MustCompile(`(^|[^a-z_])\([^()]*\)`)
+	for _, tenant := range []bool{false, true} {
+		s := &Store{layout: layout{tenant: tenant}}
+		for name, seen := range seens {
+			for _, margin := range []time.Duration{0, time.Second} {
+				for _, status := range []dedup.Status{dedup.StatusPending, dedup.StatusCompleted} {
+					cond := *s.claimRequest("o", "h", now, margin, status, 5, nil, seen).updateItem(aws.String("t"), nil, types.ReturnValueNone).ConditionExpression
+					if strings.Contains(cond, "((") {
+						t.Errorf("tenant %v, seen %s, margin %v: %q opens a group into another", tenant, name, margin, cond)
+					}
+					for _, g := range single.FindAllString(cond, -1) {
+						if !strings.Contains(g, " AND ") && !strings.Contains(g, " OR ") {
+							t.Errorf("tenant %v, seen %s, margin %v: %q groups a single term %q", tenant, name, margin, cond, g)
+						}
+					}
+				}
 			}
 		}
 	}

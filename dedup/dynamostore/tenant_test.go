@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
@@ -71,8 +73,14 @@ func TestTenantLayoutFromMessage(t *testing.T) {
 				for _, r := range recs {
 					pk := strings.SplitN(r.Key, "#", 2)[0]
 					pks[pk] = true
+					// The record's key is the consumer's; its item's
+					// partition key carries the shard.
+					item, err := st.ItemKey(r.Key)
+					if err != nil {
+						t.Fatal(err)
+					}
 					if shards > 1 {
-						shardsSeen[strings.Join(strings.SplitN(r.Key, "#", 3)[:2], "#")] = true
+						shardsSeen[item["pk"].(*types.AttributeValueMemberS).Value] = true
 					}
 				}
 				if len(recs) != map[string]int{acme: 3, other: 2}[tenant] {
