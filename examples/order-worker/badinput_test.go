@@ -192,11 +192,12 @@ func freshTable(t *testing.T, prefix string, opts ...dynamostore.TableOption) (d
 	return db, table, suffix
 }
 
-// A handler response over DynamoDB's 400 KB item limit, on DynamoDB Local:
-// the store refuses it before sending with a *dedup.RecordTooLargeError, the
-// message is dead-lettered once (the handler is not called again: no retry
-// storm) and the worker goes on.
-func TestBadInputResponseOver400KB(t *testing.T) {
+// A handler response over the store's limit (256 KiB by default; DynamoDB's
+// own item limit is 400 KB), on DynamoDB Local: the store refuses it before
+// sending with a *dedup.ResponseTooLargeError, the message is dead-lettered
+// once (the handler is not called again: no retry storm) and the worker
+// goes on.
+func TestBadInputResponseOverLimit(t *testing.T) {
 	db, table, _ := freshTable(t, "badinput_")
 	var bigCalls atomic.Int64
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -217,15 +218,15 @@ func TestBadInputResponseOver400KB(t *testing.T) {
 	p := startPipeline(t, store, h)
 
 	o := p.next(`{"order_id":"huge-response","sku":"sku-1","qty":1}`, nil)
-	var tl *dedup.RecordTooLargeError
-	if o.Kind != consumer.DeadLettered || !errors.As(o.Err, &tl) || tl.Size <= tl.Max || tl.Max != 400<<10 {
-		t.Fatalf("outcome %v (%v), want dead-lettered with a *dedup.RecordTooLargeError over 400 KB", o.Kind, o.Err)
+	var tl *dedup.ResponseTooLargeError
+	if o.Kind != consumer.DeadLettered || !errors.As(o.Err, &tl) || tl.Size <= tl.Max || tl.Max != dedup.DefaultMaxResponseSize {
+		t.Fatalf("outcome %v (%v), want dead-lettered with a *dedup.ResponseTooLargeError over the default limit", o.Kind, o.Err)
 	}
 	p.alive("after-huge")
 	if n := bigCalls.Load(); n != 1 {
 		t.Fatalf("handler ran %d times for the oversized response, want once", n)
 	}
-	if dls := p.q.DeadLetters(); len(dls) != 1 || !strings.Contains(dls[0].Reason, "record too large") && !strings.Contains(dls[0].Reason, "exceeds") {
+	if dls := p.q.DeadLetters(); len(dls) != 1 || !strings.Contains(dls[0].Reason, "MaxResponseSize") {
 		t.Fatalf("dead letters %v", dls)
 	}
 }
