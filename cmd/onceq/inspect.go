@@ -60,7 +60,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	scanLimit := fs.Int("scan-limit", defaultScanLimit,
 		"-key-hash reads at most this many items; a scan costs read capacity for every item read\n"+
 			"(about 0.5 unit per 4 KB of items read), and no writes")
-	tenantName := fs.String("tenant", "", "list this tenant's records (tenant layout)")
+	tenantName := fs.String("tenant", "", "list this tenant's records; with a KEY, the key of this tenant (tenant layout)")
 	since := fs.Duration("since", time.Hour, "with -tenant: records created within this long")
 	shards := fs.Int("shards", 1, "tenant layout: the store's TenantShards (n of dynamostore.TenantShards)")
 	limit := fs.Int("limit", 100, "with -tenant and no KEY: list at most this many records")
