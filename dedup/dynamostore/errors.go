@@ -211,7 +211,8 @@ var ErrNoLeaseExpiry = errors.New("dynamostore: claim without a lease expiry aft
 
 // CorruptRecordError says which stored item could not be decoded and why;
 // its KeyHash is dedup.KeyHash of the item's stored key (pk, or pk#sk in
-// the tenant layout), when it has a readable one.
+// the tenant layout), when it has a readable one, and its Err what is
+// wrong with the item.
 type CorruptRecordError = dedup.CorruptRecordError
 
 // RequestRefusedError is DynamoDB refusing as invalid (ValidationException)
