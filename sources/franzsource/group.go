@@ -342,7 +342,7 @@ func (s *Source) commit(parent context.Context, timeout time.Duration, ps []*par
 			h.OnKafkaCommit(context.Background(), tp.topic, tp.id, off)
 		}
 	}
-	if err != nil {
+	if err != nil && parent.Err() == nil { // not one Close cut short: the final commit follows
 		_, gen := s.cl.GroupMetadata()
 		err = fmt.Errorf("%w: %w", ErrCommitFailed, err)
 		s.cfg.logger.Warn("franzsource: commit failed", "group", s.groupID, "error", err.Error())
