@@ -47,9 +47,9 @@ func shortRun(t *testing.T, args ...string) *result {
 		t.Fatalf("history: %v", res.history)
 	case res.unitsGot != res.unitsWant:
 		t.Fatalf("reserved %d units, want %d", res.unitsGot, res.unitsWant)
-	case res.dlqMissing != 0 || res.dlqUnseen != 0 || res.malformed != 12 || res.dlq < 12:
+	case res.dlqMissing != 0 || res.dlqUnseen != 0 || res.malformed != 12 || res.dlq != 12 || res.dlqCopies < 12:
 		// At least once: a kill between the dead letter and the ack repeats it.
-		t.Fatalf("dead letters: %d of 12, %d missing, %d unexpected", res.dlq, res.dlqMissing, res.dlqUnseen)
+		t.Fatalf("dead letters: %d of 12 (%d copies), %d missing, %d unexpected", res.dlq, res.dlqCopies, res.dlqMissing, res.dlqUnseen)
 	case res.kills+res.leaves == 0 || (cfg.store == "dynamodb" && res.throttles == 0):
 		// A run that injected nothing proves nothing.
 		t.Fatalf("no chaos happened: %s", res.line())

@@ -56,12 +56,28 @@ type result struct {
 	dlqMissing, dlqUnseen int
 	// history is the check of the workers' store histories.
 	history *history.Report
+	// dlqCopies counts every record in the dead-letter queue; dlq the
+	// malformed messages among them, each once. Dead letters are at least
+	// once, so copies can exceed dlq.
+	dlqCopies int
+	// stopError is the first worker's failed SIGTERM stop: its exit and
+	// the last line it logged (its error).
+	stopError string
 }
 
 func (r *result) line() string {
-	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d dead_lettered=%d/%d pending=%d lost=%d doubled=%d wall=%s",
+	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d malformed=%d dlq=%d dlq_copies=%d pending=%d lost=%d doubled=%d wall=%s%s",
 		r.source, r.messages, r.unique, r.kills, r.leaves, r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
-		r.dlq, r.malformed, r.pending, r.lost, r.doubled, r.wall.Round(100*time.Millisecond))
+		r.malformed, r.dlq, r.dlqCopies, r.pending, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
+}
+
+// stopSuffix names the first failed SIGTERM stop, if any, at the end of
+// the line.
+func (r *result) stopSuffix() string {
+	if r.stopError == "" {
+		return ""
+	}
+	return fmt.Sprintf(" sigterm_failed=%d first=%q", r.workersExitedNonZero, r.stopError)
 }
 
 // tables of one run, named apart so runs never share state; suffix names
@@ -183,12 +199,14 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	go func() { sendErr <- sendPaced(ctx, b, deliveries, 3*cfg.killEvery) }()
 
 	err = chaosUntilDrained(ctx, cfg, rng, pool, b, sendErr, logf, res)
+	res.stopError = pool.firstStopError()
 	if err != nil {
 		return res, err
 	}
 	var failed int
 	res.workerSummaries, failed = pool.stopAll(30 * time.Second)
 	res.workersExitedNonZero += failed
+	res.stopError = pool.firstStopError()
 	if proxy != nil {
 		st := proxy.Stats()
 		res.throttles = st.Injected[faultproxy.Throttle] + st.OverCapacity
@@ -222,7 +240,7 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 			h.Verdict(), h.Lost, h.Duplicated, h.AckedUncommitted, h.FencedCommits))
 	}
 	if res.workersExitedNonZero > 0 {
-		problems = append(problems, fmt.Sprintf("%d workers failed on SIGTERM", res.workersExitedNonZero))
+		problems = append(problems, fmt.Sprintf("%d workers failed on SIGTERM, the first: %s", res.workersExitedNonZero, res.stopError))
 	}
 	if len(problems) > 0 {
 		return res, fmt.Errorf("%w: %s", ErrNotExactlyOnce, strings.Join(problems, "; "))
@@ -447,6 +465,29 @@ type pool struct {
 	mu    sync.Mutex
 	procs map[int]*proc
 	gen   int
+	// stopErrs are the failed SIGTERM stops, in order: each worker's exit
+	// and the last line it logged.
+	stopErrs []string
+}
+
+// stopFailed records worker i's failed SIGTERM stop.
+func (p *pool) stopFailed(i int, pr *proc) string {
+	tail, _ := os.ReadFile(pr.log)
+	msg := fmt.Sprintf("worker %d: %v: %s", i, pr.err, lastLines(tail, 1))
+	p.mu.Lock()
+	p.stopErrs = append(p.stopErrs, msg)
+	p.mu.Unlock()
+	return msg
+}
+
+// firstStopError is the first failed SIGTERM stop, or "".
+func (p *pool) firstStopError() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.stopErrs) == 0 {
+		return ""
+	}
+	return p.stopErrs[0]
 }
 
 type proc struct {
@@ -562,6 +603,7 @@ func (p *pool) leave(i int, grace time.Duration) error {
 		<-pr.done
 	}
 	if !stoppedCleanly(pr.err) {
+		p.stopFailed(i, pr)
 		tail, _ := os.ReadFile(pr.log)
 		return fmt.Errorf("worker %d leave: %v: %s", i, pr.err, lastLines(tail, 5))
 	}
@@ -580,7 +622,7 @@ func (p *pool) stopAll(grace time.Duration) (summaries []string, failed int) {
 	}
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
-	for _, pr := range procs {
+	for i, pr := range procs {
 		select {
 		case <-pr.done:
 		case <-deadline.C:
@@ -589,6 +631,7 @@ func (p *pool) stopAll(grace time.Duration) (summaries []string, failed int) {
 		}
 		if !stoppedCleanly(pr.err) {
 			failed++
+			p.stopFailed(i, pr)
 			tail, _ := os.ReadFile(pr.log)
 			fmt.Fprintf(p.logw, "chaos: worker stop: %v: %s\n", pr.err, lastLines(tail, 5))
 		}
@@ -706,8 +749,9 @@ func verify(ctx context.Context, tb tables, b broker, want expected, res *result
 		} else {
 			res.dlqUnseen++
 		}
-		res.dlq++
+		res.dlqCopies++
 	}
+	res.dlq = len(seen)
 	res.dlqMissing = len(want.malformed) - len(seen)
 	return nil
 }

@@ -43,11 +43,12 @@ func invalidOption(format string, args ...any) error {
 
 // groupMovedOn reports whether every failure in err is the group refusing
 // a commit because this member, or its generation, is no longer part of
-// it: a member the group dropped, a rebalance under way or done, a stale
-// member epoch (KIP-848).
+// it: a member the group dropped, a rebalance under way or done (this
+// member still rejoining when the commit's time ran out), a stale member
+// epoch (KIP-848).
 func groupMovedOn(err error) bool {
 	return kafkacore.GroupMovedOn(err, ErrCommitFailed,
-		kerr.UnknownMemberID, kerr.RebalanceInProgress, kerr.IllegalGeneration, kerr.StaleMemberEpoch, kerr.FencedMemberEpoch)
+		kerr.UnknownMemberID, kerr.RebalanceInProgress, kerr.IllegalGeneration, kerr.StaleMemberEpoch, kerr.FencedMemberEpoch, errRejoining)
 }
 
 // CommitHeldError is Receive's error once a partition's oldest unfinished
@@ -63,3 +64,9 @@ func groupMovedOn(err error) bool {
 // (An alias of a type both Kafka sources share; its fields are listed
 // here because go doc does not follow it.)
 type CommitHeldError = kafkacore.CommitHeldError
+
+// AddressError is New's error for a broker address that is not host:port
+// (no port, or one that is not a port number): Source names this package,
+// Address the address as given, Reason what is wrong with it. It wraps
+// ErrInvalidConfig. (An alias of a type both Kafka sources share.)
+type AddressError = kafkacore.AddressError

@@ -161,7 +161,9 @@ func (s *Source) tick() {
 			return
 		case <-t.C:
 			s.commitMu.Lock()
-			_ = s.commit(s.owned())
+			// Close cuts it short: a commit waiting out a rebalance would
+			// hold up the stop, and the final commit sends the same offsets.
+			_ = s.commit(s.ctx, commitTimeout, s.owned())
 			s.commitMu.Unlock()
 		}
 	}
@@ -251,7 +253,7 @@ func (s *Source) revoke(cl *kgo.Client, tps map[string][]int32, lost bool) {
 	}
 	s.commitMu.Lock()
 	if !lost {
-		_ = s.commit(ps)
+		_ = s.commit(context.Background(), commitTimeout, ps)
 	}
 	s.mu.Lock()
 	abandoned := s.d.Release(ps)
@@ -277,9 +279,14 @@ func (s *Source) revoke(cl *kgo.Client, tps map[string][]int32, lost bool) {
 // commitTimeout bounds one commit; a commit that times out is tried again.
 const commitTimeout = 10 * time.Second
 
-// commit commits every partition of ps whose offset moved forward. The
-// caller holds commitMu, so commits never race each other or a release.
-func (s *Source) commit(ps []*partition) error {
+// errRejoining wraps a commit that was never sent: the member was joining
+// the group again (a rebalance under way) until the commit's time ran out.
+var errRejoining = errors.New("franzsource: the member was rejoining the group; the commit was not sent")
+
+// commit commits every partition of ps whose offset moved forward, within
+// timeout of parent. The caller holds commitMu, so commits never race each
+// other or a release.
+func (s *Source) commit(parent context.Context, timeout time.Duration, ps []*partition) error {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, p := range ps {
 		p.Lock()
@@ -296,13 +303,18 @@ func (s *Source) commit(ps []*partition) error {
 	if len(offsets) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	var err error
 	ok := map[topicPartition]int64{}
-	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
+	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
 		if cerr != nil {
 			err = cerr
+			if req.Group == "" && ctx.Err() != nil {
+				// franz-go answers with an empty request a commit that
+				// gave up waiting for the member's join and sync.
+				err = fmt.Errorf("%w (%v)", errRejoining, cerr)
+			}
 			return
 		}
 		for _, t := range resp.Topics {
@@ -330,7 +342,7 @@ func (s *Source) commit(ps []*partition) error {
 			h.OnKafkaCommit(context.Background(), tp.topic, tp.id, off)
 		}
 	}
-	if err != nil {
+	if err != nil && parent.Err() == nil { // not one Close cut short: the final commit follows
 		_, gen := s.cl.GroupMetadata()
 		err = fmt.Errorf("%w: %w", ErrCommitFailed, err)
 		s.cfg.logger.Warn("franzsource: commit failed", "group", s.groupID, "error", err.Error())

@@ -23,14 +23,18 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // cluster starts a one-broker kfake cluster on a loopback port and stops it
 // when the test ends. KIP-848 members heartbeat every 100ms, so that the
 // broker moves partitions within a test's patience.
-func cluster(t testing.TB) string {
+func cluster(t testing.TB) string { return controlled(t).ListenAddrs()[0] }
+
+// controlled is cluster's kfake cluster, for a test that controls what the
+// broker answers.
+func controlled(t testing.TB) *kfake.Cluster {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.Ports(0), kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "100"}))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()[0]
+	return c
 }
 
 // client is a plain franz-go client (no group), closed when the test ends.
@@ -220,5 +224,6 @@ func newSource(t testing.TB, addr, group string, topics []string, opts ...franzs
 		t.Fatalf("franzsource.New: %v", err)
 	}
 	grouptest.CloseAtEnd(t, s)
+	grouptest.Join(t, s)
 	return s
 }

@@ -34,12 +34,19 @@ type Source struct {
 	// dlqMax is the dead-letter topic's max.message.bytes, learned by New.
 	dlqMax int
 
-	ctx       context.Context // ended by Close
-	cancel    context.CancelFunc
-	pollDone  chan struct{} // the poll loop ended
-	tickDone  chan struct{} // the commit ticker ended
-	done      chan struct{} // shutdown finished
+	ctx      context.Context // ended by Close
+	cancel   context.CancelFunc
+	pollDone chan struct{} // the poll loop ended
+	tickDone chan struct{} // the commit ticker ended
+	done     chan struct{} // shutdown finished
+	// final is closed once the final commit's outcome (closeErr) is known:
+	// what Close is still waiting for then is the leave, which a rebalance
+	// under way can hold up.
+	final     chan struct{}
 	closeOnce sync.Once
+	// joinOnce joins the group at the first Receive, or, run by Close
+	// first, marks the source as never joined.
+	joinOnce sync.Once
 
 	// commitMu orders commits with revokes: a revoked partition is
 	// released only under it, so no commit of it can follow its hand-over.
@@ -80,9 +87,13 @@ type partExt struct {
 	paused atomic.Bool
 }
 
-// New joins group (asynchronously: messages come once partitions are
-// assigned) to read topics from seeds, the bootstrap brokers. It first
-// checks, within ctx, that the topics and the dead-letter topic exist.
+// New makes a member of group reading topics from seeds, the bootstrap
+// brokers, each host:port. It checks, within ctx (bounded by 30 s when ctx
+// has no deadline), that the topics and the dead-letter topic exist. It
+// joins the group at the first Receive, asynchronously: messages come once
+// partitions are assigned. So a consumer that finds its store broken at
+// start (Run checks it before the first Receive) never takes partitions
+// from the group's healthy members.
 func New(ctx context.Context, seeds []string, group string, topics []string, opts ...Option) (*Source, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -95,6 +106,9 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 		return nil, invalidOption("no group ID")
 	case len(topics) == 0:
 		return nil, invalidOption("no topics")
+	}
+	if err := kafkacore.CheckBrokers("franzsource", seeds); err != nil {
+		return nil, err
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -112,6 +126,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 		logs: logs, cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics),
 		parts:    map[topicPartition]*partition{},
 		pollDone: make(chan struct{}), tickDone: make(chan struct{}), done: make(chan struct{}), room: make(chan struct{}, 1),
+		final: make(chan struct{}),
 	}
 	s.d.Init()
 	s.d.ToMessage, s.d.OnDone, s.d.Errs = setMessage, s.settled, kafkacore.Errors{
@@ -151,9 +166,18 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 		s.prod.Close()
 		return nil, invalidOption("group client: %v", err)
 	}
-	go s.poll()
-	go s.tick()
 	return s, nil
+}
+
+// join subscribes the group client to the topics, which makes it join the
+// group, and starts the poll loop and the commit ticker; once, at the
+// first Receive. After Close it does nothing.
+func (s *Source) join() {
+	s.joinOnce.Do(func() {
+		s.cl.AddConsumeTopics(s.topics...)
+		go s.poll()
+		go s.tick()
+	})
 }
 
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
@@ -179,7 +203,8 @@ func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 func (s *Source) groupOpts() []kgo.Opt {
 	c := s.cfg
 	opts := []kgo.Opt{
-		kgo.ConsumerGroup(s.groupID), kgo.ConsumeTopics(s.topics...),
+		// No topics yet: the client joins the group once join adds them.
+		kgo.ConsumerGroup(s.groupID),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(s.onAssigned), kgo.OnPartitionsRevoked(s.onRevoked), kgo.OnPartitionsLost(s.onLost),
 		kgo.ConsumeResetOffset(c.reset.offset()),
@@ -210,8 +235,11 @@ func (s *Source) Capabilities() broker.Capabilities {
 }
 
 // Check proves the brokers can be reached and the topics, and the
-// dead-letter topic if one is set, exist.
+// dead-letter topic if one is set, exist. It honours ctx, and is bounded
+// by 30 s when ctx has no deadline.
 func (s *Source) Check(ctx context.Context) error {
+	ctx, cancel := kafkacore.BoundCheck(ctx)
+	defer cancel()
 	topics := slices.Clone(s.topics)
 	if s.cfg.dlqTopic != "" {
 		topics = append(topics, s.cfg.dlqTopic)
@@ -295,6 +323,7 @@ func (s *Source) Extend(context.Context, *broker.Message, time.Duration) error {
 // Receive waits for a message and returns up to max, from the assigned
 // partitions in turn, each partition's in offset order.
 func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
+	s.join()
 	return s.d.Receive(ctx, max)
 }
 
@@ -378,22 +407,36 @@ func (s *Source) resumeLocked() {
 // Close stops dispatching, commits what is complete, leaves the group
 // (unless InstanceID is set) and stops every goroutine of the source.
 // Messages not settled stay with the group: their offsets were not
-// committed. Close is idempotent; it returns ctx's error if ctx ends first
-// (the shutdown goes on in the background), or the final commit's error
+// committed. Close is idempotent. It returns the final commit's error
 // (ErrCommitFailed) unless the group refused it because it had moved on
-// (this member dropped, its generation or member epoch over): that is
-// logged as a warning and Close returns nil, since the partitions' next
-// owner reads the uncommitted messages again.
+// (this member dropped, its generation or member epoch over, or a
+// rebalance still under way when the rebalance timeout had passed): that
+// is logged as a warning and Close returns nil, since the partitions' next
+// owner reads the uncommitted messages again. If ctx ends first, the
+// shutdown goes on in the background and Close returns ctx's error, unless
+// only the leave was left: a rebalance under way holds a leave up until
+// the group answers, and a stop whose commit is made is not failed by what
+// the group does meanwhile.
 func (s *Source) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.d.Close()
 		s.cancel()
+		s.joinOnce.Do(func() { // never joined: no loop to wait for
+			close(s.pollDone)
+			close(s.tickDone)
+		})
 		go s.shutdown()
 	})
 	select {
 	case <-s.done:
 	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case <-s.final:
+			s.cfg.logger.Warn("franzsource: leaving the group goes on after Close returned: the group is rebalancing",
+				"group", s.groupID, "error", ctx.Err().Error())
+		default:
+			return ctx.Err()
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -408,7 +451,10 @@ func (s *Source) shutdown() {
 	<-s.pollDone
 	<-s.tickDone
 	s.commitMu.Lock()
-	err := s.commit(s.owned())
+	// A member rejoining the group cannot commit until its join and sync
+	// are done, which the broker ends within the rebalance timeout: a
+	// commit still waiting then is one the group has moved past.
+	err := s.commit(context.Background(), min(commitTimeout, s.cfg.rebalance), s.owned())
 	s.commitMu.Unlock()
 	if err != nil && groupMovedOn(err) {
 		// Not a failed stop: the group dropped this member (its session
@@ -421,6 +467,7 @@ func (s *Source) shutdown() {
 	s.mu.Lock()
 	s.closeErr = err
 	s.mu.Unlock()
+	close(s.final)
 	s.cl.CloseAllowingRebalance()
 	s.prod.Close()
 	_ = s.tel.Unregister()

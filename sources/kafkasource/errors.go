@@ -64,3 +64,9 @@ func groupMovedOn(err error) bool {
 // (An alias of a type both Kafka sources share; its fields are listed
 // here because go doc does not follow it.)
 type CommitHeldError = kafkacore.CommitHeldError
+
+// AddressError is New's error for a broker address that is not host:port
+// (no port, or one that is not a port number): Source names this package,
+// Address the address as given, Reason what is wrong with it. It wraps
+// ErrInvalidConfig. (An alias of a type both Kafka sources share.)
+type AddressError = kafkacore.AddressError

@@ -46,6 +46,7 @@ func (s *Source) loop() {
 	// Closing the group ends the generation (the manager then releases its
 	// partitions), waits for its goroutines and leaves the group. Only
 	// after the final commit: leaving first would invalidate it.
+	s.finalKnown() // made, or none to make: no generation held
 	_ = s.group.Close()
 }
 
@@ -116,6 +117,7 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 			s.mu.Lock()
 			s.closeErr = err
 			s.mu.Unlock()
+			s.finalKnown()
 			close(committed)
 			<-ctx.Done()
 			s.revoke(g, true)

@@ -21,14 +21,18 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // cluster starts a one-broker kfake cluster on a loopback port and stops it
 // when the test ends. kfake keeps every record in memory: size tests
 // accordingly.
-func cluster(t testing.TB) string {
+func cluster(t testing.TB) string { return controlled(t).ListenAddrs()[0] }
+
+// controlled is cluster's kfake cluster, for a test that controls what the
+// broker answers.
+func controlled(t testing.TB) *kfake.Cluster {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.Ports(0))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()[0]
+	return c
 }
 
 // transport is a kafka-go transport whose idle connections are closed when
@@ -210,5 +214,6 @@ func newSource(t testing.TB, addr, group string, topics []string, opts ...kafkas
 		t.Fatalf("kafkasource.New: %v", err)
 	}
 	grouptest.CloseAtEnd(t, s)
+	grouptest.Join(t, s)
 	return s
 }

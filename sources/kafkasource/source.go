@@ -44,7 +44,8 @@ type Source struct {
 	dialer    *kgo.Dialer
 	transport *kgo.Transport
 	group     *kgo.ConsumerGroup
-	dlq       *kgo.Writer // nil without DeadLetterTopic
+	groupCfg  kgo.ConsumerGroupConfig // validated by New; the group is made at the first Receive
+	dlq       *kgo.Writer             // nil without DeadLetterTopic
 	// dlqMax is the dead-letter topic's max.message.bytes, learned by New.
 	dlqMax  int
 	kLog    kgo.Logger // nil unless debug logging is on
@@ -54,7 +55,15 @@ type Source struct {
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
 	closeOnce sync.Once
-	finish    sync.Once
+	closed    chan struct{} // the loop ended and what it used is released
+	// final is closed once the final commit's outcome (closeErr) is
+	// known, or known to be none: what Close is still waiting for then is
+	// the leave, which a rebalance under way can hold up.
+	final     chan struct{}
+	finalOnce sync.Once
+	// joinOnce joins the group at the first Receive, or, run by Close
+	// first, marks the source as never joined.
+	joinOnce sync.Once
 
 	// d queues, delivers and settles.
 	d        kafkacore.Dispatcher[kgo.Message, partExt]
@@ -84,9 +93,13 @@ type generation struct {
 	parts []*partition
 }
 
-// New joins group (asynchronously: messages come once partitions are
-// assigned) to read topics from brokers. It first checks, within ctx, that
-// the topics (and the dead-letter topic) exist.
+// New makes a member of group reading topics from brokers, each host:port.
+// It checks, within ctx (bounded by 30 s when ctx has no deadline), that
+// the brokers answer and the topics (and the dead-letter topic) exist. It
+// joins the group at the first Receive, asynchronously: messages come once
+// partitions are assigned. So a consumer that finds its store broken at
+// start (Run checks it before the first Receive) never takes partitions
+// from the group's healthy members.
 func New(ctx context.Context, brokers []string, group string, topics []string, opts ...Option) (*Source, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -99,6 +112,9 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		return nil, invalidOption("no group ID")
 	case len(topics) == 0:
 		return nil, invalidOption("no topics")
+	}
+	if err := kafkacore.CheckBrokers("kafkasource", brokers); err != nil {
+		return nil, err
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -115,6 +131,8 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		// The dead-letter writer goes through the transport: same TLS, SASL.
 		transport: &kgo.Transport{TLS: cfg.dialer.TLS, SASL: cfg.dialer.SASLMechanism, ClientID: cfg.dialer.ClientID},
 		loopDone:  make(chan struct{}),
+		closed:    make(chan struct{}),
+		final:     make(chan struct{}),
 	}
 	s.d.Init()
 	s.d.ToMessage, s.d.OnDone, s.d.Errs = setMessage, s.spaceFreed, kafkacore.Errors{
@@ -137,19 +155,18 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		return nil, err
 	}
 	t := cfg.timings
-	g, err := kgo.NewConsumerGroup(kgo.ConsumerGroupConfig{
+	s.groupCfg = kgo.ConsumerGroupConfig{
 		ID: group, Brokers: s.brokers, Topics: s.topics, Dialer: s.dialer,
 		HeartbeatInterval: t.heartbeat, SessionTimeout: t.session,
 		RebalanceTimeout: t.rebalance, JoinGroupBackoff: t.joinBackoff,
 		StartOffset: cfg.reset.startOffset(),
 		Logger:      s.kLog, ErrorLogger: s.kErrLog,
-	})
-	if err != nil {
+	}
+	if err := s.groupCfg.Validate(); err != nil {
 		_ = s.tel.Unregister()
 		s.transport.CloseIdleConnections()
 		return nil, invalidOption("consumer group: %v", err)
 	}
-	s.group = g
 	if cfg.dlqTopic != "" {
 		s.d.Produce = s.produceDeadLetter
 		s.dlq = &kgo.Writer{
@@ -167,31 +184,50 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	go s.loop()
 	return s, nil
+}
+
+// join makes the consumer group, which joins in the background, and
+// starts the loop that follows its generations; once, at the first
+// Receive. After Close it does nothing.
+func (s *Source) join() {
+	s.joinOnce.Do(func() {
+		g, err := kgo.NewConsumerGroup(s.groupCfg)
+		if err != nil {
+			// New validated the same configuration: not reached.
+			s.cfg.logger.Error("kafkasource: joining the group", "group", s.groupID, "error", err.Error())
+			close(s.loopDone)
+			return
+		}
+		s.group = g
+		go s.loop()
+	})
 }
 
 func (s *Source) checkTopics(ctx context.Context, topics []string) error {
 	var conn *kgo.Conn
 	var err error
-	for _, b := range s.brokers {
-		if conn, err = s.dialer.DialContext(ctx, "tcp", b); err == nil {
+	var broker string
+	for _, broker = range s.brokers {
+		if conn, err = s.dialer.DialContext(ctx, "tcp", broker); err == nil {
 			break
 		}
+		s.cfg.logger.Warn("kafkasource: dialing a broker failed", "broker", broker, "error", err.Error())
 	}
 	if err != nil {
-		return fmt.Errorf("kafkasource: dialing %v: %w", s.brokers, err)
+		return fmt.Errorf("kafkasource: dialing %v: %w", s.brokers, ctxErr(ctx, err))
 	}
 	defer conn.Close()
-	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(d)
-	}
+	// The reads have no context of their own: ctx's end (its deadline or
+	// a cancel) cuts them short.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
 	parts, err := conn.ReadPartitions(topics...)
 	if errors.Is(err, kgo.UnknownTopicOrPartition) {
 		return fmt.Errorf("%w: %v: %w", ErrUnknownTopic, topics, err)
 	}
 	if err != nil {
-		return fmt.Errorf("kafkasource: reading partitions of %v: %w", topics, err)
+		return fmt.Errorf("kafkasource: reading partitions of %v from %s: %w", topics, broker, ctxErr(ctx, err))
 	}
 	for _, t := range topics {
 		if !slices.ContainsFunc(parts, func(p kgo.Partition) bool { return p.Topic == t }) {
@@ -199,6 +235,15 @@ func (s *Source) checkTopics(ctx context.Context, topics []string) error {
 		}
 	}
 	return nil
+}
+
+// ctxErr adds ctx's error to err when ctx ended, so that a read cut short
+// by a cancelled context reports the cancellation, not a timeout.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	return err
 }
 
 func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
@@ -228,8 +273,11 @@ func (s *Source) Capabilities() broker.Capabilities {
 
 // Check proves the brokers can be reached and the topics, and the
 // dead-letter topic if one is set, exist, and that the dead-letter topic
-// takes every record the topics do (max.message.bytes).
+// takes every record the topics do (max.message.bytes). Every dial and
+// read honours ctx, and is bounded by 30 s when ctx has no deadline.
 func (s *Source) Check(ctx context.Context) error {
+	ctx, cancel := kafkacore.BoundCheck(ctx)
+	defer cancel()
 	topics := slices.Clone(s.topics)
 	if s.cfg.dlqTopic == "" {
 		return s.checkTopics(ctx, topics)
@@ -261,7 +309,7 @@ func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (map[stri
 	c := &kgo.Client{Addr: kgo.TCP(s.brokers...), Transport: s.transport}
 	resp, err := c.DescribeConfigs(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("kafkasource: reading %s of %v: %w", kafkacore.MaxMessageBytesConfig, topics, err)
+		return nil, fmt.Errorf("kafkasource: reading %s of %v from %v: %w", kafkacore.MaxMessageBytesConfig, topics, s.brokers, ctxErr(ctx, err))
 	}
 	out := make(map[string]int, len(topics))
 	for _, r := range resp.Resources {
@@ -289,6 +337,7 @@ func (s *Source) Extend(context.Context, *broker.Message, time.Duration) error {
 // Receive returns up to max messages, waiting for one. Partitions are
 // served in turn; each in offset order.
 func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
+	s.join()
 	return s.d.Receive(ctx, max)
 }
 
@@ -348,30 +397,45 @@ func wake(p *partition) {
 
 // Close stops dispatching, commits what is complete, leaves the group and
 // stops every goroutine of the source. Messages not settled stay with the
-// group: their offsets were not committed. Close is idempotent; it returns
-// ctx's error if ctx ends first (the shutdown goes on, bounded by kafka-go's
-// timeouts), or the final commit's error (ErrCommitFailed) unless the group
-// refused it because it had moved on (this member dropped, its generation
-// over): that is logged as a warning and Close returns nil, since the
-// partitions' next owner reads the uncommitted messages again.
+// group: their offsets were not committed. Close is idempotent. It returns
+// the final commit's error (ErrCommitFailed) unless the group refused it
+// because it had moved on (this member dropped, its generation over): that
+// is logged as a warning and Close returns nil, since the partitions' next
+// owner reads the uncommitted messages again. If ctx ends first, the
+// shutdown goes on in the background (bounded by kafka-go's timeouts) and
+// Close returns ctx's error, unless only the leave was left: a rebalance
+// under way holds a leave up until the group answers, and a stop whose
+// commit is made is not failed by what the group does meanwhile.
 func (s *Source) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.d.Close()
 		s.cancel()
+		s.joinOnce.Do(func() { close(s.loopDone) }) // never joined: nothing to leave
+		go func() {
+			<-s.loopDone
+			if s.dlq != nil {
+				_ = s.dlq.Close()
+			}
+			_ = s.tel.Unregister()
+			s.transport.CloseIdleConnections()
+			close(s.closed)
+		}()
 	})
 	select {
-	case <-s.loopDone:
+	case <-s.closed:
 	case <-ctx.Done():
-		return ctx.Err()
-	}
-	s.finish.Do(func() {
-		if s.dlq != nil {
-			_ = s.dlq.Close()
+		select {
+		case <-s.final:
+			s.cfg.logger.Warn("kafkasource: leaving the group goes on after Close returned: the group is rebalancing",
+				"group", s.groupID, "error", ctx.Err().Error())
+		default:
+			return ctx.Err()
 		}
-		_ = s.tel.Unregister()
-		s.transport.CloseIdleConnections()
-	})
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closeErr
 }
+
+// finalKnown marks the final commit's outcome as known.
+func (s *Source) finalKnown() { s.finalOnce.Do(func() { close(s.final) }) }

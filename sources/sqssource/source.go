@@ -35,6 +35,10 @@ const (
 	// releaseGrace is how long Close may still spend giving back
 	// received messages once its context has ended.
 	releaseGrace = 2 * time.Second
+	// flushGrace is how long Close may still spend flushing the acks it
+	// holds once its context has ended (a long poll in flight can use it
+	// up): each one left unflushed brings a finished message back.
+	flushGrace = 5 * time.Second
 	// System is the Origin.System of every message of this source.
 	System = "aws_sqs"
 	// ReasonAttribute carries DeadLetter's reason on the dead-letter copy.
@@ -611,7 +615,9 @@ func (s *Source) onRetry(ctx context.Context, op string) func(retry.Class, error
 // Close stops the pollers, waits for the long polls in flight to answer
 // (at most WaitTime; they are cancelled when ctx ends first), gives back at
 // once what they and earlier polls received and never handed out, and
-// flushes pending acks on a context of its own, bounded by ctx. Messages
+// flushes pending acks on a context of its own, bounded by ctx, or by 5 s
+// when the long polls used ctx up: a stop does not fail, nor finished
+// messages come back, for how long SQS held a poll open. Messages
 // handed out and not settled are left to their visibility timeout. Close
 // is idempotent; later calls return the first one's result.
 func (s *Source) Close(ctx context.Context) error {
@@ -652,6 +658,11 @@ func (s *Source) close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.release(ctx, ready)
 
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), flushGrace)
+		defer cancel()
+	}
 	return s.deleter.close(ctx)
 }
 
