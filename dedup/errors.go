@@ -113,9 +113,9 @@ func (e *KeyTooLongError) Is(target error) bool { return target == ErrKeyTooLong
 func (e *KeyTooLongError) RetryClass() retry.Class { return retry.Permanent }
 
 // ErrCorruptRecord: a stored record is not one a Store writes (a status
-// outside the four, a negative version or attempt count, a field missing
-// or unreadable), put there by hand, by another tool or by a fault. The
-// error is a *CorruptRecordError, the same from every Store.
+// outside the four, a version below 1, a negative attempt count, a field
+// missing or unreadable), put there by hand, by another tool or by a
+// fault. The error is a *CorruptRecordError, the same from every Store.
 var ErrCorruptRecord = errors.New("dedup: corrupt record")
 
 // CorruptRecordError says which record could not be read and why. Its

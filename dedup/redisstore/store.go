@@ -400,9 +400,10 @@ func (s *Store) waitAfter(ctx context.Context, queue func(redis.Pipeliner) redis
 	}
 }
 
-// ErrInvalidConfig wraps every option New refuses (an *OptionError). It
-// is the ErrInvalidConfig of every onceq package: errors.Is with any of
-// them matches.
+// ErrInvalidConfig wraps every unsafe option the Store refuses (an
+// *OptionError, from New, or from a claim whose skew margin Grace does not
+// exceed). It is the ErrInvalidConfig of every onceq package: errors.Is
+// with any of them matches.
 var ErrInvalidConfig = configerr.ErrInvalidConfig
 
 // OptionError is an option value the Store refuses because it would be
