@@ -33,7 +33,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"Prints the record of one idempotency key, read with a strongly consistent read. WHICH is one of:",
 		"  [-tenant T] [-namespace onceq] [-stored-key] KEY",
 		"      the message's idempotency key, turned into the stored key <namespace>#<KEY> as the consumer does",
-		"      (<T>#<namespace>#<KEY> with -tenant, for a consumer with WithTenantFunc; implies -tenant-layout)",
+		"      (<T>#!#<namespace>#<KEY> with -tenant, for a consumer with WithTenantFunc; implies -tenant-layout)",
 		"      -shards N: the store's TenantShards, which decides the record's partition key",
 		fmt.Sprintf("  -key-hash H [-scan-limit %d]", defaultScanLimit),
 		"      the key_hash of a log line or error text; scans the table (read capacity for every item read);",
