@@ -176,10 +176,11 @@ func noWrites(ws []any) error {
 	return nil
 }
 
-// maxTakeovers bounds a claim's takeovers that lose to another writer
-// between its read and its write; each loss finds a newer record, most
-// often a live one (and so an answer).
-const maxTakeovers = 8
+// maxClaimRounds bounds a claim's rounds of read and conditional write
+// that lose to another writer between the two; each loss finds a newer
+// record, most often a live one (and so an answer). (Not the record's
+// Takeovers, which count abandoned leases.)
+const maxClaimRounds = 8
 
 // errContended: the record kept changing under a claim's takeovers.
 var errContended = errors.New("the record changed under every takeover")
@@ -206,7 +207,7 @@ func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status ded
 	}
 	written, err := s.setNX(ctx, rk, val, px)
 	var prev *dedup.Record
-	for range maxTakeovers {
+	for range maxClaimRounds {
 		if err != nil {
 			return dedup.Claim{}, err
 		}
@@ -233,9 +234,9 @@ func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status ded
 		if held(old, now, margin) {
 			return dedup.Claim{Existing: *old}, nil
 		}
-		// failed runs and takeovers carry over a takeover, which counts one
-		// more over an abandoned lease; past a COMPLETED record's retention
-		// a key is a new message
+		// the record's failed runs and takeovers carry over, and one
+		// takeover more is counted over an abandoned (PENDING) lease; past
+		// a COMPLETED record's retention a key is a new message
 		rec.Version, rec.Attempts, rec.Takeovers, prev = old.Version+1, 0, 0, old
 		if old.Status != dedup.StatusCompleted {
 			rec.Attempts, rec.Takeovers = old.Attempts, old.Takeovers
