@@ -358,6 +358,13 @@ func (a *Auditor) discover(ctx context.Context) error {
 	return nil
 }
 
+// warnTrimmed says that the stream lost shard's records past the last one
+// read, whose removals the archive may then lack.
+func (a *Auditor) warnTrimmed(ctx context.Context, shard string) {
+	a.log.WarnContext(ctx, "dynamostore: audit: the stream no longer holds the records after the last one read: removals made meanwhile may be missing from the archive",
+		"table", a.table, "shard", shard)
+}
+
 // resume opens shard after seq, the last record applied (before a
 // restart, or before an iterator expired); from the shard's start when
 // there is none, or when that record was trimmed meanwhile (the reader
@@ -370,8 +377,7 @@ func (a *Auditor) resume(ctx context.Context, shard, seq string) (*shardPos, err
 	iter, err := a.iterator(ctx, shard, stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(seq))
 	var trimmed *stypes.TrimmedDataAccessException
 	if errors.As(err, &trimmed) {
-		a.log.WarnContext(ctx, "dynamostore: audit: the stream no longer holds the records after the last one read: removals made meanwhile may be missing from the archive",
-			"table", a.table, "shard", shard)
+		a.warnTrimmed(ctx, shard)
 		iter, err = a.iterator(ctx, shard, stypes.ShardIteratorTypeTrimHorizon, nil)
 		seq = ""
 	}
@@ -442,8 +448,7 @@ func (a *Auditor) readShard(ctx context.Context, id string, pos *shardPos) error
 			// position before a shard's first record): read from the
 			// oldest one it holds.
 			if pos.last != "" {
-				a.log.WarnContext(ctx, "dynamostore: audit: the stream no longer holds the records after the last one read: removals made meanwhile may be missing from the archive",
-					"table", a.table, "shard", id)
+				a.warnTrimmed(ctx, id)
 			}
 			if pos.iter, err = a.iterator(ctx, id, stypes.ShardIteratorTypeTrimHorizon, nil); err != nil {
 				return err
