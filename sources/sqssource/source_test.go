@@ -643,9 +643,12 @@ func pollWatchingClient(t *testing.T) (*awssqs.Client, <-chan struct{}) {
 type receiveLog struct {
 	sent chan struct{} // closed once the first request is written
 	once sync.Once
-	mu   sync.Mutex
-	maxs []int // each request's MaxNumberOfMessages, in order
-	sys  [][]string
+	// written receives once per request written to the server (the
+	// first 64; later ones are not signalled).
+	written chan struct{}
+	mu      sync.Mutex
+	maxs    []int // each request's MaxNumberOfMessages, in order
+	sys     [][]string
 }
 
 // systemAttributes are the MessageSystemAttributeNames of each request.
@@ -667,7 +670,7 @@ func recordingClient(t *testing.T) (*awssqs.Client, *receiveLog) {
 	t.Helper()
 	ep := testenv.SQSEndpoint(t)
 	cfg := testenv.AWSConfig(t, ep)
-	log := &receiveLog{sent: make(chan struct{})}
+	log := &receiveLog{sent: make(chan struct{}), written: make(chan struct{}, 64)}
 	w := watchDoer{next: cfg.HTTPClient, log: log}
 	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) {
 		o.BaseEndpoint = aws.String(ep)
@@ -695,7 +698,13 @@ func (w watchDoer) Do(r *http.Request) (*http.Response, error) {
 		w.log.maxs = append(w.log.maxs, in.MaxNumberOfMessages)
 		w.log.sys = append(w.log.sys, in.MessageSystemAttributeNames)
 		w.log.mu.Unlock()
-		r.Body = &eofSignal{ReadCloser: io.NopCloser(bytes.NewReader(body)), f: func() { w.log.once.Do(func() { close(w.log.sent) }) }}
+		r.Body = &eofSignal{ReadCloser: io.NopCloser(bytes.NewReader(body)), f: func() {
+			w.log.once.Do(func() { close(w.log.sent) })
+			select {
+			case w.log.written <- struct{}{}:
+			default:
+			}
+		}}
 	}
 	return w.next.Do(r)
 }

@@ -41,11 +41,12 @@ func TestCloseFlushesAcksAfterLongPoll(t *testing.T) {
 		_, err := src.Receive(context.Background(), 1)
 		waiting <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); len(log.requests()) < 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("no second long poll")
+	for i := range 2 { // the first poll, then the second, written to the server
+		select {
+		case <-log.written:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("long poll %d never went out", i+1)
 		}
-		time.Sleep(10 * time.Millisecond) // polling a condition under a deadline
 	}
 	// The second long poll is on the server, waiting for up to 20 s.
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
