@@ -35,6 +35,18 @@ var (
 	// *PanicError, a fault of the deployment (a bug in the Store or Source
 	// given), never of a message.
 	ErrPanicked = errors.New("consumer: a Store or Source call panicked")
+	// ErrAttemptsExhausted is the dead-letter cause once MaxAttempts is
+	// reached.
+	ErrAttemptsExhausted = errors.New("consumer: attempts exhausted")
+	// ErrTakeoversExhausted is the dead-letter cause once a message's lease
+	// was abandoned more than MaxTakeovers times: its handler keeps ending
+	// the process that runs it, or running past its lease.
+	ErrTakeoversExhausted = errors.New("consumer: takeovers exhausted")
+	// ErrHandlerOverran is the cause when a handler returned after its
+	// lease could have been taken over: it ignored its context past
+	// HandlerTimeout and the grace, renewals had stopped, and its result is
+	// not committed.
+	ErrHandlerOverran = errors.New("consumer: handler returned after its lease could have ended; result not committed")
 )
 
 // PanicError is a panic recovered from a Store or Source call. It is a

@@ -19,19 +19,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// ErrAttemptsExhausted is the dead-letter cause once MaxAttempts is reached.
-var ErrAttemptsExhausted = errors.New("consumer: attempts exhausted")
-
-// ErrTakeoversExhausted is the dead-letter cause once a message's lease
-// was abandoned more than MaxTakeovers times: its handler keeps ending
-// the process that runs it, or running past its lease.
-var ErrTakeoversExhausted = errors.New("consumer: takeovers exhausted")
-
-// ErrHandlerOverran is the cause when a handler returned after its lease
-// could have been taken over: it ignored its context past HandlerTimeout
-// and the grace, renewals had stopped, and its result is not committed.
-var ErrHandlerOverran = errors.New("consumer: handler returned after its lease could have ended; result not committed")
-
 // settleTimeout bounds the store calls that settle a record, which run on
 // a context the caller's cancellation does not reach, so that a drain can
 // still record its work.

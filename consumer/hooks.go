@@ -11,53 +11,58 @@ import (
 // below (New refuses one that implements none, so a misspelt method is an
 // error, not silence); the consumer calls those it implements,
 // synchronously, so they must be quick and safe for concurrent use (in the
-// manner of franz-go's kgo hooks).
+// manner of franz-go's kgo hooks). Each interface is named after its one
+// method: HookX has OnX.
 type Hook any
 
-// OutcomeHook sees every message's outcome, exactly once per processing.
-type OutcomeHook interface {
+// HookMessageOutcome sees every message's outcome, exactly once per
+// processing.
+type HookMessageOutcome interface {
 	OnMessageOutcome(ctx context.Context, m *Message, o Outcome, took time.Duration)
 }
 
-// HandlerHook sees every handler call.
-type HandlerHook interface {
+// HookMessageHandled sees every handler call.
+type HookMessageHandled interface {
 	OnMessageHandled(ctx context.Context, m *Message, took time.Duration, err error)
 }
 
-// SettleHook sees every source action and its error.
-type SettleHook interface {
+// HookMessageSettled sees every source action and its error.
+type HookMessageSettled interface {
 	OnMessageSettled(ctx context.Context, m *Message, a Action, err error)
 }
 
-// InFlightHook sees the count of held messages change.
-type InFlightHook interface {
+// HookPoolInFlight sees the count of held messages change.
+type HookPoolInFlight interface {
 	OnPoolInFlight(n int)
 }
 
-// HeartbeatHook sees every lease or visibility extension.
-type HeartbeatHook interface {
+// HookMessageHeartbeat sees every heartbeat: an extension of a held
+// message's lease in the store (lease true), renewed while its handler
+// runs, or of its delivery at the source (lease false), extended while the
+// consumer holds it.
+type HookMessageHeartbeat interface {
 	OnMessageHeartbeat(ctx context.Context, m *Message, lease bool, err error)
 }
 
-// ExpiredPresentHook sees a claim that took over an expired record still
-// stored (TTL lag: DynamoDB deletes expired items up to 48 hours late).
-type ExpiredPresentHook interface {
+// HookClaimExpiredPresent sees a claim that took over an expired record
+// still stored (TTL lag: DynamoDB deletes expired items up to 48 hours late).
+type HookClaimExpiredPresent interface {
 	OnClaimExpiredPresent(ctx context.Context, m *Message, previous string)
 }
 
-// LimitHook sees the adaptive concurrency limit change.
-type LimitHook interface {
+// HookPoolConcurrencyLimit sees the adaptive concurrency limit change.
+type HookPoolConcurrencyLimit interface {
 	OnPoolConcurrencyLimit(n int)
 }
 
 type hooks struct {
-	limit     []LimitHook
-	outcome   []OutcomeHook
-	handler   []HandlerHook
-	settle    []SettleHook
-	inFlight  []InFlightHook
-	heartbeat []HeartbeatHook
-	expired   []ExpiredPresentHook
+	limit     []HookPoolConcurrencyLimit
+	outcome   []HookMessageOutcome
+	handler   []HookMessageHandled
+	settle    []HookMessageSettled
+	inFlight  []HookPoolInFlight
+	heartbeat []HookMessageHeartbeat
+	expired   []HookClaimExpiredPresent
 }
 
 // collectHooks sorts hs by the interfaces each implements; a hook that

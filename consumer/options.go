@@ -305,8 +305,9 @@ func WithClock(clk Clock) GuardOption { return guardFunc(func(c *config) { c.clo
 func OneRoundTrip() GuardOption { return guardFunc(func(c *config) { c.oneRoundTrip = true }) }
 
 // WithHooks adds observers; each must implement at least one of the hook
-// interfaces ([OutcomeHook], [HandlerHook], [SettleHook], [InFlightHook],
-// [HeartbeatHook], [ExpiredPresentHook], [LimitHook]).
+// interfaces ([HookMessageOutcome], [HookMessageHandled],
+// [HookMessageSettled], [HookPoolInFlight], [HookMessageHeartbeat],
+// [HookClaimExpiredPresent], [HookPoolConcurrencyLimit]).
 func WithHooks(hooks ...Hook) GuardOption {
 	return guardFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }

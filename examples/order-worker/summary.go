@@ -11,8 +11,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 )
 
-// summary counts outcomes; it is a consumer.OutcomeHook, SettleHook and
-// InFlightHook. Dead letters are counted when the dead-letter destination
+// summary counts outcomes; it is a consumer.HookMessageOutcome, HookMessageSettled and
+// HookPoolInFlight. Dead letters are counted when the dead-letter destination
 // took them, not when they were decided.
 type summary struct {
 	processed, duplicates, rejected, failed, leaseLost, inFlightElsewhere, storeUnavailable atomic.Int64

@@ -97,7 +97,7 @@ type Event struct {
 }
 
 // Recorder is a dedup.Store that records every call on the Store it wraps,
-// and a consumer.SettleHook that records every settled message. It is
+// and a consumer.HookMessageSettled that records every settled message. It is
 // safe for concurrent use. A write error stops the recording (the calls go
 // on); Err reports it.
 type Recorder struct {
@@ -275,7 +275,7 @@ func (r *Recorder) Check(ctx context.Context) error { return r.store.Check(ctx) 
 // Capabilities implements dedup.Store: those of the wrapped Store.
 func (r *Recorder) Capabilities() dedup.Capabilities { return r.store.Capabilities() }
 
-// OnMessageSettled implements consumer.SettleHook. A message without an
+// OnMessageSettled implements consumer.HookMessageSettled. A message without an
 // idempotency key (refused before its claim) has no history to join.
 func (r *Recorder) OnMessageSettled(_ context.Context, m *consumer.Message, a consumer.Action, err error) {
 	if m.IdempotencyKey == "" {
@@ -290,5 +290,5 @@ func (r *Recorder) OnMessageSettled(_ context.Context, m *consumer.Message, a co
 
 var (
 	_ dedup.Store         = (*Recorder)(nil)
-	_ consumer.SettleHook = (*Recorder)(nil)
+	_ consumer.HookMessageSettled = (*Recorder)(nil)
 )
