@@ -289,6 +289,6 @@ func (r *Recorder) OnMessageSettled(_ context.Context, m *consumer.Message, a co
 }
 
 var (
-	_ dedup.Store         = (*Recorder)(nil)
+	_ dedup.Store                 = (*Recorder)(nil)
 	_ consumer.HookMessageSettled = (*Recorder)(nil)
 )
