@@ -17,6 +17,9 @@ type Consumer struct {
 	guard   *Guard
 	caps    Capabilities
 	started atomic.Bool
+	// obs is the Guard's observer, handed to the pool and its settle
+	// stage so that they report to the same telemetry and hooks.
+	obs *observer
 }
 
 // New validates the options and returns a Consumer. Run starts it.
@@ -55,7 +58,7 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, src: src, guard: g, caps: caps}, nil
+	return &Consumer{cfg: cfg, src: src, guard: g, caps: caps, obs: g.obs}, nil
 }
 
 // Run checks the Store and the Source (see Check), then receives and

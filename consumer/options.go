@@ -115,6 +115,16 @@ func newConfig[O Option](opts []O) config {
 // its late result is refused.
 func (c *config) renewFor() time.Duration { return c.handlerTimeout + leaseMargin(c.handlerTimeout) }
 
+// retryDelay is the delay before the attempt-th run, doubling from
+// FailedRetryDelay up to MaxRetryDelay.
+func (c *config) retryDelay(attempt int) time.Duration {
+	d := c.failedRetryDelay
+	for i := 1; i < attempt && d < c.maxRetryDelay; i++ {
+		d *= 2
+	}
+	return min(d, c.maxRetryDelay)
+}
+
 // leaseMargin is how much longer than the handler timeout a lease must be,
 // so that a handler is stopped before another worker may take its key.
 func leaseMargin(handlerTimeout time.Duration) time.Duration {

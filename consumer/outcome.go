@@ -123,23 +123,7 @@ type Outcome struct {
 	Err error
 	// RetryAfter is the delay before the message should be seen again.
 	RetryAfter time.Duration
-
-	// deadLetter says what became of a dead letter the consumer sent while
-	// the lease was held: sent, or kept in the store (DEAD_LETTER) because
-	// no destination took it. Zero: not sent yet.
-	deadLetter deadLetterFate
-	// deadLetterErr is why a dead letter sent under the lease failed.
-	deadLetterErr error
 }
-
-type deadLetterFate uint8
-
-const (
-	deadLetterUnsent deadLetterFate = iota
-	deadLetterSent
-	deadLetterKept
-	deadLetterFailed // neither sent nor kept: the broker keeps it
-)
 
 // Action is Kind.Action.
 func (o Outcome) Action() Action { return o.Kind.Action() }

@@ -13,7 +13,8 @@ import (
 )
 
 // pool is one Run of a Consumer: its workers, the messages it holds, the
-// per-key queues and the heartbeat that extends their deliveries.
+// per-key queues and the loop that extends their deliveries. It receives;
+// every other Source call is its settle stage's.
 //
 // What it holds is split into shards by ordering key (round robin when
 // unordered), each under its own lock: receiving, handing off, settling
@@ -21,15 +22,17 @@ import (
 // only when their messages fall in it. The count held and the drain flag
 // are atomics.
 type pool struct {
-	c    *Consumer
-	work chan *slot
+	c      *Consumer
+	work   chan *slot
+	settle *settleStage
+	obs    *observer
 
 	// handlerCtx outlives Run's context by the drain: handlers keep going
 	// until DrainTimeout, then it is cancelled.
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc
 	// settles bound settle calls (store transitions, source acks,
-	// heartbeats): they outlive Run's context, so that a drain can still
+	// extensions): they outlive Run's context, so that a drain can still
 	// record its work.
 	settles sharedDeadlines
 
@@ -92,13 +95,14 @@ func newPool(c *Consumer) *pool {
 		n <<= 1
 	}
 	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight), shards: make([]poolShard, n), seed: maphash.MakeSeed(),
-		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{})}
+		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{}), obs: c.obs}
+	r.settle = &settleStage{src: c.src, replayable: c.caps.Replayable, keptDelay: c.cfg.maxRetryDelay, log: c.cfg.logger, obs: c.obs}
 	for i := range r.shards {
 		r.shards[i].held, r.shards[i].keys = map[*slot]struct{}{}, map[orderKey][]*slot{}
 	}
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
 	if !c.cfg.fixedConcurrency {
-		r.limiter = newLimiter(c.cfg.concurrency, r.reportLimit)
+		r.limiter = newLimiter(c.cfg.concurrency, r.obs.limit)
 		// Stores report the throttles they retry through the context.
 		r.handlerCtx = retry.WithObserver(r.handlerCtx, func(class retry.Class, _ error) {
 			if class == retry.Throttled {
@@ -114,19 +118,11 @@ func (r *pool) serve(ctx context.Context) error {
 	cfg := &r.c.cfg
 	var workers sync.WaitGroup
 	for range cfg.concurrency {
-		workers.Go(func() {
-			// A context of the worker's own: the handlers' contexts hang
-			// on it, not all on one shared parent's lock.
-			wctx, cancel := context.WithCancel(r.handlerCtx)
-			defer cancel()
-			for s := range r.work {
-				r.handle(wctx, s)
-			}
-		})
+		workers.Go(r.worker)
 	}
-	hbStop := make(chan struct{})
-	hbDone := make(chan struct{})
-	go r.heartbeat(hbStop, hbDone)
+	extendStop := make(chan struct{})
+	extendDone := make(chan struct{})
+	go r.extendDeliveries(extendStop, extendDone)
 
 	fetchCtx, stopFetch := context.WithCancel(ctx)
 	r.faultMu.Lock()
@@ -155,7 +151,7 @@ func (r *pool) serve(ctx context.Context) error {
 		sh.mu.Unlock()
 	}
 	for _, s := range unstarted {
-		r.giveBack(s)
+		r.returnUnstarted(s)
 	}
 	reserve := min(time.Second, cfg.drainTimeout/5)
 	r.waitEmpty(cfg.drainTimeout - reserve)
@@ -163,8 +159,8 @@ func (r *pool) serve(ctx context.Context) error {
 	r.waitEmpty(reserve)
 	close(r.work)
 	workers.Wait()
-	close(hbStop)
-	<-hbDone
+	close(extendStop)
+	<-extendDone
 	r.settles.stop()
 
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
@@ -223,7 +219,7 @@ func (r *pool) fetch(ctx context.Context) error {
 		now := time.Now()
 		n := r.held.Add(int64(len(msgs)))
 		for _, m := range msgs {
-			s := &slot{run: run{src: r.c.src, stores: &r.settles}, m: m, lastSource: now}
+			s := &slot{run: run{settle: r.settle, stores: &r.settles}, m: m, lastSource: now}
 			switch r.c.caps.Ordering {
 			case Unordered:
 				r.next++
@@ -241,7 +237,7 @@ func (r *pool) fetch(ctx context.Context) error {
 			r.dispatchLocked(s)
 			s.sh.mu.Unlock()
 		}
-		r.reportInFlight(int(n))
+		r.obs.inFlight(int(n))
 	}
 }
 
@@ -274,12 +270,23 @@ func (r *pool) dispatchLocked(s *slot) {
 	r.work <- s
 }
 
+// worker runs the messages handed to it until the work channel closes.
+func (r *pool) worker() {
+	// A context of the worker's own: the handlers' contexts hang on it,
+	// not all on one shared parent's lock.
+	ctx, cancel := context.WithCancel(r.handlerCtx)
+	defer cancel()
+	for s := range r.work {
+		r.handle(ctx, s)
+	}
+}
+
 // handle runs one message from a worker: the guard's key → claim →
-// handle → commit, then the settle on the source and the release of its
-// key.
+// handle → commit, then its settle on the source (settle.go) and the
+// release of its key, unless it is held in place to run again.
 func (r *pool) handle(ctx context.Context, s *slot) {
 	if r.limiter != nil && !r.limiter.acquire(r.drained) {
-		r.giveBack(s)
+		r.returnUnstarted(s)
 		return
 	}
 	s.sh.mu.Lock()
@@ -287,10 +294,14 @@ func (r *pool) handle(ctx context.Context, s *slot) {
 	s.started, s.retry = !draining, nil
 	s.sh.mu.Unlock()
 	if draining {
-		r.giveBack(s)
+		r.returnUnstarted(s)
 	} else {
-		o := r.c.guard.process(ctx, s.m, &s.run)
-		if r.settle(r.settles.get(time.Now()), s, o) {
+		o, sent := r.c.guard.process(ctx, s.m, &s.run) // guard.go
+		sctx := r.settles.get(time.Now())
+		if r.hold(s, o) {
+			r.settle.heldInPlace(sctx, s.m, o.Action())
+		} else {
+			r.sourcePanicked(r.settle.settle(sctx, s.m, o, sent)) // settle.go
 			r.release(s)
 		}
 	}
@@ -299,12 +310,10 @@ func (r *pool) handle(ctx context.Context, s *slot) {
 	}
 }
 
-// settle carries out the outcome's action on the source; false when it
-// holds the message in place instead, to run again.
-func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
+// hold says whether o keeps the message in place, to run again, rather
+// than settling it; a configuration fault stops the run.
+func (r *pool) hold(s *slot, o Outcome) bool {
 	cfg := &r.c.cfg
-	src := r.c.src
-	action := o.Action()
 	held := false
 	switch o.Kind {
 	case Misconfigured:
@@ -314,7 +323,7 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
 		// counted by the broker, and receiving pauses once MaxInFlight
 		// messages are held.
 		s.holds++
-		held = r.holdInPlace(s, max(o.RetryAfter, r.c.guard.retryDelay(s.holds)), false)
+		held = r.holdInPlace(s, max(o.RetryAfter, cfg.retryDelay(s.holds)), false)
 	case InFlightElsewhere:
 		// A live holder finishes within its HandlerTimeout: look again
 		// every PendingRecheck meanwhile, in place, at no delivery's cost
@@ -329,57 +338,11 @@ func (r *pool) settle(ctx context.Context, s *slot, o Outcome) bool {
 		held = (o.RetryAfter <= cfg.pendingRecheck || now.Sub(s.waitSince)+wait <= cfg.handlerTimeout) &&
 			r.holdInPlace(s, wait, false)
 	}
-	if !held && action == Retry && r.c.caps.Ordering != Unordered {
+	if !held && o.Action() == Retry && r.c.caps.Ordering != Unordered {
 		// Its successors must not overtake it.
 		held = r.holdInPlace(s, o.RetryAfter, true)
 	}
-	if held {
-		r.reportSettled(ctx, s.m, action, nil)
-		return false
-	}
-	var err error
-	switch action {
-	case Ack:
-		err = src.Ack(ctx, s.m)
-	case DeadLetter:
-		switch o.deadLetter {
-		case deadLetterSent:
-			// Sent and settled by the source while the lease was held.
-		case deadLetterKept:
-			// Kept in the store, never to run again: released where the
-			// broker keeps it readable (a Kafka log), else given back to
-			// the broker's own redrive, spending a receive each time.
-			// The settle counts as a failed dead letter when the copy was
-			// refused now.
-			r.c.guard.tel.keptDead.Add(ctx, 1)
-			if r.c.caps.Replayable {
-				err = src.Ack(ctx, s.m)
-			} else {
-				err = src.Nack(ctx, s.m, cfg.maxRetryDelay)
-			}
-			err = errors.Join(o.deadLetterErr, err)
-		case deadLetterFailed:
-			err = errors.Join(o.deadLetterErr, src.Nack(ctx, s.m, cfg.maxRetryDelay))
-		default:
-			// No lease was held (the key could not be made, or it was
-			// reused): sent now.
-			if err = src.DeadLetter(ctx, s.m, o.Reason()); err != nil {
-				// No dead-letter destination took it: keep the message
-				// rather than lose it, and say so loudly. It is counted as
-				// a failed dead letter (settles with result "error").
-				cfg.logger.ErrorContext(ctx, "dead letter failed; message kept", slogID(s.m), slogKey(o.IdempotencyKey), slogErr(err))
-				_ = src.Nack(ctx, s.m, cfg.maxRetryDelay)
-			}
-		}
-	case Retry:
-		err = src.Nack(ctx, s.m, o.RetryAfter)
-	}
-	r.reportSettled(ctx, s.m, action, err)
-	r.sourcePanicked(err)
-	if err != nil && action != DeadLetter {
-		cfg.logger.WarnContext(ctx, "settle failed", "action", action.String(), slogID(s.m), slogErr(err))
-	}
-	return true
+	return held
 }
 
 // stop ends the run for a configuration fault: receiving stops, what is
@@ -424,7 +387,7 @@ func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 		s.sh.mu.Lock()
 		if r.draining.Load() {
 			s.sh.mu.Unlock()
-			r.giveBack(s)
+			r.returnUnstarted(s)
 			return
 		}
 		r.work <- s
@@ -433,12 +396,10 @@ func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 	return true
 }
 
-// giveBack returns a message that was never started to the source at once.
-func (r *pool) giveBack(s *slot) {
-	ctx := r.settles.get(time.Now())
-	err := r.c.src.Nack(ctx, s.m, 0)
-	r.reportSettled(ctx, s.m, Retry, err)
-	r.sourcePanicked(err)
+// returnUnstarted gives a message that was never started back to the
+// source at once, and releases it.
+func (r *pool) returnUnstarted(s *slot) {
+	r.sourcePanicked(r.settle.returnUnstarted(r.settles.get(time.Now()), s.m))
 	r.release(s)
 }
 
@@ -464,13 +425,13 @@ func (r *pool) release(s *slot) {
 	case r.space <- struct{}{}:
 	default:
 	}
-	r.reportInFlight(int(n))
+	r.obs.inFlight(int(n))
 }
 
-// heartbeat extends, for every held message, the source's delivery
+// extendDeliveries extends, for every held message, the source's delivery
 // timeout: one goroutine for all messages. (A running handler's lease is
 // renewed by the guard.)
-func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
+func (r *pool) extendDeliveries(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	timeout := r.c.caps.DeliveryTimeout
 	if timeout <= 0 {
@@ -506,30 +467,7 @@ func (r *pool) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
 		}
 		for _, s := range due {
 			ctx := r.settles.get(now)
-			err := r.c.src.Extend(ctx, s.m, timeout)
-			r.c.guard.reportHeartbeat(ctx, s.m, false, err)
-			r.sourcePanicked(err)
+			r.sourcePanicked(r.settle.extendDelivery(ctx, s.m, timeout))
 		}
-	}
-}
-
-func (r *pool) reportLimit(n int) {
-	r.c.guard.tel.limit.Record(context.Background(), int64(n))
-	for _, h := range r.c.guard.hooks.limit {
-		h.OnPoolConcurrencyLimit(n)
-	}
-}
-
-func (r *pool) reportInFlight(n int) {
-	r.c.guard.tel.inFlight.Record(context.Background(), int64(n))
-	for _, h := range r.c.guard.hooks.inFlight {
-		h.OnPoolInFlight(n)
-	}
-}
-
-func (r *pool) reportSettled(ctx context.Context, m *Message, a Action, err error) {
-	r.c.guard.tel.settled(ctx, m, a, err)
-	for _, h := range r.c.guard.hooks.settle {
-		h.OnMessageSettled(ctx, m, a, err)
 	}
 }
