@@ -81,10 +81,10 @@ func (l *heartbeatLog) OnMessageHeartbeat(_ context.Context, m *consumer.Message
 	}
 }
 
-// The Guard reuses a heartbeat once its handler has returned: each
+// The Guard reuses a lease renewal once its handler has returned: each
 // handler's lease is renewed on its own schedule, and no renewal comes for
-// a handler that has returned, whether its heartbeat had beaten or not.
-func TestHeartbeatReuseKeepsRenewalsApart(t *testing.T) {
+// a handler that has returned, whether it had been renewed or not.
+func TestRenewalReuseKeepsRenewalsApart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &heartbeatLog{}
 		h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -130,10 +130,10 @@ func (s heldExtend) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	return s.Store.Extend(ctx, req)
 }
 
-// A heartbeat whose renewal is still in flight when its handler returns is
-// not reused: the renewal, when it lands, is reported for its own message
-// and arms nothing for the next one.
-func TestHeartbeatInFlightNotReused(t *testing.T) {
+// A lease renewal still in flight when its handler returns is not reused:
+// the renewal, when it lands, is reported for its own message and arms
+// nothing for the next one.
+func TestRenewalInFlightNotReused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &heartbeatLog{}
 		store := heldExtend{Store: memstore.New(), release: make(chan struct{})}
@@ -165,7 +165,7 @@ func TestHeartbeatInFlightNotReused(t *testing.T) {
 }
 
 // Guard.Process renews a running handler's lease every third of LeaseTTL
-// and, as a Consumer does, shows each renewal to HeartbeatHooks.
+// and, as a Consumer does, shows each renewal to HookMessageHeartbeat.
 func TestGuardLeaseRenewalsSeenByHooks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &heartbeatLog{}

@@ -31,7 +31,7 @@ func (a *attempt) claim(now time.Time) (o Outcome, held bool) {
 		return err
 	})
 	if err != nil {
-		return a.storeFailed("claim", err), false // fail.go
+		return a.storeFailed("claim", err), false
 	}
 	if !c.Acquired {
 		g.remember(req.Key, c.Existing, now)

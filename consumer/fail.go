@@ -147,7 +147,7 @@ func (a *attempt) sendDeadLetter(o Outcome, req *dedup.FailRequest) heldDeadLett
 	}
 	ctx, cancel := a.storeCtx(time.Now())
 	defer cancel()
-	err := a.run.settle.sendDeadLetter(ctx, a.m, o.Reason()) // settle.go
+	err := a.run.settle.sendDeadLetter(ctx, a.m, o.Reason())
 	if err == nil {
 		return heldDeadLetter{fate: deadLetterSent}
 	}

@@ -180,9 +180,10 @@ const (
 
 // process is the message's flow through the guard, top to bottom: key →
 // claim → handle → commit (one-round-trip mode: key → handle →
-// claim-and-commit). The outcome is observed (span, metrics, hooks, log)
-// before it is returned, with what the settle stage must know of a dead
-// letter sent under the lease.
+// claim-and-commit), a step to a file (keys.go, claim.go, handle.go,
+// commit.go; fail.go when a step fails). The outcome is observed (span,
+// metrics, hooks, log) before it is returned, with what the settle stage
+// must know of a dead letter sent under the lease.
 func (g *Guard) process(ctx context.Context, m *Message, r *run) (Outcome, heldDeadLetter) {
 	var start time.Time
 	if len(g.obs.hooks.outcome) > 0 {
@@ -207,7 +208,7 @@ func (g *Guard) process(ctx context.Context, m *Message, r *run) (Outcome, heldD
 
 func (a *attempt) do() Outcome {
 	g := a.g
-	key, hash, err := g.keys(a.m) // keys.go
+	key, hash, err := g.keys(a.m)
 	if err != nil {
 		return Outcome{Kind: DeadLettered, Err: err}
 	}
@@ -216,22 +217,20 @@ func (a *attempt) do() Outcome {
 	now := g.cfg.clock.Now()
 	// A duplicate of a key completed here lately makes no store call (and
 	// in one-round-trip mode runs no handler).
-	if r, ok := g.recall(key, now); ok { // claim.go
+	if r, ok := g.recall(key, now); ok {
 		return a.existing(now, r, false)
 	}
-	if !g.oneShot {
-		if o, held := a.claim(now); !held { // claim.go
-			return o
-		}
-	} else {
+	if g.oneShot {
 		// Handle, then claim and commit in one call.
 		a.runs = a.m.Deliveries
+	} else if o, held := a.claim(now); !held {
+		return o
 	}
-	res, err := a.runHandler() // handle.go
+	res, err := a.runHandler()
 	if err != nil {
-		return a.handlerFailed(err) // fail.go
+		return a.handlerFailed(err)
 	}
-	return a.commit(res) // commit.go
+	return a.commit(res)
 }
 
 // nextOwner is a new owner token: the Guard's random ID and a sequence.

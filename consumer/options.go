@@ -182,8 +182,8 @@ func HandlerTimeout(d time.Duration) GuardOption {
 }
 
 // LeaseTTL is how long a claim holds its key before another worker may take
-// it over (default 60s); heartbeats renew it while the handler runs. It
-// must exceed HandlerTimeout by a margin.
+// it over (default 60s); it is renewed every LeaseTTL/3 while the handler
+// runs. It must exceed HandlerTimeout by a margin.
 func LeaseTTL(d time.Duration) GuardOption { return guardFunc(func(c *config) { c.leaseTTL = d }) }
 
 // Retention is how long a COMPLETED record answers duplicates. It must

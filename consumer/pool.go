@@ -296,12 +296,12 @@ func (r *pool) handle(ctx context.Context, s *slot) {
 	if draining {
 		r.returnUnstarted(s)
 	} else {
-		o, sent := r.c.guard.process(ctx, s.m, &s.run) // guard.go
+		o, sent := r.c.guard.process(ctx, s.m, &s.run)
 		sctx := r.settles.get(time.Now())
 		if r.hold(s, o) {
 			r.settle.heldInPlace(sctx, s.m, o.Action())
 		} else {
-			r.sourcePanicked(r.settle.settle(sctx, s.m, o, sent)) // settle.go
+			r.sourcePanicked(r.settle.settle(sctx, s.m, o, sent))
 			r.release(s)
 		}
 	}
@@ -343,31 +343,6 @@ func (r *pool) hold(s *slot, o Outcome) bool {
 		held = r.holdInPlace(s, o.RetryAfter, true)
 	}
 	return held
-}
-
-// stop ends the run for a configuration fault: receiving stops, what is
-// held drains, and Run returns err. The first fault is the one reported.
-func (r *pool) stop(err error) {
-	r.faultMu.Lock()
-	first := r.fatal == nil
-	if first {
-		r.fatal = err
-	}
-	stopFetch := r.stopFetch
-	r.faultMu.Unlock()
-	if first {
-		r.c.cfg.logger.Error("stopping: the deployment is misconfigured; no message is blamed", slogErr(err))
-		stopFetch()
-	}
-}
-
-// sourcePanicked stops the run when err is a panic recovered from a
-// Source call: a bug of the deployment's, which the next call would meet
-// again.
-func (r *pool) sourcePanicked(err error) {
-	if err != nil && errors.Is(err, ErrPanicked) {
-		r.stop(fmt.Errorf("%w: source: %w", ErrMisconfigured, err))
-	}
 }
 
 // holdInPlace keeps a message, and so its key, and runs it again after
@@ -469,5 +444,30 @@ func (r *pool) extendDeliveries(stop <-chan struct{}, done chan<- struct{}) {
 			ctx := r.settles.get(now)
 			r.sourcePanicked(r.settle.extendDelivery(ctx, s.m, timeout))
 		}
+	}
+}
+
+// sourcePanicked stops the run when err is a panic recovered from a
+// Source call: a bug of the deployment's, which the next call would meet
+// again.
+func (r *pool) sourcePanicked(err error) {
+	if err != nil && errors.Is(err, ErrPanicked) {
+		r.stop(fmt.Errorf("%w: source: %w", ErrMisconfigured, err))
+	}
+}
+
+// stop ends the run for a configuration fault: receiving stops, what is
+// held drains, and Run returns err. The first fault is the one reported.
+func (r *pool) stop(err error) {
+	r.faultMu.Lock()
+	first := r.fatal == nil
+	if first {
+		r.fatal = err
+	}
+	stopFetch := r.stopFetch
+	r.faultMu.Unlock()
+	if first {
+		r.c.cfg.logger.Error("stopping: the deployment is misconfigured; no message is blamed", slogErr(err))
+		stopFetch()
 	}
 }

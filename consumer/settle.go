@@ -81,6 +81,8 @@ func (st *settleStage) settleDeadLetter(ctx context.Context, m *Message, o Outco
 	return err
 }
 
+var _ deadLetterSender = (*settleStage)(nil)
+
 // sendDeadLetter sends m to the dead-letter destination for the Guard,
 // while it holds m's lease; the settle that follows knows it from the
 // Guard's heldDeadLetter.
