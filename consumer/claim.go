@@ -93,6 +93,10 @@ func (a *attempt) expiredPresent(prev *dedup.Record) {
 		return
 	}
 	a.g.obs.tel.expired.Add(a.ctx, 1, metric.WithAttributes(attrPreviousStatus.String(string(prev.Status))))
+	if prev.Status == dedup.StatusPending {
+		// An expired lease still in place: its holder abandoned it.
+		a.g.obs.tel.takeover(a.ctx, a.m)
+	}
 	for _, h := range a.g.obs.hooks.expired {
 		h.OnClaimExpiredPresent(a.ctx, a.m, string(prev.Status))
 	}

@@ -116,6 +116,11 @@ func newPool(c *Consumer) *pool {
 
 func (r *pool) serve(ctx context.Context) error {
 	cfg := &r.c.cfg
+	if reg, err := r.obs.tel.observeOldest(r.oldest); err != nil {
+		cfg.logger.Warn("the in-flight age metric is not reported", slogErr(err))
+	} else {
+		defer func() { _ = reg.Unregister() }()
+	}
 	var workers sync.WaitGroup
 	for range cfg.concurrency {
 		workers.Go(r.worker)
@@ -178,6 +183,26 @@ func (r *pool) serve(ctx context.Context) error {
 		return fmt.Errorf("consumer: closing source: %w", closeErr)
 	}
 	return nil
+}
+
+// oldest is how long, at now, the oldest message held has been held since
+// it was received; false when none is held.
+func (r *pool) oldest(now time.Time) (time.Duration, bool) {
+	var first time.Time
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for s := range sh.held {
+			if at := s.m.ReceivedAt; !at.IsZero() && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	return max(now.Sub(first), 0), true
 }
 
 func (r *pool) waitEmpty(d time.Duration) {

@@ -67,6 +67,7 @@ type telemetry struct {
 	settles     metric.Int64Counter
 	heartbeats  metric.Int64Counter
 	keptDead    metric.Int64Counter
+	takeovers   metric.Int64Counter
 
 	// Attribute options are built ahead, once per combination: building
 	// them per message would cost more than the rest of the path. Per store
@@ -117,6 +118,7 @@ type originKey struct{ system, destination string }
 type originOptions struct {
 	span     string // the process span's name
 	messages [numKinds]measurement
+	takeover measurement
 	settles  [numActions][2]measurement
 }
 
@@ -147,6 +149,7 @@ func newOriginOptions(k originKey) *originOptions {
 	for kind := range oo.messages {
 		oo.messages[kind] = newMeasurement(attrOutcome.String(Kind(kind).String()), sys, dest)
 	}
+	oo.takeover = newMeasurement(sys, dest)
 	for a := range oo.settles {
 		for r, result := range results {
 			oo.settles[a][r] = newMeasurement(attrAction.String(Action(a).String()), attrResult.String(result), sys)
@@ -208,7 +211,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 			so.calls[r] = newMeasurement(attrStoreOperation.String(name), attrResult.String(result))
 		}
 	}
-	var errs [10]error
+	var errs [11]error
 	t.messages, errs[0] = m.Int64Counter("onceq.messages", metric.WithDescription("Messages processed, by outcome."))
 	t.handlerTime, errs[1] = m.Float64Histogram("onceq.handler.duration", metric.WithUnit("s"), metric.WithDescription("Handler call duration."))
 	t.storeCalls, errs[2] = m.Int64Counter("onceq.store.calls", metric.WithDescription("Dedup store calls, by operation and result."))
@@ -221,6 +224,8 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, prop propaga
 	t.keptDead, errs[8] = m.Int64Counter("onceq.dead_letters.kept", metric.WithDescription(
 		"Messages whose dead-letter copy no destination took, kept in the store as DEAD_LETTER and released; each needs an operator's replay."))
 	t.heartbeats, errs[9] = m.Int64Counter("onceq.heartbeats", metric.WithDescription("Lease and visibility extensions, by result."))
+	t.takeovers, errs[10] = m.Int64Counter("onceq.takeovers", metric.WithDescription(
+		"Claims that took over a lease its holder abandoned (the worker died or its handler ran past the lease); past MaxTakeovers the message is dead-lettered."))
 	return t, errors.Join(errs[:]...)
 }
 
@@ -361,4 +366,26 @@ func (t *telemetry) observeCache(c *cache.Cache) error {
 		return nil
 	}, hits, misses, evictions)
 	return err
+}
+
+// takeover counts a claim of m that took over an abandoned lease.
+func (t *telemetry) takeover(ctx context.Context, m *Message) {
+	t.takeovers.Add(ctx, 1, t.origin(m.Origin).takeover.add...)
+}
+
+// observeOldest reports, at each collection, how long the oldest message
+// held has been held: a slow or stuck handler, or a key waiting behind
+// another owner's lease, shows here before anything fails.
+func (t *telemetry) observeOldest(oldest func(now time.Time) (time.Duration, bool)) (metric.Registration, error) {
+	g, err := t.meter.Float64ObservableGauge("onceq.in_flight.oldest_age", metric.WithUnit("s"),
+		metric.WithDescription("How long the oldest message this consumer holds has been held since it was received; absent while none is held."))
+	if err != nil {
+		return nil, err
+	}
+	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if d, ok := oldest(time.Now()); ok {
+			o.ObserveFloat64(g, d.Seconds())
+		}
+		return nil
+	}, g)
 }
