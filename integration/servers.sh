@@ -8,6 +8,8 @@
 #             its own under $TMPDIR (default /tmp), which that user can reach
 #             even when the checkout lies under a private (0700) directory
 #   redis     Redis 7 (Debian's redis-server), no persistence
+#   kafka     kafkadev's in-memory Kafka broker (examples/kafkadev, built by the Go
+#             toolchain; franz-go's kfake), topics made on first use
 # and installs (no server to start) AWS's Lambda runtime interface emulator,
 # aws-lambda-rie, which the tests of lambda/sqslambda and lambda/kafkalambda start, one
 # per test, on free loopback ports; its path is ONCEQ_LAMBDA_RIE in the env;
@@ -18,7 +20,7 @@
 # for dynamodb, dynamodb2 and sqs, the emulator when it starts them all.
 #
 # Usage:
-#   bash integration/servers.sh start [dynamodb] [dynamodb2] [sqs] [postgres] [redis]   # no names = all
+#   bash integration/servers.sh start [dynamodb] [dynamodb2] [sqs] [postgres] [redis] [kafka]   # no names = all
 #   bash integration/servers.sh stop  [dynamodb] [dynamodb2] [sqs] [postgres] [redis]   # no names = all started
 #   bash integration/servers.sh status
 #   bash integration/servers.sh env                      # print integration/.run/env
@@ -49,12 +51,13 @@ unset _src _dir
   || { echo "servers.sh: error: cannot find package.json and loopback-preload.mjs beside the script (in $ROOT)" >&2; exit 1; }
 RUN="${ONCEQ_RUN_DIR:-$ROOT/.run}"
 ENV_FILE="$RUN/env"
-ALL_SERVERS=(dynamodb dynamodb2 sqs postgres redis)
+ALL_SERVERS=(dynamodb dynamodb2 sqs postgres redis kafka)
 TIMEOUT="${ONCEQ_SERVERS_TIMEOUT:-60}"
 MIN_JAVA=17
 RIE="$(cd "$ROOT/.." && pwd)/.bin/aws-lambda-rie"
 RIE_MODULE=github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
 RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
+KAFKADEV="$(cd "$ROOT/.." && pwd)/.bin/kafkadev"
 PROMTOOL="$(cd "$ROOT/.." && pwd)/.bin/promtool"
 
 log() { printf 'servers.sh: %s\n' "$*" >&2; }
@@ -274,6 +277,7 @@ answers() {
     postgres) "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$2" -U postgres -d postgres -t 3 ;;
     redis)    out="$(timeout 3 redis-cli -h 127.0.0.1 -p "$2" PING 2>/dev/null)" || return 1
               [[ "$out" == PONG ]] ;;
+    kafka)    (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null ;;
   esac
 }
 
@@ -297,6 +301,7 @@ ours() {
     sqs)      [[ "$cmd" == *fauxqs* ]] ;;
     postgres) local data; data="$(pg_data)" && [[ "$cmd" == *postgres*" -D $data "* ]] ;;
     redis)    [[ "$cmd" == *redis-server* ]] ;;
+    kafka)    [[ "$cmd" == *kafkadev*broker* ]] ;;
   esac
 }
 
@@ -320,6 +325,9 @@ write_env() {
     fi
     if running redis && p="$(port_of redis)"; then
       echo "ONCEQ_REDIS_ADDR=127.0.0.1:$p"; any=1
+    fi
+    if running kafka && p="$(port_of kafka)"; then
+      echo "ONCEQ_KAFKA_BROKERS=127.0.0.1:$p"; any=1
     fi
     if [ -x "$RIE" ]; then echo "ONCEQ_LAMBDA_RIE=$RIE"; fi
     if [ -x "$PROMTOOL" ]; then echo "ONCEQ_PROMTOOL=$PROMTOOL"; fi
@@ -385,6 +393,9 @@ launch() {
       (cd "$RUN/redis" && exec setsid redis-server --bind 127.0.0.1 --port "$port" \
           --dir "$RUN/redis" --save '' --appendonly no --daemonize no) \
           </dev/null >>"$logf" 2>&1 &
+      ;;
+    kafka)
+      (cd "$RUN" && exec setsid "$KAFKADEV" broker -port "$port") </dev/null >>"$logf" 2>&1 &
       ;;
   esac
   local pid=$!
@@ -491,7 +502,7 @@ names_or_all() {
   local n
   for n in "$@"; do
     case "$n" in
-      dynamodb|dynamodb2|sqs|postgres|redis) printf '%s\n' "$n" ;;
+      dynamodb|dynamodb2|sqs|postgres|redis|kafka) printf '%s\n' "$n" ;;
       *) die "unknown server '$n' (known: ${ALL_SERVERS[*]})" ;;
     esac
   done
@@ -528,6 +539,14 @@ ensure_promtool() {
   rm -rf "$tmp"
 }
 
+# ensure_kafkadev builds the kafkadev broker beside staticcheck (.bin), from
+# this checkout's examples module.
+ensure_kafkadev() {
+  command -v go >/dev/null 2>&1 || die "go not found: needed to build kafkadev"
+  log "building kafkadev"
+  (cd "$ROOT/.." && go build -o "$KAFKADEV" ./examples/kafkadev) >&2 || die "go build ./examples/kafkadev failed"
+}
+
 cmd_start() {
   local names n t0=$SECONDS
   mapfile -t names < <(names_or_all "$@")
@@ -544,6 +563,7 @@ cmd_start() {
       dynamodb|dynamodb2) ensure_java ;;
       postgres) ensure_postgres ;;
       redis)    ensure_redis ;;
+      kafka)    ensure_kafkadev ;;
     esac
   done
   command -v setsid >/dev/null 2>&1 || die "setsid not found (Debian package util-linux)"

@@ -1,8 +1,9 @@
 // Command kafkadev is a Kafka workbench for trying onceq without a Kafka
 // cluster: an in-memory Kafka-protocol broker on 127.0.0.1 (franz-go's
-// kfake), a producer and a reader.
+// kfake), topic creation, a producer and a reader.
 //
 //	kafkadev broker -port 9092 -partitions 3 -topics orders,orders-dlq
+//	kafkadev create -brokers 127.0.0.1:9092 orders orders-dlq
 //	kafkadev produce -brokers 127.0.0.1:9092 -topic orders -key o-1 '{"order_id":"o-1"}'
 //	kafkadev read -brokers 127.0.0.1:9092 -topic orders-dlq -n 1
 //
@@ -27,12 +28,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const usage = `usage: kafkadev <command> [flags]
 commands:
   broker   run an in-memory Kafka broker on 127.0.0.1 until SIGTERM or SIGINT
+  create   create topics (one per argument); a topic that exists is left as it is
   produce  send one record per argument (or per line of stdin) to a topic
   read     print a topic's records from the start, one line each
 'kafkadev <command> -h' shows a command's flags.`
@@ -54,6 +58,8 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	switch args[0] {
 	case "broker":
 		return broker(ctx, args[1:], stdout)
+	case "create":
+		return create(ctx, args[1:], stdout)
 	case "produce":
 		return produce(ctx, args[1:], stdin)
 	case "read":
@@ -119,6 +125,51 @@ func (h *headerFlags) Set(v string) error {
 		return fmt.Errorf("header %q: want name=value", v)
 	}
 	*h = append(*h, kgo.RecordHeader{Key: name, Value: []byte(value)})
+	return nil
+}
+
+// create makes each topic named, so that a worker's start-up check (which
+// never creates a topic) finds its topics and its dead-letter topic.
+func create(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("create", flag.ContinueOnError)
+	brokers := fs.String("brokers", defaultBrokers(), "comma-separated broker addresses (default: $KAFKA_BROKERS, else 127.0.0.1:9092)")
+	partitions := fs.Int("partitions", 3, "partitions of each topic")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("create: name at least one topic")
+	}
+	if *partitions < 1 {
+		return fmt.Errorf("create: -partitions %d: must be at least 1", *partitions)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(splitList(*brokers)...))
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	for _, t := range fs.Args() {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t, int32(*partitions), 1
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	for _, rt := range resp.Topics {
+		switch err := kerr.ErrorForCode(rt.ErrorCode); {
+		case err == nil:
+			fmt.Fprintf(stdout, "created %s\n", rt.Topic)
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			fmt.Fprintf(stdout, "%s exists\n", rt.Topic)
+		default:
+			return fmt.Errorf("create topic %s: %w", rt.Topic, err)
+		}
+	}
 	return nil
 }
 
