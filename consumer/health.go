@@ -128,11 +128,11 @@ func (m *monitor) setState(s int32) { m.state.Store(s) }
 // finishing messages at once would otherwise all write one cache line.
 const finishGranularity = 10 * time.Millisecond
 
-// begin reports a message that a worker starts, at now.
-func (m *monitor) begin(now time.Time) {
+// begin reports a message that a worker starts.
+func (m *monitor) begin() {
 	if m.running.Add(1) == 1 {
 		// Messages run after none did: a stall is counted from now.
-		m.advance(now.UnixNano())
+		m.advance(time.Now().UnixNano())
 	}
 }
 

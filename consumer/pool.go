@@ -304,7 +304,7 @@ func (r *pool) handle(ctx context.Context, s *slot) {
 	if draining {
 		r.returnUnstarted(s)
 	} else {
-		r.c.mon.begin(time.Now())
+		r.c.mon.begin()
 		o, sent := r.c.guard.process(ctx, s.m, &s.run)
 		now := time.Now()
 		r.c.mon.finish(now)
