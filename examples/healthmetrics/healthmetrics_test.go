@@ -19,7 +19,9 @@ import (
 // settled signals each message's settle on the source.
 type settled chan struct{}
 
-func (s settled) OnMessageSettled(context.Context, *consumer.Message, consumer.Action, error) { s <- struct{}{} }
+func (s settled) OnMessageSettled(context.Context, *consumer.Message, consumer.Action, error) {
+	s <- struct{}{}
+}
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
