@@ -14,8 +14,9 @@ import (
 //
 // Ready: Run passed its checks, the Source has answered a Receive (a Kafka
 // source has joined its group: it joins at the first Receive, which
-// returns once a partition it was assigned has a message), the store's
-// last call did not fail for an outage, and the run is not draining.
+// returns once a partition it was assigned has a message) and its last
+// Receive did not fail, the store's last call did not fail for an outage,
+// and the run is not draining.
 //
 // Live: the run has not stopped and is not stalled. Stalled: messages are
 // running (in a worker, between claim and commit) and no worker has
@@ -36,7 +37,10 @@ type Health struct {
 	// WaitingForSourceSince is when the first Receive began, while it has
 	// not returned.
 	WaitingForSourceSince time.Time `json:"waiting_for_source_since,omitzero"`
-	Stalled               bool      `json:"stalled"`
+	// SourceFailingSince is when Receive began to fail, while its calls
+	// fail (and are retried).
+	SourceFailingSince time.Time `json:"source_failing_since,omitzero"`
+	Stalled            bool      `json:"stalled"`
 	// InFlight is the messages held (received, not yet settled); Running
 	// those of them in a worker now.
 	InFlight int `json:"in_flight"`
@@ -104,6 +108,9 @@ type monitor struct {
 	lastFinish atomic.Int64
 
 	sourceWaitSince atomic.Int64 // Unix ns; 0: not waiting
+	// sourceFailingSince is when Receive began to fail (Unix ns; 0: its
+	// last call did not).
+	sourceFailingSince atomic.Int64
 
 	// storeDownSince is when the current store outage began (Unix ns; 0:
 	// reachable); the rest of the outage's state is under outageMu.
@@ -111,15 +118,14 @@ type monitor struct {
 	outageMu       sync.Mutex
 	outage         outageEpisode
 
-	waitsMu sync.Mutex
-	waits   map[string]time.Time // key → when its holder's lease ends, as logged
+	waits keyWaits
 
 	// counts are the outcomes by action, while WithProgressLog is on.
 	counts [numProgressCounts]atomic.Int64
 }
 
 func newMonitor(cfg *config) *monitor {
-	return &monitor{cfg: cfg, waits: map[string]time.Time{}}
+	return &monitor{cfg: cfg, waits: keyWaits{until: map[string]time.Time{}}}
 }
 
 func (m *monitor) setState(s int32) { m.state.Store(s) }
@@ -168,6 +174,7 @@ func (m *monitor) health(now time.Time) Health {
 		State:                 stateNames[state],
 		StoreUnavailableSince: unixTime(m.storeDownSince.Load()),
 		WaitingForSourceSince: unixTime(m.sourceWaitSince.Load()),
+		SourceFailingSince:    unixTime(m.sourceFailingSince.Load()),
 		Running:               int(m.running.Load()),
 		LastFinished:          unixTime(m.lastFinish.Load()),
 	}
@@ -188,13 +195,16 @@ func (m *monitor) health(now time.Time) Health {
 	case stateStopped:
 		h.Reasons = append(h.Reasons, "stopped")
 	}
+	if !h.SourceFailingSince.IsZero() {
+		h.Reasons = append(h.Reasons, "the source's Receive failing since "+h.SourceFailingSince.UTC().Format(time.RFC3339))
+	}
 	if !h.StoreReachable {
 		h.Reasons = append(h.Reasons, "store unavailable since "+h.StoreUnavailableSince.UTC().Format(time.RFC3339))
 	}
 	if h.Stalled {
 		h.Reasons = append(h.Reasons, "stalled: "+h.LastFinished.UTC().Format(time.RFC3339)+" was the last message finished, with messages running")
 	}
-	h.Ready = state == stateReceiving && h.StoreReachable
+	h.Ready = state == stateReceiving && h.StoreReachable && h.SourceFailingSince.IsZero()
 	h.Live = state != stateStopped && !h.Stalled
 	return h
 }

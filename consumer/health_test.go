@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -180,4 +181,60 @@ func TestStallTimeoutShorterThanLeaseRefused(t *testing.T) {
 	if !errors.Is(err, consumer.ErrInvalidConfig) || !strings.Contains(err.Error(), "StallTimeout") {
 		t.Fatalf("StallTimeout 1s: %v, want ErrInvalidConfig naming StallTimeout", err)
 	}
+}
+
+// flakySource fails Receive while failing is set, as a broker that cannot
+// be reached.
+type flakySource struct {
+	consumer.Source
+	failing atomic.Bool
+}
+
+func (s *flakySource) Receive(ctx context.Context, max int) ([]*consumer.Message, error) {
+	if s.failing.Load() {
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return s.Source.Receive(ctx, max)
+}
+
+// A source whose Receive fails makes the consumer not ready, saying
+// since when; ready again once a Receive returns.
+func TestFailingSourceNotReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := memsource.NewQueue("orders")
+		src := &flakySource{Source: q.Source()}
+		c, err := consumer.New(src, memstore.New(), noopHandler(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("first")})
+		stop := runInBubble(t, c)
+		synctest.Wait()
+		if h := c.Health(); !h.Ready {
+			t.Fatalf("health while receiving %+v, want ready", h)
+		}
+		src.failing.Store(true)
+		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("second")})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		h := c.Health()
+		if h.Ready || !h.Live || h.SourceFailingSince.IsZero() || !strings.Contains(strings.Join(h.Reasons, ";"), "Receive failing") {
+			t.Fatalf("health while Receive fails %+v: want not ready, live, failing since, a reason", h)
+		}
+		// Retried every 5s at most; the Receive retried blocks until a
+		// message comes, and only a Receive that returns says the source
+		// is back.
+		src.failing.Store(false)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if h := c.Health(); h.Ready {
+			t.Fatalf("health with a Receive under way after failures %+v, want not ready until one returns", h)
+		}
+		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("third")})
+		synctest.Wait()
+		if h := c.Health(); !h.Ready || !h.SourceFailingSince.IsZero() {
+			t.Fatalf("health once Receive returns %+v, want ready", h)
+		}
+		stop()
+	})
 }

@@ -215,6 +215,7 @@ func (r *pool) fetch(ctx context.Context) error {
 				return fmt.Errorf("%w: receive: %w", ErrMisconfigured, err)
 			}
 			failures++
+			wait.failed(time.Now())
 			delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
 			r.c.cfg.logger.WarnContext(ctx, "receive failed", "error", err.Error(), "retry_in", delay)
 			if !sleepCtx(ctx, delay) {
@@ -223,7 +224,7 @@ func (r *pool) fetch(ctx context.Context) error {
 			continue
 		}
 		failures = 0
-		wait.answered()
+		wait.received()
 		now := time.Now()
 		n := r.held.Add(int64(len(msgs)))
 		for _, m := range msgs {

@@ -24,9 +24,13 @@ const (
 // lasts.
 const outageLogEvery = 30 * time.Second
 
-// keyWaitsPrune is the count of key waits remembered above which those
-// whose lease has ended are forgotten.
-const keyWaitsPrune = 1024
+// Key waits: at most keyWaitBurst lines per keyWaitWindow, however many
+// keys wait (after a crash every key the dead worker held does); the next
+// line logged counts those left unsaid.
+const (
+	keyWaitBurst  = 10
+	keyWaitWindow = 10 * time.Second
+)
 
 // sourceName names the Source in log lines: its String, or its type.
 func sourceName(src Source) string {
@@ -77,14 +81,23 @@ func (w *sourceWait) run() {
 	}
 }
 
-// answered ends the wait: the source returned from Receive.
-func (w *sourceWait) answered() {
+// received reports a Receive that returned messages (or none) without
+// error: the first ends the wait.
+func (w *sourceWait) received() {
+	if w.m.sourceFailingSince.Load() != 0 {
+		w.m.sourceFailingSince.Store(0)
+	}
 	w.once.Do(func() {
 		w.end()
 		w.m.setState(stateReceiving)
 		w.m.cfg.logger.Info("receiving from the source", slog.String("source", w.source),
 			slog.Duration("waited", time.Since(w.start)))
 	})
+}
+
+// failed reports a Receive that failed at now, to be retried.
+func (w *sourceWait) failed(now time.Time) {
+	w.m.sourceFailingSince.CompareAndSwap(0, now.UnixNano())
 }
 
 // stop ends the wait, answered or not.
@@ -96,32 +109,54 @@ func (w *sourceWait) end() {
 	w.m.sourceWaitSince.Store(0)
 }
 
-// keyWait logs a message m whose key k another worker holds, its lease
-// claimable after until (Outcome.RetryAfter), once per lease of the
-// holder: a message rechecked in place, or its copies, say nothing more
-// until that lease has ended. heldInPlace says whether m waits here or is
-// given back to the source.
+// keyWaits remembers the keys whose wait was said, and bounds the lines.
+type keyWaits struct {
+	mu       sync.Mutex
+	until    map[string]time.Time // key → when its holder's lease ends, as said
+	window   time.Time            // when the current window of lines began
+	lines    int                  // lines in the current window
+	unlogged int                  // waits not said since the last line
+}
+
+// keyWait logs a message msg whose key another worker holds (o, its
+// outcome, at now; o.RetryAfter is until the lease can be taken over),
+// once per lease of the holder: the message rechecked in place, or its
+// copies, say nothing more until that lease has ended. heldInPlace says
+// whether msg waits here or is given back to the source.
 func (m *monitor) keyWait(ctx context.Context, msg *Message, o Outcome, ordered, heldInPlace bool, now time.Time) {
-	key, until := o.IdempotencyKey, now.Add(o.RetryAfter)
-	m.waitsMu.Lock()
-	if logged, ok := m.waits[key]; ok && now.Before(logged) {
-		m.waitsMu.Unlock()
+	w := &m.waits
+	key := o.IdempotencyKey
+	w.mu.Lock()
+	if until, ok := w.until[key]; ok && now.Before(until) {
+		w.mu.Unlock()
 		return
 	}
-	if len(m.waits) >= keyWaitsPrune {
-		for k, t := range m.waits {
-			if !now.Before(t) {
-				delete(m.waits, k)
+	if now.Sub(w.window) >= keyWaitWindow {
+		w.window, w.lines = now, 0
+		for k, until := range w.until { // once a window: leases that ended
+			if !now.Before(until) {
+				delete(w.until, k)
 			}
 		}
 	}
-	m.waits[key] = until
-	m.waitsMu.Unlock()
+	w.until[key] = now.Add(o.RetryAfter)
+	if w.lines >= keyWaitBurst {
+		w.unlogged++
+		w.mu.Unlock()
+		return
+	}
+	w.lines++
+	unlogged := w.unlogged
+	w.unlogged = 0
+	w.mu.Unlock()
 	attrs := []slog.Attr{slogKey(key), slogID(msg), slog.Duration("lease_ends_in", o.RetryAfter),
 		slog.Bool("held_in_place", heldInPlace)}
 	if ordered {
 		// Its successors wait behind it.
 		attrs = append(attrs, slog.String("destination", msg.Origin.Destination), slog.Int("partition", int(msg.Origin.Partition)))
+	}
+	if unlogged > 0 {
+		attrs = append(attrs, slog.Int("unlogged_waits", unlogged))
 	}
 	m.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "waiting behind another worker's lease on the key", attrs...)
 }

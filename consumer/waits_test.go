@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -350,6 +351,51 @@ func TestNoProgressLogByDefault(t *testing.T) {
 		synctest.Wait()
 		if n := len(logs.with("progress")); n != 0 {
 			t.Fatalf("%d progress lines without WithProgressLog", n)
+		}
+		stop()
+	})
+}
+
+// After a crash every key the dead worker held waits at once: at most 10
+// lines in 10s say so, and the next line counts the waits left unsaid.
+func TestKeyWaitStormBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New()
+		hold := func(key string) {
+			now := time.Now()
+			if _, err := store.Claim(t.Context(), dedup.ClaimRequest{Key: "onceq#" + key, Owner: "crashed", Now: now,
+				LeaseUntil: now.Add(time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q := memsource.NewQueue("orders")
+		send := func(key string) {
+			_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte(key), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}})
+		}
+		for i := range 15 {
+			key := "k" + strconv.Itoa(i)
+			hold(key)
+			send(key)
+		}
+		logs := newLogRecorder()
+		c, err := consumer.New(q.Source(), store, noopHandler(), consumer.WithoutPayloadCheck(), consumer.WithLogger(slog.New(logs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, c)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		const line = "waiting behind another worker's lease"
+		if n := len(logs.with(line)); n != 10 {
+			t.Fatalf("%d lines for 15 keys waiting at once, want 10", n)
+		}
+		time.Sleep(10 * time.Second)
+		hold("late")
+		send("late")
+		synctest.Wait()
+		waits := logs.with(line)
+		if len(waits) != 11 || waits[10].attrs["unlogged_waits"].Int64() != 5 {
+			t.Fatalf("%d lines, the last %v: want an 11th counting the 5 left unsaid", len(waits), waits[len(waits)-1].attrs)
 		}
 		stop()
 	})
