@@ -156,9 +156,7 @@ func TestOutageIsNotAStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := memsource.NewQueue("orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
-		store := &failingStore{Store: memstore.New(), claimErr: apiError{"InternalServerError"}}
-		store.failures.Store(1 << 30)
-		c, err := consumer.New(q.Source(), store, noopHandler(), consumer.StallTimeout(time.Minute), consumer.LeaseTTL(time.Minute),
+		c, err := consumer.New(q.Source(), outageStore(1<<30), noopHandler(), consumer.StallTimeout(time.Minute), consumer.LeaseTTL(time.Minute),
 			consumer.HandlerTimeout(30*time.Second), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)

@@ -117,6 +117,42 @@ func runInBubble(t *testing.T, c *consumer.Consumer) (stop func()) {
 	}
 }
 
+// newRecorded is consumer.New with a logRecorder for its logger.
+func newRecorded(t *testing.T, src consumer.Source, store dedup.Store, h consumer.Handler, opts ...consumer.Option) (*consumer.Consumer, *logRecorder) {
+	t.Helper()
+	logs := newLogRecorder()
+	c, err := consumer.New(src, store, h, append(opts, consumer.WithLogger(slog.New(logs)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, logs
+}
+
+// holdElsewhere claims key in store for another worker, for a minute
+// from now, which it returns.
+func holdElsewhere(t *testing.T, store dedup.Store, key string) time.Time {
+	t.Helper()
+	now := time.Now()
+	if _, err := store.Claim(t.Context(), dedup.ClaimRequest{Key: "onceq#" + key, Owner: "elsewhere", Now: now,
+		LeaseUntil: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// sendKeyed sends a message with key as its idempotency key.
+func sendKeyed(t *testing.T, q *memsource.Queue, key string) {
+	_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte(key), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}})
+}
+
+// outageStore is a store whose first n claims fail as against an
+// unreachable store.
+func outageStore(n int32) *failingStore {
+	s := &failingStore{Store: memstore.New(), claimErr: apiError{"InternalServerError"}}
+	s.failures.Store(n)
+	return s
+}
+
 // While the first Receive has not returned (a Kafka source joining its
 // group), the consumer says so after 10s and then at doubling intervals,
 // with the time spent, naming the source; once the source answers it says
@@ -124,11 +160,7 @@ func runInBubble(t *testing.T, c *consumer.Consumer) (stop func()) {
 func TestWaitForTheSourceLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := memsource.NewQueue("orders")
-		logs := newLogRecorder()
-		c, err := consumer.New(q.Source(), memstore.New(), noopHandler(), consumer.WithLogger(slog.New(logs)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, logs := newRecorded(t, q.Source(), memstore.New(), noopHandler())
 		stop := runInBubble(t, c)
 		time.Sleep(35 * time.Second)
 		synctest.Wait()
@@ -170,18 +202,10 @@ func TestKeyWaitLoggedOncePerLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const key = "order-secret-42"
 		store := memstore.New()
-		now := time.Now()
-		if _, err := store.Claim(t.Context(), dedup.ClaimRequest{Key: "onceq#" + key, Owner: "elsewhere", Now: now,
-			LeaseUntil: now.Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
+		now := holdElsewhere(t, store, key)
 		q := memsource.NewQueue("orders")
-		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order"), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}})
-		logs := newLogRecorder()
-		c, err := consumer.New(q.Source(), store, noopHandler(), consumer.WithoutPayloadCheck(), consumer.WithLogger(slog.New(logs)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		sendKeyed(t, q, key)
+		c, logs := newRecorded(t, q.Source(), store, noopHandler(), consumer.WithoutPayloadCheck())
 		stop := runInBubble(t, c)
 		// Rechecked in place every 2s for HandlerTimeout (30s), then given
 		// back until the lease (60s) and the skew margin (5s) have passed;
@@ -219,14 +243,8 @@ func TestStoreOutageLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := memsource.NewQueue("orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
-		store := &failingStore{Store: memstore.New(), claimErr: apiError{"InternalServerError"}}
-		store.failures.Store(4) // retried after 1s, 2s, 4s, 8s
-		logs := newLogRecorder()
-		c, err := consumer.New(q.Source(), store, noopHandler(), consumer.FailedRetryDelay(time.Second),
-			consumer.WithLogger(slog.New(logs)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		store := outageStore(4) // retried after 1s, 2s, 4s, 8s
+		c, logs := newRecorded(t, q.Source(), store, noopHandler(), consumer.FailedRetryDelay(time.Second))
 		stop := runInBubble(t, c)
 		time.Sleep(500 * time.Millisecond)
 		synctest.Wait()
@@ -267,14 +285,7 @@ func TestLongStoreOutageSaidAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := memsource.NewQueue("orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
-		store := &failingStore{Store: memstore.New(), claimErr: apiError{"InternalServerError"}}
-		store.failures.Store(1 << 30)
-		logs := newLogRecorder()
-		c, err := consumer.New(q.Source(), store, noopHandler(), consumer.FailedRetryDelay(time.Second),
-			consumer.WithLogger(slog.New(logs)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, logs := newRecorded(t, q.Source(), outageStore(1<<30), noopHandler(), consumer.FailedRetryDelay(time.Second))
 		stop := runInBubble(t, c)
 		// Retries at 1s, 3s, 7s, 15s, 31s, 63s, 127s: said at 0s, 31s, 63s.
 		time.Sleep(100 * time.Second)
@@ -305,12 +316,7 @@ func TestProgressLog(t *testing.T) {
 			}
 			return consumer.Result{}, nil
 		})
-		logs := newLogRecorder()
-		c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1),
-			consumer.WithProgressLog(10*time.Second), consumer.WithLogger(slog.New(logs)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, logs := newRecorded(t, q.Source(), memstore.New(), h, consumer.Concurrency(1), consumer.WithProgressLog(10*time.Second))
 		stop := runInBubble(t, c)
 		time.Sleep(25 * time.Second)
 		synctest.Wait()
@@ -341,11 +347,7 @@ func TestNoProgressLogByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := memsource.NewQueue("orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("a")})
-		logs := newLogRecorder()
-		c, err := consumer.New(q.Source(), memstore.New(), noopHandler(), consumer.WithLogger(slog.New(logs)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, logs := newRecorded(t, q.Source(), memstore.New(), noopHandler())
 		stop := runInBubble(t, c)
 		time.Sleep(time.Hour)
 		synctest.Wait()
@@ -361,27 +363,13 @@ func TestNoProgressLogByDefault(t *testing.T) {
 func TestKeyWaitStormBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New()
-		hold := func(key string) {
-			now := time.Now()
-			if _, err := store.Claim(t.Context(), dedup.ClaimRequest{Key: "onceq#" + key, Owner: "crashed", Now: now,
-				LeaseUntil: now.Add(time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-		}
 		q := memsource.NewQueue("orders")
-		send := func(key string) {
-			_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte(key), Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}})
-		}
 		for i := range 15 {
 			key := "k" + strconv.Itoa(i)
-			hold(key)
-			send(key)
+			holdElsewhere(t, store, key)
+			sendKeyed(t, q, key)
 		}
-		logs := newLogRecorder()
-		c, err := consumer.New(q.Source(), store, noopHandler(), consumer.WithoutPayloadCheck(), consumer.WithLogger(slog.New(logs)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, logs := newRecorded(t, q.Source(), store, noopHandler(), consumer.WithoutPayloadCheck())
 		stop := runInBubble(t, c)
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -390,8 +378,8 @@ func TestKeyWaitStormBounded(t *testing.T) {
 			t.Fatalf("%d lines for 15 keys waiting at once, want 10", n)
 		}
 		time.Sleep(10 * time.Second)
-		hold("late")
-		send("late")
+		holdElsewhere(t, store, "late")
+		sendKeyed(t, q, "late")
 		synctest.Wait()
 		waits := logs.with(line)
 		if len(waits) != 11 || waits[10].attrs["unlogged_waits"].Int64() != 5 {
