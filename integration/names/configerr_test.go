@@ -21,7 +21,7 @@ func TestOneConfigurationError(t *testing.T) {
 	ctx := context.Background()
 	refusals := map[string]error{}
 	_, refusals["consumer"] = consumer.New(nil, nil, nil)
-	_, refusals["dynamostore"] = dynamostore.New(nil, "")
+	_, refusals["dynamostore"] = dynamostore.New(nil)
 	_, refusals["sqssource"] = sqssource.New(ctx, nil, "")
 	_, refusals["kafkasource"] = kafkasource.New(ctx, nil, "", nil)
 	_, refusals["franzsource"] = franzsource.New(ctx, nil, "", nil)
