@@ -24,7 +24,7 @@ func TestInstruments(t *testing.T) {
 	table := recordsTable(t, pool(t))
 	storetest.RunInstruments(t, storetest.Instrumented{
 		System: storeinstr.SystemPostgreSQL,
-		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, func()) {
+		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, storetest.Faults) {
 			cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
 			if err != nil {
 				t.Fatal(err)
@@ -33,6 +33,7 @@ func TestInstruments(t *testing.T) {
 			host, port, _ := net.SplitHostPort(proxy.Addr())
 			p, _ := strconv.Atoi(port)
 			cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
+			cfg.MaxConns = 1
 			db, err := pgxpool.NewWithConfig(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -40,7 +41,7 @@ func TestInstruments(t *testing.T) {
 			t.Cleanup(db.Close)
 			st := newStore(t, db, table, pgstore.WithMeterProvider(mp), pgstore.WithHooks(hooks...),
 				pgstore.WithRetryPolicy(retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}))
-			return st, func() { proxy.CutNext(1) }
+			return st, storetest.Faults{Cut: func() { proxy.CutNext(1) }, LoseReply: func(string) { proxy.LoseReplyNext(1) }}
 		},
 	})
 }

@@ -325,17 +325,22 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
+	return s.claimAlone(ctx, "claim", storeinstr.OpClaim, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
+}
+
+// claimAlone is a claim outside a transaction, writing status, under the
+// instruments.
+func (s *Store) claimAlone(ctx context.Context, op, instrOp, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
 	var c dedup.Claim
-	err := s.instr.Do(ctx, storeinstr.OpClaim, func(ctx context.Context, attempt int) error {
+	err := s.instr.Do(ctx, instrOp, func(ctx context.Context, attempt int) error {
 		st, err := s.sql(ctx)
 		if err != nil {
-			return s.wrap("claim", err)
+			return s.wrap(op, err)
 		}
-		c, err = s.claim(ctx, st, s.db, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
-		if err != nil {
-			return s.wrap("claim", err)
+		if c, err = s.claim(ctx, st, s.db, key, owner, hash, status, resp, now, expires, margin); err != nil {
+			return s.wrap(op, err)
 		}
-		c = storeinstr.ClaimOnRetry(c, attempt > 1, req.Key, req.Owner, dedup.StatusPending)
+		c = storeinstr.ClaimOnRetry(c, attempt > 1, key, owner, status)
 		return nil
 	})
 	if err != nil {
@@ -710,32 +715,16 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	claim := func(ctx context.Context, st *statements, q querier) (dedup.Claim, error) {
-		return s.claim(ctx, st, q, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
+	if len(writes) == 0 {
+		return s.claimAlone(ctx, "claim-complete", storeinstr.OpClaimComplete, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
 	}
 	var c dedup.Claim
-	if len(writes) == 0 {
-		err := s.instr.Do(ctx, storeinstr.OpClaimComplete, func(ctx context.Context, attempt int) error {
-			st, err := s.sql(ctx)
-			if err != nil {
-				return s.wrap("claim-complete", err)
-			}
-			if c, err = claim(ctx, st, s.db); err != nil {
-				return s.wrap("claim-complete", err)
-			}
-			c = storeinstr.ClaimOnRetry(c, attempt > 1, req.Key, req.Owner, dedup.StatusCompleted)
-			return nil
-		})
-		if err != nil {
-			return dedup.Claim{}, err
-		}
-		return c, nil
-	}
 	var st *statements
 	retried := false
 	err = s.tx(ctx, "claim-complete", storeinstr.OpClaimComplete, &st, &retried, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		if c, err = claim(ctx, st, tx); err != nil || !c.Acquired {
+		c, err = s.claim(ctx, st, tx, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
+		if err != nil || !c.Acquired {
 			return err
 		}
 		return businessWrites(ctx, tx, writes)

@@ -22,13 +22,13 @@ import (
 func TestInstruments(t *testing.T) {
 	storetest.RunInstruments(t, storetest.Instrumented{
 		System: storeinstr.SystemRedis,
-		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, func()) {
+		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, storetest.Faults) {
 			proxy := faultproxy.NewTCP(t, testenv.RedisAddr(t))
-			c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
+			c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, PoolSize: 1})
 			t.Cleanup(func() { _ = c.Close() })
 			st := open(t, c, redisstore.Prefix(prefix()), redisstore.WithMeterProvider(mp), redisstore.WithHooks(hooks...),
 				redisstore.WithRetryPolicy(retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}))
-			return st, func() { proxy.CutNext(1) }
+			return st, storetest.Faults{Cut: func() { proxy.CutNext(1) }, LoseReply: func(string) { proxy.LoseReplyNext(1) }}
 		},
 	})
 }

@@ -22,21 +22,35 @@ type Instrumented struct {
 	// ...).
 	System string
 	// New returns a Store over fresh records whose metrics go to mp, with
-	// hooks and a retry policy of a few quick attempts, and cut, which makes
-	// the Store's next request meet a real fault of its connection (cut by
-	// a proxy, say), one the Store retries.
-	New func(t *testing.T, mp metric.MeterProvider, hooks ...any) (st dedup.Store, cut func())
+	// hooks and a retry policy of a few quick attempts, and the faults of
+	// its connection to inject (by a proxy, say). The Store sends its
+	// requests over one connection at a time, so that a fault meets the
+	// request the case makes next.
+	New func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, Faults)
+}
+
+// Faults inject real faults of a Store's connection to its server.
+type Faults struct {
+	// Cut makes the Store's next request fail before it reaches the
+	// server: its connection is closed.
+	Cut func()
+	// LoseReply makes the server carry out the Store's next request of
+	// operation op (storeinstr.OpClaim, OpComplete), and its answer be
+	// lost with the connection: the Store cannot know the request
+	// succeeded.
+	LoseReply func(op string)
 }
 
 // RunInstruments checks that a Store counts its requests, errors and
 // retries under the metric names and attributes every store shares
 // (package storeinstr), tells its hooks, and retries a fault of its
-// connection to success: a claim whose connection is cut is won, not lost
-// and not mistaken for another's.
+// connection to success: a claim whose connection is cut is won, and a
+// claim or a Complete whose answer was lost after the server carried it
+// out recognises its own success on the retry, not a lost claim or lease.
 func RunInstruments(t *testing.T, in Instrumented) {
 	reader, mp := metrictest.Provider(t)
 	var h instrHooks
-	st, cut := in.New(t, mp, &h)
+	st, faults := in.New(t, mp, &h)
 	ctx := t.Context()
 	now := time.Now()
 	if err := st.Check(ctx); err != nil {
@@ -47,7 +61,7 @@ func RunInstruments(t *testing.T, in Instrumented) {
 	if err != nil || !c.Acquired {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
-	cut()
+	faults.Cut()
 	second := key(t)
 	c2, err := st.Claim(ctx, dedup.ClaimRequest{Key: second, Owner: "b", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || !c2.Acquired || c2.Lease.Owner != "b" {
@@ -60,20 +74,47 @@ func RunInstruments(t *testing.T, in Instrumented) {
 		t.Fatalf("get: %v", err)
 	}
 
+	// The same kind of request once more before each lost answer, so that
+	// the one whose answer is lost is the request itself on a warm
+	// connection (a prepared statement, a loaded script), not its setup.
+	third := key(t)
+	if c3, err := st.Claim(ctx, dedup.ClaimRequest{Key: third, Owner: "c", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || !c3.Acquired {
+		t.Fatalf("claim: %+v %v", c3, err)
+	}
+	faults.LoseReply(storeinstr.OpClaim)
+	fourth := key(t)
+	c4, err := st.Claim(ctx, dedup.ClaimRequest{Key: fourth, Owner: "d", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || !c4.Acquired || c4.Lease.Owner != "d" || c4.Lease.Version != 1 {
+		t.Fatalf("claim whose answer was lost: %+v %v, want it won (its own record, version 1)", c4, err)
+	}
+	if err := st.Complete(ctx, dedup.CompleteRequest{Lease: c4.Lease, Response: []byte("r4"), Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	faults.LoseReply(storeinstr.OpComplete)
+	if err := st.Complete(ctx, dedup.CompleteRequest{Lease: c2.Lease, Response: []byte("r2"), Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatalf("complete whose answer was lost: %v, want success (its own COMPLETED record)", err)
+	}
+	if r, err := st.Get(ctx, second); err != nil || r.Status != dedup.StatusCompleted || r.Owner != "b" || string(r.Response) != "r2" {
+		t.Fatalf("record after the lost answer: %+v %v, want COMPLETED by b", r, err)
+	}
+
 	system := storeinstr.AttrSystem.String(in.System)
 	op := func(o string) attribute.KeyValue { return storeinstr.AttrOperation.String(o) }
 	if n, _ := metrictest.Histogram(t, reader, storeinstr.MetricDuration); n < 5 {
 		t.Errorf("%s: %d requests timed, want at least 5 (check, two claims, a retry, complete, get)", storeinstr.MetricDuration, n)
 	}
 	if n := metrictest.Counter(t, reader, storeinstr.MetricRetries, system, op(storeinstr.OpClaim),
-		storeinstr.AttrRetryClass.String(retry.Transient.String()), storeinstr.AttrThrottle.Bool(false)); n < 1 {
-		t.Errorf("%s: %d transient claim retries, want at least 1", storeinstr.MetricRetries, n)
+		storeinstr.AttrRetryClass.String(retry.Transient.String()), storeinstr.AttrThrottle.Bool(false)); n < 2 {
+		t.Errorf("%s: %d transient claim retries, want at least 2", storeinstr.MetricRetries, n)
+	}
+	if n := metrictest.Counter(t, reader, storeinstr.MetricRetries, system, op(storeinstr.OpComplete)); n < 1 {
+		t.Errorf("%s: %d complete retries, want at least 1", storeinstr.MetricRetries, n)
 	}
 	if n := metrictest.Counter(t, reader, storeinstr.MetricErrors, system, op(storeinstr.OpClaim), storeinstr.AttrThrottle.Bool(false)); n < 1 {
 		t.Errorf("%s: %d failed claim requests, want at least 1", storeinstr.MetricErrors, n)
 	}
-	if n := metrictest.Counter(t, reader, storeinstr.MetricErrors, system, op(storeinstr.OpComplete)); n != 0 {
-		t.Errorf("%s: %d failed complete requests, want none", storeinstr.MetricErrors, n)
+	if n := metrictest.Counter(t, reader, storeinstr.MetricErrors, system, op(storeinstr.OpGet)); n != 0 {
+		t.Errorf("%s: %d failed get requests, want none", storeinstr.MetricErrors, n)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,9 +1,9 @@
 package faultproxy
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -18,6 +18,7 @@ type TCP struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	cut   int // client writes still to cut
+	lose  int // client writes still to forward with their answer lost
 	cuts  int // connections cut so far
 	wg    sync.WaitGroup
 }
@@ -49,6 +50,15 @@ func (p *TCP) CutNext(n int) {
 	p.mu.Unlock()
 }
 
+// LoseReplyNext makes the next n writes of any client reach the server,
+// and the server's answer to each end its connection instead of reaching
+// the client: the request was carried out, and the client cannot know it.
+func (p *TCP) LoseReplyNext(n int) {
+	p.mu.Lock()
+	p.lose = n
+	p.mu.Unlock()
+}
+
 // Cuts is how many connections the proxy has cut.
 func (p *TCP) Cuts() int {
 	p.mu.Lock()
@@ -70,24 +80,26 @@ func (p *TCP) accept() {
 		if !p.track(c, s) {
 			return
 		}
-		p.wg.Go(func() {
-			_, _ = io.Copy(c, s)
-			p.drop(c, s)
-		})
-		p.wg.Go(func() { p.forward(c, s) })
+		var mute atomic.Bool
+		p.wg.Go(func() { p.answer(c, s, &mute) })
+		p.wg.Go(func() { p.forward(c, s, &mute) })
 	}
 }
 
 // forward copies the client's writes to the server, unless one is to be
-// cut.
-func (p *TCP) forward(c, s net.Conn) {
+// cut; one whose answer is to be lost mutes the answers.
+func (p *TCP) forward(c, s net.Conn, mute *atomic.Bool) {
 	defer p.drop(c, s)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
-			if p.cutting() {
+			cut, lose := p.next()
+			if cut {
 				return
+			}
+			if lose {
+				mute.Store(true)
 			}
 			if _, werr := s.Write(buf[:n]); werr != nil {
 				return
@@ -99,15 +111,45 @@ func (p *TCP) forward(c, s net.Conn) {
 	}
 }
 
-func (p *TCP) cutting() bool {
+// answer copies the server's answers to the client until one comes muted:
+// that one ends the connection.
+func (p *TCP) answer(c, s net.Conn, mute *atomic.Bool) {
+	defer p.drop(c, s)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := s.Read(buf)
+		if n > 0 {
+			if mute.Load() {
+				p.mu.Lock()
+				p.cuts++
+				p.mu.Unlock()
+				return
+			}
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// next says what to do with a client's write: cut it, or forward it and
+// lose its answer.
+func (p *TCP) next() (cut, lose bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cut <= 0 {
-		return false
+	switch {
+	case p.cut > 0:
+		p.cut--
+		p.cuts++
+		return true, false
+	case p.lose > 0:
+		p.lose--
+		return false, true
 	}
-	p.cut--
-	p.cuts++
-	return true
+	return false, false
 }
 
 // track records a connection pair; false once the proxy is closed.
