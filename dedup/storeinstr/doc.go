@@ -18,8 +18,10 @@
 //     db.system.name, onceq.store.operation, db.response.status_code (the
 //     database's error code: a DynamoDB error code, a PostgreSQL SQLSTATE,
 //     a Redis error prefix; "unknown" for a reset connection or a timeout)
-//     and onceq.throttle. A condition that said no is counted too, under its
-//     own code and not as a throttle.
+//     and onceq.throttle. A condition that said no, where the database
+//     answers it as an error (DynamoDB's ConditionalCheckFailedException),
+//     is counted too, under its own code and not as a throttle; a fence
+//     that held no row (PostgreSQL, Redis) is an answer, not an error.
 //   - onceq.store.retries (counter): requests retried after a backoff, by
 //     the attributes of onceq.store.errors and onceq.retry.class
 //     (transient, throttled).

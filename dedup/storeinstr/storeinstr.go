@@ -102,10 +102,10 @@ type Instruments struct {
 	errors      metric.Int64Counter
 	retries     metric.Int64Counter
 
-	// Attribute sets are built once per combination: building one per call
-	// would allocate on every request.
+	// Attribute sets, and the options that carry them, are built once per
+	// combination: building one per call would allocate on every request.
 	mu   sync.RWMutex
-	sets map[setKey]attribute.Set
+	sets map[setKey]metric.MeasurementOption
 }
 
 type setKey struct {
@@ -122,7 +122,7 @@ func New(system, pkg string, code func(error) string, cfg Config) (*Instruments,
 	if cfg.Policy == (retry.Policy{}) {
 		cfg.Policy = retry.DefaultPolicy()
 	}
-	in := &Instruments{system: system, pkg: pkg, code: code, policy: cfg.Policy, sets: map[setKey]attribute.Set{}}
+	in := &Instruments{system: system, pkg: pkg, code: code, policy: cfg.Policy, sets: map[setKey]metric.MeasurementOption{}}
 	for _, h := range cfg.Hooks {
 		hookset.Add(&in.calls, h)
 		hookset.Add(&in.retryHooks, h)
@@ -204,7 +204,7 @@ func (in *Instruments) Do(ctx context.Context, op string, call func(ctx context.
 			h.OnStoreRetry(ctx, op, c, raw)
 		}
 		code := cmp.Or(raw, CodeUnknown)
-		in.retries.Add(ctx, 1, metric.WithAttributeSet(in.set(setKey{metric: MetricRetries, op: op, code: code, class: c})))
+		in.retries.Add(ctx, 1, in.set(setKey{metric: MetricRetries, op: op, code: code, class: c}))
 		if span != nil {
 			span.AddEvent("retry", trace.WithAttributes(AttrRetryClass.String(c.String()), AttrStatusCode.String(code)))
 		}
@@ -227,12 +227,12 @@ func (in *Instruments) Do(ctx context.Context, op string, call func(ctx context.
 // requested counts one request: its duration, and its error if any.
 func (in *Instruments) requested(ctx context.Context, op string, took time.Duration, err error) {
 	if err == nil {
-		in.duration.Record(ctx, took.Seconds(), metric.WithAttributeSet(in.set(setKey{metric: MetricDuration, op: op, class: -1})))
+		in.duration.Record(ctx, took.Seconds(), in.set(setKey{metric: MetricDuration, op: op, class: -1}))
 		return
 	}
 	class := retry.Classify(err)
 	code := in.codeOf(err)
-	in.duration.Record(ctx, took.Seconds(), metric.WithAttributeSet(in.set(setKey{metric: MetricDuration, op: op, class: class})))
+	in.duration.Record(ctx, took.Seconds(), in.set(setKey{metric: MetricDuration, op: op, class: class}))
 	// A throttle's code counts as one wherever it appears (a throttled
 	// cancellation reason too), whatever class the error states.
 	if class != retry.Throttled && retry.Classify(codeError(code)) == retry.Throttled {
@@ -241,13 +241,13 @@ func (in *Instruments) requested(ctx context.Context, op string, took time.Durat
 	if class != retry.Throttled {
 		class = retry.Transient // the errors metric tells throttles only
 	}
-	in.errors.Add(ctx, 1, metric.WithAttributeSet(in.set(setKey{metric: MetricErrors, op: op, code: code, class: class})))
+	in.errors.Add(ctx, 1, in.set(setKey{metric: MetricErrors, op: op, code: code, class: class}))
 }
 
 func (in *Instruments) codeOf(err error) string { return cmp.Or(in.code(err), CodeUnknown) }
 
-// set is the attribute set of k, built once.
-func (in *Instruments) set(k setKey) attribute.Set {
+// set is the option carrying the attribute set of k, built once.
+func (in *Instruments) set(k setKey) metric.MeasurementOption {
 	in.mu.RLock()
 	s, ok := in.sets[k]
 	in.mu.RUnlock()
@@ -265,7 +265,7 @@ func (in *Instruments) set(k setKey) attribute.Set {
 	case MetricRetries:
 		attrs = append(attrs, AttrStatusCode.String(k.code), AttrRetryClass.String(k.class.String()), AttrThrottle.Bool(k.class == retry.Throttled))
 	}
-	s = attribute.NewSet(attrs...)
+	s = metric.WithAttributeSet(attribute.NewSet(attrs...))
 	in.mu.Lock()
 	if len(in.sets) < maxAttrSets {
 		in.sets[k] = s
