@@ -169,9 +169,6 @@ func (in *Instruments) Logger() *slog.Logger { return in.log }
 // Config gave one: what a store's dedup.Capabilities.InheritLogger is.
 func (in *Instruments) InheritLogger(l *slog.Logger) { in.logs.Inherit(l) }
 
-// Policy is the retry policy.
-func (in *Instruments) Policy() retry.Policy { return in.policy }
-
 // Do runs call, one request to the database, under the retry policy:
 // again after a backoff while its error's class (retry.Classify) is
 // Throttled or Transient. call learns its attempt number (1 first), so
