@@ -331,22 +331,14 @@ func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim,
 // claimAlone is a claim outside a transaction, writing status, under the
 // instruments.
 func (s *Store) claimAlone(ctx context.Context, op, instrOp, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
-	var c dedup.Claim
-	err := s.instr.Do(ctx, instrOp, func(ctx context.Context, attempt int) error {
+	return s.instr.Claim(ctx, instrOp, key, owner, status, func(ctx context.Context) (dedup.Claim, error) {
 		st, err := s.sql(ctx)
 		if err != nil {
-			return s.wrap(op, err)
+			return dedup.Claim{}, s.wrap(op, err)
 		}
-		if c, err = s.claim(ctx, st, s.db, key, owner, hash, status, resp, now, expires, margin); err != nil {
-			return s.wrap(op, err)
-		}
-		c = storeinstr.ClaimOnRetry(c, attempt > 1, key, owner, status)
-		return nil
+		c, err := s.claim(ctx, st, s.db, key, owner, hash, status, resp, now, expires, margin)
+		return c, s.wrap(op, err)
 	})
-	if err != nil {
-		return dedup.Claim{}, err
-	}
-	return c, nil
 }
 
 // claim writes key's record as a winning claim writes it, or learns the

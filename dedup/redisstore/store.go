@@ -229,19 +229,10 @@ func (s *Store) claim(ctx context.Context, op, instrOp, key, owner, hash string,
 	if err := s.checkMargin(margin); err != nil {
 		return dedup.Claim{}, err
 	}
-	var c dedup.Claim
-	err := s.instr.Do(ctx, instrOp, func(ctx context.Context, attempt int) error {
-		var err error
-		if c, err = s.claimAs(ctx, key, owner, hash, status, resp, now, expires, margin); err != nil {
-			return s.wrap(op, err)
-		}
-		c = storeinstr.ClaimOnRetry(c, attempt > 1, key, owner, status)
-		return nil
+	return s.instr.Claim(ctx, instrOp, key, owner, status, func(ctx context.Context) (dedup.Claim, error) {
+		c, err := s.claimAs(ctx, key, owner, hash, status, resp, now, expires, margin)
+		return c, s.wrap(op, err)
 	})
-	if err != nil {
-		return dedup.Claim{}, err
-	}
-	return c, nil
 }
 
 // ClaimComplete implements dedup.Store, without Writes only.

@@ -1,6 +1,10 @@
 package storeinstr
 
-import "github.com/onceq/onceq/dedup"
+import (
+	"context"
+
+	"github.com/onceq/onceq/dedup"
+)
 
 // A conditional write retried after an ambiguous failure (a connection
 // lost after the request was sent) may meet what its own earlier attempt
@@ -26,4 +30,24 @@ func ClaimOnRetry(c dedup.Claim, retried bool, key, owner string, status dedup.S
 // earlier attempt committed, and the call succeeded.
 func SettledOnRetry(cur dedup.Record, retried bool, l dedup.Lease, done dedup.Status) bool {
 	return retried && cur.Owner == l.Owner && cur.Status == done && cur.Version == l.Version+1
+}
+
+// Claim runs claim, one attempt of a claim by owner that writes status,
+// under Do (op is its operation, OpClaim or OpClaimComplete), and answers
+// a retried attempt that met its own earlier attempt's record as won
+// (ClaimOnRetry).
+func (in *Instruments) Claim(ctx context.Context, op, key, owner string, status dedup.Status, claim func(ctx context.Context) (dedup.Claim, error)) (dedup.Claim, error) {
+	var c dedup.Claim
+	err := in.Do(ctx, op, func(ctx context.Context, attempt int) error {
+		var err error
+		if c, err = claim(ctx); err != nil {
+			return err
+		}
+		c = ClaimOnRetry(c, attempt > 1, key, owner, status)
+		return nil
+	})
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	return c, nil
 }
