@@ -139,7 +139,7 @@
 // HTTP attempt) and is retried by the store's retry.Policy instead, through
 // the instruments every store has (package storeinstr), which back off
 // throttles and transient faults with jitter and report each retry to
-// every storeinstr.StoreRetryHook with its class and DynamoDB error code,
+// every storeinstr.HookStoreRetry with its class and DynamoDB error code,
 // and to the metrics onceq.store.retries and onceq.store.errors. Two layers
 // retrying would multiply attempts and hide throttles inside the SDK, where
 // no counter sees them. A ConditionalCheckFailed is a decision and is never

@@ -9,8 +9,8 @@ import (
 )
 
 // Hook is an observer of the store. It must implement at least one of the
-// interfaces below, or storeinstr.StoreCallHook (every DynamoDB request)
-// or storeinstr.StoreRetryHook (every retry), which every store takes
+// interfaces below, or storeinstr.HookStoreCall (every DynamoDB request)
+// or storeinstr.HookStoreRetry (every retry), which every store takes
 // (New refuses one that implements none, so a misspelt method is an
 // error, not silence); the store calls those it implements,
 // synchronously from concurrent goroutines, so they must be quick and safe

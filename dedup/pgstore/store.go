@@ -95,8 +95,8 @@ func WithRetryPolicy(p retry.Policy) Option {
 	return optionFunc(func(c *config) { c.instr.Policy = p })
 }
 
-// WithHooks adds observers: storeinstr.StoreCallHook (every statement or
-// transaction sent) and storeinstr.StoreRetryHook (every retry). New
+// WithHooks adds observers: storeinstr.HookStoreCall (every statement or
+// transaction sent) and storeinstr.HookStoreRetry (every retry). New
 // refuses a hook that implements neither, so a misspelt method is an
 // error, not silence.
 func WithHooks(hooks ...any) Option {

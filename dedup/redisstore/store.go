@@ -103,9 +103,9 @@ func WithRetryPolicy(p retry.Policy) Option {
 	return optionFunc(func(s *Store) { s.instrCfg.Policy = p })
 }
 
-// WithHooks adds observers: storeinstr.StoreCallHook (every call to
+// WithHooks adds observers: storeinstr.HookStoreCall (every call to
 // Redis: a claim's commands and scripts, one lease script) and
-// storeinstr.StoreRetryHook (every retry). New refuses a hook that
+// storeinstr.HookStoreRetry (every retry). New refuses a hook that
 // implements neither, so a misspelt method is an error, not silence.
 func WithHooks(hooks ...any) Option {
 	return optionFunc(func(s *Store) { s.instrCfg.Hooks = append(s.instrCfg.Hooks, hooks...) })

@@ -78,7 +78,7 @@ type Config struct {
 	// retry.DefaultPolicy().
 	Policy retry.Policy
 	// Hooks are the store's hooks; New keeps those that implement
-	// StoreCallHook or StoreRetryHook (see Instruments.Uses).
+	// HookStoreCall or HookStoreRetry (see Instruments.Uses).
 	Hooks []any
 	// Logger, when nil, is the logger handed over by InheritLogger, else
 	// slog.Default().
@@ -93,8 +93,8 @@ type Instruments struct {
 	system, pkg string
 	code        func(error) string
 	policy      retry.Policy
-	calls       []StoreCallHook
-	retryHooks  []StoreRetryHook
+	calls       []HookStoreCall
+	retryHooks  []HookStoreRetry
 	logs        *logref.Ref
 	log         *slog.Logger
 	tracer      trace.Tracer
@@ -155,8 +155,8 @@ func New(system, pkg string, code func(error) string, cfg Config) (*Instruments,
 // Uses reports whether h implements a hook interface of this package, for
 // a store that refuses a hook that implements none of its own either.
 func Uses(h any) bool {
-	_, call := h.(StoreCallHook)
-	_, rh := h.(StoreRetryHook)
+	_, call := h.(HookStoreCall)
+	_, rh := h.(HookStoreRetry)
 	return call || rh
 }
 
