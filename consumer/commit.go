@@ -72,7 +72,11 @@ func (a *attempt) writeHeld(resp []byte, writes []any, now time.Time) (dedup.Cla
 	retried := false
 	for n := 1; err != nil && faultOf(err) == outage; n++ {
 		wait := g.cfg.retryDelay(n)
-		if time.Now().Add(wait).After(until) || !sleepCtx(a.ctx, wait) {
+		if time.Now().Add(wait).After(until) {
+			break
+		}
+		g.obs.mon.storeRetry(a.ctx, err, wait, time.Now())
+		if !sleepCtx(a.ctx, wait) {
 			break
 		}
 		retried = true

@@ -20,6 +20,8 @@ type Consumer struct {
 	// obs is the Guard's observer, handed to the pool and its settle
 	// stage so that they report to the same telemetry and hooks.
 	obs *observer
+	// mon is the run's health and the log lines of its waits.
+	mon *monitor
 }
 
 // New validates the options and returns a Consumer. Run starts it.
@@ -54,11 +56,14 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 				cfg.retention, window)
 		}
 	}
+	if err := cfg.checkHealth(); err != nil {
+		return nil, err
+	}
 	g, err := newGuard(cfg, store, h)
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, src: src, guard: g, caps: caps, obs: g.obs}, nil
+	return &Consumer{cfg: cfg, src: src, guard: g, caps: caps, obs: g.obs, mon: g.obs.mon}, nil
 }
 
 // Run checks the Store and the Source (see Check), then receives and
@@ -72,6 +77,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
 	}
+	c.mon.setState(stateChecking)
+	defer c.mon.setState(stateStopped)
 	if err := c.Check(ctx); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.drainTimeout)
 		defer cancel()

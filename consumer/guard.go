@@ -75,6 +75,7 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 		return nil, err
 	}
 	g := &Guard{cfg: cfg, store: safeStore{s: store, log: cfg.logger}, oneShot: cfg.oneRoundTrip, handler: h, obs: obs}
+	obs.mon = newMonitor(&g.cfg)
 	if cfg.cacheEntries > 0 {
 		g.completed = cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
 		if err := obs.tel.observeCache(g.completed); err != nil {
@@ -193,6 +194,7 @@ func (g *Guard) process(ctx context.Context, m *Message, r *run) (Outcome, heldD
 	a := &attempt{g: g, m: m, ctx: ctx, span: span, run: r}
 	o := a.do()
 	g.obs.tel.endProcess(ctx, span, m, o)
+	g.obs.mon.counted(o)
 	if len(g.obs.hooks.outcome) > 0 {
 		took := time.Since(start)
 		for _, h := range g.obs.hooks.outcome {

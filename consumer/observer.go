@@ -12,6 +12,8 @@ import (
 type observer struct {
 	tel   *telemetry
 	hooks hooks
+	// mon is the health the store calls and outcomes report to.
+	mon *monitor
 }
 
 func newObserver(cfg *config) (*observer, error) {

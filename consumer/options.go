@@ -76,6 +76,8 @@ type config struct {
 	cacheBytes       int
 	cacheMaxAge      time.Duration
 	maxTakeovers     int
+	stallTimeout     time.Duration // 0: defaultStallLeases × LeaseTTL
+	progressEvery    time.Duration // 0: no progress line
 }
 
 // newConfig is the defaults with opts applied.

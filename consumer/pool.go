@@ -128,6 +128,9 @@ func (r *pool) serve(ctx context.Context) error {
 	extendStop := make(chan struct{})
 	extendDone := make(chan struct{})
 	go r.extendDeliveries(extendStop, extendDone)
+	r.c.mon.pool.Store(r)
+	progressDone := make(chan struct{})
+	go r.c.mon.logProgress(r, extendStop, progressDone)
 
 	fetchCtx, stopFetch := context.WithCancel(ctx)
 	r.faultMu.Lock()
@@ -138,6 +141,7 @@ func (r *pool) serve(ctx context.Context) error {
 
 	// Drain: nothing new starts; what runs gets until the deadline.
 	drainStart := time.Now()
+	r.c.mon.setState(stateDraining)
 	r.draining.Store(true) // before any shard is locked: each sees it
 	close(r.drained)
 	var unstarted []*slot
@@ -166,6 +170,7 @@ func (r *pool) serve(ctx context.Context) error {
 	workers.Wait()
 	close(extendStop)
 	<-extendDone
+	<-progressDone
 	r.settles.stop()
 
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
@@ -215,6 +220,8 @@ func (r *pool) waitEmpty(d time.Duration) {
 // for good, and hands each message on (dispatchLocked).
 func (r *pool) fetch(ctx context.Context) error {
 	failures := 0
+	wait := r.c.mon.awaitSource(sourceName(r.c.src))
+	defer wait.stop()
 	for {
 		free, ok := r.waitFree(ctx)
 		if !ok {
@@ -233,6 +240,7 @@ func (r *pool) fetch(ctx context.Context) error {
 				return fmt.Errorf("%w: receive: %w", ErrMisconfigured, err)
 			}
 			failures++
+			wait.failed(time.Now())
 			delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
 			r.c.cfg.logger.WarnContext(ctx, "receive failed", "error", err.Error(), "retry_in", delay)
 			if !sleepCtx(ctx, delay) {
@@ -241,6 +249,7 @@ func (r *pool) fetch(ctx context.Context) error {
 			continue
 		}
 		failures = 0
+		wait.received()
 		now := time.Now()
 		n := r.held.Add(int64(len(msgs)))
 		for _, m := range msgs {
@@ -321,8 +330,11 @@ func (r *pool) handle(ctx context.Context, s *slot) {
 	if draining {
 		r.returnUnstarted(s)
 	} else {
+		r.c.mon.begin()
 		o, sent := r.c.guard.process(ctx, s.m, &s.run)
-		sctx := r.settles.get(time.Now())
+		now := time.Now()
+		r.c.mon.finish(now)
+		sctx := r.settles.get(now)
 		if r.hold(s, o) {
 			r.settle.heldInPlace(sctx, s.m, o.Action())
 		} else {
@@ -348,7 +360,10 @@ func (r *pool) hold(s *slot, o Outcome) bool {
 		// counted by the broker, and receiving pauses once MaxInFlight
 		// messages are held.
 		s.holds++
-		held = r.holdInPlace(s, max(o.RetryAfter, cfg.retryDelay(s.holds)), false)
+		delay := max(o.RetryAfter, cfg.retryDelay(s.holds))
+		if held = r.holdInPlace(s, delay, false); held {
+			r.c.mon.storeRetry(r.handlerCtx, o.Err, delay, time.Now())
+		}
 	case InFlightElsewhere:
 		// A live holder finishes within its HandlerTimeout: look again
 		// every PendingRecheck meanwhile, in place, at no delivery's cost
@@ -362,6 +377,7 @@ func (r *pool) hold(s *slot, o Outcome) bool {
 		wait := min(cfg.pendingRecheck, o.RetryAfter)
 		held = (o.RetryAfter <= cfg.pendingRecheck || now.Sub(s.waitSince)+wait <= cfg.handlerTimeout) &&
 			r.holdInPlace(s, wait, false)
+		r.c.mon.keyWait(r.handlerCtx, s.m, o, r.c.caps.Ordering != Unordered, held, now)
 	}
 	if !held && o.Action() == Retry && r.c.caps.Ordering != Unordered {
 		// Its successors must not overtake it.

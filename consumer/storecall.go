@@ -23,6 +23,7 @@ func (a *attempt) storeCall(op storeOp, call func(ctx context.Context) error) er
 	ctx, span := a.g.obs.tel.beginStore(ctx, op)
 	err := call(ctx)
 	a.g.obs.tel.endStore(ctx, span, op, start, err)
+	a.g.obs.mon.storeCalled(err, start)
 	return err
 }
 

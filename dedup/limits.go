@@ -47,3 +47,8 @@ func TruncateUTF8(s string, n int) string {
 	}
 	return s[:i]
 }
+
+// DefaultTable is the records table of every Store that keeps its records
+// in a table (the DynamoDB and PostgreSQL stores) unless its WithTable
+// option names another: "onceq_records", a name both databases accept.
+const DefaultTable = "onceq_records"

@@ -38,16 +38,16 @@ var constructors = map[string]bool{
 }
 
 // registered reads every non-test Go file of the repository and returns the
-// instruments whose name is a literal starting "onceq.": the metrics an
-// onceq process can export.
+// instruments whose name is a string literal, or a string constant declared
+// in the repository: the metrics an onceq process can export.
 func registered(t *testing.T) []instrument {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []instrument
 	fset := token.NewFileSet()
+	var files []*ast.File
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -65,6 +65,15 @@ func registered(t *testing.T) []instrument {
 		if err != nil {
 			return err
 		}
+		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := stringConsts(files)
+	var out []instrument
+	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok || len(call.Args) == 0 {
@@ -75,7 +84,10 @@ func registered(t *testing.T) []instrument {
 				return true
 			}
 			name, ok := literal(call.Args[0])
-			if !ok || !strings.HasPrefix(name, "onceq.") {
+			if !ok {
+				name, ok = consts[identName(call.Args[0])]
+			}
+			if !ok {
 				return true
 			}
 			in := instrument{name: name, kind: sel.Sel.Name, at: fset.Position(call.Pos()).String()}
@@ -89,15 +101,48 @@ func registered(t *testing.T) []instrument {
 			out = append(out, in)
 			return true
 		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(out) < 10 {
 		t.Fatalf("found %d onceq instruments in %s; the scan is broken", len(out), root)
 	}
 	return out
+}
+
+// stringConsts maps the name of every string constant the files declare
+// to its value.
+func stringConsts(files []*ast.File) map[string]string {
+	out := make(map[string]string)
+	for _, f := range files {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, n := range vs.Names {
+					if i < len(vs.Values) {
+						if v, ok := literal(vs.Values[i]); ok {
+							out[n.Name] = v
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// identName is the name an identifier or a package-qualified identifier
+// refers to ("" for any other expression).
+func identName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.SelectorExpr:
+		return e.Sel.Name
+	}
+	return ""
 }
 
 func literal(e ast.Expr) (string, bool) {

@@ -38,7 +38,7 @@ func TestCreateTableStreamAndAudit(t *testing.T) {
 		t.Fatalf("archive table: %v", err)
 	}
 
-	st, err := dynamostore.New(c, table, dynamostore.WithoutClockCheck())
+	st, err := dynamostore.New(c, dynamostore.WithTable(table), dynamostore.WithoutClockCheck())
 	if err != nil {
 		t.Fatal(err)
 	}

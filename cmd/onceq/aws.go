@@ -68,5 +68,5 @@ func openStore(client *ddb.Client, table string, tenant bool, opts ...dynamostor
 		// takes its place.
 		opts = append([]dynamostore.Option{dynamostore.NamespaceLayout()}, opts...)
 	}
-	return dynamostore.New(client, table, opts...)
+	return dynamostore.New(client, append([]dynamostore.Option{dynamostore.WithTable(table)}, opts...)...)
 }

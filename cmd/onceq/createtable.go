@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/pgstore"
 )
@@ -17,7 +18,7 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 		"Creates the idempotency table (on-demand billing, TTL on expires_at) and waits until it is ACTIVE.",
 		"An existing table with the same key schema is accepted; TTL is enabled on it if it is not.",
 		"Endpoint, region and credentials come from the AWS SDK's standard settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB).",
-		"With -store postgres: creates the records table (default "+pgstore.DefaultTable+") and its expiry index if missing;",
+		"With -store postgres: creates the records table (default "+dedup.DefaultTable+") and its expiry index if missing;",
 		"the connection is -url, or PostgreSQL's standard settings (PGHOST, PGUSER, PGDATABASE, ...).",
 	)
 	store := fs.String("store", "dynamodb", "dynamodb or postgres")
@@ -91,7 +92,7 @@ func createPostgresTable(ctx context.Context, url, table string, stdout, stderr 
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if table == "" {
-		table = pgstore.DefaultTable
+		table = dedup.DefaultTable
 	}
 	if err := pgstore.CreateTable(ctx, conn, table); err != nil {
 		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)

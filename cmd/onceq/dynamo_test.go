@@ -234,7 +234,7 @@ func TestInspectTenantQuery(t *testing.T) {
 	if code, _, errOut := onceq("create-table", "-table", table, "-tenant-layout"); code != 0 {
 		t.Fatalf("create-table: %s", errOut)
 	}
-	st, err := dynamostore.New(c, table, dynamostore.TenantLayout(), dynamostore.TenantShards(2))
+	st, err := dynamostore.New(c, dynamostore.WithTable(table), dynamostore.TenantLayout(), dynamostore.TenantShards(2))
 	if err != nil {
 		t.Fatal(err)
 	}

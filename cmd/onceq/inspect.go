@@ -225,7 +225,7 @@ func listTenant(ctx context.Context, stdout, stderr io.Writer, table, tenant str
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
 		return 1
 	}
-	store, err := dynamostore.New(client, table, dynamostore.TenantLayout(), dynamostore.TenantShards(shards))
+	store, err := dynamostore.New(client, dynamostore.WithTable(table), dynamostore.TenantLayout(), dynamostore.TenantShards(shards))
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
 		return 1

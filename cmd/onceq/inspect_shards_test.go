@@ -26,7 +26,7 @@ func shardedTable(t *testing.T, shards int) (string, *dynamostore.Store) {
 	if code, _, errOut := onceq("create-table", "-table", table, "-tenant-layout"); code != 0 {
 		t.Fatalf("create-table: %s", errOut)
 	}
-	st, err := dynamostore.New(c, table, dynamostore.TenantLayout(), dynamostore.TenantShards(shards))
+	st, err := dynamostore.New(c, dynamostore.WithTable(table), dynamostore.TenantLayout(), dynamostore.TenantShards(shards))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,11 @@ func TestCreateTablePostgres(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	defer conn.Exec(context.Background(), "DROP TABLE "+table)
-	if err := pgstore.New(conn, table).Check(t.Context()); err != nil {
+	s, err := pgstore.New(conn, pgstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(t.Context()); err != nil {
 		t.Fatalf("Check of the created table: %v", err)
 	}
 	if code, _, _ := onceq("create-table", "-store", "mysql"); code != 2 {

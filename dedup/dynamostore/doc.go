@@ -136,9 +136,11 @@
 //
 // New takes its own copy of the client given (the caller's is unchanged).
 // Every store call runs with the SDK's retryer disabled (aws.NopRetryer, one
-// HTTP attempt) and is retried by the store's retry.Policy instead, which
-// backs off throttles and transient faults with jitter and reports each
-// retry to every RetryHook with its class and DynamoDB error code. Two layers
+// HTTP attempt) and is retried by the store's retry.Policy instead, through
+// the instruments every store has (package storeinstr), which back off
+// throttles and transient faults with jitter and report each retry to
+// every storeinstr.HookStoreRetry with its class and DynamoDB error code,
+// and to the metrics onceq.store.retries and onceq.store.errors. Two layers
 // retrying would multiply attempts and hide throttles inside the SDK, where
 // no counter sees them. A ConditionalCheckFailed is a decision and is never
 // retried. When a retry follows a fault after which the first attempt may

@@ -29,7 +29,7 @@ func ExampleNew() {
 	if err := dynamostore.CreateTable(ctx, client, "onceq_idempotency"); err != nil {
 		log.Fatal(err)
 	}
-	store, err := dynamostore.New(client, "onceq_idempotency")
+	store, err := dynamostore.New(client, dynamostore.WithTable("onceq_idempotency"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -215,7 +215,7 @@ func recordsTable(t testing.TB, client *ddb.Client, opts ...dynamostore.TableOpt
 // their own (clock()); a test of the check turns it on.
 func newStore(tb testing.TB, client *ddb.Client, table string, opts ...dynamostore.Option) *dynamostore.Store {
 	tb.Helper()
-	st, err := dynamostore.New(client, table, append([]dynamostore.Option{dynamostore.WithoutClockCheck()}, opts...)...)
+	st, err := dynamostore.New(client, append([]dynamostore.Option{dynamostore.WithTable(table), dynamostore.WithoutClockCheck()}, opts...)...)
 	if err != nil {
 		tb.Fatalf("dynamostore.New: %v", err)
 	}
@@ -259,10 +259,10 @@ type (
 	onExpiredPresent func(ctx context.Context, op string)
 )
 
-func (f onCall) OnDynamoCall(ctx context.Context, op string, took time.Duration, err error) {
+func (f onCall) OnStoreCall(ctx context.Context, op string, took time.Duration, err error) {
 	f(ctx, op, took, err)
 }
-func (f onRetry) OnDynamoRetry(ctx context.Context, op string, c retry.Class, code string) {
+func (f onRetry) OnStoreRetry(ctx context.Context, op string, c retry.Class, code string) {
 	f(ctx, op, c, code)
 }
 func (f onCancellation) OnDynamoCancellation(ctx context.Context, op, reason string) {

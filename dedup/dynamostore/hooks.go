@@ -3,31 +3,19 @@ package dynamostore
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/internal/hookset"
-	"github.com/onceq/onceq/retry"
 )
 
 // Hook is an observer of the store. It must implement at least one of the
-// interfaces below (New refuses one that implements none, so a misspelt
-// method is an error, not silence); the store calls those it implements,
+// interfaces below, or storeinstr.HookStoreCall (every DynamoDB request)
+// or storeinstr.HookStoreRetry (every retry), which every store takes
+// (New refuses one that implements none, so a misspelt method is an
+// error, not silence); the store calls those it implements,
 // synchronously from concurrent goroutines, so they must be quick and safe
 // for concurrent use (in the manner of franz-go's kgo hooks).
 type Hook any
-
-// CallHook is told of every DynamoDB request: the store operation
-// ("Claim", "Complete", ...), its duration and its error (nil on success;
-// a condition failure is an error here too).
-type CallHook interface {
-	OnDynamoCall(ctx context.Context, op string, took time.Duration, err error)
-}
-
-// RetryHook is told of every retried error, with its class and DynamoDB
-// error code ("" when there is none, e.g. a reset).
-type RetryHook interface {
-	OnDynamoRetry(ctx context.Context, op string, class retry.Class, errorCode string)
-}
 
 // CancellationHook is told of every non-"None" reason of a cancelled
 // transaction (e.g. "ConditionalCheckFailed").
@@ -42,8 +30,6 @@ type ExpiredPresentHook interface {
 }
 
 type hooks struct {
-	call           []CallHook
-	retry          []RetryHook
 	cancellation   []CancellationHook
 	expiredPresent []ExpiredPresentHook
 }
@@ -54,8 +40,7 @@ func collectHooks(hs []Hook) (hooks, error) {
 	var out hooks
 	for _, h := range hs {
 		// Not short-circuited: a hook may implement several.
-		used := hookset.Add(&out.call, h)
-		used = hookset.Add(&out.retry, h) || used
+		used := storeinstr.Uses(h)
 		used = hookset.Add(&out.cancellation, h) || used
 		used = hookset.Add(&out.expiredPresent, h) || used
 		if !used {
@@ -65,26 +50,23 @@ func collectHooks(hs []Hook) (hooks, error) {
 	return out, nil
 }
 
-func (h *hooks) onCall(ctx context.Context, op string, d time.Duration, err error) {
-	for _, x := range h.call {
-		x.OnDynamoCall(ctx, op, d, err)
-	}
-}
-
-func (h *hooks) onRetry(ctx context.Context, op string, c retry.Class, code string) {
-	for _, x := range h.retry {
-		x.OnDynamoRetry(ctx, op, c, code)
-	}
-}
-
 func (h *hooks) onCancellation(ctx context.Context, op, reason string) {
 	for _, x := range h.cancellation {
-		x.OnDynamoCancellation(ctx, op, reason)
+		x.OnDynamoCancellation(ctx, storeOp(op), reason)
 	}
 }
 
 func (h *hooks) onExpiredPresent(ctx context.Context, op string) {
 	for _, x := range h.expiredPresent {
-		x.OnDynamoExpiredPresent(ctx, op)
+		x.OnDynamoExpiredPresent(ctx, storeOp(op))
 	}
+}
+
+// hookList is hs as storeinstr.Config takes them.
+func hookList(hs []Hook) []any {
+	out := make([]any, len(hs))
+	for i, h := range hs {
+		out[i] = h
+	}
+	return out
 }

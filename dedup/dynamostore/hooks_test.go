@@ -30,11 +30,11 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		"nil regional client":       {nil, "t", []dynamostore.Option{dynamostore.WithRegionalClients([]*ddb.Client{c, nil})}},
 		"response over an item":     {c, "t", []dynamostore.Option{dynamostore.MaxResponseSize(400*1024 + 1)}},
 	} {
-		if st, err := dynamostore.New(tc.client, tc.table, tc.opts...); !errors.Is(err, dynamostore.ErrInvalidConfig) || st != nil {
+		if st, err := dynamostore.New(tc.client, append([]dynamostore.Option{dynamostore.WithTable(tc.table)}, tc.opts...)...); !errors.Is(err, dynamostore.ErrInvalidConfig) || st != nil {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := dynamostore.New(c, "t", dynamostore.WithHooks(onRetry(nil), onCall(nil))); err != nil {
+	if _, err := dynamostore.New(c, dynamostore.WithTable("t"), dynamostore.WithHooks(onRetry(nil), onCall(nil))); err != nil {
 		t.Fatalf("good hooks refused: %v", err)
 	}
 }

@@ -29,20 +29,20 @@ func TestMetricsThrottlesApartFromConditions(t *testing.T) {
 	if c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "b", Now: at(1), LeaseUntil: at(31)}); err != nil || c.Acquired {
 		t.Fatalf("losing claim: %+v %v", c, err)
 	}
-	op := attribute.String("onceq.dynamodb.operation", "Claim")
-	if n := metrictest.Counter(t, reader, "onceq.dynamodb.errors", op, attribute.String("dynamo_error_code", "ProvisionedThroughputExceededException"), attribute.Bool("onceq.throttle", true)); n != 3 {
+	op := attribute.String("onceq.store.operation", "claim")
+	if n := metrictest.Counter(t, reader, "onceq.store.errors", op, attribute.String("db.response.status_code", "ProvisionedThroughputExceededException"), attribute.Bool("onceq.throttle", true)); n != 3 {
 		t.Errorf("throttle errors %d, want 3", n)
 	}
-	if n := metrictest.Counter(t, reader, "onceq.dynamodb.errors", op, attribute.String("dynamo_error_code", "ConditionalCheckFailedException"), attribute.Bool("onceq.throttle", false)); n != 1 {
+	if n := metrictest.Counter(t, reader, "onceq.store.errors", op, attribute.String("db.response.status_code", "ConditionalCheckFailedException"), attribute.Bool("onceq.throttle", false)); n != 1 {
 		t.Errorf("condition failures %d, want 1", n)
 	}
-	if n := metrictest.Counter(t, reader, "onceq.dynamodb.errors", attribute.Bool("onceq.throttle", true)); n != 3 {
+	if n := metrictest.Counter(t, reader, "onceq.store.errors", attribute.Bool("onceq.throttle", true)); n != 3 {
 		t.Errorf("all throttles %d, want 3 (a condition failure counted as one?)", n)
 	}
-	if n := metrictest.Counter(t, reader, "onceq.dynamodb.retries", op, attribute.String("onceq.retry.class", "throttled")); n != 3 {
+	if n := metrictest.Counter(t, reader, "onceq.store.retries", op, attribute.String("onceq.retry.class", "throttled")); n != 3 {
 		t.Errorf("throttled retries %d, want 3", n)
 	}
-	if n := metrictest.Counter(t, reader, "onceq.dynamodb.retries"); n != 3 {
+	if n := metrictest.Counter(t, reader, "onceq.store.retries"); n != 3 {
 		t.Errorf("retries %d, want 3 (a condition failure retried?)", n)
 	}
 }
@@ -64,7 +64,7 @@ func TestMetricsCancellationReasons(t *testing.T) {
 		t.Fatalf("short stock: %v", err)
 	}
 	reason := func(r string) attribute.KeyValue { return attribute.String("transact_write_cancellation_reason", r) }
-	op := attribute.String("onceq.dynamodb.operation", "Complete")
+	op := attribute.String("onceq.store.operation", "complete")
 	if n := metrictest.Counter(t, reader, "onceq.dynamodb.transaction_cancellations", op, reason("ConditionalCheckFailed"), attribute.Bool("onceq.throttle", false)); n != 1 {
 		t.Errorf("business condition cancellations %d, want 1", n)
 	}
@@ -80,7 +80,7 @@ func TestMetricsCancellationReasons(t *testing.T) {
 	if n := metrictest.Counter(t, reader, "onceq.dynamodb.transaction_cancellations", reason("None")); n != 0 {
 		t.Errorf("None reasons counted: %d", n)
 	}
-	if n := metrictest.Counter(t, reader, "onceq.dynamodb.retries", op, attribute.String("dynamo_error_code", "ThrottlingError"), attribute.Bool("onceq.throttle", true)); n != 1 {
+	if n := metrictest.Counter(t, reader, "onceq.store.retries", op, attribute.String("db.response.status_code", "ThrottlingError"), attribute.Bool("onceq.throttle", true)); n != 1 {
 		t.Errorf("throttled transaction retries %d, want 1", n)
 	}
 }

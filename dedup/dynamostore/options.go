@@ -7,6 +7,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceq/onceq/retry"
 )
@@ -49,6 +50,8 @@ type config struct {
 	meter        metric.MeterProvider
 	archive      string
 	maxResponse  int
+	table        string
+	tracer       trace.TracerProvider
 }
 
 // option is an Option: what it sets in a Store's configuration, and, for
@@ -124,12 +127,25 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMeterProvider sets where the store's metrics go (default the global
-// MeterProvider): onceq.dynamodb.errors, .transaction_cancellations,
-// .retries, .clock_offset and .ttl_delete_before_retry. NewAuditor reads it
-// too, for .ttl_lag, .tombstones and .doubled_completions.
+// MeterProvider): those every store has (db.client.operation.duration,
+// onceq.store.errors, onceq.store.retries: see package storeinstr) and
+// DynamoDB's own, onceq.dynamodb.transaction_cancellations,
+// .clock_offset and .ttl_delete_before_retry. NewAuditor reads it too, for
+// .ttl_lag, .tombstones and .doubled_completions.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return option{store: func(c *config) { c.meter = mp }, audit: func(c *auditConfig) { c.meter = mp }}
 }
+
+// WithTracerProvider sets where the spans of the store's requests go
+// (default the global TracerProvider): a client span per request, retries
+// included, under the caller's span when that one is recorded.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tracer = tp })
+}
+
+// WithTable sets the records table (default dedup.DefaultTable,
+// "onceq_records"); CreateTable makes it.
+func WithTable(name string) Option { return optionFunc(func(c *config) { c.table = name }) }
 
 // layoutOption selects a two-part key layout (partition key and sort key),
 // which New and CreateTable both read, so the store and its table agree. Both

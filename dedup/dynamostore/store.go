@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/internal/configerr"
-	"github.com/onceq/onceq/internal/logref"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,6 +18,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/internal/awscreds"
 	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
@@ -27,18 +27,19 @@ import (
 // Store is a dedup.Store, with ClaimComplete, over one DynamoDB table.
 // It is safe for concurrent use.
 type Store struct {
-	logs    *logref.Ref
 	clients []*ddb.Client
 	table   string
 	// tableName is table for the requests made per call, allocated once.
 	tableName *string
 	parts     *parts
 	layout    layout
-	policy    retry.Policy
-	hooks     hooks
-	log       *slog.Logger
-	tel       *telemetry
-	clock     *clockOffset
+	// instr are the retries, metrics, hooks, logger and spans every store
+	// has; hooks are the DynamoDB ones of its own.
+	instr *storeinstr.Instruments
+	hooks hooks
+	log   *slog.Logger
+	tel   *telemetry
+	clock *clockOffset
 	// clockCheck refuses claims whose Now is off DynamoDB's clock by more
 	// than their SkewMargin.
 	clockCheck bool
@@ -57,19 +58,21 @@ var _ dedup.Store = (*Store)(nil)
 // matches.
 var ErrInvalidConfig = configerr.ErrInvalidConfig
 
-// New returns a Store over table, which CreateTable can make (with the same
-// layout option). client may be nil only when WithRegionalClients is given.
-// Errors wrap ErrInvalidConfig.
-func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
-	cfg := config{policy: retry.DefaultPolicy()}
+// New returns a Store over the table of WithTable (dedup.DefaultTable when
+// none), which CreateTable can make (with the same layout option). client
+// may be nil only when WithRegionalClients is given. Errors wrap
+// ErrInvalidConfig.
+func New(client *ddb.Client, opts ...Option) (*Store, error) {
+	cfg := config{policy: retry.DefaultPolicy(), table: dedup.DefaultTable}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
 		}
 	}
+	table := cfg.table
 	switch {
 	case table == "":
-		return nil, fmt.Errorf("dynamostore: %w: no table name", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: WithTable(\"\"): no table name", ErrInvalidConfig)
 	case client == nil && len(cfg.regional) == 0:
 		return nil, fmt.Errorf("dynamostore: %w: no client", ErrInvalidConfig)
 	case slices.Contains(cfg.regional, nil):
@@ -95,8 +98,12 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 			clients[i] = ownClient(c)
 		}
 	}
-	logs := logref.New(cfg.logger)
-	cfg.logger = logs.Logger()
+	instr, err := storeinstr.New(storeinstr.SystemDynamoDB, "dynamostore", errorCode, storeinstr.Config{
+		Policy: cfg.policy, Hooks: hookList(cfg.hooks), Logger: cfg.logger, MeterProvider: cfg.meter, TracerProvider: cfg.tracer,
+	})
+	if err != nil {
+		return nil, err
+	}
 	clock := &clockOffset{}
 	tel, err := newTelemetry(cfg.meter, clock)
 	if err != nil {
@@ -108,7 +115,6 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 	}
 	return &Store{
 		archive:     archive,
-		logs:        logs,
 		clients:     clients,
 		table:       table,
 		tableName:   aws.String(table),
@@ -116,9 +122,9 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 		layout:      layout{tenant: cfg.tenant, shards: cfg.shards},
 		tenantKeyed: cfg.fromMessage,
 		maxResponse: cfg.maxResponse,
-		policy:      cfg.policy,
+		instr:       instr,
 		hooks:       hs,
-		log:         cfg.logger,
+		log:         instr.Logger(),
 		tel:         tel,
 		clock:       clock,
 
@@ -163,37 +169,47 @@ func ownClient(c *ddb.Client) *ddb.Client {
 	})
 }
 
-// do runs call under the retry policy; call learns its attempt number (1
-// first) so it can tell a retry, after which an earlier attempt may have
-// committed unseen, from a first try.
+// do runs call under the store's instruments (retry policy, metrics,
+// hooks, logger, spans: see package storeinstr); call learns its attempt
+// number (1 first) so it can tell a retry, after which an earlier attempt
+// may have committed unseen, from a first try.
 //
 // Every response, and every error that carries one, is a sample of
 // DynamoDB's clock (its Date header), which claims are checked against.
 func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context, attempt int) (middleware.Metadata, error)) error {
-	attempt := 0
-	err := s.policy.Do(ctx, func(ctx context.Context) error {
-		attempt++
+	return s.instr.Do(ctx, storeOp(op), func(ctx context.Context, attempt int) error {
 		start := time.Now()
 		md, err := call(ctx, attempt)
 		err = awscreds.Explain(err) // not retried, and said plainly
-		end := time.Now()
-		s.clock.observe(start, end, md, err)
-		s.hooks.onCall(ctx, op, end.Sub(start), err)
-		if err != nil {
-			s.tel.requestError(ctx, op, errorCode(err), retry.Classify(err))
-		}
+		s.clock.observe(start, time.Now(), md, err)
 		return err
-	}, func(c retry.Class, err error) {
-		code := errorCode(err)
-		s.hooks.onRetry(ctx, op, c, code)
-		s.tel.retry(ctx, op, code, c)
-		s.log.DebugContext(ctx, "dynamostore: retrying", "op", op, "class", c.String(), "dynamo_error_code", code, "err", err)
 	})
-	if c := retry.Classify(err); err != nil && c.Retryable() {
-		// Retries ran out: the caller gets the error, the operator the code.
-		s.log.WarnContext(ctx, "dynamostore: giving up", "op", op, "class", c.String(), "dynamo_error_code", errorCode(err), "attempts", attempt, "err", err)
+}
+
+// storeOp is op's name in the instruments: the store operations'
+// (storeinstr.OpClaim, ...), and check for the requests of Check.
+func storeOp(op string) string {
+	switch op {
+	case "Claim":
+		return storeinstr.OpClaim
+	case "ClaimComplete":
+		return storeinstr.OpClaimComplete
+	case "Complete":
+		return storeinstr.OpComplete
+	case "Fail":
+		return storeinstr.OpFail
+	case "Extend":
+		return storeinstr.OpExtend
+	case "Get":
+		return storeinstr.OpGet
+	case "DescribeTable", "DescribeTimeToLive", "GetItem", "PutItem":
+		return storeinstr.OpCheck
+	case "Query":
+		return "tenant_records"
+	case "FindKeyHash":
+		return "find_key_hash"
 	}
-	return err
+	return op
 }
 
 // claimNow is :now of a claim condition: floored, minus the request's

@@ -8,36 +8,29 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/retry"
 )
 
 const instrumentationName = "github.com/onceq/onceq/dedup/dynamostore"
 
-// Attribute keys. The two DynamoDB ones keep the names operators already
-// search for (dashboards built on DynamoDB's own error codes, and
-// Powertools' logs).
+// Attribute keys of DynamoDB's own metrics; the operation and the throttle
+// mark are those of every store (package storeinstr). The cancellation
+// reason keeps the name operators already search for (Powertools' logs).
 const (
-	attrErrorCode    = attribute.Key("dynamo_error_code")
 	attrCancelReason = attribute.Key("transact_write_cancellation_reason")
-	attrOperation    = attribute.Key("onceq.dynamodb.operation")
-	attrThrottle     = attribute.Key("onceq.throttle")
-	attrRetryClass   = attribute.Key("onceq.retry.class")
 	attrEvidence     = attribute.Key("onceq.archive.evidence")
 )
-
-// codeUnknown stands for an error DynamoDB gave no code to (a reset
-// connection, a timeout).
-const codeUnknown = "unknown"
 
 // maxAttrSets bounds the attribute-set cache: error codes come from the
 // wire, so a misbehaving endpoint must not grow it without end.
 const maxAttrSets = 512
 
 // telemetry is the store's metrics, through the OpenTelemetry API only.
+// (Errors, retries and request durations are counted by the instruments
+// every store has: see package storeinstr.)
 type telemetry struct {
-	errors        metric.Int64Counter
 	cancellations metric.Int64Counter
-	retries       metric.Int64Counter
 	lateDups      metric.Int64Counter
 
 	// Attribute sets are built once per combination: building one per call
@@ -46,10 +39,7 @@ type telemetry struct {
 	sets map[setKey][]metric.AddOption
 }
 
-type setKey struct {
-	metric, op, code string
-	class            retry.Class
-}
+type setKey struct{ metric, op, code string }
 
 func newTelemetry(mp metric.MeterProvider, clock *clockOffset) (*telemetry, error) {
 	if mp == nil {
@@ -58,16 +48,8 @@ func newTelemetry(mp metric.MeterProvider, clock *clockOffset) (*telemetry, erro
 	m := mp.Meter(instrumentationName)
 	t := &telemetry{sets: map[setKey][]metric.AddOption{}}
 	var err error
-	if t.errors, err = m.Int64Counter("onceq.dynamodb.errors",
-		metric.WithDescription("DynamoDB requests that returned an error, by error code and operation; onceq.throttle marks throttles (a ConditionalCheckFailedException is a decision, counted under its own code).")); err != nil {
-		return nil, err
-	}
 	if t.cancellations, err = m.Int64Counter("onceq.dynamodb.transaction_cancellations",
 		metric.WithDescription("Reasons of cancelled TransactWriteItems, one per cancelled item.")); err != nil {
-		return nil, err
-	}
-	if t.retries, err = m.Int64Counter("onceq.dynamodb.retries",
-		metric.WithDescription("DynamoDB requests retried after a backoff, by class (throttled, transient) and error code.")); err != nil {
 		return nil, err
 	}
 	if t.lateDups, err = m.Int64Counter("onceq.dynamodb.ttl_delete_before_retry",
@@ -108,35 +90,9 @@ func (t *telemetry) options(k setKey, build func() []attribute.KeyValue) []metri
 	return o
 }
 
-// requestError counts one failed request. throttled comes from the
-// error's class, so a 429 or a throttled cancellation counts too.
-func (t *telemetry) requestError(ctx context.Context, op, code string, class retry.Class) {
-	if code == "" {
-		code = codeUnknown
-	}
-	throttled := class == retry.Throttled || isThrottle(code)
-	c := retry.Transient
-	if throttled {
-		c = retry.Throttled
-	}
-	t.errors.Add(ctx, 1, t.options(setKey{metric: "errors", op: op, code: code, class: c}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attrOperation.String(op), attrErrorCode.String(code), attrThrottle.Bool(throttled)}
-	})...)
-}
-
 func (t *telemetry) cancellation(ctx context.Context, op, reason string) {
 	t.cancellations.Add(ctx, 1, t.options(setKey{metric: "cancellations", op: op, code: reason}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attrOperation.String(op), attrCancelReason.String(reason), attrThrottle.Bool(isThrottle(reason))}
-	})...)
-}
-
-func (t *telemetry) retry(ctx context.Context, op, code string, class retry.Class) {
-	if code == "" {
-		code = codeUnknown
-	}
-	t.retries.Add(ctx, 1, t.options(setKey{metric: "retries", op: op, code: code, class: class}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attrOperation.String(op), attrErrorCode.String(code), attrRetryClass.String(class.String()),
-			attrThrottle.Bool(class == retry.Throttled)}
+		return []attribute.KeyValue{storeinstr.AttrOperation.String(storeOp(op)), attrCancelReason.String(reason), storeinstr.AttrThrottle.Bool(isThrottle(reason))}
 	})...)
 }
 

@@ -19,7 +19,7 @@ import (
 // with TenantLayout, whose keys must carry the message's tenant; and
 // InheritLogger (a Consumer's or Guard's logger, unless WithLogger gave one).
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed, InheritLogger: s.logs.Inherit}
+	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed, InheritLogger: s.instr.InheritLogger}
 }
 
 // ErrNotTenantLayout: a per-tenant listing of a store without a tenant

@@ -324,7 +324,7 @@ func TestHooks(t *testing.T) {
 		t.Fatalf("cancellation reasons %v", reasons)
 	}
 	// Claims: a's Put; b's Put, which meets a's expired record, then b's Update.
-	if ops["Claim"] != 3 || ops["Complete"] != 1 || ops["Get"] != 1 {
+	if ops["claim"] != 3 || ops["complete"] != 1 || ops["get"] != 1 {
 		t.Fatalf("calls by op %v", ops)
 	}
 }

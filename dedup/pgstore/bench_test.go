@@ -71,7 +71,7 @@ func BenchmarkPostgres(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _, _ = p.Exec(context.Background(), "DROP TABLE "+table+", "+minTable+", "+stock) })
-	st := pgstore.New(p, table)
+	st := newStore(b, p, table)
 	var seq atomic.Int64
 	next := func() (string, string) {
 		n := seq.Add(1)

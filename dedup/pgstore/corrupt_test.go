@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/pgstore"
 )
 
 // Beyond the suite's live corrupt records: an expired corrupt record is
@@ -20,7 +19,7 @@ func TestCorruptRowsRefused(t *testing.T) {
 	if _, err := p.Exec(ctx, "ALTER TABLE "+table+" ALTER COLUMN owner DROP NOT NULL"); err != nil {
 		t.Fatal(err)
 	}
-	s := pgstore.New(p, table)
+	s := newStore(t, p, table)
 	now := time.Now()
 	for name, set := range map[string]string{
 		"expired, negative attempts": "attempts = -3, expires_at = now() - interval '1 hour'",

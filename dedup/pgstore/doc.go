@@ -14,8 +14,9 @@
 // Table names: each part of a (possibly schema-qualified) name must fit in
 // the 63 bytes PostgreSQL keeps of an identifier; it would cut a longer one,
 // and two names that share their first 63 bytes would be one table. Such a
-// name, an empty part or a NUL byte is refused by CreateTable and every
-// call of the Store with a *TableNameError.
+// name, an empty part or a NUL byte is refused by CreateTable and New with
+// a *TableNameError. The table is WithTable's, by default
+// dedup.DefaultTable ("onceq_records").
 //
 // Keys are opaque bytes of any length: a key of up to 1024 bytes is stored
 // as it is (bytea, one tag byte before it), a longer one as its SHA-256
@@ -65,4 +66,15 @@
 // a serialization failure or a deadlock is Transient; an undefined table
 // or column, denied permission, failed authentication or a missing
 // database is Misconfigured, which Check reports before the first claim.
+//
+// Retries and instruments: every statement, and every transaction with
+// business writes as a whole, runs through the instruments every store
+// has (package storeinstr): retried under WithRetryPolicy while its fault
+// is Transient or Throttled, timed and counted (db.client.operation.duration,
+// onceq.store.errors, onceq.store.retries, with db.system.name
+// postgresql), told to the hooks, logged and traced. A business write's own
+// failure is returned as it is, not retried. A claim or fenced update
+// retried after a lost connection, which its first attempt may have
+// committed, recognises its own record (the claim's owner; the status and
+// version the update writes) and reports success, not a conflict.
 package pgstore

@@ -19,7 +19,7 @@ var ErrRejected = errors.New("pgstore: business write rejected")
 // Error is a failed call to PostgreSQL: which operation, on which table,
 // and the retry class of the cause (retry.Classify reads it).
 type Error struct {
-	Op    string // claim, complete, fail, extend, get, check, cleanup, create-table
+	Op    string // claim, complete, fail, extend, get, check, cleanup, create-table, new
 	Table string
 	Err   error
 	class retry.Class
@@ -39,6 +39,16 @@ func (s *Store) wrap(op string, err error) error {
 		return nil
 	}
 	return &Error{Op: op, Table: s.table, Err: err, class: classOf(err)}
+}
+
+// errorCode is the SQLSTATE of err, "" when it has none (a lost
+// connection): db.response.status_code of the store's metrics.
+func errorCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
 }
 
 // classOf sorts PostgreSQL's SQLSTATEs into retry classes; network errors

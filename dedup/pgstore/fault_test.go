@@ -40,7 +40,7 @@ func wantClass(t *testing.T, what string, err error, class retry.Class, table st
 }
 
 func TestMissingTableMisconfigured(t *testing.T) {
-	s := pgstore.New(pool(t), "no_such_table")
+	s := newStore(t, pool(t), "no_such_table")
 	wantClass(t, "Check", s.Check(testCtx(t)), retry.Misconfigured, "no_such_table")
 	_, err := s.Claim(testCtx(t), claimReq())
 	wantClass(t, "Claim", err, retry.Misconfigured, "no_such_table")
@@ -68,7 +68,7 @@ func TestPermissionDeniedMisconfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(rp.Close)
-	s := pgstore.New(rp, table)
+	s := newStore(t, rp, table)
 	wantClass(t, "Check", s.Check(ctx), retry.Misconfigured, table)
 	_, err = s.Claim(ctx, claimReq())
 	wantClass(t, "Claim", err, retry.Misconfigured, table)
@@ -90,7 +90,8 @@ func TestServerDownTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	s := pgstore.New(p, "records")
+	// A quick policy: the retries end before the context does.
+	s := newStore(t, p, "records", pgstore.WithRetryPolicy(retry.Policy{Initial: time.Millisecond, MaxAttempts: 2}))
 	_, err = s.Claim(ctx, claimReq())
 	wantClass(t, "Claim", err, retry.Transient, "records")
 	if errors.Is(err, dedup.ErrLeaseLost) {

@@ -47,3 +47,13 @@ func recordsTable(t *testing.T, p *pgxpool.Pool) string {
 	t.Cleanup(func() { _, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name) })
 	return name
 }
+
+// newStore is pgstore.New on db over table, with opts.
+func newStore(tb testing.TB, db pgstore.DB, table string, opts ...pgstore.Option) *pgstore.Store {
+	tb.Helper()
+	s, err := pgstore.New(db, append([]pgstore.Option{pgstore.WithTable(table)}, opts...)...)
+	if err != nil {
+		tb.Fatalf("pgstore.New: %v", err)
+	}
+	return s
+}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/pgstore"
 )
 
 // A claim reads the response of the record it meets only when that record
@@ -15,7 +14,7 @@ import (
 func TestClaimReadsResponseOnlyOfCompleted(t *testing.T) {
 	p := pool(t)
 	table := recordsTable(t, p)
-	s := pgstore.New(p, table)
+	s := newStore(t, p, table)
 	ctx := testCtx(t)
 	t0 := time.Now().Truncate(time.Second)
 	for _, status := range []dedup.Status{dedup.StatusPending, dedup.StatusFailed, dedup.StatusCompleted} {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/pgstore"
 )
 
 // A claim whose statement snapshot saw an expired lease, while the holder
@@ -14,7 +13,7 @@ import (
 func TestClaimLearnsRecordChangedAfterItsSnapshot(t *testing.T) {
 	p := pool(t)
 	table := recordsTable(t, p)
-	s := pgstore.New(p, table)
+	s := newStore(t, p, table)
 	ctx := testCtx(t)
 	t0 := time.Now().Truncate(time.Second)
 	a, err := s.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "a", Now: t0, LeaseUntil: t0.Add(10 * time.Second)})

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -12,7 +13,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storeinstr"
+	"github.com/onceq/onceq/internal/hookset"
+	"github.com/onceq/onceq/retry"
 )
 
 // DB is what the Store needs of a connection: *pgxpool.Pool has it (and a
@@ -29,20 +36,18 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// DefaultTable is the table a Store uses when New is given "".
-const DefaultTable = "onceq_records"
-
 // Store is the PostgreSQL dedup.Store. It is safe for concurrent use.
 type Store struct {
 	db    DB
 	table string // as given, for errors
+	// instr are the retries, metrics, hooks, logger and spans every store
+	// has (package storeinstr).
+	instr *storeinstr.Instruments
 	// stmts are the statements, made on first use with the table's name
 	// qualified by the schema it was found in, so that a search_path a
 	// business write sets on a pooled connection cannot send them to
 	// another schema's table.
 	stmts atomic.Pointer[statements]
-	// nameErr refuses a table name PostgreSQL would not keep as given.
-	nameErr error
 	// maxResponse bounds a stored response (MaxResponseSize).
 	maxResponse int
 }
@@ -52,12 +57,23 @@ type statements struct {
 	insertSQL, takeSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
 }
 
-// Option configures a Store.
-type Option interface{ apply(*Store) }
+// Option configures a Store: the options of New.
+type Option interface{ apply(*config) }
 
-type optionFunc func(*Store)
+type config struct {
+	table       string
+	maxResponse int
+	instr       storeinstr.Config
+}
 
-func (f optionFunc) apply(s *Store) { f(s) }
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithTable sets the records table (default dedup.DefaultTable,
+// "onceq_records"), which may be schema-qualified ("app.onceq_records");
+// CreateTable makes it.
+func WithTable(name string) Option { return optionFunc(func(c *config) { c.table = name }) }
 
 // MaxResponseSize sets the longest response the Store keeps, in bytes
 // (default dedup.DefaultMaxResponseSize; n <= 0 keeps the default). A
@@ -65,35 +81,85 @@ func (f optionFunc) apply(s *Store) { f(s) }
 // *dedup.ResponseTooLargeError before anything is sent, and nothing is
 // committed: every duplicate's claim reads the response back.
 func MaxResponseSize(n int) Option {
-	return optionFunc(func(s *Store) {
+	return optionFunc(func(c *config) {
 		if n > 0 {
-			s.maxResponse = n
+			c.maxResponse = n
 		}
 	})
 }
 
+// WithRetryPolicy sets the backoff for transient faults (default
+// retry.DefaultPolicy()): a serialization failure or deadlock, a lost
+// connection, a server shutting down or out of connections.
+func WithRetryPolicy(p retry.Policy) Option {
+	return optionFunc(func(c *config) { c.instr.Policy = p })
+}
+
+// WithHooks adds observers: storeinstr.HookStoreCall (every statement or
+// transaction sent) and storeinstr.HookStoreRetry (every retry). New
+// refuses a hook that implements neither, so a misspelt method is an
+// error, not silence.
+func WithHooks(hooks ...any) Option {
+	return optionFunc(func(c *config) { c.instr.Hooks = append(c.instr.Hooks, hooks...) })
+}
+
+// WithLogger sets the logger for retries and faults given up on (when
+// given none, the logger of the Consumer or Guard that uses the store,
+// else slog.Default(); nil counts as none).
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.instr.Logger = l }) }
+
+// WithMeterProvider sets where the store's metrics go (default the global
+// MeterProvider): db.client.operation.duration, onceq.store.errors and
+// onceq.store.retries, as every store has them (see package storeinstr),
+// with db.system.name postgresql.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.instr.MeterProvider = mp })
+}
+
+// WithTracerProvider sets where the spans of the store's requests go
+// (default the global TracerProvider): a client span per request, retries
+// included, under the caller's span when that one is recorded.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.instr.TracerProvider = tp })
+}
+
 var _ dedup.Store = (*Store)(nil)
 
-// Capabilities implements dedup.Store: ClaimComplete works.
-func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
+// Capabilities implements dedup.Store: ClaimComplete works, and the
+// store takes a Consumer's or Guard's logger unless WithLogger gave one.
+func (s *Store) Capabilities() dedup.Capabilities {
+	return dedup.Capabilities{ClaimComplete: true, InheritLogger: s.instr.InheritLogger}
+}
 
-// New returns a Store over table (DefaultTable when ""), which may be
-// schema-qualified ("app.onceq_records"). It does not touch the server:
-// call Check before the first claim (the consumer does). A name whose
-// parts are empty, hold a NUL byte or are longer than PostgreSQL keeps (63
-// bytes; it would cut them, and two names that share their start would be
-// one table) makes every call return a *TableNameError.
-func New(db DB, table string, opts ...Option) *Store {
-	if table == "" {
-		table = DefaultTable
-	}
-	s := &Store{db: db, table: table, nameErr: checkName(table), maxResponse: dedup.DefaultMaxResponseSize}
+// New returns a Store on db over the table of WithTable (dedup.DefaultTable
+// when none). It does not touch the server: call Check before the first
+// claim (the consumer does). A table name whose parts are empty, hold a
+// NUL byte or are longer than PostgreSQL keeps (63 bytes; it would cut
+// them, and two names that share their start would be one table) is
+// refused with a *TableNameError; every error wraps ErrInvalidConfig.
+func New(db DB, opts ...Option) (*Store, error) {
+	cfg := config{table: dedup.DefaultTable, maxResponse: dedup.DefaultMaxResponseSize}
 	for _, o := range opts {
 		if o != nil {
-			o.apply(s)
+			o.apply(&cfg)
 		}
 	}
-	return s
+	if db == nil {
+		return nil, fmt.Errorf("pgstore: %w: no database", ErrInvalidConfig)
+	}
+	if err := checkName(cfg.table); err != nil {
+		return nil, (&Store{table: cfg.table}).wrap("new", err)
+	}
+	for _, h := range cfg.instr.Hooks {
+		if !storeinstr.Uses(h) {
+			return nil, fmt.Errorf("pgstore: %w: %w", ErrInvalidConfig, hookset.Unused("pgstore", h))
+		}
+	}
+	in, err := storeinstr.New(storeinstr.SystemPostgreSQL, "pgstore", errorCode, cfg.instr)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, table: cfg.table, instr: in, maxResponse: cfg.maxResponse}, nil
 }
 
 // maxIdentifier is the longest identifier PostgreSQL keeps, in bytes
@@ -128,9 +194,6 @@ const resolveSQL = `SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalo
 func (s *Store) sql(ctx context.Context) (*statements, error) {
 	if st := s.stmts.Load(); st != nil {
 		return st, nil
-	}
-	if s.nameErr != nil {
-		return nil, s.nameErr
 	}
 	var q string
 	err := s.db.QueryRow(ctx, resolveSQL, quote(s.table)).Scan(&q)
@@ -228,19 +291,25 @@ func rowID(key string) []byte {
 // an earlier version, without the takeovers column, is refused with what
 // to run.
 func (s *Store) Check(ctx context.Context) error {
-	st, err := s.sql(ctx)
-	if err != nil {
-		return s.wrap("check", err)
-	}
 	var ok bool
-	var n int64
-	if err := s.db.QueryRow(ctx, st.checkSQL, quote(s.table)).Scan(&ok, &n); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "42703" && strings.Contains(pe.Message, `"takeovers"`) {
-			err = fmt.Errorf("%w: the table was made by an earlier onceq; run pgstore.CreateTable (or onceq create-table -store postgres) on it, "+
-				"or ALTER TABLE %s ADD COLUMN takeovers integer NOT NULL DEFAULT 0", err, quote(s.table))
+	err := s.instr.Do(ctx, storeinstr.OpCheck, func(ctx context.Context, _ int) error {
+		st, err := s.sql(ctx)
+		if err != nil {
+			return s.wrap("check", err)
 		}
-		return s.wrap("check", err)
+		var n int64
+		if err := s.db.QueryRow(ctx, st.checkSQL, quote(s.table)).Scan(&ok, &n); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "42703" && strings.Contains(pe.Message, `"takeovers"`) {
+				err = fmt.Errorf("%w: the table was made by an earlier onceq; run pgstore.CreateTable (or onceq create-table -store postgres) on it, "+
+					"or ALTER TABLE %s ADD COLUMN takeovers integer NOT NULL DEFAULT 0", err, quote(s.table))
+			}
+			return s.wrap("check", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !ok {
 		return s.wrap("check", &pgconn.PgError{Code: "42501", Message: "the role lacks SELECT, INSERT or UPDATE on the table"})
@@ -249,17 +318,27 @@ func (s *Store) Check(ctx context.Context) error {
 }
 
 // Claim implements dedup.Store: one statement for a new key, two for a
-// key that has a record (a takeover or a lost claim).
+// key that has a record (a takeover or a lost claim). A claim retried
+// after a lost connection that meets its own earlier attempt's record has
+// won (storeinstr.ClaimOnRetry).
 func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
 	if req.Key == "" {
 		return dedup.Claim{}, dedup.ErrEmptyKey
 	}
-	st, err := s.sql(ctx)
-	if err != nil {
-		return dedup.Claim{}, s.wrap("claim", err)
-	}
-	c, err := s.claim(ctx, st, s.db, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
-	return c, s.wrap("claim", err)
+	return s.claimAlone(ctx, "claim", storeinstr.OpClaim, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
+}
+
+// claimAlone is a claim outside a transaction, writing status, under the
+// instruments.
+func (s *Store) claimAlone(ctx context.Context, op, instrOp, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
+	return s.instr.Claim(ctx, instrOp, key, owner, status, func(ctx context.Context) (dedup.Claim, error) {
+		st, err := s.sql(ctx)
+		if err != nil {
+			return dedup.Claim{}, s.wrap(op, err)
+		}
+		c, err := s.claim(ctx, st, s.db, key, owner, hash, status, resp, now, expires, margin)
+		return c, s.wrap(op, err)
+	})
 }
 
 // claim writes key's record as a winning claim writes it, or learns the
@@ -401,23 +480,92 @@ func (s *Store) read(ctx context.Context, st *statements, q querier, key string)
 
 // Get implements dedup.Store.
 func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
-	st, err := s.sql(ctx)
+	var r dedup.Record
+	var notFound error
+	err := s.instr.Do(ctx, storeinstr.OpGet, func(ctx context.Context, _ int) error {
+		st, err := s.sql(ctx)
+		if err != nil {
+			return s.wrap("get", err)
+		}
+		r, err = s.read(ctx, st, s.db, key)
+		if errors.Is(err, dedup.ErrNotFound) {
+			notFound = err // an answer, not a failed request
+			return nil
+		}
+		return s.wrap("get", err)
+	})
 	if err != nil {
-		return dedup.Record{}, s.wrap("get", err)
+		return dedup.Record{}, err
 	}
-	r, err := s.read(ctx, st, s.db, key)
-	if err != nil && !errors.Is(err, dedup.ErrNotFound) {
-		return r, s.wrap("get", err)
-	}
-	return r, err
+	return r, notFound
 }
 
 // fenced turns an UPDATE's row count into the fence's answer.
 func fenced(op string, tag pgconn.CommandTag, l dedup.Lease) error {
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("pgstore: %s: %w: key_hash %s version %d", op, dedup.ErrLeaseLost, dedup.KeyHash(l.Key), l.Version)
+		return leaseLost(op, l)
 	}
 	return nil
+}
+
+func leaseLost(op string, l dedup.Lease) error {
+	return fmt.Errorf("pgstore: %s: %w: key_hash %s version %d", op, dedup.ErrLeaseLost, dedup.KeyHash(l.Key), l.Version)
+}
+
+// update runs one fenced UPDATE of lease l (sql picks it from the
+// statements) under the instruments. A retried update that lost its fence
+// reads the record: when it is what the update writes (status done, one
+// version on), its earlier attempt committed unseen, and the call
+// succeeded ("" for an update that keeps the version, which a retry
+// applies again).
+func (s *Store) update(ctx context.Context, op, instrOp string, l dedup.Lease, done dedup.Status, sql func(*statements) string, args ...any) error {
+	var tag pgconn.CommandTag
+	var st *statements
+	retried := false
+	err := s.instr.Do(ctx, instrOp, func(ctx context.Context, attempt int) error {
+		retried = attempt > 1
+		var err error
+		if st, err = s.sql(ctx); err != nil {
+			return s.wrap(op, err)
+		}
+		tag, err = s.db.Exec(ctx, sql(st), args...)
+		return s.wrap(op, err)
+	})
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 && retried && done != "" {
+		return s.settledOnRetry(ctx, st, op, l, done)
+	}
+	return fenced(op, tag, l)
+}
+
+// settledOnRetry is the answer of a fenced write of l, retried, that lost
+// its fence: nil when the record is what the write leaves (its earlier
+// attempt committed), else the lost lease.
+func (s *Store) settledOnRetry(ctx context.Context, st *statements, op string, l dedup.Lease, done dedup.Status) error {
+	var cur dedup.Record
+	err := s.instr.Do(ctx, instrOps[op], func(ctx context.Context, _ int) error {
+		var err error
+		cur, err = s.read(ctx, st, s.db, l.Key)
+		if errors.Is(err, dedup.ErrNotFound) {
+			return nil
+		}
+		return s.wrap(op, err)
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: %s: a retry lost the fence and the record could not be read: %w", op, err)
+	}
+	if storeinstr.SettledOnRetry(cur, true, l, done) {
+		return nil
+	}
+	return leaseLost(op, l)
+}
+
+// instrOps are the instruments' names of the operations.
+var instrOps = map[string]string{
+	"claim": storeinstr.OpClaim, "claim-complete": storeinstr.OpClaimComplete, "complete": storeinstr.OpComplete,
+	"fail": storeinstr.OpFail, "extend": storeinstr.OpExtend,
 }
 
 // Complete implements dedup.Store: one UPDATE, or with Writes a
@@ -430,20 +578,14 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.sql(ctx)
-	if err != nil {
-		return s.wrap("complete", err)
-	}
 	l := req.Lease
 	args := []any{rowID(l.Key), l.Owner, l.Version, req.Response, req.ExpiresAt}
 	if len(writes) == 0 {
-		tag, err := s.db.Exec(ctx, st.completeSQL, args...)
-		if err != nil {
-			return s.wrap("complete", err)
-		}
-		return fenced("complete", tag, l)
+		return s.update(ctx, "complete", storeinstr.OpComplete, l, dedup.StatusCompleted, func(st *statements) string { return st.completeSQL }, args...)
 	}
-	err = s.inTx(ctx, "complete", func(tx pgx.Tx) error {
+	var st *statements
+	retried := false
+	err = s.tx(ctx, "complete", storeinstr.OpComplete, &st, &retried, func(ctx context.Context, tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, st.completeSQL, args...)
 		if err != nil {
 			return err
@@ -451,8 +593,15 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 		if err := fenced("complete", tag, l); err != nil {
 			return err
 		}
-		return applyWrites(ctx, tx, writes)
+		return businessWrites(ctx, tx, writes)
 	})
+	if retried && errors.Is(err, dedup.ErrLeaseLost) {
+		// The transaction is atomic: COMPLETED by us means the writes too.
+		return s.settledOnRetry(ctx, st, "complete", l, dedup.StatusCompleted)
+	}
+	if st == nil {
+		return err
+	}
 	return s.ended(ctx, st, "complete", err, l.Key, l.Owner, l.Version+1)
 }
 
@@ -482,14 +631,67 @@ func (s *Store) inTx(ctx context.Context, op string, f func(tx pgx.Tx) error) er
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := f(tx); err != nil {
-		var be *dedup.BusinessConditionError
-		var ee *endedError
-		if errors.Is(err, dedup.ErrLeaseLost) || errors.As(err, &be) || errors.As(err, &ee) {
+		if isDecision(err) {
 			return err
 		}
 		return s.wrap(op, err)
 	}
 	return s.wrap(op, tx.Commit(ctx))
+}
+
+// writeError is the failure of a business write: the handler's, which
+// the store returns as it is and never retries (a fault worth another try
+// is retried with the message).
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// businessWrites applies writes in tx; a failure that is no decision is a
+// *writeError.
+func businessWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
+	err := applyWrites(ctx, tx, writes)
+	if err == nil || isDecision(err) {
+		return err
+	}
+	return &writeError{err: err}
+}
+
+// isDecision tells the errors a transaction decided (the fence, a
+// business write's condition, a write ending the transaction) from the
+// faults of its requests.
+func isDecision(err error) bool {
+	var be *dedup.BusinessConditionError
+	var ee *endedError
+	return errors.Is(err, dedup.ErrLeaseLost) || errors.As(err, &be) || errors.As(err, &ee)
+}
+
+// tx runs f in a transaction (inTx) under the instruments, retried whole
+// when a request of it failed with a retryable fault (nothing of a failed
+// transaction is stored). *st is set to the statements, and *retried
+// when the last attempt was not the first. A decision is an answer, not a
+// failed request, and a business write's failure the handler's: both are
+// returned as they are, never retried.
+func (s *Store) tx(ctx context.Context, op, instrOp string, st **statements, retried *bool, f func(ctx context.Context, tx pgx.Tx) error) error {
+	var decided error
+	err := s.instr.Do(ctx, instrOp, func(ctx context.Context, attempt int) error {
+		*retried, decided = attempt > 1, nil
+		var err error
+		if *st, err = s.sql(ctx); err != nil {
+			return s.wrap(op, err)
+		}
+		err = s.inTx(ctx, op, func(tx pgx.Tx) error { return f(ctx, tx) })
+		var we *writeError
+		if isDecision(err) || errors.As(err, &we) {
+			decided = err
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return decided
 }
 
 // ClaimComplete implements dedup.Store: the claim's statements write
@@ -505,57 +707,48 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	st, err := s.sql(ctx)
-	if err != nil {
-		return dedup.Claim{}, s.wrap("claim-complete", err)
-	}
-	claim := func(q querier) (dedup.Claim, error) {
-		return s.claim(ctx, st, q, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
-	}
 	if len(writes) == 0 {
-		c, err := claim(s.db)
-		return c, s.wrap("claim-complete", err)
+		return s.claimAlone(ctx, "claim-complete", storeinstr.OpClaimComplete, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
 	}
 	var c dedup.Claim
-	err = s.inTx(ctx, "claim-complete", func(tx pgx.Tx) error {
+	var st *statements
+	retried := false
+	err = s.tx(ctx, "claim-complete", storeinstr.OpClaimComplete, &st, &retried, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		if c, err = claim(tx); err != nil || !c.Acquired {
+		c, err = s.claim(ctx, st, tx, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
+		if err != nil || !c.Acquired {
 			return err
 		}
-		return applyWrites(ctx, tx, writes)
+		return businessWrites(ctx, tx, writes)
 	})
 	if err != nil {
+		if st == nil {
+			return dedup.Claim{}, err
+		}
 		return dedup.Claim{}, s.ended(ctx, st, "claim-complete", err, req.Key, req.Owner, c.Lease.Version)
 	}
-	return c, nil
+	// The transaction is atomic: our own COMPLETED record means the writes
+	// committed with it.
+	return storeinstr.ClaimOnRetry(c, retried, req.Key, req.Owner, dedup.StatusCompleted), nil
 }
 
 // Fail implements dedup.Store. The reason is stored as
 // dedup.StorableReason makes it: a text column refuses NUL and invalid
 // UTF-8, and a refused Fail would count no attempt.
 func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
-	st, err := s.sql(ctx)
-	if err != nil {
-		return s.wrap("fail", err)
-	}
 	l := req.Lease
-	tag, err := s.db.Exec(ctx, st.failSQL, rowID(l.Key), l.Owner, l.Version, dedup.StorableReason(req.Reason), req.RetryAt, req.ResetAttempts, req.RefundAttempt, req.DeadLetter)
-	if err != nil {
-		return s.wrap("fail", err)
+	done := dedup.StatusFailed
+	if req.DeadLetter {
+		done = dedup.StatusDeadLetter
 	}
-	return fenced("fail", tag, l)
+	return s.update(ctx, "fail", storeinstr.OpFail, l, done, func(st *statements) string { return st.failSQL },
+		rowID(l.Key), l.Owner, l.Version, dedup.StorableReason(req.Reason), req.RetryAt, req.ResetAttempts, req.RefundAttempt, req.DeadLetter)
 }
 
-// Extend implements dedup.Store.
+// Extend implements dedup.Store. A retry applies the same update again: it
+// keeps the version, and a lease only moves forward.
 func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
-	st, err := s.sql(ctx)
-	if err != nil {
-		return s.wrap("extend", err)
-	}
 	l := req.Lease
-	tag, err := s.db.Exec(ctx, st.extendSQL, rowID(l.Key), l.Owner, l.Version, req.LeaseUntil)
-	if err != nil {
-		return s.wrap("extend", err)
-	}
-	return fenced("extend", tag, l)
+	return s.update(ctx, "extend", storeinstr.OpExtend, l, "", func(st *statements) string { return st.extendSQL },
+		rowID(l.Key), l.Owner, l.Version, req.LeaseUntil)
 }

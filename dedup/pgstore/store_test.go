@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 	p := pool(t)
 	table := recordsTable(t, p)
 	storetest.Run(t, func(t *testing.T) dedup.Store {
-		s := pgstore.New(p, table, pgstore.MaxResponseSize(testMaxResponse))
+		s := newStore(t, p, table, pgstore.MaxResponseSize(testMaxResponse))
 		if err := s.Check(testCtx(t)); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
@@ -56,7 +56,7 @@ const testMaxResponse = 100 << 10
 func TestConformanceBehindCache(t *testing.T) {
 	p := pool(t)
 	table := recordsTable(t, p)
-	storetest.Run(t, func(t *testing.T) dedup.Store { return cache.Wrap(pgstore.New(p, table), 100, 0) },
+	storetest.Run(t, func(t *testing.T) dedup.Store { return cache.Wrap(newStore(t, p, table), 100, 0) },
 		storetest.Options{RaceGoroutines: 16, RaceRounds: 20, Corrupt: corruptRow(p, table)})
 }
 
@@ -65,7 +65,7 @@ func TestConformanceBehindCache(t *testing.T) {
 // records, and each reads back as itself.
 func TestKeysAnyBytesAnyLength(t *testing.T) {
 	p := pool(t)
-	s := pgstore.New(p, recordsTable(t, p))
+	s := newStore(t, p, recordsTable(t, p))
 	ctx := testCtx(t)
 	long := strings.Repeat("k", 5000)
 	keys := []string{"a", "a\x00", "a\x00b", "\xff\xfe", strings.Repeat("x", 1024), strings.Repeat("x", 1025),
@@ -93,7 +93,7 @@ func TestKeysAnyBytesAnyLength(t *testing.T) {
 // once past the grace: a live record and one just expired stay.
 func TestDeleteExpired(t *testing.T) {
 	p := pool(t)
-	s := pgstore.New(p, recordsTable(t, p))
+	s := newStore(t, p, recordsTable(t, p))
 	ctx := testCtx(t)
 	now := time.Now()
 	for i := range 5 {
@@ -126,7 +126,7 @@ func TestDeleteExpired(t *testing.T) {
 // cancelled.
 func TestCleanupRunsUntilCancelled(t *testing.T) {
 	p := pool(t)
-	s := pgstore.New(p, recordsTable(t, p))
+	s := newStore(t, p, recordsTable(t, p))
 	ctx := testCtx(t)
 	now := time.Now()
 	for i := range 5 {
@@ -185,7 +185,7 @@ func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 func TestClaimStatements(t *testing.T) {
 	p := pool(t)
 	db := &countingDB{DB: p}
-	s := pgstore.New(db, recordsTable(t, p))
+	s := newStore(t, db, recordsTable(t, p))
 	ctx := testCtx(t)
 	// Check finds the table's schema, once, before the first claim.
 	if err := s.Check(ctx); err != nil {

@@ -3,10 +3,12 @@ package pgstore
 import (
 	"context"
 	"time"
+
+	"github.com/onceq/onceq/dedup"
 )
 
 // CreateTable creates the Store's table and its expiry index when they do
-// not exist (DefaultTable when table is ""):
+// not exist (dedup.DefaultTable when table is ""):
 //
 //	id           bytea PRIMARY KEY  -- the key, see the package doc
 //	status       text               -- PENDING, COMPLETED, FAILED
@@ -24,9 +26,12 @@ import (
 // takeovers column, 0 in every row, a change of the catalog alone), so
 // running it again upgrades the table; earlier workers still work on it.
 func CreateTable(ctx context.Context, db DB, table string) error {
-	s := New(db, table)
-	if s.nameErr != nil {
-		return s.wrap("create-table", s.nameErr)
+	if table == "" {
+		table = dedup.DefaultTable
+	}
+	s := &Store{db: db, table: table}
+	if err := checkName(table); err != nil {
+		return s.wrap("create-table", err)
 	}
 	q := quote(s.table)
 	// The index is named after the table's last part, in the table's schema.

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/retry"
 )
@@ -14,8 +12,8 @@ import (
 // PostgreSQL cuts an identifier to its first 63 bytes: two table names
 // that share them would be one table, and one service's messages would be
 // answered as another's duplicates. Such a name, or one PostgreSQL would
-// change otherwise (an empty part, a NUL byte), is refused wherever the
-// Store meets it, naming the table, before any record is written.
+// change otherwise (an empty part, a NUL byte), is refused by CreateTable
+// and New, naming the table, before any record is written.
 func TestTableNamesPostgreSQLWouldChangeRefused(t *testing.T) {
 	p := pool(t)
 	ctx := testCtx(t)
@@ -27,13 +25,10 @@ func TestTableNamesPostgreSQLWouldChangeRefused(t *testing.T) {
 	for _, name := range []string{long, "public." + long, long + ".records", "a..b", ".records", "records.", "rec\x00ords",
 		strings.Repeat("é", 32)} {
 		refused(t, "CreateTable", pgstore.CreateTable(ctx, p, name), name)
-		s := pgstore.New(p, name)
-		refused(t, "Check", s.Check(ctx), name)
-		now := time.Now()
-		_, err := s.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
-		refused(t, "Claim", err, name)
-		_, err = s.Get(ctx, "k")
-		refused(t, "Get", err, name)
+		s, err := pgstore.New(p, pgstore.WithTable(name))
+		if refused(t, "New", err, name) && s != nil {
+			t.Errorf("New of table %q: a Store with its refusal", name)
+		}
 	}
 	// 63 bytes fit, in every part.
 	fits := uniqueName(strings.Repeat("f", 63-13))
@@ -41,7 +36,7 @@ func TestTableNamesPostgreSQLWouldChangeRefused(t *testing.T) {
 		t.Fatalf("a %d-byte name: %v", len(fits), err)
 	}
 	t.Cleanup(func() { _, _ = p.Exec(ctx, "DROP TABLE IF EXISTS "+fits) })
-	if err := pgstore.New(p, "public."+fits).Check(ctx); err != nil {
+	if err := newStore(t, p, "public."+fits).Check(ctx); err != nil {
 		t.Fatalf("Check of a %d-byte name: %v", len(fits), err)
 	}
 }

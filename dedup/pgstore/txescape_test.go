@@ -129,7 +129,7 @@ func TestSearchPathOfAWriteKeepsTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	s := pgstore.New(conn, table)
+	s := newStore(t, conn, table)
 	now := time.Now()
 	c, err := s.Claim(ctx, dedup.ClaimRequest{Key: "a", Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || !c.Acquired {
@@ -168,7 +168,7 @@ func TestExecOneStatementEveryWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = simple.Close(context.Background()) })
-	for i, st := range []*pgstore.Store{sh.store, pgstore.New(simple, sh.store.Table())} {
+	for i, st := range []*pgstore.Store{sh.store, newStore(t, simple, sh.store.Table())} {
 		key := "k" + string(rune('a'+i))
 		l := sh.claim(t, key, "a", sh.now, sh.now.Add(time.Minute))
 		err := st.Complete(ctx, dedup.CompleteRequest{Lease: l, Response: []byte("r"), Now: sh.now, ExpiresAt: sh.now.Add(time.Hour),

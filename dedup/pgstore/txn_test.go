@@ -24,7 +24,7 @@ type shop struct {
 
 func newShop(t *testing.T) *shop {
 	p := pool(t)
-	sh := &shop{p: p, orders: uniqueName("orders"), stock: uniqueName("stock"), store: pgstore.New(p, recordsTable(t, p)),
+	sh := &shop{p: p, orders: uniqueName("orders"), stock: uniqueName("stock"), store: newStore(t, p, recordsTable(t, p)),
 		now: time.Now()}
 	ctx := testCtx(t)
 	for _, stmt := range []string{

@@ -33,7 +33,7 @@ func TestTableWithoutTakeoversUpgraded(t *testing.T) {
 		now.Add(-time.Hour), now.Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	s := pgstore.New(p, name)
+	s := newStore(t, p, name)
 	err := s.Check(ctx)
 	if err == nil || retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), "ADD COLUMN takeovers") ||
 		!strings.Contains(err.Error(), "CreateTable") || !strings.Contains(err.Error(), name) {

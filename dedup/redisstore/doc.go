@@ -30,6 +30,16 @@
 // as held: New refuses a Grace that is not positive, a claim refuses a
 // margin that is not under Grace.
 //
+// Retries and instruments: every call runs through the instruments every
+// store has (package storeinstr): retried under WithRetryPolicy while its
+// fault is Transient or Throttled, timed and counted
+// (db.client.operation.duration, onceq.store.errors, onceq.store.retries,
+// with db.system.name redis), told to the hooks, logged and traced. A
+// claim or lease script retried after a lost connection, which its first
+// attempt may have applied, recognises its own record (the claim's owner;
+// the status and version the script writes) and reports success, not a
+// conflict.
+//
 // No business writes: Complete and ClaimComplete with Writes return
 // dedup.ErrUnsupportedWrite. A handler's effects in other systems are
 // therefore not atomic with COMPLETED: a worker that dies between its

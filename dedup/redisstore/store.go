@@ -6,14 +6,20 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/internal/configerr"
+	"github.com/onceq/onceq/internal/hookset"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -28,13 +34,21 @@ type Store struct {
 	takeover, complete, fail, extend *redis.Script
 	// maxResponse bounds a stored response (MaxResponseSize).
 	maxResponse int
+	// instr are the retries, metrics, hooks, logger and spans every store
+	// has (package storeinstr); instrCfg is what the options set for New
+	// to build them.
+	instr    *storeinstr.Instruments
+	instrCfg storeinstr.Config
 }
 
 var _ dedup.Store = (*Store)(nil)
 
 // Capabilities implements dedup.Store: ClaimComplete works (without
-// Writes).
-func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
+// Writes), and the store takes a Consumer's or Guard's logger unless
+// WithLogger gave one.
+func (s *Store) Capabilities() dedup.Capabilities {
+	return dedup.Capabilities{ClaimComplete: true, InheritLogger: s.instr.InheritLogger}
+}
 
 // Option configures a Store.
 type Option interface{ apply(*Store) }
@@ -78,10 +92,50 @@ func MaxResponseSize(n int) Option {
 	})
 }
 
+// WithRetryPolicy sets the backoff for transient faults (default
+// retry.DefaultPolicy()): a lost connection, a server LOADING or BUSY, a
+// Cluster slot moving or down, a replica that has not caught up
+// (*ReplicationError), an OOM (as a throttle). go-redis retries a lost
+// connection itself first (Options.MaxRetries, 3 by default); give the
+// client MaxRetries -1 to leave every retry to this policy, which counts
+// and logs them.
+func WithRetryPolicy(p retry.Policy) Option {
+	return optionFunc(func(s *Store) { s.instrCfg.Policy = p })
+}
+
+// WithHooks adds observers: storeinstr.HookStoreCall (every call to
+// Redis: a claim's commands and scripts, one lease script) and
+// storeinstr.HookStoreRetry (every retry). New refuses a hook that
+// implements neither, so a misspelt method is an error, not silence.
+func WithHooks(hooks ...any) Option {
+	return optionFunc(func(s *Store) { s.instrCfg.Hooks = append(s.instrCfg.Hooks, hooks...) })
+}
+
+// WithLogger sets the logger for retries and faults given up on (when
+// given none, the logger of the Consumer or Guard that uses the store,
+// else slog.Default(); nil counts as none).
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *Store) { s.instrCfg.Logger = l }) }
+
+// WithMeterProvider sets where the store's metrics go (default the global
+// MeterProvider): db.client.operation.duration, onceq.store.errors and
+// onceq.store.retries, as every store has them (see package storeinstr),
+// with db.system.name redis.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(s *Store) { s.instrCfg.MeterProvider = mp })
+}
+
+// WithTracerProvider sets where the spans of the store's calls go
+// (default the global TracerProvider): a client span per call, retries
+// included, under the caller's span when that one is recorded.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(s *Store) { s.instrCfg.TracerProvider = tp })
+}
+
 // New returns a Store on c (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring's universal form). It does not touch the server: call Check
 // before the first claim (the consumer does). An unsafe option is an
-// *OptionError (errors.Is ErrInvalidConfig).
+// *OptionError (errors.Is ErrInvalidConfig), and so is every other
+// configuration error.
 func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{c: c, prefix: "onceq:", grace: 10 * time.Minute,
 		takeover: redis.NewScript(takeoverScript), complete: redis.NewScript(completeScript),
@@ -96,7 +150,19 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, &OptionError{Option: "Grace", Reason: fmt.Sprintf("%v must be positive: Redis would delete a lease its holder still counts as live", s.grace)}
 	case strings.IndexByte(s.prefix, '{') >= 0:
 		return nil, &OptionError{Option: "Prefix", Reason: "must not contain '{': Redis Cluster hashes a key's first {…}, which must be the record's own hash tag, or every record shares one slot"}
+	case c == nil:
+		return nil, fmt.Errorf("redisstore: %w: no client", ErrInvalidConfig)
 	}
+	for _, h := range s.instrCfg.Hooks {
+		if !storeinstr.Uses(h) {
+			return nil, fmt.Errorf("redisstore: %w: %w", ErrInvalidConfig, hookset.Unused("redisstore", h))
+		}
+	}
+	in, err := storeinstr.New(storeinstr.SystemRedis, "redisstore", errorCode, s.instrCfg)
+	if err != nil {
+		return nil, err
+	}
+	s.instr, s.instrCfg = in, storeinstr.Config{}
 	return s, nil
 }
 
@@ -134,22 +200,39 @@ func (s *Store) expireAt(at time.Time) int64 { return at.Add(s.grace).UnixMilli(
 // Check implements dedup.Store: the server answers, and this user may run
 // the scripts (they are loaded, so the first call finds them cached).
 func (s *Store) Check(ctx context.Context) error {
-	if err := s.c.Ping(ctx).Err(); err != nil {
-		return s.wrap("check", err)
-	}
-	for _, sc := range []*redis.Script{s.takeover, s.complete, s.fail, s.extend} {
-		if err := sc.Load(ctx, s.c).Err(); err != nil {
+	return s.instr.Do(ctx, storeinstr.OpCheck, func(ctx context.Context, _ int) error {
+		if err := s.c.Ping(ctx).Err(); err != nil {
 			return s.wrap("check", err)
 		}
-	}
-	return nil
+		for _, sc := range []*redis.Script{s.takeover, s.complete, s.fail, s.extend} {
+			if err := sc.Load(ctx, s.c).Err(); err != nil {
+				return s.wrap("check", err)
+			}
+		}
+		return nil
+	})
 }
 
 // Claim implements dedup.Store: one SET for a new key; a GET more on a
 // key that has a record, and a script to take an expired one over.
 func (s *Store) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
-	c, err := s.claimAs(ctx, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
-	return c, s.wrap("claim", err)
+	return s.claim(ctx, "claim", storeinstr.OpClaim, req.Key, req.Owner, req.PayloadHash, dedup.StatusPending, nil, req.Now, req.LeaseUntil, req.SkewMargin)
+}
+
+// claim runs claimAs under the instruments. A claim retried after a lost
+// connection that meets its own earlier attempt's record has won
+// (storeinstr.ClaimOnRetry).
+func (s *Store) claim(ctx context.Context, op, instrOp, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
+	if key == "" {
+		return dedup.Claim{}, dedup.ErrEmptyKey
+	}
+	if err := s.checkMargin(margin); err != nil {
+		return dedup.Claim{}, err
+	}
+	return s.instr.Claim(ctx, instrOp, key, owner, status, func(ctx context.Context) (dedup.Claim, error) {
+		c, err := s.claimAs(ctx, key, owner, hash, status, resp, now, expires, margin)
+		return c, s.wrap(op, err)
+	})
 }
 
 // ClaimComplete implements dedup.Store, without Writes only.
@@ -160,8 +243,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
 		return dedup.Claim{}, err
 	}
-	c, err := s.claimAs(ctx, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
-	return c, s.wrap("claim-complete", err)
+	return s.claim(ctx, "claim-complete", storeinstr.OpClaimComplete, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
 }
 
 func noWrites(ws []any) error {
@@ -193,12 +275,6 @@ var errContended = errors.New("the record changed under every takeover")
 // nil reply, which go-redis runs through its error and retry checks: more
 // client work on every new key to save a call on a duplicate.)
 func (s *Store) claimAs(ctx context.Context, key, owner, hash string, status dedup.Status, resp []byte, now, expires time.Time, margin time.Duration) (dedup.Claim, error) {
-	if key == "" {
-		return dedup.Claim{}, dedup.ErrEmptyKey
-	}
-	if err := s.checkMargin(margin); err != nil {
-		return dedup.Claim{}, err
-	}
 	rk, px := s.redisKey(key), s.expireAt(expires)
 	rec := &dedup.Record{Status: status, Version: 1, Owner: owner, PayloadHash: hash, Response: resp, CreatedAt: now, ExpiresAt: expires}
 	val, err := encode(rec)
@@ -273,18 +349,34 @@ func held(old *dedup.Record, now time.Time, margin time.Duration) bool {
 
 // Get implements dedup.Store.
 func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
-	v, err := s.c.Get(ctx, s.redisKey(key)).Result()
-	if errors.Is(err, redis.Nil) {
-		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key))
-	}
-	if err != nil {
-		return dedup.Record{}, s.wrap("get", err)
-	}
-	r, err := decode(key, v)
+	var r dedup.Record
+	var answer error
+	err := s.instr.Do(ctx, storeinstr.OpGet, func(ctx context.Context, _ int) error {
+		var err error
+		r, answer, err = s.read(ctx, key)
+		return err
+	})
 	if err != nil {
 		return dedup.Record{}, err
 	}
-	return *r, nil
+	return r, answer
+}
+
+// read reads key's record once: answer is dedup.ErrNotFound or a corrupt
+// record (what the store holds), err a failed request.
+func (s *Store) read(ctx context.Context, key string) (r dedup.Record, answer, err error) {
+	v, err := s.c.Get(ctx, s.redisKey(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return dedup.Record{}, fmt.Errorf("%w: key_hash %s", dedup.ErrNotFound, dedup.KeyHash(key)), nil
+	}
+	if err != nil {
+		return dedup.Record{}, nil, s.wrap("get", err)
+	}
+	rec, err := decode(key, v)
+	if err != nil {
+		return dedup.Record{}, err, nil
+	}
+	return *rec, nil, nil
 }
 
 // heads are the head of the PENDING record l holds and, with next, the
@@ -303,15 +395,46 @@ func heads(l dedup.Lease, next dedup.Status) (held, written []byte, err error) {
 	return b[:n:n], b[n:], nil
 }
 
-// fenced runs a lease script on args and turns its 0 into ErrLeaseLost.
-func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, l dedup.Lease, args []any) error {
-	n, err := s.script(ctx, sc, s.redisKey(l.Key), args...).Int()
-	var re redis.Error
-	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "CORRUPT ") {
-		return &dedup.CorruptRecordError{KeyHash: dedup.KeyHash(l.Key), Err: fmt.Errorf("redisstore: %s: %w", op, err)}
-	}
-	if err != nil {
+// fenced runs a lease script on args under the instruments and turns its
+// 0 into ErrLeaseLost. A retried script that lost its fence reads the
+// record: when it is what the script writes (status done, one version
+// on), its earlier attempt ran unseen, and the call succeeded ("" for the
+// extend script, which keeps the version and which a retry runs again).
+func (s *Store) fenced(ctx context.Context, op, instrOp string, sc *redis.Script, l dedup.Lease, done dedup.Status, args []any) error {
+	var n int
+	var corrupt error
+	retried := false
+	err := s.instr.Do(ctx, instrOp, func(ctx context.Context, attempt int) error {
+		retried, corrupt = attempt > 1, nil
+		var err error
+		n, err = s.script(ctx, sc, s.redisKey(l.Key), args...).Int()
+		var re redis.Error
+		if errors.As(err, &re) && strings.HasPrefix(re.Error(), "CORRUPT ") {
+			// What the store holds, not a failed request.
+			corrupt = &dedup.CorruptRecordError{KeyHash: dedup.KeyHash(l.Key), Err: fmt.Errorf("redisstore: %s: %w", op, err)}
+			return nil
+		}
 		return s.wrap(op, err)
+	})
+	switch {
+	case err != nil:
+		return err
+	case corrupt != nil:
+		return corrupt
+	case n == 0 && retried && done != "":
+		var cur dedup.Record
+		var answer error
+		err := s.instr.Do(ctx, instrOp, func(ctx context.Context, _ int) error {
+			var err error
+			cur, answer, err = s.read(ctx, l.Key)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("redisstore: %s: a retry lost the fence and the record could not be read: %w", op, err)
+		}
+		if answer == nil && storeinstr.SettledOnRetry(cur, true, l, done) {
+			return nil
+		}
 	}
 	if n == 0 {
 		return fmt.Errorf("redisstore: %s: %w: key_hash %s version %d", op, dedup.ErrLeaseLost, dedup.KeyHash(l.Key), l.Version)
@@ -328,7 +451,7 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 		return err
 	}
 	h, next, _ := heads(req.Lease, dedup.StatusCompleted)
-	return s.fenced(ctx, "complete", s.complete, req.Lease, []any{h, next, micros(req.ExpiresAt), req.Response, s.expireAt(req.ExpiresAt)})
+	return s.fenced(ctx, "complete", storeinstr.OpComplete, s.complete, req.Lease, dedup.StatusCompleted, []any{h, next, micros(req.ExpiresAt), req.Response, s.expireAt(req.ExpiresAt)})
 }
 
 // Fail implements dedup.Store. The reason is stored as
@@ -338,14 +461,14 @@ func (s *Store) Fail(ctx context.Context, req dedup.FailRequest) error {
 	if err != nil {
 		return err
 	}
-	return s.fenced(ctx, "fail", s.fail, req.Lease, []any{h, next, micros(req.RetryAt), s.expireAt(req.RetryAt),
+	return s.fenced(ctx, "fail", storeinstr.OpFail, s.fail, req.Lease, failStatus(req), []any{h, next, micros(req.RetryAt), s.expireAt(req.RetryAt),
 		appendString(nil, dedup.StorableReason(req.Reason)), flag(req.ResetAttempts), flag(req.RefundAttempt)})
 }
 
 // Extend implements dedup.Store.
 func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	h, _, _ := heads(req.Lease, "")
-	return s.fenced(ctx, "extend", s.extend, req.Lease, []any{h, micros(req.LeaseUntil), s.expireAt(req.LeaseUntil)})
+	return s.fenced(ctx, "extend", storeinstr.OpExtend, s.extend, req.Lease, "", []any{h, micros(req.LeaseUntil), s.expireAt(req.LeaseUntil)})
 }
 
 func flag(b bool) string {
@@ -458,6 +581,18 @@ func (s *Store) wrap(op string, err error) error {
 		return err // already classified (corrupt record, replication)
 	}
 	return &Error{Op: op, Err: err, class: classOf(err)}
+}
+
+// errorCode is the prefix of a Redis error reply ("BUSY", "READONLY"),
+// "" for another error (a lost connection): db.response.status_code of
+// the store's metrics.
+func errorCode(err error) string {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return ""
+	}
+	prefix, _, _ := strings.Cut(re.Error(), " ")
+	return prefix
 }
 
 // classOf sorts Redis's error prefixes into retry classes; network errors

@@ -11,5 +11,10 @@
 // Store's MaxResponseSize with a *dedup.ResponseTooLargeError, nothing
 // committed.
 //
+// RunInstruments is the case of the instruments every networked Store
+// shares (package storeinstr): the same metrics and hooks, and a fault of
+// its connection retried to success, its own earlier success recognised
+// when the server's answer was lost.
+//
 // Only tests import it: each Store adapter runs it from its own tests.
 package storetest

@@ -73,7 +73,7 @@ func newFunction(ctx context.Context, logger *slog.Logger) (*sqslambda.Function,
 		return nil, err
 	}
 	client := ddb.NewFromConfig(cfg)
-	store, err := dynamostore.New(client, env("ONCEQ_TABLE", "onceq_idempotency"))
+	store, err := dynamostore.New(client, dynamostore.WithTable(env("ONCEQ_TABLE", "onceq_idempotency")))
 	if err != nil {
 		return nil, err
 	}

@@ -211,7 +211,7 @@ func TestBadInputResponseOverLimit(t *testing.T) {
 		}
 		return consumer.Result{Response: reservedResponse}, nil
 	})
-	store, err := dynamostore.New(db, table)
+	store, err := dynamostore.New(db, dynamostore.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestNoKeyInLogsOrErrors(t *testing.T) {
 	db, table, suffix := freshTable(t, "nokey_", dynamostore.NamespaceLayout())
 	logs := &testenv.LogBuffer{}
 	logger := logs.Logger(slog.LevelDebug)
-	store, err := dynamostore.New(db, table, dynamostore.NamespaceLayout(), dynamostore.WithLogger(logger))
+	store, err := dynamostore.New(db, dynamostore.WithTable(table), dynamostore.NamespaceLayout(), dynamostore.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

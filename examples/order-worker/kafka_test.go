@@ -86,7 +86,7 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 	f.check(t, ctx, db, suffix, summary, int64(len(malformed)))
 
 	// A record with the header was claimed under it, not under its order ID.
-	store, err := dynamostore.New(db, "idem_"+suffix)
+	store, err := dynamostore.New(db, dynamostore.WithTable("idem_"+suffix))
 	if err != nil {
 		t.Fatal(err)
 	}

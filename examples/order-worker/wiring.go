@@ -68,7 +68,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		} else if err := checkExampleTables(ctx, db, o.inventoryTable, o.ordersTable); err != nil {
 			return nil, err
 		}
-		store, err := dynamostore.New(db, o.idempotencyTable, dynamostore.WithLogger(logger), dynamostore.WithMeterProvider(o.meters))
+		store, err := dynamostore.New(db, dynamostore.WithTable(o.idempotencyTable), dynamostore.WithLogger(logger), dynamostore.WithMeterProvider(o.meters))
 		if err != nil {
 			return nil, err
 		}
@@ -95,7 +95,11 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		if err != nil {
 			return nil, err
 		}
-		w.store, w.inventory = pgstore.New(pool, o.idempotencyTable), inv
+		st, err := pgstore.New(pool, pgstore.WithTable(o.idempotencyTable))
+		if err != nil {
+			return nil, err
+		}
+		w.store, w.inventory = st, inv
 		w.totals = func(ctx context.Context) (int64, int, error) { return inv.totals(ctx, pool) }
 	case "redis":
 		client := redis.NewClient(&redis.Options{Addr: o.redisAddr})

@@ -132,14 +132,16 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 			return nil, err
 		}
 		tb = pgTables{pg, n}
-		final = pgstore.New(pg, n.idem)
+		if final, err = pgstore.New(pg, pgstore.WithTable(n.idem)); err != nil {
+			return nil, err
+		}
 	} else {
 		db := ddb.NewFromConfig(awsCfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(cfg.dynamoDBURL) })
 		if n, err = setUp(ctx, db); err != nil {
 			return nil, err
 		}
 		tb = dynamoTables{db, n}
-		if final, err = dynamostore.New(db, n.idem); err != nil {
+		if final, err = dynamostore.New(db, dynamostore.WithTable(n.idem)); err != nil {
 			return nil, err
 		}
 	}

@@ -282,7 +282,7 @@ func (f *fixture) handler(before func(ctx context.Context, m *consumer.Message, 
 // store is a DynamoDB store over the idempotency table, through the proxy.
 func (f *fixture) store(opts ...dynamostore.Option) *dynamostore.Store {
 	f.t.Helper()
-	st, err := dynamostore.New(f.pdb, f.idem, append([]dynamostore.Option{dynamostore.WithLogger(testLogger(f.t))}, opts...)...)
+	st, err := dynamostore.New(f.pdb, append([]dynamostore.Option{dynamostore.WithTable(f.idem), dynamostore.WithLogger(testLogger(f.t))}, opts...)...)
 	if err != nil {
 		f.t.Fatalf("dynamostore.New: %v", err)
 	}

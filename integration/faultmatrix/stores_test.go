@@ -214,13 +214,13 @@ func postgresMissingTable(t *testing.T, f *fixture) string {
 	w := newPGWorld(t, f)
 	f.queues(0, true)
 	f.send("order-1")
-	first := f.start("first", pgstore.New(w.direct, w.idem), w.handler(f, nil))
+	first := f.start("first", w.store(t, w.direct), w.handler(f, nil))
 	startsMisconfigured(t, f, first.wait(t, 30*time.Second), func(err error) bool {
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "42P01"
 	})
 	w.createRecords(t)
-	after := f.start("after-fix", pgstore.New(w.direct, w.idem), w.handler(f, nil))
+	after := f.start("after-fix", w.store(t, w.direct), w.handler(f, nil))
 	f.waitEffects(t, 30*time.Second)
 	if err := after.stop(); err != nil {
 		t.Fatalf("Run after the fix: %v", err)
@@ -290,12 +290,22 @@ func (s *failCounter) Complete(ctx context.Context, r dedup.CompleteRequest) err
 	return s.count(s.Store.Complete(ctx, r))
 }
 
+// store is a pgstore.Store over the world's records table on db.
+func (w *pgWorld) store(t *testing.T, db pgstore.DB) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.New(db, pgstore.WithTable(w.idem))
+	if err != nil {
+		t.Fatalf("pgstore.New: %v", err)
+	}
+	return s
+}
+
 // PostgreSQL unreachable mid-run (every connection cut, new ones
 // refused): messages held, none dead-lettered, each processed once after.
 func postgresDown(t *testing.T, f *fixture) string {
 	w := newPGWorld(t, f)
 	w.createRecords(t)
-	return downMidRun(t, f, w.proxy, pgstore.New(w.proxied, w.idem), func(before func() error) consumer.Handler { return w.handler(f, before) })
+	return downMidRun(t, f, w.proxy, w.store(t, w.proxied), func(before func() error) consumer.Handler { return w.handler(f, before) })
 }
 
 // redisLedger is a Redis case's effects: Redis commits no business

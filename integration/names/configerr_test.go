@@ -7,6 +7,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/pgstore"
+	"github.com/onceq/onceq/dedup/redisstore"
 	"github.com/onceq/onceq/lambda/kafkalambda"
 	"github.com/onceq/onceq/lambda/sqslambda"
 	"github.com/onceq/onceq/sources/franzsource"
@@ -21,7 +23,9 @@ func TestOneConfigurationError(t *testing.T) {
 	ctx := context.Background()
 	refusals := map[string]error{}
 	_, refusals["consumer"] = consumer.New(nil, nil, nil)
-	_, refusals["dynamostore"] = dynamostore.New(nil, "")
+	_, refusals["dynamostore"] = dynamostore.New(nil)
+	_, refusals["pgstore"] = pgstore.New(nil)
+	_, refusals["redisstore"] = redisstore.New(nil)
 	_, refusals["sqssource"] = sqssource.New(ctx, nil, "")
 	_, refusals["kafkasource"] = kafkasource.New(ctx, nil, "", nil)
 	_, refusals["franzsource"] = franzsource.New(ctx, nil, "", nil)
@@ -31,7 +35,8 @@ func TestOneConfigurationError(t *testing.T) {
 		"consumer": consumer.ErrInvalidConfig, "dynamostore": dynamostore.ErrInvalidConfig,
 		"sqssource": sqssource.ErrInvalidConfig, "kafkasource": kafkasource.ErrInvalidConfig,
 		"franzsource": franzsource.ErrInvalidConfig, "sqslambda": sqslambda.ErrInvalidConfig,
-		"kafkalambda": kafkalambda.ErrInvalidConfig,
+		"kafkalambda": kafkalambda.ErrInvalidConfig, "pgstore": pgstore.ErrInvalidConfig,
+		"redisstore": redisstore.ErrInvalidConfig,
 	}
 	for pkg, err := range refusals {
 		if err == nil {

@@ -120,7 +120,7 @@ func TestKafka(t *testing.T) {
 	}
 
 	// The record's key is the one package kafkasource's Source claims.
-	store, err := dynamostore.New(tb.Client, tb.Idempotency)
+	store, err := dynamostore.New(tb.Client, dynamostore.WithTable(tb.Idempotency))
 	if err != nil {
 		t.Fatal(err)
 	}

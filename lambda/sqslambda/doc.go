@@ -13,7 +13,7 @@
 // The name keeps it apart from github.com/aws/aws-lambda-go/lambda, which
 // every function imports beside it.
 //
-//	store, _ := dynamostore.New(client, "idempotency")
+//	store, _ := dynamostore.New(client, dynamostore.WithTable("idempotency"))
 //	f, err := sqslambda.New(store, handler,
 //		sqslambda.DeadLetterQueue(sqsClient, dlqURL))
 //	if err != nil { /* a configuration error */ }

@@ -33,7 +33,7 @@ func TestSQSThousand(t *testing.T) {
 	env["TESTFUNC_SKEW"] = "1s"
 	f := lambdatest.Start(t, bootstrap, 4, env) // seconds; the slow record outlasts it
 	ctx := testenv.Context(t, 80*time.Second)
-	store, err := dynamostore.New(tb.Client, tb.Idempotency)
+	store, err := dynamostore.New(tb.Client, dynamostore.WithTable(tb.Idempotency))
 	if err != nil {
 		t.Fatal(err)
 	}

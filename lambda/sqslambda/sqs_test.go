@@ -309,7 +309,7 @@ func TestSQSFunctionTimeout(t *testing.T) {
 	}
 	q.returnAll(ms) // a timed-out invocation: the whole batch comes back
 
-	store, err := dynamostore.New(tb.Client, tb.Idempotency)
+	store, err := dynamostore.New(tb.Client, dynamostore.WithTable(tb.Idempotency))
 	if err != nil {
 		t.Fatal(err)
 	}

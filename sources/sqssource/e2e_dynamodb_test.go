@@ -55,7 +55,7 @@ func TestEndToEndDynamoDBStore(t *testing.T) {
 		}}}}, nil
 	})
 	seen := &outcomes{}
-	store, err := dynamostore.New(db, idem)
+	store, err := dynamostore.New(db, dynamostore.WithTable(idem))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func Load(ctx context.Context) Env {
 
 // Store is the idempotency table's store.
 func (e Env) Store() *dynamostore.Store {
-	store, err := dynamostore.New(e.DB, os.Getenv("TESTFUNC_TABLE"))
+	store, err := dynamostore.New(e.DB, dynamostore.WithTable(os.Getenv("TESTFUNC_TABLE")))
 	if err != nil {
 		log.Fatal(err)
 	}
