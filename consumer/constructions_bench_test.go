@@ -1,0 +1,310 @@
+package consumer
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/proccpu"
+	"github.com/onceq/onceq/sources/memsource"
+)
+
+// These benchmarks set each of the consumer's less plain constructions
+// beside the plain one it replaced, in the same run, so that the figure in
+// its comment can be measured again:
+//
+//	go test -run '^$' -bench 'SettleDeadlines|PoolShards|ShardPadding|LeaseHeartbeat|LimiterOpen' \
+//	    -benchmem -cpu 1,2 -count 5 ./consumer/
+//
+// Each reports cpu-ns/op beside ns/op: the process's CPU time per op,
+// which a machine shared with other work disturbs less.
+
+// cpuPerOp starts counting the process's CPU time; the func it returns
+// reports it per op.
+func cpuPerOp(b *testing.B) func() {
+	start := proccpu.Used()
+	return func() { b.ReportMetric(proccpu.PerOp(start, b.N)*1000, "cpu-ns/op") }
+}
+
+// BenchmarkSettleDeadlines: a context with a deadline for a store call or
+// a settle, three per message in the memory pipeline (claim, complete,
+// ack), shared by the calls of one window (sharedDeadlines.get) or made
+// per call (context.WithDeadline and its cancel).
+func BenchmarkSettleDeadlines(b *testing.B) {
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.Run("impl=shared", func(b *testing.B) {
+		s := &sharedDeadlines{parent: parent, window: time.Second, after: settleTimeout + time.Second}
+		defer s.stop()
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				ctx := s.get(time.Now())
+				if ctx.Err() != nil {
+					b.Error("shared deadline ended early")
+				}
+			}
+		})
+	})
+	b.Run("impl=withDeadline", func(b *testing.B) {
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				ctx, cancel := context.WithDeadline(parent, time.Now().Add(settleTimeout))
+				if ctx.Err() != nil {
+					b.Error("deadline ended early")
+				}
+				cancel()
+			}
+		})
+	})
+}
+
+// BenchmarkPoolShards runs the memory pipeline (16 workers, one op one
+// message, as BenchmarkMemoryPipeline) with the pool's held messages in
+// shards as newPool makes them, and under one lock (a single shard).
+func BenchmarkPoolShards(b *testing.B) {
+	for _, impl := range []string{"sharded", "oneLock"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			runPipeline(b, 16, func(r *pool) {
+				if impl == "oneLock" {
+					r.shards = []poolShard{{held: map[*slot]struct{}{}, keys: map[orderKey][]*slot{}}}
+				}
+			})
+		})
+	}
+}
+
+// runPipeline drains b.N messages through a Consumer of the memory source
+// and store, edit changing its pool before it serves.
+func runPipeline(b *testing.B, workers int, edit func(*pool)) {
+	b.Helper()
+	q := memsource.NewQueue("bench")
+	body := make([]byte, 256)
+	for i := range b.N {
+		copy(body, strconv.Itoa(i))
+		if err := q.Send(context.Background(), memsource.Outgoing{Body: append([]byte(nil), body...)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	resp := []byte("ok")
+	h := HandlerFunc(func(context.Context, *Message) (Result, error) { return Result{Response: resp}, nil })
+	c, err := New(q.Source(), memstore.New(), h, Concurrency(workers), MaxInFlight(max(64, 4*workers)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := newPool(c)
+	edit(r)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	report := cpuPerOp(b)
+	go func() { done <- r.serve(ctx) }()
+	for q.Stats().Acked < b.N {
+		time.Sleep(200 * time.Microsecond)
+	}
+	b.StopTimer()
+	report()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkShardPadding: the pool's lock pattern alone (a message put in
+// its shard's map, marked started, taken out: three lock rounds), from
+// every core, over 64 shards padded apart as poolShard is, the same
+// shards unpadded, and one lock.
+func BenchmarkShardPadding(b *testing.B) {
+	type padded struct {
+		mu   sync.Mutex
+		held map[int]struct{}
+		_    [64]byte
+	}
+	type unpadded struct {
+		mu   sync.Mutex
+		held map[int]struct{}
+	}
+	const n = 64
+	run := func(b *testing.B, lock func(i int) (*sync.Mutex, map[int]struct{})) {
+		var next atomic.Int64
+		b.ReportAllocs()
+		b.SetParallelism(8) // 16 goroutines on 2 cores: the pipeline's 16 workers
+		defer cpuPerOp(b)()
+		b.RunParallel(func(pb *testing.PB) {
+			id := int(next.Add(1)) << 32
+			for i := 0; pb.Next(); i++ {
+				mu, held := lock(id + i)
+				mu.Lock()
+				held[id+i] = struct{}{}
+				mu.Unlock()
+				mu.Lock()
+				_ = held[id+i]
+				mu.Unlock()
+				mu.Lock()
+				delete(held, id+i)
+				mu.Unlock()
+			}
+		})
+	}
+	b.Run("impl=padded", func(b *testing.B) {
+		sh := make([]padded, n)
+		for i := range sh {
+			sh[i].held = map[int]struct{}{}
+		}
+		run(b, func(i int) (*sync.Mutex, map[int]struct{}) { s := &sh[(i^i>>32)&(n-1)]; return &s.mu, s.held })
+	})
+	b.Run("impl=unpadded", func(b *testing.B) {
+		sh := make([]unpadded, n)
+		for i := range sh {
+			sh[i].held = map[int]struct{}{}
+		}
+		run(b, func(i int) (*sync.Mutex, map[int]struct{}) { s := &sh[(i^i>>32)&(n-1)]; return &s.mu, s.held })
+	})
+	b.Run("impl=oneLock", func(b *testing.B) {
+		var mu sync.Mutex
+		held := map[int]struct{}{}
+		run(b, func(int) (*sync.Mutex, map[int]struct{}) { return &mu, held })
+	})
+}
+
+// BenchmarkLeaseHeartbeat: the lease renewal timer of one leased handler,
+// started and stopped around a handler that returns before the first
+// renewal: a heartbeat and its timer reused through a sync.Pool, as
+// Guard.startHeartbeat and heartbeat.stop do, or made for each handler
+// (time.AfterFunc). The same fields are set either way.
+func BenchmarkLeaseHeartbeat(b *testing.B) {
+	type beat struct {
+		mu    sync.Mutex
+		a     attempt
+		start time.Time
+		timer *time.Timer
+		done  bool
+	}
+	const every = 30 * time.Second / 3 // the default LeaseTTL's renewal
+	a := &attempt{}
+	b.Run("impl=pooled", func(b *testing.B) {
+		var pool sync.Pool
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				hb, _ := pool.Get().(*beat)
+				if hb == nil {
+					hb = &beat{}
+					hb.timer = time.AfterFunc(time.Hour, func() {})
+					hb.timer.Stop()
+				}
+				hb.mu.Lock()
+				hb.a, hb.start, hb.done = *a, time.Now(), false
+				hb.timer.Reset(every)
+				hb.mu.Unlock()
+
+				hb.mu.Lock()
+				hb.done = true
+				idle := hb.timer.Stop()
+				if idle {
+					hb.a = attempt{}
+				}
+				hb.mu.Unlock()
+				if idle {
+					pool.Put(hb)
+				}
+			}
+		})
+	})
+	b.Run("impl=perHandler", func(b *testing.B) {
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				hb := &beat{a: *a, start: time.Now()}
+				hb.mu.Lock()
+				hb.timer = time.AfterFunc(every, func() {
+					hb.mu.Lock()
+					_ = hb.done
+					hb.mu.Unlock()
+				})
+				hb.mu.Unlock()
+
+				hb.mu.Lock()
+				hb.done = true
+				hb.timer.Stop()
+				hb.mu.Unlock()
+			}
+		})
+	})
+}
+
+// BenchmarkLimiterOpen: a message's acquire and release of the adaptive
+// limiter while nothing constrains it (the usual case), from 16
+// goroutines: the limiter as it is (open: counted with no lock) and the
+// plain construction, the same count under a mutex.
+func BenchmarkLimiterOpen(b *testing.B) {
+	const workers = 16
+	stop := make(chan struct{})
+	b.Run("impl=lockFree", func(b *testing.B) {
+		l := newLimiter(workers, nil)
+		b.ReportAllocs()
+		b.SetParallelism(workers / 2)
+		defer cpuPerOp(b)()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !l.acquire(stop) {
+					b.Error("refused")
+				}
+				l.release(time.Now())
+			}
+		})
+	})
+	b.Run("impl=mutex", func(b *testing.B) {
+		l := &mutexLimiter{limit: workers}
+		b.ReportAllocs()
+		b.SetParallelism(workers / 2)
+		defer cpuPerOp(b)()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !l.acquire() {
+					b.Error("refused")
+				}
+				l.release(time.Now())
+			}
+		})
+	})
+}
+
+// mutexLimiter is the plain construction of the limiter's unthrottled
+// path: each start and each end takes the lock, as every message did
+// before the limiter had an open state.
+type mutexLimiter struct {
+	mu           sync.Mutex
+	active       int
+	limit        float64
+	lastThrottle time.Time
+}
+
+func (l *mutexLimiter) acquire() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if float64(l.active) >= l.limit {
+		return false
+	}
+	l.active++
+	return true
+}
+
+func (l *mutexLimiter) release(now time.Time) {
+	l.mu.Lock()
+	l.active--
+	if now.Sub(l.lastThrottle) >= limiterCooldown {
+		l.limit = min(16, l.limit+1/l.limit)
+	}
+	l.mu.Unlock()
+}
