@@ -2,15 +2,13 @@ package consumer
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/proccpu"
-	"github.com/onceq/onceq/sources/memsource"
 )
 
 // These benchmarks set each of the consumer's less plain constructions
@@ -64,58 +62,6 @@ func BenchmarkSettleDeadlines(b *testing.B) {
 			}
 		})
 	})
-}
-
-// BenchmarkPoolShards runs the memory pipeline (16 workers, one op one
-// message, as BenchmarkMemoryPipeline) with the pool's held messages in
-// shards as newPool makes them, and under one lock (a single shard).
-func BenchmarkPoolShards(b *testing.B) {
-	for _, impl := range []string{"sharded", "oneLock"} {
-		b.Run("impl="+impl, func(b *testing.B) {
-			runPipeline(b, 16, func(r *pool) {
-				if impl == "oneLock" {
-					r.shards = []poolShard{{held: map[*slot]struct{}{}, keys: map[orderKey][]*slot{}}}
-				}
-			})
-		})
-	}
-}
-
-// runPipeline drains b.N messages through a Consumer of the memory source
-// and store, edit changing its pool before it serves.
-func runPipeline(b *testing.B, workers int, edit func(*pool)) {
-	b.Helper()
-	q := memsource.NewQueue("bench")
-	body := make([]byte, 256)
-	for i := range b.N {
-		copy(body, strconv.Itoa(i))
-		if err := q.Send(context.Background(), memsource.Outgoing{Body: append([]byte(nil), body...)}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	resp := []byte("ok")
-	h := HandlerFunc(func(context.Context, *Message) (Result, error) { return Result{Response: resp}, nil })
-	c, err := New(q.Source(), memstore.New(), h, Concurrency(workers), MaxInFlight(max(64, 4*workers)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := newPool(c)
-	edit(r)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	b.ReportAllocs()
-	b.ResetTimer()
-	report := cpuPerOp(b)
-	go func() { done <- r.serve(ctx) }()
-	for q.Stats().Acked < b.N {
-		time.Sleep(200 * time.Microsecond)
-	}
-	b.StopTimer()
-	report()
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
 }
 
 // BenchmarkShardPadding: the pool's lock pattern alone (a message put in
@@ -181,15 +127,18 @@ func BenchmarkShardPadding(b *testing.B) {
 // Guard.startHeartbeat and heartbeat.stop do, or made for each handler
 // (time.AfterFunc). The same fields are set either way.
 func BenchmarkLeaseHeartbeat(b *testing.B) {
+	// What a heartbeat holds of its attempt: a copy of attempt's size
+	// (232 bytes), pointers included.
+	type attemptCopy [29]unsafe.Pointer
 	type beat struct {
 		mu    sync.Mutex
-		a     attempt
+		a     attemptCopy
 		start time.Time
 		timer *time.Timer
 		done  bool
 	}
 	const every = 30 * time.Second / 3 // the default LeaseTTL's renewal
-	a := &attempt{}
+	a := &attemptCopy{}
 	b.Run("impl=pooled", func(b *testing.B) {
 		var pool sync.Pool
 		b.ReportAllocs()
@@ -211,7 +160,7 @@ func BenchmarkLeaseHeartbeat(b *testing.B) {
 				hb.done = true
 				idle := hb.timer.Stop()
 				if idle {
-					hb.a = attempt{}
+					hb.a = attemptCopy{}
 				}
 				hb.mu.Unlock()
 				if idle {
