@@ -15,7 +15,7 @@ import (
 // beside the plain one it replaced, in the same run, so that the figure in
 // its comment can be measured again:
 //
-//	go test -run '^$' -bench 'SettleDeadlines|PoolShards|ShardPadding|LeaseHeartbeat|LimiterOpen' \
+//	go test -run '^$' -bench 'SettleDeadlines|PoolShards|ShardPadding|LeaseHeartbeat|Limiter(Open|Pipeline)' \
 //	    -benchmem -cpu 1,2 -count 5 ./consumer/
 //
 // Each reports cpu-ns/op beside ns/op: the process's CPU time per op,
