@@ -15,7 +15,7 @@ import (
 // beside the plain one it replaced, in the same run, so that the figure in
 // its comment can be measured again:
 //
-//	go test -run '^$' -bench 'SettleDeadlines|PoolShards|ShardPadding|LeaseHeartbeat|Limiter(Open|Pipeline)' \
+//	go test -run '^$' -bench 'SettleDeadlines|PoolShards|ShardPadding|LeaseHeartbeat' \
 //	    -benchmem -cpu 1,2 -count 5 ./consumer/
 //
 // Each reports cpu-ns/op beside ns/op: the process's CPU time per op,
@@ -190,70 +190,4 @@ func BenchmarkLeaseHeartbeat(b *testing.B) {
 			}
 		})
 	})
-}
-
-// BenchmarkLimiterOpen: a message's acquire and release of the adaptive
-// limiter while nothing constrains it (the usual case), from 16
-// goroutines: the limiter as it is (open: counted with no lock) and the
-// plain construction, the same count under a mutex.
-func BenchmarkLimiterOpen(b *testing.B) {
-	const workers = 16
-	stop := make(chan struct{})
-	b.Run("impl=lockFree", func(b *testing.B) {
-		l := newLimiter(workers, nil)
-		b.ReportAllocs()
-		b.SetParallelism(workers / 2)
-		defer cpuPerOp(b)()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if !l.acquire(stop) {
-					b.Error("refused")
-				}
-				l.release(time.Now())
-			}
-		})
-	})
-	b.Run("impl=mutex", func(b *testing.B) {
-		l := &mutexLimiter{limit: workers}
-		b.ReportAllocs()
-		b.SetParallelism(workers / 2)
-		defer cpuPerOp(b)()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if !l.acquire() {
-					b.Error("refused")
-				}
-				l.release(time.Now())
-			}
-		})
-	})
-}
-
-// mutexLimiter is the plain construction of the limiter's unthrottled
-// path: each start and each end takes the lock, as every message did
-// before the limiter had an open state.
-type mutexLimiter struct {
-	mu           sync.Mutex
-	active       int
-	limit        float64
-	lastThrottle time.Time
-}
-
-func (l *mutexLimiter) acquire() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if float64(l.active) >= l.limit {
-		return false
-	}
-	l.active++
-	return true
-}
-
-func (l *mutexLimiter) release(now time.Time) {
-	l.mu.Lock()
-	l.active--
-	if now.Sub(l.lastThrottle) >= limiterCooldown {
-		l.limit = min(16, l.limit+1/l.limit)
-	}
-	l.mu.Unlock()
 }

@@ -64,29 +64,3 @@ func runPipeline(b *testing.B, workers int, edit func(*pool)) {
 		b.Fatal(err)
 	}
 }
-
-// BenchmarkLimiterPipeline runs the memory pipeline (16 workers) with the
-// limiter open, as it is while nothing constrains it, and held closed
-// (every acquire and release under its lock, as before it had an open
-// state): the limit stays at its maximum, but a throttle an hour ahead
-// keeps it from opening.
-func BenchmarkLimiterPipeline(b *testing.B) {
-	for _, impl := range []string{"open", "locked"} {
-		b.Run("impl="+impl, func(b *testing.B) {
-			var l *limiter
-			runPipeline(b, 16, func(r *pool) {
-				l = r.limiter
-				if impl == "locked" {
-					l.mu.Lock()
-					l.open.Store(false)
-					l.max++ // never reached: no growth while throttled
-					l.lastThrottle = time.Now().Add(time.Hour)
-					l.mu.Unlock()
-				}
-			})
-			if impl == "locked" && l.open.Load() {
-				b.Fatal("the limiter opened: the comparison is void")
-			}
-		})
-	}
-}
