@@ -15,7 +15,7 @@ import (
 // beside the plain one it replaced, in the same run, so that the figure in
 // its comment can be measured again:
 //
-//	go test -run '^$' -bench 'SettleDeadlines|PoolShards|ShardPadding|LeaseHeartbeat' \
+//	go test -run '^$' -bench 'SettleDeadlines|PoolShards|ShardPadding|LeaseRenewal' \
 //	    -benchmem -cpu 1,2 -count 5 ./consumer/
 //
 // Each reports cpu-ns/op beside ns/op: the process's CPU time per op,
@@ -121,16 +121,16 @@ func BenchmarkShardPadding(b *testing.B) {
 	})
 }
 
-// BenchmarkLeaseHeartbeat: the lease renewal timer of one leased handler,
+// BenchmarkLeaseRenewal: the lease renewal timer of one leased handler,
 // started and stopped around a handler that returns before the first
-// renewal: a heartbeat and its timer reused through a sync.Pool, as
-// Guard.startHeartbeat and heartbeat.stop do, or made for each handler
-// (time.AfterFunc). The same fields are set either way.
-func BenchmarkLeaseHeartbeat(b *testing.B) {
-	// What a heartbeat holds of its attempt: a copy of attempt's size
+// renewal: the renewal and its timer reused through a sync.Pool, as the
+// Guard does, or made for each handler (time.AfterFunc). The same fields
+// are set either way.
+func BenchmarkLeaseRenewal(b *testing.B) {
+	// What a renewal holds of its attempt: a copy of attempt's size
 	// (232 bytes), pointers included.
 	type attemptCopy [29]unsafe.Pointer
-	type beat struct {
+	type leaseTimer struct {
 		mu    sync.Mutex
 		a     attemptCopy
 		start time.Time
@@ -145,26 +145,26 @@ func BenchmarkLeaseHeartbeat(b *testing.B) {
 		defer cpuPerOp(b)()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				hb, _ := pool.Get().(*beat)
-				if hb == nil {
-					hb = &beat{}
-					hb.timer = time.AfterFunc(time.Hour, func() {})
-					hb.timer.Stop()
+				rn, _ := pool.Get().(*leaseTimer)
+				if rn == nil {
+					rn = &leaseTimer{}
+					rn.timer = time.AfterFunc(time.Hour, func() {})
+					rn.timer.Stop()
 				}
-				hb.mu.Lock()
-				hb.a, hb.start, hb.done = *a, time.Now(), false
-				hb.timer.Reset(every)
-				hb.mu.Unlock()
+				rn.mu.Lock()
+				rn.a, rn.start, rn.done = *a, time.Now(), false
+				rn.timer.Reset(every)
+				rn.mu.Unlock()
 
-				hb.mu.Lock()
-				hb.done = true
-				idle := hb.timer.Stop()
+				rn.mu.Lock()
+				rn.done = true
+				idle := rn.timer.Stop()
 				if idle {
-					hb.a = attemptCopy{}
+					rn.a = attemptCopy{}
 				}
-				hb.mu.Unlock()
+				rn.mu.Unlock()
 				if idle {
-					pool.Put(hb)
+					pool.Put(rn)
 				}
 			}
 		})
@@ -174,19 +174,19 @@ func BenchmarkLeaseHeartbeat(b *testing.B) {
 		defer cpuPerOp(b)()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				hb := &beat{a: *a, start: time.Now()}
-				hb.mu.Lock()
-				hb.timer = time.AfterFunc(every, func() {
-					hb.mu.Lock()
-					_ = hb.done
-					hb.mu.Unlock()
+				rn := &leaseTimer{a: *a, start: time.Now()}
+				rn.mu.Lock()
+				rn.timer = time.AfterFunc(every, func() {
+					rn.mu.Lock()
+					_ = rn.done
+					rn.mu.Unlock()
 				})
-				hb.mu.Unlock()
+				rn.mu.Unlock()
 
-				hb.mu.Lock()
-				hb.done = true
-				hb.timer.Stop()
-				hb.mu.Unlock()
+				rn.mu.Lock()
+				rn.done = true
+				rn.timer.Stop()
+				rn.mu.Unlock()
 			}
 		})
 	})
