@@ -8,9 +8,15 @@ import (
 )
 
 // sharedDeadlines hands out contexts with a deadline, shared by the calls
-// begun within one window: a context and a timer per message cost more
-// than the rest of the hot path. A context handed out at t has its
-// deadline between t+after-window and t+after.
+// begun within one window. A context handed out at t has its deadline
+// between t+after-window and t+after.
+//
+// A context of its own per call costs a context, a timer and two closures:
+// on 2 cores, 125 ns/op, 69 ns CPU and 0 allocs for get against 2.6 µs/op,
+// 1.4 µs CPU, 4 allocs and 272 B for context.WithDeadline and its cancel
+// (BenchmarkSettleDeadlines, medians of 5 interleaved runs). A message in
+// the memory pipeline takes three (claim, complete, ack): 12 allocations
+// more per message otherwise.
 type sharedDeadlines struct {
 	parent        context.Context // set once, before any worker starts
 	window, after time.Duration

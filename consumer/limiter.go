@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -30,15 +29,15 @@ import (
 // Waiters are served in arrival order, so no message starves behind later
 // ones while the limit is low.
 //
-// While the limit is at its maximum and nothing is paced or waiting (no
-// throttle lately: the usual case), the limiter is open: acquire and
-// release only count, with no lock, below the maximum. Every message took
-// the one lock before; under load it was the pool's most contended.
+// Every start and every end takes the one lock. A lock-free path while
+// nothing constrained the limit saved 50 ns of CPU per message alone (87
+// against 135 ns for an acquire and a release from 16 goroutines on 2
+// cores) but nothing the memory pipeline showed: 11.2 against 11.1 µs of
+// CPU per message with the limiter held locked, p=0.94, 6 interleaved
+// runs on 2 cores.
 type limiter struct {
-	open   atomic.Bool  // limit at max, not pacing, no waiter
-	active atomic.Int64 // messages started and not released
-
 	mu           sync.Mutex
+	active       int     // messages started and not released
 	limit        float64 // between 1 and max
 	max          float64
 	lastDecrease time.Time
@@ -82,44 +81,22 @@ const (
 )
 
 func newLimiter(max int, onChange func(int)) *limiter {
-	l := &limiter{limit: float64(max), max: float64(max), onChange: onChange}
-	l.open.Store(true)
-	return l
-}
-
-// reopenLocked opens the limiter again once nothing constrains it.
-func (l *limiter) reopenLocked() {
-	if l.limit >= l.max && l.interval == 0 && len(l.queue) == 0 {
-		l.open.Store(true)
-	}
+	return &limiter{limit: float64(max), max: float64(max), onChange: onChange}
 }
 
 // acquire waits for room under the limit, in arrival order; false if stop
 // closed first.
 func (l *limiter) acquire(stop <-chan struct{}) bool {
-	for l.open.Load() {
-		n := l.active.Load()
-		if n >= int64(l.max) {
-			break // full: wait in the queue
-		}
-		if l.active.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
 	l.mu.Lock()
 	// Room now and no one waiting: start without queueing (no allocation
 	// on the unthrottled path).
-	if now := time.Now(); len(l.queue) == 0 && l.active.Load() < int64(l.limit) && (l.interval == 0 || !now.Before(l.next)) {
-		l.active.Add(1)
+	if now := time.Now(); len(l.queue) == 0 && l.active < int(l.limit) && (l.interval == 0 || !now.Before(l.next)) {
+		l.active++
 		l.startedLocked(now)
 		l.mu.Unlock()
 		return true
 	}
 	w := &limitWaiter{ready: make(chan struct{}), nudge: make(chan struct{}, 1)}
-	// Closed before the grant below reads active: a release that counted
-	// down meanwhile either is seen there or sees the limiter closed and
-	// grants under the lock.
-	l.open.Store(false)
 	l.queue = append(l.queue, w)
 	wait := l.grantLocked(time.Now())
 	if len(l.queue) > 0 && l.queue[0] != w {
@@ -141,12 +118,11 @@ func (l *limiter) acquire(stop <-chan struct{}) bool {
 			l.mu.Lock()
 			if w.granted {
 				// Granted as stop closed: hand the room on.
-				l.active.Add(-1)
+				l.active--
 			} else {
 				l.removeLocked(w)
 			}
 			l.kickLocked(l.grantLocked(time.Now()))
-			l.reopenLocked()
 			l.mu.Unlock()
 			return false
 		}
@@ -163,14 +139,14 @@ func (l *limiter) acquire(stop <-chan struct{}) bool {
 // room, and returns how long until pacing lets the head start (0 if it
 // need not wait for time).
 func (l *limiter) grantLocked(now time.Time) time.Duration {
-	for len(l.queue) > 0 && l.active.Load() < int64(l.limit) {
+	for len(l.queue) > 0 && l.active < int(l.limit) {
 		if l.interval > 0 && now.Before(l.next) {
 			return l.next.Sub(now)
 		}
 		w := l.queue[0]
 		l.queue[0] = nil
 		l.queue = l.queue[1:]
-		l.active.Add(1)
+		l.active++
 		w.granted = true
 		close(w.ready)
 		l.startedLocked(now)
@@ -256,17 +232,13 @@ func later(a, b time.Time) time.Time {
 }
 
 func (l *limiter) release(now time.Time) {
-	l.active.Add(-1)
-	if l.open.Load() {
-		return
-	}
 	l.mu.Lock()
+	l.active--
 	before := int(l.limit)
 	if now.Sub(l.lastThrottle) >= limiterCooldown {
 		l.limit = min(l.max, l.limit+1/l.limit)
 	}
 	l.kickLocked(l.grantLocked(now))
-	l.reopenLocked()
 	l.unlockNotify(before)
 }
 
@@ -282,11 +254,8 @@ func (l *limiter) unlockNotify(before int) {
 // throttled is told of a store throttle.
 func (l *limiter) throttled(now time.Time) {
 	l.mu.Lock()
-	// Closed first, so that starts from here on are counted under the lock.
-	l.open.Store(false)
 	l.lastThrottle = later(l.lastThrottle, now)
 	if now.Sub(l.lastDecrease) < limiterCooldown {
-		l.reopenLocked()
 		l.mu.Unlock()
 		return
 	}

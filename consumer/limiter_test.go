@@ -192,8 +192,8 @@ func TestLimiterBlocksAtLimit(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.queue) != 0 || l.active.Load() != 2 {
-		t.Fatalf("a stopped waiter left %d queued, %d active (want 0, 2)", len(l.queue), l.active.Load())
+	if len(l.queue) != 0 || l.active != 2 {
+		t.Fatalf("a stopped waiter left %d queued, %d active (want 0, 2)", len(l.queue), l.active)
 	}
 }
 
