@@ -21,6 +21,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -44,7 +45,7 @@ func newAuditRig(t *testing.T) *auditRig {
 	r.reader, r.mp = metrictest.Provider(t)
 	r.table = recordsTable(t, r.client, dynamostore.WithStream())
 	r.archive = recordsTable(t, r.client)
-	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
+	streams := dynamodbstreams.NewFromConfig(awstest.Config(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
 	var err error
 	r.auditor, err = dynamostore.NewAuditor(r.client, streams, r.table, r.archive,
 		dynamostore.AnyDeleteIsTTL(), dynamostore.FromStreamStart(),
@@ -347,7 +348,7 @@ func TestAuditLateDuplicateThroughConsumer(t *testing.T) {
 func TestAuditStartsAtTheStreamsEnd(t *testing.T) {
 	r := newAuditRig(t)
 	ep := testenv.DynamoDBEndpoint(t)
-	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
+	streams := dynamodbstreams.NewFromConfig(awstest.Config(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
 	a, err := dynamostore.NewAuditor(r.client, streams, r.table, r.archive, dynamostore.AnyDeleteIsTTL())
 	if err != nil {
 		t.Fatal(err)

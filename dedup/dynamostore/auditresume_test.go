@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -90,7 +91,7 @@ func (s *streamSeam) middleware(st *middleware.Stack) error {
 // streamsClient is a DynamoDB Streams client of DynamoDB Local through seam.
 func streamsClient(t *testing.T, seam *streamSeam) *dynamodbstreams.Client {
 	ep := testenv.DynamoDBEndpoint(t)
-	return dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) {
+	return dynamodbstreams.NewFromConfig(awstest.Config(t, ep), func(o *dynamodbstreams.Options) {
 		o.BaseEndpoint = aws.String(ep)
 		if seam != nil {
 			o.APIOptions = append(o.APIOptions, seam.middleware)

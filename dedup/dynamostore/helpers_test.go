@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 )
@@ -85,7 +86,7 @@ func (c *calls) middleware(st *middleware.Stack) error {
 // front of it), counting its calls into c when c is not nil.
 func dynamoClient(t testing.TB, endpoint string, c *calls) *ddb.Client {
 	t.Helper()
-	cfg := testenv.AWSConfig(t, endpoint)
+	cfg := awstest.Config(t, endpoint)
 	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.MaxIdleConnsPerHost = 128
 		tr.MaxIdleConns = 256

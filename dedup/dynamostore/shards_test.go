@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ func TestShardedRecordKeyIsTheConsumers(t *testing.T) {
 	archive := recordsTable(t, client, dynamostore.TenantLayout())
 	st := newStore(t, client, table, dynamostore.TenantLayout(), dynamostore.TenantShards(4))
 	logs := &testenv.LogBuffer{}
-	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
+	streams := dynamodbstreams.NewFromConfig(awstest.Config(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
 	auditor, err := dynamostore.NewAuditor(client, streams, table, archive, dynamostore.AnyDeleteIsTTL(), dynamostore.FromStreamStart(),
 		dynamostore.WithLogger(logs.Logger(slog.LevelInfo)))
 	if err != nil {
