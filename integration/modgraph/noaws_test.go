@@ -67,9 +67,10 @@ func TestLibraryModuleWithoutAWS(t *testing.T) {
 	}
 }
 
-// A user of PostgreSQL and Kafka on franz-go inherits no AWS module: the
+// A user of PostgreSQL and Kafka on franz-go inherits no AWS module (the
 // graph that go list -m all shows is what its go.sum and module cache
-// hold, whether or not its program links the SDK.
+// hold, whether or not its program links the SDK), and its program links
+// neither the SDK nor kafka-go.
 func TestPostgresFranzUserWithoutAWS(t *testing.T) {
 	u := newUserModule(t, []string{"", "dedup/pgstore", "sources/franzsource"},
 		"github.com/onceq/onceq/consumer", "github.com/onceq/onceq/dedup/pgstore", "github.com/onceq/onceq/sources/franzsource")
@@ -83,6 +84,11 @@ func TestPostgresFranzUserWithoutAWS(t *testing.T) {
 	for _, m := range mods {
 		if isAWS(m) {
 			t.Errorf("a user module importing consumer, pgstore and franzsource lists %s", m)
+		}
+	}
+	for _, p := range u.linked() {
+		if strings.HasPrefix(p, "github.com/segmentio/kafka-go") || strings.HasPrefix(p, "github.com/aws/") {
+			t.Errorf("a program importing consumer, pgstore and franzsource links %s", p)
 		}
 	}
 	t.Logf("%d modules in the user's graph", len(mods))
