@@ -11,11 +11,15 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/onceq/onceq v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/dedup/dynamostore v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/dedup/pgstore v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/dedup/redisstore v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/internal/awstest v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/internal/lambdatest v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/lambda v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/sources/franzsource v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/sources/kafkasource v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/sources/sqssource v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/segmentio/kafka-go v0.4.51
@@ -38,7 +42,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.12 // indirect
-	github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.13.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
@@ -89,3 +92,11 @@ replace (
 	github.com/onceq/onceq/sources/franzsource => ../sources/franzsource
 	github.com/onceq/onceq/sources/kafkasource => ../sources/kafkasource
 )
+
+replace github.com/onceq/onceq/dedup/dynamostore => ../dedup/dynamostore
+
+replace github.com/onceq/onceq/sources/sqssource => ../sources/sqssource
+
+replace github.com/onceq/onceq/internal/awstest => ../internal/awstest
+
+replace github.com/onceq/onceq/internal/lambdatest => ../internal/lambdatest

@@ -10,6 +10,10 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/onceq/onceq v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/dedup/dynamostore v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/internal/awstest v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/internal/lambdatest v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/sources/sqssource v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -38,3 +42,11 @@ require (
 )
 
 replace github.com/onceq/onceq => ..
+
+replace github.com/onceq/onceq/dedup/dynamostore => ../dedup/dynamostore
+
+replace github.com/onceq/onceq/sources/sqssource => ../sources/sqssource
+
+replace github.com/onceq/onceq/internal/awstest => ../internal/awstest
+
+replace github.com/onceq/onceq/internal/lambdatest => ../internal/lambdatest

@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/smithy-go"
-
 	"github.com/onceq/onceq/retry"
 )
+
+// sdkError is an error as the AWS SDK's smithy.GenericAPIError is one: what
+// Classify reads is its ErrorCode method, whichever SDK the error came from.
+type sdkError struct{ Code, Message string }
+
+func (e *sdkError) Error() string     { return "api error " + e.Code + ": " + e.Message }
+func (e *sdkError) ErrorCode() string { return e.Code }
 
 // Classify reads an error's class from what it is: a class it states
 // itself (WithClass, or a RetryClass method), a cancelled context, an AWS
@@ -17,9 +22,9 @@ import (
 // retried a bounded number of times rather than blamed on a message.
 func ExampleClassify() {
 	errs := []error{
-		&smithy.GenericAPIError{Code: "ThrottlingException", Message: "rate exceeded"},
-		fmt.Errorf("claim: %w", &smithy.GenericAPIError{Code: "ResourceNotFoundException"}),
-		&smithy.GenericAPIError{Code: "ConditionalCheckFailedException"},
+		&sdkError{Code: "ThrottlingException", Message: "rate exceeded"},
+		fmt.Errorf("claim: %w", &sdkError{Code: "ResourceNotFoundException"}),
+		&sdkError{Code: "ConditionalCheckFailedException"},
 		retry.WithClass(errors.New("order schema v1 is gone"), retry.Permanent),
 		context.DeadlineExceeded,
 		errors.New("connection reset by peer"),
@@ -50,7 +55,7 @@ func ExamplePolicy_Do() {
 	err := p.Do(ctx, func(ctx context.Context) error {
 		calls++
 		if calls < 3 {
-			return &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"}
+			return &sdkError{Code: "ProvisionedThroughputExceededException"}
 		}
 		return nil
 	}, nil)
@@ -59,7 +64,7 @@ func ExamplePolicy_Do() {
 	calls = 0
 	err = p.Do(ctx, func(ctx context.Context) error {
 		calls++
-		return &smithy.GenericAPIError{Code: "ValidationException", Message: "item too large"}
+		return &sdkError{Code: "ValidationException", Message: "item too large"}
 	}, nil)
 	fmt.Println("calls:", calls, "class:", retry.Classify(err))
 	// Output:
@@ -77,7 +82,7 @@ func ExampleObserve() {
 		fmt.Println("observed:", c, "-", err)
 	})
 	// Inside the Store's call, each time its own retryer backs off:
-	err := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "rate exceeded"}
+	err := &sdkError{Code: "ThrottlingException", Message: "rate exceeded"}
 	retry.Observe(ctx, retry.Classify(err), err)
 	// Output:
 	// observed: throttled - api error ThrottlingException: rate exceeded

@@ -14,7 +14,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/dynamostore/audit"
 )
 
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -68,20 +68,20 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer stopMetrics()
 		meters = mp
 	}
-	opts := []dynamostore.AuditOption{
-		dynamostore.ArchiveRetention(*retention), dynamostore.PollInterval(*poll),
-		dynamostore.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))),
+	opts := []audit.Option{
+		audit.ArchiveRetention(*retention), audit.PollInterval(*poll),
+		audit.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))),
 	}
 	if *anyDelete {
-		opts = append(opts, dynamostore.AnyDeleteIsTTL())
+		opts = append(opts, audit.AnyDeleteIsTTL())
 	}
 	if *fromStart {
-		opts = append(opts, dynamostore.FromStreamStart())
+		opts = append(opts, audit.FromStreamStart())
 	}
 	if meters != nil {
-		opts = append(opts, dynamostore.WithMeterProvider(meters))
+		opts = append(opts, audit.WithMeterProvider(meters))
 	}
-	a, err := dynamostore.NewAuditor(db, streams, *table, *archive, opts...)
+	a, err := audit.New(db, streams, *table, *archive, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq audit: %v\n", err)
 		return 2

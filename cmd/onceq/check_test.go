@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -57,7 +58,7 @@ func localSQS(t *testing.T) *awssqs.Client {
 	localAWS(t)
 	ep := testenv.SQSEndpoint(t)
 	t.Setenv("AWS_ENDPOINT_URL_SQS", ep)
-	return awssqs.NewFromConfig(testenv.AWSConfig(t, ep), func(o *awssqs.Options) { o.BaseEndpoint = aws.String(ep) })
+	return awssqs.NewFromConfig(awstest.Config(t, ep), func(o *awssqs.Options) { o.BaseEndpoint = aws.String(ep) })
 }
 
 func createQueue(t *testing.T, q *awssqs.Client, name string, attrs map[string]string) (url, arn string) {

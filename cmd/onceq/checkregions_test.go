@@ -14,6 +14,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -51,7 +52,7 @@ func twoRegions(t *testing.T, replicas bool) (context.Context, *ddb.Client) {
 		opts = append(opts, globalTable)
 	}
 	ctx := context.WithValue(t.Context(), apiOptionsKey{}, opts)
-	westClient := ddb.NewFromConfig(testenv.AWSConfig(t, west.String()), func(o *ddb.Options) { o.BaseEndpoint = aws.String(west.String()) })
+	westClient := ddb.NewFromConfig(awstest.Config(t, west.String()), func(o *ddb.Options) { o.BaseEndpoint = aws.String(west.String()) })
 	return ctx, westClient
 }
 

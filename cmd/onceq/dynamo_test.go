@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func localAWS(t *testing.T) *ddb.Client {
 	// No shared files: the machine's own profiles must not leak in.
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	cfg := testenv.AWSConfig(t, ep)
+	cfg := awstest.Config(t, ep)
 	return ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
 }
 

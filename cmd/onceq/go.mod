@@ -11,8 +11,11 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/onceq/onceq v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/dedup/dynamostore v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/dedup/pgstore v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/internal/awstest v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/sources/kafkasource v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/sources/sqssource v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -49,6 +52,9 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/tidwall/gjson v1.20.4 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.3.0 // indirect
 	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -72,3 +78,11 @@ replace (
 	github.com/onceq/onceq/sources/franzsource => ../../sources/franzsource
 	github.com/onceq/onceq/sources/kafkasource => ../../sources/kafkasource
 )
+
+replace github.com/onceq/onceq/dedup/dynamostore => ../../dedup/dynamostore
+
+replace github.com/onceq/onceq/sources/sqssource => ../../sources/sqssource
+
+replace github.com/onceq/onceq/internal/awstest => ../../internal/awstest
+
+replace github.com/onceq/onceq/internal/lambdatest => ../../internal/lambdatest

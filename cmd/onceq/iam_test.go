@@ -13,7 +13,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/awstest"
 )
 
 // readmeCLIActions is docs/iam.md's table of what each CLI command calls:
@@ -48,7 +48,7 @@ func TestIAMActionsOfCommands(t *testing.T) {
 	_, dlqARN := createQueue(t, q, table+"-dlq", nil)
 	queue, _ := createQueue(t, q, table+"-q", map[string]string{"VisibilityTimeout": "30",
 		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"9"}`, dlqARN)})
-	rec := testenv.NewIAMRecorder()
+	rec := awstest.NewIAMRecorder()
 	ctx := context.WithValue(context.Background(), apiOptionsKey{}, []func(*middleware.Stack) error{rec.APIOption})
 	run := func(args ...string) []string {
 		t.Helper()

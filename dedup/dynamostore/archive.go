@@ -14,16 +14,6 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// Attributes of an archive tombstone, besides the record's own key,
-// owner, version and payload_hash (expires_at is the archive's TTL).
-const (
-	attrRemovedAt = "removed_at"
-	// attrArchived marks a record a claim completed from a tombstone: no
-	// handler ran, so the audit trail neither archives it again nor counts
-	// it as a second completion.
-	attrArchived = "archived"
-)
-
 // WithArchive makes a claim that finds no record consult archive, the
 // table of tombstones an Auditor writes for COMPLETED records that TTL
 // removed. A tombstone makes the message a duplicate: the claim returns
@@ -43,13 +33,6 @@ const (
 // and the tombstone's write is processed again.
 func WithArchive(archive string) Option {
 	return optionFunc(func(c *config) { c.archive = archive })
-}
-
-// archived reports whether item is a record a claim completed from a
-// tombstone.
-func archived(item map[string]types.AttributeValue) bool {
-	b, ok := item[attrArchived].(*types.AttributeValueMemberBOOL)
-	return ok && b.Value
 }
 
 // tombstone reads key's tombstone from the archive: found when one is

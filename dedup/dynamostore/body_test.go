@@ -11,6 +11,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func (p *bodyProbe) Do(r *http.Request) (*http.Response, error) {
 func TestRequestBodiesWithoutWriteTo(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
 	probe := &bodyProbe{next: awshttp.NewBuildableClient()}
-	cfg := testenv.AWSConfig(t, ep)
+	cfg := awstest.Config(t, ep)
 	cfg.HTTPClient = probe
 	client := ddb.NewFromConfig(cfg)
 	table := recordsTable(t, client)

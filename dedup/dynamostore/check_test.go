@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/storetest"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
@@ -161,7 +162,7 @@ func TestCheckProvesPutPermission(t *testing.T) {
 // Without credentials, Check says so plainly, as a configuration fault.
 func TestCheckWithoutCredentials(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
-	client := ddb.NewFromConfig(testenv.NoCredentialsConfig(t, ep), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
+	client := ddb.NewFromConfig(awstest.NoCredentialsConfig(t, ep), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
 	st := newStore(t, client, "onceq_no_credentials")
 	err := st.Check(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "no AWS credentials found") || strings.Contains(err.Error(), "IMDS") {

@@ -12,9 +12,10 @@
 //
 // # Audit trail
 //
-// An Auditor reads the table's stream (WithStream): tombstones of COMPLETED
-// records TTL removed go to an archive table, which claims consult with
-// WithArchive; it reports TTL lag and keys completed by two owners.
+// An Auditor (package dynamostore/audit) reads the table's stream
+// (WithStream): tombstones of COMPLETED records TTL removed go to an
+// archive table, which claims consult with WithArchive; it reports TTL lag
+// and keys completed by two owners.
 // Other attributes: status, version, owner, payload_hash, attempts,
 // created_at, expires_at (the table's TTL attribute), lease_expires_at,
 // response (binary), error and takeovers.

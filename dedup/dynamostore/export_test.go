@@ -6,22 +6,6 @@ import "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 // tests' store helper turns it off, as their clocks are their own.
 func WithClockCheck() Option { return optionFunc(func(c *config) { c.noClockCheck = false }) }
 
-// FinishedShards is how many shards the auditor remembers as read to
-// their end.
-func (a *Auditor) FinishedShards() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.done)
-}
-
-// ListShardsNow makes the next Poll list the stream's shards, as a
-// minute's passing would.
-func (a *Auditor) ListShardsNow() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.relist = true
-}
-
 // ItemKey is the primary key of key's record in s's table, for tests that
 // write items by hand.
 func (s *Store) ItemKey(key string) (map[string]types.AttributeValue, error) {

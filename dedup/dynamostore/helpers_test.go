@@ -2,8 +2,6 @@ package dynamostore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"strconv"
 	"sync"
@@ -18,6 +16,8 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/dynamostore/internal/ddbtest"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 )
@@ -85,7 +85,7 @@ func (c *calls) middleware(st *middleware.Stack) error {
 // front of it), counting its calls into c when c is not nil.
 func dynamoClient(t testing.TB, endpoint string, c *calls) *ddb.Client {
 	t.Helper()
-	cfg := testenv.AWSConfig(t, endpoint)
+	cfg := awstest.Config(t, endpoint)
 	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.MaxIdleConnsPerHost = 128
 		tr.MaxIdleConns = 256
@@ -98,15 +98,9 @@ func dynamoClient(t testing.TB, endpoint string, c *calls) *ddb.Client {
 	})
 }
 
-func uniqueName(prefix string) string {
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
+func uniqueName(prefix string) string { return ddbtest.UniqueName(prefix) }
 
-func uniqueKey(t testing.TB) string {
-	return "test#" + uniqueName("k-")
-}
+func uniqueKey(testing.TB) string { return ddbtest.UniqueKey() }
 
 // whole-second times an hour ahead, as the conformance suite uses.
 func clock() func(sec int) time.Time {
@@ -193,33 +187,21 @@ func (inv *inventory) note(sku string) types.TransactWriteItem {
 
 func mustClaim(t testing.TB, st dedup.Store, req dedup.ClaimRequest) dedup.Claim {
 	t.Helper()
-	c, err := st.Claim(t.Context(), req)
-	if err != nil {
-		t.Fatalf("claim %s: %v", req.Key, err)
-	}
-	return c
+	return ddbtest.MustClaim(t, st, req)
 }
 
 // recordsTable makes a fresh records table.
 func recordsTable(t testing.TB, client *ddb.Client, opts ...dynamostore.TableOption) string {
 	t.Helper()
-	name := uniqueName("onceq_rec_")
-	if err := dynamostore.CreateTable(t.Context(), client, name, opts...); err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	return name
+	return ddbtest.RecordsTable(t, client, opts...)
 }
 
-// newStore is dynamostore.New for tests: a configuration error fails the test.
-// Its clock check is off, since most tests drive claims with a clock of
-// their own (clock()); a test of the check turns it on.
+// newStore is dynamostore.New for tests (ddbtest.NewStore): its clock
+// check is off, since most tests drive claims with a clock of their own
+// (clock()); a test of the check turns it on.
 func newStore(tb testing.TB, client *ddb.Client, table string, opts ...dynamostore.Option) *dynamostore.Store {
 	tb.Helper()
-	st, err := dynamostore.New(client, append([]dynamostore.Option{dynamostore.WithTable(table), dynamostore.WithoutClockCheck()}, opts...)...)
-	if err != nil {
-		tb.Fatalf("dynamostore.New: %v", err)
-	}
-	return st
+	return ddbtest.NewStore(tb, client, table, opts...)
 }
 
 // countedStore is a store on a fresh records table of DynamoDB Local,

@@ -120,15 +120,6 @@ func (l layout) notExists(r *request) {
 	r.Where("attribute_not_exists(", r.name(nPK), ")")
 }
 
-// unshard is the tenant (or namespace) of a two-part layout's partition
-// key pk, without the "#<n>" of TenantShards: a stored tenant holds no '#'
-// (dedup.EscapeTenant escapes it; a namespace ends at the key's first '#';
-// a hashed one is hex), so a '#' in pk starts the shard.
-func unshard(pk string) string {
-	tenant, _, _ := strings.Cut(pk, "#")
-	return tenant
-}
-
 // shardSuffix is "#<n>" for a sort key sk among shards write shards, n
 // from a stable hash of sk; "" without sharding. With sk "" it is the
 // longest suffix, for the length check.

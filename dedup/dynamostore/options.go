@@ -16,16 +16,13 @@ import (
 // the store a collaborator (a logger, hooks, a meter provider, a retry
 // policy, clients); the others are plain settings.
 //
-// Every Option is also a TableOption and an AuditOption, so the options
-// that describe the store's table or its plumbing are given once and read
-// where they apply: CreateTable reads the layout (TenantLayout,
-// NamespaceLayout), so the table it makes fits the store; NewAuditor reads
-// WithLogger, WithMeterProvider and WithRetryPolicy. Each ignores the
-// rest. An option only CreateTable or only NewAuditor understands is a
-// TableOption or an AuditOption alone, and New does not take it.
+// Every Option is also a TableOption, so the options that describe the
+// store's table are given once and read where they apply: CreateTable
+// reads the layout (TenantLayout, NamespaceLayout), so the table it makes
+// fits the store, and ignores the rest. An option only CreateTable
+// understands is a TableOption alone, and New does not take it.
 type Option interface {
 	TableOption
-	AuditOption
 	apply(*config)
 }
 
@@ -55,11 +52,10 @@ type config struct {
 }
 
 // option is an Option: what it sets in a Store's configuration, and, for
-// the few that apply there too, in CreateTable's and NewAuditor's.
+// the few that apply there too, in CreateTable's.
 type option struct {
 	store func(*config)
 	table func(*tableConfig)
-	audit func(*auditConfig)
 }
 
 func (o option) apply(c *config) { o.store(c) }
@@ -70,19 +66,13 @@ func (o option) applyTable(c *tableConfig) {
 	}
 }
 
-func (o option) applyAudit(c *auditConfig) {
-	if o.audit != nil {
-		o.audit(c)
-	}
-}
-
 // optionFunc is an Option that only New reads.
 func optionFunc(f func(*config)) Option { return option{store: f} }
 
 // WithRetryPolicy sets the backoff used for throttles and transient faults
-// (default retry.DefaultPolicy()); NewAuditor reads it too.
+// (default retry.DefaultPolicy()).
 func WithRetryPolicy(p retry.Policy) Option {
-	return option{store: func(c *config) { c.policy = p }, audit: func(c *auditConfig) { c.policy = p }}
+	return optionFunc(func(c *config) { c.policy = p })
 }
 
 // MaxResponseSize sets the longest response the Store keeps, in bytes
@@ -120,20 +110,18 @@ func WithHooks(hooks ...Hook) Option {
 
 // WithLogger sets the logger for events no error reports (when given none,
 // the logger of the Consumer or Guard that uses the store, else
-// slog.Default(); nil counts as none). NewAuditor reads it too (default
-// slog.Default()).
+// slog.Default(); nil counts as none).
 func WithLogger(l *slog.Logger) Option {
-	return option{store: func(c *config) { c.logger = l }, audit: func(c *auditConfig) { c.log = l }}
+	return optionFunc(func(c *config) { c.logger = l })
 }
 
 // WithMeterProvider sets where the store's metrics go (default the global
 // MeterProvider): those every store has (db.client.operation.duration,
 // onceq.store.errors, onceq.store.retries: see package storeinstr) and
 // DynamoDB's own, onceq.dynamodb.transaction_cancellations,
-// .clock_offset and .ttl_delete_before_retry. NewAuditor reads it too, for
-// .ttl_lag, .tombstones and .doubled_completions.
+// .clock_offset and .ttl_delete_before_retry.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return option{store: func(c *config) { c.meter = mp }, audit: func(c *auditConfig) { c.meter = mp }}
+	return optionFunc(func(c *config) { c.meter = mp })
 }
 
 // WithTracerProvider sets where the spans of the store's requests go

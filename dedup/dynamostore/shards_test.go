@@ -13,6 +13,8 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/dynamostore/audit"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -27,9 +29,9 @@ func TestShardedRecordKeyIsTheConsumers(t *testing.T) {
 	archive := recordsTable(t, client, dynamostore.TenantLayout())
 	st := newStore(t, client, table, dynamostore.TenantLayout(), dynamostore.TenantShards(4))
 	logs := &testenv.LogBuffer{}
-	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
-	auditor, err := dynamostore.NewAuditor(client, streams, table, archive, dynamostore.AnyDeleteIsTTL(), dynamostore.FromStreamStart(),
-		dynamostore.WithLogger(logs.Logger(slog.LevelInfo)))
+	streams := dynamodbstreams.NewFromConfig(awstest.Config(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
+	auditor, err := audit.New(client, streams, table, archive, audit.AnyDeleteIsTTL(), audit.FromStreamStart(),
+		audit.WithLogger(logs.Logger(slog.LevelInfo)))
 	if err != nil {
 		t.Fatal(err)
 	}

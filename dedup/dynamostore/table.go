@@ -213,22 +213,6 @@ func (e *LayoutError) Unwrap() error { return e.Err }
 // RetryClass implements retry.Classifier: a wrong layout is misconfigured.
 func (e *LayoutError) RetryClass() retry.Class { return retry.Misconfigured }
 
-func checkSchema(t *types.TableDescription, tenant bool) error {
-	want := map[string]types.KeyType{attrPK: types.KeyTypeHash}
-	if tenant {
-		want[attrSK] = types.KeyTypeRange
-	}
-	if t == nil || len(t.KeySchema) != len(want) {
-		return fmt.Errorf("key schema does not match the layout (tenant=%v)", tenant)
-	}
-	for _, k := range t.KeySchema {
-		if kt, ok := want[aws.ToString(k.AttributeName)]; !ok || kt != k.KeyType {
-			return fmt.Errorf("key schema does not match the layout (tenant=%v)", tenant)
-		}
-	}
-	return nil
-}
-
 // ensureTTL enables TTL on expires_at unless it already is: a second
 // UpdateTimeToLive is a ValidationException, not a no-op.
 func ensureTTL(ctx context.Context, client *ddb.Client, table string) error {

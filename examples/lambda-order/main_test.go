@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -46,7 +47,7 @@ func TestUnderEmulator(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	ctx := testenv.Context(t, time.Minute)
-	client := ddb.NewFromConfig(testenv.AWSConfig(t, ep))
+	client := ddb.NewFromConfig(awstest.Config(t, ep))
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	idem, inv, orders := "lo-idem-"+suffix, "lo-inv-"+suffix, "lo-orders-"+suffix
 	if err := dynamostore.CreateTable(ctx, client, idem); err != nil {

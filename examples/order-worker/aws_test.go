@@ -15,6 +15,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -66,7 +67,7 @@ func localAWS(t *testing.T) (*awssqs.Client, *ddb.Client, string) {
 	t.Setenv("AWS_REGION", testenv.Region)
 	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKeyID)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretAccessKey)
-	cfg := testenv.AWSConfig(t, "")
+	cfg := awstest.Config(t, "")
 	q := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(sqsEP) })
 	db := ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(dbEP) })
 	b := make([]byte, 4)

@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -181,7 +182,7 @@ func TestBadInputCorpus(t *testing.T) {
 func freshTable(t *testing.T, prefix string, opts ...dynamostore.TableOption) (db *ddb.Client, table, suffix string) {
 	t.Helper()
 	ep := testenv.DynamoDBEndpoint(t)
-	db = ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
+	db = ddb.NewFromConfig(awstest.Config(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	suffix = hex.EncodeToString(b)

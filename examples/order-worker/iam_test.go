@@ -15,7 +15,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/awstest"
 )
 
 // readmePolicy is the worker's policy in docs/iam.md: actions by resource
@@ -93,7 +93,7 @@ func TestIAMPolicyMatchesCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := testenv.NewIAMRecorder()
+	rec := awstest.NewIAMRecorder()
 	opts, err := parseFlags([]string{"-source", "sqs", "-store", "dynamodb", "-sqs-queue-url", queue,
 		"-idempotency-table", idem, "-inventory-table", inv, "-orders-table", orders,
 		"-progress", "1h", "-metrics-addr", "127.0.0.1:0", "-concurrency", "1"}, new(strings.Builder))

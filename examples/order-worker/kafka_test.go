@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
@@ -31,7 +32,7 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKeyID)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretAccessKey)
 	ctx := context.Background()
-	db := ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(dbEP) })
+	db := ddb.NewFromConfig(awstest.Config(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(dbEP) })
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	suffix := hex.EncodeToString(b)

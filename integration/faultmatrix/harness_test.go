@@ -25,6 +25,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/sqssource"
@@ -101,7 +102,7 @@ func newFixture(t *testing.T, dbEP, sqsEP string) *fixture {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	f := &fixture{t: t, suffix: hex.EncodeToString(b[:]), rec: newRecorder(), maxDeliveries: 2, sent: map[string]bool{}}
-	cfg := testenv.AWSConfig(t, "")
+	cfg := awstest.Config(t, "")
 	f.db = ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(dbEP) })
 	f.proxy = faultproxy.Start(t, dbEP)
 	f.pdb = ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(f.proxy.URL()) })

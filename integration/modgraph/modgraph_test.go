@@ -1,12 +1,15 @@
 package modgraph
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/modfile"
 )
 
 // forbidden are module path fragments a library user must never inherit.
@@ -18,8 +21,9 @@ var forbidden = []string{
 
 // userModule is a user's module in a directory of its own, requiring the
 // onceq modules named (paths below the repository's root, "" for the
-// library module) through replace directives, with main.go importing
-// imports.
+// library module), with main.go importing imports. Every module of the
+// repository's go.work is replaced by its directory here, so a module's
+// requirements on the others resolve to this checkout as well.
 type userModule struct {
 	t   *testing.T
 	dir string
@@ -27,16 +31,14 @@ type userModule struct {
 
 func newUserModule(t *testing.T, modules []string, imports ...string) *userModule {
 	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repoRoot(t)
 	u := &userModule{t: t, dir: t.TempDir()}
 	gomod := "module example.com/user\n\ngo 1.26.0\n"
 	for _, m := range modules {
-		path := strings.TrimSuffix("github.com/onceq/onceq/"+m, "/")
-		gomod += "\nrequire " + path + " v0.0.0-00010101000000-000000000000\n" +
-			"replace " + path + " => " + filepath.Join(root, m) + "\n"
+		gomod += "\nrequire " + strings.TrimSuffix("github.com/onceq/onceq/"+m, "/") + " v0.0.0-00010101000000-000000000000\n"
+	}
+	for path, dir := range workspaceModules(t, root) {
+		gomod += "replace " + path + " => " + dir + "\n"
 	}
 	u.write("go.mod", gomod)
 	main := "package main\n\nimport (\n"
@@ -46,6 +48,45 @@ func newUserModule(t *testing.T, modules []string, imports ...string) *userModul
 	u.write("main.go", main+")\n\nfunc main() {}\n")
 	u.run("mod", "tidy")
 	return u
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// workspaceModules maps the path of each module in root's go.work to its
+// directory.
+func workspaceModules(t *testing.T, root string) map[string]string {
+	t.Helper()
+	cmd := exec.Command("go", "work", "edit", "-json")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go work edit -json: %v", err)
+	}
+	var work struct{ Use []struct{ DiskPath string } }
+	if err := json.Unmarshal(out, &work); err != nil {
+		t.Fatal(err)
+	}
+	mods := map[string]string{}
+	for _, use := range work.Use {
+		dir := filepath.Join(root, use.DiskPath)
+		gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := modfile.ModulePath(gomod)
+		if path == "" {
+			t.Fatalf("%s/go.mod names no module", dir)
+		}
+		mods[path] = dir
+	}
+	return mods
 }
 
 func (u *userModule) write(name, text string) {
@@ -78,7 +119,7 @@ func (u *userModule) linked() []string {
 }
 
 func TestUserModuleGraph(t *testing.T) {
-	u := newUserModule(t, []string{""},
+	u := newUserModule(t, []string{"", "dedup/dynamostore", "sources/sqssource"},
 		"github.com/onceq/onceq/consumer", "github.com/onceq/onceq/dedup/dynamostore", "github.com/onceq/onceq/sources/sqssource")
 	mods := u.modules()
 	for _, m := range mods {
@@ -95,7 +136,7 @@ func TestUserModuleGraph(t *testing.T) {
 // handler is a module of its own, so kafka-go is neither linked nor even
 // in the graph.
 func TestSQSLambdaWithoutKafka(t *testing.T) {
-	u := newUserModule(t, []string{"", "lambda"},
+	u := newUserModule(t, []string{"", "dedup/dynamostore", "lambda"},
 		"github.com/aws/aws-lambda-go/lambda", "github.com/onceq/onceq/dedup/dynamostore", "github.com/onceq/onceq/lambda/sqslambda")
 	mods := u.modules()
 	if !slices.Contains(mods, "github.com/aws/aws-lambda-go") {
@@ -119,7 +160,7 @@ func TestSQSLambdaWithoutKafka(t *testing.T) {
 // A Kafka function links kafka-go, which its dead-letter Writer is, and no
 // SQS client.
 func TestKafkaLambdaWithoutSQS(t *testing.T) {
-	u := newUserModule(t, []string{"", "lambda/kafkalambda", "sources/kafkasource"},
+	u := newUserModule(t, []string{"", "dedup/dynamostore", "lambda/kafkalambda", "sources/kafkasource"},
 		"github.com/aws/aws-lambda-go/lambda", "github.com/onceq/onceq/dedup/dynamostore", "github.com/onceq/onceq/lambda/kafkalambda")
 	linked := u.linked()
 	if !slices.Contains(linked, "github.com/segmentio/kafka-go") {

@@ -14,6 +14,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -38,7 +39,7 @@ func TestFirstWorkerOnKafkaFromREADME(t *testing.T) {
 	}
 
 	ctx := testenv.Context(t, 3*time.Minute)
-	db := ddb.NewFromConfig(testenv.AWSConfig(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(dynamoEP) })
+	db := ddb.NewFromConfig(awstest.Config(t, ""), func(o *ddb.Options) { o.BaseEndpoint = aws.String(dynamoEP) })
 	if err := dynamostore.CreateTable(ctx, db, "onceq_idempotency"); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -72,7 +73,7 @@ func TestLambdaUnderEmulatorFromDocs(t *testing.T) {
 	}
 
 	ctx := testenv.Context(t, 2*time.Minute)
-	db := ddb.NewFromConfig(testenv.AWSConfig(t, ep))
+	db := ddb.NewFromConfig(awstest.Config(t, ep))
 	suffix := randomSuffix(t)
 	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": ep,
 		"AWS_REGION": testenv.Region, "AWS_ACCESS_KEY_ID": testenv.AccessKeyID, "AWS_SECRET_ACCESS_KEY": testenv.SecretAccessKey,

@@ -21,6 +21,7 @@ var optionPages = []struct {
 }{
 	{"consumer", "processing.md", true},
 	{"dedup/dynamostore", "stores.md", false},
+	{"dedup/dynamostore/audit", "stores.md", false},
 	{"dedup/pgstore", "stores.md", false},
 	{"dedup/redisstore", "stores.md", false},
 	{"sources/sqssource", "sources.md", false},

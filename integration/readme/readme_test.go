@@ -25,6 +25,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -47,7 +48,7 @@ func TestFirstWorkerFromREADME(t *testing.T) {
 	}
 
 	ctx := testenv.Context(t, 3*time.Minute)
-	cfg := testenv.AWSConfig(t, "")
+	cfg := awstest.Config(t, "")
 	db := ddb.NewFromConfig(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(dynamoEP) })
 	q := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(sqsEP) })
 

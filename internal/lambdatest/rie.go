@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -212,7 +213,7 @@ type Tables struct {
 func NewTables(t testing.TB) *Tables {
 	t.Helper()
 	ep := testenv.DynamoDBEndpoint(t)
-	client := ddb.NewFromConfig(testenv.AWSConfig(t, ep))
+	client := ddb.NewFromConfig(awstest.Config(t, ep))
 	ctx := testenv.Context(t, time.Minute)
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
 	tb := &Tables{Client: client, Endpoint: ep, Idempotency: "lambda-idem-" + suffix, EffectsTable: "lambda-effects-" + suffix}

@@ -1,11 +1,10 @@
 // Package testenv gives tests the endpoints of the real servers that
 // integration/servers.sh starts (DynamoDB Local, the fauxqs SQS emulator,
-// PostgreSQL and Redis), an aws.Config that talks to the first two, and
-// the small helpers every
-// package's tests want: a bounded context, a condition polled until it
-// holds, a logger, a log buffer to read back, and the check that an HTTP
-// client hides WriteTo (package plainbody). Only tests and test-support
-// packages import it.
+// PostgreSQL and Redis) and the small helpers every package's tests want:
+// a bounded context, a condition polled until it holds, a logger, a log
+// buffer to read back, and the check that an HTTP client hides WriteTo
+// (package plainbody). An aws.Config for the first two is package
+// awstest's. Only tests and test-support packages import it.
 //
 // Start the servers and export their endpoints, from the repository root:
 //

@@ -6,13 +6,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 )
 
 // Environment variables written by integration/servers.sh into integration/.run/env.
@@ -86,46 +79,6 @@ func endpoint(t testing.TB, env, what string) string {
 	}
 	t.Skipf("%s is not set (needs %s); to run this test, %s", env, what, howToStart)
 	return ""
-}
-
-// AWSConfig returns an aws.Config for the local servers: static credentials
-// test/test, region us-east-1, no shared config or credentials files read.
-// If endpoint is not empty it is also set as cfg.BaseEndpoint; callers that
-// build clients for more than one service should still set BaseEndpoint per
-// client, for example:
-//
-//	dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) })
-//
-// The HTTP client is the SDK's buildable client: AWS_CA_BUNDLE is honoured
-// (a plain &http.Client{} makes LoadDefaultConfig panic when it is set).
-func AWSConfig(t testing.TB, endpoint string) aws.Config {
-	t.Helper()
-	cfg, err := config.LoadDefaultConfig(t.Context(),
-		config.WithRegion(Region),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, "")),
-		config.WithSharedConfigFiles([]string{}),
-		config.WithSharedCredentialsFiles([]string{}),
-		config.WithHTTPClient(awshttp.NewBuildableClient()),
-	)
-	if err != nil {
-		t.Fatalf("testenv: load AWS config: %v", err)
-	}
-	if endpoint != "" {
-		cfg.BaseEndpoint = aws.String(endpoint)
-	}
-	return cfg
-}
-
-// NoCredentialsConfig is AWSConfig with the credentials a machine without
-// any gets: the SDK's default chain, past the environment and the shared
-// files, ends at the EC2 instance metadata service, here switched off so
-// that it fails at once instead of timing out.
-func NoCredentialsConfig(t testing.TB, endpoint string) aws.Config {
-	t.Helper()
-	cfg := AWSConfig(t, endpoint)
-	md := imds.New(imds.Options{ClientEnableState: imds.ClientDisabled})
-	cfg.Credentials = aws.NewCredentialsCache(ec2rolecreds.New(func(o *ec2rolecreds.Options) { o.Client = md }))
-	return cfg
 }
 
 // Context returns a context that ends after d, or when the test ends.

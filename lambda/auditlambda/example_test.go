@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
-	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/dynamostore/audit"
 	"github.com/onceq/onceq/lambda/auditlambda"
 )
 
@@ -21,7 +21,7 @@ func ExampleHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	auditor, err := dynamostore.NewAuditor(dynamodb.NewFromConfig(cfg), dynamodbstreams.NewFromConfig(cfg),
+	auditor, err := audit.New(dynamodb.NewFromConfig(cfg), dynamodbstreams.NewFromConfig(cfg),
 		"onceq_idempotency", "onceq_archive")
 	if err != nil {
 		log.Fatal(err) // a configuration error

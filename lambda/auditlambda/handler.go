@@ -6,7 +6,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/dynamostore/audit"
 )
 
 // Handler returns a Lambda handler for an event source mapping on the
@@ -16,7 +16,7 @@ import (
 // retries.
 //
 //	lambda.Start(auditlambda.Handler(auditor))
-func Handler(a *dynamostore.Auditor) func(context.Context, events.DynamoDBEvent) error {
+func Handler(a *audit.Auditor) func(context.Context, events.DynamoDBEvent) error {
 	return func(ctx context.Context, ev events.DynamoDBEvent) error {
 		return a.ApplyStreamRecords(ctx, streamRecords(ev))
 	}

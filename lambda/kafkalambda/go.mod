@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/onceq/onceq v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/dedup/dynamostore v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/internal/lambdatest v0.0.0-00010101000000-000000000000
 	github.com/onceq/onceq/sources/kafkasource v0.0.0-00010101000000-000000000000
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -19,7 +21,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1 // indirect
-	github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.13.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
@@ -34,6 +35,7 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/onceq/onceq/internal/awstest v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
@@ -48,3 +50,11 @@ replace (
 	github.com/onceq/onceq => ../..
 	github.com/onceq/onceq/sources/kafkasource => ../../sources/kafkasource
 )
+
+replace github.com/onceq/onceq/dedup/dynamostore => ../../dedup/dynamostore
+
+replace github.com/onceq/onceq/sources/sqssource => ../../sources/sqssource
+
+replace github.com/onceq/onceq/internal/awstest => ../../internal/awstest
+
+replace github.com/onceq/onceq/internal/lambdatest => ../../internal/lambdatest

@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -38,7 +39,7 @@ type queue struct {
 func newQueue(t testing.TB, name string, fifo bool) *queue {
 	t.Helper()
 	ep := testenv.SQSEndpoint(t)
-	client := awssqs.NewFromConfig(testenv.AWSConfig(t, ep))
+	client := awssqs.NewFromConfig(awstest.Config(t, ep))
 	name = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
 	attrs := map[string]string{"VisibilityTimeout": "30"}
 	if fifo {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestEndToEndDynamoDBStore(t *testing.T) {
 	t.Parallel()
 	ep := testenv.DynamoDBEndpoint(t)
-	db := ddb.NewFromConfig(testenv.AWSConfig(t, ep), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
+	db := ddb.NewFromConfig(awstest.Config(t, ep), func(o *ddb.Options) { o.BaseEndpoint = aws.String(ep) })
 	ctx := context.Background()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 func client(t testing.TB) *awssqs.Client {
 	t.Helper()
 	ep := testenv.SQSEndpoint(t)
-	cfg := testenv.AWSConfig(t, ep)
+	cfg := awstest.Config(t, ep)
 	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(ep) })
 }
 

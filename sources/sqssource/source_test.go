@@ -22,6 +22,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
@@ -669,7 +670,7 @@ func (l *receiveLog) requests() []int {
 func recordingClient(t *testing.T) (*awssqs.Client, *receiveLog) {
 	t.Helper()
 	ep := testenv.SQSEndpoint(t)
-	cfg := testenv.AWSConfig(t, ep)
+	cfg := awstest.Config(t, ep)
 	log := &receiveLog{sent: make(chan struct{}), written: make(chan struct{}, 64)}
 	w := watchDoer{next: cfg.HTTPClient, log: log}
 	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) {
@@ -759,7 +760,7 @@ func TestNoCredentialsSaidPlainly(t *testing.T) {
 	t.Parallel()
 	url, _ := createQueue(t, client(t), queueSpec{})
 	ep := testenv.SQSEndpoint(t)
-	c := awssqs.NewFromConfig(testenv.NoCredentialsConfig(t, ep), func(o *awssqs.Options) { o.BaseEndpoint = aws.String(ep) })
+	c := awssqs.NewFromConfig(awstest.NoCredentialsConfig(t, ep), func(o *awssqs.Options) { o.BaseEndpoint = aws.String(ep) })
 	_, err := sqssource.New(context.Background(), c, url, sqssource.WithLogger(testenv.Logger(t)))
 	if err == nil || !strings.Contains(err.Error(), "no AWS credentials found") || strings.Contains(err.Error(), "IMDS") {
 		t.Fatalf("New without credentials: %v, want \"no AWS credentials found\" and no EC2 metadata chain", err)

@@ -1,4 +1,4 @@
-package dynamostore_test
+package audit_test
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/dynamostore/audit"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -90,7 +92,7 @@ func (s *streamSeam) middleware(st *middleware.Stack) error {
 // streamsClient is a DynamoDB Streams client of DynamoDB Local through seam.
 func streamsClient(t *testing.T, seam *streamSeam) *dynamodbstreams.Client {
 	ep := testenv.DynamoDBEndpoint(t)
-	return dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) {
+	return dynamodbstreams.NewFromConfig(awstest.Config(t, ep), func(o *dynamodbstreams.Options) {
 		o.BaseEndpoint = aws.String(ep)
 		if seam != nil {
 			o.APIOptions = append(o.APIOptions, seam.middleware)
@@ -100,24 +102,24 @@ func streamsClient(t *testing.T, seam *streamSeam) *dynamodbstreams.Client {
 
 // newAuditor is an Auditor of r's tables reading from the stream's end (not
 // FromStreamStart), as `onceq audit` does by default.
-func (r *auditRig) newAuditor(t *testing.T, streams *dynamodbstreams.Client, opts ...dynamostore.AuditOption) *dynamostore.Auditor {
+func (r *auditRig) newAuditor(t *testing.T, streams *dynamodbstreams.Client, opts ...audit.Option) *audit.Auditor {
 	t.Helper()
-	a, err := dynamostore.NewAuditor(r.client, streams, r.table, r.archive,
-		append([]dynamostore.AuditOption{dynamostore.AnyDeleteIsTTL(), dynamostore.WithLogger(r.logs.Logger(slog.LevelInfo))}, opts...)...)
+	a, err := audit.New(r.client, streams, r.table, r.archive,
+		append([]audit.Option{audit.AnyDeleteIsTTL(), audit.WithLogger(r.logs.Logger(slog.LevelInfo))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return a
 }
 
-func poll(t *testing.T, a *dynamostore.Auditor) {
+func poll(t *testing.T, a *audit.Auditor) {
 	t.Helper()
 	if err := a.Poll(t.Context()); err != nil {
 		t.Fatalf("poll: %v", err)
 	}
 }
 
-func pollUntil(t *testing.T, a *dynamostore.Auditor, what string, cond func() bool) {
+func pollUntil(t *testing.T, a *audit.Auditor, what string, cond func() bool) {
 	t.Helper()
 	testenv.Eventually(t, 20*time.Second, what, func() bool {
 		poll(t, a)
@@ -172,7 +174,7 @@ func TestAuditResumesAfterRestart(t *testing.T) {
 	r.sweep(t, down)
 
 	reader, mp := metrictest.Provider(t)
-	second := r.newAuditor(t, streamsClient(t, nil), dynamostore.WithMeterProvider(mp))
+	second := r.newAuditor(t, streamsClient(t, nil), audit.WithMeterProvider(mp))
 	pollUntil(t, second, "the removal made while no auditor ran archived", func() bool { return r.tombstone(t, down) })
 	if n := metrictest.Counter(t, reader, "onceq.dynamodb.tombstones"); n != 1 {
 		t.Errorf("the restarted auditor wrote %d tombstones, want 1 (the first auditor's removal applied again?)", n)
@@ -191,13 +193,13 @@ func TestAuditChecksArchiveTable(t *testing.T) {
 	tenant := recordsTable(t, r.client, dynamostore.TenantLayout())
 	for name, archive := range map[string]string{"missing": uniqueName("onceq_missing_"), "other key schema": tenant} {
 		t.Run(name, func(t *testing.T) {
-			a, err := dynamostore.NewAuditor(r.client, streamsClient(t, nil), r.table, archive)
+			a, err := audit.New(r.client, streamsClient(t, nil), r.table, archive)
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = a.Poll(t.Context())
-			var ate *dynamostore.ArchiveTableError
-			if !errors.Is(err, dynamostore.ErrArchiveTable) || !errors.As(err, &ate) || ate.Table != archive || !strings.Contains(err.Error(), archive) {
+			var ate *audit.ArchiveTableError
+			if !errors.Is(err, audit.ErrArchiveTable) || !errors.As(err, &ate) || ate.Table != archive || !strings.Contains(err.Error(), archive) {
 				t.Fatalf("poll with archive %s (%s): %v, want an ArchiveTableError naming it", archive, name, err)
 			}
 			var missing *types.ResourceNotFoundException
@@ -261,7 +263,7 @@ func TestAuditDynamoDBLocalTTLRemoval(t *testing.T) {
 			"payload_hash": s("h"), "attempts": n("1"), "created_at": n("1700000000"), "expires_at": n("1700000100"),
 		},
 	}}
-	strict, err := dynamostore.NewAuditor(r.client, nil, r.table, r.archive)
+	strict, err := audit.New(r.client, nil, r.table, r.archive)
 	if err != nil {
 		t.Fatal(err)
 	}

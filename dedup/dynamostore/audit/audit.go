@@ -1,4 +1,4 @@
-package dynamostore
+package audit
 
 import (
 	"context"
@@ -18,8 +18,14 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/dynamostore/internal/items"
 	"github.com/onceq/onceq/retry"
 )
+
+// instrumentationName is the store's: the Auditor's metrics
+// (onceq.dynamodb.*) are the DynamoDB store's, under its scope.
+const instrumentationName = "github.com/onceq/onceq/dedup/dynamostore"
 
 // The identity of DynamoDB's TTL sweeper on a stream record: a delete by
 // anyone else (an operator, a worker) carries none.
@@ -29,10 +35,10 @@ const (
 )
 
 // ErrNoStream: the records table has no stream to audit.
-var ErrNoStream = errors.New("dynamostore: the records table has no stream (create it with WithStream)")
+var ErrNoStream = errors.New("dynamostore: the records table has no stream (create it with dynamostore.WithStream)")
 
 // Auditor reads a records table's DynamoDB stream (StreamViewType
-// NEW_AND_OLD_IMAGES, see WithStream) and keeps the audit trail:
+// NEW_AND_OLD_IMAGES, see dynamostore.WithStream) and keeps the audit trail:
 //   - a tombstone in the archive table for each COMPLETED record TTL
 //     removed (or that a claim took over once expired), kept for the
 //     archive's own retention: what WithArchive consults;
@@ -83,19 +89,17 @@ type shardPos struct {
 	iter, last string // next iterator; last sequence number processed
 }
 
-// AuditOption configures NewAuditor: ArchiveRetention, AnyDeleteIsTTL,
-// FromStreamStart, PollInterval, and the logger, meter provider and retry
-// policy of any Option (WithLogger, WithMeterProvider, WithRetryPolicy),
-// so an Auditor beside a worker is given the store's. It is a type of its
-// own because the Auditor reads a stream, which a Store never does.
-type AuditOption interface{ applyAudit(*auditConfig) }
+// Option configures New: ArchiveRetention, AnyDeleteIsTTL,
+// FromStreamStart, PollInterval, WithLogger, WithMeterProvider and
+// WithRetryPolicy. An Auditor beside a worker is given the logger, meter
+// provider and retry policy of the worker's store.
+type Option interface{ apply(*config) }
 
-// auditOptionFunc is an AuditOption only: New does not take it.
-type auditOptionFunc func(*auditConfig)
+type optionFunc func(*config)
 
-func (f auditOptionFunc) applyAudit(c *auditConfig) { f(c) }
+func (f optionFunc) apply(c *config) { f(c) }
 
-type auditConfig struct {
+type config struct {
 	retention time.Duration
 	anyDelete bool
 	fromStart bool
@@ -105,11 +109,31 @@ type auditConfig struct {
 	meter     metric.MeterProvider
 }
 
+// WithLogger sets the logger of the Auditor's warnings (default
+// slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) { c.log = l })
+}
+
+// WithMeterProvider sets where the Auditor's metrics go (default the
+// global MeterProvider): onceq.dynamodb.ttl_lag, .tombstones and
+// .doubled_completions.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meter = mp })
+}
+
+// WithRetryPolicy sets the backoff used for throttles and transient faults
+// of the DynamoDB and DynamoDB Streams calls (default
+// retry.DefaultPolicy()).
+func WithRetryPolicy(p retry.Policy) Option {
+	return optionFunc(func(c *config) { c.policy = p })
+}
+
 // ArchiveRetention is how long a tombstone is kept (default 30 days): the
 // window in which a late duplicate is still recognised. It should exceed
 // the longest time a producer may send a key again.
-func ArchiveRetention(d time.Duration) AuditOption {
-	return auditOptionFunc(func(c *auditConfig) { c.retention = d })
+func ArchiveRetention(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.retention = d })
 }
 
 // AnyDeleteIsTTL treats every delete as TTL's, where by default only a
@@ -117,8 +141,8 @@ func ArchiveRetention(d time.Duration) AuditOption {
 // dynamodb.amazonaws.com) counts: for DynamoDB Local, whose TTL sweeper
 // runs but marks its deletes with no userIdentity (and an event name of
 // its own, read as a removal), and for tests that delete by hand.
-func AnyDeleteIsTTL() AuditOption {
-	return auditOptionFunc(func(c *auditConfig) { c.anyDelete = true })
+func AnyDeleteIsTTL() Option {
+	return optionFunc(func(c *config) { c.anyDelete = true })
 }
 
 // FromStreamStart makes Run read each shard from its oldest record
@@ -126,35 +150,36 @@ func AnyDeleteIsTTL() AuditOption {
 // no reader has left a checkpoint of this stream in the archive table
 // (with one, Run resumes from it either way). The trail's writes are
 // idempotent, so records read twice only count twice.
-func FromStreamStart() AuditOption {
-	return auditOptionFunc(func(c *auditConfig) { c.fromStart = true })
+func FromStreamStart() Option {
+	return optionFunc(func(c *config) { c.fromStart = true })
 }
 
 // PollInterval is how long Run waits after a round that found the stream
 // read to its end (default 1 s).
-func PollInterval(d time.Duration) AuditOption {
-	return auditOptionFunc(func(c *auditConfig) { c.poll = d })
+func PollInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.poll = d })
 }
 
-// NewAuditor returns an Auditor of table's stream writing tombstones into
-// archive (which CreateTable can make, with the records table's layout).
+// New returns an Auditor of table's stream writing tombstones into
+// archive (which dynamostore.CreateTable can make, with the records
+// table's layout).
 // streams may be nil for an Auditor used only by ApplyStreamRecords.
-func NewAuditor(db *ddb.Client, streams *dynamodbstreams.Client, table, archive string, opts ...AuditOption) (*Auditor, error) {
-	cfg := auditConfig{retention: 30 * 24 * time.Hour, poll: time.Second, policy: retry.DefaultPolicy()}
+func New(db *ddb.Client, streams *dynamodbstreams.Client, table, archive string, opts ...Option) (*Auditor, error) {
+	cfg := config{retention: 30 * 24 * time.Hour, poll: time.Second, policy: retry.DefaultPolicy()}
 	for _, o := range opts {
 		if o != nil {
-			o.applyAudit(&cfg)
+			o.apply(&cfg)
 		}
 	}
 	switch {
 	case db == nil:
-		return nil, fmt.Errorf("dynamostore: %w: auditor without a DynamoDB client", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: auditor without a DynamoDB client", dynamostore.ErrInvalidConfig)
 	case table == "" || archive == "":
-		return nil, fmt.Errorf("dynamostore: %w: auditor needs the records table and the archive table", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: auditor needs the records table and the archive table", dynamostore.ErrInvalidConfig)
 	case table == archive:
-		return nil, fmt.Errorf("dynamostore: %w: the archive table must not be the records table %s", ErrInvalidConfig, table)
+		return nil, fmt.Errorf("dynamostore: %w: the archive table must not be the records table %s", dynamostore.ErrInvalidConfig, table)
 	case cfg.retention <= 0 || cfg.poll <= 0:
-		return nil, fmt.Errorf("dynamostore: %w: archive retention and poll interval must be positive", ErrInvalidConfig)
+		return nil, fmt.Errorf("dynamostore: %w: archive retention and poll interval must be positive", dynamostore.ErrInvalidConfig)
 	}
 	if cfg.log == nil {
 		cfg.log = slog.Default()
@@ -173,15 +198,15 @@ func NewAuditor(db *ddb.Client, streams *dynamodbstreams.Client, table, archive 
 	if a.lag, err = m.Float64Histogram("onceq.dynamodb.ttl_lag", metric.WithUnit("s"),
 		metric.WithDescription("Time from a record's expires_at to its TTL delete, from the table's stream (DynamoDB allows up to 48 h)."),
 		metric.WithExplicitBucketBoundaries(1, 10, 60, 600, 3600, 6*3600, 24*3600, 48*3600, 96*3600)); err != nil {
-		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", dynamostore.ErrInvalidConfig, err)
 	}
 	if a.stones, err = m.Int64Counter("onceq.dynamodb.tombstones",
 		metric.WithDescription("COMPLETED records removed by TTL (or taken over once expired) and archived as tombstones.")); err != nil {
-		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", dynamostore.ErrInvalidConfig, err)
 	}
 	if a.doubled, err = m.Int64Counter("onceq.dynamodb.doubled_completions",
 		metric.WithDescription("Keys completed by two different owners, seen on the stream; under Global Tables the design pattern's dynamo_cross_region_duplicate_detected_total.")); err != nil {
-		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", dynamostore.ErrInvalidConfig, err)
 	}
 	return a, nil
 }
@@ -232,7 +257,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 // The stream's shards are listed when a shard closes, and once a minute.
 func (a *Auditor) Poll(ctx context.Context) error {
 	if a.streams == nil {
-		return fmt.Errorf("dynamostore: %w: auditor of %s has no streams client", ErrInvalidConfig, a.table)
+		return fmt.Errorf("dynamostore: %w: auditor of %s has no streams client", dynamostore.ErrInvalidConfig, a.table)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -505,25 +530,25 @@ func (a *Auditor) apply(ctx context.Context, c change) error {
 		if !c.ttl && !a.anyDelete {
 			return nil // an operator's delete: neither lag nor a removal by TTL
 		}
-		old, err := decodeRecord(c.old)
+		old, err := items.DecodeRecord(c.old)
 		if err != nil {
 			a.log.WarnContext(ctx, "dynamostore: audit: a deleted record without a readable old image (is the stream's view NEW_AND_OLD_IMAGES?)", "table", a.table, "err", err)
 			return nil
 		}
 		a.lag.Record(ctx, c.at.Sub(old.ExpiresAt).Seconds())
-		if old.Status == dedup.StatusCompleted && !archived(c.old) {
+		if old.Status == dedup.StatusCompleted && !items.Archived(c.old) {
 			return a.bury(ctx, c, old)
 		}
 	case "INSERT", "MODIFY":
-		rec, err := decodeRecord(c.image)
+		rec, err := items.DecodeRecord(c.image)
 		if err != nil {
 			return nil // not a record of ours
 		}
 		var old *dedup.Record
-		if o, err := decodeRecord(c.old); err == nil && o.Status == dedup.StatusCompleted && !archived(c.old) {
+		if o, err := items.DecodeRecord(c.old); err == nil && o.Status == dedup.StatusCompleted && !items.Archived(c.old) {
 			old = &o
 		}
-		if rec.Status != dedup.StatusCompleted || archived(c.image) {
+		if rec.Status != dedup.StatusCompleted || items.Archived(c.image) {
 			if old != nil && old.Owner != rec.Owner {
 				// An expired COMPLETED record taken over by a claim is
 				// removed as TTL would have: archive it.
@@ -541,7 +566,7 @@ func (a *Auditor) apply(ctx context.Context, c change) error {
 		if err != nil {
 			return err
 		}
-		if owner, _ := getS(stone, attrOwner, false); stone != nil && owner != rec.Owner {
+		if owner, _ := items.GetS(stone, items.AttrOwner, false); stone != nil && owner != rec.Owner {
 			a.doubledCompletion(ctx, c, rec, "completed again within the archive's retention")
 		}
 	}
@@ -561,11 +586,11 @@ func (a *Auditor) bury(ctx context.Context, c change, old dedup.Record) error {
 	for k, v := range c.keys {
 		item[k] = v
 	}
-	item[attrOwner] = str(old.Owner)
-	item[attrVersion] = num(old.Version)
-	item[attrPayload] = str(old.PayloadHash)
-	item[attrRemovedAt] = num(floorUnix(c.at))
-	item[attrExpires] = num(ceilUnix(c.at.Add(a.retention)))
+	item[items.AttrOwner] = items.Str(old.Owner)
+	item[items.AttrVersion] = items.Num(old.Version)
+	item[items.AttrPayload] = items.Str(old.PayloadHash)
+	item[items.AttrRemovedAt] = items.Num(items.FloorUnix(c.at))
+	item[items.AttrExpires] = items.Num(items.CeilUnix(c.at.Add(a.retention)))
 	err := a.policy.Do(ctx, func(ctx context.Context) error {
 		_, err := a.db.PutItem(ctx, &ddb.PutItemInput{TableName: a.archive, Item: item})
 		return err

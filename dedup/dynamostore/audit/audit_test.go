@@ -1,4 +1,4 @@
-package dynamostore_test
+package audit_test
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/dynamostore/audit"
+	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -31,7 +33,7 @@ import (
 type auditRig struct {
 	client         *ddb.Client
 	table, archive string
-	auditor        *dynamostore.Auditor
+	auditor        *audit.Auditor
 	reader         *metrictest.Reader
 	mp             metric.MeterProvider
 	logs           *testenv.LogBuffer
@@ -40,15 +42,15 @@ type auditRig struct {
 func newAuditRig(t *testing.T) *auditRig {
 	t.Helper()
 	ep := testenv.DynamoDBEndpoint(t)
-	r := &auditRig{client: dynamoClient(t, ep, nil), logs: &testenv.LogBuffer{}}
+	r := &auditRig{client: dynamoClient(t, ep), logs: &testenv.LogBuffer{}}
 	r.reader, r.mp = metrictest.Provider(t)
 	r.table = recordsTable(t, r.client, dynamostore.WithStream())
 	r.archive = recordsTable(t, r.client)
-	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
+	streams := dynamodbstreams.NewFromConfig(awstest.Config(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
 	var err error
-	r.auditor, err = dynamostore.NewAuditor(r.client, streams, r.table, r.archive,
-		dynamostore.AnyDeleteIsTTL(), dynamostore.FromStreamStart(),
-		dynamostore.WithMeterProvider(r.mp), dynamostore.WithLogger(r.logs.Logger(slog.LevelInfo)))
+	r.auditor, err = audit.New(r.client, streams, r.table, r.archive,
+		audit.AnyDeleteIsTTL(), audit.FromStreamStart(),
+		audit.WithMeterProvider(r.mp), audit.WithLogger(r.logs.Logger(slog.LevelInfo)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,9 +230,9 @@ func TestAuditDoubledCompletions(t *testing.T) {
 // ApplyStreamRecords.)
 func TestAuditTTLPrincipalRule(t *testing.T) {
 	ep := testenv.DynamoDBEndpoint(t)
-	client := dynamoClient(t, ep, nil)
+	client := dynamoClient(t, ep)
 	archive := recordsTable(t, client)
-	a, err := dynamostore.NewAuditor(client, nil, "records", archive)
+	a, err := audit.New(client, nil, "records", archive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,8 +349,8 @@ func TestAuditLateDuplicateThroughConsumer(t *testing.T) {
 func TestAuditStartsAtTheStreamsEnd(t *testing.T) {
 	r := newAuditRig(t)
 	ep := testenv.DynamoDBEndpoint(t)
-	streams := dynamodbstreams.NewFromConfig(testenv.AWSConfig(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
-	a, err := dynamostore.NewAuditor(r.client, streams, r.table, r.archive, dynamostore.AnyDeleteIsTTL())
+	streams := dynamodbstreams.NewFromConfig(awstest.Config(t, ep), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(ep) })
+	a, err := audit.New(r.client, streams, r.table, r.archive, audit.AnyDeleteIsTTL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,29 +372,6 @@ func TestAuditStartsAtTheStreamsEnd(t *testing.T) {
 	})
 	if r.tombstone(t, before) {
 		t.Error("a removal from before the trail started was archived")
-	}
-}
-
-// The archive's cost: one GetItem per new key, none for a duplicate of a
-// live record.
-func TestArchiveCostPerNewKey(t *testing.T) {
-	c := &calls{}
-	client := dynamoClient(t, testenv.DynamoDBEndpoint(t), c)
-	table, archive := recordsTable(t, client), recordsTable(t, client)
-	st := newStore(t, client, table, dynamostore.WithArchive(archive), dynamostore.WithoutClockCheck())
-	now := time.Now()
-	k := uniqueKey(t)
-	c.reset()
-	cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
-	if !cl.Acquired || c.get("PutItem") != 1 || c.get("GetItem") != 1 || c.total() != 2 {
-		t.Fatalf("new key: acquired %v, calls %v; want PutItem and one GetItem of the archive", cl.Acquired, c.by)
-	}
-	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	c.reset()
-	if cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "b", Now: now, LeaseUntil: now.Add(time.Minute)}); cl.Acquired || c.total() != 1 {
-		t.Fatalf("duplicate: acquired %v, calls %v; want one PutItem", cl.Acquired, c.by)
 	}
 }
 

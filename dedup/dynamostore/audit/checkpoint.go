@@ -1,4 +1,4 @@
-package dynamostore
+package audit
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/dynamostore/internal/items"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -79,9 +81,9 @@ func (a *Auditor) checkpointKey(shard string) map[string]types.AttributeValue {
 		part += "/" + shard
 	}
 	if a.tenantArchive {
-		return map[string]types.AttributeValue{attrPK: str("onceq"), attrSK: str(part)}
+		return map[string]types.AttributeValue{items.AttrPK: items.Str("onceq"), items.AttrSK: items.Str(part)}
 	}
-	return map[string]types.AttributeValue{attrPK: str("onceq#" + part)}
+	return map[string]types.AttributeValue{items.AttrPK: items.Str("onceq#" + part)}
 }
 
 // checkTables reads the records table's stream ARN and key schema, and
@@ -106,10 +108,10 @@ func (a *Auditor) checkTables(ctx context.Context) error {
 	if records.LatestStreamArn == nil {
 		return fmt.Errorf("%w: table %s", ErrNoStream, a.table)
 	}
-	tenant := checkSchema(records, true) == nil
+	tenant := items.CheckSchema(records, true) == nil
 	if !tenant {
-		if err := checkSchema(records, false); err != nil {
-			return fmt.Errorf("dynamostore: table %s: %w", a.table, &LayoutError{Err: err})
+		if err := items.CheckSchema(records, false); err != nil {
+			return fmt.Errorf("dynamostore: table %s: %w", a.table, &dynamostore.LayoutError{Err: err})
 		}
 	}
 	archive, err := describe(*a.archive)
@@ -119,7 +121,7 @@ func (a *Auditor) checkTables(ctx context.Context) error {
 		return &ArchiveTableError{Table: *a.archive, Err: err}
 	case err != nil:
 		return fmt.Errorf("dynamostore: archive table %s: %w", *a.archive, err)
-	case checkSchema(archive, tenant) != nil:
+	case items.CheckSchema(archive, tenant) != nil:
 		return &ArchiveTableError{Table: *a.archive, Err: fmt.Errorf("key schema is not the one of table %s", a.table)}
 	}
 	a.arn, a.tenantArchive = *records.LatestStreamArn, tenant
@@ -150,12 +152,12 @@ func (a *Auditor) loadCheckpoints(ctx context.Context, shards []stypes.Shard) (s
 				return nil, false, fmt.Errorf("dynamostore: archive table %s, audit checkpoint: %w", *a.archive, err)
 			}
 			for _, item := range out.Responses[*a.archive] {
-				switch kind, _ := getS(item, attrCheckpoint, false); kind {
+				switch kind, _ := items.GetS(item, attrCheckpoint, false); kind {
 				case "stream":
 					resumed = true
 				case "shard":
-					shard, _ := getS(item, "shard", false)
-					seq, _ := getS(item, attrSequence, false)
+					shard, _ := items.GetS(item, "shard", false)
+					seq, _ := items.GetS(item, attrSequence, false)
 					done, _ := item[attrShardDone].(*types.AttributeValueMemberBOOL)
 					saved[shard] = checkpoint{seq: seq, done: done != nil && done.Value}
 				}
@@ -172,15 +174,15 @@ func (a *Auditor) loadCheckpoints(ctx context.Context, shards []stypes.Shard) (s
 func (a *Auditor) saveCheckpoint(ctx context.Context, shard string, cp checkpoint) error {
 	item := a.checkpointKey(shard)
 	if shard == "" {
-		item[attrCheckpoint] = str("stream")
+		item[attrCheckpoint] = items.Str("stream")
 	} else {
-		item[attrCheckpoint] = str("shard")
-		item["shard"] = str(shard)
+		item[attrCheckpoint] = items.Str("shard")
+		item["shard"] = items.Str(shard)
 		if cp.seq != "" {
-			item[attrSequence] = str(cp.seq)
+			item[attrSequence] = items.Str(cp.seq)
 		}
 		item[attrShardDone] = &types.AttributeValueMemberBOOL{Value: cp.done}
-		item[attrExpires] = num(ceilUnix(time.Now().Add(checkpointTTL)))
+		item[items.AttrExpires] = items.Num(items.CeilUnix(time.Now().Add(checkpointTTL)))
 	}
 	err := a.policy.Do(ctx, func(ctx context.Context) error {
 		_, err := a.db.PutItem(ctx, &ddb.PutItemInput{TableName: a.archive, Item: item})
