@@ -122,6 +122,21 @@ func TestCheckPostgresRefusedLogin(t *testing.T) {
 		t.Fatalf("the server got password %q, want the URL's: the refusal tested is not of the password", got)
 	}
 
+	// No server at all: refused at once, named.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	_ = ln.Close()
+	start = time.Now()
+	code, out, _ = onceq("check", "-store", "postgres", "-postgres-url", "postgres://app:"+pw+"@"+closed+"/orders?sslmode=disable")
+	took = time.Since(start)
+	if code != 1 || !strings.Contains(out, "FAIL PostgreSQL at "+closed+", database orders, user app: cannot connect: ") ||
+		!strings.Contains(out, "connection refused") || strings.Contains(out, pw) || took > refusalBound {
+		t.Fatalf("unreachable: exit %d after %v, out %q", code, took, out)
+	}
+
 	// A connection string that does not parse is not repeated.
 	code, _, errOut = onceq("inspect", "-store", "postgres", "-postgres-url", "postgres://app:"+pw+"@host:notaport/db", "k")
 	if code != 1 || !strings.Contains(errOut, "does not parse") || strings.Contains(errOut, pw) {
