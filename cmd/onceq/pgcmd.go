@@ -14,6 +14,9 @@ import (
 	"github.com/onceq/onceq/dedup/pgstore"
 )
 
+// staleRows bounds the expired rows check counts.
+const staleRows = 10000
+
 func createPostgresTable(ctx context.Context, sf *storeFlags, table string, stdout, stderr io.Writer) int {
 	conn, _, err := sf.connectPostgres(ctx)
 	if err != nil {
@@ -68,6 +71,19 @@ func checkPostgres(ctx context.Context, r *checkReport, sf *storeFlags, table st
 	}
 	if !info.ExpiryIndex {
 		r.warn(subject, "no index on expires_at: pgstore's Cleanup reads the whole table to find expired records; `onceq create-table -store postgres -table %s` adds it", table)
+	}
+	// A record is deleted by Cleanup 10 minutes past its expiry, in sweeps
+	// a minute apart: rows an hour past it mean nothing deletes them.
+	if info.ExpiryIndex {
+		switch n, err := store.ExpiredRows(ctx, time.Now().Add(-time.Hour), staleRows); {
+		case err != nil:
+			r.fail(subject, "%v", err)
+			return
+		case n >= staleRows:
+			r.warn(subject, "%d or more rows expired over an hour ago: no pgstore Cleanup (or DeleteExpired job) deletes them; they cost storage, not correctness", n)
+		case n > 0:
+			r.warn(subject, "%s expired over an hour ago: no pgstore Cleanup (or DeleteExpired job) deletes them; they cost storage, not correctness", plural(n, "row"))
+		}
 	}
 	rows := "never analyzed"
 	if info.Rows >= 0 {
@@ -143,11 +159,13 @@ type keyHashScan struct {
 	unit        string // what was read: "row", "key"
 }
 
-func (s keyHashScan) count() string {
-	if s.scanned == 1 {
-		return "1 " + s.unit
+func (s keyHashScan) count() string { return plural(s.scanned, s.unit) }
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
 	}
-	return fmt.Sprintf("%d %ss", s.scanned, s.unit)
+	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 func (s keyHashScan) print(stdout, stderr io.Writer, q inspectQuery, where string) int {

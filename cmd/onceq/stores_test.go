@@ -80,6 +80,15 @@ func TestCheckPostgres(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "FAIL table "+handMade+": not the layout create-table makes: column id is text, want bytea") {
 		t.Fatalf("hand-made table: exit %d, out %q", code, out)
 	}
+	// A record long expired and not deleted: no Cleanup runs.
+	long := time.Now().Add(-3 * time.Hour)
+	if _, err := pgstore.New(conn, table).Claim(t.Context(), dedup.ClaimRequest{Key: "onceq#old", Owner: "w", PayloadHash: "h", Now: long, LeaseUntil: long.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = onceq("check", "-store", "postgres", "-table", table)
+	if code != 0 || !strings.Contains(out, "WARN table "+table+": 1 row expired over an hour ago: no pgstore Cleanup (or DeleteExpired job) deletes them") {
+		t.Fatalf("a row long expired: exit %d, out %q", code, out)
+	}
 	if _, err := conn.Exec(t.Context(), "DROP INDEX "+table+"_expires_at_idx"); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -156,4 +157,17 @@ func (s *Store) qualified(ctx context.Context) (string, error) {
 		return "", &pgconn.PgError{Code: "42P01", Message: "the table does not exist (or is not on the search_path)"}
 	}
 	return q, err
+}
+
+// ExpiredRows counts the rows that expired before before, up to limit:
+// rows Cleanup (or a DeleteExpired job) has not deleted yet. It reads the
+// expiry index, at most limit entries.
+func (s *Store) ExpiredRows(ctx context.Context, before time.Time, limit int) (int, error) {
+	q, err := s.qualified(ctx)
+	if err != nil {
+		return 0, s.wrap("expired-rows", err)
+	}
+	var n int
+	err = s.db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+q+` WHERE expires_at < $1 LIMIT $2) AS expired`, before, limit).Scan(&n)
+	return n, s.wrap("expired-rows", err)
 }

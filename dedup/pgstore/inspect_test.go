@@ -35,6 +35,12 @@ func TestFindKeyHash(t *testing.T) {
 		res.Scanned != 4 || !res.Exhausted || res.Unmatchable != 1 {
 		t.Fatalf("found %+v; want onceq#b PENDING, 4 rows read to the end, 1 unmatchable", res)
 	}
+	if n, err := s.ExpiredRows(ctx, now.Add(2*time.Hour), 3); err != nil || n != 3 {
+		t.Fatalf("ExpiredRows of 4 leases of an hour, 2 h on, limit 3: %d, %v; want 3", n, err)
+	}
+	if n, err := s.ExpiredRows(ctx, now, 10); err != nil || n != 0 {
+		t.Fatalf("ExpiredRows now: %d, %v; want 0", n, err)
+	}
 	res, err = s.FindKeyHash(ctx, dedup.KeyHash("onceq#absent"), 2)
 	if err != nil || len(res.Records) != 0 || res.Scanned != 2 || res.Exhausted {
 		t.Fatalf("limit 2: %+v, %v; want 2 rows read, not exhausted", res, err)
