@@ -248,9 +248,8 @@ func TestInspectPostgres(t *testing.T) {
 // no key, so a record found by its hash is printed without one.
 func TestInspectRedis(t *testing.T) {
 	addr := testenv.RedisAddr(t)
-	prefix := "onceqcli:" + secret(t) + ":"
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = c.Close() })
+	prefix := "onceqcli:" + tableName(t) + ":"
+	c := redisUnder(t, addr, prefix)
 	store, err := redisstore.New(c, redisstore.Prefix(prefix))
 	if err != nil {
 		t.Fatal(err)
@@ -290,9 +289,8 @@ func TestInspectRedis(t *testing.T) {
 // never the password.
 func TestCheckRedis(t *testing.T) {
 	addr := testenv.RedisAddr(t)
-	prefix := "onceqcli:" + secret(t) + ":"
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = c.Close() })
+	prefix := "onceqcli:" + tableName(t) + ":"
+	c := redisUnder(t, addr, prefix)
 	store, err := redisstore.New(c, redisstore.Prefix(prefix))
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +307,6 @@ func TestCheckRedis(t *testing.T) {
 	if err := c.HSet(t.Context(), prefix+"{other}", "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Del(context.Background(), prefix+"{other}") })
 	code, out, _ = onceq("check", "-store", "redis", "-redis-prefix", prefix)
 	if code != 1 || !strings.Contains(out, "FAIL prefix \""+prefix+"\": 1 of 2 keys read hold no record this version reads ("+prefix+"{other}, for one)") {
 		t.Fatalf("other data under the prefix: exit %d, out %q", code, out)
@@ -398,6 +395,22 @@ func TestCapacityStores(t *testing.T) {
 			t.Errorf("redis: exit %d, output lacks %q:\n%s", code, want, out)
 		}
 	}
+}
+
+// redisUnder is a client of the test server that deletes the keys under
+// prefix after the test.
+func redisUnder(t *testing.T, addr, prefix string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+		_ = c.Close()
+	})
+	return c
 }
 
 func mustKey(t *testing.T, ns, key string) string {
