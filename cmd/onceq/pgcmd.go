@@ -14,6 +14,12 @@ import (
 	"github.com/onceq/onceq/dedup/pgstore"
 )
 
+// openPostgres is the Store over table on conn; the one place the command
+// builds one, so that a constructor that can fail is a one-line change.
+func openPostgres(conn pgstore.DB, table string) (*pgstore.Store, error) {
+	return pgstore.New(conn, table), nil
+}
+
 // staleRows bounds the expired rows check counts.
 const staleRows = 10000
 
@@ -50,7 +56,11 @@ func checkPostgres(ctx context.Context, r *checkReport, sf *storeFlags, table st
 	defer conn.Close(context.WithoutCancel(ctx))
 	r.ok(server, "connected (server %s)", conn.PgConn().ParameterStatus("server_version"))
 	subject := "table " + table
-	store := pgstore.New(conn, table)
+	store, err := openPostgres(conn, table)
+	if err != nil {
+		r.fail(subject, "%v", err)
+		return
+	}
 	var pe *pgconn.PgError
 	switch err := store.Check(ctx); {
 	case errors.As(err, &pe) && pe.Code == "42P01":
@@ -134,7 +144,11 @@ func inspectPostgres(ctx context.Context, sf *storeFlags, q inspectQuery, stdout
 		return 1
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	store := pgstore.New(conn, q.table)
+	store, err := openPostgres(conn, q.table)
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		return 1
+	}
 	where := "table " + q.table
 	if q.keyHash != "" {
 		res, err := store.FindKeyHash(ctx, q.keyHash, q.scanLimit)

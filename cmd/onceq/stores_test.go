@@ -82,7 +82,7 @@ func TestCheckPostgres(t *testing.T) {
 	}
 	// A record long expired and not deleted: no Cleanup runs.
 	long := time.Now().Add(-3 * time.Hour)
-	if _, err := pgstore.New(conn, table).Claim(t.Context(), dedup.ClaimRequest{Key: "onceq#old", Owner: "w", PayloadHash: "h", Now: long, LeaseUntil: long.Add(time.Minute)}); err != nil {
+	if _, err := mustPostgres(t, conn, table).Claim(t.Context(), dedup.ClaimRequest{Key: "onceq#old", Owner: "w", PayloadHash: "h", Now: long, LeaseUntil: long.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = onceq("check", "-store", "postgres", "-table", table)
@@ -203,7 +203,7 @@ func refusingServer(t *testing.T) (addr string, sent <-chan string) {
 func TestInspectPostgres(t *testing.T) {
 	pgURL := testenv.PostgresURL(t)
 	conn, table := pgTable(t, pgURL)
-	store := pgstore.New(conn, table)
+	store := mustPostgres(t, conn, table)
 	key := mustKey(t, "orders", "order-42")
 	complete(t, store, key, `{"charged":true}`)
 	tenantKey, _ := dedup.TenantKey("acme", mustKey(t, "onceq", "order-7"))
@@ -411,6 +411,15 @@ func redisUnder(t *testing.T, addr, prefix string) *redis.Client {
 		_ = c.Close()
 	})
 	return c
+}
+
+func mustPostgres(t *testing.T, conn *pgx.Conn, table string) *pgstore.Store {
+	t.Helper()
+	s, err := openPostgres(conn, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func mustKey(t *testing.T, ns, key string) string {
