@@ -67,7 +67,10 @@ func runCapacity(_ context.Context, args []string, stdout, stderr io.Writer) int
 		"usage: onceq capacity -rps N [-dup RATIO] [-txn-items N] [-retention D] [-item-bytes N] [-archive-retention D] [-avg-rps N]",
 		"Budgets DynamoDB write capacity (WCU) for an idempotency table at a peak rate of unique messages,",
 		"and the storage of the table and the audit trail's archive.",
+		"-store postgres: SQL statements and writing commits per second, rows, index and dead-row volume instead.",
+		"-store redis: commands per second and the memory the records take instead.",
 	)
+	store := fs.String("store", storeDynamo, "the dedup store: dynamodb, postgres or redis")
 	rps := fs.Float64("rps", 0, "peak unique messages per second (required)")
 	dup := fs.Float64("dup", 0.15, "expected duplicate ratio (0.15 = 15% extra deliveries)")
 	txn := fs.Int("txn-items", 2, "items per TransactWriteItems in transaction modes, the idempotency record included")
@@ -92,6 +95,24 @@ func runCapacity(_ context.Context, args []string, stdout, stderr io.Writer) int
 	case *retention <= 0 || *archive < 0 || *itemBytes < 1 || *stoneBytes < 1 || *avg < 0 || math.IsNaN(*avg) || math.IsInf(*avg, 0):
 		fmt.Fprintln(stderr, "onceq capacity: -retention, -item-bytes and -tombstone-bytes must be positive, -archive-retention and -avg-rps not negative")
 		return 2
+	}
+	switch set := setFlags(fs); {
+	case *store != storeDynamo && *store != storePostgres && *store != storeRedis:
+		fmt.Fprintf(stderr, "onceq capacity: -store %q: want dynamodb, postgres or redis\n", *store)
+		return 2
+	case *store != storeDynamo && (set["archive-retention"] || set["tombstone-bytes"]):
+		fmt.Fprintln(stderr, "onceq capacity: -archive-retention and -tombstone-bytes are DynamoDB's (the audit trail's archive)")
+		return 2
+	case *store == storeRedis && set["txn-items"]:
+		fmt.Fprintln(stderr, "onceq capacity: -txn-items: Redis takes no business writes")
+		return 2
+	case *store != storeDynamo:
+		rate := *avg
+		if rate == 0 {
+			rate = *rps
+		}
+		printStoreCapacity(stdout, *store, *rps, *dup, *txn, *retention, *itemBytes, rate)
+		return 0
 	}
 	p := planCapacity(*rps, *dup, *txn)
 	fmt.Fprintf(stdout, "peak %.0f unique msg/s, %.0f%% duplicates (%.0f deliveries/s), items of at most 1 KB\n",

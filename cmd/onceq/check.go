@@ -21,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/sqssource"
@@ -105,11 +106,18 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet("onceq check", stderr,
 		"usage: onceq check [-table NAME [-tenant-layout] [-regions R1,R2]] [-sqs-queue-url URL [-sqs-dlq-url URL]]",
 		"                   [-kafka-brokers HOST:PORT,... -kafka-topic T -kafka-dlq-topic D] [-max-attempts 5] [-lease-ttl 60s]",
+		"       onceq check -store postgres [-table NAME] [-postgres-url URL] [queue or topic flags as above]",
+		"       onceq check -store redis [-redis-addr HOST:PORT|URL] [-redis-prefix onceq:] [queue or topic flags as above]",
 		"Runs the checks a worker runs at start and prints one line per check: ok, WARN or FAIL with the reason.",
+		"-store postgres: the server answers the user (a refusal names server, database and user, never the password),",
+		"the table exists in create-table's layout (columns, key on id, expiry index) and the user may read and write it.",
+		"-store redis: the server answers the user, who may run the store's scripts; no eviction, persistence on;",
+		"the keys under the prefix are records this version reads.",
 		"Exit 1 when a check fails, 0 otherwise. AWS endpoint, region and credentials come from the SDK's standard settings.",
 	)
 	var f checkFlags
-	fs.StringVar(&f.table, "table", "", "idempotency table: exists, ACTIVE, key schema of the layout, readable; TTL on expires_at")
+	fs.StringVar(&f.table, "table", "", "idempotency table: exists, ACTIVE, key schema of the layout, readable; TTL on expires_at (-store postgres: default "+dedup.DefaultTable+")")
+	sf := addStoreFlags(fs)
 	fs.BoolVar(&f.tenant, "tenant-layout", false, "the table uses the tenant layout (created with -tenant-layout)")
 	fs.StringVar(&f.regions, "regions", "", "comma-separated regions to check the table in (default: every replica region of a Global Table, else the configured region)")
 	fs.StringVar(&f.queueURL, "sqs-queue-url", "", "SQS queue: reachable, has a dead-letter queue, redrive policy fits the worker")
@@ -130,7 +138,13 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		problem = "-sqs-dlq-url needs -sqs-queue-url"
 	case f.regions != "" && f.table == "":
 		problem = "-regions needs -table"
-	case f.table == "" && f.queueURL == "" && f.topic == "":
+	case sf.problem(fs) != "":
+		problem = sf.problem(fs)
+	case sf.store != storeDynamo && (f.tenant || f.regions != ""):
+		problem = "-tenant-layout and -regions are DynamoDB's"
+	case sf.store == storeRedis && f.table != "":
+		problem = "Redis has no table: its records are keys under -redis-prefix"
+	case f.table == "" && f.queueURL == "" && f.topic == "" && sf.store == storeDynamo:
 		problem = "nothing to check: give -table, -sqs-queue-url or -kafka-topic"
 	case f.topic != "" && len(brokerList(f.brokers)) == 0:
 		problem = "-kafka-topic needs -kafka-brokers"
@@ -144,7 +158,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	r := &checkReport{w: stdout}
-	if f.table != "" {
+	switch {
+	case sf.store == storePostgres:
+		checkPostgres(ctx, r, sf, f.table)
+	case sf.store == storeRedis:
+		checkRedis(ctx, r, sf)
+	case f.table != "":
 		checkTable(ctx, r, f)
 	}
 	if f.queueURL != "" {

@@ -5,24 +5,24 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/dedup/pgstore"
 )
 
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq create-table", stderr,
-		"usage: onceq create-table -table NAME [-tenant-layout] [-stream] [-archive NAME] | -store postgres [-table NAME] [-url URL]",
+		"usage: onceq create-table -table NAME [-tenant-layout] [-stream] [-archive NAME]",
+		"       onceq create-table -store postgres [-table NAME] [-postgres-url URL]",
+		"       onceq create-table -store redis [-redis-addr HOST:PORT|URL] [-redis-prefix onceq:]",
 		"Creates the idempotency table (on-demand billing, TTL on expires_at) and waits until it is ACTIVE.",
 		"An existing table with the same key schema is accepted; TTL is enabled on it if it is not.",
 		"Endpoint, region and credentials come from the AWS SDK's standard settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB).",
-		"With -store postgres: creates the records table (default "+dedup.DefaultTable+") and its expiry index if missing;",
-		"the connection is -url, or PostgreSQL's standard settings (PGHOST, PGUSER, PGDATABASE, ...).",
+		"With -store postgres: creates the records table (default "+dedup.DefaultTable+") and its expiry index if missing,",
+		"and upgrades a table of an earlier version. With -store redis there is no table: it checks that the server answers",
+		"and runs the store's scripts, and says where the records will live.",
 	)
-	store := fs.String("store", "dynamodb", "dynamodb or postgres")
-	pgURL := fs.String("url", "", "PostgreSQL connection URL (-store postgres)")
+	sf := addStoreFlags(fs)
+	fs.StringVar(&sf.postgresURL, "url", "", "the same as -postgres-url (its earlier name)")
 	table := fs.String("table", "", "table name (required)")
 	tenant := fs.Bool("tenant-layout", false, "partition key = the tenant (the key before its first '#'), sort key = the rest")
 	stream := fs.Bool("stream", false, "enable the table's stream (NEW_AND_OLD_IMAGES), which 'onceq audit' reads")
@@ -34,13 +34,21 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "onceq create-table: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	switch *store {
-	case "postgres":
-		return createPostgresTable(ctx, *pgURL, *table, stdout, stderr)
-	case "dynamodb":
-	default:
-		fmt.Fprintf(stderr, "onceq create-table: -store %q: want dynamodb or postgres\n", *store)
+	if p := sf.problem(fs); p != "" {
+		fmt.Fprintf(stderr, "onceq create-table: %s\n", p)
 		return 2
+	}
+	switch {
+	case sf.store != storeDynamo && (*tenant || *stream || *archive != ""):
+		fmt.Fprintln(stderr, "onceq create-table: -tenant-layout, -stream and -archive are DynamoDB's")
+		return 2
+	case sf.store == storeRedis && *table != "":
+		fmt.Fprintln(stderr, "onceq create-table: Redis has no table: its records are keys under -redis-prefix")
+		return 2
+	case sf.store == storePostgres:
+		return createPostgresTable(ctx, sf, *table, stdout, stderr)
+	case sf.store == storeRedis:
+		return createRedisTable(ctx, sf, stdout, stderr)
 	}
 	if *table == "" {
 		fmt.Fprintln(stderr, "onceq create-table: -table is required")
@@ -81,23 +89,5 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 		layout += ", stream NEW_AND_OLD_IMAGES"
 	}
 	fmt.Fprintf(stdout, "table %s is ACTIVE (%s, on-demand, TTL on expires_at)\n", *table, layout)
-	return 0
-}
-
-func createPostgresTable(ctx context.Context, url, table string, stdout, stderr io.Writer) int {
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq create-table: connect to PostgreSQL: %v\n", err)
-		return 1
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if table == "" {
-		table = dedup.DefaultTable
-	}
-	if err := pgstore.CreateTable(ctx, conn, table); err != nil {
-		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "table %s exists in PostgreSQL (with its expires_at index)\n", table)
 	return 0
 }

@@ -30,6 +30,8 @@ const defaultScanLimit = 5000
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq inspect", stderr,
 		"usage: onceq inspect -table NAME [-tenant-layout [-shards N]] [-response [-raw]] WHICH",
+		"       onceq inspect -store postgres [-table NAME] [-postgres-url URL] [-response [-raw]] WHICH",
+		"       onceq inspect -store redis [-redis-addr HOST:PORT|URL] [-redis-prefix onceq:] [-response [-raw]] WHICH",
 		"Prints the record of one idempotency key, read with a strongly consistent read. WHICH is one of:",
 		"  [-tenant T] [-namespace onceq] [-stored-key] KEY",
 		"      the message's idempotency key, turned into the stored key <namespace>#<KEY> as the consumer does",
@@ -46,11 +48,15 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"      the records a tenant (table made with -tenant-layout, consumer.WithTenantFunc) created since then:",
 		"      a Query of the tenant's partition key(s), never a Scan; it reads every record of the tenant.",
 		"      A table of the default layout is an error; a listing cut at -limit says so",
+		"      (DynamoDB's tenant layout only)",
+		"PostgreSQL and Redis find a record by KEY (-tenant T too) or -key-hash: PostgreSQL hashes each key it reads",
+		"on the server; Redis SCANs the names under the prefix, which hold the key's SHA-256 (Redis keeps no key).",
 		"Exit 1 when no record is found.",
 		"Stored strings are printed with control characters, invalid bytes and Unicode bidirectional",
 		"controls (U+202A-U+202E, U+2066-U+2069, ...) escaped.",
 	)
-	table := fs.String("table", "", "table name (required)")
+	table := fs.String("table", "", "table name (required; -store postgres: default "+dedup.DefaultTable+")")
+	sf := addStoreFlags(fs)
 	ns := fs.String("namespace", "onceq", "the consumer's namespace (consumer.Namespace)")
 	stored := fs.Bool("stored-key", false, "KEY already has its namespace (<namespace>#<key>): use it as is")
 	tenant := fs.Bool("tenant-layout", false, "the table uses the tenant layout (created with -tenant-layout)")
@@ -84,7 +90,13 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	// it lists the tenant's records.
 	listing := set["tenant"] && fs.NArg() == 0 && !kafka
 	switch {
-	case *table == "":
+	case sf.problem(fs) != "":
+		return usageErr("%s", sf.problem(fs))
+	case sf.store != storeDynamo && (listing || set["tenant-layout"] || set["shards"]):
+		return usageErr("-tenant-layout, -shards and -tenant without KEY (a listing) are DynamoDB's: give KEY or -key-hash")
+	case sf.store == storeRedis && *table != "":
+		return usageErr("Redis has no table: its records are keys under -redis-prefix")
+	case *table == "" && sf.store == storeDynamo:
 		return usageErr("-table is required")
 	case set["tenant"] && (set["key-hash"] || *stored || (listing && set["namespace"])):
 		return usageErr("-tenant lists a tenant's records, or with KEY names that tenant's key: give no -key-hash, -stored-key (the stored key has its tenant), or -namespace without KEY")
@@ -158,6 +170,16 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		*tenant = true
 	}
 
+	if sf.store != storeDynamo {
+		q := inspectQuery{table: *table, key: key, scanLimit: *scanLimit, response: *response, raw: *raw, kafka: kafka}
+		if set["key-hash"] {
+			q.keyHash = *keyHash
+		}
+		if sf.store == storePostgres {
+			return inspectPostgres(ctx, sf, q, stdout, stderr)
+		}
+		return inspectRedis(ctx, sf, q, stdout, stderr)
+	}
 	client, err := dynamoClient(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)

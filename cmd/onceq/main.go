@@ -1,6 +1,7 @@
-// Command onceq is the operator's tool for onceq's DynamoDB idempotency
-// table: create it, look at a key, budget its capacity, and check a
-// deployment the way a worker does at start.
+// Command onceq is the operator's tool for onceq's dedup store (DynamoDB,
+// PostgreSQL or Redis, chosen with -store): create its table, look at a
+// key, budget its capacity, and check a deployment the way a worker does
+// at start.
 //
 // Exit codes: 0 ok, 1 failure, 2 usage.
 package main
@@ -13,12 +14,21 @@ import (
 	"io"
 	"os"
 	"os/signal"
+
+	"github.com/redis/go-redis/v9"
 )
+
+type quietLog struct{}
+
+func (quietLog) Printf(context.Context, string, ...any) {}
 
 func main() {
 	// Ctrl-C cancels a running call (a table wait, a read) instead of
 	// killing the process mid-request.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// go-redis logs a failed dial to stderr by itself; the command's own
+	// line already says it, naming the server.
+	redis.SetLogger(quietLog{})
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -28,11 +38,11 @@ var commands = []struct {
 	name, summary string
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }{
-	{"create-table", "create the idempotency table (idempotent)", runCreateTable},
-	{"inspect", "show the stored record of an idempotency key", runInspect},
-	{"capacity", "budget write capacity for a workload", runCapacity},
-	{"check", "run a worker's start-up checks: table, queue or topics, dead letters", runCheck},
-	{"audit", "keep the audit trail: archive completions TTL removed, report TTL lag and doubled completions", runAudit},
+	{"create-table", "create the idempotency table (idempotent); -store dynamodb, postgres or redis", runCreateTable},
+	{"inspect", "show the stored record of an idempotency key or key_hash; -store dynamodb, postgres or redis", runInspect},
+	{"capacity", "budget capacity for a workload: DynamoDB WCU, PostgreSQL statements and rows, Redis commands and memory", runCapacity},
+	{"check", "run a worker's start-up checks: store (-store dynamodb, postgres or redis), queue or topics, dead letters", runCheck},
+	{"audit", "keep the audit trail of a DynamoDB table: archive completions TTL removed, report TTL lag and doubled completions", runAudit},
 }
 
 func usage(w io.Writer) {
@@ -41,6 +51,8 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintln(w, "The store is DynamoDB unless -store says postgres or redis; their connection is -postgres-url")
+	fmt.Fprintln(w, "or $ONCEQ_POSTGRES_URL, -redis-addr or $ONCEQ_REDIS_ADDR.")
 	fmt.Fprintln(w, "Run 'onceq <command> -h' for a command's flags.")
 }
 
