@@ -17,21 +17,21 @@ import (
 // for concurrent use (in the manner of franz-go's kgo hooks).
 type Hook any
 
-// CancellationHook is told of every non-"None" reason of a cancelled
+// HookDynamoCancellation is told of every non-"None" reason of a cancelled
 // transaction (e.g. "ConditionalCheckFailed").
-type CancellationHook interface {
+type HookDynamoCancellation interface {
 	OnDynamoCancellation(ctx context.Context, op, reason string)
 }
 
-// ExpiredPresentHook is told when a claim took over an expired record
+// HookDynamoExpiredPresent is told when a claim took over an expired record
 // that TTL had not yet deleted.
-type ExpiredPresentHook interface {
+type HookDynamoExpiredPresent interface {
 	OnDynamoExpiredPresent(ctx context.Context, op string)
 }
 
 type hooks struct {
-	cancellation   []CancellationHook
-	expiredPresent []ExpiredPresentHook
+	cancellation   []HookDynamoCancellation
+	expiredPresent []HookDynamoExpiredPresent
 }
 
 // collectHooks sorts hs by the interfaces each implements; a hook that

@@ -15,37 +15,37 @@ import (
 // keep them cheap and safe for concurrent use.
 type Hook any
 
-// DeleteFailedHook sees an ack that could not be carried out. A lost
+// HookSQSDeleteFailed sees an ack that could not be carried out. A lost
 // receipt handle (visibility ran out first) is reported with
 // [ErrDeliveryLost]; the message comes back and dedup recognises it.
-type DeleteFailedHook interface {
+type HookSQSDeleteFailed interface {
 	OnSQSDeleteFailed(ctx context.Context, messageID string, err error)
 }
 
-// VisibilityExtendedHook sees Extend move a delivery's deadline to d from
+// HookSQSVisibilityExtended sees Extend move a delivery's deadline to d from
 // now.
-type VisibilityExtendedHook interface {
+type HookSQSVisibilityExtended interface {
 	OnSQSVisibilityExtended(ctx context.Context, messageID string, d time.Duration)
 }
 
-// DeadLetterHook sees a message sent to the dead-letter queue; a failed
+// HookSQSDeadLetter sees a message sent to the dead-letter queue; a failed
 // send is not reported here.
-type DeadLetterHook interface {
+type HookSQSDeadLetter interface {
 	OnSQSDeadLetter(ctx context.Context, messageID, reason string)
 }
 
-// RetryHook sees a call to SQS fail and be retried. The SDK's own retryer
+// HookSQSRetry sees a call to SQS fail and be retried. The SDK's own retryer
 // is switched off for the calls this source retries, so every throttle
 // passes through here.
-type RetryHook interface {
+type HookSQSRetry interface {
 	OnSQSRetry(ctx context.Context, op string, class retry.Class, err error)
 }
 
 type hooks struct {
-	deleteFailed []DeleteFailedHook
-	extended     []VisibilityExtendedHook
-	deadLetter   []DeadLetterHook
-	retry        []RetryHook
+	deleteFailed []HookSQSDeleteFailed
+	extended     []HookSQSVisibilityExtended
+	deadLetter   []HookSQSDeadLetter
+	retry        []HookSQSRetry
 }
 
 // collectHooks sorts hs by the interfaces each implements; a hook that

@@ -74,8 +74,8 @@ func DeleteConcurrency(n int) Option { return optionFunc(func(c *config) { c.del
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
 // WithHooks adds observers; each must implement at least one of
-// [DeleteFailedHook], [VisibilityExtendedHook], [DeadLetterHook] and
-// [RetryHook].
+// [HookSQSDeleteFailed], [HookSQSVisibilityExtended], [HookSQSDeadLetter] and
+// [HookSQSRetry].
 func WithHooks(hooks ...Hook) Option {
 	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }

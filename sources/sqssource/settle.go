@@ -20,7 +20,7 @@ import (
 // Ack deletes m. It returns once the delete is queued; the delete itself
 // goes out in a DeleteMessageBatch within DeleteFlushInterval, or sooner
 // when ten are pending. A failed delete is logged and reported to each
-// [DeleteFailedHook]: the message comes back and dedup recognises it.
+// [HookSQSDeleteFailed]: the message comes back and dedup recognises it.
 // After Close, Ack deletes at once.
 func (s *Source) Ack(ctx context.Context, m *broker.Message) error {
 	h, err := s.handleOf(m)

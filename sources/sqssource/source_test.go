@@ -51,7 +51,7 @@ func TestOptionsValidated(t *testing.T) {
 	}
 }
 
-// misspelt has OnDeadLeter where DeadLetterHook wants OnSQSDeadLetter.
+// misspelt has OnDeadLeter where HookSQSDeadLetter wants OnSQSDeadLetter.
 type misspelt struct{}
 
 func (misspelt) OnDeadLeter(context.Context, string, string) {}
