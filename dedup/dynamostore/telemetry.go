@@ -53,7 +53,7 @@ func newTelemetry(mp metric.MeterProvider, clock *clockOffset) (*telemetry, erro
 		return nil, err
 	}
 	if t.lateDups, err = m.Int64Counter("onceq.dynamodb.ttl_delete_before_retry",
-		metric.WithDescription("Claims answered as late duplicates with WithArchive, by onceq.archive.evidence: tombstone (the COMPLETED record was removed by TTL and archived) or expired_record (it had expired and TTL had not removed it yet); the design pattern's dynamo_ttl_delete_before_retry_total.")); err != nil {
+		metric.WithDescription("Claims answered as late duplicates with WithArchive, by onceq.archive.evidence: tombstone (the COMPLETED record was removed by TTL and archived) or expired_record (it had expired and TTL had not removed it yet). Each is a redelivery that came after Retention and was still answered as a duplicate.")); err != nil {
 		return nil, err
 	}
 	if _, err = m.Float64ObservableGauge("onceq.dynamodb.clock_offset",

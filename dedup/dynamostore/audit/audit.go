@@ -205,7 +205,7 @@ func New(db *ddb.Client, streams *dynamodbstreams.Client, table, archive string,
 		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", dynamostore.ErrInvalidConfig, err)
 	}
 	if a.doubled, err = m.Int64Counter("onceq.dynamodb.doubled_completions",
-		metric.WithDescription("Keys completed by two different owners, seen on the stream; under Global Tables the design pattern's dynamo_cross_region_duplicate_detected_total.")); err != nil {
+		metric.WithDescription("Keys completed by two different owners, seen on the stream (under Global Tables, once in each of two regions): their business effect may have happened twice.")); err != nil {
 		return nil, fmt.Errorf("dynamostore: %w: metrics: %w", dynamostore.ErrInvalidConfig, err)
 	}
 	return a, nil
