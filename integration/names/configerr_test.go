@@ -10,6 +10,7 @@ import (
 	"github.com/onceq/onceq/lambda/kafkalambda"
 	"github.com/onceq/onceq/lambda/sqslambda"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/sqssource"
 )
@@ -29,8 +30,8 @@ func TestOneConfigurationError(t *testing.T) {
 	_, refusals["kafkalambda"] = kafkalambda.New(nil, nil)
 	sentinels := map[string]error{
 		"consumer": consumer.ErrInvalidConfig, "dynamostore": dynamostore.ErrInvalidConfig,
-		"sqssource": sqssource.ErrInvalidConfig, "kafkasource": kafkasource.ErrInvalidConfig,
-		"franzsource": franzsource.ErrInvalidConfig, "sqslambda": sqslambda.ErrInvalidConfig,
+		"sqssource": sqssource.ErrInvalidConfig, "kafkagroup": kafkagroup.ErrInvalidConfig,
+		"sqslambda":   sqslambda.ErrInvalidConfig,
 		"kafkalambda": kafkalambda.ErrInvalidConfig,
 	}
 	for pkg, err := range refusals {

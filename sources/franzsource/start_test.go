@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // A broker that takes the connection and never answers does not hold New:
@@ -19,15 +20,15 @@ import (
 // or without a dead-letter topic.
 func TestNewSilentBrokerHonoursContext(t *testing.T) {
 	t.Parallel()
-	for name, opts := range map[string][]franzsource.Option{
+	for name, opts := range map[string][]kafkagroup.Option{
 		"plain":             nil,
-		"dead-letter topic": {franzsource.DeadLetterTopic("dlq")},
+		"dead-letter topic": {kafkagroup.DeadLetterTopic("dlq")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			addr, asked := grouptest.SilentBroker(t)
 			grouptest.ReturnsOnCancel(t, asked, func(ctx context.Context) error {
-				s, err := franzsource.New(ctx, []string{addr}, "g", []string{"t"}, append(opts, franzsource.WithLogger(testenv.Logger(t)))...)
+				s, err := franzsource.New(ctx, []string{addr}, "g", []string{"t"}, append(opts, kafkagroup.WithLogger(testenv.Logger(t)))...)
 				if s != nil {
 					_ = s.Close(context.Background())
 				}
@@ -46,8 +47,8 @@ func TestNewRefusesAddressWithoutPort(t *testing.T) {
 		if s != nil {
 			_ = s.Close(context.Background())
 		}
-		var ae *franzsource.AddressError
-		if !errors.As(err, &ae) || ae.Address != addr || !errors.Is(err, franzsource.ErrInvalidConfig) || !strings.Contains(err.Error(), addr) {
+		var ae *kafkagroup.AddressError
+		if !errors.As(err, &ae) || ae.Address != addr || !errors.Is(err, kafkagroup.ErrInvalidConfig) || !strings.Contains(err.Error(), addr) {
 			t.Errorf("New with broker %q: %v, want an AddressError naming it", addr, err)
 		}
 	}
@@ -76,7 +77,7 @@ func TestRunChecksStoreBeforeJoining(t *testing.T) {
 				})
 			}
 			s, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
-				append(fastGroup(), franzsource.RevokeTimeout(2*time.Second), franzsource.GroupProtocol(p), franzsource.WithLogger(testenv.Logger(t)))...)
+				append(fastGroup(), kafkagroup.RevokeTimeout(2*time.Second), franzsource.GroupProtocol(p), kafkagroup.WithLogger(testenv.Logger(t)))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/grouptest"
-	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // TestMemoryBoundedByBytes: 100 records of 1 MB on two partitions, under a
@@ -40,7 +40,7 @@ func TestMemoryBoundedByBytes(t *testing.T) {
 		return consumer.Result{}, nil
 	})
 	const bound = 8 << 20
-	src := newSource(t, addr, group, []string{topic}, kafkasource.MaxInFlightBytes(bound))
+	src := newSource(t, addr, group, []string{topic}, kafkagroup.MaxInFlightBytes(bound))
 	m := grouptest.Start(t, src, memstore.New(), h, consumer.Concurrency(1), consumer.MaxInFlight(n))
 	var peak uint64
 	for range n {

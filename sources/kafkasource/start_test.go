@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -23,15 +24,15 @@ import (
 // or without a dead-letter topic.
 func TestNewSilentBrokerHonoursContext(t *testing.T) {
 	t.Parallel()
-	for name, opts := range map[string][]kafkasource.Option{
+	for name, opts := range map[string][]kafkagroup.Option{
 		"plain":             nil,
-		"dead-letter topic": {kafkasource.DeadLetterTopic("dlq")},
+		"dead-letter topic": {kafkagroup.DeadLetterTopic("dlq")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			addr, asked := grouptest.SilentBroker(t)
 			grouptest.ReturnsOnCancel(t, asked, func(ctx context.Context) error {
-				s, err := kafkasource.New(ctx, []string{addr}, "g", []string{"t"}, append(opts, kafkasource.WithLogger(testenv.Logger(t)))...)
+				s, err := kafkasource.New(ctx, []string{addr}, "g", []string{"t"}, append(opts, kafkagroup.WithLogger(testenv.Logger(t)))...)
 				if s != nil {
 					_ = s.Close(context.Background())
 				}
@@ -58,7 +59,7 @@ func TestNewSilentBrokerBounded(t *testing.T) {
 		}
 		start := time.Now()
 		s, err := kafkasource.New(context.Background(), []string{"broker.invalid:9092"}, "g", []string{"t"},
-			kafkasource.WithDialer(&kgo.Dialer{DialFunc: dial}), kafkasource.WithLogger(testenv.Logger(t)))
+			kafkasource.WithDialer(&kgo.Dialer{DialFunc: dial}), kafkagroup.WithLogger(testenv.Logger(t)))
 		if s != nil {
 			_ = s.Close(context.Background())
 		}
@@ -86,8 +87,8 @@ func TestNewRefusesAddressWithoutPort(t *testing.T) {
 		if s != nil {
 			_ = s.Close(context.Background())
 		}
-		var ae *kafkasource.AddressError
-		if !errors.As(err, &ae) || ae.Address != addr || !errors.Is(err, kafkasource.ErrInvalidConfig) || !strings.Contains(err.Error(), addr) {
+		var ae *kafkagroup.AddressError
+		if !errors.As(err, &ae) || ae.Address != addr || !errors.Is(err, kafkagroup.ErrInvalidConfig) || !strings.Contains(err.Error(), addr) {
 			t.Errorf("New with broker %q: %v, want an AddressError naming it", addr, err)
 		}
 	}
@@ -107,7 +108,7 @@ func TestRunChecksStoreBeforeJoining(t *testing.T) {
 		return nil, nil, false
 	})
 	s, err := kafkasource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
-		kafkasource.WithLogger(testenv.Logger(t)))
+		kafkagroup.WithLogger(testenv.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
