@@ -19,11 +19,8 @@ type Methods[R, X any] struct {
 	logs *logref.Ref
 }
 
-// Capabilities declares the configured ordering and Fingerprint as the
-// default key (the consumer's WithKeyFunc still wins). Records that carry
-// no idempotency-key header are keyed by a hash over their value, so the
-// consumer need not hash the value a second time. Deliveries never time
-// out: a record stays with this member until its partition is revoked.
+// Capabilities declares the configured ordering, Fingerprint as the
+// default key and no delivery timeout (see package kafkagroup).
 func (m Methods[R, X]) Capabilities() broker.Capabilities {
 	return broker.Capabilities{Ordering: m.set.Ordering, DefaultKey: Fingerprint, KeyCoversBody: KeyCoversBody,
 		DeadLetter: m.set.DeadLetterTopic != "", Replayable: true, LimitCommitHold: m.d.LimitHold, InheritLogger: m.logs.Inherit}
@@ -42,6 +39,5 @@ func (m Methods[R, X]) DeadLetter(ctx context.Context, msg *broker.Message, reas
 	return m.d.DeadLetter(ctx, msg, reason)
 }
 
-// Extend does nothing: Kafka deliveries do not time out (Capabilities
-// declares no delivery timeout, so the consumer never calls it).
+// Extend does nothing: Kafka deliveries do not time out.
 func (Methods[R, X]) Extend(context.Context, *broker.Message, time.Duration) error { return nil }

@@ -13,7 +13,8 @@ import (
 // Option configures a Kafka source; pass it to kafkasource.New or
 // franzsource.New. The options of this package serve both; each source's
 // package adds the options of its own client, which the other source
-// refuses with ErrInvalidConfig.
+// refuses with ErrInvalidConfig. Only this package and the two sources
+// make Options.
 type Option interface {
 	kafkaopt.Option
 }

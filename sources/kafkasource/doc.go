@@ -32,7 +32,7 @@
 // the delay, its offset held. DeadLetter produces it to the dead-letter
 // topic, then settles it so the partition moves on.
 //
-// [Source.Capabilities] declares, in one value read once by the consumer:
+// Source's Capabilities declares, in one value read once by the consumer:
 // the configured [kafkagroup.Ordering], which the consumer enforces per topic,
 // partition and record key; [Fingerprint] as the default key, and that it
 // already hashes the value of a record with no idempotency-key header; and
