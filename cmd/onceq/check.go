@@ -23,6 +23,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/sqssource"
 )
@@ -317,10 +318,10 @@ func checkRedrive(r *checkReport, subject string, maxReceive, maxAttempts int, l
 func checkTopics(ctx context.Context, r *checkReport, f checkFlags) {
 	subject := "kafka topic " + f.topic
 	topics := f.topic
-	opts := []kafkasource.Option{}
+	opts := []kafkagroup.Option{}
 	if f.dlqTopic != "" {
 		topics += ", dead-letter topic " + f.dlqTopic
-		opts = append(opts, kafkasource.DeadLetterTopic(f.dlqTopic))
+		opts = append(opts, kafkagroup.DeadLetterTopic(f.dlqTopic))
 	}
 	// A group of its own, so that the check never makes the worker's group
 	// rebalance. Its client's own log lines (a join cut short by Close)
@@ -328,14 +329,14 @@ func checkTopics(ctx context.Context, r *checkReport, f checkFlags) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	src, err := kafkasource.New(ctx, brokerList(f.brokers), "onceq-check-"+hex.EncodeToString(b[:]), []string{f.topic},
-		append(opts, kafkasource.WithLogger(slog.New(slog.DiscardHandler)))...)
+		append(opts, kafkagroup.WithLogger(slog.New(slog.DiscardHandler)))...)
 	if err == nil {
 		err = src.Check(ctx)
 		_ = src.Close(context.WithoutCancel(ctx))
 	}
 	var dial *net.OpError
 	switch {
-	case errors.Is(err, kafkasource.ErrUnknownTopic):
+	case errors.Is(err, kafkagroup.ErrUnknownTopic):
 		r.fail(subject, "%v: create it on the cluster", err)
 		return
 	case errors.As(err, &dial):

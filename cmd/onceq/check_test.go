@@ -129,7 +129,7 @@ func TestCheckKafka(t *testing.T) {
 		"ok   kafka topic orders: orders reachable",
 		"FAIL kafka topic orders: no dead-letter topic: pass -kafka-dlq-topic")
 	checkSays(t, 1, []string{"-kafka-brokers", brokers, "-kafka-topic", "orders", "-kafka-dlq-topic", "nowhere"},
-		`FAIL kafka topic orders: kafkasource: unknown topic`)
+		`FAIL kafka topic orders: kafka: unknown topic`)
 	cluster.Close()
 	checkSays(t, 1, []string{"-kafka-brokers", brokers, "-kafka-topic", "orders", "-kafka-dlq-topic", "orders-dlq"},
 		"FAIL kafka topic orders: cannot reach the brokers "+brokers)

@@ -41,6 +41,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // settings are the command's flags.
@@ -139,7 +140,7 @@ func process(ctx context.Context, cl *kgo.Client, dlqTopic string, guard *consum
 			}
 		case consumer.DeadLetter:
 			dead := &kgo.Record{Topic: dlqTopic, Key: rec.Key, Value: rec.Value,
-				Headers: append(rec.Headers[:len(rec.Headers):len(rec.Headers)], kgo.RecordHeader{Key: franzsource.ReasonHeader, Value: []byte(o.Reason())})}
+				Headers: append(rec.Headers[:len(rec.Headers):len(rec.Headers)], kgo.RecordHeader{Key: kafkagroup.ReasonHeader, Value: []byte(o.Reason())})}
 			if err := cl.ProduceSync(ctx, dead).FirstErr(); err != nil {
 				return fmt.Errorf("dead-lettering %s/%d/%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // The loop on kfake: resent payments (same idempotency-key header, new
@@ -120,7 +121,7 @@ func readDeadLetters(ctx context.Context, t *testing.T, addr string) []*kgo.Reco
 
 func reason(r *kgo.Record) string {
 	for _, h := range r.Headers {
-		if h.Key == franzsource.ReasonHeader {
+		if h.Key == kafkagroup.ReasonHeader {
 			return string(h.Value)
 		}
 	}

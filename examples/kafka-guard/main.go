@@ -39,6 +39,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -97,7 +98,7 @@ func processLoop(ctx context.Context, r *kafka.Reader, dlq *kafka.Writer, guard 
 			}
 			if o.Action() == consumer.DeadLetter {
 				dead := kafka.Message{Key: km.Key, Value: km.Value,
-					Headers: append(km.Headers[:len(km.Headers):len(km.Headers)], kafka.Header{Key: kafkasource.ReasonHeader, Value: []byte(o.Reason())})}
+					Headers: append(km.Headers[:len(km.Headers):len(km.Headers)], kafka.Header{Key: kafkagroup.ReasonHeader, Value: []byte(o.Reason())})}
 				if err := dlq.WriteMessages(ctx, dead); err != nil {
 					return ignoreCancel(ctx, fmt.Errorf("dead-lettering %s/%d/%d: %w", km.Topic, km.Partition, km.Offset, err))
 				}

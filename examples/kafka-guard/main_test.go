@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -100,7 +101,7 @@ func TestGuardedLoopOnKafka(t *testing.T) {
 		}
 	}
 	dead := readAll(ctx, t, addr, "payments-dlq")
-	if len(dead) != 1 || string(dead[0].Value) != "poison" || header(dead[0], kafkasource.ReasonHeader) != errPoison.Error() {
+	if len(dead) != 1 || string(dead[0].Value) != "poison" || header(dead[0], kafkagroup.ReasonHeader) != errPoison.Error() {
 		t.Fatalf("dead letters %+v, want the poison record with reason %q", dead, errPoison)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // The example against DynamoDB Local and an in-process Kafka broker: the
@@ -112,7 +112,7 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 			t.Fatalf("dead letters %v: %v", reasons, err)
 		}
 		for _, h := range m.Headers {
-			if h.Key == kafkasource.ReasonHeader {
+			if h.Key == kafkagroup.ReasonHeader {
 				reasons[string(m.Key)] = string(h.Value)
 			}
 		}

@@ -16,8 +16,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/retry"
-	"github.com/onceq/onceq/sources/franzsource"
-	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // startError is a deployment fault that keeps the worker from starting,
@@ -105,7 +104,7 @@ func explainStart(err error, o options, noDeadLetter bool) error {
 		return fail("create it, or pass the URL of one that exists with -sqs-queue-url", "the SQS queue %q does not exist", o.sqsQueueURL)
 	case (o.source == "kafka" || o.source == "franz") && errors.As(err, &dial):
 		return fail("start them, or fix -kafka-brokers", "cannot reach the Kafka brokers %q", o.kafkaBrokers)
-	case errors.Is(err, kafkasource.ErrUnknownTopic) || errors.Is(err, franzsource.ErrUnknownTopic):
+	case errors.Is(err, kafkagroup.ErrUnknownTopic):
 		return fail("create them on the cluster first", "the Kafka topic %q or %q does not exist", o.kafkaTopic, o.kafkaDLQTopic)
 	case strings.Contains(err.Error(), "no AWS credentials found"):
 		return fail("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run with an IAM role", "no AWS credentials found")

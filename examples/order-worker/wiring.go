@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/dedup/redisstore"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/memsource"
 	"github.com/onceq/onceq/sources/sqssource"
@@ -132,7 +133,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 	case "kafka":
 		// Malformed orders must land somewhere, so the dead-letter topic
 		// is always set (it defaults to the orders topic + "-dlq").
-		opts := []kafkasource.Option{kafkasource.DeadLetterTopic(o.kafkaDLQTopic), kafkasource.WithLogger(logger), kafkasource.WithMeterProvider(o.meters)}
+		opts := []kafkagroup.Option{kafkagroup.DeadLetterTopic(o.kafkaDLQTopic), kafkagroup.WithLogger(logger), kafkagroup.WithMeterProvider(o.meters)}
 		if o.kafkaSession > 0 || o.kafkaRebalance > 0 || o.kafkaHeartbeat > 0 {
 			// A member that rejoins soon after a rebalance keeps the
 			// group moving when members come and go every few seconds.
@@ -140,10 +141,10 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 			if heartbeat == 0 {
 				heartbeat = o.kafkaSession / 3
 			}
-			opts = append(opts, kafkasource.HeartbeatInterval(heartbeat), kafkasource.SessionTimeout(o.kafkaSession),
-				kafkasource.RebalanceTimeout(o.kafkaRebalance), kafkasource.JoinGroupBackoff(500*time.Millisecond))
+			opts = append(opts, kafkagroup.HeartbeatInterval(heartbeat), kafkagroup.SessionTimeout(o.kafkaSession),
+				kafkagroup.RebalanceTimeout(o.kafkaRebalance), kafkasource.JoinGroupBackoff(500*time.Millisecond))
 			if o.kafkaRebalance > 0 {
-				opts = append(opts, kafkasource.RevokeTimeout(o.kafkaRebalance/2))
+				opts = append(opts, kafkagroup.RevokeTimeout(o.kafkaRebalance/2))
 			}
 		}
 		src, err := kafkasource.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
@@ -155,18 +156,18 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		// The same flags as -source kafka, over franz-go: cooperative
 		// rebalancing, so a member joining or leaving pauses only the
 		// partitions that move.
-		opts := []franzsource.Option{franzsource.DeadLetterTopic(o.kafkaDLQTopic), franzsource.WithLogger(logger), franzsource.WithMeterProvider(o.meters)}
+		opts := []kafkagroup.Option{kafkagroup.DeadLetterTopic(o.kafkaDLQTopic), kafkagroup.WithLogger(logger), kafkagroup.WithMeterProvider(o.meters)}
 		if o.kafkaSession > 0 {
 			heartbeat := o.kafkaHeartbeat
 			if heartbeat == 0 {
 				heartbeat = o.kafkaSession / 3
 			}
-			opts = append(opts, franzsource.HeartbeatInterval(heartbeat), franzsource.SessionTimeout(o.kafkaSession))
+			opts = append(opts, kafkagroup.HeartbeatInterval(heartbeat), kafkagroup.SessionTimeout(o.kafkaSession))
 		} else if o.kafkaHeartbeat > 0 {
-			opts = append(opts, franzsource.HeartbeatInterval(o.kafkaHeartbeat))
+			opts = append(opts, kafkagroup.HeartbeatInterval(o.kafkaHeartbeat))
 		}
 		if o.kafkaRebalance > 0 {
-			opts = append(opts, franzsource.RebalanceTimeout(o.kafkaRebalance), franzsource.RevokeTimeout(o.kafkaRebalance/2))
+			opts = append(opts, kafkagroup.RebalanceTimeout(o.kafkaRebalance), kafkagroup.RevokeTimeout(o.kafkaRebalance/2))
 		}
 		src, err := franzsource.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -83,11 +84,11 @@ func (f *fixture) startKafka(k *kafkaWorld, name string, h consumer.Handler, opt
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	src, err := kafkasource.New(ctx, []string{k.addr}, k.group, []string{k.topic}, kafkasource.DeadLetterTopic(k.dlq),
-		kafkasource.HeartbeatInterval(100*time.Millisecond), kafkasource.SessionTimeout(6*time.Second),
-		kafkasource.RebalanceTimeout(10*time.Second), kafkasource.JoinGroupBackoff(200*time.Millisecond),
-		kafkasource.CommitInterval(100*time.Millisecond), kafkasource.RevokeTimeout(2*time.Second), kafkasource.FetchMaxWait(200*time.Millisecond),
-		kafkasource.WithLogger(testLogger(f.t)))
+	src, err := kafkasource.New(ctx, []string{k.addr}, k.group, []string{k.topic}, kafkagroup.DeadLetterTopic(k.dlq),
+		kafkagroup.HeartbeatInterval(100*time.Millisecond), kafkagroup.SessionTimeout(6*time.Second),
+		kafkagroup.RebalanceTimeout(10*time.Second), kafkasource.JoinGroupBackoff(200*time.Millisecond),
+		kafkagroup.CommitInterval(100*time.Millisecond), kafkagroup.RevokeTimeout(2*time.Second), kafkagroup.FetchMaxWait(200*time.Millisecond),
+		kafkagroup.WithLogger(testLogger(f.t)))
 	if err != nil {
 		f.t.Fatalf("kafkasource.New: %v", err)
 	}

@@ -14,9 +14,8 @@ import (
 
 // go doc shows an alias's own comment and not the type it names, so an
 // exported alias of a struct or an interface from another package
-// (consumer.Message is broker.Message; the Kafka sources' hooks,
-// RebalanceEvent and CommitHeldError are an internal package's) must name
-// every exported field or method in its comment, or a user reading go doc
+// (consumer.Message is broker.Message, dynamostore.CorruptRecordError is
+// dedup's) must name every exported field or method in its comment, or a user reading go doc
 // where they look would not see them.
 func TestAliasesNameTheirMembers(t *testing.T) {
 	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedTypes | packages.NeedSyntax | packages.NeedTypesInfo, Dir: "../.."}
@@ -91,8 +90,8 @@ func TestAliasesNameTheirMembers(t *testing.T) {
 }
 
 // constantsShowValues checks that an exported string constant defined as
-// another onceq package's (kafkasource.ReasonHeader is an internal
-// package's) shows its value in its comment: go doc prints the other
+// another onceq package's (consumer.IdempotencyKeyAttribute is broker's)
+// shows its value in its comment: go doc prints the other
 // name, not the value. It returns how many it checked.
 func constantsShowValues(t *testing.T, p *packages.Package, gd *ast.GenDecl) int {
 	t.Helper()

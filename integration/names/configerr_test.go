@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/lambda/kafkalambda"
 	"github.com/onceq/onceq/lambda/sqslambda"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/sqssource"
 )
@@ -33,10 +34,9 @@ func TestOneConfigurationError(t *testing.T) {
 	_, refusals["kafkalambda"] = kafkalambda.New(nil, nil)
 	sentinels := map[string]error{
 		"consumer": consumer.ErrInvalidConfig, "dynamostore": dynamostore.ErrInvalidConfig,
-		"sqssource": sqssource.ErrInvalidConfig, "kafkasource": kafkasource.ErrInvalidConfig,
-		"franzsource": franzsource.ErrInvalidConfig, "sqslambda": sqslambda.ErrInvalidConfig,
-		"kafkalambda": kafkalambda.ErrInvalidConfig, "pgstore": pgstore.ErrInvalidConfig,
-		"redisstore": redisstore.ErrInvalidConfig,
+		"sqssource": sqssource.ErrInvalidConfig, "kafkagroup": kafkagroup.ErrInvalidConfig,
+		"sqslambda": sqslambda.ErrInvalidConfig, "kafkalambda": kafkalambda.ErrInvalidConfig,
+		"pgstore": pgstore.ErrInvalidConfig, "redisstore": redisstore.ErrInvalidConfig,
 	}
 	for pkg, err := range refusals {
 		if err == nil {

@@ -25,6 +25,7 @@ var optionPages = []struct {
 	{"dedup/pgstore", "stores.md", false},
 	{"dedup/redisstore", "stores.md", false},
 	{"sources/sqssource", "sources.md", false},
+	{"sources/kafkagroup", "sources.md", false},
 	{"sources/kafkasource", "sources.md", false},
 	{"sources/franzsource", "sources.md", false},
 	{"sources/memsource", "sources.md", false},
@@ -71,7 +72,8 @@ func TestEveryOptionDocumented(t *testing.T) {
 }
 
 // optionConstructors lists the exported functions of the package in dir
-// (tests left out) whose single result is a type whose name ends in Option.
+// (tests left out) whose single result is a type whose name ends in Option,
+// this package's or another's.
 func optionConstructors(t *testing.T, dir string) []string {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -93,7 +95,13 @@ func optionConstructors(t *testing.T, dir string) []string {
 			if !ok || fn.Recv != nil || !fn.Name.IsExported() || fn.Type.Results == nil || len(fn.Type.Results.List) != 1 {
 				continue
 			}
-			if id, ok := fn.Type.Results.List[0].Type.(*ast.Ident); ok && strings.HasSuffix(id.Name, "Option") {
+			// Option, or another package's (kafkasource's options are
+			// kafkagroup.Options).
+			result := fn.Type.Results.List[0].Type
+			if sel, ok := result.(*ast.SelectorExpr); ok {
+				result = sel.Sel
+			}
+			if id, ok := result.(*ast.Ident); ok && strings.HasSuffix(id.Name, "Option") {
 				names = append(names, fn.Name.Name)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
 
@@ -188,7 +189,7 @@ func TimeConsumer(b *testing.B, start time.Time, src consumer.Source, records in
 type (
 	OnKafkaCommit     func(ctx context.Context, topic string, partition int32, offset int64)
 	OnKafkaLateAck    func(ctx context.Context, topic string, partition int32, offset int64, generation int32)
-	OnKafkaRebalance  func(ctx context.Context, e kafkacore.RebalanceEvent)
+	OnKafkaRebalance  func(ctx context.Context, e kafkagroup.RebalanceEvent)
 	OnKafkaDeadLetter func(ctx context.Context, topic string, partition int32, offset int64, reason string)
 )
 
@@ -203,7 +204,7 @@ func (f OnKafkaLateAck) OnKafkaLateAck(ctx context.Context, topic string, p int3
 }
 
 // OnKafkaRebalance calls f.
-func (f OnKafkaRebalance) OnKafkaRebalance(ctx context.Context, e kafkacore.RebalanceEvent) {
+func (f OnKafkaRebalance) OnKafkaRebalance(ctx context.Context, e kafkagroup.RebalanceEvent) {
 	f(ctx, e)
 }
 
@@ -213,12 +214,12 @@ func (f OnKafkaDeadLetter) OnKafkaDeadLetter(ctx context.Context, topic string, 
 }
 
 // DeadLetter is what the conformance suite reads of a dead-letter record.
-func DeadLetter(value []byte, headers []kafkacore.Header) sourcetest.DeadLetter {
+func DeadLetter[H kafkacore.ClientHeader](value []byte, headers []H) sourcetest.DeadLetter {
 	d := sourcetest.DeadLetter{Body: value, Attributes: map[string]string{}}
 	for _, h := range headers {
-		d.Attributes[h.Key] = string(h.Value)
+		d.Attributes[kafkacore.Header(h).Key] = string(kafkacore.Header(h).Value)
 	}
-	d.Reason = d.Attributes[kafkacore.ReasonHeader]
+	d.Reason = d.Attributes[kafkagroup.ReasonHeader]
 	return d
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/retry"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // PartState is where an assigned partition stands.
@@ -82,11 +83,6 @@ type Delivery[R, X any] struct {
 	attempt int
 }
 
-// Errors are the source's own error values, which the Dispatcher returns.
-type Errors struct {
-	Foreign, NotInFlight, NoDeadLetterTopic, DeadLetterFailed error
-}
-
 // Dispatcher is what both Kafka sources do between the client and the
 // consumer: it queues each partition's records, serves Receive from the
 // partitions in turn, and carries out Ack, Nack and DeadLetter against
@@ -103,7 +99,6 @@ type Dispatcher[R, X any] struct {
 	OnDone func(p *Partition[R, X], unfinished int)
 	// DeadLetterTopic names the dead-letter topic, for the metrics.
 	DeadLetterTopic string
-	Errs            Errors
 	Tel             *Telemetry
 	Hooks           Hooks
 	Logger          *slog.Logger
@@ -287,8 +282,28 @@ func (d *Dispatcher[R, X]) HoldAges(yield func(age time.Duration, set metric.Obs
 	})
 }
 
+// Offsets returns, by topic and partition, the offset to commit of each
+// of ps that moved forward and is not released, as the client takes it:
+// key makes the partition's key, val the offset's value.
+func Offsets[R, X any, K comparable, V any](ps []*Partition[R, X], key func(int32) K, val func(int64) V) map[string]map[K]V {
+	offsets := map[string]map[K]V{}
+	for _, p := range ps {
+		p.Lock()
+		off, ok := p.Tr.ToCommit()
+		ok = ok && p.State != Released
+		p.Unlock()
+		if ok {
+			if offsets[p.Topic] == nil {
+				offsets[p.Topic] = map[K]V{}
+			}
+			offsets[p.Topic][key(p.ID)] = val(off)
+		}
+	}
+	return offsets
+}
+
 // LimitHold bounds how long an unfinished record may hold its partition's
-// commit: past it Receive fails with a *CommitHeldError.
+// commit: past it Receive fails with a *kafkagroup.CommitHeldError.
 func (d *Dispatcher[R, X]) LimitHold(max time.Duration) { d.maxHold.Store(int64(max)) }
 
 // heldTooLong is the error for the first partition whose commit an
@@ -302,34 +317,15 @@ func (d *Dispatcher[R, X]) heldTooLong() error {
 	var err error
 	d.eachLocked(func(p *Partition[R, X]) {
 		if off, since, ok := p.Tr.Oldest(); ok && err == nil && !since.IsZero() && now.Sub(since) > limit {
-			err = &CommitHeldError{Topic: p.Topic, Partition: p.ID, Offset: off, Held: now.Sub(since), Limit: limit}
+			err = &kafkagroup.CommitHeldError{Topic: p.Topic, Partition: p.ID, Offset: off, Held: now.Sub(since), Limit: limit}
 		}
 	})
 	return err
 }
 
-// CommitHeldError stops a consumer whose partition's commit an unfinished
-// record has held too long: the records completed after it would expire
-// before a replay from the held offset reached them, and run again.
-type CommitHeldError struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Held      time.Duration
-	Limit     time.Duration
-}
-
-func (e *CommitHeldError) Error() string {
-	return fmt.Sprintf("kafka: %s/%d: offset %d unfinished for %v, past %v (3/4 of the consumer's Retention): a replay from it would find later records' COMPLETED records expired and run them again; stopping instead. Find what holds the record (a stuck handler, a store outage) or raise Retention",
-		e.Topic, e.Partition, e.Offset, e.Held.Round(time.Second), e.Limit)
-}
-
-// RetryClass makes the error stop the consumer, as a deployment fault.
-func (e *CommitHeldError) RetryClass() retry.Class { return retry.Misconfigured }
-
 // Receive returns up to max messages, waiting for one. Partitions are
 // served in turn; each in offset order. Once a partition's commit has been
-// held past the LimitHold bound it fails with a *CommitHeldError.
+// held past the LimitHold bound it fails with a *kafkagroup.CommitHeldError.
 func (d *Dispatcher[R, X]) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
 	max = min(max, 1<<16)
 	if max < 1 {
@@ -427,7 +423,7 @@ func permanent(err error) error { return retry.WithClass(err, retry.Permanent) }
 func (d *Dispatcher[R, X]) delivery(m *broker.Message) (*Delivery[R, X], error) {
 	dl, ok := m.Handle.(*Delivery[R, X])
 	if !ok || dl == nil || dl.d != d {
-		return nil, permanent(fmt.Errorf("%w: %s", d.Errs.Foreign, m.ID))
+		return nil, permanent(fmt.Errorf("%w: %s", kafkagroup.ErrForeignMessage, m.ID))
 	}
 	return dl, nil
 }
@@ -439,7 +435,7 @@ func (d *Dispatcher[R, X]) currentLocked(dl *Delivery[R, X], id string) (late bo
 		return true, nil
 	}
 	if dl.e.cur != dl {
-		return false, permanent(fmt.Errorf("%w: %s", d.Errs.NotInFlight, id))
+		return false, permanent(fmt.Errorf("%w: %s", kafkagroup.ErrNotInFlight, id))
 	}
 	return false, nil
 }
@@ -558,7 +554,7 @@ func (d *Dispatcher[R, X]) requeueLocked(e *entry[R, X]) {
 // topic for good).
 func (d *Dispatcher[R, X]) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
 	if d.Produce == nil {
-		return permanent(fmt.Errorf("%w: %s", d.Errs.NoDeadLetterTopic, m.ID))
+		return permanent(fmt.Errorf("%w: %s", kafkagroup.ErrNoDeadLetterTopic, m.ID))
 	}
 	dl, err := d.delivery(m)
 	if err != nil {
@@ -579,7 +575,7 @@ func (d *Dispatcher[R, X]) DeadLetter(ctx context.Context, m *broker.Message, re
 	err = d.Produce(ctx, dl.e.rec, reason, p.Topic, p.ID, dl.e.off)
 	d.Tel.DeadLettered(ctx, d.DeadLetterTopic, err)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", d.Errs.DeadLetterFailed, m.ID, err)
+		return fmt.Errorf("%w: %s: %w", kafkagroup.ErrDeadLetterFailed, m.ID, err)
 	}
 	for _, h := range d.Hooks.DeadLetter {
 		h.OnKafkaDeadLetter(ctx, p.Topic, p.ID, dl.e.off, reason)

@@ -13,13 +13,12 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 type lateCount struct{ n atomic.Int64 }
 
 func (l *lateCount) OnKafkaLateAck(context.Context, string, int32, int64, int32) { l.n.Add(1) }
-
-var errNotInFlight = errors.New("not in flight")
 
 func newTestDispatcher(t *testing.T, parts int) (*Dispatcher[int64, struct{}], []*Partition[int64, struct{}], *lateCount) {
 	t.Helper()
@@ -33,8 +32,7 @@ func newTestDispatcher(t *testing.T, parts int) (*Dispatcher[int64, struct{}], [
 		t.Fatal(err)
 	}
 	late := &lateCount{}
-	d.Tel, d.Logger, d.Hooks.LateAck = tel, slog.New(slog.DiscardHandler), []LateAckHook{late}
-	d.Errs.NotInFlight = errNotInFlight
+	d.Tel, d.Logger, d.Hooks.LateAck = tel, slog.New(slog.DiscardHandler), []kafkagroup.KafkaLateAckHook{late}
 	ps := make([]*Partition[int64, struct{}], parts)
 	for i := range ps {
 		ps[i] = NewPartition[int64, struct{}]("t", int32(i), 1, -1, tel)
@@ -227,7 +225,7 @@ func TestSecondAckNotInFlight(t *testing.T) {
 	if err := d.Ack(t.Context(), ms[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Ack(t.Context(), ms[0]); !errors.Is(err, errNotInFlight) {
+	if err := d.Ack(t.Context(), ms[0]); !errors.Is(err, kafkagroup.ErrNotInFlight) {
 		t.Fatalf("second ack: %v, want not in flight", err)
 	}
 	d.Stop(ps)

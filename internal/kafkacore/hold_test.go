@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/retry"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // TestCommitHeldTooLongStops: on an explicit clock, a record left
@@ -62,7 +63,7 @@ func TestCommitHeldTooLongStops(t *testing.T) {
 	later := receive(1)
 	now = now.Add(2 * time.Minute)
 	_, err = d.Receive(t.Context(), 10)
-	var held *CommitHeldError
+	var held *kafkagroup.CommitHeldError
 	if !errors.As(err, &held) || held.Offset != 0 || held.Held != 61*time.Minute || retry.Classify(err) != retry.Misconfigured {
 		t.Fatalf("Receive past the bound: %v, want a *CommitHeldError for offset 0 held 61m that stops the consumer", err)
 	}

@@ -1,16 +1,18 @@
 package kafkacore
 
+import "github.com/onceq/onceq/sources/kafkagroup"
+
 // GroupMovedOn reports whether every failure in err is the group refusing
 // a commit because this member, or its generation, is no longer part of it
 // (one of moved: a member the group dropped, a rebalance under way or done,
-// a stale member epoch), wrapped or not in wrapper, the source's own
-// commit-failed error. What such a commit held is redone by the partition's
+// a stale member epoch), wrapped or not in kafkagroup.ErrCommitFailed.
+// What such a commit held is redone by the partition's
 // next owner, so a stop that meets it is clean.
-func GroupMovedOn(err, wrapper error, moved ...error) bool {
+func GroupMovedOn(err error, moved ...error) bool {
 	found := false
 	var walk func(error) bool
 	walk = func(err error) bool {
-		if err == wrapper {
+		if err == kafkagroup.ErrCommitFailed {
 			return true
 		}
 		for _, m := range moved {

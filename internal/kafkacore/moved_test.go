@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 func TestGroupMovedOn(t *testing.T) {
-	wrapper, gone, other := errors.New("commit failed"), errors.New("unknown member"), errors.New("broker down")
+	wrapper, gone, other := kafkagroup.ErrCommitFailed, errors.New("unknown member"), errors.New("broker down")
 	for _, tc := range []struct {
 		err  error
 		want bool
@@ -18,7 +20,7 @@ func TestGroupMovedOn(t *testing.T) {
 		{fmt.Errorf("%w: %w", wrapper, other), false},
 		{wrapper, false}, // no reason at all
 	} {
-		if got := GroupMovedOn(tc.err, wrapper, gone); got != tc.want {
+		if got := GroupMovedOn(tc.err, gone); got != tc.want {
 			t.Errorf("GroupMovedOn(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}

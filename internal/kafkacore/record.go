@@ -1,14 +1,17 @@
 package kafkacore
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // Fingerprint is the idempotency key for Kafka records, for
@@ -72,14 +75,6 @@ func IDAndKey(topic string, partition int32, offset int64, key []byte) (id, orde
 	return s[:n], s[n:]
 }
 
-// Headers a dead-letter record carries besides the original's own.
-const (
-	ReasonHeader            = "onceq-dead-letter-reason"
-	OriginalTopicHeader     = "onceq-original-topic"
-	OriginalPartitionHeader = "onceq-original-partition"
-	OriginalOffsetHeader    = "onceq-original-offset"
-)
-
 // Header is one record header, whichever client read it.
 type Header struct {
 	Key   string
@@ -104,12 +99,6 @@ const (
 	headerOverhead = 10
 )
 
-// DefaultMaxInFlightBytes bounds, by default, the records a source holds
-// fetched and not done, over all its partitions: a quarter of a GiB, a
-// small share of a modest worker's memory, and room for 256 records of a
-// megabyte.
-const DefaultMaxInFlightBytes = 256 << 20
-
 // RecordSize is the most a batch of one record of these sizes takes.
 func RecordSize(keyValueBytes int, headers []Header) int {
 	n := recordOverhead + keyValueBytes
@@ -119,7 +108,31 @@ func RecordSize(keyValueBytes int, headers []Header) int {
 	return n
 }
 
-// DeadLetterHeaders returns the headers of a dead-letter record: the
+// ClientHeader is a Kafka client's record header: kafka-go's Header and
+// franz-go's RecordHeader are both this struct.
+type ClientHeader interface {
+	~struct {
+		Key   string
+		Value []byte
+	}
+}
+
+// DeadLetterHeaders returns the headers of a dead-letter record, in the
+// client's own header type: see deadLetterHeaders.
+func DeadLetterHeaders[H ClientHeader](orig []H, keyValueBytes int, reason, topic string, partition int32, offset int64, limit int) []H {
+	in := make([]Header, len(orig))
+	for i, h := range orig {
+		in[i] = Header(h)
+	}
+	hs := deadLetterHeaders(in, keyValueBytes, reason, topic, partition, offset, limit)
+	out := make([]H, len(hs))
+	for i, h := range hs {
+		out[i] = H(h)
+	}
+	return out
+}
+
+// deadLetterHeaders returns the headers of a dead-letter record: the
 // original's, less any left by an earlier trip to a dead-letter topic,
 // then the origin and the reason, as far as they fit in limit bytes (the
 // dead-letter topic's max.message.bytes; 0: Kafka's default) with the
@@ -127,30 +140,30 @@ func RecordSize(keyValueBytes int, headers []Header) int {
 // which Check keeps no larger than the dead-letter topic: the origin comes
 // next, and the reason is cut to the room left (its whole text is in the
 // log and the store).
-func DeadLetterHeaders(orig []Header, keyValueBytes int, reason, topic string, partition int32, offset int64, limit int) []Header {
+func deadLetterHeaders(orig []Header, keyValueBytes int, reason, topic string, partition int32, offset int64, limit int) []Header {
 	if limit <= 0 {
 		limit = DefaultMaxMessageBytes
 	}
 	out := make([]Header, 0, len(orig)+4)
 	for _, h := range orig {
 		switch h.Key {
-		case ReasonHeader, OriginalTopicHeader, OriginalPartitionHeader, OriginalOffsetHeader:
+		case kafkagroup.ReasonHeader, kafkagroup.OriginalTopicHeader, kafkagroup.OriginalPartitionHeader, kafkagroup.OriginalOffsetHeader:
 			continue // a record dead-lettered before: these name this trip
 		}
 		out = append(out, h)
 	}
 	room := limit - RecordSize(keyValueBytes, out)
 	for _, h := range []Header{
-		{Key: OriginalTopicHeader, Value: []byte(topic)},
-		{Key: OriginalPartitionHeader, Value: []byte(strconv.Itoa(int(partition)))},
-		{Key: OriginalOffsetHeader, Value: []byte(strconv.FormatInt(offset, 10))},
+		{Key: kafkagroup.OriginalTopicHeader, Value: []byte(topic)},
+		{Key: kafkagroup.OriginalPartitionHeader, Value: []byte(strconv.Itoa(int(partition)))},
+		{Key: kafkagroup.OriginalOffsetHeader, Value: []byte(strconv.FormatInt(offset, 10))},
 	} {
 		if n := headerOverhead + len(h.Key) + len(h.Value); n <= room {
 			out, room = append(out, h), room-n
 		}
 	}
-	if room -= headerOverhead + len(ReasonHeader); room > 0 {
-		out = append(out, Header{Key: ReasonHeader, Value: []byte(cut(reason, min(room, MaxReasonBytes)))})
+	if room -= headerOverhead + len(kafkagroup.ReasonHeader); room > 0 {
+		out = append(out, Header{Key: kafkagroup.ReasonHeader, Value: []byte(cut(reason, min(room, MaxReasonBytes)))})
 	}
 	return out
 }
@@ -168,6 +181,60 @@ func cut(s string, n int) string {
 
 // MaxMessageBytesConfig is the topic config that bounds a record batch.
 const MaxMessageBytesConfig = "max.message.bytes"
+
+// MessageLimits are topics' max.message.bytes, as the brokers' answer to
+// DescribeConfigs gives them.
+type MessageLimits map[string]int
+
+// Add takes one config entry of topic's answer: the limit, when the entry
+// is max.message.bytes and a positive number.
+func (l MessageLimits) Add(topic, name, value string) {
+	if n, err := strconv.Atoi(value); name == MaxMessageBytesConfig && err == nil && n > 0 {
+		l[topic] = n
+	}
+}
+
+// Fill gives each of topics that the answer did not tell the broker's
+// default, and returns l.
+func (l MessageLimits) Fill(topics []string) MessageLimits {
+	for _, t := range topics {
+		if l[t] == 0 {
+			l[t] = DefaultMaxMessageBytes
+		}
+	}
+	return l
+}
+
+// Check is both sources' Check: within ctx (bounded by CheckTimeout when
+// it has no deadline) it proves, through exist, that topics and the
+// dead-letter topic dlq, if one is set, exist, and, through limits, that
+// dlq takes every record the topics do (max.message.bytes). It keeps
+// dlq's max.message.bytes in *dlqMax, unless it holds one (learned once,
+// by New, before the client that writes dead letters exists); pkg names
+// the source in its errors.
+func Check(ctx context.Context, pkg string, topics []string, dlq string, dlqMax *int,
+	exist func(context.Context, []string) error, limits func(context.Context, []string) (MessageLimits, error)) error {
+	ctx, cancel := BoundCheck(ctx)
+	defer cancel()
+	all := slices.Clone(topics)
+	if dlq != "" {
+		all = append(all, dlq)
+	}
+	if err := exist(ctx, all); err != nil || dlq == "" {
+		return err
+	}
+	l, err := limits(ctx, all)
+	if err != nil {
+		return err
+	}
+	if *dlqMax == 0 {
+		*dlqMax = l[dlq]
+	}
+	if err := CheckDeadLetterRoom(l, topics, dlq); err != nil {
+		return fmt.Errorf("%s: %w", pkg, err)
+	}
+	return nil
+}
 
 // CheckDeadLetterRoom reports a dead-letter topic that takes smaller
 // records than a topic it serves (limits: max.message.bytes by topic): a

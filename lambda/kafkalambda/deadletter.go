@@ -9,7 +9,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // errForeign is returned by the dead-letter topic given a message that is
@@ -22,10 +22,10 @@ type Writer interface {
 }
 
 // DeadLetterTopic sends the records the Guard dead-letters through w, a
-// kafka-go Writer whose Topic is the dead-letter topic, as package
-// kafkasource's option of the same name does: the record's key, value and
-// headers, plus kafkasource.ReasonHeader and the original topic, partition
-// and offset headers. It is WithDeadLetters with this package's Kafka
+// kafka-go Writer whose Topic is the dead-letter topic, as the Kafka
+// sources' option of the same name (kafkagroup.DeadLetterTopic) does: the
+// record's key, value and headers, plus kafkagroup.ReasonHeader and the
+// original topic, partition and offset headers. It is WithDeadLetters with this package's Kafka
 // DeadLetterer.
 func DeadLetterTopic(w Writer) Option { return WithDeadLetters(deadLetterTopic(w)) }
 
@@ -39,17 +39,17 @@ func deadLetterTopic(w Writer) DeadLetterer {
 		for _, hs := range r.Headers {
 			for k, v := range hs {
 				switch k {
-				case kafkasource.ReasonHeader, kafkasource.OriginalTopicHeader, kafkasource.OriginalPartitionHeader, kafkasource.OriginalOffsetHeader:
+				case kafkagroup.ReasonHeader, kafkagroup.OriginalTopicHeader, kafkagroup.OriginalPartitionHeader, kafkagroup.OriginalOffsetHeader:
 					continue // a record dead-lettered before: these name this trip
 				}
 				headers = append(headers, kafkago.Header{Key: k, Value: v})
 			}
 		}
 		headers = append(headers,
-			kafkago.Header{Key: kafkasource.ReasonHeader, Value: []byte(reason)},
-			kafkago.Header{Key: kafkasource.OriginalTopicHeader, Value: []byte(r.Topic)},
-			kafkago.Header{Key: kafkasource.OriginalPartitionHeader, Value: []byte(strconv.FormatInt(r.Partition, 10))},
-			kafkago.Header{Key: kafkasource.OriginalOffsetHeader, Value: []byte(strconv.FormatInt(r.Offset, 10))},
+			kafkago.Header{Key: kafkagroup.ReasonHeader, Value: []byte(reason)},
+			kafkago.Header{Key: kafkagroup.OriginalTopicHeader, Value: []byte(r.Topic)},
+			kafkago.Header{Key: kafkagroup.OriginalPartitionHeader, Value: []byte(strconv.FormatInt(r.Partition, 10))},
+			kafkago.Header{Key: kafkagroup.OriginalOffsetHeader, Value: []byte(strconv.FormatInt(r.Offset, 10))},
 		)
 		var key []byte
 		if m.OrderingKey != "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/lambda/kafkalambda"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -160,8 +161,8 @@ func TestKafka(t *testing.T) {
 		for _, h := range m.Headers {
 			hs[h.Key] = string(h.Value)
 		}
-		if string(m.Value) != `{"id":"p","poison":true}` || hs[kafkasource.ReasonHeader] == "" || hs["trace"] != "t1" ||
-			hs[kafkasource.OriginalOffsetHeader] != fmt.Sprint(p0[2].Offset) {
+		if string(m.Value) != `{"id":"p","poison":true}` || hs[kafkagroup.ReasonHeader] == "" || hs["trace"] != "t1" ||
+			hs[kafkagroup.OriginalOffsetHeader] != fmt.Sprint(p0[2].Offset) {
 			t.Errorf("dead letter %s with headers %v; want the poison record, its headers, a reason and its offset", m.Value, hs)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // On a cluster that requires SASL, the source without credentials is
@@ -35,7 +36,7 @@ func TestSASL(t *testing.T) {
 	auth := plain.Auth{User: "worker", Pass: "s3cret"}.AsMechanism()
 
 	ctx := testenv.Context(t, 5*time.Second)
-	if s, err := franzsource.New(ctx, []string{addr}, "g", []string{"orders"}, franzsource.WithLogger(testenv.Logger(t))); err == nil {
+	if s, err := franzsource.New(ctx, []string{addr}, "g", []string{"orders"}, kafkagroup.WithLogger(testenv.Logger(t))); err == nil {
 		_ = s.Close(context.Background())
 		t.Fatal("New without credentials succeeded on a SASL cluster")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/proccpu"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // BenchmarkFranzThroughput compares, in one run and over the same topic
@@ -103,8 +104,8 @@ func benchSource(b *testing.B, addr, topic, group string, records int) time.Dura
 
 func benchNew(b *testing.B, addr, topic, group string) *franzsource.Source {
 	src, err := franzsource.New(context.Background(), []string{addr}, group, []string{topic},
-		append(fastGroup(), franzsource.FetchMaxWait(200*time.Millisecond), franzsource.RevokeTimeout(2*time.Second),
-			franzsource.WithLogger(slog.New(slog.DiscardHandler)))...)
+		append(fastGroup(), kafkagroup.FetchMaxWait(200*time.Millisecond), kafkagroup.RevokeTimeout(2*time.Second),
+			kafkagroup.WithLogger(slog.New(slog.DiscardHandler)))...)
 	if err != nil {
 		b.Fatal(err)
 	}

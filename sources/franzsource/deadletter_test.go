@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // createTopicWith creates a one-partition topic with the given configs.
@@ -83,7 +84,7 @@ func TestDeadLetterMadeToFit(t *testing.T) {
 		runs.Add(1)
 		return consumer.Result{}, consumer.Permanent(errors.New("malformed: " + strings.Repeat("x", 1_100_000)))
 	})
-	src := newSource(t, addr, group, []string{topic}, franzsource.DeadLetterTopic(dlq))
+	src := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq))
 	m := grouptest.Start(t, src, memstore.New(), h)
 	waitCommitted(t, addr, group, topic, []int64{1})
 	m.Stop(t)
@@ -95,7 +96,7 @@ func TestDeadLetterMadeToFit(t *testing.T) {
 		t.Fatalf("dead-letter topic holds %d records (%v), want the one, value intact", len(recs), err)
 	}
 	for _, h := range recs[0].Headers {
-		if h.Key == franzsource.ReasonHeader && (len(h.Value) > 4096 || !strings.HasPrefix(string(h.Value), "malformed")) {
+		if h.Key == kafkagroup.ReasonHeader && (len(h.Value) > 4096 || !strings.HasPrefix(string(h.Value), "malformed")) {
 			t.Errorf("reason header of %d bytes, want the start of the reason, at most 4096", len(h.Value))
 		}
 	}
@@ -119,7 +120,7 @@ func TestDeadLetterKeptWhenRefused(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	src := newSource(t, addr, group, []string{topic}, franzsource.DeadLetterTopic(dlq))
+	src := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq))
 	store := memstore.New()
 	m := grouptest.Start(t, src, store, h)
 	p := producer(t, addr, topic)
@@ -154,7 +155,7 @@ func TestCheckDeadLetterTopicSmaller(t *testing.T) {
 	createTopic(t, addr, topic, 1)
 	createTopicWith(t, addr, dlq, map[string]string{"max.message.bytes": "10000"})
 	_, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
-		franzsource.DeadLetterTopic(dlq))
+		kafkagroup.DeadLetterTopic(dlq))
 	if err == nil || !strings.Contains(err.Error(), "max.message.bytes") {
 		t.Fatalf("New with a smaller dead-letter topic: %v, want an error naming max.message.bytes", err)
 	}

@@ -6,6 +6,12 @@
 // partition of every member.) It is the only package of onceq that
 // imports franz-go.
 //
+// Its options, errors and hooks are package kafkagroup's, shared with
+// sources/kafkasource; [GroupProtocol], [TLS], [SASL], [WithDialer],
+// [ClientID] and [InstanceID] are franz-go's own. Source's Capabilities,
+// Ack, Nack, DeadLetter and Extend are those of both Kafka sources,
+// documented there.
+//
 // The guarantees are those of sources/kafkasource, with which it shares its
 // offset tracking, its key and its metrics:
 //
@@ -21,13 +27,13 @@
 //     overlaps a revoke). Partitions lost to a fatal group error
 //     (OnPartitionsLost) are released at once, uncommitted. A settle that
 //     comes after its partition was released is dropped (see
-//     [LateAckHook]): the new owner reads the record again and the dedup
+//     [kafkagroup.KafkaLateAckHook]): the new owner reads the record again and the dedup
 //     store answers it as a duplicate.
 //   - [Fingerprint], the default key, is sources/kafkasource's: a deployment can
 //     move from one client to the other and keep its dedup records.
 //   - Nack redelivers in place after the delay, the offset held.
-//     DeadLetter produces the record to the [DeadLetterTopic] with its key,
-//     value and headers and the [ReasonHeader] and origin headers, then
+//     DeadLetter produces the record to the [kafkagroup.DeadLetterTopic] with its key,
+//     value and headers and the [kafkagroup.ReasonHeader] and origin headers, then
 //     settles it.
 //   - The metrics are sources/kafkasource's (onceq.kafka.commit_lag,
 //     .late_settles, .dead_letters, .commits), under this package's

@@ -11,6 +11,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -22,8 +23,8 @@ import (
 func ExampleNew() {
 	ctx := context.Background()
 	src, err := franzsource.New(ctx, []string{"localhost:9092"}, "order-processor", []string{"orders"},
-		franzsource.Ordering(consumer.OrderByKey), // one record of a key at a time, in offset order
-		franzsource.DeadLetterTopic("orders.dlq"),
+		kafkagroup.Ordering(consumer.OrderByKey), // one record of a key at a time, in offset order
+		kafkagroup.DeadLetterTopic("orders.dlq"),
 		franzsource.GroupProtocol(franzsource.Cooperative))
 	if err != nil {
 		log.Fatal(err) // a typed error: a bad option, a missing topic, an unreachable cluster

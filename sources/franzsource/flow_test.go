@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // TestFullPartitionNotStalledByIdleOne: a partition at
@@ -22,8 +22,8 @@ import (
 func TestFullPartitionNotStalledByIdleOne(t *testing.T) {
 	const records = 120
 	addr, topic := flowTopic(t, records, 0)
-	src := newSource(t, addr, topicName(t, "group"), []string{topic}, franzsource.MaxInFlightPerPartition(4),
-		franzsource.FetchMaxWait(3*time.Second), franzsource.FetchMaxBytes(64<<10))
+	src := newSource(t, addr, topicName(t, "group"), []string{topic}, kafkagroup.MaxInFlightPerPartition(4),
+		kafkagroup.FetchMaxWait(3*time.Second), kafkagroup.FetchMaxBytes(64<<10))
 	ctx := testenv.Context(t, 20*time.Second)
 	start := time.Now()
 	for n := 0; n < records; {
@@ -48,8 +48,8 @@ func TestFullPartitionNotStalledByIdleOne(t *testing.T) {
 func TestFullPartitionPausedPastFetchMaxWait(t *testing.T) {
 	const each = 40
 	addr, topic := flowTopic(t, each, 0, 1)
-	src := newSource(t, addr, topicName(t, "group"), []string{topic}, franzsource.MaxInFlightPerPartition(4),
-		franzsource.FetchMaxWait(500*time.Millisecond), franzsource.FetchMaxBytes(64<<10))
+	src := newSource(t, addr, topicName(t, "group"), []string{topic}, kafkagroup.MaxInFlightPerPartition(4),
+		kafkagroup.FetchMaxWait(500*time.Millisecond), kafkagroup.FetchMaxBytes(64<<10))
 	ctx := testenv.Context(t, 20*time.Second)
 	for acked := 0; acked < each; {
 		ms, err := src.Receive(ctx, 10)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // maxPoll bounds the records one poll takes; what is left stays buffered
@@ -41,7 +42,7 @@ func (s *Source) poll() {
 				return
 			}
 			errs++
-			s.cfg.logger.Warn("franzsource: fetch failed", "topic", topic, "partition", partition, "error", err.Error())
+			s.cfg.Logger.Warn("franzsource: fetch failed", "topic", topic, "partition", partition, "error", err.Error())
 		})
 		s.enqueue(fs)
 		s.cl.AllowRebalance()
@@ -65,13 +66,13 @@ func (s *Source) poll() {
 // partitions. A partition still full after FetchMaxWait is paused instead,
 // so that it holds back the others no longer. It returns false on Close.
 func (s *Source) waitRoom() bool {
-	deadline := time.NewTimer(s.cfg.fetchMaxWait)
+	deadline := time.NewTimer(s.cfg.FetchMaxWait)
 	defer deadline.Stop()
 	for {
 		var full []*partition
 		for _, p := range s.d.Partitions() {
 			p.Lock()
-			if p.State == kafkacore.Active && !p.X.paused.Load() && p.Tr.Unfinished() >= s.cfg.maxInFlight {
+			if p.State == kafkacore.Active && !p.X.paused.Load() && p.Tr.Unfinished() >= s.cfg.MaxInFlight {
 				full = append(full, p)
 			}
 			p.Unlock()
@@ -114,7 +115,7 @@ func (s *Source) enqueue(fs kgo.Fetches) {
 			s.d.EnqueueLocked(p, r.Offset, r, size, at)
 		}
 	})
-	if s.d.Bytes() >= s.cfg.maxInFlightBytes {
+	if s.d.Bytes() >= s.cfg.MaxInFlightBytes {
 		s.pause(s.d.Partitions(), true)
 	}
 }
@@ -134,7 +135,7 @@ func (s *Source) pause(ps []*partition, forBytes bool) {
 		// settle that follows sees the pause, and one that preceded it is
 		// counted here.
 		p.Lock()
-		if p.State == kafkacore.Active && !p.X.paused.Load() && (forBytes || p.Tr.Unfinished() >= s.cfg.maxInFlight) {
+		if p.State == kafkacore.Active && !p.X.paused.Load() && (forBytes || p.Tr.Unfinished() >= s.cfg.MaxInFlight) {
 			p.X.paused.Store(true)
 			pause[p.Topic] = append(pause[p.Topic], p.ID)
 		}
@@ -153,7 +154,7 @@ func (s *Source) pause(ps []*partition, forBytes bool) {
 // tick commits on the interval until Close.
 func (s *Source) tick() {
 	defer close(s.tickDone)
-	t := time.NewTicker(s.cfg.commitInterval)
+	t := time.NewTicker(s.cfg.CommitInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -196,9 +197,9 @@ func (s *Source) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	}
 	s.d.Add(ps...)
 	s.mu.Unlock()
-	s.cfg.logger.Info("franzsource: partitions assigned", "group", s.groupID, "generation", gen, "partitions", assigned)
+	s.cfg.Logger.Info("franzsource: partitions assigned", "group", s.groupID, "generation", gen, "partitions", assigned)
 	for _, h := range s.hooks.Rebalance {
-		h.OnKafkaRebalance(context.Background(), RebalanceEvent{Generation: gen, Partitions: assigned})
+		h.OnKafkaRebalance(context.Background(), kafkagroup.RebalanceEvent{Generation: gen, Partitions: assigned})
 	}
 }
 
@@ -249,7 +250,7 @@ func (s *Source) revoke(cl *kgo.Client, tps map[string][]int32, lost bool) {
 	s.pauseMu.Unlock()
 	s.roomFreed() // the revoked no longer hold a poll back
 	if !lost && !closing {
-		s.d.Drain(ps, s.cfg.revokeTimeout, s.ctx.Done())
+		s.d.Drain(ps, s.cfg.RevokeTimeout, s.ctx.Done())
 	}
 	s.commitMu.Lock()
 	if !lost {
@@ -269,37 +270,22 @@ func (s *Source) revoke(cl *kgo.Client, tps map[string][]int32, lost bool) {
 	if lost {
 		what = "lost"
 	}
-	s.cfg.logger.Info("franzsource: partitions "+what, "group", s.groupID, "generation", gen,
+	s.cfg.Logger.Info("franzsource: partitions "+what, "group", s.groupID, "generation", gen,
 		"partitions", tps, "drain", took, "abandoned", abandoned)
 	for _, h := range s.hooks.Rebalance {
-		h.OnKafkaRebalance(context.Background(), RebalanceEvent{Generation: gen, Revoked: true, Partitions: tps, Drain: took, Abandoned: abandoned})
+		h.OnKafkaRebalance(context.Background(), kafkagroup.RebalanceEvent{Generation: gen, Revoked: true, Partitions: tps, Drain: took, Abandoned: abandoned})
 	}
 }
 
 // commitTimeout bounds one commit; a commit that times out is tried again.
 const commitTimeout = 10 * time.Second
 
-// errRejoining wraps a commit that was never sent: the member was joining
-// the group again (a rebalance under way) until the commit's time ran out.
-var errRejoining = errors.New("franzsource: the member was rejoining the group; the commit was not sent")
-
 // commit commits every partition of ps whose offset moved forward, within
 // timeout of parent. The caller holds commitMu, so commits never race each
 // other or a release.
 func (s *Source) commit(parent context.Context, timeout time.Duration, ps []*partition) error {
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for _, p := range ps {
-		p.Lock()
-		off, ok := p.Tr.ToCommit()
-		ok = ok && p.State != kafkacore.Released
-		p.Unlock()
-		if ok {
-			if offsets[p.Topic] == nil {
-				offsets[p.Topic] = map[int32]kgo.EpochOffset{}
-			}
-			offsets[p.Topic][p.ID] = kgo.EpochOffset{Epoch: -1, Offset: off}
-		}
-	}
+	offsets := kafkacore.Offsets(ps, func(id int32) int32 { return id },
+		func(off int64) kgo.EpochOffset { return kgo.EpochOffset{Epoch: -1, Offset: off} })
 	if len(offsets) == 0 {
 		return nil
 	}
@@ -344,8 +330,8 @@ func (s *Source) commit(parent context.Context, timeout time.Duration, ps []*par
 	}
 	if err != nil && parent.Err() == nil { // not one Close cut short: the final commit follows
 		_, gen := s.cl.GroupMetadata()
-		err = fmt.Errorf("%w: %w", ErrCommitFailed, err)
-		s.cfg.logger.Warn("franzsource: commit failed", "group", s.groupID, "error", err.Error())
+		err = fmt.Errorf("%w: %w", kafkagroup.ErrCommitFailed, err)
+		s.cfg.Logger.Warn("franzsource: commit failed", "group", s.groupID, "error", err.Error())
 		for _, h := range s.hooks.CommitError {
 			h.OnKafkaCommitError(context.Background(), gen, err)
 		}

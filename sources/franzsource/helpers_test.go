@@ -14,6 +14,7 @@ import (
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // TestMain checks for leaked goroutines once all tests are done, which
@@ -208,17 +209,17 @@ type (
 )
 
 // fastGroup makes rebalances take well under a second on kfake.
-func fastGroup() []franzsource.Option {
-	return []franzsource.Option{franzsource.HeartbeatInterval(100 * time.Millisecond), franzsource.SessionTimeout(6 * time.Second),
-		franzsource.RebalanceTimeout(10 * time.Second)}
+func fastGroup() []kafkagroup.Option {
+	return []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
+		kafkagroup.RebalanceTimeout(10 * time.Second)}
 }
 
-func newSource(t testing.TB, addr, group string, topics []string, opts ...franzsource.Option) *franzsource.Source {
+func newSource(t testing.TB, addr, group string, topics []string, opts ...kafkagroup.Option) *franzsource.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	base := append(fastGroup(), franzsource.CommitInterval(100*time.Millisecond),
-		franzsource.RevokeTimeout(2*time.Second), franzsource.FetchMaxWait(200*time.Millisecond), franzsource.WithLogger(testenv.Logger(t)))
+	base := append(fastGroup(), kafkagroup.CommitInterval(100*time.Millisecond),
+		kafkagroup.RevokeTimeout(2*time.Second), kafkagroup.FetchMaxWait(200*time.Millisecond), kafkagroup.WithLogger(testenv.Logger(t)))
 	s, err := franzsource.New(ctx, []string{addr}, group, topics, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("franzsource.New: %v", err)

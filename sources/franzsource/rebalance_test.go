@@ -17,7 +17,7 @@ import (
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -42,10 +42,10 @@ func TestChurnExactlyOnce(t *testing.T) {
 			open func(t *testing.T, addr, group, topic string, hook any) consumer.Source
 		}{
 			{"franz", func(t *testing.T, addr, group, topic string, hook any) consumer.Source {
-				return newSource(t, addr, group, []string{topic}, franzsource.WithHooks(hook), franzsource.Ordering(consumer.OrderByPartition))
+				return newSource(t, addr, group, []string{topic}, kafkagroup.WithHooks(hook), kafkagroup.Ordering(consumer.OrderByPartition))
 			}},
 			{"kafka", func(t *testing.T, addr, group, topic string, hook any) consumer.Source {
-				return newKafkaSource(t, addr, group, topic, kafkasource.WithHooks(hook), kafkasource.Ordering(consumer.OrderByPartition))
+				return newKafkaSource(t, addr, group, topic, kafkagroup.WithHooks(hook), kafkagroup.Ordering(consumer.OrderByPartition))
 			}},
 		} {
 			t.Run(f.name, func(t *testing.T) {
@@ -63,12 +63,12 @@ func TestChurnExactlyOnce(t *testing.T) {
 	}
 }
 
-func newKafkaSource(t *testing.T, addr, group, topic string, opts ...kafkasource.Option) *kafkasource.Source {
+func newKafkaSource(t *testing.T, addr, group, topic string, opts ...kafkagroup.Option) *kafkasource.Source {
 	t.Helper()
-	base := []kafkasource.Option{kafkasource.HeartbeatInterval(100 * time.Millisecond), kafkasource.SessionTimeout(6 * time.Second),
-		kafkasource.RebalanceTimeout(10 * time.Second), kafkasource.JoinGroupBackoff(200 * time.Millisecond),
-		kafkasource.CommitInterval(100 * time.Millisecond), kafkasource.RevokeTimeout(2 * time.Second),
-		kafkasource.FetchMaxWait(200 * time.Millisecond), kafkasource.WithLogger(testenv.Logger(t))}
+	base := []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
+		kafkagroup.RebalanceTimeout(10 * time.Second), kafkasource.JoinGroupBackoff(200 * time.Millisecond),
+		kafkagroup.CommitInterval(100 * time.Millisecond), kafkagroup.RevokeTimeout(2 * time.Second),
+		kafkagroup.FetchMaxWait(200 * time.Millisecond), kafkagroup.WithLogger(testenv.Logger(t))}
 	s, err := kafkasource.New(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic}, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("kafkasource.New: %v", err)
@@ -84,7 +84,7 @@ type owner struct {
 	owned map[int32]bool
 }
 
-func (o *owner) OnKafkaRebalance(_ context.Context, e franzsource.RebalanceEvent) {
+func (o *owner) OnKafkaRebalance(_ context.Context, e kafkagroup.RebalanceEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, ps := range e.Partitions {

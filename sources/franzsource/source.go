@@ -4,29 +4,27 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/onceq/onceq/internal/logref"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.opentelemetry.io/otel"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 const instrumentationName = "github.com/onceq/onceq/sources/franzsource"
 
 // Source is a broker.Source reading topics as a member of a consumer
-// group. It is safe for concurrent use.
+// group. It is safe for concurrent use. Its Capabilities, Ack, Nack,
+// DeadLetter and Extend are those of both Kafka sources: see package
+// kafkagroup.
 type Source struct {
+	methods
 	cfg     config
-	logs    *logref.Ref
 	groupID string
 	topics  []string
 	cl      *kgo.Client // the group member
@@ -38,11 +36,8 @@ type Source struct {
 	cancel   context.CancelFunc
 	pollDone chan struct{} // the poll loop ended
 	tickDone chan struct{} // the commit ticker ended
-	done     chan struct{} // shutdown finished
-	// final is closed once the final commit's outcome (closeErr) is known:
-	// what Close is still waiting for then is the leave, which a rebalance
-	// under way can hold up.
-	final     chan struct{}
+	// stop follows the shutdown: the final commit's outcome, then its end.
+	stop      *kafkacore.Stopping
 	closeOnce sync.Once
 	// joinOnce joins the group at the first Receive, or, run by Close
 	// first, marks the source as never joined.
@@ -53,10 +48,9 @@ type Source struct {
 	commitMu sync.Mutex
 
 	// d queues, delivers and settles.
-	d        kafkacore.Dispatcher[*kgo.Record, partExt]
-	mu       sync.Mutex                    // guards parts and closeErr
-	parts    map[topicPartition]*partition // owned now (active or draining)
-	closeErr error
+	d     kafkacore.Dispatcher[*kgo.Record, partExt]
+	mu    sync.Mutex                    // guards parts
+	parts map[topicPartition]*partition // owned now (active or draining)
 
 	// pauseMu orders the pauses and resumes of fetching, each decided
 	// under it, so that the client is told them in the order decided.
@@ -81,6 +75,10 @@ type topicPartition struct {
 // later, it gets a new one.
 type partition = kafkacore.Partition[*kgo.Record, partExt]
 
+// methods are the Source's Capabilities, Ack, Nack, DeadLetter and
+// Extend.
+type methods = kafkacore.Methods[*kgo.Record, partExt]
+
 type partExt struct {
 	// paused: fetching paused for lack of room. Changed under pauseMu and
 	// the partition's lock, so that a settle that follows a pause sees it.
@@ -94,46 +92,20 @@ type partExt struct {
 // partitions are assigned. So a consumer that finds its store broken at
 // start (Run checks it before the first Receive) never takes partitions
 // from the group's healthy members.
-func New(ctx context.Context, seeds []string, group string, topics []string, opts ...Option) (*Source, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	switch {
-	case len(seeds) == 0:
-		return nil, invalidOption("no brokers")
-	case group == "":
-		return nil, invalidOption("no group ID")
-	case len(topics) == 0:
-		return nil, invalidOption("no topics")
-	}
-	if err := kafkacore.CheckBrokers("franzsource", seeds); err != nil {
-		return nil, err
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	logs := logref.New(cfg.logger)
-	cfg.logger = logs.Logger()
-	hs, err := kafkacore.CollectHooks("franz", ErrInvalidConfig, cfg.hooks)
+func New(ctx context.Context, seeds []string, group string, topics []string, opts ...kafkagroup.Option) (*Source, error) {
+	cfg := config{clientID: "onceq"}
+	hs, logs, err := kafkacore.Setup("franzsource", seeds, group, topics, opts, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.meter == nil {
-		cfg.meter = otel.GetMeterProvider()
-	}
 	s := &Source{
-		logs: logs, cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics),
+		cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics),
 		parts:    map[topicPartition]*partition{},
-		pollDone: make(chan struct{}), tickDone: make(chan struct{}), done: make(chan struct{}), room: make(chan struct{}, 1),
-		final: make(chan struct{}),
+		pollDone: make(chan struct{}), tickDone: make(chan struct{}), room: make(chan struct{}, 1),
+		stop: kafkacore.NewStopping(),
 	}
-	s.d.Init()
-	s.d.ToMessage, s.d.OnDone, s.d.Errs = setMessage, s.settled, kafkacore.Errors{
-		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
-		DeadLetterFailed: ErrDeadLetterFailed}
-	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
-	if cfg.dlqTopic != "" {
+	s.methods = s.d.Configure(setMessage, s.settled, hs, &s.cfg.Settings, logs)
+	if cfg.DeadLetterTopic != "" {
 		s.d.Produce = s.produceDeadLetter
 	}
 	common := s.clientOpts(seeds)
@@ -145,7 +117,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 		s.prod.Close()
 		return nil, err
 	}
-	if cfg.dlqTopic != "" {
+	if cfg.DeadLetterTopic != "" {
 		// The client's own batch limit (1,000,012 bytes by default) made
 		// as large as the dead-letter topic takes, learned by Check: a
 		// copy the broker would accept is never refused in the client.
@@ -154,7 +126,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 			return nil, invalidOption("client: %v", err)
 		}
 	}
-	if s.tel, err = kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, &s.d); err != nil {
+	if s.tel, err = kafkacore.NewTelemetry(cfg.Meter, instrumentationName, group, topics, cfg.DeadLetterTopic, &s.d); err != nil {
 		s.prod.Close()
 		return nil, fmt.Errorf("franzsource: metrics: %w", err)
 	}
@@ -182,7 +154,7 @@ func (s *Source) join() {
 
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	c := s.cfg
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgoLogger{c.logger})}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgoLogger{c.Logger})}
 	if c.dial != nil {
 		opts = append(opts, kgo.Dialer(c.dial))
 	}
@@ -207,9 +179,9 @@ func (s *Source) groupOpts() []kgo.Opt {
 		kgo.ConsumerGroup(s.groupID),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(s.onAssigned), kgo.OnPartitionsRevoked(s.onRevoked), kgo.OnPartitionsLost(s.onLost),
-		kgo.ConsumeResetOffset(c.reset.offset()),
-		kgo.FetchMaxWait(c.fetchMaxWait), kgo.FetchMaxBytes(c.fetchMaxBytes),
-		kgo.HeartbeatInterval(c.heartbeat), kgo.SessionTimeout(c.session), kgo.RebalanceTimeout(c.rebalance),
+		kgo.ConsumeResetOffset(resetOffset(c.Reset)),
+		kgo.FetchMaxWait(c.FetchMaxWait), kgo.FetchMaxBytes(int32(c.FetchMaxBytes)),
+		kgo.HeartbeatInterval(c.Heartbeat), kgo.SessionTimeout(c.Session), kgo.RebalanceTimeout(c.Rebalance),
 	}
 	switch c.protocol {
 	case Cooperative:
@@ -225,25 +197,15 @@ func (s *Source) groupOpts() []kgo.Opt {
 	return opts
 }
 
-// Capabilities declares the configured ordering and Fingerprint as the
-// default key (the consumer's WithKeyFunc still wins), the same as
-// sources/kafkasource. Deliveries never time out: a record stays with this
-// member until its partition is revoked.
-func (s *Source) Capabilities() broker.Capabilities {
-	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
-		DeadLetter: s.cfg.dlqTopic != "", Replayable: true, LimitCommitHold: s.d.LimitHold, InheritLogger: s.logs.Inherit}
-}
-
 // Check proves the brokers can be reached and the topics, and the
 // dead-letter topic if one is set, exist. It honours ctx, and is bounded
 // by 30 s when ctx has no deadline.
 func (s *Source) Check(ctx context.Context) error {
-	ctx, cancel := kafkacore.BoundCheck(ctx)
-	defer cancel()
-	topics := slices.Clone(s.topics)
-	if s.cfg.dlqTopic != "" {
-		topics = append(topics, s.cfg.dlqTopic)
-	}
+	return kafkacore.Check(ctx, "franzsource", s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
+}
+
+// checkTopics proves, from the brokers' metadata, that topics exist.
+func (s *Source) checkTopics(ctx context.Context, topics []string) error {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = false
 	for _, t := range topics {
@@ -258,34 +220,21 @@ func (s *Source) Check(ctx context.Context) error {
 	for _, t := range topics {
 		i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
 		if i < 0 {
-			return fmt.Errorf("%w: %q", ErrUnknownTopic, t)
+			return fmt.Errorf("%w: %q", kafkagroup.ErrUnknownTopic, t)
 		}
 		if err := kerr.ErrorForCode(resp.Topics[i].ErrorCode); err != nil {
 			if err == kerr.UnknownTopicOrPartition {
-				return fmt.Errorf("%w: %q: %w", ErrUnknownTopic, t, err)
+				return fmt.Errorf("%w: %q: %w", kafkagroup.ErrUnknownTopic, t, err)
 			}
 			return fmt.Errorf("franzsource: metadata of %q: %w", t, err)
 		}
-	}
-	if s.cfg.dlqTopic == "" {
-		return nil
-	}
-	limits, err := s.maxMessageBytes(ctx, topics)
-	if err != nil {
-		return err
-	}
-	if s.dlqMax == 0 {
-		s.dlqMax = limits[s.cfg.dlqTopic] // learned once, by New, before the producer exists
-	}
-	if err := kafkacore.CheckDeadLetterRoom(limits, s.topics, s.cfg.dlqTopic); err != nil {
-		return fmt.Errorf("franzsource: %w", err)
 	}
 	return nil
 }
 
 // maxMessageBytes reads the topics' max.message.bytes from the brokers
 // (DescribeConfigs).
-func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (map[string]int, error) {
+func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (kafkacore.MessageLimits, error) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	for _, t := range topics {
 		r := kmsg.NewDescribeConfigsRequestResource()
@@ -297,28 +246,17 @@ func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (map[stri
 	if err != nil {
 		return nil, fmt.Errorf("franzsource: reading %s of %v: %w", kafkacore.MaxMessageBytesConfig, topics, err)
 	}
-	out := make(map[string]int, len(topics))
+	out := make(kafkacore.MessageLimits, len(topics))
 	for _, r := range resp.Resources {
 		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
 			return nil, fmt.Errorf("franzsource: reading %s of %q: %w", kafkacore.MaxMessageBytesConfig, r.ResourceName, err)
 		}
 		for _, c := range r.Configs {
-			if n, err := strconv.Atoi(value(c.Value)); c.Name == kafkacore.MaxMessageBytesConfig && err == nil && n > 0 {
-				out[r.ResourceName] = n
-			}
+			out.Add(r.ResourceName, c.Name, value(c.Value))
 		}
 	}
-	for _, t := range topics {
-		if out[t] == 0 {
-			out[t] = kafkacore.DefaultMaxMessageBytes // not told: the broker's default
-		}
-	}
-	return out, nil
+	return out.Fill(topics), nil
 }
-
-// Extend does nothing: Kafka deliveries do not time out (Capabilities
-// declares none, so the consumer never calls it).
-func (s *Source) Extend(context.Context, *broker.Message, time.Duration) error { return nil }
 
 // Receive waits for a message and returns up to max, from the assigned
 // partitions in turn, each partition's in offset order.
@@ -327,33 +265,9 @@ func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error
 	return s.d.Receive(ctx, max)
 }
 
-// Ack settles m as done; its offset is committed once all below it are.
-// After m's partition left this member the ack is dropped and counted
-// (see [LateAckHook]), with a nil error: the new owner reads m again.
-func (s *Source) Ack(ctx context.Context, m *broker.Message) error { return s.d.Ack(ctx, m) }
-
-// Nack gives m back: it is delivered again after delay, Attempt+1, its
-// offset held. A revoked partition's message is left to the next owner.
-func (s *Source) Nack(ctx context.Context, m *broker.Message, delay time.Duration) error {
-	return s.d.Nack(ctx, m, delay)
-}
-
-// DeadLetter writes m to the DeadLetterTopic (key, value, headers, plus
-// the reason and origin headers) and then settles it. If there is no such
-// topic or the write fails, m stays in flight and the error says so.
-func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
-	return s.d.DeadLetter(ctx, m, reason)
-}
-
 func (s *Source) produceDeadLetter(ctx context.Context, orig *kgo.Record, reason, topic string, partition int32, offset int64) error {
-	in := make([]kafkacore.Header, len(orig.Headers))
-	for i, h := range orig.Headers {
-		in[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
-	}
-	rec := &kgo.Record{Topic: s.cfg.dlqTopic, Key: orig.Key, Value: orig.Value, Timestamp: orig.Timestamp}
-	for _, h := range kafkacore.DeadLetterHeaders(in, len(orig.Key)+len(orig.Value), reason, topic, partition, offset, s.dlqMax) {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-	}
+	rec := &kgo.Record{Topic: s.cfg.DeadLetterTopic, Key: orig.Key, Value: orig.Value, Timestamp: orig.Timestamp,
+		Headers: kafkacore.DeadLetterHeaders(orig.Headers, len(orig.Key)+len(orig.Value), reason, topic, partition, offset, s.dlqMax)}
 	return s.prod.ProduceSync(ctx, rec).FirstErr()
 }
 
@@ -362,13 +276,13 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig *kgo.Record, reason
 // first free slot would refetch a batch for every few records settled).
 // Only then does it take pauseMu.
 func (s *Source) settled(p *partition, unfinished int) {
-	if unfinished == s.cfg.maxInFlight-1 {
+	if unfinished == s.cfg.MaxInFlight-1 {
 		s.roomFreed()
 	}
-	if s.d.Bytes() > s.cfg.maxInFlightBytes/2 {
+	if s.d.Bytes() > s.cfg.MaxInFlightBytes/2 {
 		return // bytes bound every partition: resume once half are free
 	}
-	if p.X.paused.Load() && unfinished <= s.cfg.maxInFlight/2 || s.bytesPaused.Load() {
+	if p.X.paused.Load() && unfinished <= s.cfg.MaxInFlight/2 || s.bytesPaused.Load() {
 		s.pauseMu.Lock()
 		s.resumeLocked()
 		s.pauseMu.Unlock()
@@ -386,14 +300,14 @@ func (s *Source) roomFreed() {
 // resumeLocked resumes every paused active partition with half its room
 // free, when half the byte bound is free; the caller holds pauseMu.
 func (s *Source) resumeLocked() {
-	if s.d.Bytes() > s.cfg.maxInFlightBytes/2 {
+	if s.d.Bytes() > s.cfg.MaxInFlightBytes/2 {
 		return
 	}
 	s.bytesPaused.Store(false)
 	resume := map[string][]int32{}
 	for _, p := range s.d.Partitions() {
 		p.Lock()
-		if p.X.paused.Load() && p.State == kafkacore.Active && p.Tr.Unfinished() <= s.cfg.maxInFlight/2 {
+		if p.X.paused.Load() && p.State == kafkacore.Active && p.Tr.Unfinished() <= s.cfg.MaxInFlight/2 {
 			p.X.paused.Store(false)
 			resume[p.Topic] = append(resume[p.Topic], p.ID)
 		}
@@ -408,7 +322,7 @@ func (s *Source) resumeLocked() {
 // (unless InstanceID is set) and stops every goroutine of the source.
 // Messages not settled stay with the group: their offsets were not
 // committed. Close is idempotent. It returns the final commit's error
-// (ErrCommitFailed) unless the group refused it because it had moved on
+// (kafkagroup.ErrCommitFailed) unless the group refused it because it had moved on
 // (this member dropped, its generation or member epoch over, or a
 // rebalance still under way when the rebalance timeout had passed): that
 // is logged as a warning and Close returns nil, since the partitions' next
@@ -427,26 +341,13 @@ func (s *Source) Close(ctx context.Context) error {
 		})
 		go s.shutdown()
 	})
-	select {
-	case <-s.done:
-	case <-ctx.Done():
-		select {
-		case <-s.final:
-			s.cfg.logger.Warn("franzsource: leaving the group goes on after Close returned: the group is rebalancing",
-				"group", s.groupID, "error", ctx.Err().Error())
-		default:
-			return ctx.Err()
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closeErr
+	return s.stop.Wait(ctx, "franzsource", s.groupID, s.cfg.Logger)
 }
 
 // shutdown runs once, owned by Close: after the poll loop and the ticker
 // stop it commits, then closes the group client (leaving the group, which
-// releases every partition through onRevoked) and the producer. It closes
-// done last, which Close waits for.
+// releases every partition through onRevoked) and the producer. It marks
+// the stop done last, which Close waits for.
 func (s *Source) shutdown() {
 	<-s.pollDone
 	<-s.tickDone
@@ -454,24 +355,21 @@ func (s *Source) shutdown() {
 	// A member rejoining the group cannot commit until its join and sync
 	// are done, which the broker ends within the rebalance timeout: a
 	// commit still waiting then is one the group has moved past.
-	err := s.commit(context.Background(), min(commitTimeout, s.cfg.rebalance), s.owned())
+	err := s.commit(context.Background(), min(commitTimeout, s.cfg.Rebalance), s.owned())
 	s.commitMu.Unlock()
 	if err != nil && groupMovedOn(err) {
 		// Not a failed stop: the group dropped this member (its session
 		// ended, or a rebalance ended its generation) and the partitions'
 		// next owner redoes what was not committed, answered by dedup.
-		s.cfg.logger.Warn("franzsource: the group moved on before the final commit; the partitions' next owner reads the uncommitted messages again",
+		s.cfg.Logger.Warn("franzsource: the group moved on before the final commit; the partitions' next owner reads the uncommitted messages again",
 			"group", s.groupID, "error", err.Error())
 		err = nil
 	}
-	s.mu.Lock()
-	s.closeErr = err
-	s.mu.Unlock()
-	close(s.final)
+	s.stop.Final(err)
 	s.cl.CloseAllowingRebalance()
 	s.prod.Close()
 	_ = s.tel.Unregister()
-	close(s.done)
+	s.stop.Done()
 }
 
 func value(p *string) string {

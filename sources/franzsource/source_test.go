@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -30,17 +31,17 @@ func TestNewValidates(t *testing.T) {
 	ctx := testenv.Context(t, 10*time.Second)
 	refused := map[string]struct {
 		topics []string
-		opt    franzsource.Option
+		opt    kafkagroup.Option
 		want   error
 	}{
-		"a topic that does not exist":        {[]string{"nope"}, franzsource.ClientID("x"), franzsource.ErrUnknownTopic},
-		"a dead-letter topic that does not":  {[]string{topic}, franzsource.DeadLetterTopic("nope"), franzsource.ErrUnknownTopic},
-		"a revoke longer than the rebalance": {[]string{topic}, franzsource.RevokeTimeout(2 * time.Minute), franzsource.ErrInvalidConfig},
-		"no topic":                           {nil, franzsource.ClientID("x"), franzsource.ErrInvalidConfig},
-		"an ordering of no kind":             {[]string{topic}, franzsource.Ordering(7), franzsource.ErrInvalidConfig},
-		"a protocol of no kind":              {[]string{topic}, franzsource.GroupProtocol(9), franzsource.ErrInvalidConfig},
-		"a reset of no kind":                 {[]string{topic}, franzsource.OffsetReset(9), franzsource.ErrInvalidConfig},
-		"a hook with a misspelt method":      {[]string{topic}, franzsource.WithHooks(struct{ OnComit func() }{}), franzsource.ErrInvalidConfig},
+		"a topic that does not exist":        {[]string{"nope"}, franzsource.ClientID("x"), kafkagroup.ErrUnknownTopic},
+		"a dead-letter topic that does not":  {[]string{topic}, kafkagroup.DeadLetterTopic("nope"), kafkagroup.ErrUnknownTopic},
+		"a revoke longer than the rebalance": {[]string{topic}, kafkagroup.RevokeTimeout(2 * time.Minute), kafkagroup.ErrInvalidConfig},
+		"no topic":                           {nil, franzsource.ClientID("x"), kafkagroup.ErrInvalidConfig},
+		"an ordering of no kind":             {[]string{topic}, kafkagroup.Ordering(7), kafkagroup.ErrInvalidConfig},
+		"a protocol of no kind":              {[]string{topic}, franzsource.GroupProtocol(9), kafkagroup.ErrInvalidConfig},
+		"a reset of no kind":                 {[]string{topic}, kafkagroup.OffsetReset(9), kafkagroup.ErrInvalidConfig},
+		"a hook with a misspelt method":      {[]string{topic}, kafkagroup.WithHooks(struct{ OnComit func() }{}), kafkagroup.ErrInvalidConfig},
 	}
 	for what, c := range refused {
 		if s, err := franzsource.New(ctx, []string{addr}, "g", c.topics, c.opt); !errors.Is(err, c.want) {
@@ -100,7 +101,7 @@ func TestConsumerProtocolIsKIP848(t *testing.T) {
 	for _, p := range []franzsource.Protocol{franzsource.ConsumerProtocol, franzsource.Cooperative} {
 		group := topicName(t, fmt.Sprint("group", p))
 		assigned := make(chan struct{}, 1)
-		newSource(t, addr, group, []string{topic}, franzsource.GroupProtocol(p), franzsource.WithHooks(onRebalance(func(_ context.Context, e franzsource.RebalanceEvent) {
+		newSource(t, addr, group, []string{topic}, franzsource.GroupProtocol(p), kafkagroup.WithHooks(onRebalance(func(_ context.Context, e kafkagroup.RebalanceEvent) {
 			if !e.Revoked {
 				select {
 				case assigned <- struct{}{}:
@@ -160,9 +161,9 @@ func revokesOnlyWhatMoves(t *testing.T, proto franzsource.Protocol) {
 	revoked := map[int32]bool{}
 	var late atomic.Int64
 	lateKept := map[int32]int{}
-	a := newSource(t, addr, group, []string{topic}, franzsource.GroupProtocol(proto), franzsource.RevokeTimeout(300*time.Millisecond),
-		franzsource.Ordering(consumer.Unordered),
-		franzsource.WithHooks(onRebalance(func(_ context.Context, e franzsource.RebalanceEvent) {
+	a := newSource(t, addr, group, []string{topic}, franzsource.GroupProtocol(proto), kafkagroup.RevokeTimeout(300*time.Millisecond),
+		kafkagroup.Ordering(consumer.Unordered),
+		kafkagroup.WithHooks(onRebalance(func(_ context.Context, e kafkagroup.RebalanceEvent) {
 			if e.Revoked {
 				mu.Lock()
 				for _, id := range e.Partitions[topic] {
@@ -180,7 +181,7 @@ func revokesOnlyWhatMoves(t *testing.T, proto franzsource.Protocol) {
 
 	bGot := make(chan struct{})
 	var once sync.Once
-	newSource(t, addr, group, []string{topic}, franzsource.GroupProtocol(proto), franzsource.WithHooks(onRebalance(func(_ context.Context, e franzsource.RebalanceEvent) {
+	newSource(t, addr, group, []string{topic}, franzsource.GroupProtocol(proto), kafkagroup.WithHooks(onRebalance(func(_ context.Context, e kafkagroup.RebalanceEvent) {
 		if !e.Revoked && len(e.Partitions[topic]) > 0 {
 			once.Do(func() { close(bGot) })
 		}
@@ -249,7 +250,7 @@ func TestCloseAfterGroupMovedOn(t *testing.T) {
 			createTopic(t, addr, topic, 1)
 			produce(t, producer(t, addr, topic), &kgo.Record{Value: []byte("m1")})
 			s, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
-				append(fastGroup(), franzsource.CommitInterval(time.Hour), franzsource.RevokeTimeout(2*time.Second), franzsource.WithLogger(testenv.Logger(t)))...)
+				append(fastGroup(), kafkagroup.CommitInterval(time.Hour), kafkagroup.RevokeTimeout(2*time.Second), kafkagroup.WithLogger(testenv.Logger(t)))...)
 			if err != nil {
 				t.Fatal(err)
 			}

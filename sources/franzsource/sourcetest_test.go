@@ -9,8 +9,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/grouptest"
-	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
 
@@ -19,17 +19,17 @@ import (
 // protocol.
 func TestSourcetestKeyOrder(t *testing.T) {
 	t.Parallel()
-	sourcetest.Run(t, harness(franzsource.Ordering(consumer.OrderByKey)))
+	sourcetest.Run(t, harness(kafkagroup.Ordering(consumer.OrderByKey)))
 }
 
 func TestSourcetestPartitionOrder(t *testing.T) {
 	t.Parallel()
-	sourcetest.Run(t, harness(franzsource.Ordering(consumer.OrderByPartition)))
+	sourcetest.Run(t, harness(kafkagroup.Ordering(consumer.OrderByPartition)))
 }
 
 func TestSourcetestUnordered(t *testing.T) {
 	t.Parallel()
-	sourcetest.Run(t, harness(franzsource.Ordering(consumer.Unordered)))
+	sourcetest.Run(t, harness(kafkagroup.Ordering(consumer.Unordered)))
 }
 
 func TestSourcetestConsumerProtocol(t *testing.T) {
@@ -37,14 +37,14 @@ func TestSourcetestConsumerProtocol(t *testing.T) {
 	sourcetest.Run(t, harness(franzsource.GroupProtocol(franzsource.ConsumerProtocol)))
 }
 
-func harness(opt franzsource.Option) func(t *testing.T) *sourcetest.Harness {
+func harness(opt kafkagroup.Option) func(t *testing.T) *sourcetest.Harness {
 	return func(t *testing.T) *sourcetest.Harness {
 		addr := cluster(t)
 		topic, dlq, group := topicName(t, "in"), topicName(t, "dlq"), topicName(t, "group")
 		createTopic(t, addr, topic, 3)
 		createTopic(t, addr, dlq, 1)
 		w := producer(t, addr, topic)
-		opts := []franzsource.Option{franzsource.DeadLetterTopic(dlq), opt}
+		opts := []kafkagroup.Option{kafkagroup.DeadLetterTopic(dlq), opt}
 		return &sourcetest.Harness{
 			Source: newSource(t, addr, group, []string{topic}, opts...),
 			Send: func(ctx context.Context, m sourcetest.Outgoing) error {
@@ -58,11 +58,7 @@ func harness(opt franzsource.Option) func(t *testing.T) *sourcetest.Harness {
 				}
 				var out []sourcetest.DeadLetter
 				for _, r := range recs {
-					var hs []kafkacore.Header
-					for _, h := range r.Headers {
-						hs = append(hs, kafkacore.Header{Key: h.Key, Value: h.Value})
-					}
-					out = append(out, grouptest.DeadLetter(r.Value, hs))
+					out = append(out, grouptest.DeadLetter(r.Value, r.Headers))
 				}
 				return out, nil
 			},

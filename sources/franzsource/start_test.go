@@ -1,9 +1,6 @@
 package franzsource_test
 
 import (
-	"context"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,45 +9,17 @@ import (
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
-// A broker that takes the connection and never answers does not hold New:
-// cancelling New's context (SIGTERM at start) ends it with ctx's error, with
-// or without a dead-letter topic.
+// A broker that never answers does not hold New past its context.
 func TestNewSilentBrokerHonoursContext(t *testing.T) {
-	t.Parallel()
-	for name, opts := range map[string][]franzsource.Option{
-		"plain":             nil,
-		"dead-letter topic": {franzsource.DeadLetterTopic("dlq")},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			addr, asked := grouptest.SilentBroker(t)
-			grouptest.ReturnsOnCancel(t, asked, func(ctx context.Context) error {
-				s, err := franzsource.New(ctx, []string{addr}, "g", []string{"t"}, append(opts, franzsource.WithLogger(testenv.Logger(t)))...)
-				if s != nil {
-					_ = s.Close(context.Background())
-				}
-				return err
-			})
-		})
-	}
+	grouptest.NewSilentBrokerHonoursContext(t, grouptest.Opener(franzsource.New))
 }
 
-// A broker address without a port is refused by New, before any dial,
-// with an error that names it (franz-go would dial port 9092 instead).
+// A broker address without a port is refused by New, naming it.
 func TestNewRefusesAddressWithoutPort(t *testing.T) {
-	t.Parallel()
-	for _, addr := range []string{"kafka-1", "kafka-1:", "kafka-1:x", "::1", "kafka-1:70000"} {
-		s, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{"127.0.0.1:1", addr}, "g", []string{"t"})
-		if s != nil {
-			_ = s.Close(context.Background())
-		}
-		var ae *franzsource.AddressError
-		if !errors.As(err, &ae) || ae.Address != addr || !errors.Is(err, franzsource.ErrInvalidConfig) || !strings.Contains(err.Error(), addr) {
-			t.Errorf("New with broker %q: %v, want an AddressError naming it", addr, err)
-		}
-	}
+	grouptest.NewRefusesAddressWithoutPort(t, grouptest.Opener(franzsource.New))
 }
 
 // Run checks the store before the source joins the group: a member whose
@@ -76,7 +45,7 @@ func TestRunChecksStoreBeforeJoining(t *testing.T) {
 				})
 			}
 			s, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
-				append(fastGroup(), franzsource.RevokeTimeout(2*time.Second), franzsource.GroupProtocol(p), franzsource.WithLogger(testenv.Logger(t)))...)
+				append(fastGroup(), kafkagroup.RevokeTimeout(2*time.Second), franzsource.GroupProtocol(p), kafkagroup.WithLogger(testenv.Logger(t)))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,9 +12,10 @@ import (
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
-// onCommitError adapts a function to franzsource.CommitErrorHook.
+// onCommitError adapts a function to kafkagroup.KafkaCommitErrorHook.
 type onCommitError func(ctx context.Context, gen int32, err error)
 
 func (f onCommitError) OnKafkaCommitError(ctx context.Context, gen int32, err error) {
@@ -48,11 +49,11 @@ func TestCloseWhileGroupRebalances(t *testing.T) {
 	})
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	const rebalance = 2 * time.Second
-	opts := []franzsource.Option{franzsource.HeartbeatInterval(100 * time.Millisecond), franzsource.SessionTimeout(6 * time.Second),
-		franzsource.RebalanceTimeout(rebalance), franzsource.RevokeTimeout(time.Second), franzsource.CommitInterval(time.Hour),
-		franzsource.WithLogger(testenv.Logger(t))}
+	opts := []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
+		kafkagroup.RebalanceTimeout(rebalance), kafkagroup.RevokeTimeout(time.Second), kafkagroup.CommitInterval(time.Hour),
+		kafkagroup.WithLogger(testenv.Logger(t))}
 	a, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic},
-		append(opts, franzsource.WithHooks(onCommitError(func(context.Context, int32, error) {
+		append(opts, kafkagroup.WithHooks(onCommitError(func(context.Context, int32, error) {
 			releaseOnce.Do(func() { close(release) })
 		})))...)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/proccpu"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -80,7 +81,7 @@ func BenchmarkGroupThroughput(b *testing.B) {
 func benchSource(b *testing.B, addr, topic, group string, records int) time.Duration {
 	start := time.Now()
 	src, err := kafkasource.New(context.Background(), []string{addr}, group, []string{topic},
-		append(fastGroup(), kafkasource.FetchMaxWait(200*time.Millisecond), kafkasource.RevokeTimeout(2*time.Second))...)
+		append(fastGroup(), kafkagroup.FetchMaxWait(200*time.Millisecond), kafkagroup.RevokeTimeout(2*time.Second))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func benchRaw(b *testing.B, addr, topic, group string, records int) time.Duratio
 func benchOnceq(b *testing.B, addr, topic, group string, records int) time.Duration {
 	start := time.Now()
 	src, err := kafkasource.New(context.Background(), []string{addr}, group, []string{topic},
-		append(fastGroup(), kafkasource.FetchMaxWait(200*time.Millisecond), kafkasource.RevokeTimeout(2*time.Second))...)
+		append(fastGroup(), kafkagroup.FetchMaxWait(200*time.Millisecond), kafkagroup.RevokeTimeout(2*time.Second))...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
 
@@ -116,8 +116,8 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 		return consumer.Result{Writes: []any{eff.Write(m.IdempotencyKey)}}, nil
 	})
 	var dead atomic.Int64
-	src := newSource(t, addr, group, []string{topic}, kafkasource.DeadLetterTopic(dlq),
-		kafkasource.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { dead.Add(1) })))
+	src := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq),
+		kafkagroup.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { dead.Add(1) })))
 	m := grouptest.Start(t, src, memstore.New(), h, consumer.MaxAttempts(3), consumer.FailedRetryDelay(20*time.Millisecond))
 	testenv.Eventually(t, 30*time.Second, "the 19 good messages", func() bool { return eff.Total() == 19 })
 	waitCommitted(t, addr, group, topic, []int64{20})
@@ -140,8 +140,8 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	for _, h := range recs[0].Headers {
 		hs[h.Key] = string(h.Value)
 	}
-	if hs[kafkasource.OriginalTopicHeader] != topic || hs[kafkasource.OriginalPartitionHeader] != "0" || hs[kafkasource.OriginalOffsetHeader] != "5" ||
-		!strings.Contains(hs[kafkasource.ReasonHeader], "cannot parse") || hs[consumer.IdempotencyKeyAttribute] != "poison" {
+	if hs[kafkagroup.OriginalTopicHeader] != topic || hs[kafkagroup.OriginalPartitionHeader] != "0" || hs[kafkagroup.OriginalOffsetHeader] != "5" ||
+		!strings.Contains(hs[kafkagroup.ReasonHeader], "cannot parse") || hs[consumer.IdempotencyKeyAttribute] != "poison" {
 		t.Fatalf("dead-letter headers %v", hs)
 	}
 }

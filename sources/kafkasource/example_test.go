@@ -9,6 +9,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -19,9 +20,9 @@ import (
 func ExampleNew() {
 	ctx := context.Background()
 	src, err := kafkasource.New(ctx, []string{"localhost:9092"}, "order-processor", []string{"orders"},
-		kafkasource.Ordering(consumer.OrderByKey), // one record of a key at a time, in offset order
-		kafkasource.DeadLetterTopic("orders.dlq"),
-		kafkasource.OffsetReset(kafkasource.ResetEarliest))
+		kafkagroup.Ordering(consumer.OrderByKey), // one record of a key at a time, in offset order
+		kafkagroup.DeadLetterTopic("orders.dlq"),
+		kafkagroup.OffsetReset(kafkagroup.ResetEarliest))
 	if err != nil {
 		log.Fatal(err) // a typed error: a bad option, a missing topic, an unreachable cluster
 	}

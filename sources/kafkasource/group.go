@@ -10,6 +10,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // loop follows the group's generations until Close. It owns every
@@ -26,7 +27,7 @@ func (s *Source) loop() {
 				break
 			}
 			// kafka-go backs off and rejoins by itself.
-			s.cfg.logger.Warn("kafkasource: joining the group failed", "group", s.groupID, "error", err.Error())
+			s.cfg.Logger.Warn("kafkasource: joining the group failed", "group", s.groupID, "error", err.Error())
 			continue
 		}
 		g := s.newGeneration(kgen)
@@ -46,7 +47,7 @@ func (s *Source) loop() {
 	// Closing the group ends the generation (the manager then releases its
 	// partitions), waits for its goroutines and leaves the group. Only
 	// after the final commit: leaving first would invalidate it.
-	s.finalKnown() // made, or none to make: no generation held
+	s.stop.Final(nil) // made, or none to make: no generation held
 	_ = s.group.Close()
 }
 
@@ -85,15 +86,15 @@ func (g *generation) partitionMap() map[string][]int32 {
 // until the group closes the generation.
 func (s *Source) manage(ctx context.Context, g *generation, committed chan<- struct{}) {
 	s.d.Add(g.parts...)
-	s.cfg.logger.Info("kafkasource: partitions assigned", "group", s.groupID, "generation", g.id,
+	s.cfg.Logger.Info("kafkasource: partitions assigned", "group", s.groupID, "generation", g.id,
 		"member", g.kgen.MemberID, "partitions", g.partitionMap())
 	for _, h := range s.hooks.Rebalance {
-		h.OnKafkaRebalance(ctx, RebalanceEvent{Generation: g.id, Partitions: g.partitionMap()})
+		h.OnKafkaRebalance(ctx, kafkagroup.RebalanceEvent{Generation: g.id, Partitions: g.partitionMap()})
 	}
 	for _, p := range g.parts {
 		g.kgen.Start(func(ctx context.Context) { s.fetch(ctx, p) })
 	}
-	tick := time.NewTicker(s.cfg.commitInterval)
+	tick := time.NewTicker(s.cfg.CommitInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -110,14 +111,11 @@ func (s *Source) manage(ctx context.Context, g *generation, committed chan<- str
 				// session ended, or a rebalance ended its generation) and
 				// the partitions' next owner redoes what was not
 				// committed, answered by dedup.
-				s.cfg.logger.Warn("kafkasource: the group moved on before the final commit; the partitions' next owner reads the uncommitted messages again",
+				s.cfg.Logger.Warn("kafkasource: the group moved on before the final commit; the partitions' next owner reads the uncommitted messages again",
 					"group", s.groupID, "generation", g.id, "error", err.Error())
 				err = nil
 			}
-			s.mu.Lock()
-			s.closeErr = err
-			s.mu.Unlock()
-			s.finalKnown()
+			s.stop.Final(err)
 			close(committed)
 			<-ctx.Done()
 			s.revoke(g, true)
@@ -133,15 +131,15 @@ func (s *Source) revoke(g *generation, closing bool) {
 	start := time.Now()
 	s.stopDispatch(g)
 	if !closing {
-		s.d.Drain(g.parts, s.cfg.revokeTimeout, s.ctx.Done())
+		s.d.Drain(g.parts, s.cfg.RevokeTimeout, s.ctx.Done())
 		_ = s.commit(g)
 	}
 	abandoned := s.release(g)
 	took := time.Since(start)
-	s.cfg.logger.Info("kafkasource: partitions revoked", "group", s.groupID, "generation", g.id,
+	s.cfg.Logger.Info("kafkasource: partitions revoked", "group", s.groupID, "generation", g.id,
 		"partitions", g.partitionMap(), "drain", took, "abandoned", abandoned)
 	for _, h := range s.hooks.Rebalance {
-		h.OnKafkaRebalance(context.Background(), RebalanceEvent{Generation: g.id, Revoked: true, Partitions: g.partitionMap(), Drain: took, Abandoned: abandoned})
+		h.OnKafkaRebalance(context.Background(), kafkagroup.RebalanceEvent{Generation: g.id, Revoked: true, Partitions: g.partitionMap(), Drain: took, Abandoned: abandoned})
 	}
 }
 
@@ -159,27 +157,15 @@ func (s *Source) release(g *generation) int {
 // commit commits, through g, every partition's offset that moved forward.
 // Only g's manager calls it, so commits of one generation never race.
 func (s *Source) commit(g *generation) error {
-	offsets := map[string]map[int]int64{}
-	for _, p := range g.parts {
-		p.Lock()
-		off, ok := p.Tr.ToCommit()
-		ok = ok && p.State != kafkacore.Released
-		p.Unlock()
-		if ok {
-			if offsets[p.Topic] == nil {
-				offsets[p.Topic] = map[int]int64{}
-			}
-			offsets[p.Topic][int(p.ID)] = off
-		}
-	}
+	offsets := kafkacore.Offsets(g.parts, func(id int32) int { return int(id) }, func(off int64) int64 { return off })
 	if len(offsets) == 0 {
 		return nil
 	}
 	err := g.kgen.CommitOffsets(offsets)
 	s.tel.Committed(context.Background(), err)
 	if err != nil {
-		err = fmt.Errorf("%w: generation %d: %w", ErrCommitFailed, g.id, err)
-		s.cfg.logger.Warn("kafkasource: commit failed", "group", s.groupID, "generation", g.id, "error", err.Error())
+		err = fmt.Errorf("%w: generation %d: %w", kafkagroup.ErrCommitFailed, g.id, err)
+		s.cfg.Logger.Warn("kafkasource: commit failed", "group", s.groupID, "generation", g.id, "error", err.Error())
 		for _, h := range s.hooks.CommitError {
 			h.OnKafkaCommitError(context.Background(), g.id, err)
 		}
@@ -210,17 +196,17 @@ func (s *Source) commit(g *generation) error {
 func (s *Source) fetch(ctx context.Context, p *partition) {
 	r := kgo.NewReader(kgo.ReaderConfig{
 		Brokers: s.brokers, Topic: p.Topic, Partition: int(p.ID), Dialer: s.dialer,
-		MinBytes: 1, MaxBytes: s.cfg.fetchMaxBytes, MaxWait: s.cfg.fetchMaxWait,
+		MinBytes: 1, MaxBytes: s.cfg.FetchMaxBytes, MaxWait: s.cfg.FetchMaxWait,
 		// The reader's own queue holds records past our bounds: sized so
 		// that even records of a whole fetch each fill a sixteenth of the
 		// byte bound at most (one at 16 MiB or less, 16 at the default).
-		QueueCapacity:   min(s.cfg.maxInFlight, 100, max(1, int(s.cfg.maxInFlightBytes/int64(s.cfg.fetchMaxBytes)/16))),
+		QueueCapacity:   min(s.cfg.MaxInFlight, 100, max(1, int(s.cfg.MaxInFlightBytes/int64(s.cfg.FetchMaxBytes)/16))),
 		ReadLagInterval: -1,
 		Logger:          s.kLog, ErrorLogger: s.kErrLog,
 	})
 	defer r.Close()
 	if err := r.SetOffset(p.X.start); err != nil {
-		s.cfg.logger.Error("kafkasource: setting the start offset", "topic", p.Topic, "partition", p.ID, "error", err.Error())
+		s.cfg.Logger.Error("kafkasource: setting the start offset", "topic", p.Topic, "partition", p.ID, "error", err.Error())
 		<-ctx.Done()
 		return
 	}
@@ -238,7 +224,7 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 			}
 			failures++
 			delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
-			s.cfg.logger.Warn("kafkasource: fetch failed", "topic", p.Topic, "partition", p.ID, "error", err.Error(), "retry_in", delay)
+			s.cfg.Logger.Warn("kafkasource: fetch failed", "topic", p.Topic, "partition", p.ID, "error", err.Error(), "retry_in", delay)
 			select {
 			case <-ctx.Done():
 				return
@@ -273,8 +259,8 @@ func (s *Source) waitSpace(ctx context.Context, p *partition) bool {
 // holds p's lock. A partition with nothing unfinished may always take one,
 // so a record larger than the byte bound still gets through.
 func (s *Source) hasSpaceLocked(p *partition) bool {
-	return p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.maxInFlight &&
-		(s.d.Bytes() < s.cfg.maxInFlightBytes || p.Tr.Unfinished() == 0)
+	return p.State == kafkacore.Active && p.Tr.Unfinished() < s.cfg.MaxInFlight &&
+		(s.d.Bytes() < s.cfg.MaxInFlightBytes || p.Tr.Unfinished() == 0)
 }
 
 // enqueue queues m and reports, under the same lock, whether p has space

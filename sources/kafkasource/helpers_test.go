@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -198,17 +199,17 @@ type (
 )
 
 // fastGroup makes rebalances take well under a second on kfake.
-func fastGroup() []kafkasource.Option {
-	return []kafkasource.Option{kafkasource.HeartbeatInterval(100 * time.Millisecond), kafkasource.SessionTimeout(6 * time.Second),
-		kafkasource.RebalanceTimeout(10 * time.Second), kafkasource.JoinGroupBackoff(200 * time.Millisecond)}
+func fastGroup() []kafkagroup.Option {
+	return []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
+		kafkagroup.RebalanceTimeout(10 * time.Second), kafkasource.JoinGroupBackoff(200 * time.Millisecond)}
 }
 
-func newSource(t testing.TB, addr, group string, topics []string, opts ...kafkasource.Option) *kafkasource.Source {
+func newSource(t testing.TB, addr, group string, topics []string, opts ...kafkagroup.Option) *kafkasource.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	base := append(fastGroup(), kafkasource.CommitInterval(100*time.Millisecond),
-		kafkasource.RevokeTimeout(2*time.Second), kafkasource.FetchMaxWait(200*time.Millisecond), kafkasource.WithLogger(testenv.Logger(t)))
+	base := append(fastGroup(), kafkagroup.CommitInterval(100*time.Millisecond),
+		kafkagroup.RevokeTimeout(2*time.Second), kafkagroup.FetchMaxWait(200*time.Millisecond), kafkagroup.WithLogger(testenv.Logger(t)))
 	s, err := kafkasource.New(ctx, []string{addr}, group, topics, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("kafkasource.New: %v", err)

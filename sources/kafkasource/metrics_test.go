@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 func meterProvider(t *testing.T) (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
@@ -63,7 +63,7 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	addr, topic, dlq, group := withDeadLetterTopic(t)
 	mp, reader := meterProvider(t)
-	s := newSource(t, addr, group, []string{topic}, kafkasource.DeadLetterTopic(dlq), kafkasource.WithMeterProvider(mp))
+	s := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq), kafkagroup.WithMeterProvider(mp))
 	var out []kgo.Message
 	for i := range 5 {
 		out = append(out, kgo.Message{Value: []byte{byte('a' + i)}})

@@ -15,7 +15,7 @@ import (
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // TestRebalanceExactlyOnce: 20,000 messages, a fifth of them duplicates
@@ -76,16 +76,16 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 		return consumer.Result{Writes: []any{eff.Write(m.IdempotencyKey)}}, nil
 	})
 	var lateAcks, rebalances atomic.Int64
-	hooks := kafkasource.WithHooks(
+	hooks := kafkagroup.WithHooks(
 		onLateAck(func(context.Context, string, int32, int64, int32) { lateAcks.Add(1) }),
-		onRebalance(func(_ context.Context, e kafkasource.RebalanceEvent) {
+		onRebalance(func(_ context.Context, e kafkagroup.RebalanceEvent) {
 			if e.Revoked {
 				rebalances.Add(1)
 			}
 		}),
 	)
 	join := func() *grouptest.Member {
-		src := newSource(t, addr, group, []string{topic}, hooks, kafkasource.RevokeTimeout(drain))
+		src := newSource(t, addr, group, []string{topic}, hooks, kafkagroup.RevokeTimeout(drain))
 		return grouptest.Start(t, src, store, h, consumer.Concurrency(4), consumer.MaxInFlight(64))
 	}
 	progress := func(n int64) func() bool { return func() bool { return eff.Total() >= n } }

@@ -6,38 +6,23 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/onceq/onceq/internal/logref"
-
 	kgo "github.com/segmentio/kafka-go"
-	"go.opentelemetry.io/otel"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/kafkacore"
-)
-
-// Headers a dead-letter record carries besides the original's own (the
-// same for both Kafka sources):
-//
-//   - ReasonHeader: "onceq-dead-letter-reason", why it was dead-lettered
-//   - OriginalTopicHeader: "onceq-original-topic"
-//   - OriginalPartitionHeader: "onceq-original-partition", in decimal
-//   - OriginalOffsetHeader: "onceq-original-offset", in decimal
-const (
-	ReasonHeader            = kafkacore.ReasonHeader
-	OriginalTopicHeader     = kafkacore.OriginalTopicHeader
-	OriginalPartitionHeader = kafkacore.OriginalPartitionHeader
-	OriginalOffsetHeader    = kafkacore.OriginalOffsetHeader
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // Source is a broker.Source reading topics as a member of a consumer
-// group. It is safe for concurrent use.
+// group. It is safe for concurrent use. Its Capabilities, Ack, Nack,
+// DeadLetter and Extend are those of both Kafka sources: see package
+// kafkagroup.
 type Source struct {
+	methods
 	cfg       config
-	logs      *logref.Ref
 	brokers   []string
 	groupID   string
 	topics    []string
@@ -55,20 +40,15 @@ type Source struct {
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
 	closeOnce sync.Once
-	closed    chan struct{} // the loop ended and what it used is released
-	// final is closed once the final commit's outcome (closeErr) is
-	// known, or known to be none: what Close is still waiting for then is
-	// the leave, which a rebalance under way can hold up.
-	final     chan struct{}
-	finalOnce sync.Once
+	// stop follows the stop: the final commit's outcome, or that there is
+	// none, then the loop's end and the release of what it used.
+	stop *kafkacore.Stopping
 	// joinOnce joins the group at the first Receive, or, run by Close
 	// first, marks the source as never joined.
 	joinOnce sync.Once
 
 	// d queues, delivers and settles.
-	d        kafkacore.Dispatcher[kgo.Message, partExt]
-	mu       sync.Mutex
-	closeErr error // the final commit's; under mu
+	d kafkacore.Dispatcher[kgo.Message, partExt]
 
 	tel   *kafkacore.Telemetry
 	hooks kafkacore.Hooks
@@ -77,6 +57,10 @@ type Source struct {
 // partition is one assigned partition within one generation. A partition
 // assigned again in a later generation gets a new one.
 type partition = kafkacore.Partition[kgo.Message, partExt]
+
+// methods are the Source's Capabilities, Ack, Nack, DeadLetter and
+// Extend.
+type methods = kafkacore.Methods[kgo.Message, partExt]
 
 // partExt is what this source keeps per partition besides the shared
 // state.
@@ -100,51 +84,23 @@ type generation struct {
 // partitions are assigned. So a consumer that finds its store broken at
 // start (Run checks it before the first Receive) never takes partitions
 // from the group's healthy members.
-func New(ctx context.Context, brokers []string, group string, topics []string, opts ...Option) (*Source, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	switch {
-	case len(brokers) == 0:
-		return nil, invalidOption("no brokers")
-	case group == "":
-		return nil, invalidOption("no group ID")
-	case len(topics) == 0:
-		return nil, invalidOption("no topics")
-	}
-	if err := kafkacore.CheckBrokers("kafkasource", brokers); err != nil {
-		return nil, err
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	hs, err := kafkacore.CollectHooks("kafka", ErrInvalidConfig, cfg.hooks)
+func New(ctx context.Context, brokers []string, group string, topics []string, opts ...kafkagroup.Option) (*Source, error) {
+	cfg := config{dialer: &kgo.Dialer{Timeout: 10 * time.Second, DualStack: true}}
+	hs, logs, err := kafkacore.Setup("kafkasource", brokers, group, topics, opts, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	logs := logref.New(cfg.logger)
-	cfg.logger = logs.Logger()
 	s := &Source{
-		logs: logs, cfg: cfg, hooks: hs, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
+		cfg: cfg, hooks: hs, brokers: slices.Clone(brokers), groupID: group, topics: slices.Clone(topics),
 		dialer: cfg.dialer,
 		// The dead-letter writer goes through the transport: same TLS, SASL.
 		transport: &kgo.Transport{TLS: cfg.dialer.TLS, SASL: cfg.dialer.SASLMechanism, ClientID: cfg.dialer.ClientID},
 		loopDone:  make(chan struct{}),
-		closed:    make(chan struct{}),
-		final:     make(chan struct{}),
+		stop:      kafkacore.NewStopping(),
 	}
-	s.d.Init()
-	s.d.ToMessage, s.d.OnDone, s.d.Errs = setMessage, s.spaceFreed, kafkacore.Errors{
-		Foreign: ErrForeignMessage, NotInFlight: ErrNotInFlight, NoDeadLetterTopic: ErrNoDeadLetterTopic,
-		DeadLetterFailed: ErrDeadLetterFailed}
-	s.d.Hooks, s.d.Logger, s.d.DeadLetterTopic = hs, cfg.logger, cfg.dlqTopic
-	s.kLog, s.kErrLog = kafkaLoggers(cfg.logger)
-	if cfg.meter == nil {
-		cfg.meter = otel.GetMeterProvider()
-		s.cfg.meter = cfg.meter
-	}
-	tel, err := kafkacore.NewTelemetry(cfg.meter, instrumentationName, group, topics, cfg.dlqTopic, &s.d)
+	s.methods = s.d.Configure(setMessage, s.spaceFreed, hs, &s.cfg.Settings, logs)
+	s.kLog, s.kErrLog = kafkaLoggers(cfg.Logger)
+	tel, err := kafkacore.NewTelemetry(cfg.Meter, instrumentationName, group, topics, cfg.DeadLetterTopic, &s.d)
 	if err != nil {
 		return nil, fmt.Errorf("kafkasource: metrics: %w", err)
 	}
@@ -154,12 +110,11 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		s.transport.CloseIdleConnections()
 		return nil, err
 	}
-	t := cfg.timings
 	s.groupCfg = kgo.ConsumerGroupConfig{
 		ID: group, Brokers: s.brokers, Topics: s.topics, Dialer: s.dialer,
-		HeartbeatInterval: t.heartbeat, SessionTimeout: t.session,
-		RebalanceTimeout: t.rebalance, JoinGroupBackoff: t.joinBackoff,
-		StartOffset: cfg.reset.startOffset(),
+		HeartbeatInterval: cfg.Heartbeat, SessionTimeout: cfg.Session,
+		RebalanceTimeout: cfg.Rebalance, JoinGroupBackoff: cfg.joinBackoff,
+		StartOffset: startOffset(cfg.Reset),
 		Logger:      s.kLog, ErrorLogger: s.kErrLog,
 	}
 	if err := s.groupCfg.Validate(); err != nil {
@@ -167,16 +122,16 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		s.transport.CloseIdleConnections()
 		return nil, invalidOption("consumer group: %v", err)
 	}
-	if cfg.dlqTopic != "" {
+	if cfg.DeadLetterTopic != "" {
 		s.d.Produce = s.produceDeadLetter
 		s.dlq = &kgo.Writer{
-			Addr: kgo.TCP(s.brokers...), Topic: cfg.dlqTopic, Transport: s.transport,
+			Addr: kgo.TCP(s.brokers...), Topic: cfg.DeadLetterTopic, Transport: s.transport,
 			// The original key keeps a key's dead letters in one partition.
 			Balancer:     &kgo.Hash{},
 			RequiredAcks: kgo.RequireAll,
 			// Dead letters are written one by one and waited for: a long
 			// batch timeout would only add latency.
-			BatchTimeout: cfg.dlqBatch,
+			BatchTimeout: 5 * time.Millisecond,
 			// As large as the topic takes, so that the client never refuses
 			// what the broker would accept.
 			BatchBytes: int64(s.dlqMax),
@@ -195,7 +150,7 @@ func (s *Source) join() {
 		g, err := kgo.NewConsumerGroup(s.groupCfg)
 		if err != nil {
 			// New validated the same configuration: not reached.
-			s.cfg.logger.Error("kafkasource: joining the group", "group", s.groupID, "error", err.Error())
+			s.cfg.Logger.Error("kafkasource: joining the group", "group", s.groupID, "error", err.Error())
 			close(s.loopDone)
 			return
 		}
@@ -212,7 +167,7 @@ func (s *Source) checkTopics(ctx context.Context, topics []string) error {
 		if conn, err = s.dialer.DialContext(ctx, "tcp", broker); err == nil {
 			break
 		}
-		s.cfg.logger.Warn("kafkasource: dialing a broker failed", "broker", broker, "error", err.Error())
+		s.cfg.Logger.Warn("kafkasource: dialing a broker failed", "broker", broker, "error", err.Error())
 	}
 	if err != nil {
 		return fmt.Errorf("kafkasource: dialing %v: %w", s.brokers, ctxErr(ctx, err))
@@ -224,14 +179,14 @@ func (s *Source) checkTopics(ctx context.Context, topics []string) error {
 	defer stop()
 	parts, err := conn.ReadPartitions(topics...)
 	if errors.Is(err, kgo.UnknownTopicOrPartition) {
-		return fmt.Errorf("%w: %v: %w", ErrUnknownTopic, topics, err)
+		return fmt.Errorf("%w: %v: %w", kafkagroup.ErrUnknownTopic, topics, err)
 	}
 	if err != nil {
 		return fmt.Errorf("kafkasource: reading partitions of %v from %s: %w", topics, broker, ctxErr(ctx, err))
 	}
 	for _, t := range topics {
 		if !slices.ContainsFunc(parts, func(p kgo.Partition) bool { return p.Topic == t }) {
-			return fmt.Errorf("%w: %q", ErrUnknownTopic, t)
+			return fmt.Errorf("%w: %q", kafkagroup.ErrUnknownTopic, t)
 		}
 	}
 	return nil
@@ -261,46 +216,16 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 	return info, errs
 }
 
-// Capabilities declares the configured ordering and Fingerprint as the
-// default key (the consumer's WithKeyFunc still wins). Records that carry
-// no idempotency-key header are keyed by a hash over their value, so the
-// consumer need not hash the value a second time. Deliveries never time
-// out: a record stays with this member until its partition is revoked.
-func (s *Source) Capabilities() broker.Capabilities {
-	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
-		DeadLetter: s.cfg.dlqTopic != "", Replayable: true, LimitCommitHold: s.d.LimitHold, InheritLogger: s.logs.Inherit}
-}
-
 // Check proves the brokers can be reached and the topics, and the
 // dead-letter topic if one is set, exist, and that the dead-letter topic
 // takes every record the topics do (max.message.bytes). Every dial and
 // read honours ctx, and is bounded by 30 s when ctx has no deadline.
 func (s *Source) Check(ctx context.Context) error {
-	ctx, cancel := kafkacore.BoundCheck(ctx)
-	defer cancel()
-	topics := slices.Clone(s.topics)
-	if s.cfg.dlqTopic == "" {
-		return s.checkTopics(ctx, topics)
-	}
-	topics = append(topics, s.cfg.dlqTopic)
-	if err := s.checkTopics(ctx, topics); err != nil {
-		return err
-	}
-	limits, err := s.maxMessageBytes(ctx, topics)
-	if err != nil {
-		return err
-	}
-	if s.dlqMax == 0 {
-		s.dlqMax = limits[s.cfg.dlqTopic] // learned once, by New, before the writer exists
-	}
-	if err := kafkacore.CheckDeadLetterRoom(limits, s.topics, s.cfg.dlqTopic); err != nil {
-		return fmt.Errorf("kafkasource: %w", err)
-	}
-	return nil
+	return kafkacore.Check(ctx, "kafkasource", s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
 }
 
 // maxMessageBytes reads the topics' max.message.bytes from the brokers.
-func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (map[string]int, error) {
+func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (kafkacore.MessageLimits, error) {
 	req := &kgo.DescribeConfigsRequest{}
 	for _, t := range topics {
 		req.Resources = append(req.Resources, kgo.DescribeConfigRequestResource{
@@ -311,28 +236,17 @@ func (s *Source) maxMessageBytes(ctx context.Context, topics []string) (map[stri
 	if err != nil {
 		return nil, fmt.Errorf("kafkasource: reading %s of %v from %v: %w", kafkacore.MaxMessageBytesConfig, topics, s.brokers, ctxErr(ctx, err))
 	}
-	out := make(map[string]int, len(topics))
+	out := make(kafkacore.MessageLimits, len(topics))
 	for _, r := range resp.Resources {
 		if r.Error != nil {
 			return nil, fmt.Errorf("kafkasource: reading %s of %q: %w", kafkacore.MaxMessageBytesConfig, r.ResourceName, r.Error)
 		}
 		for _, e := range r.ConfigEntries {
-			if n, err := strconv.Atoi(e.ConfigValue); e.ConfigName == kafkacore.MaxMessageBytesConfig && err == nil && n > 0 {
-				out[r.ResourceName] = n
-			}
+			out.Add(r.ResourceName, e.ConfigName, e.ConfigValue)
 		}
 	}
-	for _, t := range topics {
-		if out[t] == 0 {
-			out[t] = kafkacore.DefaultMaxMessageBytes // not told: the broker's default
-		}
-	}
-	return out, nil
+	return out.Fill(topics), nil
 }
-
-// Extend does nothing: Kafka deliveries do not time out (Capabilities
-// declares none, so the consumer never calls it).
-func (s *Source) Extend(context.Context, *broker.Message, time.Duration) error { return nil }
 
 // Receive returns up to max messages, waiting for one. Partitions are
 // served in turn; each in offset order.
@@ -341,37 +255,8 @@ func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error
 	return s.d.Receive(ctx, max)
 }
 
-// Ack marks the message done in its partition's tracker; the offset is
-// committed at the next interval once every message below it is done. An
-// ack after its partition was released is dropped (see [LateAckHook]) and
-// returns nil: the new owner redelivers the message and dedup answers it.
-func (s *Source) Ack(ctx context.Context, m *broker.Message) error { return s.d.Ack(ctx, m) }
-
-// Nack redelivers the message in place after delay, with Attempt+1; its
-// offset is held meanwhile. On a revoked partition it is not redelivered
-// here: the partition's next owner reads it again.
-func (s *Source) Nack(ctx context.Context, m *broker.Message, delay time.Duration) error {
-	return s.d.Nack(ctx, m, delay)
-}
-
-// DeadLetter produces the message to the dead-letter topic, with its key,
-// value and headers and the reason and origin headers, then settles it so
-// its partition moves on. Without DeadLetterTopic, or if the produce fails,
-// the message stays in flight and an error says why.
-func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
-	return s.d.DeadLetter(ctx, m, reason)
-}
-
 func (s *Source) produceDeadLetter(ctx context.Context, orig kgo.Message, reason, topic string, partition int32, offset int64) error {
-	in := make([]kafkacore.Header, len(orig.Headers))
-	for i, h := range orig.Headers {
-		in[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
-	}
-	out := kafkacore.DeadLetterHeaders(in, len(orig.Key)+len(orig.Value), reason, topic, partition, offset, s.dlqMax)
-	headers := make([]kgo.Header, len(out))
-	for i, h := range out {
-		headers[i] = kgo.Header{Key: h.Key, Value: h.Value}
-	}
+	headers := kafkacore.DeadLetterHeaders(orig.Headers, len(orig.Key)+len(orig.Value), reason, topic, partition, offset, s.dlqMax)
 	return s.dlq.WriteMessages(ctx, kgo.Message{Key: orig.Key, Value: orig.Value, Headers: headers, Time: orig.Time})
 }
 
@@ -379,7 +264,7 @@ func (s *Source) produceDeadLetter(ctx context.Context, orig kgo.Message, reason
 // bounded over every partition, so while they are what bounds fetching,
 // every loop is woken.
 func (s *Source) spaceFreed(p *partition, _ int) {
-	if s.d.Bytes() < s.cfg.maxInFlightBytes {
+	if s.d.Bytes() < s.cfg.MaxInFlightBytes {
 		for _, q := range s.d.Partitions() {
 			wake(q)
 		}
@@ -398,7 +283,7 @@ func wake(p *partition) {
 // Close stops dispatching, commits what is complete, leaves the group and
 // stops every goroutine of the source. Messages not settled stay with the
 // group: their offsets were not committed. Close is idempotent. It returns
-// the final commit's error (ErrCommitFailed) unless the group refused it
+// the final commit's error (kafkagroup.ErrCommitFailed) unless the group refused it
 // because it had moved on (this member dropped, its generation over): that
 // is logged as a warning and Close returns nil, since the partitions' next
 // owner reads the uncommitted messages again. If ctx ends first, the
@@ -418,24 +303,8 @@ func (s *Source) Close(ctx context.Context) error {
 			}
 			_ = s.tel.Unregister()
 			s.transport.CloseIdleConnections()
-			close(s.closed)
+			s.stop.Done()
 		}()
 	})
-	select {
-	case <-s.closed:
-	case <-ctx.Done():
-		select {
-		case <-s.final:
-			s.cfg.logger.Warn("kafkasource: leaving the group goes on after Close returned: the group is rebalancing",
-				"group", s.groupID, "error", ctx.Err().Error())
-		default:
-			return ctx.Err()
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closeErr
+	return s.stop.Wait(ctx, "kafkasource", s.groupID, s.cfg.Logger)
 }
-
-// finalKnown marks the final commit's outcome as known.
-func (s *Source) finalKnown() { s.finalOnce.Do(func() { close(s.final) }) }

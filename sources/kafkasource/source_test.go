@@ -21,6 +21,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -65,16 +66,16 @@ func TestNewValidates(t *testing.T) {
 	cases := []struct {
 		name   string
 		topics []string
-		opts   []kafkasource.Option
+		opts   []kafkagroup.Option
 		want   error
 	}{
-		{"unknown topic", []string{"nope"}, nil, kafkasource.ErrUnknownTopic},
-		{"unknown dead-letter topic", []string{topic}, []kafkasource.Option{kafkasource.DeadLetterTopic("nope")}, kafkasource.ErrUnknownTopic},
-		{"revoke timeout past rebalance", []string{topic}, []kafkasource.Option{kafkasource.RevokeTimeout(time.Minute)}, kafkasource.ErrInvalidConfig},
-		{"no topics", nil, nil, kafkasource.ErrInvalidConfig},
-		{"bad ordering", []string{topic}, []kafkasource.Option{kafkasource.Ordering(7)}, kafkasource.ErrInvalidConfig},
-		{"nil dialer", []string{topic}, []kafkasource.Option{kafkasource.WithDialer(nil)}, kafkasource.ErrInvalidConfig},
-		{"bad reset", []string{topic}, []kafkasource.Option{kafkasource.OffsetReset(9)}, kafkasource.ErrInvalidConfig},
+		{"unknown topic", []string{"nope"}, nil, kafkagroup.ErrUnknownTopic},
+		{"unknown dead-letter topic", []string{topic}, []kafkagroup.Option{kafkagroup.DeadLetterTopic("nope")}, kafkagroup.ErrUnknownTopic},
+		{"revoke timeout past rebalance", []string{topic}, []kafkagroup.Option{kafkagroup.RevokeTimeout(time.Minute)}, kafkagroup.ErrInvalidConfig},
+		{"no topics", nil, nil, kafkagroup.ErrInvalidConfig},
+		{"bad ordering", []string{topic}, []kafkagroup.Option{kafkagroup.Ordering(7)}, kafkagroup.ErrInvalidConfig},
+		{"nil dialer", []string{topic}, []kafkagroup.Option{kafkasource.WithDialer(nil)}, kafkagroup.ErrInvalidConfig},
+		{"bad reset", []string{topic}, []kafkagroup.Option{kafkagroup.OffsetReset(9)}, kafkagroup.ErrInvalidConfig},
 	}
 	for _, c := range cases {
 		s, err := kafkasource.New(ctx, []string{addr}, "g", c.topics, c.opts...)
@@ -87,7 +88,7 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// misspelt has OnComit where CommitHook wants OnKafkaCommit.
+// misspelt has OnComit where KafkaCommitHook wants OnKafkaCommit.
 type misspelt struct{}
 
 func (misspelt) OnComit(context.Context, string, int32, int64) {}
@@ -96,10 +97,10 @@ func (misspelt) OnComit(context.Context, string, int32, int64) {}
 // for one, is refused rather than never called.
 func TestMisspeltHookRefused(t *testing.T) {
 	t.Parallel()
-	for name, h := range map[string]kafkasource.Hook{"misspelt": misspelt{}, "nil": nil} {
+	for name, h := range map[string]kafkagroup.Hook{"misspelt": misspelt{}, "nil": nil} {
 		s, err := kafkasource.New(context.Background(), []string{"127.0.0.1:1"}, "g", []string{"t"},
-			kafkasource.WithHooks(onCommit(func(context.Context, string, int32, int64) {}), h))
-		if !errors.Is(err, kafkasource.ErrInvalidConfig) || !strings.Contains(err.Error(), "hook") {
+			kafkagroup.WithHooks(onCommit(func(context.Context, string, int32, int64) {}), h))
+		if !errors.Is(err, kafkagroup.ErrInvalidConfig) || !strings.Contains(err.Error(), "hook") {
 			if s != nil {
 				_ = s.Close(context.Background())
 			}
@@ -119,9 +120,9 @@ func TestOffsetReset(t *testing.T) {
 	produce(t, w, kgo.Message{Value: []byte("old-0")}, kgo.Message{Value: []byte("old-1")})
 
 	assigned := make(chan struct{}, 1)
-	latest := newSource(t, addr, topicName(t, "latest"), []string{topic}, kafkasource.OffsetReset(kafkasource.ResetLatest),
+	latest := newSource(t, addr, topicName(t, "latest"), []string{topic}, kafkagroup.OffsetReset(kafkagroup.ResetLatest),
 		kafkasource.WithDialer(&kgo.Dialer{Timeout: 5 * time.Second}),
-		kafkasource.WithHooks(onRebalance(func(_ context.Context, e kafkasource.RebalanceEvent) {
+		kafkagroup.WithHooks(onRebalance(func(_ context.Context, e kafkagroup.RebalanceEvent) {
 			if !e.Revoked {
 				select {
 				case assigned <- struct{}{}:
@@ -174,7 +175,7 @@ func TestCommitsContiguousPrefix(t *testing.T) {
 	createTopic(t, addr, topic, 1)
 	var mu sync.Mutex
 	var commits []int64
-	s := newSource(t, addr, group, []string{topic}, kafkasource.WithHooks(onCommit(func(_ context.Context, _ string, _ int32, off int64) {
+	s := newSource(t, addr, group, []string{topic}, kafkagroup.WithHooks(onCommit(func(_ context.Context, _ string, _ int32, off int64) {
 		mu.Lock()
 		commits = append(commits, off)
 		mu.Unlock()
@@ -209,10 +210,10 @@ func TestCommitsContiguousPrefix(t *testing.T) {
 	waitCommitted(t, addr, group, topic, []int64{4})
 	ack(4)
 	waitCommitted(t, addr, group, topic, []int64{10})
-	if err := s.Ack(context.Background(), byOffset[4]); !errors.Is(err, kafkasource.ErrNotInFlight) {
+	if err := s.Ack(context.Background(), byOffset[4]); !errors.Is(err, kafkagroup.ErrNotInFlight) {
 		t.Fatalf("second ack: %v, want ErrNotInFlight", err)
 	}
-	if err := s.Ack(context.Background(), &consumer.Message{ID: "x"}); !errors.Is(err, kafkasource.ErrForeignMessage) {
+	if err := s.Ack(context.Background(), &consumer.Message{ID: "x"}); !errors.Is(err, kafkagroup.ErrForeignMessage) {
 		t.Fatalf("foreign ack: %v, want ErrForeignMessage", err)
 	}
 	mu.Lock()
@@ -235,14 +236,14 @@ func TestDeadLetterWithoutTopic(t *testing.T) {
 	topic, group := topicName(t, "in"), topicName(t, "group")
 	createTopic(t, addr, topic, 1)
 	commits := &commitLog{}
-	s := newSource(t, addr, group, []string{topic}, kafkasource.WithHooks(commits.hook()))
+	s := newSource(t, addr, group, []string{topic}, kafkagroup.WithHooks(commits.hook()))
 	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
 	m := receiveN(t, s, 1)[0]
 	if s.Capabilities().DeadLetter {
 		t.Fatal("Capabilities declares a dead-letter destination the source lacks")
 	}
 	err := s.DeadLetter(context.Background(), m, "bad")
-	if !errors.Is(err, kafkasource.ErrNoDeadLetterTopic) || !errors.Is(err, broker.ErrNoDeadLetterDestination) {
+	if !errors.Is(err, kafkagroup.ErrNoDeadLetterTopic) || !errors.Is(err, broker.ErrNoDeadLetterDestination) {
 		t.Fatalf("DeadLetter: %v, want ErrNoDeadLetterTopic and broker.ErrNoDeadLetterDestination", err)
 	}
 	offsetHeldUntilAck(t, s, m, commits, addr, group, topic)
@@ -256,13 +257,13 @@ func TestDeadLetterProduceFailure(t *testing.T) {
 	mp, reader := meterProvider(t)
 	var announced atomic.Int32
 	commits := &commitLog{}
-	s := newSource(t, addr, group, []string{topic}, kafkasource.DeadLetterTopic(dlq), kafkasource.WithMeterProvider(mp),
-		kafkasource.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { announced.Add(1) }), commits.hook()))
+	s := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq), kafkagroup.WithMeterProvider(mp),
+		kafkagroup.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { announced.Add(1) }), commits.hook()))
 	deleteTopic(t, addr, dlq)
 	produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("poison")})
 	m := receiveN(t, s, 1)[0]
 	err := s.DeadLetter(testenv.Context(t, 5*time.Second), m, "bad")
-	if !errors.Is(err, kafkasource.ErrDeadLetterFailed) {
+	if !errors.Is(err, kafkagroup.ErrDeadLetterFailed) {
 		t.Fatalf("DeadLetter to a deleted topic: %v, want ErrDeadLetterFailed", err)
 	}
 	if errors.Is(err, broker.ErrNoDeadLetterDestination) {
@@ -332,16 +333,16 @@ func TestLateAcksDropped(t *testing.T) {
 	createTopic(t, addr, topic, 2)
 	var mu sync.Mutex
 	var late []int64
-	revoked := make(chan kafkasource.RebalanceEvent, 16)
+	revoked := make(chan kafkagroup.RebalanceEvent, 16)
 	mp, reader := meterProvider(t)
-	a := newSource(t, addr, group, []string{topic}, kafkasource.RevokeTimeout(300*time.Millisecond), kafkasource.WithMeterProvider(mp),
-		kafkasource.WithHooks(
+	a := newSource(t, addr, group, []string{topic}, kafkagroup.RevokeTimeout(300*time.Millisecond), kafkagroup.WithMeterProvider(mp),
+		kafkagroup.WithHooks(
 			onLateAck(func(_ context.Context, _ string, _ int32, off int64, _ int32) {
 				mu.Lock()
 				late = append(late, off)
 				mu.Unlock()
 			}),
-			onRebalance(func(_ context.Context, e kafkasource.RebalanceEvent) {
+			onRebalance(func(_ context.Context, e kafkagroup.RebalanceEvent) {
 				if e.Revoked {
 					revoked <- e
 				}
@@ -355,7 +356,7 @@ func TestLateAcksDropped(t *testing.T) {
 	held := receiveN(t, a, 10)
 
 	b := newSource(t, addr, group, []string{topic})
-	var e kafkasource.RebalanceEvent
+	var e kafkagroup.RebalanceEvent
 	select {
 	case e = <-revoked:
 	case <-time.After(20 * time.Second):
@@ -439,8 +440,8 @@ func TestCloseAfterGroupMovedOn(t *testing.T) {
 			createTopic(t, addr, topic, 1)
 			produce(t, writer(t, addr, topic), kgo.Message{Value: []byte("m1")})
 			s, err := kafkasource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
-				append(fastGroup(), kafkasource.CommitInterval(time.Hour), kafkasource.RevokeTimeout(2*time.Second),
-					kafkasource.FetchMaxWait(200*time.Millisecond), kafkasource.WithLogger(testenv.Logger(t)))...)
+				append(fastGroup(), kafkagroup.CommitInterval(time.Hour), kafkagroup.RevokeTimeout(2*time.Second),
+					kafkagroup.FetchMaxWait(200*time.Millisecond), kafkagroup.WithLogger(testenv.Logger(t)))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,8 +9,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/grouptest"
-	"github.com/onceq/onceq/internal/kafkacore"
-	"github.com/onceq/onceq/sources/kafkasource"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
 
@@ -38,7 +37,7 @@ func harness(o consumer.Ordering) func(t *testing.T) *sourcetest.Harness {
 		createTopic(t, addr, topic, 3)
 		createTopic(t, addr, dlq, 1)
 		w := writer(t, addr, topic)
-		opts := []kafkasource.Option{kafkasource.DeadLetterTopic(dlq), kafkasource.Ordering(o)}
+		opts := []kafkagroup.Option{kafkagroup.DeadLetterTopic(dlq), kafkagroup.Ordering(o)}
 		return &sourcetest.Harness{
 			Source: newSource(t, addr, group, []string{topic}, opts...),
 			Send: func(ctx context.Context, m sourcetest.Outgoing) error {
@@ -52,11 +51,7 @@ func harness(o consumer.Ordering) func(t *testing.T) *sourcetest.Harness {
 				}
 				out := make([]sourcetest.DeadLetter, 0, len(recs))
 				for _, r := range recs {
-					hs := make([]kafkacore.Header, len(r.Headers))
-					for i, h := range r.Headers {
-						hs[i] = kafkacore.Header{Key: h.Key, Value: h.Value}
-					}
-					out = append(out, grouptest.DeadLetter(r.Value, hs))
+					out = append(out, grouptest.DeadLetter(r.Value, r.Headers))
 				}
 				return out, nil
 			},

@@ -15,30 +15,13 @@ import (
 
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
-// A broker that takes the connection and never answers does not hold New:
-// cancelling New's context (SIGTERM at start) ends it with ctx's error, with
-// or without a dead-letter topic.
+// A broker that never answers does not hold New past its context.
 func TestNewSilentBrokerHonoursContext(t *testing.T) {
-	t.Parallel()
-	for name, opts := range map[string][]kafkasource.Option{
-		"plain":             nil,
-		"dead-letter topic": {kafkasource.DeadLetterTopic("dlq")},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			addr, asked := grouptest.SilentBroker(t)
-			grouptest.ReturnsOnCancel(t, asked, func(ctx context.Context) error {
-				s, err := kafkasource.New(ctx, []string{addr}, "g", []string{"t"}, append(opts, kafkasource.WithLogger(testenv.Logger(t)))...)
-				if s != nil {
-					_ = s.Close(context.Background())
-				}
-				return err
-			})
-		})
-	}
+	grouptest.NewSilentBrokerHonoursContext(t, grouptest.Opener(kafkasource.New))
 }
 
 // With no deadline in its context, New's check of a silent broker still
@@ -58,7 +41,7 @@ func TestNewSilentBrokerBounded(t *testing.T) {
 		}
 		start := time.Now()
 		s, err := kafkasource.New(context.Background(), []string{"broker.invalid:9092"}, "g", []string{"t"},
-			kafkasource.WithDialer(&kgo.Dialer{DialFunc: dial}), kafkasource.WithLogger(testenv.Logger(t)))
+			kafkasource.WithDialer(&kgo.Dialer{DialFunc: dial}), kafkagroup.WithLogger(testenv.Logger(t)))
 		if s != nil {
 			_ = s.Close(context.Background())
 		}
@@ -77,20 +60,9 @@ func TestNewSilentBrokerBounded(t *testing.T) {
 	})
 }
 
-// A broker address without a port is refused by New, before any dial,
-// with an error that names it.
+// A broker address without a port is refused by New, naming it.
 func TestNewRefusesAddressWithoutPort(t *testing.T) {
-	t.Parallel()
-	for _, addr := range []string{"kafka-1", "kafka-1:", "kafka-1:x", "::1", "kafka-1:70000"} {
-		s, err := kafkasource.New(context.Background(), []string{"127.0.0.1:9092", addr}, "g", []string{"t"})
-		if s != nil {
-			_ = s.Close(context.Background())
-		}
-		var ae *kafkasource.AddressError
-		if !errors.As(err, &ae) || ae.Address != addr || !errors.Is(err, kafkasource.ErrInvalidConfig) || !strings.Contains(err.Error(), addr) {
-			t.Errorf("New with broker %q: %v, want an AddressError naming it", addr, err)
-		}
-	}
+	grouptest.NewRefusesAddressWithoutPort(t, grouptest.Opener(kafkasource.New))
 }
 
 // Run checks the store before the source joins the group: a member whose
@@ -107,7 +79,7 @@ func TestRunChecksStoreBeforeJoining(t *testing.T) {
 		return nil, nil, false
 	})
 	s, err := kafkasource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
-		kafkasource.WithLogger(testenv.Logger(t)))
+		kafkagroup.WithLogger(testenv.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -48,7 +49,7 @@ func TestCloseWhileGroupRebalances(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // before the cluster closes: cleanups run last first
 
 	a, err := kafkasource.New(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic},
-		append(fastGroup(), kafkasource.RevokeTimeout(time.Second), kafkasource.WithLogger(testenv.Logger(t)))...)
+		append(fastGroup(), kafkagroup.RevokeTimeout(time.Second), kafkagroup.WithLogger(testenv.Logger(t)))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,64 @@
+package grouptest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/sources/kafkagroup"
+)
+
+// New is a Kafka source's New with the group and topics fixed: it returns
+// New's error, and closes the source if it made one.
+type New func(ctx context.Context, brokers []string, opts ...kafkagroup.Option) error
+
+// Opener makes a New of newSource, kafkasource.New or franzsource.New.
+func Opener[T any, S interface {
+	*T
+	Close(context.Context) error
+}](newSource func(context.Context, []string, string, []string, ...kafkagroup.Option) (S, error)) New {
+	return func(ctx context.Context, brokers []string, opts ...kafkagroup.Option) error {
+		s, err := newSource(ctx, brokers, "g", []string{"t"}, opts...)
+		if s != nil {
+			_ = s.Close(context.Background())
+		}
+		return err
+	}
+}
+
+// NewSilentBrokerHonoursContext: a broker that takes the connection and
+// never answers does not hold New: cancelling New's context (SIGTERM at
+// start) ends it with ctx's error, with or without a dead-letter topic.
+func NewSilentBrokerHonoursContext(t *testing.T, open New) {
+	t.Parallel()
+	for name, opts := range map[string][]kafkagroup.Option{
+		"plain":             nil,
+		"dead-letter topic": {kafkagroup.DeadLetterTopic("dlq")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			addr, asked := SilentBroker(t)
+			ReturnsOnCancel(t, asked, func(ctx context.Context) error {
+				return open(ctx, []string{addr}, append(opts, kafkagroup.WithLogger(testenv.Logger(t)))...)
+			})
+		})
+	}
+}
+
+// NewRefusesAddressWithoutPort: a broker address without a port, or with
+// one that is not a port number, is refused by New, before any dial, with
+// an AddressError that names it (a Kafka client would dial port 9092
+// instead).
+func NewRefusesAddressWithoutPort(t *testing.T, open New) {
+	t.Parallel()
+	for _, addr := range []string{"kafka-1", "kafka-1:", "kafka-1:x", "::1", "kafka-1:70000"} {
+		err := open(testenv.Context(t, 10*time.Second), []string{"127.0.0.1:1", addr})
+		var ae *kafkagroup.AddressError
+		if !errors.As(err, &ae) || ae.Address != addr || !errors.Is(err, kafkagroup.ErrInvalidConfig) || !strings.Contains(err.Error(), addr) {
+			t.Errorf("New with broker %q: %v, want an AddressError naming it", addr, err)
+		}
+	}
+}
