@@ -32,7 +32,7 @@ func newTestDispatcher(t *testing.T, parts int) (*Dispatcher[int64, struct{}], [
 		t.Fatal(err)
 	}
 	late := &lateCount{}
-	d.Tel, d.Logger, d.Hooks.LateAck = tel, slog.New(slog.DiscardHandler), []kafkagroup.KafkaLateAckHook{late}
+	d.Tel, d.Logger, d.Hooks.LateAck = tel, slog.New(slog.DiscardHandler), []kafkagroup.HookKafkaLateAck{late}
 	ps := make([]*Partition[int64, struct{}], parts)
 	for i := range ps {
 		ps[i] = NewPartition[int64, struct{}]("t", int32(i), 1, -1, tel)

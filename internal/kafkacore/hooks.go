@@ -7,11 +7,11 @@ import (
 
 // Hooks are the configured observers, sorted by interface.
 type Hooks struct {
-	Commit      []kafkagroup.KafkaCommitHook
-	CommitError []kafkagroup.KafkaCommitErrorHook
-	LateAck     []kafkagroup.KafkaLateAckHook
-	Rebalance   []kafkagroup.KafkaRebalanceHook
-	DeadLetter  []kafkagroup.KafkaDeadLetterHook
+	Commit      []kafkagroup.HookKafkaCommit
+	CommitError []kafkagroup.HookKafkaCommitError
+	LateAck     []kafkagroup.HookKafkaLateAck
+	Rebalance   []kafkagroup.HookKafkaRebalance
+	DeadLetter  []kafkagroup.HookKafkaDeadLetter
 }
 
 // CollectHooks sorts hs by the interfaces each implements; a hook that

@@ -27,7 +27,7 @@
 //     overlaps a revoke). Partitions lost to a fatal group error
 //     (OnPartitionsLost) are released at once, uncommitted. A settle that
 //     comes after its partition was released is dropped (see
-//     [kafkagroup.KafkaLateAckHook]): the new owner reads the record again and the dedup
+//     [kafkagroup.HookKafkaLateAck]): the new owner reads the record again and the dedup
 //     store answers it as a duplicate.
 //   - [Fingerprint], the default key, is sources/kafkasource's: a deployment can
 //     move from one client to the other and keep its dedup records.

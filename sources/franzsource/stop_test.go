@@ -15,7 +15,7 @@ import (
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
-// onCommitError adapts a function to kafkagroup.KafkaCommitErrorHook.
+// onCommitError adapts a function to kafkagroup.HookKafkaCommitError.
 type onCommitError func(ctx context.Context, gen int32, err error)
 
 func (f onCommitError) OnKafkaCommitError(ctx context.Context, gen int32, err error) {

@@ -37,7 +37,7 @@
 //   - Ack marks the message done in its partition's offset tracker; the
 //     offset is committed at the next [CommitInterval] once every message
 //     below it is done. An ack after its partition was released is
-//     dropped (see [KafkaLateAckHook]) and returns nil: the new owner
+//     dropped (see [HookKafkaLateAck]) and returns nil: the new owner
 //     reads the message again and dedup answers it. A second ack fails
 //     with [ErrNotInFlight], one of another source's message with
 //     [ErrForeignMessage].

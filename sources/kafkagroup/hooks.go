@@ -14,35 +14,35 @@ import (
 // take the same interfaces, so an observer serves either.
 type Hook any
 
-// KafkaCommitHook sees offset (the next one to read) committed for a
+// HookKafkaCommit sees offset (the next one to read) committed for a
 // partition.
-type KafkaCommitHook interface {
+type HookKafkaCommit interface {
 	OnKafkaCommit(ctx context.Context, topic string, partition int32, offset int64)
 }
 
-// KafkaCommitErrorHook sees a commit fail; its offsets stay uncommitted
+// HookKafkaCommitError sees a commit fail; its offsets stay uncommitted
 // and are retried at the next interval or on revoke (or redelivered after
 // a rebalance).
-type KafkaCommitErrorHook interface {
+type HookKafkaCommitError interface {
 	OnKafkaCommitError(ctx context.Context, generation int32, err error)
 }
 
-// KafkaLateAckHook sees a message settled after its generation ended and
+// HookKafkaLateAck sees a message settled after its generation ended and
 // its partition was released. The settle is dropped; the partition's
 // owner reads the message again and the dedup store recognises it.
-type KafkaLateAckHook interface {
+type HookKafkaLateAck interface {
 	OnKafkaLateAck(ctx context.Context, topic string, partition int32, offset int64, generation int32)
 }
 
-// KafkaRebalanceHook sees partitions assigned to this member, or revoked
+// HookKafkaRebalance sees partitions assigned to this member, or revoked
 // from it (or lost) and drained.
-type KafkaRebalanceHook interface {
+type HookKafkaRebalance interface {
 	OnKafkaRebalance(ctx context.Context, e RebalanceEvent)
 }
 
-// KafkaDeadLetterHook sees a message produced to the dead-letter topic; a
+// HookKafkaDeadLetter sees a message produced to the dead-letter topic; a
 // failed produce is not reported here.
-type KafkaDeadLetterHook interface {
+type HookKafkaDeadLetter interface {
 	OnKafkaDeadLetter(ctx context.Context, topic string, partition int32, offset int64, reason string)
 }
 

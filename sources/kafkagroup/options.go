@@ -84,8 +84,8 @@ func DeadLetterTopic(topic string) Option {
 func WithLogger(l *slog.Logger) Option { return set(func(s *kafkaopt.Settings) { s.Logger = l }) }
 
 // WithHooks adds observers; each must implement at least one of
-// [KafkaCommitHook], [KafkaCommitErrorHook], [KafkaLateAckHook],
-// [KafkaRebalanceHook] and [KafkaDeadLetterHook].
+// [HookKafkaCommit], [HookKafkaCommitError], [HookKafkaLateAck],
+// [HookKafkaRebalance] and [HookKafkaDeadLetter].
 func WithHooks(hooks ...Hook) Option {
 	return set(func(s *kafkaopt.Settings) {
 		for _, h := range hooks {

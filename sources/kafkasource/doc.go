@@ -24,7 +24,7 @@
 // Close. When a generation ends, its partitions stop dispatching, in-flight
 // messages get up to RevokeTimeout to be settled, what is complete is
 // committed, and only then does the member rejoin. A settle that comes later
-// is dropped (see [kafkagroup.KafkaLateAckHook]): its offset was not committed, so the new
+// is dropped (see [kafkagroup.HookKafkaLateAck]): its offset was not committed, so the new
 // owner reads the message again and the dedup store answers it as a
 // duplicate.
 //

@@ -88,7 +88,7 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// misspelt has OnComit where KafkaCommitHook wants OnKafkaCommit.
+// misspelt has OnComit where HookKafkaCommit wants OnKafkaCommit.
 type misspelt struct{}
 
 func (misspelt) OnComit(context.Context, string, int32, int64) {}
