@@ -37,9 +37,12 @@ func (a *attempt) runHandler() (Result, error) {
 // handler returns or it has run for renewFor, and stops the handler if the
 // lease is lost.
 //
-// A renewal and its timer are reused (Guard.renewals): making a timer for
-// every handler costs more than the rest of a message's path through the
-// memory pipeline.
+// A renewal and its timer are reused (Guard.renewals): on 2 cores, 701
+// ns/op, 227 ns CPU and 0 allocs per handler against 1.79 µs/op, 730 ns
+// CPU, 3 allocs and 416 B for a renewal and a time.AfterFunc made per
+// handler (p=0.008); in the memory pipeline, 8 allocs and 4.35 µs CPU per
+// message against 11 and 4.82 µs. go test -run '^$' -bench LeaseRenewal
+// -benchmem -cpu 1,2 -count 5 ./consumer/, medians of 5 interleaved runs.
 type renewal struct {
 	mu     sync.Mutex
 	a      attempt // a copy: the attempt stays on its goroutine's stack
