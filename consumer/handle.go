@@ -15,9 +15,9 @@ import (
 // renewed meanwhile, and refuses a result returned after renewals stopped.
 func (a *attempt) runHandler() (Result, error) {
 	g := a.g
-	ctx, cancel := context.WithTimeout(a.ctx, g.cfg.handlerTimeout)
-	defer cancel()
 	start := time.Now()
+	ctx, cancel := a.handlerContext(start)
+	defer cancel()
 	leased := a.lease.Owner != ""
 	if leased {
 		defer g.startRenewal(a, start, cancel).stop(&g.renewals)
@@ -31,6 +31,28 @@ func (a *attempt) runHandler() (Result, error) {
 		return Result{}, ErrHandlerOverran
 	}
 	return res, err
+}
+
+// handlerContext is the context of a handler begun at start: it ends at
+// HandlerTimeout, when a.ctx ends (a shutdown), or when cancelled (the
+// lease was lost).
+//
+// A worker's handlers share the deadline of those it begins within one
+// window (run.handlers), as long as a.ctx carries nothing of the
+// message's own (a trace context): the deadline is then between
+// HandlerTimeout less the window (a tenth of HandlerTimeout, at most a
+// second) and HandlerTimeout after start, never later. A context and a
+// timer of each handler's own (context.WithTimeout) cost 4 allocations,
+// where the shared deadline's child costs 2: in the memory pipeline (16
+// workers), 5 allocs and 880 B per message against 7 and 1080 B, and 8.8
+// µs CPU against 10.0 on one core (p=0.095; the 2-core machine was loaded
+// 4 to 5): go test -run '^$' -bench '^BenchmarkMemoryPipeline/workers=16$'
+// -benchmem -cpu 1,2 -count 5 ./consumer/, medians of 5 interleaved runs.
+func (a *attempt) handlerContext(start time.Time) (context.Context, context.CancelFunc) {
+	if a.run != nil && a.run.handlers != nil && a.ctx == a.run.handlers.parent {
+		return context.WithCancel(a.run.handlers.get(start))
+	}
+	return context.WithTimeout(a.ctx, a.g.cfg.handlerTimeout)
 }
 
 // renewal renews a running handler's lease every LeaseTTL/3, until the

@@ -284,7 +284,11 @@ func (r *pool) worker() {
 	// not all on one shared parent's lock.
 	ctx, cancel := context.WithCancel(r.handlerCtx)
 	defer cancel()
+	timeout := r.c.cfg.handlerTimeout
+	handlers := &sharedDeadlines{parent: ctx, window: min(timeout/10, time.Second), after: timeout}
+	defer handlers.stop()
 	for s := range r.work {
+		s.handlers = handlers
 		r.handle(ctx, s)
 	}
 }
