@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -15,7 +14,7 @@ import (
 // beside the plain one it replaced, in the same run, so that the figure in
 // its comment can be measured again:
 //
-//	go test -run '^$' -bench 'SettleDeadlines|PoolShards|ShardPadding|LeaseRenewal' \
+//	go test -run '^$' -bench 'SettleDeadlines|LeaseRenewal' \
 //	    -benchmem -cpu 1,2 -count 5 ./consumer/
 //
 // Each reports cpu-ns/op beside ns/op: the process's CPU time per op,
@@ -61,63 +60,6 @@ func BenchmarkSettleDeadlines(b *testing.B) {
 				cancel()
 			}
 		})
-	})
-}
-
-// BenchmarkShardPadding: the pool's lock pattern alone (a message put in
-// its shard's map, marked started, taken out: three lock rounds), from
-// every core, over 64 shards padded apart as poolShard is, the same
-// shards unpadded, and one lock.
-func BenchmarkShardPadding(b *testing.B) {
-	type padded struct {
-		mu   sync.Mutex
-		held map[int]struct{}
-		_    [64]byte
-	}
-	type unpadded struct {
-		mu   sync.Mutex
-		held map[int]struct{}
-	}
-	const n = 64
-	run := func(b *testing.B, lock func(i int) (*sync.Mutex, map[int]struct{})) {
-		var next atomic.Int64
-		b.ReportAllocs()
-		b.SetParallelism(8) // 16 goroutines on 2 cores: the pipeline's 16 workers
-		defer cpuPerOp(b)()
-		b.RunParallel(func(pb *testing.PB) {
-			id := int(next.Add(1)) << 32
-			for i := 0; pb.Next(); i++ {
-				mu, held := lock(id + i)
-				mu.Lock()
-				held[id+i] = struct{}{}
-				mu.Unlock()
-				mu.Lock()
-				_ = held[id+i]
-				mu.Unlock()
-				mu.Lock()
-				delete(held, id+i)
-				mu.Unlock()
-			}
-		})
-	}
-	b.Run("impl=padded", func(b *testing.B) {
-		sh := make([]padded, n)
-		for i := range sh {
-			sh[i].held = map[int]struct{}{}
-		}
-		run(b, func(i int) (*sync.Mutex, map[int]struct{}) { s := &sh[(i^i>>32)&(n-1)]; return &s.mu, s.held })
-	})
-	b.Run("impl=unpadded", func(b *testing.B) {
-		sh := make([]unpadded, n)
-		for i := range sh {
-			sh[i].held = map[int]struct{}{}
-		}
-		run(b, func(i int) (*sync.Mutex, map[int]struct{}) { s := &sh[(i^i>>32)&(n-1)]; return &s.mu, s.held })
-	})
-	b.Run("impl=oneLock", func(b *testing.B) {
-		var mu sync.Mutex
-		held := map[int]struct{}{}
-		run(b, func(int) (*sync.Mutex, map[int]struct{}) { return &mu, held })
 	})
 }
 

@@ -131,6 +131,9 @@ type run struct {
 	// runs): the pool stops extending the delivery of a handler that ran
 	// past its lease renewals.
 	leasedSince atomic.Int64
+	// handlers is the deadlines shared by the handlers its worker begins
+	// within one window (handlerContext); nil: one of the handler's own.
+	handlers *sharedDeadlines
 }
 
 // attempt is one message's way through the guard. ctx bounds the handler
