@@ -61,14 +61,18 @@ type Guard struct {
 	ownerID   string
 	seq       atomic.Uint64
 	beats     sync.Pool // of *heartbeat, stopped
+
+	writes writeTypes // the business writes the Store commits
 }
 
 // NewGuard validates the options and returns a Guard.
 func NewGuard(store dedup.Store, h Handler, opts ...GuardOption) (*Guard, error) {
-	return newGuard(newConfig(opts), store, h)
+	return newGuard(newConfig(opts), store, h, nil)
 }
 
-func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
+// newGuard builds a Guard and attaches the Store to it, with observe for
+// the throttles the Store retries (nil: none is watched).
+func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class, error)) (*Guard, error) {
 	if store == nil || h == nil {
 		return nil, configError("a Store and a Handler are required")
 	}
@@ -94,12 +98,12 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: telemetry: %w", err)
 	}
-	cfg.handLogger(caps.InheritLogger)
 	hs, err := collectHooks(cfg.hooks)
 	if err != nil {
 		return nil, err
 	}
 	g := &Guard{cfg: cfg, store: safeStore{s: store, log: cfg.logger}, oneShot: cfg.oneRoundTrip, handler: h, hooks: hs, tel: tel}
+	g.writes = writeTypes{store: fmt.Sprintf("%T", store), types: caps.Writes}
 	if cfg.cacheEntries > 0 {
 		g.completed = cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
 		if err := tel.observeCache(g.completed); err != nil {
@@ -109,6 +113,9 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	g.ownerID = hex.EncodeToString(b[:]) + "-"
+	if err := attach("Store", func() { store.Attach(dedup.Runtime{Logger: cfg.givenLogger(), Observe: observe}) }); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -480,6 +487,9 @@ func (a *attempt) commit(res Result) Outcome {
 // write commits a result once: resp cached, writes applied, at now.
 func (a *attempt) write(resp []byte, writes []any, now time.Time) (c dedup.Claim, err error) {
 	g := a.g
+	if err := g.writes.check(writes); err != nil {
+		return dedup.Claim{}, err
+	}
 	if g.oneShot {
 		req := dedup.ClaimCompleteRequest{Key: a.o.IdempotencyKey, PayloadHash: a.hash, Owner: g.nextOwner(), Response: resp,
 			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin}

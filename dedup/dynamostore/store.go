@@ -48,6 +48,9 @@ type Store struct {
 	tenantKeyed bool
 	// maxResponse bounds a stored response (MaxResponseSize).
 	maxResponse int
+	// observers are the retry observers the Guards over the Store handed
+	// over (Attach).
+	observers *retry.Observers
 }
 
 var _ dedup.Store = (*Store)(nil)
@@ -123,6 +126,7 @@ func New(client *ddb.Client, table string, opts ...Option) (*Store, error) {
 		clock:       clock,
 
 		clockCheck: !cfg.noClockCheck,
+		observers:  &retry.Observers{},
 	}, nil
 }
 
@@ -149,7 +153,7 @@ func (s *Store) HomeRegion(key string) int {
 // rather than by a per-call option (which would copy the client's options
 // and build its middleware stack again on every request):
 //   - one HTTP attempt per SDK call: retry.Policy retries, so that every
-//     throttle reaches the hooks and the retry observer;
+//     throttle reaches the hooks and the retry observers (Attach);
 //   - request bodies without WriteTo, against a race of smithy-go and
 //     net/http that fails a call the server answered (see
 //     internal/plainbody).
@@ -188,6 +192,7 @@ func (s *Store) do(ctx context.Context, op string, call func(ctx context.Context
 		s.hooks.onRetry(ctx, op, c, code)
 		s.tel.retry(ctx, op, code, c)
 		s.log.DebugContext(ctx, "dynamostore: retrying", "op", op, "class", c.String(), "dynamo_error_code", code, "err", err)
+		s.observers.Observe(c, err)
 	})
 	if c := retry.Classify(err); err != nil && c.Retryable() {
 		// Retries ran out: the caller gets the error, the operator the code.

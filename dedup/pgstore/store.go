@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -74,8 +75,17 @@ func MaxResponseSize(n int) Option {
 
 var _ dedup.Store = (*Store)(nil)
 
-// Capabilities implements dedup.Store: ClaimComplete works.
-func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
+// Capabilities implements dedup.Store: ClaimComplete works, and the
+// business writes are Exec, *Exec, Func and a plain func of Func's type.
+func (s *Store) Capabilities() dedup.Capabilities {
+	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{
+		reflect.TypeFor[Exec](), reflect.TypeFor[*Exec](), reflect.TypeFor[Func](), reflect.TypeFor[func(context.Context, pgx.Tx) error](),
+	}}
+}
+
+// Attach implements dedup.Store. The PostgreSQL store neither logs nor
+// retries, so it needs nothing from a Guard.
+func (s *Store) Attach(dedup.Runtime) {}
 
 // New returns a Store over table (DefaultTable when ""), which may be
 // schema-qualified ("app.onceq_records"). It does not touch the server:

@@ -32,9 +32,13 @@ type Store struct {
 
 var _ dedup.Store = (*Store)(nil)
 
-// Capabilities implements dedup.Store: ClaimComplete works (without
-// Writes).
+// Capabilities implements dedup.Store: ClaimComplete works, and no
+// business writes are committed.
 func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
+
+// Attach implements dedup.Store. The Redis store neither logs nor
+// retries, so it needs nothing from a Guard.
+func (s *Store) Attach(dedup.Runtime) {}
 
 // Option configures a Store.
 type Option interface{ apply(*Store) }
