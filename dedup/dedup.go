@@ -125,7 +125,7 @@ type CompleteRequest struct {
 	Now       time.Time
 	ExpiresAt time.Time // retention
 	// Writes are business writes committed atomically with the transition.
-	// Their type is the Store's own (see each Store's documentation); a
+	// Their type is the Store's own, as its Capabilities.Writes declare; a
 	// Store that does not understand one returns ErrUnsupportedWrite.
 	Writes []any
 }
