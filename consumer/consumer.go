@@ -25,7 +25,11 @@ type Consumer struct {
 	limiter atomic.Pointer[limiter]
 }
 
-// New validates the options and returns a Consumer. Run starts it.
+// New validates the options and returns a Consumer. Run starts it. New
+// reads the Source's and the Store's Capabilities once each, and attaches
+// both (broker.Runtime, dedup.Runtime): the logger given with WithLogger,
+// the throttle observer of its adaptive concurrency, and for the Source
+// the commit-hold bound, 3/4 of Retention.
 func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, error) {
 	if src == nil {
 		return nil, configError("a Source is required")

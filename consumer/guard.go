@@ -65,7 +65,10 @@ type Guard struct {
 	writes writeTypes // the business writes the Store commits
 }
 
-// NewGuard validates the options and returns a Guard.
+// NewGuard validates the options and returns a Guard. It reads the
+// Store's Capabilities once and attaches the Store (dedup.Runtime): the
+// logger given with WithLogger, and no throttle observer, since a Guard
+// alone has no concurrency to adapt. A Store may serve several Guards.
 func NewGuard(store dedup.Store, h Handler, opts ...GuardOption) (*Guard, error) {
 	return newGuard(newConfig(opts), store, h, nil)
 }

@@ -138,7 +138,9 @@
 // Every store call runs with the SDK's retryer disabled (aws.NopRetryer, one
 // HTTP attempt) and is retried by the store's retry.Policy instead, which
 // backs off throttles and transient faults with jitter and reports each
-// retry to every RetryHook with its class and DynamoDB error code. Two layers
+// retry to every RetryHook with its class and DynamoDB error code, and to
+// the observer of every Consumer over the store (Attach), which slows down
+// on throttles. Two layers
 // retrying would multiply attempts and hide throttles inside the SDK, where
 // no counter sees them. A ConditionalCheckFailed is a decision and is never
 // retried. When a retry follows a fault after which the first attempt may
