@@ -116,7 +116,7 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	g.ownerID = hex.EncodeToString(b[:]) + "-"
-	if err := attach("Store", func() { store.Attach(dedup.Runtime{Logger: cfg.givenLogger(), Observe: observe}) }); err != nil {
+	if err := attach("Store", func() { g.store.Attach(dedup.Runtime{Logger: cfg.givenLogger(), Observe: observe}) }); err != nil {
 		return nil, err
 	}
 	return g, nil

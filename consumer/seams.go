@@ -73,7 +73,7 @@ func (w safeStore) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReq
 // Capabilities is read once, by NewGuard (see capabilities).
 func (w safeStore) Capabilities() dedup.Capabilities { return w.s.Capabilities() }
 
-// Attach is called once, by NewGuard (see attach).
+// Attach is called once, by NewGuard, under attach.
 func (w safeStore) Attach(rt dedup.Runtime) { w.s.Attach(rt) }
 
 // capabilities reads a Store's or Source's Capabilities at construction,
@@ -107,6 +107,7 @@ type safeSource struct {
 
 func (w safeSource) Capabilities() Capabilities { return w.s.Capabilities() }
 
+// Attach is called once, by New, under attach.
 func (w safeSource) Attach(rt broker.Runtime) { w.s.Attach(rt) }
 
 func (w safeSource) Check(ctx context.Context) (err error) {
