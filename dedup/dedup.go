@@ -217,7 +217,8 @@ type Store interface {
 	// first call; a method of every Store, for the reason Capabilities is.
 	//
 	// A Store used by several Guards is attached by each: it logs to the
-	// last Logger handed over (unless it was given a logger of its own),
+	// last non-nil Logger handed over (unless it was given a logger of its
+	// own),
 	// and tells every Observe handed over of each failure it retries,
 	// since a throttle is the Store's, met by every Guard over it. A
 	// Store used with no Guard logs to its own logger or slog.Default()

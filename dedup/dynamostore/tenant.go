@@ -25,8 +25,8 @@ func (s *Store) Capabilities() dedup.Capabilities {
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless
-// WithLogger gave it one (the last handed over, when several Guards share
-// the Store), and tells every rt.Observe handed over of each throttle and
+// WithLogger gave it one (the last non-nil one handed over, when several
+// Guards share the Store), and tells every rt.Observe handed over of each throttle and
 // transient fault it retries.
 func (s *Store) Attach(rt dedup.Runtime) {
 	s.logs.Inherit(rt.Logger)
