@@ -53,7 +53,7 @@ func groupMovedOn(err error) bool {
 
 // CommitHeldError is Receive's error once a partition's oldest unfinished
 // record has held its commit past the bound the consumer gave
-// (LimitCommitHold): it stops the consumer. Its fields:
+// (broker.Runtime.CommitHold): it stops the consumer. Its fields:
 //
 //   - Topic string, Partition int32, Offset int64: the record that holds
 //     the commit.

@@ -226,12 +226,20 @@ func (s *Source) groupOpts() []kgo.Opt {
 }
 
 // Capabilities declares the configured ordering and Fingerprint as the
-// default key (the consumer's WithKeyFunc still wins), the same as
+// default key, broker.KeyFromRecord (the consumer's WithKeyFunc still wins), the same as
 // sources/kafkasource. Deliveries never time out: a record stays with this
 // member until its partition is revoked.
 func (s *Source) Capabilities() broker.Capabilities {
-	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: Fingerprint, KeyCoversBody: kafkacore.KeyCoversBody,
-		DeadLetter: s.cfg.dlqTopic != "", Replayable: true, LimitCommitHold: s.d.LimitHold, InheritLogger: s.logs.Inherit}
+	return broker.Capabilities{Ordering: s.cfg.ordering, DefaultKey: broker.KeyFromRecord,
+		DeadLetter: s.cfg.dlqTopic != "", Replayable: true}
+}
+
+// Attach implements broker.Source: the Source logs to rt.Logger unless
+// WithLogger gave it one, and an unfinished record may hold back its
+// partition's commits for rt.CommitHold at most (see CommitHeldError).
+func (s *Source) Attach(rt broker.Runtime) {
+	s.logs.Inherit(rt.Logger)
+	s.d.LimitHold(rt.CommitHold)
 }
 
 // Check proves the brokers can be reached and the topics, and the
