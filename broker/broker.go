@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/onceq/onceq/retry"
 )
 
 // IdempotencyKeyAttribute is the message attribute (SQS) or header (Kafka)
@@ -26,9 +28,15 @@ var (
 // Extend while the message is held. A Source must be safe for concurrent
 // use.
 type Source interface {
-	// Capabilities declares what the Source promises and needs. It is
-	// called once, before the first Receive, and must not change.
+	// Capabilities declares what the Source promises. It is called once,
+	// by consumer.New, and must not change.
 	Capabilities() Capabilities
+	// Attach hands the Source what it needs from the consumer that runs
+	// it (see Runtime). consumer.New calls it once, before Check and the
+	// first Receive. It is not called when the Source is read in a loop
+	// of one's own (with a consumer.Guard): the Source then works with
+	// what it was given at construction.
+	Attach(rt Runtime)
 	// Check verifies, before the first Receive, that the Source can work:
 	// its queue or topic, and its dead-letter destination if it has one,
 	// exist and can be reached. An error is a configuration fault: the
@@ -55,9 +63,9 @@ type Source interface {
 	Close(ctx context.Context) error
 }
 
-// Capabilities is what a Source declares about itself. The zero value is
-// an unordered source whose deliveries never time out, with no known
-// redelivery window and the consumer's default key.
+// Capabilities is what a Source declares about itself: data only, read
+// once. The zero value is an unordered source whose deliveries never time
+// out, with no known redelivery window and the consumer's default key.
 type Capabilities struct {
 	// Ordering is the order the Source promises within a key.
 	Ordering Ordering
@@ -71,11 +79,10 @@ type Capabilities struct {
 	// redelivery would find no record and run again; the consumer raises
 	// its default retention above it and refuses a shorter one.
 	RedeliveryWindow time.Duration
-	// DefaultKey is the Source's natural idempotency key (Kafka: topic,
-	// record key and value, since a producer retry gets a new offset),
-	// used unless the user sets a key function. Nil: the consumer's
-	// default (the idempotency-key attribute, else the body's hash).
-	DefaultKey KeyFunc
+	// DefaultKey is the Source's natural idempotency key, used unless the
+	// user sets a key function: KeyFromBody (the zero value, the
+	// consumer's default) or KeyFromRecord (Kafka).
+	DefaultKey KeyScheme
 	// DeadLetter reports that the Source has a dead-letter destination.
 	// Without one a message that must be dead-lettered can only be kept
 	// with the broker, so the consumer refuses such a Source unless told
@@ -87,23 +94,49 @@ type Capabilities struct {
 	// (DEAD_LETTER) and acked, so that it holds nothing up, and replayed
 	// from there; otherwise it is given back to the broker's own redrive.
 	Replayable bool
-	// KeyCoversBody reports, for a message, that DefaultKey is a hash over
-	// the whole body. A second hash of the body, to detect a key reused
-	// for another payload, would then say nothing the key does not, so
-	// none is stored or compared. Nil: never.
-	KeyCoversBody func(m *Message) bool
-	// LimitCommitHold is set by a Source where an unfinished message holds
-	// back the commit of those after it (Kafka). Before the first Receive
-	// the consumer calls it with how long that may last: the records of
-	// the later messages must outlive a replay from the held one, or they
-	// would run again. Past it, Receive fails with an error that stops the
-	// consumer (retry.Misconfigured). Nil: commits are never held.
-	LimitCommitHold func(max time.Duration)
-	// InheritLogger is set by a Source that logs, so that a Consumer given
-	// a logger (consumer.WithLogger) can hand it over: the Source then logs
-	// there unless it was given a logger of its own. Every onceq component
-	// logs to slog.Default() when given none.
-	InheritLogger func(l *slog.Logger)
+}
+
+// Runtime is what the consumer that runs a Source hands it, in one
+// Attach call before the first Receive.
+type Runtime struct {
+	// Logger is the consumer's logger (consumer.WithLogger), for the
+	// Source to log to unless it was given a logger of its own. Nil when
+	// the consumer was given none: every onceq component then logs to
+	// slog.Default().
+	Logger *slog.Logger
+	// CommitHold bounds how long an unfinished message may hold back the
+	// commit of those after it, for a Source where one does (Kafka): the
+	// records of the later messages must outlive a replay from the held
+	// one, or they would run again. Past it, Receive fails with an error
+	// that stops the consumer (retry.Misconfigured). Zero: no bound. A
+	// Source whose commits are never held ignores it.
+	CommitHold time.Duration
+	// Observe is told of each failure the Source retries itself, with its
+	// class (give it to retry.Policy.Do): the consumer lowers its
+	// concurrency on throttles. Never nil.
+	Observe func(class retry.Class, err error)
+}
+
+// KeyScheme says how a Source's messages are keyed by default.
+type KeyScheme int
+
+const (
+	// KeyFromBody is the consumer's default key: the
+	// IdempotencyKeyAttribute when present, else the SHA-256 of the body.
+	KeyFromBody KeyScheme = iota
+	// KeyFromRecord is the IdempotencyKeyAttribute when present, else
+	// Fingerprint: a hash of the Destination, the OrderingKey and the
+	// body, which covers the body, so no second hash of it is stored.
+	KeyFromRecord
+)
+
+var keySchemeNames = [...]string{"body", "record"}
+
+func (k KeyScheme) String() string {
+	if k >= 0 && int(k) < len(keySchemeNames) {
+		return keySchemeNames[k]
+	}
+	return "unknown"
 }
 
 // KeyFunc returns a message's idempotency key (before the namespace is

@@ -97,6 +97,9 @@ func (a *attempt) writeHeld(resp []byte, writes []any, now time.Time) (dedup.Cla
 // write commits a result once: resp cached, writes applied, at now.
 func (a *attempt) write(resp []byte, writes []any, now time.Time) (c dedup.Claim, err error) {
 	g := a.g
+	if err := g.writes.check(writes); err != nil {
+		return dedup.Claim{}, err
+	}
 	if g.oneShot {
 		req := dedup.ClaimCompleteRequest{Key: a.o.IdempotencyKey, PayloadHash: a.hash, Owner: g.nextOwner(), Response: resp,
 			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin}

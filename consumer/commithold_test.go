@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/sources/memsource"
@@ -18,15 +19,11 @@ type holdLimited struct {
 	limit atomic.Int64
 }
 
-// Capabilities declares the hold, as the Kafka sources do.
-func (h *holdLimited) Capabilities() consumer.Capabilities {
-	caps := h.Source.Capabilities()
-	caps.LimitCommitHold = func(max time.Duration) { h.limit.Store(int64(max)) }
-	return caps
-}
+// Attach takes the hold's bound, as the Kafka sources do.
+func (h *holdLimited) Attach(rt broker.Runtime) { h.limit.Store(int64(rt.CommitHold)) }
 
-// TestCommitHoldBoundFromRetention: before receiving, the consumer tells a
-// Source that declares LimitCommitHold to stop at 3/4 of Retention, so that the records completed
+// TestCommitHoldBoundFromRetention: before receiving, the consumer tells
+// the Source (Attach) to stop at 3/4 of Retention, so that the records completed
 // behind a held message still live when it is replayed.
 func TestCommitHoldBoundFromRetention(t *testing.T) {
 	q := memsource.NewQueue("hold")

@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
 )
 
 // Consumer runs a Handler over a Source through a Guard.
@@ -22,9 +24,17 @@ type Consumer struct {
 	obs *observer
 	// mon is the run's health and the log lines of its waits.
 	mon *monitor
+	// limiter is the running pool's, which the throttles the Store and
+	// the Source retry reach (observe); nil until Run, and with
+	// WithoutAdaptiveConcurrency.
+	limiter atomic.Pointer[limiter]
 }
 
-// New validates the options and returns a Consumer. Run starts it.
+// New validates the options and returns a Consumer. Run starts it. New
+// reads the Source's and the Store's Capabilities once each, and attaches
+// both (broker.Runtime, dedup.Runtime): the logger given with WithLogger,
+// the throttle observer of its adaptive concurrency, and for the Source
+// the commit-hold bound, 3/4 of Retention.
 func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, error) {
 	if src == nil {
 		return nil, configError("a Source is required")
@@ -34,13 +44,12 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	if err != nil {
 		return nil, err
 	}
-	cfg.handLogger(caps.InheritLogger)
 	src = safeSource{s: src, log: cfg.logger}
 	if !caps.DeadLetter && !cfg.noDeadLetter {
 		return nil, configError("the Source has no dead-letter destination: give it one (SQS: a dead-letter queue or redrive policy; Kafka: a dead-letter topic), or pass WithoutDeadLetters")
 	}
-	if caps.DefaultKey != nil && cfg.keyFunc == nil {
-		cfg.keyFunc, cfg.keyCoversBody = caps.DefaultKey, caps.KeyCoversBody
+	if caps.DefaultKey == KeyFromRecord && cfg.keyFunc == nil {
+		cfg.keyFunc, cfg.keyCoversBody = broker.Fingerprint, broker.FingerprintCoversBody
 	}
 	if window := caps.RedeliveryWindow; window > 0 {
 		if !cfg.retentionSet && cfg.retention <= window {
@@ -59,11 +68,32 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	if err := cfg.checkHealth(); err != nil {
 		return nil, err
 	}
-	g, err := newGuard(cfg, store, h)
+	c := &Consumer{cfg: cfg, src: src, caps: caps}
+	g, err := newGuard(cfg, store, h, c.observe)
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, src: src, guard: g, caps: caps, obs: g.obs, mon: g.obs.mon}, nil
+	c.guard, c.obs, c.mon = g, g.obs, g.obs.mon
+	// Records completed behind a held message expire Retention after they
+	// completed; stopping at 3/4 of it leaves the operator a quarter of
+	// Retention to mend what holds it before a restart would replay them
+	// as new.
+	rt := broker.Runtime{Logger: cfg.givenLogger(), CommitHold: cfg.retention / 4 * 3, Observe: c.observe}
+	if err := attach("Source", func() { src.Attach(rt) }); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// observe is the Source's and the Store's retry observer: a throttle
+// lowers the running pool's concurrency.
+func (c *Consumer) observe(class retry.Class, _ error) {
+	if class != retry.Throttled {
+		return
+	}
+	if l := c.limiter.Load(); l != nil {
+		l.throttled(time.Now())
+	}
 }
 
 // Run checks the Store and the Source (see Check), then receives and
@@ -87,13 +117,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil // cancelled while checking: a stop, not a fault
 		}
 		return err
-	}
-	if limit := c.caps.LimitCommitHold; limit != nil {
-		// Records completed behind a held message expire Retention after
-		// they completed; stopping at 3/4 of it leaves the operator a
-		// quarter of Retention to mend what holds it before a restart
-		// would replay them as new.
-		limit(c.cfg.retention / 4 * 3)
 	}
 	return newPool(c).serve(ctx)
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
@@ -659,6 +660,13 @@ type throttlingStore struct {
 	capacity  int32
 	active    atomic.Int32
 	throttles atomic.Int64
+	observers retry.Observers
+}
+
+// Attach keeps the consumer's observer, to tell it of each throttle.
+func (s *throttlingStore) Attach(rt dedup.Runtime) {
+	s.observers.Add(rt.Observe)
+	s.Store.Attach(rt)
 }
 
 func (s *throttlingStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
@@ -673,7 +681,7 @@ func (s *throttlingStore) Claim(ctx context.Context, req dedup.ClaimRequest) (de
 		var err error
 		c, err = s.Store.Claim(ctx, req)
 		return err
-	}, nil)
+	}, s.observers.Observe)
 	return c, err
 }
 
@@ -724,12 +732,13 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 	}
 }
 
-// keyedSource supplies a default key: its messages' "group" attribute.
+// keyedSource declares the record's fingerprint as its default key, as
+// the Kafka sources do: the queue, the ordering key and the body.
 type keyedSource struct{ consumer.Source }
 
 func (k keyedSource) Capabilities() consumer.Capabilities {
 	c := k.Source.Capabilities()
-	c.DefaultKey = func(m *consumer.Message) (string, error) { return m.Attributes["group"], nil }
+	c.DefaultKey = consumer.KeyFromRecord
 	return c
 }
 
@@ -737,10 +746,10 @@ func TestSourceSuppliesDefaultKey(t *testing.T) {
 	run := func(t *testing.T, opts ...consumer.Option) int64 {
 		q := memsource.NewQueue("events")
 		ctx := context.Background()
-		// One body, three groups: three events by the source's key, one by
-		// the body's (the consumer's own default).
+		// One body, three ordering keys: three events by the source's key,
+		// one by the body's (the consumer's own default).
 		for i := range 3 {
-			_ = q.Send(ctx, memsource.Outgoing{Body: []byte("same body"), Attributes: map[string]string{"group": fmt.Sprintf("g-%d", i)}})
+			_ = q.Send(ctx, memsource.Outgoing{Key: fmt.Sprintf("g-%d", i), Body: []byte("same body")})
 		}
 		var calls atomic.Int64
 		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
@@ -845,15 +854,19 @@ func TestHandlerTimeoutStopsHandler(t *testing.T) {
 	}
 }
 
-// bodyKeySource's default key is the body itself, so it covers the body
-// (unless the message says otherwise).
-type bodyKeySource struct{ consumer.Source }
-
-func (b bodyKeySource) Capabilities() consumer.Capabilities {
-	c := b.Source.Capabilities()
-	c.DefaultKey = func(m *consumer.Message) (string, error) { return string(m.Body), nil }
-	c.KeyCoversBody = func(m *consumer.Message) bool { return m.Attributes["own-key"] == "" }
-	return c
+// fingerprintKey is the stored key of a body sent to the "events" queue
+// with no ordering key, under KeyFromRecord: derived from the message.
+func fingerprintKey(t *testing.T, body string) string {
+	t.Helper()
+	fp, err := broker.Fingerprint(&broker.Message{Origin: broker.Origin{Destination: "events"}, Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := dedup.DerivedKey("onceq", fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
@@ -861,10 +874,7 @@ func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	store := memstore.New()
 	// A record left by a consumer that stored a payload hash of its own:
 	// with a key that covers the body it is a duplicate, not a key reuse.
-	oldKey, err := dedup.Key("onceq", "old")
-	if err != nil {
-		t.Fatal(err)
-	}
+	oldKey := fingerprintKey(t, "old")
 	now := time.Now()
 	c0, err := store.Claim(ctx, dedup.ClaimRequest{Key: oldKey, PayloadHash: "some-other-hash", Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || !c0.Acquired {
@@ -878,7 +888,7 @@ func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("new")})
 	var kinds sync.Map // body → Kind
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	c, err := consumer.New(bodyKeySource{q.Source()}, store, h, consumer.Concurrency(1),
+	c, err := consumer.New(keyedSource{q.Source()}, store, h, consumer.Concurrency(1),
 		consumer.WithHooks(outcomeByBody{&kinds}))
 	if err != nil {
 		t.Fatal(err)
@@ -890,8 +900,7 @@ func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	if k, _ := kinds.Load("new"); k != consumer.Processed {
 		t.Fatalf("new message: outcome %v, want Processed", k)
 	}
-	newKey, _ := dedup.Key("onceq", "new")
-	r, err := store.Get(ctx, newKey)
+	r, err := store.Get(ctx, fingerprintKey(t, "new"))
 	if err != nil || r.Status != dedup.StatusCompleted || r.PayloadHash != "" {
 		t.Fatalf("new record: %+v, %v; want COMPLETED with no payload hash", r, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
+	"github.com/onceq/onceq/retry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -40,14 +41,21 @@ type Guard struct {
 	ownerID   string
 	seq       atomic.Uint64
 	renewals  sync.Pool // of *renewal, stopped
+
+	writes writeTypes // the business writes the Store commits
 }
 
-// NewGuard validates the options and returns a Guard.
+// NewGuard validates the options and returns a Guard. It reads the
+// Store's Capabilities once and attaches the Store (dedup.Runtime): the
+// logger given with WithLogger, and no throttle observer, since a Guard
+// alone has no concurrency to adapt. A Store may serve several Guards.
 func NewGuard(store dedup.Store, h Handler, opts ...GuardOption) (*Guard, error) {
-	return newGuard(newConfig(opts), store, h)
+	return newGuard(newConfig(opts), store, h, nil)
 }
 
-func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
+// newGuard builds a Guard and attaches the Store to it, with observe for
+// the throttles the Store retries (nil: none is watched).
+func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class, error)) (*Guard, error) {
 	if store == nil || h == nil {
 		return nil, configError("a Store and a Handler are required")
 	}
@@ -69,13 +77,13 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	if err := dedup.CheckNamespace(cfg.namespace); err != nil {
 		return nil, fmt.Errorf("consumer: %w: %w", ErrInvalidConfig, err)
 	}
-	cfg.handLogger(caps.InheritLogger)
 	obs, err := newObserver(&cfg)
 	if err != nil {
 		return nil, err
 	}
 	g := &Guard{cfg: cfg, store: safeStore{s: store, log: cfg.logger}, oneShot: cfg.oneRoundTrip, handler: h, obs: obs}
 	obs.mon = newMonitor(&g.cfg)
+	g.writes = writeTypes{store: fmt.Sprintf("%T", store), types: caps.Writes}
 	if cfg.cacheEntries > 0 {
 		g.completed = cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
 		if err := obs.tel.observeCache(g.completed); err != nil {
@@ -85,6 +93,9 @@ func newGuard(cfg config, store dedup.Store, h Handler) (*Guard, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	g.ownerID = hex.EncodeToString(b[:]) + "-"
+	if err := attach("Store", func() { g.store.Attach(dedup.Runtime{Logger: cfg.givenLogger(), Observe: observe}) }); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 

@@ -38,9 +38,11 @@ type Result struct {
 	// duplicate of the message.
 	Response []byte
 	// Writes are business writes committed in the same atomic operation as
-	// the COMPLETED transition; their type belongs to the Store (for
-	// dedup/dynamostore a types.TransactWriteItem, for dedup/memstore a
-	// memstore.Write).
+	// the COMPLETED transition; their type belongs to the Store, as its
+	// dedup.Capabilities.Writes declare (for dedup/dynamostore a
+	// types.TransactWriteItem, for dedup/memstore a memstore.Write). A
+	// write of another type is a *WriteTypeError, a fault of the
+	// deployment: the message is given back and a Consumer stops.
 	Writes []any
 	// RejectResponse is cached instead of Response when one of Writes is
 	// refused by its own condition (out of stock, say): the message is then

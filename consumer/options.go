@@ -278,11 +278,11 @@ func Namespace(ns string) GuardOption { return guardFunc(func(c *config) { c.nam
 func WithKeyFunc(f KeyFunc) GuardOption { return WithSourceKey(f, nil) }
 
 // WithSourceKey is WithKeyFunc for a key a Source derives from the
-// message, as a Source's Capabilities declare one (DefaultKey,
-// KeyCoversBody): for a message where coversBody holds, the key is a
-// hash over the body, stored as a derived key (see dedup.DerivedKey) and
-// with no payload hash of its own. For a Guard fed by hand, such as
-// the Lambda handlers' (lambda/sqslambda, lambda/kafkalambda).
+// message, as broker.Fingerprint is (a Source's KeyFromRecord): for a
+// message where coversBody holds, the key is a hash over the body, stored
+// as a derived key (see dedup.DerivedKey) and with no payload hash of its
+// own. For a Guard fed by hand, such as the Lambda handlers'
+// (lambda/sqslambda, lambda/kafkalambda).
 func WithSourceKey(f KeyFunc, coversBody func(*Message) bool) GuardOption {
 	return guardFunc(func(c *config) { c.keyFunc, c.keyCoversBody = f, coversBody })
 }
@@ -298,7 +298,7 @@ func WithTenantFunc(f KeyFunc) GuardOption { return guardFunc(func(c *config) { 
 // WithLogger sets the logger (default slog.Default(), as in every onceq
 // package). Outcomes other than processed and duplicate are logged, with
 // the key's hash, never the key. The logger is handed to the Source and
-// the Store too (their Capabilities' InheritLogger), unless they were given their own.
+// the Store too (broker.Runtime, dedup.Runtime), unless they were given their own.
 func WithLogger(l *slog.Logger) GuardOption {
 	return guardFunc(func(c *config) {
 		if l != nil {
@@ -378,10 +378,12 @@ func WithoutAdaptiveConcurrency() Option {
 	return optionFunc(func(c *config) { c.fixedConcurrency = true })
 }
 
-// handLogger gives a Source or Store that declared InheritLogger the
-// logger this consumer was given, for it to use unless it has its own.
-func (c *config) handLogger(inherit func(*slog.Logger)) {
-	if inherit != nil && c.loggerGiven {
-		inherit(c.logger)
+// givenLogger is the logger this consumer was given, to hand its Source
+// and Store (broker.Runtime, dedup.Runtime) for them to use unless they
+// have their own; nil when it was given none.
+func (c *config) givenLogger() *slog.Logger {
+	if c.loggerGiven {
+		return c.logger
 	}
+	return nil
 }

@@ -89,12 +89,7 @@ func newPool(c *Consumer) *pool {
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
 	if !c.cfg.fixedConcurrency {
 		r.limiter = newLimiter(c.cfg.concurrency, r.obs.limit)
-		// Stores report the throttles they retry through the context.
-		r.handlerCtx = retry.WithObserver(r.handlerCtx, func(class retry.Class, _ error) {
-			if class == retry.Throttled {
-				r.limiter.throttled(time.Now())
-			}
-		})
+		c.limiter.Store(r.limiter) // the Store's and Source's throttles reach it (Consumer.observe)
 	}
 	r.settles = sharedDeadlines{parent: context.WithoutCancel(r.handlerCtx), window: time.Second, after: settleTimeout + time.Second}
 	return r

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
 )
 
@@ -72,6 +73,9 @@ func (w safeStore) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReq
 // Capabilities is read once, by NewGuard (see capabilities).
 func (w safeStore) Capabilities() dedup.Capabilities { return w.s.Capabilities() }
 
+// Attach is called once, by NewGuard, under attach.
+func (w safeStore) Attach(rt dedup.Runtime) { w.s.Attach(rt) }
+
 // capabilities reads a Store's or Source's Capabilities at construction,
 // a panic there being an error of the configuration.
 func capabilities[C any](seam string, f func() C) (c C, err error) {
@@ -83,6 +87,18 @@ func capabilities[C any](seam string, f func() C) (c C, err error) {
 	return f(), nil
 }
 
+// attach runs a Store's or Source's Attach at construction, a panic there
+// being an error of the configuration.
+func attach(seam string, f func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = configError("the %s's Attach panicked: %v", seam, p)
+		}
+	}()
+	f()
+	return nil
+}
+
 // safeSource is the Source as the consumer calls it.
 type safeSource struct {
 	s   Source
@@ -90,6 +106,9 @@ type safeSource struct {
 }
 
 func (w safeSource) Capabilities() Capabilities { return w.s.Capabilities() }
+
+// Attach is called once, by New, under attach.
+func (w safeSource) Attach(rt broker.Runtime) { w.s.Attach(rt) }
 
 func (w safeSource) Check(ctx context.Context) (err error) {
 	defer recovered(w.log, "source", "Check", &err)

@@ -11,18 +11,20 @@ type (
 	// is held. Check verifies the queue or topic before the first receive;
 	// Capabilities declares what the Source promises (ordering, delivery
 	// timeout, redelivery window, a dead-letter destination, a default
-	// key); Close stops receiving and leaves unsettled messages with the
-	// broker. A Source must be safe for concurrent use. The SQS, Kafka and
-	// in-process sources implement it.
+	// key); Attach hands it the consumer's logger, commit-hold bound and
+	// throttle observer; Close stops receiving and leaves unsettled
+	// messages with the broker. A Source must be safe for concurrent use.
+	// The SQS, Kafka and in-process sources implement it.
 	Source = broker.Source
 	// Capabilities is what a Source declares about itself, in one value
 	// (an alias of [broker.Capabilities]): its Ordering, its
 	// DeliveryTimeout (the consumer extends deliveries before it passes),
 	// its RedeliveryWindow (records are kept longer than it), whether it
 	// has a DeadLetter destination, whether settled messages stay
-	// Replayable from the broker (Kafka), a DefaultKey with KeyCoversBody,
-	// LimitCommitHold where an unfinished message holds back later commits,
-	// and InheritLogger where the Source takes the consumer's logger.
+	// Replayable from the broker (Kafka), and its DefaultKey (KeyFromBody
+	// or KeyFromRecord). It is data: what the Source needs from the
+	// consumer (a logger, the commit-hold bound, a throttle observer) is
+	// handed over in one Source.Attach call instead (broker.Runtime).
 	// A wrapper that forwards Capabilities keeps every guarantee of the
 	// Source it wraps. The zero value is an unordered source whose
 	// deliveries never time out, with no dead-letter destination.
@@ -59,6 +61,16 @@ type (
 	// put in front; an error or an empty key dead-letters the message. An
 	// alias of [broker.KeyFunc]; see WithKeyFunc.
 	KeyFunc = broker.KeyFunc
+	// KeyScheme is how a Source's messages are keyed by default, as its
+	// Capabilities declare: KeyFromBody or KeyFromRecord. An alias of
+	// [broker.KeyScheme].
+	KeyScheme = broker.KeyScheme
+)
+
+// The default keys a Source may declare; see [broker.KeyScheme].
+const (
+	KeyFromBody   = broker.KeyFromBody
+	KeyFromRecord = broker.KeyFromRecord
 )
 
 // The orderings a Source may declare; see [broker.Ordering].

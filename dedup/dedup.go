@@ -3,7 +3,10 @@ package dedup
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"time"
+
+	"github.com/onceq/onceq/retry"
 )
 
 // Status is the state of a record.
@@ -122,7 +125,7 @@ type CompleteRequest struct {
 	Now       time.Time
 	ExpiresAt time.Time // retention
 	// Writes are business writes committed atomically with the transition.
-	// Their type is the Store's own (see each Store's documentation); a
+	// Their type is the Store's own, as its Capabilities.Writes declare; a
 	// Store that does not understand one returns ErrUnsupportedWrite.
 	Writes []any
 }
@@ -160,9 +163,10 @@ type ExtendRequest struct {
 // pass storetest.Run.
 //
 // Throttles: a Store that retries throttled calls itself must tell the
-// caller of each one, through retry.Observe(ctx, retry.Throttled, err) on
-// the ctx it was given (retry.Policy.Do does so). The consumer adapts its
-// concurrency to these signals; a Store that hides them is never slowed.
+// observers it was handed (Runtime.Observe; keep them in a
+// retry.Observers) of each one, as retry.Policy.Do does when given the
+// observer. The consumer adapts its concurrency to these signals; a Store
+// that hides them is never slowed.
 //
 // Errors are classified by retry.Classify: a configuration fault (a missing
 // table, denied access) must classify as retry.Misconfigured, an outage as
@@ -205,12 +209,40 @@ type Store interface {
 	// Capabilities declares what the Store supports. It is a method of
 	// every Store rather than a set of optional interfaces, so that a
 	// wrapper embedding a Store forwards it with the rest and keeps every
-	// capability of the Store it wraps.
+	// capability of the Store it wraps. A Guard (consumer.NewGuard,
+	// consumer.New) calls it once, when it is built.
 	Capabilities() Capabilities
+	// Attach hands the Store what it needs from a Guard built over it (see
+	// Runtime). Each Guard calls it once, when it is built, before its
+	// first call; a method of every Store, for the reason Capabilities is.
+	//
+	// A Store used by several Guards is attached by each: it logs to the
+	// last non-nil Logger handed over (unless it was given a logger of its
+	// own),
+	// and tells every Observe handed over of each failure it retries,
+	// since a throttle is the Store's, met by every Guard over it. A
+	// Store used with no Guard logs to its own logger or slog.Default()
+	// and tells no one of its retries.
+	Attach(rt Runtime)
 }
 
-// Capabilities is what a Store declares about itself. The zero value is a
-// Store with no optional feature.
+// Runtime is what a Guard hands the Store it is built over, in one Attach
+// call.
+type Runtime struct {
+	// Logger is the Guard's logger (consumer.WithLogger), for the Store to
+	// log to unless it was given a logger of its own. Nil when the Guard
+	// was given none: every onceq component then logs to slog.Default().
+	Logger *slog.Logger
+	// Observe is told of each failure the Store retries itself, with its
+	// class (give it to retry.Policy.Do, or to retry.Observers.Add): a
+	// Consumer lowers its concurrency on throttles. Nil for a Guard that
+	// adapts to nothing (one used without a Consumer).
+	Observe func(class retry.Class, err error)
+}
+
+// Capabilities is what a Store declares about itself: data only, read
+// once. The zero value is a Store with no optional feature, which takes
+// no business writes.
 type Capabilities struct {
 	// ClaimComplete: ClaimComplete works, so the consumer's one-round-trip
 	// mode (consumer.OneRoundTrip) can run over the Store.
@@ -219,10 +251,12 @@ type Capabilities struct {
 	// TenantKey puts in front of each key. A consumer over it needs a
 	// tenant function, or every key would share its namespace's partition.
 	TenantKeyed bool
-	// InheritLogger is set by a Store that logs, so that a Consumer or
-	// Guard given a logger (consumer.WithLogger) can hand it over: the
-	// Store then logs there unless it was given a logger of its own.
-	InheritLogger func(l *slog.Logger)
+	// Writes lists the types of business write Complete and ClaimComplete
+	// take (CompleteRequest.Writes). A Guard refuses a handler's write of
+	// any other type before calling the Store, as a fault of the
+	// deployment (a handler written for another Store), never of the
+	// message. None: the Store commits no business writes.
+	Writes []reflect.Type
 }
 
 // ClaimCompleteRequest is the one-round-trip claim: the record is written

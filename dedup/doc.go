@@ -22,10 +22,12 @@
 // the message), one injective encoding every Store and the cache share; a
 // Store whose layout cannot hold a key part maps it with StorablePart.
 //
-// A Store declares its optional features in one value, Capabilities (as a
-// Source declares its own in broker.Capabilities), instead of offering
-// them as optional interfaces to be discovered: a wrapper that embeds a
-// Store forwards Capabilities with the rest, so wrapping never turns a
+// A Store declares its optional features and the business write types it
+// commits in one value of data, Capabilities (as a Source declares its own
+// in broker.Capabilities), instead of offering them as optional interfaces
+// to be discovered; what it needs from a Guard (a logger, a throttle
+// observer) is handed over in one Attach call (Runtime). A wrapper that
+// embeds a Store forwards both with the rest, so wrapping never turns a
 // feature (the one-round-trip claim, the tenant layout) off unseen.
 //
 // It imports only retry (the fault classes its errors carry) and no SDK:

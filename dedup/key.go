@@ -71,7 +71,8 @@ func AppendKey(dst []byte, namespace, idempotencyKey string) []byte {
 
 // DerivedKey builds the stored key of a key onceq derived from the message
 // itself: a hash that covers its body (a Source's default key such as
-// Kafka's fingerprint, for which Capabilities.KeyCoversBody holds). Such a
+// Kafka's fingerprint, broker.Fingerprint, where FingerprintCoversBody
+// holds). Such a
 // key is 64 lowercase hex digits; anything else is taken as a producer
 // key (Key), so a derived key can never pose as one either.
 func DerivedKey(namespace, derived string) (string, error) {

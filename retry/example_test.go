@@ -44,12 +44,13 @@ func ExampleClassify() {
 
 // Policy.Do retries throttles and transient faults with backoff, and
 // returns at once on any other class. observe hears of each retried
-// failure, and so does the observer of ctx: that is how the consumer
-// learns of the throttles a Store met and slows down.
+// failure: a Store passes the observer the consumer handed it, and that is
+// how the consumer learns of the throttles the Store met and slows down.
 func ExamplePolicy_Do() {
-	ctx := retry.WithObserver(context.Background(), func(c retry.Class, err error) {
+	ctx := context.Background()
+	observe := func(c retry.Class, err error) {
 		fmt.Println("consumer saw:", c)
-	})
+	}
 	p := retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 5}
 	calls := 0
 	err := p.Do(ctx, func(ctx context.Context) error {
@@ -58,14 +59,14 @@ func ExamplePolicy_Do() {
 			return &sdkError{Code: "ProvisionedThroughputExceededException"}
 		}
 		return nil
-	}, nil)
+	}, observe)
 	fmt.Println("calls:", calls, "err:", err)
 
 	calls = 0
 	err = p.Do(ctx, func(ctx context.Context) error {
 		calls++
 		return &sdkError{Code: "ValidationException", Message: "item too large"}
-	}, nil)
+	}, observe)
 	fmt.Println("calls:", calls, "class:", retry.Classify(err))
 	// Output:
 	// consumer saw: throttled
@@ -74,16 +75,17 @@ func ExamplePolicy_Do() {
 	// calls: 1 class: permanent
 }
 
-// A Store that retries by its own means (an SDK's retryer, say) calls
-// Observe for each throttle it meets, on the ctx it was given, so the
-// consumer's concurrency still adapts to them.
-func ExampleObserve() {
-	ctx := retry.WithObserver(context.Background(), func(c retry.Class, err error) {
+// A Store keeps the observer each consumer over it hands over, and tells
+// them all of each throttle it meets, whether Policy.Do retries it or its
+// own retryer does, so every consumer's concurrency adapts to them.
+func ExampleObservers() {
+	var obs retry.Observers
+	obs.Add(func(c retry.Class, err error) {
 		fmt.Println("observed:", c, "-", err)
 	})
 	// Inside the Store's call, each time its own retryer backs off:
 	err := &sdkError{Code: "ThrottlingException", Message: "rate exceeded"}
-	retry.Observe(ctx, retry.Classify(err), err)
+	obs.Observe(retry.Classify(err), err)
 	// Output:
 	// observed: throttled - api error ThrottlingException: rate exceeded
 }

@@ -3,6 +3,8 @@ package retry
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -190,8 +192,9 @@ func (p Policy) withDefaults() Policy {
 // Do calls op until it succeeds, fails with a class that is not retried, or
 // the policy gives up; it returns op's last error. observe, if not nil, is
 // told of every retryable failure with its class (the last one too, when
-// the policy gives up), and so is the observer of ctx (WithObserver), so
-// throttles are counted whoever retries them. The waits are
+// the policy gives up): a Store or Source passes the observer the
+// consumer handed it (see Observers), so that throttles are counted
+// whoever retries them. The waits are
 // cenkalti/backoff's exponential backoff: Initial × Multiplier^(n-1),
 // capped at Max, spread by ±Jitter, never past MaxElapsed.
 func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, observe func(Class, error)) error {
@@ -217,7 +220,6 @@ func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, obse
 		if observe != nil {
 			observe(class, err)
 		}
-		Observe(ctx, class, err)
 		return err
 	}, backoff.WithContext(backoff.WithMaxRetries(b, uint64(p.MaxAttempts-1)), ctx))
 	if err != nil && last != nil {
@@ -228,20 +230,35 @@ func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, obse
 	return err
 }
 
-type observerKey struct{}
-
-// WithObserver returns a context whose Policy.Do calls, and every Observe
-// call, also tell observe of each retryable failure. The consumer gives
-// such a context to every Store call to learn of the throttles the store
-// met, and adapts its concurrency to them: a Store that retries by other
-// means than Policy.Do must call Observe itself (see dedup.Store).
-func WithObserver(ctx context.Context, observe func(Class, error)) context.Context {
-	return context.WithValue(ctx, observerKey{}, observe)
+// Observers is the observers a component tells of each failure it
+// retries: a Store keeps in one the observer each Guard or Consumer over
+// it hands over (dedup.Runtime), and calls Observe from its Policy.Do
+// callback. The zero value has none; it is safe for concurrent use.
+type Observers struct {
+	mu   sync.Mutex // serializes Add
+	list atomic.Pointer[[]func(Class, error)]
 }
 
-// Observe tells ctx's observer, if any, of a retryable failure of class.
-func Observe(ctx context.Context, class Class, err error) {
-	if o, ok := ctx.Value(observerKey{}).(func(Class, error)); ok {
-		o(class, err)
+// Add makes observe one of the observers; nil is ignored.
+func (o *Observers) Add(observe func(Class, error)) {
+	if observe == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var list []func(Class, error)
+	if old := o.list.Load(); old != nil {
+		list = append(list, *old...)
+	}
+	list = append(list, observe)
+	o.list.Store(&list)
+}
+
+// Observe tells every observer of a retryable failure of class.
+func (o *Observers) Observe(class Class, err error) {
+	if list := o.list.Load(); list != nil {
+		for _, f := range *list {
+			f(class, err)
+		}
 	}
 }

@@ -120,19 +120,25 @@ func TestPolicyStopsOnCancel(t *testing.T) {
 	}
 }
 
-func TestContextObserverSeesRetries(t *testing.T) {
-	var seen []retry.Class
-	ctx := retry.WithObserver(context.Background(), func(c retry.Class, _ error) { seen = append(seen, c) })
+// Every observer added is told of each retried failure, through the
+// callback a Store hands Policy.Do.
+func TestObserversSeeRetries(t *testing.T) {
+	var obs retry.Observers
+	obs.Observe(retry.Throttled, nil) // none yet: nothing to tell
+	var first, second []retry.Class
+	obs.Add(func(c retry.Class, _ error) { first = append(first, c) })
+	obs.Add(nil)
+	obs.Add(func(c retry.Class, _ error) { second = append(second, c) })
 	calls := 0
-	_ = retry.Policy{Initial: time.Millisecond, MaxAttempts: 3}.Do(ctx, func(context.Context) error {
+	_ = retry.Policy{Initial: time.Millisecond, MaxAttempts: 3}.Do(context.Background(), func(context.Context) error {
 		calls++
 		if calls == 1 {
 			return apiError{"ThrottlingException", 400}
 		}
 		return nil
-	}, nil)
-	if len(seen) != 1 || seen[0] != retry.Throttled {
-		t.Fatalf("context observer saw %v", seen)
+	}, obs.Observe)
+	if len(first) != 1 || first[0] != retry.Throttled || len(second) != 1 || second[0] != retry.Throttled {
+		t.Fatalf("observers saw %v and %v, want one throttle each", first, second)
 	}
 }
 

@@ -370,6 +370,9 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 // the cache passes every call on to.
 func (s *Store) Capabilities() dedup.Capabilities { return s.next.Capabilities() }
 
+// Attach implements dedup.Store: it attaches the Store behind.
+func (s *Store) Attach(rt dedup.Runtime) { s.next.Attach(rt) }
+
 // ClaimComplete implements dedup.Store.
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	if r, ok := s.cache.Get(req.Key, req.Now); ok {

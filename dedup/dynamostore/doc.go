@@ -141,7 +141,9 @@
 // the instruments every store has (package storeinstr), which back off
 // throttles and transient faults with jitter and report each retry to
 // every storeinstr.HookStoreRetry with its class and DynamoDB error code,
-// and to the metrics onceq.store.retries and onceq.store.errors. Two layers
+// to the metrics onceq.store.retries and onceq.store.errors, and to the
+// observer of every Consumer over the store (Attach), which slows down on
+// throttles. Two layers
 // retrying would multiply attempts and hide throttles inside the SDK, where
 // no counter sees them. A ConditionalCheckFailed is a decision and is never
 // retried. When a retry follows a fault after which the first attempt may

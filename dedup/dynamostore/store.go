@@ -155,7 +155,7 @@ func (s *Store) HomeRegion(key string) int {
 // rather than by a per-call option (which would copy the client's options
 // and build its middleware stack again on every request):
 //   - one HTTP attempt per SDK call: retry.Policy retries, so that every
-//     throttle reaches the hooks and the retry observer;
+//     throttle reaches the hooks and the retry observers (Attach);
 //   - request bodies without WriteTo, against a race of smithy-go and
 //     net/http that fails a call the server answered (see
 //     internal/plainbody).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -16,11 +17,18 @@ import (
 )
 
 // Capabilities implements dedup.Store: ClaimComplete always; TenantKeyed
-// with TenantLayout, whose keys must carry the message's tenant; and
-// InheritLogger (a Consumer's or Guard's logger, unless WithLogger gave one).
+// with TenantLayout, whose keys must carry the message's tenant; and the
+// business writes types.TransactWriteItem and its pointer.
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed, InheritLogger: s.instr.InheritLogger}
+	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed,
+		Writes: []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()}}
 }
+
+// Attach implements dedup.Store: the Store logs to rt.Logger unless
+// WithLogger gave it one (the last non-nil one handed over, when several
+// Guards share the Store), and tells every rt.Observe handed over of each
+// throttle and transient fault it retries.
+func (s *Store) Attach(rt dedup.Runtime) { s.instr.Attach(rt) }
 
 // ErrNotTenantLayout: a per-tenant listing of a store without a tenant
 // layout.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -300,8 +301,15 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 	return nil
 }
 
-// Capabilities implements dedup.Store: ClaimComplete works.
-func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
+// Capabilities implements dedup.Store: ClaimComplete works, and the
+// business writes are Write and *Write.
+func (s *Store) Capabilities() dedup.Capabilities {
+	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{reflect.TypeFor[Write](), reflect.TypeFor[*Write]()}}
+}
+
+// Attach implements dedup.Store. The in-memory store neither logs nor
+// retries, so it needs nothing from a Guard.
+func (s *Store) Attach(dedup.Runtime) {}
 
 // ClaimComplete implements dedup.Store.
 func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {

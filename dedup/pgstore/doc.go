@@ -72,7 +72,9 @@
 // has (package storeinstr): retried under WithRetryPolicy while its fault
 // is Transient or Throttled, timed and counted (db.client.operation.duration,
 // onceq.store.errors, onceq.store.retries, with db.system.name
-// postgresql), told to the hooks, logged and traced. A business write's own
+// postgresql), told to the hooks and to the retry observer of every
+// Consumer over the store (Attach), which slows down on throttles, logged
+// and traced. A business write's own
 // failure is returned as it is, not retried. A claim or fenced update
 // retried after a lost connection, which its first attempt may have
 // committed, recognises its own record (the claim's owner; the status and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -126,10 +127,18 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 var _ dedup.Store = (*Store)(nil)
 
 // Capabilities implements dedup.Store: ClaimComplete works, and the
-// store takes a Consumer's or Guard's logger unless WithLogger gave one.
+// business writes are Exec, *Exec, Func and a plain func of Func's type.
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, InheritLogger: s.instr.InheritLogger}
+	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{
+		reflect.TypeFor[Exec](), reflect.TypeFor[*Exec](), reflect.TypeFor[Func](), reflect.TypeFor[func(context.Context, pgx.Tx) error](),
+	}}
 }
+
+// Attach implements dedup.Store: the Store logs to rt.Logger unless
+// WithLogger gave it one (the last non-nil one handed over, when several
+// Guards share the Store), and tells every rt.Observe handed over of each
+// throttle and transient fault it retries.
+func (s *Store) Attach(rt dedup.Runtime) { s.instr.Attach(rt) }
 
 // New returns a Store on db over the table of WithTable (dedup.DefaultTable
 // when none). It does not touch the server: call Check before the first

@@ -34,7 +34,9 @@
 // store has (package storeinstr): retried under WithRetryPolicy while its
 // fault is Transient or Throttled, timed and counted
 // (db.client.operation.duration, onceq.store.errors, onceq.store.retries,
-// with db.system.name redis), told to the hooks, logged and traced. A
+// with db.system.name redis), told to the hooks and to the retry observer
+// of every Consumer over the store (Attach), which slows down on
+// throttles, logged and traced. A
 // claim or lease script retried after a lost connection, which its first
 // attempt may have applied, recognises its own record (the claim's owner;
 // the status and version the script writes) and reports success, not a

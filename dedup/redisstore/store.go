@@ -43,12 +43,15 @@ type Store struct {
 
 var _ dedup.Store = (*Store)(nil)
 
-// Capabilities implements dedup.Store: ClaimComplete works (without
-// Writes), and the store takes a Consumer's or Guard's logger unless
-// WithLogger gave one.
-func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, InheritLogger: s.instr.InheritLogger}
-}
+// Capabilities implements dedup.Store: ClaimComplete works, and no
+// business writes are committed.
+func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
+
+// Attach implements dedup.Store: the Store logs to rt.Logger unless
+// WithLogger gave it one (the last non-nil one handed over, when several
+// Guards share the Store), and tells every rt.Observe handed over of each
+// throttle and transient fault it retries.
+func (s *Store) Attach(rt dedup.Runtime) { s.instr.Attach(rt) }
 
 // Option configures a Store.
 type Option interface{ apply(*Store) }

@@ -29,7 +29,10 @@
 // Spans: when the caller's span is recorded, each Do is a client span
 // named "<operation> <db.system.name>" ("claim postgresql") with an event
 // per retry. Logs (log/slog): a debug line per retry, a warning when the
-// policy gives up on a retryable fault.
+// policy gives up on a retryable fault. Observers: every retry is told to
+// the observer each Guard over the store hands over (Instruments.Attach,
+// which a store's dedup.Store.Attach calls), so that a Consumer slows down
+// on throttles.
 //
 // Only the stores import this package; it imports no database client.
 package storeinstr

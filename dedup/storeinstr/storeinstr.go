@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/internal/hookset"
 	"github.com/onceq/onceq/internal/logref"
@@ -80,7 +81,7 @@ type Config struct {
 	// Hooks are the store's hooks; New keeps those that implement
 	// HookStoreCall or HookStoreRetry (see Instruments.Uses).
 	Hooks []any
-	// Logger, when nil, is the logger handed over by InheritLogger, else
+	// Logger, when nil, is the logger a Guard hands over (Attach), else
 	// slog.Default().
 	Logger         *slog.Logger
 	MeterProvider  metric.MeterProvider
@@ -101,6 +102,9 @@ type Instruments struct {
 	duration    metric.Float64Histogram
 	errors      metric.Int64Counter
 	retries     metric.Int64Counter
+	// observers are told of every retry: the observer each Guard over the
+	// store handed over (Attach).
+	observers retry.Observers
 
 	// Attribute sets, and the options that carry them, are built once per
 	// combination: building one per call would allocate on every request.
@@ -160,14 +164,19 @@ func Uses(h any) bool {
 	return call || rh
 }
 
-// Logger is the store's logger: the one given in Config, else the one
-// handed over by InheritLogger, else slog.Default() when each line is
-// logged.
+// Logger is the store's logger: the one given in Config, else the last
+// non-nil one a Guard handed over (Attach), else slog.Default() when each
+// line is logged.
 func (in *Instruments) Logger() *slog.Logger { return in.log }
 
-// InheritLogger hands over a Consumer's or Guard's logger, used unless
-// Config gave one: what a store's dedup.Capabilities.InheritLogger is.
-func (in *Instruments) InheritLogger(l *slog.Logger) { in.logs.Inherit(l) }
+// Attach takes what a Guard over the store hands over, as a store's
+// dedup.Store.Attach: its logger, used unless Config gave one, and its
+// retry observer, told of every retry from then on (each Guard's, when
+// several share the store).
+func (in *Instruments) Attach(rt dedup.Runtime) {
+	in.logs.Inherit(rt.Logger)
+	in.observers.Add(rt.Observe)
+}
 
 // Do runs call, one request to the database, under the retry policy:
 // again after a backoff while its error's class (retry.Classify) is
@@ -175,8 +184,8 @@ func (in *Instruments) InheritLogger(l *slog.Logger) { in.logs.Inherit(l) }
 // that a conditional write retried after an ambiguous failure can tell
 // its own earlier success, which may have committed unseen, from another
 // writer's. Every attempt is timed and counted, failures by their code,
-// and told to the hooks; every retry is counted, told to the hooks, to
-// the retry observer of ctx (retry.WithObserver), and logged. Do returns
+// and told to the hooks; every retry is counted, told to the hooks and to
+// the retry observers handed over (Attach), and logged. Do returns
 // call's last error.
 func (in *Instruments) Do(ctx context.Context, op string, call func(ctx context.Context, attempt int) error) error {
 	var span trace.Span
@@ -206,6 +215,7 @@ func (in *Instruments) Do(ctx context.Context, op string, call func(ctx context.
 			span.AddEvent("retry", trace.WithAttributes(AttrRetryClass.String(c.String()), AttrStatusCode.String(code)))
 		}
 		in.log.DebugContext(ctx, in.pkg+": retrying", "op", op, "class", c.String(), "error_code", code, "err", err)
+		in.observers.Observe(c, err)
 	})
 	if c := retry.Classify(err); err != nil && c.Retryable() {
 		// Retries ran out: the caller gets the error, the operator the code.

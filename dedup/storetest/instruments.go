@@ -43,7 +43,8 @@ type Faults struct {
 
 // RunInstruments checks that a Store counts its requests, errors and
 // retries under the metric names and attributes every store shares
-// (package storeinstr), tells its hooks, and retries a fault of its
+// (package storeinstr), tells its hooks and every retry observer handed
+// over (Attach, as each Guard over it does), and retries a fault of its
 // connection to success: a claim whose connection is cut is won, and a
 // claim or a Complete whose answer was lost after the server carried it
 // out recognises its own success on the retry, not a lost claim or lease.
@@ -51,6 +52,10 @@ func RunInstruments(t *testing.T, in Instrumented) {
 	reader, mp := metrictest.Provider(t)
 	var h instrHooks
 	st, faults := in.New(t, mp, &h)
+	var obs [2]instrObserver
+	for i := range obs {
+		st.Attach(dedup.Runtime{Observe: obs[i].observe})
+	}
 	ctx := t.Context()
 	now := time.Now()
 	if err := st.Check(ctx); err != nil {
@@ -116,6 +121,11 @@ func RunInstruments(t *testing.T, in Instrumented) {
 	if n := metrictest.Counter(t, reader, storeinstr.MetricErrors, system, op(storeinstr.OpGet)); n != 0 {
 		t.Errorf("%s: %d failed get requests, want none", storeinstr.MetricErrors, n)
 	}
+	for i := range obs {
+		if n := obs[i].count(retry.Transient); n < 2 {
+			t.Errorf("retry observer %d of 2 told of %d transient retries, want at least 2 (Attach)", i+1, n)
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.retries[storeinstr.OpClaim+"/"+retry.Transient.String()] < 1 {
@@ -156,4 +166,26 @@ func (h *instrHooks) OnStoreRetry(_ context.Context, op string, class retry.Clas
 		h.retries = map[string]int{}
 	}
 	h.retries[op+"/"+class.String()]++
+}
+
+// instrObserver records what a retry observer handed over by Attach is
+// told.
+type instrObserver struct {
+	mu      sync.Mutex
+	classes map[retry.Class]int
+}
+
+func (o *instrObserver) observe(class retry.Class, _ error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.classes == nil {
+		o.classes = map[retry.Class]int{}
+	}
+	o.classes[class]++
+}
+
+func (o *instrObserver) count(class retry.Class) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.classes[class]
 }

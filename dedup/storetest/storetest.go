@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,6 +86,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"NilWriteRefused", s.nilWrites},
 		{"ResponseOverLimitRefused", s.responseLimit},
 		{"TakeoversCountAbandonedLeases", s.takeovers},
+		{"DeclaredWritesAreCommitted", s.declaredWrites},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -592,32 +594,34 @@ func (s *suite) claimComplete(t *testing.T, st dedup.Store) {
 }
 
 // A throttle is part of the contract: a Store that retries one tells the
-// caller through the ctx's retry observer (the consumer adapts its
-// concurrency to it), and the retried call still succeeds.
+// observers it was handed (Attach; the consumer adapts its concurrency to
+// them), every one of them when several Guards share the Store, and the
+// retried call still succeeds.
 func (s *suite) throttleObserved(t *testing.T, _ dedup.Store) {
 	if s.opts.Throttled == nil {
 		t.Skip("the store has no throttle to meet")
 	}
 	st := s.opts.Throttled(t)
 	var mu sync.Mutex
-	var seen []retry.Class
-	c := retry.WithObserver(ctx(t), func(class retry.Class, _ error) {
-		mu.Lock()
-		seen = append(seen, class)
-		mu.Unlock()
-	})
+	seen := make([][]retry.Class, 2)
+	for i := range seen {
+		st.Attach(dedup.Runtime{Observe: func(class retry.Class, _ error) {
+			mu.Lock()
+			seen[i] = append(seen[i], class)
+			mu.Unlock()
+		}})
+	}
 	k := key(t)
-	cl, err := st.Claim(c, dedup.ClaimRequest{Key: k, PayloadHash: "h1", Owner: "a", Now: at(0), LeaseUntil: at(30)})
+	cl, err := st.Claim(ctx(t), dedup.ClaimRequest{Key: k, PayloadHash: "h1", Owner: "a", Now: at(0), LeaseUntil: at(30)})
 	if err != nil {
 		t.Fatalf("throttled claim: %v", err)
 	}
 	mustAcquire(t, cl, 1)
 	mu.Lock()
 	defer mu.Unlock()
-	for _, class := range seen {
-		if class == retry.Throttled {
-			return
+	for i, classes := range seen {
+		if !slices.Contains(classes, retry.Throttled) {
+			t.Fatalf("observer %d of 2 saw %v, want retry.Throttled", i+1, classes)
 		}
 	}
-	t.Fatalf("the observer saw %v, want retry.Throttled", seen)
 }

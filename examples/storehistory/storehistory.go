@@ -275,6 +275,9 @@ func (r *Recorder) Check(ctx context.Context) error { return r.store.Check(ctx) 
 // Capabilities implements dedup.Store: those of the wrapped Store.
 func (r *Recorder) Capabilities() dedup.Capabilities { return r.store.Capabilities() }
 
+// Attach implements dedup.Store: it attaches the wrapped Store.
+func (r *Recorder) Attach(rt dedup.Runtime) { r.store.Attach(rt) }
+
 // OnMessageSettled implements consumer.HookMessageSettled. A message without an
 // idempotency key (refused before its claim) has no history to join.
 func (r *Recorder) OnMessageSettled(_ context.Context, m *consumer.Message, a consumer.Action, err error) {

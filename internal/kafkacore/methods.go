@@ -20,10 +20,22 @@ type Methods[R, X any] struct {
 }
 
 // Capabilities declares the configured ordering, Fingerprint as the
-// default key and no delivery timeout (see package kafkagroup).
+// default key (broker.KeyFromRecord; the consumer's WithKeyFunc still
+// wins), whether a dead-letter topic is set, and that a settled record
+// stays readable. Deliveries never time out: a record stays with this
+// member until its partition is revoked.
 func (m Methods[R, X]) Capabilities() broker.Capabilities {
-	return broker.Capabilities{Ordering: m.set.Ordering, DefaultKey: Fingerprint, KeyCoversBody: KeyCoversBody,
-		DeadLetter: m.set.DeadLetterTopic != "", Replayable: true, LimitCommitHold: m.d.LimitHold, InheritLogger: m.logs.Inherit}
+	return broker.Capabilities{Ordering: m.set.Ordering, DefaultKey: broker.KeyFromRecord,
+		DeadLetter: m.set.DeadLetterTopic != "", Replayable: true}
+}
+
+// Attach implements broker.Source: the Source logs to rt.Logger unless
+// WithLogger gave it one, and an unfinished record may hold back its
+// partition's commits for rt.CommitHold at most (see
+// kafkagroup.CommitHeldError).
+func (m Methods[R, X]) Attach(rt broker.Runtime) {
+	m.logs.Inherit(rt.Logger)
+	m.d.LimitHold(rt.CommitHold)
 }
 
 // Ack is [Dispatcher.Ack].

@@ -1,7 +1,7 @@
 // Package logref holds a component's logger under onceq's one logging rule:
 // the logger the component was given (its WithLogger option), else the one
-// the Consumer that runs it hands over (InheritLogger), else slog.Default()
-// as it is when each record is logged.
+// the Consumer that runs it hands over (its Attach: broker.Runtime,
+// dedup.Runtime), else slog.Default() as it is when each record is logged.
 package logref
 
 import (
@@ -27,7 +27,8 @@ func New(given *slog.Logger) *Ref {
 	return r
 }
 
-// Inherit makes l the logger, unless the component was given its own.
+// Inherit makes l the logger, unless the component was given its own or l
+// is nil.
 // It may be called while the component logs.
 func (r *Ref) Inherit(l *slog.Logger) {
 	if !r.given && l != nil {

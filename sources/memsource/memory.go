@@ -450,6 +450,10 @@ func (s *Source) Capabilities() broker.Capabilities {
 	return broker.Capabilities{Ordering: s.q.ordering, DeliveryTimeout: s.q.visibility, DeadLetter: true}
 }
 
+// Attach implements broker.Source. The in-process queue neither logs,
+// retries nor holds commits, so it needs nothing from the consumer.
+func (s *Source) Attach(broker.Runtime) {}
+
 // Check always succeeds: the queue is in this process.
 func (s *Source) Check(context.Context) error { return nil }
 

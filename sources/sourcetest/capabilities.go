@@ -205,19 +205,18 @@ func testWrapperOrdering(t *testing.T, h *Harness) {
 
 // The consumer keys messages with the Source's DefaultKey.
 func testWrapperDefaultKey(t *testing.T, h *Harness) {
-	key := h.Source.Capabilities().DefaultKey
-	if key == nil {
-		t.Skip("source declares no default key")
+	if h.Source.Capabilities().DefaultKey != broker.KeyFromRecord {
+		t.Skip("source declares the consumer's default key")
 	}
 	w := Wrap(h.Source)
 	got := make(chan [2]string, 1)
 	h1 := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
-		k, err := key(m)
+		k, err := broker.Fingerprint(m)
 		if err != nil {
 			return consumer.Result{}, consumer.Permanent(err)
 		}
 		keyOf := dedup.Key
-		if covers := h.Source.Capabilities().KeyCoversBody; covers != nil && covers(m) {
+		if broker.FingerprintCoversBody(m) {
 			keyOf = dedup.DerivedKey // a key derived from the message
 		}
 		want, err := keyOf("wrapped", k)

@@ -30,7 +30,8 @@
 //
 // Retries: every call this source makes to SQS goes out with the SDK's
 // retryer switched off and is retried by a [retry.Policy] instead, so that
-// throttles are classified and seen by a [HookSQSRetry] rather than absorbed
+// throttles are classified and seen by a [HookSQSRetry], and by the consumer
+// the source is attached to (broker.Runtime.Observe), rather than absorbed
 // by the SDK.
 //
 // What the consumer needs to know of the queue it learns from one value,

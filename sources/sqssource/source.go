@@ -95,6 +95,8 @@ type Source struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	observers retry.Observers // the consumer's, told of each retry (Attach)
 }
 
 type deadLetterQueue struct {
@@ -326,12 +328,20 @@ func (s *Source) DeadLetterQueueURL() string {
 // dead-letter queue is known, and, on a FIFO queue, ordering by
 // MessageGroupId.
 func (s *Source) Capabilities() broker.Capabilities {
-	c := broker.Capabilities{DeliveryTimeout: s.visibility, RedeliveryWindow: s.retention, DeadLetter: s.dlq != nil,
-		InheritLogger: s.logs.Inherit}
+	c := broker.Capabilities{DeliveryTimeout: s.visibility, RedeliveryWindow: s.retention, DeadLetter: s.dlq != nil}
 	if s.fifo {
 		c.Ordering = broker.OrderByKey
 	}
 	return c
+}
+
+// Attach implements broker.Source: the Source logs to rt.Logger unless
+// WithLogger gave it one, and tells rt.Observe of each SQS call it retries
+// (a throttle slows the consumer's handlers). Its commits are never held,
+// so rt.CommitHold does not apply.
+func (s *Source) Attach(rt broker.Runtime) {
+	s.logs.Inherit(rt.Logger)
+	s.observers.Add(rt.Observe)
 }
 
 // Check reads the queue's attributes, and the dead-letter queue's, to
@@ -609,6 +619,7 @@ func (s *Source) onRetry(ctx context.Context, op string) func(retry.Class, error
 		for _, h := range s.hooks.retry {
 			h.OnSQSRetry(ctx, op, class, err)
 		}
+		s.observers.Observe(class, err)
 	}
 }
 
