@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,7 +19,6 @@ import (
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"
-	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -49,34 +47,6 @@ func TestNewValidates(t *testing.T) {
 				_ = s.Close(ctx)
 			}
 			t.Errorf("New with %s: %v, want %v", what, err, c.want)
-		}
-	}
-}
-
-// A record keys, and is identified, exactly as sources/kafkasource does it, so a
-// deployment can switch clients and keep its dedup records.
-func TestFingerprintMatchesKafkaSource(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		key, value string
-		headers    map[string]string
-	}{
-		{"cust-1", `{"order":1}`, nil},
-		{"", "", nil},
-		{"k", "v", map[string]string{consumer.IdempotencyKeyAttribute: "id-9", "other": "x"}},
-	}
-	for _, c := range cases {
-		rec := &kgo.Record{Topic: "orders", Partition: 4, Offset: 77, Key: []byte(c.key), Value: []byte(c.value), Headers: headers(c.headers)}
-		msg := kafkago.Message{Topic: "orders", Partition: 4, Offset: 77, Key: []byte(c.key), Value: []byte(c.value)}
-		for _, h := range rec.Headers {
-			msg.Headers = append(msg.Headers, kafkago.Header{Key: h.Key, Value: h.Value})
-		}
-		fm, km := franzsource.ToMessage(rec, 1), kafkasource.ToMessage(msg, 1)
-		fk, _ := franzsource.Fingerprint(fm)
-		kk, _ := kafkasource.Fingerprint(km)
-		if fk != kk || fm.ID != km.ID || fm.Origin != km.Origin || fm.OrderingKey != km.OrderingKey {
-			t.Fatalf("record %+v: franz key %q ID %q origin %+v; kafka key %q ID %q origin %+v",
-				c, fk, fm.ID, fm.Origin, kk, km.ID, km.Origin)
 		}
 	}
 }

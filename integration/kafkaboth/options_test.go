@@ -1,4 +1,4 @@
-package franzsource_test
+package kafkaboth_test
 
 import (
 	"context"

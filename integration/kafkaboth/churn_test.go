@@ -1,4 +1,4 @@
-package franzsource_test
+package kafkaboth_test
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
-	"github.com/onceq/onceq/sources/kafkasource"
 )
 
 // TestChurnExactlyOnce runs three members over six partitions, then one
@@ -26,7 +25,7 @@ import (
 // LeaveGroup is swallowed, so the group waits out its session). Every
 // effect happens exactly once, the committed offsets reach the log end,
 // and for the partitions the survivor owned throughout, the longest gap in
-// their processing is logged, for this source and for sources/kafkasource in the
+// their processing is logged, for franzsource and for kafkasource in the
 // same run: cooperative members keep processing through the rebalances,
 // eager ones stop.
 func TestChurnExactlyOnce(t *testing.T) {
@@ -42,7 +41,7 @@ func TestChurnExactlyOnce(t *testing.T) {
 			open func(t *testing.T, addr, group, topic string, hook any) consumer.Source
 		}{
 			{"franz", func(t *testing.T, addr, group, topic string, hook any) consumer.Source {
-				return newSource(t, addr, group, []string{topic}, kafkagroup.WithHooks(hook), kafkagroup.Ordering(consumer.OrderByPartition))
+				return newFranzSource(t, addr, group, topic, kafkagroup.WithHooks(hook), kafkagroup.Ordering(consumer.OrderByPartition))
 			}},
 			{"kafka", func(t *testing.T, addr, group, topic string, hook any) consumer.Source {
 				return newKafkaSource(t, addr, group, topic, kafkagroup.WithHooks(hook), kafkagroup.Ordering(consumer.OrderByPartition))
@@ -61,20 +60,6 @@ func TestChurnExactlyOnce(t *testing.T) {
 		t.Logf("longest processing gap on partitions that did not move: franz (cooperative) %v, kafka (eager) %v",
 			gaps["franz"].Round(time.Millisecond), gaps["kafka"].Round(time.Millisecond))
 	}
-}
-
-func newKafkaSource(t *testing.T, addr, group, topic string, opts ...kafkagroup.Option) *kafkasource.Source {
-	t.Helper()
-	base := []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
-		kafkagroup.RebalanceTimeout(10 * time.Second), kafkasource.JoinGroupBackoff(200 * time.Millisecond),
-		kafkagroup.CommitInterval(100 * time.Millisecond), kafkagroup.RevokeTimeout(2 * time.Second),
-		kafkagroup.FetchMaxWait(200 * time.Millisecond), kafkagroup.WithLogger(testenv.Logger(t))}
-	s, err := kafkasource.New(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic}, append(base, opts...)...)
-	if err != nil {
-		t.Fatalf("kafkasource.New: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	return s
 }
 
 // owner follows the partitions one member owns, through its rebalance
