@@ -32,5 +32,4 @@ require (
 replace (
 	github.com/onceq/onceq => ../..
 	github.com/onceq/onceq/examples => ../../examples
-	github.com/onceq/onceq/sources/franzsource => ../franzsource
 )
