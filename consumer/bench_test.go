@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -30,7 +31,7 @@ func BenchmarkMemoryPipeline(b *testing.B) {
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Response: resp}, nil
 			})
-			c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(workers), consumer.MaxInFlight(max(64, 4*workers)))
+			c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(workers), consumer.MaxInFlight(max(64, 4*workers)), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				b.Fatal(err)
 			}
