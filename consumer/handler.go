@@ -1,6 +1,10 @@
 package consumer
 
-import "context"
+import (
+	"context"
+
+	"github.com/onceq/onceq/outbox"
+)
 
 // Handler processes one message. It returns the Result to commit with the
 // COMPLETED record, or an error: wrapped with Permanent it dead-letters the
@@ -51,4 +55,8 @@ type Result struct {
 	// Rejected completes the message as Rejected without Writes, caching
 	// Response: for a rule the handler checks itself.
 	Rejected bool
+	// Outbox are messages to send onward, committed with the COMPLETED
+	// record and sent by a relay (package outbox): a duplicate of the
+	// message never sends them again, a rejected or failed run sends none.
+	Outbox []outbox.Message
 }

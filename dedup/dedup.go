@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -128,6 +129,10 @@ type CompleteRequest struct {
 	// Their type is the Store's own, as its Capabilities.Writes declare; a
 	// Store that does not understand one returns ErrUnsupportedWrite.
 	Writes []any
+	// Outbox are messages to send onward, committed as outbox entries in
+	// the same atomic commit (see package outbox). A Store whose
+	// Capabilities do not say Outbox returns ErrUnsupportedWrite for any.
+	Outbox []outbox.Message
 }
 
 // FailRequest moves a held lease to FAILED.
@@ -257,6 +262,14 @@ type Capabilities struct {
 	// deployment (a handler written for another Store), never of the
 	// message. None: the Store commits no business writes.
 	Writes []reflect.Type
+	// Outbox: Complete and ClaimComplete commit outgoing messages with
+	// COMPLETED (CompleteRequest.Outbox), and the Store gives the relay's
+	// view of them. A Guard over a Store without it refuses, at start, a
+	// handler that is to send onward.
+	Outbox bool
+	// Batch: the Store keeps Kafka partitions' offset rows for batch mode
+	// (package batch).
+	Batch bool
 }
 
 // ClaimCompleteRequest is the one-round-trip claim: the record is written
@@ -271,4 +284,6 @@ type ClaimCompleteRequest struct {
 	Writes      []any
 	// SkewMargin is as in ClaimRequest.
 	SkewMargin time.Duration
+	// Outbox is as in CompleteRequest.
+	Outbox []outbox.Message
 }

@@ -1,0 +1,105 @@
+// Package batch gives exactly-once effects to Kafka consumers for one store
+// write per batch instead of one per message.
+//
+// A Kafka partition's offsets are a total order. In batch mode a handler
+// receives the records of one partition, in order, and returns the
+// batch's business writes; the Store commits them together with the
+// partition's offset row (group, topic, partition, next offset, fencing
+// token) in one transaction. The Store is the truth: on assignment a
+// partition resumes from the stored offset, and the group's own commit
+// follows it for lag tools only. A member that has lost a partition
+// cannot commit for it, since the offset row's condition checks the token
+// it took on assignment.
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Partition names one Kafka partition consumed by one group.
+type Partition struct {
+	Group     string
+	Topic     string
+	Partition int32
+}
+
+func (p Partition) String() string {
+	return fmt.Sprintf("%s/%s/%d", p.Group, p.Topic, p.Partition)
+}
+
+// Lease is a member's hold on a partition's offset row, taken on
+// assignment.
+type Lease struct {
+	Partition Partition
+	// Member is the group member that took it, for operators.
+	Member string
+	// Token fences commits: Acquire raises it, and a commit whose token is
+	// not the stored one is refused with ErrFenced.
+	Token int64
+	// Next is the stored next offset to consume; -1 when the partition has
+	// no row yet (start where the group's commit or reset policy says).
+	Next int64
+}
+
+// Commit is one batch's commit: its writes and the partition's new next
+// offset, in one transaction.
+type Commit struct {
+	Lease Lease
+	// From is the offset the batch starts at: the stored next offset must
+	// equal it (or the row be absent when Lease.Next is -1), so a batch is
+	// never committed twice or with a gap.
+	From int64
+	// Next is the offset after the batch's last record.
+	Next int64
+	// Writes are the batch's business writes, of the Store's own types as
+	// its dedup.Capabilities.Writes declare.
+	Writes []any
+	// Keys, when not empty, are per-record idempotency keys claimed as
+	// COMPLETED in the same transaction (producer duplicates: one business
+	// message produced twice at two offsets). A key already COMPLETED
+	// fails the commit with a *DuplicateKeysError naming its index, and
+	// nothing is committed.
+	Keys []string
+	Now  time.Time
+	// ExpiresAt is the retention of the claimed Keys.
+	ExpiresAt time.Time
+}
+
+// Store keeps partitions' offset rows. A dedup.Store whose Capabilities
+// say Batch gives one.
+type Store interface {
+	// Acquire takes the partition's offset row for member on assignment:
+	// it raises the row's token (creating the row if absent, with Next -1)
+	// and returns the new Lease.
+	Acquire(ctx context.Context, p Partition, member string) (Lease, error)
+	// Commit writes the batch's Writes, Keys and the new next offset in
+	// one transaction, if the stored token is the Lease's and the stored
+	// next offset is From. ErrFenced when the token moved (another member
+	// took the partition); a *dedup.BusinessConditionError when a write's
+	// own condition failed. Nothing is committed on any error.
+	Commit(ctx context.Context, c Commit) error
+	// Offset reads a partition's stored row (Token and Next); ErrNotFound
+	// when absent.
+	Offset(ctx context.Context, p Partition) (Lease, error)
+}
+
+// ErrFenced is a commit by a member whose partition has since been taken
+// by another member (a zombie): nothing was committed.
+var ErrFenced = errors.New("batch: the partition's offset row was taken by another member")
+
+// ErrNotFound is a partition with no offset row.
+var ErrNotFound = errors.New("batch: no offset row for the partition")
+
+// DuplicateKeysError is a commit refused because records' keys were
+// already COMPLETED.
+type DuplicateKeysError struct {
+	// Indexes are the positions in Commit.Keys already completed.
+	Indexes []int
+}
+
+func (e *DuplicateKeysError) Error() string {
+	return fmt.Sprintf("batch: %d record keys already completed", len(e.Indexes))
+}
