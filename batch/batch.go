@@ -103,3 +103,16 @@ type DuplicateKeysError struct {
 func (e *DuplicateKeysError) Error() string {
 	return fmt.Sprintf("batch: %d record keys already completed", len(e.Indexes))
 }
+
+// TooLargeError is a commit over what the Store can write in one
+// transaction (DynamoDB: 100 items, the offset row included). Nothing was
+// committed; the caller splits the batch at record boundaries and commits
+// each part with its own offset.
+type TooLargeError struct {
+	// Items is how many items the commit needed; Max how many fit.
+	Items, Max int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("batch: the commit needs %d items, the store takes at most %d in one transaction", e.Items, e.Max)
+}
