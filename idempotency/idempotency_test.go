@@ -1,0 +1,227 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/idempotency"
+	"github.com/onceq/onceq/retry"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type replays struct {
+	mu       sync.Mutex
+	got      [][]byte
+	busyOnce sync.Once
+	busy     chan struct{} // closed at the first repeat in progress
+}
+
+func newReplays() *replays { return &replays{busy: make(chan struct{})} }
+
+func (r *replays) OnResponseReplayed(_ context.Context, _ string, resp []byte) {
+	r.mu.Lock()
+	r.got = append(r.got, resp)
+	r.mu.Unlock()
+}
+
+func (r *replays) OnKeyInProgress(context.Context, string, time.Duration) {
+	r.busyOnce.Do(func() { close(r.busy) })
+}
+
+func newRunner(t *testing.T, st dedup.Store, opts ...idempotency.Option) *idempotency.Runner {
+	t.Helper()
+	r, err := idempotency.New(st, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A repeat gets the stored response, Replayed, without running the
+// function, and the replay hook sees it; the function's writes commit once.
+func TestDoReplaysStoredResponse(t *testing.T) {
+	st := memstore.New()
+	h := newReplays()
+	r := newRunner(t, st, idempotency.WithHooks(h))
+	var runs, applied atomic.Int32
+	fn := func(ctx context.Context) ([]byte, error) {
+		n := runs.Add(1)
+		if err := idempotency.Write(ctx, memstore.Write{Apply: func() { applied.Add(1) }}); err != nil {
+			return nil, err
+		}
+		return []byte{byte('0' + n)}, nil
+	}
+	ctx := context.Background()
+	first, err := r.Do(ctx, "charge-1", []byte("10 EUR"), fn)
+	if err != nil || first.Replayed || string(first.Response) != "1" {
+		t.Fatalf("first call: %+v, %v", first, err)
+	}
+	again, err := r.Do(ctx, "charge-1", []byte("10 EUR"), fn)
+	if err != nil || !again.Replayed || string(again.Response) != "1" {
+		t.Fatalf("repeat: %+v, %v; want the stored response replayed", again, err)
+	}
+	if runs.Load() != 1 || applied.Load() != 1 {
+		t.Errorf("function ran %d times, writes applied %d times; want once each", runs.Load(), applied.Load())
+	}
+	if len(h.got) != 1 || string(h.got[0]) != "1" {
+		t.Errorf("replay hook saw %q, want the one replay", h.got)
+	}
+}
+
+// The same key with another payload is ErrKeyReuse, whose text holds the
+// key's hash, never the key.
+func TestDoKeyReuse(t *testing.T) {
+	r := newRunner(t, memstore.New())
+	ok := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
+	if _, err := r.Do(context.Background(), "secret-key-1", []byte("a"), ok); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Do(context.Background(), "secret-key-1", []byte("b"), ok)
+	if !errors.Is(err, idempotency.ErrKeyReuse) {
+		t.Fatalf("err %v, want ErrKeyReuse", err)
+	}
+	if strings.Contains(err.Error(), "secret-key-1") {
+		t.Errorf("the error names the key: %v", err)
+	}
+}
+
+// A repeat while the first call runs fails at once with an
+// *InProgressError, or, with Wait, waits and is given the first's answer.
+func TestDoInProgress(t *testing.T) {
+	for _, wait := range []bool{false, true} {
+		name := "fails fast"
+		var opts []idempotency.Option
+		if wait {
+			name, opts = "waits", []idempotency.Option{idempotency.Wait(time.Minute)}
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newReplays()
+			r := newRunner(t, memstore.New(), append(opts, idempotency.WithHooks(h))...)
+			started, release := make(chan struct{}), make(chan struct{})
+			var runs atomic.Int32
+			fn := func(context.Context) ([]byte, error) {
+				runs.Add(1)
+				close(started)
+				<-release
+				return []byte("done"), nil
+			}
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if _, err := r.Do(context.Background(), "k", nil, fn); err != nil {
+					t.Error(err)
+				}
+			})
+			<-started
+			if !wait {
+				_, err := r.Do(context.Background(), "k", nil, fn)
+				var ip *idempotency.InProgressError
+				if !errors.As(err, &ip) || !errors.Is(err, idempotency.ErrInProgress) || ip.RetryAfter <= 0 {
+					t.Errorf("repeat in progress: %v, want an *InProgressError with RetryAfter", err)
+				}
+				close(release)
+				wg.Wait()
+			} else {
+				var res idempotency.Result
+				var err error
+				done := make(chan struct{})
+				go func() { res, err = r.Do(context.Background(), "k", nil, fn); close(done) }()
+				<-h.busy // the repeat has met the call in progress
+				close(release)
+				<-done
+				wg.Wait()
+				if err != nil || !res.Replayed || string(res.Response) != "done" {
+					t.Errorf("waiting repeat: %+v, %v; want the first's answer replayed", res, err)
+				}
+			}
+			if runs.Load() != 1 {
+				t.Errorf("function ran %d times", runs.Load())
+			}
+		})
+	}
+}
+
+// A function's error is returned as it is and stores nothing: a repeat
+// runs the function again.
+func TestDoFunctionErrorStoresNothing(t *testing.T) {
+	r := newRunner(t, memstore.New())
+	boom := errors.New("card declined by the network")
+	var runs atomic.Int32
+	fn := func(context.Context) ([]byte, error) {
+		if runs.Add(1) == 1 {
+			return nil, boom
+		}
+		return []byte("paid"), nil
+	}
+	if _, err := r.Do(context.Background(), "k", nil, fn); !errors.Is(err, boom) {
+		t.Fatalf("err %v, want the function's", err)
+	}
+	res, err := r.Do(context.Background(), "k", nil, fn)
+	if err != nil || res.Replayed || string(res.Response) != "paid" {
+		t.Fatalf("repeat after a failure: %+v, %v; want the function run again", res, err)
+	}
+}
+
+// outage is a Store whose claims fail as an outage does.
+type outage struct{ dedup.Store }
+
+func (outage) Claim(context.Context, dedup.ClaimRequest) (dedup.Claim, error) {
+	return dedup.Claim{}, retry.WithClass(errors.New("connection refused"), retry.Transient)
+}
+
+// A store outage is a *StoreError of class Transient, and the function
+// does not run.
+func TestDoStoreOutage(t *testing.T) {
+	r := newRunner(t, outage{memstore.New()}, idempotency.StoreRetryAfter(3*time.Second))
+	ran := false
+	_, err := r.Do(context.Background(), "k", nil, func(context.Context) ([]byte, error) { ran = true; return nil, nil })
+	var se *idempotency.StoreError
+	if !errors.As(err, &se) || !errors.Is(err, idempotency.ErrStoreUnavailable) || se.Class != retry.Transient ||
+		retry.Classify(err) != retry.Transient || se.RetryAfter != 3*time.Second {
+		t.Fatalf("err %v, want a Transient *StoreError advising 3s", err)
+	}
+	if ran {
+		t.Error("the function ran while the store was out")
+	}
+}
+
+// Write outside a call is ErrNotInCall; a bad configuration is refused.
+func TestMisuse(t *testing.T) {
+	if err := idempotency.Write(context.Background(), memstore.Write{}); !errors.Is(err, idempotency.ErrNotInCall) {
+		t.Errorf("Write outside a call: %v", err)
+	}
+	if _, err := idempotency.New(memstore.New(), idempotency.InProgressExpiry(time.Second)); err == nil {
+		t.Error("an expiry of 1s was accepted")
+	}
+	if _, err := idempotency.New(memstore.New(), idempotency.WithHooks(struct{}{})); err == nil {
+		t.Error("a hook that implements nothing was accepted")
+	}
+}
+
+// A business write refused by its own condition commits nothing, and the
+// function's OnRejected answer is stored and replayed.
+func TestDoRejectedByWriteCondition(t *testing.T) {
+	r := newRunner(t, memstore.New())
+	applied := false
+	fn := func(ctx context.Context) ([]byte, error) {
+		_ = idempotency.OnRejected(ctx, []byte("out of stock"))
+		_ = idempotency.Write(ctx, memstore.Write{Check: func() error { return errors.New("stock is 0") }, Apply: func() { applied = true }})
+		return []byte("reserved"), nil
+	}
+	res, err := r.Do(context.Background(), "k", nil, fn)
+	if err != nil || !res.Rejected || string(res.Response) != "out of stock" || applied {
+		t.Fatalf("%+v, %v, applied %v; want the rejection stored and nothing applied", res, err, applied)
+	}
+	again, err := r.Do(context.Background(), "k", nil, fn)
+	if err != nil || !again.Replayed || string(again.Response) != "out of stock" {
+		t.Fatalf("repeat: %+v, %v", again, err)
+	}
+}
