@@ -1,0 +1,214 @@
+package httpidem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/idempotency"
+)
+
+// The header fields the middleware reads and writes.
+const (
+	// HeaderKey is the request's idempotency key.
+	HeaderKey = "Idempotency-Key"
+	// HeaderReplayed marks a stored response given again.
+	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderExpiry states the expiry policy, in seconds (ExpiryHeader).
+	HeaderExpiry = "Idempotency-Key-Expiry"
+)
+
+// Middleware makes a handler idempotent per Idempotency-Key. Build it with
+// New; it is safe for concurrent use.
+type Middleware struct {
+	run     *idempotency.Runner
+	cfg     config
+	methods map[string]bool
+	expiry  string
+	// rejected is stored instead of the handler's response when a
+	// business write's own condition refuses the commit.
+	rejected []byte
+}
+
+// New returns a Middleware over run: its Store keeps the responses, its
+// options say how long (Retention), how long a dead server's request
+// holds its key (InProgressExpiry), and whether a retry waits for the
+// request in flight (Wait) or gets 409.
+func New(run *idempotency.Runner, opts ...Option) (*Middleware, error) {
+	if run == nil {
+		return nil, fmt.Errorf("httpidem: %w: a Runner is required", consumer.ErrInvalidConfig)
+	}
+	cfg := config{methods: defaultMethods, allow: []string{"Content-Type", "Location"},
+		fingerprint: DefaultFingerprint, maxBody: DefaultMaxBodyBytes, docs: "about:blank"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.fingerprint == nil || cfg.maxBody <= 0 {
+		return nil, fmt.Errorf("httpidem: %w: Fingerprint must not be nil, MaxBodyBytes must be positive", consumer.ErrInvalidConfig)
+	}
+	m := &Middleware{run: run, cfg: cfg, methods: map[string]bool{}}
+	for _, meth := range cfg.methods {
+		m.methods[strings.ToUpper(meth)] = true
+	}
+	allow := make([]string, len(cfg.allow))
+	for i, name := range cfg.allow {
+		allow[i] = http.CanonicalHeaderKey(name)
+	}
+	m.cfg.allow = allow
+	m.expiry = strconv.FormatInt(int64(run.Retention()/time.Second), 10)
+	m.rejected = encode(http.StatusConflict, http.Header{"Content-Type": {"application/problem+json"}}, allow,
+		problemBody(m.problem(http.StatusConflict, "a business condition refused the request's writes; nothing was written")))
+	return m, nil
+}
+
+// Wrap returns next behind the middleware.
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+// unstored is a response the middleware sends without storing it (a 5xx):
+// the run fails, so the key is freed.
+type unstored struct{ rec *recorder }
+
+func (e *unstored) Error() string {
+	return fmt.Sprintf("httpidem: the handler answered %d, which is not stored", e.rec.status)
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if !m.methods[r.Method] {
+		next.ServeHTTP(w, r)
+		return
+	}
+	key, ok := parseKey(r.Header.Values(HeaderKey))
+	if !ok {
+		m.writeProblem(w, http.StatusBadRequest, "this operation requires exactly one Idempotency-Key header field, a non-empty string", 0)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			m.writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds %d bytes", m.cfg.maxBody), 0)
+			return
+		}
+		m.writeProblem(w, http.StatusBadRequest, "the request body could not be read", 0)
+		return
+	}
+	var first *recorder
+	res, err := m.run.Do(r.Context(), key, m.cfg.fingerprint(r, body), func(ctx context.Context) ([]byte, error) {
+		rec := &recorder{header: make(http.Header), status: http.StatusOK}
+		first = rec
+		req := r.WithContext(ctx)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(rec, req)
+		if rec.status >= 500 && !m.cfg.storeServer {
+			return nil, &unstored{rec}
+		}
+		// Stored instead when a business write's own condition refuses the
+		// commit: the handler's answer assumed its writes.
+		_ = idempotency.OnRejected(ctx, m.rejected)
+		return encode(rec.status, rec.header, m.cfg.allow, rec.body.Bytes()), nil
+	})
+	if err != nil {
+		m.failed(w, err)
+		return
+	}
+	if !res.Replayed && !res.Rejected && first != nil {
+		m.send(w, first.status, first.header, first.body.Bytes(), false)
+		return
+	}
+	h := make(http.Header)
+	status, stored, derr := decode(res.Response, h)
+	if derr != nil {
+		m.writeProblem(w, http.StatusInternalServerError, "the response stored for this key cannot be read", 0)
+		return
+	}
+	m.send(w, status, h, stored, res.Replayed)
+}
+
+// send writes a response, the first one or a stored one.
+func (m *Middleware) send(w http.ResponseWriter, status int, h http.Header, body []byte, replayed bool) {
+	dst := w.Header()
+	for k, v := range h {
+		dst[k] = v
+	}
+	if replayed {
+		dst.Set(HeaderReplayed, "true")
+	}
+	if m.cfg.expiryHeader {
+		dst.Set(HeaderExpiry, m.expiry)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// failed answers a request whose call stored nothing.
+func (m *Middleware) failed(w http.ResponseWriter, err error) {
+	var (
+		un   *unstored
+		busy *idempotency.InProgressError
+		outg *idempotency.StoreError
+	)
+	switch {
+	case errors.As(err, &un):
+		m.send(w, un.rec.status, un.rec.header, un.rec.body.Bytes(), false)
+	case errors.Is(err, idempotency.ErrKeyReuse):
+		m.writeProblem(w, http.StatusUnprocessableEntity, "the Idempotency-Key was used before with another request; use a new key for a new request", 0)
+	case errors.As(err, &busy):
+		m.writeProblem(w, http.StatusConflict, "a request with this Idempotency-Key is still being processed; retry later", busy.RetryAfter)
+	case errors.As(err, &outg):
+		m.writeProblem(w, http.StatusServiceUnavailable, "the idempotency store is unavailable; nothing was done, retry later", outg.RetryAfter)
+	case errors.Is(err, dedup.ErrKeyTooLong), errors.Is(err, dedup.ErrEmptyKey):
+		m.writeProblem(w, http.StatusBadRequest, "the Idempotency-Key is not one this server can keep", 0)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		m.writeProblem(w, http.StatusServiceUnavailable, "the request ended before it was done; nothing was stored, retry", time.Second)
+	default:
+		m.writeProblem(w, http.StatusInternalServerError, "the request failed; nothing was stored, a retry runs it again", 0)
+	}
+}
+
+// parseKey reads the one Idempotency-Key field: a structured-field string
+// ("…", as the draft defines it), or a bare token as many clients send.
+func parseKey(values []string) (string, bool) {
+	if len(values) != 1 {
+		return "", false
+	}
+	v := strings.TrimSpace(values[0])
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		s, err := strconv.Unquote(v)
+		if err != nil {
+			return "", false
+		}
+		v = s
+	}
+	return v, v != ""
+}
+
+// recorder holds the handler's response until it is stored.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+	wrote  bool
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if !r.wrote {
+		r.status, r.wrote = status, true
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.body.Write(b)
+}
