@@ -1,0 +1,17 @@
+// Package idemtest is the conformance suite of the Idempotency-Key
+// middleware (package httpidem) and the idempotent functions under it
+// (package idempotency), run against a real HTTP server and client over a
+// given dedup.Store. Every Store runs it from its tests:
+//
+//	func TestIdempotencyKey(t *testing.T) {
+//		idemtest.Run(t, func(t *testing.T) dedup.Store { return memstore.New() })
+//	}
+//
+// A case per requirement of the draft "The Idempotency-Key HTTP Header
+// Field" (a missing key is 400, a retry in flight 409 or a wait, a key
+// reused 422, the replay of a stored success and of a stored error), 5xx
+// responses not stored by default, 50 concurrent retries of one key that
+// run the handler once, and a store outage answered 503. With
+// Options.Effect, the handler's business write is checked to commit with
+// the response, once.
+package idemtest
