@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/onceq/onceq/dedup"
@@ -17,10 +18,7 @@ func TestIdempotencyKey(t *testing.T) {
 		Effect: func(t *testing.T, _ dedup.Store) idemtest.Effect {
 			table := paymentsTable(t, p)
 			return idemtest.Effect{
-				Write: func(id string) any {
-					return pgstore.Exec{SQL: "INSERT INTO " + table + " (id, n) VALUES ($1, 1) ON CONFLICT (id) DO UPDATE SET n = " + table + ".n + 1",
-						Args: []any{id}}
-				},
+				Write: func(id string) any { return paymentWrite(table, id) },
 				Count: func(t *testing.T, id string) int { return applied(t, p, table, id) },
 			}
 		},
@@ -48,4 +46,32 @@ func applied(t *testing.T, p pgstore.DB, table, id string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A server killed with SIGKILL mid-request, then restarted: the retry
+// applies the payment once.
+func TestIdempotencyKeyServerKilled(t *testing.T) {
+	idemtest.RunKilled(t, idemtest.Killed{
+		Setup: func(t *testing.T) {
+			p := pool(t)
+			t.Setenv("ONCEQ_IDEMTEST_RECORDS", recordsTable(t, p))
+			t.Setenv("ONCEQ_IDEMTEST_PAYMENTS", paymentsTable(t, p))
+		},
+		Store: func(t *testing.T) dedup.Store {
+			return newStore(t, pool(t), os.Getenv("ONCEQ_IDEMTEST_RECORDS"))
+		},
+		Effect: func(t *testing.T, _ dedup.Store) idemtest.Effect {
+			p, table := pool(t), os.Getenv("ONCEQ_IDEMTEST_PAYMENTS")
+			return idemtest.Effect{
+				Write: func(id string) any { return paymentWrite(table, id) },
+				Count: func(t *testing.T, id string) int { return applied(t, p, table, id) },
+			}
+		},
+	})
+}
+
+// paymentWrite records one application of payment id in table.
+func paymentWrite(table, id string) pgstore.Exec {
+	return pgstore.Exec{SQL: "INSERT INTO " + table + " (id, n) VALUES ($1, 1) ON CONFLICT (id) DO UPDATE SET n = " + table + ".n + 1",
+		Args: []any{id}}
 }
