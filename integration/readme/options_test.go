@@ -32,6 +32,8 @@ var optionPages = []struct {
 	{"dedup/cache", "stores.md", false},
 	{"lambda/sqslambda", "lambda.md", false},
 	{"lambda/kafkalambda", "lambda.md", false},
+	{"idempotency", "idempotent-http.md", true},
+	{"idempotency/httpidem", "idempotent-http.md", true},
 }
 
 // Every exported option constructor (a function whose one result is a type
