@@ -157,6 +157,7 @@ const legend = `Rows:
 - Kafka, franz-go: the same topic shape, a raw franz-go PollFetches + CommitUncommittedOffsets loop against the consumer over sources/franzsource with the memory store (sources/franzsource BenchmarkFranzThroughput); its CPU per message likewise the whole process's. The "source alone" rows drive each Source's Receive and Ack with no consumer: what the source costs apart from the consumer and the store.
 - DynamoDB: DynamoDB Local, 32 calls in flight, SDK retries off on every side (dedup/dynamostore BenchmarkDynamoDB). Each store mode runs beside two hand-written versions of its job with the raw SDK client, the three sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (sides run back to back): "minimal" is the smallest request that does the job (a conditional PutItem "attribute_not_exists(pk) OR expires_at < :now" returning the old item on failure; an UpdateItem conditioned on owner and status to complete it; their TransactWriteItems forms with the business write), "own" is the request onceq itself sends, written out by hand (a test keeps it identical), so onceq against it is the store's own cost on the client. Client CPU µs per message is the process's CPU time (user and system) over a side's rounds divided by its messages: DynamoDB Local is another process, so it is the client's alone. Calls per message are counted by SDK middleware, every HTTP attempt.
 - PostgreSQL, Redis: the servers integration/servers.sh starts, 32 operations in flight, each store mode beside the minimal hand-written client doing the same job, the two sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/sidebyside); every message a new key. PostgreSQL (dedup/pgstore BenchmarkPostgres, pgx, one pool of 16 connections): minimal is INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING (which takes an expired record over in the same statement) plus a fenced UPDATE, the claim written as COMPLETED for "one statement", with the stock UPDATE in one transaction for the modes with a write; onceq claims a new key with INSERT … ON CONFLICT DO NOTHING and spends a second statement on a key that has a record. Calls are the statements a tracer on the pool counts, BEGIN and COMMIT included. Redis (dedup/redisstore BenchmarkRedis, go-redis): minimal is SET NX PXAT plus a script that completes while the owner holds the key, or SET NX of the completed value for "one round trip"; onceq claims a new key with SET NX of its whole record (one string; a GET more on a key that has a record) and completes with a fenced script. Calls are the commands a client hook counts. Client CPU as for DynamoDB.
+- Idempotency-Key middleware: one HTTP server and client in the benchmark's process, PostgreSQL beside it, 32 requests in flight, each a new key recording one payment row with its COMPLETED record (dedup/pgstore BenchmarkIdempotencyKey): the middleware (package idempotency/httpidem over a Runner, the row handed over with idempotency.Write) beside a bare handler that reads the body, claims the key with the fingerprint's hash and completes with the row by hand, the two taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/sidebyside). CPU is the whole process's: HTTP client and server, pgx, the middleware.
 - capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is WithoutAdaptiveConcurrency with per-call backoff only (dedup/dynamostore BenchmarkCapacity).
 - RSS: peak resident memory of a separate process per size (integration/rssbench), memory source and store, fixed MaxInFlight; "onceq" is 1M messages, "raw baseline" 100k.
 `
@@ -172,6 +173,7 @@ const (
 	ddb   = "BenchmarkDynamoDB/"
 	pg    = "BenchmarkPostgres/"
 	rds   = "BenchmarkRedis/"
+	idem  = "BenchmarkIdempotencyKey"
 	capA  = "BenchmarkCapacity/Adaptive"
 	capF  = "BenchmarkCapacity/Fixed"
 	rss1  = "BenchmarkRSS/messages=100000"
@@ -220,7 +222,17 @@ var rows = slices.Concat(
 	sqlRows("PostgreSQL", pg+"ClaimCompleteWith1Write", "one transaction + 1 write", 4),
 	sqlRows("Redis", rds+"ClaimThenComplete", "claim+complete", 2),
 	sqlRows("Redis", rds+"ClaimComplete", "one round trip", 1),
+	idempotencyKeyRows,
 )
+
+// idempotencyKeyRows are the Idempotency-Key middleware's, beside a bare
+// handler that makes the same store calls by hand.
+var idempotencyKeyRows = []Row{
+	{Label: "Idempotency-Key middleware, PostgreSQL, payment + 1 write: client CPU µs/request, middleware vs bare handler with the same store calls",
+		Onceq: Fig{idem, "onceq_cpu-us/op"}, Raw: Fig{idem, "min_cpu-us/op"}, Ratio: Fig{idem, "cpu_vs_min"}, Target: AtMost(1.1)},
+	{Label: "Idempotency-Key middleware, PostgreSQL, payment + 1 write: requests/s, middleware vs bare handler",
+		Onceq: Fig{idem, "onceq_msgs/s"}, Raw: Fig{idem, "min_msgs/s"}, Ratio: Fig{idem, "vs_min"}},
+}
 
 // sqlRows are the rows of a PostgreSQL or Redis store mode beside the
 // minimal hand-written client: its benchmark, a label, and the calls
