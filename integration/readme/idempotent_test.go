@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,18 +32,6 @@ func TestIdempotentHTTPWalkthrough(t *testing.T) {
 		t.Skip("builds a module and runs its server")
 	}
 	dbURL := freshDatabase(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := t.TempDir()
-	dir := filepath.Join(base, "payments")
-	if err := os.Symlink(root, filepath.Join(base, "onceq")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	addr := freeAddr(t)
 	programs := fencedBlocks(t, idempotentPage, "go")
 	if len(programs) == 0 {
@@ -53,10 +40,7 @@ func TestIdempotentHTTPWalkthrough(t *testing.T) {
 	if formatted, err := format.Source([]byte(programs[0])); err != nil || string(formatted) != programs[0] {
 		t.Errorf("the page's program is not gofmt-clean (%v)", err)
 	}
-	program := strings.ReplaceAll(programs[0], "127.0.0.1:8080", addr)
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	base, dir := pageDir(t, "payments", strings.ReplaceAll(programs[0], "127.0.0.1:8080", addr))
 	s := &shell{t: t, dir: dir, state: filepath.Join(base, "shell.env"), jobs: map[int]*process{}}
 	if err := os.WriteFile(s.state, []byte("export DATABASE_URL='"+dbURL+"'\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -72,35 +56,7 @@ func TestIdempotentHTTPWalkthrough(t *testing.T) {
 			if m := prints.FindStringSubmatch(line); m != nil {
 				want = m[1]
 			}
-			switch {
-			case strings.HasSuffix(line, "&"):
-				bin := strings.TrimSpace(strings.TrimSuffix(line, "&"))
-				p := startWorker(t, filepath.Join(dir, bin), s.env(ctx))
-				next := 1
-				for n := range s.jobs {
-					next = max(next, n+1)
-				}
-				s.jobs[next], s.all = p, append(s.all, p)
-			case strings.HasPrefix(line, "kill "):
-				f := strings.Fields(line)
-				n, p := s.job(f[len(f)-1])
-				delete(s.jobs, n)
-				if f[1] == "-9" {
-					_ = p.cmd.Process.Signal(syscall.SIGKILL)
-					<-p.exited
-					p.waited = true
-				} else {
-					p.stop(t)
-				}
-			case want != "":
-				var got string
-				testenv.Eventually(t, time.Minute, line+" prints "+want, func() bool {
-					got = strings.TrimSpace(s.run(ctx, line))
-					return got == want
-				})
-			default:
-				s.run(ctx, line)
-			}
+			s.step(ctx, dir, line, want, time.Minute)
 		}
 	}
 	accepted := 0

@@ -94,25 +94,11 @@ func TestKafkaPostgresWalkthrough(t *testing.T) {
 		t.Skip("builds a module and starts servers")
 	}
 	testenv.PostgresURL(t) // the servers this page starts must be installable here
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := t.TempDir()
-	dir := filepath.Join(base, "orders")
-	if err := os.Symlink(root, filepath.Join(base, "onceq")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	programs := fencedBlocks(t, walkthrough, "go")
 	if len(programs) != 1 {
 		t.Fatalf("%s has %d go blocks, want the worker's one", walkthrough, len(programs))
 	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(programs[0]), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	base, dir := pageDir(t, "orders", programs[0])
 	s := &shell{t: t, dir: dir, state: filepath.Join(base, "shell.env"), jobs: map[int]*process{}}
 	// The page's servers on a run directory of the test's own, stopped
 	// whatever happens.
@@ -143,39 +129,7 @@ func TestKafkaPostgresWalkthrough(t *testing.T) {
 					firstCheck = commands
 				}
 			}
-			switch {
-			case strings.HasSuffix(line, "&"):
-				bin := strings.TrimSpace(strings.TrimSuffix(line, "&"))
-				p := startWorker(t, filepath.Join(dir, bin), s.env(ctx))
-				next := 1
-				for n := range s.jobs {
-					next = max(next, n+1)
-				}
-				s.jobs[next], s.all = p, append(s.all, p)
-			case strings.HasPrefix(line, "kill "):
-				for _, f := range strings.Fields(line)[1:] {
-					if f == "-9" {
-						continue
-					}
-					n, p := s.job(f)
-					delete(s.jobs, n)
-					if strings.Contains(line, "-9") {
-						_ = p.cmd.Process.Signal(syscall.SIGKILL)
-						<-p.exited
-						p.waited = true
-					} else {
-						p.stop(t)
-					}
-				}
-			case want != "":
-				var got string
-				testenv.Eventually(t, 3*time.Minute, line+" prints "+want, func() bool {
-					got = strings.TrimSpace(s.run(ctx, line))
-					return got == want
-				})
-			default:
-				s.run(ctx, line)
-			}
+			s.step(ctx, dir, line, want, 3*time.Minute)
 		}
 	}
 	if firstCheck == 0 || firstCheck > 10 {
@@ -188,6 +142,71 @@ func TestKafkaPostgresWalkthrough(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Errorf("the handler recorded order o-1 %d times, want once", runs)
+	}
+}
+
+// pageDir makes a directory name beside a link to this checkout
+// (../onceq), as a page's reader has, with the page's program in it as
+// main.go, and returns the directory above both and the program's.
+func pageDir(t *testing.T, name, program string) (base, dir string) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base = t.TempDir()
+	dir = filepath.Join(base, name)
+	if err := os.Symlink(root, filepath.Join(base, "onceq")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return base, dir
+}
+
+// step runs one line of a page in dir, as its reader would: a line ending
+// in `&` starts the program, `kill -9 %N` and `kill %N` stop it (SIGKILL,
+// SIGTERM), a line that must print want is run again until it does
+// (within bound), and any other line runs once.
+func (s *shell) step(ctx context.Context, dir, line, want string, bound time.Duration) {
+	t := s.t
+	t.Helper()
+	switch {
+	case strings.HasSuffix(line, "&"):
+		bin := strings.TrimSpace(strings.TrimSuffix(line, "&"))
+		p := startWorker(t, filepath.Join(dir, bin), s.env(ctx))
+		next := 1
+		for n := range s.jobs {
+			next = max(next, n+1)
+		}
+		s.jobs[next], s.all = p, append(s.all, p)
+	case strings.HasPrefix(line, "kill "):
+		for _, f := range strings.Fields(line)[1:] {
+			if f == "-9" {
+				continue
+			}
+			n, p := s.job(f)
+			delete(s.jobs, n)
+			if strings.Contains(line, "-9") {
+				_ = p.cmd.Process.Signal(syscall.SIGKILL)
+				<-p.exited
+				p.waited = true
+			} else {
+				p.stop(t)
+			}
+		}
+	case want != "":
+		var got string
+		testenv.Eventually(t, bound, line+" prints "+want, func() bool {
+			got = strings.TrimSpace(s.run(ctx, line))
+			return got == want
+		})
+	default:
+		s.run(ctx, line)
 	}
 }
 
