@@ -39,6 +39,9 @@ type Runner struct {
 	guard *consumer.Guard
 	cfg   config
 	hooks hooks
+	// origin names the calls in spans and metrics: messaging system
+	// "idempotency", destination the namespace ("process idempotency").
+	origin consumer.Origin
 }
 
 // New returns a Runner over store. The Store is the same a consumer uses;
@@ -53,7 +56,7 @@ func New(store dedup.Store, opts ...Option) (*Runner, error) {
 	case cfg.storeRetry <= 0:
 		return nil, fmt.Errorf("idempotency: %w: StoreRetryAfter %v: must be positive", consumer.ErrInvalidConfig, cfg.storeRetry)
 	}
-	r := &Runner{cfg: cfg}
+	r := &Runner{cfg: cfg, origin: consumer.Origin{System: "idempotency", Destination: cfg.namespace}}
 	var guardHooks []consumer.Hook
 	for _, h := range cfg.hooks {
 		mine := hookset.Add(&r.hooks.replayed, h)
@@ -176,7 +179,8 @@ func (r *Runner) Do(ctx context.Context, key string, payload []byte, fn Func) (R
 	var failedUntil time.Time
 	for {
 		c := &call{fn: fn}
-		m := &consumer.Message{Body: payload, Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}, Deliveries: 1}
+		m := &consumer.Message{Body: payload, Attributes: map[string]string{consumer.IdempotencyKeyAttribute: key}, Deliveries: 1,
+			Origin: r.origin}
 		o := r.guard.Process(context.WithValue(ctx, callKey{}, c), m)
 		c.mu.Lock()
 		ran := c.ran

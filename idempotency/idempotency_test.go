@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/onceq/onceq/dedup"
@@ -224,4 +225,34 @@ func TestDoRejectedByWriteCondition(t *testing.T) {
 	if err != nil || !again.Replayed || string(again.Response) != "out of stock" {
 		t.Fatalf("repeat: %+v, %v", again, err)
 	}
+}
+
+// A repeat waits no longer than Wait's bound: then it fails with an
+// *InProgressError, the first call still running.
+func TestDoWaitIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRunner(t, memstore.New(), idempotency.Wait(5*time.Second))
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = r.Do(context.Background(), "k", nil, func(context.Context) ([]byte, error) {
+				close(started)
+				<-release
+				return nil, nil
+			})
+		}()
+		<-started
+		start := time.Now()
+		_, err := r.Do(context.Background(), "k", nil, func(context.Context) ([]byte, error) { return nil, nil })
+		waited := time.Since(start)
+		if !errors.Is(err, idempotency.ErrInProgress) {
+			t.Errorf("err %v, want ErrInProgress", err)
+		}
+		if waited < 4*time.Second || waited > 5*time.Second {
+			t.Errorf("waited %v, want just under the 5s bound", waited)
+		}
+		close(release)
+		<-done
+	})
 }
