@@ -19,8 +19,9 @@ type HookResponseReplayed interface {
 	OnResponseReplayed(ctx context.Context, key string, response []byte)
 }
 
-// HookKeyInProgress sees every repeat that met an earlier call with its
-// key still in progress, before it waits or fails with ErrInProgress.
+// HookKeyInProgress sees a repeat find an earlier call with its key
+// still in progress, before it waits or fails with ErrInProgress: once
+// per look, so a repeat that waits is seen at each look it takes.
 type HookKeyInProgress interface {
 	OnKeyInProgress(ctx context.Context, key string, retryAfter time.Duration)
 }

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -256,3 +257,41 @@ func TestDoWaitIsBounded(t *testing.T) {
 		<-done
 	})
 }
+
+// The key is in no log line and no error text, only its hash.
+func TestKeyNeverLogged(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := newRunner(t, memstore.New(), idempotency.WithLogger(log))
+	const key = "customer-4711@example.com"
+	ok := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
+	var errs []error
+	_, err := r.Do(context.Background(), key, []byte("a"), ok)
+	errs = append(errs, err)
+	_, err = r.Do(context.Background(), key, []byte("b"), ok) // key reuse: logged at WARN
+	errs = append(errs, err)
+	_, err = r.Do(context.Background(), key+"-2", nil, func(context.Context) ([]byte, error) { return nil, errors.New("declined") })
+	errs = append(errs, err)
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(buf.String(), "key_hash=") {
+		t.Errorf("no key_hash in the log:\n%s", buf.String())
+	}
+	if strings.Contains(buf.String(), "customer-4711") {
+		t.Errorf("the key is in the log:\n%s", buf.String())
+	}
+	for _, err := range errs {
+		if err != nil && strings.Contains(err.Error(), "customer-4711") {
+			t.Errorf("the key is in an error: %v", err)
+		}
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

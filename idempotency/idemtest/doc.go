@@ -14,4 +14,8 @@
 // run the handler once, and a store outage answered 503. With
 // Options.Effect, the handler's business write is checked to commit with
 // the response, once.
+//
+// RunKilled runs the test's own binary as the server, kills it with
+// SIGKILL mid-request (before its commit, and after it), restarts it,
+// and checks that the client's retry applies the request once.
 package idemtest
