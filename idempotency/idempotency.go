@@ -72,6 +72,11 @@ func New(store dedup.Store, opts ...Option) (*Runner, error) {
 		// key at once, and the Store never counts runs against it.
 		consumer.FailedRetryDelay(time.Nanosecond), consumer.MaxAttempts(math.MaxInt32),
 	}
+	if cfg.cacheEntries > 0 {
+		gopts = append(gopts, consumer.CompletedCache(cfg.cacheEntries, cfg.cacheBytes))
+	} else {
+		gopts = append(gopts, consumer.WithoutCompletedCache())
+	}
 	if cfg.skewSet {
 		gopts = append(gopts, consumer.ClockSkewMargin(cfg.skew))
 	}

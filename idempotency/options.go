@@ -24,6 +24,8 @@ type config struct {
 	payloadHash consumer.PayloadHashFunc
 	hooks       []Hook
 	guard       []consumer.GuardOption
+	// cacheEntries, cacheBytes size the COMPLETED cache; 0: off.
+	cacheEntries, cacheBytes int
 }
 
 // DefaultInProgressExpiry is InProgressExpiry's default.
@@ -111,6 +113,15 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // "duplicate", "in_flight_elsewhere", ...).
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.guard = append(c.guard, consumer.WithMeterProvider(mp)) }
+}
+
+// CompletedCache keeps the responses of up to entries keys (and bytes in
+// all) completed lately in this process's memory, so that a repeat of
+// one within cache.DefaultMaxAge is answered with no store call. Off by
+// default: a retry is rare beside the calls that run, and each would
+// pay for a copy of its response kept.
+func CompletedCache(entries, bytes int) Option {
+	return func(c *config) { c.cacheEntries, c.cacheBytes = entries, bytes }
 }
 
 // WithClock sets the clock of record times (tests).
