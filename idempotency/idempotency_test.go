@@ -295,3 +295,40 @@ func TestKeyNeverLogged(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// claims counts the Store's claims.
+type claims struct {
+	dedup.Store
+	n atomic.Int32
+}
+
+func (c *claims) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	c.n.Add(1)
+	return c.Store.Claim(ctx, req)
+}
+
+// A repeat asks the Store, unless CompletedCache keeps the response in
+// memory.
+func TestCompletedCache(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		st := &claims{Store: memstore.New()}
+		var opts []idempotency.Option
+		if cached {
+			opts = append(opts, idempotency.CompletedCache(100, 1<<20))
+		}
+		r := newRunner(t, st, opts...)
+		ok := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
+		for range 3 {
+			if _, err := r.Do(context.Background(), "k", nil, ok); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := int32(3)
+		if cached {
+			want = 1
+		}
+		if got := st.n.Load(); got != want {
+			t.Errorf("cache %v: %d claims for a call and two repeats, want %d", cached, got, want)
+		}
+	}
+}
