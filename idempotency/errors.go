@@ -33,7 +33,9 @@ var (
 type InProgressError struct {
 	KeyHash string
 	// RetryAfter is how long to wait before the repeat is worth trying
-	// again.
+	// again: at most a second, since the first call most often ends long
+	// before its lease could (a holder that died keeps the key until its
+	// lease expires, InProgressExpiry after its last heartbeat).
 	RetryAfter time.Duration
 	// Err is the cause: the Guard's account of the held record, or
 	// dedup.ErrLeaseLost when this call's own lease was taken over while

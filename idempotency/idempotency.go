@@ -244,10 +244,16 @@ func (r *Runner) Do(ctx context.Context, key string, payload []byte, fn Func) (R
 	}
 }
 
+// inProgressRetry is the longest wait an *InProgressError advises: the
+// first call most often ends well before its lease could expire, so a
+// repeat looks again soon rather than when a dead holder's lease would
+// be free.
+const inProgressRetry = time.Second
+
 // inProgress is the error of a repeat that met stored, the key as stored,
-// in progress.
-func (r *Runner) inProgress(stored string, after time.Duration, err error) error {
-	return &InProgressError{KeyHash: dedup.KeyHash(stored), RetryAfter: max(after, 100*time.Millisecond), Err: err}
+// in progress, free at the latest after until.
+func (r *Runner) inProgress(stored string, until time.Duration, err error) error {
+	return &InProgressError{KeyHash: dedup.KeyHash(stored), RetryAfter: min(max(until, 100*time.Millisecond), inProgressRetry), Err: err}
 }
 
 // storeClass is an outage's class: Throttled or Transient.

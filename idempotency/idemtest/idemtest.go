@@ -370,7 +370,11 @@ func (s *suite) inFlight409(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); first = a.post(key, "{}") }()
 	<-a.entered
-	wantProblem(t, a.post(key, "{}"), http.StatusConflict, true)
+	busy := a.post(key, "{}")
+	wantProblem(t, busy, http.StatusConflict, true)
+	if got := busy.header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1: the first request most often ends long before its lease could", got)
+	}
 	close(a.gate)
 	<-done
 	wantReplay(t, first, a.post(key, "{}"))
