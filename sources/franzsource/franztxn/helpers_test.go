@@ -72,15 +72,21 @@ func inputKey(i int) string { return "in-" + strconv.Itoa(i) }
 // idempotency-key header) by its number.
 func produceInputs(t testing.TB, addr, topic string, from, to int) {
 	t.Helper()
-	cl := client(t, addr, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
-	var recs []*kgo.Record
-	for i := from; i < to; i++ {
-		recs = append(recs, &kgo.Record{Key: []byte(strconv.Itoa(i % 13)), Value: []byte(strconv.Itoa(i)),
-			Headers: []kgo.RecordHeader{{Key: "idempotency-key", Value: []byte(inputKey(i))}}})
-	}
-	if err := cl.ProduceSync(testenv.Context(t, 30*time.Second), recs...).FirstErr(); err != nil {
+	if err := inputs(client(t, addr, kgo.ProducerLinger(0)), topic, from, to); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
+}
+
+// inputs is produceInputs through cl, for a goroutine of the test.
+func inputs(cl *kgo.Client, topic string, from, to int) error {
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i % 13)), Value: []byte(strconv.Itoa(i)),
+			Headers: []kgo.RecordHeader{{Key: "idempotency-key", Value: []byte(inputKey(i))}}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return cl.ProduceSync(ctx, recs...).FirstErr()
 }
 
 // fanOut returns per outputs to topic for each input.
@@ -232,9 +238,15 @@ func (c *counter) OnKafkaRevoke(context.Context, map[string][]int32, bool) {
 	c.mu.Unlock()
 }
 
-func (c *counter) OnKafkaAssign(context.Context, map[string][]int32) {
+// OnKafkaAssign counts assignments that gave partitions.
+func (c *counter) OnKafkaAssign(_ context.Context, tps map[string][]int32) {
 	c.mu.Lock()
-	c.assigned++
+	for _, ps := range tps {
+		if len(ps) > 0 {
+			c.assigned++
+			break
+		}
+	}
 	c.mu.Unlock()
 }
 

@@ -106,7 +106,9 @@ func Concurrency(n int) Option { return func(c *config) { c.concurrency = n } }
 // ID is derived (default broker.Fingerprint: the idempotency-key header,
 // else a hash of topic, record key and value, as the Kafka sources key a
 // record).
-func WithKeyFunc(f func(*broker.Message) (string, error)) Option { return func(c *config) { c.key = f } }
+func WithKeyFunc(f func(*broker.Message) (string, error)) Option {
+	return func(c *config) { c.key = f }
+}
 
 // RetryBackoff is the first wait after a handler's error aborted a
 // transaction; it doubles up to max (default 100ms, 5s).

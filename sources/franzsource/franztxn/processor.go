@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -80,6 +81,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, tra
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg.logger = cfg.logger.With("transactional_id", transactionalID)
 	p := &Processor{cfg: cfg, group: group, topics: slices.Clone(topics), h: h, known: map[string]bool{}}
 	mp := cfg.meter
 	if mp == nil {
@@ -96,6 +98,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, tra
 
 	kopts := append(slices.Clone(cfg.clientOpts),
 		kgo.SeedBrokers(seeds...),
+		kgo.WithLogger(kgoLogger{cfg.logger}),
 		kgo.ConsumerGroup(group),
 		kgo.TransactionalID(transactionalID),
 		kgo.TransactionTimeout(cfg.txnTimeout),
@@ -504,4 +507,28 @@ func (p *Processor) seeRevoke(ctx context.Context, tps map[string][]int32, lost 
 			h.OnKafkaRevoke(ctx, tps, lost)
 		}
 	}
+}
+
+// kgoLogger passes franz-go's messages to the logger: errors and warnings
+// at warn, the rest at debug.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	ctx := context.Background()
+	switch {
+	case k.l.Enabled(ctx, slog.LevelDebug):
+		return kgo.LogLevelInfo
+	case k.l.Enabled(ctx, slog.LevelWarn):
+		return kgo.LogLevelWarn
+	}
+	return kgo.LogLevelNone
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	keyvals = append(keyvals, "component", "franz-go")
+	if level <= kgo.LogLevelWarn {
+		k.l.Warn(msg, keyvals...)
+		return
+	}
+	k.l.Debug(msg, keyvals...)
 }
