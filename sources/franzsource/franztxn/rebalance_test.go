@@ -25,6 +25,7 @@ func TestRebalanceMidStream(t *testing.T) {
 	// The inputs flow in the background for the whole test.
 	feeding := make(chan struct{})
 	prod := client(t, addr, kgo.ProducerLinger(0))
+	t.Cleanup(func() { <-feeding }) // before prod closes
 	go func() {
 		defer close(feeding)
 		for i := 0; i < total; i += 50 {
