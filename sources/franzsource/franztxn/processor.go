@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -22,6 +20,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/franzsource/internal/kgox"
 )
 
 const instrumentationName = "github.com/onceq/onceq/sources/franzsource/franztxn"
@@ -98,7 +97,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, tra
 
 	kopts := append(slices.Clone(cfg.clientOpts),
 		kgo.SeedBrokers(seeds...),
-		kgo.WithLogger(kgoLogger{cfg.logger}),
+		kgo.WithLogger(kgox.Logger{L: cfg.logger}),
 		kgo.ConsumerGroup(group),
 		kgo.TransactionalID(transactionalID),
 		kgo.TransactionTimeout(cfg.txnTimeout),
@@ -168,7 +167,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			// to its committed offset, dropping what the client buffered
 			// past it: the records just polled come again, and the work of
 			// handling them is not thrown away by an abort.
-			_, err := p.sess.End(p.endContext(ctx), kgo.TryAbort)
+			_, err := p.end(ctx, kgo.TryAbort)
 			p.sess.AllowRebalance()
 			if err != nil {
 				return p.endError(err)
@@ -207,12 +206,15 @@ func (p *Processor) Run(ctx context.Context) error {
 // partition lost, a commit refused by a rebalance).
 var errAborted = errors.New("franztxn: transaction aborted by the group")
 
-// endContext bounds an End: cancelling one leaves the client unsure
-// whether the broker committed, so a shutdown does not cut it short.
-func (p *Processor) endContext(ctx context.Context) context.Context {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.rebalance)
-	context.AfterFunc(c, cancel)
-	return c
+// end ends the transaction (or, with none open, clears the session's
+// revoke mark and sets the partitions back to their committed offsets).
+// Cancelling an End leaves the client unsure whether the broker
+// committed, so a shutdown does not cut it short: it is bounded by the
+// rebalance timeout instead.
+func (p *Processor) end(ctx context.Context, how kgo.TransactionEndTry) (bool, error) {
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.rebalance)
+	defer cancel()
+	return p.sess.End(ectx, how)
 }
 
 // transact handles recs in one transaction and ends it.
@@ -233,7 +235,7 @@ func (p *Processor) transact(ctx context.Context, recs []*kgo.Record, attempt in
 	ev := TransactionEvent{Records: len(recs), Outputs: outputs.count()}
 	p.revoked.Store(false) // End clears the session's own mark
 	if herr != nil {
-		_, err := p.sess.End(p.endContext(ctx), kgo.TryAbort)
+		_, err := p.end(ctx, kgo.TryAbort)
 		ev.Err = herr
 		p.report(ctx, ev)
 		if fenced(herr) || err != nil && fenced(err) {
@@ -244,7 +246,7 @@ func (p *Processor) transact(ctx context.Context, recs []*kgo.Record, attempt in
 		}
 		return herr
 	}
-	committed, err := p.sess.End(p.endContext(ctx), kgo.TryCommit)
+	committed, err := p.end(ctx, kgo.TryCommit)
 	ev.Committed = committed
 	if err != nil {
 		ev.Err = err
@@ -446,28 +448,8 @@ func (p *Processor) destination(ctx context.Context, topic string) error {
 
 // checkTopics proves, from the brokers' metadata, that topics exist.
 func (p *Processor) checkTopics(ctx context.Context, topics []string) error {
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, p.sess.Client())
-	if err != nil {
-		return fmt.Errorf("franztxn: reading metadata of %v: %w", topics, err)
-	}
-	for _, t := range topics {
-		i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
-		if i < 0 {
-			return fmt.Errorf("%w: %q", ErrUnknownTopic, t)
-		}
-		if err := kerr.ErrorForCode(resp.Topics[i].ErrorCode); err != nil {
-			if err == kerr.UnknownTopicOrPartition {
-				return fmt.Errorf("%w: %q: %w", ErrUnknownTopic, t, err)
-			}
-			return fmt.Errorf("franztxn: metadata of %q: %w", t, err)
-		}
+	if err := kgox.CheckTopics(ctx, p.sess.Client(), "franztxn", topics); err != nil {
+		return err
 	}
 	p.knownMu.Lock()
 	for _, t := range topics {
@@ -507,28 +489,4 @@ func (p *Processor) seeRevoke(ctx context.Context, tps map[string][]int32, lost 
 			h.OnKafkaRevoke(ctx, tps, lost)
 		}
 	}
-}
-
-// kgoLogger passes franz-go's messages to the logger: errors and warnings
-// at warn, the rest at debug.
-type kgoLogger struct{ l *slog.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel {
-	ctx := context.Background()
-	switch {
-	case k.l.Enabled(ctx, slog.LevelDebug):
-		return kgo.LogLevelInfo
-	case k.l.Enabled(ctx, slog.LevelWarn):
-		return kgo.LogLevelWarn
-	}
-	return kgo.LogLevelNone
-}
-
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	keyvals = append(keyvals, "component", "franz-go")
-	if level <= kgo.LogLevelWarn {
-		k.l.Warn(msg, keyvals...)
-		return
-	}
-	k.l.Debug(msg, keyvals...)
 }

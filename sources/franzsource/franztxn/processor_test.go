@@ -130,22 +130,31 @@ func TestMisuseStopsWithTypedError(t *testing.T) {
 	}
 }
 
-// A handler's permanent error stops Run with the record named, its
-// transaction aborted.
+// A handler's permanent error, or its panic, stops Run with the record
+// named, its transaction aborted.
 func TestPermanentErrorStops(t *testing.T) {
 	addr := brokerAddr(t)
-	in, out, group := names(t)
-	createTopic(t, addr, in, 1)
-	createTopic(t, addr, out, 1)
-	produceInputs(t, addr, in, 0, 1)
 	bad := errors.New("malformed")
-	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
-		return consumer.Result{}, consumer.Permanent(bad)
-	})
-	err := start(t, addr, group, in, group+"-a", h).wait(t, 30*time.Second)
-	var rerr *franztxn.RecordError
-	if !errors.Is(err, bad) || !errors.As(err, &rerr) || rerr.Offset != 0 {
-		t.Fatalf("Run: %v, want a *RecordError at offset 0 wrapping the handler's error", err)
+	for name, h := range map[string]consumer.HandlerFunc{
+		"permanent": func(context.Context, *consumer.Message) (consumer.Result, error) {
+			return consumer.Result{}, consumer.Permanent(bad)
+		},
+		"panic": func(context.Context, *consumer.Message) (consumer.Result, error) { panic(bad) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			in, out, group := names(t)
+			createTopic(t, addr, in, 1)
+			createTopic(t, addr, out, 1)
+			produceInputs(t, addr, in, 0, 1)
+			err := start(t, addr, group, in, group+"-a", h).wait(t, 30*time.Second)
+			var rerr *franztxn.RecordError
+			if !errors.Is(err, consumer.ErrPermanent) || !errors.As(err, &rerr) || rerr.Offset != 0 {
+				t.Fatalf("Run: %v, want a *RecordError at offset 0, permanent", err)
+			}
+			if name == "permanent" && !errors.Is(err, bad) {
+				t.Fatalf("Run: %v, want the handler's error wrapped", err)
+			}
+		})
 	}
 }
 
