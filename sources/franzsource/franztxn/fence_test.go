@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource/franztxn"
 )
@@ -47,12 +48,15 @@ func TestFencedWorkerCommitsNothing(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the worker never stalled")
 	}
+	admin := client(t, addr)
 	testenv.Eventually(t, 10*time.Second, "the open transaction's outputs written", func() bool {
-		return uncommitted.outputs() > committed.outputs()
+		return openTransaction(t, admin, out, 1)
 	})
 
 	// Another producer takes the transactional ID over.
-	thief := client(t, addr, kgo.TransactionalID(group+"-x"), kgo.DefaultProduceTopic(out))
+	scratch := grouptest.TopicName(t, "scratch")
+	createTopic(t, addr, scratch, 1)
+	thief := client(t, addr, kgo.TransactionalID(group+"-x"), kgo.DefaultProduceTopic(scratch))
 	if err := thief.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,4 +73,5 @@ func TestFencedWorkerCommitsNothing(t *testing.T) {
 	start(t, addr, group, in, group+"-y", fanOut(out, 1))
 	testenv.Eventually(t, 60*time.Second, "every output read", func() bool { return committed.outputs() >= total })
 	exactlyOnce(t, finish(t, addr, out, 1, committed), total, 1)
+	testenv.Eventually(t, 10*time.Second, "the zombie's aborted outputs read uncommitted", func() bool { return uncommitted.outputs() > total })
 }

@@ -219,6 +219,10 @@ type counter struct {
 	committed, aborted int
 	revoked, assigned  int
 	lastErr            error
+	// assigns counts every assignment callback, empty ones too, and
+	// assignsAtRevoke their number at the last revoke: a member has
+	// finished the rebalance that followed a revoke once it exceeds it.
+	assigns, assignsAtRevoke int
 }
 
 func (c *counter) OnKafkaTransaction(_ context.Context, e franztxn.TransactionEvent) {
@@ -235,12 +239,22 @@ func (c *counter) OnKafkaTransaction(_ context.Context, e franztxn.TransactionEv
 func (c *counter) OnKafkaRevoke(context.Context, map[string][]int32, bool) {
 	c.mu.Lock()
 	c.revoked++
+	c.assignsAtRevoke = c.assigns
 	c.mu.Unlock()
+}
+
+// rejoined reports that a revoke came and the member's assignment after
+// it too.
+func (c *counter) rejoined() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.revoked > 0 && c.assigns > c.assignsAtRevoke
 }
 
 // OnKafkaAssign counts assignments that gave partitions.
 func (c *counter) OnKafkaAssign(_ context.Context, tps map[string][]int32) {
 	c.mu.Lock()
+	c.assigns++
 	for _, ps := range tps {
 		if len(ps) > 0 {
 			c.assigned++
@@ -314,4 +328,43 @@ func (r *running) wait(t testing.TB, d time.Duration) error {
 
 func names(t testing.TB) (in, out, group string) {
 	return grouptest.TopicName(t, "in"), grouptest.TopicName(t, "out"), grouptest.TopicName(t, "group")
+}
+
+// openTransaction reports that a transaction still open has written
+// records to topic: some partition's last stable offset is below its
+// high watermark.
+func openTransaction(t testing.TB, cl *kgo.Client, topic string, partitions int32) bool {
+	t.Helper()
+	ends := func(isolation int8) map[int32]int64 {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = isolation
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for p := range partitions {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(testenv.Context(t, 10*time.Second), cl)
+		if err != nil {
+			t.Fatalf("list offsets of %s: %v", topic, err)
+		}
+		out := map[int32]int64{}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode == 0 {
+					out[rp.Partition] = rp.Offset
+				}
+			}
+		}
+		return out
+	}
+	stable, high := ends(1), ends(0)
+	for p, h := range high {
+		if stable[p] < h {
+			return true
+		}
+	}
+	return false
 }

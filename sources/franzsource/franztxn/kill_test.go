@@ -81,8 +81,9 @@ func TestKillMidTransaction(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the worker never stalled")
 	}
+	admin := client(t, addr)
 	testenv.Eventually(t, 10*time.Second, "the open transaction's outputs written", func() bool {
-		return uncommitted.outputs() > committed.outputs()
+		return openTransaction(t, admin, out, 2)
 	})
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -68,9 +68,8 @@ func TestRevokeBetweenTransactionsAbortsNothing(t *testing.T) {
 	// up.
 	start(t, addr, group, in, group+"-2", fanOut(out, 1), franztxn.WithHooks(c2))
 	testenv.Eventually(t, 30*time.Second, "the rebalance done", func() bool {
-		_, _, rev, _ := c1.get()
 		_, _, _, a := c2.get()
-		return rev >= 1 && a >= 1
+		return c1.rejoined() && a >= 1
 	})
 	before, _, _, _ := c1.get()
 	produceInputs(t, addr, in, 100, 300)
