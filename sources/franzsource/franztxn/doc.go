@@ -34,8 +34,10 @@
 //
 // A Result with Writes is refused (ErrWritesUnsupported): nothing here
 // commits them. An output to a topic that does not exist is refused
-// (ErrUnknownTopic) before it is produced. Both stop Run with a
-// *RecordError naming the input, its transaction aborted. A Rejected
+// (ErrUnknownTopic) before it is produced, and one larger than its
+// topic takes is refused by the topic (an *outbox.RefusedError). Each
+// stops Run with a *RecordError naming the input, its transaction
+// aborted. A Rejected
 // Result sends nothing; Response is not kept (there is no store to cache
 // it in).
 //

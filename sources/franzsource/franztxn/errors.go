@@ -36,8 +36,10 @@ var (
 )
 
 // RecordError names the input record whose handling stopped Run: a
-// handler's permanent error (consumer.Permanent), or a misuse
-// (ErrWritesUnsupported, ErrUnknownTopic). Its transaction was aborted and
+// handler's permanent error (consumer.Permanent), a misuse
+// (ErrWritesUnsupported, ErrUnknownTopic), or an output the topic refused
+// for good (an *outbox.RefusedError, errors.Is outbox.ErrRefused: larger
+// than the topic's max.message.bytes). Its transaction was aborted and
 // the record's offset is not committed: after a fix, the group reads it
 // again.
 type RecordError struct {

@@ -50,11 +50,17 @@ func client(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func createTopic(t testing.TB, addr, topic string, partitions int32) {
+// createTopic creates topic, with configs given as name, value pairs.
+func createTopic(t testing.TB, addr, topic string, partitions int32, configs ...string) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+	for i := 0; i+1 < len(configs); i += 2 {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = configs[i], kmsg.StringPtr(configs[i+1])
+		rt.Configs = append(rt.Configs, c)
+	}
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(testenv.Context(t, 10*time.Second), client(t, addr))
 	if err == nil {

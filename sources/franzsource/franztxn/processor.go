@@ -390,7 +390,13 @@ func (p *Processor) handle(ctx, pctx context.Context, r *kgo.Record, attempt int
 		}
 		out.n.Add(1)
 		p.sess.Produce(pctx, record(o, outbox.ID(key, i)), func(_ *kgo.Record, err error) {
-			if err != nil {
+			switch {
+			case err == nil:
+			case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+				// No retry sends it: the input's fault, as a relay's
+				// refused entry is.
+				out.fail(recErr(&outbox.RefusedError{Destination: o.Destination, Reason: err.Error()}))
+			default:
 				out.fail(fmt.Errorf("franztxn: producing to %q: %w", o.Destination, err))
 			}
 		})

@@ -2,6 +2,7 @@ package franztxn_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strconv"
 	"sync/atomic"
@@ -89,9 +90,9 @@ func TestHandlerErrorAbortsAndRetries(t *testing.T) {
 	}
 }
 
-// A Result with Writes, or an output to a topic that does not exist,
-// stops Run with a typed error naming the record; nothing of its
-// transaction commits.
+// A Result with Writes, an output to a topic that does not exist, or one
+// larger than its topic takes, stops Run with a typed error naming the
+// record; nothing of its transaction commits.
 func TestMisuseStopsWithTypedError(t *testing.T) {
 	addr := brokerAddr(t)
 	for name, tc := range map[string]struct {
@@ -107,11 +108,17 @@ func TestMisuseStopsWithTypedError(t *testing.T) {
 		"no destination": {func(string) consumer.Result {
 			return consumer.Result{Outbox: []outbox.Message{{Body: []byte("x")}}}
 		}, franztxn.ErrUnknownTopic},
+		"too large": {func(out string) consumer.Result {
+			// Random, so that no compression shrinks it below the limit.
+			body := make([]byte, 20000)
+			_, _ = rand.Read(body)
+			return consumer.Result{Outbox: []outbox.Message{{Destination: out, Body: body}}}
+		}, outbox.ErrRefused},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in, out, group := names(t)
 			createTopic(t, addr, in, 1)
-			createTopic(t, addr, out, 1)
+			createTopic(t, addr, out, 1, "max.message.bytes", "10000")
 			produceInputs(t, addr, in, 0, 3)
 			committed := newReader(t, addr, out, true)
 			h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
