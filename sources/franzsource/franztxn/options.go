@@ -151,7 +151,9 @@ type TransactionEvent struct {
 	// Records counts the input records of the transaction, Outputs the
 	// records it produced.
 	Records, Outputs int
-	// Err is why it aborted (nil when committed, and for an abort the
-	// client decided after a rebalance).
+	// Err is why it aborted: a handler's error, an output refused, a
+	// produce that failed. It is nil when committed, and for a
+	// transaction the group overtook (a rebalance ended its generation
+	// first, or partitions were lost), which the client aborted itself.
 	Err error
 }

@@ -254,7 +254,6 @@ func (p *Processor) transact(ctx context.Context, recs []*kgo.Record, attempt in
 		return p.endError(err)
 	}
 	if !committed {
-		ev.Err = errAborted
 		p.report(ctx, ev)
 		p.cfg.logger.Info("franztxn: transaction aborted: the group rebalanced or dropped this member; the records are read again",
 			"group", p.group, "records", len(recs))
