@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/lambda/kafkalambda"
 	"github.com/onceq/onceq/lambda/sqslambda"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/franzsource/franztxn"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/sqssource"
@@ -30,6 +31,7 @@ func TestOneConfigurationError(t *testing.T) {
 	_, refusals["sqssource"] = sqssource.New(ctx, nil, "")
 	_, refusals["kafkasource"] = kafkasource.New(ctx, nil, "", nil)
 	_, refusals["franzsource"] = franzsource.New(ctx, nil, "", nil)
+	_, refusals["franztxn"] = franztxn.New(ctx, nil, "", nil, "", nil)
 	_, refusals["sqslambda"] = sqslambda.New(nil, nil)
 	_, refusals["kafkalambda"] = kafkalambda.New(nil, nil)
 	sentinels := map[string]error{

@@ -3,8 +3,9 @@
 // partitions that move are revoked and drained; this member goes on
 // processing the partitions it keeps meanwhile. (sources/kafkasource,
 // over kafka-go, has only the eager protocol: every rebalance stops every
-// partition of every member.) It is the only package of onceq that
-// imports franz-go.
+// partition of every member.) Its packages are the only ones of onceq's
+// library that use franz-go's client; package franztxn, beside it, runs
+// Kafka to Kafka in Kafka transactions with no store.
 //
 // Its options, errors and hooks are package kafkagroup's, shared with
 // sources/kafkasource; [GroupProtocol], [TLS], [SASL], [WithDialer],

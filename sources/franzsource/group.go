@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"slices"
 	"time"
@@ -337,30 +336,6 @@ func (s *Source) commit(parent context.Context, timeout time.Duration, ps []*par
 		}
 	}
 	return err
-}
-
-// kgoLogger passes franz-go's messages to the source's logger: errors and
-// warnings at warn, the rest at debug.
-type kgoLogger struct{ l *slog.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel {
-	ctx := context.Background()
-	switch {
-	case k.l.Enabled(ctx, slog.LevelDebug):
-		return kgo.LogLevelInfo
-	case k.l.Enabled(ctx, slog.LevelWarn):
-		return kgo.LogLevelWarn
-	}
-	return kgo.LogLevelNone
-}
-
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	keyvals = append(keyvals, "component", "franz-go")
-	if level <= kgo.LogLevelWarn {
-		k.l.Warn(msg, keyvals...)
-		return
-	}
-	k.l.Debug(msg, keyvals...)
 }
 
 // tlsDial wraps a dialer in a TLS client handshake.

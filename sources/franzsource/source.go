@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/franzsource/internal/kgox"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
@@ -154,7 +155,7 @@ func (s *Source) join() {
 
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	c := s.cfg
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgoLogger{c.Logger})}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: c.Logger})}
 	if c.dial != nil {
 		opts = append(opts, kgo.Dialer(c.dial))
 	}
@@ -206,30 +207,7 @@ func (s *Source) Check(ctx context.Context) error {
 
 // checkTopics proves, from the brokers' metadata, that topics exist.
 func (s *Source) checkTopics(ctx context.Context, topics []string) error {
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, s.prod)
-	if err != nil {
-		return fmt.Errorf("franzsource: reading metadata of %v: %w", topics, err)
-	}
-	for _, t := range topics {
-		i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
-		if i < 0 {
-			return fmt.Errorf("%w: %q", kafkagroup.ErrUnknownTopic, t)
-		}
-		if err := kerr.ErrorForCode(resp.Topics[i].ErrorCode); err != nil {
-			if err == kerr.UnknownTopicOrPartition {
-				return fmt.Errorf("%w: %q: %w", kafkagroup.ErrUnknownTopic, t, err)
-			}
-			return fmt.Errorf("franzsource: metadata of %q: %w", t, err)
-		}
-	}
-	return nil
+	return kgox.CheckTopics(ctx, s.prod, "franzsource", topics)
 }
 
 // maxMessageBytes reads the topics' max.message.bytes from the brokers
