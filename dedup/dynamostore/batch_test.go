@@ -65,11 +65,7 @@ func TestBatchWritesPerMessage(t *testing.T) {
 	st, client, calls := countedStore(t)
 	ins := inserts(t, client)(t, st)
 	bs := st.Offsets()
-	p := batch.Partition{Group: uniqueName("g"), Topic: "orders", Partition: 0}
-	l, err := bs.Acquire(t.Context(), p, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l := acquired(t, bs, 0)
 	const batches, size = 10, 100
 	for b := range batches {
 		ws := make([]any, size-1)
@@ -95,11 +91,7 @@ func TestBatchCommitRetriedAfterLostAnswer(t *testing.T) {
 	rig := newFaultRig(t, fastPolicy(5))
 	ins := inserts(t, dynamoClient(t, testenv.DynamoDBEndpoint(t), nil))(t, nil)
 	bs := rig.st.Offsets()
-	p := batch.Partition{Group: uniqueName("g"), Topic: "orders", Partition: 1}
-	l, err := bs.Acquire(t.Context(), p, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, l := acquired(t, bs, 1)
 	rig.proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Nth: 1, Fault: faultproxy.InternalError, After: true})
 	id, k := uniqueName("id"), uniqueKey(t)
 	if err := bs.Commit(t.Context(), batchCommit(l, 0, 5, []any{ins.Insert(id)}, []string{k})); err != nil {
@@ -125,16 +117,12 @@ func TestBatchDuplicateKeysBeforeWriteCondition(t *testing.T) {
 	st, client, _ := countedStore(t)
 	ins := inserts(t, client)(t, st)
 	bs := st.Offsets()
-	p := batch.Partition{Group: uniqueName("g"), Topic: "orders", Partition: 2}
-	l, err := bs.Acquire(t.Context(), p, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l := acquired(t, bs, 2)
 	id, k := uniqueName("id"), uniqueKey(t)
 	if err := bs.Commit(t.Context(), batchCommit(l, 0, 1, []any{ins.Insert(id)}, []string{k})); err != nil {
 		t.Fatal(err)
 	}
-	err = bs.Commit(t.Context(), batchCommit(l, 1, 2, []any{ins.Insert(id)}, []string{uniqueKey(t), k}))
+	err := bs.Commit(t.Context(), batchCommit(l, 1, 2, []any{ins.Insert(id)}, []string{uniqueKey(t), k}))
 	var de *batch.DuplicateKeysError
 	if !errors.As(err, &de) || !slices.Equal(de.Indexes, []int{1}) {
 		t.Fatalf("commit with a live key and a failing write: %v, want a *batch.DuplicateKeysError for [1]", err)
@@ -148,11 +136,7 @@ func TestBatchRegionalClientsRefuseKeys(t *testing.T) {
 	table := recordsTable(t, c)
 	st := newStore(t, nil, table, dynamostore.WithRegionalClients([]*ddb.Client{c, c}))
 	bs := st.Offsets()
-	p := batch.Partition{Group: uniqueName("g"), Topic: "orders", Partition: 0}
-	l, err := bs.Acquire(t.Context(), p, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l := acquired(t, bs, 0)
 	if err := bs.Commit(t.Context(), batchCommit(l, 0, 1, nil, []string{uniqueKey(t)})); !errors.Is(err, dynamostore.ErrInvalidConfig) {
 		t.Fatalf("commit with keys over regional clients: %v, want ErrInvalidConfig", err)
 	}
@@ -175,4 +159,16 @@ func TestBatchMissingOffsetsTable(t *testing.T) {
 		t.Fatalf("Acquire without the offsets table: %v (%v), want a *TableNotFoundError for %s, Misconfigured",
 			err, retry.Classify(err), dynamostore.OffsetsTable(table))
 	}
+}
+
+// acquired is a fresh partition of topic orders, acquired over bs by
+// member "m".
+func acquired(t *testing.T, bs batch.Store, partition int32) (batch.Partition, batch.Lease) {
+	t.Helper()
+	p := batch.Partition{Group: uniqueName("g"), Topic: "orders", Partition: partition}
+	l, err := bs.Acquire(t.Context(), p, "m")
+	if err != nil {
+		t.Fatalf("Acquire %s: %v", p, err)
+	}
+	return p, l
 }

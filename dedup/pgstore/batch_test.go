@@ -51,6 +51,20 @@ func inserts(t *testing.T, p *pgxpool.Pool, table string) func(*testing.T, dedup
 // batchPool is a pool of one connection to the test server through a
 // proxy that can lose answers, with a tracer counting round trips.
 func batchPool(t *testing.T) (*pgxpool.Pool, *faultproxy.TCP, *roundTrips) {
+	cfg, proxy := proxiedConfig(t)
+	rt := &roundTrips{}
+	cfg.ConnConfig.Tracer = rt
+	db, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db, proxy, rt
+}
+
+// proxiedConfig is a pool configuration of one connection to the test
+// server through a proxy that can cut connections and lose answers.
+func proxiedConfig(t *testing.T) (*pgxpool.Config, *faultproxy.TCP) {
 	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -60,14 +74,7 @@ func batchPool(t *testing.T) (*pgxpool.Pool, *faultproxy.TCP, *roundTrips) {
 	p, _ := strconv.Atoi(port)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
 	cfg.MaxConns = 1
-	rt := &roundTrips{}
-	cfg.ConnConfig.Tracer = rt
-	db, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	return db, proxy, rt
+	return cfg, proxy
 }
 
 // roundTrips counts what the pool sends: each statement alone and each
@@ -108,11 +115,7 @@ func TestBatchCommitRoundTrips(t *testing.T) {
 	ins := inserts(t, pool(t), table)(t, nil)
 	bs := newStore(t, db, table).Offsets()
 	ctx := testCtx(t)
-	p := batch.Partition{Group: uniqueName("g"), Topic: "t", Partition: 0}
-	l, err := bs.Acquire(ctx, p, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l := acquired(t, bs)
 	now := time.Now()
 	commit := func(from int64) error {
 		ks := batchKeys(100)
@@ -147,11 +150,7 @@ func TestBatchCommitRetriedAfterLostAnswer(t *testing.T) {
 		pgstore.WithRetryPolicy(retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}))
 	bs := s.Offsets()
 	ctx := testCtx(t)
-	p := batch.Partition{Group: uniqueName("g"), Topic: "t", Partition: 0}
-	l, err := bs.Acquire(ctx, p, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, l := acquired(t, bs)
 	now := time.Now()
 	if err := bs.Commit(ctx, batch.Commit{Lease: l, From: 0, Next: 5, Now: now}); err != nil {
 		t.Fatal(err)
@@ -162,7 +161,7 @@ func TestBatchCommitRetriedAfterLostAnswer(t *testing.T) {
 		return nil
 	})
 	id, k := uniqueName("id"), batchKeys(1)
-	err = bs.Commit(ctx, batch.Commit{Lease: l, From: 5, Next: 9, Writes: []any{ins.Insert(id), loseCommit}, Keys: k,
+	err := bs.Commit(ctx, batch.Commit{Lease: l, From: 5, Next: 9, Writes: []any{ins.Insert(id), loseCommit}, Keys: k,
 		Now: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatalf("commit whose answer was lost: %v, want success", err)
@@ -199,18 +198,14 @@ func TestBatchWriteEndingTransaction(t *testing.T) {
 	ins := inserts(t, p, table)(t, nil)
 	bs := newStore(t, p, table).Offsets()
 	ctx := testCtx(t)
-	part := batch.Partition{Group: uniqueName("g"), Topic: "t", Partition: 0}
-	l, err := bs.Acquire(ctx, part, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	part, l := acquired(t, bs)
 	now := time.Now()
 	rollback := pgstore.Func(func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Conn().Exec(ctx, "ROLLBACK")
 		return err
 	})
 	a, b := uniqueName("id"), uniqueName("id")
-	err = bs.Commit(ctx, batch.Commit{Lease: l, From: 0, Next: 3, Writes: []any{ins.Insert(a), rollback}, Now: now})
+	err := bs.Commit(ctx, batch.Commit{Lease: l, From: 0, Next: 3, Writes: []any{ins.Insert(a), rollback}, Now: now})
 	var te *pgstore.TxEndedError
 	if !errors.As(err, &te) || te.Index != 1 || te.Committed {
 		t.Fatalf("commit whose Func rolled back: %v, want a *TxEndedError for write 1, not committed", err)
@@ -298,4 +293,15 @@ func TestBatchOverPlainDB(t *testing.T) {
 	if _, err := s.Get(ctx, ks[0]); !errors.Is(err, dedup.ErrNotFound) {
 		t.Fatalf("the zombie's key: %v, want absent", err)
 	}
+}
+
+// acquired is a fresh partition, acquired over bs by member "m".
+func acquired(t *testing.T, bs batch.Store) (batch.Partition, batch.Lease) {
+	t.Helper()
+	p := batch.Partition{Group: uniqueName("g"), Topic: "t", Partition: 0}
+	l, err := bs.Acquire(testCtx(t), p, "m")
+	if err != nil {
+		t.Fatalf("Acquire %s: %v", p, err)
+	}
+	return p, l
 }
