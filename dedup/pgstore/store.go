@@ -587,6 +587,9 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
+	if err := noOutbox(req.Outbox); err != nil {
+		return err
+	}
 	l := req.Lease
 	args := []any{rowID(l.Key), l.Owner, l.Version, req.Response, req.ExpiresAt}
 	if len(writes) == 0 {
@@ -714,6 +717,9 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	}
 	writes, err := asWrites(req.Writes)
 	if err != nil {
+		return dedup.Claim{}, err
+	}
+	if err := noOutbox(req.Outbox); err != nil {
 		return dedup.Claim{}, err
 	}
 	if len(writes) == 0 {
