@@ -384,7 +384,13 @@ func (o *Outbox) forget(now time.Time) {
 	}
 }
 
-// pendingLanes lists the lanes with Pending entries, oldest entry first.
+// discoveryPages bounds the pages of a shard of the pending index one
+// Lease reads: a long lane at the front of a shard (its entries are read
+// one page after another) hides the lanes behind it no further than that.
+const discoveryPages = 8
+
+// pendingLanes lists up to max lanes with Pending entries per shard of
+// the pending index, oldest entry first.
 func (o *Outbox) pendingLanes(ctx context.Context, max int) ([]string, error) {
 	type head struct{ lane, sk string }
 	var heads []head
@@ -396,12 +402,20 @@ func (o *Outbox) pendingLanes(ctx context.Context, max int) ([]string, error) {
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pq": str("p#" + strconv.Itoa(n))},
 			Limit:                     aws.Int32(int32(min(max*4, 1000))),
 		}
-		items, err := o.query(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range items {
-			heads = append(heads, head{lane: itemS(it, oPK), sk: itemS(it, oSK)})
+		lanes := map[string]bool{}
+		for page := 0; page < discoveryPages && len(lanes) < max; page++ {
+			items, next, err := o.query(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range items {
+				heads = append(heads, head{lane: itemS(it, oPK), sk: itemS(it, oSK)})
+				lanes[itemS(it, oPK)] = true
+			}
+			if len(next) == 0 {
+				break
+			}
+			in.ExclusiveStartKey = next
 		}
 	}
 	slices.SortFunc(heads, func(a, b head) int { return strings.Compare(a.sk, b.sk) })
@@ -426,11 +440,13 @@ func (o *Outbox) lanePending(ctx context.Context, lane string, n int) ([]map[str
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(lane)},
 		Limit:                     aws.Int32(int32(min(n, 1000))),
 	}
-	return o.query(ctx, in)
+	items, _, err := o.query(ctx, in)
+	return items, err
 }
 
-// query runs one Query page of Lease under the instruments.
-func (o *Outbox) query(ctx context.Context, in *ddb.QueryInput) ([]map[string]types.AttributeValue, error) {
+// query runs one Query page of Lease under the instruments, and returns
+// its items and where the next page starts (none: the last).
+func (o *Outbox) query(ctx context.Context, in *ddb.QueryInput) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 	var out *ddb.QueryOutput
 	err := o.s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
 		var err error
@@ -441,9 +457,9 @@ func (o *Outbox) query(ctx context.Context, in *ddb.QueryInput) ([]map[string]ty
 		return out.ResultMetadata, err
 	})
 	if err != nil {
-		return nil, o.wrap("lease", err)
+		return nil, nil, o.wrap("lease", err)
 	}
-	return out.Items, nil
+	return out.Items, out.LastEvaluatedKey, nil
 }
 
 // take leases entry e (read as it) to req.Owner, if it is still as read

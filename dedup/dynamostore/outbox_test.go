@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,41 @@ func TestOutboxTable(t *testing.T) {
 	}
 	if n := dynamostore.OutboxTable(strings.Repeat("t", 255)); len(n) > 255 || n == dynamostore.OutboxTable(strings.Repeat("t", 254)+"u") {
 		t.Fatalf("outbox table %q: want a distinct name within 255 characters", n)
+	}
+}
+
+// A long lane at the front of the pending index hides no lane behind it
+// while its head is held: Lease reads further pages to find them.
+func TestOutboxLongLaneHidesNoOther(t *testing.T) {
+	s, _, _ := outboxStore(t)
+	now := time.Now()
+	long := make([]outbox.Message, 60)
+	for i := range long {
+		long[i] = outbox.Message{Destination: "q", OrderingKey: "long", Body: []byte("b")}
+	}
+	l := claimAt(t, s, "test#long", now)
+	if err := s.Complete(t.Context(), dedup.CompleteRequest{Lease: l, Now: now, ExpiresAt: now.Add(time.Hour), Outbox: long}); err != nil {
+		t.Fatal(err)
+	}
+	ob := s.Outbox()
+	held, err := ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r1", Now: now, LeaseUntil: now.Add(time.Minute), Max: 1})
+	if err != nil || len(held) != 1 || held[0].OrderingKey != "long" {
+		t.Fatalf("first lease: %+v, %v", held, err)
+	}
+	// A lane of the same shard of the pending index, behind the long one.
+	other := "other"
+	for i := 0; dynamostore.PendingShard("q", other) != dynamostore.PendingShard("q", "long"); i++ {
+		other = "other" + strconv.Itoa(i)
+	}
+	later := now.Add(time.Second)
+	l2 := claimAt(t, s, "test#other", later)
+	if err := s.Complete(t.Context(), dedup.CompleteRequest{Lease: l2, Now: later, ExpiresAt: later.Add(time.Hour),
+		Outbox: []outbox.Message{{Destination: "q", OrderingKey: other, Body: []byte("b")}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Max 10: a page is 40 index entries, all of the long lane.
+	got, err := ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r2", Now: later, LeaseUntil: later.Add(time.Minute), Max: 10})
+	if err != nil || len(got) != 1 || got[0].OrderingKey != other {
+		t.Fatalf("lease behind a held long lane: %+v, %v; want the other lane's entry", got, err)
 	}
 }
