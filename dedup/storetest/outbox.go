@@ -190,7 +190,7 @@ func entries(t *testing.T, ob outbox.Store, dest string, state outbox.State) []o
 	return mine
 }
 
-func ids(es []outbox.Entry) []string {
+func entryIDs(es []outbox.Entry) []string {
 	out := make([]string, len(es))
 	for i, e := range es {
 		out[i] = e.ID
@@ -217,7 +217,7 @@ func leases(es ...outbox.Entry) []outbox.Lease {
 // sameIDs fails unless got holds exactly want's IDs, in any order.
 func sameIDs(t *testing.T, what string, got []outbox.Entry, want ...string) {
 	t.Helper()
-	g := slices.Sorted(slices.Values(ids(got)))
+	g := slices.Sorted(slices.Values(entryIDs(got)))
 	w := slices.Sorted(slices.Values(want))
 	if !slices.Equal(g, w) {
 		t.Fatalf("%s: entries %q, want %q", what, g, w)
@@ -297,7 +297,7 @@ func (s *suite) outboxNeverWithoutCompleted(t *testing.T, st dedup.Store, ob out
 		t.Fatalf("Complete with a response over the limit: %v, want dedup.ErrResponseTooLarge", err)
 	}
 	if es := entries(t, ob, dest, ""); len(es) != 0 {
-		t.Fatalf("refused commits left entries %q", ids(es))
+		t.Fatalf("refused commits left entries %q", entryIDs(es))
 	}
 	// A failed run writes none; the lease it lost commits none.
 	if err := st.Fail(ctx(t), dedup.FailRequest{Lease: l, Reason: "x", Now: at(2), RetryAt: at(3)}); err != nil {
@@ -308,7 +308,7 @@ func (s *suite) outboxNeverWithoutCompleted(t *testing.T, st dedup.Store, ob out
 		t.Fatalf("Complete with a lost lease: %v, want ErrLeaseLost", err)
 	}
 	if es := entries(t, ob, dest, ""); len(es) != 0 {
-		t.Fatalf("a Fail and a lost lease left entries %q", ids(es))
+		t.Fatalf("a Fail and a lost lease left entries %q", entryIDs(es))
 	}
 	// The lease that holds commits them, once.
 	if err := st.Complete(ctx(t), dedup.CompleteRequest{Lease: l2, Response: []byte("x"), Now: at(5), ExpiresAt: at(3600), Outbox: msgs}); err != nil {
@@ -396,7 +396,7 @@ func (s *suite) outboxTwoRelays(t *testing.T, st dedup.Store, ob outbox.Store) {
 	}
 	first := race(1, 30)
 	if again := lease(t, ob, dest, "late", 2, 30); len(again) != 0 {
-		t.Fatalf("entries %q leased again while held", ids(again))
+		t.Fatalf("entries %q leased again while held", entryIDs(again))
 	}
 	second := race(31, 60) // the first leases ran out
 	versions := map[string]int64{}
@@ -445,8 +445,8 @@ func (s *suite) outboxLaneOrder(t *testing.T, st dedup.Store, ob outbox.Store) {
 		t.Fatalf("Dispatched: %v", err)
 	}
 	got = lease(t, ob, dest, "r2", 5, 100)
-	if !slices.Equal(ids(got), []string{outbox.ID(k2, 0), outbox.ID(k3, 0)}) {
-		t.Fatalf("lane A after a1: %q, want a2 then a3", ids(got))
+	if !slices.Equal(entryIDs(got), []string{outbox.ID(k2, 0), outbox.ID(k3, 0)}) {
+		t.Fatalf("lane A after a1: %q, want a2 then a3", entryIDs(got))
 	}
 	// a2 fails for a moment and is given back for +20s; a3, whose own
 	// retry comes sooner, waits behind it.
@@ -457,17 +457,17 @@ func (s *suite) outboxLaneOrder(t *testing.T, st dedup.Store, ob outbox.Store) {
 		t.Fatalf("Retry: %v", err)
 	}
 	if got := lease(t, ob, dest, "r3", 15, 100); len(got) != 0 {
-		t.Fatalf("leased %q while a2 waits for its retry: want none of lane A", ids(got))
+		t.Fatalf("leased %q while a2 waits for its retry: want none of lane A", entryIDs(got))
 	}
 	got = lease(t, ob, dest, "r3", 21, 100)
-	if !slices.Equal(ids(got), []string{outbox.ID(k2, 0), outbox.ID(k3, 0)}) || got[0].Attempts != 1 || got[0].LastError != "throttled" {
+	if !slices.Equal(entryIDs(got), []string{outbox.ID(k2, 0), outbox.ID(k3, 0)}) || got[0].Attempts != 1 || got[0].LastError != "throttled" {
 		t.Fatalf("lane A after the retry: %+v, want a2 (one attempt, its reason kept) then a3", got)
 	}
 	if err := ob.Dispatched(ctx(t), leases(got...), at(22), at(3600)); err != nil {
 		t.Fatalf("Dispatched: %v", err)
 	}
 	if p := entries(t, ob, dest, outbox.Pending); len(p) != 0 {
-		t.Fatalf("entries %q still Pending", ids(p))
+		t.Fatalf("entries %q still Pending", entryIDs(p))
 	}
 }
 
@@ -480,7 +480,7 @@ func (s *suite) outboxDeadNeverBlocks(t *testing.T, st dedup.Store, ob outbox.St
 	sameIDs(t, "lease", got, outbox.ID(k1, 0))
 	k2 := send(t, st, 2, msg(dest, "A", "fine"))
 	if got := lease(t, ob, dest, "r2", 2, 100); len(got) != 0 {
-		t.Fatalf("leased %q behind a held entry", ids(got))
+		t.Fatalf("leased %q behind a held entry", entryIDs(got))
 	}
 	if err := ob.Dead(ctx(t), got[0].Lease, "message too large", at(3), at(3600)); err != nil {
 		t.Fatalf("Dead: %v", err)
@@ -512,7 +512,7 @@ func (s *suite) outboxLostLease(t *testing.T, st dedup.Store, ob outbox.Store) {
 		}
 	}
 	if p := entries(t, ob, dest, outbox.Pending); len(p) != 2 {
-		t.Fatalf("refused marks changed entries: Pending %q", ids(p))
+		t.Fatalf("refused marks changed entries: Pending %q", entryIDs(p))
 	}
 	// One lease lost, one held: the held one is marked, the error says the other.
 	err := ob.Dispatched(ctx(t), []outbox.Lease{old[0].Lease, cur[1].Lease}, at(12), at(3600))
@@ -597,8 +597,8 @@ func (s *suite) outboxEntries(t *testing.T, st dedup.Store, ob outbox.Store) {
 	}
 	sameIDs(t, "Pending", entries(t, ob, dest, outbox.Pending), outbox.ID(k, 1), outbox.ID(k, 2))
 	sameIDs(t, "Dispatched", entries(t, ob, dest, outbox.Dispatched), outbox.ID(k, 0))
-	if all := entries(t, ob, dest, ""); !slices.Equal(ids(all), []string{outbox.ID(k, 0), outbox.ID(k, 1), outbox.ID(k, 2)}) {
-		t.Fatalf("all entries %q, want the three in Seq order", ids(all))
+	if all := entries(t, ob, dest, ""); !slices.Equal(entryIDs(all), []string{outbox.ID(k, 0), outbox.ID(k, 1), outbox.ID(k, 2)}) {
+		t.Fatalf("all entries %q, want the three in Seq order", entryIDs(all))
 	}
 	if es, err := ob.Entries(ctx(t), "", 1); err != nil || len(es) != 1 {
 		t.Fatalf("Entries with limit 1: %d entries, %v", len(es), err)
