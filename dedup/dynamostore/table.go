@@ -18,8 +18,8 @@ import (
 // the layout (pk; or pk + sk with TenantLayout) and TTL on expires_at.
 // It is idempotent: an existing table is accepted when its key schema
 // matches, and TTL is enabled if it is not. Beside it, it makes the
-// offsets table of batch mode (OffsetsTable; see Offsets). It returns once
-// the tables are ACTIVE.
+// offsets table of batch mode (OffsetsTable; see Offsets), and with
+// WithOutbox the outbox table too. It returns once the tables are ACTIVE.
 func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...TableOption) error {
 	cfg := tableConfig{waitTimeout: 5 * time.Minute}
 	for _, o := range opts {
@@ -67,7 +67,13 @@ func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...
 	if err := createOffsetsTable(ctx, client, table, cfg.waitTimeout); err != nil {
 		return err
 	}
-	return ensureTTL(ctx, client, table)
+	if err := ensureTTL(ctx, client, table); err != nil {
+		return err
+	}
+	if cfg.outbox {
+		return CreateOutboxTable(ctx, client, table, TableWaitTimeout(cfg.waitTimeout))
+	}
+	return nil
 }
 
 // ensureStream enables an existing table's stream with both images, or

@@ -13,5 +13,8 @@
 // Keys as COMPLETED records of the same Store, all under one lock; a
 // commit has no bound on its size.
 //
-// It imports only packages dedup and batch; anything may import it.
+// Outgoing messages (dedup.CompleteRequest.Outbox) commit with COMPLETED
+// under the same locks; Outbox gives the relay's view of them.
+//
+// It imports only packages dedup, batch and outbox; anything may import it.
 package memstore

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/onceq/onceq/dedup/pgstore"
+	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -58,4 +59,17 @@ func newStore(tb testing.TB, db pgstore.DB, table string, opts ...pgstore.Option
 		tb.Fatalf("pgstore.New: %v", err)
 	}
 	return s
+}
+
+// proxiedPool is a pool of one connection to the test server through a
+// proxy whose faults the test injects.
+func proxiedPool(t *testing.T) (*pgxpool.Pool, *faultproxy.TCP) {
+	t.Helper()
+	cfg, proxy := proxiedConfig(t)
+	db, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db, proxy
 }

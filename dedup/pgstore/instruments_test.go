@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/dedup"
@@ -21,12 +20,7 @@ func TestInstruments(t *testing.T) {
 	storetest.RunInstruments(t, storetest.Instrumented{
 		System: storeinstr.SystemPostgreSQL,
 		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, storetest.Faults) {
-			cfg, proxy := proxiedConfig(t)
-			db, err := pgxpool.NewWithConfig(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(db.Close)
+			db, proxy := proxiedPool(t)
 			st := newStore(t, db, table, pgstore.WithMeterProvider(mp), pgstore.WithHooks(hooks...),
 				pgstore.WithRetryPolicy(retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}))
 			return st, storetest.Faults{Cut: func() { proxy.CutNext(1) }, LoseReply: func(string) { proxy.LoseReplyNext(1) }}

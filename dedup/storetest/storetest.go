@@ -49,6 +49,11 @@ type Options struct {
 	// the writes and the keys; DynamoDB: 100); 0: no bound, and the case
 	// of a commit over it is skipped.
 	BatchMax int
+	// RejectingWrite returns a write of the Store's own type whose own
+	// condition fails, so that Complete refuses the commit with a
+	// *dedup.BusinessConditionError (the outbox cases check that such a
+	// commit sends nothing). Nil: that part is skipped.
+	RejectingWrite func() any
 }
 
 // Run runs the suite. newStore is called once per subtest.
@@ -95,6 +100,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"ResponseOverLimitRefused", s.responseLimit},
 		{"TakeoversCountAbandonedLeases", s.takeovers},
 		{"DeclaredWritesAreCommitted", s.declaredWrites},
+		{"Outbox", s.outboxCases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -102,7 +108,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 	s.runBatch(t, newStore)
 	// The state machine once more through a pass-through wrapper, with a
 	// smaller race: what a wrapper may lose is forwarding, not speed.
-	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20, MaxResponseSize: o.MaxResponseSize, NilWrites: o.NilWrites}}
+	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20, MaxResponseSize: o.MaxResponseSize, NilWrites: o.NilWrites, RejectingWrite: o.RejectingWrite}}
 	wrapped := map[string]func(*testing.T, dedup.Store){
 		"ClaimRaceHasOneWinner": w.claimRace, "ThrottleReachesObserver": w.throttleObserved,
 	}
