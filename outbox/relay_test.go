@@ -1,0 +1,469 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/outbox"
+	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = outbox.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+// running starts r.Run in the bubble and returns its stop.
+func running(t *testing.T, r *outbox.Relay) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+func msg(dest, key, body string) outbox.Message {
+	return outbox.Message{Destination: dest, OrderingKey: key, Body: []byte(body)}
+}
+
+func states(t *testing.T, s outbox.Store) map[string]outbox.State {
+	t.Helper()
+	all, err := s.Entries(t.Context(), "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]outbox.State{}
+	for _, e := range all {
+		m[e.ID] = e.State
+	}
+	return m
+}
+
+func TestRelayDispatchesAndMarks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, sender := &fakeStore{}, &recordingSender{}
+		reader, mp := metrictest.Provider(t)
+		store.add(time.Now(), "in-1", msg("q", "", "a"), msg("q", "", "b"))
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.WithMeterProvider(mp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.backlog"); n != 0 {
+			t.Fatalf("backlog observed before Run: %d", n)
+		}
+		time.Sleep(3 * time.Second) // the entries wait: their age shows
+		stop := running(t, r)
+		synctest.Wait()
+		if got := sender.order(); !slices.Equal(got, []string{"in-1#out0", "in-1#out1"}) {
+			t.Fatalf("sent %v, want both entries once", got)
+		}
+		for id, st := range states(t, store) {
+			if st != outbox.Dispatched {
+				t.Errorf("%s is %s, want DISPATCHED", id, st)
+			}
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.sends", attribute.String("onceq.result", "dispatched")); n != 2 {
+			t.Errorf("dispatched sends = %d, want 2", n)
+		}
+		if c, sum := metrictest.Histogram(t, reader, "onceq.outbox.dispatch.latency"); c != 2 || sum != 6 {
+			t.Errorf("latency: %d values summing %vs, want 2 of 3s", c, sum)
+		}
+		// New entries are picked up at the next poll.
+		store.add(time.Now(), "in-2", msg("q", "", "c"))
+		if n := metrictest.Counter(t, reader, "onceq.outbox.backlog"); n != 1 {
+			t.Errorf("backlog = %d, want 1", n)
+		}
+		time.Sleep(outbox.DefaultPollInterval)
+		synctest.Wait()
+		if got := sender.order(); len(got) != 3 {
+			t.Errorf("sent %v after a poll, want the new entry too", got)
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.backlog"); n != 0 {
+			t.Errorf("backlog = %d, want 0", n)
+		}
+		if _, ok := metrictest.Gauge(t, reader, "onceq.outbox.backlog.oldest_age"); !ok {
+			t.Error("no oldest age observed while entries were pending")
+		}
+		stop()
+	})
+}
+
+// An entry of a lane is never sent before the one ahead of it was taken:
+// the lane's entries go one per Send call, in commit order, while other
+// lanes share the calls.
+func TestRelayKeepsLaneOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, sender := &fakeStore{}, &recordingSender{}
+		store.add(time.Now(), "in-1", msg("q", "k1", "1"), msg("q", "k1", "2"), msg("q", "k2", "x"), msg("q", "k1", "3"))
+		store.add(time.Now(), "in-2", msg("q", "k1", "4"), msg("other", "k1", "y"))
+		r, err := outbox.NewRelay(store, sender, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		synctest.Wait()
+		stop()
+		var k1 []string
+		for i, call := range sender.calls {
+			lanes := map[string]bool{}
+			for _, e := range call {
+				lane := e.Destination + "/" + e.OrderingKey
+				if lanes[lane] {
+					t.Errorf("call %d holds two entries of lane %s", i, lane)
+				}
+				lanes[lane] = true
+				if lane == "q/k1" {
+					k1 = append(k1, string(e.Body))
+				}
+			}
+		}
+		if !slices.Equal(k1, []string{"1", "2", "3", "4"}) {
+			t.Errorf("lane q/k1 sent as %v, want 1 2 3 4", k1)
+		}
+		if len(sender.calls) != 4 {
+			t.Errorf("%d Send calls, want 4 (the longest lane's length)", len(sender.calls))
+		}
+	})
+}
+
+var errMoment = errors.New("connection reset")
+
+// A failure of the moment gives the entry back, and the entries of its
+// lane behind it with it; they go again, in order, after the backoff.
+func TestRelayRetriesAFailureOfTheMomentInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{}
+		sender := &recordingSender{fail: func(e outbox.Entry, sent int) error {
+			if string(e.Body) == "1" && sent < 2 {
+				return errMoment
+			}
+			return nil
+		}}
+		reader, mp := metrictest.Provider(t)
+		store.add(time.Now(), "in-1", msg("q", "k", "1"), msg("q", "k", "2"), msg("q", "other", "z"))
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.WithMeterProvider(mp),
+			outbox.RetryBackoff(time.Second, 4*time.Second), outbox.PollInterval(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		synctest.Wait()
+		if got := sender.order(); !slices.Equal(got, []string{"in-1#out0", "in-1#out2"}) {
+			t.Fatalf("first pass sent %v, want the failing head and the other lane only", got)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		stop()
+		want := []string{"in-1#out0", "in-1#out2", "in-1#out0", "in-1#out0", "in-1#out1"}
+		if got := sender.order(); !slices.Equal(got, want) {
+			t.Fatalf("sent %v, want %v", got, want)
+		}
+		for id, st := range states(t, store) {
+			if st != outbox.Dispatched {
+				t.Errorf("%s is %s, want DISPATCHED", id, st)
+			}
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.sends", attribute.String("onceq.result", "retry")); n != 4 {
+			t.Errorf("retry sends = %d, want 4 (the head twice, the one behind it twice)", n)
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.redispatches", attribute.String("onceq.reason", "retry")); n != 2 {
+			t.Errorf("redispatches = %d, want 2 (the head's second and third sends; the one behind it was sent once)", n)
+		}
+	})
+}
+
+// The backoff is the configured first delay, doubled per failure.
+func TestRelayBackoffDoubles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{}
+		var at []time.Duration
+		start := time.Now()
+		sender := &recordingSender{fail: func(e outbox.Entry, sent int) error {
+			at = append(at, time.Since(start))
+			if sent < 4 {
+				return errMoment
+			}
+			return nil
+		}}
+		store.add(time.Now(), "in", msg("q", "", "1"))
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.RetryBackoff(time.Second, 3*time.Second), outbox.PollInterval(10*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		stop()
+		want := []time.Duration{0, time.Second, 3 * time.Second, 6 * time.Second, 9 * time.Second}
+		if len(at) != len(want) {
+			t.Fatalf("sent at %v, want %v", at, want)
+		}
+		for i := range want {
+			// The next poll after the retry time picks it up.
+			if at[i] < want[i] || at[i] > want[i]+20*time.Millisecond {
+				t.Errorf("send %d at %v, want %v", i, at[i], want[i])
+			}
+		}
+	})
+}
+
+// A refused entry goes Dead and the entries behind it go on.
+func TestRelayRefusedEntryGoesDeadAndBlocksNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{}
+		sender := &recordingSender{fail: func(e outbox.Entry, _ int) error {
+			if string(e.Body) == "too big" {
+				return &outbox.RefusedError{Destination: e.Destination, Reason: "message too large"}
+			}
+			return nil
+		}}
+		reader, mp := metrictest.Provider(t)
+		store.add(time.Now(), "in", msg("q", "k", "too big"), msg("q", "k", "next"))
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.WithMeterProvider(mp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		synctest.Wait()
+		stop()
+		if got := sender.order(); !slices.Equal(got, []string{"in#out0", "in#out1"}) {
+			t.Fatalf("sent %v, want each once, in order", got)
+		}
+		st := states(t, store)
+		if st["in#out0"] != outbox.Dead || st["in#out1"] != outbox.Dispatched {
+			t.Fatalf("states %v, want the refused one DEAD and the next DISPATCHED", st)
+		}
+		dead, _ := store.Entries(t.Context(), outbox.Dead, 10)
+		if len(dead) != 1 || dead[0].LastError == "" {
+			t.Fatalf("dead entries %+v, want one with its reason", dead)
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.sends", attribute.String("onceq.result", "dead")); n != 1 {
+			t.Errorf("dead sends = %d, want 1", n)
+		}
+	})
+}
+
+// A relay that died holding a lease is taken over once its lease runs
+// out; the entry is sent again (a re-dispatch) and counted as a takeover.
+func TestRelayTakesOverALapsedLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, sender := &fakeStore{}, &recordingSender{}
+		reader, mp := metrictest.Provider(t)
+		store.add(time.Now(), "in", msg("q", "", "1"))
+		// A relay leases the entry and dies before marking it.
+		now := time.Now()
+		if got, _ := store.Lease(t.Context(), outbox.LeaseRequest{Owner: "dead-relay", Now: now, LeaseUntil: now.Add(30 * time.Second), Max: 10}); len(got) != 1 {
+			t.Fatal("the first relay leased nothing")
+		}
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.WithMeterProvider(mp), outbox.Owner("relay-2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		synctest.Wait()
+		if len(sender.order()) != 0 {
+			t.Fatal("sent an entry whose lease another relay holds")
+		}
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		stop()
+		if got := sender.order(); len(got) != 1 {
+			t.Fatalf("sent %v after the lease ran out, want the entry once", got)
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.takeovers"); n != 1 {
+			t.Errorf("takeovers = %d, want 1", n)
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.redispatches", attribute.String("onceq.reason", "takeover")); n != 1 {
+			t.Errorf("takeover redispatches = %d, want 1", n)
+		}
+	})
+}
+
+// A relay whose send outlives its lease finds, at the mark, that another
+// relay took the entry: it counts lease_lost and sends nothing more of the
+// batch.
+func TestRelayOutlivingItsLeaseStopsAndCountsLeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{}
+		slow := &recordingSender{block: make(chan struct{})}
+		fast := &recordingSender{}
+		reader, mp := metrictest.Provider(t)
+		store.add(time.Now(), "in", msg("q", "k", "1"), msg("q", "k", "2"))
+		r1, err := outbox.NewRelay(store, slow, quiet, outbox.WithMeterProvider(mp), outbox.LeaseTTL(10*time.Second), outbox.Owner("r1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := outbox.NewRelay(store, fast, quiet, outbox.LeaseTTL(10*time.Second), outbox.Owner("r2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop1 := running(t, r1)
+		synctest.Wait()
+		time.Sleep(11 * time.Second)
+		stop2 := running(t, r2)
+		synctest.Wait()
+		if got := fast.order(); !slices.Equal(got, []string{"in#out0", "in#out1"}) {
+			t.Fatalf("the second relay sent %v", got)
+		}
+		close(slow.block)
+		synctest.Wait()
+		stop1()
+		stop2()
+		if got := slow.order(); !slices.Equal(got, []string{"in#out0"}) {
+			t.Errorf("the stalled relay sent %v, want only what it had begun", got)
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.sends", attribute.String("onceq.result", "lease_lost")); n != 1 {
+			t.Errorf("lease_lost = %d, want 1", n)
+		}
+	})
+}
+
+func TestRelayWakesOnSignal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, sender := &fakeStore{}, &recordingSender{}
+		notify := make(chan struct{})
+		wait := func(ctx context.Context) error {
+			select {
+			case <-notify:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.PollInterval(time.Hour), outbox.WakeOn(wait))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		synctest.Wait()
+		store.add(time.Now(), "in", msg("q", "", "1"))
+		notify <- struct{}{}
+		synctest.Wait()
+		if got := sender.order(); len(got) != 1 {
+			t.Fatalf("sent %v after the signal, want the entry", got)
+		}
+		stop()
+	})
+}
+
+// A failing wake signal falls back to polling, and Run still stops.
+func TestRelayWakeSignalFailurePolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, sender := &fakeStore{}, &recordingSender{}
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.PollInterval(time.Second),
+			outbox.WakeOn(func(context.Context) error { return errors.New("listen: connection refused") }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		store.add(time.Now(), "in", msg("q", "", "1"))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := sender.order(); len(got) != 1 {
+			t.Fatalf("sent %v, want the entry by polling", got)
+		}
+		stop()
+	})
+}
+
+// A full batch is followed at once by the next pass.
+func TestRelayDrainsFullBatchesWithoutWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, sender := &fakeStore{}, &recordingSender{}
+		for i := range 25 {
+			store.add(time.Now(), fmt.Sprint("in-", i), msg("q", "", "x"))
+		}
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.BatchSize(10), outbox.PollInterval(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		synctest.Wait()
+		stop()
+		if n := len(sender.order()); n != 25 {
+			t.Fatalf("sent %d entries, want 25 without waiting for a poll", n)
+		}
+	})
+}
+
+// The marks of a pass under way when Run is cancelled are still written.
+func TestRelayMarksWhatItSentOnStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{}
+		ctx, cancel := context.WithCancel(t.Context())
+		sender := &recordingSender{fail: func(outbox.Entry, int) error { cancel(); return nil }}
+		store.add(time.Now(), "in", msg("q", "", "1"))
+		r, err := outbox.NewRelay(store, sender, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := states(t, store)["in#out0"]; st != outbox.Dispatched {
+			t.Fatalf("entry %s after a stop during its send, want DISPATCHED", st)
+		}
+		if err := r.Run(t.Context()); !errors.Is(err, outbox.ErrRunTwice) {
+			t.Fatalf("second Run: %v, want ErrRunTwice", err)
+		}
+	})
+}
+
+type shortSender struct{}
+
+func (shortSender) Send(context.Context, []outbox.Entry) []error { return nil }
+
+// A Sender that answers for fewer entries than it was given has every
+// entry sent again, rather than any taken as sent.
+func TestRelaySenderWithTooFewResultsRetriesAll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{}
+		store.add(time.Now(), "in", msg("q", "", "1"))
+		r, err := outbox.NewRelay(store, shortSender{}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		all, _ := store.Entries(t.Context(), "", 10)
+		if all[0].State != outbox.Pending || all[0].Attempts != 1 {
+			t.Fatalf("entry %+v, want PENDING with one attempt", all[0])
+		}
+	})
+}
+
+func TestNewRelayRefusesBadConfig(t *testing.T) {
+	store, sender := &fakeStore{}, &recordingSender{}
+	for name, c := range map[string]struct {
+		store  outbox.Store
+		sender outbox.Sender
+		opt    outbox.Option
+	}{
+		"no store":      {nil, sender, nil},
+		"no sender":     {store, nil, nil},
+		"batch":         {store, sender, outbox.BatchSize(0)},
+		"lease":         {store, sender, outbox.LeaseTTL(0)},
+		"poll":          {store, sender, outbox.PollInterval(-time.Second)},
+		"retention":     {store, sender, outbox.Retention(0)},
+		"deadRetention": {store, sender, outbox.DeadRetention(0)},
+		"backoff":       {store, sender, outbox.RetryBackoff(time.Minute, time.Second)},
+	} {
+		if _, err := outbox.NewRelay(c.store, c.sender, c.opt); !errors.Is(err, outbox.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
