@@ -6,23 +6,24 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/outbox"
 )
 
 // commit writes the handler's result (Complete under the lease, or
 // ClaimComplete in one round trip), and when a business write's own
 // condition refuses it, writes the refusal instead: the message is then
-// Rejected, for good.
+// Rejected, for good. A rejected message sends nothing onward.
 func (a *attempt) commit(res Result) Outcome {
-	kind, resp, writes := Processed, res.Response, res.Writes
+	kind, resp, writes, out := Processed, res.Response, res.Writes, res.Outbox
 	if res.Rejected {
-		kind, writes = Rejected, nil
+		kind, writes, out = Rejected, nil, nil
 	}
 	now := a.g.cfg.clock.Now()
-	c, err := a.writeHeld(resp, writes, now)
+	c, err := a.writeHeld(resp, writes, out, now)
 	be := businessError(err)
 	if be != nil {
 		kind, resp = Rejected, res.RejectResponse
-		c, err = a.writeHeld(resp, nil, now)
+		c, err = a.writeHeld(resp, nil, nil, now)
 	}
 	switch {
 	case err == nil && !c.Acquired:
@@ -60,9 +61,9 @@ func (a *attempt) commit(res Result) Outcome {
 // (Without a lease, in one round trip, the message is simply given back.)
 // The waits watch the context, so that a drain ends on time; the store
 // calls themselves are bounded by their own deadlines.
-func (a *attempt) writeHeld(resp []byte, writes []any, now time.Time) (dedup.Claim, error) {
+func (a *attempt) writeHeld(resp []byte, writes []any, out []outbox.Message, now time.Time) (dedup.Claim, error) {
 	g := a.g
-	c, err := a.write(resp, writes, now)
+	c, err := a.write(resp, writes, out, now)
 	if g.oneShot || err == nil {
 		return c, err
 	}
@@ -80,7 +81,7 @@ func (a *attempt) writeHeld(resp []byte, writes []any, now time.Time) (dedup.Cla
 			break
 		}
 		retried = true
-		c, err = a.write(resp, writes, g.cfg.clock.Now())
+		c, err = a.write(resp, writes, out, g.cfg.clock.Now())
 	}
 	if retried && errors.Is(err, dedup.ErrLeaseLost) {
 		// An earlier try may have committed with its answer lost.
@@ -94,15 +95,19 @@ func (a *attempt) writeHeld(resp []byte, writes []any, now time.Time) (dedup.Cla
 	return c, err
 }
 
-// write commits a result once: resp cached, writes applied, at now.
-func (a *attempt) write(resp []byte, writes []any, now time.Time) (c dedup.Claim, err error) {
+// write commits a result once: resp cached, writes applied, out kept to
+// send onward, at now.
+func (a *attempt) write(resp []byte, writes []any, out []outbox.Message, now time.Time) (c dedup.Claim, err error) {
 	g := a.g
 	if err := g.writes.check(writes); err != nil {
 		return dedup.Claim{}, err
 	}
+	if err := g.outbox.check(len(out)); err != nil {
+		return dedup.Claim{}, err
+	}
 	if g.oneShot {
 		req := dedup.ClaimCompleteRequest{Key: a.o.IdempotencyKey, PayloadHash: a.hash, Owner: g.nextOwner(), Response: resp,
-			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin}
+			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin, Outbox: out}
 		err = a.storeCall(opClaimComplete, func(ctx context.Context) (err error) {
 			c, err = g.store.ClaimComplete(ctx, req)
 			return err
@@ -110,10 +115,10 @@ func (a *attempt) write(resp []byte, writes []any, now time.Time) (c dedup.Claim
 		return c, err
 	}
 	op := opComplete
-	if len(writes) > 0 {
+	if len(writes) > 0 || len(out) > 0 {
 		op = opTransaction
 	}
-	req := dedup.CompleteRequest{Lease: a.lease, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes}
+	req := dedup.CompleteRequest{Lease: a.lease, Response: resp, Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, Outbox: out}
 	err = a.storeCall(op, func(ctx context.Context) error { return g.store.Complete(ctx, req) })
 	return dedup.Claim{Acquired: true}, err
 }

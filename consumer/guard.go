@@ -42,7 +42,8 @@ type Guard struct {
 	seq       atomic.Uint64
 	renewals  sync.Pool // of *renewal, stopped
 
-	writes writeTypes // the business writes the Store commits
+	writes writeTypes    // the business writes the Store commits
+	outbox outboxSupport // whether the Store commits outgoing messages
 }
 
 // NewGuard validates the options and returns a Guard. It reads the
@@ -74,6 +75,9 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 		// the mode.
 		return nil, configError("OneRoundTrip: the Store (%T) does not declare ClaimComplete in its Capabilities", store)
 	}
+	if cfg.sendsOnward && !caps.Outbox {
+		return nil, fmt.Errorf("consumer: %w: %w", ErrInvalidConfig, &OutboxUnsupportedError{Store: fmt.Sprintf("%T", store)})
+	}
 	if err := dedup.CheckNamespace(cfg.namespace); err != nil {
 		return nil, fmt.Errorf("consumer: %w: %w", ErrInvalidConfig, err)
 	}
@@ -84,6 +88,7 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 	g := &Guard{cfg: cfg, store: safeStore{s: store, log: cfg.logger}, oneShot: cfg.oneRoundTrip, handler: h, obs: obs}
 	obs.mon = newMonitor(&g.cfg)
 	g.writes = writeTypes{store: fmt.Sprintf("%T", store), types: caps.Writes}
+	g.outbox = outboxSupport{store: fmt.Sprintf("%T", store), ok: caps.Outbox}
 	if cfg.cacheEntries > 0 {
 		g.completed = cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
 		if err := obs.tel.observeCache(g.completed); err != nil {

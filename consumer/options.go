@@ -78,6 +78,7 @@ type config struct {
 	maxTakeovers     int
 	stallTimeout     time.Duration // 0: defaultStallLeases × LeaseTTL
 	progressEvery    time.Duration // 0: no progress line
+	sendsOnward      bool          // SendsOnward: the Store must commit outgoing messages
 }
 
 // newConfig is the defaults with opts applied.

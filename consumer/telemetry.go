@@ -97,7 +97,7 @@ type storeOp int
 const (
 	opClaim storeOp = iota
 	opComplete
-	opTransaction // a Complete with business writes
+	opTransaction // a Complete with business writes or outgoing messages
 	opClaimComplete
 	opFail
 	opExtend

@@ -8,5 +8,8 @@
 // *dedup.NilWriteError, before anything is written. Fail stores its reason
 // as dedup.StorableReason makes it (valid UTF-8, at most 1,024 bytes).
 //
-// It imports only package dedup; anything may import it.
+// Outgoing messages (dedup.CompleteRequest.Outbox) commit with COMPLETED
+// under the same locks; Outbox gives the relay's view of them.
+//
+// It imports only packages dedup and outbox; anything may import it.
 package memstore

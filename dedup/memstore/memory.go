@@ -34,6 +34,8 @@ type Store struct {
 	writeMu sync.Mutex // serializes commits that carry Writes
 	// maxResponse bounds a stored response (MaxResponseSize).
 	maxResponse int
+	// outbox holds the outgoing messages commits keep (Outbox).
+	outbox outboxLog
 }
 
 // Option configures a Store.
@@ -296,15 +298,17 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 	if err := applyWrites(writes); err != nil {
 		return err
 	}
+	s.outbox.add(req.Lease.Key, req.Outbox, req.Now)
 	r.Status, r.Version = dedup.StatusCompleted, r.Version+1
 	r.Response, r.ExpiresAt, r.LastError = sh.keepLocked(req.Response), req.ExpiresAt, ""
 	return nil
 }
 
-// Capabilities implements dedup.Store: ClaimComplete works, and the
-// business writes are Write and *Write.
+// Capabilities implements dedup.Store: ClaimComplete works, the
+// business writes are Write and *Write, and outgoing messages commit with
+// COMPLETED (see Outbox).
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{reflect.TypeFor[Write](), reflect.TypeFor[*Write]()}}
+	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{reflect.TypeFor[Write](), reflect.TypeFor[*Write]()}, Outbox: true}
 }
 
 // Attach implements dedup.Store. The in-memory store neither logs nor
@@ -334,6 +338,7 @@ func (s *Store) ClaimComplete(_ context.Context, req dedup.ClaimCompleteRequest)
 	if err := applyWrites(writes); err != nil {
 		return dedup.Claim{}, err
 	}
+	s.outbox.add(req.Key, req.Outbox, req.Now)
 	rec, c := sh.claimLocked(h, old, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Now, req.ExpiresAt)
 	rec.Response = sh.keepLocked(req.Response)
 	return c, nil
@@ -398,7 +403,10 @@ func (s *Store) Get(_ context.Context, key string) (dedup.Record, error) {
 // Sweep deletes the records expired at now, as DynamoDB's TTL would, and
 // returns how many; a long-running embedded worker calls it to bound
 // memory. Claims never depend on it: an expired record counts as absent.
+// It deletes too the outbox entries dispatched or dead past their
+// retention (not counted).
 func (s *Store) Sweep(now time.Time) int {
+	s.outbox.sweep(now)
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]

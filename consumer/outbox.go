@@ -1,0 +1,66 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/onceq/onceq/retry"
+)
+
+// ErrOutboxUnsupported: the handler sends onward (Result.Outbox, or the
+// SendsOnward option), and the Store does not commit outgoing messages
+// (its dedup.Capabilities do not say Outbox). The error is an
+// *OutboxUnsupportedError.
+var ErrOutboxUnsupported = errors.New("consumer: the Store does not commit outgoing messages")
+
+// OutboxUnsupportedError is a handler that sends onward over a Store that
+// cannot commit what it sends with the COMPLETED record (a Store without
+// transactions, such as Redis's). It is a fault of the deployment (retry
+// class Misconfigured), never of a message: New and NewGuard return it,
+// wrapped with ErrInvalidConfig, when SendsOnward is given; otherwise the
+// first Result with Outbox meets it, the Guard refuses the commit before
+// calling the Store, the message is given back with its attempt unspent,
+// never dead-lettered, and a Consumer stops with ErrMisconfigured
+// wrapping it.
+type OutboxUnsupportedError struct {
+	Store string // the Store's type, as "*redisstore.Store"
+	// Messages is how many outgoing messages the handler returned; 0
+	// when refused at start (SendsOnward).
+	Messages int
+}
+
+func (e *OutboxUnsupportedError) Error() string {
+	if e.Messages == 0 {
+		return fmt.Sprintf("consumer: the handler sends onward, and the Store (%s) does not commit outgoing messages (its Capabilities do not say Outbox)", e.Store)
+	}
+	return fmt.Sprintf("consumer: the handler returned %d outgoing messages, and the Store (%s) does not commit outgoing messages (its Capabilities do not say Outbox)",
+		e.Messages, e.Store)
+}
+
+// Is makes errors.Is(err, ErrOutboxUnsupported) true.
+func (e *OutboxUnsupportedError) Is(target error) bool { return target == ErrOutboxUnsupported }
+
+// RetryClass: a Store chosen for a handler it cannot serve, which no
+// retry mends.
+func (e *OutboxUnsupportedError) RetryClass() retry.Class { return retry.Misconfigured }
+
+// SendsOnward declares that the handler returns outgoing messages
+// (Result.Outbox). New and NewGuard then refuse, with an
+// *OutboxUnsupportedError, a Store whose Capabilities do not say Outbox,
+// before any message is taken, instead of stopping at the first message
+// that sends.
+func SendsOnward() GuardOption { return guardFunc(func(c *config) { c.sendsOnward = true }) }
+
+// outboxSupport is whether a Guard's Store commits outgoing messages.
+type outboxSupport struct {
+	store string // the Store's type, for the error
+	ok    bool
+}
+
+// check refuses n outgoing messages the Store cannot commit.
+func (s outboxSupport) check(n int) error {
+	if n > 0 && !s.ok {
+		return &OutboxUnsupportedError{Store: s.store, Messages: n}
+	}
+	return nil
+}
