@@ -208,14 +208,20 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 }
 
 // countTakeover counts an entry taken over from a relay whose lease on it
-// ran out. Each lease of an entry raises its Version by one and each
-// Retry its Attempts, so the earlier leases no Retry gave back are those
-// that ran out.
+// ran out.
 func (r *Relay) countTakeover(ctx context.Context, e *Entry) {
-	if e.Lease.Version-1 > int64(e.Attempts) {
+	if lapsedLeases(e) > 0 {
 		r.tel.takeovers.Add(ctx, 1)
 		r.cfg.logger.InfoContext(ctx, "outbox relay took over an entry whose lease ran out", "entry_hash", idHash(e.ID), "destination", e.Destination)
 	}
+}
+
+// lapsedLeases counts the earlier leases of a just-leased entry that ran
+// out rather than being given back. Each Lease and each Retry raises the
+// Version by one, and each Retry the Attempts: the leases before this one
+// are Version-1-Attempts, of which Attempts were given back.
+func lapsedLeases(e *Entry) int64 {
+	return e.Lease.Version - 1 - 2*int64(e.Attempts)
 }
 
 // countRedispatch counts an entry about to be sent that may have been
@@ -226,7 +232,7 @@ func (r *Relay) countRedispatch(ctx context.Context, e *Entry) {
 	switch {
 	case e.Attempts > 0 && !strings.HasPrefix(e.LastError, holdBackReason):
 		r.tel.redispatch.Add(ctx, 1, r.tel.retriedOpt)
-	case e.Lease.Version-1 > int64(e.Attempts):
+	case lapsedLeases(e) > 0:
 		r.tel.redispatch.Add(ctx, 1, r.tel.takenOvrOpt)
 	}
 }

@@ -54,9 +54,10 @@ func states(t *testing.T, s outbox.Store) map[string]outbox.State {
 
 func TestRelayDispatchesAndMarks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, sender := &fakeStore{}, &recordingSender{}
+		db, store := newStore()
+		sender := &recordingSender{}
 		reader, mp := metrictest.Provider(t)
-		store.add(time.Now(), "in-1", msg("q", "", "a"), msg("q", "", "b"))
+		commit(t, db, "in-1", msg("q", "", "a"), msg("q", "", "b"))
 		r, err := outbox.NewRelay(store, sender, quiet, outbox.WithMeterProvider(mp))
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +83,7 @@ func TestRelayDispatchesAndMarks(t *testing.T) {
 			t.Errorf("latency: %d values summing %vs, want 2 of 3s", c, sum)
 		}
 		// New entries are picked up at the next poll.
-		store.add(time.Now(), "in-2", msg("q", "", "c"))
+		commit(t, db, "in-2", msg("q", "", "c"))
 		if n := metrictest.Counter(t, reader, "onceq.outbox.backlog"); n != 1 {
 			t.Errorf("backlog = %d, want 1", n)
 		}
@@ -106,9 +107,10 @@ func TestRelayDispatchesAndMarks(t *testing.T) {
 // lanes share the calls.
 func TestRelayKeepsLaneOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, sender := &fakeStore{}, &recordingSender{}
-		store.add(time.Now(), "in-1", msg("q", "k1", "1"), msg("q", "k1", "2"), msg("q", "k2", "x"), msg("q", "k1", "3"))
-		store.add(time.Now(), "in-2", msg("q", "k1", "4"), msg("other", "k1", "y"))
+		db, store := newStore()
+		sender := &recordingSender{}
+		commit(t, db, "in-1", msg("q", "k1", "1"), msg("q", "k1", "2"), msg("q", "k2", "x"), msg("q", "k1", "3"))
+		commit(t, db, "in-2", msg("q", "k1", "4"), msg("other", "k1", "y"))
 		r, err := outbox.NewRelay(store, sender, quiet)
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +147,7 @@ var errMoment = errors.New("connection reset")
 // lane behind it with it; they go again, in order, after the backoff.
 func TestRelayRetriesAFailureOfTheMomentInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &fakeStore{}
+		db, store := newStore()
 		sender := &recordingSender{fail: func(e outbox.Entry, sent int) error {
 			if string(e.Body) == "1" && sent < 2 {
 				return errMoment
@@ -153,7 +155,7 @@ func TestRelayRetriesAFailureOfTheMomentInOrder(t *testing.T) {
 			return nil
 		}}
 		reader, mp := metrictest.Provider(t)
-		store.add(time.Now(), "in-1", msg("q", "k", "1"), msg("q", "k", "2"), msg("q", "other", "z"))
+		commit(t, db, "in-1", msg("q", "k", "1"), msg("q", "k", "2"), msg("q", "other", "z"))
 		r, err := outbox.NewRelay(store, sender, quiet, outbox.WithMeterProvider(mp),
 			outbox.RetryBackoff(time.Second, 4*time.Second), outbox.PollInterval(100*time.Millisecond))
 		if err != nil {
@@ -161,15 +163,15 @@ func TestRelayRetriesAFailureOfTheMomentInOrder(t *testing.T) {
 		}
 		stop := running(t, r)
 		synctest.Wait()
-		if got := sender.order(); !slices.Equal(got, []string{"in-1#out0", "in-1#out2"}) {
+		if got := slices.Sorted(slices.Values(sender.order())); !slices.Equal(got, []string{"in-1#out0", "in-1#out2"}) {
 			t.Fatalf("first pass sent %v, want the failing head and the other lane only", got)
 		}
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		stop()
-		want := []string{"in-1#out0", "in-1#out2", "in-1#out0", "in-1#out0", "in-1#out1"}
-		if got := sender.order(); !slices.Equal(got, want) {
-			t.Fatalf("sent %v, want %v", got, want)
+		want := []string{"in-1#out0", "in-1#out0", "in-1#out0", "in-1#out1"}
+		if got := slices.DeleteFunc(sender.order(), func(id string) bool { return id == "in-1#out2" }); !slices.Equal(got, want) {
+			t.Fatalf("lane k sent as %v, want %v", got, want)
 		}
 		for id, st := range states(t, store) {
 			if st != outbox.Dispatched {
@@ -188,7 +190,7 @@ func TestRelayRetriesAFailureOfTheMomentInOrder(t *testing.T) {
 // The backoff is the configured first delay, doubled per failure.
 func TestRelayBackoffDoubles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &fakeStore{}
+		db, store := newStore()
 		var at []time.Duration
 		start := time.Now()
 		sender := &recordingSender{fail: func(e outbox.Entry, sent int) error {
@@ -198,7 +200,7 @@ func TestRelayBackoffDoubles(t *testing.T) {
 			}
 			return nil
 		}}
-		store.add(time.Now(), "in", msg("q", "", "1"))
+		commit(t, db, "in", msg("q", "", "1"))
 		r, err := outbox.NewRelay(store, sender, quiet, outbox.RetryBackoff(time.Second, 3*time.Second), outbox.PollInterval(10*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +225,7 @@ func TestRelayBackoffDoubles(t *testing.T) {
 // A refused entry goes Dead and the entries behind it go on.
 func TestRelayRefusedEntryGoesDeadAndBlocksNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &fakeStore{}
+		db, store := newStore()
 		sender := &recordingSender{fail: func(e outbox.Entry, _ int) error {
 			if string(e.Body) == "too big" {
 				return &outbox.RefusedError{Destination: e.Destination, Reason: "message too large"}
@@ -231,7 +233,7 @@ func TestRelayRefusedEntryGoesDeadAndBlocksNothing(t *testing.T) {
 			return nil
 		}}
 		reader, mp := metrictest.Provider(t)
-		store.add(time.Now(), "in", msg("q", "k", "too big"), msg("q", "k", "next"))
+		commit(t, db, "in", msg("q", "k", "too big"), msg("q", "k", "next"))
 		r, err := outbox.NewRelay(store, sender, quiet, outbox.WithMeterProvider(mp))
 		if err != nil {
 			t.Fatal(err)
@@ -260,9 +262,10 @@ func TestRelayRefusedEntryGoesDeadAndBlocksNothing(t *testing.T) {
 // out; the entry is sent again (a re-dispatch) and counted as a takeover.
 func TestRelayTakesOverALapsedLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, sender := &fakeStore{}, &recordingSender{}
+		db, store := newStore()
+		sender := &recordingSender{}
 		reader, mp := metrictest.Provider(t)
-		store.add(time.Now(), "in", msg("q", "", "1"))
+		commit(t, db, "in", msg("q", "", "1"))
 		// A relay leases the entry and dies before marking it.
 		now := time.Now()
 		if got, _ := store.Lease(t.Context(), outbox.LeaseRequest{Owner: "dead-relay", Now: now, LeaseUntil: now.Add(30 * time.Second), Max: 10}); len(got) != 1 {
@@ -297,11 +300,11 @@ func TestRelayTakesOverALapsedLease(t *testing.T) {
 // batch.
 func TestRelayOutlivingItsLeaseStopsAndCountsLeaseLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &fakeStore{}
+		db, store := newStore()
 		slow := &recordingSender{block: make(chan struct{})}
 		fast := &recordingSender{}
 		reader, mp := metrictest.Provider(t)
-		store.add(time.Now(), "in", msg("q", "k", "1"), msg("q", "k", "2"))
+		commit(t, db, "in", msg("q", "k", "1"), msg("q", "k", "2"))
 		r1, err := outbox.NewRelay(store, slow, quiet, outbox.WithMeterProvider(mp), outbox.LeaseTTL(10*time.Second), outbox.Owner("r1"))
 		if err != nil {
 			t.Fatal(err)
@@ -333,7 +336,8 @@ func TestRelayOutlivingItsLeaseStopsAndCountsLeaseLost(t *testing.T) {
 
 func TestRelayWakesOnSignal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, sender := &fakeStore{}, &recordingSender{}
+		db, store := newStore()
+		sender := &recordingSender{}
 		notify := make(chan struct{})
 		wait := func(ctx context.Context) error {
 			select {
@@ -349,7 +353,7 @@ func TestRelayWakesOnSignal(t *testing.T) {
 		}
 		stop := running(t, r)
 		synctest.Wait()
-		store.add(time.Now(), "in", msg("q", "", "1"))
+		commit(t, db, "in", msg("q", "", "1"))
 		notify <- struct{}{}
 		synctest.Wait()
 		if got := sender.order(); len(got) != 1 {
@@ -362,14 +366,15 @@ func TestRelayWakesOnSignal(t *testing.T) {
 // A failing wake signal falls back to polling, and Run still stops.
 func TestRelayWakeSignalFailurePolls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, sender := &fakeStore{}, &recordingSender{}
+		db, store := newStore()
+		sender := &recordingSender{}
 		r, err := outbox.NewRelay(store, sender, quiet, outbox.PollInterval(time.Second),
 			outbox.WakeOn(func(context.Context) error { return errors.New("listen: connection refused") }))
 		if err != nil {
 			t.Fatal(err)
 		}
 		stop := running(t, r)
-		store.add(time.Now(), "in", msg("q", "", "1"))
+		commit(t, db, "in", msg("q", "", "1"))
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := sender.order(); len(got) != 1 {
@@ -382,9 +387,10 @@ func TestRelayWakeSignalFailurePolls(t *testing.T) {
 // A full batch is followed at once by the next pass.
 func TestRelayDrainsFullBatchesWithoutWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, sender := &fakeStore{}, &recordingSender{}
+		db, store := newStore()
+		sender := &recordingSender{}
 		for i := range 25 {
-			store.add(time.Now(), fmt.Sprint("in-", i), msg("q", "", "x"))
+			commit(t, db, fmt.Sprint("in-", i), msg("q", "", "x"))
 		}
 		r, err := outbox.NewRelay(store, sender, quiet, outbox.BatchSize(10), outbox.PollInterval(time.Hour))
 		if err != nil {
@@ -402,10 +408,10 @@ func TestRelayDrainsFullBatchesWithoutWaiting(t *testing.T) {
 // The marks of a pass under way when Run is cancelled are still written.
 func TestRelayMarksWhatItSentOnStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &fakeStore{}
+		db, store := newStore()
 		ctx, cancel := context.WithCancel(t.Context())
 		sender := &recordingSender{fail: func(outbox.Entry, int) error { cancel(); return nil }}
-		store.add(time.Now(), "in", msg("q", "", "1"))
+		commit(t, db, "in", msg("q", "", "1"))
 		r, err := outbox.NewRelay(store, sender, quiet)
 		if err != nil {
 			t.Fatal(err)
@@ -430,8 +436,8 @@ func (shortSender) Send(context.Context, []outbox.Entry) []error { return nil }
 // entry sent again, rather than any taken as sent.
 func TestRelaySenderWithTooFewResultsRetriesAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &fakeStore{}
-		store.add(time.Now(), "in", msg("q", "", "1"))
+		db, store := newStore()
+		commit(t, db, "in", msg("q", "", "1"))
 		r, err := outbox.NewRelay(store, shortSender{}, quiet)
 		if err != nil {
 			t.Fatal(err)
@@ -447,7 +453,8 @@ func TestRelaySenderWithTooFewResultsRetriesAll(t *testing.T) {
 }
 
 func TestNewRelayRefusesBadConfig(t *testing.T) {
-	store, sender := &fakeStore{}, &recordingSender{}
+	_, store := newStore()
+	sender := &recordingSender{}
 	for name, c := range map[string]struct {
 		store  outbox.Store
 		sender outbox.Sender

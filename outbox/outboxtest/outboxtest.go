@@ -5,15 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/outbox"
+	"github.com/onceq/onceq/sources/memsource"
 )
 
 // Case is what the suite needs of a Sender and its broker.
@@ -51,6 +55,7 @@ func Run(t *testing.T, c Case) {
 	}
 	t.Run("RedispatchIsADuplicateDownstream", func(t *testing.T) { redispatch(t, c) })
 	t.Run("Refusals", func(t *testing.T) { refusals(t, c) })
+	t.Run("PipelineExactlyOnce", func(t *testing.T) { pipeline(t, c) })
 }
 
 // Entries are n entries to c.Destination in lanes lanes, as a relay would
@@ -74,13 +79,33 @@ type Downstream struct {
 	bodies   map[string][]string // by OrderingKey, in processing order
 	headers  map[string]string   // the event-type header of each key
 	outcomes map[consumer.Kind]int
+	byKey    map[string]map[consumer.Kind]int
 }
 
 // OnMessageOutcome implements consumer.HookMessageOutcome.
-func (d *Downstream) OnMessageOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
+func (d *Downstream) OnMessageOutcome(_ context.Context, m *consumer.Message, o consumer.Outcome, _ time.Duration) {
+	key := m.Attributes[broker.IdempotencyKeyAttribute]
 	d.mu.Lock()
 	d.outcomes[o.Kind]++
+	if d.byKey[key] == nil {
+		d.byKey[key] = map[consumer.Kind]int{}
+	}
+	d.byKey[key][o.Kind]++
 	d.mu.Unlock()
+}
+
+// CountPrefix is how many messages whose key holds prefix ended in
+// kind.
+func (d *Downstream) CountPrefix(prefix string, kind consumer.Kind) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for k, kinds := range d.byKey {
+		if strings.Contains(k, prefix) {
+			n += kinds[kind]
+		}
+	}
+	return n
 }
 
 // Count is how many messages ended in kind.
@@ -106,7 +131,8 @@ func (d *Downstream) Effects() map[string]int {
 // the message's idempotency-key attribute.
 func RunDownstream(t *testing.T, src broker.Source) (d *Downstream, stop func()) {
 	t.Helper()
-	d = &Downstream{effects: map[string]int{}, bodies: map[string][]string{}, headers: map[string]string{}, outcomes: map[consumer.Kind]int{}}
+	d = &Downstream{effects: map[string]int{}, bodies: map[string][]string{}, headers: map[string]string{}, outcomes: map[consumer.Kind]int{},
+		byKey: map[string]map[consumer.Kind]int{}}
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		key := m.Attributes[broker.IdempotencyKeyAttribute]
 		return consumer.Result{Writes: []any{memstore.Write{Apply: func() {
@@ -215,6 +241,115 @@ func redispatch(t *testing.T, c Case) {
 				t.Errorf("lane %s processed as %v, want %v", lane, bodies, want)
 			}
 		}
+	}
+}
+
+// sendsThenFails is a Sender whose first send of each entry reaches the
+// destination and is then reported failed: a relay that sent and could
+// not mark, which sends the entry again.
+type sendsThenFails struct {
+	outbox.Sender
+	mu   sync.Mutex
+	sent map[string]bool
+}
+
+var errAfterSend = errors.New("outboxtest: the acknowledgement was lost after the send")
+
+func (s *sendsThenFails) Send(ctx context.Context, entries []outbox.Entry) []error {
+	errs := s.Sender.Send(ctx, entries)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range entries {
+		if errs[i] == nil && !s.sent[e.ID] {
+			s.sent[e.ID] = true
+			errs[i] = errAfterSend
+		}
+	}
+	return errs
+}
+
+// pipeline: inputs processed by an onceq consumer whose handler sends
+// onward commit their outgoing messages with COMPLETED; duplicates of the
+// inputs send nothing again; a relay sends each entry twice (its first
+// acknowledgement lost); downstream every outgoing message's effect
+// commits exactly once.
+func pipeline(t *testing.T, c Case) {
+	const inputs, perInput = 12, 2
+	prefix := t.Name() + "-order-"
+	in := memsource.NewQueue("pipeline-in")
+	for i := range inputs {
+		for range 2 { // each input delivered twice
+			if err := in.Send(context.Background(), memsource.Outgoing{Body: fmt.Appendf(nil, "order-%d", i),
+				Attributes: map[string]string{broker.IdempotencyKeyAttribute: prefix + strconv.Itoa(i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	store := memstore.New()
+	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+		out := make([]outbox.Message, perInput)
+		for j := range out {
+			out[j] = outbox.Message{Destination: c.Destination, OrderingKey: string(m.Body),
+				Body: fmt.Appendf(nil, "%s/%d", m.Body, j), Headers: map[string]string{"event-type": "test.sent"}}
+		}
+		return consumer.Result{Outbox: out}, nil
+	})
+	upstream, err := consumer.New(in.Source(), store, h, consumer.SendsOnward(), consumer.WithoutDeadLetters(),
+		consumer.WithLogger(testenv.Logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() {
+		if err := upstream.Run(ctx); err != nil {
+			t.Errorf("consumer upstream: %v", err)
+		}
+	})
+	relay, err := outbox.NewRelay(store.Outbox(), &sendsThenFails{Sender: c.Sender, sent: map[string]bool{}},
+		outbox.PollInterval(50*time.Millisecond), outbox.RetryBackoff(10*time.Millisecond, 100*time.Millisecond),
+		outbox.WithLogger(testenv.Logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() {
+		if err := relay.Run(ctx); err != nil {
+			t.Errorf("relay: %v", err)
+		}
+	})
+	const n = inputs * perInput
+	copies := n
+	if c.DropsCopies {
+		copies = 0
+	}
+	d, stop := RunDownstream(t, c.Source(t))
+	testenv.Eventually(t, c.Within, "the consumer downstream did not see every copy", func() bool {
+		return d.CountPrefix(prefix, consumer.Processed)+d.CountPrefix(prefix, consumer.Duplicate) >= n+copies
+	})
+	stop()
+	dispatched, err := store.Outbox().Entries(context.Background(), outbox.Dispatched, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dispatched) != n {
+		t.Errorf("%d entries dispatched, want %d: one per outgoing message, none for a duplicate input", len(dispatched), n)
+	}
+	if p, dup := d.CountPrefix(prefix, consumer.Processed), d.CountPrefix(prefix, consumer.Duplicate); p != n || dup != copies {
+		t.Errorf("downstream: %d processed, %d duplicates; want %d and %d", p, dup, n, copies)
+	}
+	effects := 0
+	for k, times := range d.Effects() {
+		if !strings.Contains(k, prefix) {
+			continue
+		}
+		effects++
+		if times != 1 {
+			t.Errorf("outgoing message %s: effect committed %d times", dedup.KeyHash(k), times)
+		}
+	}
+	if effects != n {
+		t.Errorf("%d outgoing messages had effects downstream, want %d", effects, n)
 	}
 }
 
