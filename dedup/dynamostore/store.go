@@ -659,6 +659,9 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
+	if err := noOutbox(req.Outbox); err != nil {
+		return err
+	}
 	key, err := s.layout.key(req.Lease.Key)
 	if err != nil {
 		return err
@@ -908,6 +911,9 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	}
 	writes, err := transactItems(req.Writes)
 	if err != nil {
+		return dedup.Claim{}, err
+	}
+	if err := noOutbox(req.Outbox); err != nil {
 		return dedup.Claim{}, err
 	}
 	key, err := s.layout.key(req.Key)

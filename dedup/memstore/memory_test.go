@@ -13,7 +13,8 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) dedup.Store { return memstore.New() }, storetest.Options{NilWrites: []any{(*memstore.Write)(nil)}})
+	storetest.Run(t, func(*testing.T) dedup.Store { return memstore.New() }, storetest.Options{NilWrites: []any{(*memstore.Write)(nil)},
+		RejectingWrite: func() any { return memstore.Write{Check: func() error { return errors.New("out of stock") }} }})
 }
 
 func TestWritesAllOrNothing(t *testing.T) {

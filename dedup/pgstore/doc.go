@@ -41,6 +41,16 @@
 // update, its row locked until commit); they may read or change the
 // records table as the role may, and should leave it alone.
 //
+// Outbox: CompleteRequest.Outbox and ClaimCompleteRequest.Outbox are
+// inserted into the outbox table (OutboxTable: the records table's name
+// with "_outbox", made by CreateTable) in the transaction that writes
+// COMPLETED, at most MaxOutboxPerCommit per commit, and a NOTIFY on the
+// table's channel wakes the relays when it commits. Store.Outbox gives the
+// relay's view (an *Outbox): Lease takes entries FOR UPDATE SKIP LOCKED,
+// one relay per lane at a time and each lane in order; Wait blocks until a
+// commit notifies, on a connection of its own (LISTEN); DeleteExpired
+// removes dispatched and dead entries past their retention.
+//
 // Corrupt records: a row that is not a record the Store writes (a status
 // outside the four, a version below 1, negative attempts, a NULL column, a
 // time Go cannot hold) is refused by Claim, ClaimComplete and Get with a

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/onceq/onceq/dedup/pgstore"
+	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -56,4 +59,25 @@ func newStore(tb testing.TB, db pgstore.DB, table string, opts ...pgstore.Option
 		tb.Fatalf("pgstore.New: %v", err)
 	}
 	return s
+}
+
+// proxiedPool is a pool of one connection to the test server through a
+// proxy whose faults the test injects.
+func proxiedPool(t *testing.T) (*pgxpool.Pool, *faultproxy.TCP) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := faultproxy.NewTCP(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	host, port, _ := net.SplitHostPort(proxy.Addr())
+	p, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
+	cfg.MaxConns = 1
+	db, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db, proxy
 }

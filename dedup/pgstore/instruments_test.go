@@ -1,20 +1,15 @@
 package pgstore_test
 
 import (
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/dedup/storetest"
-	"github.com/onceq/onceq/internal/faultproxy"
-	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -25,20 +20,7 @@ func TestInstruments(t *testing.T) {
 	storetest.RunInstruments(t, storetest.Instrumented{
 		System: storeinstr.SystemPostgreSQL,
 		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, storetest.Faults) {
-			cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := faultproxy.NewTCP(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-			host, port, _ := net.SplitHostPort(proxy.Addr())
-			p, _ := strconv.Atoi(port)
-			cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
-			cfg.MaxConns = 1
-			db, err := pgxpool.NewWithConfig(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(db.Close)
+			db, proxy := proxiedPool(t)
 			st := newStore(t, db, table, pgstore.WithMeterProvider(mp), pgstore.WithHooks(hooks...),
 				pgstore.WithRetryPolicy(retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}))
 			return st, storetest.Faults{Cut: func() { proxy.CutNext(1) }, LoseReply: func(string) { proxy.LoseReplyNext(1) }}

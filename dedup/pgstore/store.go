@@ -51,6 +51,8 @@ type Store struct {
 	stmts atomic.Pointer[statements]
 	// maxResponse bounds a stored response (MaxResponseSize).
 	maxResponse int
+	// outbox is the relay's view of the outbox table (Outbox).
+	outbox *Outbox
 }
 
 // statements are the Store's SQL, for one schema-qualified table.
@@ -126,12 +128,13 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 
 var _ dedup.Store = (*Store)(nil)
 
-// Capabilities implements dedup.Store: ClaimComplete works, and the
-// business writes are Exec, *Exec, Func and a plain func of Func's type.
+// Capabilities implements dedup.Store: ClaimComplete works, the
+// business writes are Exec, *Exec, Func and a plain func of Func's type,
+// and outgoing messages commit with COMPLETED (see Outbox).
 func (s *Store) Capabilities() dedup.Capabilities {
 	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{
 		reflect.TypeFor[Exec](), reflect.TypeFor[*Exec](), reflect.TypeFor[Func](), reflect.TypeFor[func(context.Context, pgx.Tx) error](),
-	}}
+	}, Outbox: true}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless
@@ -168,7 +171,9 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, table: cfg.table, instr: in, maxResponse: cfg.maxResponse}, nil
+	s := &Store{db: db, table: cfg.table, instr: in, maxResponse: cfg.maxResponse}
+	s.outbox = &Outbox{s: s}
+	return s, nil
 }
 
 // maxIdentifier is the longest identifier PostgreSQL keeps, in bytes
@@ -587,9 +592,12 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
+	if err := checkOutbox(req.Outbox); err != nil {
+		return err
+	}
 	l := req.Lease
 	args := []any{rowID(l.Key), l.Owner, l.Version, req.Response, req.ExpiresAt}
-	if len(writes) == 0 {
+	if len(writes) == 0 && len(req.Outbox) == 0 {
 		return s.update(ctx, "complete", storeinstr.OpComplete, l, dedup.StatusCompleted, func(st *statements) string { return st.completeSQL }, args...)
 	}
 	var st *statements
@@ -602,7 +610,10 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 		if err := fenced("complete", tag, l); err != nil {
 			return err
 		}
-		return businessWrites(ctx, tx, writes)
+		if err := businessWrites(ctx, tx, writes); err != nil {
+			return err
+		}
+		return s.outbox.insert(ctx, tx, l.Key, req.Outbox, req.Now)
 	})
 	if retried && errors.Is(err, dedup.ErrLeaseLost) {
 		// The transaction is atomic: COMPLETED by us means the writes too.
@@ -716,7 +727,10 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	if len(writes) == 0 {
+	if err := checkOutbox(req.Outbox); err != nil {
+		return dedup.Claim{}, err
+	}
+	if len(writes) == 0 && len(req.Outbox) == 0 {
 		return s.claimAlone(ctx, "claim-complete", storeinstr.OpClaimComplete, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
 	}
 	var c dedup.Claim
@@ -728,7 +742,10 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 		if err != nil || !c.Acquired {
 			return err
 		}
-		return businessWrites(ctx, tx, writes)
+		if err := businessWrites(ctx, tx, writes); err != nil {
+			return err
+		}
+		return s.outbox.insert(ctx, tx, req.Key, req.Outbox, req.Now)
 	})
 	if err != nil {
 		if st == nil {

@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("Check: %v", err)
 		}
 		return s
-	}, storetest.Options{Corrupt: corruptRow(p, table), MaxResponseSize: testMaxResponse,
+	}, storetest.Options{Corrupt: corruptRow(p, table), MaxResponseSize: testMaxResponse, RejectingWrite: rejecting,
 		NilWrites: []any{(*pgstore.Exec)(nil), pgstore.Func(nil), (func(context.Context, pgx.Tx) error)(nil)}})
 }
 
@@ -229,4 +229,9 @@ func TestClaimStatements(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("takeover saw previous\n %+v\nwant\n %+v", got, want)
 	}
+}
+
+// rejecting is a business write whose own condition fails.
+func rejecting() any {
+	return pgstore.Func(func(context.Context, pgx.Tx) error { return pgstore.ErrRejected })
 }

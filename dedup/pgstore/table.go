@@ -22,9 +22,13 @@ import (
 //	expires_at   timestamptz        -- indexed, for Cleanup
 //	takeovers    integer            -- takeovers of an abandoned lease
 //
+// Beside it, it creates the outbox table (OutboxTable), where Complete
+// and ClaimComplete keep outgoing messages, with its sequence and indexes.
+//
 // On a table made by an earlier version it adds what that lacks (the
-// takeovers column, 0 in every row, a change of the catalog alone), so
-// running it again upgrades the table; earlier workers still work on it.
+// takeovers column, 0 in every row, a change of the catalog alone; the
+// outbox table), so running it again upgrades the table; earlier workers
+// still work on it.
 func CreateTable(ctx context.Context, db DB, table string) error {
 	if table == "" {
 		table = dedup.DefaultTable
@@ -50,7 +54,8 @@ func CreateTable(ctx context.Context, db DB, table string) error {
 	takeovers integer NOT NULL DEFAULT 0
 );
 ALTER TABLE `+q+` ADD COLUMN IF NOT EXISTS takeovers integer NOT NULL DEFAULT 0;
-CREATE INDEX IF NOT EXISTS `+idx+` ON `+q+` (expires_at)`)
+CREATE INDEX IF NOT EXISTS `+idx+` ON `+q+` (expires_at);
+`+createOutboxSQL(s.table))
 	return s.wrap("create-table", err)
 }
 

@@ -42,8 +42,10 @@
 // the status and version the script writes) and reports success, not a
 // conflict.
 //
-// No business writes: Complete and ClaimComplete with Writes return
-// dedup.ErrUnsupportedWrite. A handler's effects in other systems are
+// No business writes and no outbox: Complete and ClaimComplete with
+// Writes or outgoing messages (dedup.CompleteRequest.Outbox) return
+// dedup.ErrUnsupportedWrite, and a consumer that is to send onward is
+// refused over it at start. A handler's effects in other systems are
 // therefore not atomic with COMPLETED: a worker that dies between its
 // effect and Complete leaves a lease that expires and is claimed again, so
 // the effect must be idempotent on its own (a conditional write keyed by

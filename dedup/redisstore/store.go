@@ -20,6 +20,7 @@ import (
 	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/internal/hookset"
+	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -243,10 +244,23 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err := noWrites(req.Writes); err != nil {
 		return dedup.Claim{}, err
 	}
+	if err := noOutbox(req.Outbox); err != nil {
+		return dedup.Claim{}, err
+	}
 	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {
 		return dedup.Claim{}, err
 	}
 	return s.claim(ctx, "claim-complete", storeinstr.OpClaimComplete, req.Key, req.Owner, req.PayloadHash, dedup.StatusCompleted, req.Response, req.Now, req.ExpiresAt, req.SkewMargin)
+}
+
+// noOutbox refuses outgoing messages: without transactions, the Redis
+// store cannot commit them with COMPLETED, and its Capabilities say no
+// Outbox.
+func noOutbox(msgs []outbox.Message) error {
+	if len(msgs) > 0 {
+		return fmt.Errorf("%w: %d outgoing messages (the Redis store commits no outbox)", dedup.ErrUnsupportedWrite, len(msgs))
+	}
+	return nil
 }
 
 func noWrites(ws []any) error {
@@ -448,6 +462,9 @@ func (s *Store) fenced(ctx context.Context, op, instrOp string, sc *redis.Script
 // Complete implements dedup.Store. Writes are not supported.
 func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err := noWrites(req.Writes); err != nil {
+		return err
+	}
+	if err := noOutbox(req.Outbox); err != nil {
 		return err
 	}
 	if err := dedup.CheckResponse(req.Response, s.maxResponse); err != nil {

@@ -61,6 +61,12 @@ const (
 	OpExtend        = "extend"
 	OpGet           = "get"
 	OpCheck         = "check"
+	// The relay's calls on a Store's outbox (package outbox).
+	OpOutboxLease      = "outbox_lease"
+	OpOutboxDispatched = "outbox_dispatched"
+	OpOutboxRetry      = "outbox_retry"
+	OpOutboxDead       = "outbox_dead"
+	OpOutboxEntries    = "outbox_entries"
 )
 
 // CodeUnknown is db.response.status_code of an error the database gave no

@@ -41,6 +41,11 @@ type Options struct {
 	// pointer, a nil func), each of which Complete must refuse with a
 	// *dedup.NilWriteError; a nil interface is always tried.
 	NilWrites []any
+	// RejectingWrite returns a write of the Store's own type whose own
+	// condition fails, so that Complete refuses the commit with a
+	// *dedup.BusinessConditionError (the outbox cases check that such a
+	// commit sends nothing). Nil: that part is skipped.
+	RejectingWrite func() any
 }
 
 // Run runs the suite. newStore is called once per subtest.
@@ -87,13 +92,14 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"ResponseOverLimitRefused", s.responseLimit},
 		{"TakeoversCountAbandonedLeases", s.takeovers},
 		{"DeclaredWritesAreCommitted", s.declaredWrites},
+		{"Outbox", s.outboxCases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
 	// The state machine once more through a pass-through wrapper, with a
 	// smaller race: what a wrapper may lose is forwarding, not speed.
-	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20, MaxResponseSize: o.MaxResponseSize, NilWrites: o.NilWrites}}
+	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20, MaxResponseSize: o.MaxResponseSize, NilWrites: o.NilWrites, RejectingWrite: o.RejectingWrite}}
 	wrapped := map[string]func(*testing.T, dedup.Store){
 		"ClaimRaceHasOneWinner": w.claimRace, "ThrottleReachesObserver": w.throttleObserved,
 	}

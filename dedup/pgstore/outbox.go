@@ -1,0 +1,689 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storeinstr"
+	"github.com/onceq/onceq/outbox"
+	"github.com/onceq/onceq/retry"
+)
+
+// The outbox table lies beside the records table, in its schema, named
+// after it with outboxSuffix (see OutboxTable). CreateTable makes both.
+const outboxSuffix = "_outbox"
+
+// MaxOutboxPerCommit is the most outgoing messages one Complete or
+// ClaimComplete commits; more are refused with a *dedup.TooManyWritesError
+// before anything is written. Each commit takes a block of this many
+// sequence numbers at once, so that its entries' Seq follow their order.
+const MaxOutboxPerCommit = 1000
+
+// seqBlock is the outbox sequence's increment: a commit's entries take
+// base, base+1, ... within one nextval.
+const seqBlock = 1024
+
+// OutboxTable is the name of the outbox table beside the records table
+// table (dedup.DefaultTable when ""): its last part followed by "_outbox",
+// in the same schema. A last part too long for that keeps its first bytes
+// and a hash of the whole, so that the name fits the 63 bytes PostgreSQL
+// keeps and still differs from any other table's.
+func OutboxTable(table string) string {
+	if table == "" {
+		table = dedup.DefaultTable
+	}
+	last := lastPart(table)
+	return table[:len(table)-len(last)] + fitName(last, outboxSuffix)
+}
+
+// fitName is base+suffix, or when that passes maxIdentifier, base cut at
+// a character boundary with a hash of base before the suffix.
+func fitName(base, suffix string) string {
+	if len(base)+len(suffix) <= maxIdentifier {
+		return base + suffix
+	}
+	sum := sha256.Sum256([]byte(base))
+	tag := "_" + hex.EncodeToString(sum[:4])
+	cut := maxIdentifier - len(suffix) - len(tag)
+	for cut > 0 && !utf8.RuneStart(base[cut]) {
+		cut--
+	}
+	return base[:cut] + tag + suffix
+}
+
+// createOutboxSQL makes the outbox table of the records table table (its
+// sequence and indexes too), as CreateTable runs it:
+//
+//	id           bytea PRIMARY KEY  -- the entry's ID, stored as a key is (see the package doc)
+//	entry_id     bytea              -- the entry's ID as it is
+//	destination  bytea
+//	ordering_key bytea              -- empty: no order kept
+//	seq          bigint             -- from the table's sequence, rising per lane
+//	state        text               -- PENDING, DISPATCHED, DEAD
+//	owner        text               -- the relay's lease
+//	version      bigint             -- the fence, +1 per lease
+//	attempts     integer
+//	last_error   text
+//	body         bytea
+//	headers      bytea              -- names and values, length-prefixed
+//	created_at   timestamptz
+//	expires_at   timestamptz        -- lease, retry or retention; NULL: never leased
+func createOutboxSQL(table string) string {
+	ob := OutboxTable(table)
+	last := lastPart(ob)
+	q := quote(ob)
+	return `CREATE TABLE IF NOT EXISTS ` + q + ` (
+	id bytea PRIMARY KEY,
+	entry_id bytea NOT NULL,
+	destination bytea NOT NULL,
+	ordering_key bytea NOT NULL,
+	seq bigint NOT NULL,
+	state text NOT NULL,
+	owner text NOT NULL,
+	version bigint NOT NULL,
+	attempts integer NOT NULL,
+	last_error text NOT NULL,
+	body bytea NOT NULL,
+	headers bytea NOT NULL,
+	created_at timestamptz NOT NULL,
+	expires_at timestamptz
+);
+CREATE SEQUENCE IF NOT EXISTS ` + quote(OutboxTable(table)+"_seq") + ` INCREMENT BY ` + fmt.Sprint(seqBlock) + `;
+CREATE INDEX IF NOT EXISTS ` + quote(fitName(last, "_pending_idx")) + ` ON ` + q + ` (seq) WHERE state = 'PENDING';
+CREATE INDEX IF NOT EXISTS ` + quote(fitName(last, "_lane_idx")) + ` ON ` + q + ` (destination, ordering_key, seq) WHERE state = 'PENDING';
+CREATE INDEX IF NOT EXISTS ` + quote(fitName(last, "_expires_idx")) + ` ON ` + q + ` (expires_at) WHERE state <> 'PENDING'`
+}
+
+// Outbox is the relay's view of the Store's outbox table (outbox.Store),
+// from Store.Outbox. Complete and ClaimComplete insert the entries in the
+// transaction that writes COMPLETED, and notify the table's channel on
+// commit, which Wait listens to.
+//
+// Lease keeps each lane's order (Destination and OrderingKey) among
+// relays on several machines: in one transaction it locks, FOR UPDATE
+// SKIP LOCKED, the first Pending entry of each lane whose lease is free
+// (an entry with no OrderingKey is a lane of its own), so that a lane is
+// leased by one relay at a time; then it locks the lane's other Pending
+// entries and leases its free ones up to the first that is not (held, or
+// given back for a retry later). Commits to one ordered lane take a lock
+// of the lane (an advisory lock, held to their commit), so that its Seq
+// follows the order they commit in.
+//
+// PostgreSQL has no TTL: DeleteExpired removes Dispatched and Dead
+// entries past their retention; run it from the relay or a job.
+type Outbox struct {
+	s *Store
+	// stmts are the statements, made on first use with the table's name
+	// qualified by the records table's schema.
+	stmts atomic.Pointer[outboxStatements]
+	// listen is the connection Wait listens on (nil until its first call).
+	mu     sync.Mutex
+	listen *pgx.Conn
+}
+
+type outboxStatements struct {
+	table, seq, channel                                                                   string
+	lockSQL, insertSQL, headsSQL, laneSQL, leaseSQL                                       string
+	dispatchedSQL, retrySQL, readSQL, deadSQL, entriesSQL, deleteSQL, checkSQL, listenSQL string
+}
+
+var _ outbox.Store = (*Outbox)(nil)
+
+// Outbox implements the relay's view of the Store's outbox (see type
+// Outbox). The Store's Capabilities say Outbox: Complete and
+// ClaimComplete commit outgoing messages with COMPLETED.
+func (s *Store) Outbox() outbox.Store { return s.outbox }
+
+// outboxSchemaSQL is the records table's schema, or no row when no such
+// table is visible.
+const outboxSchemaSQL = `SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	WHERE c.oid = pg_catalog.to_regclass($1::text)`
+
+// sql returns the statements, finding the records table's schema on the
+// first call that finds it, through q (a commit's own transaction: the
+// pool may have no other connection to give).
+func (o *Outbox) sql(ctx context.Context, q querier) (*outboxStatements, error) {
+	if st := o.stmts.Load(); st != nil {
+		return st, nil
+	}
+	var schema string
+	err := q.QueryRow(ctx, outboxSchemaSQL, quote(o.s.table)).Scan(&schema)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &pgconn.PgError{Code: "42P01", Message: "the records table does not exist (or is not on the search_path)"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	name := lastPart(OutboxTable(o.s.table))
+	o.stmts.CompareAndSwap(nil, newOutboxStatements(pgx.Identifier{schema, name}.Sanitize(), pgx.Identifier{schema, name + "_seq"}.Sanitize()))
+	return o.stmts.Load(), nil
+}
+
+const outboxCols = "entry_id, destination, ordering_key, seq, state, owner, version, attempts, last_error, body, headers, created_at, expires_at"
+
+// free is an entry whose lease has ended (or that was never leased) at
+// the parameter's time.
+func free(alias, param string) string {
+	return "(" + alias + ".expires_at IS NULL OR " + alias + ".expires_at <= " + param + "::timestamptz)"
+}
+
+func newOutboxStatements(q, seq string) *outboxStatements {
+	sum := sha256.Sum256([]byte(q))
+	return &outboxStatements{
+		table: q, seq: seq,
+		// A channel of this table alone, short enough for any name.
+		channel: "onceq_outbox_" + hex.EncodeToString(sum[:8]),
+		// The lanes' locks, taken in one order so that two commits never
+		// wait on each other.
+		lockSQL: `SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS s`,
+		// One block of Seq for the commit's entries, in their order; an
+		// entry whose ID is stored (its key completed again after its
+		// record's retention) is replaced, on a new version so that a
+		// lease of the old one is fenced; then the relays are woken.
+		insertSQL: `WITH b AS (SELECT nextval($1::regclass) AS base),
+ins AS (
+	INSERT INTO ` + q + ` AS r (id, ` + outboxCols + `)
+	SELECT u.id, u.entry_id, u.destination, u.ordering_key, b.base + u.ord - 1, 'PENDING', '', 0, 0, '', u.body, u.headers, $8::timestamptz, NULL
+	FROM b, unnest($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::bytea[])
+		WITH ORDINALITY AS u(id, entry_id, destination, ordering_key, body, headers, ord)
+	ON CONFLICT (id) DO UPDATE SET entry_id = EXCLUDED.entry_id, destination = EXCLUDED.destination,
+		ordering_key = EXCLUDED.ordering_key, seq = EXCLUDED.seq, state = 'PENDING', owner = '', version = r.version + 1,
+		attempts = 0, last_error = '', body = EXCLUDED.body, headers = EXCLUDED.headers, created_at = EXCLUDED.created_at, expires_at = NULL
+)
+SELECT pg_notify($9, '')`,
+		// The first free Pending entry of each lane no other relay is
+		// leasing (an unordered entry is a lane of its own). A lane whose
+		// first Pending entry is held waits.
+		headsSQL: `SELECT h.id FROM ` + q + ` h
+	WHERE h.state = 'PENDING' AND ` + free("h", "$1") + `
+		AND (h.ordering_key = ''::bytea OR NOT EXISTS (SELECT 1 FROM ` + q + ` e
+			WHERE e.state = 'PENDING' AND e.destination = h.destination AND e.ordering_key = h.ordering_key AND e.seq < h.seq))
+	ORDER BY h.seq LIMIT $2
+	FOR UPDATE OF h SKIP LOCKED`,
+		// The rest of those lanes, locked (waiting for a mark in flight)
+		// before the lease reads them.
+		laneSQL: `SELECT o.id FROM ` + q + ` o JOIN ` + q + ` h ON h.id = ANY($1::bytea[]) AND h.ordering_key <> ''::bytea
+		AND o.destination = h.destination AND o.ordering_key = h.ordering_key AND o.seq > h.seq
+	WHERE o.state = 'PENDING'
+	FOR UPDATE OF o`,
+		// Each lane's free entries up to the first that is not, the lowest
+		// Seq first up to Max.
+		leaseSQL: `WITH lane AS (
+	SELECT o.id, o.seq, bool_and(` + free("o", "$2") + `) OVER (
+		PARTITION BY o.destination, o.ordering_key, CASE WHEN o.ordering_key = ''::bytea THEN o.id END ORDER BY o.seq) AS free
+	FROM ` + q + ` o JOIN ` + q + ` h ON h.id = ANY($1::bytea[])
+		AND o.destination = h.destination AND o.ordering_key = h.ordering_key AND o.seq >= h.seq
+		AND (h.ordering_key <> ''::bytea OR o.id = h.id)
+	WHERE o.state = 'PENDING'
+), pick AS (SELECT id FROM lane WHERE free ORDER BY seq LIMIT $3)
+UPDATE ` + q + ` AS r SET owner = $4, version = r.version + 1, expires_at = $5
+	FROM pick WHERE r.id = pick.id
+	RETURNING r.entry_id, r.destination, r.ordering_key, r.seq, r.state, r.owner, r.version, r.attempts, r.last_error,
+		r.body, r.headers, r.created_at, r.expires_at`,
+		// A retried call ($5) whose first attempt committed unseen finds
+		// its own mark, which it makes again.
+		dispatchedSQL: `WITH m AS (UPDATE ` + q + ` AS r SET state = 'DISPATCHED', expires_at = $4
+	FROM unnest($1::bytea[], $2::text[], $3::bigint[]) AS l(id, owner, version)
+	WHERE r.id = l.id AND r.owner = l.owner AND r.version = l.version AND (r.state = 'PENDING' OR ($5::bool AND r.state = 'DISPATCHED'))
+	RETURNING r.id)
+SELECT coalesce(array_agg(id), '{}') FROM m`,
+		retrySQL: `UPDATE ` + q + ` SET owner = '', version = version + 1, attempts = attempts + 1, last_error = $4, expires_at = $5
+	WHERE id = $1 AND state = 'PENDING' AND owner = $2 AND version = $3`,
+		readSQL: `SELECT state, owner, version FROM ` + q + ` WHERE id = $1`,
+		deadSQL: `UPDATE ` + q + ` SET state = 'DEAD', last_error = $4, expires_at = $5
+	WHERE id = $1 AND owner = $2 AND version = $3 AND (state = 'PENDING' OR ($6::bool AND state = 'DEAD'))`,
+		entriesSQL: `SELECT ` + outboxCols + ` FROM ` + q + ` WHERE ($1::text = '' OR state = $1::text) ORDER BY seq LIMIT $2`,
+		deleteSQL: `DELETE FROM ` + q + ` WHERE id IN (SELECT id FROM ` + q + `
+	WHERE state <> 'PENDING' AND expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		checkSQL: `SELECT has_table_privilege($1::text, 'SELECT') AND has_table_privilege($1::text, 'INSERT')
+	AND has_table_privilege($1::text, 'UPDATE'), (SELECT count(*) FROM (SELECT id, ` + outboxCols + ` FROM ` + q + ` WHERE false) AS layout)`,
+		listenSQL: `LISTEN ` + pgx.Identifier{"onceq_outbox_" + hex.EncodeToString(sum[:8])}.Sanitize(),
+	}
+}
+
+// wrap is the Store's wrap, naming the outbox table.
+func (o *Outbox) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Op: op, Table: OutboxTable(o.s.table), Err: err, class: classOf(err)}
+}
+
+// laneLock is the advisory lock of an ordered lane of table q.
+func laneLock(q string, m outbox.Message) int64 {
+	h := sha256.New()
+	for _, p := range []string{q, m.Destination, m.OrderingKey} {
+		_ = binary.Write(h, binary.BigEndian, uint64(len(p)))
+		h.Write([]byte(p))
+	}
+	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
+}
+
+// checkOutbox refuses more messages than one commit takes.
+func checkOutbox(msgs []outbox.Message) error {
+	if len(msgs) > MaxOutboxPerCommit {
+		return &dedup.TooManyWritesError{Got: len(msgs), Max: MaxOutboxPerCommit}
+	}
+	return nil
+}
+
+// insert writes msgs as the Pending entries of the input whose key is
+// key, in tx, committed at now, and notifies the relays on commit.
+func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, key string, msgs []outbox.Message, now time.Time) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	st, err := o.sql(ctx, tx)
+	if err != nil {
+		return err
+	}
+	var locks []int64
+	for _, m := range msgs {
+		if m.OrderingKey != "" {
+			locks = append(locks, laneLock(st.table, m))
+		}
+	}
+	if len(locks) > 0 {
+		slices.Sort(locks)
+		if _, err := tx.Exec(ctx, st.lockSQL, slices.Compact(locks)); err != nil {
+			return err
+		}
+	}
+	n := len(msgs)
+	ids, entryIDs, dests, keys, bodies, headers := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	for i, m := range msgs {
+		id := outbox.ID(key, i)
+		ids[i], entryIDs[i], dests[i], keys[i] = rowID(id), []byte(id), []byte(m.Destination), []byte(m.OrderingKey)
+		bodies[i], headers[i] = m.Body, encodeHeaders(m.Headers)
+		if bodies[i] == nil {
+			bodies[i] = []byte{}
+		}
+	}
+	_, err = tx.Exec(ctx, st.insertSQL, st.seq, ids, entryIDs, dests, keys, bodies, headers, now, st.channel)
+	return err
+}
+
+// encodeHeaders is headers as the table keeps them: each name and value,
+// in name order, after its length (uvarint). Names and values are any
+// bytes, which a text or jsonb column would refuse.
+func encodeHeaders(h map[string]string) []byte {
+	b := []byte{}
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(h[k])))
+		b = append(b, h[k]...)
+	}
+	return b
+}
+
+func decodeHeaders(b []byte) (map[string]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	h := map[string]string{}
+	next := func() (string, error) {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return "", errors.New("headers cut short")
+		}
+		s := string(b[w : w+int(n)])
+		b = b[w+int(n):]
+		return s, nil
+	}
+	for len(b) > 0 {
+		k, err := next()
+		if err != nil {
+			return nil, err
+		}
+		v, err := next()
+		if err != nil {
+			return nil, err
+		}
+		h[k] = v
+	}
+	return h, nil
+}
+
+// scanEntry reads a row of outboxCols.
+func scanEntry(row pgx.Row) (outbox.Entry, error) {
+	var (
+		e                    outbox.Entry
+		id, dest, okey, hdrs []byte
+		state                string
+		expires              *time.Time
+	)
+	err := row.Scan(&id, &dest, &okey, &e.Seq, &state, &e.Lease.Owner, &e.Lease.Version, &e.Attempts, &e.LastError, &e.Body, &hdrs, &e.CreatedAt, &expires)
+	if err != nil {
+		return outbox.Entry{}, err
+	}
+	e.ID, e.Destination, e.OrderingKey, e.State = string(id), string(dest), string(okey), outbox.State(state)
+	e.Lease.ID = e.ID
+	if expires != nil {
+		e.ExpiresAt = *expires
+	}
+	if e.Headers, err = decodeHeaders(hdrs); err != nil {
+		return outbox.Entry{}, fmt.Errorf("pgstore: outbox entry %s: %w", dedup.KeyHash(e.ID), err)
+	}
+	switch e.State {
+	case outbox.Pending, outbox.Dispatched, outbox.Dead:
+	default:
+		return outbox.Entry{}, fmt.Errorf("pgstore: outbox entry %s: state %q", dedup.KeyHash(e.ID), state)
+	}
+	return e, nil
+}
+
+// Lease implements outbox.Store (see type Outbox for how lanes are kept).
+func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.Entry, error) {
+	if req.Max <= 0 {
+		return nil, nil
+	}
+	var out []outbox.Entry
+	err := o.s.instr.Do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) error {
+		out = out[:0]
+		st, err := o.sql(ctx, o.s.db)
+		if err != nil {
+			return o.wrap("outbox-lease", err)
+		}
+		return o.inTx(ctx, "outbox-lease", func(tx pgx.Tx) error {
+			heads, err := ids(ctx, tx, st.headsSQL, req.Now, req.Max)
+			if err != nil || len(heads) == 0 {
+				return err
+			}
+			if _, err := ids(ctx, tx, st.laneSQL, heads); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, st.leaseSQL, heads, req.Now, req.Max, req.Owner, req.LeaseUntil)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				e, err := scanEntry(rows)
+				if err != nil {
+					return err
+				}
+				out = append(out, e)
+			}
+			return rows.Err()
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Each lane's entries in Seq order, as Lease promises.
+	slices.SortFunc(out, func(a, b outbox.Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, nil
+}
+
+// ids runs a query of one bytea column and returns its values.
+func ids(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([][]byte, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[[]byte])
+}
+
+// inTx runs f in a transaction, committed when f returns nil.
+func (o *Outbox) inTx(ctx context.Context, op string, f func(tx pgx.Tx) error) error {
+	tx, err := o.s.db.Begin(ctx)
+	if err != nil {
+		return o.wrap(op, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := f(tx); err != nil {
+		return o.wrap(op, err)
+	}
+	return o.wrap(op, tx.Commit(ctx))
+}
+
+// lost is the error of a mark whose lease is no longer held.
+func lost(op string, l outbox.Lease) error {
+	return fmt.Errorf("pgstore: %s: %w: entry %s version %d", op, outbox.ErrLeaseLost, dedup.KeyHash(l.ID), l.Version)
+}
+
+// Dispatched implements outbox.Store. A call retried after a lost
+// connection recognises the marks its first attempt committed unseen.
+func (o *Outbox) Dispatched(ctx context.Context, leases []outbox.Lease, _, retainUntil time.Time) error {
+	if len(leases) == 0 {
+		return nil
+	}
+	rows, owners, versions := make([][]byte, len(leases)), make([]string, len(leases)), make([]int64, len(leases))
+	for i, l := range leases {
+		rows[i], owners[i], versions[i] = rowID(l.ID), l.Owner, l.Version
+	}
+	var marked [][]byte
+	err := o.s.instr.Do(ctx, storeinstr.OpOutboxDispatched, func(ctx context.Context, attempt int) error {
+		st, err := o.sql(ctx, o.s.db)
+		if err != nil {
+			return o.wrap("outbox-dispatched", err)
+		}
+		return o.wrap("outbox-dispatched", o.s.db.QueryRow(ctx, st.dispatchedSQL, rows, owners, versions, retainUntil, attempt > 1).Scan(&marked))
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, l := range leases {
+		if !slices.ContainsFunc(marked, func(id []byte) bool { return string(id) == string(rows[i]) }) {
+			errs = append(errs, lost("outbox-dispatched", l))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Retry implements outbox.Store: the entry is leased again from retryAt,
+// on a new version, so that the lease given back fences nothing.
+func (o *Outbox) Retry(ctx context.Context, l outbox.Lease, reason string, _, retryAt time.Time) error {
+	const op = "outbox-retry"
+	n, retried, err := o.mark(ctx, op, storeinstr.OpOutboxRetry, func(st *outboxStatements, _ bool) (string, []any) {
+		return st.retrySQL, []any{rowID(l.ID), l.Owner, l.Version, dedup.StorableReason(reason), retryAt}
+	})
+	if err != nil || n == 1 {
+		return err
+	}
+	if retried {
+		// The first attempt may have committed unseen: the entry given
+		// back, one version on, with no owner.
+		var state, owner string
+		var version int64
+		rerr := o.s.instr.Do(ctx, storeinstr.OpOutboxRetry, func(ctx context.Context, _ int) error {
+			st, err := o.sql(ctx, o.s.db)
+			if err != nil {
+				return o.wrap(op, err)
+			}
+			err = o.s.db.QueryRow(ctx, st.readSQL, rowID(l.ID)).Scan(&state, &owner, &version)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			return o.wrap(op, err)
+		})
+		if rerr != nil {
+			return fmt.Errorf("pgstore: %s: a retry lost the fence and the entry could not be read: %w", op, rerr)
+		}
+		if state == string(outbox.Pending) && owner == "" && version == l.Version+1 {
+			return nil
+		}
+	}
+	return lost(op, l)
+}
+
+// Dead implements outbox.Store.
+func (o *Outbox) Dead(ctx context.Context, l outbox.Lease, reason string, _, retainUntil time.Time) error {
+	n, _, err := o.mark(ctx, "outbox-dead", storeinstr.OpOutboxDead, func(st *outboxStatements, retried bool) (string, []any) {
+		return st.deadSQL, []any{rowID(l.ID), l.Owner, l.Version, dedup.StorableReason(reason), retainUntil, retried}
+	})
+	if err != nil || n == 1 {
+		return err
+	}
+	return lost("outbox-dead", l)
+}
+
+// mark runs one fenced UPDATE under the instruments and returns the rows
+// it changed and whether its last attempt was a retry.
+func (o *Outbox) mark(ctx context.Context, op, instrOp string, stmt func(st *outboxStatements, retried bool) (string, []any)) (int64, bool, error) {
+	var n int64
+	retried := false
+	err := o.s.instr.Do(ctx, instrOp, func(ctx context.Context, attempt int) error {
+		retried = attempt > 1
+		st, err := o.sql(ctx, o.s.db)
+		if err != nil {
+			return o.wrap(op, err)
+		}
+		sql, args := stmt(st, retried)
+		tag, err := o.s.db.Exec(ctx, sql, args...)
+		n = tag.RowsAffected()
+		return o.wrap(op, err)
+	})
+	return n, retried, err
+}
+
+// Entries implements outbox.Store, in Seq order; limit <= 0 lists all.
+func (o *Outbox) Entries(ctx context.Context, state outbox.State, limit int) ([]outbox.Entry, error) {
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	var out []outbox.Entry
+	err := o.s.instr.Do(ctx, storeinstr.OpOutboxEntries, func(ctx context.Context, _ int) error {
+		st, err := o.sql(ctx, o.s.db)
+		if err != nil {
+			return o.wrap("outbox-entries", err)
+		}
+		// A transaction for its Query, which DB does not have.
+		return o.inTx(ctx, "outbox-entries", func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, st.entriesSQL, string(state), lim)
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Entry, error) { return scanEntry(r) })
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteExpired deletes at most limit Dispatched or Dead entries whose
+// retention ended before before, oldest first, and returns how many.
+// Rows another transaction holds are skipped.
+func (o *Outbox) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
+	st, err := o.sql(ctx, o.s.db)
+	if err != nil {
+		return 0, o.wrap("outbox-cleanup", err)
+	}
+	tag, err := o.s.db.Exec(ctx, st.deleteSQL, before, limit)
+	if err != nil {
+		return 0, o.wrap("outbox-cleanup", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Check verifies that the outbox table exists with the entry's columns
+// and that this role may read, insert and update it. A records table made
+// before the outbox existed has none: CreateTable adds it.
+func (o *Outbox) Check(ctx context.Context) error {
+	var ok bool
+	err := o.s.instr.Do(ctx, storeinstr.OpCheck, func(ctx context.Context, _ int) error {
+		st, err := o.sql(ctx, o.s.db)
+		if err != nil {
+			return o.wrap("check", err)
+		}
+		var n int64
+		err = o.s.db.QueryRow(ctx, st.checkSQL, st.table).Scan(&ok, &n)
+		if err != nil && classOf(err) == retry.Misconfigured {
+			err = fmt.Errorf("%w (run pgstore.CreateTable, or onceq create-table -store postgres, to add the outbox table)", err)
+		}
+		return o.wrap("check", err)
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return o.wrap("check", errors.New("the role lacks SELECT, INSERT or UPDATE on the outbox table"))
+	}
+	return nil
+}
+
+// ErrNoListen: Wait needs a *pgxpool.Pool (a connection of its own to
+// listen on), and the Store was given another DB.
+var ErrNoListen = errors.New("pgstore: the Store's DB gives no connection to listen on (want a *pgxpool.Pool)")
+
+// Wait blocks until an outbox entry may have been committed: a commit's
+// notification on the table's channel, or ctx's end (its error). The
+// first call only begins to listen, on a connection taken from the pool
+// for the Outbox's own use, and returns at once, so that a relay which
+// leases after each return misses no commit; later calls wait. A relay
+// bounds each wait with a context (a poll interval): a notification is
+// a hint, and entries given back for a retry later wake no one. One
+// goroutine waits at a time. Close gives the connection back.
+func (o *Outbox) Wait(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.listen != nil && o.listen.IsClosed() {
+		o.listen = nil
+	}
+	if o.listen == nil {
+		return o.startListening(ctx)
+	}
+	_, err := o.listen.WaitForNotification(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return o.wrap("outbox-wait", err)
+}
+
+// startListening takes a connection of its own and listens on it.
+func (o *Outbox) startListening(ctx context.Context) error {
+	p, ok := o.s.db.(*pgxpool.Pool)
+	if !ok {
+		return ErrNoListen
+	}
+	st, err := o.sql(ctx, o.s.db)
+	if err != nil {
+		return o.wrap("outbox-wait", err)
+	}
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		return o.wrap("outbox-wait", err)
+	}
+	conn := c.Hijack()
+	if _, err := conn.Exec(ctx, st.listenSQL); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return o.wrap("outbox-wait", err)
+	}
+	o.listen = conn
+	return nil
+}
+
+// Close ends Wait's listening and closes its connection; a later Wait
+// listens again. It waits for a Wait in progress to return.
+func (o *Outbox) Close(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.listen == nil {
+		return nil
+	}
+	err := o.listen.Close(ctx)
+	o.listen = nil
+	return err
+}
