@@ -82,15 +82,20 @@ func TestRelayPostgresToSQS(t *testing.T) {
 	var code int
 	var out, errOut bytes.Buffer
 	wg.Go(func() {
-		code = run(ctx, []string{"relay", "-store", "postgres", "-url", url, "-table", table, "-send", "sqs", "-poll", "100ms"}, &out, &errOut)
+		code = run(ctx, []string{"relay", "-store", "postgres", "-postgres-url", url, "-table", table, "-send", "sqs", "-poll", "100ms"}, &out, &errOut)
 	})
+	defer func() {
+		if t.Failed() {
+			t.Logf("relay output: %s\n%s", out.String(), errOut.String())
+		}
+	}()
 	testenv.Eventually(t, 30*time.Second, "the relay did not dispatch the entry", func() bool {
 		got, err := q.ReceiveMessage(t.Context(), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MessageAttributeNames: []string{"All"}})
 		return err == nil && len(got.Messages) == 1 &&
 			aws.ToString(got.Messages[0].MessageAttributes["idempotency-key"].StringValue) == outbox.ID("onceq#o-1", 0)
 	})
 	testenv.Eventually(t, 30*time.Second, "the refused entry was not kept DEAD", func() bool {
-		c, o, _ := onceq("inspect", "-store", "postgres", "-url", url, "-table", table, "-outbox", "dead")
+		c, o, _ := onceq("inspect", "-store", "postgres", "-postgres-url", url, "-table", table, "-outbox", "dead")
 		return c == 0 && strings.Contains(o, "-missing") && strings.Contains(o, "reason:")
 	})
 	cancel()

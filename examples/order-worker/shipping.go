@@ -67,8 +67,13 @@ type shipping struct {
 // stop is called.
 func startShipping(ctx context.Context, ob outbox.Store, logger *slog.Logger, meters metric.MeterProvider) (*shipping, error) {
 	s := &shipping{queue: memsource.NewQueue("shipping"), shipped: map[string]int{}}
-	relay, err := outbox.NewRelay(ob, memsource.NewSender(s.queue), outbox.PollInterval(20*time.Millisecond),
-		outbox.WithLogger(logger), outbox.WithMeterProvider(meters))
+	opts := []outbox.Option{outbox.PollInterval(20 * time.Millisecond), outbox.WithLogger(logger), outbox.WithMeterProvider(meters)}
+	if n, ok := ob.(interface{ Wait(context.Context) error }); ok {
+		// A store that notifies (PostgreSQL's LISTEN) wakes the relay
+		// as each commit lands.
+		opts = append(opts, outbox.WakeOn(n.Wait))
+	}
+	relay, err := outbox.NewRelay(ob, memsource.NewSender(s.queue), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +106,10 @@ func startShipping(ctx context.Context, ob outbox.Store, logger *slog.Logger, me
 		once.Do(func() {
 			cancel()
 			stopErr = errors.Join(<-errs, <-errs)
+			if c, ok := ob.(interface{ Close(context.Context) error }); ok {
+				// The connection the wake signal listened on.
+				stopErr = errors.Join(stopErr, c.Close(context.WithoutCancel(ctx)))
+			}
 		})
 		return stopErr
 	}
