@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -98,6 +99,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *owner != "" {
 		opts = append(opts, outbox.Owner(*owner))
 	}
+	if n, ok := ob.(interface{ Wait(context.Context) error }); ok {
+		// The store notifies its commits (PostgreSQL's LISTEN): a pass
+		// starts as each lands, the polls are the fallback.
+		opts = append(opts, outbox.WakeOn(n.Wait))
+	}
 	relay, err := outbox.NewRelay(ob, sender, opts...)
 	if err != nil {
 		return usageErr("%v", err)
@@ -141,15 +147,32 @@ func openOutbox(ctx context.Context, sf *storeFlags, table string) (outbox.Store
 		if err != nil {
 			return nil, nil, err
 		}
-		closeConn := func() { _ = conn.Close(context.WithoutCancel(ctx)) }
-		st, err := openPostgres(conn, table)
+		// A pool on the same settings: the store's wake signal (LISTEN)
+		// takes a connection of its own from it.
+		cfg, err := pgxpool.ParseConfig("")
+		if err != nil {
+			_ = conn.Close(ctx)
+			return nil, nil, err
+		}
+		cfg.ConnConfig = conn.Config().Copy()
+		_ = conn.Close(ctx)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := openPostgres(pool, table)
 		if err == nil {
 			var ob outbox.Store
 			if ob, err = outboxOf(st, "PostgreSQL"); err == nil {
-				return ob, closeConn, nil
+				return ob, func() {
+					if c, ok := ob.(interface{ Close(context.Context) error }); ok {
+						_ = c.Close(context.WithoutCancel(ctx))
+					}
+					pool.Close()
+				}, nil
 			}
 		}
-		closeConn()
+		pool.Close()
 		return nil, nil, err
 	}
 	client, err := dynamoClient(ctx)
