@@ -25,6 +25,7 @@ const (
 	DefaultDeadRetention  = 14 * 24 * time.Hour
 	DefaultRetryDelay     = 100 * time.Millisecond
 	DefaultMaxRetryDelay  = time.Minute
+	DefaultCleanupEvery   = time.Minute
 	defaultBacklogCounted = 10000
 )
 
@@ -38,6 +39,7 @@ type config struct {
 	deadRetention  time.Duration
 	retryDelay     time.Duration
 	maxRetryDelay  time.Duration
+	cleanupEvery   time.Duration
 	logger         *slog.Logger
 	meterProvider  metric.MeterProvider
 	tracerProvider trace.TracerProvider
@@ -91,6 +93,14 @@ func DeadRetention(d time.Duration) Option {
 func RetryBackoff(first, max time.Duration) Option {
 	return optionFunc(func(c *config) { c.retryDelay, c.maxRetryDelay = first, max })
 }
+
+// CleanupEvery sets how often a running relay deletes the dispatched and
+// dead entries whose retention has ended, in a store that keeps them
+// until told (one with a DeleteExpired method, as PostgreSQL's outbox;
+// DynamoDB's TTL and the memory store's Sweep need none). Default
+// DefaultCleanupEvery; each cleanup deletes up to a thousand entries, and
+// runs again at once while it finds that many.
+func CleanupEvery(d time.Duration) Option { return optionFunc(func(c *config) { c.cleanupEvery = d }) }
 
 // WithLogger sets the relay's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }

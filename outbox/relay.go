@@ -53,6 +53,7 @@ func NewRelay(store Store, sender Sender, opts ...Option) (*Relay, error) {
 		deadRetention: DefaultDeadRetention,
 		retryDelay:    DefaultRetryDelay,
 		maxRetryDelay: DefaultMaxRetryDelay,
+		cleanupEvery:  DefaultCleanupEvery,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -103,6 +104,9 @@ func (c *config) validate(store Store, sender Sender) error {
 	if c.deadRetention <= 0 {
 		bad("DeadRetention %v: must be positive", c.deadRetention)
 	}
+	if c.cleanupEvery <= 0 {
+		bad("CleanupEvery %v: must be positive", c.cleanupEvery)
+	}
 	if c.retryDelay <= 0 || c.maxRetryDelay < c.retryDelay {
 		bad("RetryBackoff(%v, %v): the first delay must be positive and at most the largest", c.retryDelay, c.maxRetryDelay)
 	}
@@ -136,14 +140,23 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer wg.Wait()
 
 	r.cfg.logger.InfoContext(ctx, "outbox relay started", "owner", r.cfg.owner, "batch_size", r.cfg.batchSize)
+	cleaner, _ := r.store.(expiredDeleter)
+	var lastCleanup time.Time
 	for ctx.Err() == nil {
 		n, err := r.Pass(ctx)
 		if ctx.Err() != nil {
 			break
 		}
+		more := false
+		if cleaner != nil && time.Since(lastCleanup) >= r.cfg.cleanupEvery {
+			more = r.cleanup(ctx, cleaner)
+			if !more {
+				lastCleanup = time.Now()
+			}
+		}
 		if err != nil {
 			r.cfg.logger.WarnContext(ctx, "outbox relay pass failed; polling again", "error", err)
-		} else if n >= r.cfg.batchSize {
+		} else if n >= r.cfg.batchSize || more {
 			continue // more may be waiting
 		}
 		t := time.NewTimer(r.cfg.pollInterval)
@@ -156,6 +169,27 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	r.cfg.logger.InfoContext(context.WithoutCancel(ctx), "outbox relay stopped", "owner", r.cfg.owner)
 	return nil
+}
+
+// expiredDeleter is a store that keeps dispatched and dead entries until
+// told to delete them (PostgreSQL's outbox).
+type expiredDeleter interface {
+	DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// cleanupBatch bounds the entries one cleanup deletes.
+const cleanupBatch = 1000
+
+// cleanup deletes expired entries, and reports that more may be left.
+func (r *Relay) cleanup(ctx context.Context, d expiredDeleter) bool {
+	n, err := d.DeleteExpired(ctx, time.Now(), cleanupBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.cfg.logger.WarnContext(ctx, "outbox relay could not delete expired entries; trying again later", "error", err)
+		}
+		return false
+	}
+	return n >= cleanupBatch
 }
 
 // listen runs the WakeOn signal, nudging the pass loop each time it fires.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -473,4 +474,58 @@ func TestNewRelayRefusesBadConfig(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
+}
+
+// cleaningStore is an outbox that keeps expired entries until told.
+type cleaningStore struct {
+	outbox.Store
+	mu      sync.Mutex
+	cleaned []time.Time
+	left    int // entries still to delete, a thousand a call at most
+}
+
+func (s *cleaningStore) DeleteExpired(_ context.Context, before time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cleaned = append(s.cleaned, before)
+	n := min(limit, s.left)
+	s.left -= n
+	return n, nil
+}
+
+// A running relay deletes expired entries from a store that keeps them:
+// at once, again while a call finds a full batch, then every CleanupEvery.
+func TestRelayCleansUpExpiredEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ob := newStore()
+		store := &cleaningStore{Store: ob, left: 2500}
+		r, err := outbox.NewRelay(store, &recordingSender{}, quiet, outbox.CleanupEvery(10*time.Minute), outbox.PollInterval(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		stop := running(t, r)
+		synctest.Wait()
+		time.Sleep(15 * time.Minute)
+		synctest.Wait()
+		stop()
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		var at []time.Duration
+		for _, c := range store.cleaned {
+			at = append(at, c.Sub(start))
+		}
+		want := []time.Duration{0, 0, 0, 10 * time.Minute}
+		if len(at) != len(want) {
+			t.Fatalf("cleanups at %v, want %v", at, want)
+		}
+		for i := range want {
+			if at[i] < want[i] || at[i] > want[i]+time.Second {
+				t.Errorf("cleanup %d at %v, want %v", i, at[i], want[i])
+			}
+		}
+		if store.left != 0 {
+			t.Errorf("%d expired entries left", store.left)
+		}
+	})
 }
