@@ -40,6 +40,7 @@ type config struct {
 	retryDelay     time.Duration
 	maxRetryDelay  time.Duration
 	cleanupEvery   time.Duration
+	concurrency    int
 	logger         *slog.Logger
 	meterProvider  metric.MeterProvider
 	tracerProvider trace.TracerProvider
@@ -101,6 +102,13 @@ func RetryBackoff(first, max time.Duration) Option {
 // DefaultCleanupEvery; each cleanup deletes up to a thousand entries, and
 // runs again at once while it finds that many.
 func CleanupEvery(d time.Duration) Option { return optionFunc(func(c *config) { c.cleanupEvery = d }) }
+
+// Concurrency sets how many passes a relay runs at once (default 1),
+// each leasing its own batch, as relays on several machines do: one pass
+// waits for its batch's acknowledgements while another sends. The order
+// of a lane is kept all the same: a lane's entries leased by one pass
+// hold back the rest of the lane until they are marked.
+func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
 
 // WithLogger sets the relay's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }

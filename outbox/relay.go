@@ -54,6 +54,7 @@ func NewRelay(store Store, sender Sender, opts ...Option) (*Relay, error) {
 		retryDelay:    DefaultRetryDelay,
 		maxRetryDelay: DefaultMaxRetryDelay,
 		cleanupEvery:  DefaultCleanupEvery,
+		concurrency:   1,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -104,6 +105,9 @@ func (c *config) validate(store Store, sender Sender) error {
 	if c.deadRetention <= 0 {
 		bad("DeadRetention %v: must be positive", c.deadRetention)
 	}
+	if c.concurrency < 1 {
+		bad("Concurrency %d: must be at least 1", c.concurrency)
+	}
 	if c.cleanupEvery <= 0 {
 		bad("CleanupEvery %v: must be positive", c.cleanupEvery)
 	}
@@ -137,15 +141,30 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.cfg.wake != nil {
 		wg.Go(func() { r.listen(ctx, wake) })
 	}
-	defer wg.Wait()
 
-	r.cfg.logger.InfoContext(ctx, "outbox relay started", "owner", r.cfg.owner, "batch_size", r.cfg.batchSize)
+	r.cfg.logger.InfoContext(ctx, "outbox relay started", "owner", r.cfg.owner, "batch_size", r.cfg.batchSize, "concurrency", r.cfg.concurrency)
+	for i := range r.cfg.concurrency {
+		// Loops lease apart, as relays on several machines do; the
+		// first also cleans up.
+		wg.Go(func() { r.loop(ctx, wake, i == 0) })
+	}
+	wg.Wait()
+	r.cfg.logger.InfoContext(context.WithoutCancel(ctx), "outbox relay stopped", "owner", r.cfg.owner)
+	return nil
+}
+
+// loop runs passes until ctx ends, waiting after one that found less than
+// a full batch.
+func (r *Relay) loop(ctx context.Context, wake <-chan struct{}, cleans bool) {
 	cleaner, _ := r.store.(expiredDeleter)
+	if !cleans {
+		cleaner = nil
+	}
 	var lastCleanup time.Time
 	for ctx.Err() == nil {
 		n, err := r.Pass(ctx)
 		if ctx.Err() != nil {
-			break
+			return
 		}
 		more := false
 		if cleaner != nil && time.Since(lastCleanup) >= r.cfg.cleanupEvery {
@@ -167,8 +186,6 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		t.Stop()
 	}
-	r.cfg.logger.InfoContext(context.WithoutCancel(ctx), "outbox relay stopped", "owner", r.cfg.owner)
-	return nil
 }
 
 // expiredDeleter is a store that keeps dispatched and dead entries until

@@ -529,3 +529,76 @@ func TestRelayCleansUpExpiredEntries(t *testing.T) {
 		}
 	})
 }
+
+// overlapSender records the most Send calls in flight at once; each call
+// takes a second.
+type overlapSender struct {
+	recordingSender
+	mu             sync.Mutex
+	inFlight, most int
+}
+
+func (s *overlapSender) Send(ctx context.Context, entries []outbox.Entry) []error {
+	s.mu.Lock()
+	s.inFlight++
+	s.most = max(s.most, s.inFlight)
+	s.mu.Unlock()
+	time.Sleep(time.Second)
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+	return s.recordingSender.Send(ctx, entries)
+}
+
+// With Concurrency, passes overlap, and each lane's entries still go out
+// once each, in commit order.
+func TestRelayConcurrentPassesKeepLaneOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, store := newStore()
+		sender := &overlapSender{}
+		for i := range 40 {
+			msgs := make([]outbox.Message, 5)
+			for l := range msgs {
+				msgs[l] = msg("q", fmt.Sprint("lane-", l), fmt.Sprint(i))
+			}
+			msgs = append(msgs, msg("q", "", fmt.Sprint(i)))
+			commit(t, db, fmt.Sprint("in-", i), msgs...)
+		}
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.BatchSize(10), outbox.Concurrency(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		stop()
+		lanes := map[string][]string{}
+		seen := map[string]int{}
+		for _, call := range sender.calls {
+			for _, e := range call {
+				seen[e.ID]++
+				if e.OrderingKey != "" {
+					lanes[e.OrderingKey] = append(lanes[e.OrderingKey], string(e.Body))
+				}
+			}
+		}
+		if len(seen) != 240 {
+			t.Fatalf("%d entries sent, want 240", len(seen))
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("%s sent %d times", id, n)
+			}
+		}
+		for lane, bodies := range lanes {
+			for i, b := range bodies {
+				if b != fmt.Sprint(i) {
+					t.Fatalf("lane %s sent as %v, want 0, 1, 2, ...", lane, bodies)
+				}
+			}
+		}
+		if sender.most < 2 {
+			t.Errorf("at most %d Send calls at once, want passes to overlap", sender.most)
+		}
+	})
+}
