@@ -44,6 +44,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	brokers := fs.String("kafka-brokers", "", "-send franz or kafka: comma-separated bootstrap brokers")
 	owner := fs.String("owner", "", "the relay's owner token (default: a random one); never shared by two relays")
 	batch := fs.Int("batch", outbox.DefaultBatchSize, "entries leased and sent per pass")
+	passes := fs.Int("concurrency", 1, "passes at once, each leasing its own batch")
 	leaseTTL := fs.Duration("lease-ttl", outbox.DefaultLeaseTTL, "how long the relay holds what it leased before another relay may take it over")
 	poll := fs.Duration("poll", outbox.DefaultPollInterval, "the wait after a pass that found less than a full batch")
 	retention := fs.Duration("retention", outbox.DefaultRetention, "how long dispatched entries are kept")
@@ -94,7 +95,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer closeSender()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := []outbox.Option{outbox.BatchSize(*batch), outbox.LeaseTTL(*leaseTTL), outbox.PollInterval(*poll),
+	opts := []outbox.Option{outbox.BatchSize(*batch), outbox.Concurrency(*passes), outbox.LeaseTTL(*leaseTTL), outbox.PollInterval(*poll),
 		outbox.Retention(*retention), outbox.DeadRetention(*deadRetention), outbox.WithLogger(logger)}
 	if *owner != "" {
 		opts = append(opts, outbox.Owner(*owner))
