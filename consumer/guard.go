@@ -89,6 +89,9 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 	obs.mon = newMonitor(&g.cfg)
 	g.writes = writeTypes{store: fmt.Sprintf("%T", store), types: caps.Writes}
 	g.outbox = outboxSupport{store: fmt.Sprintf("%T", store), ok: caps.Outbox}
+	if cfg.sendsOnward {
+		g.outbox.checkView = outboxCheck(store)
+	}
 	if cfg.cacheEntries > 0 {
 		g.completed = cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
 		if err := obs.tel.observeCache(g.completed); err != nil {
@@ -105,13 +108,17 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 }
 
 // Check runs the Store's check (its table exists with the right layout and
-// can be read), bounded by CheckTimeout. An error wraps ErrMisconfigured.
-// Consumer.Run calls it; call it before a receive loop that uses Process.
+// can be read), and with SendsOnward its outbox's, bounded by
+// CheckTimeout. An error wraps ErrMisconfigured. Consumer.Run calls it;
+// call it before a receive loop that uses Process.
 func (g *Guard) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.checkTimeout)
 	defer cancel()
 	if err := g.store.Check(ctx); err != nil {
 		return fmt.Errorf("%w: store: %w", ErrMisconfigured, err)
+	}
+	if err := g.outbox.checkOutbox(ctx, g.cfg.logger); err != nil {
+		return fmt.Errorf("%w: store's outbox: %w", ErrMisconfigured, err)
 	}
 	return nil
 }

@@ -1,9 +1,13 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -48,13 +52,48 @@ func (e *OutboxUnsupportedError) RetryClass() retry.Class { return retry.Misconf
 // (Result.Outbox). New and NewGuard then refuse, with an
 // *OutboxUnsupportedError, a Store whose Capabilities do not say Outbox,
 // before any message is taken, instead of stopping at the first message
-// that sends.
+// that sends. Check (and Run) then check the Store's outbox too, where
+// its relay's view has a Check of its own (the PostgreSQL and DynamoDB
+// stores': their outbox table exists).
 func SendsOnward() GuardOption { return guardFunc(func(c *config) { c.sendsOnward = true }) }
 
 // outboxSupport is whether a Guard's Store commits outgoing messages.
 type outboxSupport struct {
 	store string // the Store's type, for the error
 	ok    bool
+	// checkView is the Check of the Store's outbox, when the handler
+	// sends onward and the Store's outbox has one; nil otherwise.
+	checkView func(ctx context.Context) error
+}
+
+// outboxCheck is the Check of store's outbox, found through the Store or
+// the Stores it wraps (an Unwrap method, as the COMPLETED cache's), or
+// nil.
+func outboxCheck(store dedup.Store) func(ctx context.Context) error {
+	for store != nil {
+		if v, ok := store.(interface{ Outbox() outbox.Store }); ok {
+			if c, ok := v.Outbox().(interface{ Check(context.Context) error }); ok {
+				return c.Check
+			}
+			return nil
+		}
+		u, ok := store.(interface{ Unwrap() dedup.Store })
+		if !ok {
+			return nil
+		}
+		store = u.Unwrap()
+	}
+	return nil
+}
+
+// checkOutbox runs the outbox's check, a panic in it being a fault of
+// the deployment.
+func (s outboxSupport) checkOutbox(ctx context.Context, log *slog.Logger) (err error) {
+	if s.checkView == nil {
+		return nil
+	}
+	defer recovered(log, "store", "Outbox().Check", &err)
+	return s.checkView(ctx)
 }
 
 // check refuses n outgoing messages the Store cannot commit.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/cache"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/memsource"
@@ -220,5 +221,42 @@ func TestOutboxOverStoreWithoutOutboxGuardOutcome(t *testing.T) {
 	o := g.Process(context.Background(), msgWithKey("m-1", "order-1"))
 	if o.Kind != consumer.Misconfigured || o.Action() != consumer.Retry || !errors.Is(o.Err, consumer.ErrOutboxUnsupported) {
 		t.Fatalf("outcome %v, action %v, err %v: want Misconfigured, Retry and ErrOutboxUnsupported", o.Kind, o.Action(), o.Err)
+	}
+}
+
+// brokenOutboxStore is a Store whose outbox cannot work (its table is
+// missing, say): its relay's view fails its Check.
+type brokenOutboxStore struct{ *memstore.Store }
+
+type brokenOutbox struct{ outbox.Store }
+
+var errNoOutboxTable = errors.New("no outbox table")
+
+func (brokenOutbox) Check(context.Context) error { return errNoOutboxTable }
+func (s brokenOutboxStore) Outbox() outbox.Store { return brokenOutbox{s.Store.Outbox()} }
+
+// With SendsOnward, a Guard's Check checks the Store's outbox where its
+// view has a Check, found through a wrapper with Unwrap too; without it,
+// the outbox is not the Guard's concern.
+func TestSendsOnwardChecksTheOutbox(t *testing.T) {
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
+	for name, store := range map[string]dedup.Store{
+		"the store":        brokenOutboxStore{memstore.New()},
+		"behind the cache": cache.Wrap(brokenOutboxStore{memstore.New()}, 10, 0),
+	} {
+		g, err := consumer.NewGuard(store, h, consumer.SendsOnward())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Check(context.Background()); !errors.Is(err, consumer.ErrMisconfigured) || !errors.Is(err, errNoOutboxTable) {
+			t.Fatalf("%s: Check = %v, want ErrMisconfigured wrapping the outbox's error", name, err)
+		}
+		g, err = consumer.NewGuard(store, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Check(context.Background()); err != nil {
+			t.Fatalf("%s: Check without SendsOnward: %v", name, err)
+		}
 	}
 }

@@ -11,13 +11,14 @@ import (
 
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq create-table", stderr,
-		"usage: onceq create-table -table NAME [-tenant-layout] [-stream] [-archive NAME]",
+		"usage: onceq create-table -table NAME [-tenant-layout] [-stream] [-archive NAME] [-outbox]",
 		"       onceq create-table -store postgres [-table NAME] [-postgres-url URL]",
 		"       onceq create-table -store redis [-redis-addr HOST:PORT|URL] [-redis-prefix onceq:]",
 		"Creates the idempotency table (on-demand billing, TTL on expires_at) and waits until it is ACTIVE.",
 		"An existing table with the same key schema is accepted; TTL is enabled on it if it is not.",
 		"Endpoint, region and credentials come from the AWS SDK's standard settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB).",
-		"With -store postgres: creates the records table (default "+dedup.DefaultTable+") and its expiry index if missing,",
+		"With -outbox: also creates the outbox table NAME"+"_outbox, where outgoing messages commit with COMPLETED.",
+		"With -store postgres: creates the records table (default "+dedup.DefaultTable+"), its expiry index and its outbox table if missing,",
 		"and upgrades a table of an earlier version. With -store redis there is no table: it checks that the server answers",
 		"and runs the store's scripts, and says where the records will live.",
 	)
@@ -27,6 +28,7 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	tenant := fs.Bool("tenant-layout", false, "partition key = the tenant (the key before its first '#'), sort key = the rest")
 	stream := fs.Bool("stream", false, "enable the table's stream (NEW_AND_OLD_IMAGES), which 'onceq audit' reads")
 	archive := fs.String("archive", "", "also create this archive table for the audit trail's tombstones (same layout, TTL on expires_at)")
+	withOutbox := fs.Bool("outbox", false, "also create the outbox table (NAME_outbox), where handlers' outgoing messages commit")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
@@ -39,8 +41,8 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 		return 2
 	}
 	switch {
-	case sf.store != storeDynamo && (*tenant || *stream || *archive != ""):
-		fmt.Fprintln(stderr, "onceq create-table: -tenant-layout, -stream and -archive are DynamoDB's")
+	case sf.store != storeDynamo && (*tenant || *stream || *archive != "" || *withOutbox):
+		fmt.Fprintln(stderr, "onceq create-table: -tenant-layout, -stream, -archive and -outbox are DynamoDB's (PostgreSQL's outbox table is always made)")
 		return 2
 	case sf.store == storeRedis && *table != "":
 		fmt.Fprintln(stderr, "onceq create-table: Redis has no table: its records are keys under -redis-prefix")
@@ -77,6 +79,9 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *stream {
 		opts = append(opts, dynamostore.WithStream())
 	}
+	if *withOutbox {
+		opts = append(opts, dynamostore.WithOutbox())
+	}
 	if err := dynamostore.CreateTable(ctx, client, *table, opts...); err != nil {
 		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
 		return 1
@@ -89,5 +94,8 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 		layout += ", stream NEW_AND_OLD_IMAGES"
 	}
 	fmt.Fprintf(stdout, "table %s is ACTIVE (%s, on-demand, TTL on expires_at)\n", *table, layout)
+	if *withOutbox {
+		fmt.Fprintf(stdout, "outbox table %s is ACTIVE\n", dynamostore.OutboxTable(*table))
+	}
 	return 0
 }

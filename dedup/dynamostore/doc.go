@@ -175,6 +175,20 @@
 // *dedup.NilWriteError, before anything is written. Fail stores its reason
 // as dedup.StorableReason makes it (valid UTF-8, at most 1,024 bytes).
 //
+// # Outbox
+//
+// CompleteRequest.Outbox and ClaimCompleteRequest.Outbox are Puts on the
+// outbox table (OutboxTable: the records table's name with "_outbox";
+// CreateTable with WithOutbox, or CreateOutboxTable, makes it) in the same
+// TransactWriteItems as COMPLETED: the record, the business writes and one
+// item per message count against DynamoDB's 100 items, each entry against
+// its 400 KB and the whole against its 4 MB, before the call
+// (*dedup.TooManyWritesError, *OutboxTooLargeError; the message is
+// dead-lettered). Store.Outbox gives the relay's view (an *Outbox): see
+// its Lease for how lanes keep their order and relays are fenced.
+// Dispatched and Dead entries expire by the table's TTL. The outbox table
+// is read and written in the Store's first region (WithRegionalClients).
+//
 // # Imports
 //
 // This package owns the DynamoDB SDK within onceq: no other package of the

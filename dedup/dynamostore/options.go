@@ -176,6 +176,7 @@ type tableConfig struct {
 	tenant      bool
 	stream      bool
 	waitTimeout time.Duration
+	outbox      bool // WithOutbox: the outbox table too
 }
 
 // tableOptionFunc is a TableOption only: New does not take it.

@@ -1,17 +1,742 @@
 package dynamostore
 
 import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storeinstr"
+	"github.com/onceq/onceq/internal/outboxcodec"
 	"github.com/onceq/onceq/outbox"
+	"github.com/onceq/onceq/retry"
 )
 
-// noOutbox refuses outgoing messages, which the Store does not commit (its
-// Capabilities say no Outbox).
-func noOutbox(msgs []outbox.Message) error {
-	if len(msgs) > 0 {
-		return fmt.Errorf("%w: %d outgoing messages (the store commits no outbox)", dedup.ErrUnsupportedWrite, len(msgs))
+// The outbox table's attributes. An entry is an item of its lane's
+// partition (pk: the lane, from Destination and OrderingKey; an entry with
+// no OrderingKey is a lane of its own), sorted by sk: its Seq, then its
+// ID's hash, so that two entries never share an item. While Pending it
+// carries psk (= sk: the local index lanePendingIndex, read with strong
+// consistency, lists a lane's Pending entries in order) and pq (one of
+// outboxShards: the global index pendingIndex, where a relay finds the
+// lanes with Pending entries). Dispatched and Dead entries lose both and
+// gain expires_at, the table's TTL.
+const (
+	oPK       = "pk"
+	oSK       = "sk"
+	oPSK      = "psk"
+	oPQ       = "pq"
+	oID       = "id"
+	oDest     = "dest"
+	oOKey     = "okey"
+	oBody     = "body"
+	oHeaders  = "headers"
+	oState    = "state"
+	oOwner    = "owner"
+	oVersion  = "version"
+	oAttempts = "attempts"
+	oError    = "last_error"
+	oCreated  = "created_ms"
+	oLease    = "lease_ms" // lease or retry, Unix ms; 0: never leased
+
+	pendingIndex     = "pending"
+	lanePendingIndex = "lane_pending"
+	// outboxShards spreads the global index's Pending entries over this
+	// many partitions, each within DynamoDB's write rate of one.
+	outboxShards = 4
+	outboxSuffix = "_outbox"
+	// maxTransactSize is the most one TransactWriteItems carries.
+	maxTransactSize = 4 << 20
+)
+
+// OutboxTable is the outbox table beside the records table table: its
+// name followed by "_outbox", cut with a hash of the whole when that
+// would pass DynamoDB's 255 characters. CreateTable makes it with
+// WithOutbox; CreateOutboxTable makes it alone.
+func OutboxTable(table string) string {
+	if table == "" {
+		table = dedup.DefaultTable
+	}
+	const maxName = 255
+	if len(table)+len(outboxSuffix) <= maxName {
+		return table + outboxSuffix
+	}
+	sum := sha256.Sum256([]byte(table))
+	tag := "-" + hex.EncodeToString(sum[:4])
+	return table[:maxName-len(outboxSuffix)-len(tag)] + tag + outboxSuffix
+}
+
+// WithOutbox makes CreateTable create the outbox table too
+// (CreateOutboxTable), where Complete and ClaimComplete keep outgoing
+// messages.
+func WithOutbox() TableOption {
+	return tableOptionFunc(func(c *tableConfig) { c.outbox = true })
+}
+
+// CreateOutboxTable makes the outbox table of the records table table
+// (OutboxTable): on-demand billing, pk (S) and sk (S), the local index
+// lane_pending (pk, psk) and the global index pending (pq, sk), keys
+// only, and TTL on expires_at. It is idempotent and returns once the
+// table is ACTIVE.
+func CreateOutboxTable(ctx context.Context, client *ddb.Client, table string, opts ...TableOption) error {
+	cfg := tableConfig{waitTimeout: 5 * time.Minute}
+	for _, o := range opts {
+		if o != nil {
+			o.applyTable(&cfg)
+		}
+	}
+	name := OutboxTable(table)
+	s := func(n string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	}
+	keys := func(h, r string) []types.KeySchemaElement {
+		return []types.KeySchemaElement{{AttributeName: aws.String(h), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(r), KeyType: types.KeyTypeRange}}
+	}
+	keysOnly := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
+	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{s(oPK), s(oSK), s(oPSK), s(oPQ)},
+		KeySchema:            keys(oPK, oSK),
+		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: aws.String(lanePendingIndex), KeySchema: keys(oPK, oPSK),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(pendingIndex), KeySchema: keys(oPQ, oSK), Projection: keysOnly}},
+		BillingMode:            types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("dynamostore: create outbox table %s: %w", name, err)
+	}
+	waiter := ddb.NewTableExistsWaiter(client, func(o *ddb.TableExistsWaiterOptions) {
+		o.MinDelay = 500 * time.Millisecond
+		o.MaxDelay = 5 * time.Second
+	})
+	desc, err := waiter.WaitForOutput(ctx, &ddb.DescribeTableInput{TableName: aws.String(name)}, cfg.waitTimeout)
+	if err != nil {
+		return fmt.Errorf("dynamostore: wait for outbox table %s: %w", name, err)
+	}
+	if err := checkOutboxSchema(desc.Table); err != nil {
+		return fmt.Errorf("dynamostore: outbox table %s: %w", name, err)
+	}
+	return ensureTTL(ctx, client, name)
+}
+
+// checkOutboxSchema refuses a table without the outbox's keys and indexes.
+func checkOutboxSchema(t *types.TableDescription) error {
+	if !sameKeys(t.KeySchema, oPK, oSK) {
+		return errors.New("the key schema is not pk (HASH), sk (RANGE)")
+	}
+	if !slices.ContainsFunc(t.LocalSecondaryIndexes, func(i types.LocalSecondaryIndexDescription) bool {
+		return aws.ToString(i.IndexName) == lanePendingIndex && sameKeys(i.KeySchema, oPK, oPSK)
+	}) {
+		return fmt.Errorf("no local index %s on pk, psk", lanePendingIndex)
+	}
+	if !slices.ContainsFunc(t.GlobalSecondaryIndexes, func(i types.GlobalSecondaryIndexDescription) bool {
+		return aws.ToString(i.IndexName) == pendingIndex && sameKeys(i.KeySchema, oPQ, oSK)
+	}) {
+		return fmt.Errorf("no global index %s on pq, sk", pendingIndex)
 	}
 	return nil
 }
+
+func sameKeys(ks []types.KeySchemaElement, hash, rng string) bool {
+	if len(ks) != 2 {
+		return false
+	}
+	got := map[types.KeyType]string{ks[0].KeyType: aws.ToString(ks[0].AttributeName), ks[1].KeyType: aws.ToString(ks[1].AttributeName)}
+	return got[types.KeyTypeHash] == hash && got[types.KeyTypeRange] == rng
+}
+
+// ErrOutboxTooLarge: an outgoing message whose entry passes DynamoDB's
+// item limit, or a commit whose transaction passes its size limit. The
+// error is an *OutboxTooLargeError.
+var ErrOutboxTooLarge = errors.New("dynamostore: outgoing messages too large for one transaction")
+
+// OutboxTooLargeError says which DynamoDB limit a commit's outgoing
+// messages pass: "item" (an entry of more than 400 KB, message Index) or
+// "transaction" (a TransactWriteItems of more than 4 MB, Index -1). It is
+// the message's fault (retry class Permanent; errors.Is
+// dedup.ErrRecordTooLarge too): nothing is committed, and the consumer
+// dead-letters the message. How many items fit (100, the record and the
+// business writes among them) is checked first, as a
+// *dedup.TooManyWritesError.
+type OutboxTooLargeError struct {
+	Limit     string // "item" or "transaction"
+	Index     int
+	Size, Max int
+}
+
+func (e *OutboxTooLargeError) Error() string {
+	if e.Limit == "item" {
+		return fmt.Sprintf("dynamostore: outgoing message %d: its entry of %d bytes passes DynamoDB's item limit of %d", e.Index, e.Size, e.Max)
+	}
+	return fmt.Sprintf("dynamostore: the commit with its outgoing messages is %d bytes, past DynamoDB's transaction limit of %d", e.Size, e.Max)
+}
+
+// Is makes errors.Is(err, ErrOutboxTooLarge) and errors.Is(err,
+// dedup.ErrRecordTooLarge) true.
+func (e *OutboxTooLargeError) Is(target error) bool {
+	return target == ErrOutboxTooLarge || target == dedup.ErrRecordTooLarge
+}
+
+// RetryClass: the same messages never fit.
+func (e *OutboxTooLargeError) RetryClass() retry.Class { return retry.Permanent }
+
+// laneKey is the partition of an entry's lane.
+func laneKey(id string, m outbox.Message) string {
+	h := sha256.New()
+	if m.OrderingKey == "" {
+		h.Write([]byte(id))
+		return "u#" + hex.EncodeToString(h.Sum(nil)[:16])
+	}
+	for _, p := range []string{m.Destination, m.OrderingKey} {
+		_ = binary.Write(h, binary.BigEndian, uint64(len(p)))
+		h.Write([]byte(p))
+	}
+	return "l#" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// sortKey is an entry's sk: its Seq, fixed width so that strings sort as
+// numbers, then its ID's hash.
+func sortKey(seq int64, id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return fmt.Sprintf("%020d#%s", seq, hex.EncodeToString(sum[:8]))
+}
+
+// nextSeq is the Seq base of a commit at now: its Unix microseconds,
+// above every base this Store gave before, times 1000; entry i takes
+// base+i. Seq follows commit order within a process; across processes, it
+// follows their clocks.
+func (s *Store) nextSeq(now time.Time) int64 {
+	for {
+		last := s.outboxSeq.Load()
+		us := max(now.UnixMicro(), last+1)
+		if s.outboxSeq.CompareAndSwap(last, us) {
+			return us * 1000
+		}
+	}
+}
+
+// outboxItems are the Puts of msgs as the entries of the input whose key
+// is key, committed at now, checked against DynamoDB's limits with the
+// record (recordSize bytes) and writes they join: 100 items, 400 KB an
+// item, 4 MB a transaction.
+func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, writes []types.TransactWriteItem, recordSize int) ([]types.TransactWriteItem, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if 1+len(writes)+len(msgs) > maxTransactItems {
+		return nil, &dedup.TooManyWritesError{Got: len(writes) + len(msgs), Max: maxTransactItems - 1}
+	}
+	total := recordSize
+	for _, w := range writes {
+		if w.Put != nil {
+			total += itemSize(w.Put.Item)
+		}
+	}
+	base := s.nextSeq(now)
+	table := aws.String(OutboxTable(s.table))
+	out := make([]types.TransactWriteItem, len(msgs))
+	for i, m := range msgs {
+		id := outbox.ID(key, i)
+		seq := base + int64(i)
+		lane, sk := laneKey(id, m), sortKey(seq, id)
+		item := map[string]types.AttributeValue{
+			oPK: str(lane), oSK: str(sk), oPSK: str(sk), oPQ: str(pendingShard(lane)),
+			oID: bin([]byte(id)), oDest: bin([]byte(m.Destination)), oOKey: bin([]byte(m.OrderingKey)),
+			oBody: bin(m.Body), oHeaders: bin(outboxcodec.Encode(m.Headers)), oState: str(string(outbox.Pending)),
+			oOwner: str(""), oVersion: num(0), oAttempts: num(0), oError: str(""), oCreated: num(now.UnixMilli()), oLease: num(0),
+		}
+		size := itemSize(item)
+		if size > maxItemSize {
+			return nil, &OutboxTooLargeError{Limit: "item", Index: i, Size: size, Max: maxItemSize}
+		}
+		total += size
+		out[i] = types.TransactWriteItem{Put: &types.Put{TableName: table, Item: item}}
+	}
+	if total > maxTransactSize {
+		return nil, &OutboxTooLargeError{Limit: "transaction", Index: -1, Size: total, Max: maxTransactSize}
+	}
+	return out, nil
+}
+
+// bin is a binary attribute; DynamoDB refuses an empty one as a key only,
+// and takes nil as no value: an empty value is kept as one zero-length.
+func bin(b []byte) types.AttributeValue {
+	if b == nil {
+		b = []byte{}
+	}
+	return &types.AttributeValueMemberB{Value: b}
+}
+
+// pendingShard is the global index partition of a lane's Pending entries.
+func pendingShard(lane string) string {
+	sum := sha256.Sum256([]byte(lane))
+	return "p#" + strconv.Itoa(int(sum[0])%outboxShards)
+}
+
+// Outbox is the relay's view of the Store's outbox table (outbox.Store),
+// from Store.Outbox, on the Store's first client.
+//
+// Lease keeps each lane's order and fences relays with conditional
+// writes: it finds the lanes with Pending entries in the global index
+// pending (eventually consistent: a commit is found a moment later), then
+// reads each lane's Pending entries in order from the local index
+// lane_pending with a strongly consistent query, and takes them one by one
+// with an UpdateItem conditioned on the version it read and a free lease,
+// stopping at the first that is held, due for a retry later, or taken by
+// another relay in between. So two relays never hold one entry, and a
+// lane's entries are leased only behind every earlier one.
+//
+// Marks (Dispatched, Retry, Dead) address an entry by the item this
+// Outbox leased it from: a relay marks what it leased through the same
+// Outbox; a lease it does not know is lost (ErrLeaseLost). Dispatched and
+// Dead entries carry expires_at, the table's TTL.
+type Outbox struct {
+	s     *Store
+	table *string
+	mu    sync.Mutex
+	// leased is where each entry this Outbox leased lives, until it is
+	// marked or its lease is long over.
+	leased map[string]leasedItem
+}
+
+type leasedItem struct {
+	key   map[string]types.AttributeValue
+	until time.Time
+}
+
+var _ outbox.Store = (*Outbox)(nil)
+
+// Outbox gives the relay's view of the outbox table (see type Outbox).
+// The Store's Capabilities say Outbox: Complete and ClaimComplete commit
+// outgoing messages with COMPLETED, in the same TransactWriteItems.
+func (s *Store) Outbox() outbox.Store { return s.outbox }
+
+// forgetAfter is how long past its lease an unmarked entry's item is kept
+// in the Outbox's memory.
+const forgetAfter = time.Hour
+
+func (o *Outbox) client() *ddb.Client { return o.s.clients[0] }
+
+// Lease implements outbox.Store (see type Outbox).
+func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.Entry, error) {
+	if req.Max <= 0 {
+		return nil, nil
+	}
+	o.forget(req.Now)
+	lanes, err := o.pendingLanes(ctx, req.Max)
+	if err != nil {
+		return nil, err
+	}
+	var out []outbox.Entry
+	for _, lane := range lanes {
+		if len(out) >= req.Max {
+			break
+		}
+		items, err := o.lanePending(ctx, lane, req.Max-len(out))
+		if err != nil {
+			return out, err
+		}
+		for _, it := range items {
+			e, err := decodeEntry(it)
+			if err != nil {
+				return out, err
+			}
+			if e.ExpiresAt.After(req.Now) {
+				break // held, or due for a retry later: the lane waits
+			}
+			got, ok, err := o.take(ctx, it, e, req)
+			if err != nil {
+				return out, err
+			}
+			if !ok {
+				break // another relay took it
+			}
+			out = append(out, got)
+		}
+	}
+	return out, nil
+}
+
+// forget drops the items of leases long over.
+func (o *Outbox) forget(now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for id, it := range o.leased {
+		if now.Sub(it.until) > forgetAfter {
+			delete(o.leased, id)
+		}
+	}
+}
+
+// discoveryPages bounds the pages of a shard of the pending index one
+// Lease reads: a long lane at the front of a shard (its entries are read
+// one page after another) hides the lanes behind it no further than that.
+const discoveryPages = 8
+
+// pendingLanes lists up to max lanes with Pending entries per shard of
+// the pending index, oldest entry first.
+func (o *Outbox) pendingLanes(ctx context.Context, max int) ([]string, error) {
+	type head struct{ lane, sk string }
+	var heads []head
+	for n := range outboxShards {
+		in := &ddb.QueryInput{
+			TableName: o.table, IndexName: aws.String(pendingIndex),
+			KeyConditionExpression:    aws.String("#pq = :pq"),
+			ExpressionAttributeNames:  map[string]string{"#pq": oPQ},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pq": str("p#" + strconv.Itoa(n))},
+			Limit:                     aws.Int32(int32(min(max*4, 1000))),
+		}
+		lanes := map[string]bool{}
+		for page := 0; page < discoveryPages && len(lanes) < max; page++ {
+			items, next, err := o.query(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range items {
+				heads = append(heads, head{lane: itemS(it, oPK), sk: itemS(it, oSK)})
+				lanes[itemS(it, oPK)] = true
+			}
+			if len(next) == 0 {
+				break
+			}
+			in.ExclusiveStartKey = next
+		}
+	}
+	slices.SortFunc(heads, func(a, b head) int { return strings.Compare(a.sk, b.sk) })
+	var lanes []string
+	seen := map[string]bool{}
+	for _, h := range heads {
+		if !seen[h.lane] {
+			seen[h.lane] = true
+			lanes = append(lanes, h.lane)
+		}
+	}
+	return lanes, nil
+}
+
+// lanePending reads up to n of a lane's Pending entries, in order, with
+// strong consistency.
+func (o *Outbox) lanePending(ctx context.Context, lane string, n int) ([]map[string]types.AttributeValue, error) {
+	in := &ddb.QueryInput{
+		TableName: o.table, IndexName: aws.String(lanePendingIndex), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": oPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(lane)},
+		Limit:                     aws.Int32(int32(min(n, 1000))),
+	}
+	items, _, err := o.query(ctx, in)
+	return items, err
+}
+
+// query runs one Query page of Lease under the instruments, and returns
+// its items and where the next page starts (none: the last).
+func (o *Outbox) query(ctx context.Context, in *ddb.QueryInput) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+	var out *ddb.QueryOutput
+	err := o.s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		var err error
+		out, err = o.client().Query(ctx, in)
+		if out == nil {
+			return middleware.Metadata{}, err
+		}
+		return out.ResultMetadata, err
+	})
+	if err != nil {
+		return nil, nil, o.wrap("lease", err)
+	}
+	return out.Items, out.LastEvaluatedKey, nil
+}
+
+// take leases entry e (read as it) to req.Owner, if it is still as read
+// and free; ok is false when another relay took it first.
+func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, e outbox.Entry, req outbox.LeaseRequest) (outbox.Entry, bool, error) {
+	key := map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]}
+	in := &ddb.UpdateItemInput{
+		TableName: o.table, Key: key,
+		UpdateExpression:         aws.String("SET #owner = :owner, #version = :v1, #lease = :until"),
+		ConditionExpression:      aws.String("#state = :pending AND #version = :v AND #lease <= :now"),
+		ExpressionAttributeNames: map[string]string{"#owner": oOwner, "#version": oVersion, "#lease": oLease, "#state": oState},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":owner": str(req.Owner), ":v1": num(e.Lease.Version + 1), ":until": num(req.LeaseUntil.UnixMilli()),
+			":pending": str(string(outbox.Pending)), ":v": num(e.Lease.Version), ":now": num(req.Now.UnixMilli()),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	}
+	var out *ddb.UpdateItemOutput
+	retried := false
+	err := o.s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
+		retried = attempt > 1
+		var err error
+		out, err = o.client().UpdateItem(ctx, in)
+		return metadata(out), err
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && !retried {
+		return outbox.Entry{}, false, nil
+	}
+	if err != nil {
+		// A retried take that lost its condition may have committed
+		// unseen: the lane is left alone this time, and the entry's lease,
+		// if it was taken, ends on its own.
+		if errors.As(err, &ccf) {
+			return outbox.Entry{}, false, nil
+		}
+		return outbox.Entry{}, false, o.wrap("lease", err)
+	}
+	got, err := decodeEntry(out.Attributes)
+	if err != nil {
+		return outbox.Entry{}, false, err
+	}
+	o.mu.Lock()
+	if o.leased == nil {
+		o.leased = map[string]leasedItem{}
+	}
+	o.leased[got.ID] = leasedItem{key: key, until: req.LeaseUntil}
+	o.mu.Unlock()
+	return got, true, nil
+}
+
+// itemOf is where the entry of l lives, as this Outbox leased it.
+func (o *Outbox) itemOf(l outbox.Lease) (map[string]types.AttributeValue, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	it, ok := o.leased[l.ID]
+	return it.key, ok
+}
+
+func (o *Outbox) done(id string) {
+	o.mu.Lock()
+	delete(o.leased, id)
+	o.mu.Unlock()
+}
+
+// lost is the error of a mark whose lease is no longer held.
+func lost(op string, l outbox.Lease) error {
+	return fmt.Errorf("dynamostore: outbox %s: %w: entry %s version %d", op, outbox.ErrLeaseLost, dedup.KeyHash(l.ID), l.Version)
+}
+
+func (o *Outbox) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("dynamostore: outbox %s on table %s: %w", op, aws.ToString(o.table), err)
+}
+
+// mark runs the fenced update of l's entry: set, with the fence (state
+// Pending, owner, version) as its condition. A retry whose first attempt
+// committed unseen is recognised by settled, given the item as it is.
+func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, update string, names map[string]string,
+	values map[string]types.AttributeValue, settled func(map[string]types.AttributeValue) bool) error {
+	key, ok := o.itemOf(l)
+	if !ok {
+		return lost(op, l)
+	}
+	names = maps.Clone(names)
+	names["#state"], names["#owner"], names["#version"] = oState, oOwner, oVersion
+	values = maps.Clone(values)
+	values[":pending"], values[":fowner"], values[":fv"] = str(string(outbox.Pending)), str(l.Owner), num(l.Version)
+	in := &ddb.UpdateItemInput{
+		TableName: o.table, Key: key, UpdateExpression: aws.String(update),
+		ConditionExpression:                 aws.String("#state = :pending AND #owner = :fowner AND #version = :fv"),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	retried := false
+	err := o.s.do(ctx, instrOp, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
+		retried = attempt > 1
+		out, err := o.client().UpdateItem(ctx, in)
+		return metadata(out), err
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		o.done(l.ID)
+		return nil
+	case errors.As(err, &ccf):
+		if retried && len(ccf.Item) > 0 && settled(ccf.Item) {
+			o.done(l.ID)
+			return nil
+		}
+		return lost(op, l)
+	}
+	return o.wrap(op, err)
+}
+
+// Dispatched implements outbox.Store.
+func (o *Outbox) Dispatched(ctx context.Context, leases []outbox.Lease, _, retainUntil time.Time) error {
+	var errs []error
+	for _, l := range leases {
+		err := o.mark(ctx, "dispatched", storeinstr.OpOutboxDispatched, l, "SET #state = :dispatched, #exp = :exp REMOVE #psk, #pq",
+			map[string]string{"#exp": attrExpires, "#psk": oPSK, "#pq": oPQ},
+			map[string]types.AttributeValue{":dispatched": str(string(outbox.Dispatched)), ":exp": num(ceilUnix(retainUntil))},
+			func(it map[string]types.AttributeValue) bool {
+				return itemS(it, oState) == string(outbox.Dispatched) && itemS(it, oOwner) == l.Owner && itemN(it, oVersion) == l.Version
+			})
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Retry implements outbox.Store: the entry is leased again from retryAt,
+// on a new version with no owner, so that the lease given back fences
+// nothing.
+func (o *Outbox) Retry(ctx context.Context, l outbox.Lease, reason string, _, retryAt time.Time) error {
+	return o.mark(ctx, "retry", storeinstr.OpOutboxRetry, l, "SET #owner = :none, #version = :v1, #lease = :at, #err = :err ADD #attempts :one",
+		map[string]string{"#lease": oLease, "#err": oError, "#attempts": oAttempts},
+		map[string]types.AttributeValue{":none": str(""), ":v1": num(l.Version + 1), ":at": num(retryAt.UnixMilli()),
+			":err": str(dedup.StorableReason(reason)), ":one": num(1)},
+		func(it map[string]types.AttributeValue) bool {
+			return itemS(it, oState) == string(outbox.Pending) && itemS(it, oOwner) == "" && itemN(it, oVersion) == l.Version+1
+		})
+}
+
+// Dead implements outbox.Store.
+func (o *Outbox) Dead(ctx context.Context, l outbox.Lease, reason string, _, retainUntil time.Time) error {
+	return o.mark(ctx, "dead", storeinstr.OpOutboxDead, l, "SET #state = :dead, #exp = :exp, #err = :err REMOVE #psk, #pq",
+		map[string]string{"#exp": attrExpires, "#psk": oPSK, "#pq": oPQ, "#err": oError},
+		map[string]types.AttributeValue{":dead": str(string(outbox.Dead)), ":exp": num(ceilUnix(retainUntil)), ":err": str(dedup.StorableReason(reason))},
+		func(it map[string]types.AttributeValue) bool {
+			return itemS(it, oState) == string(outbox.Dead) && itemS(it, oOwner) == l.Owner && itemN(it, oVersion) == l.Version
+		})
+}
+
+// Entries implements outbox.Store: a scan of the table, for operators and
+// tests, in Seq order; limit <= 0 lists all.
+func (o *Outbox) Entries(ctx context.Context, state outbox.State, limit int) ([]outbox.Entry, error) {
+	in := &ddb.ScanInput{TableName: o.table, ConsistentRead: aws.Bool(true)}
+	if state != "" {
+		in.FilterExpression = aws.String("#state = :state")
+		in.ExpressionAttributeNames = map[string]string{"#state": oState}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":state": str(string(state))}
+	}
+	var out []outbox.Entry
+	for {
+		var page *ddb.ScanOutput
+		err := o.s.do(ctx, storeinstr.OpOutboxEntries, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+			var err error
+			page, err = o.client().Scan(ctx, in)
+			if page == nil {
+				return middleware.Metadata{}, err
+			}
+			return page.ResultMetadata, err
+		})
+		if err != nil {
+			return nil, o.wrap("entries", err)
+		}
+		for _, it := range page.Items {
+			e, err := decodeEntry(it)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	slices.SortFunc(out, func(a, b outbox.Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Check verifies that the outbox table exists with its keys and indexes.
+func (o *Outbox) Check(ctx context.Context) error {
+	var desc *ddb.DescribeTableOutput
+	err := o.s.do(ctx, "DescribeTable", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		var err error
+		desc, err = o.client().DescribeTable(ctx, &ddb.DescribeTableInput{TableName: o.table})
+		return metadata(desc), err
+	})
+	if err != nil {
+		return o.wrap("check", err)
+	}
+	if err := checkOutboxSchema(desc.Table); err != nil {
+		return o.wrap("check", &LayoutError{Err: err})
+	}
+	return nil
+}
+
+func itemS(it map[string]types.AttributeValue, name string) string {
+	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func itemB(it map[string]types.AttributeValue, name string) []byte {
+	if v, ok := it[name].(*types.AttributeValueMemberB); ok {
+		return v.Value
+	}
+	return nil
+}
+
+func itemN(it map[string]types.AttributeValue, name string) int64 {
+	if v, ok := it[name].(*types.AttributeValueMemberN); ok {
+		n, _ := strconv.ParseInt(v.Value, 10, 64)
+		return n
+	}
+	return -1
+}
+
+// decodeEntry reads an entry's item.
+func decodeEntry(it map[string]types.AttributeValue) (outbox.Entry, error) {
+	id := string(itemB(it, oID))
+	e := outbox.Entry{
+		Message: outbox.Message{Destination: string(itemB(it, oDest)), OrderingKey: string(itemB(it, oOKey)), Body: itemB(it, oBody)},
+		ID:      id, State: outbox.State(itemS(it, oState)),
+		Lease:    outbox.Lease{ID: id, Owner: itemS(it, oOwner), Version: itemN(it, oVersion)},
+		Attempts: int(itemN(it, oAttempts)), LastError: itemS(it, oError),
+		CreatedAt: time.UnixMilli(itemN(it, oCreated)),
+	}
+	seq, _, _ := strings.Cut(itemS(it, oSK), "#")
+	e.Seq, _ = strconv.ParseInt(seq, 10, 64)
+	switch e.State {
+	case outbox.Pending:
+		if ms := itemN(it, oLease); ms > 0 {
+			e.ExpiresAt = time.UnixMilli(ms)
+		}
+	case outbox.Dispatched, outbox.Dead:
+		e.ExpiresAt = time.Unix(itemN(it, attrExpires), 0)
+	default:
+		return outbox.Entry{}, fmt.Errorf("dynamostore: outbox entry %s: state %q", dedup.KeyHash(id), e.State)
+	}
+	var err error
+	if e.Headers, err = outboxcodec.Decode(itemB(it, oHeaders)); err != nil {
+		return outbox.Entry{}, fmt.Errorf("dynamostore: outbox entry %s: %w", dedup.KeyHash(id), err)
+	}
+	if e.Lease.Version < 0 || e.Attempts < 0 {
+		return outbox.Entry{}, fmt.Errorf("dynamostore: outbox entry %s: a number missing", dedup.KeyHash(id))
+	}
+	return e, nil
+}
+
+// recordEstimate is the most a record of key with response takes in a
+// transaction, for the transaction's size limit.
+func recordEstimate(key map[string]types.AttributeValue, response []byte) int {
+	return fixedRecordSize + 2*maxIdentifierLen + itemSize(key) + len(attrResponse) + len(response)
+}
+
+// maxIdentifierLen bounds an owner token or payload hash, for the
+// estimate.
+const maxIdentifierLen = 128

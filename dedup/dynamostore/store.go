@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/onceq/onceq/internal/configerr"
@@ -49,6 +50,10 @@ type Store struct {
 	tenantKeyed bool
 	// maxResponse bounds a stored response (MaxResponseSize).
 	maxResponse int
+	// outbox is the relay's view of the outbox table (Outbox).
+	outbox *Outbox
+	// outboxSeq is the last Seq base given, in Unix microseconds.
+	outboxSeq atomic.Int64
 }
 
 var _ dedup.Store = (*Store)(nil)
@@ -113,7 +118,7 @@ func New(client *ddb.Client, opts ...Option) (*Store, error) {
 	if cfg.archive != "" {
 		archive = aws.String(cfg.archive)
 	}
-	return &Store{
+	s := &Store{
 		archive:     archive,
 		clients:     clients,
 		table:       table,
@@ -129,7 +134,9 @@ func New(client *ddb.Client, opts ...Option) (*Store, error) {
 		clock:       clock,
 
 		clockCheck: !cfg.noClockCheck,
-	}, nil
+	}
+	s.outbox = &Outbox{s: s, table: aws.String(OutboxTable(table))}
+	return s, nil
 }
 
 // Table is the table name.
@@ -659,13 +666,15 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	if err != nil {
 		return err
 	}
-	if err := noOutbox(req.Outbox); err != nil {
-		return err
-	}
 	key, err := s.layout.key(req.Lease.Key)
 	if err != nil {
 		return err
 	}
+	ob, err := s.outboxItems(req.Lease.Key, req.Outbox, req.Now, writes, recordEstimate(key, req.Response))
+	if err != nil {
+		return err
+	}
+	writes = append(writes, ob...)
 	if err := s.checkResponse(key, req.Lease.Owner, "", req.Response); err != nil {
 		return err
 	}
@@ -913,13 +922,15 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	if err != nil {
 		return dedup.Claim{}, err
 	}
-	if err := noOutbox(req.Outbox); err != nil {
-		return dedup.Claim{}, err
-	}
 	key, err := s.layout.key(req.Key)
 	if err != nil {
 		return dedup.Claim{}, err
 	}
+	ob, err := s.outboxItems(req.Key, req.Outbox, req.Now, writes, recordEstimate(key, req.Response))
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	writes = append(writes, ob...)
 	if err := s.checkResponse(key, req.Owner, req.PayloadHash, req.Response); err != nil {
 		return dedup.Claim{}, err
 	}

@@ -30,8 +30,9 @@ func TestConformanceTenantLayout(t *testing.T) {
 func conformance(t *testing.T, opts []dynamostore.Option, o storetest.Options, tableOpts ...dynamostore.TableOption) {
 	ep := testenv.DynamoDBEndpoint(t)
 	c := dynamoClient(t, ep, nil)
-	table := recordsTable(t, c, tableOpts...)
+	table := recordsTable(t, c, append(tableOpts, dynamostore.WithOutbox())...)
 	opts = append(opts, dynamostore.WithoutClockCheck())
+	o.RejectingWrite = func() any { return rejecting(table) }
 	o.Throttled = func(t *testing.T) dedup.Store {
 		p := faultproxy.Start(t, ep)
 		p.AddRule(faultproxy.Rule{Times: 2, Fault: faultproxy.Throttle})
@@ -108,4 +109,13 @@ func TestClaimWithoutPayloadHash(t *testing.T) {
 			t.Fatalf("%s: %+v, %v; want COMPLETED with no payload hash", k, r, err)
 		}
 	}
+}
+
+// rejecting is a business write whose own condition fails: a check that
+// an item no one writes exists.
+func rejecting(table string) types.TransactWriteItem {
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "no such item"}},
+		ConditionExpression: aws.String("attribute_exists(pk)"),
+	}}
 }

@@ -18,7 +18,7 @@ import (
 // the layout (pk; or pk + sk with TenantLayout) and TTL on expires_at.
 // It is idempotent: an existing table is accepted when its key schema
 // matches, and TTL is enabled if it is not. It returns once the table is
-// ACTIVE.
+// ACTIVE. With WithOutbox it makes the outbox table too.
 func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...TableOption) error {
 	cfg := tableConfig{waitTimeout: 5 * time.Minute}
 	for _, o := range opts {
@@ -63,7 +63,13 @@ func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...
 			return err
 		}
 	}
-	return ensureTTL(ctx, client, table)
+	if err := ensureTTL(ctx, client, table); err != nil {
+		return err
+	}
+	if cfg.outbox {
+		return CreateOutboxTable(ctx, client, table, TableWaitTimeout(cfg.waitTimeout))
+	}
+	return nil
 }
 
 // ensureStream enables an existing table's stream with both images, or

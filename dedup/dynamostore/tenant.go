@@ -21,7 +21,7 @@ import (
 // business writes types.TransactWriteItem and its pointer.
 func (s *Store) Capabilities() dedup.Capabilities {
 	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed,
-		Writes: []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()}}
+		Writes: []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()}, Outbox: true}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless

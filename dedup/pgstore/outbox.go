@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/storeinstr"
+	"github.com/onceq/onceq/internal/outboxcodec"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
@@ -310,55 +310,13 @@ func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, key string, msgs []outbo
 	for i, m := range msgs {
 		id := outbox.ID(key, i)
 		ids[i], entryIDs[i], dests[i], keys[i] = rowID(id), []byte(id), []byte(m.Destination), []byte(m.OrderingKey)
-		bodies[i], headers[i] = m.Body, encodeHeaders(m.Headers)
+		bodies[i], headers[i] = m.Body, outboxcodec.Encode(m.Headers)
 		if bodies[i] == nil {
 			bodies[i] = []byte{}
 		}
 	}
 	_, err = tx.Exec(ctx, st.insertSQL, st.seq, ids, entryIDs, dests, keys, bodies, headers, now, st.channel)
 	return err
-}
-
-// encodeHeaders is headers as the table keeps them: each name and value,
-// in name order, after its length (uvarint). Names and values are any
-// bytes, which a text or jsonb column would refuse.
-func encodeHeaders(h map[string]string) []byte {
-	b := []byte{}
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		b = binary.AppendUvarint(b, uint64(len(h[k])))
-		b = append(b, h[k]...)
-	}
-	return b
-}
-
-func decodeHeaders(b []byte) (map[string]string, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	h := map[string]string{}
-	next := func() (string, error) {
-		n, w := binary.Uvarint(b)
-		if w <= 0 || uint64(len(b)-w) < n {
-			return "", errors.New("headers cut short")
-		}
-		s := string(b[w : w+int(n)])
-		b = b[w+int(n):]
-		return s, nil
-	}
-	for len(b) > 0 {
-		k, err := next()
-		if err != nil {
-			return nil, err
-		}
-		v, err := next()
-		if err != nil {
-			return nil, err
-		}
-		h[k] = v
-	}
-	return h, nil
 }
 
 // scanEntry reads a row of outboxCols.
@@ -378,7 +336,7 @@ func scanEntry(row pgx.Row) (outbox.Entry, error) {
 	if expires != nil {
 		e.ExpiresAt = *expires
 	}
-	if e.Headers, err = decodeHeaders(hdrs); err != nil {
+	if e.Headers, err = outboxcodec.Decode(hdrs); err != nil {
 		return outbox.Entry{}, fmt.Errorf("pgstore: outbox entry %s: %w", dedup.KeyHash(e.ID), err)
 	}
 	switch e.State {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/dedup/storeinstr"
@@ -349,5 +350,34 @@ func TestOutboxRelaysKeepLaneOrderUnderLoad(t *testing.T) {
 			}
 			last[w] = k
 		}
+	}
+}
+
+// A consumer that sends onward checks at start that the outbox table
+// exists: a records table made before the outbox was is refused, with
+// what to run, until CreateTable adds it.
+func TestOutboxCheckedWithSendsOnward(t *testing.T) {
+	p := pool(t)
+	table := recordsTable(t, p)
+	ob := pgstore.OutboxTable(table)
+	if _, err := p.Exec(testCtx(t), "DROP TABLE "+ob); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+ob+"; DROP SEQUENCE IF EXISTS "+ob+"_seq")
+	})
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
+	g, err := consumer.NewGuard(newStore(t, p, table), h, consumer.SendsOnward())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Check(testCtx(t)); !errors.Is(err, consumer.ErrMisconfigured) || !strings.Contains(err.Error(), "CreateTable") {
+		t.Fatalf("Check without the outbox table: %v, want ErrMisconfigured saying to run CreateTable", err)
+	}
+	if err := pgstore.CreateTable(testCtx(t), p, table); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Check(testCtx(t)); err != nil {
+		t.Fatalf("Check after CreateTable: %v", err)
 	}
 }

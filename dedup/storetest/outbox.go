@@ -553,6 +553,7 @@ func (s *suite) outboxLostLease(t *testing.T, st dedup.Store, ob outbox.Store) {
 func (s *suite) outboxRetention(t *testing.T, st dedup.Store, ob outbox.Store) {
 	dest := destination(t)
 	k := send(t, st, 1, msg(dest, "A", "1"), msg(dest, "B", "2"))
+	committed := byID(entries(t, ob, dest, ""))
 	got := byID(lease(t, ob, dest, "r1", 1, 30))
 	if err := ob.Retry(ctx(t), got[outbox.ID(k, 1)].Lease, "timeout", at(2), at(3)); err != nil {
 		t.Fatalf("Retry: %v", err)
@@ -567,6 +568,9 @@ func (s *suite) outboxRetention(t *testing.T, st dedup.Store, ob outbox.Store) {
 	}
 	within := func(got, want time.Time) bool { d := got.Sub(want); return d > -time.Second && d < time.Second }
 	for _, e := range entries(t, ob, dest, "") {
+		if c := committed[e.ID]; c.Seq != e.Seq || string(c.Body) != string(e.Body) {
+			t.Fatalf("entry %s: Seq %d and body %q after its marks, %d and %q when committed: want them kept", e.ID, e.Seq, e.Body, c.Seq, c.Body)
+		}
 		switch e.ID {
 		case outbox.ID(k, 0):
 			if e.State != outbox.Dispatched || !within(e.ExpiresAt, at(3600)) || e.Attempts != 0 {
@@ -598,5 +602,13 @@ func (s *suite) outboxEntries(t *testing.T, st dedup.Store, ob outbox.Store) {
 	}
 	if es, err := ob.Entries(ctx(t), "", 1); err != nil || len(es) != 1 {
 		t.Fatalf("Entries with limit 1: %d entries, %v", len(es), err)
+	}
+	// Max bounds a lease, and a lane cut by it is cut after a prefix.
+	es, err := ob.Lease(ctx(t), outbox.LeaseRequest{Owner: "r2", Now: at(40), LeaseUntil: at(60), Max: 1})
+	if err != nil || len(es) > 1 {
+		t.Fatalf("Lease with Max 1: %d entries, %v", len(es), err)
+	}
+	if len(es) == 1 && es[0].Destination == dest && es[0].ID != outbox.ID(k, 1) {
+		t.Fatalf("Lease with Max 1 took %s, not the lane's first Pending entry %s", es[0].ID, outbox.ID(k, 1))
 	}
 }
