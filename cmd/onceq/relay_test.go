@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/outbox"
@@ -101,6 +102,59 @@ func TestRelayPostgresToSQS(t *testing.T) {
 	cancel()
 	wg.Wait()
 	if code != 0 || !strings.Contains(out.String(), "sending the postgres outbox") {
+		t.Fatalf("relay: exit %d, %s %s", code, out.String(), errOut.String())
+	}
+}
+
+// The same on DynamoDB: onceq relay -store dynamodb sends what a commit
+// put in the outbox table, and inspect -outbox DEAD shows the refused one.
+func TestRelayDynamoDBToSQS(t *testing.T) {
+	q := localSQS(t)
+	db := localAWS(t)
+	queueURL, _ := createQueue(t, q, "onceq-cli-relay-"+tableName(t)[len("onceq_cli_"):], nil)
+	t.Cleanup(func() {
+		_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(queueURL)})
+	})
+	table := tableName(t)
+	if code, _, errOut := onceq("create-table", "-table", table, "-outbox"); code != 0 {
+		t.Fatalf("create-table: %s", errOut)
+	}
+	st, err := dynamostore.New(db, dynamostore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	msgs := []outbox.Message{
+		{Destination: queueURL, OrderingKey: "o-1", Body: []byte(`{"event":"order.reserved"}`)},
+		{Destination: queueURL + "-missing", Body: []byte(`{"event":"lost"}`)},
+	}
+	if c, err := st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: "onceq#o-1", Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour), Outbox: msgs}); err != nil || !c.Acquired {
+		t.Fatalf("commit: %+v %v", c, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var code int
+	var out, errOut bytes.Buffer
+	wg.Go(func() {
+		code = run(ctx, []string{"relay", "-table", table, "-send", "sqs", "-poll", "100ms"}, &out, &errOut)
+	})
+	defer func() {
+		if t.Failed() {
+			t.Logf("relay output: %s\n%s", out.String(), errOut.String())
+		}
+	}()
+	testenv.Eventually(t, 30*time.Second, "the relay did not dispatch the entry", func() bool {
+		got, err := q.ReceiveMessage(t.Context(), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MessageAttributeNames: []string{"All"}})
+		return err == nil && len(got.Messages) == 1 &&
+			aws.ToString(got.Messages[0].MessageAttributes["idempotency-key"].StringValue) == outbox.ID("onceq#o-1", 0)
+	})
+	testenv.Eventually(t, 30*time.Second, "the refused entry was not kept DEAD", func() bool {
+		c, o, _ := onceq("inspect", "-table", table, "-outbox", "DEAD")
+		return c == 0 && strings.Contains(o, "-missing") && strings.Contains(o, "reason:")
+	})
+	cancel()
+	wg.Wait()
+	if code != 0 || !strings.Contains(out.String(), "sending the dynamodb outbox") {
 		t.Fatalf("relay: exit %d, %s %s", code, out.String(), errOut.String())
 	}
 }
