@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -68,29 +69,47 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	t.takeovers, errs[3] = m.Int64Counter("onceq.outbox.takeovers", metric.WithDescription(
 		"Entries a relay leased after another relay's lease on them ran out: that relay died or stalled past its lease TTL."))
 	t.backlog, errs[4] = m.Int64ObservableGauge("onceq.outbox.backlog", metric.WithDescription(
-		"Outbox entries pending dispatch (counted up to 10000)."))
+		"Outbox entries pending dispatch (counted up to 10000, read from the store at most once a minute)."))
 	t.oldest, errs[5] = m.Float64ObservableGauge("onceq.outbox.backlog.oldest_age", metric.WithUnit("s"), metric.WithDescription(
 		"How long ago the oldest pending outbox entry was committed; absent while none is pending."))
 	return t, errors.Join(errs[:]...)
 }
 
+// backlogEvery bounds how often the backlog is read from the store: a
+// collection in between reports the last reading. Reading it lists the
+// pending entries (on DynamoDB a Scan of the outbox table).
+const backlogEvery = time.Minute
+
+// backlogReading is the last count of the pending entries.
+type backlogReading struct {
+	mu      sync.Mutex
+	at      time.Time // when it was read; zero: never
+	pending int
+	oldest  time.Time // zero: none pending
+}
+
 // observeBacklog reports the store's pending entries at each collection,
-// while the relay runs.
+// while the relay runs, read at most once per backlogEvery.
 func (t *telemetry) observeBacklog(store Store) (metric.Registration, error) {
+	var last backlogReading
 	return t.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		pending, err := store.Entries(ctx, Pending, defaultBacklogCounted)
-		if err != nil {
-			return err
-		}
-		o.ObserveInt64(t.backlog, int64(len(pending)))
-		var oldest time.Time
-		for _, e := range pending {
-			if oldest.IsZero() || e.CreatedAt.Before(oldest) {
-				oldest = e.CreatedAt
+		last.mu.Lock()
+		defer last.mu.Unlock()
+		if last.at.IsZero() || time.Since(last.at) >= backlogEvery {
+			pending, err := store.Entries(ctx, Pending, defaultBacklogCounted)
+			if err != nil {
+				return err
+			}
+			last.at, last.pending, last.oldest = time.Now(), len(pending), time.Time{}
+			for _, e := range pending {
+				if last.oldest.IsZero() || e.CreatedAt.Before(last.oldest) {
+					last.oldest = e.CreatedAt
+				}
 			}
 		}
-		if !oldest.IsZero() {
-			o.ObserveFloat64(t.oldest, time.Since(oldest).Seconds())
+		o.ObserveInt64(t.backlog, int64(last.pending))
+		if !last.oldest.IsZero() {
+			o.ObserveFloat64(t.oldest, time.Since(last.oldest).Seconds())
 		}
 		return nil
 	}, t.backlog, t.oldest)
