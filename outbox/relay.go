@@ -278,19 +278,25 @@ func lapsedLeases(e *Entry) int64 {
 // countRedispatch counts an entry about to be sent that may have been
 // sent before: an earlier send failed, or a relay whose lease ran out may
 // have sent it. An entry given back only because it waited behind a
-// failed one (holdBackReason) was not sent.
+// failed one, or because the relay stopped (unsentReason), was not sent.
 func (r *Relay) countRedispatch(ctx context.Context, e *Entry) {
 	switch {
-	case e.Attempts > 0 && !strings.HasPrefix(e.LastError, holdBackReason):
+	case e.Attempts > 0 && !strings.HasPrefix(e.LastError, unsentReason):
 		r.tel.redispatch.Add(ctx, 1, r.tel.retriedOpt)
 	case lapsedLeases(e) > 0:
 		r.tel.redispatch.Add(ctx, 1, r.tel.takenOvrOpt)
 	}
 }
 
-// holdBackReason begins the reason of an entry given back, unsent, with
-// the failed entry ahead of it in its lane.
-const holdBackReason = "waits behind an entry of its lane whose send failed: "
+// The reasons of an entry given back unsent: with the failed entry ahead
+// of it in its lane (holdBackReason, then that entry's error), or because
+// the relay stopped. Each begins with unsentReason, which tells
+// countRedispatch it was not sent.
+const (
+	unsentReason   = "not sent: "
+	holdBackReason = unsentReason + "it waits behind an entry of its lane whose send failed: "
+	stoppedReason  = unsentReason + "the relay stopped before sending it"
+)
 
 // lanes splits entries, in their order, into lanes: those of one
 // Destination and OrderingKey keep their order; an entry with no
@@ -341,9 +347,19 @@ type deadMark struct {
 // ahead of it in its lane was taken or refused.
 func (p *pass) send(ctx context.Context, ls [][]Entry) {
 	for len(ls) > 0 {
-		if ctx.Err() != nil || !time.Now().Before(p.leaseUntil) {
-			// Cancelled, or the leases ran out: another relay may hold
-			// them now. What is left stays leased until then.
+		if !time.Now().Before(p.leaseUntil) {
+			// The leases ran out: another relay may hold them now.
+			return
+		}
+		if ctx.Err() != nil {
+			// Stopped: what is left goes back unsent, for the next relay
+			// to take at once rather than once the lease runs out.
+			now := time.Now()
+			for _, l := range ls {
+				for _, e := range l {
+					p.retry = append(p.retry, retryMark{e, stoppedReason, now})
+				}
+			}
 			return
 		}
 		round := make([]Entry, len(ls))

@@ -608,3 +608,40 @@ func TestRelayConcurrentPassesKeepLaneOrder(t *testing.T) {
 		}
 	})
 }
+
+// A relay stopped in the middle of a pass gives back what it had not sent
+// yet: another relay takes it at once, not after the lease, and counts
+// neither a takeover nor a re-dispatch.
+func TestRelayStoppedGivesBackWhatItDidNotSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, store := newStore()
+		ctx, cancel := context.WithCancel(t.Context())
+		first := &recordingSender{fail: func(outbox.Entry, int) error { cancel(); return nil }}
+		commit(t, db, "in", msg("q", "k", "1"), msg("q", "k", "2"), msg("q", "k", "3"))
+		r1, err := outbox.NewRelay(store, first, quiet, outbox.Owner("r1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r1.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := first.order(); !slices.Equal(got, []string{"in#out0"}) {
+			t.Fatalf("the stopped relay sent %v, want the first entry only", got)
+		}
+		second := &recordingSender{}
+		reader, mp := metrictest.Provider(t)
+		r2, err := outbox.NewRelay(store, second, quiet, outbox.Owner("r2"), outbox.WithMeterProvider(mp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r2.Pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := second.order(); !slices.Equal(got, []string{"in#out1", "in#out2"}) {
+			t.Fatalf("the next relay sent %v at once, want the two left", got)
+		}
+		if n := metrictest.Counter(t, reader, "onceq.outbox.takeovers") + metrictest.Counter(t, reader, "onceq.outbox.redispatches"); n != 0 {
+			t.Errorf("%d takeovers and re-dispatches counted for entries never sent", n)
+		}
+	})
+}
