@@ -64,6 +64,8 @@ fi
 bench ./sources/sqssource/ -bench '^BenchmarkRawVsConsumer$' -benchtime 3x -count "$count"
 bench ./sources/kafkasource/ -bench '^BenchmarkGroupThroughput$' -benchtime 1x -count "$count"
 bench ./sources/franzsource/ -bench '^BenchmarkFranzThroughput$' -benchtime 1x -count "$count"
+bench ./sources/sqssource/ -bench '^BenchmarkOutboxRelay$' -benchtime 1x -count "$count"
+bench ./sources/franzsource/ -bench '^BenchmarkOutboxRelayFranz$' -benchtime 1x -count "$count"
 bench ./dedup/dynamostore/ -bench '^BenchmarkDynamoDB$' -count "$count"
 bench ./dedup/dynamostore/ -bench '^BenchmarkCapacity$' -benchtime 1x -count "$capcount" -timeout 30m
 bench ./dedup/pgstore/ -bench '^BenchmarkPostgres$' -count "$count"

@@ -79,7 +79,10 @@ type Entry struct {
 }
 
 // Lease is a relay's hold on an entry, fenced as a record's lease is: a
-// mark with a lease no longer held is refused with ErrLeaseLost.
+// mark with a lease no longer held is refused with ErrLeaseLost. Each
+// Store.Lease and each Store.Retry of an entry raises its Version by one,
+// so that a relay can tell an entry whose earlier lease ran out (a
+// takeover) from one given back to retry.
 type Lease struct {
 	ID      string
 	Owner   string

@@ -20,6 +20,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -49,6 +50,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"      a Query of the tenant's partition key(s), never a Scan; it reads every record of the tenant.",
 		"      A table of the default layout is an error; a listing cut at -limit says so",
 		"      (DynamoDB's tenant layout only)",
+		"  -outbox DEAD|PENDING|DISPATCHED [-limit 100]",
+		"      the outbox entries in that state (-store postgres or dynamodb): DEAD lists what a destination",
+		"      refused for good, with the reason",
 		"PostgreSQL and Redis find a record by KEY (-tenant T too) or -key-hash: PostgreSQL hashes each key it reads",
 		"on the server; Redis SCANs the names under the prefix, which hold the key's SHA-256 (Redis keeps no key).",
 		"Exit 1 when no record is found.",
@@ -76,11 +80,15 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&k.value, "kafka-value", "", "the Kafka record's value")
 	fs.StringVar(&k.valueFile, "kafka-value-file", "", "a file holding the Kafka record's value, byte for byte")
 	fs.StringVar(&k.header, "kafka-header-key", "", "the Kafka record's idempotency-key header")
+	outboxState := fs.String("outbox", "", "list the store's outbox entries in this state (DEAD, PENDING, DISPATCHED), up to -limit")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["outbox"] {
+		return inspectOutbox(ctx, fs, sf, *table, outbox.State(strings.ToUpper(*outboxState)), *limit, stdout, stderr)
+	}
 	kafka := set["kafka-topic"] || set["kafka-key"] || set["kafka-value"] || set["kafka-value-file"] || set["kafka-header-key"]
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "onceq inspect: "+format+"\n", a...)

@@ -5,7 +5,10 @@
 // COMPLETED; duplicates get the cached answer, orders beyond the stock are
 // rejected (and stay rejected), malformed ones are dead-lettered.
 //
-// With -demo N it runs embedded: an in-memory queue and store.
+// With -demo N it runs embedded: an in-memory queue and store, and a
+// second stage: each reserved order sends an order.reserved event through
+// the outbox (committed with the order's COMPLETED record) to a shipping
+// queue, which a second onceq worker consumes, shipping each order once.
 package main
 
 import (
@@ -252,11 +255,25 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 		defer closeHistory()
 		store, hooks = rec, append(hooks, rec)
 	}
-	c, err := consumer.New(wiring.source, store, reserveHandler(inv), append(opts.consumerOptions(),
+	handler := reserveHandler(inv)
+	copts := append(opts.consumerOptions(),
 		consumer.WithLogger(logger),
 		consumer.WithHooks(hooks...),
 		consumer.WithMeterProvider(tel.meterProvider()),
-		consumer.WithTracerProvider(tel.tracerProvider()))...)
+		consumer.WithTracerProvider(tel.tracerProvider()))
+	// The demo's second stage: each reserved order sends order.reserved
+	// through the outbox to the shipping worker.
+	var ship *shipping
+	if ob, ok := outboxOf(wiring.store); ok && opts.demo > 0 {
+		if ship, err = startShipping(ctx, ob, logger, tel.meterProvider()); err != nil {
+			_ = wiring.source.Close(context.WithoutCancel(ctx))
+			return err
+		}
+		defer func() { _ = ship.stop() }()
+		handler = shipOnward(handler, ship.queue.Name())
+		copts = append(copts, consumer.SendsOnward())
+	}
+	c, err := consumer.New(wiring.source, store, handler, copts...)
 	if err != nil {
 		_ = wiring.source.Close(context.WithoutCancel(ctx)) // Run would have; it never will
 		return explainStart(err, opts, !wiring.source.Capabilities().DeadLetter)
@@ -305,6 +322,16 @@ loop:
 	}
 	if reserved, orders, err := wiring.totals(context.WithoutCancel(ctx)); err == nil {
 		fmt.Fprintf(stderr, "order-worker: inventory reserved %d units over %d orders\n", reserved, orders)
+	}
+	if ship != nil {
+		ship.await(ctx, sum.processed.Load(), 30*time.Second)
+		if err := ship.stop(); err != nil {
+			return err
+		}
+		shipped, _ := ship.counts()
+		sum.shipped.Store(int64(shipped))
+		sum.shippingDuplicates.Store(ship.duplicates.Load())
+		ship.report(stderr, sum.processed.Load())
 	}
 	return sum.writeJSON(stdout)
 }

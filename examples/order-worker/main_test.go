@@ -25,6 +25,11 @@ func TestDemoSummary(t *testing.T) {
 	if s.DeadLettered != malformed || s.Duplicates != dups || s.Rejected != 10 || s.Processed != unique-10 || !strings.Contains(errOut.String(), "over "+strconv.FormatInt(s.Processed, 10)+" orders") {
 		t.Fatalf("summary %+v; want %d dead-lettered, %d duplicates, 10 rejected, %d processed", s, malformed, dups, unique-10)
 	}
+	// The second stage: every reserved order shipped once, through the
+	// outbox; duplicate and rejected orders sent nothing onward.
+	if s.Shipped != s.Processed || !strings.Contains(errOut.String(), "at most 1 shipment per order") {
+		t.Fatalf("shipped %d of %d reserved orders; stderr %s", s.Shipped, s.Processed, errOut.String())
+	}
 }
 
 func TestEnvironmentSetsFlags(t *testing.T) {

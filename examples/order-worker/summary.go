@@ -18,7 +18,10 @@ type summary struct {
 	processed, duplicates, rejected, failed, leaseLost, inFlightElsewhere, storeUnavailable atomic.Int64
 	deadLettered, deadLetterFailed                                                          atomic.Int64
 	inFlight                                                                                atomic.Int64
-	start                                                                                   time.Time
+	// shipped and shippingDuplicates are the second stage's (-demo):
+	// orders shipped, and re-sent events the shipping worker absorbed.
+	shipped, shippingDuplicates atomic.Int64
+	start                       time.Time
 }
 
 func (s *summary) OnMessageOutcome(_ context.Context, _ *consumer.Message, o consumer.Outcome, _ time.Duration) {
@@ -71,12 +74,19 @@ type Summary struct {
 	LeaseLost        int64 `json:"lease_lost"`
 	// StoreUnavailable counts messages held through a store outage.
 	StoreUnavailable int64 `json:"store_unavailable"`
+	// Shipped counts the orders the shipping worker shipped from the
+	// order.reserved events (-demo): one per reserved (processed) order.
+	Shipped int64 `json:"shipped"`
+	// ShippingDuplicates counts re-sent events the shipping worker
+	// absorbed.
+	ShippingDuplicates int64 `json:"shipping_duplicates"`
 }
 
 func (s *summary) snapshot() Summary {
 	return Summary{Processed: s.processed.Load(), Duplicates: s.duplicates.Load(), Rejected: s.rejected.Load(),
 		DeadLettered: s.deadLettered.Load(), DeadLetterFailed: s.deadLetterFailed.Load(), Failed: s.failed.Load(),
-		LeaseLost: s.leaseLost.Load(), StoreUnavailable: s.storeUnavailable.Load()}
+		LeaseLost: s.leaseLost.Load(), StoreUnavailable: s.storeUnavailable.Load(),
+		Shipped: s.shipped.Load(), ShippingDuplicates: s.shippingDuplicates.Load()}
 }
 
 func (s *summary) writeJSON(w io.Writer) error {

@@ -85,13 +85,21 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Errorf("/healthz after shutdown began: %d %q, want 503 draining", healthStatus, health)
 	}
 	// 500 deliveries: 4 malformed, every fifth of the rest a duplicate.
+	// The orders queue's; the shipping worker's are apart.
 	for _, c := range []struct {
 		outcome string
 		want    float64
 	}{{"processed", 500 - 4 - 99 - 10}, {"duplicate", 99}, {"rejected", 10}, {"dead_lettered", 4}} {
-		if got := sample(metrics, "onceq_messages_total", `onceq_outcome="`+c.outcome+`"`); got != c.want {
+		if got := sample(metrics, "onceq_messages_total", `onceq_outcome="`+c.outcome+`"`, `messaging_destination_name="orders"`); got != c.want {
 			t.Errorf("onceq_messages_total{onceq_outcome=%q} = %v, want %v", c.outcome, got, c.want)
 		}
+	}
+	// The second stage: each reserved order's event shipped once.
+	if got := sample(metrics, "onceq_messages_total", `onceq_outcome="processed"`, `messaging_destination_name="shipping"`); got != 500-4-99-10 {
+		t.Errorf("shipping worker processed %v, want %v", got, 500-4-99-10)
+	}
+	if got := sample(metrics, "onceq_outbox_sends_total", `onceq_result="dispatched"`); got != 500-4-99-10 {
+		t.Errorf("onceq_outbox_sends_total{onceq_result=\"dispatched\"} = %v, want %v", got, 500-4-99-10)
 	}
 	if !strings.Contains(metrics, "onceq_store_calls_total") {
 		t.Error("no onceq_store_calls_total in /metrics")

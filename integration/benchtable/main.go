@@ -159,6 +159,7 @@ const legend = `Rows:
 - PostgreSQL, Redis: the servers integration/servers.sh starts, 32 operations in flight, each store mode beside the minimal hand-written client doing the same job, the two sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/sidebyside); every message a new key. PostgreSQL (dedup/pgstore BenchmarkPostgres, pgx, one pool of 16 connections): minimal is INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING (which takes an expired record over in the same statement) plus a fenced UPDATE, the claim written as COMPLETED for "one statement", with the stock UPDATE in one transaction for the modes with a write; onceq claims a new key with INSERT … ON CONFLICT DO NOTHING and spends a second statement on a key that has a record. Calls are the statements a tracer on the pool counts, BEGIN and COMMIT included. Redis (dedup/redisstore BenchmarkRedis, go-redis): minimal is SET NX PXAT plus a script that completes while the owner holds the key, or SET NX of the completed value for "one round trip"; onceq claims a new key with SET NX of its whole record (one string; a GET more on a key that has a record) and completes with a fenced script. Calls are the commands a client hook counts. Client CPU as for DynamoDB.
 - Idempotency-Key middleware: one HTTP server and client in the benchmark's process, PostgreSQL beside it, 32 requests in flight, each a new key recording one payment row with its COMPLETED record (dedup/pgstore BenchmarkIdempotencyKey): the middleware (package idempotency/httpidem over a Runner, the row handed over with idempotency.Write) beside a bare handler that reads the body, claims the key with the fingerprint's hash and completes with the row by hand, the two taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/sidebyside). CPU is the whole process's: HTTP client and server, pgx, the middleware.
 - capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is WithoutAdaptiveConcurrency with per-call backoff only (dedup/dynamostore BenchmarkCapacity).
+- outbox relay: entries committed beforehand in the memory store, drained by an outbox.Relay (passes of 100 to SQS, one at a time; four passes of 1000 at once to Kafka); SQS (sources/sqssource BenchmarkOutboxRelay) against a raw loop of SendMessageBatch calls of ten, eight at once, as the Sender makes them; Kafka (sources/franzsource BenchmarkOutboxRelayFranz) against a raw loop producing the same records (Produce each, then wait for every acknowledgement), 1 KiB, an order ID per record as its key. The per-message cost rows run the whole path in one process on the memory store, the commit of each input with its outgoing message and the relay's drain, against a hand-written loop that commits each input and then sends what it produced in batches of ten; store calls count the commits and the relay's leases and marks.
 - RSS: peak resident memory of a separate process per size (integration/rssbench), memory source and store, fixed MaxInFlight; "onceq" is 1M messages, "raw baseline" 100k.
 `
 
@@ -223,6 +224,7 @@ var rows = slices.Concat(
 	sqlRows("Redis", rds+"ClaimThenComplete", "claim+complete", 2),
 	sqlRows("Redis", rds+"ClaimComplete", "one round trip", 1),
 	idempotencyKeyRows,
+	outboxRows,
 )
 
 // idempotencyKeyRows are the Idempotency-Key middleware's, beside a bare
@@ -232,6 +234,20 @@ var idempotencyKeyRows = []Row{
 		Onceq: Fig{idem, "onceq_cpu-us/op"}, Raw: Fig{idem, "min_cpu-us/op"}, Ratio: Fig{idem, "cpu_vs_min"}, Target: AtMost(1.1)},
 	{Label: "Idempotency-Key middleware, PostgreSQL, payment + 1 write: requests/s, middleware vs bare handler",
 		Onceq: Fig{idem, "onceq_msgs/s"}, Raw: Fig{idem, "min_msgs/s"}, Ratio: Fig{idem, "vs_min"}},
+}
+
+// The outbox relay's benchmarks.
+const (
+	relaySQS   = "BenchmarkOutboxRelay"
+	relayFranz = "BenchmarkOutboxRelayFranz"
+)
+
+var outboxRows = []Row{
+	{Label: "outbox relay to SQS (fauxqs): msgs/s, relay vs raw SendMessageBatch loop (8-way)", Onceq: Fig{relaySQS, "relay_msgs/s"}, Raw: Fig{relaySQS, "raw_msgs/s"}, Ratio: Fig{relaySQS, "ratio"}, Target: AtLeast(0.8)},
+	{Label: "outbox to SQS, per outgoing message: client CPU µs, commit + relay vs commit, then send (by hand)", Onceq: Fig{relaySQS, "outbox_cpu-us/msg"}, Raw: Fig{relaySQS, "hand_cpu-us/msg"}},
+	{Label: "outbox to SQS, per outgoing message: store calls, commit + relay vs commit, then send (by hand)", Onceq: Fig{relaySQS, "outbox_store-calls/msg"}, Raw: Fig{relaySQS, "hand_store-calls/msg"}, NoRatio: true},
+	{Label: "outbox relay to Kafka (kfake) over franz-go, 1 KiB: msgs/s, relay vs raw produce loop", Onceq: Fig{relayFranz, "relay_msgs/s"}, Raw: Fig{relayFranz, "raw_msgs/s"}, Ratio: Fig{relayFranz, "ratio"}, Target: AtLeast(0.8)},
+	{Label: "outbox relay to Kafka (kfake) over franz-go, 1 KiB: CPU µs/msg, broker included", Onceq: Fig{relayFranz, "relay_cpu-us/msg"}, Raw: Fig{relayFranz, "raw_cpu-us/msg"}},
 }
 
 // sqlRows are the rows of a PostgreSQL or Redis store mode beside the

@@ -35,6 +35,7 @@ var optionPages = []struct {
 	{"lambda/kafkalambda", "lambda.md", false},
 	{"idempotency", "idempotent-http.md", true},
 	{"idempotency/httpidem", "idempotent-http.md", true},
+	{"outbox", "sending-onward.md", true},
 }
 
 // Every exported option constructor (a function whose one result is a type

@@ -10,5 +10,7 @@
 // redelivery window is declared: the queue forgets what was acked.
 // [Source.Check] always succeeds.
 //
-// It imports package broker only; anything may import it.
+// [Sender] sends an outbox's entries to queues of this package.
+//
+// It imports packages broker and outbox only; anything may import it.
 package memsource

@@ -1,0 +1,507 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Relay sends a Store's pending entries through a Sender and marks them
+// dispatched.
+//
+// Each pass leases up to a batch of entries, fenced by the relay's owner
+// token, so that relays on several machines never send one entry at the
+// same time. Within a lane (a Destination and an OrderingKey) it sends an
+// entry only once every earlier one was taken or refused: the entries of
+// a lane go out one per Send call, in order, while the entries of
+// different lanes (and those with no OrderingKey) share each call. An
+// entry whose send fails for a reason of the moment is given back with a
+// backoff, and the entries of its lane behind it with it; an entry the
+// destination refuses (ErrRefused) is marked Dead and never blocks those
+// behind it.
+//
+// A relay that dies, or outlives its lease, between sending an entry and
+// marking it leaves it to be sent again: the destination sees it at least
+// once, with the same ID, and an onceq consumer downstream takes the copy
+// as a duplicate.
+type Relay struct {
+	store   Store
+	sender  Sender
+	cfg     config
+	tel     *telemetry
+	running atomic.Bool
+}
+
+// NewRelay returns a Relay that sends store's entries through sender.
+func NewRelay(store Store, sender Sender, opts ...Option) (*Relay, error) {
+	cfg := config{
+		batchSize:     DefaultBatchSize,
+		leaseTTL:      DefaultLeaseTTL,
+		pollInterval:  DefaultPollInterval,
+		retention:     DefaultRetention,
+		deadRetention: DefaultDeadRetention,
+		retryDelay:    DefaultRetryDelay,
+		maxRetryDelay: DefaultMaxRetryDelay,
+		cleanupEvery:  DefaultCleanupEvery,
+		concurrency:   1,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := cfg.validate(store, sender); err != nil {
+		return nil, err
+	}
+	if cfg.owner == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		cfg.owner = "relay-" + hex.EncodeToString(b[:])
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	tel, err := newTelemetry(cfg.tracerProvider, cfg.meterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: creating the relay's metrics: %w", err)
+	}
+	return &Relay{store: store, sender: sender, cfg: cfg, tel: tel}, nil
+}
+
+func (c *config) validate(store Store, sender Sender) error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("outbox: "+format+": %w", append(args, ErrInvalidConfig)...))
+	}
+	if store == nil {
+		bad("NewRelay needs a Store")
+	}
+	if sender == nil {
+		bad("NewRelay needs a Sender")
+	}
+	if c.batchSize < 1 {
+		bad("BatchSize %d: must be at least 1", c.batchSize)
+	}
+	if c.leaseTTL <= 0 {
+		bad("LeaseTTL %v: must be positive", c.leaseTTL)
+	}
+	if c.pollInterval <= 0 {
+		bad("PollInterval %v: must be positive", c.pollInterval)
+	}
+	if c.retention <= 0 {
+		bad("Retention %v: must be positive", c.retention)
+	}
+	if c.deadRetention <= 0 {
+		bad("DeadRetention %v: must be positive", c.deadRetention)
+	}
+	if c.concurrency < 1 {
+		bad("Concurrency %d: must be at least 1", c.concurrency)
+	}
+	if c.cleanupEvery <= 0 {
+		bad("CleanupEvery %v: must be positive", c.cleanupEvery)
+	}
+	if c.retryDelay <= 0 || c.maxRetryDelay < c.retryDelay {
+		bad("RetryBackoff(%v, %v): the first delay must be positive and at most the largest", c.retryDelay, c.maxRetryDelay)
+	}
+	return errors.Join(errs...)
+}
+
+// Owner is the relay's token, which fences its leases.
+func (r *Relay) Owner() string { return r.cfg.owner }
+
+// Run sends entries until ctx is cancelled: a pass at once, then again
+// after each pass, waiting PollInterval (or a WakeOn signal) after a pass
+// that found less than a full batch. A failing pass is logged and tried
+// again after PollInterval. The marks of the pass under way when ctx ends
+// are still written, so that what was sent is not sent again. It returns
+// nil after a cancel. A Relay runs once.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return ErrRunTwice
+	}
+	reg, err := r.tel.observeBacklog(r.store)
+	if err != nil {
+		return fmt.Errorf("outbox: observing the backlog: %w", err)
+	}
+	defer func() { _ = reg.Unregister() }()
+
+	wake := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	if r.cfg.wake != nil {
+		wg.Go(func() { r.listen(ctx, wake) })
+	}
+
+	r.cfg.logger.InfoContext(ctx, "outbox relay started", "owner", r.cfg.owner, "batch_size", r.cfg.batchSize, "concurrency", r.cfg.concurrency)
+	for i := range r.cfg.concurrency {
+		// Loops lease apart, as relays on several machines do; the
+		// first also cleans up.
+		wg.Go(func() { r.loop(ctx, wake, i == 0) })
+	}
+	wg.Wait()
+	r.cfg.logger.InfoContext(context.WithoutCancel(ctx), "outbox relay stopped", "owner", r.cfg.owner)
+	return nil
+}
+
+// loop runs passes until ctx ends, waiting after one that found less than
+// a full batch.
+func (r *Relay) loop(ctx context.Context, wake <-chan struct{}, cleans bool) {
+	cleaner, _ := r.store.(expiredDeleter)
+	if !cleans {
+		cleaner = nil
+	}
+	var lastCleanup time.Time
+	for ctx.Err() == nil {
+		n, err := r.Pass(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		more := false
+		if cleaner != nil && time.Since(lastCleanup) >= r.cfg.cleanupEvery {
+			more = r.cleanup(ctx, cleaner)
+			if !more {
+				lastCleanup = time.Now()
+			}
+		}
+		if err != nil {
+			r.cfg.logger.WarnContext(ctx, "outbox relay pass failed; polling again", "error", err)
+		} else if n >= r.cfg.batchSize || more {
+			continue // more may be waiting
+		}
+		t := time.NewTimer(r.cfg.pollInterval)
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// expiredDeleter is a store that keeps dispatched and dead entries until
+// told to delete them (PostgreSQL's outbox).
+type expiredDeleter interface {
+	DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// cleanupBatch bounds the entries one cleanup deletes.
+const cleanupBatch = 1000
+
+// cleanup deletes expired entries, and reports that more may be left.
+func (r *Relay) cleanup(ctx context.Context, d expiredDeleter) bool {
+	n, err := d.DeleteExpired(ctx, time.Now(), cleanupBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.cfg.logger.WarnContext(ctx, "outbox relay could not delete expired entries; trying again later", "error", err)
+		}
+		return false
+	}
+	return n >= cleanupBatch
+}
+
+// listen runs the WakeOn signal, nudging the pass loop each time it fires.
+func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		if err := r.cfg.wake(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.cfg.logger.WarnContext(ctx, "outbox relay's wake signal failed; polling meanwhile", "error", err)
+			t := time.NewTimer(r.cfg.pollInterval)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		select {
+		case wake <- struct{}{}:
+		default: // a pass is already due
+		}
+	}
+}
+
+// Pass leases one batch of entries, sends them and marks them: Dispatched,
+// Dead or given back to Retry. It returns how many entries it leased. Run
+// calls it in a loop; a caller driven by events of its own (a stream
+// handler) may call it directly.
+func (r *Relay) Pass(ctx context.Context) (int, error) {
+	now := time.Now()
+	leaseUntil := now.Add(r.cfg.leaseTTL)
+	entries, err := r.store.Lease(ctx, LeaseRequest{Owner: r.cfg.owner, Now: now, LeaseUntil: leaseUntil, Max: r.cfg.batchSize})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: leasing entries: %w", err)
+	}
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	for i := range entries {
+		r.countTakeover(ctx, &entries[i])
+	}
+	p := pass{r: r, leaseUntil: leaseUntil}
+	p.send(ctx, lanes(entries))
+	// The marks are written even when ctx ended during the sends: what
+	// was sent must not be sent again for want of a mark.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.leaseTTL)
+	defer cancel()
+	return len(entries), p.mark(mctx)
+}
+
+// countTakeover counts an entry taken over from a relay whose lease on it
+// ran out.
+func (r *Relay) countTakeover(ctx context.Context, e *Entry) {
+	if lapsedLeases(e) > 0 {
+		r.tel.takeovers.Add(ctx, 1)
+		r.cfg.logger.InfoContext(ctx, "outbox relay took over an entry whose lease ran out", "entry_hash", idHash(e.ID), "destination", e.Destination)
+	}
+}
+
+// lapsedLeases counts the earlier leases of a just-leased entry that ran
+// out rather than being given back. Each Lease and each Retry raises the
+// Version by one, and each Retry the Attempts: the leases before this one
+// are Version-1-Attempts, of which Attempts were given back.
+func lapsedLeases(e *Entry) int64 {
+	return e.Lease.Version - 1 - 2*int64(e.Attempts)
+}
+
+// countRedispatch counts an entry about to be sent that may have been
+// sent before: an earlier send failed, or a relay whose lease ran out may
+// have sent it. An entry given back only because it waited behind a
+// failed one, or because the relay stopped (unsentReason), was not sent.
+func (r *Relay) countRedispatch(ctx context.Context, e *Entry) {
+	switch {
+	case e.Attempts > 0 && !strings.HasPrefix(e.LastError, unsentReason):
+		r.tel.redispatch.Add(ctx, 1, r.tel.retriedOpt)
+	case lapsedLeases(e) > 0:
+		r.tel.redispatch.Add(ctx, 1, r.tel.takenOvrOpt)
+	}
+}
+
+// The reasons of an entry given back unsent: with the failed entry ahead
+// of it in its lane (holdBackReason, then that entry's error), or because
+// the relay stopped. Each begins with unsentReason, which tells
+// countRedispatch it was not sent.
+const (
+	unsentReason   = "not sent: "
+	holdBackReason = unsentReason + "it waits behind an entry of its lane whose send failed: "
+	stoppedReason  = unsentReason + "the relay stopped before sending it"
+)
+
+// lanes splits entries, in their order, into lanes: those of one
+// Destination and OrderingKey keep their order; an entry with no
+// OrderingKey is a lane of its own.
+func lanes(entries []Entry) [][]Entry {
+	type laneKey struct{ dest, key string }
+	idx := map[laneKey]int{}
+	var out [][]Entry
+	for _, e := range entries {
+		if e.OrderingKey == "" {
+			out = append(out, []Entry{e})
+			continue
+		}
+		k := laneKey{e.Destination, e.OrderingKey}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], e)
+	}
+	return out
+}
+
+// pass is one batch on its way: what was sent and how each entry ended.
+type pass struct {
+	r          *Relay
+	leaseUntil time.Time
+	dispatched []Entry
+	retry      []retryMark
+	dead       []deadMark
+}
+
+type retryMark struct {
+	e       Entry
+	reason  string
+	retryAt time.Time
+}
+
+type deadMark struct {
+	e      Entry
+	reason string
+}
+
+// send sends the lanes' entries in rounds: round i holds the i-th entry
+// of every lane still going, so that no entry is sent before the one
+// ahead of it in its lane was taken or refused.
+func (p *pass) send(ctx context.Context, ls [][]Entry) {
+	for len(ls) > 0 {
+		if !time.Now().Before(p.leaseUntil) {
+			// The leases ran out: another relay may hold them now.
+			return
+		}
+		if ctx.Err() != nil {
+			// Stopped: what is left goes back unsent, for the next relay
+			// to take at once rather than once the lease runs out.
+			now := time.Now()
+			for _, l := range ls {
+				for _, e := range l {
+					p.retry = append(p.retry, retryMark{e, stoppedReason, now})
+				}
+			}
+			return
+		}
+		round := make([]Entry, len(ls))
+		for i, l := range ls {
+			round[i] = l[0]
+			p.r.countRedispatch(ctx, &round[i])
+		}
+		errs := p.sendRound(ctx, round)
+		next := ls[:0]
+		for i, l := range ls {
+			e, err := l[0], errs[i]
+			switch {
+			case err == nil:
+				p.dispatched = append(p.dispatched, e)
+			case errors.Is(err, ErrRefused):
+				p.dead = append(p.dead, deadMark{e, err.Error()})
+			default:
+				at := time.Now().Add(p.r.backoff(e.Attempts))
+				p.retry = append(p.retry, retryMark{e, err.Error(), at})
+				for _, behind := range l[1:] {
+					p.retry = append(p.retry, retryMark{behind, holdBackReason + err.Error(), at})
+				}
+				continue
+			}
+			if len(l) > 1 {
+				next = append(next, l[1:])
+			}
+		}
+		ls = next
+	}
+}
+
+// sendRound hands one round to the Sender, in a span, and makes sure there
+// is one error per entry.
+func (p *pass) sendRound(ctx context.Context, round []Entry) []error {
+	ctx, span := p.r.tel.tracer.Start(ctx, "onceq.outbox.send", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attrCount.Int(len(round))))
+	errs := p.r.sender.Send(ctx, round)
+	if len(errs) != len(round) {
+		err := fmt.Errorf("outbox: the Sender returned %d results for %d entries; all are sent again", len(errs), len(round))
+		errs = make([]error, len(round))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		span.SetStatus(codes.Error, fmt.Sprintf("%d of %d entries not taken", failed, len(round)))
+	}
+	span.End()
+	return errs
+}
+
+// backoff is the delay before an entry that failed attempts times before
+// is sent again.
+func (r *Relay) backoff(attempts int) time.Duration {
+	d := r.cfg.retryDelay
+	for range attempts {
+		if d >= r.cfg.maxRetryDelay/2 {
+			return r.cfg.maxRetryDelay
+		}
+		d *= 2
+	}
+	return min(d, r.cfg.maxRetryDelay)
+}
+
+// mark writes how each entry of the pass ended.
+func (p *pass) mark(ctx context.Context) error {
+	r := p.r
+	now := time.Now()
+	var errs []error
+	if len(p.dispatched) > 0 {
+		leases := make([]Lease, len(p.dispatched))
+		for i, e := range p.dispatched {
+			leases[i] = e.Lease
+		}
+		err := r.store.Dispatched(ctx, leases, now, now.Add(r.cfg.retention))
+		lost := countLost(err)
+		if err != nil && lost == 0 {
+			// Not one lease lost: the mark as a whole failed. The
+			// entries are sent again once their leases run out.
+			errs = append(errs, fmt.Errorf("outbox: marking %d entries dispatched: %w", len(leases), err))
+		} else {
+			if lost > 0 {
+				r.cfg.logger.WarnContext(ctx, "outbox relay sent entries another relay had taken over; they are sent twice", "entries", lost)
+			}
+			r.tel.sent(ctx, resultLeaseLost, lost)
+			r.tel.sent(ctx, resultDispatched, len(leases)-lost)
+			for _, e := range p.dispatched {
+				r.tel.latency.Record(ctx, now.Sub(e.CreatedAt).Seconds())
+			}
+		}
+	}
+	for _, d := range p.dead {
+		if err := r.store.Dead(ctx, d.e.Lease, d.reason, now, now.Add(r.cfg.deadRetention)); err != nil && !errors.Is(err, ErrLeaseLost) {
+			errs = append(errs, fmt.Errorf("outbox: marking an entry dead: %w", err))
+			continue
+		}
+		r.tel.sent(ctx, resultDead, 1)
+		r.cfg.logger.WarnContext(ctx, "outbox entry refused by its destination; kept as DEAD", "entry_hash", idHash(d.e.ID), "destination", d.e.Destination, "reason", d.reason)
+	}
+	retried := 0
+	for _, m := range p.retry {
+		if err := r.store.Retry(ctx, m.e.Lease, m.reason, now, m.retryAt); err != nil && !errors.Is(err, ErrLeaseLost) {
+			errs = append(errs, fmt.Errorf("outbox: giving an entry back to retry: %w", err))
+			continue
+		}
+		retried++
+	}
+	if retried > 0 {
+		r.tel.sent(ctx, resultRetry, retried)
+		r.cfg.logger.DebugContext(ctx, "outbox entries given back to be sent again", "entries", retried)
+	}
+	return errors.Join(errs...)
+}
+
+// countLost counts the ErrLeaseLost errors joined in err.
+func countLost(err error) int {
+	if err == nil {
+		return 0
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		n := 0
+		for _, e := range j.Unwrap() {
+			n += countLost(e)
+		}
+		return n
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		return 1
+	}
+	return 0
+}
+
+// idHash names an entry in logs without its ID, which holds the input's
+// idempotency key.
+func idHash(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:6])
+}

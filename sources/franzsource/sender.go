@@ -1,0 +1,86 @@
+package franzsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/outbox"
+)
+
+// Sender is an outbox.Sender to Kafka over a franz-go client: each entry's
+// Destination is a topic, its OrderingKey the record key (so the entries
+// of one key go to one partition, in order), its Body the value.
+//
+// Each record carries the entry's ID as its idempotency-key header, which
+// an onceq Kafka consumer takes as the record's key, so that a
+// re-dispatched copy is a duplicate there; the entry's Headers are headers
+// beside it. The client must produce with idempotence (franz-go's
+// default), so that its own retries never write a record twice.
+//
+// An unknown topic or a record too large is refused for good
+// (outbox.RefusedError); anything else is a failure of the moment, sent
+// again by the relay.
+type Sender struct {
+	client *kgo.Client
+}
+
+// NewSender returns a Sender over client, which the caller closes after
+// the relay stops. A client built with kgo.DisableIdempotentWrite is
+// refused: its retries could write a record twice.
+func NewSender(client *kgo.Client) (*Sender, error) {
+	if client == nil {
+		return nil, invalidOption("NewSender needs a franz-go client")
+	}
+	if off, _ := client.OptValue(kgo.DisableIdempotentWrite).(bool); off {
+		return nil, invalidOption("NewSender needs a client that produces with idempotence (no kgo.DisableIdempotentWrite)")
+	}
+	return &Sender{client: client}, nil
+}
+
+// Send implements outbox.Sender: it produces every entry and waits for
+// each one's acknowledgement.
+func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
+	errs := make([]error, len(entries))
+	var wg sync.WaitGroup
+	wg.Add(len(entries))
+	for i, e := range entries {
+		s.client.Produce(ctx, record(e), func(_ *kgo.Record, err error) {
+			errs[i] = produceError(e.Destination, err)
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// record is the Kafka record of e.
+func record(e outbox.Entry) *kgo.Record {
+	r := &kgo.Record{Topic: e.Destination, Value: e.Body, Headers: make([]kgo.RecordHeader, 0, len(e.Headers)+1)}
+	if e.OrderingKey != "" {
+		r.Key = []byte(e.OrderingKey)
+	}
+	for k, v := range e.Headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: broker.IdempotencyKeyAttribute, Value: []byte(e.ID)})
+	return r
+}
+
+// produceError is a produce's result as the relay takes it.
+func produceError(topic string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.InvalidTopicException):
+		return &outbox.RefusedError{Destination: topic, Reason: "no such topic"}
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		return &outbox.RefusedError{Destination: topic, Reason: "record too large"}
+	}
+	return fmt.Errorf("franzsource: producing to %s: %w", topic, err)
+}

@@ -1,0 +1,48 @@
+package memsource
+
+import (
+	"context"
+	"maps"
+
+	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/outbox"
+)
+
+// Sender is an outbox.Sender that sends to in-process queues, each by its
+// name (the entry's Destination). Each message carries the entry's ID as
+// its idempotency-key attribute, so an onceq consumer of the queue takes a
+// re-dispatched copy as a duplicate, and the entry's OrderingKey as its
+// key (its FIFO group on an ordered queue).
+type Sender struct {
+	queues map[string]*Queue
+}
+
+// NewSender returns a Sender to queues.
+func NewSender(queues ...*Queue) *Sender {
+	s := &Sender{queues: make(map[string]*Queue, len(queues))}
+	for _, q := range queues {
+		s.queues[q.name] = q
+	}
+	return s
+}
+
+// Name is the queue's name: the Destination that a Sender sends to it.
+func (q *Queue) Name() string { return q.name }
+
+// Send implements outbox.Sender. An entry for a queue the Sender does not
+// know is refused (outbox.RefusedError).
+func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
+	errs := make([]error, len(entries))
+	for i, e := range entries {
+		q := s.queues[e.Destination]
+		if q == nil {
+			errs[i] = &outbox.RefusedError{Destination: e.Destination, Reason: "no such queue"}
+			continue
+		}
+		attrs := make(map[string]string, len(e.Headers)+1)
+		maps.Copy(attrs, e.Headers)
+		attrs[broker.IdempotencyKeyAttribute] = e.ID
+		errs[i] = q.Send(ctx, Outgoing{Key: e.OrderingKey, Body: e.Body, Attributes: attrs})
+	}
+	return errs
+}
