@@ -372,7 +372,12 @@ func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []
 		Now: now, ExpiresAt: now.Add(pr.r.cfg.retention)}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		err := pr.r.store.Commit(ctx, c)
+		// A batch whose handler finished is committed even if ctx ended
+		// meanwhile (the partition revoked): the offset row's token
+		// decides, and a partition that did not move keeps the work.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+		err := pr.r.store.Commit(cctx, c)
+		cancel()
 		pr.r.tel.committed(ctx, pr.lease.Partition, len(msgs), time.Since(start), err)
 		if err == nil {
 			break
@@ -407,6 +412,9 @@ func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []
 	}
 	return nil
 }
+
+// commitTimeout bounds one Store commit.
+const commitTimeout = 30 * time.Second
 
 // drop removes the records at idx (sorted or not) from msgs and keys.
 func drop(msgs []*broker.Message, keys []string, idx []int) ([]*broker.Message, []string) {

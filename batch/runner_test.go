@@ -404,3 +404,48 @@ func TestInvalidConfig(t *testing.T) {
 		t.Fatalf("NewRunner with no Store: %v", err)
 	}
 }
+
+// A batch whose handler finished after Run's ctx ended (its partition
+// being revoked) still reaches the Store, whose token decides: committed
+// when the partition did not move, refused with ErrFenced when a paused
+// member wakes after it moved.
+func TestBatchFinishingAfterRevokeReachesTheStore(t *testing.T) {
+	for _, moved := range []bool{false, true} {
+		t.Run(fmt.Sprintf("moved=%v", moved), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newRowStore()
+				started, wake := make(chan struct{}), make(chan struct{})
+				h := func(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+					close(started)
+					<-wake // paused: it does not see ctx end
+					return offsets(ctx, msgs)
+				}
+				r := newRunner(t, s, h, batch.MaxRecords(2))
+				f := newFeed()
+				ctx, cancel := context.WithCancel(t.Context())
+				errc := make(chan error, 1)
+				lease := acquire(t, r, "m1")
+				go func() { errc <- r.Run(ctx, lease, f) }()
+				f.send(0, 2)
+				<-started
+				cancel()
+				if moved {
+					acquire(t, r, "m2")
+				}
+				close(wake)
+				err := <-errc
+				if moved {
+					if !errors.Is(err, batch.ErrFenced) {
+						t.Fatalf("Run: %v, want ErrFenced", err)
+					}
+					if w := s.written(); len(w) != 0 {
+						t.Fatalf("the zombie wrote %v", w)
+					}
+					return
+				}
+				wantWrites(t, s, 0, 2)
+				wantNext(t, s, 2)
+			})
+		})
+	}
+}
