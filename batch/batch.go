@@ -77,9 +77,13 @@ type Store interface {
 	Acquire(ctx context.Context, p Partition, member string) (Lease, error)
 	// Commit writes the batch's Writes, Keys and the new next offset in
 	// one transaction, if the stored token is the Lease's and the stored
-	// next offset is From. ErrFenced when the token moved (another member
-	// took the partition); a *dedup.BusinessConditionError when a write's
-	// own condition failed. Nothing is committed on any error.
+	// next offset is From (or the row's Next is -1). ErrFenced when the
+	// token moved (another member took the partition); ErrOffsetMismatch
+	// when the stored next offset is not From; a *DuplicateKeysError for
+	// Keys already live; a *dedup.BusinessConditionError when a write's
+	// own condition failed; a *TooLargeError over the Store's bound;
+	// ErrInvalidCommit for what Commit.Check refuses. Nothing is
+	// committed on any error.
 	Commit(ctx context.Context, c Commit) error
 	// Offset reads a partition's stored row (Token and Next); ErrNotFound
 	// when absent.
@@ -93,10 +97,29 @@ var ErrFenced = errors.New("batch: the partition's offset row was taken by anoth
 // ErrNotFound is a partition with no offset row.
 var ErrNotFound = errors.New("batch: no offset row for the partition")
 
+// ErrOffsetMismatch is a commit whose From is not the stored next offset
+// (a batch committed twice, or one that would leave a gap): nothing was
+// committed. The caller's view of the partition is stale; it resumes from
+// the stored offset (Offset).
+var ErrOffsetMismatch = errors.New("batch: the commit does not start at the stored next offset")
+
+// ErrInvalidCommit is a commit no Store can take (see Commit.Check).
+// Nothing was committed.
+var ErrInvalidCommit = errors.New("batch: invalid commit")
+
+// Provider is a dedup.Store whose Capabilities say Batch: Offsets gives
+// its batch view, over the same tables, so that a batch's Keys are the
+// records that Store keeps.
+type Provider interface {
+	Offsets() Store
+}
+
 // DuplicateKeysError is a commit refused because records' keys were
-// already COMPLETED.
+// already COMPLETED (or live in any state), or repeated within the commit.
 type DuplicateKeysError struct {
-	// Indexes are the positions in Commit.Keys already completed.
+	// Indexes are the positions in Commit.Keys already completed, in
+	// increasing order; for a key repeated within Keys, every occurrence
+	// after the first.
 	Indexes []int
 }
 
@@ -115,4 +138,42 @@ type TooLargeError struct {
 
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("batch: the commit needs %d items, the store takes at most %d in one transaction", e.Items, e.Max)
+}
+
+// Check reports, before any store call, what makes c a commit no Store
+// can take: an error wrapping ErrInvalidCommit for a negative From, a
+// Next before From, an empty key, or Keys that would expire at once
+// (ExpiresAt not after Now); a *DuplicateKeysError for a key that Keys
+// hold more than once, naming every occurrence after the first. Every
+// Store's Commit runs it first, so that a repeat within a batch is named
+// before the keys already stored are.
+func (c Commit) Check() error {
+	switch {
+	case c.From < 0:
+		return fmt.Errorf("%w: %s from offset %d", ErrInvalidCommit, c.Lease.Partition, c.From)
+	case c.Next < c.From:
+		return fmt.Errorf("%w: %s next offset %d before the batch's first %d", ErrInvalidCommit, c.Lease.Partition, c.Next, c.From)
+	}
+	if len(c.Keys) == 0 {
+		return nil
+	}
+	if !c.ExpiresAt.After(c.Now) {
+		return fmt.Errorf("%w: %s keys expire at %v, not after the commit's time %v", ErrInvalidCommit, c.Lease.Partition, c.ExpiresAt, c.Now)
+	}
+	seen := make(map[string]struct{}, len(c.Keys))
+	var dup []int
+	for i, k := range c.Keys {
+		if k == "" {
+			return fmt.Errorf("%w: %s key %d is empty", ErrInvalidCommit, c.Lease.Partition, i)
+		}
+		if _, ok := seen[k]; ok {
+			dup = append(dup, i)
+			continue
+		}
+		seen[k] = struct{}{}
+	}
+	if dup != nil {
+		return &DuplicateKeysError{Indexes: dup}
+	}
+	return nil
 }

@@ -8,5 +8,10 @@
 // *dedup.NilWriteError, before anything is written. Fail stores its reason
 // as dedup.StorableReason makes it (valid UTF-8, at most 1,024 bytes).
 //
-// It imports only package dedup; anything may import it.
+// Batch mode: Offsets gives the Store's batch.Store, the offset rows of
+// Kafka partitions, committed with memstore Writes and with the batch's
+// Keys as COMPLETED records of the same Store, all under one lock; a
+// commit has no bound on its size.
+//
+// It imports only packages dedup and batch; anything may import it.
 package memstore

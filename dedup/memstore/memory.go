@@ -34,6 +34,8 @@ type Store struct {
 	writeMu sync.Mutex // serializes commits that carry Writes
 	// maxResponse bounds a stored response (MaxResponseSize).
 	maxResponse int
+	// rows are the offset rows of batch mode (Offsets).
+	rows offsetTable
 }
 
 // Option configures a Store.
@@ -301,10 +303,10 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 	return nil
 }
 
-// Capabilities implements dedup.Store: ClaimComplete works, and the
-// business writes are Write and *Write.
+// Capabilities implements dedup.Store: ClaimComplete works, the business
+// writes are Write and *Write, and Offsets gives a batch view.
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{reflect.TypeFor[Write](), reflect.TypeFor[*Write]()}}
+	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{reflect.TypeFor[Write](), reflect.TypeFor[*Write]()}, Batch: true}
 }
 
 // Attach implements dedup.Store. The in-memory store neither logs nor

@@ -13,7 +13,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) dedup.Store { return memstore.New() }, storetest.Options{NilWrites: []any{(*memstore.Write)(nil)}})
+	storetest.Run(t, func(*testing.T) dedup.Store { return memstore.New() }, storetest.Options{NilWrites: []any{(*memstore.Write)(nil)}, Inserts: inserts})
 }
 
 func TestWritesAllOrNothing(t *testing.T) {

@@ -41,6 +41,14 @@ type Options struct {
 	// pointer, a nil func), each of which Complete must refuse with a
 	// *dedup.NilWriteError; a nil interface is always tried.
 	NilWrites []any
+	// Inserts, for a Store whose Capabilities say Batch, makes the
+	// Store's own business writes for the batch cases; the cases that
+	// need writes are skipped without it.
+	Inserts func(t *testing.T, st dedup.Store) Inserts
+	// BatchMax is the most items one batch commit takes (the offset row,
+	// the writes and the keys; DynamoDB: 100); 0: no bound, and the case
+	// of a commit over it is skipped.
+	BatchMax int
 }
 
 // Run runs the suite. newStore is called once per subtest.
@@ -91,6 +99,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
+	s.runBatch(t, newStore)
 	// The state machine once more through a pass-through wrapper, with a
 	// smaller race: what a wrapper may lose is forwarding, not speed.
 	w := &suite{opts: Options{RaceGoroutines: 8, RaceRounds: 20, MaxResponseSize: o.MaxResponseSize, NilWrites: o.NilWrites}}
