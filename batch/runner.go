@@ -100,7 +100,7 @@ func (r *Runner) Acquire(ctx context.Context, p Partition, member string) (Lease
 // handled once it holds MaxRecords records, or Window after its first
 // record came.
 func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
-	pr := &partRun{r: r, lease: lease, feed: feed, group: -1}
+	pr := &partRun{r: r, lease: lease, feed: feed, group: -1, first: -1}
 	in := feed.Records()
 	var (
 		buf      []*broker.Message
@@ -124,6 +124,9 @@ func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
 			}
 			if pr.lease.Next >= 0 && m.Origin.Offset < pr.lease.Next {
 				continue // committed already: a refetch
+			}
+			if pr.first < 0 {
+				pr.first = m.Origin.Offset
 			}
 			buf = append(buf, m)
 			if len(buf) == 1 {
@@ -151,6 +154,9 @@ type partRun struct {
 	feed  Feed
 	// group is the group offset last committed; -1 before the first.
 	group int64
+	// first is the offset of the first record Run took: a partition with
+	// no row yet starts its first commit there.
+	first int64
 }
 
 // process handles and commits one batch, whole or in parts.
@@ -368,7 +374,11 @@ func (pr *partRun) deadLetterAt(ctx context.Context, m *broker.Message, cause er
 // retried, backing off, until ctx ends: the batch stays as it is.
 func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []any, keys []string, next int64) error {
 	now := time.Now()
-	c := Commit{Lease: pr.lease, From: pr.lease.Next, Next: next, Writes: writes, Keys: keys,
+	from := pr.lease.Next
+	if from < 0 {
+		from = pr.first
+	}
+	c := Commit{Lease: pr.lease, From: from, Next: next, Writes: writes, Keys: keys,
 		Now: now, ExpiresAt: now.Add(pr.r.cfg.retention)}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
@@ -392,6 +402,13 @@ func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []
 		var cond *dedup.BusinessConditionError
 		if errors.As(err, &large) || errors.As(err, &dups) || errors.As(err, &cond) || ctx.Err() != nil {
 			return err
+		}
+		if errors.Is(err, ErrOffsetMismatch) || errors.Is(err, ErrInvalidCommit) {
+			// This member's view of the partition is not the Store's:
+			// stop, and let the next assignment resume from the row.
+			pr.r.cfg.logger.Error("batch: the Store refused the batch's offsets; the partition stops here",
+				"partition", pr.lease.Partition.String(), "from", from, "next", next, "error", err.Error())
+			return fmt.Errorf("batch: %s: %w", pr.lease.Partition, err)
 		}
 		pr.r.cfg.logger.Warn("batch: committing a batch failed; trying again",
 			"partition", pr.lease.Partition.String(), "attempt", attempt, "error", err.Error())

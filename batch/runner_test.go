@@ -154,8 +154,8 @@ func TestBatchesCommitWithTheirOffset(t *testing.T) {
 		for _, c := range s.committed() {
 			froms = append(froms, c.From)
 		}
-		if !slices.Equal(froms, []int64{-1, 4, 8}) {
-			t.Fatalf("commits from %v, want -1 (no row), 4, 8", froms)
+		if !slices.Equal(froms, []int64{0, 4, 8}) {
+			t.Fatalf("commits from %v, want 0 (the first record's, no row yet), 4, 8", froms)
 		}
 		if !slices.Equal(f.group, []int64{4, 8, 10}) {
 			t.Fatalf("group commits %v, want 4, 8, 10", f.group)
@@ -169,7 +169,7 @@ func TestRecordsBelowTheStoredOffsetSkipped(t *testing.T) {
 		s := newRowStore()
 		r := newRunner(t, s, offsets, batch.MaxRecords(5))
 		l := acquire(t, r, "m1")
-		if err := s.Commit(t.Context(), batch.Commit{Lease: l, From: -1, Next: 5}); err != nil {
+		if err := s.Commit(t.Context(), batch.Commit{Lease: l, From: 0, Next: 5}); err != nil {
 			t.Fatal(err)
 		}
 		l = acquire(t, r, "m2")

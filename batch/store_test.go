@@ -44,6 +44,9 @@ func (s *rowStore) Acquire(_ context.Context, p batch.Partition, member string) 
 func (s *rowStore) Commit(_ context.Context, c batch.Commit) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := c.Check(); err != nil {
+		return err
+	}
 	if s.failNext > 0 {
 		s.failNext--
 		return errTransient
@@ -52,8 +55,8 @@ func (s *rowStore) Commit(_ context.Context, c batch.Commit) error {
 	if row.Token != c.Lease.Token {
 		return batch.ErrFenced
 	}
-	if row.Next != c.From {
-		return errors.New("from is not the stored next offset")
+	if row.Next != -1 && row.Next != c.From {
+		return batch.ErrOffsetMismatch
 	}
 	if n := len(c.Writes) + len(c.Keys) + 1; s.maxItems > 0 && n > s.maxItems {
 		return &batch.TooLargeError{Items: n, Max: s.maxItems}

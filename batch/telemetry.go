@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -50,7 +51,7 @@ func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
 }
 
 func partAttrs(p Partition) attribute.Set {
-	return attribute.NewSet(attrGroup.String(p.Group), attrTopic.String(p.Topic), attrPartition.Int(int(p.Partition)))
+	return attribute.NewSet(attrGroup.String(p.Group), attrTopic.String(p.Topic), attrPartition.String(strconv.Itoa(int(p.Partition))))
 }
 
 func (t *telemetry) committed(ctx context.Context, p Partition, n int, took time.Duration, err error) {
