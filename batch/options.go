@@ -29,6 +29,7 @@ type config struct {
 	retention   time.Duration
 	keys        bool
 	namespace   string
+	keyFunc     func(*broker.Message) (string, error)
 	keyOf       func(*broker.Message) (string, error)
 	logger      *slog.Logger
 	meter       metric.MeterProvider
@@ -60,6 +61,9 @@ func (c *config) check() error {
 			return fmt.Errorf("batch: %w: DedupKeys: %w", ErrInvalidConfig, err)
 		}
 		c.keyOf = keyOf(c.namespace)
+		if c.keyFunc != nil {
+			c.keyOf = keyFrom(c.namespace, c.keyFunc)
+		}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -87,7 +91,8 @@ func MaxRecords(n int) Option { return func(c *config) { c.maxRecords = n } }
 func Window(d time.Duration) Option { return func(c *config) { c.window = d } }
 
 // MaxAttempts is how often a record that fails on its own runs before
-// it is dead-lettered (default 5). A batch that fails is split until the
+// it is dead-lettered (default 5); an error of retry class Permanent
+// (retry.WithClass) dead-letters it at once. A batch that fails is split until the
 // record that fails is alone: the records around it commit.
 func MaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
 
@@ -107,6 +112,13 @@ func RetryDelay(d time.Duration) Option { return func(c *config) { c.delay = d }
 // record) and the keys' storage for Retention.
 func DedupKeys(namespace string) Option {
 	return func(c *config) { c.keys, c.namespace = true, namespace }
+}
+
+// KeyFunc makes DedupKeys claim f's key of each record (under the
+// namespace, as the per-message consumer's WithKeyFunc does) instead of
+// the Kafka default. A record f fails for is dead-lettered.
+func KeyFunc(f func(*broker.Message) (string, error)) Option {
+	return func(c *config) { c.keyFunc = f }
 }
 
 // Retention is how long claimed keys are kept (default 24h); with no

@@ -8,6 +8,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/retry"
 )
 
 // Handler handles the records of one partition, in offset order, and
@@ -300,13 +301,13 @@ func (pr *partRun) isolate(ctx context.Context, msgs []*broker.Message, keys []s
 }
 
 // retrySingle runs m alone, after it failed alone with err, until it commits or
-// has failed MaxAttempts times; then it is dead-lettered and its offset
-// committed.
+// has failed MaxAttempts times, or with an error of retry class
+// Permanent; then it is dead-lettered and its offset committed.
 func (pr *partRun) retrySingle(ctx context.Context, m *broker.Message, keys []string, next int64, err error) error {
 	for attempt := 1; ; attempt++ {
 		pr.r.cfg.logger.Warn("batch: a record failed", "partition", pr.lease.Partition.String(),
 			"offset", m.Origin.Offset, "attempt", attempt, "error", err.Error())
-		if attempt >= pr.r.cfg.maxAttempts {
+		if attempt >= pr.r.cfg.maxAttempts || retry.Classify(err) == retry.Permanent {
 			return pr.deadLetterAt(ctx, m, err, next)
 		}
 		if werr := sleep(ctx, pr.r.cfg.retryDelay(attempt)); werr != nil {
@@ -458,6 +459,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// keyFrom is the stored key of f's key under namespace, as the
+// per-message consumer's WithKeyFunc makes it.
+func keyFrom(namespace string, f func(*broker.Message) (string, error)) func(m *broker.Message) (string, error) {
+	return func(m *broker.Message) (string, error) {
+		k, err := f(m)
+		if err != nil {
+			return "", err
+		}
+		return dedup.Key(namespace, k)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/retry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -448,4 +449,52 @@ func TestBatchFinishingAfterRevokeReachesTheStore(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A record that fails with a Permanent error is dead-lettered at once,
+// with no retry.
+func TestPermanentFailureDeadLetteredAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newRowStore()
+		runs := 0
+		h := func(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+			for i, m := range msgs {
+				if m.Origin.Offset == 1 {
+					if len(msgs) == 1 {
+						runs++
+					}
+					return nil, &batch.RecordError{Index: i, Err: retry.WithClass(errors.New("malformed"), retry.Permanent)}
+				}
+			}
+			return offsets(ctx, msgs)
+		}
+		r := newRunner(t, s, h, batch.MaxRecords(3), batch.MaxAttempts(5))
+		f := newFeed()
+		stop := running(t, r, acquire(t, r, "m1"), f)
+		f.send(0, 3)
+		synctest.Wait()
+		_ = stop()
+		if runs != 1 || !slices.Equal(f.deadLetters(), []int64{1}) {
+			t.Fatalf("ran alone %d times, dead letters %v; want once, offset 1", runs, f.deadLetters())
+		}
+		wantWrites(t, s, 0, 3, 1)
+	})
+}
+
+// KeyFunc's key replaces the Kafka default: two records of one business
+// key, with different values, are one.
+func TestKeyFunc(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newRowStore()
+		byValue := func(m *broker.Message) (string, error) { return string(m.Body[:1]), nil }
+		r := newRunner(t, s, offsets, batch.DedupKeys("orders"), batch.KeyFunc(byValue), batch.MaxRecords(3))
+		f := newFeed()
+		stop := running(t, r, acquire(t, r, "m1"), f)
+		for i, v := range []string{"a1", "a2", "b1"} {
+			f.ch <- record(int64(i), v)
+		}
+		synctest.Wait()
+		_ = stop()
+		wantWrites(t, s, 0, 3, 1)
+	})
 }
