@@ -404,6 +404,9 @@ func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []
 		if errors.As(err, &large) || errors.As(err, &dups) || errors.As(err, &cond) || ctx.Err() != nil {
 			return err
 		}
+		if errors.Is(err, ErrOffsetMismatch) && attempt > 1 && pr.landed(ctx, next) {
+			break // an earlier attempt committed, its answer lost
+		}
 		if errors.Is(err, ErrOffsetMismatch) || errors.Is(err, ErrInvalidCommit) {
 			// This member's view of the partition is not the Store's:
 			// stop, and let the next assignment resume from the row.
@@ -429,6 +432,13 @@ func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []
 		pr.r.tel.groupLag(ctx, pr.lease.Partition, next-pr.group)
 	}
 	return nil
+}
+
+// landed reports whether the stored row is this lease's at next: a commit
+// whose answer was lost committed.
+func (pr *partRun) landed(ctx context.Context, next int64) bool {
+	row, err := pr.r.store.Offset(ctx, pr.lease.Partition)
+	return err == nil && row.Token == pr.lease.Token && row.Next == next
 }
 
 // commitTimeout bounds one Store commit.

@@ -498,3 +498,23 @@ func TestKeyFunc(t *testing.T) {
 		wantWrites(t, s, 0, 3, 1)
 	})
 }
+
+// A commit that landed but whose answer was lost is found committed when
+// its retry meets the moved offset: the partition goes on.
+func TestCommitWithLostAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newRowStore()
+		s.loseAnswer = true
+		r := newRunner(t, s, offsets, batch.MaxRecords(2))
+		f := newFeed()
+		stop := running(t, r, acquire(t, r, "m1"), f)
+		f.send(0, 4)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if err := stop(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run: %v, want it running until cancelled", err)
+		}
+		wantWrites(t, s, 0, 4)
+		wantNext(t, s, 4)
+	})
+}

@@ -20,6 +20,8 @@ type rowStore struct {
 	commits  []batch.Commit
 	maxItems int
 	failNext int
+	// loseAnswer commits the next commit but answers it with an error.
+	loseAnswer bool
 }
 
 func newRowStore() *rowStore {
@@ -49,6 +51,17 @@ func (s *rowStore) Commit(_ context.Context, c batch.Commit) error {
 	}
 	if s.failNext > 0 {
 		s.failNext--
+		return errTransient
+	}
+	if s.loseAnswer {
+		// Commit, and lose the answer.
+		s.loseAnswer = false
+		s.mu.Unlock()
+		err := s.Commit(context.Background(), c)
+		s.mu.Lock()
+		if err != nil {
+			return err
+		}
 		return errTransient
 	}
 	row := s.rows[c.Lease.Partition]
