@@ -44,7 +44,9 @@ func recordsTable(t *testing.T, p *pgxpool.Pool) string {
 	if err := pgstore.CreateTable(testCtx(t), p, name); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}
-	t.Cleanup(func() { _, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name) })
+	t.Cleanup(func() {
+		_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name+", "+pgstore.OffsetsTable(name))
+	})
 	return name
 }
 

@@ -51,11 +51,16 @@ type Store struct {
 	stmts atomic.Pointer[statements]
 	// maxResponse bounds a stored response (MaxResponseSize).
 	maxResponse int
+	// batchStmts are the batch view's statements (Offsets), made as stmts
+	// are, on first use.
+	batchStmts atomic.Pointer[batchStatements]
 }
 
 // statements are the Store's SQL, for one schema-qualified table.
 type statements struct {
 	insertSQL, takeSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
+	// records is the table's quoted, qualified name.
+	records string
 }
 
 // Option configures a Store: the options of New.
@@ -126,12 +131,13 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 
 var _ dedup.Store = (*Store)(nil)
 
-// Capabilities implements dedup.Store: ClaimComplete works, and the
-// business writes are Exec, *Exec, Func and a plain func of Func's type.
+// Capabilities implements dedup.Store: ClaimComplete works, the business
+// writes are Exec, *Exec, Func and a plain func of Func's type, and
+// Offsets gives a batch view.
 func (s *Store) Capabilities() dedup.Capabilities {
 	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{
 		reflect.TypeFor[Exec](), reflect.TypeFor[*Exec](), reflect.TypeFor[Func](), reflect.TypeFor[func(context.Context, pgx.Tx) error](),
-	}}
+	}, Batch: true}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless
@@ -216,14 +222,32 @@ func (s *Store) sql(ctx context.Context) (*statements, error) {
 	return s.stmts.Load(), nil
 }
 
+// recordCols are the records table's columns but id.
+const recordCols = "status, version, owner, payload_hash, response, attempts, last_error, created_at, expires_at, takeovers"
+
+// takeover is a claim's ON CONFLICT clause, of the records table as r:
+// the record written over the one stored when that one is claimable ($6
+// the claim's time, $8 that time less the skew margin), with the
+// counts a claim keeps.
+const takeover = `ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, version = r.version + 1, owner = EXCLUDED.owner,
+		payload_hash = EXCLUDED.payload_hash, response = EXCLUDED.response,
+		attempts = CASE WHEN r.status = 'COMPLETED' THEN 0 ELSE r.attempts END,
+		last_error = '', created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at,
+		takeovers = CASE r.status WHEN 'COMPLETED' THEN 0 WHEN 'PENDING' THEN r.takeovers + 1 ELSE r.takeovers END
+	WHERE r.expires_at < CASE WHEN r.status = 'PENDING' THEN $8::timestamptz ELSE $6::timestamptz END
+		-- A corrupt record is never taken over (its counts would carry
+		-- on): the claim reads it and refuses it.
+		AND r.status IN ('PENDING', 'COMPLETED', 'FAILED', 'DEAD_LETTER') AND r.version >= 1 AND r.attempts >= 0`
+
 // newStatements makes the statements for q, a quoted, qualified table name.
 func newStatements(q string) *statements {
-	const cols = "status, version, owner, payload_hash, response, attempts, last_error, created_at, expires_at, takeovers"
+	const cols = recordCols
 	// What a claim reads of the record it meets: the response only of a
 	// COMPLETED one, the duplicate's answer; a live lease or retry delay
 	// needs none of it.
 	const oldCols = "status, version, owner, payload_hash, CASE WHEN status = 'COMPLETED' THEN response END AS response, attempts, last_error, created_at, expires_at, takeovers"
 	return &statements{
+		records: q,
 		// A claim's first statement, all a new key needs: the record
 		// inserted, nothing read back.
 		insertSQL: `INSERT INTO ` + q + ` (id, ` + cols + `)
@@ -240,15 +264,7 @@ func newStatements(q string) *statements {
 		takeSQL: `WITH won AS (
 	INSERT INTO ` + q + ` AS r (id, ` + cols + `)
 	VALUES ($1::bytea, $2::text, 1, $3::text, $4::text, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz, 0)
-	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, version = r.version + 1, owner = EXCLUDED.owner,
-		payload_hash = EXCLUDED.payload_hash, response = EXCLUDED.response,
-		attempts = CASE WHEN r.status = 'COMPLETED' THEN 0 ELSE r.attempts END,
-		last_error = '', created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at,
-		takeovers = CASE r.status WHEN 'COMPLETED' THEN 0 WHEN 'PENDING' THEN r.takeovers + 1 ELSE r.takeovers END
-	WHERE r.expires_at < CASE WHEN r.status = 'PENDING' THEN $8::timestamptz ELSE $6::timestamptz END
-		-- A corrupt record is never taken over (its counts would carry
-		-- on): the claim reads it and refuses it.
-		AND r.status IN ('PENDING', 'COMPLETED', 'FAILED', 'DEAD_LETTER') AND r.version >= 1 AND r.attempts >= 0
+	` + takeover + `
 	RETURNING r.version, r.attempts, r.takeovers
 )
 SELECT won.version, won.attempts, won.takeovers, old.status, old.version, old.owner, old.payload_hash, old.response,

@@ -29,7 +29,8 @@ func TestConformance(t *testing.T) {
 		}
 		return s
 	}, storetest.Options{Corrupt: corruptRow(p, table), MaxResponseSize: testMaxResponse,
-		NilWrites: []any{(*pgstore.Exec)(nil), pgstore.Func(nil), (func(context.Context, pgx.Tx) error)(nil)}})
+		NilWrites: []any{(*pgstore.Exec)(nil), pgstore.Func(nil), (func(context.Context, pgx.Tx) error)(nil)},
+		Inserts:   inserts(t, p, table)})
 }
 
 // corruptRow makes the row of l's owner in table corrupt in the way c.

@@ -22,6 +22,8 @@ import (
 //	expires_at   timestamptz        -- indexed, for Cleanup
 //	takeovers    integer            -- takeovers of an abandoned lease
 //
+// Beside it, the offsets table of batch mode (OffsetsTable; see Offsets).
+//
 // On a table made by an earlier version it adds what that lacks (the
 // takeovers column, 0 in every row, a change of the catalog alone), so
 // running it again upgrades the table; earlier workers still work on it.
@@ -51,6 +53,9 @@ func CreateTable(ctx context.Context, db DB, table string) error {
 );
 ALTER TABLE `+q+` ADD COLUMN IF NOT EXISTS takeovers integer NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS `+idx+` ON `+q+` (expires_at)`)
+	if err == nil {
+		err = createOffsetsTable(ctx, db, table)
+	}
 	return s.wrap("create-table", err)
 }
 
