@@ -91,8 +91,9 @@ func MaxRecords(n int) Option { return func(c *config) { c.maxRecords = n } }
 func Window(d time.Duration) Option { return func(c *config) { c.window = d } }
 
 // MaxAttempts is how often a record that fails on its own runs before
-// it is dead-lettered (default 5); an error of retry class Permanent
-// (retry.WithClass) dead-letters it at once. A batch that fails is split until the
+// it is dead-lettered (default 5). An error of retry class Permanent
+// (retry.WithClass), or a write's own condition refusing the record's
+// writes (a *dedup.BusinessConditionError), dead-letters it at once. A batch that fails is split until the
 // record that fails is alone: the records around it commit.
 func MaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
 
@@ -107,7 +108,8 @@ func RetryDelay(d time.Duration) Option { return func(c *config) { c.delay = d }
 // sent twice, at two offsets, runs once. The key is the per-message
 // consumer's for a Kafka source: the idempotency-key header, else the
 // fingerprint of topic, record key and value, so the keys are the ones
-// per-message mode claims. It costs one more item per record in the
+// per-message mode claims under the same namespace (the consumer's
+// default Namespace is "onceq"). It costs one more item per record in the
 // commit (on DynamoDB, a batch of 99 records at most, and a write per
 // record) and the keys' storage for Retention.
 func DedupKeys(namespace string) Option {

@@ -301,13 +301,13 @@ func (pr *partRun) isolate(ctx context.Context, msgs []*broker.Message, keys []s
 }
 
 // retrySingle runs m alone, after it failed alone with err, until it commits or
-// has failed MaxAttempts times, or with an error of retry class
-// Permanent; then it is dead-lettered and its offset committed.
+// has failed MaxAttempts times, or with a decided error; then it is
+// dead-lettered and its offset committed.
 func (pr *partRun) retrySingle(ctx context.Context, m *broker.Message, keys []string, next int64, err error) error {
 	for attempt := 1; ; attempt++ {
 		pr.r.cfg.logger.Warn("batch: a record failed", "partition", pr.lease.Partition.String(),
 			"offset", m.Origin.Offset, "attempt", attempt, "error", err.Error())
-		if attempt >= pr.r.cfg.maxAttempts || retry.Classify(err) == retry.Permanent {
+		if attempt >= pr.r.cfg.maxAttempts || decided(err) {
 			return pr.deadLetterAt(ctx, m, err, next)
 		}
 		if werr := sleep(ctx, pr.r.cfg.retryDelay(attempt)); werr != nil {
@@ -328,7 +328,7 @@ func (pr *partRun) retrySingle(ctx context.Context, m *broker.Message, keys []st
 			case errors.As(cerr, &large):
 				return pr.deadLetterAt(ctx, m, cerr, next)
 			case errors.As(cerr, &cond):
-				herr = cerr
+				return pr.deadLetterAt(ctx, m, cerr, next)
 			default:
 				return cerr
 			}
@@ -338,6 +338,14 @@ func (pr *partRun) retrySingle(ctx context.Context, m *broker.Message, keys []st
 		}
 		err = herr
 	}
+}
+
+// decided reports an error no retry changes: of retry class Permanent,
+// or a write's own condition refusing the record's writes (as a
+// per-message handler's write is rejected for good).
+func decided(err error) bool {
+	var cond *dedup.BusinessConditionError
+	return retry.Classify(err) == retry.Permanent || errors.As(err, &cond)
 }
 
 // deadLetter dead-letters m, with no retry: what failed would fail again.

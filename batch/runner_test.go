@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/retry"
 )
@@ -516,5 +517,45 @@ func TestCommitWithLostAnswer(t *testing.T) {
 		}
 		wantWrites(t, s, 0, 4)
 		wantNext(t, s, 4)
+	})
+}
+
+// A record whose writes a condition refuses is dead-lettered at once, as
+// a per-message handler's rejected write stays rejected; its neighbours
+// commit.
+func TestRefusedWritesDeadLetteredAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New()
+		var mu sync.Mutex
+		var applied []int64
+		h := func(_ context.Context, msgs []*broker.Message) ([]any, error) {
+			var ws []any
+			for _, m := range msgs {
+				off := m.Origin.Offset
+				ws = append(ws, memstore.Write{
+					Check: func() error {
+						if off == 2 {
+							return errors.New("out of stock")
+						}
+						return nil
+					},
+					Apply: func() { mu.Lock(); applied = append(applied, off); mu.Unlock() },
+				})
+			}
+			return ws, nil
+		}
+		r := newRunner(t, store.Offsets(), h, batch.MaxRecords(4))
+		f := newFeed()
+		l, err := r.Acquire(t.Context(), part, "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r, l, f)
+		f.send(0, 4)
+		synctest.Wait()
+		_ = stop()
+		if !slices.Equal(f.deadLetters(), []int64{2}) || !slices.Equal(applied, []int64{0, 1, 3}) {
+			t.Fatalf("dead letters %v, applied %v; want 2 dead-lettered at once, 0, 1, 3 applied", f.deadLetters(), applied)
+		}
 	})
 }
