@@ -27,10 +27,10 @@ import (
 
 // wiring is what the flags chose.
 type wiring struct {
-	source    consumer.Source  // nil under -batch
-	queue     *memsource.Queue // the memory source's queue, for -demo
+	source consumer.Source  // nil under -batch
+	queue  *memsource.Queue // the memory source's queue, for -demo
 	// kafka are the Kafka source's options, for -batch's source.
-	kafka []kafkagroup.Option
+	kafka     []kafkagroup.Option
 	store     dedup.Store
 	inventory Inventory
 	totals    func(ctx context.Context) (reserved int64, orders int, err error)
