@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -18,19 +20,55 @@ import (
 
 // batchReserveHandler reserves a batch of orders: their writes commit
 // together, with the partition's offset. A malformed order fails alone,
-// at once (Permanent), and is dead-lettered; its neighbours commit.
+// at once (Permanent), and is dead-lettered; its neighbours commit. The
+// writes go in sku order, so that batches of several partitions, each
+// taking its skus' rows in one transaction, take them in one order and
+// never deadlock.
 func batchReserveHandler(inv Inventory) batch.Handler {
 	return batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]any, error) {
-		var writes []any
+		orders := make([]Order, len(msgs))
 		for i, m := range msgs {
 			o, err := parseOrder(m.Body)
 			if err != nil {
 				return nil, &batch.RecordError{Index: i, Err: retry.WithClass(err, retry.Permanent)}
 			}
+			orders[i] = o
+		}
+		slices.SortStableFunc(orders, func(a, b Order) int { return strings.Compare(a.SKU, b.SKU) })
+		if br, ok := inv.(batchReserver); ok {
+			return br.ReserveBatch(orders), nil
+		}
+		var writes []any
+		for _, o := range orders {
 			writes = append(writes, inv.Reserve(o)...)
 		}
 		return writes, nil
 	})
+}
+
+// batchReserver is an Inventory whose batch of orders takes other writes
+// than each order's own.
+type batchReserver interface {
+	// ReserveBatch reserves orders, sorted by sku.
+	ReserveBatch(orders []Order) []any
+}
+
+// ReserveBatch updates each sku's item once, by the batch's total for it
+// (a DynamoDB transaction takes one operation per item), and puts each
+// order's row.
+func (d *dynamoInventory) ReserveBatch(orders []Order) []any {
+	var writes []any
+	for i := 0; i < len(orders); {
+		total := Order{SKU: orders[i].SKU}
+		for ; i < len(orders) && orders[i].SKU == total.SKU; i++ {
+			total.Qty += orders[i].Qty
+		}
+		writes = append(writes, d.Reserve(total)[0]) // the sku's update alone
+	}
+	for _, o := range orders {
+		writes = append(writes, d.Reserve(o)[1]) // the order's row alone
+	}
+	return writes
 }
 
 // workBatch runs Kafka batch mode until ctx ends: the store's offset rows
