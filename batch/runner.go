@@ -96,8 +96,9 @@ func (r *Runner) Acquire(ctx context.Context, p Partition, member string) (Lease
 }
 
 // Run handles lease's partition from feed until ctx ends (it returns
-// ctx's error) or the partition moved to another member (an error that
-// wraps ErrFenced: nothing of the batch was committed). A batch is
+// ctx's error), the feed's Records close (the records taken commit as a
+// last batch; it returns nil) or the partition moved to another member
+// (an error that wraps ErrFenced: nothing of the batch was committed). A batch is
 // handled once it holds MaxRecords records, or Window after its first
 // record came.
 func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
@@ -121,6 +122,14 @@ func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
 			return ctx.Err()
 		case m, ok := <-in:
 			if !ok {
+				// The feed ended (a Lambda event's records, say): the
+				// records taken make a last batch.
+				stop()
+				if len(buf) > 0 {
+					if err := pr.process(ctx, buf); err != nil {
+						return err
+					}
+				}
 				return ctx.Err()
 			}
 			if pr.lease.Next >= 0 && m.Origin.Offset < pr.lease.Next {

@@ -559,3 +559,20 @@ func TestRefusedWritesDeadLetteredAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// A feed whose records close ends Run once the records taken committed,
+// however few: a Lambda event's records are all there is.
+func TestClosedFeedFlushes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newRowStore()
+		r := newRunner(t, s, offsets, batch.MaxRecords(4), batch.Window(time.Hour))
+		f := newFeed()
+		f.send(0, 6)
+		close(f.ch)
+		if err := r.Run(t.Context(), acquire(t, r, "m1"), f); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		wantWrites(t, s, 0, 6)
+		wantNext(t, s, 6)
+	})
+}
