@@ -3,13 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
-	kgo "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 	fkgo "github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/metric/noop"
 
@@ -23,36 +20,9 @@ import (
 func TestWorkerBatchMode(t *testing.T) {
 	for _, source := range []string{"kafka", "franz"} {
 		t.Run(source, func(t *testing.T) {
-			cluster, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(4, "orders", "orders-dlq"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cluster.Close()
-			addr := cluster.ListenAddrs()[0]
-			tr := &kgo.Transport{}
-			defer tr.CloseIdleConnections()
-
 			f := newOrderFixture()
 			malformed := []string{`not json`, `{"order_id":"m-1","sku":"sku-1","qty":-3}`, ``}
-			var records []kgo.Message
-			for _, body := range f.bodies {
-				o, err := parseOrder([]byte(body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				records = append(records, kgo.Message{Key: []byte(o.OrderID), Value: []byte(body)})
-			}
-			for i, body := range malformed {
-				records = append(records, kgo.Message{Key: fmt.Appendf(nil, "bad-%d", i), Value: []byte(body)})
-			}
-			w := &kgo.Writer{Addr: kgo.TCP(addr), Topic: "orders", Transport: tr, Balancer: &kgo.Hash{},
-				RequiredAcks: kgo.RequireAll, BatchTimeout: time.Millisecond, BatchSize: 500}
-			if err := w.WriteMessages(context.Background(), records...); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
+			addr, _ := orderTopic(t, f, malformed)
 
 			opts, err := parseFlags([]string{"-source", source, "-kafka-brokers", addr, "-store", "memory", "-batch", "-batch-size", "50",
 				"-progress", "1h", "-metrics-addr", ""}, &bytes.Buffer{})

@@ -176,15 +176,20 @@ func (f *fixture) batchMode(b *testing.B, group, insert string, store *counting)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return runUntil(b, start, src.Run, func() bool { return store.records.Load() >= int64(f.records) })
+}
+
+// runUntil runs run until done holds, and returns the time from start.
+func runUntil(b *testing.B, start time.Time, run func(context.Context) error, done func() bool) time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	for store.records.Load() < int64(f.records) {
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx) }()
+	for !done() {
 		time.Sleep(time.Millisecond)
 	}
 	took := time.Since(start)
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
 	return took
@@ -207,18 +212,7 @@ func (f *fixture) perMessage(b *testing.B, group, insert string, store *pgstore.
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	for acks.n.Load() < int64(f.records) {
-		time.Sleep(time.Millisecond)
-	}
-	took := time.Since(start)
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	return took
+	return runUntil(b, start, c.Run, func() bool { return acks.n.Load() >= int64(f.records) })
 }
 
 // BenchmarkBatchPostgres reads the same records (six partitions) three
