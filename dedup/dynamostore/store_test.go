@@ -40,6 +40,7 @@ func conformance(t *testing.T, opts []dynamostore.Option, o storetest.Options, t
 	o.Corrupt = func(t *testing.T, _ dedup.Store, l dedup.Lease, how storetest.Corruption) {
 		corruptItem(t, c, table, l.Owner, how)
 	}
+	o.Inserts, o.BatchMax = inserts(t, c), 100
 	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, opts...) }, o)
 }
 

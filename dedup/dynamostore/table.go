@@ -17,8 +17,9 @@ import (
 // CreateTable makes a records table: on-demand billing, the key schema of
 // the layout (pk; or pk + sk with TenantLayout) and TTL on expires_at.
 // It is idempotent: an existing table is accepted when its key schema
-// matches, and TTL is enabled if it is not. It returns once the table is
-// ACTIVE.
+// matches, and TTL is enabled if it is not. Beside it, it makes the
+// offsets table of batch mode (OffsetsTable; see Offsets). It returns once
+// the tables are ACTIVE.
 func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...TableOption) error {
 	cfg := tableConfig{waitTimeout: 5 * time.Minute}
 	for _, o := range opts {
@@ -62,6 +63,9 @@ func CreateTable(ctx context.Context, client *ddb.Client, table string, opts ...
 		if err := ensureStream(ctx, client, table, desc.Table, cfg.waitTimeout); err != nil {
 			return err
 		}
+	}
+	if err := createOffsetsTable(ctx, client, table, cfg.waitTimeout); err != nil {
+		return err
 	}
 	return ensureTTL(ctx, client, table)
 }

@@ -18,10 +18,10 @@ import (
 
 // Capabilities implements dedup.Store: ClaimComplete always; TenantKeyed
 // with TenantLayout, whose keys must carry the message's tenant; and the
-// business writes types.TransactWriteItem and its pointer.
+// business writes types.TransactWriteItem and its pointer; Batch (Offsets).
 func (s *Store) Capabilities() dedup.Capabilities {
 	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed,
-		Writes: []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()}}
+		Writes: []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()}, Batch: true}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless

@@ -188,14 +188,16 @@ type batchSender interface {
 
 // Commit implements batch.Store: one transaction, its first round trip
 // BEGIN, the offset row's fenced UPDATE and the keys' one INSERT, then
-// the business writes in order (as Complete runs them), then COMMIT. The
+// the business writes in order (each run of plain Execs in one round
+// trip, see batchWrites), then COMMIT. The
 // whole transaction is retried on a transient fault; a commit retried
 // after a lost connection that finds the row where it moves it (its
 // token, Next) reports success, its first attempt having committed.
 //
 // A write that ends the transaction itself returns a *TxEndedError whose
 // Committed says whether the offset row moved (and with it the keys and
-// the writes before it).
+// the writes before it); Execs sent with it in one round trip after it
+// ran outside the transaction.
 func (b *batchView) Commit(ctx context.Context, c batch.Commit) error {
 	if err := c.Check(); err != nil {
 		return err
@@ -288,7 +290,7 @@ func (s *Store) commitBatch(ctx context.Context, bs *batchStatements, c batch.Co
 		}
 		return &batch.DuplicateKeysError{Indexes: dup}
 	}
-	if err := businessWrites(ctx, tx, writes); err != nil {
+	if err := batchWrites(ctx, tx, writes); err != nil {
 		return err
 	}
 	return s.wrap("batch-commit", tx.Commit(ctx))
@@ -349,4 +351,99 @@ func (s *Store) batchEnded(ctx context.Context, bs *batchStatements, c batch.Com
 	}
 	committed := notFound == nil && row.Token == c.Lease.Token && row.Next == c.Next && c.Next != c.From
 	return s.wrap("batch-commit", &TxEndedError{Index: ee.index, Committed: committed})
+}
+
+// plainExec is w as an Exec a pipeline can carry: one with no pgx option
+// before its arguments (runExec reads those itself).
+func plainExec(w any) (Exec, bool) {
+	var e Exec
+	switch w := w.(type) {
+	case Exec:
+		e = w
+	case *Exec:
+		e = *w
+	default:
+		return Exec{}, false
+	}
+	if len(e.Args) > 0 {
+		switch e.Args[0].(type) {
+		case pgx.QueryExecMode, pgx.QueryRewriter:
+			return Exec{}, false
+		}
+	}
+	return e, true
+}
+
+// batchWrites applies writes in tx as businessWrites does, in order, but
+// sends each run of two or more plain Execs in one round trip: a batch
+// of hundreds of inserts costs one round trip, not hundreds. Every
+// statement still goes by the extended protocol, which refuses several
+// in one; over a connection whose default mode is the simple protocol,
+// each write goes alone.
+func batchWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
+	simple := tx.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
+	for i := 0; i < len(writes); {
+		j := i
+		for !simple && j < len(writes) {
+			if _, ok := plainExec(writes[j]); !ok {
+				break
+			}
+			j++
+		}
+		var err error
+		if j-i >= 2 {
+			err = pipeExecs(ctx, tx, writes[i:j], i)
+			i = j
+		} else {
+			err = applyWrite(ctx, tx, i, writes[i])
+			i++
+		}
+		if err != nil {
+			if isDecision(err) {
+				return err
+			}
+			return &writeError{err: err}
+		}
+	}
+	return nil
+}
+
+// pipeExecs sends run, writes first onwards, all plain Execs, in one
+// round trip and reads every result: a statement that ended the
+// transaction (COMMIT, ROLLBACK) is reported before any failure, since
+// the server ran what followed it outside the transaction; else the
+// first failure, as applyWrite reports it.
+func pipeExecs(ctx context.Context, tx pgx.Tx, run []any, first int) error {
+	var q pgx.Batch
+	execs := make([]Exec, len(run))
+	for k, w := range run {
+		execs[k], _ = plainExec(w)
+		q.Queue(execs[k].SQL, execs[k].Args...)
+	}
+	br := tx.SendBatch(ctx, &q)
+	var failed error
+	ended := -1
+	for k, e := range execs {
+		tag, err := br.Exec()
+		switch {
+		case ended < 0 && (tag.String() == "COMMIT" || tag.String() == "ROLLBACK"):
+			ended = first + k
+		case failed != nil:
+		case err != nil:
+			failed = writeFailed(first+k, err)
+		case e.MustAffect && tag.RowsAffected() == 0:
+			failed = writeFailed(first+k, fmt.Errorf("%w: the statement changed no row", ErrRejected))
+		}
+	}
+	cerr := br.Close()
+	if ended < 0 && tx.Conn().PgConn().TxStatus() == 'I' {
+		ended = first + len(run) - 1
+	}
+	switch {
+	case ended >= 0:
+		return &endedError{index: ended}
+	case failed != nil:
+		return failed
+	}
+	return cerr
 }

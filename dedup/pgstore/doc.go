@@ -41,6 +41,18 @@
 // update, its row locked until commit); they may read or change the
 // records table as the role may, and should leave it alone.
 //
+// Batch mode: Offsets gives the Store's batch.Store. Each Kafka
+// partition's offset row (group, topic, partition, fencing token, next
+// offset) lives in the offsets table beside the records table
+// (OffsetsTable: the records table's name with "_offsets"; CreateTable
+// makes both). A batch commits in one transaction: its first round trip
+// begins it, moves the offset row only under the lease's token and from
+// the batch's first offset, and writes the batch's keys as COMPLETED
+// records in one INSERT (a key live in any state is a duplicate; an
+// expired record is taken over as a claim takes it); then the business
+// writes, each run of plain Execs sent in one round trip; then COMMIT.
+// A batch of any size costs three round trips and no bound.
+//
 // Corrupt records: a row that is not a record the Store writes (a status
 // outside the four, a version below 1, negative attempts, a NULL column, a
 // time Go cannot hold) is refused by Claim, ClaimComplete and Get with a

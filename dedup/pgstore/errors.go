@@ -19,7 +19,7 @@ var ErrRejected = errors.New("pgstore: business write rejected")
 // Error is a failed call to PostgreSQL: which operation, on which table,
 // and the retry class of the cause (retry.Classify reads it).
 type Error struct {
-	Op    string // claim, complete, fail, extend, get, check, cleanup, create-table, new
+	Op    string // claim, complete, fail, extend, get, check, cleanup, create-table, new, batch-acquire, batch-commit, batch-offset
 	Table string
 	Err   error
 	class retry.Class

@@ -1,8 +1,6 @@
 package pgstore_test
 
 import (
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -13,8 +11,6 @@ import (
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/dedup/storetest"
-	"github.com/onceq/onceq/internal/faultproxy"
-	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -25,15 +21,7 @@ func TestInstruments(t *testing.T) {
 	storetest.RunInstruments(t, storetest.Instrumented{
 		System: storeinstr.SystemPostgreSQL,
 		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, storetest.Faults) {
-			cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := faultproxy.NewTCP(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-			host, port, _ := net.SplitHostPort(proxy.Addr())
-			p, _ := strconv.Atoi(port)
-			cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
-			cfg.MaxConns = 1
+			cfg, proxy := proxiedConfig(t)
 			db, err := pgxpool.NewWithConfig(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -68,34 +68,47 @@ func (e *endedError) Error() string {
 // transaction that is no more.
 func applyWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
 	for i, w := range writes {
-		var err error
-		switch w := w.(type) {
-		case Exec:
-			err = runExec(ctx, tx, w)
-		case *Exec:
-			err = runExec(ctx, tx, *w)
-		case Func:
-			err = w(ctx, tx)
-		case func(context.Context, pgx.Tx) error:
-			err = w(ctx, tx)
+		if err := applyWrite(ctx, tx, i, w); err != nil {
+			return err
 		}
-		// 'I': idle, outside any transaction ('T' in one, 'E' in a failed one).
-		if tx.Conn().PgConn().TxStatus() == 'I' {
-			return &endedError{index: i}
-		}
-		if err == nil {
-			continue
-		}
-		if errors.Is(err, ErrRejected) {
-			return &dedup.BusinessConditionError{Index: i, Reason: "ConditionFailed", Message: err.Error()}
-		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && strings.HasPrefix(pe.Code, "23") { // integrity constraint violation
-			return &dedup.BusinessConditionError{Index: i, Reason: "IntegrityConstraintViolation", Message: pe.ConstraintName}
-		}
-		return fmt.Errorf("business write %d: %w", i, err)
 	}
 	return nil
+}
+
+// applyWrite runs write i, w, in tx, as applyWrites runs each.
+func applyWrite(ctx context.Context, tx pgx.Tx, i int, w any) error {
+	var err error
+	switch w := w.(type) {
+	case Exec:
+		err = runExec(ctx, tx, w)
+	case *Exec:
+		err = runExec(ctx, tx, *w)
+	case Func:
+		err = w(ctx, tx)
+	case func(context.Context, pgx.Tx) error:
+		err = w(ctx, tx)
+	}
+	// 'I': idle, outside any transaction ('T' in one, 'E' in a failed one).
+	if tx.Conn().PgConn().TxStatus() == 'I' {
+		return &endedError{index: i}
+	}
+	if err == nil {
+		return nil
+	}
+	return writeFailed(i, err)
+}
+
+// writeFailed is the failure err of write i: a failed condition or a
+// broken integrity constraint is a *dedup.BusinessConditionError.
+func writeFailed(i int, err error) error {
+	if errors.Is(err, ErrRejected) {
+		return &dedup.BusinessConditionError{Index: i, Reason: "ConditionFailed", Message: err.Error()}
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Code, "23") { // integrity constraint violation
+		return &dedup.BusinessConditionError{Index: i, Reason: "IntegrityConstraintViolation", Message: pe.ConstraintName}
+	}
+	return fmt.Errorf("business write %d: %w", i, err)
 }
 
 // runExec runs w as one statement: by PostgreSQL's extended protocol,
