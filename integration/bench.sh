@@ -68,6 +68,7 @@ bench ./dedup/dynamostore/ -bench '^BenchmarkDynamoDB$' -count "$count"
 bench ./dedup/dynamostore/ -bench '^BenchmarkCapacity$' -benchtime 1x -count "$capcount" -timeout 30m
 bench ./dedup/pgstore/ -bench '^BenchmarkPostgres$' -count "$count"
 bench ./dedup/redisstore/ -bench '^BenchmarkRedis$' -count "$count"
+bench ./integration/batchbench/ -bench '^BenchmarkBatch(Postgres|DynamoDB)$' -benchtime 1x -count "$count"
 
 rss="$ONCEQ_RUN_DIR/rssbench"
 if go build -o "$rss" ./integration/rssbench; then

@@ -157,6 +157,7 @@ const legend = `Rows:
 - Kafka, franz-go: the same topic shape, a raw franz-go PollFetches + CommitUncommittedOffsets loop against the consumer over sources/franzsource with the memory store (sources/franzsource BenchmarkFranzThroughput); its CPU per message likewise the whole process's. The "source alone" rows drive each Source's Receive and Ack with no consumer: what the source costs apart from the consumer and the store.
 - DynamoDB: DynamoDB Local, 32 calls in flight, SDK retries off on every side (dedup/dynamostore BenchmarkDynamoDB). Each store mode runs beside two hand-written versions of its job with the raw SDK client, the three sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (sides run back to back): "minimal" is the smallest request that does the job (a conditional PutItem "attribute_not_exists(pk) OR expires_at < :now" returning the old item on failure; an UpdateItem conditioned on owner and status to complete it; their TransactWriteItems forms with the business write), "own" is the request onceq itself sends, written out by hand (a test keeps it identical), so onceq against it is the store's own cost on the client. Client CPU µs per message is the process's CPU time (user and system) over a side's rounds divided by its messages: DynamoDB Local is another process, so it is the client's alone. Calls per message are counted by SDK middleware, every HTTP attempt.
 - PostgreSQL, Redis: the servers integration/servers.sh starts, 32 operations in flight, each store mode beside the minimal hand-written client doing the same job, the two sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/sidebyside); every message a new key. PostgreSQL (dedup/pgstore BenchmarkPostgres, pgx, one pool of 16 connections): minimal is INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING (which takes an expired record over in the same statement) plus a fenced UPDATE, the claim written as COMPLETED for "one statement", with the stock UPDATE in one transaction for the modes with a write; onceq claims a new key with INSERT … ON CONFLICT DO NOTHING and spends a second statement on a key that has a record. Calls are the statements a tracer on the pool counts, BEGIN and COMMIT included. Redis (dedup/redisstore BenchmarkRedis, go-redis): minimal is SET NX PXAT plus a script that completes while the owner holds the key, or SET NX of the completed value for "one round trip"; onceq claims a new key with SET NX of its whole record (one string; a GET more on a key that has a record) and completes with a fenced script. Calls are the commands a client hook counts. Client CPU as for DynamoDB.
+- Kafka batch mode: the in-process kfake broker, six partitions, over sources/franzsource (integration/batchbench). PostgreSQL (BenchmarkBatchPostgres, 20,000 records, one INSERT per record, three groups in one run): batch mode (batches of up to 500 records of one partition, each committed with its partition's offset row, pgstore's offset table) beside a raw franz-go loop applying each poll's inserts (up to 500 records) in one transaction, then committing the group's offsets, with no exactly once, and beside per-message mode (the consumer, 16 handlers, each record claimed then completed with its insert); each timing from the client's creation to the last record committed. Store calls are batch mode's offset-row calls (Acquire and Commit). DynamoDB (BenchmarkBatchDynamoDB, DynamoDB Local, 5,000 records, one Put per record, batches of up to 100): a batch of 100 needs 101 items with its offset row, over a transaction's 100, and commits in two parts; store writes per message are the offset-row calls (each commit one TransactWriteItems) per record.
 - capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is WithoutAdaptiveConcurrency with per-call backoff only (dedup/dynamostore BenchmarkCapacity).
 - RSS: peak resident memory of a separate process per size (integration/rssbench), memory source and store, fixed MaxInFlight; "onceq" is 1M messages, "raw baseline" 100k.
 `
@@ -174,6 +175,8 @@ const (
 	rds   = "BenchmarkRedis/"
 	capA  = "BenchmarkCapacity/Adaptive"
 	capF  = "BenchmarkCapacity/Fixed"
+	bpg   = "BenchmarkBatchPostgres"
+	bddb  = "BenchmarkBatchDynamoDB"
 	rss1  = "BenchmarkRSS/messages=100000"
 	rss10 = "BenchmarkRSS/messages=1000000"
 )
@@ -220,7 +223,19 @@ var rows = slices.Concat(
 	sqlRows("PostgreSQL", pg+"ClaimCompleteWith1Write", "one transaction + 1 write", 4),
 	sqlRows("Redis", rds+"ClaimThenComplete", "claim+complete", 2),
 	sqlRows("Redis", rds+"ClaimComplete", "one round trip", 1),
+	batchRows,
 )
+
+// batchRows are Kafka batch mode's: on PostgreSQL beside the raw consumer
+// and beside per-message mode, in one run; on DynamoDB its store writes
+// per message.
+var batchRows = []Row{
+	{Label: "Kafka batch mode on PostgreSQL: msgs/s, vs the raw consumer applying the same inserts", Onceq: Fig{bpg, "batch_msgs/s"}, Raw: Fig{bpg, "raw_msgs/s"}, Ratio: Fig{bpg, "vs_raw"}, Target: AtLeast(0.8)},
+	{Label: "Kafka batch mode on PostgreSQL: msgs/s, vs per-message mode", Onceq: Fig{bpg, "batch_msgs/s"}, Raw: Fig{bpg, "permsg_msgs/s"}, Ratio: Fig{bpg, "vs_permsg"}, Target: AtLeast(10)},
+	{Label: "Kafka batch mode on PostgreSQL: store calls per message, batches of 500", Onceq: Fig{bpg, "store_calls/msg"}},
+	{Label: "Kafka batch mode on DynamoDB: store writes per message, batches of 100", Onceq: Fig{bddb, "store_writes/msg"}, Target: AtMost(0.05)},
+	{Label: "Kafka batch mode on DynamoDB: msgs/s", Onceq: Fig{bddb, "batch_msgs/s"}},
+}
 
 // sqlRows are the rows of a PostgreSQL or Redis store mode beside the
 // minimal hand-written client: its benchmark, a label, and the calls
