@@ -32,6 +32,7 @@ var optionPages = []struct {
 	{"dedup/cache", "stores.md", false},
 	{"lambda/sqslambda", "lambda.md", false},
 	{"lambda/kafkalambda", "lambda.md", false},
+	{"batch", "choosing-a-mode.md", false},
 }
 
 // Every exported option constructor (a function whose one result is a type
