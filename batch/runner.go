@@ -108,6 +108,11 @@ func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
 		buf      []*broker.Message
 		timer    *time.Timer
 		deadline <-chan time.Time
+		// The group's offset behind the stored one (a group commit that
+		// failed, or one an earlier owner never made) is committed again
+		// after groupRetry, or by the next batch.
+		gtimer *time.Timer
+		gretry <-chan time.Time
 	)
 	stop := func() {
 		if timer != nil {
@@ -116,10 +121,30 @@ func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
 		}
 	}
 	defer stop()
+	armGroup := func() {
+		if gtimer == nil && pr.lease.Next >= 0 && pr.group != pr.lease.Next {
+			gtimer = time.NewTimer(groupRetry)
+			gretry = gtimer.C
+		}
+	}
+	defer func() {
+		if gtimer != nil {
+			gtimer.Stop()
+		}
+	}()
+	if lease.Next >= 0 {
+		pr.commitGroup(ctx)
+	}
+	armGroup()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-gretry:
+			gtimer, gretry = nil, nil
+			pr.commitGroup(ctx)
+			armGroup()
+			continue
 		case m, ok := <-in:
 			if !ok {
 				// The feed ended (a Lambda event's records, say): the
@@ -154,8 +179,13 @@ func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
 		if err := pr.process(ctx, msgs); err != nil {
 			return err
 		}
+		armGroup()
 	}
 }
+
+// groupRetry is how long a group offset behind the stored one waits
+// before it is committed again.
+const groupRetry = time.Second
 
 // partRun is one Run's state.
 type partRun struct {
@@ -438,8 +468,16 @@ func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []
 		}
 	}
 	pr.lease.Next = next
+	pr.commitGroup(ctx)
+	return nil
+}
+
+// commitGroup commits the stored next offset as the group's. The Store
+// holds the truth: a failure is retried later (Run), or carried by the
+// next batch's commit.
+func (pr *partRun) commitGroup(ctx context.Context) {
+	next := pr.lease.Next
 	if err := pr.feed.CommitGroup(ctx, next); err != nil {
-		// The Store holds the truth; a later commit carries this one.
 		pr.r.cfg.logger.Debug("batch: committing the group offset failed",
 			"partition", pr.lease.Partition.String(), "error", err.Error())
 	} else {
@@ -448,7 +486,6 @@ func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []
 	if pr.group >= 0 {
 		pr.r.tel.groupLag(ctx, pr.lease.Partition, next-pr.group)
 	}
-	return nil
 }
 
 // landed reports whether the stored row is this lease's at next: a commit

@@ -31,6 +31,8 @@ type feed struct {
 	dead   []int64
 	group  []int64
 	dlqErr error
+	// groupFails fails that many group commits.
+	groupFails int
 }
 
 func newFeed() *feed { return &feed{ch: make(chan *broker.Message, 1000)} }
@@ -50,6 +52,10 @@ func (f *feed) DeadLetter(_ context.Context, m *broker.Message, _ string) error 
 func (f *feed) CommitGroup(_ context.Context, next int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.groupFails > 0 {
+		f.groupFails--
+		return errors.New("rebalance in progress")
+	}
 	f.group = append(f.group, next)
 	return nil
 }
@@ -58,6 +64,12 @@ func (f *feed) send(from, to int64) {
 	for off := from; off < to; off++ {
 		f.ch <- record(off, fmt.Sprintf("v%d", off))
 	}
+}
+
+func (f *feed) groups() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.group)
 }
 
 func (f *feed) deadLetters() []int64 {
@@ -574,5 +586,37 @@ func TestClosedFeedFlushes(t *testing.T) {
 		}
 		wantWrites(t, s, 0, 6)
 		wantNext(t, s, 6)
+	})
+}
+
+// The group's offset follows the stored one even when a group commit
+// fails and no batch follows (it is tried again), and a partition whose
+// earlier owner left the group's offset behind has it caught up at once.
+func TestGroupOffsetCatchesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newRowStore()
+		r := newRunner(t, s, offsets, batch.MaxRecords(4))
+		f := newFeed()
+		f.groupFails = 2
+		stop := running(t, r, acquire(t, r, "m1"), f)
+		f.send(0, 4)
+		synctest.Wait()
+		if g := f.groups(); len(g) != 0 {
+			t.Fatalf("group commits %v while they fail", g)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		_ = stop()
+		if !slices.Equal(f.group, []int64{4}) {
+			t.Fatalf("group commits %v, want 4 once its retry got through", f.group)
+		}
+
+		f2 := newFeed()
+		stop = running(t, r, acquire(t, r, "m2"), f2)
+		synctest.Wait()
+		_ = stop()
+		if !slices.Equal(f2.group, []int64{4}) {
+			t.Fatalf("the next owner's group commits %v, want the stored 4 at once", f2.group)
+		}
 	})
 }
