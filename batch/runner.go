@@ -274,11 +274,11 @@ func (pr *partRun) run(ctx context.Context, msgs []*broker.Message, keys []strin
 		switch {
 		case err == nil:
 			return nil
-		case errors.As(err, &large):
-			if len(msgs) <= 1 {
+		case errors.As(err, &large) && len(msgs) > 0:
+			if len(msgs) == 1 {
 				// One record's writes do not fit one transaction: no split
 				// helps, and no retry.
-				return pr.deadLetter(ctx, msgs[0], err)
+				return pr.deadLetterAt(ctx, msgs[0], err, next)
 			}
 			return pr.split(ctx, msgs, keys, len(msgs)/2, next)
 		case errors.As(err, &dups):
