@@ -66,6 +66,13 @@ type Commit struct {
 	Now  time.Time
 	// ExpiresAt is the retention of the claimed Keys.
 	ExpiresAt time.Time
+	// PayloadHashes, when not empty, hold one hash per key, of its
+	// record's body as a per-message consumer hashes it (its
+	// PayloadHashFunc, by default dedup.PayloadHash), stored with the
+	// key's record: a per-message consumer that meets the key then takes
+	// its message for a duplicate, not for a reuse of the key with
+	// another payload. Empty: the records hold no hash.
+	PayloadHashes []string
 }
 
 // Store keeps partitions' offset rows. A dedup.Store whose Capabilities
@@ -142,8 +149,8 @@ func (e *TooLargeError) Error() string {
 
 // Check reports, before any store call, what makes c a commit no Store
 // can take: an error wrapping ErrInvalidCommit for a negative From, a
-// Next before From, an empty key, or Keys that would expire at once
-// (ExpiresAt not after Now); a *DuplicateKeysError for a key that Keys
+// Next before From, an empty key, Keys that would expire at once
+// (ExpiresAt not after Now), or PayloadHashes not one per key; a *DuplicateKeysError for a key that Keys
 // hold more than once, naming every occurrence after the first. Every
 // Store's Commit runs it first, so that a repeat within a batch is named
 // before the keys already stored are.
@@ -155,7 +162,13 @@ func (c Commit) Check() error {
 		return fmt.Errorf("%w: %s next offset %d before the batch's first %d", ErrInvalidCommit, c.Lease.Partition, c.Next, c.From)
 	}
 	if len(c.Keys) == 0 {
+		if len(c.PayloadHashes) != 0 {
+			return fmt.Errorf("%w: %s payload hashes without keys", ErrInvalidCommit, c.Lease.Partition)
+		}
 		return nil
+	}
+	if len(c.PayloadHashes) != 0 && len(c.PayloadHashes) != len(c.Keys) {
+		return fmt.Errorf("%w: %s %d payload hashes for %d keys", ErrInvalidCommit, c.Lease.Partition, len(c.PayloadHashes), len(c.Keys))
 	}
 	if !c.ExpiresAt.After(c.Now) {
 		return fmt.Errorf("%w: %s keys expire at %v, not after the commit's time %v", ErrInvalidCommit, c.Lease.Partition, c.ExpiresAt, c.Now)
@@ -176,4 +189,13 @@ func (c Commit) Check() error {
 		return &DuplicateKeysError{Indexes: dup}
 	}
 	return nil
+}
+
+// PayloadHash is the payload hash of Keys[i]: PayloadHashes[i], or ""
+// when the commit gives none.
+func (c Commit) PayloadHash(i int) string {
+	if len(c.PayloadHashes) == 0 {
+		return ""
+	}
+	return c.PayloadHashes[i]
 }

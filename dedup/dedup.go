@@ -268,7 +268,7 @@ type Capabilities struct {
 	// handler that is to send onward.
 	Outbox bool
 	// Batch: the Store keeps Kafka partitions' offset rows for batch mode
-	// (package batch).
+	// (package batch): it is a batch.Provider, whose Offsets gives them.
 	Batch bool
 }
 

@@ -232,15 +232,15 @@ func (b *batchView) Commit(ctx context.Context, c batch.Commit) error {
 	}})
 	items = append(items, writes...)
 	expires := ceilUnix(c.ExpiresAt)
-	for _, k := range c.Keys {
+	for i, k := range c.Keys {
 		rk, err := s.layout.key(k)
 		if err != nil {
 			return err
 		}
-		if err := checkSize(rk, c.Lease.Member, "", nil, ""); err != nil {
+		if err := checkSize(rk, c.Lease.Member, c.PayloadHash(i), nil, ""); err != nil {
 			return err
 		}
-		r := s.claimRequest(c.Lease.Member, "", c.Now, 0, dedup.StatusCompleted, expires, nil, nil)
+		r := s.claimRequest(c.Lease.Member, c.PayloadHash(i), c.Now, 0, dedup.StatusCompleted, expires, nil, nil)
 		items = append(items, r.transactItem(s.tableName, rk))
 	}
 	in := &ddb.TransactWriteItemsInput{TransactItems: items}

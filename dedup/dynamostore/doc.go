@@ -121,6 +121,25 @@
 // ConditionalCheckFailed without the record (DynamoDB returns it on
 // request, not always) is followed by a strongly consistent GetItem of it.
 //
+// # Batch mode
+//
+// Offsets gives the Store's batch.Store. Each Kafka partition's offset
+// row (group, topic, partition, fencing token, next offset) is an item of
+// the offsets table, a table of its own beside the records table
+// (OffsetsTable; CreateTable makes both), keyed by the group's length,
+// the group, the topic and the partition, so that the records table's
+// TTL, stream, auditor and scans never meet one. A batch commits as one
+// TransactWriteItems: the offset row's update, conditioned on the lease's
+// token and on its next offset being From (or -1), then the business
+// writes, then the batch's keys as COMPLETED records under a claim's
+// condition (absent or expired): at most 100 items, else a
+// *batch.TooLargeError before the call. The cancellation reasons are
+// read by index: the offset row's gives batch.ErrFenced or
+// batch.ErrOffsetMismatch, from the row it returns; then every key whose
+// record is live, a *batch.DuplicateKeysError; then a write's, a
+// *dedup.BusinessConditionError. A batch of 100 records is one write
+// call: 0.01 per message.
+//
 // # Refused requests
 //
 // Every request the store builds is one DynamoDB accepts, whatever record

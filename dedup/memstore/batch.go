@@ -61,8 +61,8 @@ func (o *batchView) Offset(_ context.Context, p batch.Partition) (batch.Lease, e
 // *batch.DuplicateKeysError naming every key held by a live record), the
 // Writes' own conditions (a *dedup.BusinessConditionError). Only when all
 // pass is anything written: the Writes applied, each key's record made
-// COMPLETED (owned by the Lease's member, no response, expiring at
-// ExpiresAt), the row's next offset moved.
+// COMPLETED (owned by the Lease's member, with its payload hash, no
+// response, expiring at ExpiresAt), the row's next offset moved.
 func (o *batchView) Commit(_ context.Context, c batch.Commit) error {
 	if err := c.Check(); err != nil {
 		return err
@@ -102,9 +102,9 @@ func (o *batchView) Commit(_ context.Context, c batch.Commit) error {
 	if err := applyWrites(writes); err != nil {
 		return err
 	}
-	for _, k := range c.Keys {
+	for i, k := range c.Keys {
 		h, sh := s.locate(k)
-		sh.claimLocked(h, sh.findLocked(h, k), k, c.Lease.Member, "", dedup.StatusCompleted, c.Now, c.ExpiresAt)
+		sh.claimLocked(h, sh.findLocked(h, k), k, c.Lease.Member, c.PayloadHash(i), dedup.StatusCompleted, c.Now, c.ExpiresAt)
 	}
 	row.Next = c.Next
 	t.rows[p] = row

@@ -104,12 +104,13 @@ func newBatchStatements(o, r string) *batchStatements {
 		commitSQL: `UPDATE ` + o + ` SET next_offset = $6 ` + where + ` AND token = $4 AND (next_offset = -1 OR next_offset = $5)`,
 		offsetSQL: `SELECT token, next_offset, member FROM ` + o + ` ` + where,
 		// The keys as a claim writes COMPLETED, all in one statement, with
-		// the claim's parameters ($1 the rows' ids, $8 = $6: no skew
-		// margin, a batch takes only what has expired); the ids returned
-		// are the keys claimed, those missing are live.
+		// the claim's parameters ($1 the rows' ids and $4 their payload
+		// hashes, arrays of one length; $8 = $6: no skew margin, a batch
+		// takes only what has expired); the ids returned are the keys
+		// claimed, those missing are live.
 		keysSQL: `INSERT INTO ` + r + ` AS r (id, ` + recordCols + `)
-	SELECT k.id, $2::text, 1, $3::text, $4::text, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz, 0
-	FROM unnest($1::bytea[]) AS k(id)
+	SELECT k.id, $2::text, 1, $3::text, k.hash, $5::bytea, 0, '', $6::timestamptz, $7::timestamptz, 0
+	FROM unnest($1::bytea[], $4::text[]) AS k(id, hash)
 	` + takeover + `
 	RETURNING r.id`,
 	}
@@ -262,7 +263,11 @@ func (s *Store) commitBatch(ctx context.Context, bs *batchStatements, c batch.Co
 	}
 	q.Queue(bs.commitSQL, p.Group, p.Topic, p.Partition, c.Lease.Token, c.From, c.Next)
 	if len(ids) > 0 {
-		q.Queue(bs.keysSQL, ids, string(dedup.StatusCompleted), c.Lease.Member, "", []byte(nil), c.Now, c.ExpiresAt, c.Now)
+		hashes := c.PayloadHashes
+		if len(hashes) == 0 {
+			hashes = make([]string, len(ids))
+		}
+		q.Queue(bs.keysSQL, ids, string(dedup.StatusCompleted), c.Lease.Member, hashes, []byte(nil), c.Now, c.ExpiresAt, c.Now)
 	}
 	if direct {
 		br = sender.SendBatch(ctx, &q)

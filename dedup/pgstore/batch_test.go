@@ -305,3 +305,83 @@ func acquired(t *testing.T, bs batch.Store) (batch.Partition, batch.Lease) {
 	}
 	return p, l
 }
+
+// BenchmarkBatchCommit measures a batch of 100 records, each an INSERT,
+// committed with its partition's offset row, beside the same inserts
+// with no exactly-once: one statement each (autocommit), and all 100 in
+// one pgx.Batch (one implicit transaction). One connection, so each
+// figure is a round trip's worth of work in order.
+//
+//	go test -run '^$' -bench '^BenchmarkBatchCommit$' ./dedup/pgstore/
+func BenchmarkBatchCommit(b *testing.B) {
+	const size = 100
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	p, err := pgxpool.NewWithConfig(b.Context(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	ctx := b.Context()
+	table, rows := uniqueName("onceq_bench"), uniqueName("onceq_bench_rows")
+	if err := pgstore.CreateTable(ctx, p, table); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.Exec(ctx, "CREATE TABLE "+rows+" (id bigint PRIMARY KEY, body text NOT NULL)"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_, _ = p.Exec(context.Background(), "DROP TABLE "+table+", "+pgstore.OffsetsTable(table)+", "+rows)
+	})
+	insert := "INSERT INTO " + rows + " (id, body) VALUES ($1, $2)"
+	var id atomic.Int64
+	perMessage := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size), "ns/msg")
+		b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "msgs/s")
+	}
+	b.Run("batch", func(b *testing.B) {
+		bs := newStore(b, p, table).Offsets()
+		part := batch.Partition{Group: uniqueName("g"), Topic: "t"}
+		l, err := bs.Acquire(ctx, part, "m")
+		if err != nil {
+			b.Fatal(err)
+		}
+		next := int64(0)
+		for b.Loop() {
+			ws := make([]any, size)
+			for i := range ws {
+				ws[i] = pgstore.Exec{SQL: insert, Args: []any{id.Add(1), "body"}}
+			}
+			if err := bs.Commit(ctx, batch.Commit{Lease: l, From: next, Next: next + size, Writes: ws, Now: time.Now()}); err != nil {
+				b.Fatal(err)
+			}
+			next += size
+		}
+		perMessage(b)
+	})
+	b.Run("raw-autocommit", func(b *testing.B) {
+		for b.Loop() {
+			for range size {
+				if _, err := p.Exec(ctx, insert, id.Add(1), "body"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		perMessage(b)
+	})
+	b.Run("raw-pipelined", func(b *testing.B) {
+		for b.Loop() {
+			var q pgx.Batch
+			for range size {
+				q.Queue(insert, id.Add(1), "body")
+			}
+			if err := p.SendBatch(ctx, &q).Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perMessage(b)
+	})
+}

@@ -286,25 +286,30 @@ func (s *suite) batchCondition(t *testing.T, st dedup.Store, bs batch.Store) {
 	wantRow(t, bs, p, l.Token, 20)
 }
 
-// batchKeys: a commit's Keys become COMPLETED records, expiring at the
-// commit's ExpiresAt, that a per-message claim finds completed; a key
-// whose record has expired is claimed again.
+// batchKeys: a commit's Keys become COMPLETED records, with their
+// payload hashes, expiring at the commit's ExpiresAt, that a per-message
+// claim finds completed; a key whose record has expired is claimed
+// again, and one committed without hashes holds none.
 func (s *suite) batchKeys(t *testing.T, st dedup.Store, bs batch.Store) {
 	p, ks := partition(t), keys(t, 3)
 	l := acquire(t, bs, p, "member-a")
-	if err := bs.Commit(ctx(t), commit(l, 0, 2, nil, ks[:2])); err != nil {
+	c := commit(l, 0, 2, nil, ks[:2])
+	c.PayloadHashes = []string{"h0", "h1"}
+	if err := bs.Commit(ctx(t), c); err != nil {
 		t.Fatalf("commit with keys: %v", err)
 	}
-	for _, k := range ks[:2] {
+	for i, k := range ks[:2] {
 		r := get(t, st, k)
-		if r.Status != dedup.StatusCompleted || !r.ExpiresAt.Equal(at(3600)) {
-			t.Fatalf("key of a committed batch: %+v, want COMPLETED until %v", r, at(3600))
+		if r.Status != dedup.StatusCompleted || !r.ExpiresAt.Equal(at(3600)) || r.PayloadHash != c.PayloadHashes[i] {
+			t.Fatalf("key %d of a committed batch: %+v, want COMPLETED until %v with payload hash %s", i, r, at(3600), c.PayloadHashes[i])
 		}
-		mustLose(t, claim(t, st, k, "per-message", "h1", 20, 50), dedup.StatusCompleted)
+		if e := mustLose(t, claim(t, st, k, "per-message", c.PayloadHashes[i], 20, 50), dedup.StatusCompleted); e.PayloadHash != c.PayloadHashes[i] {
+			t.Fatalf("a per-message claim of key %d met payload hash %q, want %q", i, e.PayloadHash, c.PayloadHashes[i])
+		}
 	}
 	// A key whose record expired (a COMPLETED record past its retention)
 	// is a new message: claimed again.
-	c := batch.Commit{Lease: l, From: 2, Next: 3, Keys: ks[2:], Now: at(10), ExpiresAt: at(100)}
+	c = batch.Commit{Lease: l, From: 2, Next: 3, Keys: ks[2:], Now: at(10), ExpiresAt: at(100)}
 	if err := bs.Commit(ctx(t), c); err != nil {
 		t.Fatalf("commit with a key: %v", err)
 	}
@@ -312,7 +317,7 @@ func (s *suite) batchKeys(t *testing.T, st dedup.Store, bs batch.Store) {
 	if err := bs.Commit(ctx(t), c); err != nil {
 		t.Fatalf("commit with a key past its retention: %v", err)
 	}
-	if r := get(t, st, ks[2]); r.Status != dedup.StatusCompleted || !r.ExpiresAt.Equal(at(3600)) {
+	if r := get(t, st, ks[2]); r.Status != dedup.StatusCompleted || !r.ExpiresAt.Equal(at(3600)) || r.PayloadHash != "" {
 		t.Fatalf("key claimed again: %+v, want COMPLETED until %v", r, at(3600))
 	}
 	wantRow(t, bs, p, l.Token, 4)
@@ -398,6 +403,9 @@ func (s *suite) batchInvalid(t *testing.T, st dedup.Store, bs batch.Store) {
 		"empty key":       commit(l, 0, 10, nil, []string{ks[0], ""}),
 		"keys expire now": {Lease: l, From: 0, Next: 10, Keys: ks, Now: at(10), ExpiresAt: at(10)},
 		"keys no expiry":  {Lease: l, From: 0, Next: 10, Keys: ks, Now: at(10)},
+		"hashes not one per key": {Lease: l, From: 0, Next: 10, Keys: ks, Now: at(10), ExpiresAt: at(3600),
+			PayloadHashes: []string{"h0", "h1"}},
+		"hashes without keys": {Lease: l, From: 0, Next: 10, Now: at(10), PayloadHashes: []string{"h0"}},
 	}
 	for name, c := range bad {
 		if err := bs.Commit(ctx(t), c); !errors.Is(err, batch.ErrInvalidCommit) {
