@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 )
@@ -77,3 +78,45 @@ func TestKeysShareThePerMessageScheme(t *testing.T) {
 		}
 	})
 }
+
+// A key batch mode claimed is, to a per-message Guard keyed as the Kafka
+// sources key (the header, else the record's fingerprint), a duplicate:
+// the batch stored the payload hash the Guard compares.
+func TestBatchKeysAreDuplicatesToAGuard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New()
+		r := newRunner(t, store.Offsets(), offsetWrites, batch.DedupKeys("orders"), batch.MaxRecords(2))
+		f := newFeed()
+		l, err := r.Acquire(t.Context(), part, "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		headed := record(0, "order a")
+		headed.Attributes = map[string]string{broker.IdempotencyKeyAttribute: "a"}
+		plain := record(1, "order b")
+		stop := running(t, r, l, f)
+		f.ch <- headed
+		f.ch <- plain
+		synctest.Wait()
+		_ = stop()
+		ran := 0
+		g, err := consumer.NewGuard(store, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+			ran++
+			return consumer.Result{}, nil
+		}), consumer.Namespace("orders"), consumer.WithSourceKey(broker.Fingerprint, broker.FingerprintCoversBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []*broker.Message{headed, plain} {
+			if o := g.Process(t.Context(), m); o.Kind != consumer.Duplicate {
+				t.Errorf("%s: outcome %v (%v), want a duplicate of the batch's", m.ID, o.Kind, o.Err)
+			}
+		}
+		if ran != 0 {
+			t.Fatalf("the Guard ran %d messages batch mode had completed", ran)
+		}
+	})
+}
+
+// offsetWrites writes nothing: the keys are what is claimed.
+func offsetWrites(context.Context, []*broker.Message) ([]any, error) { return nil, nil }

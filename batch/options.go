@@ -30,7 +30,7 @@ type config struct {
 	keys        bool
 	namespace   string
 	keyFunc     func(*broker.Message) (string, error)
-	keyOf       func(*broker.Message) (string, error)
+	keyOf       func(*broker.Message) (key, hash string, err error)
 	logger      *slog.Logger
 	meter       metric.MeterProvider
 }
@@ -109,7 +109,9 @@ func RetryDelay(d time.Duration) Option { return func(c *config) { c.delay = d }
 // consumer's for a Kafka source: the idempotency-key header, else the
 // fingerprint of topic, record key and value, so the keys are the ones
 // per-message mode claims under the same namespace (the consumer's
-// default Namespace is "onceq"). It costs one more item per record in the
+// default Namespace is "onceq"), each stored with the payload hash a
+// per-message consumer compares (its default, WholeBody), so that it
+// takes the record for a duplicate. It costs one more item per record in the
 // commit (on DynamoDB, a batch of 99 records at most, and a write per
 // record) and the keys' storage for Retention.
 func DedupKeys(namespace string) Option {

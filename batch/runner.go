@@ -212,11 +212,11 @@ func (pr *partRun) process(ctx context.Context, msgs []*broker.Message) error {
 // an earlier record of the batch holds is dropped here, and those the
 // Store finds COMPLETED are dropped before the rest commit.
 func (pr *partRun) runKeyed(ctx context.Context, msgs []*broker.Message, next int64) error {
-	keys := make([]string, 0, len(msgs))
+	keys := make(keyed, 0, len(msgs))
 	kept := msgs[:0:0]
 	seen := make(map[string]struct{}, len(msgs))
 	for i, m := range msgs {
-		k, err := pr.r.cfg.keyOf(m)
+		k, hash, err := pr.r.cfg.keyOf(m)
 		if err != nil {
 			// A record with no valid key cannot be claimed: it fails alone.
 			if err := pr.runParts(ctx, msgs[:i], nil, m.Origin.Offset); err != nil {
@@ -232,7 +232,7 @@ func (pr *partRun) runKeyed(ctx context.Context, msgs []*broker.Message, next in
 			continue
 		}
 		seen[k] = struct{}{}
-		keys = append(keys, k)
+		keys = append(keys, claim{k, hash})
 		kept = append(kept, m)
 	}
 	return pr.run(ctx, kept, keys, next)
@@ -240,7 +240,7 @@ func (pr *partRun) runKeyed(ctx context.Context, msgs []*broker.Message, next in
 
 // runParts runs msgs (keys, when keyed, being theirs) as a batch ending at
 // next, unless there is nothing to run.
-func (pr *partRun) runParts(ctx context.Context, msgs []*broker.Message, keys []string, next int64) error {
+func (pr *partRun) runParts(ctx context.Context, msgs []*broker.Message, keys keyed, next int64) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -254,7 +254,7 @@ func (pr *partRun) runParts(ctx context.Context, msgs []*broker.Message, keys []
 // next offset, splitting them where a commit is too large or a record
 // fails. msgs may be empty (all dropped as duplicates): then only the
 // offset moves.
-func (pr *partRun) run(ctx context.Context, msgs []*broker.Message, keys []string, next int64) error {
+func (pr *partRun) run(ctx context.Context, msgs []*broker.Message, keys keyed, next int64) error {
 	for {
 		var writes []any
 		if len(msgs) > 0 {
@@ -296,8 +296,8 @@ func (pr *partRun) run(ctx context.Context, msgs []*broker.Message, keys []strin
 }
 
 // split runs msgs[:i] then msgs[i:], each part committing its own offset.
-func (pr *partRun) split(ctx context.Context, msgs []*broker.Message, keys []string, i int, next int64) error {
-	var k1, k2 []string
+func (pr *partRun) split(ctx context.Context, msgs []*broker.Message, keys keyed, i int, next int64) error {
+	var k1, k2 keyed
 	if keys != nil {
 		k1, k2 = keys[:i], keys[i:]
 	}
@@ -310,14 +310,14 @@ func (pr *partRun) split(ctx context.Context, msgs []*broker.Message, keys []str
 // isolate finds the failing record of msgs by splitting around it (at the
 // record a RecordError names, else in halves); a record that fails alone
 // is retried, then dead-lettered.
-func (pr *partRun) isolate(ctx context.Context, msgs []*broker.Message, keys []string, next int64, err error) error {
+func (pr *partRun) isolate(ctx context.Context, msgs []*broker.Message, keys keyed, next int64, err error) error {
 	if len(msgs) == 1 {
 		return pr.retrySingle(ctx, msgs[0], keys, next, err)
 	}
 	var re *RecordError
 	if errors.As(err, &re) && re.Index >= 0 && re.Index < len(msgs) {
 		i := re.Index
-		var before, one, after []string
+		var before, one, after keyed
 		if keys != nil {
 			before, one, after = keys[:i], keys[i:i+1], keys[i+1:]
 		}
@@ -342,7 +342,7 @@ func (pr *partRun) isolate(ctx context.Context, msgs []*broker.Message, keys []s
 // retrySingle runs m alone, after it failed alone with err, until it commits or
 // has failed MaxAttempts times, or with a decided error; then it is
 // dead-lettered and its offset committed.
-func (pr *partRun) retrySingle(ctx context.Context, m *broker.Message, keys []string, next int64, err error) error {
+func (pr *partRun) retrySingle(ctx context.Context, m *broker.Message, keys keyed, next int64, err error) error {
 	for attempt := 1; ; attempt++ {
 		pr.r.cfg.logger.Warn("batch: a record failed", "partition", pr.lease.Partition.String(),
 			"offset", m.Origin.Offset, "attempt", attempt, "error", err.Error())
@@ -420,14 +420,17 @@ func (pr *partRun) deadLetterAt(ctx context.Context, m *broker.Message, cause er
 // offset, through the Store, then the group offset. A Store error other
 // than a refusal (fenced, too large, duplicates, a write's condition) is
 // retried, backing off, until ctx ends: the batch stays as it is.
-func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []any, keys []string, next int64) error {
+func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []any, keys keyed, next int64) error {
 	now := time.Now()
 	from := pr.lease.Next
 	if from < 0 {
 		from = pr.first
 	}
-	c := Commit{Lease: pr.lease, From: from, Next: next, Writes: writes, Keys: keys,
-		Now: now, ExpiresAt: now.Add(pr.r.cfg.retention)}
+	c := Commit{Lease: pr.lease, From: from, Next: next, Writes: writes, Now: now}
+	if len(keys) > 0 {
+		c.Keys, c.PayloadHashes = keys.split()
+		c.ExpiresAt = now.Add(pr.r.cfg.retention)
+	}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		// A batch whose handler finished is committed even if ctx ended
@@ -498,14 +501,38 @@ func (pr *partRun) landed(ctx context.Context, next int64) bool {
 // commitTimeout bounds one Store commit.
 const commitTimeout = 30 * time.Second
 
+// claim is a record's key and payload hash, claimed with its batch.
+type claim struct{ key, hash string }
+
+// keyed are a batch's records' claims, one per record.
+type keyed []claim
+
+// split returns the keys and their payload hashes (nil when none has
+// one: a key that covers its body needs none).
+func (ks keyed) split() (keys, hashes []string) {
+	keys = make([]string, len(ks))
+	hashed := false
+	for i, k := range ks {
+		keys[i] = k.key
+		hashed = hashed || k.hash != ""
+	}
+	if hashed {
+		hashes = make([]string, len(ks))
+		for i, k := range ks {
+			hashes[i] = k.hash
+		}
+	}
+	return keys, hashes
+}
+
 // drop removes the records at idx (sorted or not) from msgs and keys.
-func drop(msgs []*broker.Message, keys []string, idx []int) ([]*broker.Message, []string) {
+func drop(msgs []*broker.Message, keys keyed, idx []int) ([]*broker.Message, keyed) {
 	gone := make(map[int]bool, len(idx))
 	for _, i := range idx {
 		gone[i] = true
 	}
 	var m2 []*broker.Message
-	var k2 []string
+	var k2 keyed
 	for i := range msgs {
 		if !gone[i] {
 			m2 = append(m2, msgs[i])
@@ -526,31 +553,35 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// keyFrom is the stored key of f's key under namespace, as the
-// per-message consumer's WithKeyFunc makes it.
-func keyFrom(namespace string, f func(*broker.Message) (string, error)) func(m *broker.Message) (string, error) {
-	return func(m *broker.Message) (string, error) {
+// keyFrom is the stored key of f's key under namespace, and the body's
+// payload hash, as the per-message consumer's WithKeyFunc makes them.
+func keyFrom(namespace string, f func(*broker.Message) (string, error)) func(m *broker.Message) (string, string, error) {
+	return func(m *broker.Message) (string, string, error) {
 		k, err := f(m)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		return dedup.Key(namespace, k)
+		key, err := dedup.Key(namespace, k)
+		return key, dedup.PayloadHash(m.Body), err
 	}
 }
 
-// keyOf is a record's stored idempotency key: the scheme of the
-// per-message consumer with a Kafka source's default key (the
-// idempotency-key header, else the fingerprint of topic, key and value),
-// under namespace.
-func keyOf(namespace string) func(m *broker.Message) (string, error) {
-	return func(m *broker.Message) (string, error) {
+// keyOf is a record's stored idempotency key and payload hash: the
+// scheme of the per-message consumer with a Kafka source's default key
+// (the idempotency-key header, else the fingerprint of topic, key and
+// value, which covers the body and so takes no hash), under namespace,
+// and its default payload hash.
+func keyOf(namespace string) func(m *broker.Message) (string, string, error) {
+	return func(m *broker.Message) (string, string, error) {
 		k, err := broker.Fingerprint(m)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		if broker.FingerprintCoversBody(m) {
-			return dedup.DerivedKey(namespace, k)
+			key, err := dedup.DerivedKey(namespace, k)
+			return key, "", err
 		}
-		return dedup.Key(namespace, k)
+		key, err := dedup.Key(namespace, k)
+		return key, dedup.PayloadHash(m.Body), err
 	}
 }
