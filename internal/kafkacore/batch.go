@@ -100,6 +100,11 @@ func (f *BatchFeed[R]) Push(ctx context.Context, r R) bool {
 	m.Handle = r
 	m.ReceivedAt = time.Now()
 	select {
+	case <-f.done: // before a send the buffer might still take
+		return false
+	default:
+	}
+	select {
 	case f.ch <- m:
 		return true
 	case <-f.done:
