@@ -37,42 +37,9 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 	_, _ = rand.Read(b)
 	suffix := hex.EncodeToString(b)
 
-	cluster, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(4, "orders", "orders-dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	addr := cluster.ListenAddrs()[0]
-	tr := &kgo.Transport{}
-	defer tr.CloseIdleConnections()
-
 	f := newOrderFixture()
 	malformed := []string{`not json`, `{"order_id":"m-1","sku":"sku-1","qty":-3}`, ``}
-	var records []kgo.Message
-	for _, body := range f.bodies {
-		o, err := parseOrder([]byte(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := kgo.Message{Key: []byte(o.OrderID), Value: []byte(body)}
-		if len(o.OrderID)%2 == 0 {
-			// Orders with an even-length ID carry the header, and so do
-			// their duplicates: the header, not the order ID, is their key.
-			rec.Headers = []kgo.Header{{Key: "idempotency-key", Value: []byte("idem-" + o.OrderID)}}
-		}
-		records = append(records, rec)
-	}
-	for i, body := range malformed {
-		records = append(records, kgo.Message{Key: fmt.Appendf(nil, "bad-%d", i), Value: []byte(body)})
-	}
-	w := &kgo.Writer{Addr: kgo.TCP(addr), Topic: "orders", Transport: tr, Balancer: &kgo.Hash{},
-		RequiredAcks: kgo.RequireAll, BatchTimeout: time.Millisecond, BatchSize: 500}
-	if err := w.WriteMessages(ctx, records...); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	addr, records := orderTopic(t, f, malformed)
 
 	opts, err := parseFlags([]string{"-source", "kafka", "-kafka-brokers", addr, "-store", "dynamodb", "-create-tables",
 		"-idempotency-table", "idem_" + suffix, "-inventory-table", "inv_" + suffix, "-orders-table", "orders_" + suffix,
@@ -126,4 +93,47 @@ func TestWorkerOnKafkaAndDynamoDB(t *testing.T) {
 	if n := sample(metrics, "onceq_kafka_dead_letters_total"); n != float64(len(malformed)) {
 		t.Errorf("onceq_kafka_dead_letters_total %v, want %d", n, len(malformed))
 	}
+}
+
+// orderTopic starts an in-process Kafka broker with the topics orders and
+// orders-dlq, and produces the fixture's orders (those with an
+// even-length ID, and their duplicates, carrying an idempotency-key
+// header) and the malformed bodies to orders. It returns the broker's
+// address and the records.
+func orderTopic(t *testing.T, f orderFixture, malformed []string) (string, []kgo.Message) {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(4, "orders", "orders-dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	addr := cluster.ListenAddrs()[0]
+	tr := &kgo.Transport{}
+	defer tr.CloseIdleConnections()
+	var records []kgo.Message
+	for _, body := range f.bodies {
+		o, err := parseOrder([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := kgo.Message{Key: []byte(o.OrderID), Value: []byte(body)}
+		if len(o.OrderID)%2 == 0 {
+			// Orders with an even-length ID carry the header, and so do
+			// their duplicates: the header, not the order ID, is their key.
+			rec.Headers = []kgo.Header{{Key: "idempotency-key", Value: []byte("idem-" + o.OrderID)}}
+		}
+		records = append(records, rec)
+	}
+	for i, body := range malformed {
+		records = append(records, kgo.Message{Key: fmt.Appendf(nil, "bad-%d", i), Value: []byte(body)})
+	}
+	w := &kgo.Writer{Addr: kgo.TCP(addr), Topic: "orders", Transport: tr, Balancer: &kgo.Hash{},
+		RequiredAcks: kgo.RequireAll, BatchTimeout: time.Millisecond, BatchSize: 500}
+	if err := w.WriteMessages(context.Background(), records...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr, records
 }

@@ -70,6 +70,9 @@ type options struct {
 	// beforeExit, when set, is called with the bound metrics address after
 	// the run and before telemetry stops (tests scrape then).
 	beforeExit func(metricsAddr string)
+	// batch runs Kafka batch mode, batchSize orders a batch at most.
+	batch     bool
+	batchSize int
 	// history is the file each store call and settled message is appended
 	// to, one JSON line each (storehistory); empty: none.
 	history string
@@ -111,6 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// Short leases let a crashed worker's claims be taken over quickly (chaos runs).
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 60*time.Second, "idempotency lease; must exceed -handler-timeout by max(2s, 10%)")
 	fs.DurationVar(&o.handlerTimeout, "handler-timeout", 30*time.Second, "handler timeout")
+	fs.BoolVar(&o.batch, "batch", false, "Kafka batch mode (-source kafka or franz; -store memory, postgres or dynamodb): each partition's orders are reserved a batch at a time, committed with the partition's offset in one transaction; duplicates are dropped by their keys, claimed in the same transaction")
+	fs.IntVar(&o.batchSize, "batch-size", 100, "the most orders of one partition in a batch (-batch); on DynamoDB a batch whose writes exceed a transaction (100 items) is split")
 	fs.StringVar(&o.history, "history", "", "append every idempotency-store call (with its call and return times and outcome) and every settled message to this file, one JSON line each, for a linearizability check (the chaos driver's); empty: none")
 	// Every flag may come from the environment; a flag on the command line wins.
 	var envErr error
@@ -154,6 +159,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.source == "memory" && o.demo == 0:
 		// Nothing can send to the in-process queue: the worker would idle.
 		return o, errors.New("the memory source has no producer: pass -demo N, or -source sqs or kafka")
+	case o.batch && o.source != "kafka" && o.source != "franz":
+		return o, fmt.Errorf("-batch runs on -source kafka or franz, not %s", o.source)
+	case o.batch && o.store != "memory" && o.store != "postgres" && o.store != "dynamodb":
+		return o, fmt.Errorf("-batch needs -store memory, postgres or dynamodb, not %s", o.store)
+	case o.batch && o.batchSize < 1:
+		return o, fmt.Errorf("-batch-size %d: want at least 1", o.batchSize)
 	case o.progress < 0:
 		return o, fmt.Errorf("-progress %v: want a positive interval, or 0 for no progress lines", o.progress)
 	}
@@ -237,6 +248,9 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	}
 	if wiring.close != nil {
 		defer wiring.close()
+	}
+	if opts.batch {
+		return workBatch(ctx, opts, wiring, logger, tel.meterProvider(), stderr)
 	}
 	inv := wiring.inventory
 	expected := opts.stopAfter

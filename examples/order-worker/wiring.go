@@ -27,8 +27,10 @@ import (
 
 // wiring is what the flags chose.
 type wiring struct {
-	source    consumer.Source
-	queue     *memsource.Queue // the memory source's queue, for -demo
+	source consumer.Source  // nil under -batch
+	queue  *memsource.Queue // the memory source's queue, for -demo
+	// kafka are the Kafka source's options, for -batch's source.
+	kafka     []kafkagroup.Option
 	store     dedup.Store
 	inventory Inventory
 	totals    func(ctx context.Context) (reserved int64, orders int, err error)
@@ -147,6 +149,10 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 				opts = append(opts, kafkagroup.RevokeTimeout(o.kafkaRebalance/2))
 			}
 		}
+		if o.batch {
+			w.kafka = opts
+			break
+		}
 		src, err := kafkasource.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
 		if err != nil {
 			return nil, err
@@ -168,6 +174,10 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		}
 		if o.kafkaRebalance > 0 {
 			opts = append(opts, kafkagroup.RebalanceTimeout(o.kafkaRebalance), kafkagroup.RevokeTimeout(o.kafkaRebalance/2))
+		}
+		if o.batch {
+			w.kafka = opts
+			break
 		}
 		src, err := franzsource.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
 		if err != nil {

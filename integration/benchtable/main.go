@@ -158,6 +158,7 @@ const legend = `Rows:
 - DynamoDB: DynamoDB Local, 32 calls in flight, SDK retries off on every side (dedup/dynamostore BenchmarkDynamoDB). Each store mode runs beside two hand-written versions of its job with the raw SDK client, the three sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (sides run back to back): "minimal" is the smallest request that does the job (a conditional PutItem "attribute_not_exists(pk) OR expires_at < :now" returning the old item on failure; an UpdateItem conditioned on owner and status to complete it; their TransactWriteItems forms with the business write), "own" is the request onceq itself sends, written out by hand (a test keeps it identical), so onceq against it is the store's own cost on the client. Client CPU µs per message is the process's CPU time (user and system) over a side's rounds divided by its messages: DynamoDB Local is another process, so it is the client's alone. Calls per message are counted by SDK middleware, every HTTP attempt.
 - PostgreSQL, Redis: the servers integration/servers.sh starts, 32 operations in flight, each store mode beside the minimal hand-written client doing the same job, the two sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/sidebyside); every message a new key. PostgreSQL (dedup/pgstore BenchmarkPostgres, pgx, one pool of 16 connections): minimal is INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING (which takes an expired record over in the same statement) plus a fenced UPDATE, the claim written as COMPLETED for "one statement", with the stock UPDATE in one transaction for the modes with a write; onceq claims a new key with INSERT … ON CONFLICT DO NOTHING and spends a second statement on a key that has a record. Calls are the statements a tracer on the pool counts, BEGIN and COMMIT included. Redis (dedup/redisstore BenchmarkRedis, go-redis): minimal is SET NX PXAT plus a script that completes while the owner holds the key, or SET NX of the completed value for "one round trip"; onceq claims a new key with SET NX of its whole record (one string; a GET more on a key that has a record) and completes with a fenced script. Calls are the commands a client hook counts. Client CPU as for DynamoDB.
 - Idempotency-Key middleware: one HTTP server and client in the benchmark's process, PostgreSQL beside it, 32 requests in flight, each a new key recording one payment row with its COMPLETED record (dedup/pgstore BenchmarkIdempotencyKey): the middleware (package idempotency/httpidem over a Runner, the row handed over with idempotency.Write) beside a bare handler that reads the body, claims the key with the fingerprint's hash and completes with the row by hand, the two taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/sidebyside). CPU is the whole process's: HTTP client and server, pgx, the middleware.
+- Kafka batch mode: the in-process kfake broker, six partitions, over sources/franzsource (integration/batchbench). PostgreSQL (BenchmarkBatchPostgres, 20,000 records, one INSERT per record, three groups in one run): batch mode (batches of up to 500 records of one partition, each committed with its partition's offset row, pgstore's offset table) beside a raw franz-go loop applying each poll's inserts (up to 500 records) in one transaction, then committing the group's offsets, with no exactly once, and beside per-message mode (the consumer, 16 handlers, each record claimed then completed with its insert); each timing from the client's creation to the last record committed. Messages per store call are the records per offset-row call of batch mode (Acquire and Commit). DynamoDB (BenchmarkBatchDynamoDB, DynamoDB Local, 5,000 records, one Put per record, batches of up to 100): a batch of 100 needs 101 items with its offset row, over a transaction's 100, and commits in two parts; store writes per message are the offset-row calls (each commit one TransactWriteItems) per record.
 - capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is WithoutAdaptiveConcurrency with per-call backoff only (dedup/dynamostore BenchmarkCapacity).
 - outbox relay: entries committed beforehand in the memory store, drained by an outbox.Relay (passes of 100 to SQS, one at a time; four passes of 1000 at once to Kafka); SQS (sources/sqssource BenchmarkOutboxRelay) against a raw loop of SendMessageBatch calls of ten, eight at once, as the Sender makes them; Kafka (sources/franzsource BenchmarkOutboxRelayFranz) against a raw loop producing the same records (Produce each, then wait for every acknowledgement), 1 KiB, an order ID per record as its key. The per-message cost rows run the whole path in one process on the memory store, the commit of each input with its outgoing message and the relay's drain, against a hand-written loop that commits each input and then sends what it produced in batches of ten; store calls count the commits and the relay's leases and marks.
 - RSS: peak resident memory of a separate process per size (integration/rssbench), memory source and store, fixed MaxInFlight; "onceq" is 1M messages, "raw baseline" 100k.
@@ -177,6 +178,8 @@ const (
 	idem  = "BenchmarkIdempotencyKey"
 	capA  = "BenchmarkCapacity/Adaptive"
 	capF  = "BenchmarkCapacity/Fixed"
+	bpg   = "BenchmarkBatchPostgres"
+	bddb  = "BenchmarkBatchDynamoDB"
 	rss1  = "BenchmarkRSS/messages=100000"
 	rss10 = "BenchmarkRSS/messages=1000000"
 )
@@ -225,6 +228,7 @@ var rows = slices.Concat(
 	sqlRows("Redis", rds+"ClaimComplete", "one round trip", 1),
 	idempotencyKeyRows,
 	outboxRows,
+	batchRows,
 )
 
 // idempotencyKeyRows are the Idempotency-Key middleware's, beside a bare
@@ -248,6 +252,17 @@ var outboxRows = []Row{
 	{Label: "outbox to SQS, per outgoing message: store calls, commit + relay vs commit, then send (by hand)", Onceq: Fig{relaySQS, "outbox_store-calls/msg"}, Raw: Fig{relaySQS, "hand_store-calls/msg"}, NoRatio: true},
 	{Label: "outbox relay to Kafka (kfake) over franz-go, 1 KiB: msgs/s, relay vs raw produce loop", Onceq: Fig{relayFranz, "relay_msgs/s"}, Raw: Fig{relayFranz, "raw_msgs/s"}, Ratio: Fig{relayFranz, "ratio"}, Target: AtLeast(0.8)},
 	{Label: "outbox relay to Kafka (kfake) over franz-go, 1 KiB: CPU µs/msg, broker included", Onceq: Fig{relayFranz, "relay_cpu-us/msg"}, Raw: Fig{relayFranz, "raw_cpu-us/msg"}},
+}
+
+// batchRows are Kafka batch mode's: on PostgreSQL beside the raw consumer
+// and beside per-message mode, in one run; on DynamoDB its store writes
+// per message.
+var batchRows = []Row{
+	{Label: "Kafka batch mode on PostgreSQL: msgs/s, vs the raw consumer applying the same inserts", Onceq: Fig{bpg, "batch_msgs/s"}, Raw: Fig{bpg, "raw_msgs/s"}, Ratio: Fig{bpg, "vs_raw"}, Target: AtLeast(0.8)},
+	{Label: "Kafka batch mode on PostgreSQL: msgs/s, vs per-message mode", Onceq: Fig{bpg, "batch_msgs/s"}, Raw: Fig{bpg, "permsg_msgs/s"}, Ratio: Fig{bpg, "vs_permsg"}, Target: AtLeast(10)},
+	{Label: "Kafka batch mode on PostgreSQL: messages per store call, batches of 500", Onceq: Fig{bpg, "msgs/store_call"}},
+	{Label: "Kafka batch mode on DynamoDB: store writes per message, batches of 100", Onceq: Fig{bddb, "store_writes/msg"}, Target: AtMost(0.05)},
+	{Label: "Kafka batch mode on DynamoDB: msgs/s", Onceq: Fig{bddb, "batch_msgs/s"}},
 }
 
 // sqlRows are the rows of a PostgreSQL or Redis store mode beside the

@@ -36,6 +36,7 @@ var optionPages = []struct {
 	{"idempotency", "idempotent-http.md", true},
 	{"idempotency/httpidem", "idempotent-http.md", true},
 	{"outbox", "sending-onward.md", true},
+	{"batch", "choosing-a-mode.md", false},
 }
 
 // Every exported option constructor (a function whose one result is a type

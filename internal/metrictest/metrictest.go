@@ -160,6 +160,10 @@ func (m meter) Float64Histogram(name string, _ ...metric.Float64HistogramOption)
 	return float64Histogram{r: m.r, name: name}, nil
 }
 
+func (m meter) Int64Histogram(name string, _ ...metric.Int64HistogramOption) (metric.Int64Histogram, error) {
+	return int64Histogram{f: float64Histogram{r: m.r, name: name}}, nil
+}
+
 func (m meter) Int64Gauge(name string, _ ...metric.Int64GaugeOption) (metric.Int64Gauge, error) {
 	return int64Gauge{r: m.r, name: name}, nil
 }
@@ -230,6 +234,16 @@ func (h float64Histogram) Record(_ context.Context, v float64, _ ...metric.Recor
 	hs.sum += v
 }
 func (h float64Histogram) Enabled(context.Context) bool { return true }
+
+type int64Histogram struct {
+	embedded.Int64Histogram
+	f float64Histogram
+}
+
+func (h int64Histogram) Record(ctx context.Context, v int64, opts ...metric.RecordOption) {
+	h.f.Record(ctx, float64(v), opts...)
+}
+func (h int64Histogram) Enabled(context.Context) bool { return true }
 
 type int64Gauge struct {
 	embedded.Int64Gauge

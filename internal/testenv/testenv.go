@@ -16,6 +16,7 @@ const (
 	DynamoDB2EndpointEnv = "ONCEQ_DYNAMODB2_ENDPOINT"
 	PostgresURLEnv       = "ONCEQ_POSTGRES_URL"
 	RedisAddrEnv         = "ONCEQ_REDIS_ADDR"
+	KafkaBrokersEnv      = "ONCEQ_KAFKA_BROKERS"
 )
 
 // Region and credentials the local servers are used with.
@@ -66,6 +67,14 @@ func PostgresURL(t testing.TB) string {
 func RedisAddr(t testing.TB) string {
 	t.Helper()
 	return endpoint(t, RedisAddrEnv, "Redis")
+}
+
+// KafkaBrokers returns the Kafka broker's address (127.0.0.1:PORT) from
+// ONCEQ_KAFKA_BROKERS. When it is unset the test is skipped, or fails
+// when CI=true.
+func KafkaBrokers(t testing.TB) string {
+	t.Helper()
+	return endpoint(t, KafkaBrokersEnv, "a Kafka broker")
 }
 
 func endpoint(t testing.TB, env, what string) string {

@@ -94,6 +94,15 @@ type partExt struct {
 // start (Run checks it before the first Receive) never takes partitions
 // from the group's healthy members.
 func New(ctx context.Context, seeds []string, group string, topics []string, opts ...kafkagroup.Option) (*Source, error) {
+	return newSource(ctx, seeds, group, topics, opts, func(s *Source) []kgo.Opt {
+		return append(s.groupOpts(),
+			kgo.OnPartitionsAssigned(s.onAssigned), kgo.OnPartitionsRevoked(s.onRevoked), kgo.OnPartitionsLost(s.onLost))
+	})
+}
+
+// newSource is New, with the group client made with the options
+// groupOpts gives: those of the group and its rebalance callbacks.
+func newSource(ctx context.Context, seeds []string, group string, topics []string, opts []kafkagroup.Option, groupOpts func(*Source) []kgo.Opt) (*Source, error) {
 	cfg := config{clientID: "onceq"}
 	hs, logs, err := kafkacore.Setup("franzsource", seeds, group, topics, opts, &cfg)
 	if err != nil {
@@ -133,7 +142,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 	}
 	s.d.Tel = s.tel
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.cl, err = kgo.NewClient(append(common, s.groupOpts()...)...); err != nil {
+	if s.cl, err = kgo.NewClient(append(common, groupOpts(s)...)...); err != nil {
 		s.cancel()
 		_ = s.tel.Unregister()
 		s.prod.Close()
@@ -173,13 +182,13 @@ func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	return opts
 }
 
+// groupOpts are the group client's options but its rebalance callbacks.
 func (s *Source) groupOpts() []kgo.Opt {
 	c := s.cfg
 	opts := []kgo.Opt{
 		// No topics yet: the client joins the group once join adds them.
 		kgo.ConsumerGroup(s.groupID),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(s.onAssigned), kgo.OnPartitionsRevoked(s.onRevoked), kgo.OnPartitionsLost(s.onLost),
 		kgo.ConsumeResetOffset(resetOffset(c.Reset)),
 		kgo.FetchMaxWait(c.FetchMaxWait), kgo.FetchMaxBytes(int32(c.FetchMaxBytes)),
 		kgo.HeartbeatInterval(c.Heartbeat), kgo.SessionTimeout(c.Session), kgo.RebalanceTimeout(c.Rebalance),

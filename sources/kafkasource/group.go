@@ -194,16 +194,7 @@ func (s *Source) commit(g *generation) error {
 // would end the generation (kafka-go's rule for gen.Start), so on Close it
 // idles instead.
 func (s *Source) fetch(ctx context.Context, p *partition) {
-	r := kgo.NewReader(kgo.ReaderConfig{
-		Brokers: s.brokers, Topic: p.Topic, Partition: int(p.ID), Dialer: s.dialer,
-		MinBytes: 1, MaxBytes: s.cfg.FetchMaxBytes, MaxWait: s.cfg.FetchMaxWait,
-		// The reader's own queue holds records past our bounds: sized so
-		// that even records of a whole fetch each fill a sixteenth of the
-		// byte bound at most (one at 16 MiB or less, 16 at the default).
-		QueueCapacity:   min(s.cfg.MaxInFlight, 100, max(1, int(s.cfg.MaxInFlightBytes/int64(s.cfg.FetchMaxBytes)/16))),
-		ReadLagInterval: -1,
-		Logger:          s.kLog, ErrorLogger: s.kErrLog,
-	})
+	r := s.newReader(p.Topic, int(p.ID))
 	defer r.Close()
 	if err := r.SetOffset(p.X.start); err != nil {
 		s.cfg.Logger.Error("kafkasource: setting the start offset", "topic", p.Topic, "partition", p.ID, "error", err.Error())
@@ -223,18 +214,36 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 				return
 			}
 			failures++
-			delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
-			s.cfg.Logger.Warn("kafkasource: fetch failed", "topic", p.Topic, "partition", p.ID, "error", err.Error(), "retry_in", delay)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(delay):
-			}
+			s.fetchFailed(ctx, p.Topic, p.ID, err, failures)
 			continue
 		}
 		failures = 0
 		space = s.enqueue(p, m)
 	}
+}
+
+// fetchFailed logs a failed fetch and waits before the next, backing off.
+func (s *Source) fetchFailed(ctx context.Context, topic string, id int32, err error, failures int) {
+	delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
+	s.cfg.Logger.Warn("kafkasource: fetch failed", "topic", topic, "partition", id, "error", err.Error(), "retry_in", delay)
+	select {
+	case <-ctx.Done():
+	case <-time.After(delay):
+	}
+}
+
+// newReader is a reader of one partition, with no group.
+func (s *Source) newReader(topic string, id int) *kgo.Reader {
+	return kgo.NewReader(kgo.ReaderConfig{
+		Brokers: s.brokers, Topic: topic, Partition: id, Dialer: s.dialer,
+		MinBytes: 1, MaxBytes: s.cfg.FetchMaxBytes, MaxWait: s.cfg.FetchMaxWait,
+		// The reader's own queue holds records past our bounds: sized so
+		// that even records of a whole fetch each fill a sixteenth of the
+		// byte bound at most (one at 16 MiB or less, 16 at the default).
+		QueueCapacity:   min(s.cfg.MaxInFlight, 100, max(1, int(s.cfg.MaxInFlightBytes/int64(s.cfg.FetchMaxBytes)/16))),
+		ReadLagInterval: -1,
+		Logger:          s.kLog, ErrorLogger: s.kErrLog,
+	})
 }
 
 // waitSpace waits until p may hold one more message. It returns false once
