@@ -239,7 +239,10 @@ func downMidRun(t *testing.T, f *fixture, p *cutProxy, store dedup.Store, h func
 	f.send(keys("order", 100)...)
 	slow := func() error { time.Sleep(50 * time.Millisecond); return nil } // some handlers are mid-run when it goes
 	counted := &failCounter{Store: store}
-	w := f.start("worker", counted, h(slow), consumer.Concurrency(8))
+	// The lease outlasts the outage by a margin a loaded machine cannot
+	// eat (the commit is retried for two thirds of it, less the skew
+	// margin): a handler done before the outage commits when it ends.
+	w := f.start("worker", counted, h(slow), consumer.Concurrency(8), consumer.LeaseTTL(outage*3))
 	waitFor(t, 30*time.Second, func() string {
 		if n := f.rec.count(consumer.Processed); n < 20 {
 			return fmt.Sprintf("%d processed before the outage, want 20", n)
@@ -253,7 +256,8 @@ func downMidRun(t *testing.T, f *fixture, p *cutProxy, store dedup.Store, h func
 		t.Fatalf("Run stopped during the outage: %v", w.err)
 	}
 	p.mend()
-	f.waitEffects(t, 90*time.Second)
+	// A claim whose answer the outage lost holds its key for the lease.
+	f.waitEffects(t, outage*3+60*time.Second)
 	if err := w.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
