@@ -139,7 +139,7 @@ func (v *outboxView) Lease(_ context.Context, req outbox.LeaseRequest) ([]outbox
 	o := &v.outbox
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []outbox.Entry
+	out := make([]outbox.Entry, 0, min(req.Max, len(o.queued)))
 	for l, ll := range o.queued {
 		for _, e := range ll.pending {
 			if len(out) >= req.Max {
