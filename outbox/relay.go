@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -250,7 +251,7 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 		r.countTakeover(ctx, &entries[i])
 	}
 	p := pass{r: r, leaseUntil: leaseUntil}
-	p.send(ctx, lanes(entries))
+	p.send(ctx, entries)
 	// The marks are written even when ctx ended during the sends: what
 	// was sent must not be sent again for want of a mark.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.leaseTTL)
@@ -298,97 +299,161 @@ const (
 	stoppedReason  = unsentReason + "the relay stopped before sending it"
 )
 
-// lanes splits entries, in their order, into lanes: those of one
-// Destination and OrderingKey keep their order; an entry with no
-// OrderingKey is a lane of its own.
-func lanes(entries []Entry) [][]Entry {
-	type laneKey struct{ dest, key string }
-	idx := map[laneKey]int{}
-	var out [][]Entry
-	for _, e := range entries {
+// laneRanks gives each entry its place in its lane (0 for the first):
+// the entries of one Destination and OrderingKey keep their order; an
+// entry with no OrderingKey is a lane of its own. rounds is one more
+// than the largest place: 1 when no lane holds two entries, the common
+// case, which one Send call takes whole.
+func laneRanks(entries []Entry) (rank []int32, rounds int) {
+	rank = make([]int32, len(entries))
+	rounds = 1
+	var next map[laneKey]int32 // a lane's next place, once it has two entries
+	var first map[laneKey]struct{}
+	for i := range entries {
+		e := &entries[i]
 		if e.OrderingKey == "" {
-			out = append(out, []Entry{e})
 			continue
 		}
 		k := laneKey{e.Destination, e.OrderingKey}
-		i, ok := idx[k]
-		if !ok {
-			i = len(out)
-			idx[k] = i
-			out = append(out, nil)
+		if first == nil {
+			first = make(map[laneKey]struct{}, len(entries))
 		}
-		out[i] = append(out[i], e)
+		if _, seen := first[k]; !seen {
+			first[k] = struct{}{}
+			continue
+		}
+		if next == nil {
+			next = map[laneKey]int32{}
+		}
+		r, ok := next[k]
+		if !ok {
+			r = 1
+		}
+		rank[i], next[k] = r, r+1
+		rounds = max(rounds, int(r)+1)
 	}
-	return out
+	return rank, rounds
 }
+
+// laneKey names a lane: a Destination and an OrderingKey.
+type laneKey struct{ dest, key string }
 
 // pass is one batch on its way: what was sent and how each entry ended.
 type pass struct {
 	r          *Relay
 	leaseUntil time.Time
-	dispatched []Entry
+	dispatched []*Entry
 	retry      []retryMark
 	dead       []deadMark
 }
 
 type retryMark struct {
-	e       Entry
+	e       *Entry
 	reason  string
 	retryAt time.Time
 }
 
 type deadMark struct {
-	e      Entry
+	e      *Entry
 	reason string
 }
 
-// send sends the lanes' entries in rounds: round i holds the i-th entry
-// of every lane still going, so that no entry is sent before the one
-// ahead of it in its lane was taken or refused.
-func (p *pass) send(ctx context.Context, ls [][]Entry) {
-	for len(ls) > 0 {
+// send sends the entries in rounds: round i holds the i-th entry of every
+// lane still going, so that no entry is sent before the one ahead of it
+// in its lane was taken or refused. An entry whose send failed holds back
+// the rest of its lane, given back with it.
+func (p *pass) send(ctx context.Context, entries []Entry) {
+	rank, rounds := laneRanks(entries)
+	var failed map[laneKey]retryMark // a lane's failed entry, which holds back those behind it
+	heldBack := func(e *Entry) bool {
+		if failed == nil || e.OrderingKey == "" {
+			return false
+		}
+		f, ok := failed[laneKey{e.Destination, e.OrderingKey}]
+		if ok {
+			p.retry = append(p.retry, retryMark{e, holdBackReason + f.reason, f.retryAt})
+		}
+		return ok
+	}
+	p.dispatched = make([]*Entry, 0, len(entries))
+	var round []Entry
+	var at []int // round's entries' indexes in entries
+	for r := range rounds {
+		round, at = round[:0], at[:0]
+		if rounds == 1 {
+			round = entries
+		} else {
+			for i := range entries {
+				if int(rank[i]) == r && !heldBack(&entries[i]) {
+					round = append(round, entries[i])
+					at = append(at, i)
+				}
+			}
+		}
+		if len(round) == 0 {
+			continue
+		}
 		if !time.Now().Before(p.leaseUntil) {
 			// The leases ran out: another relay may hold them now.
+			p.holdBackRest(entries, rank, r, heldBack)
 			return
 		}
 		if ctx.Err() != nil {
 			// Stopped: what is left goes back unsent, for the next relay
 			// to take at once rather than once the lease runs out.
 			now := time.Now()
-			for _, l := range ls {
-				for _, e := range l {
-					p.retry = append(p.retry, retryMark{e, stoppedReason, now})
+			for i := range entries {
+				// This round's entries held back are given back already.
+				if int(rank[i]) < r || int(rank[i]) == r && !inRound(at, i) || heldBack(&entries[i]) {
+					continue
 				}
+				p.retry = append(p.retry, retryMark{&entries[i], stoppedReason, now})
 			}
 			return
 		}
-		round := make([]Entry, len(ls))
-		for i, l := range ls {
-			round[i] = l[0]
+		for i := range round {
 			p.r.countRedispatch(ctx, &round[i])
 		}
 		errs := p.sendRound(ctx, round)
-		next := ls[:0]
-		for i, l := range ls {
-			e, err := l[0], errs[i]
+		for j, err := range errs {
+			i := j
+			if at != nil {
+				i = at[j]
+			}
+			e := &entries[i]
 			switch {
 			case err == nil:
 				p.dispatched = append(p.dispatched, e)
 			case errors.Is(err, ErrRefused):
 				p.dead = append(p.dead, deadMark{e, err.Error()})
 			default:
-				at := time.Now().Add(p.r.backoff(e.Attempts))
-				p.retry = append(p.retry, retryMark{e, err.Error(), at})
-				for _, behind := range l[1:] {
-					p.retry = append(p.retry, retryMark{behind, holdBackReason + err.Error(), at})
+				m := retryMark{e, err.Error(), time.Now().Add(p.r.backoff(e.Attempts))}
+				p.retry = append(p.retry, m)
+				if e.OrderingKey != "" && int(rank[i]) < rounds-1 {
+					if failed == nil {
+						failed = map[laneKey]retryMark{}
+					}
+					failed[laneKey{e.Destination, e.OrderingKey}] = m
 				}
-				continue
-			}
-			if len(l) > 1 {
-				next = append(next, l[1:])
 			}
 		}
-		ls = next
+	}
+}
+
+// inRound reports whether entries[i] is in the round whose indexes are
+// at (nil: the one round of every entry).
+func inRound(at []int, i int) bool {
+	return at == nil || slices.Contains(at, i)
+}
+
+// holdBackRest gives back, when the leases ran out at round r, the
+// entries held back behind a failed one; the rest is left to the relay
+// that takes the leases over.
+func (p *pass) holdBackRest(entries []Entry, rank []int32, r int, heldBack func(*Entry) bool) {
+	for i := range entries {
+		if int(rank[i]) > r {
+			heldBack(&entries[i])
+		}
 	}
 }
 

@@ -59,7 +59,11 @@ func TestRelayDispatchesAndMarks(t *testing.T) {
 		sender := &recordingSender{}
 		reader, mp := metrictest.Provider(t)
 		commit(t, db, "in-1", msg("q", "", "a"), msg("q", "", "b"))
-		r, err := outbox.NewRelay(store, sender, quiet, outbox.WithMeterProvider(mp))
+		// Polls at 3+7k seconds never fall on the test's own steps (63,
+		// 70, 130 seconds), which would race the relay's pass against the
+		// test's commit and readings.
+		const poll = 7 * time.Second
+		r, err := outbox.NewRelay(store, sender, quiet, outbox.WithMeterProvider(mp), outbox.PollInterval(poll))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +97,7 @@ func TestRelayDispatchesAndMarks(t *testing.T) {
 			t.Errorf("oldest age %v (%v), want 0s: just committed", age, ok)
 		}
 		// New entries are picked up at the next poll.
-		time.Sleep(outbox.DefaultPollInterval)
+		time.Sleep(poll)
 		synctest.Wait()
 		if got := sender.order(); len(got) != 3 {
 			t.Errorf("sent %v after a poll, want the new entry too", got)

@@ -104,6 +104,19 @@ func (o *outboxLog) unqueueLocked(e *outbox.Entry) {
 	}
 }
 
+// unqueueDoneLocked takes lane l's entries no longer Pending out of its
+// Pending entries.
+func (o *outboxLog) unqueueDoneLocked(l lane) {
+	ll := o.queued[l]
+	if ll == nil {
+		return
+	}
+	ll.pending = slices.DeleteFunc(ll.pending, func(x *outbox.Entry) bool { return x.State != outbox.Pending })
+	if len(ll.pending) == 0 {
+		delete(o.queued, l)
+	}
+}
+
 // sweep forgets the Dispatched and Dead entries whose retention ended
 // before now, and returns how many.
 func (o *outboxLog) sweep(now time.Time) int {
@@ -139,7 +152,7 @@ func (v *outboxView) Lease(_ context.Context, req outbox.LeaseRequest) ([]outbox
 	o := &v.outbox
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []outbox.Entry
+	out := make([]outbox.Entry, 0, min(req.Max, len(o.queued)))
 	for l, ll := range o.queued {
 		for _, e := range ll.pending {
 			if len(out) >= req.Max {
@@ -175,6 +188,7 @@ func (v *outboxView) Dispatched(_ context.Context, leases []outbox.Lease, _, ret
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var errs []error
+	var touched map[lane]struct{}
 	for _, l := range leases {
 		e, err := o.fencedLocked(l)
 		if err != nil {
@@ -182,7 +196,15 @@ func (v *outboxView) Dispatched(_ context.Context, leases []outbox.Lease, _, ret
 			continue
 		}
 		e.State, e.ExpiresAt = outbox.Dispatched, retainUntil
-		o.unqueueLocked(e)
+		if touched == nil {
+			touched = map[lane]struct{}{}
+		}
+		touched[lane{e.Destination, e.OrderingKey}] = struct{}{}
+	}
+	// Each lane's Pending entries are filtered once, not once per entry:
+	// a lane with no OrderingKey may hold thousands.
+	for l := range touched {
+		o.unqueueDoneLocked(l)
 	}
 	return errors.Join(errs...)
 }

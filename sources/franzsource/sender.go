@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,23 +43,26 @@ func NewSender(client *kgo.Client) (*Sender, error) {
 }
 
 // Send implements outbox.Sender: it produces every entry and waits for
-// each one's acknowledgement.
+// each one's acknowledgement. It produces them with ProduceSync, which
+// sends the partitions it produced to at once rather than after the
+// client's linger: nothing more is coming for this call.
 func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
-	errs := make([]error, len(entries))
-	var wg sync.WaitGroup
-	wg.Add(len(entries))
-	for i, e := range entries {
-		s.client.Produce(ctx, record(e), func(_ *kgo.Record, err error) {
-			errs[i] = produceError(e.Destination, err)
-			wg.Done()
-		})
+	rs := make([]*kgo.Record, len(entries))
+	at := make(map[*kgo.Record]int, len(entries))
+	for i := range entries {
+		rs[i] = record(&entries[i])
+		at[rs[i]] = i
 	}
-	wg.Wait()
+	errs := make([]error, len(entries))
+	for _, res := range s.client.ProduceSync(ctx, rs...) {
+		i := at[res.Record]
+		errs[i] = produceError(entries[i].Destination, res.Err)
+	}
 	return errs
 }
 
 // record is the Kafka record of e.
-func record(e outbox.Entry) *kgo.Record {
+func record(e *outbox.Entry) *kgo.Record {
 	r := &kgo.Record{Topic: e.Destination, Value: e.Body, Headers: make([]kgo.RecordHeader, 0, len(e.Headers)+1)}
 	if e.OrderingKey != "" {
 		r.Key = []byte(e.OrderingKey)

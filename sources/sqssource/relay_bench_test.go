@@ -42,7 +42,7 @@ func (s *countingStore) Dispatched(ctx context.Context, l []outbox.Lease, now, u
 //
 //   - the relay's throughput (entries committed beforehand, drained by a
 //     Relay with the SQS Sender) against a raw loop of SendMessageBatch
-//     calls of ten, eight at once, as the Sender makes them;
+//     calls of ten, ten at once, as the Sender makes them;
 //   - the whole cost per outgoing message, commit included: each input
 //     committed with its outgoing message as an outbox entry, then the
 //     relay's drain, against a hand-written "commit, then send" loop
@@ -56,13 +56,13 @@ func BenchmarkOutboxRelay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const workers = 8
+	const workers = 10 // the Sender's calls in flight
 	body := []byte(`{"event":"order.reserved","order_id":"o-1","sku":"sku-1","qty":2}`)
 	var rawRate, relayRate float64
 	var rawCPU, outboxCPU, handCPU time.Duration
 	var outboxCalls, handCalls int64
 	for n := range b.N {
-		// The raw loop: SendMessageBatch of ten, eight at once.
+		// The raw loop: SendMessageBatch of ten, ten at once.
 		url, _ := createQueue(b, c, queueSpec{visibility: 30 * time.Second})
 		cpu, start := proccpu.Used(), time.Now()
 		var next atomic.Int64

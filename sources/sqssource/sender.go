@@ -27,8 +27,10 @@ const (
 	// takes up to 1 MiB in a call today; 256 KiB, its bound until 2025,
 	// is what every region and emulator takes.
 	sendBatchBytes = 256 << 10
-	// sendCalls bounds the SendMessageBatch calls of one Send in flight.
-	sendCalls = 8
+	// sendCalls bounds the SendMessageBatch calls of one Send in flight:
+	// ten, so that a relay's default batch (outbox.DefaultBatchSize, 100
+	// entries) goes out in one wave of calls rather than in two.
+	sendCalls = 10
 )
 
 // Sender is an outbox.Sender to SQS: each entry's Destination is a queue
