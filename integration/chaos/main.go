@@ -65,6 +65,7 @@ type settings struct {
 	pipeline    bool
 	relays      int
 	shipWorkers int
+	relayLease  time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (settings, error) {
@@ -75,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.BoolVar(&c.pipeline, "pipeline", false, "run the two-stage pipeline: the order workers send order.reserved through the store's outbox to a second queue or topic, -relays onceq relay processes send it, -ship-workers shipping workers ship each order; all three are killed, and every order must ship exactly once")
 	fs.IntVar(&c.relays, "relays", 2, "-pipeline: relay processes (onceq relay)")
 	fs.IntVar(&c.shipWorkers, "ship-workers", 2, "-pipeline: shipping worker processes")
+	fs.DurationVar(&c.relayLease, "relay-lease-ttl", 10*time.Second, "-pipeline: the relays' lease on the entries they send (a killed relay's are taken over after it)")
 	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source) or franz (its franz-go source, on the same Kafka broker)")
 	fs.StringVar(&c.store, "store", "dynamodb", "the workers' store: dynamodb (with the fault proxy's throttles, errors, resets and latency) or postgres (kills only; ONCEQ_POSTGRES_URL)")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the Kafka topics")

@@ -186,10 +186,15 @@ func (p pgTables) shipments(ctx context.Context) (map[string]int64, error) {
 }
 
 // relayArgs are the onceq relay flags of a relay process: the run's
-// store and table, the shipping broker's sender, and a short lease and
-// poll, so that a killed relay's entries are taken over quickly.
+// store and table, the shipping broker's sender, a short lease and poll,
+// so that a killed relay's entries are taken over soon, and small
+// batches: a pass leases its entries one by one, and one that outlasts
+// the lease (a batch of 100 under the injected faults) has its entries
+// taken over before it marks them, by a relay whose pass outlasts its
+// lease too.
 func (p *pool) relayArgs() []string {
-	args := []string{"relay", "-table", p.names.idem, "-lease-ttl", p.cfg.leaseTTL.String(), "-poll", "100ms"}
+	args := []string{"relay", "-table", p.names.idem, "-lease-ttl", p.cfg.relayLease.String(), "-poll", "100ms",
+		"-batch", "10", "-concurrency", "4"}
 	if p.cfg.store == "postgres" {
 		args = append(args, "-store", "postgres", "-postgres-url", p.cfg.postgresURL)
 	} else {
@@ -214,6 +219,10 @@ func pipelineLeft(orders broker, ob outbox.Store, ship broker) func(context.Cont
 		if err != nil {
 			return 0, "", err
 		}
-		return n1 + pending + n2, fmt.Sprintf("orders: %s; outbox: %d pending; shipping: %s", d1, pending, d2), nil
+		more := ""
+		if pending == 100 {
+			more = " or more"
+		}
+		return n1 + pending + n2, fmt.Sprintf("orders: %s; outbox: %d%s pending; shipping: %s", d1, pending, more, d2), nil
 	}
 }
