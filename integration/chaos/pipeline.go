@@ -37,10 +37,10 @@ func (r role) String() string {
 }
 
 // roleOf is the role of the pool's i'th process: the order workers first,
-// then the relays, then the shipping workers.
+// then, with -pipeline, the relays, then the shipping workers.
 func roleOf(cfg settings, i int) role {
 	switch {
-	case i < cfg.workers:
+	case !cfg.pipeline || i < cfg.workers:
 		return roleOrder
 	case i < cfg.workers+cfg.relays:
 		return roleRelay

@@ -573,17 +573,18 @@ func (p *pool) start(i int) error {
 		return err
 	}
 	c := p.cfg
+	common := []string{
+		"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
+		"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),
+		"-progress", "1h", "-metrics-addr", ""} // several workers share the machine: no fixed port
 	var cmd *exec.Cmd
 	switch roleOf(c, i) {
 	case roleRelay:
 		cmd = exec.Command(p.onceqBin, p.relayArgs()...)
 	case roleShip:
 		args := append(slices.Clone(p.storeArgs), p.ship.workerArgs()...)
-		cmd = exec.Command(p.bin, append(args, "-ship", "-shipments-table", p.names.shipments,
-			"-history", filepath.Join(p.tmp, fmt.Sprintf("ship-%d-%d.history", i, p.gen)),
-			"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
-			"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),
-			"-progress", "1h", "-metrics-addr", "")...)
+		cmd = exec.Command(p.bin, append(append(args, "-ship", "-shipments-table", p.names.shipments,
+			"-history", filepath.Join(p.tmp, fmt.Sprintf("ship-%d-%d.history", i, p.gen))), common...)...)
 	default:
 		args := append(slices.Clone(p.storeArgs), p.brokerArgs...)
 		if c.batch {
@@ -594,10 +595,7 @@ func (p *pool) start(i int) error {
 		if p.ship != nil {
 			args = append(args, "-send-reserved-to", p.ship.destination())
 		}
-		cmd = exec.Command(p.bin, append(args,
-			"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
-			"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),
-			"-progress", "1h", "-metrics-addr", "")...) // several workers share the machine: no fixed port
+		cmd = exec.Command(p.bin, append(args, common...)...)
 	}
 	var env []string
 	for _, kv := range os.Environ() {
