@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -89,4 +91,26 @@ func TestChaosShortPipeline(t *testing.T) {
 		t.Fatalf("shipping: %+v: %s", p, res.line())
 	}
 	t.Log(p.line())
+}
+
+// fakeShipments is a run's tables with only its shipments read.
+type fakeShipments struct {
+	tables
+	rows map[string]int64
+}
+
+func (f fakeShipments) shipments(context.Context) (map[string]int64, error) { return f.rows, nil }
+
+// verifyPipeline counts an order with no shipment as lost, and every
+// shipment past an order's first, or of no order, as doubled.
+func TestVerifyPipelineCounts(t *testing.T) {
+	want := expected{orders: map[string]int64{"o-1": 1, "o-2": 1, "o-3": 2}}
+	tb := fakeShipments{rows: map[string]int64{"o-1": 1, "o-2": 2, "o-9": 1}}
+	var p pipelineResult
+	if err := verifyPipeline(context.Background(), tb, memstore.New().Outbox(), t.TempDir(), want, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.shipped != 3 || p.lost != 1 || p.doubled != 2 || p.outboxPending != 0 || p.absorbed != 0 {
+		t.Fatalf("%s", p.line())
+	}
 }
