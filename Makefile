@@ -45,6 +45,7 @@ fuzz:
 ## chaos: worker processes killed and restarted under DynamoDB faults, then
 ## every order checked exactly once; on SQS, then on Kafka
 ## (CHAOS_FLAGS="-orders 5000 -workers 4"; "-source kafka" runs one mode)
+## ("-pipeline": order workers, relays and shipping workers, every order shipped once)
 chaos:
 	bash integration/chaos.sh $(CHAOS_FLAGS)
 

@@ -5,6 +5,9 @@
 # twice, on SQS and then on Kafka, and fails if either run does.
 # CHAOS_FLAGS="-store postgres" runs the workers on the PostgreSQL store
 # (kills only: the fault proxy speaks DynamoDB).
+# CHAOS_FLAGS=-pipeline runs the two-stage pipeline (order workers, onceq
+# relay processes, shipping workers, all killed) and checks every order
+# shipped exactly once on a "chaos: pipeline:" line.
 # Each run prints a "chaos: history: ... verdict: linearizable" line (every
 # key's store calls checked against the record's model, with the anomaly
 # counts lost, duplicated, acked_uncommitted, fenced_commits) before its

@@ -76,6 +76,14 @@ type options struct {
 	// history is the file each store call and settled message is appended
 	// to, one JSON line each (storehistory); empty: none.
 	history string
+	// sendReservedTo is where each reserved order's order.reserved event
+	// goes through the outbox (an SQS queue URL or a Kafka topic); empty:
+	// none (the demo sends to its in-process shipping queue).
+	sendReservedTo string
+	// ship runs the shipping worker instead: it consumes order.reserved
+	// events and records each shipment in shipmentsTable.
+	ship           bool
+	shipmentsTable string
 }
 
 // envName maps a flag to its environment variable: -demo → ORDER_WORKER_DEMO.
@@ -117,6 +125,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.batch, "batch", false, "Kafka batch mode (-source kafka or franz; -store memory, postgres or dynamodb): each partition's orders are reserved a batch at a time, committed with the partition's offset in one transaction; duplicates are dropped by their keys, claimed in the same transaction")
 	fs.IntVar(&o.batchSize, "batch-size", 100, "the most orders of one partition in a batch (-batch); on DynamoDB a batch whose writes exceed a transaction (100 items) is split")
 	fs.StringVar(&o.history, "history", "", "append every idempotency-store call (with its call and return times and outcome) and every settled message to this file, one JSON line each, for a linearizability check (the chaos driver's); empty: none")
+	fs.StringVar(&o.sendReservedTo, "send-reserved-to", "", "send an order.reserved event for each reserved order to this SQS queue URL or Kafka topic, through the store's outbox (committed with the order's COMPLETED record; a relay such as `onceq relay` sends it); -store dynamodb or postgres")
+	fs.BoolVar(&o.ship, "ship", false, "run the shipping worker instead: consume order.reserved events (from the -source flags) and ship each order once, a shipment committed with its event's COMPLETED record in -shipments-table; -store dynamodb or postgres")
+	fs.StringVar(&o.shipmentsTable, "shipments-table", "onceq_shipments", "-ship: the shipments table (order_id, shipped: how many shipments committed)")
 	// Every flag may come from the environment; a flag on the command line wins.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -165,6 +176,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-batch needs -store memory, postgres or dynamodb, not %s", o.store)
 	case o.batch && o.batchSize < 1:
 		return o, fmt.Errorf("-batch-size %d: want at least 1", o.batchSize)
+	case (o.sendReservedTo != "" || o.ship) && o.store != "dynamodb" && o.store != "postgres":
+		return o, fmt.Errorf("-send-reserved-to and -ship need -store dynamodb or postgres, not %s", o.store)
+	case (o.sendReservedTo != "" || o.ship) && (o.batch || o.demo > 0):
+		return o, errors.New("-send-reserved-to and -ship do not go with -batch or -demo")
+	case o.ship && o.sendReservedTo != "":
+		return o, errors.New("-ship consumes order.reserved events; it sends none (-send-reserved-to)")
 	case o.progress < 0:
 		return o, fmt.Errorf("-progress %v: want a positive interval, or 0 for no progress lines", o.progress)
 	}
@@ -270,6 +287,9 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 		store, hooks = rec, append(hooks, rec)
 	}
 	handler := reserveHandler(inv)
+	if opts.ship {
+		handler = shipHandler(shipWriter(opts))
+	}
 	copts := append(opts.consumerOptions(),
 		consumer.WithLogger(logger),
 		consumer.WithHooks(hooks...),
@@ -285,6 +305,10 @@ func work(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 		}
 		defer func() { _ = ship.stop() }()
 		handler = shipOnward(handler, ship.queue.Name())
+		copts = append(copts, consumer.SendsOnward())
+	}
+	if opts.sendReservedTo != "" {
+		handler = shipOnward(handler, opts.sendReservedTo)
 		copts = append(copts, consumer.SendsOnward())
 	}
 	c, err := consumer.New(wiring.source, store, handler, copts...)

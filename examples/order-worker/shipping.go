@@ -37,10 +37,7 @@ func shipOnward(h consumer.Handler, dest string) consumer.Handler {
 		if err != nil {
 			return consumer.Result{}, consumer.Permanent(err)
 		}
-		body, err := json.Marshal(struct {
-			Event string `json:"event"`
-			Order
-		}{reservedEvent, o})
+		body, err := json.Marshal(reservedEventBody{reservedEvent, o})
 		if err != nil {
 			return consumer.Result{}, err
 		}
@@ -78,16 +75,13 @@ func startShipping(ctx context.Context, ob outbox.Store, logger *slog.Logger, me
 		return nil, err
 	}
 	ship := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
-		var ev struct {
-			Event string `json:"event"`
-			Order
-		}
-		if err := json.Unmarshal(m.Body, &ev); err != nil || ev.Event != reservedEvent {
-			return consumer.Result{}, consumer.Permanent(fmt.Errorf("not an %s event: %v", reservedEvent, err))
+		o, err := parseReserved(m.Body)
+		if err != nil {
+			return consumer.Result{}, err
 		}
 		return consumer.Result{Writes: []any{memstore.Write{Apply: func() {
 			s.mu.Lock()
-			s.shipped[ev.OrderID]++
+			s.shipped[o.OrderID]++
 			s.mu.Unlock()
 		}}}}, nil
 	})

@@ -22,7 +22,8 @@ func historyPath(dir string, i, gen int) string {
 	return filepath.Join(dir, fmt.Sprintf("worker-%d-%d.history", i, gen))
 }
 
-// checkHistory reads the history of every worker process in dir, adds a
+// checkHistory reads the history of every worker process in dir (the
+// shipping workers' too), adds a
 // final read of every key it holds (through store, straight to the table,
 // after every worker stopped: what an unknown outcome became), and checks
 // the whole.
@@ -31,6 +32,13 @@ func checkHistory(ctx context.Context, dir string, store dedup.Store) (*history.
 	if err != nil {
 		return nil, err
 	}
+	// -pipeline's shipping workers share the records table, under keys of
+	// their own (the outbox IDs).
+	ship, err := filepath.Glob(filepath.Join(dir, "ship-*.history"))
+	if err != nil {
+		return nil, err
+	}
+	paths = append(paths, ship...)
 	h, err := history.LoadFiles(paths...)
 	if err != nil {
 		return nil, fmt.Errorf("worker history: %w", err)

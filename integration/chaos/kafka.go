@@ -29,6 +29,9 @@ type kafkaBroker struct {
 	rebalance         time.Duration
 	client            *kgo.Client
 	tr                *kgo.Transport
+	// borrowed: the broker process belongs to another kafkaBroker
+	// (-pipeline's shipping topic on the orders' broker); close leaves it.
+	borrowed bool
 }
 
 func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.Writer) (*kafkaBroker, error) {
@@ -38,7 +41,12 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 	}
 	b := &kafkaBroker{topic: "chaos-orders-" + suffix, dlq: "chaos-dlq-" + suffix, group: "chaos-" + suffix,
 		partitions: cfg.partitions, source: cfg.source, session: cfg.kafkaSession, rebalance: cfg.kafkaRebalance, done: make(chan struct{})}
-	b.cmd = exec.Command(bin, "broker", "-port", "0", "-partitions", fmt.Sprint(cfg.partitions), "-topics", b.topic+","+b.dlq)
+	topics := b.topic + "," + b.dlq
+	if cfg.pipeline {
+		ship := b.shipping()
+		topics += "," + ship.topic + "," + ship.dlq
+	}
+	b.cmd = exec.Command(bin, "broker", "-port", "0", "-partitions", fmt.Sprint(cfg.partitions), "-topics", topics)
 	if cfg.verboseWorker {
 		b.cmd.Stderr = logw
 	}
@@ -87,8 +95,26 @@ func (b *kafkaBroker) workerArgs() []string {
 		"-kafka-heartbeat", "500ms"}
 }
 
+// shipping is -pipeline's second stage on the same broker process: the
+// shipping topic, its dead-letter topic and the shipping workers' group.
+func (b *kafkaBroker) shipping() *kafkaBroker {
+	s := *b
+	s.topic, s.dlq, s.group, s.borrowed = "ship-"+b.topic, "ship-"+b.dlq, "ship-"+b.group, true
+	return &s
+}
+
+func (b *kafkaBroker) destination() string { return b.topic }
+
+// senderArgs send with the source's own client library (kafka-go or franz-go).
+func (b *kafkaBroker) senderArgs() []string {
+	return []string{"-send", b.source, "-kafka-brokers", b.addr}
+}
+
 // close stops the broker with SIGTERM and waits for it.
 func (b *kafkaBroker) close() {
+	if b.borrowed {
+		return
+	}
 	if b.tr != nil {
 		b.tr.CloseIdleConnections()
 	}

@@ -60,6 +60,12 @@ type settings struct {
 	sqsURL         string
 	verboseWorker  bool
 	batch          bool
+	// pipeline runs the two-stage pipeline: relays and shipping workers
+	// beside the order workers.
+	pipeline    bool
+	relays      int
+	shipWorkers int
+	relayLease  time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (settings, error) {
@@ -67,6 +73,10 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.BoolVar(&c.batch, "batch", false, "run the workers in Kafka batch mode (-source kafka or franz): each partition's offset committed with its batch's writes; the history check, of per-key records, does not apply")
+	fs.BoolVar(&c.pipeline, "pipeline", false, "run the two-stage pipeline: the order workers send order.reserved through the store's outbox to a second queue or topic, -relays onceq relay processes send it, -ship-workers shipping workers ship each order; all three are killed, and every order must ship exactly once")
+	fs.IntVar(&c.relays, "relays", 2, "-pipeline: relay processes (onceq relay)")
+	fs.IntVar(&c.shipWorkers, "ship-workers", 2, "-pipeline: shipping worker processes")
+	fs.DurationVar(&c.relayLease, "relay-lease-ttl", 10*time.Second, "-pipeline: the relays' lease on the entries they send (a killed relay's are taken over after it)")
 	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source) or franz (its franz-go source, on the same Kafka broker)")
 	fs.StringVar(&c.store, "store", "dynamodb", "the workers' store: dynamodb (with the fault proxy's throttles, errors, resets and latency) or postgres (kills only; ONCEQ_POSTGRES_URL)")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the Kafka topics")
@@ -101,6 +111,10 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 		return c, fmt.Errorf("-source %q: want sqs, kafka or franz", c.source)
 	case c.batch && c.source == "sqs":
 		return c, errors.New("-batch needs -source kafka or franz")
+	case c.pipeline && c.batch:
+		return c, errors.New("-pipeline does not go with -batch")
+	case c.pipeline && (c.relays < 1 || c.shipWorkers < 1):
+		return c, errors.New("-pipeline needs -relays and -ship-workers of at least 1")
 	case c.workers < 1 || c.orders < 1 || c.dupPercent < 0 || c.dupPercent > 90 || c.malformed < 0 || c.partitions < 1:
 		return c, errors.New("-workers, -orders and -partitions must be positive, -dup within 0..90, -malformed not negative")
 	case c.store != "dynamodb" && c.store != "postgres":
@@ -129,6 +143,9 @@ func main() {
 		fmt.Println("chaos: " + res.history.Line())
 	} else if res != nil && cfg.batch {
 		fmt.Println("chaos: history: not applicable in batch mode (no per-key record calls to check; the tables are checked)")
+	}
+	if res != nil && res.pipeline != nil {
+		fmt.Println(res.pipeline.line())
 	}
 	if res != nil {
 		fmt.Println(res.line())

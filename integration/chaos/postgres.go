@@ -11,18 +11,20 @@ import (
 	"github.com/onceq/onceq/dedup/pgstore"
 )
 
-// setUpPostgres creates a run's records, inventory and orders tables in
+// setUpPostgres creates a run's records (with their outbox), inventory,
+// orders and shipments tables in
 // PostgreSQL, in the example worker's layout, with ample stock.
 func setUpPostgres(ctx context.Context, pg *pgxpool.Pool) (names, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s := hex.EncodeToString(b)
-	n := names{idem: "chaos_idem_" + s, inventory: "chaos_inv_" + s, orders: "chaos_orders_" + s, suffix: s}
+	n := names{idem: "chaos_idem_" + s, inventory: "chaos_inv_" + s, orders: "chaos_orders_" + s, suffix: s, shipments: "chaos_ship_" + s}
 	if err := pgstore.CreateTable(ctx, pg, n.idem); err != nil {
 		return n, err
 	}
 	_, err := pg.Exec(ctx, `CREATE TABLE `+n.inventory+` (sku text PRIMARY KEY, available bigint NOT NULL, reserved bigint NOT NULL);
-CREATE TABLE `+n.orders+` (order_id text PRIMARY KEY, sku text NOT NULL, qty bigint NOT NULL, reserved_at timestamptz NOT NULL)`)
+CREATE TABLE `+n.orders+` (order_id text PRIMARY KEY, sku text NOT NULL, qty bigint NOT NULL, reserved_at timestamptz NOT NULL);
+CREATE TABLE `+n.shipments+` (order_id text PRIMARY KEY, shipped bigint NOT NULL)`)
 	if err != nil {
 		return n, fmt.Errorf("create the inventory and orders tables: %w", err)
 	}

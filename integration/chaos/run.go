@@ -31,6 +31,7 @@ import (
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/integration/history"
 	"github.com/onceq/onceq/internal/faultproxy"
+	"github.com/onceq/onceq/outbox"
 )
 
 // ErrNotExactlyOnce is returned when the tables show a lost or doubled
@@ -63,6 +64,8 @@ type result struct {
 	// stopError is the first worker's failed SIGTERM stop: its exit and
 	// the last line it logged (its error).
 	stopError string
+	// pipeline is -pipeline's second stage; nil without it.
+	pipeline *pipelineResult
 }
 
 func (r *result) line() string {
@@ -84,6 +87,7 @@ func (r *result) stopSuffix() string {
 // the run's queues or topics too.
 type names struct {
 	idem, inventory, orders, suffix string
+	shipments                       string // -pipeline's second stage
 }
 
 // broker is the message side of a run: SQS or Kafka.
@@ -98,6 +102,11 @@ type broker interface {
 	deadLetters(ctx context.Context) ([]string, error)
 	// close releases what the broker started.
 	close()
+	// destination is where -pipeline's order workers send order.reserved:
+	// the queue URL or topic.
+	destination() string
+	// senderArgs are onceq relay's flags that send to this broker.
+	senderArgs() []string
 }
 
 const skus = 100
@@ -168,6 +177,26 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		return nil, err
 	}
 	defer b.close()
+	// -pipeline: the shipping queue or topic, the relays' binary, the outbox.
+	var (
+		ship     broker
+		onceqBin string
+		ob       outbox.Store
+	)
+	if cfg.pipeline {
+		if kb, ok := b.(*kafkaBroker); ok {
+			ship = kb.shipping()
+		} else if ship, err = newSQS(ctx, awsCfg, cfg, "ship-"+n.suffix); err != nil {
+			return nil, err
+		}
+		onceqBin = filepath.Join(tmp, "onceq")
+		if err := goBuild(ctx, onceqBin, "github.com/onceq/onceq/cmd/onceq"); err != nil {
+			return nil, err
+		}
+		if ob, err = outboxOf(final); err != nil {
+			return nil, err
+		}
+	}
 
 	// DynamoDB's faults come from a proxy in front of it; PostgreSQL's
 	// run has the kills alone.
@@ -193,7 +222,11 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	if proxy != nil {
 		pool.dynamoURL = proxy.URL()
 	}
-	for i := range cfg.workers {
+	if cfg.pipeline {
+		res.pipeline = &pipelineResult{}
+		pool.onceqBin, pool.ship = onceqBin, ship
+	}
+	for i := range processes(cfg) {
 		if err := pool.start(i); err != nil {
 			pool.stopAll(5 * time.Second)
 			return nil, err
@@ -204,7 +237,11 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- sendPaced(ctx, b, deliveries, 3*cfg.killEvery) }()
 
-	err = chaosUntilDrained(ctx, cfg, rng, pool, b, sendErr, logf, res)
+	left := b.left
+	if cfg.pipeline {
+		left = pipelineLeft(b, ob, ship)
+	}
+	err = chaosUntilDrained(ctx, cfg, rng, pool, left, sendErr, logf, res)
 	res.stopError = pool.firstStopError()
 	if err != nil {
 		return res, err
@@ -223,6 +260,11 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 
 	if err := verify(ctx, tb, b, want, res); err != nil {
 		return res, err
+	}
+	if res.pipeline != nil {
+		if err := verifyPipeline(ctx, tb, ob, tmp, want, res.pipeline); err != nil {
+			return res, err
+		}
 	}
 	if !cfg.batch { // batch mode makes no per-key record calls to check
 		if res.history, err = checkHistory(ctx, tmp, final); err != nil {
@@ -247,6 +289,9 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		problems = append(problems, fmt.Sprintf("history %s; lost %d, duplicated %d, acked uncommitted %d, fenced commits %d",
 			h.Verdict(), h.Lost, h.Duplicated, h.AckedUncommitted, h.FencedCommits))
 	}
+	if p := res.pipeline; p != nil && (p.lost > 0 || p.doubled > 0 || p.outboxPending > 0) {
+		problems = append(problems, fmt.Sprintf("shipping: lost %d, doubled %d shipments, %d outbox entries not dispatched", p.lost, p.doubled, p.outboxPending))
+	}
 	if res.workersExitedNonZero > 0 {
 		problems = append(problems, fmt.Sprintf("%d workers failed on SIGTERM, the first: %s", res.workersExitedNonZero, res.stopError))
 	}
@@ -260,11 +305,11 @@ func setUp(ctx context.Context, db *ddb.Client) (names, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s := hex.EncodeToString(b)
-	n := names{idem: "chaos_idem_" + s, inventory: "chaos_inv_" + s, orders: "chaos_orders_" + s, suffix: s}
-	if err := dynamostore.CreateTable(ctx, db, n.idem); err != nil {
+	n := names{idem: "chaos_idem_" + s, inventory: "chaos_inv_" + s, orders: "chaos_orders_" + s, suffix: s, shipments: "chaos_ship_" + s}
+	if err := dynamostore.CreateTable(ctx, db, n.idem, dynamostore.WithOutbox()); err != nil {
 		return n, err
 	}
-	for _, t := range []struct{ name, key string }{{n.inventory, "sku"}, {n.orders, "order_id"}} {
+	for _, t := range []struct{ name, key string }{{n.inventory, "sku"}, {n.orders, "order_id"}, {n.shipments, "order_id"}} {
 		if _, err := db.CreateTable(ctx, &ddb.CreateTableInput{
 			TableName:            aws.String(t.name),
 			BillingMode:          ddbtypes.BillingModePayPerRequest,
@@ -390,7 +435,7 @@ func sendPaced(ctx context.Context, b broker, ds []delivery, span time.Duration)
 // batched delete or commit still pending keeps its message counted). On
 // Kafka every third event is a graceful leave (SIGTERM) instead of a kill:
 // the group sees members both vanish and leave.
-func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *pool, b broker, sendErr <-chan error, logf func(string, ...any), res *result) error {
+func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *pool, left func(context.Context) (int, string, error), sendErr <-chan error, logf func(string, ...any), res *result) error {
 	sent, empty, events := false, 0, 0
 	nextKill := time.Now().Add(jitter(cfg.killEvery, rng))
 	poll := time.NewTicker(500 * time.Millisecond)
@@ -412,7 +457,7 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 			return err
 		}
 		if cfg.killEvery > 0 && time.Now().After(nextKill) {
-			i := rng.IntN(cfg.workers)
+			i := rng.IntN(processes(cfg))
 			events++
 			if cfg.source != "sqs" && events%3 == 0 {
 				if err := p.leave(i, 15*time.Second); err != nil {
@@ -424,6 +469,12 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 				if err := p.kill(i); err != nil {
 					return err
 				}
+				switch roleOf(cfg, i) {
+				case roleRelay:
+					res.pipeline.relayKills++
+				case roleShip:
+					res.pipeline.shipKills++
+				}
 				res.kills++
 			}
 			if err := p.start(i); err != nil {
@@ -434,7 +485,7 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 		if !sent {
 			continue
 		}
-		left, desc, err := b.left(ctx)
+		n, desc, err := left(ctx)
 		if err != nil {
 			return err
 		}
@@ -442,7 +493,7 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 			logf("%s, %d kills, %d leaves", desc, res.kills, res.leaves)
 			lastLog = time.Now()
 		}
-		if left > 0 {
+		if n > 0 {
 			empty = 0
 			continue
 		}
@@ -469,6 +520,9 @@ type pool struct {
 	brokerArgs []string
 	dynamoURL  string
 	logw       io.Writer
+	// -pipeline: the relays' onceq binary and the shipping queue or topic.
+	onceqBin string
+	ship     broker
 
 	mu    sync.Mutex
 	procs map[int]*proc
@@ -519,16 +573,30 @@ func (p *pool) start(i int) error {
 		return err
 	}
 	c := p.cfg
-	args := append(slices.Clone(p.storeArgs), p.brokerArgs...)
-	if c.batch {
-		args = append(args, "-batch")
-	} else {
-		args = append(args, "-history", historyPath(p.tmp, i, p.gen))
-	}
-	cmd := exec.Command(p.bin, append(args,
+	common := []string{
 		"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
 		"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),
-		"-progress", "1h", "-metrics-addr", "")...) // several workers share the machine: no fixed port
+		"-progress", "1h", "-metrics-addr", ""} // several workers share the machine: no fixed port
+	var cmd *exec.Cmd
+	switch roleOf(c, i) {
+	case roleRelay:
+		cmd = exec.Command(p.onceqBin, p.relayArgs()...)
+	case roleShip:
+		args := append(slices.Clone(p.storeArgs), p.ship.workerArgs()...)
+		cmd = exec.Command(p.bin, append(append(args, "-ship", "-shipments-table", p.names.shipments,
+			"-history", filepath.Join(p.tmp, fmt.Sprintf("ship-%d-%d.history", i, p.gen))), common...)...)
+	default:
+		args := append(slices.Clone(p.storeArgs), p.brokerArgs...)
+		if c.batch {
+			args = append(args, "-batch")
+		} else {
+			args = append(args, "-history", historyPath(p.tmp, i, p.gen))
+		}
+		if p.ship != nil {
+			args = append(args, "-send-reserved-to", p.ship.destination())
+		}
+		cmd = exec.Command(p.bin, append(args, common...)...)
+	}
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ORDER_WORKER_") && !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") {
@@ -678,6 +746,8 @@ type tables interface {
 	orderRows(ctx context.Context) (map[string]int, error)
 	reserved(ctx context.Context) (map[string]int64, error)
 	pending(ctx context.Context) (int, error)
+	// shipments are -pipeline's shipments by order ID.
+	shipments(ctx context.Context) (map[string]int64, error)
 }
 
 // dynamoTables are the DynamoDB store's and the example's tables.

@@ -39,6 +39,10 @@ func (b *sqsBroker) workerArgs() []string {
 
 func (b *sqsBroker) close() {}
 
+func (b *sqsBroker) destination() string { return b.queueURL }
+
+func (b *sqsBroker) senderArgs() []string { return []string{"-send", "sqs"} }
+
 // send produces the deliveries in batches of ten from four goroutines.
 func (b *sqsBroker) send(ctx context.Context, ds []delivery) error {
 	const senders = 4

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/examples/storehistory"
+	"github.com/onceq/onceq/outbox"
+)
+
+// With -pipeline a run has two stages: the order workers (stage 1) send
+// an order.reserved event per reserved order through the store's outbox
+// to a second queue or topic; relay processes (onceq relay) send the
+// outbox's entries there; shipping workers (stage 2, the order worker
+// with -ship) record one shipment per event, committed with the event's
+// COMPLETED record. Workers, relays and shipping workers are all killed.
+
+// role is what a process of the pool runs.
+type role int
+
+const (
+	roleOrder role = iota
+	roleRelay
+	roleShip
+)
+
+func (r role) String() string {
+	return [...]string{"worker", "relay", "ship"}[r]
+}
+
+// roleOf is the role of the pool's i'th process: the order workers first,
+// then, with -pipeline, the relays, then the shipping workers.
+func roleOf(cfg settings, i int) role {
+	switch {
+	case !cfg.pipeline || i < cfg.workers:
+		return roleOrder
+	case i < cfg.workers+cfg.relays:
+		return roleRelay
+	}
+	return roleShip
+}
+
+// processes is how many processes the pool runs.
+func processes(cfg settings) int {
+	if !cfg.pipeline {
+		return cfg.workers
+	}
+	return cfg.workers + cfg.relays + cfg.shipWorkers
+}
+
+// pipelineResult is what the second stage saw and checked.
+type pipelineResult struct {
+	relayKills, shipKills int
+	// shipped counts orders with a shipment; lost the reserved orders
+	// with none; doubled the shipments past the first of an order.
+	shipped, lost, doubled int
+	// absorbed counts the copies of an event that stage 2's dedup found
+	// COMPLETED already (a relay's re-dispatch or a redelivery).
+	absorbed int
+	// outboxPending is what the outbox still held at the end.
+	outboxPending int
+}
+
+func (p *pipelineResult) line() string {
+	return fmt.Sprintf("chaos: pipeline: shipped=%d lost=%d doubled=%d redispatches_absorbed=%d outbox_pending=%d relay_kills=%d ship_kills=%d",
+		p.shipped, p.lost, p.doubled, p.absorbed, p.outboxPending, p.relayKills, p.shipKills)
+}
+
+// outboxOf is the outbox of store (every store the chaos run uses has one).
+func outboxOf(store dedup.Store) (outbox.Store, error) {
+	s, ok := store.(interface{ Outbox() outbox.Store })
+	if !ok || !store.Capabilities().Outbox {
+		return nil, fmt.Errorf("the %T store keeps no outbox", store)
+	}
+	return s.Outbox(), nil
+}
+
+// outboxPending counts the outbox's Pending entries (at most limit).
+func outboxPending(ctx context.Context, ob outbox.Store, limit int) (int, error) {
+	es, err := ob.Entries(ctx, outbox.Pending, limit)
+	if err != nil {
+		return 0, fmt.Errorf("outbox entries: %w", err)
+	}
+	return len(es), nil
+}
+
+// verifyPipeline checks that every reserved order shipped exactly once.
+func verifyPipeline(ctx context.Context, tb tables, ob outbox.Store, tmp string, want expected, p *pipelineResult) error {
+	shipped, err := tb.shipments(ctx)
+	if err != nil {
+		return err
+	}
+	for id := range want.orders {
+		switch n := shipped[id]; {
+		case n == 0:
+			p.lost++
+		case n > 1:
+			p.doubled += int(n - 1)
+		}
+	}
+	for id, n := range shipped {
+		if _, ok := want.orders[id]; !ok {
+			p.doubled += int(n) // a shipment of no order is an effect too many
+		}
+	}
+	p.shipped = len(shipped)
+	if p.outboxPending, err = outboxPending(ctx, ob, 1000); err != nil {
+		return err
+	}
+	p.absorbed, err = absorbed(filepath.Join(tmp, "ship-*.history"))
+	return err
+}
+
+// absorbed counts, in the shipping workers' histories, the claims that
+// found their event's record COMPLETED: each a copy of an event the
+// dedup absorbed.
+func absorbed(glob string) (int, error) {
+	paths, err := filepath.Glob(glob)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return 0, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+		for sc.Scan() {
+			var e storehistory.Event
+			if json.Unmarshal(sc.Bytes(), &e) != nil {
+				continue // a killed process's last line may be cut
+			}
+			if e.Kind == storehistory.KindReturn && (e.Op == storehistory.OpClaim || e.Op == storehistory.OpClaimComplete) &&
+				e.Outcome == storehistory.OutcomeOK && !e.Acquired && e.Record != nil && e.Record.Status == dedup.StatusCompleted {
+				n++
+			}
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	return n, nil
+}
+
+// shipments of the DynamoDB run: shipped by order ID.
+func (d dynamoTables) shipments(ctx context.Context) (map[string]int64, error) {
+	got := map[string]int64{}
+	return got, scan(ctx, d.db, d.n.shipments, func(it map[string]ddbtypes.AttributeValue) {
+		id, _ := it["order_id"].(*ddbtypes.AttributeValueMemberS)
+		n, _ := it["shipped"].(*ddbtypes.AttributeValueMemberN)
+		if id != nil && n != nil {
+			got[id.Value], _ = strconv.ParseInt(n.Value, 10, 64)
+		}
+	})
+}
+
+// shipments of the PostgreSQL run.
+func (p pgTables) shipments(ctx context.Context) (map[string]int64, error) {
+	rows, err := p.pg.Query(ctx, "SELECT order_id, shipped FROM "+p.n.shipments)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		got[id] = n
+	}
+	return got, rows.Err()
+}
+
+// relayArgs are the onceq relay flags of a relay process: the run's
+// store and table, the shipping broker's sender, a short lease and poll,
+// so that a killed relay's entries are taken over soon, and small
+// batches: a pass leases its entries one by one, and one that outlasts
+// the lease (a batch of 100 under the injected faults) has its entries
+// taken over before it marks them, by a relay whose pass outlasts its
+// lease too.
+func (p *pool) relayArgs() []string {
+	args := []string{"relay", "-table", p.names.idem, "-lease-ttl", p.cfg.relayLease.String(), "-poll", "100ms",
+		"-batch", "10", "-concurrency", "4"}
+	if p.cfg.store == "postgres" {
+		args = append(args, "-store", "postgres", "-postgres-url", p.cfg.postgresURL)
+	} else {
+		args = append(args, "-store", "dynamodb")
+	}
+	return append(args, p.ship.senderArgs()...)
+}
+
+// pipelineLeft counts what is not yet settled in either stage: the
+// orders, the outbox's Pending entries and the shipping events.
+func pipelineLeft(orders broker, ob outbox.Store, ship broker) func(context.Context) (int, string, error) {
+	return func(ctx context.Context) (int, string, error) {
+		n1, d1, err := orders.left(ctx)
+		if err != nil {
+			return 0, "", err
+		}
+		pending, err := outboxPending(ctx, ob, 100)
+		if err != nil {
+			return 0, "", err
+		}
+		n2, d2, err := ship.left(ctx)
+		if err != nil {
+			return 0, "", err
+		}
+		more := ""
+		if pending == 100 {
+			more = " or more"
+		}
+		return n1 + pending + n2, fmt.Sprintf("orders: %s; outbox: %d%s pending; shipping: %s", d1, pending, more, d2), nil
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/examples/storehistory"
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+// -pipeline's flags: refused with batch mode or without a relay or a
+// shipping worker; the pool's processes are the order workers, then the
+// relays, then the shipping workers.
+func TestPipelineFlags(t *testing.T) {
+	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("ONCEQ_SQS_ENDPOINT", "http://127.0.0.1:1")
+	for _, args := range [][]string{
+		{"-pipeline", "-source", "kafka", "-batch"},
+		{"-pipeline", "-relays", "0"},
+		{"-pipeline", "-ship-workers", "0"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%q: accepted", strings.Join(args, " "))
+		}
+	}
+	cfg, err := parseFlags([]string{"-pipeline", "-workers", "2", "-relays", "1", "-ship-workers", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for i := range processes(cfg) {
+		roles = append(roles, roleOf(cfg, i).String())
+	}
+	if got := strings.Join(roles, " "); got != "worker worker relay ship ship ship" {
+		t.Fatalf("roles %q", got)
+	}
+	if cfg, _ = parseFlags(nil, io.Discard); processes(cfg) != cfg.workers {
+		t.Fatalf("without -pipeline: %d processes, want %d", processes(cfg), cfg.workers)
+	}
+}
+
+// absorbed counts the shipping workers' claims that found the record
+// COMPLETED, and nothing else: not an acquired claim, a claim that found
+// a lease held, a call's start or a cut last line.
+func TestAbsorbedCountsCompletedClaims(t *testing.T) {
+	dir := t.TempDir()
+	done := &storehistory.Record{Status: dedup.StatusCompleted, Version: 2}
+	held := &storehistory.Record{Status: dedup.StatusPending, Version: 1}
+	events := []storehistory.Event{
+		{Kind: storehistory.KindCall, Op: storehistory.OpClaim, Key: "o-1#out0"},
+		{Kind: storehistory.KindReturn, Op: storehistory.OpClaim, Key: "o-1#out0", Outcome: storehistory.OutcomeOK, Acquired: true},
+		{Kind: storehistory.KindReturn, Op: storehistory.OpClaim, Key: "o-1#out0", Outcome: storehistory.OutcomeOK, Record: held},
+		{Kind: storehistory.KindReturn, Op: storehistory.OpClaim, Key: "o-1#out0", Outcome: storehistory.OutcomeOK, Record: done},
+		{Kind: storehistory.KindReturn, Op: storehistory.OpClaimComplete, Key: "o-2#out0", Outcome: storehistory.OutcomeOK, Record: done},
+		{Kind: storehistory.KindReturn, Op: storehistory.OpClaim, Key: "o-3#out0", Outcome: storehistory.OutcomeUnknown, Record: done},
+	}
+	var b strings.Builder
+	for _, e := range events {
+		line, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(append(line, '\n'))
+	}
+	b.WriteString(`{"ev":"return","op":"cl`) // a killed process's cut line
+	if err := os.WriteFile(filepath.Join(dir, "ship-5-1.history"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := absorbed(filepath.Join(dir, "ship-*.history"))
+	if err != nil || n != 2 {
+		t.Fatalf("absorbed %d, %v; want 2", n, err)
+	}
+}
+
+// The short pipeline run: order workers, relays and shipping workers on
+// SQS and DynamoDB (behind the fault proxy), all killed; every order must
+// ship exactly once and the outbox end empty.
+func TestChaosShortPipeline(t *testing.T) {
+	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", testenv.DynamoDBEndpoint(t))
+	t.Setenv("ONCEQ_SQS_ENDPOINT", testenv.SQSEndpoint(t))
+	res := shortRun(t, "-pipeline", "-orders", "1000", "-timeout", "5m")
+	p := res.pipeline
+	if p == nil || p.lost != 0 || p.doubled != 0 || p.outboxPending != 0 || p.shipped != res.unique {
+		t.Fatalf("shipping: %+v: %s", p, res.line())
+	}
+	t.Log(p.line())
+}
+
+// fakeShipments is a run's tables with only its shipments read.
+type fakeShipments struct {
+	tables
+	rows map[string]int64
+}
+
+func (f fakeShipments) shipments(context.Context) (map[string]int64, error) { return f.rows, nil }
+
+// verifyPipeline counts an order with no shipment as lost, and every
+// shipment past an order's first, or of no order, as doubled.
+func TestVerifyPipelineCounts(t *testing.T) {
+	want := expected{orders: map[string]int64{"o-1": 1, "o-2": 1, "o-3": 2}}
+	tb := fakeShipments{rows: map[string]int64{"o-1": 1, "o-2": 2, "o-9": 1}}
+	var p pipelineResult
+	if err := verifyPipeline(context.Background(), tb, memstore.New().Outbox(), t.TempDir(), want, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.shipped != 3 || p.lost != 1 || p.doubled != 2 || p.outboxPending != 0 || p.absorbed != 0 {
+		t.Fatalf("%s", p.line())
+	}
+}
