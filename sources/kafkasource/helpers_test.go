@@ -128,7 +128,9 @@ func readTopic(ctx context.Context, t testing.TB, addr, topic string) ([]kgo.Mes
 		if last <= first {
 			continue
 		}
-		r := kgo.NewReader(kgo.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: p.ID, Dialer: d, MaxWait: 100 * time.Millisecond})
+		// MaxBytes over the largest record a test writes (a 1 MiB dead letter),
+		// so that one fetch always holds a whole record.
+		r := kgo.NewReader(kgo.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: p.ID, Dialer: d, MaxWait: 100 * time.Millisecond, MaxBytes: 4 << 20})
 		if err := r.SetOffset(first); err != nil {
 			_ = r.Close()
 			return nil, err
