@@ -85,7 +85,7 @@ func TestAbsorbedCountsCompletedClaims(t *testing.T) {
 func TestChaosShortPipeline(t *testing.T) {
 	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", testenv.DynamoDBEndpoint(t))
 	t.Setenv("ONCEQ_SQS_ENDPOINT", testenv.SQSEndpoint(t))
-	res := shortRun(t, "-pipeline", "-orders", "1000", "-timeout", "5m")
+	res := shortRun(t, "-pipeline", "-orders", "500", "-timeout", "5m")
 	p := res.pipeline
 	if p == nil || p.lost != 0 || p.doubled != 0 || p.outboxPending != 0 || p.shipped != res.unique {
 		t.Fatalf("shipping: %+v: %s", p, res.line())
