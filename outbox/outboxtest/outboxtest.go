@@ -207,17 +207,23 @@ func redispatch(t *testing.T, c Case) {
 	if c.DropsCopies {
 		copies = 0
 	}
+	markers := 0
+	if c.DropsCopies {
+		// One more message in each lane, sent after the copies: the
+		// destination keeps a lane's order, so once every marker is seen, a
+		// copy it failed to drop would have been seen before it.
+		markers = lanes
+		ms := Entries(c.Destination, "redispatch-marker-"+t.Name(), markers, lanes)
+		sendRounds(t, c.Sender, ms)
+		entries = append(entries, ms...) // each last in its lane
+	}
 	d, stop := RunDownstream(t, c.Source(t))
 	testenv.Eventually(t, c.Within, "the consumer downstream did not see every copy", func() bool {
-		return d.Count(consumer.Processed)+d.Count(consumer.Duplicate) >= n+copies
+		return d.Count(consumer.Processed)+d.Count(consumer.Duplicate) >= n+copies+markers
 	})
-	if c.DropsCopies {
-		// Give a copy the destination should have dropped time to show.
-		time.Sleep(2 * time.Second)
-	}
 	stop()
-	if p, dup := d.Count(consumer.Processed), d.Count(consumer.Duplicate); p != n || dup != copies {
-		t.Errorf("downstream: %d processed, %d duplicates; want %d and %d", p, dup, n, copies)
+	if p, dup := d.Count(consumer.Processed), d.Count(consumer.Duplicate); p != n+markers || dup != copies {
+		t.Errorf("downstream: %d processed, %d duplicates; want %d and %d", p, dup, n+markers, copies)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
