@@ -435,3 +435,70 @@ func (s *sometimesLost) Complete(ctx context.Context, req dedup.CompleteRequest)
 	}
 	return err
 }
+
+// checkLines checks the histories of processes, one string each.
+func checkLines(t *testing.T, processes ...string) history.Report {
+	t.Helper()
+	h := history.New()
+	for _, p := range processes {
+		if err := h.Add(strings.NewReader(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := history.Check(h, history.Options{})
+	t.Log(r.Line())
+	return r
+}
+
+// TestTTLRemovesExpiredLease: A's handler outlives its lease, TTL removes
+// the expired PENDING record, A's late Complete finds nothing (its lease is
+// lost), and the redelivery claims the key afresh at version 1 and
+// commits. Every call is what a correct Store answers.
+func TestTTLRemovesExpiredLease(t *testing.T) {
+	a := `{"id":1,"ev":"call","op":"claim","key":"k","t":100,"owner":"a","now":100,"until":1000}
+{"id":1,"ev":"return","op":"claim","key":"k","t":110,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"a"}}
+{"id":2,"ev":"call","op":"complete","key":"k","t":1500,"owner":"a","version":1,"now":1500,"until":99999}
+{"id":2,"ev":"return","op":"complete","key":"k","t":1510,"out":"fail","err":"lease lost"}
+{"ev":"settle","key":"k","t":1520,"action":"retry","out":"ok"}
+`
+	b := `{"id":1,"ev":"call","op":"claim","key":"k","t":1600,"owner":"b","now":1600,"until":2600}
+{"id":1,"ev":"return","op":"claim","key":"k","t":1610,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"b"}}
+{"id":2,"ev":"call","op":"complete","key":"k","t":1700,"owner":"b","version":1,"now":1700,"until":99999}
+{"id":2,"ev":"return","op":"complete","key":"k","t":1710,"out":"ok"}
+{"ev":"settle","key":"k","t":1720,"action":"ack","out":"ok"}
+{"id":3,"ev":"call","op":"get","key":"k","t":1800}
+{"id":3,"ev":"return","op":"get","key":"k","t":1810,"out":"ok","record":{"status":"COMPLETED","version":2,"owner":"b"}}
+`
+	if r := checkLines(t, a, b); !r.OK() || r.Verdict() != "linearizable" {
+		t.Fatalf("TTL's removal of an expired lease taken for a violation: %s", r.Line())
+	}
+	// The removal comes no earlier than the expiry: a Complete that
+	// returned before it found the lease it held.
+	early := strings.NewReplacer(`"t":1500,`, `"t":500,`, `"t":1510,`, `"t":510,`).Replace(a)
+	if r := checkLines(t, early, b); r.Illegal != 1 {
+		t.Fatalf("a Complete refused while its lease was live passed: %s", r.Line())
+	}
+}
+
+// TestFreshClaimOverLiveCompleted: a claim that starts the key afresh at
+// version 1 while a COMPLETED record is live (within its retention) is a
+// record lost, whatever TTL may remove later.
+func TestFreshClaimOverLiveCompleted(t *testing.T) {
+	a := `{"id":1,"ev":"call","op":"claim","key":"k","t":100,"owner":"a","now":100,"until":1000}
+{"id":1,"ev":"return","op":"claim","key":"k","t":110,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"a"}}
+{"id":2,"ev":"call","op":"complete","key":"k","t":200,"owner":"a","version":1,"now":200,"until":5000}
+{"id":2,"ev":"return","op":"complete","key":"k","t":210,"out":"ok"}
+`
+	fresh := `{"id":1,"ev":"call","op":"claim","key":"k","t":1600,"owner":"b","now":1600,"until":2600}
+{"id":1,"ev":"return","op":"claim","key":"k","t":1610,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"b"}}
+`
+	r := checkLines(t, a, fresh)
+	if r.Illegal != 1 || !strings.Contains(r.Violation, "claim(owner b) → acquired v1") {
+		t.Fatalf("a fresh claim over a live COMPLETED record passed: %s", r.Line())
+	}
+	// Past the retention the same claim is a new message.
+	late := strings.NewReplacer(`"t":1600,`, `"t":6000,`, `"now":1600,"until":2600`, `"now":6000,"until":7000`, `"t":1610,`, `"t":6010,`).Replace(fresh)
+	if r := checkLines(t, a, late); !r.OK() {
+		t.Fatalf("a claim past the COMPLETED record's retention refused: %s", r.Line())
+	}
+}
