@@ -29,6 +29,34 @@ func (u unfenced) Complete(ctx context.Context, req dedup.CompleteRequest) error
 	return u.Store.Complete(ctx, req)
 }
 
+// staleCommit is the broken Store with no lease check at all: a Complete
+// whose lease another claim has since taken over commits as given, leaving
+// the record the stale holder's commit would have left in its own time
+// (COMPLETED, one version on, its owner). Nothing after it differs from a
+// history where that commit came first: only the lease check can tell.
+type staleCommit struct{ *memstore.Store }
+
+func (s staleCommit) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	err := s.Store.Complete(ctx, req)
+	r, gerr := s.Get(ctx, req.Lease.Key)
+	if !errors.Is(err, dedup.ErrLeaseLost) || gerr != nil || r.Status != dedup.StatusPending {
+		return err
+	}
+	// Write the stale lease's record: drop every record (the test has one
+	// key), claim the key afresh as the stale owner, which is version 1,
+	// the stale lease's, and commit that.
+	if req.Lease.Version != 1 {
+		return fmt.Errorf("staleCommit writes version 1 leases only, not %d", req.Lease.Version)
+	}
+	s.Sweep(time.Unix(1<<40, 0))
+	c, err := s.Claim(ctx, dedup.ClaimRequest{Key: req.Lease.Key, Owner: req.Lease.Owner, Now: req.Now, LeaseUntil: req.Now.Add(time.Hour)})
+	if err != nil {
+		return err
+	}
+	req.Lease = c.Lease
+	return s.Store.Complete(ctx, req)
+}
+
 // answerLost applies every Complete and then loses its answer, as a
 // connection reset after the write committed does: the outcome is unknown.
 type answerLost struct{ dedup.Store }
@@ -188,6 +216,19 @@ func TestBrokenFencingIsCaught(t *testing.T) {
 		t.Errorf("the violation does not name the fenced Complete: %s", r.Violation)
 	}
 	t.Logf("effects: %v", fx.n)
+}
+
+// TestStaleCommitIsCaught: a Store that commits a stale lease as given
+// leaves a history every later call agrees with; the model's lease check
+// alone makes it illegal.
+func TestStaleCommitIsCaught(t *testing.T) {
+	r, _ := takeover(t, staleCommit{memstore.New()})
+	if r.Illegal != 1 || !strings.Contains(r.Violation, "no legal point for complete(owner ") {
+		t.Fatalf("a Complete committed from a stale lease passed the model: %s", r.Line())
+	}
+	if r.FencedCommits != 1 {
+		t.Errorf("fenced_commits=%d, want 1", r.FencedCommits)
+	}
 }
 
 func TestFencedStorePasses(t *testing.T) {
