@@ -90,6 +90,10 @@ func TestChaosShortPipeline(t *testing.T) {
 	if p == nil || p.lost != 0 || p.doubled != 0 || p.outboxPending != 0 || p.shipped != res.unique {
 		t.Fatalf("shipping: %+v: %s", p, res.line())
 	}
+	// Every order's shipments were joined to its event's record calls.
+	if res.history.Effects != res.unique {
+		t.Fatalf("effects counted for %d keys, want %d: %s", res.history.Effects, res.unique, res.history.Line())
+	}
 	t.Log(p.line())
 }
 

@@ -57,6 +57,31 @@ func (s staleCommit) Complete(ctx context.Context, req dedup.CompleteRequest) er
 	return s.Store.Complete(ctx, req)
 }
 
+// splitCommit is the broken Store whose business writes are not one
+// transaction with the record: the first Complete of each key applies its
+// writes, then fails to write the record and answers an error, so the
+// outcome is unknown and the record still PENDING; whoever runs the
+// message next commits its effect again.
+type splitCommit struct {
+	*memstore.Store
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (s *splitCommit) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	s.mu.Lock()
+	first := !s.seen[req.Lease.Key]
+	s.seen[req.Lease.Key] = true
+	s.mu.Unlock()
+	if !first {
+		return s.Store.Complete(ctx, req)
+	}
+	for _, w := range req.Writes {
+		w.(memstore.Write).Apply()
+	}
+	return errors.New("connection reset after the business writes")
+}
+
 // answerLost applies every Complete and then loses its answer, as a
 // connection reset after the write committed does: the outcome is unknown.
 type answerLost struct{ dedup.Store }
@@ -160,6 +185,12 @@ func (e *effects) add(key string) {
 
 func check(t *testing.T, ws ...*worker) history.Report {
 	t.Helper()
+	return checkHistory(t, load(t, ws...))
+}
+
+// load reads the workers' histories.
+func load(t *testing.T, ws ...*worker) *history.History {
+	t.Helper()
 	h := history.New()
 	for _, w := range ws {
 		if err := w.rec.Err(); err != nil {
@@ -169,6 +200,11 @@ func check(t *testing.T, ws ...*worker) history.Report {
 			t.Fatal(err)
 		}
 	}
+	return h
+}
+
+func checkHistory(t *testing.T, h *history.History) history.Report {
+	t.Helper()
 	r := history.Check(h, history.Options{Timeout: 10 * time.Second})
 	t.Log(r.Line())
 	return r
@@ -541,5 +577,47 @@ func TestFreshClaimOverLiveCompleted(t *testing.T) {
 	late := strings.NewReplacer(`"t":1600,`, `"t":6000,`, `"now":1600,"until":2600`, `"now":6000,"until":7000`, `"t":1610,`, `"t":6010,`).Replace(fresh)
 	if r := checkLines(t, a, late); !r.OK() {
 		t.Fatalf("a claim past the COMPLETED record's retention refused: %s", r.Line())
+	}
+}
+
+// TestDoubleCommitFromEffects: each key's first commit applies its effect
+// and leaves the record PENDING with its outcome unknown; the delivery
+// after the lease ran out commits it again. The model may take the
+// unknown commit as never applied, so the calls alone show one commit:
+// the effects counted show two.
+func TestDoubleCommitFromEffects(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store := &splitCommit{Store: memstore.New(), seen: map[string]bool{}}
+	fx := &effects{}
+	w := newWorker(t, store, clk, fx)
+	keys := []string{"order-1", "order-2", "order-3"}
+	for _, key := range keys {
+		for d := 0; w.process(ctx, "m", key).Kind.Action() != consumer.Ack; d++ {
+			if d > 100 {
+				t.Fatalf("key %s not settled", key)
+			}
+			clk.advance(2 * time.Hour) // past the lease of the PENDING record left
+		}
+	}
+	if r := check(t, w); !r.OK() || r.Duplicated != 0 || r.Unknown < len(keys) {
+		t.Fatalf("the calls alone: %s, want no anomaly and an unknown commit per key", r.Line())
+	}
+	h := load(t, w)
+	for key, n := range fx.n { // by stored key, as the history has them
+		h.AddEffects(key, n)
+	}
+	r := checkHistory(t, h)
+	if r.Duplicated != len(keys) || r.Effects != len(keys) || r.Keys != len(keys) || r.OK() {
+		t.Fatalf("effects %v: duplicated=%d effects=%d keys=%d, want %d each: %s", fx.n, r.Duplicated, r.Effects, r.Keys, len(keys), r.Line())
+	}
+	// An acked key whose effect was looked for and never applied is lost.
+	h = load(t, w)
+	for key := range fx.n {
+		h.AddEffects(key, 0)
+		break
+	}
+	if r := checkHistory(t, h); r.Lost != 1 {
+		t.Fatalf("an acked key with no effect: lost=%d, want 1: %s", r.Lost, r.Line())
 	}
 }
