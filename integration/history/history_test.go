@@ -621,3 +621,42 @@ func TestDoubleCommitFromEffects(t *testing.T) {
 		t.Fatalf("an acked key with no effect: lost=%d, want 1: %s", r.Lost, r.Line())
 	}
 }
+
+// TestTTLSweepBeforeLateComplete runs the pattern on a Guard: A's handler
+// outlives its lease, TTL sweeps the expired PENDING record, A's Complete
+// finds nothing, and the redelivery claims the key afresh and commits.
+// (The histories' times are the wall clock's, the leases' the fake
+// clock's, which starts in the past: every fake expiry has passed by the
+// wall clock, as TTL's removal needs.)
+func TestTTLSweepBeforeLateComplete(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store := memstore.New()
+	fx := &effects{}
+	a, b := newWorker(t, store, clk, fx), newWorker(t, store, clk, fx)
+	a.gate, a.entered = make(chan struct{}), make(chan struct{})
+	aDone := make(chan consumer.Outcome)
+	go func() { aDone <- a.process(ctx, "m1", "order-1") }()
+	<-a.entered
+	clk.advance(2 * time.Hour) // A's lease has run out
+	if n := store.Sweep(clk.Now()); n != 1 {
+		t.Fatalf("swept %d records, want A's", n)
+	}
+	close(a.gate)
+	oa := <-aDone
+	ob := b.process(ctx, "m1-again", "order-1")
+	if oa.Kind != consumer.LeaseLost || ob.Kind.Action() != consumer.Ack {
+		t.Fatalf("A: %s, B: %s; want A's lease lost and B's run committed", oa.Kind, ob.Kind)
+	}
+	if _, err := b.rec.Get(ctx, ob.IdempotencyKey); err != nil {
+		t.Fatal(err)
+	}
+	if r := check(t, a, b); !r.OK() || r.Verdict() != "linearizable" {
+		t.Fatalf("TTL's removal of an expired lease taken for a violation: %s", r.Line())
+	}
+	for k, n := range fx.n {
+		if n != 1 {
+			t.Errorf("%s applied %d times", k, n)
+		}
+	}
+}
