@@ -36,6 +36,7 @@ func TestSenderConformance(t *testing.T) {
 		Destination: url,
 		Source:      func(t *testing.T) broker.Source { return newSource(t, c, url, sqssource.WaitTime(time.Second)) },
 		Missing:     strings.TrimSuffix(url, "/") + "-missing",
+		Invalid:     "orders",
 		TooLarge:    bytes.Repeat([]byte("x"), 2048),
 	})
 }
