@@ -78,7 +78,7 @@ func NewSender(client *awssqs.Client) (*Sender, error) {
 	if client == nil {
 		return nil, invalidOption("NewSender needs an SQS client")
 	}
-	return &Sender{client: client, sizes: map[string]int{}}, nil
+	return &Sender{client: client}, nil
 }
 
 // Send implements outbox.Sender.
@@ -178,6 +178,9 @@ func (s *Sender) maxSize(ctx context.Context, url string, largest int) (int, err
 		return sqsMaxMessage, nil
 	}
 	s.mu.Lock()
+	if s.sizes == nil {
+		s.sizes = map[string]int{}
+	}
 	s.sizes[url] = n
 	s.mu.Unlock()
 	return n, nil
