@@ -213,3 +213,24 @@ func TestSenderFIFOGroupOfAKeySQSRefuses(t *testing.T) {
 		t.Errorf("%d messages, want 2", len(msgs))
 	}
 }
+
+// Without the permission to read the queue's MaximumMessageSize the
+// Sender bounds by SQS's maximum and leaves the queue's bound to SQS (the
+// entry over it is refused all the same, by SQS), and does not ask again
+// on each call.
+func TestSenderWithoutGetQueueAttributes(t *testing.T) {
+	t.Parallel()
+	s, p, c := proxied(t)
+	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second, maxSize: 2048})
+	p.AddRule(faultproxy.Rule{Op: "GetQueueAttributes", Fault: faultproxy.AccessDenied})
+	entries := outboxtest.Entries(url, "denied", 2, 2)
+	entries[1].Body = bytes.Repeat([]byte("x"), 3000)
+	checkRefused(t, s.Send(testenv.Context(t, time.Minute), entries), 1)
+	checkRefused(t, s.Send(testenv.Context(t, time.Minute), outboxtest.Entries(url, "denied-again", 2, 2)))
+	if n := p.Requests("GetQueueAttributes"); n != 1 {
+		t.Errorf("%d GetQueueAttributes calls, want 1", n)
+	}
+	if vis, _ := depth(t, c, url); vis != 3 {
+		t.Errorf("%d messages on the queue, want 3", vis)
+	}
+}

@@ -168,14 +168,17 @@ func (s *Sender) maxSize(ctx context.Context, url string, largest int) (int, err
 		return 0, fmt.Errorf("sqssource: reading the MaximumMessageSize of %s: %w", url, err)
 	case err != nil && ok:
 		return known, nil
-	case err != nil:
-		// Not allowed to read it, or SQS is out: SQS's own bound, and the
-		// queue's left to SQS, which refuses what exceeds it.
+	case err != nil && retry.Classify(err) != retry.Misconfigured:
+		// SQS is out for the moment: SQS's own bound for this call, and
+		// the queue's left to SQS, which refuses what exceeds it.
 		return sqsMaxMessage, nil
 	}
-	n, convErr := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)])
-	if convErr != nil || n <= 0 {
-		return sqsMaxMessage, nil
+	// Not allowed to read it (kept, not asked again each call), or read.
+	n := sqsMaxMessage
+	if err == nil {
+		if v, convErr := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)]); convErr == nil && v > 0 {
+			n = v
+		}
 	}
 	s.mu.Lock()
 	if s.sizes == nil {
