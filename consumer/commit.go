@@ -105,6 +105,13 @@ func (a *attempt) write(resp []byte, writes []any, out []outbox.Message, now tim
 	if err := g.outbox.check(len(out)); err != nil {
 		return dedup.Claim{}, err
 	}
+	// An outgoing message no Sender could deliver would fail at the relay
+	// for ever: the handler's fault, refused before anything commits, and
+	// the message dead-lettered (an *outbox.UndeliverableError, retry
+	// class Permanent).
+	if err := outbox.CheckMessages(out); err != nil {
+		return dedup.Claim{}, err
+	}
 	if g.oneShot {
 		req := dedup.ClaimCompleteRequest{Key: a.o.IdempotencyKey, PayloadHash: a.hash, Owner: g.nextOwner(), Response: resp,
 			Now: now, ExpiresAt: now.Add(g.cfg.retention), Writes: writes, SkewMargin: g.cfg.skewMargin, Outbox: out}
