@@ -57,6 +57,8 @@ type result struct {
 	dlqMissing, dlqUnseen int
 	// history is the check of the workers' store histories.
 	history *history.Report
+	// offsets is batch mode's check of the offset rows' histories.
+	offsets *history.OffsetReport
 	// dlqCopies counts every record in the dead-letter queue; dlq the
 	// malformed messages among them, each once. Dead letters are at least
 	// once, so copies can exceed dlq.
@@ -266,10 +268,12 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 			return res, err
 		}
 	}
-	if !cfg.batch { // batch mode makes no per-key record calls to check
-		if res.history, err = checkHistory(ctx, tmp, final); err != nil {
+	if cfg.batch { // batch mode's calls are on the partitions' offset rows
+		if res.offsets, err = checkOffsets(ctx, tmp, final, b.(*kafkaBroker)); err != nil {
 			return res, err
 		}
+	} else if res.history, err = checkHistory(ctx, tmp, final); err != nil {
+		return res, err
 	}
 	res.wall = time.Since(start)
 	var problems []string
@@ -288,6 +292,10 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	if h := res.history; h != nil && !h.OK() {
 		problems = append(problems, fmt.Sprintf("history %s; lost %d, duplicated %d, acked uncommitted %d, fenced commits %d",
 			h.Verdict(), h.Lost, h.Duplicated, h.AckedUncommitted, h.FencedCommits))
+	}
+	if h := res.offsets; h != nil && !h.OK() {
+		problems = append(problems, fmt.Sprintf("offsets history %s; lost %d, doubled %d offsets",
+			h.Verdict(), h.Lost(), h.Doubled+h.Overlaps))
 	}
 	if p := res.pipeline; p != nil && (p.lost > 0 || p.doubled > 0 || p.outboxPending > 0) {
 		problems = append(problems, fmt.Sprintf("shipping: lost %d, doubled %d shipments, %d outbox entries not dispatched", p.lost, p.doubled, p.outboxPending))
@@ -588,7 +596,7 @@ func (p *pool) start(i int) error {
 	default:
 		args := append(slices.Clone(p.storeArgs), p.brokerArgs...)
 		if c.batch {
-			args = append(args, "-batch")
+			args = append(args, "-batch", "-history", offsetsPath(p.tmp, i, p.gen))
 		} else {
 			args = append(args, "-history", historyPath(p.tmp, i, p.gen))
 		}
