@@ -39,7 +39,7 @@ func TestOffsetsRecordsCalls(t *testing.T) {
 		t.Fatalf("%d events, want 14: %+v", len(es), es)
 	}
 	want := []struct {
-		op, out, refusal string
+		op, out, refusal  string
 		token, from, next int64
 	}{
 		{storehistory.OpAcquire, "ok", "", l1.Token, 0, -1},

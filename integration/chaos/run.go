@@ -59,6 +59,8 @@ type result struct {
 	history *history.Report
 	// offsets is batch mode's check of the offset rows' histories.
 	offsets *history.OffsetReport
+	// txn is -txn's check of the outputs a read_committed reader saw.
+	txn *history.TxnReport
 	// dlqCopies counts every record in the dead-letter queue; dlq the
 	// malformed messages among them, each once. Dead letters are at least
 	// once, so copies can exceed dlq.
@@ -71,6 +73,10 @@ type result struct {
 }
 
 func (r *result) line() string {
+	if r.txn != nil {
+		return fmt.Sprintf("chaos: source=%s inputs=%d outputs_visible=%d outputs_aborted=%d kills=%d leaves=%d lost=%d doubled=%d wall=%s%s",
+			r.source, r.messages, r.txn.Visible, r.txn.Aborted, r.kills, r.leaves, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
+	}
 	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d malformed=%d dlq=%d dlq_copies=%d pending=%d lost=%d doubled=%d wall=%s%s",
 		r.source, r.messages, r.unique, r.kills, r.leaves, r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
 		r.malformed, r.dlq, r.dlqCopies, r.pending, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
@@ -115,6 +121,9 @@ const skus = 100
 
 // run is one chaos run; progress goes to logw.
 func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
+	if cfg.txn {
+		return runTxn(ctx, cfg, logw)
+	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
@@ -587,6 +596,8 @@ func (p *pool) start(i int) error {
 		"-progress", "1h", "-metrics-addr", ""} // several workers share the machine: no fixed port
 	var cmd *exec.Cmd
 	switch roleOf(c, i) {
+	case roleTxn:
+		cmd = exec.Command(p.bin, append(slices.Clone(p.brokerArgs), "-transactional-id", txnID(p.names.suffix, i))...)
 	case roleRelay:
 		cmd = exec.Command(p.onceqBin, p.relayArgs()...)
 	case roleShip:
