@@ -59,8 +59,11 @@ type result struct {
 	history *history.Report
 	// offsets is batch mode's check of the offset rows' histories.
 	offsets *history.OffsetReport
-	// txn is -txn's check of the outputs a read_committed reader saw.
-	txn *history.TxnReport
+	// txn is -txn's check of the outputs a read_committed reader saw;
+	// txnRestarts counts the processors that stopped on a transaction
+	// error and were replaced within their worker process.
+	txn         *history.TxnReport
+	txnRestarts int
 	// dlqCopies counts every record in the dead-letter queue; dlq the
 	// malformed messages among them, each once. Dead letters are at least
 	// once, so copies can exceed dlq.
@@ -74,8 +77,8 @@ type result struct {
 
 func (r *result) line() string {
 	if r.txn != nil {
-		return fmt.Sprintf("chaos: source=%s inputs=%d outputs_visible=%d outputs_aborted=%d kills=%d leaves=%d lost=%d doubled=%d wall=%s%s",
-			r.source, r.messages, r.txn.Visible, r.txn.Aborted, r.kills, r.leaves, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
+		return fmt.Sprintf("chaos: source=%s inputs=%d outputs_visible=%d outputs_aborted=%d kills=%d leaves=%d processor_restarts=%d lost=%d doubled=%d wall=%s%s",
+			r.source, r.messages, r.txn.Visible, r.txn.Aborted, r.kills, r.leaves, r.txnRestarts, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
 	}
 	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d malformed=%d dlq=%d dlq_copies=%d pending=%d lost=%d doubled=%d wall=%s%s",
 		r.source, r.messages, r.unique, r.kills, r.leaves, r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
@@ -237,30 +240,16 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		res.pipeline = &pipelineResult{}
 		pool.onceqBin, pool.ship = onceqBin, ship
 	}
-	for i := range processes(cfg) {
-		if err := pool.start(i); err != nil {
-			pool.stopAll(5 * time.Second)
-			return nil, err
-		}
+	if err := pool.startAll(processes(cfg)); err != nil {
+		return nil, err
 	}
-	defer pool.stopAll(5 * time.Second) // on an early return; a no-op after the orderly stop
-
-	sendErr := make(chan error, 1)
-	go func() { sendErr <- sendPaced(ctx, b, deliveries, 3*cfg.killEvery) }()
-
 	left := b.left
 	if cfg.pipeline {
 		left = pipelineLeft(b, ob, ship)
 	}
-	err = chaosUntilDrained(ctx, cfg, rng, pool, left, sendErr, logf, res)
-	res.stopError = pool.firstStopError()
-	if err != nil {
+	if err := churn(ctx, cfg, rng, pool, b, deliveries, left, logf, res); err != nil {
 		return res, err
 	}
-	var failed int
-	res.workerSummaries, failed = pool.stopAll(30 * time.Second)
-	res.workersExitedNonZero += failed
-	res.stopError = pool.firstStopError()
 	if proxy != nil {
 		st := proxy.Stats()
 		res.throttles = st.Injected[faultproxy.Throttle] + st.OverCapacity
@@ -444,6 +433,25 @@ func sendPaced(ctx context.Context, b broker, ds []delivery, span time.Duration)
 			}
 		}
 	}
+	return nil
+}
+
+// churn sends ds through b (paced) to p's processes, started already,
+// kills and restarts them until left says everything is settled, and
+// stops them all: on return none is running.
+func churn(ctx context.Context, cfg settings, rng *mrand.Rand, p *pool, b broker, ds []delivery, left func(context.Context) (int, string, error), logf func(string, ...any), res *result) error {
+	defer p.stopAll(5 * time.Second) // on an early return; a no-op after the orderly stop
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- sendPaced(ctx, b, ds, 3*cfg.killEvery) }()
+	err := chaosUntilDrained(ctx, cfg, rng, p, left, sendErr, logf, res)
+	res.stopError = p.firstStopError()
+	if err != nil {
+		return err
+	}
+	var failed int
+	res.workerSummaries, failed = p.stopAll(30 * time.Second)
+	res.workersExitedNonZero += failed
+	res.stopError = p.firstStopError()
 	return nil
 }
 
@@ -647,6 +655,17 @@ func (p *pool) start(i int) error {
 		close(pr.done)
 	}()
 	p.procs[i] = pr
+	return nil
+}
+
+// startAll starts processes 0..n-1; on an error it stops those started.
+func (p *pool) startAll(n int) error {
+	for i := range n {
+		if err := p.start(i); err != nil {
+			p.stopAll(5 * time.Second)
+			return err
+		}
+	}
 	return nil
 }
 

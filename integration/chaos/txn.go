@@ -33,6 +33,27 @@ const txnWorkerPkg = "github.com/onceq/onceq/integration/chaos/txnworker"
 // txnOut is -txn's output topic.
 func (b *kafkaBroker) txnOut() string { return "out-" + b.topic }
 
+// txnRestartLine is what a txn worker logs when its processor stopped on
+// a transaction error and it started a new one (txnworker's restartLine).
+const txnRestartLine = "txnworker: the processor stopped on a transaction error"
+
+// countInLogs counts the lines holding s in the files glob matches.
+func countInLogs(glob, s string) (int, error) {
+	paths, err := filepath.Glob(glob)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return 0, err
+		}
+		n += strings.Count(string(b), s)
+	}
+	return n, nil
+}
+
 // txnArgs are a txn worker's flags, less its transactional ID.
 func (b *kafkaBroker) txnArgs(cfg settings) []string {
 	return []string{"-brokers", b.addr, "-topic", b.topic, "-out", b.txnOut(), "-group", b.group,
@@ -84,25 +105,16 @@ func runTxn(ctx context.Context, cfg settings, logw io.Writer) (*result, error) 
 	deliveries, inputs := txnPlan(cfg)
 	res := &result{source: cfg.source + "-txn", messages: len(deliveries), unique: len(inputs)}
 	pool := &pool{bin: bin, tmp: tmp, cfg: cfg, names: names{suffix: suffix}, brokerArgs: b.txnArgs(cfg), logw: logw}
-	for i := range processes(cfg) {
-		if err := pool.start(i); err != nil {
-			pool.stopAll(5 * time.Second)
-			return nil, err
-		}
+	if err := pool.startAll(processes(cfg)); err != nil {
+		return nil, err
 	}
-	defer pool.stopAll(5 * time.Second) // on an early return; a no-op after the orderly stop
-	sendErr := make(chan error, 1)
-	go func() { sendErr <- sendPaced(ctx, b, deliveries, 3*cfg.killEvery) }()
-	err = chaosUntilDrained(ctx, cfg, rng, pool, b.left, sendErr, logf, res)
-	res.stopError = pool.firstStopError()
-	if err != nil {
+	if err := churn(ctx, cfg, rng, pool, b, deliveries, b.left, logf, res); err != nil {
 		return res, err
 	}
-	var failed int
-	res.workerSummaries, failed = pool.stopAll(30 * time.Second)
-	res.workersExitedNonZero += failed
-	res.stopError = pool.firstStopError()
 
+	if res.txnRestarts, err = countInLogs(filepath.Join(tmp, "worker-*.log"), txnRestartLine); err != nil {
+		return res, err
+	}
 	// Every worker stopped, so no transaction is open: each output is
 	// committed or aborted.
 	visible, _, err := b.readOutputs(ctx, kgo.ReadCommitted())

@@ -79,15 +79,30 @@ func handler(o options) consumer.Handler {
 	})
 }
 
+// restartLine is the message logged each time the processor stopped
+// with ErrTransaction and a new one starts; the driver counts them.
+const restartLine = "txnworker: the processor stopped on a transaction error; a new one starts under the same transactional ID"
+
+// run runs processors until ctx ends. A processor that stops with
+// ErrTransaction (its client can no longer end a transaction) is replaced
+// at once under the same transactional ID, as a supervisor restarting
+// the process would: the new one's start fences the old producer and
+// aborts its open transaction. Any other stop ends run.
 func run(ctx context.Context, o options, logger *slog.Logger) error {
-	p, err := franztxn.New(ctx, strings.Split(o.brokers, ","), o.group, []string{o.topic}, o.txnID, handler(o),
-		franztxn.WithLogger(logger),
-		franztxn.SessionTimeout(o.session), franztxn.RebalanceTimeout(o.rebalance), franztxn.HeartbeatInterval(o.heartbeat),
-		franztxn.TransactionTimeout(o.txnTimeout), franztxn.MaxPollRecords(o.maxPoll), franztxn.FetchMaxWait(500*time.Millisecond))
-	if err != nil {
-		return err
+	for {
+		p, err := franztxn.New(ctx, strings.Split(o.brokers, ","), o.group, []string{o.topic}, o.txnID, handler(o),
+			franztxn.WithLogger(logger),
+			franztxn.SessionTimeout(o.session), franztxn.RebalanceTimeout(o.rebalance), franztxn.HeartbeatInterval(o.heartbeat),
+			franztxn.TransactionTimeout(o.txnTimeout), franztxn.MaxPollRecords(o.maxPoll), franztxn.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		err = p.Run(ctx)
+		if err == nil || ctx.Err() != nil || !errors.Is(err, franztxn.ErrTransaction) {
+			return err
+		}
+		logger.Warn(restartLine, "error", err.Error())
 	}
-	return p.Run(ctx)
 }
 
 func main() {
