@@ -146,6 +146,10 @@ type OffsetReport struct {
 	Ops        int // offset-row calls
 	Unknown    int // calls whose outcome is unknown (an error, or no return)
 	Commits    int // commits that surely took effect
+	// RefusedFenced and RefusedMismatch count the commits refused for a
+	// token taken over (a zombie's) and for a stale next offset: the
+	// fence at work.
+	RefusedFenced, RefusedMismatch int
 
 	// Illegal counts the partitions whose history no order of their calls
 	// explains; Violation describes the first. TimedOut counts those left
@@ -201,8 +205,8 @@ func (r OffsetReport) OK() bool { return r.Illegal == 0 && r.Anomalies() == 0 }
 
 // Line is the report on one line, the verdict last.
 func (r OffsetReport) Line() string {
-	return fmt.Sprintf("history: offsets: partitions=%d ops=%d unknown=%d commits=%d lost=%d doubled=%d gaps=%d overlaps=%d token_down=%d fenced_commits=%d out_of_order=%d uncommitted=%d checked_in=%s verdict: %s",
-		r.Partitions, r.Ops, r.Unknown, r.Commits, r.Lost(), r.Doubled+r.Overlaps, r.Gaps, r.Overlaps, r.TokenDown, r.FencedCommits, r.OutOfOrder, r.Uncommitted,
+	return fmt.Sprintf("history: offsets: partitions=%d ops=%d unknown=%d commits=%d refused_fenced=%d refused_mismatch=%d lost=%d doubled=%d gaps=%d overlaps=%d token_down=%d fenced_commits=%d out_of_order=%d uncommitted=%d checked_in=%s verdict: %s",
+		r.Partitions, r.Ops, r.Unknown, r.Commits, r.RefusedFenced, r.RefusedMismatch, r.Lost(), r.Doubled+r.Overlaps, r.Gaps, r.Overlaps, r.TokenDown, r.FencedCommits, r.OutOfOrder, r.Uncommitted,
 		r.Took.Round(time.Millisecond), r.Verdict())
 }
 
@@ -437,6 +441,10 @@ func offsetAnomalies(ops []*rowOp, end int64, r *OffsetReport) {
 			}
 		case o.in.Op == storehistory.OpCommit && o.unknown() && o.in.Next > o.in.From:
 			maybe = append(maybe, o)
+		case o.in.Op == storehistory.OpCommit && o.returned && o.out.Refusal == storehistory.RefusalFenced:
+			r.RefusedFenced++
+		case o.in.Op == storehistory.OpCommit && o.returned && o.out.Refusal == storehistory.RefusalMismatch:
+			r.RefusedMismatch++
 		case o.in.Op == storehistory.OpAcquire && o.ok():
 			acquires = append(acquires, o)
 		case o.in.Op == storehistory.OpOffset && o.ok() && (final == nil || o.call > final.call):

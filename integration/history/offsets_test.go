@@ -102,7 +102,7 @@ func good(t *testing.T) *rows {
 
 func TestOffsetsGoodHistory(t *testing.T) {
 	r := checkRows(t, 50, good(t))
-	if !r.OK() || r.Verdict() != "linearizable" || r.Commits != 5 || r.Unknown != 2 || r.Lost() != 0 {
+	if !r.OK() || r.Verdict() != "linearizable" || r.Commits != 5 || r.Unknown != 2 || r.Lost() != 0 || r.RefusedFenced != 1 || r.RefusedMismatch != 2 {
 		t.Fatalf("a good history judged %s", r.Line())
 	}
 	if !strings.Contains(r.Line(), "lost=0 doubled=0") {
