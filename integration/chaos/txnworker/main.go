@@ -50,7 +50,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.txnID, "transactional-id", "", "this worker's transactional ID (the same again when it restarts)")
 	fs.IntVar(&o.outputs, "outputs", 2, "output records per input")
 	fs.DurationVar(&o.session, "session-timeout", 6*time.Second, "group session timeout")
-	fs.DurationVar(&o.rebalance, "rebalance-timeout", 10*time.Second, "group rebalance timeout (above one transaction's time)")
+	// Short, as the driver's other workers' are: it also bounds the end
+	// of the transaction under way at a stop, which must fit the driver's
+	// grace for a leave.
+	fs.DurationVar(&o.rebalance, "rebalance-timeout", 5*time.Second, "group rebalance timeout (above one transaction's time)")
 	fs.DurationVar(&o.heartbeat, "heartbeat", 500*time.Millisecond, "group heartbeat")
 	fs.DurationVar(&o.txnTimeout, "transaction-timeout", 10*time.Second, "how long the broker lets a transaction stay open")
 	fs.IntVar(&o.maxPoll, "max-poll", 50, "input records in one transaction at most")
@@ -94,11 +97,13 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 			franztxn.WithLogger(logger),
 			franztxn.SessionTimeout(o.session), franztxn.RebalanceTimeout(o.rebalance), franztxn.HeartbeatInterval(o.heartbeat),
 			franztxn.TransactionTimeout(o.txnTimeout), franztxn.MaxPollRecords(o.maxPoll), franztxn.FetchMaxWait(500*time.Millisecond))
-		if err != nil {
-			return err
+		if err == nil {
+			err = p.Run(ctx)
 		}
-		err = p.Run(ctx)
-		if err == nil || ctx.Err() != nil || !errors.Is(err, franztxn.ErrTransaction) {
+		switch {
+		case ctx.Err() != nil:
+			return nil // stopped: a processor cut short by it has nothing to report
+		case err == nil || !errors.Is(err, franztxn.ErrTransaction):
 			return err
 		}
 		logger.Warn(restartLine, "error", err.Error())
