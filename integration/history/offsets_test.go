@@ -1,11 +1,15 @@
 package history
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/onceq/onceq/batch"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
 )
 
@@ -231,5 +235,63 @@ func TestOffsetsPartitionsApart(t *testing.T) {
 	}
 	if err := NewOffsets().Add(strings.NewReader(`{"id":1,"ev":"call","op":"claim","key":"k","t":1}` + "\n")); err == nil {
 		t.Fatal("a per-key record call taken for an offset-row call")
+	}
+}
+
+// noFence is an offset store whose Commit takes any token for the stored
+// one: a zombie's commit goes through.
+type noFence struct{ batch.Store }
+
+func (n noFence) Commit(ctx context.Context, c batch.Commit) error {
+	if l, err := n.Offset(ctx, c.Lease.Partition); err == nil {
+		c.Lease.Token = l.Token
+	}
+	return n.Store.Commit(ctx, c)
+}
+
+// A zombie's commit, recorded through storehistory.Offsets: refused by
+// the memory store, whose history is accepted; committed by a store that
+// ignores the fence, whose history is caught.
+func TestOffsetsBrokenFenceIsCaught(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		store  batch.Store
+		caught bool
+	}{
+		{"memstore", memstore.New().Offsets(), false},
+		{"no fence", noFence{memstore.New().Offsets()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			rec := storehistory.NewOffsets(tc.store, &buf)
+			ctx := context.Background()
+			p := batch.Partition{Group: "g", Topic: "t", Partition: 0}
+			m1, err := rec.Acquire(ctx, p, "m1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rec.Commit(ctx, batch.Commit{Lease: m1, From: 0, Next: 5}); err != nil {
+				t.Fatal(err)
+			}
+			m2, err := rec.Acquire(ctx, p, "m2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			zombie := rec.Commit(ctx, batch.Commit{Lease: m1, From: 5, Next: 10})
+			if err := rec.Commit(ctx, batch.Commit{Lease: m2, From: 5, Next: 10}); (err == nil) == (zombie == nil) {
+				t.Fatalf("zombie's commit: %v; the owner's: %v", zombie, err)
+			}
+			_, _ = rec.Offset(ctx, p)
+			h := NewOffsets()
+			if err := h.Add(&buf); err != nil {
+				t.Fatal(err)
+			}
+			h.SetEnd(p.String(), 10)
+			r := CheckOffsets(h, Options{})
+			t.Log(r.Line())
+			if caught := !r.OK() && r.FencedCommits > 0 && r.Illegal > 0; caught != tc.caught {
+				t.Fatalf("caught %v, want %v: %s", caught, tc.caught, r.Line())
+			}
+		})
 	}
 }
