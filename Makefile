@@ -45,7 +45,10 @@ fuzz:
 ## chaos: worker processes killed and restarted under DynamoDB faults, then
 ## every order checked exactly once; on SQS, then on Kafka
 ## (CHAOS_FLAGS="-orders 5000 -workers 4"; "-source kafka" runs one mode)
-## ("-pipeline": order workers, relays and shipping workers, every order shipped once)
+## ("-pipeline": order workers, relays and shipping workers, every order shipped once;
+##  "-batch": Kafka batch mode, each partition's offsets committed once, in order;
+##  "-txn": Kafka transactions, each input's outputs visible once read_committed)
+## Each run prints a "chaos: history: ... verdict: linearizable" line
 chaos:
 	bash integration/chaos.sh $(CHAOS_FLAGS)
 

@@ -8,10 +8,16 @@
 # CHAOS_FLAGS=-pipeline runs the two-stage pipeline (order workers, onceq
 # relay processes, shipping workers, all killed) and checks every order
 # shipped exactly once on a "chaos: pipeline:" line.
-# Each run prints a "chaos: history: ... verdict: linearizable" line (every
-# key's store calls checked against the record's model, with the anomaly
-# counts lost, duplicated, acked_uncommitted, fenced_commits) before its
-# last line.
+# CHAOS_FLAGS=-batch runs Kafka batch mode, on kafka-go and then on
+# franz-go unless -source names one; CHAOS_FLAGS=-txn runs Kafka
+# transactions (franztxn processors, on franz-go; no store, no servers).
+# Each run prints a "chaos: history: ... verdict: linearizable" line before
+# its last line: every key's store calls checked against the record's
+# model (anomaly counts lost, duplicated, acked_uncommitted,
+# fenced_commits); under -batch every partition's offset-row calls
+# ("history: offsets:", lost and doubled offsets, gaps, overlaps,
+# token_down, fenced_commits); under -txn what a read_committed reader saw
+# ("history: txn:", lost, doubled, torn, phantom, out_of_order).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -25,7 +31,9 @@ cleanup() {
 trap cleanup EXIT
 need_pg=""
 case " $* " in *" -store postgres "* | *" -store=postgres "*) need_pg=1 ;; esac
-if [ -z "${ONCEQ_DYNAMODB_ENDPOINT:-}" ] || [ -z "${ONCEQ_SQS_ENDPOINT:-}" ] || { [ -n "$need_pg" ] && [ -z "${ONCEQ_POSTGRES_URL:-}" ]; }; then
+txn=""
+case " $* " in *" -txn "*) txn=1 ;; esac
+if [ -z "$txn" ] && { [ -z "${ONCEQ_DYNAMODB_ENDPOINT:-}" ] || [ -z "${ONCEQ_SQS_ENDPOINT:-}" ] || { [ -n "$need_pg" ] && [ -z "${ONCEQ_POSTGRES_URL:-}" ]; }; }; then
   export ONCEQ_RUN_DIR="${ONCEQ_RUN_DIR:-$here/.run/chaos}"
   started=1
   bash "$here/servers.sh" start
@@ -40,6 +48,14 @@ case " $* " in
     go run ./integration/chaos "$@" ;;
   *)
     go build -o "$bin/chaos" ./integration/chaos
-    "$bin/chaos" -source sqs "$@"
-    "$bin/chaos" -source kafka "$@" ;;
+    case " $* " in
+      *" -txn "*)
+        "$bin/chaos" -source franz "$@" ;;
+      *" -batch "*)
+        "$bin/chaos" -source kafka "$@"
+        "$bin/chaos" -source franz "$@" ;;
+      *)
+        "$bin/chaos" -source sqs "$@"
+        "$bin/chaos" -source kafka "$@" ;;
+    esac ;;
 esac

@@ -82,7 +82,16 @@ func workBatch(ctx context.Context, o options, w *wiring, logger *slog.Logger, m
 	if _, ok := w.inventory.(directInventory); ok {
 		return errors.New("-batch: the inventory must commit with the store")
 	}
-	r, err := batch.NewRunner(prov.Offsets(), batchReserveHandler(w.inventory),
+	offsets := prov.Offsets()
+	if o.history != "" {
+		rec, closeHistory, err := openOffsetsHistory(o.history, offsets)
+		if err != nil {
+			return err
+		}
+		defer closeHistory()
+		offsets = rec
+	}
+	r, err := batch.NewRunner(offsets, batchReserveHandler(w.inventory),
 		batch.MaxRecords(o.batchSize), batch.DedupKeys("onceq"), batch.KeyFunc(orderKey),
 		batch.WithLogger(logger), batch.WithMeterProvider(mp))
 	if err != nil {

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	fkgo "github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/onceq/onceq/examples/storehistory"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -23,9 +28,10 @@ func TestWorkerBatchMode(t *testing.T) {
 			f := newOrderFixture()
 			malformed := []string{`not json`, `{"order_id":"m-1","sku":"sku-1","qty":-3}`, ``}
 			addr, _ := orderTopic(t, f, malformed)
+			history := filepath.Join(t.TempDir(), "worker.offsets")
 
 			opts, err := parseFlags([]string{"-source", source, "-kafka-brokers", addr, "-store", "memory", "-batch", "-batch-size", "50",
-				"-progress", "1h", "-metrics-addr", ""}, &bytes.Buffer{})
+				"-progress", "1h", "-metrics-addr", "", "-history", history}, &bytes.Buffer{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,6 +84,52 @@ func TestWorkerBatchMode(t *testing.T) {
 			if err != nil || reserved != f.wantReserved || rows != wantRows {
 				t.Fatalf("reserved %d units over %d orders (%v), want %d over %d", reserved, rows, err, f.wantReserved, wantRows)
 			}
+			checkOffsetsHistory(t, history)
 		})
+	}
+}
+
+// checkOffsetsHistory checks what -history recorded under -batch: calls
+// on the offset rows only, each returned, a partition acquired and
+// batches committed under its token.
+func checkOffsetsHistory(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	open := map[int64]storehistory.Event{}
+	tokens := map[string]int64{} // by partition, from its Acquire
+	acquired, committed := 0, 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e storehistory.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("%q: %v", sc.Text(), err)
+		}
+		switch {
+		case e.Kind == storehistory.KindCall && (e.Op == storehistory.OpAcquire || e.Op == storehistory.OpCommit || e.Op == storehistory.OpOffset):
+			open[e.ID] = e
+		case e.Kind == storehistory.KindReturn && e.Outcome == storehistory.OutcomeOK:
+			call, ok := open[e.ID]
+			delete(open, e.ID)
+			switch {
+			case !ok:
+				t.Fatalf("return %+v of no open call", e)
+			case call.Op == storehistory.OpAcquire:
+				acquired++
+				tokens[call.Key] = e.Token
+			case call.Op == storehistory.OpCommit && call.Token == tokens[call.Key] && call.Next > call.From:
+				committed++
+			}
+		case e.Kind == storehistory.KindReturn:
+			delete(open, e.ID)
+		default:
+			t.Fatalf("event %+v is no offset-row call", e)
+		}
+	}
+	if acquired == 0 || committed == 0 || len(open) != 0 {
+		t.Fatalf("%d acquires, %d commits under their token, %d calls never returned", acquired, committed, len(open))
 	}
 }

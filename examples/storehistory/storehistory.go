@@ -94,6 +94,15 @@ type Event struct {
 	// Settles: the action (ack, retry, dead_letter) and Outcome ok or
 	// unknown (the source reported an error).
 	Action string `json:"action,omitempty"`
+
+	// Offset rows (Offsets): a Commit's call carries its lease's Token,
+	// the From its batch starts at and the Next it stores; an Acquire's
+	// or an Offset read's return the row's Token and Next (-1: no offset
+	// stored yet). Refusal says why a Commit failed for sure.
+	Token   int64  `json:"token,omitempty"`
+	From    int64  `json:"from,omitempty"`
+	Next    int64  `json:"next,omitempty"`
+	Refusal string `json:"refusal,omitempty"`
 }
 
 // Recorder is a dedup.Store that records every call on the Store it wraps,

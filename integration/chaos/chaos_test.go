@@ -92,3 +92,76 @@ func TestChaosShortPostgres(t *testing.T) {
 		t.Fatalf("duplicates suppressed %d, want 400: %s", res.duplicatesSuppressed, res.line())
 	}
 }
+
+// The short Kafka-transactions run: three franztxn processes killed (each
+// restart fences its dead one under the same transactional ID) or leaving
+// and rejoining every few seconds; a read_committed reader must see each
+// input's two outputs exactly once, in order, and the chaos must have
+// aborted some transactions.
+func TestChaosShortTxn(t *testing.T) {
+	cfg, err := parseFlags([]string{"-txn", "-source", "franz", "-orders", "300", "-kill-every", "2s", "-seed", "7", "-timeout", "2m"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	res, err := run(context.Background(), cfg, &log)
+	if res != nil && res.txn != nil {
+		t.Log(res.txn.Line())
+		t.Log(res.line())
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	switch r := res.txn; {
+	case r == nil || !r.OK() || r.Verdict() != "linearizable" || res.lost != 0 || res.doubled != 0:
+		t.Fatalf("not exactly once: %v", r)
+	case r.Inputs != 300 || r.Visible != 600:
+		t.Fatalf("%d inputs, %d outputs visible; want 300 and 600", r.Inputs, r.Visible)
+	case res.kills+res.leaves == 0:
+		t.Fatalf("no chaos happened: %s", res.line())
+	}
+}
+
+// The short batch-mode run: franz-go's batch source on the PostgreSQL
+// store, three workers killed or leaving every few seconds; the tables
+// must show every order once, and every partition's offset row must have
+// been committed once per offset, in order, under rising tokens.
+func TestChaosShortBatch(t *testing.T) {
+	t.Setenv("ONCEQ_POSTGRES_URL", testenv.PostgresURL(t))
+	res := shortRunBatch(t, "-source", "franz", "-batch", "-store", "postgres", "-orders", "300", "-timeout", "3m")
+	if res.duplicatesSuppressed != 60 {
+		t.Fatalf("duplicates suppressed %d, want 60: %s", res.duplicatesSuppressed, res.line())
+	}
+}
+
+// shortRunBatch is shortRun for batch mode, whose history is the offset
+// rows'.
+func shortRunBatch(t *testing.T, args ...string) *result {
+	t.Helper()
+	cfg, err := parseFlags(append(args, "-malformed", "12", "-kill-every", "3s", "-seed", "7"), os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	res, err := run(context.Background(), cfg, &log)
+	if res != nil {
+		if res.offsets != nil {
+			t.Log(res.offsets.Line())
+		}
+		t.Log(res.line())
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	switch {
+	case res.lost != 0 || res.doubled != 0 || res.extra != 0 || res.unitsGot != res.unitsWant:
+		t.Fatalf("not exactly once: %s", res.line())
+	case res.offsets == nil || !res.offsets.OK() || res.offsets.Verdict() != "linearizable" || res.offsets.Partitions != cfg.partitions:
+		t.Fatalf("offsets history: %v", res.offsets)
+	case res.dlqMissing != 0 || res.dlqUnseen != 0 || res.dlq != 12:
+		t.Fatalf("dead letters: %d of 12, %d missing, %d unexpected", res.dlq, res.dlqMissing, res.dlqUnseen)
+	case res.kills+res.leaves == 0:
+		t.Fatalf("no chaos happened: %s", res.line())
+	}
+	return res
+}

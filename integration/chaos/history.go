@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/examples/storehistory"
 	"github.com/onceq/onceq/integration/history"
@@ -78,5 +79,49 @@ func checkHistory(ctx context.Context, dir string, store dedup.Store, effects ma
 		h.AddEffects(k, n)
 	}
 	r := history.Check(h, history.Options{Timeout: historyTimeout})
+	return &r, nil
+}
+
+// offsetsPath is batch mode's offset-row history file of worker i's
+// gen'th process.
+func offsetsPath(dir string, i, gen int) string {
+	return filepath.Join(dir, fmt.Sprintf("worker-%d-%d.offsets", i, gen))
+}
+
+// checkOffsets reads batch mode's offset-row histories in dir, adds a
+// final read of every partition's row (through store, after every worker
+// stopped) and each partition's log end, which the row must have reached,
+// and checks the whole.
+func checkOffsets(ctx context.Context, dir string, store dedup.Store, b *kafkaBroker) (*history.OffsetReport, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "worker-*.offsets"))
+	if err != nil {
+		return nil, err
+	}
+	h, err := history.LoadOffsetFiles(paths...)
+	if err != nil {
+		return nil, fmt.Errorf("worker offsets history: %w", err)
+	}
+	prov, ok := store.(batch.Provider)
+	if !ok {
+		return nil, fmt.Errorf("the %T store keeps no offset rows", store)
+	}
+	ends, err := b.ends(ctx, b.topic)
+	if err != nil {
+		return nil, err
+	}
+	var final bytes.Buffer
+	rec := storehistory.NewOffsets(prov.Offsets(), &final)
+	for p, end := range ends {
+		part := batch.Partition{Group: b.group, Topic: b.topic, Partition: int32(p)}
+		_, _ = rec.Offset(ctx, part) // an error is recorded as an unknown read
+		h.SetEnd(part.String(), end)
+	}
+	if err := rec.Err(); err != nil {
+		return nil, err
+	}
+	if err := h.Add(&final); err != nil {
+		return nil, fmt.Errorf("final reads: %w", err)
+	}
+	r := history.CheckOffsets(h, history.Options{Timeout: historyTimeout})
 	return &r, nil
 }

@@ -42,6 +42,9 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 	b := &kafkaBroker{topic: "chaos-orders-" + suffix, dlq: "chaos-dlq-" + suffix, group: "chaos-" + suffix,
 		partitions: cfg.partitions, source: cfg.source, session: cfg.kafkaSession, rebalance: cfg.kafkaRebalance, done: make(chan struct{})}
 	topics := b.topic + "," + b.dlq
+	if cfg.txn {
+		topics += "," + b.txnOut()
+	}
 	if cfg.pipeline {
 		ship := b.shipping()
 		topics += "," + ship.topic + "," + ship.dlq

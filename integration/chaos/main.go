@@ -66,17 +66,22 @@ type settings struct {
 	relays      int
 	shipWorkers int
 	relayLease  time.Duration
+	// txn runs Kafka transactions: franztxn processors, no store.
+	txn        bool
+	txnOutputs int
 }
 
 func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	var c settings
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.BoolVar(&c.batch, "batch", false, "run the workers in Kafka batch mode (-source kafka or franz): each partition's offset committed with its batch's writes; the history check, of per-key records, does not apply")
+	fs.BoolVar(&c.batch, "batch", false, "run the workers in Kafka batch mode (-source kafka or franz): each partition's offset committed with its batch's writes; the history checked is the offset rows' (every offset committed once, in order, under a token that only rises)")
 	fs.BoolVar(&c.pipeline, "pipeline", false, "run the two-stage pipeline: the order workers send order.reserved through the store's outbox to a second queue or topic, -relays onceq relay processes send it, -ship-workers shipping workers ship each order; all three are killed, and every order must ship exactly once")
 	fs.IntVar(&c.relays, "relays", 2, "-pipeline: relay processes (onceq relay)")
 	fs.IntVar(&c.shipWorkers, "ship-workers", 2, "-pipeline: shipping worker processes")
 	fs.DurationVar(&c.relayLease, "relay-lease-ttl", 10*time.Second, "-pipeline: the relays' lease on the entries they send (a killed relay's are taken over after it)")
+	fs.BoolVar(&c.txn, "txn", false, "run Kafka transactions (-source franz): -workers franztxn processors, killed and restarted under their transactional IDs, commit each poll's outputs with its offsets in one transaction; a read_committed reader must see every input's outputs exactly once, in order (no store)")
+	fs.IntVar(&c.txnOutputs, "txn-outputs", 2, "-txn: output records per input")
 	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source) or franz (its franz-go source, on the same Kafka broker)")
 	fs.StringVar(&c.store, "store", "dynamodb", "the workers' store: dynamodb (with the fault proxy's throttles, errors, resets and latency) or postgres (kills only; ONCEQ_POSTGRES_URL)")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the Kafka topics")
@@ -113,12 +118,20 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 		return c, errors.New("-batch needs -source kafka or franz")
 	case c.pipeline && c.batch:
 		return c, errors.New("-pipeline does not go with -batch")
+	case c.txn && c.source != "franz":
+		return c, errors.New("-txn needs -source franz (its processor is franz-go's)")
+	case c.txn && (c.batch || c.pipeline):
+		return c, errors.New("-txn does not go with -batch or -pipeline")
+	case c.txn && c.txnOutputs < 1:
+		return c, errors.New("-txn-outputs must be at least 1")
 	case c.pipeline && (c.relays < 1 || c.shipWorkers < 1):
 		return c, errors.New("-pipeline needs -relays and -ship-workers of at least 1")
 	case c.workers < 1 || c.orders < 1 || c.dupPercent < 0 || c.dupPercent > 90 || c.malformed < 0 || c.partitions < 1:
 		return c, errors.New("-workers, -orders and -partitions must be positive, -dup within 0..90, -malformed not negative")
 	case c.store != "dynamodb" && c.store != "postgres":
 		return c, fmt.Errorf("-store %q: want dynamodb or postgres", c.store)
+	case c.txn:
+		// No store: the broker is the driver's own.
 	case c.store == "postgres" && c.postgresURL == "":
 		return c, errors.New("-store postgres needs ONCEQ_POSTGRES_URL (start the servers with integration/servers.sh and load its env file)")
 	case (c.store == "dynamodb" && c.dynamoDBURL == "") || (c.source == "sqs" && c.sqsURL == ""):
@@ -141,8 +154,12 @@ func main() {
 	res, err := run(ctx, cfg, os.Stderr)
 	if res != nil && res.history != nil {
 		fmt.Println("chaos: " + res.history.Line())
-	} else if res != nil && cfg.batch {
-		fmt.Println("chaos: history: not applicable in batch mode (no per-key record calls to check; the tables are checked)")
+	}
+	if res != nil && res.offsets != nil {
+		fmt.Println("chaos: " + res.offsets.Line())
+	}
+	if res != nil && res.txn != nil {
+		fmt.Println("chaos: " + res.txn.Line())
 	}
 	if res != nil && res.pipeline != nil {
 		fmt.Println(res.pipeline.line())

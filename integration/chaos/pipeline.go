@@ -30,16 +30,20 @@ const (
 	roleOrder role = iota
 	roleRelay
 	roleShip
+	roleTxn // -txn's processors
 )
 
 func (r role) String() string {
-	return [...]string{"worker", "relay", "ship"}[r]
+	return [...]string{"worker", "relay", "ship", "txn"}[r]
 }
 
 // roleOf is the role of the pool's i'th process: the order workers first,
-// then, with -pipeline, the relays, then the shipping workers.
+// then, with -pipeline, the relays, then the shipping workers; with -txn
+// every process is a txn worker.
 func roleOf(cfg settings, i int) role {
 	switch {
+	case cfg.txn:
+		return roleTxn
 	case !cfg.pipeline || i < cfg.workers:
 		return roleOrder
 	case i < cfg.workers+cfg.relays:

@@ -57,6 +57,13 @@ type result struct {
 	dlqMissing, dlqUnseen int
 	// history is the check of the workers' store histories.
 	history *history.Report
+	// offsets is batch mode's check of the offset rows' histories.
+	offsets *history.OffsetReport
+	// txn is -txn's check of the outputs a read_committed reader saw;
+	// txnRestarts counts the processors that stopped on a transaction
+	// error and were replaced within their worker process.
+	txn         *history.TxnReport
+	txnRestarts int
 	// dlqCopies counts every record in the dead-letter queue; dlq the
 	// malformed messages among them, each once. Dead letters are at least
 	// once, so copies can exceed dlq.
@@ -69,6 +76,10 @@ type result struct {
 }
 
 func (r *result) line() string {
+	if r.txn != nil {
+		return fmt.Sprintf("chaos: source=%s inputs=%d outputs_visible=%d outputs_aborted=%d kills=%d leaves=%d processor_restarts=%d lost=%d doubled=%d wall=%s%s",
+			r.source, r.messages, r.txn.Visible, r.txn.Aborted, r.kills, r.leaves, r.txnRestarts, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
+	}
 	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d malformed=%d dlq=%d dlq_copies=%d pending=%d lost=%d doubled=%d wall=%s%s",
 		r.source, r.messages, r.unique, r.kills, r.leaves, r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
 		r.malformed, r.dlq, r.dlqCopies, r.pending, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
@@ -113,6 +124,9 @@ const skus = 100
 
 // run is one chaos run; progress goes to logw.
 func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
+	if cfg.txn {
+		return runTxn(ctx, cfg, logw)
+	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
@@ -226,30 +240,16 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		res.pipeline = &pipelineResult{}
 		pool.onceqBin, pool.ship = onceqBin, ship
 	}
-	for i := range processes(cfg) {
-		if err := pool.start(i); err != nil {
-			pool.stopAll(5 * time.Second)
-			return nil, err
-		}
+	if err := pool.startAll(processes(cfg)); err != nil {
+		return nil, err
 	}
-	defer pool.stopAll(5 * time.Second) // on an early return; a no-op after the orderly stop
-
-	sendErr := make(chan error, 1)
-	go func() { sendErr <- sendPaced(ctx, b, deliveries, 3*cfg.killEvery) }()
-
 	left := b.left
 	if cfg.pipeline {
 		left = pipelineLeft(b, ob, ship)
 	}
-	err = chaosUntilDrained(ctx, cfg, rng, pool, left, sendErr, logf, res)
-	res.stopError = pool.firstStopError()
-	if err != nil {
+	if err := churn(ctx, cfg, rng, pool, b, deliveries, left, logf, res); err != nil {
 		return res, err
 	}
-	var failed int
-	res.workerSummaries, failed = pool.stopAll(30 * time.Second)
-	res.workersExitedNonZero += failed
-	res.stopError = pool.firstStopError()
 	if proxy != nil {
 		st := proxy.Stats()
 		res.throttles = st.Injected[faultproxy.Throttle] + st.OverCapacity
@@ -266,7 +266,11 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 			return res, err
 		}
 	}
-	if !cfg.batch { // batch mode makes no per-key record calls to check
+	if cfg.batch { // batch mode's calls are on the partitions' offset rows
+		if res.offsets, err = checkOffsets(ctx, tmp, final, b.(*kafkaBroker)); err != nil {
+			return res, err
+		}
+	} else {
 		var effects map[string]int
 		if res.pipeline != nil {
 			if effects, err = res.pipeline.effects(want); err != nil {
@@ -294,6 +298,10 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	if h := res.history; h != nil && !h.OK() {
 		problems = append(problems, fmt.Sprintf("history %s; lost %d, duplicated %d, acked uncommitted %d, fenced commits %d",
 			h.Verdict(), h.Lost, h.Duplicated, h.AckedUncommitted, h.FencedCommits))
+	}
+	if h := res.offsets; h != nil && !h.OK() {
+		problems = append(problems, fmt.Sprintf("offsets history %s; lost %d, doubled %d offsets",
+			h.Verdict(), h.Lost(), h.Doubled+h.Overlaps))
 	}
 	if p := res.pipeline; p != nil && (p.lost > 0 || p.doubled > 0 || p.outboxPending > 0) {
 		problems = append(problems, fmt.Sprintf("shipping: lost %d, doubled %d shipments, %d outbox entries not dispatched", p.lost, p.doubled, p.outboxPending))
@@ -433,6 +441,25 @@ func sendPaced(ctx context.Context, b broker, ds []delivery, span time.Duration)
 			}
 		}
 	}
+	return nil
+}
+
+// churn sends ds through b (paced) to p's processes, started already,
+// kills and restarts them until left says everything is settled, and
+// stops them all: on return none is running.
+func churn(ctx context.Context, cfg settings, rng *mrand.Rand, p *pool, b broker, ds []delivery, left func(context.Context) (int, string, error), logf func(string, ...any), res *result) error {
+	defer p.stopAll(5 * time.Second) // on an early return; a no-op after the orderly stop
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- sendPaced(ctx, b, ds, 3*cfg.killEvery) }()
+	err := chaosUntilDrained(ctx, cfg, rng, p, left, sendErr, logf, res)
+	res.stopError = p.firstStopError()
+	if err != nil {
+		return err
+	}
+	var failed int
+	res.workerSummaries, failed = p.stopAll(30 * time.Second)
+	res.workersExitedNonZero += failed
+	res.stopError = p.firstStopError()
 	return nil
 }
 
@@ -585,6 +612,8 @@ func (p *pool) start(i int) error {
 		"-progress", "1h", "-metrics-addr", ""} // several workers share the machine: no fixed port
 	var cmd *exec.Cmd
 	switch roleOf(c, i) {
+	case roleTxn:
+		cmd = exec.Command(p.bin, append(slices.Clone(p.brokerArgs), "-transactional-id", txnID(p.names.suffix, i))...)
 	case roleRelay:
 		cmd = exec.Command(p.onceqBin, p.relayArgs()...)
 	case roleShip:
@@ -594,7 +623,7 @@ func (p *pool) start(i int) error {
 	default:
 		args := append(slices.Clone(p.storeArgs), p.brokerArgs...)
 		if c.batch {
-			args = append(args, "-batch")
+			args = append(args, "-batch", "-history", offsetsPath(p.tmp, i, p.gen))
 		} else {
 			args = append(args, "-history", historyPath(p.tmp, i, p.gen))
 		}
@@ -634,6 +663,17 @@ func (p *pool) start(i int) error {
 		close(pr.done)
 	}()
 	p.procs[i] = pr
+	return nil
+}
+
+// startAll starts processes 0..n-1; on an error it stops those started.
+func (p *pool) startAll(n int) error {
+	for i := range n {
+		if err := p.start(i); err != nil {
+			p.stopAll(5 * time.Second)
+			return err
+		}
+	}
 	return nil
 }
 
