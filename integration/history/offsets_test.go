@@ -66,7 +66,7 @@ var (
 	ok       = storehistory.Event{}
 	fenced   = storehistory.Event{Outcome: storehistory.OutcomeFail, Refusal: storehistory.RefusalFenced}
 	mismatch = storehistory.Event{Outcome: storehistory.OutcomeFail, Refusal: storehistory.RefusalMismatch}
-	lost     = storehistory.Event{Outcome: storehistory.OutcomeUnknown, Err: "connection reset"}
+	noAnswer = storehistory.Event{Outcome: storehistory.OutcomeUnknown, Err: "connection reset"}
 )
 
 func checkRows(t *testing.T, end int64, b *rows) OffsetReport {
@@ -97,7 +97,7 @@ func good(t *testing.T) *rows {
 	b.commit(2, 30, 30, ok)
 	b.call(storehistory.Event{Op: storehistory.OpCommit, Token: 2, From: 30, Next: 40}) // m2 killed here
 	b.acquire("m3", 3, 40)
-	b.commit(3, 40, 45, lost) // its retry found it done:
+	b.commit(3, 40, 45, noAnswer) // its retry found it done:
 	b.commit(3, 40, 45, mismatch)
 	b.commit(3, 45, 50, ok)
 	b.read(3, 50)
