@@ -48,8 +48,23 @@ func OutboxTable(table string) string {
 	if table == "" {
 		table = dedup.DefaultTable
 	}
-	last := lastPart(table)
-	return table[:len(table)-len(last)] + fitName(last, outboxSuffix)
+	n := namesOf(table)
+	return n.schema + n.outbox
+}
+
+// OutboxSequence is the name of the outbox table's sequence, which gives
+// its entries' Seq, beside the records table table (dedup.DefaultTable
+// when ""): the outbox table's name followed by "_seq", in the same
+// schema. Where that passes PostgreSQL's 63 bytes it is the name
+// PostgreSQL cuts it to, unless that names another of the table's
+// relations (the outbox table itself): then the records table's last part,
+// cut with a hash of the whole, followed by "_outbox_seq".
+func OutboxSequence(table string) string {
+	if table == "" {
+		table = dedup.DefaultTable
+	}
+	n := namesOf(table)
+	return n.schema + n.outboxSeq
 }
 
 // fitName is base+suffix, or when that passes maxIdentifier, base cut at
@@ -85,9 +100,8 @@ func fitName(base, suffix string) string {
 //	created_at   timestamptz
 //	expires_at   timestamptz        -- lease, retry or retention; NULL: never leased
 func createOutboxSQL(table string) string {
-	ob := OutboxTable(table)
-	last := lastPart(ob)
-	q := quote(ob)
+	n := namesOf(table)
+	q := quote(n.schema + n.outbox)
 	return `CREATE TABLE IF NOT EXISTS ` + q + ` (
 	id bytea PRIMARY KEY,
 	entry_id bytea NOT NULL,
@@ -104,10 +118,10 @@ func createOutboxSQL(table string) string {
 	created_at timestamptz NOT NULL,
 	expires_at timestamptz
 );
-CREATE SEQUENCE IF NOT EXISTS ` + quote(OutboxTable(table)+"_seq") + ` INCREMENT BY ` + fmt.Sprint(seqBlock) + `;
-CREATE INDEX IF NOT EXISTS ` + quote(fitName(last, "_pending_idx")) + ` ON ` + q + ` (seq) WHERE state = 'PENDING';
-CREATE INDEX IF NOT EXISTS ` + quote(fitName(last, "_lane_idx")) + ` ON ` + q + ` (destination, ordering_key, seq) WHERE state = 'PENDING';
-CREATE INDEX IF NOT EXISTS ` + quote(fitName(last, "_expires_idx")) + ` ON ` + q + ` (expires_at) WHERE state <> 'PENDING'`
+CREATE SEQUENCE IF NOT EXISTS ` + quote(n.schema+n.outboxSeq) + ` INCREMENT BY ` + fmt.Sprint(seqBlock) + `;
+CREATE INDEX IF NOT EXISTS ` + quote(n.outboxPendingIdx) + ` ON ` + q + ` (seq) WHERE state = 'PENDING';
+CREATE INDEX IF NOT EXISTS ` + quote(n.outboxLaneIdx) + ` ON ` + q + ` (destination, ordering_key, seq) WHERE state = 'PENDING';
+CREATE INDEX IF NOT EXISTS ` + quote(n.outboxExpiresIdx) + ` ON ` + q + ` (expires_at) WHERE state <> 'PENDING'`
 }
 
 // Outbox is the relay's view of the Store's outbox table (outbox.Store),
@@ -170,8 +184,8 @@ func (o *Outbox) sql(ctx context.Context, q querier) (*outboxStatements, error) 
 	if err != nil {
 		return nil, err
 	}
-	name := lastPart(OutboxTable(o.s.table))
-	o.stmts.CompareAndSwap(nil, newOutboxStatements(pgx.Identifier{schema, name}.Sanitize(), pgx.Identifier{schema, name + "_seq"}.Sanitize()))
+	n := namesOf(o.s.table)
+	o.stmts.CompareAndSwap(nil, newOutboxStatements(pgx.Identifier{schema, n.outbox}.Sanitize(), pgx.Identifier{schema, n.outboxSeq}.Sanitize()))
 	return o.stmts.Load(), nil
 }
 

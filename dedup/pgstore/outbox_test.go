@@ -158,7 +158,7 @@ func TestOutboxTableBesideRecords(t *testing.T) {
 		}
 		ob := pgstore.OutboxTable(name)
 		t.Cleanup(func() {
-			_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name+", "+ob+"; DROP SEQUENCE IF EXISTS "+ob+"_seq")
+			_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name+", "+ob+"; DROP SEQUENCE IF EXISTS "+pgstore.OutboxSequence(name))
 		})
 		if len(ob) > 63 || ob == name {
 			t.Fatalf("outbox table %q of %q: want a name of its own within 63 bytes", ob, name)
@@ -364,7 +364,7 @@ func TestOutboxCheckedWithSendsOnward(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+ob+"; DROP SEQUENCE IF EXISTS "+ob+"_seq")
+		_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+ob+"; DROP SEQUENCE IF EXISTS "+pgstore.OutboxSequence(table))
 	})
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	g, err := consumer.NewGuard(newStore(t, p, table), h, consumer.SendsOnward())
