@@ -116,6 +116,9 @@ func TestDerivedNamesOnServer(t *testing.T) {
 		if err := s.Check(ctx); err != nil {
 			t.Errorf("Check of a %d-byte name: %v", c.l, err)
 		}
+		if err := s.outbox.Check(ctx); err != nil {
+			t.Errorf("the outbox's Check of a %d-byte name: %v", c.l, err)
+		}
 		now := time.Now()
 		cl, err := s.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
 		if err != nil {

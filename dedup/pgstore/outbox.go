@@ -266,7 +266,7 @@ SELECT coalesce(array_agg(id), '{}') FROM m`,
 		deleteSQL: `DELETE FROM ` + q + ` WHERE id IN (SELECT id FROM ` + q + `
 	WHERE state <> 'PENDING' AND expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		checkSQL: `SELECT has_table_privilege($1::text, 'SELECT') AND has_table_privilege($1::text, 'INSERT')
-	AND has_table_privilege($1::text, 'UPDATE'), (SELECT count(*) FROM (SELECT id, ` + outboxCols + ` FROM ` + q + ` WHERE false) AS layout)`,
+	AND has_table_privilege($1::text, 'UPDATE') AND has_sequence_privilege($2::text, 'USAGE'), (SELECT count(*) FROM (SELECT id, ` + outboxCols + ` FROM ` + q + ` WHERE false) AS layout)`,
 		listenSQL: `LISTEN ` + pgx.Identifier{"onceq_outbox_" + hex.EncodeToString(sum[:8])}.Sanitize(),
 	}
 }
@@ -570,9 +570,10 @@ func (o *Outbox) DeleteExpired(ctx context.Context, before time.Time, limit int)
 	return int(tag.RowsAffected()), nil
 }
 
-// Check verifies that the outbox table exists with the entry's columns
-// and that this role may read, insert and update it. A records table made
-// before the outbox existed has none: CreateTable adds it.
+// Check verifies that the outbox table exists with the entry's columns,
+// and its sequence, and that this role may read, insert and update it and
+// take numbers from the sequence. A records table made before the outbox
+// existed has none: CreateTable adds it.
 func (o *Outbox) Check(ctx context.Context) error {
 	var ok bool
 	err := o.s.instr.Do(ctx, storeinstr.OpCheck, func(ctx context.Context, _ int) error {
@@ -581,7 +582,7 @@ func (o *Outbox) Check(ctx context.Context) error {
 			return o.wrap("check", err)
 		}
 		var n int64
-		err = o.s.db.QueryRow(ctx, st.checkSQL, st.table).Scan(&ok, &n)
+		err = o.s.db.QueryRow(ctx, st.checkSQL, st.table, st.seq).Scan(&ok, &n)
 		if err != nil && classOf(err) == retry.Misconfigured {
 			err = fmt.Errorf("%w (run pgstore.CreateTable, or onceq create-table -store postgres, to add the outbox table)", err)
 		}
@@ -591,7 +592,7 @@ func (o *Outbox) Check(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		return o.wrap("check", errors.New("the role lacks SELECT, INSERT or UPDATE on the outbox table"))
+		return o.wrap("check", errors.New("the role lacks SELECT, INSERT or UPDATE on the outbox table, or USAGE on its sequence"))
 	}
 	return nil
 }
