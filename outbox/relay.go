@@ -16,6 +16,8 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/onceq/onceq/retry"
 )
 
 // Relay sends a Store's pending entries through a Sender and marks them
@@ -127,9 +129,26 @@ func (r *Relay) Owner() string { return r.cfg.owner }
 // again after PollInterval. The marks of the pass under way when ctx ends
 // are still written, so that what was sent is not sent again. It returns
 // nil after a cancel. A Relay runs once.
+//
+// A Store with a Check method (the stores' outboxes have one) is checked
+// first: a misconfiguration it finds (retry.Misconfigured: the outbox
+// table missing, a grant lacking) is returned at once, as no pass could
+// succeed; another failure (the server out of reach) is logged and the
+// relay polls as it does after a failed pass.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return ErrRunTwice
+	}
+	if c, ok := r.store.(interface{ Check(context.Context) error }); ok {
+		if err := c.Check(ctx); err != nil {
+			if retry.Classify(err) == retry.Misconfigured {
+				return fmt.Errorf("outbox: the relay cannot use its store: %w", err)
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.cfg.logger.WarnContext(ctx, "outbox relay: checking the store failed; polling anyway", "error", err)
+		}
 	}
 	reg, err := r.tel.observeBacklog(r.store)
 	if err != nil {

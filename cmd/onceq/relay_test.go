@@ -138,3 +138,30 @@ func TestRelayDynamoDBToSQS(t *testing.T) {
 	}
 	relayToSQS(t, q, relayCase{storeArgs: []string{"-table", table}, commit: claimComplete(st), name: "dynamodb"})
 }
+
+// A relay over an outbox table that does not exist stops at once, with an
+// error that names that table, on each store that keeps an outbox.
+func TestRelayStopsOnMissingOutbox(t *testing.T) {
+	localSQS(t)
+	pgURL := testenv.PostgresURL(t)
+	localAWS(t)
+	table := tableName(t)
+	for _, c := range []struct {
+		store  string
+		args   []string
+		outbox string
+	}{
+		{"postgres", []string{"-store", "postgres", "-postgres-url", pgURL}, pgstore.OutboxTable(table)},
+		{"dynamodb", nil, dynamostore.OutboxTable(table)},
+	} {
+		// A bound, should it poll on: it would return 0 at the cancel.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		var out, errOut bytes.Buffer
+		code := run(ctx, append(append([]string{"relay"}, c.args...), "-table", table, "-send", "sqs", "-poll", "50ms"), &out, &errOut)
+		cancel()
+		t.Logf("%s: %s", c.store, errOut.String())
+		if code != 1 || !strings.Contains(errOut.String(), c.outbox) || strings.Contains(errOut.String(), "WARN") {
+			t.Errorf("%s relay over a missing outbox table: exit %d, %s; want exit 1 naming %s", c.store, code, errOut.String(), c.outbox)
+		}
+	}
+}

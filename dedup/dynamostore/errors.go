@@ -55,6 +55,17 @@ func (e *TableNotFoundError) Error() string {
 // Unwrap gives the SDK's *types.ResourceNotFoundException.
 func (e *TableNotFoundError) Unwrap() error { return e.err }
 
+// missingTable is err as a *TableNotFoundError naming table when it is
+// DynamoDB's ResourceNotFoundException of a call on that table alone
+// (which does not say which table), else err.
+func missingTable(table string, err error) error {
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) && !errors.As(err, new(*TableNotFoundError)) {
+		return &TableNotFoundError{Table: table, err: err}
+	}
+	return err
+}
+
 // TransactionError is a cancelled TransactWriteItems whose reasons are not
 // a condition of the record or of a business write: a conflict or a
 // throttle (retried), or a size or validation failure (permanent).

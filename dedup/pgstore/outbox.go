@@ -164,10 +164,11 @@ var _ outbox.Store = (*Outbox)(nil)
 // ClaimComplete commit outgoing messages with COMPLETED.
 func (s *Store) Outbox() outbox.Store { return s.outbox }
 
-// outboxSchemaSQL is the records table's schema, or no row when no such
-// table is visible.
+// outboxSchemaSQL is the records table's schema ($1), or the outbox
+// table's ($2) where the records table is not visible (a relay needs the
+// outbox alone), or no row when neither is.
 const outboxSchemaSQL = `SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-	WHERE c.oid = pg_catalog.to_regclass($1::text)`
+	WHERE c.oid = coalesce(pg_catalog.to_regclass($1::text), pg_catalog.to_regclass($2::text))`
 
 // sql returns the statements, finding the records table's schema on the
 // first call that finds it, through q (a commit's own transaction: the
@@ -177,9 +178,10 @@ func (o *Outbox) sql(ctx context.Context, q querier) (*outboxStatements, error) 
 		return st, nil
 	}
 	var schema string
-	err := q.QueryRow(ctx, outboxSchemaSQL, quote(o.s.table)).Scan(&schema)
+	err := q.QueryRow(ctx, outboxSchemaSQL, quote(o.s.table), quote(OutboxTable(o.s.table))).Scan(&schema)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &pgconn.PgError{Code: "42P01", Message: "the records table does not exist (or is not on the search_path)"}
+		return nil, &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: fmt.Sprintf("the outbox table %s does not exist, nor its records table %s (or they are not on the search_path): "+
+			"run pgstore.CreateTable, or onceq create-table -store postgres -table %s", OutboxTable(o.s.table), o.s.table, o.s.table)}
 	}
 	if err != nil {
 		return nil, err
