@@ -10,7 +10,6 @@ import (
 	"unicode"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/dedup/redisstore"
 	"github.com/onceq/onceq/internal/testenv"
@@ -129,15 +128,7 @@ func TestInspectCannotBeForged(t *testing.T) {
 		wantEntryLines(t, "postgres", out, 1)
 	})
 	t.Run("dynamodb", func(t *testing.T) {
-		db := localAWS(t)
-		table := tableName(t)
-		if code, _, errOut := onceq("create-table", "-table", table, "-outbox"); code != 0 {
-			t.Fatalf("create-table: %s", errOut)
-		}
-		st, err := dynamostore.New(db, dynamostore.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
+		table, st := dynamoWithOutbox(t)
 		claimComplete(st)(t, key, msgs)
 		code, out, errOut := onceq("inspect", "-table", table, "-stored-key", key)
 		if code != 0 {

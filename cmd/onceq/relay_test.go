@@ -127,15 +127,7 @@ func TestRelayPostgresToSQS(t *testing.T) {
 
 func TestRelayDynamoDBToSQS(t *testing.T) {
 	q := localSQS(t)
-	db := localAWS(t)
-	table := tableName(t)
-	if code, _, errOut := onceq("create-table", "-table", table, "-outbox"); code != 0 {
-		t.Fatalf("create-table: %s", errOut)
-	}
-	st, err := dynamostore.New(db, dynamostore.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, st := dynamoWithOutbox(t)
 	relayToSQS(t, q, relayCase{storeArgs: []string{"-table", table}, commit: claimComplete(st), name: "dynamodb"})
 }
 
@@ -164,4 +156,20 @@ func TestRelayStopsOnMissingOutbox(t *testing.T) {
 			t.Errorf("%s relay over a missing outbox table: exit %d, %s; want exit 1 naming %s", c.store, code, errOut.String(), c.outbox)
 		}
 	}
+}
+
+// dynamoWithOutbox is a fresh DynamoDB records table with its outbox table,
+// made by create-table -outbox, and a store over it.
+func dynamoWithOutbox(t *testing.T) (string, *dynamostore.Store) {
+	t.Helper()
+	db := localAWS(t)
+	table := tableName(t)
+	if code, _, errOut := onceq("create-table", "-table", table, "-outbox"); code != 0 {
+		t.Fatalf("create-table: %s", errOut)
+	}
+	st, err := dynamostore.New(db, dynamostore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table, st
 }
