@@ -381,3 +381,32 @@ func TestOutboxCheckedWithSendsOnward(t *testing.T) {
 		t.Fatalf("Check after CreateTable: %v", err)
 	}
 }
+
+// Each error of a missing table names that table: the records table to
+// the Store, the outbox table to the relay's view, with or without the
+// records table beside it.
+func TestMissingTablesNamed(t *testing.T) {
+	p := pool(t)
+	ctx := testCtx(t)
+	absent := uniqueName("onceq_absent")
+	wantNamed := func(what string, err error, table string) {
+		t.Helper()
+		if retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), "table "+table+" does not exist") &&
+			!strings.Contains(err.Error(), `relation "public.`+table+`" does not exist`) {
+			t.Errorf("%s: %v (%v), want Misconfigured saying %s does not exist", what, err, retry.Classify(err), table)
+		}
+	}
+	wantNamed("Check of a missing records table", newStore(t, p, absent).Check(ctx), absent)
+	ob := newStore(t, p, absent).Outbox()
+	wantNamed("the outbox's Check, neither table there", ob.(*pgstore.Outbox).Check(ctx), pgstore.OutboxTable(absent))
+	_, err := ob.Lease(ctx, outbox.LeaseRequest{Owner: "r", Max: 1, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	wantNamed("Lease, neither table there", err, pgstore.OutboxTable(absent))
+	table := recordsTable(t, p)
+	if _, err := p.Exec(ctx, "DROP TABLE "+pgstore.OutboxTable(table)); err != nil {
+		t.Fatal(err)
+	}
+	ob = newStore(t, p, table).Outbox()
+	wantNamed("the outbox's Check beside its records table", ob.(*pgstore.Outbox).Check(ctx), pgstore.OutboxTable(table))
+	_, err = ob.Lease(ctx, outbox.LeaseRequest{Owner: "r", Max: 1, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	wantNamed("Lease beside its records table", err, pgstore.OutboxTable(table))
+}
