@@ -249,9 +249,13 @@ func TestMissingTablesNamed(t *testing.T) {
 		}
 	}
 	wantMissing("Check of a missing records table", newStore(t, c, absent).Check(t.Context()), absent)
+	_, err := newStore(t, c, absent).Claim(t.Context(), dedup.ClaimRequest{Key: "k", Owner: "w", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	wantMissing("Claim on a missing records table", err, absent)
+	_, err = newStore(t, c, absent).Get(t.Context(), "k")
+	wantMissing("Get on a missing records table", err, absent)
 	table := recordsTable(t, c) // no outbox table
 	ob := newStore(t, c, table).Outbox().(*dynamostore.Outbox)
 	wantMissing("the outbox's Check", ob.Check(t.Context()), dynamostore.OutboxTable(table))
-	_, err := ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r", Max: 10, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	_, err = ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r", Max: 10, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
 	wantMissing("Lease", err, dynamostore.OutboxTable(table))
 }
