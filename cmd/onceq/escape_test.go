@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
@@ -24,9 +25,9 @@ const hostile = "k\nFORGED  destination=x\r\x1b[2J\x1b]0;t\x07\u0085\u2028\u202e
 // controlFree: no character of s but the line ends could move the
 // cursor, reorder text or break a line.
 func controlFree(s string) bool {
-	return !strings.ContainsFunc(strings.ReplaceAll(s, "\n", ""), func(r rune) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(strings.ReplaceAll(s, "\n", ""), func(r rune) bool {
 		return !unicode.IsPrint(r) && r != '\t'
-	}) && !strings.ContainsRune(s, '\uFFFD')
+	})
 }
 
 // One record or entry always prints as exactly its lines, whatever its
@@ -35,6 +36,7 @@ func FuzzPrintedLines(f *testing.F) {
 	f.Add("onceq#k", "queue", "", "", "w-1")
 	f.Add(hostile, hostile, hostile, hostile, hostile)
 	f.Add(`"quoted"`, "\t", "\xc3", "\r", "")
+	f.Add("\uFFFD", "a\\nb", "\u00a0", "\u200b", "é")
 	f.Fuzz(func(t *testing.T, key, dest, okey, reason, owner string) {
 		for _, s := range []string{key, dest, okey, reason, owner} {
 			got := field(s)
