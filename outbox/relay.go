@@ -130,25 +130,14 @@ func (r *Relay) Owner() string { return r.cfg.owner }
 // are still written, so that what was sent is not sent again. It returns
 // nil after a cancel. A Relay runs once.
 //
-// A Store with a Check method (the stores' outboxes have one) is checked
-// first: a misconfiguration it finds (retry.Misconfigured: the outbox
-// table missing, a grant lacking) is returned at once, as no pass could
-// succeed; another failure (the server out of reach) is logged and the
-// relay polls as it does after a failed pass.
+// The first pass runs before the others start: a misconfiguration it
+// meets (retry.Misconfigured: the outbox table missing, a grant lacking)
+// is returned at once, naming what the store's error names, as no later
+// pass could succeed; after any other failure the passes go on, as after
+// any failed pass.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return ErrRunTwice
-	}
-	if c, ok := r.store.(interface{ Check(context.Context) error }); ok {
-		if err := c.Check(ctx); err != nil {
-			if retry.Classify(err) == retry.Misconfigured {
-				return fmt.Errorf("outbox: the relay cannot use its store: %w", err)
-			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			r.cfg.logger.WarnContext(ctx, "outbox relay: checking the store failed; polling anyway", "error", err)
-		}
 	}
 	reg, err := r.tel.observeBacklog(r.store)
 	if err != nil {
@@ -156,6 +145,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer func() { _ = reg.Unregister() }()
 
+	if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil && retry.Classify(err) == retry.Misconfigured {
+		return fmt.Errorf("outbox: the relay cannot use its store: %w", err)
+	}
+
+	// A commit that lands before the wake signal listens is found by the
+	// pass its first return wakes.
 	wake := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	if r.cfg.wake != nil {
