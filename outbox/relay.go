@@ -16,6 +16,8 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/onceq/onceq/retry"
 )
 
 // Relay sends a Store's pending entries through a Sender and marks them
@@ -131,6 +133,12 @@ func (r *Relay) Owner() string { return r.cfg.owner }
 // again after PollInterval. The marks of the pass under way when ctx ends
 // are still written, so that what was sent is not sent again. It returns
 // nil after a cancel. A Relay runs once.
+//
+// The first pass runs before the others start: a misconfiguration it
+// meets (retry.Misconfigured: the outbox table missing, a grant lacking)
+// is returned at once, naming what the store's error names, as no later
+// pass could succeed; after any other failure the passes go on, as after
+// any failed pass.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return ErrRunTwice
@@ -141,6 +149,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer func() { _ = reg.Unregister() }()
 
+	if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil && retry.Classify(err) == retry.Misconfigured {
+		return fmt.Errorf("outbox: the relay cannot use its store: %w", err)
+	}
+
+	// A commit that lands before the wake signal listens is found by the
+	// pass its first return wakes.
 	wake := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	if r.cfg.wake != nil {

@@ -50,19 +50,19 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	db, err := dynamoClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq audit: %v\n", err)
+		fmt.Fprintf(stderr, "onceq audit: %s\n", field(err.Error()))
 		return 1
 	}
 	streams, err := streamsClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq audit: %v\n", err)
+		fmt.Fprintf(stderr, "onceq audit: %s\n", field(err.Error()))
 		return 1
 	}
 	var meters *sdkmetric.MeterProvider
 	if *metricsAddr != "" {
 		stopMetrics, mp, err := serveMetrics(ctx, *metricsAddr, stdout)
 		if err != nil {
-			fmt.Fprintf(stderr, "onceq audit: %v\n", err)
+			fmt.Fprintf(stderr, "onceq audit: %s\n", field(err.Error()))
 			return 1
 		}
 		defer stopMetrics()
@@ -83,12 +83,12 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	a, err := audit.New(db, streams, *table, *archive, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq audit: %v\n", err)
+		fmt.Fprintf(stderr, "onceq audit: %s\n", field(err.Error()))
 		return 2
 	}
-	fmt.Fprintf(stdout, "auditing the stream of %s into %s (tombstones kept %v); interrupt to stop\n", *table, *archive, *retention)
+	fmt.Fprintf(stdout, "auditing the stream of %s into %s (tombstones kept %v); interrupt to stop\n", field(*table), field(*archive), *retention)
 	if err := a.Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "onceq audit: %v\n", err)
+		fmt.Fprintf(stderr, "onceq audit: %s\n", field(err.Error()))
 		return 1
 	}
 	return 0

@@ -45,7 +45,7 @@ func (r *checkReport) fail(subject, format string, args ...any) {
 }
 
 func (r *checkReport) line(kind, subject, format string, args ...any) {
-	fmt.Fprintf(r.w, "%-4s %s: %s\n", kind, subject, oneLine(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(r.w, "%-4s %s: %s\n", kind, field(subject), field(oneLine(fmt.Sprintf(format, args...))))
 }
 
 // warnings prints, as WARN lines of subject, what the library's checks log

@@ -58,7 +58,7 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	client, err := dynamoClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+		fmt.Fprintf(stderr, "onceq create-table: %s\n", field(err.Error()))
 		return 1
 	}
 	var opts []dynamostore.TableOption
@@ -71,10 +71,10 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 			return 2
 		}
 		if err := dynamostore.CreateTable(ctx, client, *archive, opts...); err != nil {
-			fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+			fmt.Fprintf(stderr, "onceq create-table: %s\n", field(err.Error()))
 			return 1
 		}
-		fmt.Fprintf(stdout, "archive table %s is ACTIVE\n", *archive)
+		fmt.Fprintf(stdout, "archive table %s is ACTIVE\n", field(*archive))
 	}
 	if *stream {
 		opts = append(opts, dynamostore.WithStream())
@@ -83,7 +83,7 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 		opts = append(opts, dynamostore.WithOutbox())
 	}
 	if err := dynamostore.CreateTable(ctx, client, *table, opts...); err != nil {
-		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+		fmt.Fprintf(stderr, "onceq create-table: %s\n", field(err.Error()))
 		return 1
 	}
 	layout := "key layout"
@@ -93,9 +93,9 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *stream {
 		layout += ", stream NEW_AND_OLD_IMAGES"
 	}
-	fmt.Fprintf(stdout, "table %s is ACTIVE (%s, on-demand, TTL on expires_at)\n", *table, layout)
+	fmt.Fprintf(stdout, "table %s is ACTIVE (%s, on-demand, TTL on expires_at)\n", field(*table), layout)
 	if *withOutbox {
-		fmt.Fprintf(stdout, "outbox table %s is ACTIVE\n", dynamostore.OutboxTable(*table))
+		fmt.Fprintf(stdout, "outbox table %s is ACTIVE\n", field(dynamostore.OutboxTable(*table)))
 	}
 	return 0
 }

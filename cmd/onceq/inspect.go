@@ -155,7 +155,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		var err error
 		if key, err = keyOf(*ns, fp); err != nil {
-			return usageErr("%v", err)
+			return usageErr("%s", field(err.Error()))
 		}
 	default:
 		key = fs.Arg(0)
@@ -190,7 +190,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	client, err := dynamoClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	var opts []dynamostore.Option
@@ -200,7 +200,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	store, err := openStore(client, *table, *tenant, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	var recs []dedup.Record
@@ -222,7 +222,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return 1
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+			fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 			return 1
 		}
 		recs = []dedup.Record{rec}
@@ -252,25 +252,25 @@ func listTenant(ctx context.Context, stdout, stderr io.Writer, table, tenant str
 	}
 	client, err := dynamoClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	store, err := dynamostore.New(client, dynamostore.WithTable(table), dynamostore.TenantLayout(), dynamostore.TenantShards(shards))
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	// A Query of a default-layout table by "tenant" reads the one record
 	// whose whole key is the tenant: none, said as "0 records".
 	if err := tenantTable(ctx, client, table); err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: -tenant: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: -tenant: %s\n", field(err.Error()))
 		return 1
 	}
 	now := time.Now()
 	// One more than the limit tells whether the listing was cut.
 	recs, err := store.TenantRecords(ctx, tenant, now.Add(-since), limit+1)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	if len(recs) > limit {
@@ -314,7 +314,7 @@ func tenantTable(ctx context.Context, client *ddb.Client, table string) error {
 func findKeyHash(ctx context.Context, store *dynamostore.Store, hash string, limit int, stderr io.Writer) ([]dedup.Record, int) {
 	res, err := store.FindKeyHash(ctx, hash, limit)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return nil, 1
 	}
 	cost := fmt.Sprintf("%s read units", units(res.ReadUnits))
@@ -370,7 +370,7 @@ func (k kafkaRecord) fingerprint(stderr io.Writer) (string, int) {
 		}
 		b, err := os.ReadFile(k.valueFile)
 		if err != nil {
-			fmt.Fprintf(stderr, "onceq inspect: -kafka-value-file: %v\n", err)
+			fmt.Fprintf(stderr, "onceq inspect: -kafka-value-file: %s\n", field(err.Error()))
 			return "", 1
 		}
 		body = b
@@ -381,7 +381,7 @@ func (k kafkaRecord) fingerprint(stderr io.Writer) (string, int) {
 	}
 	fp, err := kafkasource.Fingerprint(m)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return "", 1
 	}
 	return fp, 0
@@ -446,15 +446,6 @@ func escape(s string) string {
 		i += n
 	}
 	return b.String()
-}
-
-// field is one stored string of a record as printed on one line: as is
-// when printable, else quoted Go-style (as log/slog quotes values).
-func field(s string) string {
-	if printable(s) && !strings.Contains(s, "\n") {
-		return s
-	}
-	return strconv.Quote(s)
 }
 
 func printRecord(w io.Writer, r dedup.Record, now time.Time) {

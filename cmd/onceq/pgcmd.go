@@ -26,7 +26,7 @@ const staleRows = 10000
 func createPostgresTable(ctx context.Context, sf *storeFlags, table string, stdout, stderr io.Writer) int {
 	conn, _, err := sf.connectPostgres(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+		fmt.Fprintf(stderr, "onceq create-table: %s\n", field(err.Error()))
 		return 1
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
@@ -34,10 +34,10 @@ func createPostgresTable(ctx context.Context, sf *storeFlags, table string, stdo
 		table = dedup.DefaultTable
 	}
 	if err := pgstore.CreateTable(ctx, conn, table); err != nil {
-		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+		fmt.Fprintf(stderr, "onceq create-table: %s\n", field(err.Error()))
 		return 1
 	}
-	fmt.Fprintf(stdout, "table %s exists in PostgreSQL (with its expires_at index)\n", table)
+	fmt.Fprintf(stdout, "table %s exists in PostgreSQL (with its expires_at index)\n", field(table))
 	return 0
 }
 
@@ -140,20 +140,20 @@ func inspectPostgres(ctx context.Context, sf *storeFlags, q inspectQuery, stdout
 	}
 	conn, _, err := sf.connectPostgres(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	store, err := openPostgres(conn, q.table)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	where := "table " + q.table
 	if q.keyHash != "" {
 		res, err := store.FindKeyHash(ctx, q.keyHash, q.scanLimit)
 		if err != nil {
-			fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+			fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 			return 1
 		}
 		s := keyHashScan{records: res.Records, scanned: res.Scanned, exhausted: res.Exhausted, unmatchable: res.Unmatchable, unit: "row"}
@@ -214,7 +214,7 @@ func printFound(stdout, stderr io.Writer, q inspectQuery, where string, rec dedu
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	return printRecords(stdout, stderr, q, []dedup.Record{rec})

@@ -53,7 +53,7 @@ func redisReason(err error) error {
 func createRedisTable(ctx context.Context, sf *storeFlags, stdout, stderr io.Writer) int {
 	c, _, server, err := openRedis(ctx, sf)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq create-table: %v\n", err)
+		fmt.Fprintf(stderr, "onceq create-table: %s\n", field(err.Error()))
 		return 1
 	}
 	defer c.Close()
@@ -118,7 +118,7 @@ func checkRedis(ctx context.Context, r *checkReport, sf *storeFlags) {
 func inspectRedis(ctx context.Context, sf *storeFlags, q inspectQuery, stdout, stderr io.Writer) int {
 	c, store, server, err := openRedis(ctx, sf)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	defer c.Close()
@@ -126,7 +126,7 @@ func inspectRedis(ctx context.Context, sf *storeFlags, q inspectQuery, stdout, s
 	if q.keyHash != "" {
 		res, err := store.FindKeyHash(ctx, q.keyHash, q.scanLimit)
 		if err != nil {
-			fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+			fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 			return 1
 		}
 		for i := range res.Records {

@@ -84,13 +84,13 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	ob, closeStore, err := openOutbox(ctx, sf, *table)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq relay: %v\n", err)
+		fmt.Fprintf(stderr, "onceq relay: %s\n", field(err.Error()))
 		return 1
 	}
 	defer closeStore()
 	sender, closeSender, err := openSender(ctx, *send, splitList(*brokers))
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq relay: %v\n", err)
+		fmt.Fprintf(stderr, "onceq relay: %s\n", field(err.Error()))
 		return 1
 	}
 	defer closeSender()
@@ -107,11 +107,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	relay, err := outbox.NewRelay(ob, sender, opts...)
 	if err != nil {
-		return usageErr("%v", err)
+		return usageErr("%s", field(err.Error()))
 	}
-	fmt.Fprintf(stdout, "onceq relay: sending the %s outbox of %s through %s as %s\n", sf.store, *table, *send, relay.Owner())
+	fmt.Fprintf(stdout, "onceq relay: sending the %s outbox of %s through %s as %s\n", sf.store, field(*table), *send, field(relay.Owner()))
 	if err := relay.Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "onceq relay: %v\n", err)
+		fmt.Fprintf(stderr, "onceq relay: %s\n", field(err.Error()))
 		return 1
 	}
 	return 0
@@ -255,22 +255,17 @@ func inspectOutbox(ctx context.Context, fs *flag.FlagSet, sf *storeFlags, table 
 	}
 	ob, closeStore, err := openOutbox(ctx, sf, table)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	defer closeStore()
 	entries, err := ob.Entries(ctx, state, limit)
 	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: listing the outbox: %v\n", err)
+		fmt.Fprintf(stderr, "onceq inspect: listing the outbox: %s\n", field(err.Error()))
 		return 1
 	}
 	for _, e := range entries {
-		fmt.Fprintf(stdout, "%s  destination=%s ordering_key=%s seq=%d attempts=%d bytes=%d created=%s expires=%s\n",
-			escape(e.ID), escape(e.Destination), escape(e.OrderingKey), e.Seq, e.Attempts, len(e.Body),
-			e.CreatedAt.UTC().Format(time.RFC3339), e.ExpiresAt.UTC().Format(time.RFC3339))
-		if e.LastError != "" {
-			fmt.Fprintf(stdout, "    reason: %s\n", escape(e.LastError))
-		}
+		printEntry(stdout, e)
 	}
 	fmt.Fprintf(stdout, "%d entries in state %s", len(entries), state)
 	if len(entries) == limit {
@@ -281,4 +276,15 @@ func inspectOutbox(ctx context.Context, fs *flag.FlagSet, sf *storeFlags, table 
 		return 1
 	}
 	return 0
+}
+
+// printEntry prints an outbox entry on its line, and its reason on the
+// next when it has one.
+func printEntry(w io.Writer, e outbox.Entry) {
+	fmt.Fprintf(w, "%s  destination=%s ordering_key=%s seq=%d attempts=%d bytes=%d created=%s expires=%s\n",
+		field(e.ID), field(e.Destination), field(e.OrderingKey), e.Seq, e.Attempts, len(e.Body),
+		e.CreatedAt.UTC().Format(time.RFC3339), e.ExpiresAt.UTC().Format(time.RFC3339))
+	if e.LastError != "" {
+		fmt.Fprintf(w, "    reason: %s\n", field(e.LastError))
+	}
 }

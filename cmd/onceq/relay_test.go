@@ -127,6 +127,41 @@ func TestRelayPostgresToSQS(t *testing.T) {
 
 func TestRelayDynamoDBToSQS(t *testing.T) {
 	q := localSQS(t)
+	table, st := dynamoWithOutbox(t)
+	relayToSQS(t, q, relayCase{storeArgs: []string{"-table", table}, commit: claimComplete(st), name: "dynamodb"})
+}
+
+// A relay over an outbox table that does not exist stops at once, with an
+// error that names that table, on each store that keeps an outbox.
+func TestRelayStopsOnMissingOutbox(t *testing.T) {
+	localSQS(t)
+	pgURL := testenv.PostgresURL(t)
+	localAWS(t)
+	table := tableName(t)
+	for _, c := range []struct {
+		store  string
+		args   []string
+		outbox string
+	}{
+		{"postgres", []string{"-store", "postgres", "-postgres-url", pgURL}, pgstore.OutboxTable(table)},
+		{"dynamodb", nil, dynamostore.OutboxTable(table)},
+	} {
+		// A bound, should it poll on: it would return 0 at the cancel.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		var out, errOut bytes.Buffer
+		code := run(ctx, append(append([]string{"relay"}, c.args...), "-table", table, "-send", "sqs", "-poll", "50ms"), &out, &errOut)
+		cancel()
+		t.Logf("%s: %s", c.store, errOut.String())
+		if code != 1 || !strings.Contains(errOut.String(), c.outbox) || strings.Contains(errOut.String(), "WARN") {
+			t.Errorf("%s relay over a missing outbox table: exit %d, %s; want exit 1 naming %s", c.store, code, errOut.String(), c.outbox)
+		}
+	}
+}
+
+// dynamoWithOutbox is a fresh DynamoDB records table with its outbox table,
+// made by create-table -outbox, and a store over it.
+func dynamoWithOutbox(t *testing.T) (string, *dynamostore.Store) {
+	t.Helper()
 	db := localAWS(t)
 	table := tableName(t)
 	if code, _, errOut := onceq("create-table", "-table", table, "-outbox"); code != 0 {
@@ -136,5 +171,5 @@ func TestRelayDynamoDBToSQS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relayToSQS(t, q, relayCase{storeArgs: []string{"-table", table}, commit: claimComplete(st), name: "dynamodb"})
+	return table, st
 }

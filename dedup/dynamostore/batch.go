@@ -179,11 +179,7 @@ func decodeOffset(p batch.Partition, item map[string]types.AttributeValue) (batc
 // offsets table (the error of an offsets call names it, see
 // nameMissingTable) keeps its class, Misconfigured.
 func (s *Store) batchError(op string, p batch.Partition, err error) error {
-	var rnf *types.ResourceNotFoundException
-	if errors.As(err, &rnf) && !errors.As(err, new(*TableNotFoundError)) {
-		err = &TableNotFoundError{Table: OffsetsTable(s.table), err: err}
-	}
-	return fmt.Errorf("dynamostore: batch %s %s: %w", op, p, err)
+	return fmt.Errorf("dynamostore: batch %s %s: %w", op, p, missingTable(OffsetsTable(s.table), err))
 }
 
 // Commit implements batch.Store: one TransactWriteItems, its items the

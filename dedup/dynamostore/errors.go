@@ -55,6 +55,17 @@ func (e *TableNotFoundError) Error() string {
 // Unwrap gives the SDK's *types.ResourceNotFoundException.
 func (e *TableNotFoundError) Unwrap() error { return e.err }
 
+// missingTable is err as a *TableNotFoundError naming table when it is
+// DynamoDB's ResourceNotFoundException of a call on that table alone
+// (which does not say which table), else err.
+func missingTable(table string, err error) error {
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) && !errors.As(err, new(*TableNotFoundError)) {
+		return &TableNotFoundError{Table: table, err: err}
+	}
+	return err
+}
+
 // TransactionError is a cancelled TransactWriteItems whose reasons are not
 // a condition of the record or of a business write: a conflict or a
 // throttle (retried), or a size or validation failure (permanent).
@@ -253,9 +264,14 @@ func (e *RequestRefusedError) Unwrap() error { return e.err }
 func (e *RequestRefusedError) RetryClass() retry.Class { return retry.Misconfigured }
 
 // refused turns DynamoDB's refusal of in, a request built here alone, into
-// a *RequestRefusedError, and logs its shape with the key's hash; any
-// other error, and a record too large (the message's), it returns as is.
+// a *RequestRefusedError, and logs its shape with the key's hash; a
+// missing table (the records table, the one table in names) into a
+// *TableNotFoundError; any other error, and a record too large (the
+// message's), it returns as is.
 func (s *Store) refused(ctx context.Context, op, key string, in any, err error) error {
+	if errors.As(err, new(*types.ResourceNotFoundException)) {
+		return missingTable(s.table, err)
+	}
 	var ae smithy.APIError
 	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" || isItemTooLarge(err) {
 		return err

@@ -534,7 +534,7 @@ func (o *Outbox) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("dynamostore: outbox %s on table %s: %w", op, aws.ToString(o.table), err)
+	return fmt.Errorf("dynamostore: outbox %s on table %s: %w", op, aws.ToString(o.table), missingTable(aws.ToString(o.table), err))
 }
 
 // mark runs the fenced update of l's entry: set, with the fence (state

@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/outbox"
+	"github.com/onceq/onceq/retry"
 )
 
 // outboxStore is a store on fresh records and outbox tables, its client
@@ -232,4 +233,29 @@ func TestOutboxLongLaneHidesNoOther(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].OrderingKey != other {
 		t.Fatalf("lease behind a held long lane: %+v, %v; want the other lane's entry", got, err)
 	}
+}
+
+// A missing records table, and a missing outbox table beside a records
+// table, are each a *TableNotFoundError naming that table, Misconfigured,
+// from Check and from the relay's calls.
+func TestMissingTablesNamed(t *testing.T) {
+	c := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	absent := uniqueName("absent")
+	wantMissing := func(what string, err error, table string) {
+		t.Helper()
+		var tnf *dynamostore.TableNotFoundError
+		if !errors.As(err, &tnf) || tnf.Table != table || retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), table) {
+			t.Errorf("%s: %v (%v), want a *TableNotFoundError for %s, Misconfigured", what, err, retry.Classify(err), table)
+		}
+	}
+	wantMissing("Check of a missing records table", newStore(t, c, absent).Check(t.Context()), absent)
+	_, err := newStore(t, c, absent).Claim(t.Context(), dedup.ClaimRequest{Key: "k", Owner: "w", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	wantMissing("Claim on a missing records table", err, absent)
+	_, err = newStore(t, c, absent).Get(t.Context(), "k")
+	wantMissing("Get on a missing records table", err, absent)
+	table := recordsTable(t, c) // no outbox table
+	ob := newStore(t, c, table).Outbox().(*dynamostore.Outbox)
+	wantMissing("the outbox's Check", ob.Check(t.Context()), dynamostore.OutboxTable(table))
+	_, err = ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r", Max: 10, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	wantMissing("Lease", err, dynamostore.OutboxTable(table))
 }

@@ -42,6 +42,11 @@ func conformance(t *testing.T, opts []dynamostore.Option, o storetest.Options, t
 		corruptItem(t, c, table, l.Owner, how)
 	}
 	o.Inserts, o.BatchMax = inserts(t, c), 100
+	o.MissingOutbox = func(t *testing.T) (dedup.Store, string) {
+		// A records table made without its outbox table.
+		table := recordsTable(t, c, tableOpts...)
+		return newStore(t, c, table, opts...), dynamostore.OutboxTable(table)
+	}
 	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, opts...) }, o)
 }
 

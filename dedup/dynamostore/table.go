@@ -135,7 +135,7 @@ func (s *Store) checkClient(ctx context.Context, client *ddb.Client) error {
 		return metadata(desc), err
 	})
 	if err != nil {
-		return fmt.Errorf("dynamostore: table %s: %w", s.table, err)
+		return fmt.Errorf("dynamostore: table %s: %w", s.table, missingTable(s.table, err))
 	}
 	if err := checkSchema(desc.Table, s.layout.tenant); err != nil {
 		return fmt.Errorf("dynamostore: table %s: %w", s.table, &LayoutError{Err: err})

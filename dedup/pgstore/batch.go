@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -27,17 +26,20 @@ func OffsetsTable(table string) string {
 	if table == "" {
 		table = dedup.DefaultTable
 	}
-	schema, last := "", table
-	if i := strings.LastIndexByte(table, '.'); i >= 0 {
-		schema, last = table[:i+1], table[i+1:]
-	}
+	last := lastPart(table)
+	return table[:len(table)-len(last)] + offsetsName(last)
+}
+
+// offsetsName is the offsets table's last part for the records table's
+// last part.
+func offsetsName(last string) string {
 	if n := maxIdentifier - len(offsetsSuffix); len(last) > n {
 		for n > 0 && !utf8.RuneStart(last[n]) {
 			n--
 		}
 		last = last[:n]
 	}
-	return schema + last + offsetsSuffix
+	return last + offsetsSuffix
 }
 
 // createOffsetsTable creates the offsets table of the records table

@@ -16,7 +16,11 @@
 // and two names that share their first 63 bytes would be one table. Such a
 // name, an empty part or a NUL byte is refused by CreateTable and New with
 // a *TableNameError. The table is WithTable's, by default
-// dedup.DefaultTable ("onceq_records").
+// dedup.DefaultTable ("onceq_records"). Every name CreateTable derives
+// from it (the outbox and offsets tables, the outbox's sequence, the
+// indexes) fits in 63 bytes too: where the table's name and a suffix pass
+// that, the name is cut, with a hash of the whole where a cut name would
+// be another's.
 //
 // Keys are opaque bytes of any length: a key of up to 1024 bytes is stored
 // as it is (bytea, one tag byte before it), a longer one as its SHA-256
@@ -55,8 +59,8 @@
 //
 // Outbox: CompleteRequest.Outbox and ClaimCompleteRequest.Outbox are
 // inserted into the outbox table (OutboxTable: the records table's name
-// with "_outbox", made by CreateTable) in the transaction that writes
-// COMPLETED, at most MaxOutboxPerCommit per commit, and a NOTIFY on the
+// with "_outbox", made by CreateTable, with its sequence OutboxSequence)
+// in the transaction that writes COMPLETED, at most MaxOutboxPerCommit per commit, and a NOTIFY on the
 // table's channel wakes the relays when it commits. Store.Outbox gives the
 // relay's view (an *Outbox): Lease takes entries FOR UPDATE SKIP LOCKED,
 // one relay per lane at a time and each lane in order; Wait blocks until a

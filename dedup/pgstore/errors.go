@@ -69,6 +69,7 @@ func classOf(err error) retry.Class {
 		code == "53300":                // too many connections
 		return retry.Transient
 	case code == "42P01", code == "42703", code == "42883", // undefined table, column, function
+		code == "42809",               // wrong object type: a name that is not the relation the Store made
 		code == "42501",               // insufficient privilege
 		code == "3D000",               // database does not exist
 		code == "3F000",               // schema does not exist

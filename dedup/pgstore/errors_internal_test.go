@@ -13,7 +13,7 @@ import (
 func TestClassOf(t *testing.T) {
 	for code, want := range map[string]retry.Class{
 		"40001": retry.Transient, "40P01": retry.Transient, "08006": retry.Transient, "57P01": retry.Transient,
-		"42P01": retry.Misconfigured, "42501": retry.Misconfigured, "28P01": retry.Misconfigured, "3D000": retry.Misconfigured,
+		"42P01": retry.Misconfigured, "42809": retry.Misconfigured, "42501": retry.Misconfigured, "28P01": retry.Misconfigured, "3D000": retry.Misconfigured,
 		"22021": retry.Permanent, "54000": retry.Permanent,
 	} {
 		err := fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: code})

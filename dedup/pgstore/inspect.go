@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/onceq/onceq/dedup"
 )
@@ -151,7 +150,7 @@ func (s *Store) qualified(ctx context.Context) (string, error) {
 	var q string
 	err := s.db.QueryRow(ctx, resolveSQL, quote(s.table)).Scan(&q)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", &pgconn.PgError{Code: "42P01", Message: "the table does not exist (or is not on the search_path)"}
+		return "", s.missing()
 	}
 	return q, err
 }

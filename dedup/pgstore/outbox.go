@@ -48,8 +48,23 @@ func OutboxTable(table string) string {
 	if table == "" {
 		table = dedup.DefaultTable
 	}
-	last := lastPart(table)
-	return table[:len(table)-len(last)] + fitName(last, outboxSuffix)
+	n := namesOf(table)
+	return n.schema + n.outbox
+}
+
+// OutboxSequence is the name of the outbox table's sequence, which gives
+// its entries' Seq, beside the records table table (dedup.DefaultTable
+// when ""): the outbox table's name followed by "_seq", in the same
+// schema. Where that passes PostgreSQL's 63 bytes it is the name
+// PostgreSQL cuts it to, unless that names another of the table's
+// relations (the outbox table itself): then the records table's last part,
+// cut with a hash of the whole, followed by "_outbox_seq".
+func OutboxSequence(table string) string {
+	if table == "" {
+		table = dedup.DefaultTable
+	}
+	n := namesOf(table)
+	return n.schema + n.outboxSeq
 }
 
 // fitName is base+suffix, or when that passes maxIdentifier, base cut at
@@ -85,9 +100,8 @@ func fitName(base, suffix string) string {
 //	created_at   timestamptz
 //	expires_at   timestamptz        -- lease, retry or retention; NULL: never leased
 func createOutboxSQL(table string) string {
-	ob := OutboxTable(table)
-	last := lastPart(ob)
-	q := quote(ob)
+	n := namesOf(table)
+	q := quote(n.schema + n.outbox)
 	return `CREATE TABLE IF NOT EXISTS ` + q + ` (
 	id bytea PRIMARY KEY,
 	entry_id bytea NOT NULL,
@@ -104,10 +118,10 @@ func createOutboxSQL(table string) string {
 	created_at timestamptz NOT NULL,
 	expires_at timestamptz
 );
-CREATE SEQUENCE IF NOT EXISTS ` + quote(OutboxTable(table)+"_seq") + ` INCREMENT BY ` + fmt.Sprint(seqBlock) + `;
-CREATE INDEX IF NOT EXISTS ` + quote(fitName(last, "_pending_idx")) + ` ON ` + q + ` (seq) WHERE state = 'PENDING';
-CREATE INDEX IF NOT EXISTS ` + quote(fitName(last, "_lane_idx")) + ` ON ` + q + ` (destination, ordering_key, seq) WHERE state = 'PENDING';
-CREATE INDEX IF NOT EXISTS ` + quote(fitName(last, "_expires_idx")) + ` ON ` + q + ` (expires_at) WHERE state <> 'PENDING'`
+CREATE SEQUENCE IF NOT EXISTS ` + quote(n.schema+n.outboxSeq) + ` INCREMENT BY ` + fmt.Sprint(seqBlock) + `;
+CREATE INDEX IF NOT EXISTS ` + quote(n.outboxPendingIdx) + ` ON ` + q + ` (seq) WHERE state = 'PENDING';
+CREATE INDEX IF NOT EXISTS ` + quote(n.outboxLaneIdx) + ` ON ` + q + ` (destination, ordering_key, seq) WHERE state = 'PENDING';
+CREATE INDEX IF NOT EXISTS ` + quote(n.outboxExpiresIdx) + ` ON ` + q + ` (expires_at) WHERE state <> 'PENDING'`
 }
 
 // Outbox is the relay's view of the Store's outbox table (outbox.Store),
@@ -150,10 +164,11 @@ var _ outbox.Store = (*Outbox)(nil)
 // ClaimComplete commit outgoing messages with COMPLETED.
 func (s *Store) Outbox() outbox.Store { return s.outbox }
 
-// outboxSchemaSQL is the records table's schema, or no row when no such
-// table is visible.
+// outboxSchemaSQL is the records table's schema ($1), or the outbox
+// table's ($2) where the records table is not visible (a relay needs the
+// outbox alone), or no row when neither is.
 const outboxSchemaSQL = `SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-	WHERE c.oid = pg_catalog.to_regclass($1::text)`
+	WHERE c.oid = coalesce(pg_catalog.to_regclass($1::text), pg_catalog.to_regclass($2::text))`
 
 // sql returns the statements, finding the records table's schema on the
 // first call that finds it, through q (a commit's own transaction: the
@@ -163,15 +178,16 @@ func (o *Outbox) sql(ctx context.Context, q querier) (*outboxStatements, error) 
 		return st, nil
 	}
 	var schema string
-	err := q.QueryRow(ctx, outboxSchemaSQL, quote(o.s.table)).Scan(&schema)
+	err := q.QueryRow(ctx, outboxSchemaSQL, quote(o.s.table), quote(OutboxTable(o.s.table))).Scan(&schema)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &pgconn.PgError{Code: "42P01", Message: "the records table does not exist (or is not on the search_path)"}
+		return nil, &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: fmt.Sprintf("the outbox table %s does not exist, nor its records table %s (or they are not on the search_path): "+
+			"run pgstore.CreateTable, or onceq create-table -store postgres -table %s", OutboxTable(o.s.table), o.s.table, o.s.table)}
 	}
 	if err != nil {
 		return nil, err
 	}
-	name := lastPart(OutboxTable(o.s.table))
-	o.stmts.CompareAndSwap(nil, newOutboxStatements(pgx.Identifier{schema, name}.Sanitize(), pgx.Identifier{schema, name + "_seq"}.Sanitize()))
+	n := namesOf(o.s.table)
+	o.stmts.CompareAndSwap(nil, newOutboxStatements(pgx.Identifier{schema, n.outbox}.Sanitize(), pgx.Identifier{schema, n.outboxSeq}.Sanitize()))
 	return o.stmts.Load(), nil
 }
 
@@ -252,7 +268,7 @@ SELECT coalesce(array_agg(id), '{}') FROM m`,
 		deleteSQL: `DELETE FROM ` + q + ` WHERE id IN (SELECT id FROM ` + q + `
 	WHERE state <> 'PENDING' AND expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		checkSQL: `SELECT has_table_privilege($1::text, 'SELECT') AND has_table_privilege($1::text, 'INSERT')
-	AND has_table_privilege($1::text, 'UPDATE'), (SELECT count(*) FROM (SELECT id, ` + outboxCols + ` FROM ` + q + ` WHERE false) AS layout)`,
+	AND has_table_privilege($1::text, 'UPDATE') AND has_sequence_privilege($2::text, 'USAGE'), (SELECT count(*) FROM (SELECT id, ` + outboxCols + ` FROM ` + q + ` WHERE false) AS layout)`,
 		listenSQL: `LISTEN ` + pgx.Identifier{"onceq_outbox_" + hex.EncodeToString(sum[:8])}.Sanitize(),
 	}
 }
@@ -556,9 +572,10 @@ func (o *Outbox) DeleteExpired(ctx context.Context, before time.Time, limit int)
 	return int(tag.RowsAffected()), nil
 }
 
-// Check verifies that the outbox table exists with the entry's columns
-// and that this role may read, insert and update it. A records table made
-// before the outbox existed has none: CreateTable adds it.
+// Check verifies that the outbox table exists with the entry's columns,
+// and its sequence, and that this role may read, insert and update it and
+// take numbers from the sequence. A records table made before the outbox
+// existed has none: CreateTable adds it.
 func (o *Outbox) Check(ctx context.Context) error {
 	var ok bool
 	err := o.s.instr.Do(ctx, storeinstr.OpCheck, func(ctx context.Context, _ int) error {
@@ -567,7 +584,7 @@ func (o *Outbox) Check(ctx context.Context) error {
 			return o.wrap("check", err)
 		}
 		var n int64
-		err = o.s.db.QueryRow(ctx, st.checkSQL, st.table).Scan(&ok, &n)
+		err = o.s.db.QueryRow(ctx, st.checkSQL, st.table, st.seq).Scan(&ok, &n)
 		if err != nil && classOf(err) == retry.Misconfigured {
 			err = fmt.Errorf("%w (run pgstore.CreateTable, or onceq create-table -store postgres, to add the outbox table)", err)
 		}
@@ -577,7 +594,7 @@ func (o *Outbox) Check(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		return o.wrap("check", errors.New("the role lacks SELECT, INSERT or UPDATE on the outbox table"))
+		return o.wrap("check", errors.New("the role lacks SELECT, INSERT or UPDATE on the outbox table, or USAGE on its sequence"))
 	}
 	return nil
 }

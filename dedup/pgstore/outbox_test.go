@@ -158,7 +158,7 @@ func TestOutboxTableBesideRecords(t *testing.T) {
 		}
 		ob := pgstore.OutboxTable(name)
 		t.Cleanup(func() {
-			_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name+", "+ob+"; DROP SEQUENCE IF EXISTS "+ob+"_seq")
+			_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name+", "+ob+"; DROP SEQUENCE IF EXISTS "+pgstore.OutboxSequence(name))
 		})
 		if len(ob) > 63 || ob == name {
 			t.Fatalf("outbox table %q of %q: want a name of its own within 63 bytes", ob, name)
@@ -364,7 +364,7 @@ func TestOutboxCheckedWithSendsOnward(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+ob+"; DROP SEQUENCE IF EXISTS "+ob+"_seq")
+		_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+ob+"; DROP SEQUENCE IF EXISTS "+pgstore.OutboxSequence(table))
 	})
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	g, err := consumer.NewGuard(newStore(t, p, table), h, consumer.SendsOnward())
@@ -380,4 +380,33 @@ func TestOutboxCheckedWithSendsOnward(t *testing.T) {
 	if err := g.Check(testCtx(t)); err != nil {
 		t.Fatalf("Check after CreateTable: %v", err)
 	}
+}
+
+// Each error of a missing table names that table: the records table to
+// the Store, the outbox table to the relay's view, with or without the
+// records table beside it.
+func TestMissingTablesNamed(t *testing.T) {
+	p := pool(t)
+	ctx := testCtx(t)
+	absent := uniqueName("onceq_absent")
+	wantNamed := func(what string, err error, table string) {
+		t.Helper()
+		if retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), "table "+table+" does not exist") &&
+			!strings.Contains(err.Error(), `relation "public.`+table+`" does not exist`) {
+			t.Errorf("%s: %v (%v), want Misconfigured saying %s does not exist", what, err, retry.Classify(err), table)
+		}
+	}
+	wantNamed("Check of a missing records table", newStore(t, p, absent).Check(ctx), absent)
+	ob := newStore(t, p, absent).Outbox()
+	wantNamed("the outbox's Check, neither table there", ob.(*pgstore.Outbox).Check(ctx), pgstore.OutboxTable(absent))
+	_, err := ob.Lease(ctx, outbox.LeaseRequest{Owner: "r", Max: 1, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	wantNamed("Lease, neither table there", err, pgstore.OutboxTable(absent))
+	table := recordsTable(t, p)
+	if _, err := p.Exec(ctx, "DROP TABLE "+pgstore.OutboxTable(table)); err != nil {
+		t.Fatal(err)
+	}
+	ob = newStore(t, p, table).Outbox()
+	wantNamed("the outbox's Check beside its records table", ob.(*pgstore.Outbox).Check(ctx), pgstore.OutboxTable(table))
+	_, err = ob.Lease(ctx, outbox.LeaseRequest{Owner: "r", Max: 1, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	wantNamed("Lease beside its records table", err, pgstore.OutboxTable(table))
 }

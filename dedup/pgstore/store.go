@@ -202,6 +202,13 @@ func checkName(table string) error {
 	return nil
 }
 
+// missing is the error of a records table that is not visible: named,
+// with what makes it.
+func (s *Store) missing() error {
+	return &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: fmt.Sprintf("the records table %s does not exist (or is not on the search_path): "+
+		"run pgstore.CreateTable, or onceq create-table -store postgres -table %s", s.table, s.table)}
+}
+
 // resolveSQL is the table's schema-qualified name, quoted, or no row when
 // no such table is visible. Every name it uses is pg_catalog's, which the
 // search_path never hides.
@@ -218,7 +225,7 @@ func (s *Store) sql(ctx context.Context) (*statements, error) {
 	var q string
 	err := s.db.QueryRow(ctx, resolveSQL, quote(s.table)).Scan(&q)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &pgconn.PgError{Code: "42P01", Message: "the table does not exist (or is not on the search_path)"}
+		return nil, s.missing()
 	}
 	if err != nil {
 		return nil, err

@@ -30,7 +30,16 @@ func TestConformance(t *testing.T) {
 		return s
 	}, storetest.Options{Corrupt: corruptRow(p, table), MaxResponseSize: testMaxResponse, RejectingWrite: rejecting,
 		NilWrites: []any{(*pgstore.Exec)(nil), pgstore.Func(nil), (func(context.Context, pgx.Tx) error)(nil)},
-		Inserts:   inserts(t, p, table)})
+		Inserts:   inserts(t, p, table),
+		MissingOutbox: func(t *testing.T) (dedup.Store, string) {
+			// A records table whose outbox table was dropped.
+			table := recordsTable(t, p)
+			ob := pgstore.OutboxTable(table)
+			if _, err := p.Exec(testCtx(t), "DROP TABLE "+ob); err != nil {
+				t.Fatal(err)
+			}
+			return newStore(t, p, table), ob
+		}})
 }
 
 // corruptRow makes the row of l's owner in table corrupt in the way c.

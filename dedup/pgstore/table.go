@@ -40,7 +40,7 @@ func CreateTable(ctx context.Context, db DB, table string) error {
 	}
 	q := quote(s.table)
 	// The index is named after the table's last part, in the table's schema.
-	idx := quote(lastPart(s.table) + "_expires_at_idx")
+	idx := quote(namesOf(s.table).recordsExpiresIdx)
 	_, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+q+` (
 	id bytea PRIMARY KEY,
 	status text NOT NULL,

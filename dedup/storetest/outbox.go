@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/outbox"
+	"github.com/onceq/onceq/retry"
 )
 
 // outboxViewer is a Store that gives the relay's view of its outbox.
@@ -66,6 +67,7 @@ func (s *suite) outboxCases(t *testing.T, st dedup.Store) {
 		{"LostLeaseMarksRefused", s.outboxLostLease},
 		{"MarksKeptUntilRetention", s.outboxRetention},
 		{"EntriesLists", s.outboxEntries},
+		{"MissingTableStopsRelay", s.outboxMissingTable},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, st, ob) })
@@ -611,4 +613,37 @@ func (s *suite) outboxEntries(t *testing.T, st dedup.Store, ob outbox.Store) {
 	if len(es) == 1 && es[0].Destination == dest && es[0].ID != outbox.ID(k, 1) {
 		t.Fatalf("Lease with Max 1 took %s, not the lane's first Pending entry %s", es[0].ID, outbox.ID(k, 1))
 	}
+}
+
+// outboxMissingTable: a relay over an outbox whose table does not exist
+// returns at start a Misconfigured error naming that table, and sends
+// nothing; it never polls on.
+func (s *suite) outboxMissingTable(t *testing.T, _ dedup.Store, _ outbox.Store) {
+	if s.opts.MissingOutbox == nil {
+		t.Skip("the Store has no outbox table to miss (Options.MissingOutbox)")
+	}
+	st, table := s.opts.MissingOutbox(t)
+	ob, ok := outboxOf(st)
+	if !ok {
+		t.Fatalf("the Store (%T) gives no relay's view", st)
+	}
+	r, err := outbox.NewRelay(ob, neverSends{t}, outbox.PollInterval(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bound: a relay that polls on returns nil when it ends.
+	c, cancel := context.WithTimeout(ctx(t), 30*time.Second)
+	defer cancel()
+	err = r.Run(c)
+	if err == nil || retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), table) {
+		t.Fatalf("Run over a missing outbox table: %v (%v), want a Misconfigured error naming %s at start", err, retry.Classify(err), table)
+	}
+}
+
+// neverSends fails the test on any send.
+type neverSends struct{ t *testing.T }
+
+func (n neverSends) Send(context.Context, []outbox.Entry) []error {
+	n.t.Error("a relay over a missing outbox table sent entries")
+	return nil
 }

@@ -54,6 +54,12 @@ type Options struct {
 	// *dedup.BusinessConditionError (the outbox cases check that such a
 	// commit sends nothing). Nil: that part is skipped.
 	RejectingWrite func() any
+	// MissingOutbox, for a Store whose Capabilities say Outbox, returns a
+	// Store whose outbox table does not exist, and that table's name: a
+	// relay over it stops at start with an error naming the table. A
+	// Store with no table to miss (the in-memory one) leaves it nil and
+	// the case is skipped.
+	MissingOutbox func(t *testing.T) (dedup.Store, string)
 }
 
 // Run runs the suite. newStore is called once per subtest.

@@ -51,18 +51,8 @@ func (d *dynamoInventory) Reserve(o Order) []any {
 // (on-demand) and seeds skus sku-0 … sku-{skus-1} where absent.
 func createExampleTables(ctx context.Context, client *ddb.Client, inventory, orders string, skus int, available int64) error {
 	for _, t := range []struct{ name, key string }{{inventory, "sku"}, {orders, "order_id"}} {
-		_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
-			TableName:            aws.String(t.name),
-			BillingMode:          types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(t.key), AttributeType: types.ScalarAttributeTypeS}},
-			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(t.key), KeyType: types.KeyTypeHash}},
-		})
-		var inUse *types.ResourceInUseException
-		if err != nil && !errors.As(err, &inUse) {
-			return fmt.Errorf("create table %s: %w", t.name, err)
-		}
-		if err := ddb.NewTableExistsWaiter(client).Wait(ctx, &ddb.DescribeTableInput{TableName: aws.String(t.name)}, 2*time.Minute); err != nil {
-			return fmt.Errorf("wait for table %s: %w", t.name, err)
+		if err := createDynamoTable(ctx, client, t.name, t.key); err != nil {
+			return err
 		}
 	}
 	for i := range skus {
@@ -79,6 +69,25 @@ func createExampleTables(ctx context.Context, client *ddb.Client, inventory, ord
 		if err != nil && !errors.As(err, &exists) {
 			return fmt.Errorf("seed %s: %w", inventory, err)
 		}
+	}
+	return nil
+}
+
+// createDynamoTable creates a table keyed by the string attribute key,
+// unless it exists, and waits until it is active.
+func createDynamoTable(ctx context.Context, client *ddb.Client, name, key string) error {
+	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(key), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(key), KeyType: types.KeyTypeHash}},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", name, err)
+	}
+	if err := ddb.NewTableExistsWaiter(client).Wait(ctx, &ddb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
+		return fmt.Errorf("wait for table %s: %w", name, err)
 	}
 	return nil
 }

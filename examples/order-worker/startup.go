@@ -87,8 +87,7 @@ func explainStart(err error, o options, noDeadLetter bool) error {
 	case errors.As(err, &table):
 		return fail("pass -create-tables to create and seed it", "the %s table %q does not exist", table.role, table.table)
 	case errors.As(err, &noTable):
-		return fail(fmt.Sprintf("create it with `onceq create-table -table %s` or pass -create-tables", o.idempotencyTable),
-			"the idempotency table %q does not exist", o.idempotencyTable)
+		return missingTable(err, o)
 	case errors.As(err, &layout):
 		return fail("the worker uses the key layout: create one with `onceq create-table -table NAME` and pass -idempotency-table NAME",
 			"the idempotency table %q has the tenant layout's key schema", o.idempotencyTable)
@@ -136,3 +135,27 @@ func errorCode(err error) string {
 
 // oneLine keeps an error's text on one line.
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// missingTable says which table of the worker's does not exist: the one
+// the store's error names, the idempotency table when it names none.
+func missingTable(err error, o options) error {
+	name := o.idempotencyTable
+	var tnf *dynamostore.TableNotFoundError
+	if errors.As(err, &tnf) {
+		name = tnf.Table
+	}
+	create := fmt.Sprintf("create it with `onceq create-table -table %s` or pass -create-tables", o.idempotencyTable)
+	role := "idempotency"
+	switch name {
+	case o.idempotencyTable:
+	case dynamostore.OutboxTable(o.idempotencyTable):
+		role, create = "outbox", fmt.Sprintf("create it with `onceq create-table -table %s -outbox` or pass -create-tables", o.idempotencyTable)
+	case dynamostore.OffsetsTable(o.idempotencyTable):
+		role = "offsets"
+	case o.shipmentsTable:
+		role, create = "shipments", "pass -create-tables to create it"
+	default:
+		role, create = "business", "create it, or fix the handler's writes"
+	}
+	return &startError{what: fmt.Sprintf("the %s table %q does not exist", role, name), fix: create, err: err}
+}

@@ -62,11 +62,24 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 	switch o.store {
 	case "dynamodb":
 		if o.createTables {
+			// Every table the flags use: the records table (with batch
+			// mode's offsets table), the outbox table of the events sent
+			// onward, the example's own.
 			if err := dynamostore.CreateTable(ctx, db, o.idempotencyTable); err != nil {
 				return nil, err
 			}
+			if o.sendsOnward() {
+				if err := dynamostore.CreateOutboxTable(ctx, db, o.idempotencyTable); err != nil {
+					return nil, err
+				}
+			}
 			if err := createExampleTables(ctx, db, o.inventoryTable, o.ordersTable, 100, 1_000_000); err != nil {
 				return nil, err
+			}
+			if o.ship {
+				if err := createDynamoTable(ctx, db, o.shipmentsTable, "order_id"); err != nil {
+					return nil, err
+				}
 			}
 		} else if err := checkExampleTables(ctx, db, o.inventoryTable, o.ordersTable); err != nil {
 			return nil, err
@@ -88,9 +101,14 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		w.close = pool.Close
 		inv := newPGInventory(o.inventoryTable, o.ordersTable)
 		if o.createTables {
+			// The records table with its outbox and offsets tables, and
+			// the example's own.
 			err = pgstore.CreateTable(ctx, pool, o.idempotencyTable)
 			if err == nil {
 				err = inv.create(ctx, pool, 100, 1_000_000)
+			}
+			if err == nil && o.ship {
+				_, err = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+pgQuote(o.shipmentsTable)+` (order_id text PRIMARY KEY, shipped bigint NOT NULL)`)
 			}
 		} else {
 			err = inv.check(ctx, pool)
@@ -190,3 +208,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 	}
 	return w, nil
 }
+
+// sendsOnward: the flags send events onward through the store's outbox
+// (the demo's shipping stage, -send-reserved-to).
+func (o options) sendsOnward() bool { return o.demo > 0 || o.sendReservedTo != "" }
