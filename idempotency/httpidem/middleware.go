@@ -265,6 +265,15 @@ type recorder struct {
 func (r *recorder) Header() http.Header { return r.header }
 
 func (r *recorder) WriteHeader(status int) {
+	// As net/http: a code it would refuse is the handler's fault (a panic,
+	// so nothing is stored), and an informational response (103 Early
+	// Hints) is not the answer; only the final status is kept.
+	if status < 100 || status > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", status))
+	}
+	if status < 200 && status != http.StatusSwitchingProtocols {
+		return
+	}
 	if !r.wrote {
 		r.status, r.wrote = status, true
 	}
