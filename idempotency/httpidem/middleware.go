@@ -134,6 +134,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		req := r.WithContext(ctx)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(rec, req)
+		if err := ctx.Err(); err != nil && !rec.wrote {
+			// It gave up when its client went away (or at its timeout),
+			// and answered nothing: not an empty 200 to replay.
+			return nil, err
+		}
 		if rec.status >= 500 && !m.cfg.storeServer {
 			return nil, &unstored{rec}
 		}
