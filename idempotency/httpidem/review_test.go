@@ -2,7 +2,9 @@ package httpidem_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -494,5 +496,55 @@ func TestReviewFlushDoesNotBypass(t *testing.T) {
 	}
 	if isFlusher || !errors.Is(flushErr, http.ErrNotSupported) {
 		t.Errorf("Flusher %v, ResponseController.Flush %v: want no flushing, said so", isFlusher, flushErr)
+	}
+}
+
+// The expiry policy is stated on what is kept under the key: a 5xx that
+// is not stored must not tell the client its key is held for the
+// Retention, when its retry runs the handler again.
+func TestReviewExpiryHeaderOnlyWhenStored(t *testing.T) {
+	var runs atomic.Int32
+	rs := newReviewServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		if runs.Add(1) == 1 {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}, httpidem.ExpiryHeader())
+	res, _ := rs.mustPost(t, `"exp-1"`, "{}")
+	<-rs.done
+	if got := res.Header.Get(httpidem.HeaderExpiry); res.StatusCode != http.StatusBadGateway || got != "" {
+		t.Errorf("unstored 502: %s %q, want no expiry stated", httpidem.HeaderExpiry, got)
+	}
+	res, _ = rs.mustPost(t, `"exp-1"`, "{}")
+	if got := res.Header.Get(httpidem.HeaderExpiry); res.StatusCode != http.StatusCreated || got != "86400" {
+		t.Errorf("stored 201: %d %s %q, want 86400", res.StatusCode, httpidem.HeaderExpiry, got)
+	}
+}
+
+// The problem stored in place of a response over the limit is a new
+// body: header fields that describe the old one (its Content-Encoding,
+// say, replayed by ReplayHeaders) must not come with it, or the client
+// cannot read the replay.
+func TestReviewOversizeDropsRepresentationFields(t *testing.T) {
+	rs := newReviewServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Location", "/orders/1")
+		w.WriteHeader(http.StatusCreated)
+		zw := gzip.NewWriter(w)
+		for i := range 2000 { // a random-looking body gzip cannot shrink under the limit
+			_, _ = fmt.Fprintf(zw, "%x", sha256.Sum256([]byte{byte(i), byte(i >> 8)}))
+		}
+		_ = zw.Close()
+	}, httpidem.ReplayHeaders("Content-Type", "Location", "Content-Encoding"), httpidem.MaxResponseBytes(4096))
+	first, _ := rs.mustPost(t, `"gz-1"`, "{}")
+	<-rs.done
+	res, body, err := rs.post(context.Background(), `"gz-1"`, "{}")
+	if err != nil {
+		t.Fatalf("first %d; replay unreadable: %v", first.StatusCode, err)
+	}
+	if res.StatusCode != http.StatusCreated || res.Header.Get("Location") != "/orders/1" || !strings.Contains(body, "4096 bytes") {
+		t.Errorf("replay: %d %v %q, want the 201 with its Location and the problem naming the limit", res.StatusCode, res.Header, body)
 	}
 }
