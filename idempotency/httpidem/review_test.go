@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/idempotency"
 	"github.com/onceq/onceq/idempotency/httpidem"
+	"github.com/onceq/onceq/retry"
 )
 
 // outcomes tells a test of each call's outcome, so that it knows a
@@ -546,5 +548,46 @@ func TestReviewOversizeDropsRepresentationFields(t *testing.T) {
 	}
 	if res.StatusCode != http.StatusCreated || res.Header.Get("Location") != "/orders/1" || !strings.Contains(body, "4096 bytes") {
 		t.Errorf("replay: %d %v %q, want the 201 with its Location and the problem naming the limit", res.StatusCode, res.Header, body)
+	}
+}
+
+// completeOutage is a memory Store whose Complete fails as an outage
+// does: the handler runs, its answer cannot be stored.
+type completeOutage struct{ dedup.Store }
+
+func (completeOutage) Complete(context.Context, dedup.CompleteRequest) error {
+	return retry.WithClass(errors.New("connection reset"), retry.Transient)
+}
+
+// An outage when the answer is to be stored: the client gets a 503 with
+// Retry-After, never the answer that was not kept (its retry would run
+// the handler again, and may answer otherwise).
+func TestReviewCompleteOutageIs503(t *testing.T) {
+	var runs atomic.Int32
+	run, err := idempotency.New(completeOutage{memstore.New()}, idempotency.InProgressExpiry(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httpidem.New(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"order-1"}`)
+	})))
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader("{}"))
+	req.Header.Set(httpidem.HeaderKey, `"outage-1"`)
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || strings.Contains(string(b), "order-1") {
+		t.Errorf("%d %v %s after %d runs: want a 503 problem with Retry-After", res.StatusCode, res.Header, b, runs.Load())
 	}
 }

@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"QueryIsFingerprinted", s.queryFingerprinted},
 		{"KeysScopedToCaller", s.scopedToCaller},
 		{"KeySyntax", s.keySyntax},
+		{"KeyCharactersKeptApart", s.keyCharacters},
 		{"OversizeResponseRunsOnce", s.oversizeResponse},
 		{"FiftyConcurrentRetriesRunOnce", s.fiftyRetries},
 		{"StoreOutageIs503", s.outage},
@@ -506,6 +507,28 @@ func (s *suite) keySyntax(t *testing.T) {
 		t.Errorf("a key of 255 characters: %d %s, want the handler's 201", r.status, r.body)
 	}
 	a.wantRuns(1)
+}
+
+// Keys that differ only in the characters a Store or the stored key's
+// encoding could treat specially (a quote, a backslash, '#', '!', ':', a
+// space), and the longest key of escapes, are each their own: each runs
+// once and is replayed.
+func (s *suite) keyCharacters(t *testing.T) {
+	a := s.start(t, setup{})
+	base := newKey(t)
+	values := []string{`"` + base + `\"b"`, `"` + base + `\\b"`, `"` + base + `#b"`, `"!` + base + `#b"`, `"` + base + `:b"`,
+		`"` + base + ` b"`, `"` + base + `b"`, `"` + strings.Repeat(`\\`, 255) + `"`, `"` + strings.Repeat(`\\`, 254) + `"`}
+	first := make([]response, len(values))
+	for i, v := range values {
+		first[i] = a.send(http.MethodPost, "/payments", http.Header{httpidem.HeaderKey: {v}}, "{}")
+		if first[i].status != http.StatusCreated || !strings.Contains(first[i].body, fmt.Sprintf(`"run":%d`, i+1)) {
+			t.Fatalf("key %d: %d %s, want run %d", i, first[i].status, first[i].body, i+1)
+		}
+	}
+	for i, v := range values {
+		wantReplay(t, first[i], a.send(http.MethodPost, "/payments", http.Header{httpidem.HeaderKey: {v}}, "{}"))
+	}
+	a.wantRuns(int32(len(values)))
 }
 
 // A response longer than a stored one may be is sent whole to its
