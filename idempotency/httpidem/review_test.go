@@ -591,3 +591,19 @@ func TestReviewCompleteOutageIs503(t *testing.T) {
 		t.Errorf("%d %v %s after %d runs: want a 503 problem with Retry-After", res.StatusCode, res.Header, b, runs.Load())
 	}
 }
+
+// As net/http: a header field changed after the status was written is not
+// part of the response, so it is neither sent nor stored and replayed.
+func TestReviewHeaderAfterWriteHeaderIgnored(t *testing.T) {
+	rs := newReviewServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Location", "/orders/1")
+		w.WriteHeader(http.StatusCreated)
+		w.Header().Set("Location", "/late")
+	})
+	first, _ := rs.mustPost(t, `"late-1"`, "{}")
+	<-rs.done
+	again, _ := rs.mustPost(t, `"late-1"`, "{}")
+	if a, b := first.Header.Get("Location"), again.Header.Get("Location"); a != "/orders/1" || b != "/orders/1" {
+		t.Errorf("Location first %q, replayed %q: want /orders/1, as written with the status", a, b)
+	}
+}
