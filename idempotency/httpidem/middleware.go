@@ -134,6 +134,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		req := r.WithContext(ctx)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(rec, req)
+		if err := ctx.Err(); err != nil && !rec.wrote {
+			// It gave up when its client went away (or at its timeout),
+			// and answered nothing: not an empty 200 to replay.
+			return nil, err
+		}
 		if rec.status >= 500 && !m.cfg.storeServer {
 			return nil, &unstored{rec}
 		}
@@ -154,7 +159,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if !res.Replayed && !res.Rejected && first != nil {
-		m.send(w, first.status, first.header, first.body.Bytes(), false)
+		m.send(w, first.status, first.header, first.body.Bytes(), false, true)
 		return
 	}
 	h := make(http.Header)
@@ -163,7 +168,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.writeProblem(w, http.StatusInternalServerError, "the response stored for this key cannot be read", 0)
 		return
 	}
-	m.send(w, status, h, stored, res.Replayed)
+	m.send(w, status, h, stored, res.Replayed, true)
 }
 
 // storedKey is the key the Runner keeps for the request: the hash of its
@@ -192,7 +197,7 @@ func (m *Middleware) oversize(status int, h http.Header, size, limit int) []byte
 		"than the %d bytes kept for a replay, so only its status and header fields are given again; do not send it again under a new key", size, limit)))
 	fields := make(http.Header, len(m.oversizeAllow))
 	for _, name := range m.oversizeAllow {
-		if v := h[name]; len(v) > 0 {
+		if v := h[name]; len(v) > 0 && !representation(name) {
 			fields[name] = v
 		}
 	}
@@ -203,8 +208,21 @@ func (m *Middleware) oversize(status int, h http.Header, size, limit int) []byte
 	return encode(status, http.Header{"Content-Type": {"application/problem+json"}}, []string{"Content-Type"}, body)
 }
 
-// send writes a response, the first one or a stored one.
-func (m *Middleware) send(w http.ResponseWriter, status int, h http.Header, body []byte, replayed bool) {
+// representation names the header fields that describe a response's
+// body, not its outcome: they do not come with the problem stored in
+// place of a body over the limit, which they would misdescribe.
+func representation(name string) bool {
+	switch name {
+	case "Content-Encoding", "Content-Length", "Content-Range", "Content-Language", "Content-Md5",
+		"Content-Digest", "Repr-Digest", "Digest", "Etag":
+		return true
+	}
+	return false
+}
+
+// send writes a response, the first one or a stored one; stored says
+// whether it is kept under the key (and so has the expiry policy).
+func (m *Middleware) send(w http.ResponseWriter, status int, h http.Header, body []byte, replayed, stored bool) {
 	dst := w.Header()
 	for k, v := range h {
 		dst[k] = v
@@ -212,7 +230,7 @@ func (m *Middleware) send(w http.ResponseWriter, status int, h http.Header, body
 	if replayed {
 		dst.Set(HeaderReplayed, "true")
 	}
-	if m.cfg.expiryHeader {
+	if stored && m.cfg.expiryHeader {
 		dst.Set(HeaderExpiry, m.expiry)
 	}
 	w.WriteHeader(status)
@@ -229,7 +247,7 @@ func (m *Middleware) failed(w http.ResponseWriter, err error) {
 	)
 	switch {
 	case errors.As(err, &un):
-		m.send(w, un.rec.status, un.rec.header, un.rec.body.Bytes(), false)
+		m.send(w, un.rec.status, un.rec.header, un.rec.body.Bytes(), false, false)
 	case errors.Is(err, idempotency.ErrKeyReuse):
 		m.writeProblem(w, http.StatusUnprocessableEntity, "the Idempotency-Key was used before with another request; use a new key for a new request", 0)
 	case errors.As(err, &busy):
@@ -265,6 +283,15 @@ type recorder struct {
 func (r *recorder) Header() http.Header { return r.header }
 
 func (r *recorder) WriteHeader(status int) {
+	// As net/http: a code it would refuse is the handler's fault (a panic,
+	// so nothing is stored), and an informational response (103 Early
+	// Hints) is not the answer; only the final status is kept.
+	if status < 100 || status > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", status))
+	}
+	if status < 200 && status != http.StatusSwitchingProtocols {
+		return
+	}
 	if !r.wrote {
 		r.status, r.wrote = status, true
 	}

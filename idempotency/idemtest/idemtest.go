@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/idempotency"
 	"github.com/onceq/onceq/idempotency/httpidem"
@@ -64,9 +65,11 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"QueryIsFingerprinted", s.queryFingerprinted},
 		{"KeysScopedToCaller", s.scopedToCaller},
 		{"KeySyntax", s.keySyntax},
+		{"KeyCharactersKeptApart", s.keyCharacters},
 		{"OversizeResponseRunsOnce", s.oversizeResponse},
 		{"FiftyConcurrentRetriesRunOnce", s.fiftyRetries},
 		{"StoreOutageIs503", s.outage},
+		{"AbandonedRequestNotStored", s.abandoned},
 	} {
 		t.Run(c.name, c.fn)
 	}
@@ -92,6 +95,7 @@ type app struct {
 	// status is what the handler answers for a run (by its number, from
 	// 1); 201 when nil.
 	status func(run int32) int
+	giveUp func(run int32) bool
 	// busy is closed at the first retry that met the key in flight.
 	busy     chan struct{}
 	busyOnce sync.Once
@@ -107,6 +111,9 @@ type setup struct {
 	store  func(dedup.Store) dedup.Store // wraps the case's Store
 	status func(run int32) int
 	gate   bool
+	// giveUp says which runs return without writing once their
+	// request's context ends, as a handler whose client went away does.
+	giveUp func(run int32) bool
 	// outer wraps the middleware's handler (counts arrivals).
 	outer func(http.Handler) http.Handler
 }
@@ -114,7 +121,7 @@ type setup struct {
 func (s *suite) start(t *testing.T, su setup) *app {
 	t.Helper()
 	st := s.newStore(t)
-	a := &app{t: t, status: su.status, busy: make(chan struct{}), entered: make(chan struct{}, 100)}
+	a := &app{t: t, status: su.status, giveUp: su.giveUp, busy: make(chan struct{}), entered: make(chan struct{}, 100)}
 	if s.opts.Effect != nil {
 		e := s.opts.Effect(t, st)
 		a.effect = &e
@@ -163,6 +170,10 @@ func (a *app) pay(w http.ResponseWriter, r *http.Request) {
 	a.entered <- struct{}{}
 	if a.gate != nil {
 		<-a.gate
+	}
+	if a.giveUp != nil && a.giveUp(n) {
+		<-r.Context().Done()
+		return
 	}
 	status := http.StatusCreated
 	if a.status != nil {
@@ -508,6 +519,28 @@ func (s *suite) keySyntax(t *testing.T) {
 	a.wantRuns(1)
 }
 
+// Keys that differ only in the characters a Store or the stored key's
+// encoding could treat specially (a quote, a backslash, '#', '!', ':', a
+// space), and the longest key of escapes, are each their own: each runs
+// once and is replayed.
+func (s *suite) keyCharacters(t *testing.T) {
+	a := s.start(t, setup{})
+	base := newKey(t)
+	values := []string{`"` + base + `\"b"`, `"` + base + `\\b"`, `"` + base + `#b"`, `"!` + base + `#b"`, `"` + base + `:b"`,
+		`"` + base + ` b"`, `"` + base + `b"`, `"` + strings.Repeat(`\\`, 255) + `"`, `"` + strings.Repeat(`\\`, 254) + `"`}
+	first := make([]response, len(values))
+	for i, v := range values {
+		first[i] = a.send(http.MethodPost, "/payments", http.Header{httpidem.HeaderKey: {v}}, "{}")
+		if first[i].status != http.StatusCreated || !strings.Contains(first[i].body, fmt.Sprintf(`"run":%d`, i+1)) {
+			t.Fatalf("key %d: %d %s, want run %d", i, first[i].status, first[i].body, i+1)
+		}
+	}
+	for i, v := range values {
+		wantReplay(t, first[i], a.send(http.MethodPost, "/payments", http.Header{httpidem.HeaderKey: {v}}, "{}"))
+	}
+	a.wantRuns(int32(len(values)))
+}
+
 // A response longer than a stored one may be is sent whole to its
 // request, and its writes commit; a retry gets its status and Location
 // with a problem that names the limit, and never runs the handler again.
@@ -607,4 +640,46 @@ func (s *suite) outage(t *testing.T) {
 		t.Errorf("after the outage: %d %v, want the handler's first answer", r.status, r.header)
 	}
 	a.wantRuns(1)
+}
+
+// callOver is closed at the first call's outcome (a retry that polls a
+// record failed moments ago has one per look).
+type callOver struct {
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *callOver) OnMessageOutcome(context.Context, *consumer.Message, consumer.Outcome, time.Duration) {
+	c.once.Do(func() { close(c.done) })
+}
+
+// A handler that gives up when its client goes away, answering nothing,
+// stores nothing and commits nothing: the client's retry runs it.
+func (s *suite) abandoned(t *testing.T) {
+	over := &callOver{done: make(chan struct{})}
+	a := s.start(t, setup{giveUp: func(run int32) bool { return run == 1 }, runner: []idempotency.Option{idempotency.WithHooks(over)}})
+	key := newKey(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.srv.URL+"/payments", strings.NewReader("{}"))
+	req.Header.Set(httpidem.HeaderKey, `"`+key+`"`)
+	errc := make(chan error, 1)
+	go func() {
+		res, err := a.client.Do(req)
+		if err == nil {
+			_ = res.Body.Close()
+		}
+		errc <- err
+	}()
+	<-a.entered
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first: %v, want the client's cancellation", err)
+	}
+	<-over.done
+	a.wantApplied(key, 0)
+	if r := a.post(key, "{}"); r.status != http.StatusCreated || r.header.Get(httpidem.HeaderReplayed) != "" || !strings.Contains(r.body, `"run":2`) {
+		t.Errorf("retry: %d %v %s, want the handler run again", r.status, r.header, r.body)
+	}
+	a.wantRuns(2)
+	a.wantApplied(key, 1)
 }
