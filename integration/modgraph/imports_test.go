@@ -24,18 +24,31 @@ func under(module, prefix string) bool {
 
 // A user of the kafka-go source inherits nothing of franz-go: neither the
 // client nor its in-memory broker (kfake) nor its protocol module, which
-// only the tests that steer a broker need, and they live elsewhere.
+// only the tests that steer a broker need, and they live elsewhere. So
+// does a Kafka Lambda function, whose handler is kafka-go's.
 func TestKafkaGoUserWithoutFranz(t *testing.T) {
-	u := newUserModule(t, []string{"", "sources/kafkasource"},
-		"github.com/onceq/onceq/consumer", "github.com/onceq/onceq/sources/kafkasource")
-	mods := u.modules()
-	inGraph(t, mods, "github.com/onceq/onceq/sources/kafkasource", "github.com/segmentio/kafka-go")
-	for _, m := range mods {
-		if under(m, "github.com/twmb/franz-go") {
-			t.Errorf("a user module importing consumer and kafkasource lists %s", m)
-		}
+	for _, user := range []struct {
+		name    string
+		modules []string
+		imports []string
+	}{
+		{"kafkasource", []string{"", "sources/kafkasource"},
+			[]string{"github.com/onceq/onceq/consumer", "github.com/onceq/onceq/sources/kafkasource"}},
+		{"kafkalambda", []string{"", "dedup/dynamostore", "lambda/kafkalambda", "sources/kafkasource"},
+			[]string{"github.com/aws/aws-lambda-go/lambda", "github.com/onceq/onceq/dedup/dynamostore", "github.com/onceq/onceq/lambda/kafkalambda"}},
+	} {
+		t.Run(user.name, func(t *testing.T) {
+			u := newUserModule(t, user.modules, user.imports...)
+			mods := u.modules()
+			inGraph(t, mods, "github.com/onceq/onceq/sources/kafkasource", "github.com/segmentio/kafka-go")
+			for _, m := range mods {
+				if under(m, "github.com/twmb/franz-go") {
+					t.Errorf("a user module importing %v lists %s", user.imports, m)
+				}
+			}
+			t.Logf("%d modules in the user's graph", len(mods))
+		})
 	}
-	t.Logf("%d modules in the user's graph", len(mods))
 }
 
 // A user of SQS with PostgreSQL inherits no DynamoDB SDK and not the
