@@ -61,7 +61,7 @@ func createTopic(t testing.TB, addr, topic string, partitions int) {
 // writer produces to topic, acknowledged by the broker.
 func writer(t testing.TB, addr, topic string) *kgo.Writer {
 	w := &kgo.Writer{Addr: kgo.TCP(addr), Topic: topic, Transport: transport(t), Balancer: &kgo.Hash{},
-		RequiredAcks: kgo.RequireAll, BatchTimeout: time.Millisecond}
+		RequiredAcks: kgo.RequireAll, BatchTimeout: time.Millisecond, BatchSize: 1000}
 	t.Cleanup(func() { _ = w.Close() })
 	return w
 }
