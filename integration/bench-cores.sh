@@ -22,7 +22,7 @@ mkdir -p "$dir"
 build() {
   cd "$root"
   go test -c -o "$dir/consumer.test" ./consumer/
-  go test -c -o "$dir/kafkasource.test" ./sources/kafkasource/
+  go test -c -o "$dir/kafkasource.test" ./integration/kafkacontrol/
   go test -c -o "$dir/franzsource.test" ./sources/franzsource/
   go build -o "$dir/benchtable" ./integration/benchtable
 }

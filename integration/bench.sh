@@ -62,7 +62,7 @@ else
   : >"$mutex_top"
 fi
 bench ./sources/sqssource/ -bench '^BenchmarkRawVsConsumer$' -benchtime 3x -count "$count"
-bench ./sources/kafkasource/ -bench '^BenchmarkGroupThroughput$' -benchtime 1x -count "$count"
+bench ./integration/kafkacontrol/ -bench '^BenchmarkGroupThroughput$' -benchtime 1x -count "$count"
 bench ./sources/franzsource/ -bench '^BenchmarkFranzThroughput$' -benchtime 1x -count "$count"
 bench ./sources/sqssource/ -bench '^BenchmarkOutboxRelay$' -benchtime 1x -count "$count"
 bench ./sources/franzsource/ -bench '^BenchmarkOutboxRelayFranz$' -benchtime 1x -count "$count"

@@ -9,8 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -58,36 +56,39 @@ func (a *IAMRecorder) APIOption(stack *middleware.Stack) error {
 		}), middleware.Before)
 }
 
+// transactActions is the action each kind of transaction item needs.
+var transactActions = map[string]string{"Put": "dynamodb:PutItem", "Update": "dynamodb:UpdateItem", "Delete": "dynamodb:DeleteItem", "ConditionCheck": "dynamodb:ConditionCheckItem"}
+
 var singular = map[string]string{"DeleteMessageBatch": "DeleteMessage", "ChangeMessageVisibilityBatch": "ChangeMessageVisibility", "SendMessageBatch": "SendMessage"}
 
 func (a *IAMRecorder) record(service, op string, params any) {
-	switch in := params.(type) {
-	case *ddb.TransactWriteItemsInput:
-		for _, it := range in.TransactItems {
-			switch {
-			case it.Put != nil:
-				a.add(aws.ToString(it.Put.TableName), "dynamodb:PutItem")
-			case it.Update != nil:
-				a.add(aws.ToString(it.Update.TableName), "dynamodb:UpdateItem")
-			case it.Delete != nil:
-				a.add(aws.ToString(it.Delete.TableName), "dynamodb:DeleteItem")
-			case it.ConditionCheck != nil:
-				a.add(aws.ToString(it.ConditionCheck.TableName), "dynamodb:ConditionCheckItem")
+	// The inputs are read through their JSON form, not their types, so that
+	// a test of one service's code does not import the other service's SDK.
+	var f struct {
+		TableName, QueueUrl, QueueName *string
+		TransactItems                  []map[string]*struct{ TableName *string }
+	}
+	if b, err := json.Marshal(params); err == nil {
+		_ = json.Unmarshal(b, &f)
+	}
+	switch {
+	case service == "dynamodb" && op == "TransactWriteItems":
+		for _, it := range f.TransactItems {
+			for kind, action := range transactActions {
+				if it[kind] != nil {
+					a.add(aws.ToString(it[kind].TableName), action)
+				}
 			}
 		}
 		return
-	case *awssqs.GetQueueUrlInput:
-		a.add(aws.ToString(in.QueueName), "sqs:GetQueueUrl")
+	case service == "sqs" && op == "GetQueueUrl":
+		a.add(aws.ToString(f.QueueName), "sqs:GetQueueUrl")
 		return
 	}
 	if s, ok := singular[op]; ok {
 		op = s
 	}
 	// Every table and queue input names its resource in one of these.
-	var f struct{ TableName, QueueUrl *string }
-	if b, err := json.Marshal(params); err == nil {
-		_ = json.Unmarshal(b, &f)
-	}
 	resource := aws.ToString(f.TableName)
 	if u := aws.ToString(f.QueueUrl); u != "" {
 		resource = u[strings.LastIndexByte(u, '/')+1:]

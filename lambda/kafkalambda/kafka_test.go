@@ -11,16 +11,33 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/lambda/kafkalambda"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
+
+// createTopic creates a topic on the shared broker; each test names its own.
+func createTopic(t testing.TB, addr, topic string, partitions int) {
+	t.Helper()
+	tr := &kafkago.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &kafkago.Client{Addr: kafkago.TCP(addr), Transport: tr}
+	resp, err := c.CreateTopics(testenv.Context(t, 10*time.Second), &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{
+		{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1},
+	}})
+	if err == nil {
+		err = resp.Errors[topic]
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
 
 // produce writes records to one partition and reads them back as fetched.
 func produce(t testing.TB, addr, topic string, partition int, msgs ...kafkago.Message) []kafkago.Message {
@@ -79,13 +96,10 @@ func kafkaEvent(ms ...kafkago.Message) events.KafkaEvent {
 func TestKafka(t *testing.T) {
 	t.Parallel()
 	tb := lambdatest.NewTables(t)
-	topic, dlqTopic := "orders", "orders-dlq"
-	c, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(2, topic), kfake.SeedTopics(1, dlqTopic))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	addr := c.ListenAddrs()[0]
+	addr := testenv.KafkaBrokers(t)
+	topic, dlqTopic := grouptest.TopicName(t, "orders"), grouptest.TopicName(t, "orders-dlq")
+	createTopic(t, addr, topic, 2)
+	createTopic(t, addr, dlqTopic, 1)
 
 	p0 := produce(t, addr, topic, 0,
 		kafkago.Message{Key: []byte("k-a"), Value: []byte(`{"id":"a"}`)},
@@ -175,13 +189,10 @@ func TestKafka(t *testing.T) {
 func TestKafkaFunctionTimeout(t *testing.T) {
 	t.Parallel()
 	tb := lambdatest.NewTables(t)
-	topic := "slow"
-	c, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(1, topic))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	recs := produce(t, c.ListenAddrs()[0], topic, 0,
+	addr := testenv.KafkaBrokers(t)
+	topic := grouptest.TopicName(t, "slow")
+	createTopic(t, addr, topic, 1)
+	recs := produce(t, addr, topic, 0,
 		kafkago.Message{Key: []byte("1"), Value: []byte(`{"id":"k1"}`)},
 		kafkago.Message{Key: []byte("2"), Value: []byte(`{"id":"k2","sleep_first_ms":8000}`)},
 		kafkago.Message{Key: []byte("3"), Value: []byte(`{"id":"k3"}`)},

@@ -5,9 +5,6 @@ go 1.26.0
 require (
 	github.com/onceq/onceq v0.0.0-00010101000000-000000000000
 	github.com/segmentio/kafka-go v0.4.51
-	github.com/twmb/franz-go v1.22.3
-	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
-	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.uber.org/goleak v1.3.0

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
 
 	"github.com/onceq/onceq/internal/grouptest"
@@ -17,29 +16,13 @@ import (
 
 // TestMain checks for leaked goroutines once all tests are done, which
 // lets tests run in parallel.
-// TestMain checks that no goroutine outlives the tests but the kfake test
-// broker's own run loop, which a control function a test slept (to hold a
-// rebalance) can leave parked on kfake's lock after the cluster closed.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"))
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// cluster starts a one-broker kfake cluster on a loopback port and stops it
-// when the test ends. kfake keeps every record in memory: size tests
-// accordingly.
-func cluster(t testing.TB) string { return controlled(t).ListenAddrs()[0] }
-
-// controlled is cluster's kfake cluster, for a test that controls what the
-// broker answers.
-func controlled(t testing.TB) *kfake.Cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.Ports(0))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+// cluster is the Kafka broker the tests share, or skips (fails under CI).
+// Each test names its own topics and groups. The tests that steer what the
+// broker answers need franz-go's in-process broker, and live in a module
+// that may require franz-go, so that this one does not.
+func cluster(t testing.TB) string { return testenv.KafkaBrokers(t) }
 
 // transport is a kafka-go transport whose idle connections are closed when
 // the test ends, so no connection goroutine outlives it.
@@ -205,7 +188,7 @@ type (
 	onDeadLetter = grouptest.OnKafkaDeadLetter
 )
 
-// fastGroup makes rebalances take well under a second on kfake.
+// fastGroup makes rebalances take well under a second.
 func fastGroup() []kafkagroup.Option {
 	return []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
 		kafkagroup.RebalanceTimeout(10 * time.Second), kafkasource.JoinGroupBackoff(200 * time.Millisecond)}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -63,25 +62,4 @@ func TestNewSilentBrokerBounded(t *testing.T) {
 // A broker address without a port is refused by New, naming it.
 func TestNewRefusesAddressWithoutPort(t *testing.T) {
 	grouptest.NewRefusesAddressWithoutPort(t, grouptest.Opener(kafkasource.New))
-}
-
-// Run checks the store before the source joins the group: a member whose
-// store is broken never takes partitions away from the healthy ones.
-func TestRunChecksStoreBeforeJoining(t *testing.T) {
-	t.Parallel()
-	c := controlled(t)
-	addr := c.ListenAddrs()[0]
-	topic := topicName(t, "in")
-	createTopic(t, addr, topic, 1)
-	joined := make(chan struct{})
-	c.ControlKey(kmsg.JoinGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		close(joined) // once: kfake drops a control function after it ran
-		return nil, nil, false
-	})
-	s, err := kafkasource.New(testenv.Context(t, 10*time.Second), []string{addr}, topicName(t, "group"), []string{topic},
-		kafkagroup.WithLogger(testenv.Logger(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	grouptest.StoreCheckedFirst(t, s, joined)
 }

@@ -1,4 +1,4 @@
-package sqssource_test
+package sqsdynamo_test
 
 import (
 	"context"

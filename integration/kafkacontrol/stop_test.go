@@ -1,4 +1,4 @@
-package kafkasource_test
+package kafkacontrol_test
 
 import (
 	"context"

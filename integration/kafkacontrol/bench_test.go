@@ -1,4 +1,4 @@
-package kafkasource_test
+package kafkacontrol_test
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // record: the in-process broker's share included, alike on each side.
 func BenchmarkGroupThroughput(b *testing.B) {
 	const partitions, records = 6, 50000
-	addr := cluster(b)
+	addr := controlled(b).ListenAddrs()[0]
 	topic := topicName(b, "in")
 	createTopic(b, addr, topic, partitions)
 	w := writer(b, addr, topic)
