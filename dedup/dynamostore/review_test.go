@@ -1,12 +1,20 @@
 package dynamostore_test
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/internal/faultproxy"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/outbox"
 )
 
@@ -22,5 +30,104 @@ func TestReviewOutboxEntryWithinTheCheckedLimit(t *testing.T) {
 	var tl *dynamostore.OutboxTooLargeError
 	if err != nil && !errors.As(err, &tl) {
 		t.Fatalf("Complete with a message of 300 KB: %v; want success or an *OutboxTooLargeError", err)
+	}
+}
+
+// sentIDs takes every entry and remembers the IDs it took.
+type sentIDs struct {
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func (s *sentIDs) Send(_ context.Context, es []outbox.Entry) []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil {
+		s.ids = map[string]int{}
+	}
+	for _, e := range es {
+		s.ids[e.ID]++
+	}
+	return make([]error, len(es))
+}
+
+func (s *sentIDs) count(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids[id]
+}
+
+// An item of the outbox table the relay cannot read (written by hand, or
+// damaged) is named in an error, and holds up no other lane: the
+// entries behind it in other lanes are still sent.
+func TestReviewUnreadableEntryHoldsUpNoOtherLane(t *testing.T) {
+	s, client, _ := outboxStore(t)
+	now := time.Now()
+	sk := "00000000000000000001#0000000000000000"
+	_, err := client.PutItem(t.Context(), &ddb.PutItemInput{TableName: aws.String(dynamostore.OutboxTable(s.Table())), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "l#damaged"}, "sk": &types.AttributeValueMemberS{Value: sk},
+		"psk": &types.AttributeValueMemberS{Value: sk}, "pq": &types.AttributeValueMemberS{Value: "p#0"},
+		"id": &types.AttributeValueMemberB{Value: []byte("damaged#out0")}, "state": &types.AttributeValueMemberS{Value: "PENDING"},
+		"headers": &types.AttributeValueMemberB{Value: []byte{5}}, "version": &types.AttributeValueMemberN{Value: "0"},
+		"attempts": &types.AttributeValueMemberN{Value: "0"}, "lease_ms": &types.AttributeValueMemberN{Value: "0"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: "test#healthy", Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour),
+		Outbox: []outbox.Message{{Destination: "q", OrderingKey: "k", Body: []byte("b")}}}); err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentIDs{}
+	relay, err := outbox.NewRelay(s.Outbox(), sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var passErr error
+	for range 5 {
+		if _, err := relay.Pass(t.Context()); err != nil {
+			passErr = err
+		}
+	}
+	if sent.count(outbox.ID("test#healthy", 0)) != 1 {
+		t.Fatalf("the healthy entry was not sent in 5 passes; their last error: %v", passErr)
+	}
+}
+
+// A pass whose Lease fails part way (a throttle past the retries) gives
+// back, or sends, the entries it had taken already: none is left leased
+// and unsent until its lease runs out.
+func TestReviewLeaseFailingPartWayStrandsNoEntry(t *testing.T) {
+	ep := testenv.DynamoDBEndpoint(t)
+	direct := dynamoClient(t, ep, nil)
+	table := recordsTable(t, direct, dynamostore.WithOutbox())
+	p := faultproxy.Start(t, ep, faultproxy.WithSeed(42))
+	s := newStore(t, direct, table)
+	viaProxy := newStore(t, dynamoClient(t, p.URL(), nil), table, dynamostore.WithRetryPolicy(fastPolicy(1)))
+	now := time.Now()
+	if _, err := s.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: "test#two-lanes", Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour),
+		Outbox: []outbox.Message{{Destination: "q", OrderingKey: "a", Body: []byte("1")}, {Destination: "q", OrderingKey: "b", Body: []byte("2")}}}); err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentIDs{}
+	relay, err := outbox.NewRelay(viaProxy.Outbox(), sent, outbox.LeaseTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second take is throttled: the first entry is taken already.
+	p.AddRule(faultproxy.Rule{Op: "UpdateItem", Nth: 2, Fault: faultproxy.Throttle})
+	if _, err := relay.Pass(t.Context()); err == nil {
+		t.Fatal("the pass whose second take was throttled reports no error")
+	}
+	p.ClearRules()
+	for range 3 {
+		if _, err := relay.Pass(t.Context()); err != nil {
+			t.Fatalf("Pass: %v", err)
+		}
+	}
+	for i := range 2 {
+		if sent.count(outbox.ID("test#two-lanes", i)) == 0 {
+			t.Fatalf("entry %d not sent after the throttle passed; it waits for its lease of an hour", i)
+		}
 	}
 }
