@@ -242,11 +242,13 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	leaseUntil := now.Add(r.cfg.leaseTTL)
 	entries, err := r.store.Lease(ctx, LeaseRequest{Owner: r.cfg.owner, Now: now, LeaseUntil: leaseUntil, Max: r.cfg.batchSize})
 	if err != nil {
-		return 0, fmt.Errorf("outbox: leasing entries: %w", err)
+		err = fmt.Errorf("outbox: leasing entries: %w", err)
 	}
 	if len(entries) == 0 {
-		return 0, nil
+		return 0, err
 	}
+	// A Lease that failed part way still holds what it took: those are
+	// sent now rather than left leased, unsent, until their leases end.
 	for i := range entries {
 		r.countTakeover(ctx, &entries[i])
 	}
@@ -256,7 +258,7 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	// was sent must not be sent again for want of a mark.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.leaseTTL)
 	defer cancel()
-	return len(entries), p.mark(mctx)
+	return len(entries), errors.Join(err, p.mark(mctx))
 }
 
 // countTakeover counts an entry taken over from a relay whose lease on it
