@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/faultproxy"
@@ -129,5 +131,45 @@ func TestReviewLeaseFailingPartWayStrandsNoEntry(t *testing.T) {
 		if sent.count(outbox.ID("test#two-lanes", i)) == 0 {
 			t.Fatalf("entry %d not sent after the throttle passed; it waits for its lease of an hour", i)
 		}
+	}
+}
+
+// The errors of the outbox and of batch mode name the table they met, as
+// every other error of the store does.
+func TestReviewOutboxAndBatchErrorsNameTheirTable(t *testing.T) {
+	s, client, _ := outboxStore(t)
+	outboxTable := dynamostore.OutboxTable(s.Table())
+	now := time.Now()
+
+	// A mark of a lease this Outbox never gave.
+	err := s.Outbox().Dispatched(t.Context(), []outbox.Lease{{ID: "test#x#out0", Owner: "r", Version: 1}}, now, now.Add(time.Hour))
+	if !errors.Is(err, outbox.ErrLeaseLost) || !strings.Contains(err.Error(), outboxTable) {
+		t.Errorf("a lost lease's mark: %v; want ErrLeaseLost naming %s", err, outboxTable)
+	}
+
+	// An item of the outbox table the relay cannot read.
+	sk := "00000000000000000001#0000000000000000"
+	if _, err := client.PutItem(t.Context(), &ddb.PutItemInput{TableName: aws.String(outboxTable), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "l#damaged"}, "sk": &types.AttributeValueMemberS{Value: sk},
+		"psk": &types.AttributeValueMemberS{Value: sk}, "pq": &types.AttributeValueMemberS{Value: "p#0"},
+		"id": &types.AttributeValueMemberB{Value: []byte("damaged#out0")}, "state": &types.AttributeValueMemberS{Value: "SENT?"},
+		"version": &types.AttributeValueMemberN{Value: "0"}, "attempts": &types.AttributeValueMemberN{Value: "0"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Outbox().Lease(t.Context(), outbox.LeaseRequest{Owner: "r", Now: now, LeaseUntil: now.Add(time.Minute), Max: 10})
+	if err == nil || !strings.Contains(err.Error(), outboxTable) {
+		t.Errorf("an unreadable entry: %v; want an error naming %s", err, outboxTable)
+	}
+
+	// A stale owner's commit.
+	bs := s.Offsets()
+	p, stale := acquired(t, bs, 0)
+	if _, err := bs.Acquire(t.Context(), p, "other"); err != nil {
+		t.Fatal(err)
+	}
+	err = bs.Commit(t.Context(), batch.Commit{Lease: stale, From: 0, Next: 1, Now: now})
+	if offsets := dynamostore.OffsetsTable(s.Table()); !errors.Is(err, batch.ErrFenced) || !strings.Contains(err.Error(), offsets) {
+		t.Errorf("a stale owner's commit: %v; want ErrFenced naming %s", err, offsets)
 	}
 }
