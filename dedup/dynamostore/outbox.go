@@ -299,7 +299,9 @@ func pendingShard(lane string) string {
 // lane_pending with a strongly consistent query, and takes them one by one
 // with an UpdateItem conditioned on the version it read and a free lease,
 // stopping at the first that is held, due for a retry later, or taken by
-// another relay in between. So two relays never hold one entry, and a
+// another relay in between. An item it cannot read stops its own lane
+// only: Lease returns the entries of the other lanes with an error
+// naming the table. So two relays never hold one entry, and a
 // lane's entries are leased only behind every earlier one.
 //
 // Marks (Dispatched, Retry, Dead) address an entry by the item this
@@ -344,25 +346,29 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 		return nil, err
 	}
 	var out []outbox.Entry
+	var unreadable []error
 	for _, lane := range lanes {
 		if len(out) >= req.Max {
 			break
 		}
 		items, err := o.lanePending(ctx, lane, req.Max-len(out))
 		if err != nil {
-			return out, err
+			return out, errors.Join(append(unreadable, err)...)
 		}
 		for _, it := range items {
 			e, err := decodeEntry(it)
 			if err != nil {
-				return out, err
+				// An item this store did not write holds up its own lane,
+				// whose order it may belong to, and no other.
+				unreadable = append(unreadable, o.wrap("lease", err))
+				break
 			}
 			if e.ExpiresAt.After(req.Now) {
 				break // held, or due for a retry later: the lane waits
 			}
 			got, ok, err := o.take(ctx, it, e, req)
 			if err != nil {
-				return out, err
+				return out, errors.Join(append(unreadable, err)...)
 			}
 			if !ok {
 				break // another relay took it
@@ -370,7 +376,7 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 			out = append(out, got)
 		}
 	}
-	return out, nil
+	return out, errors.Join(unreadable...)
 }
 
 // forget drops the items of leases long over.
@@ -500,7 +506,7 @@ func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, e
 	}
 	got, err := decodeEntry(out.Attributes)
 	if err != nil {
-		return outbox.Entry{}, false, err
+		return outbox.Entry{}, false, o.wrap("lease", err)
 	}
 	o.mu.Lock()
 	if o.leased == nil {
@@ -526,8 +532,9 @@ func (o *Outbox) done(id string) {
 }
 
 // lost is the error of a mark whose lease is no longer held.
-func lost(op string, l outbox.Lease) error {
-	return fmt.Errorf("dynamostore: outbox %s: %w: entry %s version %d", op, outbox.ErrLeaseLost, dedup.KeyHash(l.ID), l.Version)
+func (o *Outbox) lost(op string, l outbox.Lease) error {
+	return fmt.Errorf("dynamostore: outbox %s on table %s: %w: entry %s version %d", op, aws.ToString(o.table), outbox.ErrLeaseLost,
+		dedup.KeyHash(l.ID), l.Version)
 }
 
 func (o *Outbox) wrap(op string, err error) error {
@@ -544,7 +551,7 @@ func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, u
 	values map[string]types.AttributeValue, settled func(map[string]types.AttributeValue) bool) error {
 	key, ok := o.itemOf(l)
 	if !ok {
-		return lost(op, l)
+		return o.lost(op, l)
 	}
 	names = maps.Clone(names)
 	names["#state"], names["#owner"], names["#version"] = oState, oOwner, oVersion
@@ -573,7 +580,7 @@ func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, u
 			o.done(l.ID)
 			return nil
 		}
-		return lost(op, l)
+		return o.lost(op, l)
 	}
 	return o.wrap(op, err)
 }
@@ -644,7 +651,7 @@ func (o *Outbox) Entries(ctx context.Context, state outbox.State, limit int) ([]
 		for _, it := range page.Items {
 			e, err := decodeEntry(it)
 			if err != nil {
-				return nil, err
+				return nil, o.wrap("entries", err)
 			}
 			out = append(out, e)
 		}
