@@ -173,3 +173,30 @@ func TestReviewOutboxAndBatchErrorsNameTheirTable(t *testing.T) {
 		t.Errorf("a stale owner's commit: %v; want ErrFenced naming %s", err, offsets)
 	}
 }
+
+// The transaction's 4 MB counts every business write, an Update's values
+// as a Put's item: a commit past it is refused before the call with an
+// *OutboxTooLargeError, not by DynamoDB.
+func TestReviewTransactionLimitCountsUpdates(t *testing.T) {
+	s, client, c := outboxStore(t)
+	inv := newInventory(t, client)
+	now := time.Now()
+	msgs := make([]outbox.Message, 19)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Destination: "q", Body: make([]byte, 200<<10)}
+	}
+	up := types.TransactWriteItem{Update: &types.Update{TableName: aws.String(inv.table),
+		Key:                       map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: "big"}},
+		UpdateExpression:          aws.String("SET payload = :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberB{Value: make([]byte, 350<<10)}}}}
+	before := c.get("TransactWriteItems")
+	_, err := s.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: "test#txn", Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour),
+		Writes: []any{up}, Outbox: msgs})
+	var tl *dynamostore.OutboxTooLargeError
+	if !errors.As(err, &tl) || tl.Limit != "transaction" {
+		t.Fatalf("a commit of 4.2 MB: %v; want an *OutboxTooLargeError for the transaction", err)
+	}
+	if n := c.get("TransactWriteItems") - before; n != 0 {
+		t.Fatalf("%d transactions sent, want none", n)
+	}
+}
