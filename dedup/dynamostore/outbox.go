@@ -244,9 +244,7 @@ func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, wr
 	}
 	total := recordSize
 	for _, w := range writes {
-		if w.Put != nil {
-			total += itemSize(w.Put.Item)
-		}
+		total += writeSize(w)
 	}
 	base := s.nextSeq(now)
 	table := aws.String(OutboxTable(s.table))
@@ -272,6 +270,23 @@ func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, wr
 		return nil, &OutboxTooLargeError{Limit: "transaction", Index: -1, Size: total, Max: maxTransactSize}
 	}
 	return out, nil
+}
+
+// writeSize estimates what a business write adds to a transaction's
+// payload: a Put's item, the key and values of the others (an Update's
+// values may be as large as an item).
+func writeSize(w types.TransactWriteItem) int {
+	switch {
+	case w.Put != nil:
+		return itemSize(w.Put.Item) + itemSize(w.Put.ExpressionAttributeValues)
+	case w.Update != nil:
+		return itemSize(w.Update.Key) + itemSize(w.Update.ExpressionAttributeValues) + len(aws.ToString(w.Update.UpdateExpression))
+	case w.Delete != nil:
+		return itemSize(w.Delete.Key) + itemSize(w.Delete.ExpressionAttributeValues)
+	case w.ConditionCheck != nil:
+		return itemSize(w.ConditionCheck.Key) + itemSize(w.ConditionCheck.ExpressionAttributeValues)
+	}
+	return 0
 }
 
 // bin is a binary attribute; DynamoDB refuses an empty one as a key only,
