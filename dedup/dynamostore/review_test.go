@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -198,5 +199,38 @@ func TestReviewTransactionLimitCountsUpdates(t *testing.T) {
 	}
 	if n := c.get("TransactWriteItems") - before; n != 0 {
 		t.Fatalf("%d transactions sent, want none", n)
+	}
+}
+
+// Many lanes at the front of a shard of the pending index, all held (a
+// destination that is down: each lane's head waits out its backoff),
+// hide no lane behind them: a newer entry to another destination is
+// still leased. Each lane here is one order of a queue that is down.
+func TestReviewHeldLanesHideNoOther(t *testing.T) {
+	s, _, _ := outboxStore(t)
+	now := time.Now()
+	shard := dynamostore.PendingShard("up", "k")
+	var down []outbox.Message
+	for i := 0; len(down) < 40; i++ {
+		if key := "order" + strconv.Itoa(i); dynamostore.PendingShard("down", key) == shard {
+			down = append(down, outbox.Message{Destination: "down", OrderingKey: key, Body: []byte("b")})
+		}
+	}
+	if _, err := s.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: "test#down", Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour), Outbox: down}); err != nil {
+		t.Fatal(err)
+	}
+	ob := s.Outbox()
+	held, err := ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r1", Now: now, LeaseUntil: now.Add(time.Minute), Max: len(down)})
+	if err != nil || len(held) != len(down) {
+		t.Fatalf("holding the lanes of the queue that is down: %d leased, %v", len(held), err)
+	}
+	later := now.Add(time.Second)
+	if _, err := s.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: "test#up", Owner: "w", Now: later, ExpiresAt: later.Add(time.Hour),
+		Outbox: []outbox.Message{{Destination: "up", OrderingKey: "k", Body: []byte("b")}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r2", Now: later, LeaseUntil: later.Add(time.Minute), Max: 10})
+	if err != nil || len(got) != 1 || got[0].Destination != "up" {
+		t.Fatalf("lease behind %d held lanes: %d entries, %v; want the entry to the queue that is up", len(down), len(got), err)
 	}
 }
