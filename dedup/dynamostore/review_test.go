@@ -234,3 +234,30 @@ func TestReviewHeldLanesHideNoOther(t *testing.T) {
 		t.Fatalf("lease behind %d held lanes: %d entries, %v; want the entry to the queue that is up", len(down), len(got), err)
 	}
 }
+
+// Two workers (two Stores) commit events of one order in turn, the
+// second's clock 2s behind the first's, within the 5s skew margin the
+// store allows: the relay sends them in the order they committed.
+func TestReviewLaneOrderAcrossWorkersWithSkewedClocks(t *testing.T) {
+	a, client, _ := outboxStore(t)
+	b := newStore(t, client, a.Table())
+	now := time.Now()
+	for _, c := range []struct {
+		st   *dynamostore.Store
+		key  string
+		now  time.Time
+		body string
+	}{{a, "test#created", now, "created"}, {b, "test#paid", now.Add(-2 * time.Second), "paid"}} {
+		if _, err := c.st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: c.key, Owner: "w", Now: c.now, SkewMargin: 5 * time.Second,
+			ExpiresAt: now.Add(time.Hour), Outbox: []outbox.Message{{Destination: "q", OrderingKey: "order-1", Body: []byte(c.body)}}}); err != nil {
+			t.Fatalf("commit of %s: %v", c.body, err)
+		}
+	}
+	got, err := a.Outbox().Lease(t.Context(), outbox.LeaseRequest{Owner: "r", Now: now, LeaseUntil: now.Add(time.Minute), Max: 10})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("lease: %d entries, %v", len(got), err)
+	}
+	if string(got[0].Body) != "created" {
+		t.Fatalf("lane order %s, %s; want created (committed first), paid", got[0].Body, got[1].Body)
+	}
+}
