@@ -509,7 +509,7 @@ func (p *pass) mark(ctx context.Context) error {
 			leases[i] = e.Lease
 		}
 		err := r.store.Dispatched(ctx, leases, now, now.Add(r.cfg.retention))
-		lost := countLost(err)
+		lost, failed := countLost(err)
 		if err != nil && lost == 0 {
 			// Not one lease lost: the mark as a whole failed. The
 			// entries are sent again once their leases run out.
@@ -518,8 +518,12 @@ func (p *pass) mark(ctx context.Context) error {
 			if lost > 0 {
 				r.cfg.logger.WarnContext(ctx, "outbox relay sent entries another relay had taken over; they are sent twice", "entries", lost)
 			}
+			if failed > 0 {
+				// Sent but not marked: sent again once their leases run out.
+				errs = append(errs, fmt.Errorf("outbox: marking %d of %d entries dispatched: %w", failed, len(leases), err))
+			}
 			r.tel.sent(ctx, resultLeaseLost, lost)
-			r.tel.sent(ctx, resultDispatched, len(leases)-lost)
+			r.tel.sent(ctx, resultDispatched, len(leases)-lost-failed)
 			for _, e := range p.dispatched {
 				r.tel.latency.Record(ctx, now.Sub(e.CreatedAt).Seconds())
 			}
@@ -548,22 +552,23 @@ func (p *pass) mark(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// countLost counts the ErrLeaseLost errors joined in err.
-func countLost(err error) int {
+// countLost counts the errors joined in err: those of a lease lost
+// (ErrLeaseLost), and the others.
+func countLost(err error) (lost, other int) {
 	if err == nil {
-		return 0
+		return 0, 0
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		n := 0
 		for _, e := range j.Unwrap() {
-			n += countLost(e)
+			l, o := countLost(e)
+			lost, other = lost+l, other+o
 		}
-		return n
+		return lost, other
 	}
 	if errors.Is(err, ErrLeaseLost) {
-		return 1
+		return 1, 0
 	}
-	return 0
+	return 0, 1
 }
 
 // idHash names an entry in logs without its ID, which holds the input's
