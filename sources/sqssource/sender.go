@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -46,8 +47,10 @@ const (
 // so that SQS itself drops a copy sent within its five-minute window.
 //
 // A missing queue, a message too large or contents SQS refuses are
-// refused for good (outbox.RefusedError); anything else is a failure of
-// the moment, sent again by the relay.
+// refused for good (outbox.RefusedError); so is, alone and before the
+// call, an entry whose body, ID or headers are not text SQS carries (a
+// binary body: encode it first). Anything else is a failure of the
+// moment, sent again by the relay.
 type Sender struct {
 	client *awssqs.Client
 }
@@ -64,9 +67,12 @@ func NewSender(client *awssqs.Client) (*Sender, error) {
 // Send implements outbox.Sender.
 func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
 	errs := make([]error, len(entries))
+	for i, e := range entries {
+		errs[i] = uncarriable(e)
+	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, sendCalls)
-	for _, batch := range sendBatches(entries) {
+	for _, batch := range sendBatches(entries, errs) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
@@ -84,12 +90,15 @@ type sendBatch struct {
 }
 
 // sendBatches groups entries by queue, in their order, into batches SQS
-// takes in one call.
-func sendBatches(entries []outbox.Entry) []sendBatch {
+// takes in one call, leaving out those refused already (errs).
+func sendBatches(entries []outbox.Entry, errs []error) []sendBatch {
 	var out []sendBatch
 	open := map[string]int{} // queue URL → its batch being filled
 	size := map[string]int{}
 	for i, e := range entries {
+		if errs[i] != nil {
+			continue
+		}
 		n := entrySize(e)
 		b, ok := open[e.Destination]
 		if !ok || len(out[b].indexes) == sendBatchMax || size[e.Destination]+n > sendBatchBytes {
@@ -102,6 +111,47 @@ func sendBatches(entries []outbox.Entry) []sendBatch {
 		size[e.Destination] += n
 	}
 	return out
+}
+
+// uncarriable refuses for good an entry SQS cannot carry as it is: its
+// body, ID and headers travel as text, and SQS takes only some Unicode
+// characters. Bytes that are not UTF-8 would be replaced on the way (the
+// message stored altered, and its checksum failing the whole call), so
+// such an entry is refused alone, before the call.
+func uncarriable(e outbox.Entry) error {
+	refuse := func(what string) error {
+		return &outbox.RefusedError{Destination: e.Destination,
+			Reason: what + " is not text SQS carries (it takes UTF-8 of #x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 up; a binary body needs encoding, base64 say)"}
+	}
+	if !sqsText(string(e.Body)) {
+		return refuse("the body")
+	}
+	if !sqsText(e.ID) {
+		return refuse("the entry's ID (its idempotency key)")
+	}
+	for k, v := range e.Headers {
+		if !sqsText(k) || !sqsText(v) {
+			return refuse("a header")
+		}
+	}
+	return nil
+}
+
+// sqsText reports whether SQS takes s as it is.
+func sqsText(s string) bool {
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			// Invalid UTF-8 decodes as RuneError; a genuine U+FFFD is taken.
+			if !utf8.ValidString(s) {
+				return false
+			}
+		case r == 0x9 || r == 0xA || r == 0xD:
+		case r < 0x20, r >= 0xD800 && r < 0xE000, r == 0xFFFE, r == 0xFFFF:
+			return false
+		}
+	}
+	return true
 }
 
 // entrySize is what SQS counts of a message against its size limits.
