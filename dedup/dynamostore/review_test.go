@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/batch"
+	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/faultproxy"
@@ -259,5 +260,24 @@ func TestReviewLaneOrderAcrossWorkersWithSkewedClocks(t *testing.T) {
 	}
 	if string(got[0].Body) != "created" {
 		t.Fatalf("lane order %s, %s; want created (committed first), paid", got[0].Body, got[1].Body)
+	}
+}
+
+// An outgoing message with no Destination is the handler's fault, found
+// at commit: a typed permanent error that dead-letters the input, not an
+// entry that no Sender can ever send, retried for ever.
+func TestReviewOutgoingMessageWithoutDestination(t *testing.T) {
+	s, _, _ := outboxStore(t)
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+		return consumer.Result{Outbox: []outbox.Message{{Body: []byte("b")}}}, nil
+	})
+	g, err := consumer.NewGuard(s, h, consumer.SendsOnward())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := g.Process(t.Context(), &consumer.Message{ID: "m", Body: []byte("b"), Deliveries: 1})
+	es, _ := s.Outbox().Entries(t.Context(), "", 0)
+	if o.Kind != consumer.DeadLettered || len(es) != 0 {
+		t.Fatalf("outcome %v (%v), %d entries; want dead-lettered, none stored", o.Kind, o.Err, len(es))
 	}
 }
