@@ -102,7 +102,7 @@ func (a *attempt) write(resp []byte, writes []any, out []outbox.Message, now tim
 	if err := g.writes.check(writes); err != nil {
 		return dedup.Claim{}, err
 	}
-	if err := g.outbox.check(len(out)); err != nil {
+	if err := g.outbox.check(out); err != nil {
 		return dedup.Claim{}, err
 	}
 	if g.oneShot {
