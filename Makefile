@@ -36,7 +36,7 @@ bench:
 
 ## fuzz: each fuzz target for FUZZTIME (default 20s)
 FUZZTIME ?= 20s
-FUZZ_TARGETS := ./dedup:FuzzKey ./dedup/dynamostore:FuzzStoredKey ./dedup/cache:FuzzCacheKey ./dedup/dynamostore:FuzzDecodeRecord ./dedup/redisstore:FuzzRecordDecode ./examples/order-worker:FuzzParseOrder
+FUZZ_TARGETS := ./dedup:FuzzKey ./dedup/dynamostore:FuzzStoredKey ./dedup/cache:FuzzCacheKey ./dedup/dynamostore:FuzzDecodeRecord ./dedup/redisstore:FuzzRecordDecode ./examples/order-worker:FuzzParseOrder ./idempotency/httpidem:FuzzFingerprint
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  echo "fuzz $$fn in $$pkg for $(FUZZTIME)"; \

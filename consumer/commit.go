@@ -102,7 +102,14 @@ func (a *attempt) write(resp []byte, writes []any, out []outbox.Message, now tim
 	if err := g.writes.check(writes); err != nil {
 		return dedup.Claim{}, err
 	}
-	if err := g.outbox.check(out); err != nil {
+	if err := g.outbox.check(len(out)); err != nil {
+		return dedup.Claim{}, err
+	}
+	// An outgoing message no Sender could deliver would fail at the relay
+	// for ever: the handler's fault, refused before anything commits, and
+	// the message dead-lettered (an *outbox.UndeliverableError, retry
+	// class Permanent).
+	if err := outbox.CheckMessages(out); err != nil {
 		return dedup.Claim{}, err
 	}
 	if g.oneShot {

@@ -58,5 +58,8 @@ type Result struct {
 	// Outbox are messages to send onward, committed with the COMPLETED
 	// record and sent by a relay (package outbox): a duplicate of the
 	// message never sends them again, a rejected or failed run sends none.
+	// A message no Sender could ever deliver (an empty Destination, see
+	// outbox.Message.Check) is the handler's fault: nothing is committed
+	// and the message is dead-lettered with an *outbox.UndeliverableError.
 	Outbox []outbox.Message
 }

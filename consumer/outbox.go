@@ -96,42 +96,10 @@ func (s outboxSupport) checkOutbox(ctx context.Context, log *slog.Logger) (err e
 	return s.checkView(ctx)
 }
 
-// check refuses outgoing messages the Store cannot commit, and those no
-// Sender can send.
-func (s outboxSupport) check(out []outbox.Message) error {
-	if len(out) > 0 && !s.ok {
-		return &OutboxUnsupportedError{Store: s.store, Messages: len(out)}
-	}
-	for i, m := range out {
-		if m.Destination == "" {
-			return &InvalidOutgoingMessageError{Index: i, Reason: "no Destination"}
-		}
+// check refuses n outgoing messages the Store cannot commit.
+func (s outboxSupport) check(n int) error {
+	if n > 0 && !s.ok {
+		return &OutboxUnsupportedError{Store: s.store, Messages: n}
 	}
 	return nil
 }
-
-// ErrInvalidOutgoingMessage: a Result.Outbox message no Sender can send.
-// The error is an *InvalidOutgoingMessageError.
-var ErrInvalidOutgoingMessage = errors.New("consumer: an outgoing message no Sender can send")
-
-// InvalidOutgoingMessageError names the outgoing message of a Result that
-// no Sender can send (one with no Destination), by its index in
-// Result.Outbox. It is the message's doing (retry class Permanent):
-// nothing is committed and the input is dead-lettered, rather than an
-// entry committed that stays pending for ever.
-type InvalidOutgoingMessageError struct {
-	Index  int
-	Reason string
-}
-
-func (e *InvalidOutgoingMessageError) Error() string {
-	return fmt.Sprintf("consumer: outgoing message %d: %s", e.Index, e.Reason)
-}
-
-// Is makes errors.Is(err, ErrInvalidOutgoingMessage) true.
-func (e *InvalidOutgoingMessageError) Is(target error) bool {
-	return target == ErrInvalidOutgoingMessage
-}
-
-// RetryClass: the handler returns the same message again.
-func (e *InvalidOutgoingMessageError) RetryClass() retry.Class { return retry.Permanent }

@@ -109,14 +109,7 @@ func TestOutboxNotCommittedWithoutSuccess(t *testing.T) {
 		for _, oneShot := range []bool{false, true} {
 			t.Run(name+map[bool]string{false: "/lease", true: "/one-round-trip"}[oneShot], func(t *testing.T) {
 				store := memstore.New()
-				opts := []consumer.GuardOption{consumer.SendsOnward()}
-				if oneShot {
-					opts = append(opts, consumer.OneRoundTrip())
-				}
-				g, err := consumer.NewGuard(store, h, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
+				g := sendingGuard(t, store, h, oneShot)
 				o := g.Process(context.Background(), msgWithKey("m-1", "order-1"))
 				want := consumer.Rejected
 				if name == "failed" {
@@ -132,6 +125,21 @@ func TestOutboxNotCommittedWithoutSuccess(t *testing.T) {
 			})
 		}
 	}
+}
+
+// sendingGuard is a Guard over store that sends onward, in one round trip
+// when oneShot.
+func sendingGuard(t *testing.T, store dedup.Store, h consumer.Handler, oneShot bool, opts ...consumer.GuardOption) *consumer.Guard {
+	t.Helper()
+	opts = append(opts, consumer.SendsOnward())
+	if oneShot {
+		opts = append(opts, consumer.OneRoundTrip())
+	}
+	g, err := consumer.NewGuard(store, h, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 // SendsOnward over a Store that commits no outgoing messages is refused
@@ -257,6 +265,46 @@ func TestSendsOnwardChecksTheOutbox(t *testing.T) {
 		}
 		if err := g.Check(context.Background()); err != nil {
 			t.Fatalf("%s: Check without SendsOnward: %v", name, err)
+		}
+	}
+}
+
+// An outgoing message no Sender could deliver (an empty Destination, one
+// with a control character) is the handler's fault, found when its result
+// commits: nothing is committed, neither the entries nor the COMPLETED
+// record, and the message is dead-lettered with an
+// *outbox.UndeliverableError naming the message, in either store mode.
+func TestOutboxUndeliverableMessageDeadLetters(t *testing.T) {
+	for name, bad := range map[string]outbox.Message{
+		"empty destination":   {Body: []byte("nowhere")},
+		"control destination": {Destination: "orders\nforged", Body: []byte("forged")},
+	} {
+		for _, oneShot := range []bool{false, true} {
+			t.Run(name+"/"+map[bool]string{false: "lease", true: "one-round-trip"}[oneShot], func(t *testing.T) {
+				store := memstore.New()
+				h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+					return consumer.Result{Response: []byte("ok"), Outbox: append(onward[:1:1], bad)}, nil
+				})
+				g := sendingGuard(t, store, h, oneShot, consumer.WithoutCompletedCache())
+				o := g.Process(context.Background(), msgWithKey("m-1", "order-1"))
+				var ue *outbox.UndeliverableError
+				if o.Kind != consumer.DeadLettered || !errors.Is(o.Err, outbox.ErrUndeliverable) || !errors.As(o.Err, &ue) {
+					t.Fatalf("outcome %v (%v), want dead-lettered with an *outbox.UndeliverableError", o.Kind, o.Err)
+				}
+				if ue.Index != 1 || !strings.Contains(o.Reason(), "handler") {
+					t.Errorf("error %v names message %d, want message 1 and the handler's fault", o.Err, ue.Index)
+				}
+				entries, err := store.Outbox().Entries(context.Background(), "", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(entries) != 0 {
+					t.Errorf("%d entries committed, want none", len(entries))
+				}
+				if r, err := store.Get(context.Background(), storedKey(t, "order-1")); err == nil && r.Status == dedup.StatusCompleted {
+					t.Errorf("record %+v: the result was committed", r)
+				}
+			})
 		}
 	}
 }

@@ -26,6 +26,7 @@ const (
 	DefaultRetryDelay     = 100 * time.Millisecond
 	DefaultMaxRetryDelay  = time.Minute
 	DefaultCleanupEvery   = time.Minute
+	DefaultWarnAfter      = 5
 	defaultBacklogCounted = 10000
 )
 
@@ -41,6 +42,7 @@ type config struct {
 	maxRetryDelay  time.Duration
 	cleanupEvery   time.Duration
 	concurrency    int
+	warnAfter      int
 	logger         *slog.Logger
 	meterProvider  metric.MeterProvider
 	tracerProvider trace.TracerProvider
@@ -109,6 +111,15 @@ func CleanupEvery(d time.Duration) Option { return optionFunc(func(c *config) { 
 // of a lane is kept all the same: a lane's entries leased by one pass
 // hold back the rest of the lane until they are marked.
 func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
+
+// WarnAfter sets after how many failed sends of one entry the relay logs
+// it at WARN, with its entry_hash, destination, seq and the last reason
+// (default DefaultWarnAfter: about three seconds of retries with the
+// default backoff). It logs the entry again at twice as many failures,
+// four times as many, and so on, so that an entry that fails for hours
+// stays in sight without a line per try. Earlier failures are logged at
+// DEBUG.
+func WarnAfter(n int) Option { return optionFunc(func(c *config) { c.warnAfter = n }) }
 
 // WithLogger sets the relay's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Message is one message a handler sends onward.
@@ -130,8 +131,11 @@ type Store interface {
 // Sender sends entries to their destinations. Send returns one error per
 // entry, nil for an entry the destination took. An error that wraps
 // ErrRefused is the destination's refusal for good (the entry is too
-// large, its queue or topic does not exist): the entry goes Dead. Any
-// other error is of the moment, and the entry is sent again later.
+// large, its queue or topic does not exist, no destination takes it:
+// Refusal): the entry goes Dead. Any other error is of the moment, and
+// the entry is sent again later. A Sender answers every input it can
+// never send with a refusal, never with an error of the moment, which
+// the relay would retry for ever.
 type Sender interface {
 	Send(ctx context.Context, entries []Entry) []error
 }
@@ -149,6 +153,12 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
+	switch d := e.Destination; {
+	case d == "":
+		return "outbox: the message was refused: " + e.Reason
+	case !utf8.ValidString(d) || hasControl(d):
+		return fmt.Sprintf("outbox: %s refused the message: %s", strconv.QuoteToASCII(d), e.Reason)
+	}
 	return fmt.Sprintf("outbox: %s refused the message: %s", e.Destination, e.Reason)
 }
 

@@ -56,6 +56,7 @@ func NewRelay(store Store, sender Sender, opts ...Option) (*Relay, error) {
 		maxRetryDelay: DefaultMaxRetryDelay,
 		cleanupEvery:  DefaultCleanupEvery,
 		concurrency:   1,
+		warnAfter:     DefaultWarnAfter,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -108,6 +109,9 @@ func (c *config) validate(store Store, sender Sender) error {
 	}
 	if c.concurrency < 1 {
 		bad("Concurrency %d: must be at least 1", c.concurrency)
+	}
+	if c.warnAfter < 1 {
+		bad("WarnAfter %d: must be at least 1", c.warnAfter)
 	}
 	if c.cleanupEvery <= 0 {
 		bad("CleanupEvery %v: must be positive", c.cleanupEvery)
@@ -544,12 +548,34 @@ func (p *pass) mark(ctx context.Context) error {
 			continue
 		}
 		retried++
+		r.warnFailing(ctx, m)
 	}
 	if retried > 0 {
 		r.tel.sent(ctx, resultRetry, retried)
 		r.cfg.logger.DebugContext(ctx, "outbox entries given back to be sent again", "entries", retried)
 	}
 	return errors.Join(errs...)
+}
+
+// warnFailing logs at WARN an entry whose send failed again, once its
+// failures reach WarnAfter, and again each time they double: an entry
+// that fails for ever is seen without a line per try. An entry given
+// back unsent is not logged: the failing one ahead of it is.
+func (r *Relay) warnFailing(ctx context.Context, m retryMark) {
+	if strings.HasPrefix(m.reason, unsentReason) {
+		return
+	}
+	failures := m.e.Attempts + 1
+	n := r.cfg.warnAfter
+	for n < failures && n <= failures/2 {
+		n *= 2
+	}
+	if failures != n {
+		return
+	}
+	r.cfg.logger.WarnContext(ctx, "outbox entry keeps failing to send; the relay sends it again",
+		"entry_hash", idHash(m.e.ID), "destination", m.e.Destination, "seq", m.e.Seq, "attempts", failures,
+		"reason", m.reason, "retry_in", time.Until(m.retryAt).Round(time.Millisecond))
 }
 
 // countLost counts the errors joined in err: those of a lease lost

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -479,6 +480,7 @@ func TestNewRelayRefusesBadConfig(t *testing.T) {
 		"retention":     {store, sender, outbox.Retention(0)},
 		"deadRetention": {store, sender, outbox.DeadRetention(0)},
 		"backoff":       {store, sender, outbox.RetryBackoff(time.Minute, time.Second)},
+		"warnAfter":     {store, sender, outbox.WarnAfter(0)},
 	} {
 		if _, err := outbox.NewRelay(c.store, c.sender, c.opt); !errors.Is(err, outbox.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
@@ -646,6 +648,88 @@ func TestRelayStoppedGivesBackWhatItDidNotSend(t *testing.T) {
 		}
 		if n := metrictest.Counter(t, reader, "onceq.outbox.takeovers") + metrictest.Counter(t, reader, "onceq.outbox.redispatches"); n != 0 {
 			t.Errorf("%d takeovers and re-dispatches counted for entries never sent", n)
+		}
+	})
+}
+
+// logRecorder keeps the relay's log records.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r.Clone())
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+// warnings are the WARN records, each as its attributes.
+func (l *logRecorder) warnings() []map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]string
+	for _, r := range l.recs {
+		if r.Level != slog.LevelWarn {
+			continue
+		}
+		attrs := map[string]string{"msg": r.Message}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		out = append(out, attrs)
+	}
+	return out
+}
+
+// An entry whose sends keep failing for a reason of the moment is logged
+// at WARN, with its hash and the reason, once its failures reach
+// WarnAfter, and again as they double; never with its ID, which holds
+// the input's key.
+func TestRelayWarnsOfAnEntryThatKeepsFailing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, store := newStore()
+		sender := &recordingSender{fail: func(outbox.Entry, int) error { return errMoment }}
+		commit(t, db, "secret-key", msg("q", "", "1"))
+		logs := &logRecorder{}
+		r, err := outbox.NewRelay(store, sender, outbox.WithLogger(slog.New(logs)), outbox.WarnAfter(3),
+			outbox.RetryBackoff(time.Second, time.Second), outbox.PollInterval(10*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, r)
+		// Sends at 0, 1, 2, ... seconds.
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if w := logs.warnings(); len(sender.order()) != 2 || len(w) != 0 {
+			t.Fatalf("after %d failed sends: warnings %v, want none before WarnAfter(3)", len(sender.order()), w)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		w := logs.warnings()
+		if len(sender.order()) != 3 || len(w) != 1 {
+			t.Fatalf("after %d failed sends: warnings %v, want one at the third", len(sender.order()), w)
+		}
+		if w[0]["attempts"] != "3" || w[0]["reason"] != errMoment.Error() || w[0]["entry_hash"] == "" || w[0]["destination"] != "q" {
+			t.Errorf("warning %v, want the entry's hash, destination, attempts and reason", w[0])
+		}
+		time.Sleep(9 * time.Second) // sends 4 to 12: warned again at 6 and 12
+		synctest.Wait()
+		stop()
+		w = logs.warnings()
+		var at []string
+		for _, a := range w {
+			at = append(at, a["attempts"])
+			for k, v := range a {
+				if strings.Contains(v, "secret-key") {
+					t.Errorf("warning %s=%q holds the entry's ID", k, v)
+				}
+			}
+		}
+		if len(sender.order()) != 12 || !slices.Equal(at, []string{"3", "6", "12"}) {
+			t.Errorf("after %d failed sends, warned at attempts %v, want 3, 6 and 12", len(sender.order()), at)
 		}
 	})
 }

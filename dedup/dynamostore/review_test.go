@@ -277,7 +277,8 @@ func TestReviewOutgoingMessageWithoutDestination(t *testing.T) {
 	}
 	o := g.Process(t.Context(), &consumer.Message{ID: "m", Body: []byte("b"), Deliveries: 1})
 	es, _ := s.Outbox().Entries(t.Context(), "", 0)
-	if o.Kind != consumer.DeadLettered || len(es) != 0 {
-		t.Fatalf("outcome %v (%v), %d entries; want dead-lettered, none stored", o.Kind, o.Err, len(es))
+	var ue *outbox.UndeliverableError
+	if o.Kind != consumer.DeadLettered || !errors.As(o.Err, &ue) || ue.Index != 0 || len(es) != 0 {
+		t.Fatalf("outcome %v (%v), %d entries; want dead-lettered with an *outbox.UndeliverableError for message 0, none stored", o.Kind, o.Err, len(es))
 	}
 }

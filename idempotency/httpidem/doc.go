@@ -5,17 +5,27 @@
 // For the methods that require a key (POST and PATCH unless Methods says
 // otherwise) the handler runs at most once per key:
 //
-//   - no Idempotency-Key header: 400;
+//   - no Idempotency-Key header, or one that is not a Structured Field
+//     String of 1 to MaxKeyLength printable ASCII characters: 400, with a
+//     problem that says why;
+//   - a key is its caller's: the same key sent with other credentials is
+//     another key (Scope; by default the Authorization field; Unscoped
+//     shares keys between callers);
 //   - the first request runs the handler; its status, allowlisted headers
 //     and body are stored with the COMPLETED record, and a business write
 //     the handler hands over (idempotency.Write on the request's context)
 //     commits in the same transaction where the Store allows;
-//   - a retry with the same fingerprint (method, path and body) gets the
-//     stored response again, marked with "Idempotent-Replayed: true";
+//   - a retry with the same fingerprint (method, request target with its
+//     query, and body) gets the stored response again, marked with
+//     "Idempotent-Replayed: true";
 //   - a retry while the first is in flight: 409 with Retry-After (or it
 //     waits for the first's answer, with the Runner's Wait option);
 //   - the key reused with another fingerprint: 422;
 //   - a store outage: 503 with Retry-After; nothing is stored.
+//
+// A response longer than MaxResponseBytes is sent whole, its writes
+// commit, and retries get its status and replayed fields with a problem
+// that names the limit: the handler never runs again for the key.
 //
 // Error bodies are problem details (RFC 9457, application/problem+json).
 // Responses with status 2xx and 4xx are stored; a 5xx is sent as it is and

@@ -3,12 +3,17 @@ package httpidem
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/onceq/onceq/consumer"
@@ -36,6 +41,15 @@ type Middleware struct {
 	// rejected is stored instead of the handler's response when a
 	// business write's own condition refuses the commit.
 	rejected []byte
+	// oversizeAllow is the allowlist with Content-Type, for what is
+	// stored in place of a response over the limit; minResponse is the
+	// longest that can be.
+	oversizeAllow []string
+	minResponse   int
+	// storeMax is the Store's own bound on a response, once a Complete
+	// refused one for it (0 before): when it is below MaxResponseBytes,
+	// the next run of the key stores in short rather than fail again.
+	storeMax atomic.Int64
 }
 
 // New returns a Middleware over run: its Store keeps the responses, its
@@ -47,12 +61,13 @@ func New(run *idempotency.Runner, opts ...Option) (*Middleware, error) {
 		return nil, fmt.Errorf("httpidem: %w: a Runner is required", consumer.ErrInvalidConfig)
 	}
 	cfg := config{methods: defaultMethods, allow: []string{"Content-Type", "Location"},
-		fingerprint: DefaultFingerprint, maxBody: DefaultMaxBodyBytes, docs: "about:blank"}
+		fingerprint: DefaultFingerprint, maxBody: DefaultMaxBodyBytes, maxResponse: DefaultMaxResponseBytes,
+		docs: "about:blank", scope: DefaultScope}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.fingerprint == nil || cfg.maxBody <= 0 {
-		return nil, fmt.Errorf("httpidem: %w: Fingerprint must not be nil, MaxBodyBytes must be positive", consumer.ErrInvalidConfig)
+	if cfg.fingerprint == nil || cfg.scope == nil || cfg.maxBody <= 0 {
+		return nil, fmt.Errorf("httpidem: %w: Fingerprint and Scope must not be nil (Unscoped shares keys between callers), MaxBodyBytes must be positive", consumer.ErrInvalidConfig)
 	}
 	m := &Middleware{run: run, cfg: cfg, methods: map[string]bool{}}
 	for _, meth := range cfg.methods {
@@ -63,6 +78,16 @@ func New(run *idempotency.Runner, opts ...Option) (*Middleware, error) {
 		allow[i] = http.CanonicalHeaderKey(name)
 	}
 	m.cfg.allow = allow
+	m.oversizeAllow = allow
+	if !slices.Contains(allow, "Content-Type") {
+		m.oversizeAllow = append([]string{"Content-Type"}, allow...)
+	}
+	// The longest stand-in: the longest status title, the longest sizes.
+	m.minResponse = len(m.oversize(http.StatusNetworkAuthenticationRequired, nil, math.MaxInt, math.MaxInt)) + 16
+	if cfg.maxResponse < m.minResponse {
+		return nil, fmt.Errorf("httpidem: %w: MaxResponseBytes(%d): must hold at least the %d bytes of the problem stored in place of a longer response",
+			consumer.ErrInvalidConfig, cfg.maxResponse, m.minResponse)
+	}
 	m.expiry = strconv.FormatInt(int64(run.Retention()/time.Second), 10)
 	m.rejected = encode(http.StatusConflict, http.Header{"Content-Type": {"application/problem+json"}}, allow,
 		problemBody(m.problem(http.StatusConflict, "a business condition refused the request's writes; nothing was written")))
@@ -87,9 +112,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	key, ok := parseKey(r.Header.Values(HeaderKey))
-	if !ok {
-		m.writeProblem(w, http.StatusBadRequest, "this operation requires exactly one Idempotency-Key header field, a non-empty string", 0)
+	key, err := parseKey(r.Header.Values(HeaderKey))
+	if err != nil {
+		m.writeProblem(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.maxBody))
@@ -103,7 +128,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	var first *recorder
-	res, err := m.run.Do(r.Context(), key, m.cfg.fingerprint(r, body), func(ctx context.Context) ([]byte, error) {
+	res, err := m.run.Do(r.Context(), m.storedKey(r, key), m.cfg.fingerprint(r, body), func(ctx context.Context) ([]byte, error) {
 		rec := &recorder{header: make(http.Header), status: http.StatusOK}
 		first = rec
 		req := r.WithContext(ctx)
@@ -115,7 +140,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		// Stored instead when a business write's own condition refuses the
 		// commit: the handler's answer assumed its writes.
 		_ = idempotency.OnRejected(ctx, m.rejected)
-		return encode(rec.status, rec.header, m.cfg.allow, rec.body.Bytes()), nil
+		resp := encode(rec.status, rec.header, m.cfg.allow, rec.body.Bytes())
+		if limit := m.maxResponse(); len(resp) > limit {
+			// Its writes commit: the client gets this answer now and a
+			// retry a problem that says the request was done, so the
+			// handler never runs again for the key.
+			resp = m.oversize(rec.status, rec.header, len(resp), limit)
+		}
+		return resp, nil
 	})
 	if err != nil {
 		m.failed(w, err)
@@ -132,6 +164,43 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	m.send(w, status, h, stored, res.Replayed)
+}
+
+// storedKey is the key the Runner keeps for the request: the hash of its
+// scope (never the credential itself), then the client's key.
+func (m *Middleware) storedKey(r *http.Request, key string) string {
+	sum := sha256.Sum256([]byte(m.cfg.scope(r)))
+	return hex.EncodeToString(sum[:16]) + ":" + key
+}
+
+// maxResponse is the longest response stored: MaxResponseBytes, or the
+// Store's bound once it refused a longer one.
+func (m *Middleware) maxResponse() int {
+	if s := m.storeMax.Load(); s > 0 && s < int64(m.cfg.maxResponse) {
+		return int(s)
+	}
+	return m.cfg.maxResponse
+}
+
+// oversize is what is stored in place of a response of size bytes, over
+// limit: its status and replayed header fields (without them if they do
+// not fit) and a problem details body that names the limit. The status
+// stays the handler's: the request was done, and an error status would
+// invite the client to do it again under a new key.
+func (m *Middleware) oversize(status int, h http.Header, size, limit int) []byte {
+	body := problemBody(m.problem(status, fmt.Sprintf("this request was done and its writes committed, but its response of %d bytes is longer "+
+		"than the %d bytes kept for a replay, so only its status and header fields are given again; do not send it again under a new key", size, limit)))
+	fields := make(http.Header, len(m.oversizeAllow))
+	for _, name := range m.oversizeAllow {
+		if v := h[name]; len(v) > 0 {
+			fields[name] = v
+		}
+	}
+	fields.Set("Content-Type", "application/problem+json")
+	if b := encode(status, fields, m.oversizeAllow, body); len(b) <= limit {
+		return b
+	}
+	return encode(status, http.Header{"Content-Type": {"application/problem+json"}}, []string{"Content-Type"}, body)
 }
 
 // send writes a response, the first one or a stored one.
@@ -156,6 +225,7 @@ func (m *Middleware) failed(w http.ResponseWriter, err error) {
 		un   *unstored
 		busy *idempotency.InProgressError
 		outg *idempotency.StoreError
+		big  *dedup.ResponseTooLargeError
 	)
 	switch {
 	case errors.As(err, &un):
@@ -166,6 +236,15 @@ func (m *Middleware) failed(w http.ResponseWriter, err error) {
 		m.writeProblem(w, http.StatusConflict, "a request with this Idempotency-Key is still being processed; retry later", busy.RetryAfter)
 	case errors.As(err, &outg):
 		m.writeProblem(w, http.StatusServiceUnavailable, "the idempotency store is unavailable; nothing was done, retry later", outg.RetryAfter)
+	case errors.As(err, &big) && big.Max >= m.minResponse:
+		// The Store keeps less than MaxResponseBytes: nothing committed.
+		// Its bound is kept, so the retry stores a stand-in that fits.
+		m.storeMax.Store(int64(big.Max))
+		m.writeProblem(w, http.StatusServiceUnavailable, fmt.Sprintf("the response was longer than the %d bytes the idempotency store keeps; "+
+			"nothing was stored, retry", big.Max), time.Second)
+	case errors.As(err, &big):
+		m.writeProblem(w, http.StatusInternalServerError, fmt.Sprintf("the idempotency store keeps responses of at most %d bytes, "+
+			"too few for this server's answers; nothing was stored", big.Max), 0)
 	case errors.Is(err, dedup.ErrKeyTooLong), errors.Is(err, dedup.ErrEmptyKey):
 		m.writeProblem(w, http.StatusBadRequest, "the Idempotency-Key is not one this server can keep", 0)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -173,23 +252,6 @@ func (m *Middleware) failed(w http.ResponseWriter, err error) {
 	default:
 		m.writeProblem(w, http.StatusInternalServerError, "the request failed; nothing was stored, a retry runs it again", 0)
 	}
-}
-
-// parseKey reads the one Idempotency-Key field: a structured-field string
-// ("…", as the draft defines it), or a bare token as many clients send.
-func parseKey(values []string) (string, bool) {
-	if len(values) != 1 {
-		return "", false
-	}
-	v := strings.TrimSpace(values[0])
-	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		s, err := strconv.Unquote(v)
-		if err != nil {
-			return "", false
-		}
-		v = s
-	}
-	return v, v != ""
 }
 
 // recorder holds the handler's response until it is stored.

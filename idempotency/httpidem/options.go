@@ -1,7 +1,10 @@
 package httpidem
 
 import (
+	"encoding/binary"
 	"net/http"
+
+	"github.com/onceq/onceq/dedup"
 )
 
 // Option configures a Middleware (New).
@@ -13,9 +16,17 @@ type config struct {
 	storeServer  bool
 	fingerprint  FingerprintFunc
 	maxBody      int64
+	maxResponse  int
 	docs         string
 	expiryHeader bool
+	scope        ScopeFunc
 }
+
+// ScopeFunc gives the caller a request comes from (an account, a tenant,
+// a credential): keys are the caller's own. Two requests with one
+// Idempotency-Key and different scopes are two keys, each run once; the
+// scope is kept in the stored key only as a hash.
+type ScopeFunc func(r *http.Request) string
 
 // FingerprintFunc gives what a retry must match under the same key: two
 // requests with one key and different fingerprints are a key reused (422).
@@ -45,12 +56,51 @@ func ReplayHeaders(names ...string) Option { return func(c *config) { c.allow = 
 func StoreServerErrors() Option { return func(c *config) { c.storeServer = true } }
 
 // Fingerprint sets what a retry must match (default: the method, the
-// path and the body, see DefaultFingerprint).
+// request target with its query, and the body, see DefaultFingerprint).
 func Fingerprint(f FingerprintFunc) Option { return func(c *config) { c.fingerprint = f } }
 
 // MaxBodyBytes bounds the request body read for the fingerprint (default
 // DefaultMaxBodyBytes); a longer one is refused with 413.
 func MaxBodyBytes(n int64) Option { return func(c *config) { c.maxBody = n } }
+
+// DefaultMaxResponseBytes is MaxResponseBytes' default: the Stores'
+// default MaxResponseSize (256 KiB).
+const DefaultMaxResponseBytes = dedup.DefaultMaxResponseSize
+
+// MaxResponseBytes bounds a stored response, counted as it is stored (its
+// status, its replayed header fields and its body; default
+// DefaultMaxResponseBytes). Set it no higher than the Store's
+// MaxResponseSize. A longer response is sent whole to the request that
+// ran the handler and its writes commit, but what is stored and replayed
+// in its place is its status and replayed header fields with a problem
+// details body that names the limit: the handler never runs again for
+// the key.
+func MaxResponseBytes(n int) Option { return func(c *config) { c.maxResponse = n } }
+
+// Scope sets whose keys a request's are (default DefaultScope: the
+// Authorization header field). An endpoint behind its own authentication
+// gives the account or tenant it resolved, which holds across a
+// client's token refreshes.
+func Scope(f ScopeFunc) Option { return func(c *config) { c.scope = f } }
+
+// Unscoped shares keys between every caller: a stored response is
+// replayed to any request with its key, whatever its credentials. Only
+// for an endpoint with no callers to tell apart.
+func Unscoped() Option { return func(c *config) { c.scope = unscoped } }
+
+func unscoped(*http.Request) string { return "" }
+
+// DefaultScope is the request's Authorization header field values, so
+// that no stored response is replayed to a request with other
+// credentials (or none). Only a hash of it is stored.
+func DefaultScope(r *http.Request) string {
+	v := r.Header.Values("Authorization")
+	b := binary.AppendUvarint(nil, uint64(len(v)))
+	for _, s := range v {
+		b = appendField(b, s)
+	}
+	return string(b)
+}
 
 // ProblemType sets the "type" of the problem details bodies, a link to
 // the documentation of the endpoint's idempotency (default
@@ -62,11 +112,22 @@ func ProblemType(uri string) Option { return func(c *config) { c.docs = uri } }
 // Retention: how long a retry with the key gets the stored answer.
 func ExpiryHeader() Option { return func(c *config) { c.expiryHeader = true } }
 
-// DefaultFingerprint is the method, the path and the body, separated by
-// zero bytes.
+// DefaultFingerprint is the method, the request target (path and query,
+// as the request gave them) and the body, each after its length, so that
+// no two different requests share one.
 func DefaultFingerprint(r *http.Request, body []byte) []byte {
-	b := make([]byte, 0, len(r.Method)+len(r.URL.Path)+len(body)+2)
-	b = append(append(b, r.Method...), 0)
-	b = append(append(b, r.URL.Path...), 0)
+	target := r.RequestURI // as received, on a server
+	if target == "" {
+		target = r.URL.RequestURI()
+	}
+	b := make([]byte, 0, 3*binary.MaxVarintLen64+len(r.Method)+len(target)+len(body))
+	b = appendField(b, r.Method)
+	b = appendField(b, target)
+	b = binary.AppendUvarint(b, uint64(len(body)))
 	return append(b, body...)
+}
+
+// appendField appends s after its length.
+func appendField(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }

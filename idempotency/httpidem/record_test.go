@@ -27,30 +27,6 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// The key is a structured-field string or a bare token; none, two, or an
-// empty one is no key.
-func TestParseKey(t *testing.T) {
-	for _, c := range []struct {
-		in   []string
-		want string
-		ok   bool
-	}{
-		{[]string{`"8e03978e-40d5"`}, "8e03978e-40d5", true},
-		{[]string{`8e03978e`}, "8e03978e", true},
-		{[]string{` "a\"b" `}, `a"b`, true},
-		{nil, "", false},
-		{[]string{`""`}, "", false},
-		{[]string{""}, "", false},
-		{[]string{"a", "b"}, "", false},
-		{[]string{`"unterminated\"`}, "", false},
-	} {
-		got, ok := parseKey(c.in)
-		if got != c.want || ok != c.ok {
-			t.Errorf("parseKey(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
-}
-
 func TestNewRefusesNoRunner(t *testing.T) {
 	if _, err := New(nil); err == nil {
 		t.Error("New(nil) was accepted")

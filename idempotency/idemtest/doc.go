@@ -8,10 +8,12 @@
 //	}
 //
 // A case per requirement of the draft "The Idempotency-Key HTTP Header
-// Field" (a missing key is 400, a retry in flight 409 or a wait, a key
-// reused 422, the replay of a stored success and of a stored error), 5xx
-// responses not stored by default, 50 concurrent retries of one key that
-// run the handler once, and a store outage answered 503. With
+// Field" (a missing or malformed key is 400, a retry in flight 409 or a
+// wait, a key reused 422, with another query too, the replay of a stored
+// success and of a stored error), keys scoped to their caller, 5xx
+// responses not stored by default, a response over the stored limit that
+// never runs the handler again, 50 concurrent retries of one key that run
+// the handler once, and a store outage answered 503. With
 // Options.Effect, the handler's business write is checked to commit with
 // the response, once.
 //

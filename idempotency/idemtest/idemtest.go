@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,10 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"RetryInFlightIs409", s.inFlight409},
 		{"RetryInFlightWaits", s.inFlightWaits},
 		{"KeyReusedIs422", s.keyReuse},
+		{"QueryIsFingerprinted", s.queryFingerprinted},
+		{"KeysScopedToCaller", s.scopedToCaller},
+		{"KeySyntax", s.keySyntax},
+		{"OversizeResponseRunsOnce", s.oversizeResponse},
 		{"FiftyConcurrentRetriesRunOnce", s.fiftyRetries},
 		{"StoreOutageIs503", s.outage},
 	} {
@@ -185,12 +190,22 @@ type response struct {
 
 func (a *app) do(method, path, key, body string) response {
 	a.t.Helper()
+	h := http.Header{}
+	if key != "" {
+		h.Set(httpidem.HeaderKey, `"`+key+`"`)
+	}
+	return a.send(method, path, h, body)
+}
+
+// send sends a request with the header fields h.
+func (a *app) send(method, path string, h http.Header, body string) response {
+	a.t.Helper()
 	req, err := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	if key != "" {
-		req.Header.Set(httpidem.HeaderKey, `"`+key+`"`)
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	res, err := a.client.Do(req)
 	if err != nil {
@@ -411,6 +426,112 @@ func (s *suite) keyReuse(t *testing.T) {
 	wantProblem(t, a.post(key, `{"amount":99}`), http.StatusUnprocessableEntity, false)
 	wantProblem(t, a.do(http.MethodPost, "/refunds", key, `{"amount":10}`), http.StatusUnprocessableEntity, false)
 	a.wantRuns(1)
+}
+
+// The key again with another query is another request: 422, not the
+// stored answer of the first.
+func (s *suite) queryFingerprinted(t *testing.T) {
+	a := s.start(t, setup{})
+	key := newKey(t)
+	if r := a.do(http.MethodPost, "/payments?to=alice", key, `{"amount":10}`); r.status != http.StatusCreated {
+		t.Fatalf("first: %d", r.status)
+	}
+	wantProblem(t, a.do(http.MethodPost, "/payments?to=bob", key, `{"amount":10}`), http.StatusUnprocessableEntity, false)
+	wantProblem(t, a.do(http.MethodPost, "/payments", key, `{"amount":10}`), http.StatusUnprocessableEntity, false)
+	a.wantRuns(1)
+}
+
+// One key sent with another caller's credentials is another key: the
+// handler runs for each caller, and each caller's retry gets its own
+// answer, never the other's. Unscoped shares keys between callers.
+func (s *suite) scopedToCaller(t *testing.T) {
+	a := s.start(t, setup{})
+	key := newKey(t)
+	as := func(auth string) response {
+		h := http.Header{httpidem.HeaderKey: {`"` + key + `"`}}
+		if auth != "" {
+			h.Set("Authorization", auth)
+		}
+		return a.send(http.MethodPost, "/payments", h, `{"amount":10}`)
+	}
+	alice := as("Bearer alice-token")
+	bob := as("Bearer bob-token")
+	anonymous := as("")
+	for i, r := range []response{alice, bob, anonymous} {
+		if r.status != http.StatusCreated || r.header.Get(httpidem.HeaderReplayed) != "" || !strings.Contains(r.body, fmt.Sprintf(`"run":%d`, i+1)) {
+			t.Errorf("caller %d: %d %v %s, want the handler's own run %d", i+1, r.status, r.header, r.body, i+1)
+		}
+	}
+	wantReplay(t, alice, as("Bearer alice-token"))
+	wantReplay(t, bob, as("Bearer bob-token"))
+	wantReplay(t, anonymous, as(""))
+	a.wantRuns(3)
+	a.wantApplied(key, 3)
+
+	u := s.start(t, setup{mw: []httpidem.Option{httpidem.Unscoped()}})
+	h := func(auth string) http.Header {
+		return http.Header{httpidem.HeaderKey: {`"` + key + `"`}, "Authorization": {auth}}
+	}
+	first := u.send(http.MethodPost, "/payments", h("Bearer alice-token"), "{}")
+	wantReplay(t, first, u.send(http.MethodPost, "/payments", h("Bearer bob-token"), "{}"))
+	u.wantRuns(1)
+}
+
+// A key that is not one Structured Field String of 1 to 255 printable
+// ASCII characters is refused with 400 and a problem that says why; the
+// handler does not run. The longest key is taken.
+func (s *suite) keySyntax(t *testing.T) {
+	a := s.start(t, setup{})
+	for _, c := range []struct{ value, why string }{
+		{`"unterminated`, "no closing quote"},
+		{`:Ynl0ZXM=:`, "byte sequence"},
+		{`12345`, "number"},
+		{`?bad`, "boolean"},
+		{`pay-bare-token`, "bare token"},
+		{`"a\nb"`, "backslash"},
+		{`"a";p=1`, "after its closing quote"},
+		{`""`, "empty"},
+		{`"` + strings.Repeat("k", 300) + `"`, "at most 255"},
+		{`"` + strings.Repeat("k", 256) + `"`, "at most 255"},
+	} {
+		r := a.send(http.MethodPost, "/payments", http.Header{httpidem.HeaderKey: {c.value}}, "{}")
+		wantProblem(t, r, http.StatusBadRequest, false)
+		if !strings.Contains(r.body, c.why) {
+			t.Errorf("key %.20q: problem %s does not say %q", c.value, r.body, c.why)
+		}
+	}
+	a.wantRuns(0)
+	longest := newKey(t) + strings.Repeat("k", 255-len(newKey(t)))
+	if r := a.do(http.MethodPost, "/payments", longest, "{}"); r.status != http.StatusCreated {
+		t.Errorf("a key of 255 characters: %d %s, want the handler's 201", r.status, r.body)
+	}
+	a.wantRuns(1)
+}
+
+// A response longer than a stored one may be is sent whole to its
+// request, and its writes commit; a retry gets its status and Location
+// with a problem that names the limit, and never runs the handler again.
+func (s *suite) oversizeResponse(t *testing.T) {
+	a := s.start(t, setup{})
+	key := newKey(t)
+	big := `"` + strings.Repeat("x", httpidem.DefaultMaxResponseBytes) + `"` // echoed by the handler
+	first := a.post(key, big)
+	if first.status != http.StatusCreated || !strings.Contains(first.body, big[:100]) || len(first.body) <= httpidem.DefaultMaxResponseBytes {
+		t.Fatalf("first: %d, %d bytes, want the handler's whole 201", first.status, len(first.body))
+	}
+	a.wantApplied(key, 1)
+	for range 2 {
+		r := a.post(key, big)
+		if r.status != http.StatusCreated || r.header.Get(httpidem.HeaderReplayed) != "true" || r.header.Get("Location") != first.header.Get("Location") {
+			t.Fatalf("retry: %d %v, want the stored 201 with its Location, replayed", r.status, r.header)
+		}
+		if ct := r.header.Get("Content-Type"); ct != "application/problem+json" ||
+			!strings.Contains(r.body, strconv.Itoa(httpidem.DefaultMaxResponseBytes)+" bytes") {
+			t.Errorf("retry: %s %s, want a problem that names the limit", ct, r.body)
+		}
+	}
+	a.wantRuns(1)
+	a.wantApplied(key, 1)
 }
 
 // 50 retries of one key at once, waiting for the first: the handler runs

@@ -25,9 +25,11 @@ func historyPath(dir string, i, gen int) string {
 // checkHistory reads the history of every worker process in dir (the
 // shipping workers' too), adds a
 // final read of every key it holds (through store, straight to the table,
-// after every worker stopped: what an unknown outcome became), and checks
-// the whole.
-func checkHistory(ctx context.Context, dir string, store dedup.Store) (*history.Report, error) {
+// after every worker stopped: what an unknown outcome became) and the
+// business effects counted by key (nil: none are), and checks the whole.
+// An effect under a key no call was made for is an error of the run's
+// bookkeeping, not of the store.
+func checkHistory(ctx context.Context, dir string, store dedup.Store, effects map[string]int) (*history.Report, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "worker-*.history"))
 	if err != nil {
 		return nil, err
@@ -64,6 +66,16 @@ func checkHistory(ctx context.Context, dir string, store dedup.Store) (*history.
 	}
 	if err := h.Add(&final); err != nil {
 		return nil, fmt.Errorf("final reads: %w", err)
+	}
+	called := make(map[string]bool, len(h.Keys()))
+	for _, k := range h.Keys() {
+		called[k] = true
+	}
+	for k, n := range effects {
+		if n > 0 && !called[k] {
+			return nil, fmt.Errorf("effects: key_hash %s was applied %d times and has no store call in any history", dedup.KeyHash(k), n)
+		}
+		h.AddEffects(k, n)
 	}
 	r := history.Check(h, history.Options{Timeout: historyTimeout})
 	return &r, nil

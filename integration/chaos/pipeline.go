@@ -67,6 +67,8 @@ type pipelineResult struct {
 	absorbed int
 	// outboxPending is what the outbox still held at the end.
 	outboxPending int
+	// shipments are the shipments by order ID, as the table counts them.
+	shipments map[string]int64
 }
 
 func (p *pipelineResult) line() string {
@@ -111,12 +113,54 @@ func verifyPipeline(ctx context.Context, tb tables, ob outbox.Store, tmp string,
 			p.doubled += int(n) // a shipment of no order is an effect too many
 		}
 	}
-	p.shipped = len(shipped)
+	p.shipped, p.shipments = len(shipped), shipped
 	if p.outboxPending, err = outboxPending(ctx, ob, 1000); err != nil {
 		return err
 	}
 	p.absorbed, err = absorbed(filepath.Join(tmp, "ship-*.history"))
 	return err
+}
+
+// workerNamespace is the order worker's key namespace (the consumer's
+// default): its records' keys are "<namespace>#<key>".
+const workerNamespace = "onceq"
+
+// shipKey is the record key of order id's order.reserved event at the
+// shipping workers: its outbox ID (the reserving record's key, and the
+// index of the event among the messages it sent, the only one), which
+// the relay sends as the event's idempotency key.
+func shipKey(id string) (string, error) {
+	k, err := dedup.Key(workerNamespace, id)
+	if err != nil {
+		return "", err
+	}
+	return dedup.Key(workerNamespace, outbox.ID(k, 0))
+}
+
+// effects are the times each shipping record's effect was applied, by its
+// key: the order's shipments, which every commit of its event adds one
+// to. Every order reserved is counted, shipped or not.
+func (p *pipelineResult) effects(want expected) (map[string]int, error) {
+	fx := map[string]int{}
+	add := func(id string, n int64) error {
+		k, err := shipKey(id)
+		if err != nil {
+			return fmt.Errorf("a shipment whose order ID is no key: %w", err)
+		}
+		fx[k] = int(n)
+		return nil
+	}
+	for id := range want.orders {
+		if err := add(id, p.shipments[id]); err != nil {
+			return nil, err
+		}
+	}
+	for id, n := range p.shipments {
+		if err := add(id, n); err != nil {
+			return nil, err
+		}
+	}
+	return fx, nil
 }
 
 // absorbed counts, in the shipping workers' histories, the claims that

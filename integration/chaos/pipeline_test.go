@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -90,6 +91,10 @@ func TestChaosShortPipeline(t *testing.T) {
 	if p == nil || p.lost != 0 || p.doubled != 0 || p.outboxPending != 0 || p.shipped != res.unique {
 		t.Fatalf("shipping: %+v: %s", p, res.line())
 	}
+	// Every order's shipments were joined to its event's record calls.
+	if res.history.Effects != res.unique {
+		t.Fatalf("effects counted for %d keys, want %d: %s", res.history.Effects, res.unique, res.history.Line())
+	}
 	t.Log(p.line())
 }
 
@@ -112,5 +117,50 @@ func TestVerifyPipelineCounts(t *testing.T) {
 	}
 	if p.shipped != 3 || p.lost != 1 || p.doubled != 2 || p.outboxPending != 0 || p.absorbed != 0 {
 		t.Fatalf("%s", p.line())
+	}
+}
+
+// The shipments counted reach the history's verdict under their events'
+// record keys: an order shipped twice is a duplicated key even when its
+// calls show one commit, one never shipped but acked is lost, and a
+// shipment under no key the histories hold is refused.
+func TestShipmentsAreEffects(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i, id := range []string{"o-1", "o-2"} {
+		k, err := shipKey(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := "w" + id
+		b.WriteString(fmt.Sprintf(`{"id":%[1]d,"ev":"call","op":"claim","key":%[2]q,"t":1,"owner":%[3]q,"now":1,"until":100}
+{"id":%[1]d,"ev":"return","op":"claim","key":%[2]q,"t":2,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":%[3]q}}
+{"id":%[4]d,"ev":"call","op":"complete","key":%[2]q,"t":3,"owner":%[3]q,"version":1,"now":3,"until":1000}
+{"id":%[4]d,"ev":"return","op":"complete","key":%[2]q,"t":4,"out":"ok"}
+{"ev":"settle","key":%[2]q,"t":5,"action":"ack","out":"ok"}
+`, 2*i+1, k, owner, 2*i+2))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ship-5-1.history"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := expected{orders: map[string]int64{"o-1": 1, "o-2": 1}}
+	p := pipelineResult{shipments: map[string]int64{"o-1": 2}}
+	fx, err := p.effects(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := checkHistory(context.Background(), dir, memstore.New(), fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Effects != 2 || r.Duplicated != 1 || r.Lost != 1 {
+		t.Fatalf("effects=%d duplicated=%d lost=%d, want 2, 1, 1: %s", r.Effects, r.Duplicated, r.Lost, r.Line())
+	}
+	p.shipments["o-9"] = 1
+	if fx, err = p.effects(want); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkHistory(context.Background(), dir, memstore.New(), fx); err == nil || strings.Contains(err.Error(), "o-9") {
+		t.Fatalf("a shipment under a key with no calls: %v, want an error naming its hash", err)
 	}
 }

@@ -267,7 +267,13 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		}
 	}
 	if !cfg.batch { // batch mode makes no per-key record calls to check
-		if res.history, err = checkHistory(ctx, tmp, final); err != nil {
+		var effects map[string]int
+		if res.pipeline != nil {
+			if effects, err = res.pipeline.effects(want); err != nil {
+				return res, err
+			}
+		}
+		if res.history, err = checkHistory(ctx, tmp, final, effects); err != nil {
 			return res, err
 		}
 	}

@@ -22,6 +22,7 @@ type Report struct {
 	Ops     int // store calls
 	Unknown int // calls whose outcome is unknown (an error, or no return)
 	Acks    int // messages acked
+	Effects int // keys whose business effects were counted (AddEffects)
 
 	// Illegal counts the keys whose history no order of their calls
 	// explains; Violation describes the first (by key hash). TimedOut
@@ -31,11 +32,14 @@ type Report struct {
 	TimedOut  int
 
 	// The anomalies, Jepsen's names. Lost: keys acked that no call
-	// committed or read as COMPLETED. Duplicated: keys committed again
-	// while an earlier commit's record was live (within its retention: a
-	// claim past it is a new message). AckedUncommitted: acks that came before any commit of their
-	// key was known. FencedCommits: Completes that succeeded although
-	// another claim had surely taken the key over since their lease began.
+	// committed or read as COMPLETED, or whose counted effect was never
+	// applied. Duplicated: keys committed again while an earlier commit's
+	// record was live (within its retention: a claim past it is a new
+	// message), or whose effect was applied more than once (AddEffects:
+	// what shows a double commit whose outcome was unknown).
+	// AckedUncommitted: acks that came before any commit of their key was
+	// known. FencedCommits: Completes that succeeded although another
+	// claim had surely taken the key over since their lease began.
 	Lost, Duplicated, AckedUncommitted, FencedCommits int
 
 	Took time.Duration
@@ -68,8 +72,8 @@ func (r Report) OK() bool { return r.Illegal == 0 && r.Anomalies() == 0 }
 
 // Line is the report on one line, the verdict last.
 func (r Report) Line() string {
-	return fmt.Sprintf("history: keys=%d ops=%d unknown=%d acks=%d lost=%d duplicated=%d acked_uncommitted=%d fenced_commits=%d checked_in=%s verdict: %s",
-		r.Keys, r.Ops, r.Unknown, r.Acks, r.Lost, r.Duplicated, r.AckedUncommitted, r.FencedCommits, r.Took.Round(time.Millisecond), r.Verdict())
+	return fmt.Sprintf("history: keys=%d ops=%d unknown=%d acks=%d effects=%d lost=%d duplicated=%d acked_uncommitted=%d fenced_commits=%d checked_in=%s verdict: %s",
+		r.Keys, r.Ops, r.Unknown, r.Acks, r.Effects, r.Lost, r.Duplicated, r.AckedUncommitted, r.FencedCommits, r.Took.Round(time.Millisecond), r.Verdict())
 }
 
 // Options tune Check.
@@ -132,6 +136,7 @@ func Check(h *History, o Options) Report {
 		r.Ops += kr.ops
 		r.Unknown += kr.unknown
 		r.Acks += kr.acks
+		r.Effects += kr.effects
 		r.Lost += kr.lost
 		r.Duplicated += kr.duplicated
 		r.AckedUncommitted += kr.ackedUncommitted
@@ -154,7 +159,7 @@ func Check(h *History, o Options) Report {
 type keyResult struct {
 	verdict                                           porcupine.CheckResult
 	violation                                         string
-	ops, unknown, acks                                int
+	ops, unknown, acks, effects                       int
 	lost, duplicated, ackedUncommitted, fencedCommits int
 }
 
@@ -250,8 +255,11 @@ func anomalies(kh *keyHistory, kr *keyResult) {
 			completedAt = append(completedAt, o.ret) // a claim or read met it
 		}
 	}
-	if twice(commits) {
+	if twice(commits) || kh.effects > 1 {
 		kr.duplicated++
+	}
+	if kh.counted {
+		kr.effects++
 	}
 	acked := false
 	for _, s := range kh.settles {
@@ -264,7 +272,7 @@ func anomalies(kh *keyHistory, kr *keyResult) {
 			kr.ackedUncommitted++
 		}
 	}
-	if acked && len(completedAt) == 0 {
+	if acked && (len(completedAt) == 0 || kh.counted && kh.effects == 0) {
 		kr.lost++
 	}
 	kr.fencedCommits = fencedCommits(kh.ops, claimedBy)

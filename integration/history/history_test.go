@@ -29,6 +29,59 @@ func (u unfenced) Complete(ctx context.Context, req dedup.CompleteRequest) error
 	return u.Store.Complete(ctx, req)
 }
 
+// staleCommit is the broken Store with no lease check at all: a Complete
+// whose lease another claim has since taken over commits as given, leaving
+// the record the stale holder's commit would have left in its own time
+// (COMPLETED, one version on, its owner). Nothing after it differs from a
+// history where that commit came first: only the lease check can tell.
+type staleCommit struct{ *memstore.Store }
+
+func (s staleCommit) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	err := s.Store.Complete(ctx, req)
+	r, gerr := s.Get(ctx, req.Lease.Key)
+	if !errors.Is(err, dedup.ErrLeaseLost) || gerr != nil || r.Status != dedup.StatusPending {
+		return err
+	}
+	// Write the stale lease's record: drop every record (the test has one
+	// key), claim the key afresh as the stale owner, which is version 1,
+	// the stale lease's, and commit that.
+	if req.Lease.Version != 1 {
+		return fmt.Errorf("staleCommit writes version 1 leases only, not %d", req.Lease.Version)
+	}
+	s.Sweep(time.Unix(1<<40, 0))
+	c, err := s.Claim(ctx, dedup.ClaimRequest{Key: req.Lease.Key, Owner: req.Lease.Owner, Now: req.Now, LeaseUntil: req.Now.Add(time.Hour)})
+	if err != nil {
+		return err
+	}
+	req.Lease = c.Lease
+	return s.Store.Complete(ctx, req)
+}
+
+// splitCommit is the broken Store whose business writes are not one
+// transaction with the record: the first Complete of each key applies its
+// writes, then fails to write the record and answers an error, so the
+// outcome is unknown and the record still PENDING; whoever runs the
+// message next commits its effect again.
+type splitCommit struct {
+	*memstore.Store
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (s *splitCommit) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	s.mu.Lock()
+	first := !s.seen[req.Lease.Key]
+	s.seen[req.Lease.Key] = true
+	s.mu.Unlock()
+	if !first {
+		return s.Store.Complete(ctx, req)
+	}
+	for _, w := range req.Writes {
+		w.(memstore.Write).Apply()
+	}
+	return errors.New("connection reset after the business writes")
+}
+
 // answerLost applies every Complete and then loses its answer, as a
 // connection reset after the write committed does: the outcome is unknown.
 type answerLost struct{ dedup.Store }
@@ -132,6 +185,12 @@ func (e *effects) add(key string) {
 
 func check(t *testing.T, ws ...*worker) history.Report {
 	t.Helper()
+	return checkHistory(t, load(t, ws...))
+}
+
+// load reads the workers' histories.
+func load(t *testing.T, ws ...*worker) *history.History {
+	t.Helper()
 	h := history.New()
 	for _, w := range ws {
 		if err := w.rec.Err(); err != nil {
@@ -141,6 +200,11 @@ func check(t *testing.T, ws ...*worker) history.Report {
 			t.Fatal(err)
 		}
 	}
+	return h
+}
+
+func checkHistory(t *testing.T, h *history.History) history.Report {
+	t.Helper()
 	r := history.Check(h, history.Options{Timeout: 10 * time.Second})
 	t.Log(r.Line())
 	return r
@@ -188,6 +252,19 @@ func TestBrokenFencingIsCaught(t *testing.T) {
 		t.Errorf("the violation does not name the fenced Complete: %s", r.Violation)
 	}
 	t.Logf("effects: %v", fx.n)
+}
+
+// TestStaleCommitIsCaught: a Store that commits a stale lease as given
+// leaves a history every later call agrees with; the model's lease check
+// alone makes it illegal.
+func TestStaleCommitIsCaught(t *testing.T) {
+	r, _ := takeover(t, staleCommit{memstore.New()})
+	if r.Illegal != 1 || !strings.Contains(r.Violation, "no legal point for complete(owner ") {
+		t.Fatalf("a Complete committed from a stale lease passed the model: %s", r.Line())
+	}
+	if r.FencedCommits != 1 {
+		t.Errorf("fenced_commits=%d, want 1", r.FencedCommits)
+	}
 }
 
 func TestFencedStorePasses(t *testing.T) {
@@ -434,4 +511,152 @@ func (s *sometimesLost) Complete(ctx context.Context, req dedup.CompleteRequest)
 		return errors.New("connection reset after the write")
 	}
 	return err
+}
+
+// checkLines checks the histories of processes, one string each.
+func checkLines(t *testing.T, processes ...string) history.Report {
+	t.Helper()
+	h := history.New()
+	for _, p := range processes {
+		if err := h.Add(strings.NewReader(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := history.Check(h, history.Options{})
+	t.Log(r.Line())
+	return r
+}
+
+// TestTTLRemovesExpiredLease: A's handler outlives its lease, TTL removes
+// the expired PENDING record, A's late Complete finds nothing (its lease is
+// lost), and the redelivery claims the key afresh at version 1 and
+// commits. Every call is what a correct Store answers.
+func TestTTLRemovesExpiredLease(t *testing.T) {
+	a := `{"id":1,"ev":"call","op":"claim","key":"k","t":100,"owner":"a","now":100,"until":1000}
+{"id":1,"ev":"return","op":"claim","key":"k","t":110,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"a"}}
+{"id":2,"ev":"call","op":"complete","key":"k","t":1500,"owner":"a","version":1,"now":1500,"until":99999}
+{"id":2,"ev":"return","op":"complete","key":"k","t":1510,"out":"fail","err":"lease lost"}
+{"ev":"settle","key":"k","t":1520,"action":"retry","out":"ok"}
+`
+	b := `{"id":1,"ev":"call","op":"claim","key":"k","t":1600,"owner":"b","now":1600,"until":2600}
+{"id":1,"ev":"return","op":"claim","key":"k","t":1610,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"b"}}
+{"id":2,"ev":"call","op":"complete","key":"k","t":1700,"owner":"b","version":1,"now":1700,"until":99999}
+{"id":2,"ev":"return","op":"complete","key":"k","t":1710,"out":"ok"}
+{"ev":"settle","key":"k","t":1720,"action":"ack","out":"ok"}
+{"id":3,"ev":"call","op":"get","key":"k","t":1800}
+{"id":3,"ev":"return","op":"get","key":"k","t":1810,"out":"ok","record":{"status":"COMPLETED","version":2,"owner":"b"}}
+`
+	if r := checkLines(t, a, b); !r.OK() || r.Verdict() != "linearizable" {
+		t.Fatalf("TTL's removal of an expired lease taken for a violation: %s", r.Line())
+	}
+	// The removal comes no earlier than the expiry: a Complete that
+	// returned before it found the lease it held.
+	early := strings.NewReplacer(`"t":1500,`, `"t":500,`, `"t":1510,`, `"t":510,`).Replace(a)
+	if r := checkLines(t, early, b); r.Illegal != 1 {
+		t.Fatalf("a Complete refused while its lease was live passed: %s", r.Line())
+	}
+}
+
+// TestFreshClaimOverLiveCompleted: a claim that starts the key afresh at
+// version 1 while a COMPLETED record is live (within its retention) is a
+// record lost, whatever TTL may remove later.
+func TestFreshClaimOverLiveCompleted(t *testing.T) {
+	a := `{"id":1,"ev":"call","op":"claim","key":"k","t":100,"owner":"a","now":100,"until":1000}
+{"id":1,"ev":"return","op":"claim","key":"k","t":110,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"a"}}
+{"id":2,"ev":"call","op":"complete","key":"k","t":200,"owner":"a","version":1,"now":200,"until":5000}
+{"id":2,"ev":"return","op":"complete","key":"k","t":210,"out":"ok"}
+`
+	fresh := `{"id":1,"ev":"call","op":"claim","key":"k","t":1600,"owner":"b","now":1600,"until":2600}
+{"id":1,"ev":"return","op":"claim","key":"k","t":1610,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"b"}}
+`
+	r := checkLines(t, a, fresh)
+	if r.Illegal != 1 || !strings.Contains(r.Violation, "claim(owner b) → acquired v1") {
+		t.Fatalf("a fresh claim over a live COMPLETED record passed: %s", r.Line())
+	}
+	// Past the retention the same claim is a new message.
+	late := strings.NewReplacer(`"t":1600,`, `"t":6000,`, `"now":1600,"until":2600`, `"now":6000,"until":7000`, `"t":1610,`, `"t":6010,`).Replace(fresh)
+	if r := checkLines(t, a, late); !r.OK() {
+		t.Fatalf("a claim past the COMPLETED record's retention refused: %s", r.Line())
+	}
+}
+
+// TestDoubleCommitFromEffects: each key's first commit applies its effect
+// and leaves the record PENDING with its outcome unknown; the delivery
+// after the lease ran out commits it again. The model may take the
+// unknown commit as never applied, so the calls alone show one commit:
+// the effects counted show two.
+func TestDoubleCommitFromEffects(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store := &splitCommit{Store: memstore.New(), seen: map[string]bool{}}
+	fx := &effects{}
+	w := newWorker(t, store, clk, fx)
+	keys := []string{"order-1", "order-2", "order-3"}
+	for _, key := range keys {
+		for d := 0; w.process(ctx, "m", key).Kind.Action() != consumer.Ack; d++ {
+			if d > 100 {
+				t.Fatalf("key %s not settled", key)
+			}
+			clk.advance(2 * time.Hour) // past the lease of the PENDING record left
+		}
+	}
+	if r := check(t, w); !r.OK() || r.Duplicated != 0 || r.Unknown < len(keys) {
+		t.Fatalf("the calls alone: %s, want no anomaly and an unknown commit per key", r.Line())
+	}
+	h := load(t, w)
+	for key, n := range fx.n { // by stored key, as the history has them
+		h.AddEffects(key, n)
+	}
+	r := checkHistory(t, h)
+	if r.Duplicated != len(keys) || r.Effects != len(keys) || r.Keys != len(keys) || r.OK() {
+		t.Fatalf("effects %v: duplicated=%d effects=%d keys=%d, want %d each: %s", fx.n, r.Duplicated, r.Effects, r.Keys, len(keys), r.Line())
+	}
+	// An acked key whose effect was looked for and never applied is lost.
+	h = load(t, w)
+	for key := range fx.n {
+		h.AddEffects(key, 0)
+		break
+	}
+	if r := checkHistory(t, h); r.Lost != 1 {
+		t.Fatalf("an acked key with no effect: lost=%d, want 1: %s", r.Lost, r.Line())
+	}
+}
+
+// TestTTLSweepBeforeLateComplete runs the pattern on a Guard: A's handler
+// outlives its lease, TTL sweeps the expired PENDING record, A's Complete
+// finds nothing, and the redelivery claims the key afresh and commits.
+// (The histories' times are the wall clock's, the leases' the fake
+// clock's, which starts in the past: every fake expiry has passed by the
+// wall clock, as TTL's removal needs.)
+func TestTTLSweepBeforeLateComplete(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store := memstore.New()
+	fx := &effects{}
+	a, b := newWorker(t, store, clk, fx), newWorker(t, store, clk, fx)
+	a.gate, a.entered = make(chan struct{}), make(chan struct{})
+	aDone := make(chan consumer.Outcome)
+	go func() { aDone <- a.process(ctx, "m1", "order-1") }()
+	<-a.entered
+	clk.advance(2 * time.Hour) // A's lease has run out
+	if n := store.Sweep(clk.Now()); n != 1 {
+		t.Fatalf("swept %d records, want A's", n)
+	}
+	close(a.gate)
+	oa := <-aDone
+	ob := b.process(ctx, "m1-again", "order-1")
+	if oa.Kind != consumer.LeaseLost || ob.Kind.Action() != consumer.Ack {
+		t.Fatalf("A: %s, B: %s; want A's lease lost and B's run committed", oa.Kind, ob.Kind)
+	}
+	if _, err := b.rec.Get(ctx, ob.IdempotencyKey); err != nil {
+		t.Fatal(err)
+	}
+	if r := check(t, a, b); !r.OK() || r.Verdict() != "linearizable" {
+		t.Fatalf("TTL's removal of an expired lease taken for a violation: %s", r.Line())
+	}
+	for k, n := range fx.n {
+		if n != 1 {
+			t.Errorf("%s applied %d times", k, n)
+		}
+	}
 }

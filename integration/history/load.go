@@ -44,10 +44,13 @@ func (o *op) unknown() bool { return !o.returned || o.out.Outcome == storehistor
 // ok reports whether op surely succeeded.
 func (o *op) ok() bool { return o.returned && o.out.Outcome == storehistory.OutcomeOK }
 
-// keyHistory is one key's ops and settled messages.
+// keyHistory is one key's ops and settled messages, and how many times
+// its message's business effect was applied when that was counted.
 type keyHistory struct {
 	ops     []*op
 	settles []storehistory.Event
+	effects int
+	counted bool
 }
 
 // History is the events of one or more processes, by key.
@@ -132,6 +135,22 @@ func (h *History) Add(r io.Reader) error {
 		}
 	}
 	return nil
+}
+
+// AddEffects adds n to the times the business effect of key's message
+// was applied, as read from what the handlers wrote once the run is over
+// (a counter each commit adds one to, a row per commit). Check counts a
+// key whose effect was applied more than once as duplicated, and an acked
+// key whose effect was counted and never applied as lost, whatever its
+// store calls say: a commit whose outcome was unknown may be taken by the
+// model as never applied, and only its effect shows that it was. Call it
+// with n = 0 for a key whose effect was looked for and not found. Count
+// one message's effects: a key sent again past its record's retention is
+// a new message.
+func (h *History) AddEffects(key string, n int) {
+	kh := h.key(key)
+	kh.effects += n
+	kh.counted = true
 }
 
 // Keys returns the keys the history holds, in no particular order.

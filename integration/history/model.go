@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/anishathalye/porcupine"
 
@@ -43,8 +44,9 @@ func (s state) holds(in storehistory.Event) bool {
 // correct Store: a claim is allowed whenever its Now is past the expiry
 // asked for (a Store may keep expiries rounded up and count a clock skew
 // margin, and so refuse a little longer); a refused claim is never faulted
-// for the time (only for the record it reports); a record read as absent
-// may have been removed by TTL once its expiry passed, after which the
+// for the time (only for the record it reports); a record whose expiry has
+// passed may have been removed by TTL (a PENDING one whose lease ran out
+// included), after which a late Complete or Fail finds nothing and the
 // next claim starts at version 1.
 func newModel() porcupine.Model {
 	nm := porcupine.NondeterministicModel{
@@ -67,8 +69,33 @@ func newModel() porcupine.Model {
 
 // step returns every state the record can be in after call in returned
 // out from s; none when it cannot have returned out.
+//
+// A record whose expiry had passed when the call returned may have been
+// removed by TTL before the call took effect: the call may also have met
+// no record at all. Only a call with a known outcome gives a time to
+// judge by; a call whose outcome is unknown has no return, and the
+// removal can be placed before the next call that has one.
 func step(s state, in, out storehistory.Event) []state {
-	unknown := out.Outcome == storehistory.OutcomeUnknown || out.Kind == ""
+	next := apply(s, in, out)
+	if s.present && !unknown(out) && s.expires < out.Time {
+		for _, r := range apply(state{}, in, out) {
+			if !slices.Contains(next, r) {
+				next = append(next, r)
+			}
+		}
+	}
+	return next
+}
+
+// unknown reports whether out leaves open whether its call took effect:
+// an error that says nothing, or no return at all.
+func unknown(out storehistory.Event) bool {
+	return out.Outcome == storehistory.OutcomeUnknown || out.Kind == ""
+}
+
+// apply is step without TTL: the states after call in returned out from s.
+func apply(s state, in, out storehistory.Event) []state {
+	open := unknown(out)
 	switch in.Op {
 	case storehistory.OpClaim, storehistory.OpClaimComplete:
 		written := dedup.StatusPending
@@ -77,7 +104,7 @@ func step(s state, in, out storehistory.Event) []state {
 		}
 		claimable := !s.present || in.Now > s.expires
 		switch {
-		case unknown:
+		case open:
 			next := []state{s}
 			if claimable {
 				for _, v := range claimVersions(s) {
@@ -164,7 +191,7 @@ func step(s state, in, out storehistory.Event) []state {
 
 	case storehistory.OpGet:
 		switch {
-		case unknown:
+		case open:
 			return []state{s}
 		case out.Outcome == storehistory.OutcomeOK:
 			if s.matches(out.Record) {
@@ -173,10 +200,8 @@ func step(s state, in, out storehistory.Event) []state {
 			return nil
 		case !s.present:
 			return []state{s}
-		case s.expires < out.Time:
-			return []state{{}} // removed once expired (TTL)
 		}
-		return nil
+		return nil // a read of nothing while the record was live
 	}
 	return []state{s} // an operation the model does not know changes nothing it sees
 }

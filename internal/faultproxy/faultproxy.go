@@ -49,10 +49,15 @@ const (
 	// for a request it refuses as invalid (an expression it cannot parse,
 	// a key of the wrong schema).
 	Validation
+	// Refuse answers HTTP 400 with the error code Rule.Code and message
+	// Rule.Message, as a service refuses a request for what it holds (SQS
+	// refusing a whole SendMessageBatch call for one entry's contents).
+	// The code also goes in X-Amzn-Query-Error, as SQS sends it.
+	Refuse
 )
 
 var faultNames = [...]string{"none", "throttle", "throttling_exception", "internal_error", "reset", "latency", "cancel",
-	"access_denied", "resource_not_found", "validation"}
+	"access_denied", "resource_not_found", "validation", "refuse"}
 
 func (f Fault) String() string {
 	if f >= 0 && int(f) < len(faultNames) {
@@ -84,6 +89,11 @@ type Rule struct {
 	// Reasons are the cancellation reason codes of a Cancel fault, by
 	// item index.
 	Reasons []string
+	// Body fires the rule only on requests whose body it accepts; nil
+	// matches every request.
+	Body func(body []byte) bool
+	// Code and Message are the answer of a Refuse fault.
+	Code, Message string
 	// After forwards the request first and injects InternalError or Reset
 	// in place of the real answer: the effect commits, the answer is
 	// lost, the ambiguous failure a client must survive.
@@ -421,6 +431,9 @@ func (p *Proxy) decide(op string, body []byte, now time.Time) (Rule, bool) {
 				continue
 			}
 		}
+		if r.Body != nil && !r.Body(body) {
+			continue
+		}
 		r.seen++
 		if r.Nth > 0 && r.seen != r.Nth {
 			continue
@@ -503,6 +516,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case Validation:
 			writeError(w, http.StatusBadRequest, "ValidationException",
 				"faultproxy: Invalid ConditionExpression: The expression has redundant parentheses;")
+			return
+		case Refuse:
+			w.Header().Set("X-Amzn-Query-Error", rl.Code+";Sender")
+			writeError(w, http.StatusBadRequest, rl.Code, rl.Message)
 			return
 		case Latency:
 			t := time.NewTimer(rl.Delay)

@@ -39,6 +39,12 @@ type Case struct {
 	// TooLarge is a body Destination refuses as too large; nil: not
 	// tested.
 	TooLarge []byte
+	// Invalid is a destination that no destination of the Sender's kind
+	// can be (a topic name Kafka does not allow, a queue URL that is not
+	// one): the Sender must refuse an entry to it. Empty: not tested. An
+	// empty Destination, and one holding a control character, are tested
+	// for every Sender.
+	Invalid string
 	// DropsCopies says the destination itself drops a copy of a message
 	// sent again soon after (an SQS FIFO queue's deduplication ID): the
 	// consumer downstream then sees each entry once.
@@ -359,32 +365,41 @@ func pipeline(t *testing.T, c Case) {
 	}
 }
 
-// refusals: a missing destination and a message too large are refused
-// for good, and an ordinary entry sent beside them is taken.
+// refusals: each entry no destination of the kind can take (an empty
+// Destination, one with a control character, an invalid one, a missing
+// one, a message too large) is refused for good with an
+// *outbox.RefusedError, never failed for the moment (which a relay
+// retries for ever), and an ordinary entry sent in the same call is
+// taken.
 func refusals(t *testing.T, c Case) {
-	ok := Entries(c.Destination, "refusals-"+t.Name(), 1, 1)[0]
-	batch := []outbox.Entry{ok}
+	refuse := map[string]func(e *outbox.Entry){
+		"EmptyDestination":   func(e *outbox.Entry) { e.Destination = "" },
+		"ControlDestination": func(e *outbox.Entry) { e.Destination += "\nforged" },
+	}
+	if c.Invalid != "" {
+		refuse["InvalidDestination"] = func(e *outbox.Entry) { e.Destination = c.Invalid }
+	}
 	if c.Missing != "" {
-		missing := Entries(c.Missing, "missing-"+t.Name(), 1, 1)[0]
-		batch = append(batch, missing)
+		refuse["MissingDestination"] = func(e *outbox.Entry) { e.Destination = c.Missing }
 	}
 	if c.TooLarge != nil {
-		big := Entries(c.Destination, "large-"+t.Name(), 1, 1)[0]
-		big.OrderingKey, big.Body = "large", c.TooLarge
-		batch = append(batch, big)
+		refuse["TooLarge"] = func(e *outbox.Entry) { e.OrderingKey, e.Body = "large", c.TooLarge }
 	}
-	errs := c.Sender.Send(testenv.Context(t, 60*time.Second), batch)
-	if len(errs) != len(batch) {
-		t.Fatalf("Send returned %d results for %d entries", len(errs), len(batch))
-	}
-	if errs[0] != nil {
-		t.Errorf("the ordinary entry beside the refused ones: %v", errs[0])
-	}
-	for i, e := range batch[1:] {
-		err := errs[i+1]
-		var refused *outbox.RefusedError
-		if !errors.Is(err, outbox.ErrRefused) || !errors.As(err, &refused) {
-			t.Errorf("entry to %s of %d bytes: %v, want an *outbox.RefusedError", e.Destination, len(e.Body), err)
-		}
+	for name, spoil := range refuse {
+		t.Run(name, func(t *testing.T) {
+			batch := Entries(c.Destination, "refusals-"+t.Name(), 2, 2)
+			spoil(&batch[1])
+			errs := c.Sender.Send(testenv.Context(t, 60*time.Second), batch)
+			if len(errs) != len(batch) {
+				t.Fatalf("Send returned %d results for %d entries", len(errs), len(batch))
+			}
+			if errs[0] != nil {
+				t.Errorf("the ordinary entry beside the refused one: %v", errs[0])
+			}
+			var refused *outbox.RefusedError
+			if !errors.Is(errs[1], outbox.ErrRefused) || !errors.As(errs[1], &refused) {
+				t.Errorf("entry to %q of %d bytes: %v, want an *outbox.RefusedError", batch[1].Destination, len(batch[1].Body), errs[1])
+			}
+		})
 	}
 }

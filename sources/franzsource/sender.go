@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/outbox"
 )
 
@@ -22,7 +23,8 @@ import (
 // beside it. The client must produce with idempotence (franz-go's
 // default), so that its own retries never write a record twice.
 //
-// An unknown topic or a record too large is refused for good
+// An unknown topic, a record too large, an entry with an empty or
+// invalid topic name (no topic can take it) are refused for good
 // (outbox.RefusedError); anything else is a failure of the moment, sent
 // again by the relay.
 type Sender struct {
@@ -47,13 +49,20 @@ func NewSender(client *kgo.Client) (*Sender, error) {
 // sends the partitions it produced to at once rather than after the
 // client's linger: nothing more is coming for this call.
 func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
-	rs := make([]*kgo.Record, len(entries))
+	errs := make([]error, len(entries))
+	rs := make([]*kgo.Record, 0, len(entries))
 	at := make(map[*kgo.Record]int, len(entries))
 	for i := range entries {
-		rs[i] = record(&entries[i])
-		at[rs[i]] = i
+		if errs[i] = kafkacore.Refusal(&entries[i]); errs[i] != nil {
+			continue
+		}
+		r := record(&entries[i])
+		rs = append(rs, r)
+		at[r] = i
 	}
-	errs := make([]error, len(entries))
+	if len(rs) == 0 {
+		return errs
+	}
 	for _, res := range s.client.ProduceSync(ctx, rs...) {
 		i := at[res.Record]
 		errs[i] = produceError(entries[i].Destination, res.Err)

@@ -9,6 +9,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/outbox"
 )
 
@@ -22,7 +23,8 @@ import (
 // beside it. kafka-go has no idempotent producer: a write it retries may
 // land twice, and the consumer downstream absorbs that copy the same way.
 //
-// An unknown topic or a message too large is refused for good
+// An unknown topic, a message too large, an entry with an empty or
+// invalid topic name (no topic can take it) are refused for good
 // (outbox.RefusedError); anything else is a failure of the moment, sent
 // again by the relay.
 type Sender struct {
@@ -58,8 +60,10 @@ func NewSender(w *kafkago.Writer) (*Sender, error) {
 func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
 	errs := make([]error, len(entries))
 	byTopic := map[string][]int{}
-	for i, e := range entries {
-		byTopic[e.Destination] = append(byTopic[e.Destination], i)
+	for i := range entries {
+		if errs[i] = kafkacore.Refusal(&entries[i]); errs[i] == nil {
+			byTopic[entries[i].Destination] = append(byTopic[entries[i].Destination], i)
+		}
 	}
 	var wg sync.WaitGroup
 	for topic, idx := range byTopic {

@@ -39,6 +39,7 @@ func TestSenderConformance(t *testing.T) {
 		},
 		Ordered:  true,
 		Missing:  topicName(t, "missing"),
+		Invalid:  "not a topic!",
 		TooLarge: bytes.Repeat([]byte("z"), 2<<20),
 	})
 }

@@ -29,11 +29,15 @@ func NewSender(queues ...*Queue) *Sender {
 // Name is the queue's name: the Destination that a Sender sends to it.
 func (q *Queue) Name() string { return q.name }
 
-// Send implements outbox.Sender. An entry for a queue the Sender does not
-// know is refused (outbox.RefusedError).
+// Send implements outbox.Sender. An entry no destination can take
+// (outbox.Refusal) or for a queue the Sender does not know is refused
+// (outbox.RefusedError).
 func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
 	errs := make([]error, len(entries))
 	for i, e := range entries {
+		if errs[i] = outbox.Refusal(&e); errs[i] != nil {
+			continue
+		}
 		q := s.queues[e.Destination]
 		if q == nil {
 			errs[i] = &outbox.RefusedError{Destination: e.Destination, Reason: "no such queue"}

@@ -2,14 +2,11 @@ package sqssource
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -24,10 +21,15 @@ import (
 // SQS's bounds on one SendMessageBatch call.
 const (
 	sendBatchMax = 10
-	// sendBatchBytes bounds the bodies and attributes of one call. SQS
-	// takes up to 1 MiB in a call today; 256 KiB, its bound until 2025,
-	// is what every region and emulator takes.
-	sendBatchBytes = 256 << 10
+	// sqsMaxMessage is the largest message SQS takes, and the largest
+	// batch (1 MiB since August 2025): the bound on a queue whose own
+	// MaximumMessageSize cannot be read.
+	sqsMaxMessage = 1 << 20
+	// legacyMaxMessage is SQS's bound on a message and a call before
+	// August 2025, which every region and emulator takes. A queue whose
+	// MaximumMessageSize exceeds it is in a region that takes calls of
+	// sqsMaxMessage; the calls to any other stay within this.
+	legacyMaxMessage = 256 << 10
 	// sendCalls bounds the SendMessageBatch calls of one Send in flight:
 	// ten, so that a relay's default batch (outbox.DefaultBatchSize, 100
 	// entries) goes out in one wave of calls rather than in two.
@@ -35,24 +37,39 @@ const (
 )
 
 // Sender is an outbox.Sender to SQS: each entry's Destination is a queue
-// URL. It sends with SendMessageBatch, ten entries (at most 256 KiB) a
-// call, several calls at once.
+// URL. It sends with SendMessageBatch, ten entries a call, several calls
+// at once: together at most 1 MiB a call to a queue that takes messages
+// over 256 KiB, 256 KiB to any other (a call SQS still finds too long is
+// split).
 //
 // Each message carries the entry's ID as its idempotency-key message
 // attribute, which an onceq consumer of the queue takes as the message's
 // key, so that a re-dispatched copy is a duplicate there; the entry's
 // Headers are String attributes beside it. On a FIFO queue (a URL ending
-// in .fifo) the MessageGroupId is the entry's OrderingKey (its ID's hash
-// when it has none) and the MessageDeduplicationId the SHA-256 of its ID,
-// so that SQS itself drops a copy sent within its five-minute window.
+// in .fifo) the MessageGroupId is the entry's OrderingKey (its SHA-256
+// when SQS would not take it as a group: longer than 128 characters, or
+// other than ASCII letters, digits and punctuation; its ID's hash when it
+// has none) and the MessageDeduplicationId the SHA-256 of its ID, so that
+// SQS itself drops a copy sent within its five-minute window.
 //
-// A missing queue, a message too large or contents SQS refuses are
-// refused for good (outbox.RefusedError); so is, alone and before the
-// call, an entry whose body, ID or headers are not text SQS carries (a
-// binary body: encode it first). Anything else is a failure of the
-// moment, sent again by the relay.
+// The Sender reads each queue's MaximumMessageSize once (GetQueueAttributes;
+// again when an entry exceeds it, in case it was raised) and refuses,
+// without sending it, an entry larger than that (its body and
+// attributes, as SQS counts them). Without the permission to read it, it
+// bounds by SQS's own maximum, 1 MiB, and leaves the queue's bound to SQS.
+//
+// What SQS never takes is refused for good (outbox.RefusedError): a
+// missing queue, a Destination that is no queue URL, a message too large,
+// an empty body, a body or attribute SQS refuses (characters outside
+// those it allows, more than ten attributes, an attribute name it
+// reserves). SQS refuses some inputs for the whole SendMessageBatch call:
+// the Sender then sends each entry of that call alone, so that only the
+// entry at fault is refused. Anything else is a failure of the moment,
+// sent again by the relay.
 type Sender struct {
 	client *awssqs.Client
+	mu     sync.Mutex
+	sizes  map[string]int // queue URL → its MaximumMessageSize, as last read
 }
 
 // NewSender returns a Sender over client. The client's own retryer retries
@@ -67,12 +84,25 @@ func NewSender(client *awssqs.Client) (*Sender, error) {
 // Send implements outbox.Sender.
 func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
 	errs := make([]error, len(entries))
-	for i, e := range entries {
-		errs[i] = uncarriable(e)
+	byQueue := map[string][]int{}
+	var queues []string
+	for i := range entries {
+		if errs[i] = refusal(&entries[i]); errs[i] != nil {
+			continue
+		}
+		url := entries[i].Destination
+		if _, ok := byQueue[url]; !ok {
+			queues = append(queues, url)
+		}
+		byQueue[url] = append(byQueue[url], i)
+	}
+	var batches []sendBatch
+	for _, url := range queues {
+		batches = append(batches, s.queueBatches(ctx, url, entries, byQueue[url], errs)...)
 	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, sendCalls)
-	for _, batch := range sendBatches(entries, errs) {
+	for _, batch := range batches {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
@@ -83,82 +113,95 @@ func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
 	return errs
 }
 
+// queueBatches refuses the entries idx of queue url that exceed its
+// MaximumMessageSize and groups the rest into calls SQS takes.
+func (s *Sender) queueBatches(ctx context.Context, url string, entries []outbox.Entry, idx []int, errs []error) []sendBatch {
+	largest := 0
+	for _, i := range idx {
+		largest = max(largest, entrySize(&entries[i]))
+	}
+	limit, err := s.maxSize(ctx, url, largest)
+	if err != nil {
+		for _, i := range idx {
+			errs[i] = err
+		}
+		return nil
+	}
+	callBytes := legacyMaxMessage
+	if limit > legacyMaxMessage {
+		callBytes = sqsMaxMessage
+	}
+	var out []sendBatch
+	size := 0
+	for _, i := range idx {
+		n := entrySize(&entries[i])
+		if n > limit {
+			errs[i] = &outbox.RefusedError{Destination: url,
+				Reason: fmt.Sprintf("message too large: %d bytes (body and attributes), more than the queue's MaximumMessageSize of %d", n, limit)}
+			continue
+		}
+		if len(out) == 0 || len(out[len(out)-1].indexes) == sendBatchMax || size+n > callBytes {
+			out = append(out, sendBatch{url: url})
+			size = 0
+		}
+		out[len(out)-1].indexes = append(out[len(out)-1].indexes, i)
+		size += n
+	}
+	return out
+}
+
+// maxSize is queue url's MaximumMessageSize: as last read, unless it was
+// never read or largest exceeds it (it may have been raised since).
+func (s *Sender) maxSize(ctx context.Context, url string, largest int) (int, error) {
+	s.mu.Lock()
+	known, ok := s.sizes[url]
+	s.mu.Unlock()
+	if ok && largest <= known {
+		return known, nil
+	}
+	out, err := s.client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize}})
+	switch {
+	case err != nil && isMissingQueue(err):
+		return 0, &outbox.RefusedError{Destination: url, Reason: "no such queue"}
+	case err != nil && ctx.Err() != nil:
+		return 0, fmt.Errorf("sqssource: reading the MaximumMessageSize of %s: %w", url, err)
+	case err != nil && ok:
+		return known, nil
+	case err != nil && retry.Classify(err) != retry.Misconfigured:
+		// SQS is out for the moment: SQS's own bound for this call, and
+		// the queue's left to SQS, which refuses what exceeds it.
+		return sqsMaxMessage, nil
+	}
+	// Not allowed to read it (kept, not asked again each call), or read.
+	n := sqsMaxMessage
+	if err == nil {
+		if v, convErr := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)]); convErr == nil && v > 0 {
+			n = v
+		}
+	}
+	s.mu.Lock()
+	if s.sizes == nil {
+		s.sizes = map[string]int{}
+	}
+	s.sizes[url] = n
+	s.mu.Unlock()
+	return n, nil
+}
+
 // sendBatch is one entry batch: the indexes into entries of one queue.
 type sendBatch struct {
 	url     string
 	indexes []int
 }
 
-// sendBatches groups entries by queue, in their order, into batches SQS
-// takes in one call, leaving out those refused already (errs).
-func sendBatches(entries []outbox.Entry, errs []error) []sendBatch {
-	var out []sendBatch
-	open := map[string]int{} // queue URL → its batch being filled
-	size := map[string]int{}
-	for i, e := range entries {
-		if errs[i] != nil {
-			continue
-		}
-		n := entrySize(e)
-		b, ok := open[e.Destination]
-		if !ok || len(out[b].indexes) == sendBatchMax || size[e.Destination]+n > sendBatchBytes {
-			b = len(out)
-			open[e.Destination] = b
-			size[e.Destination] = 0
-			out = append(out, sendBatch{url: e.Destination})
-		}
-		out[b].indexes = append(out[b].indexes, i)
-		size[e.Destination] += n
-	}
-	return out
-}
-
-// uncarriable refuses for good an entry SQS cannot carry as it is: its
-// body, ID and headers travel as text, and SQS takes only some Unicode
-// characters. Bytes that are not UTF-8 would be replaced on the way (the
-// message stored altered, and its checksum failing the whole call), so
-// such an entry is refused alone, before the call.
-func uncarriable(e outbox.Entry) error {
-	refuse := func(what string) error {
-		return &outbox.RefusedError{Destination: e.Destination,
-			Reason: what + " is not text SQS carries (it takes UTF-8 of #x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 up; a binary body needs encoding, base64 say)"}
-	}
-	if !sqsText(string(e.Body)) {
-		return refuse("the body")
-	}
-	if !sqsText(e.ID) {
-		return refuse("the entry's ID (its idempotency key)")
-	}
-	for k, v := range e.Headers {
-		if !sqsText(k) || !sqsText(v) {
-			return refuse("a header")
-		}
-	}
-	return nil
-}
-
-// sqsText reports whether SQS takes s as it is.
-func sqsText(s string) bool {
-	for _, r := range s {
-		switch {
-		case r == utf8.RuneError:
-			// Invalid UTF-8 decodes as RuneError; a genuine U+FFFD is taken.
-			if !utf8.ValidString(s) {
-				return false
-			}
-		case r == 0x9 || r == 0xA || r == 0xD:
-		case r < 0x20, r >= 0xD800 && r < 0xE000, r == 0xFFFE, r == 0xFFFF:
-			return false
-		}
-	}
-	return true
-}
-
 // entrySize is what SQS counts of a message against its size limits.
-func entrySize(e outbox.Entry) int {
+func entrySize(e *outbox.Entry) int {
 	n := len(e.Body) + len(broker.IdempotencyKeyAttribute) + len(e.ID) + len("String")
 	for k, v := range e.Headers {
-		n += len(k) + len(v) + len("String")
+		if k != broker.IdempotencyKeyAttribute {
+			n += len(k) + len(v) + len("String")
+		}
 	}
 	return n
 }
@@ -171,14 +214,17 @@ func (s *Sender) sendBatch(ctx context.Context, entries []outbox.Entry, b sendBa
 	}
 	out, err := s.client.SendMessageBatch(ctx, in)
 	if err != nil {
-		if len(b.indexes) > 1 && isCode(err, "BatchRequestTooLong") {
-			// Split: only an entry too large alone is refused.
+		missing := isMissingQueue(err)
+		err = sendError(b.url, err)
+		if len(b.indexes) > 1 && errors.Is(err, outbox.ErrRefused) && !missing {
+			// SQS refused the call as a whole for what one entry holds
+			// (too long together, contents it does not take): each is
+			// sent alone, so that only the entry at fault is refused.
 			for _, i := range b.indexes {
 				s.sendBatch(ctx, entries, sendBatch{url: b.url, indexes: []int{i}}, errs)
 			}
 			return
 		}
-		err = sendError(b.url, err)
 		for _, i := range b.indexes {
 			errs[i] = err
 		}
@@ -217,11 +263,14 @@ func requestEntry(id string, e outbox.Entry, fifo bool) types.SendMessageBatchRe
 	attrs[broker.IdempotencyKeyAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(e.ID)}
 	r := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(string(e.Body)), MessageAttributes: attrs}
 	if fifo {
-		sum := sha256.Sum256([]byte(e.ID))
-		dedupID := hex.EncodeToString(sum[:])
+		dedupID := sha256Hex(e.ID)
 		group := e.OrderingKey
-		if group == "" {
+		switch {
+		case group == "":
 			group = dedupID
+		case !validGroup(group):
+			// The same key, the same group: its order is kept.
+			group = sha256Hex(group)
 		}
 		r.MessageGroupId, r.MessageDeduplicationId = aws.String(group), aws.String(dedupID)
 	}
@@ -232,8 +281,7 @@ func requestEntry(id string, e outbox.Entry, fifo bool) types.SendMessageBatchRe
 // queue's absence, a message too large or contents SQS refuses are
 // refusals for good; the rest are of the moment.
 func sendError(url string, err error) error {
-	var missing *types.QueueDoesNotExist
-	if errors.As(err, &missing) || isCode(err, "QueueDoesNotExist", "NonExistentQueue") {
+	if isMissingQueue(err) {
 		return &outbox.RefusedError{Destination: url, Reason: "no such queue"}
 	}
 	if isCode(err, "BatchRequestTooLong") {
@@ -243,6 +291,12 @@ func sendError(url string, err error) error {
 		return &outbox.RefusedError{Destination: url, Reason: err.Error()}
 	}
 	return fmt.Errorf("sqssource: SendMessageBatch to %s: %w", url, err)
+}
+
+// isMissingQueue reports whether err says the queue does not exist.
+func isMissingQueue(err error) bool {
+	var missing *types.QueueDoesNotExist
+	return errors.As(err, &missing) || isCode(err, "QueueDoesNotExist", "NonExistentQueue", "InvalidAddress")
 }
 
 // isCode reports whether err is an SQS API error with one of codes (its

@@ -36,6 +36,7 @@ func TestSenderConformance(t *testing.T) {
 		Destination: url,
 		Source:      func(t *testing.T) broker.Source { return newSource(t, c, url, sqssource.WaitTime(time.Second)) },
 		Missing:     strings.TrimSuffix(url, "/") + "-missing",
+		Invalid:     "orders",
 		TooLarge:    bytes.Repeat([]byte("x"), 2048),
 	})
 }
@@ -99,22 +100,26 @@ func TestSenderFIFOGroupAndDeduplicationID(t *testing.T) {
 	}
 }
 
-// Eleven entries of 30 KiB go in calls SQS takes (ten entries, 256 KiB).
+// Eleven entries of 30 KiB to a queue of 256 KiB messages go in calls
+// every region takes (ten entries, 256 KiB).
 func TestSenderSplitsBatches(t *testing.T) {
 	t.Parallel()
-	c := client(t)
-	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second})
+	s, p, c := proxied(t)
+	url, _ := createQueue(t, c, queueSpec{visibility: 30 * time.Second, maxSize: 256 << 10})
 	entries := outboxtest.Entries(url, "split", 11, 11)
 	for i := range entries {
 		entries[i].Body = bytes.Repeat([]byte("y"), 30<<10)
 	}
-	for i, err := range newSender(t).Send(context.Background(), entries) {
+	for i, err := range s.Send(context.Background(), entries) {
 		if err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
 	if vis, _ := depth(t, c, url); vis != 11 {
 		t.Fatalf("%d messages visible, want 11", vis)
+	}
+	if n := p.Requests("SendMessageBatch"); n != 2 {
+		t.Errorf("%d SendMessageBatch calls, want 2 of at most 256 KiB", n)
 	}
 }
 
