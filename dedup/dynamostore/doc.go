@@ -201,12 +201,19 @@
 // CreateTable with WithOutbox, or CreateOutboxTable, makes it) in the same
 // TransactWriteItems as COMPLETED: the record, the business writes and one
 // item per message count against DynamoDB's 100 items, each entry against
-// its 400 KB and the whole against its 4 MB, before the call
+// its 400 KB (with the entry's small copy in the lane_pending index and
+// about 1.2 KB kept for the relay's marks: a body of up to about 398 KB
+// fits) and the whole against its 4 MB, before the call
 // (*dedup.TooManyWritesError, *OutboxTooLargeError; the message is
 // dead-lettered). Store.Outbox gives the relay's view (an *Outbox): see
 // its Lease for how lanes keep their order and relays are fenced.
 // Dispatched and Dead entries expire by the table's TTL. The outbox table
 // is read and written in the Store's first region (WithRegionalClients).
+// An outbox table whose lane_pending index projects every attribute (as
+// earlier builds made it) counts each entry twice against 400 KB, so a
+// message over about 200 KB fails as a record too large there; a local
+// index cannot be changed: once no entry is Pending, delete the table and
+// run CreateOutboxTable again.
 //
 // # Imports
 //

@@ -64,6 +64,12 @@ const (
 	maxTransactSize = 4 << 20
 )
 
+// lanePendingProjection is what lane_pending holds beside the keys: what
+// a take is conditioned on, and no more. DynamoDB counts a local index's
+// copy of an item with the item against its 400 KB, so an index holding
+// the body would halve the message an entry can carry.
+var lanePendingProjection = []string{oState, oVersion, oLease}
+
 // OutboxTable is the outbox table beside the records table table: its
 // name followed by "_outbox", cut with a hash of the whole when that
 // would pass DynamoDB's 255 characters. CreateTable makes it with
@@ -90,9 +96,9 @@ func WithOutbox() TableOption {
 
 // CreateOutboxTable makes the outbox table of the records table table
 // (OutboxTable): on-demand billing, pk (S) and sk (S), the local index
-// lane_pending (pk, psk) and the global index pending (pq, sk), keys
-// only, and TTL on expires_at. It is idempotent and returns once the
-// table is ACTIVE.
+// lane_pending (pk, psk) projecting state, version and lease_ms only, the
+// global index pending (pq, sk), keys only, and TTL on expires_at. It is
+// idempotent and returns once the table is ACTIVE.
 func CreateOutboxTable(ctx context.Context, client *ddb.Client, table string, opts ...TableOption) error {
 	cfg := tableConfig{waitTimeout: 5 * time.Minute}
 	for _, o := range opts {
@@ -113,7 +119,7 @@ func CreateOutboxTable(ctx context.Context, client *ddb.Client, table string, op
 		AttributeDefinitions: []types.AttributeDefinition{s(oPK), s(oSK), s(oPSK), s(oPQ)},
 		KeySchema:            keys(oPK, oSK),
 		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: aws.String(lanePendingIndex), KeySchema: keys(oPK, oPSK),
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: lanePendingProjection}}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(pendingIndex), KeySchema: keys(oPQ, oSK), Projection: keysOnly}},
 		BillingMode:            types.BillingModePayPerRequest,
 	})
@@ -141,9 +147,9 @@ func checkOutboxSchema(t *types.TableDescription) error {
 		return errors.New("the key schema is not pk (HASH), sk (RANGE)")
 	}
 	if !slices.ContainsFunc(t.LocalSecondaryIndexes, func(i types.LocalSecondaryIndexDescription) bool {
-		return aws.ToString(i.IndexName) == lanePendingIndex && sameKeys(i.KeySchema, oPK, oPSK)
+		return aws.ToString(i.IndexName) == lanePendingIndex && sameKeys(i.KeySchema, oPK, oPSK) && projects(i.Projection, lanePendingProjection)
 	}) {
-		return fmt.Errorf("no local index %s on pk, psk", lanePendingIndex)
+		return fmt.Errorf("no local index %s on pk, psk projecting %s", lanePendingIndex, strings.Join(lanePendingProjection, ", "))
 	}
 	if !slices.ContainsFunc(t.GlobalSecondaryIndexes, func(i types.GlobalSecondaryIndexDescription) bool {
 		return aws.ToString(i.IndexName) == pendingIndex && sameKeys(i.KeySchema, oPQ, oSK)
@@ -151,6 +157,19 @@ func checkOutboxSchema(t *types.TableDescription) error {
 		return fmt.Errorf("no global index %s on pq, sk", pendingIndex)
 	}
 	return nil
+}
+
+// projects reports whether an index of projection p holds attrs.
+func projects(p *types.Projection, attrs []string) bool {
+	switch {
+	case p == nil:
+		return false
+	case p.ProjectionType == types.ProjectionTypeAll:
+		return true
+	case p.ProjectionType == types.ProjectionTypeInclude:
+		return !slices.ContainsFunc(attrs, func(a string) bool { return !slices.Contains(p.NonKeyAttributes, a) })
+	}
+	return false
 }
 
 func sameKeys(ks []types.KeySchemaElement, hash, rng string) bool {
@@ -167,7 +186,8 @@ func sameKeys(ks []types.KeySchemaElement, hash, rng string) bool {
 var ErrOutboxTooLarge = errors.New("dynamostore: outgoing messages too large for one transaction")
 
 // OutboxTooLargeError says which DynamoDB limit a commit's outgoing
-// messages pass: "item" (an entry of more than 400 KB, message Index) or
+// messages pass: "item" (an entry of more than 400 KB, message Index,
+// counting its copy in the lane_pending index and room for its marks) or
 // "transaction" (a TransactWriteItems of more than 4 MB, Index -1). It is
 // the message's fault (retry class Permanent; errors.Is
 // dedup.ErrRecordTooLarge too): nothing is committed, and the consumer
@@ -182,7 +202,7 @@ type OutboxTooLargeError struct {
 
 func (e *OutboxTooLargeError) Error() string {
 	if e.Limit == "item" {
-		return fmt.Sprintf("dynamostore: outgoing message %d: its entry of %d bytes passes DynamoDB's item limit of %d", e.Index, e.Size, e.Max)
+		return fmt.Sprintf("dynamostore: outgoing message %d: its entry of %d bytes (with its index copy and room for its marks) passes DynamoDB's item limit of %d", e.Index, e.Size, e.Max)
 	}
 	return fmt.Sprintf("dynamostore: the commit with its outgoing messages is %d bytes, past DynamoDB's transaction limit of %d", e.Size, e.Max)
 }
@@ -259,7 +279,7 @@ func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, wr
 			oBody: bin(m.Body), oHeaders: bin(outboxcodec.Encode(m.Headers)), oState: str(string(outbox.Pending)),
 			oOwner: str(""), oVersion: num(0), oAttempts: num(0), oError: str(""), oCreated: num(now.UnixMilli()), oLease: num(0),
 		}
-		size := itemSize(item)
+		size := entrySize(item)
 		if size > maxItemSize {
 			return nil, &OutboxTooLargeError{Limit: "item", Index: i, Size: size, Max: maxItemSize}
 		}
@@ -270,6 +290,23 @@ func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, wr
 		return nil, &OutboxTooLargeError{Limit: "transaction", Index: -1, Size: total, Max: maxTransactSize}
 	}
 	return out, nil
+}
+
+// markReserve is room an entry keeps for what its marks add: a reason of
+// up to 1,024 bytes (dedup.StorableReason), a relay's owner token, and
+// numbers that grow (lease, version, attempts, expires_at).
+const markReserve = 1024 + maxIdentifierLen + 64
+
+// entrySize is what DynamoDB counts of an entry's item against its 400
+// KB, once marked: the item, its copy in the local index lane_pending
+// (DynamoDB counts it too: keys and projected attributes), and
+// markReserve.
+func entrySize(item map[string]types.AttributeValue) int {
+	n := itemSize(item) + markReserve
+	for _, a := range append([]string{oPK, oSK, oPSK}, lanePendingProjection...) {
+		n += len(a) + valueSize(item[a])
+	}
+	return n
 }
 
 // writeSize estimates what a business write adds to a transaction's
@@ -371,19 +408,26 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 			return out, errors.Join(append(unreadable, err)...)
 		}
 		for _, it := range items {
-			e, err := decodeEntry(it)
+			version, leaseMS, err := laneHead(it)
+			if err == nil && leaseMS > req.Now.UnixMilli() {
+				break // held, or due for a retry later: the lane waits
+			}
+			var got outbox.Entry
+			ok := false
+			if err == nil {
+				var taken map[string]types.AttributeValue
+				if taken, ok, err = o.take(ctx, it, version, req); err != nil {
+					return out, errors.Join(append(unreadable, err)...)
+				}
+				if ok {
+					got, err = o.taken(taken, req.LeaseUntil)
+				}
+			}
 			if err != nil {
 				// An item this store did not write holds up its own lane,
 				// whose order it may belong to, and no other.
 				unreadable = append(unreadable, o.wrap("lease", err))
 				break
-			}
-			if e.ExpiresAt.After(req.Now) {
-				break // held, or due for a retry later: the lane waits
-			}
-			got, ok, err := o.take(ctx, it, e, req)
-			if err != nil {
-				return out, errors.Join(append(unreadable, err)...)
 			}
 			if !ok {
 				break // another relay took it
@@ -483,9 +527,23 @@ func (o *Outbox) query(ctx context.Context, in *ddb.QueryInput) ([]map[string]ty
 	return out.Items, out.LastEvaluatedKey, nil
 }
 
-// take leases entry e (read as it) to req.Owner, if it is still as read
-// and free; ok is false when another relay took it first.
-func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, e outbox.Entry, req outbox.LeaseRequest) (outbox.Entry, bool, error) {
+// laneHead reads what lane_pending holds of an entry: its version and
+// lease (Unix ms; 0 when never leased).
+func laneHead(it map[string]types.AttributeValue) (version, leaseMS int64, err error) {
+	id := dedup.KeyHash(itemS(it, oPK) + "/" + itemS(it, oSK))
+	if st := itemS(it, oState); st != string(outbox.Pending) {
+		return 0, 0, fmt.Errorf("dynamostore: outbox item %s in the lane_pending index: state %q", id, st)
+	}
+	if version = itemN(it, oVersion); version < 0 {
+		return 0, 0, fmt.Errorf("dynamostore: outbox item %s: no version", id)
+	}
+	return version, max(itemN(it, oLease), 0), nil
+}
+
+// take leases the entry of it, at version, to req.Owner, if it is still
+// at that version and free, and returns the entry's item as taken; ok is
+// false when another relay took it first.
+func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, version int64, req outbox.LeaseRequest) (map[string]types.AttributeValue, bool, error) {
 	key := map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]}
 	in := &ddb.UpdateItemInput{
 		TableName: o.table, Key: key,
@@ -493,8 +551,8 @@ func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, e
 		ConditionExpression:      aws.String("#state = :pending AND #version = :v AND #lease <= :now"),
 		ExpressionAttributeNames: map[string]string{"#owner": oOwner, "#version": oVersion, "#lease": oLease, "#state": oState},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":owner": str(req.Owner), ":v1": num(e.Lease.Version + 1), ":until": num(req.LeaseUntil.UnixMilli()),
-			":pending": str(string(outbox.Pending)), ":v": num(e.Lease.Version), ":now": num(req.Now.UnixMilli()),
+			":owner": str(req.Owner), ":v1": num(version + 1), ":until": num(req.LeaseUntil.UnixMilli()),
+			":pending": str(string(outbox.Pending)), ":v": num(version), ":now": num(req.Now.UnixMilli()),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	}
@@ -508,28 +566,35 @@ func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, e
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && !retried {
-		return outbox.Entry{}, false, nil
+		return nil, false, nil
 	}
 	if err != nil {
 		// A retried take that lost its condition may have committed
 		// unseen: the lane is left alone this time, and the entry's lease,
 		// if it was taken, ends on its own.
 		if errors.As(err, &ccf) {
-			return outbox.Entry{}, false, nil
+			return nil, false, nil
 		}
-		return outbox.Entry{}, false, o.wrap("lease", err)
+		return nil, false, o.wrap("lease", err)
 	}
-	got, err := decodeEntry(out.Attributes)
+	return out.Attributes, true, nil
+}
+
+// taken reads the entry of an item just taken, and remembers where it
+// lives for its marks. An item it cannot read is left to its lease's
+// end, unmarked.
+func (o *Outbox) taken(it map[string]types.AttributeValue, until time.Time) (outbox.Entry, error) {
+	got, err := decodeEntry(it)
 	if err != nil {
-		return outbox.Entry{}, false, o.wrap("lease", err)
+		return outbox.Entry{}, err
 	}
 	o.mu.Lock()
 	if o.leased == nil {
 		o.leased = map[string]leasedItem{}
 	}
-	o.leased[got.ID] = leasedItem{key: key, until: req.LeaseUntil}
+	o.leased[got.ID] = leasedItem{key: map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]}, until: until}
 	o.mu.Unlock()
-	return got, true, nil
+	return got, nil
 }
 
 // itemOf is where the entry of l lives, as this Outbox leased it.
