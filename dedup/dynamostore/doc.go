@@ -209,11 +209,13 @@
 // its Lease for how lanes keep their order and relays are fenced.
 // Dispatched and Dead entries expire by the table's TTL. The outbox table
 // is read and written in the Store's first region (WithRegionalClients).
-// An outbox table whose lane_pending index projects every attribute (as
-// earlier builds made it) counts each entry twice against 400 KB, so a
-// message over about 200 KB fails as a record too large there; a local
-// index cannot be changed: once no entry is Pending, delete the table and
-// run CreateOutboxTable again.
+// An outbox table made by an earlier build differs in its indexes, and
+// still works: its lane_pending index projects every attribute, so each
+// entry counts twice against 400 KB and a message over about 200 KB fails
+// as a record too large; its pending index holds keys only, so lanes held
+// at the front of a shard (a destination that is down) may hide newer
+// lanes from a relay. A local index cannot be changed: once no entry is
+// Pending, delete the table and run CreateOutboxTable again.
 //
 // # Imports
 //

@@ -70,6 +70,12 @@ const (
 // the body would halve the message an entry can carry.
 var lanePendingProjection = []string{oState, oVersion, oLease}
 
+// pendingProjection is what the global index pending holds beside the
+// keys: each entry's lease or retry time, so that a relay looking for
+// work passes over the lanes it cannot send now (a destination that is
+// down) without reading them.
+var pendingProjection = []string{oLease}
+
 // OutboxTable is the outbox table beside the records table table: its
 // name followed by "_outbox", cut with a hash of the whole when that
 // would pass DynamoDB's 255 characters. CreateTable makes it with
@@ -97,8 +103,8 @@ func WithOutbox() TableOption {
 // CreateOutboxTable makes the outbox table of the records table table
 // (OutboxTable): on-demand billing, pk (S) and sk (S), the local index
 // lane_pending (pk, psk) projecting state, version and lease_ms only, the
-// global index pending (pq, sk), keys only, and TTL on expires_at. It is
-// idempotent and returns once the table is ACTIVE.
+// global index pending (pq, sk) projecting lease_ms only, and TTL on
+// expires_at. It is idempotent and returns once the table is ACTIVE.
 func CreateOutboxTable(ctx context.Context, client *ddb.Client, table string, opts ...TableOption) error {
 	cfg := tableConfig{waitTimeout: 5 * time.Minute}
 	for _, o := range opts {
@@ -113,15 +119,15 @@ func CreateOutboxTable(ctx context.Context, client *ddb.Client, table string, op
 	keys := func(h, r string) []types.KeySchemaElement {
 		return []types.KeySchemaElement{{AttributeName: aws.String(h), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(r), KeyType: types.KeyTypeRange}}
 	}
-	keysOnly := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
 	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
 		TableName:            aws.String(name),
 		AttributeDefinitions: []types.AttributeDefinition{s(oPK), s(oSK), s(oPSK), s(oPQ)},
 		KeySchema:            keys(oPK, oSK),
 		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: aws.String(lanePendingIndex), KeySchema: keys(oPK, oPSK),
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: lanePendingProjection}}},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(pendingIndex), KeySchema: keys(oPQ, oSK), Projection: keysOnly}},
-		BillingMode:            types.BillingModePayPerRequest,
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(pendingIndex), KeySchema: keys(oPQ, oSK),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: pendingProjection}}},
+		BillingMode: types.BillingModePayPerRequest,
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
@@ -346,7 +352,10 @@ func pendingShard(lane string) string {
 //
 // Lease keeps each lane's order and fences relays with conditional
 // writes: it finds the lanes with Pending entries in the global index
-// pending (eventually consistent: a commit is found a moment later), then
+// pending (eventually consistent: a commit is found a moment later),
+// passing over those whose oldest entry is held or waits for a retry
+// (the index holds each entry's lease_ms: each take and retry writes the
+// index too, the price of not reading every held lane on every pass), then
 // reads each lane's Pending entries in order from the local index
 // lane_pending with a strongly consistent query, and takes them one by one
 // with an UpdateItem conditioned on the version it read and a free lease,
@@ -393,7 +402,7 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 		return nil, nil
 	}
 	o.forget(req.Now)
-	lanes, err := o.pendingLanes(ctx, req.Max)
+	lanes, err := o.pendingLanes(ctx, req.Max, req.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -450,47 +459,63 @@ func (o *Outbox) forget(now time.Time) {
 }
 
 // discoveryPages bounds the pages of a shard of the pending index one
-// Lease reads: a long lane at the front of a shard (its entries are read
-// one page after another) hides the lanes behind it no further than that.
-const discoveryPages = 8
+// Lease reads: lanes that cannot be sent now at the front of a shard
+// (held, waiting out a retry, or one long lane whose entries are read one
+// page after another) hide the lanes behind them no further than that.
+// The first page is small (a lease's worth); the others are wider.
+const (
+	discoveryPages    = 8
+	discoveryPageSize = 1000
+)
 
-// pendingLanes lists up to max lanes with Pending entries per shard of
-// the pending index, oldest entry first.
-func (o *Outbox) pendingLanes(ctx context.Context, max int) ([]string, error) {
+// pendingLanes lists up to max lanes per shard of the pending index whose
+// oldest Pending entry may be leased at now, oldest first. A lane is
+// judged by its first entry in the index, its head: the index holds each
+// entry's lease_ms, so a lane whose head is held or waits for a retry is
+// passed over, not counted, and the pages after it are read. (An index
+// made without lease_ms judges none held.)
+func (o *Outbox) pendingLanes(ctx context.Context, max int, now time.Time) ([]string, error) {
 	type head struct{ lane, sk string }
 	var heads []head
+	nowMS := now.UnixMilli()
 	for n := range outboxShards {
 		in := &ddb.QueryInput{
 			TableName: o.table, IndexName: aws.String(pendingIndex),
 			KeyConditionExpression:    aws.String("#pq = :pq"),
 			ExpressionAttributeNames:  map[string]string{"#pq": oPQ},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pq": str("p#" + strconv.Itoa(n))},
-			Limit:                     aws.Int32(int32(min(max*4, 1000))),
+			Limit:                     aws.Int32(int32(min(max*4, discoveryPageSize))),
 		}
-		lanes := map[string]bool{}
-		for page := 0; page < discoveryPages && len(lanes) < max; page++ {
+		seen := map[string]bool{} // lanes met in this shard, free or not
+		free := 0
+		for page := 0; page < discoveryPages && free < max; page++ {
 			items, next, err := o.query(ctx, in)
 			if err != nil {
 				return nil, err
 			}
 			for _, it := range items {
-				heads = append(heads, head{lane: itemS(it, oPK), sk: itemS(it, oSK)})
-				lanes[itemS(it, oPK)] = true
+				lane := itemS(it, oPK)
+				if seen[lane] {
+					continue
+				}
+				seen[lane] = true
+				if itemN(it, oLease) > nowMS {
+					continue // its head cannot be leased now
+				}
+				heads = append(heads, head{lane: lane, sk: itemS(it, oSK)})
+				free++
 			}
 			if len(next) == 0 {
 				break
 			}
 			in.ExclusiveStartKey = next
+			in.Limit = aws.Int32(discoveryPageSize)
 		}
 	}
 	slices.SortFunc(heads, func(a, b head) int { return strings.Compare(a.sk, b.sk) })
-	var lanes []string
-	seen := map[string]bool{}
-	for _, h := range heads {
-		if !seen[h.lane] {
-			seen[h.lane] = true
-			lanes = append(lanes, h.lane)
-		}
+	lanes := make([]string, len(heads))
+	for i, h := range heads {
+		lanes[i] = h.lane
 	}
 	return lanes, nil
 }
