@@ -53,6 +53,21 @@ const (
 	oError    = "last_error"
 	oCreated  = "created_ms"
 	oLease    = "lease_ms" // lease or retry, Unix ms; 0: never leased
+	oLast     = "last"     // a lane counter's last Seq
+
+	// laneCounterSK is the sk of an ordered lane's counter item, the last
+	// Seq committed in the lane: after every entry's sk (digits first), in
+	// no index. Each commit to the lane moves it on in its transaction,
+	// conditioned on giving a greater Seq, so that a lane's order is the
+	// order of its commits whatever the committing workers' clocks say.
+	laneCounterSK = "lane"
+	// laneCounterTTL is how long a lane's counter outlives its last
+	// commit: far beyond any clock skew, so that a commit after it is gone
+	// still takes a Seq above every one before.
+	laneCounterTTL = time.Hour
+	// laneConflictTries bounds the commits one call makes when a lane's
+	// counter is past the Seq its clock gave.
+	laneConflictTries = 5
 
 	pendingIndex     = "pending"
 	lanePendingIndex = "lane_pending"
@@ -244,9 +259,9 @@ func sortKey(seq int64, id string) string {
 }
 
 // nextSeq is the Seq base of a commit at now: its Unix microseconds,
-// above every base this Store gave before, times 1000; entry i takes
-// base+i. Seq follows commit order within a process; across processes, it
-// follows their clocks.
+// above every base this Store gave or saw before, times 1000; entry i
+// takes base+i. Its lanes' counters hold the commit to a Seq above the
+// last one of each lane (see laneCounterSK).
 func (s *Store) nextSeq(now time.Time) int64 {
 	for {
 		last := s.outboxSeq.Load()
@@ -257,16 +272,110 @@ func (s *Store) nextSeq(now time.Time) int64 {
 	}
 }
 
+// sawSeq raises the Seq bases this Store gives above seq, a lane's last.
+func (s *Store) sawSeq(seq int64) {
+	for {
+		last := s.outboxSeq.Load()
+		if last >= seq/1000 || s.outboxSeq.CompareAndSwap(last, seq/1000) {
+			return
+		}
+	}
+}
+
+// laneConflictError is a commit refused because a lane's counter was past
+// the Seq the commit gave it: another worker, its clock ahead, committed
+// to the lane since. Nothing was written; the Store commits again above
+// Last, and returns it only after laneConflictTries (a failure of the
+// moment).
+type laneConflictError struct {
+	Table string
+	Last  int64
+}
+
+func (e *laneConflictError) Error() string {
+	return fmt.Sprintf("dynamostore: outbox table %s: an ordered lane took later commits %d times while this one was made", e.Table, laneConflictTries)
+}
+
+// RetryClass: the next commit takes a Seq above the lane's.
+func (e *laneConflictError) RetryClass() retry.Class { return retry.Transient }
+
+// laneCounter reports whether w moves a lane's counter on.
+func laneCounter(w types.TransactWriteItem) bool {
+	return w.Update != nil && itemS(w.Update.Key, oSK) == laneCounterSK
+}
+
+// commitError is the error of a transaction cancelled by a write's
+// condition (c.business): the lanes' counters' last Seq when only they
+// failed, a *laneConflictError; else the business write's error.
+func (s *Store) commitError(ctx context.Context, c cancellation, writes []types.TransactWriteItem) error {
+	if c.business < 0 || c.business >= len(writes) || !laneCounter(writes[c.business]) {
+		return businessError(c)
+	}
+	// The business writes come first: the first write that failed is a
+	// counter, so each that failed is one.
+	last := int64(-1)
+	for i, r := range c.reasons {
+		if i == 0 || i > len(writes) || codeClass(deref(r.Code)) != retry.ConditionFailed {
+			continue
+		}
+		it := r.Item
+		if len(it) == 0 {
+			// ALL_OLD is asked for, not promised: the counter is read.
+			var err error
+			if it, err = s.laneCounterItem(ctx, writes[i-1].Update); err != nil {
+				return err
+			}
+		}
+		last = max(last, itemN(it, oLast))
+	}
+	return &laneConflictError{Table: OutboxTable(s.table), Last: last}
+}
+
+// laneCounterItem reads the counter that u moves on, strongly consistent.
+func (s *Store) laneCounterItem(ctx context.Context, u *types.Update) (map[string]types.AttributeValue, error) {
+	var out *ddb.GetItemOutput
+	err := s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		var err error
+		out, err = s.clients[0].GetItem(ctx, &ddb.GetItemInput{TableName: u.TableName, Key: u.Key, ConsistentRead: aws.Bool(true)})
+		return metadata(out), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: outbox table %s: reading a lane's counter: %w", aws.ToString(u.TableName), err)
+	}
+	return out.Item, nil
+}
+
+// againAboveLanes runs commit, and again while a lane's counter was past
+// the Seq it gave, each time above the lane's last Seq, at most
+// laneConflictTries times.
+func againAboveLanes[T any](s *Store, commit func() (T, error)) (T, error) {
+	for try := 1; ; try++ {
+		v, err := commit()
+		var lc *laneConflictError
+		if try == laneConflictTries || !errors.As(err, &lc) {
+			return v, err
+		}
+		s.sawSeq(lc.Last)
+	}
+}
+
 // outboxItems are the Puts of msgs as the entries of the input whose key
-// is key, committed at now, checked against DynamoDB's limits with the
-// record (recordSize bytes) and writes they join: 100 items, 400 KB an
-// item, 4 MB a transaction.
+// is key, committed at now, then the Update of each ordered lane's
+// counter, checked against DynamoDB's limits with the record (recordSize
+// bytes) and writes they join: 100 items, 400 KB an item, 4 MB a
+// transaction.
 func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, writes []types.TransactWriteItem, recordSize int) ([]types.TransactWriteItem, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	if 1+len(writes)+len(msgs) > maxTransactItems {
-		return nil, &dedup.TooManyWritesError{Got: len(writes) + len(msgs), Max: maxTransactItems - 1}
+	lanes := map[string]bool{}
+	for i, m := range msgs {
+		if m.OrderingKey != "" {
+			lanes[laneKey(outbox.ID(key, i), m)] = true
+		}
+	}
+	if n := len(writes) + len(msgs) + len(lanes); 1+n > maxTransactItems {
+		return nil, &dedup.TooManyWritesError{Got: n, Max: maxTransactItems - 1}
 	}
 	total := recordSize
 	for _, w := range writes {
@@ -274,11 +383,23 @@ func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, wr
 	}
 	base := s.nextSeq(now)
 	table := aws.String(OutboxTable(s.table))
-	out := make([]types.TransactWriteItem, len(msgs))
+	out := make([]types.TransactWriteItem, len(msgs), len(msgs)+len(lanes))
+	type span struct{ first, last int64 }
+	var order []string
+	spans := map[string]span{}
 	for i, m := range msgs {
 		id := outbox.ID(key, i)
 		seq := base + int64(i)
 		lane, sk := laneKey(id, m), sortKey(seq, id)
+		if lanes[lane] {
+			sp, ok := spans[lane]
+			if !ok {
+				order = append(order, lane)
+				sp.first = seq
+			}
+			sp.last = seq
+			spans[lane] = sp
+		}
 		item := map[string]types.AttributeValue{
 			oPK: str(lane), oSK: str(sk), oPSK: str(sk), oPQ: str(pendingShard(lane)),
 			oID: bin([]byte(id)), oDest: bin([]byte(m.Destination)), oOKey: bin([]byte(m.OrderingKey)),
@@ -291,6 +412,18 @@ func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, wr
 		}
 		total += size
 		out[i] = types.TransactWriteItem{Put: &types.Put{TableName: table, Item: item}}
+	}
+	exp := num(ceilUnix(now.Add(laneCounterTTL)))
+	for _, lane := range order {
+		w := types.TransactWriteItem{Update: &types.Update{TableName: table,
+			Key:                                 map[string]types.AttributeValue{oPK: str(lane), oSK: str(laneCounterSK)},
+			UpdateExpression:                    aws.String("SET #last = :last, #exp = :exp"),
+			ConditionExpression:                 aws.String("attribute_not_exists(#last) OR #last < :first"),
+			ExpressionAttributeNames:            map[string]string{"#last": oLast, "#exp": attrExpires},
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":last": num(spans[lane].last), ":first": num(spans[lane].first), ":exp": exp},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}}
+		total += writeSize(w)
+		out = append(out, w)
 	}
 	if total > maxTransactSize {
 		return nil, &OutboxTooLargeError{Limit: "transaction", Index: -1, Size: total, Max: maxTransactSize}
@@ -754,6 +887,9 @@ func (o *Outbox) Entries(ctx context.Context, state outbox.State, limit int) ([]
 			return nil, o.wrap("entries", err)
 		}
 		for _, it := range page.Items {
+			if itemS(it, oSK) == laneCounterSK {
+				continue
+			}
 			e, err := decodeEntry(it)
 			if err != nil {
 				return nil, o.wrap("entries", err)

@@ -42,6 +42,7 @@ func conformance(t *testing.T, opts []dynamostore.Option, o storetest.Options, t
 		corruptItem(t, c, table, l.Owner, how)
 	}
 	o.Inserts, o.BatchMax = inserts(t, c), 100
+	o.Peer = func(t *testing.T, _ dedup.Store) dedup.Store { return newStore(t, c, table, opts...) }
 	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, opts...) }, o)
 }
 

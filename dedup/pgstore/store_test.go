@@ -30,7 +30,10 @@ func TestConformance(t *testing.T) {
 		return s
 	}, storetest.Options{Corrupt: corruptRow(p, table), MaxResponseSize: testMaxResponse, RejectingWrite: rejecting,
 		NilWrites: []any{(*pgstore.Exec)(nil), pgstore.Func(nil), (func(context.Context, pgx.Tx) error)(nil)},
-		Inserts:   inserts(t, p, table)})
+		Inserts:   inserts(t, p, table),
+		Peer: func(t *testing.T, _ dedup.Store) dedup.Store {
+			return newStore(t, p, table, pgstore.MaxResponseSize(testMaxResponse))
+		}})
 }
 
 // corruptRow makes the row of l's owner in table corrupt in the way c.

@@ -54,6 +54,11 @@ type Options struct {
 	// *dedup.BusinessConditionError (the outbox cases check that such a
 	// commit sends nothing). Nil: that part is skipped.
 	RejectingWrite func() any
+	// Peer returns another worker's Store over the same records and
+	// outbox as st (made as st was, over the same tables), for the case
+	// of two workers committing to one lane with different clocks. Nil:
+	// st itself.
+	Peer func(t *testing.T, st dedup.Store) dedup.Store
 }
 
 // Run runs the suite. newStore is called once per subtest.
