@@ -207,7 +207,10 @@
 // fits) and the whole against its 4 MB, before the call
 // (*dedup.TooManyWritesError, *OutboxTooLargeError; the message is
 // dead-lettered). Store.Outbox gives the relay's view (an *Outbox): see
-// its Lease for how lanes keep their order and relays are fenced.
+// its Lease for how lanes keep their order and relays are fenced. The
+// pending index holds each entry's lease time, so that a relay passes
+// over lanes it cannot send now (a destination that is down) without
+// reading them; each take and retry writes that index too.
 // A lane's entries are sent in the order they committed, whatever the
 // committing workers' clocks say: the commit moves the lane's counter
 // item on in its transaction, conditioned on a Seq above the lane's last,
