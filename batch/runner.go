@@ -102,7 +102,7 @@ func (r *Runner) Acquire(ctx context.Context, p Partition, member string) (Lease
 // handled once it holds MaxRecords records, or Window after its first
 // record came.
 func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
-	pr := &partRun{r: r, lease: lease, feed: feed, group: -1, first: -1}
+	pr := &partRun{r: r, lease: lease, feed: feed, group: -1, first: -1, taken: -1}
 	in := feed.Records()
 	var (
 		buf      []*broker.Message
@@ -157,9 +157,10 @@ func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
 				}
 				return ctx.Err()
 			}
-			if pr.lease.Next >= 0 && m.Origin.Offset < pr.lease.Next {
-				continue // committed already: a refetch
+			if pr.lease.Next >= 0 && m.Origin.Offset < pr.lease.Next || m.Origin.Offset <= pr.taken {
+				continue // committed or taken already: a refetch
 			}
+			pr.taken = m.Origin.Offset
 			if pr.first < 0 {
 				pr.first = m.Origin.Offset
 			}
@@ -197,6 +198,9 @@ type partRun struct {
 	// first is the offset of the first record Run took: a partition with
 	// no row yet starts its first commit there.
 	first int64
+	// taken is the offset of the last record Run took (-1 before the
+	// first): a record at or below it is one the feed gave again.
+	taken int64
 }
 
 // process handles and commits one batch, whole or in parts.
@@ -285,9 +289,10 @@ func (pr *partRun) run(ctx context.Context, msgs []*broker.Message, keys keyed, 
 			pr.r.tel.duplicates(ctx, len(dups.Indexes))
 			msgs, keys = drop(msgs, keys, dups.Indexes)
 			continue // the handler runs again on the rest: its writes were for all
-		case errors.As(err, &cond):
-			// A write's own condition is the batch's records' doing, as a
-			// handler error would be.
+		case errors.As(err, &cond) || len(msgs) > 0 && retry.Classify(err) == retry.Permanent:
+			// A write's own condition, or the Store refusing the batch's
+			// writes for good (two writes to one item, say), is the
+			// batch's records' doing, as a handler error would be.
 			return pr.isolate(ctx, msgs, keys, next, err)
 		default:
 			return err
@@ -366,7 +371,7 @@ func (pr *partRun) retrySingle(ctx context.Context, m *broker.Message, keys keye
 				return pr.commit(ctx, nil, nil, nil, next)
 			case errors.As(cerr, &large):
 				return pr.deadLetterAt(ctx, m, cerr, next)
-			case errors.As(cerr, &cond):
+			case errors.As(cerr, &cond) || retry.Classify(cerr) == retry.Permanent:
 				return pr.deadLetterAt(ctx, m, cerr, next)
 			default:
 				return cerr
@@ -418,8 +423,9 @@ func (pr *partRun) deadLetterAt(ctx context.Context, m *broker.Message, cause er
 
 // commit commits writes and keys with next as the partition's next
 // offset, through the Store, then the group offset. A Store error other
-// than a refusal (fenced, too large, duplicates, a write's condition) is
-// retried, backing off, until ctx ends: the batch stays as it is.
+// than a refusal (fenced, too large, duplicates, a write's condition, an
+// error of class Permanent) is retried, backing off, until ctx ends: the
+// batch stays as it is.
 func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []any, keys keyed, next int64) error {
 	now := time.Now()
 	from := pr.lease.Next
@@ -453,6 +459,10 @@ func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []
 		var cond *dedup.BusinessConditionError
 		if errors.As(err, &large) || errors.As(err, &dups) || errors.As(err, &cond) || ctx.Err() != nil {
 			return err
+		}
+		if retry.Classify(err) == retry.Permanent {
+			// The same commit is refused again: no retry helps.
+			return fmt.Errorf("batch: %s: %w", pr.lease.Partition, err)
 		}
 		if errors.Is(err, ErrOffsetMismatch) && attempt > 1 && pr.landed(ctx, next) {
 			break // an earlier attempt committed, its answer lost

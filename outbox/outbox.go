@@ -109,7 +109,9 @@ type Store interface {
 	// by Owner and Version. It returns an entry only when every earlier
 	// Pending entry of its Destination and OrderingKey is returned with
 	// it, earlier in the slice, so that relays on several machines keep
-	// each order and never send one entry at the same time.
+	// each order and never send one entry at the same time. With an
+	// error it may return the entries it took before the failure, under
+	// the same rule: the relay sends them.
 	Lease(ctx context.Context, req LeaseRequest) ([]Entry, error)
 	// Dispatched marks the leased entries sent; they expire at
 	// retainUntil. ErrLeaseLost (joined per entry) for a lease no longer

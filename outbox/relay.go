@@ -260,11 +260,13 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	leaseUntil := now.Add(r.cfg.leaseTTL)
 	entries, err := r.store.Lease(ctx, LeaseRequest{Owner: r.cfg.owner, Now: now, LeaseUntil: leaseUntil, Max: r.cfg.batchSize})
 	if err != nil {
-		return 0, fmt.Errorf("outbox: leasing entries: %w", err)
+		err = fmt.Errorf("outbox: leasing entries: %w", err)
 	}
 	if len(entries) == 0 {
-		return 0, nil
+		return 0, err
 	}
+	// A Lease that failed part way still holds what it took: those are
+	// sent now rather than left leased, unsent, until their leases end.
 	for i := range entries {
 		r.countTakeover(ctx, &entries[i])
 	}
@@ -274,7 +276,7 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	// was sent must not be sent again for want of a mark.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.leaseTTL)
 	defer cancel()
-	return len(entries), p.mark(mctx)
+	return len(entries), errors.Join(err, p.mark(mctx))
 }
 
 // countTakeover counts an entry taken over from a relay whose lease on it
@@ -525,7 +527,7 @@ func (p *pass) mark(ctx context.Context) error {
 			leases[i] = e.Lease
 		}
 		err := r.store.Dispatched(ctx, leases, now, now.Add(r.cfg.retention))
-		lost := countLost(err)
+		lost, failed := countLost(err)
 		if err != nil && lost == 0 {
 			// Not one lease lost: the mark as a whole failed. The
 			// entries are sent again once their leases run out.
@@ -534,8 +536,12 @@ func (p *pass) mark(ctx context.Context) error {
 			if lost > 0 {
 				r.cfg.logger.WarnContext(ctx, "outbox relay sent entries another relay had taken over; they are sent twice", "entries", lost)
 			}
+			if failed > 0 {
+				// Sent but not marked: sent again once their leases run out.
+				errs = append(errs, fmt.Errorf("outbox: marking %d of %d entries dispatched: %w", failed, len(leases), err))
+			}
 			r.tel.sent(ctx, resultLeaseLost, lost)
-			r.tel.sent(ctx, resultDispatched, len(leases)-lost)
+			r.tel.sent(ctx, resultDispatched, len(leases)-lost-failed)
 			for _, e := range p.dispatched {
 				r.tel.latency.Record(ctx, now.Sub(e.CreatedAt).Seconds())
 			}
@@ -586,22 +592,23 @@ func (r *Relay) warnFailing(ctx context.Context, m retryMark) {
 		"reason", m.reason, "retry_in", time.Until(m.retryAt).Round(time.Millisecond))
 }
 
-// countLost counts the ErrLeaseLost errors joined in err.
-func countLost(err error) int {
+// countLost counts the errors joined in err: those of a lease lost
+// (ErrLeaseLost), and the others.
+func countLost(err error) (lost, other int) {
 	if err == nil {
-		return 0
+		return 0, 0
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		n := 0
 		for _, e := range j.Unwrap() {
-			n += countLost(e)
+			l, o := countLost(e)
+			lost, other = lost+l, other+o
 		}
-		return n
+		return lost, other
 	}
 	if errors.Is(err, ErrLeaseLost) {
-		return 1
+		return 1, 0
 	}
-	return 0
+	return 0, 1
 }
 
 // idHash names an entry in logs without its ID, which holds the input's

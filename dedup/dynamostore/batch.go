@@ -125,7 +125,11 @@ func (b *batchView) Acquire(ctx context.Context, p batch.Partition, member strin
 	if err != nil {
 		return batch.Lease{}, s.batchError("acquire", p, err)
 	}
-	return decodeOffset(p, out.Attributes)
+	l, err := decodeOffset(p, out.Attributes)
+	if err != nil {
+		return batch.Lease{}, s.batchError("acquire", p, err)
+	}
+	return l, nil
 }
 
 // Offset implements batch.Store: a strongly consistent GetItem.
@@ -142,7 +146,11 @@ func (b *batchView) Offset(ctx context.Context, p batch.Partition) (batch.Lease,
 	if len(item) == 0 {
 		return batch.Lease{}, fmt.Errorf("dynamostore: %w: %s", batch.ErrNotFound, p)
 	}
-	return decodeOffset(p, item)
+	l, err := decodeOffset(p, item)
+	if err != nil {
+		return batch.Lease{}, s.batchError("offset", p, err)
+	}
+	return l, nil
 }
 
 // readOffset reads an offset row's item, nil when there is none.
@@ -179,7 +187,7 @@ func decodeOffset(p batch.Partition, item map[string]types.AttributeValue) (batc
 // offsets table (the error of an offsets call names it, see
 // nameMissingTable) keeps its class, Misconfigured.
 func (s *Store) batchError(op string, p batch.Partition, err error) error {
-	return fmt.Errorf("dynamostore: batch %s %s: %w", op, p, missingTable(OffsetsTable(s.table), err))
+	return fmt.Errorf("dynamostore: batch %s %s on table %s: %w", op, p, OffsetsTable(s.table), missingTable(OffsetsTable(s.table), err))
 }
 
 // Commit implements batch.Store: one TransactWriteItems, its items the
@@ -294,16 +302,16 @@ func (s *Store) offsetRefused(ctx context.Context, client *ddb.Client, key map[s
 		}
 	}
 	if len(item) == 0 {
-		return fmt.Errorf("dynamostore: %w: %s has no offset row", batch.ErrFenced, p)
+		return s.batchError("commit", p, fmt.Errorf("%w: no offset row", batch.ErrFenced))
 	}
 	row, err := decodeOffset(p, item)
 	switch {
 	case err != nil:
-		return err
+		return s.batchError("commit", p, err)
 	case row.Token != c.Lease.Token:
-		return fmt.Errorf("dynamostore: %w: %s token %d, stored %d", batch.ErrFenced, p, c.Lease.Token, row.Token)
+		return s.batchError("commit", p, fmt.Errorf("%w: token %d, stored %d", batch.ErrFenced, c.Lease.Token, row.Token))
 	case retried && row.Next == c.Next:
 		return nil
 	}
-	return fmt.Errorf("dynamostore: %w: %s commit from %d, stored next %d", batch.ErrOffsetMismatch, p, c.From, row.Next)
+	return s.batchError("commit", p, fmt.Errorf("%w: commit from %d, stored next %d", batch.ErrOffsetMismatch, c.From, row.Next))
 }

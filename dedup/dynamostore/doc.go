@@ -199,14 +199,34 @@
 // CompleteRequest.Outbox and ClaimCompleteRequest.Outbox are Puts on the
 // outbox table (OutboxTable: the records table's name with "_outbox";
 // CreateTable with WithOutbox, or CreateOutboxTable, makes it) in the same
-// TransactWriteItems as COMPLETED: the record, the business writes and one
-// item per message count against DynamoDB's 100 items, each entry against
-// its 400 KB and the whole against its 4 MB, before the call
+// TransactWriteItems as COMPLETED: the record, the business writes, one
+// item per message and one per OrderingKey's lane (its counter, below)
+// count against DynamoDB's 100 items, each entry against
+// its 400 KB (with the entry's small copy in the lane_pending index and
+// about 1.2 KB kept for the relay's marks: a body of up to about 398 KB
+// fits) and the whole against its 4 MB, before the call
 // (*dedup.TooManyWritesError, *OutboxTooLargeError; the message is
 // dead-lettered). Store.Outbox gives the relay's view (an *Outbox): see
-// its Lease for how lanes keep their order and relays are fenced.
-// Dispatched and Dead entries expire by the table's TTL. The outbox table
+// its Lease for how lanes keep their order and relays are fenced. The
+// pending index holds each entry's lease time, so that a relay passes
+// over lanes it cannot send now (a destination that is down) without
+// reading them; each take and retry writes that index too.
+// A lane's entries are sent in the order they committed, whatever the
+// committing workers' clocks say: the commit moves the lane's counter
+// item on in its transaction, conditioned on a Seq above the lane's last,
+// and commits again above it when another worker's clock ran ahead.
+// Commits to one lane are so serialised on one item (DynamoDB takes
+// about a thousand writes a second to an item; a transaction conflict is
+// retried). Dispatched and Dead entries, and a lane's counter an hour
+// after its last commit, expire by the table's TTL. The outbox table
 // is read and written in the Store's first region (WithRegionalClients).
+// An outbox table made by an earlier build differs in its indexes, and
+// still works: its lane_pending index projects every attribute, so each
+// entry counts twice against 400 KB and a message over about 200 KB fails
+// as a record too large; its pending index holds keys only, so lanes held
+// at the front of a shard (a destination that is down) may hide newer
+// lanes from a relay. A local index cannot be changed: once no entry is
+// Pending, delete the table and run CreateOutboxTable again.
 //
 // # Imports
 //

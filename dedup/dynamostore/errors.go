@@ -127,6 +127,7 @@ type cancellation struct {
 	record       map[string]types.AttributeValue // its ALL_OLD item then
 	business     int                             // index in Writes of a failed write condition, or -1
 	reason       types.CancellationReason
+	reasons      []types.CancellationReason // all of them, by index
 }
 
 // readCancellation reads the reasons by index. The record's condition
@@ -136,7 +137,7 @@ type cancellation struct {
 // A nil error means c.recordFailed or c.business >= 0.
 // tel may be nil.
 func readCancellation(ctx context.Context, op string, tce *types.TransactionCanceledException, h *hooks, tel *telemetry) (cancellation, error) {
-	c := cancellation{business: -1}
+	c := cancellation{business: -1, reasons: tce.CancellationReasons}
 	permanent := false
 	retryable := retry.Class(-1)
 	for i, r := range tce.CancellationReasons {

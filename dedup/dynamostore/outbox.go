@@ -53,6 +53,21 @@ const (
 	oError    = "last_error"
 	oCreated  = "created_ms"
 	oLease    = "lease_ms" // lease or retry, Unix ms; 0: never leased
+	oLast     = "last"     // a lane counter's last Seq
+
+	// laneCounterSK is the sk of an ordered lane's counter item, the last
+	// Seq committed in the lane: after every entry's sk (digits first), in
+	// no index. Each commit to the lane moves it on in its transaction,
+	// conditioned on giving a greater Seq, so that a lane's order is the
+	// order of its commits whatever the committing workers' clocks say.
+	laneCounterSK = "lane"
+	// laneCounterTTL is how long a lane's counter outlives its last
+	// commit: far beyond any clock skew, so that a commit after it is gone
+	// still takes a Seq above every one before.
+	laneCounterTTL = time.Hour
+	// laneConflictTries bounds the commits one call makes when a lane's
+	// counter is past the Seq its clock gave.
+	laneConflictTries = 5
 
 	pendingIndex     = "pending"
 	lanePendingIndex = "lane_pending"
@@ -63,6 +78,18 @@ const (
 	// maxTransactSize is the most one TransactWriteItems carries.
 	maxTransactSize = 4 << 20
 )
+
+// lanePendingProjection is what lane_pending holds beside the keys: what
+// a take is conditioned on, and no more. DynamoDB counts a local index's
+// copy of an item with the item against its 400 KB, so an index holding
+// the body would halve the message an entry can carry.
+var lanePendingProjection = []string{oState, oVersion, oLease}
+
+// pendingProjection is what the global index pending holds beside the
+// keys: each entry's lease or retry time, so that a relay looking for
+// work passes over the lanes it cannot send now (a destination that is
+// down) without reading them.
+var pendingProjection = []string{oLease}
 
 // OutboxTable is the outbox table beside the records table table: its
 // name followed by "_outbox", cut with a hash of the whole when that
@@ -90,9 +117,9 @@ func WithOutbox() TableOption {
 
 // CreateOutboxTable makes the outbox table of the records table table
 // (OutboxTable): on-demand billing, pk (S) and sk (S), the local index
-// lane_pending (pk, psk) and the global index pending (pq, sk), keys
-// only, and TTL on expires_at. It is idempotent and returns once the
-// table is ACTIVE.
+// lane_pending (pk, psk) projecting state, version and lease_ms only, the
+// global index pending (pq, sk) projecting lease_ms only, and TTL on
+// expires_at. It is idempotent and returns once the table is ACTIVE.
 func CreateOutboxTable(ctx context.Context, client *ddb.Client, table string, opts ...TableOption) error {
 	cfg := tableConfig{waitTimeout: 5 * time.Minute}
 	for _, o := range opts {
@@ -107,15 +134,15 @@ func CreateOutboxTable(ctx context.Context, client *ddb.Client, table string, op
 	keys := func(h, r string) []types.KeySchemaElement {
 		return []types.KeySchemaElement{{AttributeName: aws.String(h), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(r), KeyType: types.KeyTypeRange}}
 	}
-	keysOnly := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
 	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
 		TableName:            aws.String(name),
 		AttributeDefinitions: []types.AttributeDefinition{s(oPK), s(oSK), s(oPSK), s(oPQ)},
 		KeySchema:            keys(oPK, oSK),
 		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: aws.String(lanePendingIndex), KeySchema: keys(oPK, oPSK),
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(pendingIndex), KeySchema: keys(oPQ, oSK), Projection: keysOnly}},
-		BillingMode:            types.BillingModePayPerRequest,
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: lanePendingProjection}}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(pendingIndex), KeySchema: keys(oPQ, oSK),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: pendingProjection}}},
+		BillingMode: types.BillingModePayPerRequest,
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
@@ -141,9 +168,9 @@ func checkOutboxSchema(t *types.TableDescription) error {
 		return errors.New("the key schema is not pk (HASH), sk (RANGE)")
 	}
 	if !slices.ContainsFunc(t.LocalSecondaryIndexes, func(i types.LocalSecondaryIndexDescription) bool {
-		return aws.ToString(i.IndexName) == lanePendingIndex && sameKeys(i.KeySchema, oPK, oPSK)
+		return aws.ToString(i.IndexName) == lanePendingIndex && sameKeys(i.KeySchema, oPK, oPSK) && projects(i.Projection, lanePendingProjection)
 	}) {
-		return fmt.Errorf("no local index %s on pk, psk", lanePendingIndex)
+		return fmt.Errorf("no local index %s on pk, psk projecting %s", lanePendingIndex, strings.Join(lanePendingProjection, ", "))
 	}
 	if !slices.ContainsFunc(t.GlobalSecondaryIndexes, func(i types.GlobalSecondaryIndexDescription) bool {
 		return aws.ToString(i.IndexName) == pendingIndex && sameKeys(i.KeySchema, oPQ, oSK)
@@ -151,6 +178,19 @@ func checkOutboxSchema(t *types.TableDescription) error {
 		return fmt.Errorf("no global index %s on pq, sk", pendingIndex)
 	}
 	return nil
+}
+
+// projects reports whether an index of projection p holds attrs.
+func projects(p *types.Projection, attrs []string) bool {
+	switch {
+	case p == nil:
+		return false
+	case p.ProjectionType == types.ProjectionTypeAll:
+		return true
+	case p.ProjectionType == types.ProjectionTypeInclude:
+		return !slices.ContainsFunc(attrs, func(a string) bool { return !slices.Contains(p.NonKeyAttributes, a) })
+	}
+	return false
 }
 
 func sameKeys(ks []types.KeySchemaElement, hash, rng string) bool {
@@ -167,7 +207,8 @@ func sameKeys(ks []types.KeySchemaElement, hash, rng string) bool {
 var ErrOutboxTooLarge = errors.New("dynamostore: outgoing messages too large for one transaction")
 
 // OutboxTooLargeError says which DynamoDB limit a commit's outgoing
-// messages pass: "item" (an entry of more than 400 KB, message Index) or
+// messages pass: "item" (an entry of more than 400 KB, message Index,
+// counting its copy in the lane_pending index and room for its marks) or
 // "transaction" (a TransactWriteItems of more than 4 MB, Index -1). It is
 // the message's fault (retry class Permanent; errors.Is
 // dedup.ErrRecordTooLarge too): nothing is committed, and the consumer
@@ -182,7 +223,7 @@ type OutboxTooLargeError struct {
 
 func (e *OutboxTooLargeError) Error() string {
 	if e.Limit == "item" {
-		return fmt.Sprintf("dynamostore: outgoing message %d: its entry of %d bytes passes DynamoDB's item limit of %d", e.Index, e.Size, e.Max)
+		return fmt.Sprintf("dynamostore: outgoing message %d: its entry of %d bytes (with its index copy and room for its marks) passes DynamoDB's item limit of %d", e.Index, e.Size, e.Max)
 	}
 	return fmt.Sprintf("dynamostore: the commit with its outgoing messages is %d bytes, past DynamoDB's transaction limit of %d", e.Size, e.Max)
 }
@@ -218,9 +259,9 @@ func sortKey(seq int64, id string) string {
 }
 
 // nextSeq is the Seq base of a commit at now: its Unix microseconds,
-// above every base this Store gave before, times 1000; entry i takes
-// base+i. Seq follows commit order within a process; across processes, it
-// follows their clocks.
+// above every base this Store gave or saw before, times 1000; entry i
+// takes base+i. Its lanes' counters hold the commit to a Seq above the
+// last one of each lane (see laneCounterSK).
 func (s *Store) nextSeq(now time.Time) int64 {
 	for {
 		last := s.outboxSeq.Load()
@@ -231,47 +272,197 @@ func (s *Store) nextSeq(now time.Time) int64 {
 	}
 }
 
+// sawSeq raises the Seq bases this Store gives above seq, a lane's last.
+func (s *Store) sawSeq(seq int64) {
+	for {
+		last := s.outboxSeq.Load()
+		if last >= seq/1000 || s.outboxSeq.CompareAndSwap(last, seq/1000) {
+			return
+		}
+	}
+}
+
+// laneConflictError is a commit refused because a lane's counter was past
+// the Seq the commit gave it: another worker, its clock ahead, committed
+// to the lane since. Nothing was written; the Store commits again above
+// Last, and returns it only after laneConflictTries (a failure of the
+// moment).
+type laneConflictError struct {
+	Table string
+	Last  int64
+}
+
+func (e *laneConflictError) Error() string {
+	return fmt.Sprintf("dynamostore: outbox table %s: an ordered lane took later commits %d times while this one was made", e.Table, laneConflictTries)
+}
+
+// RetryClass: the next commit takes a Seq above the lane's.
+func (e *laneConflictError) RetryClass() retry.Class { return retry.Transient }
+
+// laneCounter reports whether w moves a lane's counter on.
+func laneCounter(w types.TransactWriteItem) bool {
+	return w.Update != nil && itemS(w.Update.Key, oSK) == laneCounterSK
+}
+
+// commitError is the error of a transaction cancelled by a write's
+// condition (c.business): the lanes' counters' last Seq when only they
+// failed, a *laneConflictError; else the business write's error.
+func (s *Store) commitError(ctx context.Context, c cancellation, writes []types.TransactWriteItem) error {
+	if c.business < 0 || c.business >= len(writes) || !laneCounter(writes[c.business]) {
+		return businessError(c)
+	}
+	// The business writes come first: the first write that failed is a
+	// counter, so each that failed is one.
+	last := int64(-1)
+	for i, r := range c.reasons {
+		if i == 0 || i > len(writes) || codeClass(deref(r.Code)) != retry.ConditionFailed {
+			continue
+		}
+		it := r.Item
+		if len(it) == 0 {
+			// ALL_OLD is asked for, not promised: the counter is read.
+			var err error
+			if it, err = s.laneCounterItem(ctx, writes[i-1].Update); err != nil {
+				return err
+			}
+		}
+		last = max(last, itemN(it, oLast))
+	}
+	return &laneConflictError{Table: OutboxTable(s.table), Last: last}
+}
+
+// laneCounterItem reads the counter that u moves on, strongly consistent.
+func (s *Store) laneCounterItem(ctx context.Context, u *types.Update) (map[string]types.AttributeValue, error) {
+	var out *ddb.GetItemOutput
+	err := s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		var err error
+		out, err = s.clients[0].GetItem(ctx, &ddb.GetItemInput{TableName: u.TableName, Key: u.Key, ConsistentRead: aws.Bool(true)})
+		return metadata(out), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: outbox table %s: reading a lane's counter: %w", aws.ToString(u.TableName), err)
+	}
+	return out.Item, nil
+}
+
+// againAboveLanes runs commit, and again while a lane's counter was past
+// the Seq it gave, each time above the lane's last Seq, at most
+// laneConflictTries times.
+func againAboveLanes[T any](s *Store, commit func() (T, error)) (T, error) {
+	for try := 1; ; try++ {
+		v, err := commit()
+		var lc *laneConflictError
+		if try == laneConflictTries || !errors.As(err, &lc) {
+			return v, err
+		}
+		s.sawSeq(lc.Last)
+	}
+}
+
 // outboxItems are the Puts of msgs as the entries of the input whose key
-// is key, committed at now, checked against DynamoDB's limits with the
-// record (recordSize bytes) and writes they join: 100 items, 400 KB an
-// item, 4 MB a transaction.
+// is key, committed at now, then the Update of each ordered lane's
+// counter, checked against DynamoDB's limits with the record (recordSize
+// bytes) and writes they join: 100 items, 400 KB an item, 4 MB a
+// transaction.
 func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, writes []types.TransactWriteItem, recordSize int) ([]types.TransactWriteItem, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	if 1+len(writes)+len(msgs) > maxTransactItems {
-		return nil, &dedup.TooManyWritesError{Got: len(writes) + len(msgs), Max: maxTransactItems - 1}
+	lanes := map[string]bool{}
+	for i, m := range msgs {
+		if m.OrderingKey != "" {
+			lanes[laneKey(outbox.ID(key, i), m)] = true
+		}
+	}
+	if n := len(writes) + len(msgs) + len(lanes); 1+n > maxTransactItems {
+		return nil, &dedup.TooManyWritesError{Got: n, Max: maxTransactItems - 1}
 	}
 	total := recordSize
 	for _, w := range writes {
-		if w.Put != nil {
-			total += itemSize(w.Put.Item)
-		}
+		total += writeSize(w)
 	}
 	base := s.nextSeq(now)
 	table := aws.String(OutboxTable(s.table))
-	out := make([]types.TransactWriteItem, len(msgs))
+	out := make([]types.TransactWriteItem, len(msgs), len(msgs)+len(lanes))
+	type span struct{ first, last int64 }
+	var order []string
+	spans := map[string]span{}
 	for i, m := range msgs {
 		id := outbox.ID(key, i)
 		seq := base + int64(i)
 		lane, sk := laneKey(id, m), sortKey(seq, id)
+		if lanes[lane] {
+			sp, ok := spans[lane]
+			if !ok {
+				order = append(order, lane)
+				sp.first = seq
+			}
+			sp.last = seq
+			spans[lane] = sp
+		}
 		item := map[string]types.AttributeValue{
 			oPK: str(lane), oSK: str(sk), oPSK: str(sk), oPQ: str(pendingShard(lane)),
 			oID: bin([]byte(id)), oDest: bin([]byte(m.Destination)), oOKey: bin([]byte(m.OrderingKey)),
 			oBody: bin(m.Body), oHeaders: bin(outboxcodec.Encode(m.Headers)), oState: str(string(outbox.Pending)),
 			oOwner: str(""), oVersion: num(0), oAttempts: num(0), oError: str(""), oCreated: num(now.UnixMilli()), oLease: num(0),
 		}
-		size := itemSize(item)
+		size := entrySize(item)
 		if size > maxItemSize {
 			return nil, &OutboxTooLargeError{Limit: "item", Index: i, Size: size, Max: maxItemSize}
 		}
 		total += size
 		out[i] = types.TransactWriteItem{Put: &types.Put{TableName: table, Item: item}}
 	}
+	exp := num(ceilUnix(now.Add(laneCounterTTL)))
+	for _, lane := range order {
+		w := types.TransactWriteItem{Update: &types.Update{TableName: table,
+			Key:                                 map[string]types.AttributeValue{oPK: str(lane), oSK: str(laneCounterSK)},
+			UpdateExpression:                    aws.String("SET #last = :last, #exp = :exp"),
+			ConditionExpression:                 aws.String("attribute_not_exists(#last) OR #last < :first"),
+			ExpressionAttributeNames:            map[string]string{"#last": oLast, "#exp": attrExpires},
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":last": num(spans[lane].last), ":first": num(spans[lane].first), ":exp": exp},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}}
+		total += writeSize(w)
+		out = append(out, w)
+	}
 	if total > maxTransactSize {
 		return nil, &OutboxTooLargeError{Limit: "transaction", Index: -1, Size: total, Max: maxTransactSize}
 	}
 	return out, nil
+}
+
+// markReserve is room an entry keeps for what its marks add: a reason of
+// up to 1,024 bytes (dedup.StorableReason), a relay's owner token, and
+// numbers that grow (lease, version, attempts, expires_at).
+const markReserve = 1024 + maxIdentifierLen + 64
+
+// entrySize is what DynamoDB counts of an entry's item against its 400
+// KB, once marked: the item, its copy in the local index lane_pending
+// (DynamoDB counts it too: keys and projected attributes), and
+// markReserve.
+func entrySize(item map[string]types.AttributeValue) int {
+	n := itemSize(item) + markReserve
+	for _, a := range append([]string{oPK, oSK, oPSK}, lanePendingProjection...) {
+		n += len(a) + valueSize(item[a])
+	}
+	return n
+}
+
+// writeSize estimates what a business write adds to a transaction's
+// payload: a Put's item, the key and values of the others (an Update's
+// values may be as large as an item).
+func writeSize(w types.TransactWriteItem) int {
+	switch {
+	case w.Put != nil:
+		return itemSize(w.Put.Item) + itemSize(w.Put.ExpressionAttributeValues)
+	case w.Update != nil:
+		return itemSize(w.Update.Key) + itemSize(w.Update.ExpressionAttributeValues) + len(aws.ToString(w.Update.UpdateExpression))
+	case w.Delete != nil:
+		return itemSize(w.Delete.Key) + itemSize(w.Delete.ExpressionAttributeValues)
+	case w.ConditionCheck != nil:
+		return itemSize(w.ConditionCheck.Key) + itemSize(w.ConditionCheck.ExpressionAttributeValues)
+	}
+	return 0
 }
 
 // bin is a binary attribute; DynamoDB refuses an empty one as a key only,
@@ -294,12 +485,17 @@ func pendingShard(lane string) string {
 //
 // Lease keeps each lane's order and fences relays with conditional
 // writes: it finds the lanes with Pending entries in the global index
-// pending (eventually consistent: a commit is found a moment later), then
+// pending (eventually consistent: a commit is found a moment later),
+// passing over those whose oldest entry is held or waits for a retry
+// (the index holds each entry's lease_ms: each take and retry writes the
+// index too, the price of not reading every held lane on every pass), then
 // reads each lane's Pending entries in order from the local index
 // lane_pending with a strongly consistent query, and takes them one by one
 // with an UpdateItem conditioned on the version it read and a free lease,
 // stopping at the first that is held, due for a retry later, or taken by
-// another relay in between. So two relays never hold one entry, and a
+// another relay in between. An item it cannot read stops its own lane
+// only: Lease returns the entries of the other lanes with an error
+// naming the table. So two relays never hold one entry, and a
 // lane's entries are leased only behind every earlier one.
 //
 // Marks (Dispatched, Retry, Dead) address an entry by the item this
@@ -339,30 +535,41 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 		return nil, nil
 	}
 	o.forget(req.Now)
-	lanes, err := o.pendingLanes(ctx, req.Max)
+	lanes, err := o.pendingLanes(ctx, req.Max, req.Now)
 	if err != nil {
 		return nil, err
 	}
 	var out []outbox.Entry
+	var unreadable []error
 	for _, lane := range lanes {
 		if len(out) >= req.Max {
 			break
 		}
 		items, err := o.lanePending(ctx, lane, req.Max-len(out))
 		if err != nil {
-			return out, err
+			return out, errors.Join(append(unreadable, err)...)
 		}
 		for _, it := range items {
-			e, err := decodeEntry(it)
-			if err != nil {
-				return out, err
-			}
-			if e.ExpiresAt.After(req.Now) {
+			version, leaseMS, err := laneHead(it)
+			if err == nil && leaseMS > req.Now.UnixMilli() {
 				break // held, or due for a retry later: the lane waits
 			}
-			got, ok, err := o.take(ctx, it, e, req)
+			var got outbox.Entry
+			ok := false
+			if err == nil {
+				var taken map[string]types.AttributeValue
+				if taken, ok, err = o.take(ctx, it, version, req); err != nil {
+					return out, errors.Join(append(unreadable, err)...)
+				}
+				if ok {
+					got, err = o.taken(taken, req.LeaseUntil)
+				}
+			}
 			if err != nil {
-				return out, err
+				// An item this store did not write holds up its own lane,
+				// whose order it may belong to, and no other.
+				unreadable = append(unreadable, o.wrap("lease", err))
+				break
 			}
 			if !ok {
 				break // another relay took it
@@ -370,7 +577,7 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 			out = append(out, got)
 		}
 	}
-	return out, nil
+	return out, errors.Join(unreadable...)
 }
 
 // forget drops the items of leases long over.
@@ -385,47 +592,63 @@ func (o *Outbox) forget(now time.Time) {
 }
 
 // discoveryPages bounds the pages of a shard of the pending index one
-// Lease reads: a long lane at the front of a shard (its entries are read
-// one page after another) hides the lanes behind it no further than that.
-const discoveryPages = 8
+// Lease reads: lanes that cannot be sent now at the front of a shard
+// (held, waiting out a retry, or one long lane whose entries are read one
+// page after another) hide the lanes behind them no further than that.
+// The first page is small (a lease's worth); the others are wider.
+const (
+	discoveryPages    = 8
+	discoveryPageSize = 1000
+)
 
-// pendingLanes lists up to max lanes with Pending entries per shard of
-// the pending index, oldest entry first.
-func (o *Outbox) pendingLanes(ctx context.Context, max int) ([]string, error) {
+// pendingLanes lists up to max lanes per shard of the pending index whose
+// oldest Pending entry may be leased at now, oldest first. A lane is
+// judged by its first entry in the index, its head: the index holds each
+// entry's lease_ms, so a lane whose head is held or waits for a retry is
+// passed over, not counted, and the pages after it are read. (An index
+// made without lease_ms judges none held.)
+func (o *Outbox) pendingLanes(ctx context.Context, max int, now time.Time) ([]string, error) {
 	type head struct{ lane, sk string }
 	var heads []head
+	nowMS := now.UnixMilli()
 	for n := range outboxShards {
 		in := &ddb.QueryInput{
 			TableName: o.table, IndexName: aws.String(pendingIndex),
 			KeyConditionExpression:    aws.String("#pq = :pq"),
 			ExpressionAttributeNames:  map[string]string{"#pq": oPQ},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pq": str("p#" + strconv.Itoa(n))},
-			Limit:                     aws.Int32(int32(min(max*4, 1000))),
+			Limit:                     aws.Int32(int32(min(max*4, discoveryPageSize))),
 		}
-		lanes := map[string]bool{}
-		for page := 0; page < discoveryPages && len(lanes) < max; page++ {
+		seen := map[string]bool{} // lanes met in this shard, free or not
+		free := 0
+		for page := 0; page < discoveryPages && free < max; page++ {
 			items, next, err := o.query(ctx, in)
 			if err != nil {
 				return nil, err
 			}
 			for _, it := range items {
-				heads = append(heads, head{lane: itemS(it, oPK), sk: itemS(it, oSK)})
-				lanes[itemS(it, oPK)] = true
+				lane := itemS(it, oPK)
+				if seen[lane] {
+					continue
+				}
+				seen[lane] = true
+				if itemN(it, oLease) > nowMS {
+					continue // its head cannot be leased now
+				}
+				heads = append(heads, head{lane: lane, sk: itemS(it, oSK)})
+				free++
 			}
 			if len(next) == 0 {
 				break
 			}
 			in.ExclusiveStartKey = next
+			in.Limit = aws.Int32(discoveryPageSize)
 		}
 	}
 	slices.SortFunc(heads, func(a, b head) int { return strings.Compare(a.sk, b.sk) })
-	var lanes []string
-	seen := map[string]bool{}
-	for _, h := range heads {
-		if !seen[h.lane] {
-			seen[h.lane] = true
-			lanes = append(lanes, h.lane)
-		}
+	lanes := make([]string, len(heads))
+	for i, h := range heads {
+		lanes[i] = h.lane
 	}
 	return lanes, nil
 }
@@ -462,9 +685,23 @@ func (o *Outbox) query(ctx context.Context, in *ddb.QueryInput) ([]map[string]ty
 	return out.Items, out.LastEvaluatedKey, nil
 }
 
-// take leases entry e (read as it) to req.Owner, if it is still as read
-// and free; ok is false when another relay took it first.
-func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, e outbox.Entry, req outbox.LeaseRequest) (outbox.Entry, bool, error) {
+// laneHead reads what lane_pending holds of an entry: its version and
+// lease (Unix ms; 0 when never leased).
+func laneHead(it map[string]types.AttributeValue) (version, leaseMS int64, err error) {
+	id := dedup.KeyHash(itemS(it, oPK) + "/" + itemS(it, oSK))
+	if st := itemS(it, oState); st != string(outbox.Pending) {
+		return 0, 0, fmt.Errorf("dynamostore: outbox item %s in the lane_pending index: state %q", id, st)
+	}
+	if version = itemN(it, oVersion); version < 0 {
+		return 0, 0, fmt.Errorf("dynamostore: outbox item %s: no version", id)
+	}
+	return version, max(itemN(it, oLease), 0), nil
+}
+
+// take leases the entry of it, at version, to req.Owner, if it is still
+// at that version and free, and returns the entry's item as taken; ok is
+// false when another relay took it first.
+func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, version int64, req outbox.LeaseRequest) (map[string]types.AttributeValue, bool, error) {
 	key := map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]}
 	in := &ddb.UpdateItemInput{
 		TableName: o.table, Key: key,
@@ -472,8 +709,8 @@ func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, e
 		ConditionExpression:      aws.String("#state = :pending AND #version = :v AND #lease <= :now"),
 		ExpressionAttributeNames: map[string]string{"#owner": oOwner, "#version": oVersion, "#lease": oLease, "#state": oState},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":owner": str(req.Owner), ":v1": num(e.Lease.Version + 1), ":until": num(req.LeaseUntil.UnixMilli()),
-			":pending": str(string(outbox.Pending)), ":v": num(e.Lease.Version), ":now": num(req.Now.UnixMilli()),
+			":owner": str(req.Owner), ":v1": num(version + 1), ":until": num(req.LeaseUntil.UnixMilli()),
+			":pending": str(string(outbox.Pending)), ":v": num(version), ":now": num(req.Now.UnixMilli()),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	}
@@ -487,28 +724,35 @@ func (o *Outbox) take(ctx context.Context, it map[string]types.AttributeValue, e
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && !retried {
-		return outbox.Entry{}, false, nil
+		return nil, false, nil
 	}
 	if err != nil {
 		// A retried take that lost its condition may have committed
 		// unseen: the lane is left alone this time, and the entry's lease,
 		// if it was taken, ends on its own.
 		if errors.As(err, &ccf) {
-			return outbox.Entry{}, false, nil
+			return nil, false, nil
 		}
-		return outbox.Entry{}, false, o.wrap("lease", err)
+		return nil, false, o.wrap("lease", err)
 	}
-	got, err := decodeEntry(out.Attributes)
+	return out.Attributes, true, nil
+}
+
+// taken reads the entry of an item just taken, and remembers where it
+// lives for its marks. An item it cannot read is left to its lease's
+// end, unmarked.
+func (o *Outbox) taken(it map[string]types.AttributeValue, until time.Time) (outbox.Entry, error) {
+	got, err := decodeEntry(it)
 	if err != nil {
-		return outbox.Entry{}, false, err
+		return outbox.Entry{}, err
 	}
 	o.mu.Lock()
 	if o.leased == nil {
 		o.leased = map[string]leasedItem{}
 	}
-	o.leased[got.ID] = leasedItem{key: key, until: req.LeaseUntil}
+	o.leased[got.ID] = leasedItem{key: map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]}, until: until}
 	o.mu.Unlock()
-	return got, true, nil
+	return got, nil
 }
 
 // itemOf is where the entry of l lives, as this Outbox leased it.
@@ -526,8 +770,9 @@ func (o *Outbox) done(id string) {
 }
 
 // lost is the error of a mark whose lease is no longer held.
-func lost(op string, l outbox.Lease) error {
-	return fmt.Errorf("dynamostore: outbox %s: %w: entry %s version %d", op, outbox.ErrLeaseLost, dedup.KeyHash(l.ID), l.Version)
+func (o *Outbox) lost(op string, l outbox.Lease) error {
+	return fmt.Errorf("dynamostore: outbox %s on table %s: %w: entry %s version %d", op, aws.ToString(o.table), outbox.ErrLeaseLost,
+		dedup.KeyHash(l.ID), l.Version)
 }
 
 func (o *Outbox) wrap(op string, err error) error {
@@ -544,7 +789,7 @@ func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, u
 	values map[string]types.AttributeValue, settled func(map[string]types.AttributeValue) bool) error {
 	key, ok := o.itemOf(l)
 	if !ok {
-		return lost(op, l)
+		return o.lost(op, l)
 	}
 	names = maps.Clone(names)
 	names["#state"], names["#owner"], names["#version"] = oState, oOwner, oVersion
@@ -573,7 +818,7 @@ func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, u
 			o.done(l.ID)
 			return nil
 		}
-		return lost(op, l)
+		return o.lost(op, l)
 	}
 	return o.wrap(op, err)
 }
@@ -642,9 +887,12 @@ func (o *Outbox) Entries(ctx context.Context, state outbox.State, limit int) ([]
 			return nil, o.wrap("entries", err)
 		}
 		for _, it := range page.Items {
+			if itemS(it, oSK) == laneCounterSK {
+				continue
+			}
 			e, err := decodeEntry(it)
 			if err != nil {
-				return nil, err
+				return nil, o.wrap("entries", err)
 			}
 			out = append(out, e)
 		}

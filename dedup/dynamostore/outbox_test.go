@@ -156,13 +156,19 @@ func TestOutboxItems(t *testing.T) {
 	if err := ob.Dispatched(t.Context(), []outbox.Lease{e.Lease}, now, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	// The entry's item, and its lane's counter: both expire.
 	out, err := client.Scan(t.Context(), &ddb.ScanInput{TableName: aws.String(dynamostore.OutboxTable(s.Table()))})
-	if err != nil || len(out.Items) != 1 {
-		t.Fatalf("scan: %d items, %v", len(out.Items), err)
+	if err != nil || len(out.Items) != 2 {
+		t.Fatalf("scan: %d items, %v; want the entry and its lane's counter", len(out.Items), err)
+	}
+	for _, it := range out.Items {
+		if _, ok := it["expires_at"]; !ok {
+			t.Fatalf("item %v has no expires_at", it)
+		}
 	}
 	it := out.Items[0]
-	if _, ok := it["expires_at"]; !ok {
-		t.Fatalf("dispatched item %v has no expires_at", it)
+	if sk := it["sk"].(*types.AttributeValueMemberS).Value; sk == "lane" {
+		it = out.Items[1]
 	}
 	for _, gone := range []string{"pq", "psk"} {
 		if _, ok := it[gone]; ok {
@@ -258,4 +264,43 @@ func TestMissingTablesNamed(t *testing.T) {
 	wantMissing("the outbox's Check", ob.Check(t.Context()), dynamostore.OutboxTable(table))
 	_, err = ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r", Max: 10, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
 	wantMissing("Lease", err, dynamostore.OutboxTable(table))
+}
+
+// An entry at the very edge of the checked item limit commits, and the
+// relay's marks still fit it, with the longest reason and a long owner
+// token; one byte more is refused before the call, typed. (The keys
+// are of one length, so that the entries differ in their bodies only.)
+func TestOutboxEntryAtTheLimitCommitsAndIsMarked(t *testing.T) {
+	s, _, _ := outboxStore(t)
+	now := time.Now()
+	commit := func(key string, body int) error {
+		_, err := s.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: key, Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour),
+			Outbox: []outbox.Message{{Destination: "q", OrderingKey: "k", Body: make([]byte, body)}}})
+		return err
+	}
+	var tl *dynamostore.OutboxTooLargeError
+	if err := commit("test#size-a", 400<<10); !errors.As(err, &tl) {
+		t.Fatalf("a body of 400 KiB: %v, want an *OutboxTooLargeError", err)
+	}
+	edge := 400<<10 - (tl.Size - tl.Max)
+	if err := commit("test#size-b", edge+1); !errors.As(err, &tl) {
+		t.Fatalf("a body one byte past the edge: %v, want an *OutboxTooLargeError", err)
+	}
+	if err := commit("test#size-c", edge); err != nil {
+		t.Fatalf("a body of %d bytes, at the checked limit: %v", edge, err)
+	}
+	ob, owner, reason := s.Outbox(), strings.Repeat("o", 128), strings.Repeat("é", 1000)
+	take := func(at time.Time) outbox.Lease {
+		es, err := ob.Lease(t.Context(), outbox.LeaseRequest{Owner: owner, Now: at, LeaseUntil: at.Add(time.Hour), Max: 1})
+		if err != nil || len(es) != 1 {
+			t.Fatalf("Lease: %d entries, %v", len(es), err)
+		}
+		return es[0].Lease
+	}
+	if err := ob.Retry(t.Context(), take(now), reason, now, now); err != nil {
+		t.Fatalf("Retry of the entry at the limit: %v", err)
+	}
+	if err := ob.Dead(t.Context(), take(now.Add(time.Second)), reason, now, now.Add(24*time.Hour)); err != nil {
+		t.Fatalf("Dead of the entry at the limit: %v", err)
+	}
 }

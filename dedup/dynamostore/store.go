@@ -658,6 +658,12 @@ func (s *Store) lost(key, owner string, writing dedup.Status, item map[string]ty
 // Complete marks the lease COMPLETED, with req.Writes in the same
 // TransactWriteItems when there are any.
 func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	_, err := againAboveLanes(s, func() (struct{}, error) { return struct{}{}, s.complete(ctx, req) })
+	return err
+}
+
+// complete is one try of Complete.
+func (s *Store) complete(ctx context.Context, req dedup.CompleteRequest) error {
 	const op = "Complete"
 	if err := checkLease(req.Lease); err != nil {
 		return err
@@ -815,7 +821,7 @@ func (s *Store) fenced(ctx context.Context, op string, l dedup.Lease, done dedup
 		case c.ok:
 			return nil
 		case !c.recordFailed:
-			return businessError(c)
+			return s.commitError(ctx, c, writes)
 		}
 		failedItem = c.record
 	}
@@ -911,6 +917,11 @@ func (s *Store) nameMissingTable(ctx context.Context, client *ddb.Client, items 
 // Lease.Version is 0 (unknown); a takeover's Previous and Attempt are
 // those of the record its first try met.
 func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	return againAboveLanes(s, func() (dedup.Claim, error) { return s.claimComplete(ctx, req) })
+}
+
+// claimComplete is one try of ClaimComplete.
+func (s *Store) claimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	const op = "ClaimComplete"
 	if err := checkClaim(req.Key, req.Owner, req.Now); err != nil {
 		return dedup.Claim{}, err
@@ -998,7 +1009,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 	case c.recordFailed:
 		return s.lost(req.Key, req.Owner, dedup.StatusCompleted, c.record, retried)
 	default:
-		return dedup.Claim{}, businessError(c)
+		return dedup.Claim{}, s.commitError(ctx, c, writes)
 	}
 }
 

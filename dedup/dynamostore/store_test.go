@@ -47,6 +47,7 @@ func conformance(t *testing.T, opts []dynamostore.Option, o storetest.Options, t
 		table := recordsTable(t, c, tableOpts...)
 		return newStore(t, c, table, opts...), dynamostore.OutboxTable(table)
 	}
+	o.Peer = func(t *testing.T, _ dedup.Store) dedup.Store { return newStore(t, c, table, opts...) }
 	storetest.Run(t, func(t *testing.T) dedup.Store { return newStore(t, c, table, opts...) }, o)
 }
 

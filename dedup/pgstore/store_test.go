@@ -39,6 +39,9 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			return newStore(t, p, table), ob
+		},
+		Peer: func(t *testing.T, _ dedup.Store) dedup.Store {
+			return newStore(t, p, table, pgstore.MaxResponseSize(testMaxResponse))
 		}})
 }
 

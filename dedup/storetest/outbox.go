@@ -63,6 +63,7 @@ func (s *suite) outboxCases(t *testing.T, st dedup.Store) {
 		{"ClaimComplete", s.outboxClaimComplete},
 		{"TwoRelaysNeverLeaseOneEntry", s.outboxTwoRelays},
 		{"LaneOrderKept", s.outboxLaneOrder},
+		{"LaneOrderFollowsCommitsNotClocks", s.outboxLaneOrderAcrossClocks},
 		{"DeadNeverBlocks", s.outboxDeadNeverBlocks},
 		{"LostLeaseMarksRefused", s.outboxLostLease},
 		{"MarksKeptUntilRetention", s.outboxRetention},
@@ -470,6 +471,24 @@ func (s *suite) outboxLaneOrder(t *testing.T, st dedup.Store, ob outbox.Store) {
 	}
 	if p := entries(t, ob, dest, outbox.Pending); len(p) != 0 {
 		t.Fatalf("entries %q still Pending", entryIDs(p))
+	}
+}
+
+// outboxLaneOrderAcrossClocks: a lane's entries are leased in the order
+// they committed, whatever the committing workers' clocks say: a worker
+// whose clock is 2s behind commits after another, and its entry comes
+// second.
+func (s *suite) outboxLaneOrderAcrossClocks(t *testing.T, st dedup.Store, ob outbox.Store) {
+	peer := st
+	if s.opts.Peer != nil {
+		peer = s.opts.Peer(t, st)
+	}
+	dest := destination(t)
+	k1 := send(t, st, 10, msg(dest, "A", "first"))
+	k2 := send(t, peer, 8, msg(dest, "A", "second"))
+	got := lease(t, ob, dest, "r", 11, 100)
+	if want := []string{outbox.ID(k1, 0), outbox.ID(k2, 0)}; !slices.Equal(entryIDs(got), want) {
+		t.Fatalf("lane A: %q, want %q: the order of their commits", entryIDs(got), want)
 	}
 }
 

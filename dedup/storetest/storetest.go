@@ -60,6 +60,11 @@ type Options struct {
 	// Store with no table to miss (the in-memory one) leaves it nil and
 	// the case is skipped.
 	MissingOutbox func(t *testing.T) (dedup.Store, string)
+	// Peer returns another worker's Store over the same records and
+	// outbox as st (made as st was, over the same tables), for the case
+	// of two workers committing to one lane with different clocks. Nil:
+	// st itself.
+	Peer func(t *testing.T, st dedup.Store) dedup.Store
 }
 
 // Run runs the suite. newStore is called once per subtest.
