@@ -466,7 +466,7 @@ func (p *pass) holdBackRest(entries []Entry, rank []int32, r int, heldBack func(
 func (p *pass) sendRound(ctx context.Context, round []Entry) []error {
 	ctx, span := p.r.tel.tracer.Start(ctx, "onceq.outbox.send", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attrCount.Int(len(round))))
-	errs := p.r.sender.Send(ctx, round)
+	errs := p.safeSend(ctx, round)
 	if len(errs) != len(round) {
 		err := fmt.Errorf("outbox: the Sender returned %d results for %d entries; all are sent again", len(errs), len(round))
 		errs = make([]error, len(round))
@@ -485,6 +485,22 @@ func (p *pass) sendRound(ctx context.Context, round []Entry) []error {
 	}
 	span.End()
 	return errs
+}
+
+// safeSend calls the Sender, taking a panic in it as a failure of the
+// moment of the whole round: an entry that makes a Sender panic would
+// otherwise crash every relay that leases it.
+func (p *pass) safeSend(ctx context.Context, round []Entry) (errs []error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err := fmt.Errorf("outbox: the Sender panicked: %v", v)
+			errs = make([]error, len(round))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	return p.r.sender.Send(ctx, round)
 }
 
 // backoff is the delay before an entry that failed attempts times before
