@@ -4,9 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/onceq/onceq/internal/metrictest"
 
 	"github.com/onceq/onceq/outbox"
 )
@@ -134,6 +139,58 @@ func TestReviewHeldBackEntryKeepsItsOwnBackoffAndWarnCount(t *testing.T) {
 		}
 		if w := logs.warnings(); len(w) != 0 {
 			t.Errorf("warnings %v, want none: no entry failed WarnAfter(5) times", w)
+		}
+	})
+}
+
+// A relay whose lease was taken over while it sent must not count, nor
+// log, its Dead and Retry marks as written: the store refused them
+// (ErrLeaseLost), and the entry is the other relay's, here DISPATCHED.
+// They are lease_lost, as a lost Dispatched mark is.
+func TestReviewLostDeadAndRetryMarksCountAsLeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, store := newStore()
+		slow := &recordingSender{block: make(chan struct{}), fail: func(e outbox.Entry, _ int) error {
+			if string(e.Body) == "refused" {
+				return &outbox.RefusedError{Destination: e.Destination, Reason: "too large"}
+			}
+			return errMoment
+		}}
+		reader, mp := metrictest.Provider(t)
+		logs := &logRecorder{}
+		commit(t, db, "in", msg("q", "", "refused"), msg("q", "", "moment"))
+		r1, err := outbox.NewRelay(store, slow, outbox.WithLogger(slog.New(logs)), outbox.WithMeterProvider(mp),
+			outbox.LeaseTTL(10*time.Second), outbox.Owner("r1"), outbox.WarnAfter(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := outbox.NewRelay(store, &recordingSender{}, quiet, outbox.LeaseTTL(10*time.Second), outbox.Owner("r2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop1 := running(t, r1)
+		synctest.Wait()
+		time.Sleep(11 * time.Second)
+		stop2 := running(t, r2)
+		synctest.Wait()
+		close(slow.block) // r1's Send ends now, its leases long taken over
+		synctest.Wait()
+		stop1()
+		stop2()
+		for id, st := range states(t, store) {
+			if st != outbox.Dispatched {
+				t.Errorf("%s is %s, want DISPATCHED by the second relay", id, st)
+			}
+		}
+		for result, want := range map[string]int64{"dead": 0, "retry": 0, "lease_lost": 2} {
+			if n := metrictest.Counter(t, reader, "onceq.outbox.sends", attribute.String("onceq.result", result)); n != want {
+				t.Errorf("sends{result=%s} = %d, want %d", result, n, want)
+			}
+		}
+		for _, w := range logs.warnings() {
+			if m := w["msg"]; strings.Contains(m, "kept as DEAD") || strings.Contains(m, "keeps failing") {
+				t.Errorf("warning %q for a mark the store refused: the entry is another relay's", m)
+			}
 		}
 	})
 }
