@@ -543,8 +543,14 @@ func (p *pass) mark(ctx context.Context) error {
 			}
 		}
 	}
+	// A Dead or Retry mark refused for a lost lease changed nothing: the
+	// entry is another relay's now, and counts as lease_lost.
+	lost := 0
 	for _, d := range p.dead {
-		if err := r.store.Dead(ctx, d.e.Lease, d.reason, now, now.Add(r.cfg.deadRetention)); err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err := r.store.Dead(ctx, d.e.Lease, d.reason, now, now.Add(r.cfg.deadRetention)); errors.Is(err, ErrLeaseLost) {
+			lost++
+			continue
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("outbox: marking an entry dead: %w", err))
 			continue
 		}
@@ -553,13 +559,17 @@ func (p *pass) mark(ctx context.Context) error {
 	}
 	retried := 0
 	for _, m := range p.retry {
-		if err := r.store.Retry(ctx, m.e.Lease, m.reason, now, m.retryAt); err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err := r.store.Retry(ctx, m.e.Lease, m.reason, now, m.retryAt); errors.Is(err, ErrLeaseLost) {
+			lost++
+			continue
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("outbox: giving an entry back to retry: %w", err))
 			continue
 		}
 		retried++
 		r.warnFailing(ctx, m)
 	}
+	r.tel.sent(ctx, resultLeaseLost, lost)
 	if retried > 0 {
 		r.tel.sent(ctx, resultRetry, retried)
 		r.cfg.logger.DebugContext(ctx, "outbox entries given back to be sent again", "entries", retried)
