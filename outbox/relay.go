@@ -466,7 +466,11 @@ func (p *pass) holdBackRest(entries []Entry, rank []int32, r int, heldBack func(
 func (p *pass) sendRound(ctx context.Context, round []Entry) []error {
 	ctx, span := p.r.tel.tracer.Start(ctx, "onceq.outbox.send", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attrCount.Int(len(round))))
-	errs := p.safeSend(ctx, round)
+	// The Send ends with the lease: past it, another relay may be sending
+	// the same entries.
+	sctx, cancel := context.WithDeadline(ctx, p.leaseUntil)
+	errs := p.safeSend(sctx, round)
+	cancel()
 	if len(errs) != len(round) {
 		err := fmt.Errorf("outbox: the Sender returned %d results for %d entries; all are sent again", len(errs), len(round))
 		errs = make([]error, len(round))

@@ -150,7 +150,7 @@ func TestReviewHeldBackEntryKeepsItsOwnBackoffAndWarnCount(t *testing.T) {
 func TestReviewLostDeadAndRetryMarksCountAsLeaseLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		db, store := newStore()
-		slow := &recordingSender{block: make(chan struct{}), fail: func(e outbox.Entry, _ int) error {
+		slow := &recordingSender{block: make(chan struct{}), stall: true, fail: func(e outbox.Entry, _ int) error {
 			if string(e.Body) == "refused" {
 				return &outbox.RefusedError{Destination: e.Destination, Reason: "too large"}
 			}
