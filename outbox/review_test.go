@@ -194,3 +194,48 @@ func TestReviewLostDeadAndRetryMarksCountAsLeaseLost(t *testing.T) {
 		}
 	})
 }
+
+// reorderingSender fails the entries whose body is "fail" and then, its
+// answers given in the order it was handed the entries, sorts the slice
+// it was handed in place (as a Sender grouping entries by destination
+// may): the Sender interface does not forbid it.
+type reorderingSender struct{}
+
+func (reorderingSender) Send(_ context.Context, entries []outbox.Entry) []error {
+	errs := make([]error, len(entries))
+	for i, e := range entries {
+		if string(e.Body) == "fail" {
+			errs[i] = errMoment
+		}
+	}
+	slices.Reverse(entries)
+	return errs
+}
+
+// The relay must mark each entry by its own answer, whatever the Sender
+// does with the slice it was handed: otherwise the failed entry is
+// marked DISPATCHED (lost) and the sent one given back.
+func TestReviewSenderReorderingItsSliceMarksEachEntryByItsAnswer(t *testing.T) {
+	db, store := newStore()
+	commit(t, db, "in", msg("q", "", "fail"), msg("q", "", "ok"))
+	r, err := outbox.NewRelay(store, reorderingSender{}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	all, err := store.Entries(t.Context(), "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range all {
+		want := outbox.Dispatched
+		if string(e.Body) == "fail" {
+			want = outbox.Pending
+		}
+		if e.State != want {
+			t.Errorf("entry %q is %s, want %s", e.Body, e.State, want)
+		}
+	}
+}
