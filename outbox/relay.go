@@ -385,7 +385,9 @@ func (p *pass) send(ctx context.Context, entries []Entry) {
 	for r := range rounds {
 		round, at = round[:0], at[:0]
 		if rounds == 1 {
-			round = entries
+			// A copy: the entries are marked by their place in entries,
+			// whatever the Sender does with the slice it is handed.
+			round = slices.Clone(entries)
 		} else {
 			for i := range entries {
 				if int(rank[i]) == r && !heldBack(&entries[i]) {
