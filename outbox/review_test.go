@@ -239,3 +239,46 @@ func TestReviewSenderReorderingItsSliceMarksEachEntryByItsAnswer(t *testing.T) {
 		}
 	}
 }
+
+// typedNilSender answers a nil *outbox.RefusedError for each entry: the
+// classic Go slip of a helper that returns *RefusedError, nil for taken,
+// assigned to an error, which is then not nil.
+type typedNilSender struct{}
+
+func (typedNilSender) Send(_ context.Context, entries []outbox.Entry) []error {
+	errs := make([]error, len(entries))
+	for i := range errs {
+		var refused *outbox.RefusedError
+		errs[i] = refused
+	}
+	return errs
+}
+
+// A typed nil error from the Sender must not crash the relay (its Error
+// method dereferences nil) nor send the entry DEAD: the entry is given
+// back, with a reason that names the Sender's slip.
+func TestReviewSenderTypedNilErrorIsNoCrash(t *testing.T) {
+	db, store := newStore()
+	commit(t, db, "in", msg("q", "", "1"))
+	r, err := outbox.NewRelay(store, typedNilSender{}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("Pass panicked on the Sender's typed nil error: %v", p)
+			}
+		}()
+		if _, err := r.Pass(t.Context()); err != nil {
+			t.Errorf("Pass: %v", err)
+		}
+	}()
+	all, err := store.Entries(t.Context(), "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || all[0].State != outbox.Pending || all[0].LastError == "" {
+		t.Errorf("entries %+v, want the entry given back with a reason", all)
+	}
+}
