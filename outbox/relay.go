@@ -481,8 +481,9 @@ func (p *pass) sendRound(ctx context.Context, round []Entry) []error {
 		}
 	}
 	failed := 0
-	for _, err := range errs {
+	for i, err := range errs {
 		if err != nil {
+			errs[i] = readable(err)
 			failed++
 		}
 	}
@@ -507,6 +508,20 @@ func (p *pass) safeSend(ctx context.Context, round []Entry) (errs []error) {
 		}
 	}()
 	return p.r.sender.Send(ctx, round)
+}
+
+// readable is err, or when its Error method panics (a nil pointer in a
+// non-nil error: a Sender's helper returning *RefusedError, nil for
+// taken), a failure of the moment that says so: the relay neither
+// crashes on it nor takes it as taken or refused.
+func readable(err error) (out error) {
+	defer func() {
+		if recover() != nil {
+			out = fmt.Errorf("outbox: the Sender answered an error that cannot be read (a nil %T?); the entry is sent again", err)
+		}
+	}()
+	_ = err.Error()
+	return err
 }
 
 // backoff is the delay before an entry that failed attempts times before
