@@ -66,6 +66,7 @@ func (s *suite) outboxCases(t *testing.T, st dedup.Store) {
 		{"LostLeaseMarksRefused", s.outboxLostLease},
 		{"MarksKeptUntilRetention", s.outboxRetention},
 		{"EntriesLists", s.outboxEntries},
+		{"ReplacedEntryFencesOldLease", s.outboxReplacedFenced},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, st, ob) })
@@ -610,5 +611,36 @@ func (s *suite) outboxEntries(t *testing.T, st dedup.Store, ob outbox.Store) {
 	}
 	if len(es) == 1 && es[0].Destination == dest && es[0].ID != outbox.ID(k, 1) {
 		t.Fatalf("Lease with Max 1 took %s, not the lane's first Pending entry %s", es[0].ID, outbox.ID(k, 1))
+	}
+}
+
+// outboxReplacedFenced: an entry replaced by its key's commit once more
+// (the key completed again after its record's retention, while the old
+// entry was still pending and leased) fences the old entry's lease, even
+// when the same relay (one owner token, as a relay's concurrent passes
+// share) leases the new one: the old pass's mark must never mark the new
+// entry, which it never sent.
+func (s *suite) outboxReplacedFenced(t *testing.T, st dedup.Store, ob outbox.Store) {
+	dest := destination(t)
+	k := send(t, st, 1, msg(dest, "A", "old"))
+	old := lease(t, ob, dest, "r1", 2, 7200)
+	sameIDs(t, "the old entry's lease", old, outbox.ID(k, 0))
+	// The record expired at +3601: the key is claimed and completed again.
+	c := claim(t, st, k, "b", "h1", 3700, 3730)
+	if !c.Acquired {
+		t.Fatalf("claim after the record's retention: %+v, want it acquired", c)
+	}
+	if err := st.Complete(ctx(t), dedup.CompleteRequest{Lease: c.Lease, Response: []byte("ok"), Now: at(3700), ExpiresAt: at(7300),
+		Outbox: []outbox.Message{msg(dest, "A", "new")}}); err != nil {
+		t.Fatalf("Complete again: %v", err)
+	}
+	cur := lease(t, ob, dest, "r1", 3701, 7200)
+	sameIDs(t, "the new entry's lease", cur, outbox.ID(k, 0))
+	if err := ob.Dispatched(ctx(t), leases(old...), at(3702), at(9000)); !errors.Is(err, outbox.ErrLeaseLost) {
+		t.Errorf("Dispatched with the replaced entry's lease: %v, want ErrLeaseLost", err)
+	}
+	p := entries(t, ob, dest, outbox.Pending)
+	if len(p) != 1 || string(p[0].Body) != "new" {
+		t.Fatalf("pending entries %+v, want the new one, unsent", p)
 	}
 }
