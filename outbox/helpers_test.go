@@ -36,10 +36,13 @@ type recordingSender struct {
 	calls [][]outbox.Entry
 	fail  func(e outbox.Entry, sent int) error // sent: earlier sends of e
 	block chan struct{}                        // when set, Send waits for it
+	stall bool                                 // wait for block alone, past ctx's end, as a stalled process does
 }
 
 func (r *recordingSender) Send(ctx context.Context, entries []outbox.Entry) []error {
-	if r.block != nil {
+	if r.block != nil && r.stall {
+		<-r.block
+	} else if r.block != nil {
 		select {
 		case <-r.block:
 		case <-ctx.Done():

@@ -58,9 +58,10 @@ func BatchSize(n int) Option { return optionFunc(func(c *config) { c.batchSize =
 
 // LeaseTTL sets how long the relay holds the entries it leased before
 // another relay may take them over (default DefaultLeaseTTL). It must
-// exceed the time one batch takes to send: a relay that outlives its lease
-// stops sending what is left of its batch, and the entries it sent but
-// could not mark are sent again by the next relay.
+// exceed the time one batch takes to send: the Sender's context ends with
+// the lease, a relay that outlives its lease stops sending what is left of
+// its batch, and the entries it sent but could not mark are sent again by
+// the next relay.
 func LeaseTTL(d time.Duration) Option { return optionFunc(func(c *config) { c.leaseTTL = d }) }
 
 // PollInterval sets how long the relay waits for new entries after a pass

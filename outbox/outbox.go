@@ -135,7 +135,9 @@ type Store interface {
 // Refusal): the entry goes Dead. Any other error is of the moment, and
 // the entry is sent again later. A Sender answers every input it can
 // never send with a refusal, never with an error of the moment, which
-// the relay would retry for ever.
+// the relay would retry for ever. A Send that panics fails each of its
+// entries for the moment (a panic in a goroutine it starts is beyond the
+// relay's reach).
 type Sender interface {
 	Send(ctx context.Context, entries []Entry) []error
 }

@@ -401,7 +401,9 @@ func (p *pass) send(ctx context.Context, entries []Entry) {
 	for r := range rounds {
 		round, at = round[:0], at[:0]
 		if rounds == 1 {
-			round = entries
+			// A copy: the entries are marked by their place in entries,
+			// whatever the Sender does with the slice it is handed.
+			round = slices.Clone(entries)
 		} else {
 			for i := range entries {
 				if int(rank[i]) == r && !heldBack(&entries[i]) {
@@ -482,7 +484,11 @@ func (p *pass) holdBackRest(entries []Entry, rank []int32, r int, heldBack func(
 func (p *pass) sendRound(ctx context.Context, round []Entry) []error {
 	ctx, span := p.r.tel.tracer.Start(ctx, "onceq.outbox.send", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attrCount.Int(len(round))))
-	errs := p.r.sender.Send(ctx, round)
+	// The Send ends with the lease: past it, another relay may be sending
+	// the same entries.
+	sctx, cancel := context.WithDeadline(ctx, p.leaseUntil)
+	errs := p.safeSend(sctx, round)
+	cancel()
 	if len(errs) != len(round) {
 		err := fmt.Errorf("outbox: the Sender returned %d results for %d entries; all are sent again", len(errs), len(round))
 		errs = make([]error, len(round))
@@ -491,8 +497,9 @@ func (p *pass) sendRound(ctx context.Context, round []Entry) []error {
 		}
 	}
 	failed := 0
-	for _, err := range errs {
+	for i, err := range errs {
 		if err != nil {
+			errs[i] = readable(err)
 			failed++
 		}
 	}
@@ -501,6 +508,36 @@ func (p *pass) sendRound(ctx context.Context, round []Entry) []error {
 	}
 	span.End()
 	return errs
+}
+
+// safeSend calls the Sender, taking a panic in it as a failure of the
+// moment of the whole round: an entry that makes a Sender panic would
+// otherwise crash every relay that leases it.
+func (p *pass) safeSend(ctx context.Context, round []Entry) (errs []error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err := fmt.Errorf("outbox: the Sender panicked: %v", v)
+			errs = make([]error, len(round))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	return p.r.sender.Send(ctx, round)
+}
+
+// readable is err, or when its Error method panics (a nil pointer in a
+// non-nil error: a Sender's helper returning *RefusedError, nil for
+// taken), a failure of the moment that says so: the relay neither
+// crashes on it nor takes it as taken or refused.
+func readable(err error) (out error) {
+	defer func() {
+		if recover() != nil {
+			out = fmt.Errorf("outbox: the Sender answered an error that cannot be read (a nil %T?); the entry is sent again", err)
+		}
+	}()
+	_ = err.Error()
+	return err
 }
 
 // backoff is the delay before an entry that failed attempts times before
@@ -547,8 +584,14 @@ func (p *pass) mark(ctx context.Context) error {
 			}
 		}
 	}
+	// A Dead or Retry mark refused for a lost lease changed nothing: the
+	// entry is another relay's now, and counts as lease_lost.
+	lost := 0
 	for _, d := range p.dead {
-		if err := r.store.Dead(ctx, d.e.Lease, d.reason, now, now.Add(r.cfg.deadRetention)); err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err := r.store.Dead(ctx, d.e.Lease, d.reason, now, now.Add(r.cfg.deadRetention)); errors.Is(err, ErrLeaseLost) {
+			lost++
+			continue
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("outbox: marking an entry dead: %w", err))
 			continue
 		}
@@ -557,13 +600,17 @@ func (p *pass) mark(ctx context.Context) error {
 	}
 	retried := 0
 	for _, m := range p.retry {
-		if err := r.store.Retry(ctx, m.e.Lease, m.reason, now, m.retryAt); err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err := r.store.Retry(ctx, m.e.Lease, m.reason, now, m.retryAt); errors.Is(err, ErrLeaseLost) {
+			lost++
+			continue
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("outbox: giving an entry back to retry: %w", err))
 			continue
 		}
 		retried++
 		r.warnFailing(ctx, m)
 	}
+	r.tel.sent(ctx, resultLeaseLost, lost)
 	if retried > 0 {
 		r.tel.sent(ctx, resultRetry, retried)
 		r.cfg.logger.DebugContext(ctx, "outbox entries given back to be sent again", "entries", retried)

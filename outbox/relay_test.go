@@ -313,7 +313,7 @@ func TestRelayTakesOverALapsedLease(t *testing.T) {
 func TestRelayOutlivingItsLeaseStopsAndCountsLeaseLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		db, store := newStore()
-		slow := &recordingSender{block: make(chan struct{})}
+		slow := &recordingSender{block: make(chan struct{}), stall: true}
 		fast := &recordingSender{}
 		reader, mp := metrictest.Provider(t)
 		commit(t, db, "in", msg("q", "k", "1"), msg("q", "k", "2"))

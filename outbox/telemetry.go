@@ -61,7 +61,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	t.takenOvrOpt = metric.WithAttributeSet(attribute.NewSet(attrReason.String("takeover")))
 	var errs [6]error
 	t.sends, errs[0] = m.Int64Counter("onceq.outbox.sends", metric.WithDescription(
-		"Outbox entries a relay sent, by result: dispatched (the destination took it), retry (a failure of the moment; sent again later), dead (refused for good), lease_lost (sent, but another relay had taken it over, so it is sent twice)."))
+		"Outbox entries a relay sent, by result: dispatched (the destination took it), retry (a failure of the moment; sent again later), dead (refused for good), lease_lost (sent or tried, but another relay had taken it over, so its mark was refused and it is sent again)."))
 	t.latency, errs[1] = m.Float64Histogram("onceq.outbox.dispatch.latency", metric.WithUnit("s"), metric.WithDescription(
 		"Time from an entry's commit, with its input's COMPLETED record, to its dispatch."))
 	t.redispatch, errs[2] = m.Int64Counter("onceq.outbox.redispatches", metric.WithDescription(

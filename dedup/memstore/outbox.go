@@ -51,7 +51,11 @@ func (o *outboxLog) add(key string, msgs []outbox.Message, now time.Time) {
 	}
 	for i, m := range msgs {
 		id := outbox.ID(key, i)
+		var version int64
 		if old := o.byID[id]; old != nil {
+			// On a later version, so that a lease of the old entry,
+			// whoever holds it, is fenced from the new one.
+			version = old.Lease.Version + 1
 			o.removeLocked(old)
 		}
 		l := lane{m.Destination, m.OrderingKey}
@@ -65,6 +69,9 @@ func (o *outboxLog) add(key string, msgs []outbox.Message, now time.Time) {
 		o.queued[l] = ll
 		m.Body, m.Headers = slices.Clone(m.Body), maps.Clone(m.Headers)
 		e := &outbox.Entry{Message: m, ID: id, Seq: ll.seq, State: outbox.Pending, CreatedAt: now}
+		if version > 0 {
+			e.Lease = outbox.Lease{ID: id, Version: version}
+		}
 		ll.pending = append(ll.pending, e)
 		o.all = append(o.all, e)
 		o.byID[id] = e

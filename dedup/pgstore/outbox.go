@@ -133,9 +133,9 @@ CREATE INDEX IF NOT EXISTS ` + quote(n.outboxExpiresIdx) + ` ON ` + q + ` (expir
 // relays on several machines: in one transaction it locks, FOR UPDATE
 // SKIP LOCKED, the first Pending entry of each lane whose lease is free
 // (an entry with no OrderingKey is a lane of its own), so that a lane is
-// leased by one relay at a time; then it locks the lane's other Pending
-// entries and leases its free ones up to the first that is not (held, or
-// given back for a retry later). Commits to one ordered lane take a lock
+// leased by one relay at a time; then it locks the lane's next Pending
+// entries, as many as one lease may take, and leases its free ones up to
+// the first that is not (held, or given back for a retry later). Commits to one ordered lane take a lock
 // of the lane (an advisory lock, held to their commit), so that its Seq
 // follows the order they commit in.
 //
@@ -232,12 +232,15 @@ SELECT pg_notify($9, '')`,
 			WHERE e.state = 'PENDING' AND e.destination = h.destination AND e.ordering_key = h.ordering_key AND e.seq < h.seq))
 	ORDER BY h.seq LIMIT $2
 	FOR UPDATE OF h SKIP LOCKED`,
-		// The rest of those lanes, locked (waiting for a mark in flight)
-		// before the lease reads them.
-		laneSQL: `SELECT o.id FROM ` + q + ` o JOIN ` + q + ` h ON h.id = ANY($1::bytea[]) AND h.ordering_key <> ''::bytea
-		AND o.destination = h.destination AND o.ordering_key = h.ordering_key AND o.seq > h.seq
-	WHERE o.state = 'PENDING'
-	FOR UPDATE OF o`,
+		// The rest of those lanes that one lease may take (the first $2
+		// behind each head: a row further back has $2 earlier ones),
+		// locked (waiting for a mark in flight) before the lease reads
+		// them. A lock writes the row: a long lane's backlog is not
+		// rewritten by each lease.
+		laneSQL: `SELECT o.id FROM ` + q + ` h CROSS JOIN LATERAL (SELECT o.id FROM ` + q + ` o
+		WHERE o.state = 'PENDING' AND o.destination = h.destination AND o.ordering_key = h.ordering_key AND o.seq > h.seq
+		ORDER BY o.seq LIMIT $2 FOR UPDATE OF o) AS o
+	WHERE h.id = ANY($1::bytea[]) AND h.ordering_key <> ''::bytea`,
 		// Each lane's free entries up to the first that is not, the lowest
 		// Seq first up to Max.
 		leaseSQL: `WITH lane AS (
@@ -380,7 +383,7 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 			if err != nil || len(heads) == 0 {
 				return err
 			}
-			if _, err := ids(ctx, tx, st.laneSQL, heads); err != nil {
+			if _, err := ids(ctx, tx, st.laneSQL, heads, req.Max); err != nil {
 				return err
 			}
 			rows, err := tx.Query(ctx, st.leaseSQL, heads, req.Now, req.Max, req.Owner, req.LeaseUntil)

@@ -69,6 +69,7 @@ func (s *suite) outboxCases(t *testing.T, st dedup.Store) {
 		{"MarksKeptUntilRetention", s.outboxRetention},
 		{"EntriesLists", s.outboxEntries},
 		{"MissingTableStopsRelay", s.outboxMissingTable},
+		{"ReplacedEntryFencesOldLease", s.outboxReplacedFenced},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, st, ob) })
@@ -665,4 +666,39 @@ type neverSends struct{ t *testing.T }
 func (n neverSends) Send(context.Context, []outbox.Entry) []error {
 	n.t.Error("a relay over a missing outbox table sent entries")
 	return nil
+}
+
+// outboxReplacedFenced: a key completed again after its record's
+// retention, while its old entry is still pending and leased, commits an
+// entry of the same ID, which either replaces the old one or waits behind
+// it in its lane. Either way the old entry's lease never marks the new
+// entry, which it never sent, even when the same relay (one owner token,
+// as a relay's concurrent passes share) leases the new one.
+func (s *suite) outboxReplacedFenced(t *testing.T, st dedup.Store, ob outbox.Store) {
+	dest := destination(t)
+	k := send(t, st, 1, msg(dest, "A", "old"))
+	old := lease(t, ob, dest, "r1", 2, 7200)
+	sameIDs(t, "the old entry's lease", old, outbox.ID(k, 0))
+	// The record expired at +3601: the key is claimed and completed again.
+	c := claim(t, st, k, "b", "h1", 3700, 3730)
+	if !c.Acquired {
+		t.Fatalf("claim after the record's retention: %+v, want it acquired", c)
+	}
+	if err := st.Complete(ctx(t), dedup.CompleteRequest{Lease: c.Lease, Response: []byte("ok"), Now: at(3700), ExpiresAt: at(7300),
+		Outbox: []outbox.Message{msg(dest, "A", "new")}}); err != nil {
+		t.Fatalf("Complete again: %v", err)
+	}
+	// A store that replaced the old entry lets the new one be leased at
+	// once; one that keeps both holds it behind the old, still leased.
+	cur := lease(t, ob, dest, "r1", 3701, 7200)
+	if len(cur) > 1 || len(cur) == 1 && string(cur[0].Body) != "new" {
+		t.Fatalf("leased %+v, want at most the new entry", cur)
+	}
+	if err := ob.Dispatched(ctx(t), leases(old...), at(3702), at(9000)); err != nil && !errors.Is(err, outbox.ErrLeaseLost) {
+		t.Fatalf("Dispatched with the old entry's lease: %v", err)
+	}
+	p := entries(t, ob, dest, outbox.Pending)
+	if len(p) != 1 || string(p[0].Body) != "new" {
+		t.Fatalf("pending entries %+v, want the new one, unsent: the old entry's lease marked it", p)
+	}
 }

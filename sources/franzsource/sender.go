@@ -20,7 +20,7 @@ import (
 // Each record carries the entry's ID as its idempotency-key header, which
 // an onceq Kafka consumer takes as the record's key, so that a
 // re-dispatched copy is a duplicate there; the entry's Headers are headers
-// beside it. The client must produce with idempotence (franz-go's
+// beside it (one of that name is replaced by the ID). The client must produce with idempotence (franz-go's
 // default), so that its own retries never write a record twice.
 //
 // An unknown topic, a record too large, an entry with an empty or
@@ -77,7 +77,11 @@ func record(e *outbox.Entry) *kgo.Record {
 		r.Key = []byte(e.OrderingKey)
 	}
 	for k, v := range e.Headers {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		// The entry's ID replaces a header of its name: the record
+		// carries one.
+		if k != broker.IdempotencyKeyAttribute {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
 	}
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: broker.IdempotencyKeyAttribute, Value: []byte(e.ID)})
 	return r

@@ -20,7 +20,7 @@ import (
 // Each message carries the entry's ID as its idempotency-key header,
 // which an onceq Kafka consumer takes as the record's key, so that a
 // re-dispatched copy is a duplicate there; the entry's Headers are headers
-// beside it. kafka-go has no idempotent producer: a write it retries may
+// beside it (one of that name is replaced by the ID). kafka-go has no idempotent producer: a write it retries may
 // land twice, and the consumer downstream absorbs that copy the same way.
 //
 // An unknown topic, a message too large, an entry with an empty or
@@ -116,7 +116,12 @@ func message(e outbox.Entry) kafkago.Message {
 		m.Key = []byte(e.OrderingKey)
 	}
 	for k, v := range e.Headers {
-		m.Headers = append(m.Headers, kafkago.Header{Key: k, Value: []byte(v)})
+		// The entry's ID replaces a header of its name (a handler that
+		// passes its input's key on): the message carries one, which
+		// also names it when kafka-go refuses it (idOf).
+		if k != broker.IdempotencyKeyAttribute {
+			m.Headers = append(m.Headers, kafkago.Header{Key: k, Value: []byte(v)})
+		}
 	}
 	m.Headers = append(m.Headers, kafkago.Header{Key: broker.IdempotencyKeyAttribute, Value: []byte(e.ID)})
 	return m
