@@ -15,9 +15,9 @@
 //     and body are stored with the COMPLETED record, and a business write
 //     the handler hands over (idempotency.Write on the request's context)
 //     commits in the same transaction where the Store allows;
-//   - a retry with the same fingerprint (method, request target with its
-//     query, and body) gets the stored response again, marked with
-//     "Idempotent-Replayed: true";
+//   - a retry with the same fingerprint (method, request target in origin
+//     form with its query, and body; not the Host) gets the stored
+//     response again, marked with "Idempotent-Replayed: true";
 //   - a retry while the first is in flight: 409 with Retry-After (or it
 //     waits for the first's answer, with the Runner's Wait option);
 //   - the key reused with another fingerprint: 422;

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -343,21 +344,33 @@ func TestReviewKeyNotLogged(t *testing.T) {
 	}
 }
 
-// A request to another host (another virtual server behind the same
-// middleware) with the same key and credentials is another request: its
-// target URI differs, so it must not be given the other host's answer.
+// The Host is in neither the default fingerprint nor the default scope:
+// a retry that comes in under another name of the same server, or in
+// absolute form through a forward proxy (POST http://host/orders?to=a),
+// is the same request and gets the stored answer, not a second run nor a
+// 422. A server of several virtual hosts adds the Host to its Scope.
 func TestReviewHostInFingerprint(t *testing.T) {
 	var runs atomic.Int32
-	rs := newReviewServer(t, func(w http.ResponseWriter, r *http.Request) {
+	h := func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
-		_, _ = fmt.Fprintf(w, "%s run %d", r.Host, runs.Add(1))
-	})
-	send := func(host string) (*http.Response, string) {
-		req, _ := http.NewRequest(http.MethodPost, rs.srv.URL+"/orders", strings.NewReader("{}"))
+		_, _ = fmt.Fprintf(w, "run %d", runs.Add(1))
+	}
+	// send posts to host, in origin form or, through the server as a
+	// forward proxy, in absolute form.
+	send := func(rs *reviewServer, host string, absolute bool) (*http.Response, string) {
+		t.Helper()
+		client, target := rs.srv.Client(), rs.srv.URL+"/orders?to=a"
+		if absolute {
+			proxy, _ := url.Parse(rs.srv.URL)
+			tr := &http.Transport{Proxy: http.ProxyURL(proxy)}
+			defer tr.CloseIdleConnections()
+			client, target = &http.Client{Transport: tr}, "http://"+host+"/orders?to=a"
+		}
+		req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader("{}"))
 		req.Host = host
 		req.Header.Set(httpidem.HeaderKey, `"host-1"`)
 		req.Header.Set("Authorization", "Bearer shared")
-		res, err := rs.srv.Client().Do(req)
+		res, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,10 +379,30 @@ func TestReviewHostInFingerprint(t *testing.T) {
 		<-rs.done
 		return res, string(b)
 	}
-	send("tenant-a.example")
-	res, body := send("tenant-b.example")
-	if res.Header.Get(httpidem.HeaderReplayed) == "true" {
-		t.Errorf("tenant-b got tenant-a's stored answer: %d %q", res.StatusCode, body)
+	rs := newReviewServer(t, h)
+	send(rs, "api.example", false)
+	for _, c := range []struct {
+		host     string
+		absolute bool
+	}{{"api-eu.example", false}, {"api.example", true}, {"api-eu.example", true}} {
+		res, body := send(rs, c.host, c.absolute)
+		if res.StatusCode != http.StatusCreated || res.Header.Get(httpidem.HeaderReplayed) != "true" || body != "run 1" {
+			t.Errorf("%s, absolute form %v: %d %v %q, want the replay of run 1", c.host, c.absolute, res.StatusCode, res.Header, body)
+		}
+	}
+	// Virtual hosts behind one Middleware: the Host in the Scope.
+	runs.Store(0)
+	rs = newReviewServer(t, h, httpidem.Scope(func(r *http.Request) string {
+		return strings.ToLower(r.Host) + " " + httpidem.DefaultScope(r)
+	}))
+	for i, c := range []struct {
+		host     string
+		absolute bool
+		want     string
+	}{{"tenant-a.example", false, "run 1"}, {"tenant-b.example", false, "run 2"}, {"tenant-b.example", true, "run 2"}} {
+		if res, body := send(rs, c.host, c.absolute); body != c.want || (res.Header.Get(httpidem.HeaderReplayed) == "true") != (i == 2) {
+			t.Errorf("scoped by host, %s, absolute form %v: %d %v %q, want %s", c.host, c.absolute, res.StatusCode, res.Header, body, c.want)
+		}
 	}
 }
 
