@@ -30,6 +30,7 @@
 // Error bodies are problem details (RFC 9457, application/problem+json).
 // Responses with status 2xx and 4xx are stored; a 5xx is sent as it is and
 // not stored, so the client's retry runs the handler again (StoreServerErrors
-// stores them too). Stored responses are replayed for the Runner's
+// stores them too). 408, 425, 429 and 503, which ask the client to retry
+// later, are never stored, and the handler's writes do not commit. Stored responses are replayed for the Runner's
 // Retention (24h by default): the expiry policy to publish to clients.
 package httpidem

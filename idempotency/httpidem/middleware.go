@@ -99,8 +99,9 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 }
 
-// unstored is a response the middleware sends without storing it (a 5xx):
-// the run fails, so the key is freed.
+// unstored is a response the middleware sends without storing it (a 5xx,
+// or a status that asks for a retry later): the run fails, so the key is
+// freed and the handler's writes do not commit.
 type unstored struct{ rec *recorder }
 
 func (e *unstored) Error() string {
@@ -139,7 +140,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			// and answered nothing: not an empty 200 to replay.
 			return nil, err
 		}
-		if rec.status >= 500 && !m.cfg.storeServer {
+		if (rec.status >= 500 && !m.cfg.storeServer) || retryLater(rec.status) {
 			return nil, &unstored{rec}
 		}
 		// Stored instead when a business write's own condition refuses the
@@ -169,6 +170,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	m.send(w, status, h, stored, res.Replayed, true)
+}
+
+// retryLater says whether status asks the client to send the same
+// request again later. That is "not now", not what became of the request:
+// stored, it would be replayed to that retry for the whole Retention, so
+// it is not, even with StoreServerErrors, and its writes do not commit.
+func retryLater(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return true
+	}
+	return false
 }
 
 // storedKey is the key the Runner keeps for the request: the hash of its

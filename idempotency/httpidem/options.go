@@ -52,7 +52,8 @@ func ReplayHeaders(names ...string) Option { return func(c *config) { c.allow = 
 // StoreServerErrors stores 5xx responses too, and replays them, as
 // Stripe does: the handler then never runs twice for a key, even after it
 // failed. Without it a 5xx is sent as it is, nothing is stored, and a
-// retry runs the handler again.
+// retry runs the handler again. A 503 (like a 408, 425 or 429) asks the
+// client to retry later, so it is never stored.
 func StoreServerErrors() Option { return func(c *config) { c.storeServer = true } }
 
 // Fingerprint sets what a retry must match (default: the method, the

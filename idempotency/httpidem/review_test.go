@@ -484,27 +484,53 @@ func TestReviewConcurrentCopies(t *testing.T) {
 	}
 }
 
-// A 429 (or 408) says "not now", not "done": a handler that rate-limits
-// inside the middleware must not have its 429 stored and replayed for the
-// whole Retention, or the client can never get the request done under
-// its key, even after waiting the Retry-After it was given.
+// A 408, 425 or 429 (or a 503) says "not now", not "done": a handler that
+// rate-limits inside the middleware must not have its 429 stored and
+// replayed for the whole Retention, or the client can never get the
+// request done under its key, even after waiting the Retry-After it was
+// given. Nothing is stored, not even with StoreServerErrors, its writes
+// do not commit, and no expiry is stated.
 func TestReviewTooManyRequestsNotStored(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		opts   []httpidem.Option
+	}{
+		{http.StatusTooManyRequests, nil},
+		{http.StatusRequestTimeout, nil},
+		{http.StatusTooEarly, nil},
+		{http.StatusServiceUnavailable, []httpidem.Option{httpidem.StoreServerErrors()}},
+	} {
+		var runs, applied atomic.Int32
+		rs := newReviewServer(t, func(w http.ResponseWriter, r *http.Request) {
+			_ = idempotency.Write(r.Context(), memstore.Write{Apply: func() { applied.Add(1) }})
+			if runs.Add(1) == 1 {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "not now", c.status)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		}, append(c.opts, httpidem.ExpiryHeader())...)
+		res, _ := rs.mustPost(t, `"later-1"`, "{}")
+		<-rs.done
+		if res.StatusCode != c.status || res.Header.Get("Retry-After") != "1" || res.Header.Get(httpidem.HeaderExpiry) != "" || applied.Load() != 0 {
+			t.Errorf("%d: first %d %v, %d writes applied: want the handler's answer, unstored, its writes not committed", c.status, res.StatusCode, res.Header, applied.Load())
+		}
+		res, body := rs.mustPost(t, `"later-1"`, "{}")
+		<-rs.done
+		if res.StatusCode != http.StatusCreated || res.Header.Get(httpidem.HeaderReplayed) != "" || runs.Load() != 2 || applied.Load() != 1 {
+			t.Errorf("%d: retry %d %v %q after %d runs, %d writes applied: want the handler run again", c.status, res.StatusCode, res.Header, body, runs.Load(), applied.Load())
+		}
+	}
+	// StoreServerErrors still stores another 5xx.
 	var runs atomic.Int32
 	rs := newReviewServer(t, func(w http.ResponseWriter, _ *http.Request) {
-		if runs.Add(1) == 1 {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "slow down", http.StatusTooManyRequests)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-	})
-	if res, _ := rs.mustPost(t, `"rate-1"`, "{}"); res.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("first: %d, want the handler's 429", res.StatusCode)
-	}
+		runs.Add(1)
+		http.Error(w, "broken", http.StatusInternalServerError)
+	}, httpidem.StoreServerErrors())
+	rs.mustPost(t, `"later-2"`, "{}")
 	<-rs.done
-	res, body := rs.mustPost(t, `"rate-1"`, "{}")
-	if res.StatusCode != http.StatusCreated || runs.Load() != 2 {
-		t.Errorf("retry after the 429: %d %v %q after %d runs, want the handler run again", res.StatusCode, res.Header, body, runs.Load())
+	if res, _ := rs.mustPost(t, `"later-2"`, "{}"); res.StatusCode != http.StatusInternalServerError || res.Header.Get(httpidem.HeaderReplayed) != "true" || runs.Load() != 1 {
+		t.Errorf("StoreServerErrors, 500: retry %d %v after %d runs, want the replay", res.StatusCode, res.Header, runs.Load())
 	}
 }
 
