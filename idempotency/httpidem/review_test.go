@@ -651,18 +651,60 @@ func TestReviewCompleteOutageIs503(t *testing.T) {
 	}
 }
 
-// As net/http: a header field changed after the status was written is not
-// part of the response, so it is neither sent nor stored and replayed.
+// As net/http: a header field changed after the status was written (by
+// WriteHeader or the first Write) is not part of the response, so it is
+// neither sent nor stored and replayed; nor is one added after it, on an
+// answer stored or not.
 func TestReviewHeaderAfterWriteHeaderIgnored(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		status int
+		write  func(w http.ResponseWriter, status int)
+	}{
+		{"WriteHeader", http.StatusCreated, func(w http.ResponseWriter, status int) { w.WriteHeader(status) }},
+		{"Write", http.StatusOK, func(w http.ResponseWriter, _ int) { _, _ = io.WriteString(w, "done") }},
+		{"unstored 5xx", http.StatusBadGateway, func(w http.ResponseWriter, status int) { w.WriteHeader(status) }},
+	} {
+		rs := newReviewServer(t, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Location", "/orders/1")
+			c.write(w, c.status)
+			w.Header().Set("Location", "/late")
+			w.Header().Set("X-Late", "late")
+		})
+		first, _ := rs.mustPost(t, `"late-1"`, "{}")
+		<-rs.done
+		again, _ := rs.mustPost(t, `"late-1"`, "{}")
+		<-rs.done
+		if a, b := first.Header.Get("Location"), again.Header.Get("Location"); first.StatusCode != c.status || a != "/orders/1" || b != "/orders/1" {
+			t.Errorf("%s: %d, Location first %q, then %q: want /orders/1, as written with the status", c.name, first.StatusCode, a, b)
+		}
+		if first.Header.Get("X-Late") != "" {
+			t.Errorf("%s: X-Late, added after the status, was sent", c.name)
+		}
+	}
+}
+
+// Trailer fields (declared in the Trailer field, or named with
+// http.TrailerPrefix) set after the body reach the client of the first
+// response as trailers, not as header fields; a replay has none.
+func TestReviewLiveTrailers(t *testing.T) {
+	var runs atomic.Int32
 	rs := newReviewServer(t, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Location", "/orders/1")
+		runs.Add(1)
+		w.Header().Set("Trailer", "X-Sum")
 		w.WriteHeader(http.StatusCreated)
-		w.Header().Set("Location", "/late")
+		_, _ = io.WriteString(w, "body")
+		w.Header().Set("X-Sum", "abc")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "def")
 	})
-	first, _ := rs.mustPost(t, `"late-1"`, "{}")
+	first, b1 := rs.mustPost(t, `"trailer-1"`, "{}")
 	<-rs.done
-	again, _ := rs.mustPost(t, `"late-1"`, "{}")
-	if a, b := first.Header.Get("Location"), again.Header.Get("Location"); a != "/orders/1" || b != "/orders/1" {
-		t.Errorf("Location first %q, replayed %q: want /orders/1, as written with the status", a, b)
+	if first.StatusCode != http.StatusCreated || b1 != "body" || first.Trailer.Get("X-Sum") != "abc" || first.Trailer.Get("X-Late") != "def" || first.Header.Get("X-Sum") != "" {
+		t.Errorf("first: %d %q, header %v, trailer %v: want X-Sum and X-Late as trailers only", first.StatusCode, b1, first.Header, first.Trailer)
+	}
+	again, b2 := rs.mustPost(t, `"trailer-1"`, "{}")
+	<-rs.done
+	if again.Header.Get(httpidem.HeaderReplayed) != "true" || b2 != "body" || len(again.Trailer) != 0 || runs.Load() != 1 {
+		t.Errorf("replay: %v %q, trailer %v after %d runs: want the stored answer, without trailers", again.Header, b2, again.Trailer, runs.Load())
 	}
 }
