@@ -15,9 +15,9 @@
 //     and body are stored with the COMPLETED record, and a business write
 //     the handler hands over (idempotency.Write on the request's context)
 //     commits in the same transaction where the Store allows;
-//   - a retry with the same fingerprint (method, request target with its
-//     query, and body) gets the stored response again, marked with
-//     "Idempotent-Replayed: true";
+//   - a retry with the same fingerprint (method, request target in origin
+//     form with its query, and body; not the Host) gets the stored
+//     response again, marked with "Idempotent-Replayed: true";
 //   - a retry while the first is in flight: 409 with Retry-After (or it
 //     waits for the first's answer, with the Runner's Wait option);
 //   - the key reused with another fingerprint: 422;
@@ -30,6 +30,7 @@
 // Error bodies are problem details (RFC 9457, application/problem+json).
 // Responses with status 2xx and 4xx are stored; a 5xx is sent as it is and
 // not stored, so the client's retry runs the handler again (StoreServerErrors
-// stores them too). Stored responses are replayed for the Runner's
+// stores them too). 408, 425, 429 and 503, which ask the client to retry
+// later, are never stored, and the handler's writes do not commit. Stored responses are replayed for the Runner's
 // Retention (24h by default): the expiry policy to publish to clients.
 package httpidem

@@ -44,6 +44,40 @@ func TestDefaultFingerprintUnambiguous(t *testing.T) {
 	}
 }
 
+// A target in absolute form (as through a forward proxy) has the
+// fingerprint of its origin form, path and query as received; another
+// path or query is still another request.
+func TestDefaultFingerprintAbsoluteForm(t *testing.T) {
+	parsed := func(target string) *http.Request {
+		u, err := url.ParseRequestURI(target) // as a server reads it
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &http.Request{Method: http.MethodPost, RequestURI: target, URL: u, Host: u.Host, Header: http.Header{}}
+	}
+	for _, c := range []struct {
+		abs, origin string
+		same        bool
+	}{
+		{"http://example.com/transfer?to=a", "/transfer?to=a", true},
+		{"https://Example.com:8443/transfer?to=a", "/transfer?to=a", true},
+		{"http://example.com/a%2Fb?q=%20", "/a%2Fb?q=%20", true},
+		{"http://example.com/a%41", "/a%41", true},
+		{"http://example.com", "/", true},
+		{"http://example.com/transfer?", "/transfer?", true},
+		{"http://example.com/transfer?to=a", "/transfer?to=b", false},
+		{"http://example.com/transfer", "/transfer?", false},
+		{"http://example.com/a%2Fb", "/a/b", false},
+		{"http://example.com/a%41", "/aA", false},
+	} {
+		f1 := httpidem.DefaultFingerprint(parsed(c.abs), []byte("{}"))
+		f2 := httpidem.DefaultFingerprint(parsed(c.origin), []byte("{}"))
+		if bytes.Equal(f1, f2) != c.same {
+			t.Errorf("%q and %q: same fingerprint %v, want %v", c.abs, c.origin, !c.same, c.same)
+		}
+	}
+}
+
 // Two different requests (method, target, body) never share a
 // fingerprint; the same request always has the same.
 func FuzzFingerprint(f *testing.F) {

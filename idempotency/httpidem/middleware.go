@@ -99,8 +99,9 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 }
 
-// unstored is a response the middleware sends without storing it (a 5xx):
-// the run fails, so the key is freed.
+// unstored is a response the middleware sends without storing it (a 5xx,
+// or a status that asks for a retry later): the run fails, so the key is
+// freed and the handler's writes do not commit.
 type unstored struct{ rec *recorder }
 
 func (e *unstored) Error() string {
@@ -134,12 +135,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		req := r.WithContext(ctx)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(rec, req)
+		rec.finish()
 		if err := ctx.Err(); err != nil && !rec.wrote {
 			// It gave up when its client went away (or at its timeout),
 			// and answered nothing: not an empty 200 to replay.
 			return nil, err
 		}
-		if rec.status >= 500 && !m.cfg.storeServer {
+		if (rec.status >= 500 && !m.cfg.storeServer) || retryLater(rec.status) {
 			return nil, &unstored{rec}
 		}
 		// Stored instead when a business write's own condition refuses the
@@ -159,7 +161,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if !res.Replayed && !res.Rejected && first != nil {
-		m.send(w, first.status, first.header, first.body.Bytes(), false, true)
+		m.send(w, first.status, first.header, first.body.Bytes(), first.trailer, false, true)
 		return
 	}
 	h := make(http.Header)
@@ -168,7 +170,19 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.writeProblem(w, http.StatusInternalServerError, "the response stored for this key cannot be read", 0)
 		return
 	}
-	m.send(w, status, h, stored, res.Replayed, true)
+	m.send(w, status, h, stored, nil, res.Replayed, true)
+}
+
+// retryLater says whether status asks the client to send the same
+// request again later. That is "not now", not what became of the request:
+// stored, it would be replayed to that retry for the whole Retention, so
+// it is not, even with StoreServerErrors, and its writes do not commit.
+func retryLater(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return true
+	}
+	return false
 }
 
 // storedKey is the key the Runner keeps for the request: the hash of its
@@ -222,7 +236,8 @@ func representation(name string) bool {
 
 // send writes a response, the first one or a stored one; stored says
 // whether it is kept under the key (and so has the expiry policy).
-func (m *Middleware) send(w http.ResponseWriter, status int, h http.Header, body []byte, replayed, stored bool) {
+// trailer is the first response's trailer fields (a stored one has none).
+func (m *Middleware) send(w http.ResponseWriter, status int, h http.Header, body []byte, trailer http.Header, replayed, stored bool) {
 	dst := w.Header()
 	for k, v := range h {
 		dst[k] = v
@@ -235,6 +250,11 @@ func (m *Middleware) send(w http.ResponseWriter, status int, h http.Header, body
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+	// Set after the body, as net/http takes them: declared in the
+	// header's Trailer field, or named with http.TrailerPrefix.
+	for k, v := range trailer {
+		dst[k] = v
+	}
 }
 
 // failed answers a request whose call stored nothing.
@@ -247,7 +267,7 @@ func (m *Middleware) failed(w http.ResponseWriter, err error) {
 	)
 	switch {
 	case errors.As(err, &un):
-		m.send(w, un.rec.status, un.rec.header, un.rec.body.Bytes(), false, false)
+		m.send(w, un.rec.status, un.rec.header, un.rec.body.Bytes(), un.rec.trailer, false, false)
 	case errors.Is(err, idempotency.ErrKeyReuse):
 		m.writeProblem(w, http.StatusUnprocessableEntity, "the Idempotency-Key was used before with another request; use a new key for a new request", 0)
 	case errors.As(err, &busy):
@@ -274,10 +294,46 @@ func (m *Middleware) failed(w http.ResponseWriter, err error) {
 
 // recorder holds the handler's response until it is stored.
 type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-	wrote  bool
+	// header is the handler's; sent is a copy of it taken when the
+	// status was written (WriteHeader or the first Write): as in
+	// net/http, a field changed after that is not part of the response.
+	header  http.Header
+	sent    http.Header
+	trailer http.Header // set by finish
+	status  int
+	body    bytes.Buffer
+	wrote   bool
+}
+
+// finish makes header the response's (the copy taken with the status,
+// if the handler wrote one) and takes its trailer fields from the
+// handler's header as it was left, as net/http does.
+func (r *recorder) finish() {
+	if r.sent == nil {
+		return // nothing written: the header as left is the response's
+	}
+	live := r.header
+	r.header = r.sent
+	for _, list := range r.sent["Trailer"] {
+		for name := range strings.SplitSeq(list, ",") {
+			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+			if v, ok := live[name]; ok && name != "" {
+				r.addTrailer(name, v)
+			}
+		}
+	}
+	for k, v := range live {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			r.addTrailer(k, v)
+		}
+	}
+}
+
+func (r *recorder) addTrailer(name string, v []string) {
+	if r.trailer == nil {
+		r.trailer = make(http.Header)
+	}
+	r.trailer[name] = v
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -294,10 +350,13 @@ func (r *recorder) WriteHeader(status int) {
 	}
 	if !r.wrote {
 		r.status, r.wrote = status, true
+		r.sent = r.header.Clone()
 	}
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
-	r.wrote = true
+	if !r.wrote {
+		r.WriteHeader(http.StatusOK)
+	}
 	return r.body.Write(b)
 }

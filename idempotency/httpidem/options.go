@@ -52,7 +52,8 @@ func ReplayHeaders(names ...string) Option { return func(c *config) { c.allow = 
 // StoreServerErrors stores 5xx responses too, and replays them, as
 // Stripe does: the handler then never runs twice for a key, even after it
 // failed. Without it a 5xx is sent as it is, nothing is stored, and a
-// retry runs the handler again.
+// retry runs the handler again. A 503 (like a 408, 425 or 429) asks the
+// client to retry later, so it is never stored.
 func StoreServerErrors() Option { return func(c *config) { c.storeServer = true } }
 
 // Fingerprint sets what a retry must match (default: the method, the
@@ -112,12 +113,22 @@ func ProblemType(uri string) Option { return func(c *config) { c.docs = uri } }
 // Retention: how long a retry with the key gets the stored answer.
 func ExpiryHeader() Option { return func(c *config) { c.expiryHeader = true } }
 
-// DefaultFingerprint is the method, the request target (path and query,
-// as the request gave them) and the body, each after its length, so that
-// no two different requests share one.
+// DefaultFingerprint is the method, the request target in origin form
+// (path and query, as the request gave them) and the body, each after its
+// length, so that no two different requests share one. The Host is not
+// in it: a retry sent under another name of the same server, or in
+// absolute form through a forward proxy ("POST http://host/path"), is the
+// same request. A server that serves several virtual hosts behind one
+// Middleware adds r.Host to its Scope.
 func DefaultFingerprint(r *http.Request, body []byte) []byte {
 	target := r.RequestURI // as received, on a server
-	if target == "" {
+	switch {
+	case target == "":
+		target = r.URL.RequestURI()
+	case target[0] != '/' && r.URL != nil && r.URL.Host != "":
+		// Absolute form: its path and query as received (the escaped
+		// path is RawPath when that is how it came), without the scheme
+		// and authority, as the origin form of the same URI.
 		target = r.URL.RequestURI()
 	}
 	b := make([]byte, 0, 3*binary.MaxVarintLen64+len(r.Method)+len(target)+len(body))

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -343,21 +344,33 @@ func TestReviewKeyNotLogged(t *testing.T) {
 	}
 }
 
-// A request to another host (another virtual server behind the same
-// middleware) with the same key and credentials is another request: its
-// target URI differs, so it must not be given the other host's answer.
+// The Host is in neither the default fingerprint nor the default scope:
+// a retry that comes in under another name of the same server, or in
+// absolute form through a forward proxy (POST http://host/orders?to=a),
+// is the same request and gets the stored answer, not a second run nor a
+// 422. A server of several virtual hosts adds the Host to its Scope.
 func TestReviewHostInFingerprint(t *testing.T) {
 	var runs atomic.Int32
-	rs := newReviewServer(t, func(w http.ResponseWriter, r *http.Request) {
+	h := func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
-		_, _ = fmt.Fprintf(w, "%s run %d", r.Host, runs.Add(1))
-	})
-	send := func(host string) (*http.Response, string) {
-		req, _ := http.NewRequest(http.MethodPost, rs.srv.URL+"/orders", strings.NewReader("{}"))
+		_, _ = fmt.Fprintf(w, "run %d", runs.Add(1))
+	}
+	// send posts to host, in origin form or, through the server as a
+	// forward proxy, in absolute form.
+	send := func(rs *reviewServer, host string, absolute bool) (*http.Response, string) {
+		t.Helper()
+		client, target := rs.srv.Client(), rs.srv.URL+"/orders?to=a"
+		if absolute {
+			proxy, _ := url.Parse(rs.srv.URL)
+			tr := &http.Transport{Proxy: http.ProxyURL(proxy)}
+			defer tr.CloseIdleConnections()
+			client, target = &http.Client{Transport: tr}, "http://"+host+"/orders?to=a"
+		}
+		req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader("{}"))
 		req.Host = host
 		req.Header.Set(httpidem.HeaderKey, `"host-1"`)
 		req.Header.Set("Authorization", "Bearer shared")
-		res, err := rs.srv.Client().Do(req)
+		res, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,10 +379,30 @@ func TestReviewHostInFingerprint(t *testing.T) {
 		<-rs.done
 		return res, string(b)
 	}
-	send("tenant-a.example")
-	res, body := send("tenant-b.example")
-	if res.Header.Get(httpidem.HeaderReplayed) == "true" {
-		t.Errorf("tenant-b got tenant-a's stored answer: %d %q", res.StatusCode, body)
+	rs := newReviewServer(t, h)
+	send(rs, "api.example", false)
+	for _, c := range []struct {
+		host     string
+		absolute bool
+	}{{"api-eu.example", false}, {"api.example", true}, {"api-eu.example", true}} {
+		res, body := send(rs, c.host, c.absolute)
+		if res.StatusCode != http.StatusCreated || res.Header.Get(httpidem.HeaderReplayed) != "true" || body != "run 1" {
+			t.Errorf("%s, absolute form %v: %d %v %q, want the replay of run 1", c.host, c.absolute, res.StatusCode, res.Header, body)
+		}
+	}
+	// Virtual hosts behind one Middleware: the Host in the Scope.
+	runs.Store(0)
+	rs = newReviewServer(t, h, httpidem.Scope(func(r *http.Request) string {
+		return strings.ToLower(r.Host) + " " + httpidem.DefaultScope(r)
+	}))
+	for i, c := range []struct {
+		host     string
+		absolute bool
+		want     string
+	}{{"tenant-a.example", false, "run 1"}, {"tenant-b.example", false, "run 2"}, {"tenant-b.example", true, "run 2"}} {
+		if res, body := send(rs, c.host, c.absolute); body != c.want || (res.Header.Get(httpidem.HeaderReplayed) == "true") != (i == 2) {
+			t.Errorf("scoped by host, %s, absolute form %v: %d %v %q, want %s", c.host, c.absolute, res.StatusCode, res.Header, body, c.want)
+		}
 	}
 }
 
@@ -451,27 +484,53 @@ func TestReviewConcurrentCopies(t *testing.T) {
 	}
 }
 
-// A 429 (or 408) says "not now", not "done": a handler that rate-limits
-// inside the middleware must not have its 429 stored and replayed for the
-// whole Retention, or the client can never get the request done under
-// its key, even after waiting the Retry-After it was given.
+// A 408, 425 or 429 (or a 503) says "not now", not "done": a handler that
+// rate-limits inside the middleware must not have its 429 stored and
+// replayed for the whole Retention, or the client can never get the
+// request done under its key, even after waiting the Retry-After it was
+// given. Nothing is stored, not even with StoreServerErrors, its writes
+// do not commit, and no expiry is stated.
 func TestReviewTooManyRequestsNotStored(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		opts   []httpidem.Option
+	}{
+		{http.StatusTooManyRequests, nil},
+		{http.StatusRequestTimeout, nil},
+		{http.StatusTooEarly, nil},
+		{http.StatusServiceUnavailable, []httpidem.Option{httpidem.StoreServerErrors()}},
+	} {
+		var runs, applied atomic.Int32
+		rs := newReviewServer(t, func(w http.ResponseWriter, r *http.Request) {
+			_ = idempotency.Write(r.Context(), memstore.Write{Apply: func() { applied.Add(1) }})
+			if runs.Add(1) == 1 {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "not now", c.status)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		}, append(c.opts, httpidem.ExpiryHeader())...)
+		res, _ := rs.mustPost(t, `"later-1"`, "{}")
+		<-rs.done
+		if res.StatusCode != c.status || res.Header.Get("Retry-After") != "1" || res.Header.Get(httpidem.HeaderExpiry) != "" || applied.Load() != 0 {
+			t.Errorf("%d: first %d %v, %d writes applied: want the handler's answer, unstored, its writes not committed", c.status, res.StatusCode, res.Header, applied.Load())
+		}
+		res, body := rs.mustPost(t, `"later-1"`, "{}")
+		<-rs.done
+		if res.StatusCode != http.StatusCreated || res.Header.Get(httpidem.HeaderReplayed) != "" || runs.Load() != 2 || applied.Load() != 1 {
+			t.Errorf("%d: retry %d %v %q after %d runs, %d writes applied: want the handler run again", c.status, res.StatusCode, res.Header, body, runs.Load(), applied.Load())
+		}
+	}
+	// StoreServerErrors still stores another 5xx.
 	var runs atomic.Int32
 	rs := newReviewServer(t, func(w http.ResponseWriter, _ *http.Request) {
-		if runs.Add(1) == 1 {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "slow down", http.StatusTooManyRequests)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-	})
-	if res, _ := rs.mustPost(t, `"rate-1"`, "{}"); res.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("first: %d, want the handler's 429", res.StatusCode)
-	}
+		runs.Add(1)
+		http.Error(w, "broken", http.StatusInternalServerError)
+	}, httpidem.StoreServerErrors())
+	rs.mustPost(t, `"later-2"`, "{}")
 	<-rs.done
-	res, body := rs.mustPost(t, `"rate-1"`, "{}")
-	if res.StatusCode != http.StatusCreated || runs.Load() != 2 {
-		t.Errorf("retry after the 429: %d %v %q after %d runs, want the handler run again", res.StatusCode, res.Header, body, runs.Load())
+	if res, _ := rs.mustPost(t, `"later-2"`, "{}"); res.StatusCode != http.StatusInternalServerError || res.Header.Get(httpidem.HeaderReplayed) != "true" || runs.Load() != 1 {
+		t.Errorf("StoreServerErrors, 500: retry %d %v after %d runs, want the replay", res.StatusCode, res.Header, runs.Load())
 	}
 }
 
@@ -592,18 +651,60 @@ func TestReviewCompleteOutageIs503(t *testing.T) {
 	}
 }
 
-// As net/http: a header field changed after the status was written is not
-// part of the response, so it is neither sent nor stored and replayed.
+// As net/http: a header field changed after the status was written (by
+// WriteHeader or the first Write) is not part of the response, so it is
+// neither sent nor stored and replayed; nor is one added after it, on an
+// answer stored or not.
 func TestReviewHeaderAfterWriteHeaderIgnored(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		status int
+		write  func(w http.ResponseWriter, status int)
+	}{
+		{"WriteHeader", http.StatusCreated, func(w http.ResponseWriter, status int) { w.WriteHeader(status) }},
+		{"Write", http.StatusOK, func(w http.ResponseWriter, _ int) { _, _ = io.WriteString(w, "done") }},
+		{"unstored 5xx", http.StatusBadGateway, func(w http.ResponseWriter, status int) { w.WriteHeader(status) }},
+	} {
+		rs := newReviewServer(t, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Location", "/orders/1")
+			c.write(w, c.status)
+			w.Header().Set("Location", "/late")
+			w.Header().Set("X-Late", "late")
+		})
+		first, _ := rs.mustPost(t, `"late-1"`, "{}")
+		<-rs.done
+		again, _ := rs.mustPost(t, `"late-1"`, "{}")
+		<-rs.done
+		if a, b := first.Header.Get("Location"), again.Header.Get("Location"); first.StatusCode != c.status || a != "/orders/1" || b != "/orders/1" {
+			t.Errorf("%s: %d, Location first %q, then %q: want /orders/1, as written with the status", c.name, first.StatusCode, a, b)
+		}
+		if first.Header.Get("X-Late") != "" {
+			t.Errorf("%s: X-Late, added after the status, was sent", c.name)
+		}
+	}
+}
+
+// Trailer fields (declared in the Trailer field, or named with
+// http.TrailerPrefix) set after the body reach the client of the first
+// response as trailers, not as header fields; a replay has none.
+func TestReviewLiveTrailers(t *testing.T) {
+	var runs atomic.Int32
 	rs := newReviewServer(t, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Location", "/orders/1")
+		runs.Add(1)
+		w.Header().Set("Trailer", "X-Sum")
 		w.WriteHeader(http.StatusCreated)
-		w.Header().Set("Location", "/late")
+		_, _ = io.WriteString(w, "body")
+		w.Header().Set("X-Sum", "abc")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "def")
 	})
-	first, _ := rs.mustPost(t, `"late-1"`, "{}")
+	first, b1 := rs.mustPost(t, `"trailer-1"`, "{}")
 	<-rs.done
-	again, _ := rs.mustPost(t, `"late-1"`, "{}")
-	if a, b := first.Header.Get("Location"), again.Header.Get("Location"); a != "/orders/1" || b != "/orders/1" {
-		t.Errorf("Location first %q, replayed %q: want /orders/1, as written with the status", a, b)
+	if first.StatusCode != http.StatusCreated || b1 != "body" || first.Trailer.Get("X-Sum") != "abc" || first.Trailer.Get("X-Late") != "def" || first.Header.Get("X-Sum") != "" {
+		t.Errorf("first: %d %q, header %v, trailer %v: want X-Sum and X-Late as trailers only", first.StatusCode, b1, first.Header, first.Trailer)
+	}
+	again, b2 := rs.mustPost(t, `"trailer-1"`, "{}")
+	<-rs.done
+	if again.Header.Get(httpidem.HeaderReplayed) != "true" || b2 != "body" || len(again.Trailer) != 0 || runs.Load() != 1 {
+		t.Errorf("replay: %v %q, trailer %v after %d runs: want the stored answer, without trailers", again.Header, b2, again.Trailer, runs.Load())
 	}
 }
