@@ -57,15 +57,22 @@ type shell struct {
 
 func (s *shell) run(ctx context.Context, line string) string {
 	s.t.Helper()
+	out, err := s.try(ctx, line)
+	if err != nil {
+		s.t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	return out
+}
+
+// try runs line as run does, and returns its failure rather than
+// failing the test.
+func (s *shell) try(ctx context.Context, line string) (string, error) {
 	script := "set -e\n. " + s.state + "\n" + line + "\nexport -p > " + s.state + "\n"
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = s.dir
 	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH")}
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		s.t.Fatalf("%s: %v\n%s", line, err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 // env is the environment the shell's lines have built so far.
@@ -200,10 +207,12 @@ func (s *shell) step(ctx context.Context, dir, line, want string, bound time.Dur
 			}
 		}
 	case want != "":
-		var got string
+		// A query of what a program started by an earlier line makes may
+		// run before that program has made it (its table, say): a failure
+		// counts as not yet, and the bound still fails the test.
 		testenv.Eventually(t, bound, line+" prints "+want, func() bool {
-			got = strings.TrimSpace(s.run(ctx, line))
-			return got == want
+			got, err := s.try(ctx, line)
+			return err == nil && strings.TrimSpace(got) == want
 		})
 	default:
 		s.run(ctx, line)
