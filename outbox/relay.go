@@ -29,7 +29,8 @@ import (
 // a lane go out one per Send call, in order, while the entries of
 // different lanes (and those with no OrderingKey) share each call. An
 // entry whose send fails for a reason of the moment is given back with a
-// backoff, and the entries of its lane behind it with it; an entry the
+// backoff (Store.Retry), and the entries of its lane behind it with it,
+// unsent (Store.Release: their own attempts are not counted); an entry the
 // destination refuses (ErrRefused) is marked Dead and never blocks those
 // behind it.
 //
