@@ -71,8 +71,13 @@ type Entry struct {
 	State State
 	// Lease fences the relay that holds the entry (from Store.Lease).
 	Lease Lease
-	// Attempts counts the sends that failed for a reason of the moment.
-	Attempts  int
+	// Attempts counts the sends that failed for a reason of the moment
+	// (Store.Retry); an entry given back unsent (Store.Release) keeps it.
+	Attempts int
+	// Releases counts the times a relay gave the entry back unsent
+	// (Store.Release): held back behind a failed entry of its lane, or
+	// left when the relay stopped.
+	Releases  int
 	LastError string
 	CreatedAt time.Time
 	// ExpiresAt is the relay's lease while Pending, the retention after.
@@ -81,9 +86,9 @@ type Entry struct {
 
 // Lease is a relay's hold on an entry, fenced as a record's lease is: a
 // mark with a lease no longer held is refused with ErrLeaseLost. Each
-// Store.Lease and each Store.Retry of an entry raises its Version by one,
-// so that a relay can tell an entry whose earlier lease ran out (a
-// takeover) from one given back to retry.
+// Store.Lease, Store.Retry and Store.Release of an entry raises its
+// Version by one, so that a relay can tell an entry whose earlier lease
+// ran out (a takeover) from one given back (Attempts plus Releases).
 type Lease struct {
 	ID      string
 	Owner   string
@@ -118,8 +123,13 @@ type Store interface {
 	// held.
 	Dispatched(ctx context.Context, leases []Lease, now, retainUntil time.Time) error
 	// Retry gives a leased entry back after a failure of the moment,
-	// counting the attempt: it can be leased again from retryAt.
+	// counting the attempt (Attempts): it can be leased again from
+	// retryAt.
 	Retry(ctx context.Context, lease Lease, reason string, now, retryAt time.Time) error
+	// Release gives a leased entry back unsent, with why (its LastError):
+	// it can be leased again from retryAt. It counts no attempt, only a
+	// release (Releases): the entry's own failures alone set its backoff.
+	Release(ctx context.Context, lease Lease, reason string, now, retryAt time.Time) error
 	// Dead marks a leased entry refused for good, with its reason, kept
 	// until retainUntil.
 	Dead(ctx context.Context, lease Lease, reason string, now, retainUntil time.Time) error

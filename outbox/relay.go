@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +29,8 @@ import (
 // a lane go out one per Send call, in order, while the entries of
 // different lanes (and those with no OrderingKey) share each call. An
 // entry whose send fails for a reason of the moment is given back with a
-// backoff, and the entries of its lane behind it with it; an entry the
+// backoff (Store.Retry), and the entries of its lane behind it with it,
+// unsent (Store.Release: their own attempts are not counted); an entry the
 // destination refuses (ErrRefused) is marked Dead and never blocks those
 // behind it.
 //
@@ -289,30 +289,31 @@ func (r *Relay) countTakeover(ctx context.Context, e *Entry) {
 }
 
 // lapsedLeases counts the earlier leases of a just-leased entry that ran
-// out rather than being given back. Each Lease and each Retry raises the
-// Version by one, and each Retry the Attempts: the leases before this one
-// are Version-1-Attempts, of which Attempts were given back.
+// out rather than being given back. Each Lease, Retry and Release raises
+// the Version by one, each Retry the Attempts and each Release the
+// Releases: the leases before this one are Version-1-Attempts-Releases,
+// of which Attempts+Releases were given back.
 func lapsedLeases(e *Entry) int64 {
-	return e.Lease.Version - 1 - 2*int64(e.Attempts)
+	return e.Lease.Version - 1 - 2*int64(e.Attempts+e.Releases)
 }
 
 // countRedispatch counts an entry about to be sent that may have been
-// sent before: an earlier send failed, or a relay whose lease ran out may
-// have sent it. An entry given back only because it waited behind a
-// failed one, or because the relay stopped (unsentReason), was not sent.
+// sent before: an earlier send failed (Attempts), or a relay whose lease
+// ran out may have sent it. An entry given back only because it waited
+// behind a failed one, or because the relay stopped, was released
+// unsent, which counts no attempt.
 func (r *Relay) countRedispatch(ctx context.Context, e *Entry) {
 	switch {
-	case e.Attempts > 0 && !strings.HasPrefix(e.LastError, unsentReason):
+	case e.Attempts > 0:
 		r.tel.redispatch.Add(ctx, 1, r.tel.retriedOpt)
 	case lapsedLeases(e) > 0:
 		r.tel.redispatch.Add(ctx, 1, r.tel.takenOvrOpt)
 	}
 }
 
-// The reasons of an entry given back unsent: with the failed entry ahead
-// of it in its lane (holdBackReason, then that entry's error), or because
-// the relay stopped. Each begins with unsentReason, which tells
-// countRedispatch it was not sent.
+// The reasons of an entry given back unsent (Store.Release): with the
+// failed entry ahead of it in its lane (holdBackReason, then that entry's
+// error), or because the relay stopped.
 const (
 	unsentReason   = "not sent: "
 	holdBackReason = unsentReason + "it waits behind an entry of its lane whose send failed: "
@@ -367,10 +368,13 @@ type pass struct {
 	dead       []deadMark
 }
 
+// retryMark gives an entry back: after its own failed send (Retry), or
+// unsent (Release), which counts no attempt.
 type retryMark struct {
 	e       *Entry
 	reason  string
 	retryAt time.Time
+	unsent  bool
 }
 
 type deadMark struct {
@@ -391,7 +395,9 @@ func (p *pass) send(ctx context.Context, entries []Entry) {
 		}
 		f, ok := failed[laneKey{e.Destination, e.OrderingKey}]
 		if ok {
-			p.retry = append(p.retry, retryMark{e, holdBackReason + f.reason, f.retryAt})
+			// Until the failed entry's retry: the lane's order holds,
+			// while this entry's own backoff starts at its own failures.
+			p.retry = append(p.retry, retryMark{e, holdBackReason + f.reason, f.retryAt, true})
 		}
 		return ok
 	}
@@ -429,7 +435,7 @@ func (p *pass) send(ctx context.Context, entries []Entry) {
 				if int(rank[i]) < r || int(rank[i]) == r && !inRound(at, i) || heldBack(&entries[i]) {
 					continue
 				}
-				p.retry = append(p.retry, retryMark{&entries[i], stoppedReason, now})
+				p.retry = append(p.retry, retryMark{&entries[i], stoppedReason, now, true})
 			}
 			return
 		}
@@ -449,7 +455,7 @@ func (p *pass) send(ctx context.Context, entries []Entry) {
 			case errors.Is(err, ErrRefused):
 				p.dead = append(p.dead, deadMark{e, err.Error()})
 			default:
-				m := retryMark{e, err.Error(), time.Now().Add(p.r.backoff(e.Attempts))}
+				m := retryMark{e, err.Error(), time.Now().Add(p.r.backoff(e.Attempts)), false}
 				p.retry = append(p.retry, m)
 				if e.OrderingKey != "" && int(rank[i]) < rounds-1 {
 					if failed == nil {
@@ -600,7 +606,11 @@ func (p *pass) mark(ctx context.Context) error {
 	}
 	retried := 0
 	for _, m := range p.retry {
-		if err := r.store.Retry(ctx, m.e.Lease, m.reason, now, m.retryAt); errors.Is(err, ErrLeaseLost) {
+		giveBack := r.store.Retry
+		if m.unsent {
+			giveBack = r.store.Release
+		}
+		if err := giveBack(ctx, m.e.Lease, m.reason, now, m.retryAt); errors.Is(err, ErrLeaseLost) {
 			lost++
 			continue
 		} else if err != nil {
@@ -623,7 +633,7 @@ func (p *pass) mark(ctx context.Context) error {
 // that fails for ever is seen without a line per try. An entry given
 // back unsent is not logged: the failing one ahead of it is.
 func (r *Relay) warnFailing(ctx context.Context, m retryMark) {
-	if strings.HasPrefix(m.reason, unsentReason) {
+	if m.unsent {
 		return
 	}
 	failures := m.e.Attempts + 1

@@ -61,11 +61,11 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	t.takenOvrOpt = metric.WithAttributeSet(attribute.NewSet(attrReason.String("takeover")))
 	var errs [6]error
 	t.sends, errs[0] = m.Int64Counter("onceq.outbox.sends", metric.WithDescription(
-		"Outbox entries a relay sent, by result: dispatched (the destination took it), retry (a failure of the moment; sent again later), dead (refused for good), lease_lost (sent or tried, but another relay had taken it over, so its mark was refused and it is sent again)."))
+		"Outbox entries a relay sent, by result: dispatched (the destination took it), retry (given back to be sent again: after a failure of the moment, or unsent, behind such a failure in its lane or when the relay stopped), dead (refused for good), lease_lost (sent or tried, but another relay had taken it over, so its mark was refused and it is sent again)."))
 	t.latency, errs[1] = m.Float64Histogram("onceq.outbox.dispatch.latency", metric.WithUnit("s"), metric.WithDescription(
 		"Time from an entry's commit, with its input's COMPLETED record, to its dispatch."))
 	t.redispatch, errs[2] = m.Int64Counter("onceq.outbox.redispatches", metric.WithDescription(
-		"Entries sent again, by reason: retry (an earlier send failed, or it waited behind one that did) or takeover (an earlier relay's lease on it ran out, so it may have been sent); an onceq consumer downstream absorbs the copy as a duplicate."))
+		"Entries sent again, by reason: retry (an earlier send of it failed) or takeover (an earlier relay's lease on it ran out, so it may have been sent); an onceq consumer downstream absorbs the copy as a duplicate."))
 	t.takeovers, errs[3] = m.Int64Counter("onceq.outbox.takeovers", metric.WithDescription(
 		"Entries a relay leased after another relay's lease on them ran out: that relay died or stalled past its lease TTL."))
 	t.backlog, errs[4] = m.Int64ObservableGauge("onceq.outbox.backlog", metric.WithDescription(

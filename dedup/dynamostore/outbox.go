@@ -50,6 +50,7 @@ const (
 	oOwner    = "owner"
 	oVersion  = "version"
 	oAttempts = "attempts"
+	oReleases = "releases" // absent until the first Release
 	oError    = "last_error"
 	oCreated  = "created_ms"
 	oLease    = "lease_ms" // lease or retry, Unix ms; 0: never leased
@@ -433,7 +434,7 @@ func (s *Store) outboxItems(key string, msgs []outbox.Message, now time.Time, wr
 
 // markReserve is room an entry keeps for what its marks add: a reason of
 // up to 1,024 bytes (dedup.StorableReason), a relay's owner token, and
-// numbers that grow (lease, version, attempts, expires_at).
+// numbers that grow (lease, version, attempts, releases, expires_at).
 const markReserve = 1024 + maxIdentifierLen + 64
 
 // entrySize is what DynamoDB counts of an entry's item against its 400
@@ -844,8 +845,19 @@ func (o *Outbox) Dispatched(ctx context.Context, leases []outbox.Lease, _, retai
 // on a new version with no owner, so that the lease given back fences
 // nothing.
 func (o *Outbox) Retry(ctx context.Context, l outbox.Lease, reason string, _, retryAt time.Time) error {
-	return o.mark(ctx, "retry", storeinstr.OpOutboxRetry, l, "SET #owner = :none, #version = :v1, #lease = :at, #err = :err ADD #attempts :one",
-		map[string]string{"#lease": oLease, "#err": oError, "#attempts": oAttempts},
+	return o.giveBack(ctx, "retry", storeinstr.OpOutboxRetry, oAttempts, l, reason, retryAt)
+}
+
+// Release implements outbox.Store as Retry does, counting a release
+// rather than an attempt.
+func (o *Outbox) Release(ctx context.Context, l outbox.Lease, reason string, _, retryAt time.Time) error {
+	return o.giveBack(ctx, "release", storeinstr.OpOutboxRelease, oReleases, l, reason, retryAt)
+}
+
+// giveBack is Retry or Release: it adds one to the counter count.
+func (o *Outbox) giveBack(ctx context.Context, op, instrOp, count string, l outbox.Lease, reason string, retryAt time.Time) error {
+	return o.mark(ctx, op, instrOp, l, "SET #owner = :none, #version = :v1, #lease = :at, #err = :err ADD #count :one",
+		map[string]string{"#lease": oLease, "#err": oError, "#count": count},
 		map[string]types.AttributeValue{":none": str(""), ":v1": num(l.Version + 1), ":at": num(retryAt.UnixMilli()),
 			":err": str(dedup.StorableReason(reason)), ":one": num(1)},
 		func(it map[string]types.AttributeValue) bool {
@@ -957,6 +969,9 @@ func decodeEntry(it map[string]types.AttributeValue) (outbox.Entry, error) {
 		Attempts: int(itemN(it, oAttempts)), LastError: itemS(it, oError),
 		CreatedAt: time.UnixMilli(itemN(it, oCreated)),
 	}
+	if _, ok := it[oReleases]; ok {
+		e.Releases = int(itemN(it, oReleases))
+	}
 	seq, _, _ := strings.Cut(itemS(it, oSK), "#")
 	e.Seq, _ = strconv.ParseInt(seq, 10, 64)
 	switch e.State {
@@ -973,7 +988,7 @@ func decodeEntry(it map[string]types.AttributeValue) (outbox.Entry, error) {
 	if e.Headers, err = outboxcodec.Decode(itemB(it, oHeaders)); err != nil {
 		return outbox.Entry{}, fmt.Errorf("dynamostore: outbox entry %s: %w", dedup.KeyHash(id), err)
 	}
-	if e.Lease.Version < 0 || e.Attempts < 0 {
+	if e.Lease.Version < 0 || e.Attempts < 0 || e.Releases < 0 {
 		return outbox.Entry{}, fmt.Errorf("dynamostore: outbox entry %s: a number missing", dedup.KeyHash(id))
 	}
 	return e, nil

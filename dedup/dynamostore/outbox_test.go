@@ -300,7 +300,10 @@ func TestOutboxEntryAtTheLimitCommitsAndIsMarked(t *testing.T) {
 	if err := ob.Retry(t.Context(), take(now), reason, now, now); err != nil {
 		t.Fatalf("Retry of the entry at the limit: %v", err)
 	}
-	if err := ob.Dead(t.Context(), take(now.Add(time.Second)), reason, now, now.Add(24*time.Hour)); err != nil {
+	if err := ob.Release(t.Context(), take(now.Add(time.Second)), reason, now, now); err != nil {
+		t.Fatalf("Release of the entry at the limit: %v", err)
+	}
+	if err := ob.Dead(t.Context(), take(now.Add(2*time.Second)), reason, now, now.Add(24*time.Hour)); err != nil {
 		t.Fatalf("Dead of the entry at the limit: %v", err)
 	}
 }

@@ -226,6 +226,15 @@ func (v *outboxView) Retry(_ context.Context, l outbox.Lease, reason string, _, 
 	})
 }
 
+// Release implements outbox.Store.
+func (v *outboxView) Release(_ context.Context, l outbox.Lease, reason string, _, retryAt time.Time) error {
+	return v.outbox.withLease(l, func(e *outbox.Entry) {
+		e.Lease = outbox.Lease{ID: e.ID, Version: e.Lease.Version + 1}
+		e.Releases++
+		e.LastError, e.ExpiresAt = dedup.StorableReason(reason), retryAt
+	})
+}
+
 // Dead implements outbox.Store.
 func (v *outboxView) Dead(_ context.Context, l outbox.Lease, reason string, _, retainUntil time.Time) error {
 	return v.outbox.withLease(l, func(e *outbox.Entry) {

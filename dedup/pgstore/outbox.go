@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,8 +93,9 @@ func fitName(base, suffix string) string {
 //	seq          bigint             -- from the table's sequence, rising per lane
 //	state        text               -- PENDING, DISPATCHED, DEAD
 //	owner        text               -- the relay's lease
-//	version      bigint             -- the fence, +1 per lease
-//	attempts     integer
+//	version      bigint             -- the fence, +1 per lease and per give-back
+//	attempts     integer            -- failed sends (Retry)
+//	releases     integer            -- give-backs unsent (Release)
 //	last_error   text
 //	body         bytea
 //	headers      bytea              -- names and values, length-prefixed
@@ -116,8 +118,10 @@ func createOutboxSQL(table string) string {
 	body bytea NOT NULL,
 	headers bytea NOT NULL,
 	created_at timestamptz NOT NULL,
-	expires_at timestamptz
+	expires_at timestamptz,
+	releases integer NOT NULL DEFAULT 0
 );
+ALTER TABLE ` + q + ` ADD COLUMN IF NOT EXISTS releases integer NOT NULL DEFAULT 0;
 CREATE SEQUENCE IF NOT EXISTS ` + quote(n.schema+n.outboxSeq) + ` INCREMENT BY ` + fmt.Sprint(seqBlock) + `;
 CREATE INDEX IF NOT EXISTS ` + quote(n.outboxPendingIdx) + ` ON ` + q + ` (seq) WHERE state = 'PENDING';
 CREATE INDEX IF NOT EXISTS ` + quote(n.outboxLaneIdx) + ` ON ` + q + ` (destination, ordering_key, seq) WHERE state = 'PENDING';
@@ -152,9 +156,9 @@ type Outbox struct {
 }
 
 type outboxStatements struct {
-	table, seq, channel                                                                   string
-	lockSQL, insertSQL, headsSQL, laneSQL, leaseSQL                                       string
-	dispatchedSQL, retrySQL, readSQL, deadSQL, entriesSQL, deleteSQL, checkSQL, listenSQL string
+	table, seq, channel                                                                               string
+	lockSQL, insertSQL, headsSQL, laneSQL, leaseSQL                                                   string
+	dispatchedSQL, retrySQL, releaseSQL, readSQL, deadSQL, entriesSQL, deleteSQL, checkSQL, listenSQL string
 }
 
 var _ outbox.Store = (*Outbox)(nil)
@@ -191,7 +195,7 @@ func (o *Outbox) sql(ctx context.Context, q querier) (*outboxStatements, error) 
 	return o.stmts.Load(), nil
 }
 
-const outboxCols = "entry_id, destination, ordering_key, seq, state, owner, version, attempts, last_error, body, headers, created_at, expires_at"
+const outboxCols = "entry_id, destination, ordering_key, seq, state, owner, version, attempts, last_error, body, headers, created_at, expires_at, releases"
 
 // free is an entry whose lease has ended (or that was never leased) at
 // the parameter's time.
@@ -215,12 +219,12 @@ func newOutboxStatements(q, seq string) *outboxStatements {
 		insertSQL: `WITH b AS (SELECT nextval($1::regclass) AS base),
 ins AS (
 	INSERT INTO ` + q + ` AS r (id, ` + outboxCols + `)
-	SELECT u.id, u.entry_id, u.destination, u.ordering_key, b.base + u.ord - 1, 'PENDING', '', 0, 0, '', u.body, u.headers, $8::timestamptz, NULL
+	SELECT u.id, u.entry_id, u.destination, u.ordering_key, b.base + u.ord - 1, 'PENDING', '', 0, 0, '', u.body, u.headers, $8::timestamptz, NULL, 0
 	FROM b, unnest($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::bytea[])
 		WITH ORDINALITY AS u(id, entry_id, destination, ordering_key, body, headers, ord)
 	ON CONFLICT (id) DO UPDATE SET entry_id = EXCLUDED.entry_id, destination = EXCLUDED.destination,
 		ordering_key = EXCLUDED.ordering_key, seq = EXCLUDED.seq, state = 'PENDING', owner = '', version = r.version + 1,
-		attempts = 0, last_error = '', body = EXCLUDED.body, headers = EXCLUDED.headers, created_at = EXCLUDED.created_at, expires_at = NULL
+		attempts = 0, releases = 0, last_error = '', body = EXCLUDED.body, headers = EXCLUDED.headers, created_at = EXCLUDED.created_at, expires_at = NULL
 )
 SELECT pg_notify($9, '')`,
 		// The first free Pending entry of each lane no other relay is
@@ -254,7 +258,7 @@ SELECT pg_notify($9, '')`,
 UPDATE ` + q + ` AS r SET owner = $4, version = r.version + 1, expires_at = $5
 	FROM pick WHERE r.id = pick.id
 	RETURNING r.entry_id, r.destination, r.ordering_key, r.seq, r.state, r.owner, r.version, r.attempts, r.last_error,
-		r.body, r.headers, r.created_at, r.expires_at`,
+		r.body, r.headers, r.created_at, r.expires_at, r.releases`,
 		// A retried call ($5) whose first attempt committed unseen finds
 		// its own mark, which it makes again.
 		dispatchedSQL: `WITH m AS (UPDATE ` + q + ` AS r SET state = 'DISPATCHED', expires_at = $4
@@ -263,6 +267,8 @@ UPDATE ` + q + ` AS r SET owner = $4, version = r.version + 1, expires_at = $5
 	RETURNING r.id)
 SELECT coalesce(array_agg(id), '{}') FROM m`,
 		retrySQL: `UPDATE ` + q + ` SET owner = '', version = version + 1, attempts = attempts + 1, last_error = $4, expires_at = $5
+	WHERE id = $1 AND state = 'PENDING' AND owner = $2 AND version = $3`,
+		releaseSQL: `UPDATE ` + q + ` SET owner = '', version = version + 1, releases = releases + 1, last_error = $4, expires_at = $5
 	WHERE id = $1 AND state = 'PENDING' AND owner = $2 AND version = $3`,
 		readSQL: `SELECT state, owner, version FROM ` + q + ` WHERE id = $1`,
 		deadSQL: `UPDATE ` + q + ` SET state = 'DEAD', last_error = $4, expires_at = $5
@@ -346,7 +352,7 @@ func scanEntry(row pgx.Row) (outbox.Entry, error) {
 		state                string
 		expires              *time.Time
 	)
-	err := row.Scan(&id, &dest, &okey, &e.Seq, &state, &e.Lease.Owner, &e.Lease.Version, &e.Attempts, &e.LastError, &e.Body, &hdrs, &e.CreatedAt, &expires)
+	err := row.Scan(&id, &dest, &okey, &e.Seq, &state, &e.Lease.Owner, &e.Lease.Version, &e.Attempts, &e.LastError, &e.Body, &hdrs, &e.CreatedAt, &expires, &e.Releases)
 	if err != nil {
 		return outbox.Entry{}, err
 	}
@@ -469,9 +475,21 @@ func (o *Outbox) Dispatched(ctx context.Context, leases []outbox.Lease, _, retai
 // Retry implements outbox.Store: the entry is leased again from retryAt,
 // on a new version, so that the lease given back fences nothing.
 func (o *Outbox) Retry(ctx context.Context, l outbox.Lease, reason string, _, retryAt time.Time) error {
-	const op = "outbox-retry"
-	n, retried, err := o.mark(ctx, op, storeinstr.OpOutboxRetry, func(st *outboxStatements, _ bool) (string, []any) {
-		return st.retrySQL, []any{rowID(l.ID), l.Owner, l.Version, dedup.StorableReason(reason), retryAt}
+	return o.giveBack(ctx, "outbox-retry", storeinstr.OpOutboxRetry, l, reason, retryAt, func(st *outboxStatements) string { return st.retrySQL })
+}
+
+// Release implements outbox.Store as Retry does, counting a release
+// rather than an attempt.
+func (o *Outbox) Release(ctx context.Context, l outbox.Lease, reason string, _, retryAt time.Time) error {
+	return o.giveBack(ctx, "outbox-release", storeinstr.OpOutboxRelease, l, reason, retryAt, func(st *outboxStatements) string { return st.releaseSQL })
+}
+
+// giveBack runs Retry's or Release's fenced UPDATE. A call retried after
+// a lost connection recognises the give-back its first attempt committed
+// unseen.
+func (o *Outbox) giveBack(ctx context.Context, op, instrOp string, l outbox.Lease, reason string, retryAt time.Time, sql func(*outboxStatements) string) error {
+	n, retried, err := o.mark(ctx, op, instrOp, func(st *outboxStatements, _ bool) (string, []any) {
+		return sql(st), []any{rowID(l.ID), l.Owner, l.Version, dedup.StorableReason(reason), retryAt}
 	})
 	if err != nil || n == 1 {
 		return err
@@ -481,7 +499,7 @@ func (o *Outbox) Retry(ctx context.Context, l outbox.Lease, reason string, _, re
 		// back, one version on, with no owner.
 		var state, owner string
 		var version int64
-		rerr := o.s.instr.Do(ctx, storeinstr.OpOutboxRetry, func(ctx context.Context, _ int) error {
+		rerr := o.s.instr.Do(ctx, instrOp, func(ctx context.Context, _ int) error {
 			st, err := o.sql(ctx, o.s.db)
 			if err != nil {
 				return o.wrap(op, err)
@@ -588,7 +606,12 @@ func (o *Outbox) Check(ctx context.Context) error {
 		}
 		var n int64
 		err = o.s.db.QueryRow(ctx, st.checkSQL, st.table, st.seq).Scan(&ok, &n)
-		if err != nil && classOf(err) == retry.Misconfigured {
+		var pe *pgconn.PgError
+		switch {
+		case errors.As(err, &pe) && pe.Code == "42703" && strings.Contains(pe.Message, `"releases"`):
+			err = fmt.Errorf("%w: the outbox table was made by an earlier onceq; run pgstore.CreateTable (or onceq create-table -store postgres) on it, "+
+				"or ALTER TABLE %s ADD COLUMN releases integer NOT NULL DEFAULT 0", err, st.table)
+		case err != nil && classOf(err) == retry.Misconfigured:
 			err = fmt.Errorf("%w (run pgstore.CreateTable, or onceq create-table -store postgres, to add the outbox table)", err)
 		}
 		return o.wrap("check", err)

@@ -205,9 +205,10 @@ func TestOutboxMarksSettleOnRetry(t *testing.T) {
 	ctx := testCtx(t)
 	now := time.Now()
 	sendOnward(t, s, "k", now, outbox.Message{Destination: "q", OrderingKey: "a", Body: []byte("1")},
-		outbox.Message{Destination: "q", OrderingKey: "b", Body: []byte("2")}, outbox.Message{Destination: "q", OrderingKey: "c", Body: []byte("3")})
+		outbox.Message{Destination: "q", OrderingKey: "b", Body: []byte("2")}, outbox.Message{Destination: "q", OrderingKey: "c", Body: []byte("3")},
+		outbox.Message{Destination: "q", OrderingKey: "d", Body: []byte("4")})
 	es, err := ob.Lease(ctx, outbox.LeaseRequest{Owner: "r", Now: now, LeaseUntil: now.Add(time.Minute), Max: 10})
-	if err != nil || len(es) != 3 {
+	if err != nil || len(es) != 4 {
 		t.Fatalf("Lease: %d entries, %v", len(es), err)
 	}
 	// Each statement once, so that the lost write is the mark itself,
@@ -215,11 +216,13 @@ func TestOutboxMarksSettleOnRetry(t *testing.T) {
 	bogus := outbox.Lease{ID: "none", Owner: "r", Version: 1}
 	_ = ob.Dispatched(ctx, []outbox.Lease{bogus}, now, now)
 	_ = ob.Retry(ctx, bogus, "x", now, now)
+	_ = ob.Release(ctx, bogus, "x", now, now)
 	_ = ob.Dead(ctx, bogus, "x", now, now)
 	for name, mark := range map[string]func() error{
 		"Dispatched": func() error { return ob.Dispatched(ctx, []outbox.Lease{es[0].Lease}, now, now.Add(time.Hour)) },
 		"Retry":      func() error { return ob.Retry(ctx, es[1].Lease, "timeout", now, now.Add(time.Second)) },
 		"Dead":       func() error { return ob.Dead(ctx, es[2].Lease, "refused", now, now.Add(time.Hour)) },
+		"Release":    func() error { return ob.Release(ctx, es[3].Lease, "not sent", now, now.Add(time.Second)) },
 	} {
 		proxy.LoseReplyNext(1)
 		if err := mark(); err != nil {
@@ -234,12 +237,13 @@ func TestOutboxMarksSettleOnRetry(t *testing.T) {
 	for _, e := range all {
 		got[e.OrderingKey] = e
 	}
-	if got["a"].State != outbox.Dispatched || got["b"].State != outbox.Pending || got["b"].Attempts != 1 || got["c"].State != outbox.Dead {
-		t.Fatalf("entries %+v: want a dispatched, b given back once, c dead", all)
+	if got["a"].State != outbox.Dispatched || got["b"].State != outbox.Pending || got["b"].Attempts != 1 || got["c"].State != outbox.Dead ||
+		got["d"].State != outbox.Pending || got["d"].Releases != 1 || got["d"].Attempts != 0 {
+		t.Fatalf("entries %+v: want a dispatched, b given back once, c dead, d released once", all)
 	}
 	hooks.mu.Lock()
 	defer hooks.mu.Unlock()
-	for _, op := range []string{storeinstr.OpOutboxLease, storeinstr.OpOutboxDispatched, storeinstr.OpOutboxRetry, storeinstr.OpOutboxDead, storeinstr.OpOutboxEntries} {
+	for _, op := range []string{storeinstr.OpOutboxLease, storeinstr.OpOutboxDispatched, storeinstr.OpOutboxRetry, storeinstr.OpOutboxRelease, storeinstr.OpOutboxDead, storeinstr.OpOutboxEntries} {
 		if !slices.Contains(hooks.ops, op) {
 			t.Fatalf("the hooks saw %v, not %s", hooks.ops, op)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
+	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -54,5 +55,45 @@ func TestTableWithoutTakeoversUpgraded(t *testing.T) {
 	}
 	if err := pgstore.CreateTable(ctx, p, name); err != nil {
 		t.Fatalf("CreateTable again: %v", err)
+	}
+}
+
+// An outbox table made by an earlier version lacks the releases column:
+// the outbox's Check refuses it as a configuration fault that says what
+// to run, and CreateTable run again adds the column, the entries already
+// there read and leased with no release counted.
+func TestOutboxWithoutReleasesUpgraded(t *testing.T) {
+	p := pool(t)
+	ctx := testCtx(t)
+	table := recordsTable(t, p)
+	ob := pgstore.OutboxTable(table)
+	t.Cleanup(func() {
+		_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+ob+"; DROP SEQUENCE IF EXISTS "+pgstore.OutboxSequence(table))
+	})
+	s := newStore(t, p, table)
+	now := time.Now().Truncate(time.Second)
+	sendOnward(t, s, "old", now, outbox.Message{Destination: "q", Body: []byte("1")})
+	// The layout CreateTable made before releases were counted.
+	if _, err := p.Exec(ctx, "ALTER TABLE "+ob+" DROP COLUMN releases"); err != nil {
+		t.Fatal(err)
+	}
+	o := s.Outbox().(*pgstore.Outbox)
+	err := o.Check(ctx)
+	if err == nil || retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), "ADD COLUMN releases") ||
+		!strings.Contains(err.Error(), "CreateTable") || !strings.Contains(err.Error(), ob) {
+		t.Fatalf("Check of an outbox table without releases: %v (class %v), want Misconfigured naming the table and the fix", err, retry.Classify(err))
+	}
+	if err := pgstore.CreateTable(ctx, p, table); err != nil {
+		t.Fatalf("CreateTable over the earlier outbox table: %v", err)
+	}
+	if err := o.Check(ctx); err != nil {
+		t.Fatalf("Check after CreateTable: %v", err)
+	}
+	got, err := o.Lease(ctx, outbox.LeaseRequest{Owner: "r", Now: now, LeaseUntil: now.Add(time.Minute), Max: 10})
+	if err != nil || len(got) != 1 || got[0].ID != outbox.ID("old", 0) || got[0].Releases != 0 || got[0].Attempts != 0 {
+		t.Fatalf("earlier entry leased after the upgrade: %+v, %v", got, err)
+	}
+	if err := o.Release(ctx, got[0].Lease, "not sent", now, now); err != nil {
+		t.Fatalf("Release after the upgrade: %v", err)
 	}
 }

@@ -65,6 +65,7 @@ const (
 	OpOutboxLease      = "outbox_lease"
 	OpOutboxDispatched = "outbox_dispatched"
 	OpOutboxRetry      = "outbox_retry"
+	OpOutboxRelease    = "outbox_release"
 	OpOutboxDead       = "outbox_dead"
 	OpOutboxEntries    = "outbox_entries"
 )

@@ -66,6 +66,7 @@ func (s *suite) outboxCases(t *testing.T, st dedup.Store) {
 		{"LaneOrderFollowsCommitsNotClocks", s.outboxLaneOrderAcrossClocks},
 		{"DeadNeverBlocks", s.outboxDeadNeverBlocks},
 		{"LostLeaseMarksRefused", s.outboxLostLease},
+		{"GiveBackKeepsAttempts", s.outboxGiveBackKeepsAttempts},
 		{"MarksKeptUntilRetention", s.outboxRetention},
 		{"EntriesLists", s.outboxEntries},
 		{"MissingTableStopsRelay", s.outboxMissingTable},
@@ -527,6 +528,7 @@ func (s *suite) outboxLostLease(t *testing.T, st dedup.Store, ob outbox.Store) {
 	for name, mark := range map[string]func() error{
 		"Dispatched": func() error { return ob.Dispatched(ctx(t), leases(old...), at(11), at(3600)) },
 		"Retry":      func() error { return ob.Retry(ctx(t), old[0].Lease, "x", at(11), at(12)) },
+		"Release":    func() error { return ob.Release(ctx(t), old[0].Lease, "x", at(11), at(12)) },
 		"Dead":       func() error { return ob.Dead(ctx(t), old[0].Lease, "x", at(11), at(3600)) },
 	} {
 		if err := mark(); !errors.Is(err, outbox.ErrLeaseLost) {
@@ -565,6 +567,53 @@ func (s *suite) outboxLostLease(t *testing.T, st dedup.Store, ob outbox.Store) {
 		t.Fatalf("Dispatched with the relay's own older lease: %v, want outbox.ErrLeaseLost", err)
 	}
 	if err := ob.Dispatched(ctx(t), leases(again...), at(22), at(3600)); err != nil {
+		t.Fatalf("Dispatched: %v", err)
+	}
+}
+
+// outboxGiveBackKeepsAttempts: Release gives an entry back unsent, as a
+// relay does with one held back behind a failed entry of its lane: it
+// waits until its retry time, as one given back by Retry, on a new
+// version (the lease given back fences nothing), with its reason, but
+// counts a release rather than a failed attempt, so that its own first
+// failure gets the first backoff.
+func (s *suite) outboxGiveBackKeepsAttempts(t *testing.T, st dedup.Store, ob outbox.Store) {
+	dest := destination(t)
+	k := send(t, st, 1, msg(dest, "A", "a1"), msg(dest, "A", "a2"))
+	first := lease(t, ob, dest, "r1", 1, 100)
+	sameIDs(t, "r1's lease", first, outbox.ID(k, 0), outbox.ID(k, 1))
+	if err := ob.Retry(ctx(t), first[0].Lease, "throttled", at(2), at(20)); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	if err := ob.Release(ctx(t), first[1].Lease, "not sent: waits behind a1", at(2), at(20)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	for name, mark := range map[string]func() error{
+		"Dispatched": func() error { return ob.Dispatched(ctx(t), leases(first[1]), at(3), at(3600)) },
+		"Release":    func() error { return ob.Release(ctx(t), first[1].Lease, "x", at(3), at(4)) },
+		"Dead":       func() error { return ob.Dead(ctx(t), first[1].Lease, "x", at(3), at(3600)) },
+	} {
+		if err := mark(); !errors.Is(err, outbox.ErrLeaseLost) {
+			t.Fatalf("%s with a lease given back by Release: %v, want outbox.ErrLeaseLost", name, err)
+		}
+	}
+	listed := byID(entries(t, ob, dest, outbox.Pending))
+	if e := listed[outbox.ID(k, 1)]; e.Attempts != 0 || e.Releases != 1 || e.LastError != "not sent: waits behind a1" {
+		t.Fatalf("the released entry is listed as %+v, want no attempt, one release, its reason", e)
+	}
+	if got := lease(t, ob, dest, "r2", 10, 100); len(got) != 0 {
+		t.Fatalf("leased %q before the retry time of both: want none", entryIDs(got))
+	}
+	got := lease(t, ob, dest, "r2", 21, 100)
+	sameIDs(t, "the lease after the retry time", got, outbox.ID(k, 0), outbox.ID(k, 1))
+	for i, want := range []struct{ attempts, releases int }{{1, 0}, {0, 1}} {
+		e := got[i]
+		if e.Attempts != want.attempts || e.Releases != want.releases || e.Lease.Version != first[i].Lease.Version+2 {
+			t.Fatalf("entry %d leased again as attempts %d, releases %d, version %d; want %d, %d, %d (one lease and one give-back on)",
+				i, e.Attempts, e.Releases, e.Lease.Version, want.attempts, want.releases, first[i].Lease.Version+2)
+		}
+	}
+	if err := ob.Dispatched(ctx(t), leases(got...), at(22), at(3600)); err != nil {
 		t.Fatalf("Dispatched: %v", err)
 	}
 }
