@@ -19,7 +19,6 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
@@ -115,7 +114,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case *since <= 0 || *shards < 1 || *shards > 1000 || *limit < 1:
 		return usageErr("-since and -limit must be positive, -shards 1 to 1000")
 	case listing:
-		return listTenant(ctx, stdout, stderr, *table, *tenantName, *since, *shards, *limit, *response)
+		return listTenant(ctx, stdout, stderr, sf, *table, *tenantName, *since, *shards, *limit, *response)
 	case set["key-hash"] && kafka:
 		return usageErr("-key-hash and -kafka-* flags each name a record: give one")
 	case (set["key-hash"] || kafka) && fs.NArg() > 0:
@@ -178,43 +177,30 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		*tenant = true
 	}
 
-	if sf.store != storeDynamo {
-		q := inspectQuery{table: *table, key: key, scanLimit: *scanLimit, response: *response, raw: *raw, kafka: kafka}
-		if set["key-hash"] {
-			q.keyHash = *keyHash
-		}
-		if sf.store == storePostgres {
-			return inspectPostgres(ctx, sf, q, stdout, stderr)
-		}
-		return inspectRedis(ctx, sf, q, stdout, stderr)
-	}
-	client, err := dynamoClient(ctx)
+	ins, err := openInspector(ctx, sf, inspectAt{table: *table, tenant: *tenant, shards: *shards})
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
-	var opts []dynamostore.Option
-	if *shards > 1 {
-		// Where the record lives: its partition key's shard.
-		opts = append(opts, dynamostore.TenantLayout(), dynamostore.TenantShards(*shards))
-	}
-	store, err := openStore(client, *table, *tenant, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-		return 1
-	}
+	defer ins.close()
 	var recs []dedup.Record
 	if set["key-hash"] {
-		var code int
-		if recs, code = findKeyHash(ctx, store, *keyHash, *scanLimit, stderr); code != 0 {
+		res, err := ins.FindKeyHash(ctx, *keyHash, *scanLimit)
+		if err != nil {
+			fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
+			return 1
+		}
+		if code := ins.printSearch(stderr, res, *keyHash, *scanLimit); code != 0 {
 			return code
 		}
+		recs = res.Records
 	} else {
-		rec, err := store.Get(ctx, key)
+		rec, err := ins.Get(ctx, key)
 		if errors.Is(err, dedup.ErrNotFound) {
-			fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in table %s\n", key, *table)
-			if *tenant && *shards == 1 {
-				fmt.Fprintln(stderr, "onceq inspect: a store with TenantShards(n) keeps a tenant's record on partition key <tenant>#<shard>: give -shards n (or find it with -key-hash)")
+			// The key is the operator's own, given on the command line.
+			fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in %s\n", key, ins.where)
+			if ins.notFound != "" {
+				fmt.Fprintln(stderr, ins.notFound)
 			}
 			if kafka {
 				fmt.Fprintln(stderr, "onceq inspect: topic, record key and value must be the record's byte for byte: a trailing newline counts")
@@ -227,58 +213,39 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		recs = []dedup.Record{rec}
 	}
-	if *response {
-		if len(recs) > 1 {
-			fmt.Fprintf(stderr, "onceq inspect: -response: %d records match; their responses would run together\n", len(recs))
-			return 1
+	for i := range recs {
+		if recs[i].Key == "" {
+			recs[i].Key = "(not stored: " + ins.noKey + ", key_hash " + *keyHash + ")"
 		}
-		printResponse(stdout, stderr, recs[0], *raw)
-		return 0
 	}
-	for i, r := range recs {
-		if i > 0 {
-			fmt.Fprintln(stdout)
-		}
-		printRecord(stdout, r, time.Now())
-	}
-	return 0
+	return printRecords(stdout, stderr, *response, *raw, recs)
 }
 
 // listTenant prints the records tenant created within since.
-func listTenant(ctx context.Context, stdout, stderr io.Writer, table, tenant string, since time.Duration, shards, limit int, response bool) int {
+func listTenant(ctx context.Context, stdout, stderr io.Writer, sf *storeFlags, table, tenant string, since time.Duration, shards, limit int, response bool) int {
 	if response {
 		fmt.Fprintln(stderr, "onceq inspect: -response goes with one record, not -tenant")
 		return 2
 	}
-	client, err := dynamoClient(ctx)
+	ins, err := openInspector(ctx, sf, inspectAt{table: table, tenant: true, shards: shards, listing: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
-	store, err := dynamostore.New(client, dynamostore.WithTable(table), dynamostore.TenantLayout(), dynamostore.TenantShards(shards))
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-		return 1
-	}
-	// A Query of a default-layout table by "tenant" reads the one record
-	// whose whole key is the tenant: none, said as "0 records".
-	if err := tenantTable(ctx, client, table); err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: -tenant: %s\n", field(err.Error()))
-		return 1
-	}
+	defer ins.close()
 	now := time.Now()
 	// One more than the limit tells whether the listing was cut.
-	recs, err := store.TenantRecords(ctx, tenant, now.Add(-since), limit+1)
+	recs, err := ins.List(ctx, dedup.ListFilter{Tenant: tenant, Since: now.Add(-since), Limit: limit + 1})
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	if len(recs) > limit {
 		recs = recs[:limit]
-		fmt.Fprintf(stderr, "tenant %q: the first %d records created in the last %v in table %s, and more (-limit %d): raise -limit to list them all (a Query of %d partition keys)\n",
-			tenant, len(recs), since, table, limit, shards)
+		fmt.Fprintf(stderr, "tenant %q: the first %d records created in the last %v in %s, and more (-limit %d): raise -limit to list them all%s\n",
+			tenant, len(recs), since, ins.where, limit, ins.listCost)
 	} else {
-		fmt.Fprintf(stderr, "tenant %q: %d records created in the last %v in table %s (a Query of %d partition keys)\n", tenant, len(recs), since, table, shards)
+		fmt.Fprintf(stderr, "tenant %q: %d records created in the last %v in %s%s\n", tenant, len(recs), since, ins.where, ins.listCost)
 	}
 	for i, r := range recs {
 		if i > 0 {
@@ -307,43 +274,6 @@ func tenantTable(ctx context.Context, client *ddb.Client, table string) error {
 		}
 	}
 	return fmt.Errorf("table %s is not in the tenant layout (it has no sort key; made without -tenant-layout): its records cannot be listed by tenant", table)
-}
-
-// findKeyHash scans for the records of a key hash and tells the operator
-// what the scan read; a non-zero code ends the command.
-func findKeyHash(ctx context.Context, store *dynamostore.Store, hash string, limit int, stderr io.Writer) ([]dedup.Record, int) {
-	res, err := store.FindKeyHash(ctx, hash, limit)
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-		return nil, 1
-	}
-	cost := fmt.Sprintf("%s read units", units(res.ReadUnits))
-	if len(res.Records) > 0 {
-		found := "a record"
-		if len(res.Records) > 1 {
-			found = fmt.Sprintf("%d records", len(res.Records))
-		}
-		fmt.Fprintf(stderr, "key_hash %s: %s in table %s, found by scanning %s (%s, the record's read included)\n",
-			hash, found, store.Table(), items(res.Scanned), cost)
-		return res.Records, 0
-	}
-	if res.Exhausted {
-		fmt.Fprintf(stderr, "onceq inspect: no record with key_hash %s in table %s: scanned all %s (%s)\n", hash, store.Table(), items(res.Scanned), cost)
-	} else {
-		fmt.Fprintf(stderr, "onceq inspect: key_hash %s not found within %s of table %s (-scan-limit %d; %s), which may hold more: raise -scan-limit to read further, at a cost in read capacity for every item read\n",
-			hash, items(res.Scanned), store.Table(), limit, cost)
-	}
-	if res.Unmatchable > 0 {
-		fmt.Fprintf(stderr, "onceq inspect: %d of the items read store their key as a hash (\"sha256:\": too long or not UTF-8), which -key-hash cannot match; look those up by KEY\n", res.Unmatchable)
-	}
-	return nil, 1
-}
-
-func items(n int) string {
-	if n == 1 {
-		return "1 item"
-	}
-	return fmt.Sprintf("%d items", n)
 }
 
 func units(u float64) string {
