@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"      a Query of the tenant's partition key(s), never a Scan; it reads every record of the tenant.",
 		"      A table of the default layout is an error; a listing cut at -limit says so",
 		"      (DynamoDB's tenant layout only)",
+		"  -status PENDING|COMPLETED|FAILED|DEAD_LETTER [-tenant T] [-since 1h] [-limit 100]",
+		"      the records in that status created since then (DEAD_LETTER: the dead letters kept in the store):",
+		"      PostgreSQL selects them; DynamoDB Scans the table (read capacity for every item read), or with",
+		"      -tenant Queries the tenant's partition keys; Redis SCANs the names under the prefix",
 		"  -outbox DEAD|PENDING|DISPATCHED [-limit 100]",
 		"      the outbox entries in that state (-store postgres or dynamodb): DEAD lists what a destination",
 		"      refused for good, with the reason",
@@ -70,9 +75,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"-key-hash reads at most this many items; a scan costs read capacity for every item read\n"+
 			"(about 0.5 unit per 4 KB of items read), and no writes")
 	tenantName := fs.String("tenant", "", "list this tenant's records; with a KEY, the key of this tenant (tenant layout)")
-	since := fs.Duration("since", time.Hour, "with -tenant: records created within this long")
+	since := fs.Duration("since", time.Hour, "with -tenant or -status: records created within this long")
 	shards := fs.Int("shards", 1, "tenant layout: the store's TenantShards (n of dynamostore.TenantShards)")
-	limit := fs.Int("limit", 100, "with -tenant and no KEY: list at most this many records")
+	limit := fs.Int("limit", 100, "with -tenant and no KEY, or -status: list at most this many records")
+	status := fs.String("status", "", "list the records in this status (PENDING, COMPLETED, FAILED, DEAD_LETTER), up to -limit")
 	var k kafkaRecord
 	fs.StringVar(&k.topic, "kafka-topic", "", "the Kafka record's topic")
 	fs.StringVar(&k.key, "kafka-key", "", "the Kafka record's key (none: leave out)")
@@ -95,11 +101,12 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	// -tenant with a KEY (or -kafka-*) names that tenant's key; without,
 	// it lists the tenant's records.
-	listing := set["tenant"] && fs.NArg() == 0 && !kafka
+	tenantListing := set["tenant"] && fs.NArg() == 0 && !kafka
+	listing := tenantListing || set["status"]
 	switch {
 	case sf.problem(fs) != "":
 		return usageErr("%s", sf.problem(fs))
-	case sf.store != storeDynamo && (listing || set["tenant-layout"] || set["shards"]):
+	case sf.store != storeDynamo && (tenantListing || set["tenant-layout"] || set["shards"]):
 		return usageErr("-tenant-layout, -shards and -tenant without KEY (a listing) are DynamoDB's: give KEY or -key-hash")
 	case sf.store == storeRedis && *table != "":
 		return usageErr("Redis has no table: its records are keys under -redis-prefix")
@@ -108,13 +115,21 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case set["tenant"] && (set["key-hash"] || *stored || (listing && set["namespace"])):
 		return usageErr("-tenant lists a tenant's records, or with KEY names that tenant's key: give no -key-hash, -stored-key (the stored key has its tenant), or -namespace without KEY")
 	case (set["since"] || set["limit"]) && !listing:
-		return usageErr("-since and -limit go with -tenant and no KEY (a listing) only")
-	case set["shards"] && !listing && !*tenant && !set["tenant"]:
+		return usageErr("-since and -limit go with -tenant and no KEY (a listing), or -status, only")
+	case set["status"] && (fs.NArg() > 0 || kafka || set["key-hash"] || *stored):
+		return usageErr("-status lists records: give no KEY, -key-hash, -kafka-* or -stored-key")
+	case set["status"] && !slices.Contains([]dedup.Status{dedup.StatusPending, dedup.StatusCompleted, dedup.StatusFailed, dedup.StatusDeadLetter}, dedup.Status(strings.ToUpper(*status))):
+		return usageErr("-status %q: want PENDING, COMPLETED, FAILED or DEAD_LETTER", *status)
+	case set["shards"] && !tenantListing && !*tenant && !set["tenant"]:
 		return usageErr("-shards goes with the tenant layout (-tenant-layout or -tenant) only")
 	case *since <= 0 || *shards < 1 || *shards > 1000 || *limit < 1:
 		return usageErr("-since and -limit must be positive, -shards 1 to 1000")
 	case listing:
-		return listTenant(ctx, stdout, stderr, sf, *table, *tenantName, *since, *shards, *limit, *response)
+		f := dedup.ListFilter{Status: dedup.Status(strings.ToUpper(*status)), Limit: *limit}
+		if tenantListing {
+			f.Tenant = *tenantName
+		}
+		return listRecords(ctx, stdout, stderr, sf, *table, f, *since, *shards, *response)
 	case set["key-hash"] && kafka:
 		return usageErr("-key-hash and -kafka-* flags each name a record: give one")
 	case (set["key-hash"] || kafka) && fs.NArg() > 0:
@@ -221,35 +236,50 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return printRecords(stdout, stderr, *response, *raw, recs)
 }
 
-// listTenant prints the records tenant created within since.
-func listTenant(ctx context.Context, stdout, stderr io.Writer, sf *storeFlags, table, tenant string, since time.Duration, shards, limit int, response bool) int {
+// listRecords prints the records f selects created within since, up to
+// f.Limit.
+func listRecords(ctx context.Context, stdout, stderr io.Writer, sf *storeFlags, table string, f dedup.ListFilter, since time.Duration, shards int, response bool) int {
+	byTenant := f.Tenant != ""
 	if response {
-		fmt.Fprintln(stderr, "onceq inspect: -response goes with one record, not -tenant")
+		fmt.Fprintf(stderr, "onceq inspect: -response goes with one record, not %s\n", map[bool]string{true: "-tenant", false: "-status"}[byTenant])
 		return 2
 	}
-	ins, err := openInspector(ctx, sf, inspectAt{table: table, tenant: true, shards: shards, listing: true})
+	ins, err := openInspector(ctx, sf, inspectAt{table: table, tenant: byTenant, shards: shards, listing: byTenant})
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
 	defer ins.close()
 	now := time.Now()
+	limit := f.Limit
 	// One more than the limit tells whether the listing was cut.
-	recs, err := ins.List(ctx, dedup.ListFilter{Tenant: tenant, Since: now.Add(-since), Limit: limit + 1})
+	f.Since, f.Limit = now.Add(-since), limit+1
+	recs, err := ins.List(ctx, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
+	// What was listed, and what it read: a tenant's listing is a Query.
+	what, cost := fmt.Sprintf("tenant %q", f.Tenant), ins.listCost
+	switch {
+	case !byTenant:
+		what, cost = "status "+string(f.Status), ""
+	case f.Status != "":
+		what += ", status " + string(f.Status)
+	}
 	if len(recs) > limit {
 		recs = recs[:limit]
-		fmt.Fprintf(stderr, "tenant %q: the first %d records created in the last %v in %s, and more (-limit %d): raise -limit to list them all%s\n",
-			tenant, len(recs), since, ins.where, limit, ins.listCost)
+		fmt.Fprintf(stderr, "%s: the first %d records created in the last %v in %s, and more (-limit %d): raise -limit to list them all%s\n",
+			what, len(recs), since, ins.where, limit, cost)
 	} else {
-		fmt.Fprintf(stderr, "tenant %q: %d records created in the last %v in %s%s\n", tenant, len(recs), since, ins.where, ins.listCost)
+		fmt.Fprintf(stderr, "%s: %d records created in the last %v in %s%s\n", what, len(recs), since, ins.where, cost)
 	}
 	for i, r := range recs {
 		if i > 0 {
 			fmt.Fprintln(stdout)
+		}
+		if r.Key == "" {
+			r.Key = "(not stored: " + ins.noKey + ")"
 		}
 		printRecord(stdout, r, now)
 	}
