@@ -146,20 +146,56 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("exactly one KEY is required (flags go before it), or -key-hash, or -kafka-*")
 	}
 
-	var key string // the stored key, unless found by its hash
-	switch {
-	case set["key-hash"]:
-		*keyHash = strings.ToLower(strings.TrimSpace(*keyHash))
-		if len(*keyHash) != len(dedup.KeyHash("k")) || strings.Trim(*keyHash, "0123456789abcdef") != "" {
-			return usageErr("-key-hash %q: a key_hash is 12 hex digits, as logs print it", *keyHash)
+	q := lookup{scanLimit: *scanLimit, kafka: kafka, response: *response, raw: *raw}
+	if set["key-hash"] {
+		q.keyHash = strings.ToLower(strings.TrimSpace(*keyHash))
+		if len(q.keyHash) != len(dedup.KeyHash("k")) || strings.Trim(q.keyHash, "0123456789abcdef") != "" {
+			return usageErr("-key-hash %q: a key_hash is 12 hex digits, as logs print it", q.keyHash)
 		}
 		if *scanLimit < 1 {
 			return usageErr("-scan-limit must be at least 1")
 		}
-	case kafka:
+	} else {
+		var tenantOf *string
+		if set["tenant"] {
+			tenantOf, *tenant = tenantName, true
+		}
+		var code int
+		if q.key, code = recordKey(fs, k, kafka, *ns, *stored, tenantOf, stderr); code != 0 {
+			return code
+		}
+	}
+	ins, err := openInspector(ctx, sf, inspectAt{table: *table, tenant: *tenant, shards: *shards})
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
+		return 1
+	}
+	defer ins.close()
+	return ins.find(ctx, q, stdout, stderr)
+}
+
+// lookup is the record inspect looks for: by its stored key, or by
+// keyHash, reading at most scanLimit.
+type lookup struct {
+	key, keyHash  string
+	scanLimit     int
+	kafka         bool // the key is a Kafka record's
+	response, raw bool
+}
+
+// recordKey is the stored key of the record the operator names: KEY
+// (as it is with -stored-key), or a Kafka record's; of *tenant when not
+// nil. A non-zero code ends the command.
+func recordKey(fs *flag.FlagSet, k kafkaRecord, kafka bool, ns string, stored bool, tenant *string, stderr io.Writer) (string, int) {
+	usageErr := func(format string, a ...any) (string, int) {
+		fmt.Fprintf(stderr, "onceq inspect: "+format+"\n", a...)
+		return "", 2
+	}
+	var key string
+	if kafka {
 		fp, code := k.fingerprint(stderr)
 		if code != 0 {
-			return code
+			return "", code
 		}
 		// Without a header the fingerprint is derived from the record, and
 		// stored as a derived key.
@@ -168,13 +204,13 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			keyOf = dedup.DerivedKey
 		}
 		var err error
-		if key, err = keyOf(*ns, fp); err != nil {
+		if key, err = keyOf(ns, fp); err != nil {
 			return usageErr("%s", field(err.Error()))
 		}
-	default:
+	} else {
 		key = fs.Arg(0)
-		if !*stored {
-			k, err := dedup.Key(*ns, key)
+		if !stored {
+			k, err := dedup.Key(ns, key)
 			if err != nil {
 				return usageErr("key %q: %v", key, err)
 			}
@@ -183,41 +219,37 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return usageErr("KEY must not be empty")
 		}
 	}
-
-	if set["tenant"] {
+	if tenant != nil {
 		var err error
-		if key, err = dedup.TenantKey(*tenantName, key); err != nil {
-			return usageErr("-tenant %q: %v", *tenantName, err)
+		if key, err = dedup.TenantKey(*tenant, key); err != nil {
+			return usageErr("-tenant %q: %v", *tenant, err)
 		}
-		*tenant = true
 	}
+	return key, 0
+}
 
-	ins, err := openInspector(ctx, sf, inspectAt{table: *table, tenant: *tenant, shards: *shards})
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-		return 1
-	}
-	defer ins.close()
+// find prints the record q names, or says why there is none.
+func (ins *inspected) find(ctx context.Context, q lookup, stdout, stderr io.Writer) int {
 	var recs []dedup.Record
-	if set["key-hash"] {
-		res, err := ins.FindKeyHash(ctx, *keyHash, *scanLimit)
+	if q.keyHash != "" {
+		res, err := ins.FindKeyHash(ctx, q.keyHash, q.scanLimit)
 		if err != nil {
 			fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 			return 1
 		}
-		if code := ins.printSearch(stderr, res, *keyHash, *scanLimit); code != 0 {
+		if code := ins.printSearch(stderr, res, q.keyHash, q.scanLimit); code != 0 {
 			return code
 		}
 		recs = res.Records
 	} else {
-		rec, err := ins.Get(ctx, key)
+		rec, err := ins.Get(ctx, q.key)
 		if errors.Is(err, dedup.ErrNotFound) {
 			// The key is the operator's own, given on the command line.
-			fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in %s\n", key, ins.where)
+			fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in %s\n", q.key, ins.where)
 			if ins.notFound != "" {
 				fmt.Fprintln(stderr, ins.notFound)
 			}
-			if kafka {
+			if q.kafka {
 				fmt.Fprintln(stderr, "onceq inspect: topic, record key and value must be the record's byte for byte: a trailing newline counts")
 			}
 			return 1
@@ -230,10 +262,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	for i := range recs {
 		if recs[i].Key == "" {
-			recs[i].Key = "(not stored: " + ins.noKey + ", key_hash " + *keyHash + ")"
+			recs[i].Key = "(not stored: " + ins.noKey + ", key_hash " + q.keyHash + ")"
 		}
 	}
-	return printRecords(stdout, stderr, *response, *raw, recs)
+	return printRecords(stdout, stderr, q.response, q.raw, recs)
 }
 
 // listRecords prints the records f selects created within since, up to
