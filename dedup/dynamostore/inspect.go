@@ -22,6 +22,7 @@ var _ dedup.Inspector = (*Store)(nil)
 // NamespaceLayout: else an error wrapping dedup.ErrCannotList); otherwise
 // it Scans the table, filtering on the server, until f.Limit records
 // match: read capacity for every item read, not only those listed.
+// Hooks and metrics see its calls as operation "List".
 func (s *Store) List(ctx context.Context, f dedup.ListFilter) ([]dedup.Record, error) {
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("dynamostore: %w: %w", ErrInvalidConfig, err)
@@ -52,7 +53,7 @@ func (s *Store) List(ctx context.Context, f dedup.ListFilter) ([]dedup.Record, e
 	var recs []dedup.Record
 	for {
 		var out *ddb.ScanOutput
-		err := s.do(ctx, "Scan", func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		err := s.do(ctx, "List", func(ctx context.Context, _ int) (middleware.Metadata, error) {
 			o, err := s.clients[0].Scan(ctx, in)
 			out = o
 			if o == nil {
