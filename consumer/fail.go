@@ -15,7 +15,7 @@ func (a *attempt) handlerFailed(herr error) Outcome {
 	a.o.Err = herr
 	switch {
 	case errors.Is(herr, ErrHandlerOverran):
-		o := a.recordFailure(herr, g.cfg.retryDelay(a.runs), false, false)
+		o := a.recordFailure(herr, retryLater, g.cfg.retryDelay(a.runs))
 		if o.Kind == Retrying {
 			o.Kind = LeaseLost // its result is refused, like a fenced worker's
 		}
@@ -28,7 +28,7 @@ func (a *attempt) handlerFailed(herr error) Outcome {
 	case a.runs >= g.cfg.maxAttempts:
 		return a.deadLetter(fmt.Errorf("%w after %d: %w", ErrAttemptsExhausted, a.runs, herr))
 	}
-	return a.recordFailure(herr, g.cfg.retryDelay(a.runs), false, false)
+	return a.recordFailure(herr, retryLater, g.cfg.retryDelay(a.runs))
 }
 
 // storeFailed sorts a store error by whose fault it is.
@@ -46,13 +46,13 @@ func (a *attempt) storeFailed(op string, err error) Outcome {
 // deadLetter records a final failure: the attempt count is reset, so a
 // redrive from the dead-letter destination starts afresh.
 func (a *attempt) deadLetter(cause error) Outcome {
-	return a.recordFailure(cause, 0, true, false)
+	return a.recordFailure(cause, deadLettered, 0)
 }
 
 // refund returns the message without spending an attempt, as kind: the
 // record is freed at once when it can be (and simply expires otherwise).
 func (a *attempt) refund(kind Kind, cause error) Outcome {
-	o := a.recordFailure(cause, 0, false, true)
+	o := a.recordFailure(cause, refunded, 0)
 	if o.Kind == Retrying {
 		o.Kind = kind
 		if kind != Retrying {
@@ -62,10 +62,24 @@ func (a *attempt) refund(kind Kind, cause error) Outcome {
 	return o
 }
 
+// failFate is what a failed attempt makes of the message.
+type failFate uint8
+
+const (
+	// retryLater spends an attempt: the message comes back after the delay.
+	retryLater failFate = iota
+	// deadLettered is final: the message goes to the dead-letter
+	// destination (or is kept in the store as DEAD_LETTER), and the
+	// attempt count is reset, so a redrive starts afresh.
+	deadLettered
+	// refunded gives the claim's attempt back: the failure was not the
+	// message's (a shutdown, an outage), so it comes back uncounted.
+	refunded
+)
+
 // recordFailure records a failed attempt, when a lease is held, and says
-// what becomes of the message: dead-lettered when final, else back after
-// delay. refund gives the claim's attempt back.
-func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund bool) Outcome {
+// what becomes of the message, as fate decides; delay is retryLater's.
+func (a *attempt) recordFailure(cause error, fate failFate, delay time.Duration) Outcome {
 	g := a.g
 	o := a.o
 	o.Err = cause
@@ -74,8 +88,8 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 	if held {
 		now := g.cfg.clock.Now()
 		req := dedup.FailRequest{Lease: a.lease, Reason: dedup.StorableReason(cause.Error()), Now: now,
-			RetryAt: now.Add(delay), ResetAttempts: final, RefundAttempt: refund}
-		if final {
+			RetryAt: now.Add(delay), ResetAttempts: fate == deadLettered, RefundAttempt: fate == refunded}
+		if fate == deadLettered {
 			o.Kind = DeadLettered
 			a.sent = a.sendDeadLetter(o, &req)
 		}
@@ -92,13 +106,13 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 				req.Reason = plainDeadLetterReason
 			}
 			err = a.storeCall(opFail, func(ctx context.Context) error { return g.store.Fail(ctx, req) })
-			if err != nil && faultOf(err) == messageFault && !final && !refund {
+			if err != nil && faultOf(err) == messageFault && fate == retryLater {
 				// Still refused: the store cannot count this message's
 				// failed runs, so it is dead-lettered now rather than
 				// taken over and run again, uncounted, for ever. (A
 				// refunded failure counts nothing anyway: the message
 				// keeps the fate it was given.)
-				final = true
+				fate = deadLettered
 				o.Err = fmt.Errorf("consumer: the store refused to record a failed run, so its attempts cannot be counted (%w); the run failed: %w", err, cause)
 			}
 		}
@@ -112,7 +126,7 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 			o.Kind, o.Err, o.RetryAfter = LeaseLost, fmt.Errorf("%w (while failing: %w)", err, cause), g.cfg.pendingRecheck
 			return o
 		}
-		if err != nil && faultOf(err) == configFault && a.sent.fate == deadLetterUnsent && !final {
+		if err != nil && faultOf(err) == configFault && a.sent.fate == deadLetterUnsent && fate != deadLettered {
 			// The deployment's fault, not the message's: given back, and a
 			// Consumer stops.
 			o.Kind, o.RetryAfter = Misconfigured, g.cfg.failedRetryDelay
@@ -122,7 +136,7 @@ func (a *attempt) recordFailure(cause error, delay time.Duration, final, refund 
 		// A Fail that did not land for an outage is no reason to keep the
 		// message from its fate: the lease then simply expires.
 	}
-	if final {
+	if fate == deadLettered {
 		o.Kind = DeadLettered
 		return o
 	}

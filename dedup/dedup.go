@@ -164,8 +164,9 @@ type ExtendRequest struct {
 	LeaseUntil time.Time
 }
 
-// Store keeps records. Implementations must be safe for concurrent use and
-// pass storetest.Run.
+// Store keeps records. Implementations must be safe for concurrent use,
+// implement Inspector (what an operator's tool reads through), and pass
+// storetest.Run.
 //
 // Throttles: a Store that retries throttled calls itself must tell the
 // observers it was handed (Runtime.Observe; keep them in a

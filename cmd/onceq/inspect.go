@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,6 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
@@ -50,6 +50,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"      a Query of the tenant's partition key(s), never a Scan; it reads every record of the tenant.",
 		"      A table of the default layout is an error; a listing cut at -limit says so",
 		"      (DynamoDB's tenant layout only)",
+		"  -status PENDING|COMPLETED|FAILED|DEAD_LETTER [-tenant T] [-since 1h] [-limit 100]",
+		"      the records in that status created since then (DEAD_LETTER: the dead letters kept in the store):",
+		"      PostgreSQL selects them; DynamoDB Scans the table (read capacity for every item read), or with",
+		"      -tenant Queries the tenant's partition keys; Redis SCANs the names under the prefix",
 		"  -outbox DEAD|PENDING|DISPATCHED [-limit 100]",
 		"      the outbox entries in that state (-store postgres or dynamodb): DEAD lists what a destination",
 		"      refused for good, with the reason",
@@ -71,9 +75,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"-key-hash reads at most this many items; a scan costs read capacity for every item read\n"+
 			"(about 0.5 unit per 4 KB of items read), and no writes")
 	tenantName := fs.String("tenant", "", "list this tenant's records; with a KEY, the key of this tenant (tenant layout)")
-	since := fs.Duration("since", time.Hour, "with -tenant: records created within this long")
+	since := fs.Duration("since", time.Hour, "with -tenant or -status: records created within this long")
 	shards := fs.Int("shards", 1, "tenant layout: the store's TenantShards (n of dynamostore.TenantShards)")
-	limit := fs.Int("limit", 100, "with -tenant and no KEY: list at most this many records")
+	limit := fs.Int("limit", 100, "with -tenant and no KEY, or -status: list at most this many records")
+	status := fs.String("status", "", "list the records in this status (PENDING, COMPLETED, FAILED, DEAD_LETTER), up to -limit")
 	var k kafkaRecord
 	fs.StringVar(&k.topic, "kafka-topic", "", "the Kafka record's topic")
 	fs.StringVar(&k.key, "kafka-key", "", "the Kafka record's key (none: leave out)")
@@ -96,11 +101,12 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	// -tenant with a KEY (or -kafka-*) names that tenant's key; without,
 	// it lists the tenant's records.
-	listing := set["tenant"] && fs.NArg() == 0 && !kafka
+	tenantListing := set["tenant"] && fs.NArg() == 0 && !kafka
+	listing := tenantListing || set["status"]
 	switch {
 	case sf.problem(fs) != "":
 		return usageErr("%s", sf.problem(fs))
-	case sf.store != storeDynamo && (listing || set["tenant-layout"] || set["shards"]):
+	case sf.store != storeDynamo && (tenantListing || set["tenant-layout"] || set["shards"]):
 		return usageErr("-tenant-layout, -shards and -tenant without KEY (a listing) are DynamoDB's: give KEY or -key-hash")
 	case sf.store == storeRedis && *table != "":
 		return usageErr("Redis has no table: its records are keys under -redis-prefix")
@@ -109,13 +115,21 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case set["tenant"] && (set["key-hash"] || *stored || (listing && set["namespace"])):
 		return usageErr("-tenant lists a tenant's records, or with KEY names that tenant's key: give no -key-hash, -stored-key (the stored key has its tenant), or -namespace without KEY")
 	case (set["since"] || set["limit"]) && !listing:
-		return usageErr("-since and -limit go with -tenant and no KEY (a listing) only")
-	case set["shards"] && !listing && !*tenant && !set["tenant"]:
+		return usageErr("-since and -limit go with -tenant and no KEY (a listing), or -status, only")
+	case set["status"] && (fs.NArg() > 0 || kafka || set["key-hash"] || *stored):
+		return usageErr("-status lists records: give no KEY, -key-hash, -kafka-* or -stored-key")
+	case set["status"] && !slices.Contains([]dedup.Status{dedup.StatusPending, dedup.StatusCompleted, dedup.StatusFailed, dedup.StatusDeadLetter}, dedup.Status(strings.ToUpper(*status))):
+		return usageErr("-status %q: want PENDING, COMPLETED, FAILED or DEAD_LETTER", *status)
+	case set["shards"] && !tenantListing && !*tenant && !set["tenant"]:
 		return usageErr("-shards goes with the tenant layout (-tenant-layout or -tenant) only")
 	case *since <= 0 || *shards < 1 || *shards > 1000 || *limit < 1:
 		return usageErr("-since and -limit must be positive, -shards 1 to 1000")
 	case listing:
-		return listTenant(ctx, stdout, stderr, *table, *tenantName, *since, *shards, *limit, *response)
+		f := dedup.ListFilter{Status: dedup.Status(strings.ToUpper(*status)), Limit: *limit}
+		if tenantListing {
+			f.Tenant = *tenantName
+		}
+		return listRecords(ctx, stdout, stderr, sf, *table, f, *since, *shards, *response)
 	case set["key-hash"] && kafka:
 		return usageErr("-key-hash and -kafka-* flags each name a record: give one")
 	case (set["key-hash"] || kafka) && fs.NArg() > 0:
@@ -132,20 +146,56 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("exactly one KEY is required (flags go before it), or -key-hash, or -kafka-*")
 	}
 
-	var key string // the stored key, unless found by its hash
-	switch {
-	case set["key-hash"]:
-		*keyHash = strings.ToLower(strings.TrimSpace(*keyHash))
-		if len(*keyHash) != len(dedup.KeyHash("k")) || strings.Trim(*keyHash, "0123456789abcdef") != "" {
-			return usageErr("-key-hash %q: a key_hash is 12 hex digits, as logs print it", *keyHash)
+	q := lookup{scanLimit: *scanLimit, kafka: kafka, response: *response, raw: *raw}
+	if set["key-hash"] {
+		q.keyHash = strings.ToLower(strings.TrimSpace(*keyHash))
+		if len(q.keyHash) != len(dedup.KeyHash("k")) || strings.Trim(q.keyHash, "0123456789abcdef") != "" {
+			return usageErr("-key-hash %q: a key_hash is 12 hex digits, as logs print it", q.keyHash)
 		}
 		if *scanLimit < 1 {
 			return usageErr("-scan-limit must be at least 1")
 		}
-	case kafka:
+	} else {
+		var tenantOf *string
+		if set["tenant"] {
+			tenantOf, *tenant = tenantName, true
+		}
+		var code int
+		if q.key, code = recordKey(fs, k, kafka, *ns, *stored, tenantOf, stderr); code != 0 {
+			return code
+		}
+	}
+	ins, err := openInspector(ctx, sf, inspectAt{table: *table, tenant: *tenant, shards: *shards})
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
+		return 1
+	}
+	defer ins.close()
+	return ins.find(ctx, q, stdout, stderr)
+}
+
+// lookup is the record inspect looks for: by its stored key, or by
+// keyHash, reading at most scanLimit.
+type lookup struct {
+	key, keyHash  string
+	scanLimit     int
+	kafka         bool // the key is a Kafka record's
+	response, raw bool
+}
+
+// recordKey is the stored key of the record the operator names: KEY
+// (as it is with -stored-key), or a Kafka record's; of *tenant when not
+// nil. A non-zero code ends the command.
+func recordKey(fs *flag.FlagSet, k kafkaRecord, kafka bool, ns string, stored bool, tenant *string, stderr io.Writer) (string, int) {
+	usageErr := func(format string, a ...any) (string, int) {
+		fmt.Fprintf(stderr, "onceq inspect: "+format+"\n", a...)
+		return "", 2
+	}
+	var key string
+	if kafka {
 		fp, code := k.fingerprint(stderr)
 		if code != 0 {
-			return code
+			return "", code
 		}
 		// Without a header the fingerprint is derived from the record, and
 		// stored as a derived key.
@@ -154,13 +204,13 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			keyOf = dedup.DerivedKey
 		}
 		var err error
-		if key, err = keyOf(*ns, fp); err != nil {
+		if key, err = keyOf(ns, fp); err != nil {
 			return usageErr("%s", field(err.Error()))
 		}
-	default:
+	} else {
 		key = fs.Arg(0)
-		if !*stored {
-			k, err := dedup.Key(*ns, key)
+		if !stored {
+			k, err := dedup.Key(ns, key)
 			if err != nil {
 				return usageErr("key %q: %v", key, err)
 			}
@@ -169,54 +219,37 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return usageErr("KEY must not be empty")
 		}
 	}
-
-	if set["tenant"] {
+	if tenant != nil {
 		var err error
-		if key, err = dedup.TenantKey(*tenantName, key); err != nil {
-			return usageErr("-tenant %q: %v", *tenantName, err)
+		if key, err = dedup.TenantKey(*tenant, key); err != nil {
+			return usageErr("-tenant %q: %v", *tenant, err)
 		}
-		*tenant = true
 	}
+	return key, 0
+}
 
-	if sf.store != storeDynamo {
-		q := inspectQuery{table: *table, key: key, scanLimit: *scanLimit, response: *response, raw: *raw, kafka: kafka}
-		if set["key-hash"] {
-			q.keyHash = *keyHash
-		}
-		if sf.store == storePostgres {
-			return inspectPostgres(ctx, sf, q, stdout, stderr)
-		}
-		return inspectRedis(ctx, sf, q, stdout, stderr)
-	}
-	client, err := dynamoClient(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-		return 1
-	}
-	var opts []dynamostore.Option
-	if *shards > 1 {
-		// Where the record lives: its partition key's shard.
-		opts = append(opts, dynamostore.TenantLayout(), dynamostore.TenantShards(*shards))
-	}
-	store, err := openStore(client, *table, *tenant, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-		return 1
-	}
+// find prints the record q names, or says why there is none.
+func (ins *inspected) find(ctx context.Context, q lookup, stdout, stderr io.Writer) int {
 	var recs []dedup.Record
-	if set["key-hash"] {
-		var code int
-		if recs, code = findKeyHash(ctx, store, *keyHash, *scanLimit, stderr); code != 0 {
+	if q.keyHash != "" {
+		res, err := ins.FindKeyHash(ctx, q.keyHash, q.scanLimit)
+		if err != nil {
+			fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
+			return 1
+		}
+		if code := ins.printSearch(stderr, res, q.keyHash, q.scanLimit); code != 0 {
 			return code
 		}
+		recs = res.Records
 	} else {
-		rec, err := store.Get(ctx, key)
+		rec, err := ins.Get(ctx, q.key)
 		if errors.Is(err, dedup.ErrNotFound) {
-			fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in table %s\n", key, *table)
-			if *tenant && *shards == 1 {
-				fmt.Fprintln(stderr, "onceq inspect: a store with TenantShards(n) keeps a tenant's record on partition key <tenant>#<shard>: give -shards n (or find it with -key-hash)")
+			// The key is the operator's own, given on the command line.
+			fmt.Fprintf(stderr, "onceq inspect: no record for stored key %q in %s\n", q.key, ins.where)
+			if ins.notFound != "" {
+				fmt.Fprintln(stderr, ins.notFound)
 			}
-			if kafka {
+			if q.kafka {
 				fmt.Fprintln(stderr, "onceq inspect: topic, record key and value must be the record's byte for byte: a trailing newline counts")
 			}
 			return 1
@@ -227,62 +260,58 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		recs = []dedup.Record{rec}
 	}
-	if *response {
-		if len(recs) > 1 {
-			fmt.Fprintf(stderr, "onceq inspect: -response: %d records match; their responses would run together\n", len(recs))
-			return 1
+	for i := range recs {
+		if recs[i].Key == "" {
+			recs[i].Key = "(not stored: " + ins.noKey + ", key_hash " + q.keyHash + ")"
 		}
-		printResponse(stdout, stderr, recs[0], *raw)
-		return 0
 	}
-	for i, r := range recs {
-		if i > 0 {
-			fmt.Fprintln(stdout)
-		}
-		printRecord(stdout, r, time.Now())
-	}
-	return 0
+	return printRecords(stdout, stderr, q.response, q.raw, recs)
 }
 
-// listTenant prints the records tenant created within since.
-func listTenant(ctx context.Context, stdout, stderr io.Writer, table, tenant string, since time.Duration, shards, limit int, response bool) int {
+// listRecords prints the records f selects created within since, up to
+// f.Limit.
+func listRecords(ctx context.Context, stdout, stderr io.Writer, sf *storeFlags, table string, f dedup.ListFilter, since time.Duration, shards int, response bool) int {
+	byTenant := f.Tenant != ""
 	if response {
-		fmt.Fprintln(stderr, "onceq inspect: -response goes with one record, not -tenant")
+		fmt.Fprintf(stderr, "onceq inspect: -response goes with one record, not %s\n", map[bool]string{true: "-tenant", false: "-status"}[byTenant])
 		return 2
 	}
-	client, err := dynamoClient(ctx)
+	ins, err := openInspector(ctx, sf, inspectAt{table: table, tenant: byTenant, shards: shards, listing: byTenant})
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
-	store, err := dynamostore.New(client, dynamostore.WithTable(table), dynamostore.TenantLayout(), dynamostore.TenantShards(shards))
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-		return 1
-	}
-	// A Query of a default-layout table by "tenant" reads the one record
-	// whose whole key is the tenant: none, said as "0 records".
-	if err := tenantTable(ctx, client, table); err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: -tenant: %s\n", field(err.Error()))
-		return 1
-	}
+	defer ins.close()
 	now := time.Now()
+	limit := f.Limit
 	// One more than the limit tells whether the listing was cut.
-	recs, err := store.TenantRecords(ctx, tenant, now.Add(-since), limit+1)
+	f.Since, f.Limit = now.Add(-since), limit+1
+	recs, err := ins.List(ctx, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
+	}
+	// What was listed, and what it read: a tenant's listing is a Query.
+	what, cost := fmt.Sprintf("tenant %q", f.Tenant), ins.listCost
+	switch {
+	case !byTenant:
+		what, cost = "status "+string(f.Status), ""
+	case f.Status != "":
+		what += ", status " + string(f.Status)
 	}
 	if len(recs) > limit {
 		recs = recs[:limit]
-		fmt.Fprintf(stderr, "tenant %q: the first %d records created in the last %v in table %s, and more (-limit %d): raise -limit to list them all (a Query of %d partition keys)\n",
-			tenant, len(recs), since, table, limit, shards)
+		fmt.Fprintf(stderr, "%s: the first %d records created in the last %v in %s, and more (-limit %d): raise -limit to list them all%s\n",
+			what, len(recs), since, ins.where, limit, cost)
 	} else {
-		fmt.Fprintf(stderr, "tenant %q: %d records created in the last %v in table %s (a Query of %d partition keys)\n", tenant, len(recs), since, table, shards)
+		fmt.Fprintf(stderr, "%s: %d records created in the last %v in %s%s\n", what, len(recs), since, ins.where, cost)
 	}
 	for i, r := range recs {
 		if i > 0 {
 			fmt.Fprintln(stdout)
+		}
+		if r.Key == "" {
+			r.Key = "(not stored: " + ins.noKey + ")"
 		}
 		printRecord(stdout, r, now)
 	}
@@ -307,43 +336,6 @@ func tenantTable(ctx context.Context, client *ddb.Client, table string) error {
 		}
 	}
 	return fmt.Errorf("table %s is not in the tenant layout (it has no sort key; made without -tenant-layout): its records cannot be listed by tenant", table)
-}
-
-// findKeyHash scans for the records of a key hash and tells the operator
-// what the scan read; a non-zero code ends the command.
-func findKeyHash(ctx context.Context, store *dynamostore.Store, hash string, limit int, stderr io.Writer) ([]dedup.Record, int) {
-	res, err := store.FindKeyHash(ctx, hash, limit)
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-		return nil, 1
-	}
-	cost := fmt.Sprintf("%s read units", units(res.ReadUnits))
-	if len(res.Records) > 0 {
-		found := "a record"
-		if len(res.Records) > 1 {
-			found = fmt.Sprintf("%d records", len(res.Records))
-		}
-		fmt.Fprintf(stderr, "key_hash %s: %s in table %s, found by scanning %s (%s, the record's read included)\n",
-			hash, found, store.Table(), items(res.Scanned), cost)
-		return res.Records, 0
-	}
-	if res.Exhausted {
-		fmt.Fprintf(stderr, "onceq inspect: no record with key_hash %s in table %s: scanned all %s (%s)\n", hash, store.Table(), items(res.Scanned), cost)
-	} else {
-		fmt.Fprintf(stderr, "onceq inspect: key_hash %s not found within %s of table %s (-scan-limit %d; %s), which may hold more: raise -scan-limit to read further, at a cost in read capacity for every item read\n",
-			hash, items(res.Scanned), store.Table(), limit, cost)
-	}
-	if res.Unmatchable > 0 {
-		fmt.Fprintf(stderr, "onceq inspect: %d of the items read store their key as a hash (\"sha256:\": too long or not UTF-8), which -key-hash cannot match; look those up by KEY\n", res.Unmatchable)
-	}
-	return nil, 1
-}
-
-func items(n int) string {
-	if n == 1 {
-		return "1 item"
-	}
-	return fmt.Sprintf("%d items", n)
 }
 
 func units(u float64) string {

@@ -114,28 +114,3 @@ func checkRedis(ctx context.Context, r *checkReport, sf *storeFlags) {
 	}
 	r.ok(subject, "%d keys read, all records this version reads: %s", sample.Scanned, strings.Join(layouts, ", "))
 }
-
-func inspectRedis(ctx context.Context, sf *storeFlags, q inspectQuery, stdout, stderr io.Writer) int {
-	c, store, server, err := openRedis(ctx, sf)
-	if err != nil {
-		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-		return 1
-	}
-	defer c.Close()
-	where := fmt.Sprintf("prefix %q of %s", sf.redisPrefix, server)
-	if q.keyHash != "" {
-		res, err := store.FindKeyHash(ctx, q.keyHash, q.scanLimit)
-		if err != nil {
-			fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
-			return 1
-		}
-		for i := range res.Records {
-			// Redis keeps the key's SHA-256, not the key.
-			res.Records[i].Key = "(not stored: the Redis key holds its SHA-256, key_hash " + q.keyHash + ")"
-		}
-		s := keyHashScan{records: res.Records, scanned: res.Scanned, exhausted: res.Exhausted, unit: "key"}
-		return s.print(stdout, stderr, q, where)
-	}
-	rec, err := store.Get(ctx, q.key)
-	return printFound(stdout, stderr, q, where, rec, err)
-}

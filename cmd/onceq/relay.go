@@ -253,13 +253,13 @@ func inspectOutbox(ctx context.Context, fs *flag.FlagSet, sf *storeFlags, table 
 	if table == "" {
 		table = dedup.DefaultTable
 	}
-	ob, closeStore, err := openOutbox(ctx, sf, table)
+	ins, err := openInspector(ctx, sf, inspectAt{table: table})
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: %s\n", field(err.Error()))
 		return 1
 	}
-	defer closeStore()
-	entries, err := ob.Entries(ctx, state, limit)
+	defer ins.close()
+	entries, err := ins.OutboxEntries(ctx, state, limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq inspect: listing the outbox: %s\n", field(err.Error()))
 		return 1

@@ -18,25 +18,14 @@ import (
 // dedup.KeyHash returns.
 var ErrBadKeyHash = errors.New("dynamostore: a key hash is 12 hex digits (dedup.KeyHash)")
 
-// KeyHashSearch is what FindKeyHash found and what it cost.
-type KeyHashSearch struct {
-	// Records are the matching records, each read with a strongly
-	// consistent GetItem. Usually one; two only if 48-bit hashes collide.
-	Records []dedup.Record
-	// Scanned counts the items read.
-	Scanned int
-	// Exhausted: the scan reached the end of the table. When false and
-	// Records is empty, the limit stopped the scan before it could tell.
-	Exhausted bool
-	// Unmatchable counts the items read whose fingerprint (or tenant) is
-	// stored as its SHA-256 ("sha256:" form: too long for its key
-	// attribute, or not UTF-8). The key hash of such an item cannot be
-	// computed from what is stored, so it never matches; find it by its key.
-	Unmatchable int
-	// ReadUnits is the read capacity consumed, as DynamoDB reported it
-	// (zero when it reports none).
-	ReadUnits float64
-}
+// KeyHashSearch is what FindKeyHash found and what it cost: Scanned
+// counts the items read, ReadUnits the read capacity consumed (as
+// DynamoDB reported it), and Unmatchable the items read whose fingerprint
+// (or tenant) is stored as its SHA-256 ("sha256:" form: too long for its
+// key attribute, or not UTF-8), whose key hash cannot be computed from
+// what is stored. Records are each read with a strongly consistent
+// GetItem.
+type KeyHashSearch = dedup.KeyHashSearch
 
 // FindKeyHash looks for the records whose key has dedup.KeyHash keyHash:
 // the key_hash that logs and error texts carry instead of the key. The
@@ -45,9 +34,9 @@ type KeyHashSearch struct {
 // scan costs read capacity in proportion to the bytes of the items read,
 // whatever their number of matches, and no writes. It stops at the end of
 // the first page that holds a match. Hooks and metrics see its calls as
-// operation "FindKeyHash".
+// operation "FindKeyHash". It implements dedup.Inspector.
 func (s *Store) FindKeyHash(ctx context.Context, keyHash string, limit int) (KeyHashSearch, error) {
-	var res KeyHashSearch
+	res := KeyHashSearch{Unit: "item", HashedKeys: `"sha256:": too long or not UTF-8`, Metered: true}
 	if !isKeyHash(keyHash) {
 		return res, fmt.Errorf("%w: got %q", ErrBadKeyHash, keyHash)
 	}

@@ -215,6 +215,8 @@ func storeOp(op string) string {
 		return "tenant_records"
 	case "FindKeyHash":
 		return "find_key_hash"
+	case "List":
+		return "list"
 	}
 	return op
 }

@@ -41,6 +41,11 @@ var ErrNotTenantLayout = errors.New("dynamostore: listing by tenant needs Tenant
 // units for every record of the tenant read, not only those listed. With
 // NamespaceLayout, tenant is the namespace.
 func (s *Store) TenantRecords(ctx context.Context, tenant string, since time.Time, limit int) ([]dedup.Record, error) {
+	return s.tenantRecords(ctx, tenant, "", since, limit)
+}
+
+// tenantRecords is TenantRecords of the records with status ("": any).
+func (s *Store) tenantRecords(ctx context.Context, tenant string, status dedup.Status, since time.Time, limit int) ([]dedup.Record, error) {
 	const op = "Query"
 	if !s.layout.tenant {
 		return nil, ErrNotTenantLayout
@@ -76,6 +81,11 @@ func (s *Store) TenantRecords(ctx context.Context, tenant string, since time.Tim
 			FilterExpression:          aws.String("#created >= :since"),
 			ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#created": attrCreated},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":since": num(floorUnix(since))},
+		}
+		if status != "" {
+			in.FilterExpression = aws.String("#created >= :since AND #status = :status")
+			in.ExpressionAttributeNames["#status"] = attrStatus
+			in.ExpressionAttributeValues[":status"] = str(string(status))
 		}
 		for {
 			var out *ddb.QueryOutput

@@ -10,31 +10,24 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/outbox"
 )
 
-// KeyHashSearch is what FindKeyHash found and what it read.
-type KeyHashSearch struct {
-	// Records are the matching records. Usually one; two only if 48-bit
-	// hashes collide.
-	Records []dedup.Record
-	// Scanned counts the rows read.
-	Scanned int
-	// Exhausted: the scan reached the end of the table. When false and
-	// Records is empty, the limit stopped the scan before it could tell.
-	Exhausted bool
-	// Unmatchable counts the rows read whose key is stored as its SHA-256
-	// (a key longer than 1,024 bytes): its key hash cannot be computed
-	// from the row, so FindKeyHash cannot match it.
-	Unmatchable int
-}
+// KeyHashSearch is what FindKeyHash found and what it read: Scanned
+// counts rows, and Unmatchable the rows read whose key is stored as its
+// SHA-256 (a key longer than 1,024 bytes).
+type KeyHashSearch = dedup.KeyHashSearch
+
+var _ dedup.Inspector = (*Store)(nil)
 
 // FindKeyHash looks for the records whose key has dedup.KeyHash keyHash
 // (12 hex digits): the key_hash that logs and error texts carry instead of
 // the key. The table is not indexed by that hash (keeping it would cost
 // every claim an index write), so the server reads at most limit rows,
-// hashing each key, in one statement; nothing is written.
+// hashing each key, in one statement; nothing is written. It implements
+// dedup.Inspector.
 func (s *Store) FindKeyHash(ctx context.Context, keyHash string, limit int) (KeyHashSearch, error) {
-	var res KeyHashSearch
+	res := KeyHashSearch{Unit: "row", HashedKeys: "keys over 1,024 bytes"}
 	if len(keyHash) != 12 || strings.Trim(keyHash, "0123456789abcdef") != "" {
 		return res, s.wrap("find-key-hash", fmt.Errorf("%w: key hash %q, want 12 lowercase hex digits", ErrInvalidConfig, keyHash))
 	}
@@ -166,4 +159,68 @@ func (s *Store) ExpiredRows(ctx context.Context, before time.Time, limit int) (i
 	var n int
 	err = s.db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+q+` WHERE expires_at < $1 LIMIT $2) AS expired`, before, limit).Scan(&n)
 	return n, s.wrap("expired-rows", err)
+}
+
+// List implements dedup.Inspector: the rows f selects, oldest first, in
+// one statement. A record whose key is stored as its SHA-256 (a key over
+// 1,024 bytes) is listed with Key "", and never by tenant.
+func (s *Store) List(ctx context.Context, f dedup.ListFilter) ([]dedup.Record, error) {
+	if err := f.Validate(); err != nil {
+		return nil, s.wrap("list", fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	q, err := s.qualified(ctx)
+	if err != nil {
+		return nil, s.wrap("list", err)
+	}
+	var prefix []byte
+	if f.Tenant != "" {
+		p, err := dedup.TenantPrefix(f.Tenant)
+		if err != nil {
+			return nil, s.wrap("list", err)
+		}
+		prefix = rowID(p)
+	}
+	var since *time.Time
+	if !f.Since.IsZero() {
+		since = &f.Since
+	}
+	// A transaction for its Query, which DB does not have; it writes
+	// nothing, and is rolled back.
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return nil, s.wrap("list", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := tx.Query(ctx, `SELECT id, `+recordCols+` FROM `+q+`
+	WHERE ($1::text = '' OR status = $1::text) AND ($2::timestamptz IS NULL OR created_at >= $2::timestamptz)
+		AND ($3::bytea IS NULL OR substr(id, 1, length($3::bytea)) = $3::bytea)
+	ORDER BY created_at LIMIT $4`, string(f.Status), since, prefix, f.Limit)
+	if err != nil {
+		return nil, s.wrap("list", err)
+	}
+	defer rows.Close()
+	var out []dedup.Record
+	for rows.Next() {
+		var id []byte
+		var r dedup.Record
+		var status string
+		if err := rows.Scan(&id, &status, &r.Version, &r.Owner, &r.PayloadHash, &r.Response,
+			&r.Attempts, &r.LastError, &r.CreatedAt, &r.ExpiresAt, &r.Takeovers); err != nil {
+			return nil, s.wrap("list", scanned("", err))
+		}
+		if len(id) > 0 && id[0] == 0 {
+			r.Key = string(id[1:])
+		}
+		r.Status = dedup.Status(status)
+		if err := valid(&r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, s.wrap("list", rows.Err())
+}
+
+// OutboxEntries implements dedup.Inspector: Outbox().Entries.
+func (s *Store) OutboxEntries(ctx context.Context, state outbox.State, limit int) ([]outbox.Entry, error) {
+	return s.outbox.Entries(ctx, state, limit)
 }

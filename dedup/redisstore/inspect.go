@@ -4,35 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/outbox"
 )
 
-// KeyHashSearch is what FindKeyHash found and what it read.
-type KeyHashSearch struct {
-	// Records are the matching records. A record does not store its key
-	// (its Redis key holds the key's SHA-256), so their Key is "". Usually
-	// one; two only if 48-bit hashes collide.
-	Records []dedup.Record
-	// Scanned counts the Redis keys under the prefix that were read.
-	Scanned int
-	// Exhausted: the scan went through every key under the prefix. When
-	// false and Records is empty, the limit stopped it before it could tell.
-	Exhausted bool
-}
+// KeyHashSearch is what FindKeyHash found and what it read: Scanned
+// counts the Redis keys under the prefix read. A record does not store
+// its key (its Redis key holds the key's SHA-256), so Records' Key is "".
+type KeyHashSearch = dedup.KeyHashSearch
+
+var _ dedup.Inspector = (*Store)(nil)
 
 // FindKeyHash looks for the records whose key has dedup.KeyHash keyHash
 // (12 hex digits): the key_hash that logs and error texts carry. A
 // record's Redis key holds its key's SHA-256, whose first 12 hex digits
 // are that hash, so this SCANs the names under the prefix, at most about
 // limit of them, and reads the records whose name matches; nothing is
-// written. On a Cluster every primary is scanned.
+// written. On a Cluster every primary is scanned. It implements
+// dedup.Inspector.
 func (s *Store) FindKeyHash(ctx context.Context, keyHash string, limit int) (KeyHashSearch, error) {
-	var res KeyHashSearch
+	res := KeyHashSearch{Unit: "key"}
 	if len(keyHash) != 12 || strings.Trim(keyHash, "0123456789abcdef") != "" {
 		return res, s.wrap("find-key-hash", fmt.Errorf("%w: key hash %q, want 12 lowercase hex digits", ErrInvalidConfig, keyHash))
 	}
@@ -194,4 +191,59 @@ func globEscape(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// listBatch is how many records List reads in one pipeline.
+const listBatch = 500
+
+// List implements dedup.Inspector: it SCANs every name under the prefix
+// and reads the records, a pipeline at a time, until f.Limit match; they
+// come in no order, with Key "" (Redis keeps the key's SHA-256). Redis
+// cannot list by tenant, as it keeps no key: that is an error wrapping
+// dedup.ErrCannotList.
+func (s *Store) List(ctx context.Context, f dedup.ListFilter) ([]dedup.Record, error) {
+	if err := f.Validate(); err != nil {
+		return nil, s.wrap("list", fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	if f.Tenant != "" {
+		return nil, s.wrap("list", fmt.Errorf("%w: by tenant: Redis keeps each key's SHA-256, not the key", dedup.ErrCannotList))
+	}
+	var names []string
+	if _, _, err := s.scan(ctx, math.MaxInt, func(name string) { names = append(names, name) }); err != nil {
+		return nil, s.wrap("list", err)
+	}
+	var out []dedup.Record
+	for len(names) > 0 && len(out) < f.Limit {
+		batch := names[:min(len(names), listBatch)]
+		names = names[len(batch):]
+		cmds := make([]*redis.StringCmd, len(batch))
+		if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, name := range batch {
+				cmds[i] = p.Get(ctx, name)
+			}
+			return nil
+		}); err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+			return nil, s.wrap("list", err)
+		}
+		for _, cmd := range cmds {
+			v, err := cmd.Result()
+			if err != nil {
+				continue // expired since the scan, or not a record
+			}
+			r, err := decode("", v)
+			if err != nil {
+				continue // not a record this version reads (check says so)
+			}
+			if f.Selects(*r) && len(out) < f.Limit {
+				out = append(out, *r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// OutboxEntries implements dedup.Inspector: the Redis store keeps no
+// outbox, so it is an error wrapping dedup.ErrNoOutbox.
+func (s *Store) OutboxEntries(context.Context, outbox.State, int) ([]outbox.Entry, error) {
+	return nil, s.wrap("outbox-entries", dedup.ErrNoOutbox)
 }

@@ -9,7 +9,9 @@
 // any failure reason is stored (valid UTF-8, bounded), a nil business
 // write is refused with a *dedup.NilWriteError, and a response over the
 // Store's MaxResponseSize with a *dedup.ResponseTooLargeError, nothing
-// committed.
+// committed. And it reads every Store through dedup.Inspector, as an
+// operator's tool does: a record found by its key hash, a listing by
+// status, the outbox entries a commit kept.
 //
 // RunInstruments is the case of the instruments every networked Store
 // shares (package storeinstr): the same metrics and hooks, and a fault of

@@ -112,6 +112,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"TakeoversCountAbandonedLeases", s.takeovers},
 		{"DeclaredWritesAreCommitted", s.declaredWrites},
 		{"Outbox", s.outboxCases},
+		{"Inspector", s.inspector},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
