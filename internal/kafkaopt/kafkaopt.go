@@ -61,7 +61,9 @@ func (j joined[O]) applyFranz(s *Settings) {
 	}
 }
 
-// kafkaGoOnly and franzOnly set C, one source's own configuration.
+// kafkaGoOnly and franzOnly set C, one source's own configuration. They
+// reach it through Settings.own, because the method a source calls on
+// every option cannot name C: a Func serves both sources' C.
 type (
 	kafkaGoOnly[C any] func(*C)
 	franzOnly[C any]   func(*C)
