@@ -318,7 +318,7 @@ func checkRedrive(r *checkReport, subject string, maxReceive, maxAttempts int, l
 func checkTopics(ctx context.Context, r *checkReport, f checkFlags) {
 	subject := "kafka topic " + f.topic
 	topics := f.topic
-	opts := []kafkagroup.Option{}
+	opts := []kafkasource.Option{}
 	if f.dlqTopic != "" {
 		topics += ", dead-letter topic " + f.dlqTopic
 		opts = append(opts, kafkagroup.DeadLetterTopic(f.dlqTopic))

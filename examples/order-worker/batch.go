@@ -99,7 +99,7 @@ func workBatch(ctx context.Context, o options, w *wiring, logger *slog.Logger, m
 	}
 	var src interface{ Run(context.Context) error }
 	if o.source == "franz" {
-		src, err = franzsource.NewBatch(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, r, w.kafka...)
+		src, err = franzsource.NewBatch(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, r, w.franz...)
 	} else {
 		src, err = kafkasource.NewBatch(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, r, w.kafka...)
 	}

@@ -29,8 +29,10 @@ import (
 type wiring struct {
 	source consumer.Source  // nil under -batch
 	queue  *memsource.Queue // the memory source's queue, for -demo
-	// kafka are the Kafka source's options, for -batch's source.
-	kafka     []kafkagroup.Option
+	// kafka and franz are the Kafka source's options, for -batch's
+	// source: kafkasource's or franzsource's, as -source chose.
+	kafka     []kafkasource.Option
+	franz     []franzsource.Option
 	store     dedup.Store
 	inventory Inventory
 	totals    func(ctx context.Context) (reserved int64, orders int, err error)
@@ -153,7 +155,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 	case "kafka":
 		// Malformed orders must land somewhere, so the dead-letter topic
 		// is always set (it defaults to the orders topic + "-dlq").
-		opts := []kafkagroup.Option{kafkagroup.DeadLetterTopic(o.kafkaDLQTopic), kafkagroup.WithLogger(logger), kafkagroup.WithMeterProvider(o.meters)}
+		opts := []kafkasource.Option{kafkagroup.DeadLetterTopic(o.kafkaDLQTopic), kafkagroup.WithLogger(logger), kafkagroup.WithMeterProvider(o.meters)}
 		if o.kafkaSession > 0 || o.kafkaRebalance > 0 || o.kafkaHeartbeat > 0 {
 			// A member that rejoins soon after a rebalance keeps the
 			// group moving when members come and go every few seconds.
@@ -180,7 +182,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		// The same flags as -source kafka, over franz-go: cooperative
 		// rebalancing, so a member joining or leaving pauses only the
 		// partitions that move.
-		opts := []kafkagroup.Option{kafkagroup.DeadLetterTopic(o.kafkaDLQTopic), kafkagroup.WithLogger(logger), kafkagroup.WithMeterProvider(o.meters)}
+		opts := []franzsource.Option{kafkagroup.DeadLetterTopic(o.kafkaDLQTopic), kafkagroup.WithLogger(logger), kafkagroup.WithMeterProvider(o.meters)}
 		if o.kafkaSession > 0 {
 			heartbeat := o.kafkaHeartbeat
 			if heartbeat == 0 {
@@ -194,7 +196,7 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 			opts = append(opts, kafkagroup.RebalanceTimeout(o.kafkaRebalance), kafkagroup.RevokeTimeout(o.kafkaRebalance/2))
 		}
 		if o.batch {
-			w.kafka = opts
+			w.franz = opts
 			break
 		}
 		src, err := franzsource.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)

@@ -118,8 +118,8 @@ func (f *fixture) idemTable(b *testing.B, name string) *pgstore.Store {
 	return s
 }
 
-func groupOptions() []kafkagroup.Option {
-	return []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.FetchMaxWait(100 * time.Millisecond),
+func groupOptions() []franzsource.Option {
+	return []franzsource.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.FetchMaxWait(100 * time.Millisecond),
 		kafkagroup.RevokeTimeout(2 * time.Second), kafkagroup.WithLogger(slog.New(slog.DiscardHandler))}
 }
 

@@ -40,16 +40,16 @@ type batchClient struct {
 // partitions from one that stopped answering (a paused member).
 var batchClients = []batchClient{
 	{"franz", func(t *testing.T, addr, group, topic string, r *batch.Runner, opts ...kafkagroup.Option) batchSource {
-		base := append(batchGroupOptions(t), franzsource.GroupProtocol(franzsource.Eager))
-		s, err := franzsource.NewBatch(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic}, r, append(base, opts...)...)
+		s, err := franzsource.NewBatch(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic}, r,
+			kafkagroup.Options(batchGroupOptions(t)...), franzsource.GroupProtocol(franzsource.Eager), kafkagroup.Options(opts...))
 		if err != nil {
 			t.Fatalf("franzsource.NewBatch: %v", err)
 		}
 		return s
 	}},
 	{"kafka", func(t *testing.T, addr, group, topic string, r *batch.Runner, opts ...kafkagroup.Option) batchSource {
-		base := append(batchGroupOptions(t), kafkasource.JoinGroupBackoff(200*time.Millisecond))
-		s, err := kafkasource.NewBatch(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic}, r, append(base, opts...)...)
+		s, err := kafkasource.NewBatch(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic}, r,
+			kafkagroup.Options(batchGroupOptions(t)...), kafkasource.JoinGroupBackoff(200*time.Millisecond), kafkagroup.Options(opts...))
 		if err != nil {
 			t.Fatalf("kafkasource.NewBatch: %v", err)
 		}

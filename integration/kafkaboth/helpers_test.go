@@ -89,9 +89,10 @@ func groupOptions(t testing.TB) []kafkagroup.Option {
 
 // newFranzSource opens a franz-go source in group and waits until it has
 // joined.
-func newFranzSource(t testing.TB, addr, group, topic string, opts ...kafkagroup.Option) *franzsource.Source {
+func newFranzSource(t testing.TB, addr, group, topic string, opts ...franzsource.Option) *franzsource.Source {
 	t.Helper()
-	s, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic}, append(groupOptions(t), opts...)...)
+	s, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic},
+		append([]franzsource.Option{kafkagroup.Options(groupOptions(t)...)}, opts...)...)
 	if err != nil {
 		t.Fatalf("franzsource.New: %v", err)
 	}
@@ -100,9 +101,9 @@ func newFranzSource(t testing.TB, addr, group, topic string, opts ...kafkagroup.
 	return s
 }
 
-func newKafkaSource(t testing.TB, addr, group, topic string, opts ...kafkagroup.Option) *kafkasource.Source {
+func newKafkaSource(t testing.TB, addr, group, topic string, opts ...kafkasource.Option) *kafkasource.Source {
 	t.Helper()
-	base := append(groupOptions(t), kafkasource.JoinGroupBackoff(200*time.Millisecond))
+	base := []kafkasource.Option{kafkagroup.Options(groupOptions(t)...), kafkasource.JoinGroupBackoff(200 * time.Millisecond)}
 	s, err := kafkasource.New(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic}, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("kafkasource.New: %v", err)

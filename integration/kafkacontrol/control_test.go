@@ -110,16 +110,16 @@ func TestNewValidates(t *testing.T) {
 	cases := []struct {
 		name   string
 		topics []string
-		opts   []kafkagroup.Option
+		opts   []kafkasource.Option
 		want   error
 	}{
 		{"unknown topic", []string{"nope"}, nil, kafkagroup.ErrUnknownTopic},
-		{"unknown dead-letter topic", []string{topic}, []kafkagroup.Option{kafkagroup.DeadLetterTopic("nope")}, kafkagroup.ErrUnknownTopic},
-		{"revoke timeout past rebalance", []string{topic}, []kafkagroup.Option{kafkagroup.RevokeTimeout(time.Minute)}, kafkagroup.ErrInvalidConfig},
+		{"unknown dead-letter topic", []string{topic}, []kafkasource.Option{kafkagroup.DeadLetterTopic("nope")}, kafkagroup.ErrUnknownTopic},
+		{"revoke timeout past rebalance", []string{topic}, []kafkasource.Option{kafkagroup.RevokeTimeout(time.Minute)}, kafkagroup.ErrInvalidConfig},
 		{"no topics", nil, nil, kafkagroup.ErrInvalidConfig},
-		{"bad ordering", []string{topic}, []kafkagroup.Option{kafkagroup.Ordering(7)}, kafkagroup.ErrInvalidConfig},
-		{"nil dialer", []string{topic}, []kafkagroup.Option{kafkasource.WithDialer(nil)}, kafkagroup.ErrInvalidConfig},
-		{"bad reset", []string{topic}, []kafkagroup.Option{kafkagroup.OffsetReset(9)}, kafkagroup.ErrInvalidConfig},
+		{"bad ordering", []string{topic}, []kafkasource.Option{kafkagroup.Ordering(7)}, kafkagroup.ErrInvalidConfig},
+		{"nil dialer", []string{topic}, []kafkasource.Option{kafkasource.WithDialer(nil)}, kafkagroup.ErrInvalidConfig},
+		{"bad reset", []string{topic}, []kafkasource.Option{kafkagroup.OffsetReset(9)}, kafkagroup.ErrInvalidConfig},
 	}
 	for _, c := range cases {
 		s, err := kafkasource.New(ctx, []string{addr}, "g", c.topics, c.opts...)

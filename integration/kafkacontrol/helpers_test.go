@@ -79,8 +79,8 @@ func receiveN(t *testing.T, s consumer.Source, n int) []*consumer.Message {
 }
 
 // fastGroup makes rebalances take well under a second on kfake.
-func fastGroup() []kafkagroup.Option {
-	return []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
+func fastGroup() []kafkasource.Option {
+	return []kafkasource.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
 		kafkagroup.RebalanceTimeout(10 * time.Second), kafkasource.JoinGroupBackoff(200 * time.Millisecond)}
 }
 

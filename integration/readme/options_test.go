@@ -100,8 +100,7 @@ func optionConstructors(t *testing.T, dir string) []string {
 			if !ok || fn.Recv != nil || !fn.Name.IsExported() || fn.Type.Results == nil || len(fn.Type.Results.List) != 1 {
 				continue
 			}
-			// Option, or another package's (kafkasource's options are
-			// kafkagroup.Options).
+			// Option, this package's or another's.
 			result := fn.Type.Results.List[0].Type
 			if sel, ok := result.(*ast.SelectorExpr); ok {
 				result = sel.Sel

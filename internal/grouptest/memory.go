@@ -15,11 +15,12 @@ import (
 // MemoryBoundedByBytes is both Kafka sources' memory test: 100 records of
 // 1 MB, which produce writes to a topic of two partitions (flush ends the
 // writing), read by the source newSource makes, under a handler that takes
-// one at a time and waits to be released. Fetched and unsettled records
+// one at a time and waits to be released. newSource makes the source
+// with the option it is given over the test's own. Fetched and unsettled records
 // are bounded by MaxInFlightBytes (8 MiB), so the heap above what the
 // broker itself holds stays near that bound, however many records
 // MaxInFlightPerPartition (256) would allow.
-func MemoryBoundedByBytes(t *testing.T, produce func(key, value []byte), flush func(), newSource func(...kafkagroup.Option) consumer.Source) {
+func MemoryBoundedByBytes(t *testing.T, produce func(key, value []byte), flush func(), newSource func(kafkagroup.Option) consumer.Source) {
 	t.Helper()
 	const n, size = 100, 1_000_000
 	for i := range n {

@@ -15,13 +15,14 @@ import (
 // New's error, and closes the source if it made one.
 type New func(ctx context.Context, brokers []string, opts ...kafkagroup.Option) error
 
-// Opener makes a New of newSource, kafkasource.New or franzsource.New.
+// Opener makes a New of newSource, kafkasource.New or franzsource.New,
+// whose options O every kafkagroup.Option is.
 func Opener[T any, S interface {
 	*T
 	Close(context.Context) error
-}](newSource func(context.Context, []string, string, []string, ...kafkagroup.Option) (S, error)) New {
+}, O any](newSource func(context.Context, []string, string, []string, ...O) (S, error)) New {
 	return func(ctx context.Context, brokers []string, opts ...kafkagroup.Option) error {
-		s, err := newSource(ctx, brokers, "g", []string{"t"}, opts...)
+		s, err := newSource(ctx, brokers, "g", []string{"t"}, As[O](opts)...)
 		if s != nil {
 			_ = s.Close(context.Background())
 		}
@@ -61,4 +62,14 @@ func NewRefusesAddressWithoutPort(t *testing.T, open New) {
 			t.Errorf("New with broker %q: %v, want an AddressError naming it", addr, err)
 		}
 	}
+}
+
+// As gives opts, which both Kafka sources take, as one source's Option
+// type O: kafkasource.Option or franzsource.Option.
+func As[O any](opts []kafkagroup.Option) []O {
+	out := make([]O, 0, len(opts))
+	for _, o := range opts {
+		out = append(out, any(o).(O))
+	}
+	return out
 }

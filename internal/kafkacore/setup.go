@@ -23,12 +23,12 @@ type Config[C any] interface {
 }
 
 // Setup is the start of both sources' New: it checks New's arguments
-// (brokers, each host:port, a group and topics), applies opts to c (which
-// holds the source's defaults for its own options) over the shared
-// defaults, completes and checks the settings, and sorts the hooks. It
+// (brokers, each host:port, a group and topics), gives c the shared
+// settings s (kafkaopt.ApplyKafkaGo or ApplyFranz applied the options to
+// it, and c's own to c), completes and checks them, and sorts the hooks. It
 // gives c the logger to use, and the global MeterProvider when none was
 // set. pkg names the source in its errors.
-func Setup[C any, PC Config[C], O kafkaopt.Option](pkg string, brokers []string, group string, topics []string, opts []O, c PC) (Hooks, *logref.Ref, error) {
+func Setup[C any, PC Config[C]](pkg string, brokers []string, group string, topics []string, s kafkaopt.Settings, c PC) (Hooks, *logref.Ref, error) {
 	invalid := func(what string) error { return fmt.Errorf("%s: %w: %s", pkg, kafkagroup.ErrInvalidConfig, what) }
 	switch {
 	case len(brokers) == 0:
@@ -39,10 +39,6 @@ func Setup[C any, PC Config[C], O kafkaopt.Option](pkg string, brokers []string,
 		return Hooks{}, nil, invalid("no topics")
 	}
 	if err := CheckBrokers(pkg, brokers); err != nil {
-		return Hooks{}, nil, err
-	}
-	s, err := kafkaopt.Apply(pkg, opts, (*C)(c))
-	if err != nil {
 		return Hooks{}, nil, err
 	}
 	*c.Shared() = s

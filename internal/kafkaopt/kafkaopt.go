@@ -1,14 +1,19 @@
-// Package kafkaopt carries the options of onceq's Kafka sources: the
-// settings both take (set by package kafkagroup's options) and, in the
-// same list, the options only one client's source takes. It is its own
-// package so that kafkagroup, which users import, can declare Option over
-// it while the sources read the settings.
+// Package kafkaopt carries the options of onceq's Kafka sources. Each
+// source's Option is an interface over one unexported method of this
+// package, named for its client: KafkaGo (kafkasource) and Franz
+// (franzsource). The settings both sources take are Shared, with both
+// methods, so kafkagroup's options go to either; an option only one
+// client understands has that client's method alone, so the compiler
+// refuses it to the other source. It is its own package so that
+// kafkagroup, which users import, can declare its Option over it while
+// the sources read the settings.
 package kafkaopt
 
 import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -17,21 +22,63 @@ import (
 	"github.com/onceq/onceq/internal/configerr"
 )
 
-// Option sets what a Kafka source is configured with. Its method is
-// unexported, so only this package makes one: kafkagroup's options with
-// Func, a client's source's own with Client.
-type Option interface{ apply(*Settings) }
+// KafkaGo is an option kafkasource, over segmentio/kafka-go, takes.
+type KafkaGo interface{ applyKafkaGo(*Settings) }
 
-// Func is an Option that sets shared settings.
+// Franz is an option franzsource, over franz-go, takes.
+type Franz interface{ applyFranz(*Settings) }
+
+// Shared is an option both sources take.
+type Shared interface {
+	KafkaGo
+	Franz
+}
+
+// Func is a Shared option: it sets settings both sources take.
 type Func func(*Settings)
 
-func (f Func) apply(s *Settings) { f(s) }
+func (f Func) applyKafkaGo(s *Settings) { f(s) }
+func (f Func) applyFranz(s *Settings)   { f(s) }
 
-// Client is an Option only one client's source takes: set sets C, that
-// source's own configuration, and Apply for any other C refuses it.
-func Client[C any](set func(*C)) Option {
-	return Func(func(s *Settings) { s.Client = append(s.Client, set) })
+// Join is opts as one Shared option, applying each in order.
+func Join[O Shared](opts []O) Shared { return joined[O](slices.Clone(opts)) }
+
+type joined[O Shared] []O
+
+func (j joined[O]) applyKafkaGo(s *Settings) {
+	for _, o := range j {
+		if any(o) != nil {
+			o.applyKafkaGo(s)
+		}
+	}
 }
+
+func (j joined[O]) applyFranz(s *Settings) {
+	for _, o := range j {
+		if any(o) != nil {
+			o.applyFranz(s)
+		}
+	}
+}
+
+// kafkaGoOnly and franzOnly set C, one source's own configuration. They
+// reach it through Settings.own, because the method a source calls on
+// every option cannot name C: a Func serves both sources' C.
+type (
+	kafkaGoOnly[C any] func(*C)
+	franzOnly[C any]   func(*C)
+)
+
+func (f kafkaGoOnly[C]) applyKafkaGo(s *Settings) { s.own = append(s.own, (func(*C))(f)) }
+func (f franzOnly[C]) applyFranz(s *Settings)     { s.own = append(s.own, (func(*C))(f)) }
+
+// KafkaGoOnly is an option only kafkasource takes: set sets C, its
+// configuration.
+func KafkaGoOnly[C any](set func(*C)) KafkaGo { return kafkaGoOnly[C](set) }
+
+// FranzOnly is an option only franzsource takes: set sets C, its
+// configuration.
+func FranzOnly[C any](set func(*C)) Franz { return franzOnly[C](set) }
 
 // Reset values, as kafkagroup's ResetEarliest and ResetLatest.
 const (
@@ -57,9 +104,9 @@ type Settings struct {
 	FetchMaxWait     time.Duration
 	FetchMaxBytes    int
 	Reset            int
-	// Client are the options of one client's source, in the order given:
-	// each a func(*C) for that source's configuration C.
-	Client []any
+	// own are the options of the source's own client, in the order
+	// given: each a func(*C) for that source's configuration C.
+	own []any
 }
 
 // DefaultMaxInFlightBytes bounds, by default, the records a source holds
@@ -68,10 +115,19 @@ type Settings struct {
 // megabyte.
 const DefaultMaxInFlightBytes = 256 << 20
 
-// Apply returns the settings opts give, over the defaults both sources
-// share, and runs the options of the source configured by C on c. It
-// refuses an option of another source, naming pkg, the source's package.
-func Apply[C any, O Option](pkg string, opts []O, c *C) (Settings, error) {
+// ApplyKafkaGo returns the settings opts give over the defaults both
+// sources share, and runs kafkasource's own options on c, its
+// configuration.
+func ApplyKafkaGo[C any, O KafkaGo](opts []O, c *C) Settings {
+	return apply(opts, func(o O, s *Settings) { o.applyKafkaGo(s) }, c)
+}
+
+// ApplyFranz is ApplyKafkaGo for franzsource.
+func ApplyFranz[C any, O Franz](opts []O, c *C) Settings {
+	return apply(opts, func(o O, s *Settings) { o.applyFranz(s) }, c)
+}
+
+func apply[C, O any](opts []O, set func(O, *Settings), c *C) Settings {
 	s := Settings{
 		Ordering:         broker.OrderByKey,
 		MaxInFlight:      256,
@@ -84,16 +140,16 @@ func Apply[C any, O Option](pkg string, opts []O, c *C) (Settings, error) {
 		if any(o) == nil {
 			continue
 		}
-		o.apply(&s)
+		set(o, &s)
 	}
-	for _, o := range s.Client {
-		set, ok := o.(func(*C))
-		if !ok {
-			return s, fmt.Errorf("%s: %w: an option of another Kafka source (%T)", pkg, configerr.ErrInvalidConfig, o)
-		}
-		set(c)
+	// Only one client's method was called, and only that client's own
+	// options add to own, each made by its source over its configuration
+	// C: the assertion cannot fail.
+	for _, f := range s.own {
+		f.(func(*C))(c)
 	}
-	return s, nil
+	s.own = nil
+	return s
 }
 
 // Check checks the settings once the source has filled in its client's

@@ -12,38 +12,32 @@ import (
 
 type oneConfig struct{ name string }
 
-type otherConfig struct{ n int }
-
-// Options of one source's client reach that source's configuration, in
-// order; another source's are refused, not dropped.
-func TestApplyClientOptions(t *testing.T) {
-	opts := []Option{
-		Func(func(s *Settings) { s.CommitInterval = 3 * time.Second }),
-		Client(func(c *oneConfig) { c.name = "first" }),
-		Client(func(c *oneConfig) { c.name += ",second" }),
-		nil,
+// Shared options and the source's own reach the settings and the source's
+// configuration, in the order given, through either client's method; nil
+// options are skipped.
+func TestApplyOwnOptions(t *testing.T) {
+	commit := Func(func(s *Settings) { s.CommitInterval = 3 * time.Second })
+	check := func(what string, s Settings, c oneConfig) {
+		t.Helper()
+		if c.name != "first,second" || s.CommitInterval != 3*time.Second || s.Ordering != broker.OrderByKey || s.MaxInFlight != 256 || s.own != nil {
+			t.Errorf("%s: config %+v, settings %+v", what, c, s)
+		}
 	}
-	var c oneConfig
-	s, err := Apply("one", opts, &c)
-	if err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
-	if c.name != "first,second" || s.CommitInterval != 3*time.Second || s.Ordering != broker.OrderByKey || s.MaxInFlight != 256 {
-		t.Errorf("Apply: config %+v, settings %+v", c, s)
-	}
-
-	opts = append(opts, Client(func(c *otherConfig) { c.n = 1 }))
-	if _, err := Apply("one", opts, &c); !errors.Is(err, configerr.ErrInvalidConfig) || !strings.Contains(err.Error(), "another Kafka source") ||
-		!strings.HasPrefix(err.Error(), "one: ") {
-		t.Errorf("Apply with another source's option: %v, want ErrInvalidConfig naming it", err)
-	}
+	var k oneConfig
+	s := ApplyKafkaGo([]KafkaGo{commit, KafkaGoOnly(func(c *oneConfig) { c.name = "first" }), nil,
+		KafkaGoOnly(func(c *oneConfig) { c.name += ",second" })}, &k)
+	check("ApplyKafkaGo", s, k)
+	var f oneConfig
+	s = ApplyFranz([]Franz{FranzOnly(func(c *oneConfig) { c.name = "first" }), commit,
+		FranzOnly(func(c *oneConfig) { c.name += ",second" })}, &f)
+	check("ApplyFranz", s, f)
 }
 
 // Check names the option at fault and wraps ErrInvalidConfig.
 func TestCheckNamesTheOption(t *testing.T) {
 	valid := func() Settings {
 		var c oneConfig
-		s, _ := Apply[oneConfig, Option]("one", nil, &c)
+		s := ApplyKafkaGo[oneConfig, KafkaGo](nil, &c)
 		s.Default(3*time.Second, 30*time.Second, 30*time.Second, 1<<20)
 		return s
 	}
@@ -67,5 +61,20 @@ func TestCheckNamesTheOption(t *testing.T) {
 		if !errors.Is(err, configerr.ErrInvalidConfig) || !strings.Contains(err.Error(), "option "+option) {
 			t.Errorf("%s spoilt: %v, want ErrInvalidConfig naming the option", option, err)
 		}
+	}
+}
+
+// Join applies its options in order through either client's method,
+// skipping nil ones, and keeps them as they were when it was called.
+func TestJoin(t *testing.T) {
+	list := []Shared{Func(func(s *Settings) { s.DeadLetterTopic += "a" }), nil, Func(func(s *Settings) { s.DeadLetterTopic += "b" })}
+	j := Join(list)
+	list[0] = Func(func(s *Settings) { s.DeadLetterTopic += "x" })
+	var c oneConfig
+	if s := ApplyKafkaGo([]KafkaGo{j}, &c); s.DeadLetterTopic != "ab" {
+		t.Errorf("ApplyKafkaGo of Join: %q, want ab", s.DeadLetterTopic)
+	}
+	if s := ApplyFranz([]Franz{j, j}, &c); s.DeadLetterTopic != "abab" {
+		t.Errorf("ApplyFranz of Join twice: %q, want abab", s.DeadLetterTopic)
 	}
 }

@@ -52,7 +52,7 @@ type batchPart struct {
 // NewBatch makes a member of group reading topics from seeds in batch
 // mode, its batches run by r. It checks what New checks. Run joins the
 // group.
-func NewBatch(ctx context.Context, seeds []string, group string, topics []string, r *batch.Runner, opts ...kafkagroup.Option) (*BatchSource, error) {
+func NewBatch(ctx context.Context, seeds []string, group string, topics []string, r *batch.Runner, opts ...Option) (*BatchSource, error) {
 	if r == nil {
 		return nil, invalidOption("NewBatch: no batch.Runner")
 	}

@@ -214,12 +214,12 @@ type (
 )
 
 // fastGroup makes rebalances take well under a second on kfake.
-func fastGroup() []kafkagroup.Option {
-	return []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
+func fastGroup() []franzsource.Option {
+	return []franzsource.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
 		kafkagroup.RebalanceTimeout(10 * time.Second)}
 }
 
-func newSource(t testing.TB, addr, group string, topics []string, opts ...kafkagroup.Option) *franzsource.Source {
+func newSource(t testing.TB, addr, group string, topics []string, opts ...franzsource.Option) *franzsource.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

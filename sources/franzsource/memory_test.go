@@ -22,7 +22,7 @@ func TestMemoryBoundedByBytes(t *testing.T) {
 	grouptest.MemoryBoundedByBytes(t,
 		func(key, value []byte) { produce(t, p, &kgo.Record{Key: key, Value: value}) },
 		p.Close,
-		func(opts ...kafkagroup.Option) consumer.Source {
-			return newSource(t, addr, group, []string{topic}, opts...)
+		func(opt kafkagroup.Option) consumer.Source {
+			return newSource(t, addr, group, []string{topic}, opt)
 		})
 }

@@ -10,13 +10,16 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/onceq/onceq/internal/kafkaopt"
-	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
-// The options New takes are kafkagroup's, which serve both Kafka sources,
-// and those below, which only this one takes.
+// Option configures a Source (New, NewBatch): every kafkagroup.Option,
+// which kafkasource takes too, and the options of this package, which
+// only this source takes (kafkasource.New does not compile with one).
+type Option interface {
+	kafkaopt.Franz
+}
 
-func clientOption(f func(*config)) kafkagroup.Option { return kafkaopt.Client(f) }
+func clientOption(f func(*config)) Option { return kafkaopt.FranzOnly(f) }
 
 // Protocol is how the group shares partitions among its members.
 type Protocol int
@@ -58,34 +61,34 @@ func (c *config) Complete() error {
 }
 
 // GroupProtocol chooses how partitions are shared (default Cooperative).
-func GroupProtocol(p Protocol) kafkagroup.Option {
+func GroupProtocol(p Protocol) Option {
 	return clientOption(func(c *config) { c.protocol = p })
 }
 
 // TLS connects to the brokers over TLS with cfg (the dead-letter producer
 // too).
-func TLS(cfg *tls.Config) kafkagroup.Option { return clientOption(func(c *config) { c.tls = cfg }) }
+func TLS(cfg *tls.Config) Option { return clientOption(func(c *config) { c.tls = cfg }) }
 
 // SASL authenticates to the brokers with the first mechanism they accept
 // (franz-go's pkg/sasl/plain, scram, oauth, aws).
-func SASL(m ...sasl.Mechanism) kafkagroup.Option {
+func SASL(m ...sasl.Mechanism) Option {
 	return clientOption(func(c *config) { c.sasl = append(c.sasl, m...) })
 }
 
 // WithDialer sets how connections to the brokers are made (default a
 // net.Dialer; TLS, when set, wraps what it returns).
-func WithDialer(dial func(ctx context.Context, network, host string) (net.Conn, error)) kafkagroup.Option {
+func WithDialer(dial func(ctx context.Context, network, host string) (net.Conn, error)) Option {
 	return clientOption(func(c *config) { c.dial = dial })
 }
 
 // ClientID names this client to the brokers (default "onceq").
-func ClientID(id string) kafkagroup.Option { return clientOption(func(c *config) { c.clientID = id }) }
+func ClientID(id string) Option { return clientOption(func(c *config) { c.clientID = id }) }
 
 // InstanceID makes this member static (KIP-345): a restart with the same
 // ID within the SessionTimeout gets its partitions back with no
 // rebalance, and Close does not leave the group, so its partitions wait
 // for the session timeout before moving. Each member needs its own.
-func InstanceID(id string) kafkagroup.Option {
+func InstanceID(id string) Option {
 	return clientOption(func(c *config) { c.instanceID = id })
 }
 

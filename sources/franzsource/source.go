@@ -13,8 +13,8 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/internal/kafkaopt"
 	"github.com/onceq/onceq/sources/franzsource/internal/kgox"
-	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 const instrumentationName = "github.com/onceq/onceq/sources/franzsource"
@@ -93,7 +93,7 @@ type partExt struct {
 // partitions are assigned. So a consumer that finds its store broken at
 // start (Run checks it before the first Receive) never takes partitions
 // from the group's healthy members.
-func New(ctx context.Context, seeds []string, group string, topics []string, opts ...kafkagroup.Option) (*Source, error) {
+func New(ctx context.Context, seeds []string, group string, topics []string, opts ...Option) (*Source, error) {
 	return newSource(ctx, seeds, group, topics, opts, func(s *Source) []kgo.Opt {
 		return append(s.groupOpts(),
 			kgo.OnPartitionsAssigned(s.onAssigned), kgo.OnPartitionsRevoked(s.onRevoked), kgo.OnPartitionsLost(s.onLost))
@@ -102,9 +102,9 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 
 // newSource is New, with the group client made with the options
 // groupOpts gives: those of the group and its rebalance callbacks.
-func newSource(ctx context.Context, seeds []string, group string, topics []string, opts []kafkagroup.Option, groupOpts func(*Source) []kgo.Opt) (*Source, error) {
+func newSource(ctx context.Context, seeds []string, group string, topics []string, opts []Option, groupOpts func(*Source) []kgo.Opt) (*Source, error) {
 	cfg := config{clientID: "onceq"}
-	hs, logs, err := kafkacore.Setup("franzsource", seeds, group, topics, opts, &cfg)
+	hs, logs, err := kafkacore.Setup("franzsource", seeds, group, topics, kafkaopt.ApplyFranz(opts, &cfg), &cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func TestNewValidates(t *testing.T) {
 	ctx := testenv.Context(t, 10*time.Second)
 	refused := map[string]struct {
 		topics []string
-		opt    kafkagroup.Option
+		opt    franzsource.Option
 		want   error
 	}{
 		"a topic that does not exist":        {[]string{"nope"}, franzsource.ClientID("x"), kafkagroup.ErrUnknownTopic},

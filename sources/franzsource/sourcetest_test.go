@@ -37,14 +37,14 @@ func TestSourcetestConsumerProtocol(t *testing.T) {
 	sourcetest.Run(t, harness(franzsource.GroupProtocol(franzsource.ConsumerProtocol)))
 }
 
-func harness(opt kafkagroup.Option) func(t *testing.T) *sourcetest.Harness {
+func harness(opt franzsource.Option) func(t *testing.T) *sourcetest.Harness {
 	return func(t *testing.T) *sourcetest.Harness {
 		addr := cluster(t)
 		topic, dlq, group := topicName(t, "in"), topicName(t, "dlq"), topicName(t, "group")
 		createTopic(t, addr, topic, 3)
 		createTopic(t, addr, dlq, 1)
 		w := producer(t, addr, topic)
-		opts := []kafkagroup.Option{kafkagroup.DeadLetterTopic(dlq), opt}
+		opts := []franzsource.Option{kafkagroup.DeadLetterTopic(dlq), opt}
 		return &sourcetest.Harness{
 			Source: newSource(t, addr, group, []string{topic}, opts...),
 			Send: func(ctx context.Context, m sourcetest.Outgoing) error {

@@ -49,7 +49,7 @@ func TestCloseWhileGroupRebalances(t *testing.T) {
 	})
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	const rebalance = 2 * time.Second
-	opts := []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
+	opts := []franzsource.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
 		kafkagroup.RebalanceTimeout(rebalance), kafkagroup.RevokeTimeout(time.Second), kafkagroup.CommitInterval(time.Hour),
 		kafkagroup.WithLogger(testenv.Logger(t))}
 	a, err := franzsource.New(testenv.Context(t, 10*time.Second), []string{addr}, group, []string{topic},

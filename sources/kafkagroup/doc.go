@@ -12,11 +12,12 @@
 //		franzsource.ClientID("orders-worker"))
 //	if errors.Is(err, kafkagroup.ErrUnknownTopic) { ... }
 //
-// Both New functions take an [Option]: this package's options, and those
-// of the source's own client (kafkasource.WithDialer, franzsource.TLS,
-// ...). An option of the other client's source is refused with
-// [ErrInvalidConfig]. An error means the same value whichever source
-// returned it, and one observer serves either source. Both sources key a
+// Each New takes its own package's Option: every option of this package
+// is one (and [Options] makes a list of them one), beside the options of
+// the source's own client (kafkasource.WithDialer, franzsource.TLS, ...),
+// which are of that source's Option type alone: an option of the other
+// client's source does not compile. An error means the same value
+// whichever source returned it, and one observer serves either source. Both sources key a
 // record alike (kafkasource.Fingerprint and franzsource.Fingerprint are one
 // key) and
 // write the same dead letters, so a deployment can move from one client

@@ -10,16 +10,25 @@ import (
 	"github.com/onceq/onceq/internal/kafkaopt"
 )
 
-// Option configures a Kafka source; pass it to kafkasource.New or
-// franzsource.New. The options of this package serve both; each source's
-// package adds the options of its own client, which the other source
-// refuses with ErrInvalidConfig. Only this package and the two sources
-// make Options.
+// Option configures either Kafka source: every Option is a
+// kafkasource.Option and a franzsource.Option, so one value, or a list
+// built as either, serves kafkasource.New and franzsource.New alike. Each
+// source's package adds the options of its own client, of its own Option
+// type: the other source's New does not compile with one. Only this
+// package makes Options.
 type Option interface {
-	kafkaopt.Option
+	kafkaopt.Shared
 }
 
 func set(f func(*kafkaopt.Settings)) Option { return kafkaopt.Func(f) }
+
+// Options is opts as one Option, applied in order: a list of this
+// package's options, kept to pass to either source, goes to its New
+// beside that source's own options:
+//
+//	base := []kafkagroup.Option{kafkagroup.DeadLetterTopic("orders-dlq"), kafkagroup.WithLogger(logger)}
+//	src, err := kafkasource.New(ctx, brokers, "orders", topics, kafkagroup.Options(base...), kafkasource.WithDialer(dialer))
+func Options(opts ...Option) Option { return kafkaopt.Join(opts) }
 
 // Ordering declares the order the consumer keeps (default
 // broker.OrderByKey: one message in flight per record key within a

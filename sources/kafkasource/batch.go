@@ -36,7 +36,7 @@ type BatchSource struct {
 // NewBatch makes a member of group reading topics from brokers in batch
 // mode, its batches run by r. It checks what New checks. Run joins the
 // group.
-func NewBatch(ctx context.Context, brokers []string, group string, topics []string, r *batch.Runner, opts ...kafkagroup.Option) (*BatchSource, error) {
+func NewBatch(ctx context.Context, brokers []string, group string, topics []string, r *batch.Runner, opts ...Option) (*BatchSource, error) {
 	if r == nil {
 		return nil, invalidOption("NewBatch: no batch.Runner")
 	}

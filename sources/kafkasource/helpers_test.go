@@ -189,12 +189,12 @@ type (
 )
 
 // fastGroup makes rebalances take well under a second.
-func fastGroup() []kafkagroup.Option {
-	return []kafkagroup.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
+func fastGroup() []kafkasource.Option {
+	return []kafkasource.Option{kafkagroup.HeartbeatInterval(100 * time.Millisecond), kafkagroup.SessionTimeout(6 * time.Second),
 		kafkagroup.RebalanceTimeout(10 * time.Second), kafkasource.JoinGroupBackoff(200 * time.Millisecond)}
 }
 
-func newSource(t testing.TB, addr, group string, topics []string, opts ...kafkagroup.Option) *kafkasource.Source {
+func newSource(t testing.TB, addr, group string, topics []string, opts ...kafkasource.Option) *kafkasource.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

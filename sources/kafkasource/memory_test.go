@@ -21,7 +21,7 @@ func TestMemoryBoundedByBytes(t *testing.T) {
 	grouptest.MemoryBoundedByBytes(t,
 		func(key, value []byte) { produce(t, w, kgo.Message{Key: key, Value: value}) },
 		func() { _ = w.Close() },
-		func(opts ...kafkagroup.Option) consumer.Source {
-			return newSource(t, addr, group, []string{topic}, opts...)
+		func(opt kafkagroup.Option) consumer.Source {
+			return newSource(t, addr, group, []string{topic}, opt)
 		})
 }

@@ -6,11 +6,14 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/internal/kafkaopt"
-	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
-// The options New takes are kafkagroup's, which serve both Kafka sources,
-// and the two below, which only this one takes.
+// Option configures a Source (New, NewBatch): every kafkagroup.Option,
+// which franzsource takes too, and the options of this package, which
+// only this source takes (franzsource.New does not compile with one).
+type Option interface {
+	kafkaopt.KafkaGo
+}
 
 type config struct {
 	kafkaopt.Settings
@@ -34,15 +37,15 @@ func (c *config) Complete() error {
 
 // JoinGroupBackoff is how long this member waits before joining again after
 // a failed attempt (default kafka-go's, 5s).
-func JoinGroupBackoff(d time.Duration) kafkagroup.Option {
-	return kafkaopt.Client(func(c *config) { c.joinBackoff = d })
+func JoinGroupBackoff(d time.Duration) Option {
+	return kafkaopt.KafkaGoOnly(func(c *config) { c.joinBackoff = d })
 }
 
 // WithDialer sets how connections to the brokers are made: TLS, SASL,
 // client ID, timeouts (default: plain TCP, 10 s connect timeout). The
 // dead-letter writer uses the same TLS and SASL settings.
-func WithDialer(d *kgo.Dialer) kafkagroup.Option {
-	return kafkaopt.Client(func(c *config) { c.dialer = d })
+func WithDialer(d *kgo.Dialer) Option {
+	return kafkaopt.KafkaGoOnly(func(c *config) { c.dialer = d })
 }
 
 func startOffset(r int) int64 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/internal/kafkaopt"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
@@ -84,9 +85,9 @@ type generation struct {
 // partitions are assigned. So a consumer that finds its store broken at
 // start (Run checks it before the first Receive) never takes partitions
 // from the group's healthy members.
-func New(ctx context.Context, brokers []string, group string, topics []string, opts ...kafkagroup.Option) (*Source, error) {
+func New(ctx context.Context, brokers []string, group string, topics []string, opts ...Option) (*Source, error) {
 	cfg := config{dialer: &kgo.Dialer{Timeout: 10 * time.Second, DualStack: true}}
-	hs, logs, err := kafkacore.Setup("kafkasource", brokers, group, topics, opts, &cfg)
+	hs, logs, err := kafkacore.Setup("kafkasource", brokers, group, topics, kafkaopt.ApplyKafkaGo(opts, &cfg), &cfg)
 	if err != nil {
 		return nil, err
 	}

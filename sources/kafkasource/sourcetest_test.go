@@ -10,6 +10,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/sources/kafkagroup"
+	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
 
@@ -37,7 +38,7 @@ func harness(o consumer.Ordering) func(t *testing.T) *sourcetest.Harness {
 		createTopic(t, addr, topic, 3)
 		createTopic(t, addr, dlq, 1)
 		w := writer(t, addr, topic)
-		opts := []kafkagroup.Option{kafkagroup.DeadLetterTopic(dlq), kafkagroup.Ordering(o)}
+		opts := []kafkasource.Option{kafkagroup.DeadLetterTopic(dlq), kafkagroup.Ordering(o)}
 		return &sourcetest.Harness{
 			Source: newSource(t, addr, group, []string{topic}, opts...),
 			Send: func(ctx context.Context, m sourcetest.Outgoing) error {
