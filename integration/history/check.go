@@ -47,16 +47,21 @@ type Report struct {
 
 // Verdict is "linearizable", "not linearizable: …" naming the violation,
 // or "unknown: …" when keys were left undecided and none was illegal.
-func (r Report) Verdict() string {
+func (r Report) Verdict() string { return verdict(r.Illegal, r.TimedOut, r.Violation, "keys") }
+
+// verdict is a check's verdict on its units (keys, partitions): illegal
+// of them not linearizable, the first as violation says, or else
+// timedOut of them not decided in time.
+func verdict(illegal, timedOut int, violation, units string) string {
 	switch {
-	case r.Illegal > 0:
-		v := "not linearizable: " + r.Violation
-		if r.Illegal > 1 {
-			v += fmt.Sprintf(" (and %d more keys)", r.Illegal-1)
+	case illegal > 0:
+		v := "not linearizable: " + violation
+		if illegal > 1 {
+			v += fmt.Sprintf(" (and %d more %s)", illegal-1, units)
 		}
 		return v
-	case r.TimedOut > 0:
-		return fmt.Sprintf("unknown: %d keys not decided in time", r.TimedOut)
+	case timedOut > 0:
+		return fmt.Sprintf("unknown: %d %s not decided in time", timedOut, units)
 	}
 	return "linearizable"
 }
@@ -173,7 +178,7 @@ func checkKey(hash string, kh *keyHistory, timeout time.Duration) keyResult {
 		if o.in.Op == storehistory.OpGet && o.unknown() {
 			continue // a read that saw nothing tells nothing
 		}
-		ops = append(ops, porcupine.Operation{ClientId: o.process, Input: o.in, Output: o.out, Call: o.call, Return: o.ret})
+		ops = append(ops, o.operation())
 	}
 	anomalies(kh, &kr)
 	if timeout <= 0 {
@@ -189,8 +194,20 @@ func checkKey(hash string, kh *keyHistory, timeout time.Duration) keyResult {
 }
 
 // violation names the first call (by call time) that no partial
-// linearization of ops could take, and the state the longest one reached.
+// linearization of ops could take, and the record the longest one reached.
 func violation(hash string, m porcupine.Model, ops []porcupine.Operation, timeout time.Duration) string {
+	if d, ok := describeViolation(m, ops, timeout, 0, "record"); ok {
+		return "key_hash " + hash + ": " + d
+	}
+	return "key_hash " + hash
+}
+
+// describeViolation names the first call (by call time) that the longest
+// partial linearization of ops leaves out, the calls that linearization
+// took (only its last keep, after "…", when keep > 0 and it took more)
+// and the state, called what, it reached. ok is false when it left no
+// call out.
+func describeViolation(m porcupine.Model, ops []porcupine.Operation, timeout time.Duration, keep int, what string) (d string, ok bool) {
 	_, info := porcupine.CheckOperationsVerbose(m, ops, timeout)
 	var longest []int
 	for _, part := range info.PartialLinearizations() {
@@ -214,10 +231,13 @@ func violation(hash string, m porcupine.Model, ops []porcupine.Operation, timeou
 		}
 	}
 	if first < 0 {
-		return "key_hash " + hash
+		return "", false
 	}
-	return fmt.Sprintf("key_hash %s: no legal point for %s, after %s (record %s)",
-		hash, m.DescribeOperation(ops[first].Input, ops[first].Output), orNothing(seq), m.DescribeState(st))
+	if keep > 0 && len(seq) > keep {
+		seq = append([]string{"…"}, seq[len(seq)-keep:]...)
+	}
+	return fmt.Sprintf("no legal point for %s, after %s (%s %s)",
+		m.DescribeOperation(ops[first].Input, ops[first].Output), orNothing(seq), what, m.DescribeState(st)), true
 }
 
 func orNothing(seq []string) string {

@@ -22,13 +22,16 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/onceq/onceq/examples/storehistory"
 )
 
 // ErrMalformed is returned for a history line that is not an event.
 var ErrMalformed = errors.New("history: malformed event")
 
-// op is one store call: its call, its return when it returned, and the
+// op is one store call (or, in batch mode, one call on an offset row):
+// its call, its return when it returned, and the
 // times of both (ret is math.MaxInt64 when its outcome is unknown).
 type op struct {
 	process   int
@@ -43,6 +46,11 @@ func (o *op) unknown() bool { return !o.returned || o.out.Outcome == storehistor
 
 // ok reports whether op surely succeeded.
 func (o *op) ok() bool { return o.returned && o.out.Outcome == storehistory.OutcomeOK }
+
+// operation is op as porcupine takes it.
+func (o *op) operation() porcupine.Operation {
+	return porcupine.Operation{ClientId: o.process, Input: o.in, Output: o.out, Call: o.call, Return: o.ret}
+}
 
 // keyHistory is one key's ops and settled messages, and how many times
 // its message's business effect was applied when that was counted.
@@ -65,18 +73,26 @@ func New() *History { return &History{keys: map[string]*keyHistory{}} }
 // LoadFiles reads the histories of paths, each one process's.
 func LoadFiles(paths ...string) (*History, error) {
 	h := New()
+	if err := loadFiles(h.Add, paths); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// loadFiles hands each of paths to add, naming the file in add's error.
+func loadFiles(add func(io.Reader) error, paths []string) error {
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		err = h.Add(f)
+		err = add(f)
 		f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Base(p), err)
+			return fmt.Errorf("%s: %w", filepath.Base(p), err)
 		}
 	}
-	return h, nil
+	return nil
 }
 
 func (h *History) key(k string) *keyHistory {
@@ -95,11 +111,33 @@ func (h *History) Add(r io.Reader) error {
 	proc := h.processes
 	h.processes++
 	calls := map[int64]*op{}
+	return readEvents(r, func(n int, e storehistory.Event) error {
+		switch e.Kind {
+		case storehistory.KindCall:
+			kh := h.key(e.Key)
+			kh.ops = append(kh.ops, openCall(calls, proc, e))
+		case storehistory.KindReturn:
+			return closeCall(calls, n, e)
+		case storehistory.KindSettle:
+			kh := h.key(e.Key)
+			kh.settles = append(kh.settles, e)
+		default:
+			return fmt.Errorf("%w: line %d: kind %q", ErrMalformed, n, e.Kind)
+		}
+		return nil
+	})
+}
+
+// readEvents calls fn with each event of r and its line number, stopping
+// at fn's first error. Blank lines are skipped, and a last line without
+// its newline is dropped: the process was killed while writing it. Any
+// other line that is not an event is ErrMalformed.
+func readEvents(r io.Reader, fn func(n int, e storehistory.Event) error) error {
 	br := bufio.NewReader(r)
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if errors.Is(err, io.EOF) {
-			break // a line without its newline was never finished
+			return nil // a line without its newline was never finished
 		}
 		if err != nil {
 			return err
@@ -112,27 +150,29 @@ func (h *History) Add(r io.Reader) error {
 		if err := json.Unmarshal(line, &e); err != nil {
 			return fmt.Errorf("%w: line %d: %v", ErrMalformed, n, err)
 		}
-		switch e.Kind {
-		case storehistory.KindCall:
-			o := &op{process: proc, in: e, call: e.Time, ret: math.MaxInt64}
-			calls[e.ID] = o
-			kh := h.key(e.Key)
-			kh.ops = append(kh.ops, o)
-		case storehistory.KindReturn:
-			o := calls[e.ID]
-			if o == nil || o.returned {
-				return fmt.Errorf("%w: line %d: a return of call %d, which is not open", ErrMalformed, n, e.ID)
-			}
-			o.out, o.returned = e, true
-			if e.Outcome != storehistory.OutcomeUnknown {
-				o.ret = e.Time
-			}
-		case storehistory.KindSettle:
-			kh := h.key(e.Key)
-			kh.settles = append(kh.settles, e)
-		default:
-			return fmt.Errorf("%w: line %d: kind %q", ErrMalformed, n, e.Kind)
+		if err := fn(n, e); err != nil {
+			return err
 		}
+	}
+}
+
+// openCall records process's call e as an op open in calls and returns it.
+func openCall(calls map[int64]*op, process int, e storehistory.Event) *op {
+	o := &op{process: process, in: e, call: e.Time, ret: math.MaxInt64}
+	calls[e.ID] = o
+	return o
+}
+
+// closeCall records the return e, on line n, of its call open in calls.
+// A return whose outcome is unknown leaves the call's end open.
+func closeCall(calls map[int64]*op, n int, e storehistory.Event) error {
+	o := calls[e.ID]
+	if o == nil || o.returned {
+		return fmt.Errorf("%w: line %d: a return of call %d, which is not open", ErrMalformed, n, e.ID)
+	}
+	o.out, o.returned = e, true
+	if e.Outcome != storehistory.OutcomeUnknown {
+		o.ret = e.Time
 	}
 	return nil
 }

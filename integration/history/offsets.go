@@ -1,16 +1,9 @@
 package history
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"time"
@@ -30,46 +23,25 @@ import (
 // twice, a token going down, commits that a newer token should have
 // fenced, and offsets below the log's end never committed.
 
-// rowOp is one call on an offset row: its call, its return when it
-// returned, and the times of both (ret is math.MaxInt64 when its outcome
-// is unknown).
-type rowOp struct {
-	process   int
-	in, out   storehistory.Event
-	returned  bool
-	call, ret int64
-}
-
-func (o *rowOp) unknown() bool { return !o.returned || o.out.Outcome == storehistory.OutcomeUnknown }
-func (o *rowOp) ok() bool      { return o.returned && o.out.Outcome == storehistory.OutcomeOK }
-
 // OffsetHistory is the offset-row calls of one or more processes, by
 // partition, and the log end offsets the partitions must reach.
 type OffsetHistory struct {
-	parts     map[string][]*rowOp
+	parts     map[string][]*op
 	ends      map[string]int64
 	processes int
 }
 
 // NewOffsets returns an empty OffsetHistory.
 func NewOffsets() *OffsetHistory {
-	return &OffsetHistory{parts: map[string][]*rowOp{}, ends: map[string]int64{}}
+	return &OffsetHistory{parts: map[string][]*op{}, ends: map[string]int64{}}
 }
 
 // LoadOffsetFiles reads the offset-row histories of paths, each one
 // process's.
 func LoadOffsetFiles(paths ...string) (*OffsetHistory, error) {
 	h := NewOffsets()
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		err = h.Add(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Base(p), err)
-		}
+	if err := loadFiles(h.Add, paths); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
@@ -80,43 +52,18 @@ func LoadOffsetFiles(paths ...string) (*OffsetHistory, error) {
 func (h *OffsetHistory) Add(r io.Reader) error {
 	proc := h.processes
 	h.processes++
-	calls := map[int64]*rowOp{}
-	br := bufio.NewReader(r)
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if errors.Is(err, io.EOF) {
-			break // a line without its newline was never finished
-		}
-		if err != nil {
-			return err
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		var e storehistory.Event
-		if err := json.Unmarshal(line, &e); err != nil {
-			return fmt.Errorf("%w: line %d: %v", ErrMalformed, n, err)
-		}
+	calls := map[int64]*op{}
+	return readEvents(r, func(n int, e storehistory.Event) error {
 		switch {
 		case e.Kind == storehistory.KindCall && (e.Op == storehistory.OpAcquire || e.Op == storehistory.OpCommit || e.Op == storehistory.OpOffset):
-			o := &rowOp{process: proc, in: e, call: e.Time, ret: math.MaxInt64}
-			calls[e.ID] = o
-			h.parts[e.Key] = append(h.parts[e.Key], o)
+			h.parts[e.Key] = append(h.parts[e.Key], openCall(calls, proc, e))
 		case e.Kind == storehistory.KindReturn:
-			o := calls[e.ID]
-			if o == nil || o.returned {
-				return fmt.Errorf("%w: line %d: a return of call %d, which is not open", ErrMalformed, n, e.ID)
-			}
-			o.out, o.returned = e, true
-			if e.Outcome != storehistory.OutcomeUnknown {
-				o.ret = e.Time
-			}
+			return closeCall(calls, n, e)
 		default:
 			return fmt.Errorf("%w: line %d: %s %q is no offset-row event", ErrMalformed, n, e.Kind, e.Op)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // SetEnd records partition's log end offset: every offset before it must
@@ -179,17 +126,7 @@ type OffsetReport struct {
 // or "unknown: …" when partitions were left undecided and none was
 // illegal.
 func (r OffsetReport) Verdict() string {
-	switch {
-	case r.Illegal > 0:
-		v := "not linearizable: " + r.Violation
-		if r.Illegal > 1 {
-			v += fmt.Sprintf(" (and %d more partitions)", r.Illegal-1)
-		}
-		return v
-	case r.TimedOut > 0:
-		return fmt.Sprintf("unknown: %d partitions not decided in time", r.TimedOut)
-	}
-	return "linearizable"
+	return verdict(r.Illegal, r.TimedOut, r.Violation, "partitions")
 }
 
 // Lost is the offsets never committed: the gaps and those below the end.
@@ -233,15 +170,15 @@ func CheckOffsets(h *OffsetHistory, o Options) OffsetReport {
 		}
 		offsetAnomalies(ops, end, &r)
 		var pops []porcupine.Operation
-		for _, op := range ops {
+		for _, c := range ops {
 			r.Ops++
-			if op.unknown() {
+			if c.unknown() {
 				r.Unknown++
-				if op.in.Op == storehistory.OpOffset {
+				if c.in.Op == storehistory.OpOffset {
 					continue // a read that saw nothing tells nothing
 				}
 			}
-			pops = append(pops, porcupine.Operation{ClientId: op.process, Input: op.in, Output: op.out, Call: op.call, Return: op.ret})
+			pops = append(pops, c.operation())
 		}
 		timeout := min(o.Timeout, time.Until(deadline))
 		if timeout <= 0 {
@@ -264,37 +201,13 @@ func CheckOffsets(h *OffsetHistory, o Options) OffsetReport {
 }
 
 // violationOf names the first call (by call time) that no partial
-// linearization of ops could take, and the state the longest reached.
+// linearization of ops could take, the last calls before it, and the row
+// they reached.
 func violationOf(m porcupine.Model, ops []porcupine.Operation, timeout time.Duration) string {
-	_, info := porcupine.CheckOperationsVerbose(m, ops, timeout)
-	var longest []int
-	for _, part := range info.PartialLinearizations() {
-		for _, lin := range part {
-			if len(lin) > len(longest) {
-				longest = lin
-			}
-		}
+	if d, ok := describeViolation(m, ops, timeout, 3, "row"); ok {
+		return d
 	}
-	st := m.Init()
-	var seq []string
-	for _, id := range longest {
-		_, st = m.Step(st, ops[id].Input, ops[id].Output)
-		seq = append(seq, m.DescribeOperation(ops[id].Input, ops[id].Output))
-	}
-	first := -1
-	for i := range ops {
-		if !slices.Contains(longest, i) && (first < 0 || ops[i].Call < ops[first].Call) {
-			first = i
-		}
-	}
-	if first < 0 {
-		return "no order of its calls explains it"
-	}
-	if len(seq) > 3 {
-		seq = append([]string{"…"}, seq[len(seq)-3:]...)
-	}
-	return fmt.Sprintf("no legal point for %s, after %s (row %s)",
-		m.DescribeOperation(ops[first].Input, ops[first].Output), orNothing(seq), m.DescribeState(st))
+	return "no order of its calls explains it"
 }
 
 // row is one partition's offset row in the model. A token raised by an
@@ -429,9 +342,9 @@ func rowStep(s row, in, out storehistory.Event) []row {
 
 // offsetAnomalies counts one partition's anomalies into r; end is its log
 // end offset, -1 when unknown.
-func offsetAnomalies(ops []*rowOp, end int64, r *OffsetReport) {
-	var done, maybe, acquires []*rowOp
-	var final *rowOp // the last read that returned the row
+func offsetAnomalies(ops []*op, end int64, r *OffsetReport) {
+	var done, maybe, acquires []*op
+	var final *op // the last read that returned the row
 	for _, o := range ops {
 		switch {
 		case o.in.Op == storehistory.OpCommit && o.ok():
@@ -451,12 +364,12 @@ func offsetAnomalies(ops []*rowOp, end int64, r *OffsetReport) {
 			final = o
 		}
 	}
-	slices.SortFunc(done, func(a, b *rowOp) int {
+	slices.SortFunc(done, func(a, b *op) int {
 		return cmp.Or(cmp.Compare(a.in.From, b.in.From), cmp.Compare(a.in.Next, b.in.Next), cmp.Compare(a.call, b.call))
 	})
 	// Walk the commits in offset order from 0: every offset once.
 	cover := int64(0)
-	var prev *rowOp
+	var prev *op
 	for _, c := range done {
 		switch {
 		case prev != nil && c.in.From == prev.in.From && c.in.Next == prev.in.Next:
@@ -511,7 +424,7 @@ func offsetAnomalies(ops []*rowOp, end int64, r *OffsetReport) {
 // bridge returns how far from `from` towards `to` the unknown commits
 // maybe chain (each starting where the one before ended): offsets a
 // commit whose outcome is unknown may have stored are no gap.
-func bridge(maybe []*rowOp, from, to int64) int64 {
+func bridge(maybe []*op, from, to int64) int64 {
 	at := from
 	for at < to {
 		step := at

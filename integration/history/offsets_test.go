@@ -295,3 +295,19 @@ func TestOffsetsBrokenFenceIsCaught(t *testing.T) {
 		})
 	}
 }
+
+// A violation names the call no order explains, only the last three calls
+// before it (a long history would bury it), and the row they left.
+func TestOffsetsViolationText(t *testing.T) {
+	b := &rows{t: t}
+	b.acquire("m1", 1, -1)
+	b.commit(1, 0, 10, ok)
+	b.commit(1, 10, 20, ok)
+	b.commit(1, 20, 30, ok)
+	b.read(1, 10) // rolled back
+	r := checkRows(t, 30, b)
+	if want := "partition " + part + ": no legal point for read: ok token 1 next 10, after …, " +
+		"commit [0,10) token 1: ok, commit [10,20) token 1: ok, commit [20,30) token 1: ok (row {token 1 next 30})"; r.Violation != want {
+		t.Fatalf("violation\n%s\nwant\n%s", r.Violation, want)
+	}
+}
