@@ -19,6 +19,8 @@ import (
 // a handler written for another Store.
 type otherStoresWrite struct{ SQL string }
 
+func (otherStoresWrite) WriteKind() dedup.WriteKind { return "pgstore" }
+
 // commitCounting counts the commits that reach the Store.
 type commitCounting struct {
 	*memstore.Store
@@ -53,7 +55,7 @@ func TestWrongWriteTypeStopsRun(t *testing.T) {
 			var runs atomic.Int32
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				runs.Add(1)
-				return consumer.Result{Response: []byte("ok"), Writes: []any{memstore.Write{}, otherStoresWrite{SQL: "insert"}}}, nil
+				return consumer.Result{Response: []byte("ok"), Writes: []dedup.Write{memstore.Write{}, otherStoresWrite{SQL: "insert"}}}, nil
 			})
 			store := &commitCounting{Store: memstore.New()}
 			opts := []consumer.Option{consumer.Concurrency(1)}
@@ -120,7 +122,7 @@ func TestWrongWriteTypeStopsRun(t *testing.T) {
 // as a Misconfigured outcome whose action gives the message back.
 func TestWrongWriteTypeGuardOutcome(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
-		return consumer.Result{Writes: []any{otherStoresWrite{}}}, nil
+		return consumer.Result{Writes: []dedup.Write{otherStoresWrite{}}}, nil
 	})
 	g, err := consumer.NewGuard(memstore.New(), h)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 // business writes types.TransactWriteItem and its pointer; Batch (Offsets).
 func (s *Store) Capabilities() dedup.Capabilities {
 	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed,
-		Writes: []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()}, Batch: true, Outbox: true}
+		Writes: Kind, Batch: true, Outbox: true}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless
