@@ -17,7 +17,7 @@ import (
 
 // Capabilities implements dedup.Store: ClaimComplete always; TenantKeyed
 // with TenantLayout, whose keys must carry the message's tenant; and the
-// business writes types.TransactWriteItem and its pointer; Batch (Offsets).
+// business writes of Kind (Write and its pointer); Batch (Offsets).
 func (s *Store) Capabilities() dedup.Capabilities {
 	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed,
 		Writes: Kind, Batch: true, Outbox: true}
