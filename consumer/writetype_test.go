@@ -134,3 +134,17 @@ func TestWrongWriteTypeGuardOutcome(t *testing.T) {
 		t.Fatalf("outcome %v, action %v, err %v: want Misconfigured, Retry and a *WriteTypeError naming *memstore.Store", o.Kind, o.Action(), o.Err)
 	}
 }
+
+// Result.Writes is typed: a value that is no Store's write (a bare SQL
+// string, a DynamoDB item not converted to dynamostore.Write) does not
+// compile, rather than being found at run time.
+func TestResultWritesAreTyped(t *testing.T) {
+	f, _ := reflect.TypeFor[consumer.Result]().FieldByName("Writes")
+	if f.Type != reflect.TypeFor[[]dedup.Write]() {
+		t.Fatalf("Result.Writes is %v, want []dedup.Write", f.Type)
+	}
+	var w dedup.Write = memstore.Write{}
+	if w.WriteKind() != memstore.Kind || (memstore.New().Capabilities().Writes != memstore.Kind) {
+		t.Fatalf("memstore.Write's kind %q, the Store declares %q", w.WriteKind(), memstore.New().Capabilities().Writes)
+	}
+}

@@ -10,7 +10,8 @@ type WriteKind string
 // pgstore.Exec and pgstore.Func; dynamostore.Write), which implement Write
 // by naming their kind. Every path that carries writes — the per-message
 // consumer's Result.Writes, batch mode's handler, an idempotent function's
-// Tx.Write, and the requests below — takes []Write, so a value that is no
+// Tx.Write, and the Store's CompleteRequest and ClaimCompleteRequest —
+// takes []Write, so a value that is no
 // write at all (a bare SQL string, an SDK struct not converted to the
 // Store's type) is a compile error. A write of another Store's kind is
 // refused by a Guard before the Store is called, by comparing its kind
