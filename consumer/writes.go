@@ -36,13 +36,13 @@ func (w writeKind) check(writes []dedup.Write) error {
 // kindOf is w's kind; nil says w is nil or a nil pointer (a nil
 // *memstore.Write), whose value-receiver WriteKind cannot run: the Store
 // refuses it as a nil write, the message's fault, not the deployment's.
-func kindOf(w dedup.Write) (k dedup.WriteKind, nil_ bool) {
+func kindOf(w dedup.Write) (k dedup.WriteKind, isNil bool) {
 	if w == nil {
 		return "", true
 	}
 	defer func() {
 		if recover() != nil {
-			nil_ = true
+			isNil = true
 		}
 	}()
 	return w.WriteKind(), false

@@ -1093,7 +1093,7 @@ func transactItems(ws []dedup.Write) ([]types.TransactWriteItem, error) {
 		case nil:
 			return nil, &dedup.NilWriteError{Index: i, Type: "<nil>"}
 		default:
-			return nil, fmt.Errorf("%w: write %d is %T, of kind %q, want dynamostore.Write", dedup.ErrUnsupportedWrite, i, w, w.WriteKind())
+			return nil, fmt.Errorf("%w: write %d is %T, want dynamostore.Write", dedup.ErrUnsupportedWrite, i, w)
 		}
 	}
 	return out, nil

@@ -243,7 +243,7 @@ func asWrites(ws []dedup.Write) ([]Write, error) {
 		case nil:
 			return nil, &dedup.NilWriteError{Index: i, Type: "<nil>"}
 		default:
-			return nil, fmt.Errorf("%w: %T, of kind %q (the in-memory store takes memstore.Write)", dedup.ErrUnsupportedWrite, w, w.WriteKind())
+			return nil, fmt.Errorf("%w: %T (the in-memory store takes memstore.Write)", dedup.ErrUnsupportedWrite, w)
 		}
 	}
 	return out, nil

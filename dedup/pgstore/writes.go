@@ -51,7 +51,7 @@ func asWrites(ws []dedup.Write) ([]dedup.Write, error) {
 		case nil:
 			nilWrite = true
 		default:
-			return nil, fmt.Errorf("%w: %T, of kind %q (the PostgreSQL store takes pgstore.Exec and pgstore.Func)", dedup.ErrUnsupportedWrite, w, w.WriteKind())
+			return nil, fmt.Errorf("%w: %T (the PostgreSQL store takes pgstore.Exec and pgstore.Func)", dedup.ErrUnsupportedWrite, w)
 		}
 		if nilWrite {
 			return nil, &dedup.NilWriteError{Index: i, Type: fmt.Sprintf("%T", w)}
