@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/onceq/onceq/dedup"
 )
 
 // Partition names one Kafka partition consumed by one group.
@@ -54,9 +56,9 @@ type Commit struct {
 	From int64
 	// Next is the offset after the batch's last record.
 	Next int64
-	// Writes are the batch's business writes, of the Store's own types as
-	// its dedup.Capabilities.Writes declare.
-	Writes []any
+	// Writes are the batch's business writes, of the Store's own types, of
+	// the kind its dedup.Capabilities.Writes declares.
+	Writes []dedup.Write
 	// Keys, when not empty, are per-record idempotency keys claimed as
 	// COMPLETED in the same transaction (producer duplicates: one business
 	// message produced twice at two offsets). A key already COMPLETED

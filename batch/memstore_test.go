@@ -38,8 +38,8 @@ func TestKeysShareThePerMessageScheme(t *testing.T) {
 
 		var mu sync.Mutex
 		var applied []string
-		h := func(_ context.Context, msgs []*broker.Message) ([]any, error) {
-			var ws []any
+		h := func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
+			var ws []dedup.Write
 			for _, m := range msgs {
 				k := m.Attributes[broker.IdempotencyKeyAttribute]
 				ws = append(ws, memstore.Write{Apply: func() {
@@ -119,4 +119,4 @@ func TestBatchKeysAreDuplicatesToAGuard(t *testing.T) {
 }
 
 // offsetWrites writes nothing: the keys are what is claimed.
-func offsetWrites(context.Context, []*broker.Message) ([]any, error) { return nil, nil }
+func offsetWrites(context.Context, []*broker.Message) ([]dedup.Write, error) { return nil, nil }

@@ -16,14 +16,14 @@ import (
 // run again for a part of a batch (a split) or the same records (a
 // retry): it must have no effect but the writes it returns.
 type Handler interface {
-	HandleBatch(ctx context.Context, msgs []*broker.Message) (writes []any, err error)
+	HandleBatch(ctx context.Context, msgs []*broker.Message) (writes []dedup.Write, err error)
 }
 
 // HandlerFunc adapts a function to a Handler.
-type HandlerFunc func(ctx context.Context, msgs []*broker.Message) ([]any, error)
+type HandlerFunc func(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error)
 
 // HandleBatch calls f.
-func (f HandlerFunc) HandleBatch(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+func (f HandlerFunc) HandleBatch(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 	return f(ctx, msgs)
 }
 
@@ -260,7 +260,7 @@ func (pr *partRun) runParts(ctx context.Context, msgs []*broker.Message, keys ke
 // offset moves.
 func (pr *partRun) run(ctx context.Context, msgs []*broker.Message, keys keyed, next int64) error {
 	for {
-		var writes []any
+		var writes []dedup.Write
 		if len(msgs) > 0 {
 			w, err := pr.r.h.HandleBatch(ctx, msgs)
 			if err != nil {
@@ -426,7 +426,7 @@ func (pr *partRun) deadLetterAt(ctx context.Context, m *broker.Message, cause er
 // than a refusal (fenced, too large, duplicates, a write's condition, an
 // error of class Permanent) is retried, backing off, until ctx ends: the
 // batch stays as it is.
-func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []any, keys keyed, next int64) error {
+func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []dedup.Write, keys keyed, next int64) error {
 	now := time.Now()
 	from := pr.lease.Next
 	if from < 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/metrictest"
 	"github.com/onceq/onceq/retry"
@@ -83,11 +84,16 @@ func record(off int64, value string) *broker.Message {
 		Origin: broker.Origin{System: "kafka", Destination: "orders", Partition: 3, Offset: off}}
 }
 
+// offsetWrite is the test store's business write: a record's offset.
+type offsetWrite int64
+
+func (offsetWrite) WriteKind() dedup.WriteKind { return "batchtest" }
+
 // offsets is a handler that writes each record's offset.
-func offsets(_ context.Context, msgs []*broker.Message) ([]any, error) {
-	out := make([]any, len(msgs))
+func offsets(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
+	out := make([]dedup.Write, len(msgs))
 	for i, m := range msgs {
-		out[i] = m.Origin.Offset
+		out[i] = offsetWrite(m.Origin.Offset)
 	}
 	return out, nil
 }
@@ -124,10 +130,10 @@ func acquire(t *testing.T, r *batch.Runner, member string) batch.Lease {
 
 func wantWrites(t *testing.T, s *rowStore, from, to int64, skip ...int64) {
 	t.Helper()
-	var want []any
+	var want []dedup.Write
 	for off := from; off < to; off++ {
 		if !slices.Contains(skip, off) {
-			want = append(want, off)
+			want = append(want, offsetWrite(off))
 		}
 	}
 	if got := s.written(); !slices.Equal(got, want) {
@@ -229,7 +235,7 @@ func TestFailingRecordIsolatedAndDeadLettered(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newRowStore()
 				alone := 0
-				h := func(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+				h := func(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 					for i, m := range msgs {
 						if m.Origin.Offset == 5 {
 							if len(msgs) == 1 {
@@ -272,7 +278,7 @@ func TestFailingRecordIsolatedAndDeadLettered(t *testing.T) {
 func TestDeadLetterFailureHoldsThePartition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newRowStore()
-		h := func(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+		h := func(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 			if len(msgs) == 1 && msgs[0].Origin.Offset == 1 {
 				return nil, errors.New("bad order")
 			}
@@ -378,7 +384,7 @@ func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := metrictest.Provider(t)
 		s := newRowStore()
-		h := func(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+		h := func(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 			if len(msgs) == 1 && msgs[0].Origin.Offset == 4 {
 				return nil, errors.New("bad")
 			}
@@ -429,7 +435,7 @@ func TestBatchFinishingAfterRevokeReachesTheStore(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newRowStore()
 				started, wake := make(chan struct{}), make(chan struct{})
-				h := func(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+				h := func(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 					close(started)
 					<-wake // paused: it does not see ctx end
 					return offsets(ctx, msgs)
@@ -470,7 +476,7 @@ func TestPermanentFailureDeadLetteredAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newRowStore()
 		runs := 0
-		h := func(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+		h := func(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 			for i, m := range msgs {
 				if m.Origin.Offset == 1 {
 					if len(msgs) == 1 {
@@ -540,8 +546,8 @@ func TestRefusedWritesDeadLetteredAtOnce(t *testing.T) {
 		store := memstore.New()
 		var mu sync.Mutex
 		var applied []int64
-		h := func(_ context.Context, msgs []*broker.Message) ([]any, error) {
-			var ws []any
+		h := func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
+			var ws []dedup.Write
 			for _, m := range msgs {
 				off := m.Origin.Offset
 				ws = append(ws, memstore.Write{

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/onceq/onceq/batch"
+	"github.com/onceq/onceq/dedup"
 )
 
 // rowStore is a batch.Store kept in memory for the Runner's tests: the
@@ -15,7 +16,7 @@ import (
 type rowStore struct {
 	mu       sync.Mutex
 	rows     map[batch.Partition]batch.Lease
-	writes   []any
+	writes   []dedup.Write
 	keys     map[string]bool
 	commits  []batch.Commit
 	maxItems int
@@ -103,10 +104,10 @@ func (s *rowStore) Offset(_ context.Context, p batch.Partition) (batch.Lease, er
 	return l, nil
 }
 
-func (s *rowStore) written() []any {
+func (s *rowStore) written() []dedup.Write {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]any(nil), s.writes...)
+	return append([]dedup.Write(nil), s.writes...)
 }
 
 func (s *rowStore) committed() []batch.Commit {

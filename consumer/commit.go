@@ -61,7 +61,7 @@ func (a *attempt) commit(res Result) Outcome {
 // (Without a lease, in one round trip, the message is simply given back.)
 // The waits watch the context, so that a drain ends on time; the store
 // calls themselves are bounded by their own deadlines.
-func (a *attempt) writeHeld(resp []byte, writes []any, out []outbox.Message, now time.Time) (dedup.Claim, error) {
+func (a *attempt) writeHeld(resp []byte, writes []dedup.Write, out []outbox.Message, now time.Time) (dedup.Claim, error) {
 	g := a.g
 	c, err := a.write(resp, writes, out, now)
 	if g.oneShot || err == nil {
@@ -97,7 +97,7 @@ func (a *attempt) writeHeld(resp []byte, writes []any, out []outbox.Message, now
 
 // write commits a result once: resp cached, writes applied, out kept to
 // send onward, at now.
-func (a *attempt) write(resp []byte, writes []any, out []outbox.Message, now time.Time) (c dedup.Claim, err error) {
+func (a *attempt) write(resp []byte, writes []dedup.Write, out []outbox.Message, now time.Time) (c dedup.Claim, err error) {
 	g := a.g
 	if err := g.writes.check(writes); err != nil {
 		return dedup.Claim{}, err

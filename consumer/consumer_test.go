@@ -121,7 +121,7 @@ func TestExactlyOnceWithDuplicates(t *testing.T) {
 	var calls atomic.Int64
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		calls.Add(1)
-		return consumer.Result{Response: []byte("ok"), Writes: []any{led.write(m.Attributes["idempotency-key"])}}, nil
+		return consumer.Result{Response: []byte("ok"), Writes: []dedup.Write{led.write(m.Attributes["idempotency-key"])}}, nil
 	})
 	c, err := consumer.New(src, store, h, consumer.Concurrency(16))
 	if err != nil {
@@ -192,7 +192,7 @@ func TestAckOnlyAfterCompleted(t *testing.T) {
 	var calls atomic.Int32
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		calls.Add(1)
-		return consumer.Result{Writes: []any{led.write("m1")}}, nil
+		return consumer.Result{Writes: []dedup.Write{led.write("m1")}}, nil
 	})
 	c, err := consumer.New(src, store, h, consumer.FailedRetryDelay(10*time.Millisecond))
 	if err != nil {
@@ -252,7 +252,7 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 		i := int(n.Add(1)) - 1
 		entered <- i
 		<-gates[i]
-		return consumer.Result{Response: []byte("r"), Writes: []any{led.write("k")}}, nil
+		return consumer.Result{Response: []byte("r"), Writes: []dedup.Write{led.write("k")}}, nil
 	})
 	opts := []consumer.GuardOption{consumer.WithClock(clock), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute)}
 	a, b := rivalGuards(t, store, h, opts...)
@@ -707,7 +707,7 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 			store := &throttlingStore{Store: memstore.New(), capacity: 3}
 			led := newLedger()
 			h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
-				return consumer.Result{Writes: []any{led.write(string(m.Body))}}, nil
+				return consumer.Result{Writes: []dedup.Write{led.write(string(m.Body))}}, nil
 			})
 			rec := &limitRecorder{}
 			rec.lowest.Store(1 << 30)

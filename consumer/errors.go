@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
@@ -89,27 +90,28 @@ func configError(format string, args ...any) error {
 	return fmt.Errorf("consumer: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 }
 
-// WriteTypeError is a handler's business write of a type its Store does
-// not commit (not in the Store's dedup.Capabilities.Writes): a handler
-// written for another Store. It is a fault of the deployment (retry class
+// WriteTypeError is a handler's business write of a kind its Store does
+// not commit (not its dedup.Capabilities.Writes): a handler written for
+// another Store. It is a fault of the deployment (retry class
 // Misconfigured), met by every message alike: the Guard refuses the write
 // before calling the Store, the message is given back with its attempt
 // unspent, never dead-lettered, and a Consumer stops with ErrMisconfigured
 // wrapping it.
 type WriteTypeError struct {
-	Store string         // the Store's type, as "*memstore.Store"
-	Index int            // of the write in Result.Writes
-	Type  reflect.Type   // the write's type
-	Takes []reflect.Type // what the Store commits; none for a Store that takes no writes
+	Store string          // the Store's type, as "*memstore.Store"
+	Index int             // of the write in Result.Writes
+	Type  reflect.Type    // the write's type
+	Kind  dedup.WriteKind // the write's kind
+	Takes dedup.WriteKind // what the Store commits; empty for a Store that takes no writes
 }
 
 func (e *WriteTypeError) Error() string {
-	if len(e.Takes) == 0 {
-		return fmt.Sprintf("consumer: the handler returned a business write of type %v (write %d), and the Store (%s) commits no business writes",
-			e.Type, e.Index, e.Store)
+	if e.Takes == "" {
+		return fmt.Sprintf("consumer: the handler returned a business write of type %v (write %d, kind %q), and the Store (%s) commits no business writes",
+			e.Type, e.Index, e.Kind, e.Store)
 	}
-	return fmt.Sprintf("consumer: the handler returned a business write of type %v (write %d), and the Store (%s) commits only %v",
-		e.Type, e.Index, e.Store, e.Takes)
+	return fmt.Sprintf("consumer: the handler returned a business write of type %v (write %d, kind %q), and the Store (%s) commits only writes of kind %q",
+		e.Type, e.Index, e.Kind, e.Store, e.Takes)
 }
 
 // RetryClass: a handler built for another Store, which no retry mends.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -34,7 +35,7 @@ func ExampleResult_writes() {
 		return consumer.Result{
 			Response:       []byte("reserved"),
 			RejectResponse: []byte("out of stock"),
-			Writes:         []any{reserve("sku-1")},
+			Writes:         []dedup.Write{reserve("sku-1")},
 		}, nil
 	})
 	guard, err := consumer.NewGuard(memstore.New(), h)

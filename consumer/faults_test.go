@@ -127,7 +127,7 @@ func TestHungHandlerLosesItsLease(t *testing.T) {
 		if n.Add(1) == 1 {
 			<-release // ignores ctx
 		}
-		return consumer.Result{Writes: []any{led.write("k")}}, nil
+		return consumer.Result{Writes: []dedup.Write{led.write("k")}}, nil
 	})
 	opts := []consumer.GuardOption{consumer.HandlerTimeout(100 * time.Millisecond), consumer.LeaseTTL(2100 * time.Millisecond),
 		consumer.ClockSkewMargin(0), consumer.WithoutCompletedCache()}

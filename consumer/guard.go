@@ -42,7 +42,7 @@ type Guard struct {
 	seq       atomic.Uint64
 	renewals  sync.Pool // of *renewal, stopped
 
-	writes writeTypes    // the business writes the Store commits
+	writes writeKind     // the business writes the Store commits
 	outbox outboxSupport // whether the Store commits outgoing messages
 }
 
@@ -87,7 +87,7 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 	}
 	g := &Guard{cfg: cfg, store: safeStore{s: store, log: cfg.logger}, oneShot: cfg.oneRoundTrip, handler: h, obs: obs}
 	obs.mon = newMonitor(&g.cfg)
-	g.writes = writeTypes{store: fmt.Sprintf("%T", store), types: caps.Writes}
+	g.writes = writeKind{store: fmt.Sprintf("%T", store), kind: caps.Writes}
 	g.outbox = outboxSupport{store: fmt.Sprintf("%T", store), ok: caps.Outbox}
 	if cfg.sendsOnward {
 		g.outbox.checkView = outboxCheck(store)

@@ -3,6 +3,8 @@ package consumer
 import (
 	"context"
 
+	"github.com/onceq/onceq/dedup"
+
 	"github.com/onceq/onceq/outbox"
 )
 
@@ -42,12 +44,13 @@ type Result struct {
 	// duplicate of the message.
 	Response []byte
 	// Writes are business writes committed in the same atomic operation as
-	// the COMPLETED transition; their type belongs to the Store, as its
-	// dedup.Capabilities.Writes declare (for dedup/dynamostore a
-	// types.TransactWriteItem, for dedup/memstore a memstore.Write). A
-	// write of another type is a *WriteTypeError, a fault of the
-	// deployment: the message is given back and a Consumer stops.
-	Writes []any
+	// the COMPLETED transition; their type belongs to the Store, of the
+	// kind its dedup.Capabilities.Writes declares (for dedup/dynamostore a
+	// dynamostore.Write, for dedup/pgstore a pgstore.Exec or pgstore.Func,
+	// for dedup/memstore a memstore.Write). A write of another Store's
+	// kind is a *WriteTypeError, a fault of the deployment: the message is
+	// given back and a Consumer stops.
+	Writes []dedup.Write
 	// RejectResponse is cached instead of Response when one of Writes is
 	// refused by its own condition (out of stock, say): the message is then
 	// Rejected, nothing is written, and duplicates get the same answer.

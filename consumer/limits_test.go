@@ -136,7 +136,7 @@ func TestResponseOverLimitDeadLetters(t *testing.T) {
 // A nil business write is the handler's bug: dead-lettered, not a panic.
 func TestNilWriteDeadLetters(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
-		return consumer.Result{Writes: []any{(*memstore.Write)(nil)}}, nil
+		return consumer.Result{Writes: []dedup.Write{(*memstore.Write)(nil)}}, nil
 	})
 	o := process(t, memstore.New(), h)
 	if o.Kind != consumer.DeadLettered || !errors.Is(o.Err, dedup.ErrNilWrite) {

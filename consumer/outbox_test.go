@@ -99,7 +99,7 @@ func TestOutboxNotCommittedWithoutSuccess(t *testing.T) {
 			return consumer.Result{Response: []byte("no"), Rejected: true, Outbox: onward}, nil
 		},
 		"rejected by a write's condition": func(context.Context, *consumer.Message) (consumer.Result, error) {
-			return consumer.Result{Response: []byte("ok"), RejectResponse: []byte("no"), Writes: []any{refuse}, Outbox: onward}, nil
+			return consumer.Result{Response: []byte("ok"), RejectResponse: []byte("no"), Writes: []dedup.Write{refuse}, Outbox: onward}, nil
 		},
 		"failed": func(context.Context, *consumer.Message) (consumer.Result, error) {
 			return consumer.Result{Outbox: onward}, errors.New("downstream down")

@@ -19,6 +19,8 @@ import (
 // a handler written for another Store.
 type otherStoresWrite struct{ SQL string }
 
+func (otherStoresWrite) WriteKind() dedup.WriteKind { return "pgstore" }
+
 // commitCounting counts the commits that reach the Store.
 type commitCounting struct {
 	*memstore.Store
@@ -53,7 +55,7 @@ func TestWrongWriteTypeStopsRun(t *testing.T) {
 			var runs atomic.Int32
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				runs.Add(1)
-				return consumer.Result{Response: []byte("ok"), Writes: []any{memstore.Write{}, otherStoresWrite{SQL: "insert"}}}, nil
+				return consumer.Result{Response: []byte("ok"), Writes: []dedup.Write{memstore.Write{}, otherStoresWrite{SQL: "insert"}}}, nil
 			})
 			store := &commitCounting{Store: memstore.New()}
 			opts := []consumer.Option{consumer.Concurrency(1)}
@@ -120,7 +122,7 @@ func TestWrongWriteTypeStopsRun(t *testing.T) {
 // as a Misconfigured outcome whose action gives the message back.
 func TestWrongWriteTypeGuardOutcome(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
-		return consumer.Result{Writes: []any{otherStoresWrite{}}}, nil
+		return consumer.Result{Writes: []dedup.Write{otherStoresWrite{}}}, nil
 	})
 	g, err := consumer.NewGuard(memstore.New(), h)
 	if err != nil {
@@ -130,5 +132,19 @@ func TestWrongWriteTypeGuardOutcome(t *testing.T) {
 	var we *consumer.WriteTypeError
 	if o.Kind != consumer.Misconfigured || o.Action() != consumer.Retry || !errors.As(o.Err, &we) || we.Store != "*memstore.Store" {
 		t.Fatalf("outcome %v, action %v, err %v: want Misconfigured, Retry and a *WriteTypeError naming *memstore.Store", o.Kind, o.Action(), o.Err)
+	}
+}
+
+// Result.Writes is typed: a value that is no Store's write (a bare SQL
+// string, a DynamoDB item not converted to dynamostore.Write) does not
+// compile, rather than being found at run time.
+func TestResultWritesAreTyped(t *testing.T) {
+	f, _ := reflect.TypeFor[consumer.Result]().FieldByName("Writes")
+	if f.Type != reflect.TypeFor[[]dedup.Write]() {
+		t.Fatalf("Result.Writes is %v, want []dedup.Write", f.Type)
+	}
+	var w dedup.Write = memstore.Write{}
+	if w.WriteKind() != memstore.Kind || (memstore.New().Capabilities().Writes != memstore.Kind) {
+		t.Fatalf("memstore.Write's kind %q, the Store declares %q", w.WriteKind(), memstore.New().Capabilities().Writes)
 	}
 }

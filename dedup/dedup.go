@@ -3,7 +3,6 @@ package dedup
 import (
 	"context"
 	"log/slog"
-	"reflect"
 	"time"
 
 	"github.com/onceq/onceq/outbox"
@@ -126,9 +125,10 @@ type CompleteRequest struct {
 	Now       time.Time
 	ExpiresAt time.Time // retention
 	// Writes are business writes committed atomically with the transition.
-	// Their type is the Store's own, as its Capabilities.Writes declare; a
-	// Store that does not understand one returns ErrUnsupportedWrite.
-	Writes []any
+	// Their type is the Store's own, of the kind its Capabilities.Writes
+	// declares; a Store that does not understand one returns
+	// ErrUnsupportedWrite.
+	Writes []Write
 	// Outbox are messages to send onward, committed as outbox entries in
 	// the same atomic commit (see package outbox). A Store whose
 	// Capabilities do not say Outbox returns ErrUnsupportedWrite for any.
@@ -257,12 +257,12 @@ type Capabilities struct {
 	// TenantKey puts in front of each key. A consumer over it needs a
 	// tenant function, or every key would share its namespace's partition.
 	TenantKeyed bool
-	// Writes lists the types of business write Complete and ClaimComplete
-	// take (CompleteRequest.Writes). A Guard refuses a handler's write of
-	// any other type before calling the Store, as a fault of the
+	// Writes is the kind of business write Complete and ClaimComplete take
+	// (CompleteRequest.Writes): a Write whose WriteKind is another is
+	// refused by a Guard before calling the Store, as a fault of the
 	// deployment (a handler written for another Store), never of the
-	// message. None: the Store commits no business writes.
-	Writes []reflect.Type
+	// message. Empty: the Store commits no business writes.
+	Writes WriteKind
 	// Outbox: Complete and ClaimComplete commit outgoing messages with
 	// COMPLETED (CompleteRequest.Outbox), and the Store gives the relay's
 	// view of them. A Guard over a Store without it refuses, at start, a
@@ -282,7 +282,7 @@ type ClaimCompleteRequest struct {
 	Response    []byte
 	Now         time.Time
 	ExpiresAt   time.Time
-	Writes      []any
+	Writes      []Write
 	// SkewMargin is as in ClaimRequest.
 	SkewMargin time.Duration
 	// Outbox is as in CompleteRequest.

@@ -30,6 +30,22 @@
 // embeds a Store forwards both with the rest, so wrapping never turns a
 // feature (the one-round-trip claim, the tenant layout) off unseen.
 //
+// Business writes are typed: each Store declares its write types, which
+// implement Write by naming their WriteKind, and every path that carries
+// writes (consumer.Result.Writes, batch mode's handler, an idempotent
+// function's Tx) takes []Write. A value that is no Store's write is a
+// compile error; a write of another Store is refused by a Guard, before
+// the Store is called, by comparing kinds (a method call, no reflection),
+// with a *consumer.WriteTypeError that stops a Consumer. Rejected
+// alternatives: a type parameter for the write type (consumer.Handler[W],
+// batch.Handler[W], idempotency.Runner[W]) would make a write of another
+// Store a compile error, but it would spread through every handler,
+// middleware, wrapper Store and option, and a handler could no longer be
+// written once and shared by Stores, for one check a Guard makes as
+// cheaply; an unexported marker method would keep out any Store written
+// outside onceq; []any, the old contract, let any value through to be
+// found by reflection on each message.
+//
 // It imports only retry (the fault classes its errors carry) and no SDK:
 // the consumer and every Store import it; a Store adapter lives in its own
 // package and owns its SDK.

@@ -4,7 +4,7 @@
 //
 // [Runner.Do] claims the key (a fenced lease, renewed while the function
 // runs), runs the function, and commits its response with the COMPLETED
-// record; the business writes the function hands over ([Write]) commit in
+// record; the business writes the function hands over ([Tx.Write]) commit in
 // the same atomic operation where the Store allows it (PostgreSQL,
 // DynamoDB, memory). A repeat of the key is given the stored response
 // without running the function again. A repeat while the first call still

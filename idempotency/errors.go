@@ -23,9 +23,9 @@ var (
 	// a reason of the deployment. The error is a *StoreError; nothing was
 	// stored for the call.
 	ErrStoreUnavailable = errors.New("idempotency: store unavailable")
-	// ErrNotInCall: Write or OnRejected was given a context that does
-	// not come from a function Do runs.
-	ErrNotInCall = errors.New("idempotency: the context is not a Do call's")
+	// ErrNotInCall: Tx.Write or Tx.OnRejected was called after the
+	// function the Tx was handed to returned, or on a nil Tx.
+	ErrNotInCall = errors.New("idempotency: the call's function has returned")
 )
 
 // InProgressError is a repeat that met an earlier call with its key still

@@ -16,9 +16,9 @@ import (
 
 // Func is the operation Do runs at most once per key. Its response is
 // stored and given to every repeat. It hands business writes to commit
-// with the response over with Write. An error stores nothing: the key is
-// freed, and a repeat runs the function again.
-type Func func(ctx context.Context) ([]byte, error)
+// with the response over with tx.Write. An error stores nothing: the key
+// is freed, and a repeat runs the function again.
+type Func func(ctx context.Context, tx *Tx) ([]byte, error)
 
 // Result is what Do gives back.
 type Result struct {
@@ -101,62 +101,79 @@ func (r *Runner) Check(ctx context.Context) error { return r.guard.Check(ctx) }
 // option): the expiry policy to publish to clients.
 func (r *Runner) Retention() time.Duration { return r.cfg.retention }
 
-// call is one Do's state, reached by its function through the context:
-// the hand-over of business writes.
-type call struct {
-	fn       Func
+// Tx is one run of a Do's function: what it hands over to commit with
+// its response. Its methods may be called from any goroutine until the
+// function returns.
+type Tx struct {
 	mu       sync.Mutex
-	writes   []any
+	writes   []dedup.Write
 	rejected []byte
-	ran      bool
+	done     bool // the function returned: nothing more is taken
+}
+
+// call is one Do's state, reached by the Guard's handler through the
+// context Do hands the Guard.
+type call struct {
+	fn  Func
+	mu  sync.Mutex
+	ran bool
 }
 
 type callKey struct{}
 
 // Write hands business writes over, to commit in the same atomic
-// operation as the function's COMPLETED record (for the Store's own
-// write types: pgstore.Exec, a DynamoDB types.TransactWriteItem,
-// memstore.Write). ctx is the function's (or a context derived from it).
-// Nothing is written when the function fails or its lease is lost.
-func Write(ctx context.Context, writes ...any) error {
-	c, _ := ctx.Value(callKey{}).(*call)
-	if c == nil {
+// operation as the function's COMPLETED record, of the Store's own write
+// types (pgstore.Exec, dynamostore.Write, memstore.Write). Nothing is
+// written when the function fails or its lease is lost. After the
+// function returned (or on a nil Tx) it takes nothing and returns
+// ErrNotInCall.
+func (tx *Tx) Write(writes ...dedup.Write) error {
+	if tx == nil {
 		return ErrNotInCall
 	}
-	c.mu.Lock()
-	c.writes = append(c.writes, writes...)
-	c.mu.Unlock()
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.done {
+		return ErrNotInCall
+	}
+	tx.writes = append(tx.writes, writes...)
 	return nil
 }
 
 // OnRejected sets the response stored instead of the function's when a
 // business write's own condition refuses the commit (out of stock, say):
-// nothing is written, and repeats get this answer.
-func OnRejected(ctx context.Context, response []byte) error {
-	c, _ := ctx.Value(callKey{}).(*call)
-	if c == nil {
+// nothing is written, and repeats get this answer. After the function
+// returned (or on a nil Tx) it takes nothing and returns ErrNotInCall.
+func (tx *Tx) OnRejected(response []byte) error {
+	if tx == nil {
 		return ErrNotInCall
 	}
-	c.mu.Lock()
-	c.rejected = response
-	c.mu.Unlock()
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.done {
+		return ErrNotInCall
+	}
+	tx.rejected = response
 	return nil
 }
 
 // handle is the Guard's handler: it runs the function of the call the
-// context carries.
+// context carries, with a Tx of its own (a run after a lost lease hands
+// over afresh).
 func (r *Runner) handle(ctx context.Context, _ *consumer.Message) (consumer.Result, error) {
 	c := ctx.Value(callKey{}).(*call)
+	tx := &Tx{}
 	c.mu.Lock()
 	c.ran = true
 	c.mu.Unlock()
-	resp, err := c.fn(ctx)
+	resp, err := c.fn(ctx, tx)
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	tx.done = true
 	if err != nil {
 		return consumer.Result{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return consumer.Result{Response: resp, Writes: c.writes, RejectResponse: c.rejected}, nil
+	return consumer.Result{Response: resp, Writes: tx.writes, RejectResponse: tx.rejected}, nil
 }
 
 // failedWait bounds the wait for a record an earlier run failed moments

@@ -55,9 +55,9 @@ func TestDoReplaysStoredResponse(t *testing.T) {
 	h := newReplays()
 	r := newRunner(t, st, idempotency.WithHooks(h))
 	var runs, applied atomic.Int32
-	fn := func(ctx context.Context) ([]byte, error) {
+	fn := func(ctx context.Context, tx *idempotency.Tx) ([]byte, error) {
 		n := runs.Add(1)
-		if err := idempotency.Write(ctx, memstore.Write{Apply: func() { applied.Add(1) }}); err != nil {
+		if err := tx.Write(memstore.Write{Apply: func() { applied.Add(1) }}); err != nil {
 			return nil, err
 		}
 		return []byte{byte('0' + n)}, nil
@@ -83,7 +83,7 @@ func TestDoReplaysStoredResponse(t *testing.T) {
 // key's hash, never the key.
 func TestDoKeyReuse(t *testing.T) {
 	r := newRunner(t, memstore.New())
-	ok := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
+	ok := func(context.Context, *idempotency.Tx) ([]byte, error) { return []byte("ok"), nil }
 	if _, err := r.Do(context.Background(), "secret-key-1", []byte("a"), ok); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestDoInProgress(t *testing.T) {
 			r := newRunner(t, memstore.New(), append(opts, idempotency.WithHooks(h))...)
 			started, release := make(chan struct{}), make(chan struct{})
 			var runs atomic.Int32
-			fn := func(context.Context) ([]byte, error) {
+			fn := func(context.Context, *idempotency.Tx) ([]byte, error) {
 				runs.Add(1)
 				close(started)
 				<-release
@@ -157,7 +157,7 @@ func TestDoFunctionErrorStoresNothing(t *testing.T) {
 	r := newRunner(t, memstore.New())
 	boom := errors.New("card declined by the network")
 	var runs atomic.Int32
-	fn := func(context.Context) ([]byte, error) {
+	fn := func(context.Context, *idempotency.Tx) ([]byte, error) {
 		if runs.Add(1) == 1 {
 			return nil, boom
 		}
@@ -184,7 +184,7 @@ func (outage) Claim(context.Context, dedup.ClaimRequest) (dedup.Claim, error) {
 func TestDoStoreOutage(t *testing.T) {
 	r := newRunner(t, outage{memstore.New()}, idempotency.StoreRetryAfter(3*time.Second))
 	ran := false
-	_, err := r.Do(context.Background(), "k", nil, func(context.Context) ([]byte, error) { ran = true; return nil, nil })
+	_, err := r.Do(context.Background(), "k", nil, func(context.Context, *idempotency.Tx) ([]byte, error) { ran = true; return nil, nil })
 	var se *idempotency.StoreError
 	if !errors.As(err, &se) || !errors.Is(err, idempotency.ErrStoreUnavailable) || se.Class != retry.Transient ||
 		retry.Classify(err) != retry.Transient || se.RetryAfter != 3*time.Second {
@@ -197,7 +197,7 @@ func TestDoStoreOutage(t *testing.T) {
 
 // Write outside a call is ErrNotInCall; a bad configuration is refused.
 func TestMisuse(t *testing.T) {
-	if err := idempotency.Write(context.Background(), memstore.Write{}); !errors.Is(err, idempotency.ErrNotInCall) {
+	if err := (*idempotency.Tx)(nil).Write(memstore.Write{}); !errors.Is(err, idempotency.ErrNotInCall) {
 		t.Errorf("Write outside a call: %v", err)
 	}
 	if _, err := idempotency.New(memstore.New(), idempotency.InProgressExpiry(time.Second)); err == nil {
@@ -213,9 +213,9 @@ func TestMisuse(t *testing.T) {
 func TestDoRejectedByWriteCondition(t *testing.T) {
 	r := newRunner(t, memstore.New())
 	applied := false
-	fn := func(ctx context.Context) ([]byte, error) {
-		_ = idempotency.OnRejected(ctx, []byte("out of stock"))
-		_ = idempotency.Write(ctx, memstore.Write{Check: func() error { return errors.New("stock is 0") }, Apply: func() { applied = true }})
+	fn := func(ctx context.Context, tx *idempotency.Tx) ([]byte, error) {
+		_ = tx.OnRejected([]byte("out of stock"))
+		_ = tx.Write(memstore.Write{Check: func() error { return errors.New("stock is 0") }, Apply: func() { applied = true }})
 		return []byte("reserved"), nil
 	}
 	res, err := r.Do(context.Background(), "k", nil, fn)
@@ -237,7 +237,7 @@ func TestDoWaitIsBounded(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_, _ = r.Do(context.Background(), "k", nil, func(context.Context) ([]byte, error) {
+			_, _ = r.Do(context.Background(), "k", nil, func(context.Context, *idempotency.Tx) ([]byte, error) {
 				close(started)
 				<-release
 				return nil, nil
@@ -245,7 +245,7 @@ func TestDoWaitIsBounded(t *testing.T) {
 		}()
 		<-started
 		start := time.Now()
-		_, err := r.Do(context.Background(), "k", nil, func(context.Context) ([]byte, error) { return nil, nil })
+		_, err := r.Do(context.Background(), "k", nil, func(context.Context, *idempotency.Tx) ([]byte, error) { return nil, nil })
 		waited := time.Since(start)
 		if !errors.Is(err, idempotency.ErrInProgress) {
 			t.Errorf("err %v, want ErrInProgress", err)
@@ -269,13 +269,13 @@ func TestKeyNeverLogged(t *testing.T) {
 	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := newRunner(t, memstore.New(), idempotency.WithLogger(log))
 	const key = "customer-4711@example.com"
-	ok := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
+	ok := func(context.Context, *idempotency.Tx) ([]byte, error) { return []byte("ok"), nil }
 	var errs []error
 	_, err := r.Do(context.Background(), key, []byte("a"), ok)
 	errs = append(errs, err)
 	_, err = r.Do(context.Background(), key, []byte("b"), ok) // key reuse: logged at WARN
 	errs = append(errs, err)
-	_, err = r.Do(context.Background(), key+"-2", nil, func(context.Context) ([]byte, error) { return nil, errors.New("declined") })
+	_, err = r.Do(context.Background(), key+"-2", nil, func(context.Context, *idempotency.Tx) ([]byte, error) { return nil, errors.New("declined") })
 	errs = append(errs, err)
 	mu.Lock()
 	defer mu.Unlock()
@@ -317,7 +317,7 @@ func TestCompletedCache(t *testing.T) {
 			opts = append(opts, idempotency.CompletedCache(100, 1<<20))
 		}
 		r := newRunner(t, st, opts...)
-		ok := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
+		ok := func(context.Context, *idempotency.Tx) ([]byte, error) { return []byte("ok"), nil }
 		for range 3 {
 			if _, err := r.Do(context.Background(), "k", nil, ok); err != nil {
 				t.Fatal(err)

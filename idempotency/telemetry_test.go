@@ -56,7 +56,7 @@ func TestSpansAndMetricsAreTheConsumers(t *testing.T) {
 	reader, mp := metrictest.Provider(t)
 	tp := &spans{}
 	r := newRunner(t, memstore.New(), idempotency.WithTracerProvider(tp), idempotency.WithMeterProvider(mp), idempotency.Namespace("payments"))
-	fn := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
+	fn := func(context.Context, *idempotency.Tx) ([]byte, error) { return []byte("ok"), nil }
 	for range 2 {
 		if _, err := r.Do(context.Background(), "k", nil, fn); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/testenv"
@@ -108,7 +109,7 @@ func TestOneRoundTripReportsExpiredPresent(t *testing.T) {
 	st := newStore(t, client, recordsTable(t, client), dynamostore.WithoutClockCheck())
 	inv := newInventory(t, client)
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
-		return consumer.Result{Response: []byte("ok"), Writes: []any{inv.note(uniqueName("n"))}}, nil
+		return consumer.Result{Response: []byte("ok"), Writes: []dedup.Write{inv.note(uniqueName("n"))}}, nil
 	})
 	clk, seen := &steppedClock{}, &expiredSeen{}
 	g, err := consumer.NewGuard(st, h, consumer.OneRoundTrip(), consumer.WithClock(clk), consumer.Retention(4*time.Second),

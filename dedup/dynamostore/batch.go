@@ -87,7 +87,7 @@ func (s *Store) offsetKey(p batch.Partition) (map[string]types.AttributeValue, *
 // partition's offset row is an item of the offsets table beside the
 // records table (OffsetsTable, made by CreateTable), and a batch commits
 // as one TransactWriteItems of the offset row's conditional update, the
-// batch's writes (types.TransactWriteItem) and its Keys as COMPLETED
+// batch's writes (Write) and its Keys as COMPLETED
 // records of the records table: at most 100 items, the offset row
 // included, or the commit is refused with a *batch.TooLargeError before
 // anything is sent.

@@ -36,8 +36,8 @@ func inserts(t *testing.T, c *ddb.Client) func(*testing.T, dedup.Store) storetes
 	}
 	return func(*testing.T, dedup.Store) storetest.Inserts {
 		return storetest.Inserts{
-			Insert: func(id string) any {
-				return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: key(id),
+			Insert: func(id string) dedup.Write {
+				return dynamostore.Write{Put: &types.Put{TableName: aws.String(table), Item: key(id),
 					ConditionExpression: aws.String("attribute_not_exists(id)")}}
 			},
 			Inserted: func(t *testing.T, id string) bool {
@@ -53,7 +53,7 @@ func inserts(t *testing.T, c *ddb.Client) func(*testing.T, dedup.Store) storetes
 
 // batchCommit is a Commit of the records [from, from+n) with writes and
 // keys, at at(1).
-func batchCommit(l batch.Lease, from int64, n int, writes []any, keys []string) batch.Commit {
+func batchCommit(l batch.Lease, from int64, n int, writes []dedup.Write, keys []string) batch.Commit {
 	at := clock()
 	return batch.Commit{Lease: l, From: from, Next: from + int64(n), Writes: writes, Keys: keys, Now: at(1), ExpiresAt: at(3600)}
 }
@@ -68,7 +68,7 @@ func TestBatchWritesPerMessage(t *testing.T) {
 	_, l := acquired(t, bs, 0)
 	const batches, size = 10, 100
 	for b := range batches {
-		ws := make([]any, size-1)
+		ws := make([]dedup.Write, size-1)
 		for i := range ws {
 			ws[i] = ins.Insert(uniqueName("id"))
 		}
@@ -94,7 +94,7 @@ func TestBatchCommitRetriedAfterLostAnswer(t *testing.T) {
 	p, l := acquired(t, bs, 1)
 	rig.proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Nth: 1, Fault: faultproxy.InternalError, After: true})
 	id, k := uniqueName("id"), uniqueKey(t)
-	if err := bs.Commit(t.Context(), batchCommit(l, 0, 5, []any{ins.Insert(id)}, []string{k})); err != nil {
+	if err := bs.Commit(t.Context(), batchCommit(l, 0, 5, []dedup.Write{ins.Insert(id)}, []string{k})); err != nil {
 		t.Fatalf("commit whose answer was lost: %v, want success", err)
 	}
 	if n := rig.proxy.Requests("TransactWriteItems"); n != 2 {
@@ -119,10 +119,10 @@ func TestBatchDuplicateKeysBeforeWriteCondition(t *testing.T) {
 	bs := st.Offsets()
 	_, l := acquired(t, bs, 2)
 	id, k := uniqueName("id"), uniqueKey(t)
-	if err := bs.Commit(t.Context(), batchCommit(l, 0, 1, []any{ins.Insert(id)}, []string{k})); err != nil {
+	if err := bs.Commit(t.Context(), batchCommit(l, 0, 1, []dedup.Write{ins.Insert(id)}, []string{k})); err != nil {
 		t.Fatal(err)
 	}
-	err := bs.Commit(t.Context(), batchCommit(l, 1, 2, []any{ins.Insert(id)}, []string{uniqueKey(t), k}))
+	err := bs.Commit(t.Context(), batchCommit(l, 1, 2, []dedup.Write{ins.Insert(id)}, []string{uniqueKey(t), k}))
 	var de *batch.DuplicateKeysError
 	if !errors.As(err, &de) || !slices.Equal(de.Indexes, []int{1}) {
 		t.Fatalf("commit with a live key and a failing write: %v, want a *batch.DuplicateKeysError for [1]", err)

@@ -116,14 +116,14 @@ func BenchmarkDynamoDB(b *testing.B) {
 	resp := []byte("ok")
 	shapes := benchShapes{raw: raw, minTable: minTable, ownTable: ownTable, now: now, lease: lease, keep: keep, resp: resp}
 
-	claimThenComplete := func(ctx context.Context, k string, writes []any) error {
+	claimThenComplete := func(ctx context.Context, k string, writes []dedup.Write) error {
 		c, err := st.Claim(ctx, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: k, Now: now, LeaseUntil: lease})
 		if err != nil || !c.Acquired {
 			return fmt.Errorf("claim: %+v, %w", c, err)
 		}
 		return st.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Response: resp, Now: now, ExpiresAt: keep, Writes: writes})
 	}
-	claimComplete := func(ctx context.Context, k string, writes []any) error {
+	claimComplete := func(ctx context.Context, k string, writes []dedup.Write) error {
 		c, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: k, Response: resp, Now: now, ExpiresAt: keep, Writes: writes})
 		if err == nil && !c.Acquired {
 			err = fmt.Errorf("not acquired: %+v", c)
@@ -158,32 +158,32 @@ func BenchmarkDynamoDB(b *testing.B) {
 		{
 			name: "ClaimThenCompleteWith1Write",
 			onceq: func(ctx context.Context, k, sku string) error {
-				return claimThenComplete(ctx, k, []any{inv.reserve(sku, 1)})
+				return claimThenComplete(ctx, k, []dedup.Write{inv.reserve(sku, 1)})
 			},
 			min: func(ctx context.Context, k, sku string) error {
 				if err := shapes.minClaim(ctx, k); err != nil {
 					return err
 				}
-				return shapes.transact(ctx, transactUpdate(shapes.minCompleteItem(k), types.ReturnValuesOnConditionCheckFailureAllOld), inv.reserve(sku, 1))
+				return shapes.transact(ctx, transactUpdate(shapes.minCompleteItem(k), types.ReturnValuesOnConditionCheckFailureAllOld), types.TransactWriteItem(inv.reserve(sku, 1)))
 			},
 			own: func(ctx context.Context, k, sku string) error {
 				if err := shapes.ownClaim(ctx, k); err != nil {
 					return err
 				}
 				u := shapes.ownCompleteItem(k)
-				return shapes.transact(ctx, transactUpdate(u, u.ReturnValuesOnConditionCheckFailure), inv.reserve(sku, 1))
+				return shapes.transact(ctx, transactUpdate(u, u.ReturnValuesOnConditionCheckFailure), types.TransactWriteItem(inv.reserve(sku, 1)))
 			},
 		},
 		{
 			name: "ClaimCompleteWith1Write",
 			onceq: func(ctx context.Context, k, sku string) error {
-				return claimComplete(ctx, k, []any{inv.reserve(sku, 1)})
+				return claimComplete(ctx, k, []dedup.Write{inv.reserve(sku, 1)})
 			},
 			min: func(ctx context.Context, k, sku string) error {
-				return shapes.transact(ctx, shapes.minClaimCompleteTxn(k), inv.reserve(sku, 1))
+				return shapes.transact(ctx, shapes.minClaimCompleteTxn(k), types.TransactWriteItem(inv.reserve(sku, 1)))
 			},
 			own: func(ctx context.Context, k, sku string) error {
-				return shapes.transact(ctx, shapes.ownClaimCompleteTxn(k), inv.reserve(sku, 1))
+				return shapes.transact(ctx, shapes.ownClaimCompleteTxn(k), types.TransactWriteItem(inv.reserve(sku, 1)))
 			},
 		},
 	}

@@ -112,7 +112,7 @@ func TestBenchOwnShapes(t *testing.T) {
 	const k = "bench#k"
 	ctx := t.Context()
 	inv := &inventory{table: "inv"}
-	writes := []any{inv.reserve("sku", 1)}
+	writes := []dedup.Write{inv.reserve("sku", 1)}
 	for _, c := range []struct {
 		name  string
 		store func()

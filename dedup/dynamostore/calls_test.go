@@ -58,7 +58,7 @@ func TestTransactions(t *testing.T) {
 
 	// Claim, then commit the reservation with COMPLETED.
 	cl, _ := st.Claim(ctx, dedup.ClaimRequest{Key: "ns#o1", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
-	if err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour), Writes: []any{inv.reserve("s", 3)}}); err != nil {
+	if err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour), Writes: []dedup.Write{inv.reserve("s", 3)}}); err != nil {
 		t.Fatal(err)
 	}
 	if a, r := inv.levels(t, "s"); a != 2 || r != 3 {
@@ -66,7 +66,7 @@ func TestTransactions(t *testing.T) {
 	}
 	// Insufficient stock cancels both: the record stays PENDING.
 	cl, _ = st.Claim(ctx, dedup.ClaimRequest{Key: "ns#o2", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
-	err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour), Writes: []any{inv.reserve("s", 3)}})
+	err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: now, ExpiresAt: now.Add(time.Hour), Writes: []dedup.Write{inv.reserve("s", 3)}})
 	var be *dedup.BusinessConditionError
 	if !errors.As(err, &be) || be.Index != 0 {
 		t.Fatalf("out of stock: %v, want a business condition failure at write 0", err)
@@ -75,7 +75,7 @@ func TestTransactions(t *testing.T) {
 		t.Fatalf("a cancelled transaction moved the record to %s", r.Status)
 	}
 	// One round trip: the same, with no orphan record at all.
-	_, err = st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: "ns#o3", Owner: "a", Now: now, ExpiresAt: now.Add(time.Hour), Writes: []any{inv.reserve("s", 3)}})
+	_, err = st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: "ns#o3", Owner: "a", Now: now, ExpiresAt: now.Add(time.Hour), Writes: []dedup.Write{inv.reserve("s", 3)}})
 	if !errors.As(err, &be) {
 		t.Fatalf("one round trip out of stock: %v", err)
 	}
@@ -86,7 +86,7 @@ func TestTransactions(t *testing.T) {
 		t.Fatalf("cancelled transactions changed stock: available %d reserved %d", a, r)
 	}
 	// 101 items are refused before anything is sent.
-	writes := make([]any, 100)
+	writes := make([]dedup.Write, 100)
 	for i := range writes {
 		writes[i] = inv.reserve("s", 1)
 	}

@@ -114,14 +114,14 @@ func TestMissingBusinessTableMisconfigured(t *testing.T) {
 	inv := &inventory{client: client, table: uniqueName("onceq_missing_inv_")}
 	cl := mustClaim(t, st, dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: at(0), LeaseUntil: at(30)})
 	c.reset()
-	err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []any{inv.note("sku-1")}})
+	err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []dedup.Write{inv.note("sku-1")}})
 	if retry.Classify(err) != retry.Misconfigured {
 		t.Fatalf("Complete with a write to a missing table: %v (class %v), want Misconfigured", err, retry.Classify(err))
 	}
 	if n := c.get("TransactWriteItems"); n != 1 {
 		t.Fatalf("%d TransactWriteItems, want 1 (a missing table is not retried)", n)
 	}
-	_, err = st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: uniqueKey(t), Owner: "b", Now: at(0), ExpiresAt: at(3600), Writes: []any{inv.note("sku-1")}})
+	_, err = st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: uniqueKey(t), Owner: "b", Now: at(0), ExpiresAt: at(3600), Writes: []dedup.Write{inv.note("sku-1")}})
 	if retry.Classify(err) != retry.Misconfigured {
 		t.Fatalf("ClaimComplete with a write to a missing table: %v (class %v), want Misconfigured", err, retry.Classify(err))
 	}

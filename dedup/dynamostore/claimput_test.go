@@ -60,7 +60,7 @@ func TestClaimOfNewKeyIsOnePut(t *testing.T) {
 
 	k3 := uniqueKey(t)
 	c.reset()
-	if got, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k3, PayloadHash: "h", Owner: "a", Now: at(0), ExpiresAt: at(3600), Writes: []any{inv.reserve("s", 1)}}); err != nil || !got.Acquired {
+	if got, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k3, PayloadHash: "h", Owner: "a", Now: at(0), ExpiresAt: at(3600), Writes: []dedup.Write{inv.reserve("s", 1)}}); err != nil || !got.Acquired {
 		t.Fatalf("ClaimComplete with a write: %+v, %v", got, err)
 	}
 	if x, n := c.get("TransactWriteItems"), c.total(); x != 1 || n != 1 {
@@ -108,7 +108,7 @@ func TestTakeoverIsPutThenUpdate(t *testing.T) {
 	// With a write: the transaction with the Put is cancelled on the
 	// expired record, the one with the Update commits, the write once.
 	c.reset()
-	tw, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: "d", Now: at(21), ExpiresAt: at(3600), Writes: []any{inv.reserve("s", 2)}})
+	tw, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: "d", Now: at(21), ExpiresAt: at(3600), Writes: []dedup.Write{inv.reserve("s", 2)}})
 	if err != nil || !tw.Acquired {
 		t.Fatalf("transactional takeover: %+v, %v", tw, err)
 	}

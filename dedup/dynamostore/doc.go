@@ -105,9 +105,10 @@
 //
 // # Transactions
 //
-// CompleteRequest.Writes and ClaimCompleteRequest.Writes hold
-// types.TransactWriteItem or *types.TransactWriteItem values; any other type
-// is dedup.ErrUnsupportedWrite. They are committed in ONE TransactWriteItems
+// CompleteRequest.Writes and ClaimCompleteRequest.Writes hold Write or
+// *Write values (a types.TransactWriteItem converted:
+// dynamostore.Write(item), or written as dynamostore.Write{Put: ...});
+// any other type is dedup.ErrUnsupportedWrite. They are committed in ONE TransactWriteItems
 // with the record's transition (the record is item 0, Writes[i] is item i+1),
 // at most 100 items in all (*dedup.TooManyWritesError before sending).
 // ClaimComplete's record item is a Put for an absent key and, once that

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
@@ -37,13 +38,13 @@ func ExampleNew() {
 	// quantity to its SKU's total, exactly once per order.
 	guard, err := consumer.NewGuard(store, consumer.HandlerFunc(
 		func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
-			add := types.TransactWriteItem{Update: &types.Update{
+			add := dynamostore.Write{Update: &types.Update{
 				TableName:                 aws.String("sku_totals"),
 				Key:                       map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: m.Attributes["sku"]}},
 				UpdateExpression:          aws.String("ADD ordered :q"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{":q": &types.AttributeValueMemberN{Value: strconv.Itoa(1)}},
 			}}
-			return consumer.Result{Response: []byte("counted"), Writes: []any{add}}, nil
+			return consumer.Result{Response: []byte("counted"), Writes: []dedup.Write{add}}, nil
 		}))
 	if err != nil {
 		log.Fatal(err)

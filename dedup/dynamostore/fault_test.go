@@ -143,13 +143,13 @@ func TestFaultConditionFailedNeverRetried(t *testing.T) {
 	}
 	sku := uniqueName("sku-")
 	rig.inv.stock(t, sku, 10)
-	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: first.Lease, Now: at(7), ExpiresAt: at(99), Writes: []any{rig.inv.reserve(sku, 1)}}); !errors.Is(err, dedup.ErrLeaseLost) {
+	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: first.Lease, Now: at(7), ExpiresAt: at(99), Writes: []dedup.Write{rig.inv.reserve(sku, 1)}}); !errors.Is(err, dedup.ErrLeaseLost) {
 		t.Fatalf("fenced transactional complete: %v", err)
 	}
 	// A business condition: a decision too.
 	l := mustClaim(t, rig.direct, dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: at(0), LeaseUntil: at(30)}).Lease
 	var be *dedup.BusinessConditionError
-	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: l, Now: at(1), ExpiresAt: at(99), Writes: []any{rig.inv.reserve(sku, 11)}}); !errors.As(err, &be) {
+	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: l, Now: at(1), ExpiresAt: at(99), Writes: []dedup.Write{rig.inv.reserve(sku, 11)}}); !errors.As(err, &be) {
 		t.Fatalf("short stock: %v", err)
 	}
 	if n := rig.proxy.Requests(""); n != 4 {
@@ -173,7 +173,7 @@ func TestFault500DuringComplete(t *testing.T) {
 
 	c := mustClaim(t, rig.st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
 	rig.proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Fault: faultproxy.InternalError})
-	err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Response: []byte("r"), Now: at(1), ExpiresAt: at(3600), Writes: []any{rig.inv.reserve(sku, 2)}})
+	err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Response: []byte("r"), Now: at(1), ExpiresAt: at(3600), Writes: []dedup.Write{rig.inv.reserve(sku, 2)}})
 	if err == nil || errors.Is(err, dedup.ErrLeaseLost) || retry.Classify(err) != retry.Transient {
 		t.Fatalf("Complete under 500s: %v (class %v), want a transient error", err, retry.Classify(err))
 	}
@@ -197,10 +197,10 @@ func TestFault500DuringComplete(t *testing.T) {
 	if !b.Acquired || b.Attempt != 1 { // a lease abandoned is no failed run
 		t.Fatalf("redelivery after the lease: %+v", b)
 	}
-	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: b.Lease, Response: []byte("r"), Now: at(32), ExpiresAt: at(3600), Writes: []any{rig.inv.reserve(sku, 2)}}); err != nil {
+	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: b.Lease, Response: []byte("r"), Now: at(32), ExpiresAt: at(3600), Writes: []dedup.Write{rig.inv.reserve(sku, 2)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Now: at(33), ExpiresAt: at(3600), Writes: []any{rig.inv.reserve(sku, 2)}}); !errors.Is(err, dedup.ErrLeaseLost) {
+	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Now: at(33), ExpiresAt: at(3600), Writes: []dedup.Write{rig.inv.reserve(sku, 2)}}); !errors.Is(err, dedup.ErrLeaseLost) {
 		t.Fatalf("the first worker's late Complete: %v", err)
 	}
 	if a, r := rig.inv.levels(t, sku); a != 8 || r != 2 {
@@ -231,7 +231,7 @@ func TestFaultLostAnswerAfterCommit(t *testing.T) {
 
 	rig.proxy.ClearRules()
 	rig.proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Nth: 1, Fault: faultproxy.InternalError, After: true})
-	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Response: []byte("r"), Now: at(1), ExpiresAt: at(3600), Writes: []any{rig.inv.reserve(sku, 3)}}); err != nil {
+	if err := rig.st.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Response: []byte("r"), Now: at(1), ExpiresAt: at(3600), Writes: []dedup.Write{rig.inv.reserve(sku, 3)}}); err != nil {
 		t.Fatalf("complete whose answer was lost: %v", err)
 	}
 	if a, r := rig.inv.levels(t, sku); a != 7 || r != 3 {
@@ -245,7 +245,7 @@ func TestFaultLostAnswerAfterCommit(t *testing.T) {
 	rig.proxy.ResetStats()
 	rig.proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Nth: 1, Fault: faultproxy.Reset, After: true})
 	k2 := uniqueKey(t)
-	got, err := rig.st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h", Owner: "a", Response: []byte("r"), Now: at(0), ExpiresAt: at(3600), Writes: []any{rig.inv.reserve(sku, 1)}})
+	got, err := rig.st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h", Owner: "a", Response: []byte("r"), Now: at(0), ExpiresAt: at(3600), Writes: []dedup.Write{rig.inv.reserve(sku, 1)}})
 	if err != nil || !got.Acquired {
 		t.Fatalf("ClaimComplete whose answer was lost: %+v %v", got, err)
 	}
@@ -335,7 +335,7 @@ func TestFaultCancellationReasons(t *testing.T) {
 	rig.inv.stock(t, sku, 10)
 	complete := func() error {
 		l := mustClaim(t, rig.direct, dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: at(0), LeaseUntil: at(30)}).Lease
-		return rig.st.Complete(ctx, dedup.CompleteRequest{Lease: l, Now: at(1), ExpiresAt: at(99), Writes: []any{rig.inv.reserve(sku, 1)}})
+		return rig.st.Complete(ctx, dedup.CompleteRequest{Lease: l, Now: at(1), ExpiresAt: at(99), Writes: []dedup.Write{rig.inv.reserve(sku, 1)}})
 	}
 	rig.proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Times: 1, Fault: faultproxy.Cancel, Reasons: []string{"None", "TransactionConflict"}})
 	rig.proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Times: 1, Fault: faultproxy.Cancel, Reasons: []string{"ThrottlingError", "None"}})

@@ -124,13 +124,13 @@ func TestForeignRecordsRequestsAccepted(t *testing.T) {
 				do    func(key string) (dedup.Claim, error)
 			}
 			lease := func(key string) dedup.Lease { return dedup.Lease{Key: key, Owner: "o", Version: 3} }
-			note := func() []any { return []any{inv.note(uniqueName("row-"))} }
+			note := func() []dedup.Write { return []dedup.Write{inv.note(uniqueName("row-"))} }
 			claim := func(margin time.Duration) func(string) (dedup.Claim, error) {
 				return func(key string) (dedup.Claim, error) {
 					return st.Claim(ctx, dedup.ClaimRequest{Key: key, PayloadHash: "h", Owner: "n", Now: at(0), LeaseUntil: at(60), SkewMargin: margin})
 				}
 			}
-			claimComplete := func(margin time.Duration, resp []byte, writes []any) func(string) (dedup.Claim, error) {
+			claimComplete := func(margin time.Duration, resp []byte, writes []dedup.Write) func(string) (dedup.Claim, error) {
 				return func(key string) (dedup.Claim, error) {
 					return st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: key, PayloadHash: "h", Owner: "n", Response: resp,
 						Now: at(0), ExpiresAt: at(3600), SkewMargin: margin, Writes: writes})
@@ -222,7 +222,7 @@ func TestClaimCompleteCancellationWithoutItem(t *testing.T) {
 			rig.proxy.ClearRules()
 			rig.proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Times: 1, Fault: faultproxy.Cancel, Reasons: []string{"ConditionalCheckFailed", "None"}})
 			c, err := rig.st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: key, PayloadHash: "h", Owner: "n", Response: []byte("r"),
-				Now: at(0), ExpiresAt: at(3600), SkewMargin: margin, Writes: []any{rig.inv.note(uniqueName("row-"))}})
+				Now: at(0), ExpiresAt: at(3600), SkewMargin: margin, Writes: []dedup.Write{rig.inv.note(uniqueName("row-"))}})
 			if err != nil {
 				t.Errorf("%s: %v", what, err)
 				continue
@@ -272,7 +272,7 @@ func TestClaimCompleteCancellationRecordGone(t *testing.T) {
 	plantRecord(t, client, rig.direct, key, foreignState{"expired FAILED", dedup.StatusFailed, -30}, at, "")
 	rig.proxy.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Times: 2, Fault: faultproxy.Cancel, Reasons: []string{"ConditionalCheckFailed", "None"}})
 	_, err := rig.st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: key, PayloadHash: "h", Owner: "n", Response: []byte("r"),
-		Now: at(0), ExpiresAt: at(3600), SkewMargin: 5 * time.Second, Writes: []any{rig.inv.note(uniqueName("row-"))}})
+		Now: at(0), ExpiresAt: at(3600), SkewMargin: 5 * time.Second, Writes: []dedup.Write{rig.inv.note(uniqueName("row-"))}})
 	if cancellations != 2 || err == nil || retry.Classify(err) != retry.Transient || errors.Is(err, dynamostore.ErrCorruptRecord) {
 		t.Fatalf("%d cancellations, %v (%v); want a transient error after 2", cancellations, err, retry.Classify(err))
 	}
@@ -286,7 +286,7 @@ func TestClaimOverMistypedVersion(t *testing.T) {
 	inv := newInventory(t, client)
 	st := newStore(t, client, recordsTable(t, client))
 	at := clock()
-	for _, writes := range [][]any{nil, {inv.note(uniqueName("row-"))}} {
+	for _, writes := range [][]dedup.Write{nil, {inv.note(uniqueName("row-"))}} {
 		for _, complete := range []bool{false, true} {
 			key := uniqueKey(t)
 			plantRecord(t, client, st, key, foreignState{"expired FAILED", dedup.StatusFailed, -30}, at, "")

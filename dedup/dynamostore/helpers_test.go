@@ -166,9 +166,9 @@ func (inv *inventory) levels(t testing.TB, sku string) (available, reserved int)
 }
 
 // reserve is the order-worker's write: take qty from available into reserved.
-func (inv *inventory) reserve(sku string, qty int) types.TransactWriteItem {
+func (inv *inventory) reserve(sku string, qty int) dynamostore.Write {
 	q := &types.AttributeValueMemberN{Value: strconv.Itoa(qty)}
-	return types.TransactWriteItem{Update: &types.Update{
+	return dynamostore.Write{Update: &types.Update{
 		TableName:                 aws.String(inv.table),
 		Key:                       map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: sku}},
 		UpdateExpression:          aws.String("SET available = available - :q, reserved = reserved + :q"),
@@ -178,8 +178,8 @@ func (inv *inventory) reserve(sku string, qty int) types.TransactWriteItem {
 }
 
 // note is an unconditional Put of a row in the inventory table.
-func (inv *inventory) note(sku string) types.TransactWriteItem {
-	return types.TransactWriteItem{Put: &types.Put{
+func (inv *inventory) note(sku string) dynamostore.Write {
+	return dynamostore.Write{Put: &types.Put{
 		TableName: aws.String(inv.table),
 		Item:      map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: sku}},
 	}}

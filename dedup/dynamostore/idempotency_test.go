@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/idempotency/idemtest"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -29,8 +30,8 @@ func TestIdempotencyKey(t *testing.T) {
 // payment keyed by "sku".
 func paymentEffect(c *ddb.Client, table string) idemtest.Effect {
 	return idemtest.Effect{
-		Write: func(id string) any {
-			return types.TransactWriteItem{Update: &types.Update{
+		Write: func(id string) dedup.Write {
+			return dynamostore.Write{Update: &types.Update{
 				TableName:                 aws.String(table),
 				Key:                       map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: id}},
 				UpdateExpression:          aws.String("ADD applied :one"),

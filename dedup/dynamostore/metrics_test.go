@@ -60,7 +60,7 @@ func TestMetricsCancellationReasons(t *testing.T) {
 
 	l := mustClaim(t, st, dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: at(0), LeaseUntil: at(30)}).Lease
 	var be *dedup.BusinessConditionError
-	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: l, Now: at(1), ExpiresAt: at(99), Writes: []any{inv.reserve(sku, 11)}}); !errors.As(err, &be) {
+	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: l, Now: at(1), ExpiresAt: at(99), Writes: []dedup.Write{inv.reserve(sku, 11)}}); !errors.As(err, &be) {
 		t.Fatalf("short stock: %v", err)
 	}
 	reason := func(r string) attribute.KeyValue { return attribute.String("transact_write_cancellation_reason", r) }
@@ -71,7 +71,7 @@ func TestMetricsCancellationReasons(t *testing.T) {
 
 	p.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Times: 1, Fault: faultproxy.Cancel, Reasons: []string{"None", "ThrottlingError"}})
 	l = mustClaim(t, st, dedup.ClaimRequest{Key: uniqueKey(t), Owner: "a", Now: at(0), LeaseUntil: at(30)}).Lease
-	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: l, Now: at(1), ExpiresAt: at(99), Writes: []any{inv.reserve(sku, 1)}}); err != nil {
+	if err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: l, Now: at(1), ExpiresAt: at(99), Writes: []dedup.Write{inv.reserve(sku, 1)}}); err != nil {
 		t.Fatalf("complete across a throttled cancellation: %v", err)
 	}
 	if n := metrictest.Counter(t, reader, "onceq.dynamodb.transaction_cancellations", op, reason("ThrottlingError"), attribute.Bool("onceq.throttle", true)); n != 1 {

@@ -61,15 +61,15 @@ func TestOutboxLimitsCheckedBeforeTheCall(t *testing.T) {
 		}
 		return m
 	}
-	write := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.Table()),
+	write := dynamostore.Write{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.Table()),
 		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "x"}}, ConditionExpression: aws.String("attribute_not_exists(pk)")}}
 	before := c.get("TransactWriteItems")
 	for name, tc := range map[string]struct {
-		writes []any
+		writes []dedup.Write
 		msgs   []outbox.Message
 		check  func(error) bool
 	}{
-		"100 items": {writes: []any{write}, msgs: small(99), check: func(err error) bool {
+		"100 items": {writes: []dedup.Write{write}, msgs: small(99), check: func(err error) bool {
 			var tm *dedup.TooManyWritesError
 			return errors.As(err, &tm) && tm.Got == 100 && tm.Max == 99
 		}},

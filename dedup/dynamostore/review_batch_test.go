@@ -9,6 +9,7 @@ import (
 
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
 )
 
 // closedFeed is a batch.Feed of the given offsets of partition p, closed
@@ -51,8 +52,8 @@ func TestReviewBatchOffsetsGoingBack(t *testing.T) {
 	bs := st.Offsets()
 	p, l := acquired(t, bs, 0)
 	// One write for the batch: the count of its records.
-	h := batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]any, error) {
-		return []any{inv.reserve("total", len(msgs))}, nil
+	h := batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
+		return []dedup.Write{inv.reserve("total", len(msgs))}, nil
 	})
 	r, err := batch.NewRunner(bs, h, batch.MaxRecords(100), batch.Window(time.Hour))
 	if err != nil {
@@ -76,8 +77,8 @@ func TestReviewBatchTwoWritesToOneItem(t *testing.T) {
 	inv.stock(t, "sku-1", 100)
 	bs := st.Offsets()
 	p, l := acquired(t, bs, 0)
-	h := batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]any, error) {
-		ws := make([]any, len(msgs))
+	h := batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
+		ws := make([]dedup.Write, len(msgs))
 		for i := range msgs {
 			ws[i] = inv.reserve("sku-1", 1)
 		}

@@ -187,13 +187,13 @@ func TestReviewTransactionLimitCountsUpdates(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = outbox.Message{Destination: "q", Body: make([]byte, 200<<10)}
 	}
-	up := types.TransactWriteItem{Update: &types.Update{TableName: aws.String(inv.table),
+	up := dynamostore.Write{Update: &types.Update{TableName: aws.String(inv.table),
 		Key:                       map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: "big"}},
 		UpdateExpression:          aws.String("SET payload = :b"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberB{Value: make([]byte, 350<<10)}}}}
 	before := c.get("TransactWriteItems")
 	_, err := s.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: "test#txn", Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour),
-		Writes: []any{up}, Outbox: msgs})
+		Writes: []dedup.Write{up}, Outbox: msgs})
 	var tl *dynamostore.OutboxTooLargeError
 	if !errors.As(err, &tl) || tl.Limit != "transaction" {
 		t.Fatalf("a commit of 4.2 MB: %v; want an *OutboxTooLargeError for the transaction", err)

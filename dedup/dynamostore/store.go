@@ -1073,7 +1073,7 @@ func (s *Store) wrap(op, key string, err error) error {
 }
 
 // transactItems checks the business writes' types and count.
-func transactItems(ws []any) ([]types.TransactWriteItem, error) {
+func transactItems(ws []dedup.Write) ([]types.TransactWriteItem, error) {
 	if len(ws) == 0 {
 		return nil, nil
 	}
@@ -1083,17 +1083,17 @@ func transactItems(ws []any) ([]types.TransactWriteItem, error) {
 	out := make([]types.TransactWriteItem, 0, len(ws))
 	for i, w := range ws {
 		switch w := w.(type) {
-		case types.TransactWriteItem:
-			out = append(out, w)
-		case *types.TransactWriteItem:
+		case Write:
+			out = append(out, types.TransactWriteItem(w))
+		case *Write:
 			if w == nil {
-				return nil, &dedup.NilWriteError{Index: i, Type: "*types.TransactWriteItem"}
+				return nil, &dedup.NilWriteError{Index: i, Type: "*dynamostore.Write"}
 			}
-			out = append(out, *w)
+			out = append(out, types.TransactWriteItem(*w))
 		case nil:
 			return nil, &dedup.NilWriteError{Index: i, Type: "<nil>"}
 		default:
-			return nil, fmt.Errorf("%w: write %d is %T, want types.TransactWriteItem", dedup.ErrUnsupportedWrite, i, w)
+			return nil, fmt.Errorf("%w: write %d is %T, want dynamostore.Write", dedup.ErrUnsupportedWrite, i, w)
 		}
 	}
 	return out, nil

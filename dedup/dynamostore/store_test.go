@@ -17,7 +17,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	conformance(t, nil, storetest.Options{NilWrites: []any{(*types.TransactWriteItem)(nil)}})
+	conformance(t, nil, storetest.Options{NilWrites: []dedup.Write{(*dynamostore.Write)(nil)}})
 }
 
 func TestConformanceTenantLayout(t *testing.T) {
@@ -32,7 +32,7 @@ func conformance(t *testing.T, opts []dynamostore.Option, o storetest.Options, t
 	c := dynamoClient(t, ep, nil)
 	table := recordsTable(t, c, append(tableOpts, dynamostore.WithOutbox())...)
 	opts = append(opts, dynamostore.WithoutClockCheck())
-	o.RejectingWrite = func() any { return rejecting(table) }
+	o.RejectingWrite = func() dedup.Write { return rejecting(table) }
 	o.Throttled = func(t *testing.T) dedup.Store {
 		p := faultproxy.Start(t, ep)
 		p.AddRule(faultproxy.Rule{Times: 2, Fault: faultproxy.Throttle})
@@ -120,8 +120,8 @@ func TestClaimWithoutPayloadHash(t *testing.T) {
 
 // rejecting is a business write whose own condition fails: a check that
 // an item no one writes exists.
-func rejecting(table string) types.TransactWriteItem {
-	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+func rejecting(table string) dynamostore.Write {
+	return dynamostore.Write{ConditionCheck: &types.ConditionCheck{
 		TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "no such item"}},
 		ConditionExpression: aws.String("attribute_exists(pk)"),
 	}}

@@ -35,10 +35,10 @@ func TestLeaseTakeoverFencesStalledWorker(t *testing.T) {
 	slow := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		close(stalled)
 		<-release // stalls, deaf to its context, like a handler stuck in a call
-		return consumer.Result{Response: []byte("a"), Writes: []any{inv.reserve("sku-1", 3)}}, nil
+		return consumer.Result{Response: []byte("a"), Writes: []dedup.Write{inv.reserve("sku-1", 3)}}, nil
 	})
 	fast := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
-		return consumer.Result{Response: []byte("b"), Writes: []any{inv.reserve("sku-1", 3)}}, nil
+		return consumer.Result{Response: []byte("b"), Writes: []dedup.Write{inv.reserve("sku-1", 3)}}, nil
 	})
 	opts := []consumer.GuardOption{consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(2 * time.Minute), consumer.Namespace(uniqueName("takeover"))}
 	a, err := consumer.NewGuard(st, slow, opts...)

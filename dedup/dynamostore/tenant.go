@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"time"
 
@@ -18,10 +17,10 @@ import (
 
 // Capabilities implements dedup.Store: ClaimComplete always; TenantKeyed
 // with TenantLayout, whose keys must carry the message's tenant; and the
-// business writes types.TransactWriteItem and its pointer; Batch (Offsets).
+// business writes of Kind (Write and its pointer); Batch (Offsets).
 func (s *Store) Capabilities() dedup.Capabilities {
 	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed,
-		Writes: []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()}, Batch: true, Outbox: true}
+		Writes: Kind, Batch: true, Outbox: true}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless

@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
+	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
 )
@@ -85,7 +86,7 @@ func TestTransactionOutcomes(t *testing.T) {
 		cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
 		c.reset()
 		w := inv.reserve(sku, 3)
-		err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: []byte("ok"), Now: at(1), ExpiresAt: at(3600), Writes: []any{&w}})
+		err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: []byte("ok"), Now: at(1), ExpiresAt: at(3600), Writes: []dedup.Write{&w}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func TestTransactionOutcomes(t *testing.T) {
 		cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
 		before, _ := st.Get(ctx, k)
 		err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Response: []byte("ok"), Now: at(1), ExpiresAt: at(3600),
-			Writes: []any{inv.note(uniqueName("row-")), inv.reserve(sku, 5)}})
+			Writes: []dedup.Write{inv.note(uniqueName("row-")), inv.reserve(sku, 5)}})
 		var be *dedup.BusinessConditionError
 		if !errors.As(err, &be) || be.Index != 1 || be.Reason != "ConditionalCheckFailed" {
 			t.Fatalf("Complete on short stock: %v, want BusinessConditionError at index 1", err)
@@ -137,7 +138,7 @@ func TestTransactionOutcomes(t *testing.T) {
 		if !b.Acquired {
 			t.Fatal("takeover failed")
 		}
-		err := st.Complete(ctx, dedup.CompleteRequest{Lease: a.Lease, Now: at(7), ExpiresAt: at(3600), Writes: []any{inv.reserve(sku, 1)}})
+		err := st.Complete(ctx, dedup.CompleteRequest{Lease: a.Lease, Now: at(7), ExpiresAt: at(3600), Writes: []dedup.Write{inv.reserve(sku, 1)}})
 		var lle *dynamostore.LeaseLostError
 		if !errors.Is(err, dedup.ErrLeaseLost) || !errors.As(err, &lle) || lle.Current == nil || lle.Current.Owner != "b" {
 			t.Fatalf("fenced Complete with a write: %v", err)
@@ -153,7 +154,7 @@ func TestTransactionOutcomes(t *testing.T) {
 		k := uniqueKey(t)
 		c.reset()
 		got, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: "a", Response: []byte("ok"),
-			Now: at(0), ExpiresAt: at(3600), Writes: []any{inv.reserve(sku, 4)}})
+			Now: at(0), ExpiresAt: at(3600), Writes: []dedup.Write{inv.reserve(sku, 4)}})
 		if err != nil || !got.Acquired {
 			t.Fatalf("ClaimComplete: %+v %v", got, err)
 		}
@@ -162,7 +163,7 @@ func TestTransactionOutcomes(t *testing.T) {
 		}
 		// A redelivery: nothing applied twice, the cached answer returned.
 		got, err = st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: "b", Response: []byte("again"),
-			Now: at(1), ExpiresAt: at(3600), Writes: []any{inv.reserve(sku, 4)}})
+			Now: at(1), ExpiresAt: at(3600), Writes: []dedup.Write{inv.reserve(sku, 4)}})
 		if err != nil || got.Acquired || got.Existing.Status != dedup.StatusCompleted || string(got.Existing.Response) != "ok" {
 			t.Fatalf("duplicate ClaimComplete: %+v %v", got, err)
 		}
@@ -176,7 +177,7 @@ func TestTransactionOutcomes(t *testing.T) {
 		inv.stock(t, sku, 1)
 		k := uniqueKey(t)
 		_, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: "a", Response: []byte("ok"),
-			Now: at(0), ExpiresAt: at(3600), Writes: []any{inv.reserve(sku, 2)}})
+			Now: at(0), ExpiresAt: at(3600), Writes: []dedup.Write{inv.reserve(sku, 2)}})
 		var be *dedup.BusinessConditionError
 		if !errors.As(err, &be) || be.Index != 0 {
 			t.Fatalf("ClaimComplete on short stock: %v, want BusinessConditionError at index 0", err)
@@ -192,7 +193,7 @@ func TestTransactionOutcomes(t *testing.T) {
 	t.Run("TooManyWritesRejectedBeforeSending", func(t *testing.T) {
 		k := uniqueKey(t)
 		cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
-		ws := make([]any, 100)
+		ws := make([]dedup.Write, 100)
 		for i := range ws {
 			ws[i] = inv.note(fmt.Sprintf("row-%d", i))
 		}
@@ -218,8 +219,8 @@ func TestTransactionOutcomes(t *testing.T) {
 	t.Run("UnsupportedWrites", func(t *testing.T) {
 		k := uniqueKey(t)
 		cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
-		for _, w := range []any{"put", types.Put{}} {
-			err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []any{w}})
+		for _, w := range []dedup.Write{foreignWrite("put"), memstore.Write{}} {
+			err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []dedup.Write{w}})
 			if !errors.Is(err, dedup.ErrUnsupportedWrite) {
 				t.Fatalf("write %T: %v", w, err)
 			}
@@ -229,12 +230,12 @@ func TestTransactionOutcomes(t *testing.T) {
 	t.Run("ValidationIsPermanent", func(t *testing.T) {
 		k := uniqueKey(t)
 		cl := mustClaim(t, st, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
-		bad := types.TransactWriteItem{Update: &types.Update{
+		bad := dynamostore.Write{Update: &types.Update{
 			TableName: aws.String(inv.table), Key: map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: "x"}},
 			UpdateExpression: aws.String("SET #missing = :v"), // undefined name and value
 		}}
 		c.reset()
-		err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []any{bad}})
+		err := st.Complete(ctx, dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []dedup.Write{bad}})
 		if err == nil || errors.Is(err, dedup.ErrLeaseLost) {
 			t.Fatalf("invalid write: %v", err)
 		}
@@ -311,7 +312,7 @@ func TestHooks(t *testing.T) {
 	if b.Previous == nil || b.Previous.Owner != "a" || b.Lease.Version != a.Lease.Version+1 || b.Attempt != 1 {
 		t.Fatalf("takeover: %+v", b)
 	}
-	_ = st.Complete(t.Context(), dedup.CompleteRequest{Lease: a.Lease, Now: at(7), ExpiresAt: at(99), Writes: []any{inv.note("n")}})
+	_ = st.Complete(t.Context(), dedup.CompleteRequest{Lease: a.Lease, Now: at(7), ExpiresAt: at(99), Writes: []dedup.Write{inv.note("n")}})
 	if _, err := st.Get(t.Context(), k); err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,7 @@ func TestTransactionConflictsRetried(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Now: at(1), ExpiresAt: at(99), Writes: []any{inv.reserve(sku, 1)}})
+		return st.Complete(t.Context(), dedup.CompleteRequest{Lease: c.Lease, Now: at(1), ExpiresAt: at(99), Writes: []dedup.Write{inv.reserve(sku, 1)}})
 	})
 	if a, r := inv.levels(t, sku); a != 1000-n || r != n {
 		t.Fatalf("stock %d/%d, want %d/%d", a, r, 1000-n, n)
@@ -496,12 +497,12 @@ func TestMissingBusinessTableNamed(t *testing.T) {
 	st, _, _ := countedStore(t)
 	at := clock()
 	missing := uniqueName("onceq_missing_")
-	write := types.TransactWriteItem{Put: &types.Put{
+	write := dynamostore.Write{Put: &types.Put{
 		TableName: aws.String(missing),
 		Item:      map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: "s1"}},
 	}}
 	cl := mustClaim(t, st, dedup.ClaimRequest{Key: uniqueKey(t), PayloadHash: "h", Owner: "a", Now: at(0), LeaseUntil: at(30)})
-	err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []any{write}})
+	err := st.Complete(t.Context(), dedup.CompleteRequest{Lease: cl.Lease, Now: at(1), ExpiresAt: at(3600), Writes: []dedup.Write{write}})
 	var nf *dynamostore.TableNotFoundError
 	if !errors.As(err, &nf) || nf.Table != missing || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("Complete writing to a missing table: %v, want a TableNotFoundError naming %s", err, missing)
@@ -514,3 +515,8 @@ func TestMissingBusinessTableNamed(t *testing.T) {
 		t.Errorf("%v does not wrap DynamoDB's ResourceNotFoundException", err)
 	}
 }
+
+// foreignWrite is a business write of no Store this test runs.
+type foreignWrite string
+
+func (foreignWrite) WriteKind() dedup.WriteKind { return "foreign" }

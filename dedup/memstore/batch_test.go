@@ -27,7 +27,7 @@ func inserts(*testing.T, dedup.Store) storetest.Inserts {
 		return ids[id]
 	}
 	return storetest.Inserts{
-		Insert: func(id string) any {
+		Insert: func(id string) dedup.Write {
 			return memstore.Write{
 				Check: func() error {
 					if has(id) {

@@ -30,7 +30,7 @@ func ExampleStore() {
 	shipped := 0
 	err = store.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Response: []byte("shipped"),
 		Now: now, ExpiresAt: now.Add(24 * time.Hour),
-		Writes: []any{memstore.Write{Apply: func() { shipped++ }}}})
+		Writes: []dedup.Write{memstore.Write{Apply: func() { shipped++ }}}})
 	if err != nil {
 		panic(err)
 	}
@@ -63,8 +63,8 @@ func ExampleWrite() {
 	store := memstore.New()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	balance := map[string]int{"alice": 10, "bob": 0}
-	transfer := func(from, to string, amount int) []any {
-		return []any{
+	transfer := func(from, to string, amount int) []dedup.Write {
+		return []dedup.Write{
 			memstore.Write{
 				Check: func() error {
 					if balance[from] < amount {

@@ -17,7 +17,7 @@ func TestIdempotencyKey(t *testing.T) {
 			var mu sync.Mutex
 			applied := map[string]int{}
 			return idemtest.Effect{
-				Write: func(id string) any {
+				Write: func(id string) dedup.Write {
 					return memstore.Write{Apply: func() { mu.Lock(); applied[id]++; mu.Unlock() }}
 				},
 				Count: func(_ *testing.T, id string) int { mu.Lock(); defer mu.Unlock(); return applied[id] },

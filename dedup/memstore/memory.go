@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -21,6 +20,12 @@ type Write struct {
 	Check func() error
 	Apply func()
 }
+
+// Kind is the kind of business write the Store commits: Write's.
+const Kind dedup.WriteKind = "memstore"
+
+// WriteKind implements dedup.Write.
+func (Write) WriteKind() dedup.WriteKind { return Kind }
 
 const shards = 256
 
@@ -220,7 +225,8 @@ func fenced(sh *shard, h uint64, l dedup.Lease) (*dedup.Record, error) {
 	return r, nil
 }
 
-func asWrites(ws []any) ([]Write, error) {
+// asWrites takes the Store's own writes out of ws: Write and *Write.
+func asWrites(ws []dedup.Write) ([]Write, error) {
 	if len(ws) == 0 {
 		return nil, nil
 	}
@@ -310,7 +316,7 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 // writes are Write and *Write, Offsets gives a batch view, and outgoing
 // messages commit with COMPLETED (see Outbox).
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{reflect.TypeFor[Write](), reflect.TypeFor[*Write]()}, Batch: true, Outbox: true}
+	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Batch: true, Outbox: true}
 }
 
 // Attach implements dedup.Store. The in-memory store neither logs nor

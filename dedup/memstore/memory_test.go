@@ -13,8 +13,8 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) dedup.Store { return memstore.New() }, storetest.Options{NilWrites: []any{(*memstore.Write)(nil)}, Inserts: inserts,
-		RejectingWrite: func() any { return memstore.Write{Check: func() error { return errors.New("out of stock") }} }})
+	storetest.Run(t, func(*testing.T) dedup.Store { return memstore.New() }, storetest.Options{NilWrites: []dedup.Write{(*memstore.Write)(nil)}, Inserts: inserts,
+		RejectingWrite: func() dedup.Write { return memstore.Write{Check: func() error { return errors.New("out of stock") }} }})
 }
 
 func TestWritesAllOrNothing(t *testing.T) {
@@ -38,7 +38,7 @@ func TestWritesAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = st.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Now: now, ExpiresAt: now.Add(time.Hour),
-		Writes: []any{reserve(1), reserve(5)}})
+		Writes: []dedup.Write{reserve(1), reserve(5)}})
 	var be *dedup.BusinessConditionError
 	if !errors.As(err, &be) || be.Index != 1 {
 		t.Fatalf("complete: %v, want a business condition failure at index 1", err)
@@ -50,14 +50,14 @@ func TestWritesAllOrNothing(t *testing.T) {
 		t.Fatalf("a cancelled commit changed the record: %s", r.Status)
 	}
 	if err := st.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Now: now, ExpiresAt: now.Add(time.Hour),
-		Writes: []any{reserve(2)}}); err != nil {
+		Writes: []dedup.Write{reserve(2)}}); err != nil {
 		t.Fatal(err)
 	}
 	if stock != 1 {
 		t.Fatalf("stock %d after reserving 2 of 3", stock)
 	}
 	cc, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: "k2", Owner: "a", Now: now, ExpiresAt: now.Add(time.Hour),
-		Writes: []any{reserve(2)}})
+		Writes: []dedup.Write{reserve(2)}})
 	if !errors.As(err, &be) || cc.Acquired {
 		t.Fatalf("ClaimComplete beyond stock: %v acquired %v", err, cc.Acquired)
 	}

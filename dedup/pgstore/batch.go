@@ -248,7 +248,7 @@ func (b *batchView) Commit(ctx context.Context, c batch.Commit) error {
 }
 
 // commitBatch is one attempt of Commit's transaction.
-func (s *Store) commitBatch(ctx context.Context, bs *batchStatements, c batch.Commit, ids [][]byte, writes []any) error {
+func (s *Store) commitBatch(ctx context.Context, bs *batchStatements, c batch.Commit, ids [][]byte, writes []dedup.Write) error {
 	p := c.Lease.Partition
 	var (
 		q      pgx.Batch
@@ -362,7 +362,7 @@ func (s *Store) batchEnded(ctx context.Context, bs *batchStatements, c batch.Com
 
 // plainExec is w as an Exec a pipeline can carry: one with no pgx option
 // before its arguments (runExec reads those itself).
-func plainExec(w any) (Exec, bool) {
+func plainExec(w dedup.Write) (Exec, bool) {
 	var e Exec
 	switch w := w.(type) {
 	case Exec:
@@ -387,7 +387,7 @@ func plainExec(w any) (Exec, bool) {
 // statement still goes by the extended protocol, which refuses several
 // in one; over a connection whose default mode is the simple protocol,
 // each write goes alone.
-func batchWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
+func batchWrites(ctx context.Context, tx pgx.Tx, writes []dedup.Write) error {
 	simple := tx.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
 	for i := 0; i < len(writes); {
 		j := i
@@ -420,7 +420,7 @@ func batchWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
 // transaction (COMMIT, ROLLBACK) is reported before any failure, since
 // the server ran what followed it outside the transaction; else the
 // first failure, as applyWrite reports it.
-func pipeExecs(ctx context.Context, tx pgx.Tx, run []any, first int) error {
+func pipeExecs(ctx context.Context, tx pgx.Tx, run []dedup.Write, first int) error {
 	var q pgx.Batch
 	execs := make([]Exec, len(run))
 	for k, w := range run {

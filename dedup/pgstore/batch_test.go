@@ -34,7 +34,7 @@ func inserts(t *testing.T, p *pgxpool.Pool, table string) func(*testing.T, dedup
 	t.Cleanup(func() { _, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+ids) })
 	return func(*testing.T, dedup.Store) storetest.Inserts {
 		return storetest.Inserts{
-			Insert: func(id string) any {
+			Insert: func(id string) dedup.Write {
 				return pgstore.Exec{SQL: "INSERT INTO " + ids + " (id) VALUES ($1)", Args: []any{id}}
 			},
 			Inserted: func(t *testing.T, id string) bool {
@@ -119,7 +119,7 @@ func TestBatchCommitRoundTrips(t *testing.T) {
 	now := time.Now()
 	commit := func(from int64) error {
 		ks := batchKeys(100)
-		ws := make([]any, len(ks))
+		ws := make([]dedup.Write, len(ks))
 		for i, k := range ks {
 			ws[i] = ins.Insert(k)
 		}
@@ -161,7 +161,7 @@ func TestBatchCommitRetriedAfterLostAnswer(t *testing.T) {
 		return nil
 	})
 	id, k := uniqueName("id"), batchKeys(1)
-	err := bs.Commit(ctx, batch.Commit{Lease: l, From: 5, Next: 9, Writes: []any{ins.Insert(id), loseCommit}, Keys: k,
+	err := bs.Commit(ctx, batch.Commit{Lease: l, From: 5, Next: 9, Writes: []dedup.Write{ins.Insert(id), loseCommit}, Keys: k,
 		Now: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatalf("commit whose answer was lost: %v, want success", err)
@@ -205,7 +205,7 @@ func TestBatchWriteEndingTransaction(t *testing.T) {
 		return err
 	})
 	a, b := uniqueName("id"), uniqueName("id")
-	err := bs.Commit(ctx, batch.Commit{Lease: l, From: 0, Next: 3, Writes: []any{ins.Insert(a), rollback}, Now: now})
+	err := bs.Commit(ctx, batch.Commit{Lease: l, From: 0, Next: 3, Writes: []dedup.Write{ins.Insert(a), rollback}, Now: now})
 	var te *pgstore.TxEndedError
 	if !errors.As(err, &te) || te.Index != 1 || te.Committed {
 		t.Fatalf("commit whose Func rolled back: %v, want a *TxEndedError for write 1, not committed", err)
@@ -214,7 +214,7 @@ func TestBatchWriteEndingTransaction(t *testing.T) {
 		t.Fatal("a rolled-back batch's write is stored")
 	}
 	err = bs.Commit(ctx, batch.Commit{Lease: l, From: 0, Next: 3,
-		Writes: []any{ins.Insert(a), pgstore.Exec{SQL: "COMMIT"}, ins.Insert(b)}, Now: now})
+		Writes: []dedup.Write{ins.Insert(a), pgstore.Exec{SQL: "COMMIT"}, ins.Insert(b)}, Now: now})
 	if !errors.As(err, &te) || te.Index != 1 || !te.Committed {
 		t.Fatalf("commit with a COMMIT among its Execs: %v, want a *TxEndedError for write 1, committed", err)
 	}
@@ -281,10 +281,10 @@ func TestBatchOverPlainDB(t *testing.T) {
 	}
 	now := time.Now()
 	ids, ks := []string{uniqueName("id"), uniqueName("id")}, batchKeys(2)
-	if err := bs.Commit(ctx, batch.Commit{Lease: a, From: 0, Next: 2, Writes: []any{ins.Insert(ids[0])}, Keys: ks[:1], Now: now, ExpiresAt: now.Add(time.Hour)}); !errors.Is(err, batch.ErrFenced) {
+	if err := bs.Commit(ctx, batch.Commit{Lease: a, From: 0, Next: 2, Writes: []dedup.Write{ins.Insert(ids[0])}, Keys: ks[:1], Now: now, ExpiresAt: now.Add(time.Hour)}); !errors.Is(err, batch.ErrFenced) {
 		t.Fatalf("zombie commit: %v, want batch.ErrFenced", err)
 	}
-	if err := bs.Commit(ctx, batch.Commit{Lease: b, From: 0, Next: 2, Writes: []any{ins.Insert(ids[1])}, Keys: ks[1:], Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := bs.Commit(ctx, batch.Commit{Lease: b, From: 0, Next: 2, Writes: []dedup.Write{ins.Insert(ids[1])}, Keys: ks[1:], Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 	if ins.Inserted(t, ids[0]) || !ins.Inserted(t, ids[1]) {
@@ -351,7 +351,7 @@ func BenchmarkBatchCommit(b *testing.B) {
 		}
 		next := int64(0)
 		for b.Loop() {
-			ws := make([]any, size)
+			ws := make([]dedup.Write, size)
 			for i := range ws {
 				ws[i] = pgstore.Exec{SQL: insert, Args: []any{id.Add(1), "body"}}
 			}

@@ -155,7 +155,7 @@ func BenchmarkPostgres(b *testing.B) {
 					return err
 				}
 				return st.Complete(ctx, dedup.CompleteRequest{Lease: l, Response: resp, Now: now, ExpiresAt: keep,
-					Writes: []any{pgstore.Exec{SQL: reserve, Args: []any{sku}, MustAffect: true}}})
+					Writes: []dedup.Write{pgstore.Exec{SQL: reserve, Args: []any{sku}, MustAffect: true}}})
 			},
 			min: func(ctx context.Context) error {
 				k, sku := next()
@@ -175,7 +175,7 @@ func BenchmarkPostgres(b *testing.B) {
 			onceq: func(ctx context.Context) error {
 				k, sku := next()
 				c, err := st.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: k, PayloadHash: "h", Owner: k, Response: resp, Now: now, ExpiresAt: keep,
-					Writes: []any{pgstore.Exec{SQL: reserve, Args: []any{sku}, MustAffect: true}}})
+					Writes: []dedup.Write{pgstore.Exec{SQL: reserve, Args: []any{sku}, MustAffect: true}}})
 				if err == nil && !c.Acquired {
 					err = fmt.Errorf("not acquired: %+v", c)
 				}

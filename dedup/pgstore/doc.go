@@ -29,7 +29,8 @@
 //
 // Business writes: CompleteRequest.Writes and ClaimCompleteRequest.Writes
 // take Exec (a statement with arguments) and Func (a function of the
-// transaction). Both run in the transaction that writes COMPLETED, after
+// transaction; a function literal is converted, Func(f)), the Store's
+// dedup.Write types, of kind Kind. Both run in the transaction that writes COMPLETED, after
 // the fence held: COMPLETED never commits without them, nor they without
 // it. An Exec with MustAffect that changes no row, a Func that returns
 // ErrRejected, or a write that breaks an integrity constraint (a unique

@@ -79,7 +79,7 @@ func BenchmarkIdempotencyKey(b *testing.B) {
 	mux.Handle("POST /idem/payments", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		key := keyOf(r)
-		if err := idempotency.Write(r.Context(), pgstore.Exec{SQL: insert, Args: []any{key, 1250}}); err != nil {
+		if err := httpidem.Tx(r).Write(pgstore.Exec{SQL: insert, Args: []any{key, 1250}}); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -104,7 +104,7 @@ func BenchmarkIdempotencyKey(b *testing.B) {
 		rec := httptest.NewRecorder()
 		resp := answer(rec, raw, body)
 		err = st.Complete(r.Context(), dedup.CompleteRequest{Lease: c.Lease, Response: resp, Now: now, ExpiresAt: now.Add(24 * time.Hour),
-			Writes: []any{pgstore.Exec{SQL: insert, Args: []any{raw, 1250}}}})
+			Writes: []dedup.Write{pgstore.Exec{SQL: insert, Args: []any{raw, 1250}}}})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return

@@ -18,7 +18,7 @@ func TestIdempotencyKey(t *testing.T) {
 		Effect: func(t *testing.T, _ dedup.Store) idemtest.Effect {
 			table := paymentsTable(t, p)
 			return idemtest.Effect{
-				Write: func(id string) any { return paymentWrite(table, id) },
+				Write: func(id string) dedup.Write { return paymentWrite(table, id) },
 				Count: func(t *testing.T, id string) int { return applied(t, p, table, id) },
 			}
 		},
@@ -63,7 +63,7 @@ func TestIdempotencyKeyServerKilled(t *testing.T) {
 		Effect: func(t *testing.T, _ dedup.Store) idemtest.Effect {
 			p, table := pool(t), os.Getenv("ONCEQ_IDEMTEST_PAYMENTS")
 			return idemtest.Effect{
-				Write: func(id string) any { return paymentWrite(table, id) },
+				Write: func(id string) dedup.Write { return paymentWrite(table, id) },
 				Count: func(t *testing.T, id string) int { return applied(t, p, table, id) },
 			}
 		},

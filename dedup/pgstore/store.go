@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -138,9 +137,7 @@ var _ dedup.Store = (*Store)(nil)
 // gives a batch view, and outgoing messages commit with COMPLETED (see
 // Outbox).
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, Writes: []reflect.Type{
-		reflect.TypeFor[Exec](), reflect.TypeFor[*Exec](), reflect.TypeFor[Func](), reflect.TypeFor[func(context.Context, pgx.Tx) error](),
-	}, Batch: true, Outbox: true}
+	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Batch: true, Outbox: true}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless
@@ -692,7 +689,7 @@ func (e *writeError) Unwrap() error { return e.err }
 
 // businessWrites applies writes in tx; a failure that is no decision is a
 // *writeError.
-func businessWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
+func businessWrites(ctx context.Context, tx pgx.Tx, writes []dedup.Write) error {
 	err := applyWrites(ctx, tx, writes)
 	if err == nil || isDecision(err) {
 		return err

@@ -29,7 +29,7 @@ func TestConformance(t *testing.T) {
 		}
 		return s
 	}, storetest.Options{Corrupt: corruptRow(p, table), MaxResponseSize: testMaxResponse, RejectingWrite: rejecting,
-		NilWrites: []any{(*pgstore.Exec)(nil), pgstore.Func(nil), (func(context.Context, pgx.Tx) error)(nil)},
+		NilWrites: []dedup.Write{(*pgstore.Exec)(nil), pgstore.Func(nil)},
 		Inserts:   inserts(t, p, table),
 		MissingOutbox: func(t *testing.T) (dedup.Store, string) {
 			// A records table whose outbox table was dropped.
@@ -245,6 +245,6 @@ func TestClaimStatements(t *testing.T) {
 }
 
 // rejecting is a business write whose own condition fails.
-func rejecting() any {
+func rejecting() dedup.Write {
 	return pgstore.Func(func(context.Context, pgx.Tx) error { return pgstore.ErrRejected })
 }

@@ -20,38 +20,38 @@ import (
 // on its own, and Complete reported success: the next worker applied the
 // effect again.
 func TestWritesStayInTheTransaction(t *testing.T) {
-	rollbackThenInsert := func(sh *shop, id string) any {
+	rollbackThenInsert := func(sh *shop, id string) dedup.Write {
 		return pgstore.Exec{SQL: "ROLLBACK; INSERT INTO " + sh.orders + " (id, sku) VALUES ('" + id + "', 'apple')"}
 	}
-	commitThenInsert := func(sh *shop, id string) any {
+	commitThenInsert := func(sh *shop, id string) dedup.Write {
 		return pgstore.Exec{SQL: "COMMIT; INSERT INTO " + sh.orders + " (id, sku) VALUES ('" + id + "', 'apple')"}
 	}
 	for name, tc := range map[string]struct {
-		writes        func(sh *shop, id string) []any
+		writes        func(sh *shop, id string) []dedup.Write
 		wantCommitted bool // COMPLETED is stored after the refusal
 		wantEnded     bool // a *TxEndedError (else the server refused the statement)
 	}{
-		"rollback and insert in one Exec": {writes: func(sh *shop, id string) []any { return []any{rollbackThenInsert(sh, id)} }},
-		"commit and insert in one Exec, then a duplicate order": {writes: func(sh *shop, id string) []any {
-			return append([]any{commitThenInsert(sh, id)}, sh.order(id, "apple")...)
+		"rollback and insert in one Exec": {writes: func(sh *shop, id string) []dedup.Write { return []dedup.Write{rollbackThenInsert(sh, id)} }},
+		"commit and insert in one Exec, then a duplicate order": {writes: func(sh *shop, id string) []dedup.Write {
+			return append([]dedup.Write{commitThenInsert(sh, id)}, sh.order(id, "apple")...)
 		}},
-		"rollback and insert in one Exec with arguments": {writes: func(sh *shop, id string) []any {
-			return []any{pgstore.Exec{SQL: "ROLLBACK; INSERT INTO " + sh.orders + " (id, sku) VALUES ($1, 'apple')", Args: []any{id}}}
+		"rollback and insert in one Exec with arguments": {writes: func(sh *shop, id string) []dedup.Write {
+			return []dedup.Write{pgstore.Exec{SQL: "ROLLBACK; INSERT INTO " + sh.orders + " (id, sku) VALUES ($1, 'apple')", Args: []any{id}}}
 		}},
-		"an Exec that rolls back": {wantEnded: true, writes: func(sh *shop, id string) []any {
-			return append([]any{pgstore.Exec{SQL: "ROLLBACK"}}, sh.order(id, "apple")...)
+		"an Exec that rolls back": {wantEnded: true, writes: func(sh *shop, id string) []dedup.Write {
+			return append([]dedup.Write{pgstore.Exec{SQL: "ROLLBACK"}}, sh.order(id, "apple")...)
 		}},
-		"an Exec that commits": {wantEnded: true, wantCommitted: true, writes: func(sh *shop, id string) []any {
-			return append([]any{pgstore.Exec{SQL: "COMMIT"}}, sh.order(id, "apple")...)
+		"an Exec that commits": {wantEnded: true, wantCommitted: true, writes: func(sh *shop, id string) []dedup.Write {
+			return append([]dedup.Write{pgstore.Exec{SQL: "COMMIT"}}, sh.order(id, "apple")...)
 		}},
-		"a Func that rolls back": {wantEnded: true, writes: func(sh *shop, id string) []any {
-			return append([]any{pgstore.Func(func(ctx context.Context, tx pgx.Tx) error {
+		"a Func that rolls back": {wantEnded: true, writes: func(sh *shop, id string) []dedup.Write {
+			return append([]dedup.Write{pgstore.Func(func(ctx context.Context, tx pgx.Tx) error {
 				_, err := tx.Conn().Exec(ctx, "ROLLBACK")
 				return err
 			})}, sh.order(id, "apple")...)
 		}},
-		"a Func that commits": {wantEnded: true, wantCommitted: true, writes: func(sh *shop, id string) []any {
-			return append([]any{pgstore.Func(func(ctx context.Context, tx pgx.Tx) error {
+		"a Func that commits": {wantEnded: true, wantCommitted: true, writes: func(sh *shop, id string) []dedup.Write {
+			return append([]dedup.Write{pgstore.Func(func(ctx context.Context, tx pgx.Tx) error {
 				_, err := tx.Conn().Exec(ctx, "COMMIT")
 				return err
 			})}, sh.order(id, "apple")...)
@@ -136,7 +136,7 @@ func TestSearchPathOfAWriteKeepsTheTable(t *testing.T) {
 		t.Fatalf("claim: %+v, %v", c, err)
 	}
 	err = s.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Response: []byte("r"), Now: now, ExpiresAt: now.Add(time.Hour),
-		Writes: []any{pgstore.Exec{SQL: "SET search_path TO " + other}}})
+		Writes: []dedup.Write{pgstore.Exec{SQL: "SET search_path TO " + other}}})
 	if err != nil {
 		t.Fatalf("complete: %v", err)
 	}
@@ -172,7 +172,7 @@ func TestExecOneStatementEveryWay(t *testing.T) {
 		key := "k" + string(rune('a'+i))
 		l := sh.claim(t, key, "a", sh.now, sh.now.Add(time.Minute))
 		err := st.Complete(ctx, dedup.CompleteRequest{Lease: l, Response: []byte("r"), Now: sh.now, ExpiresAt: sh.now.Add(time.Hour),
-			Writes: []any{
+			Writes: []dedup.Write{
 				pgstore.Exec{SQL: "INSERT INTO " + sh.orders + " (id, sku) VALUES (@id, 'pear')", Args: []any{pgx.NamedArgs{"id": key + "-named"}}},
 				pgstore.Exec{SQL: "INSERT INTO " + sh.orders + " (id, sku) VALUES ('" + key + "-plain', 'pear')"},
 				pgstore.Exec{SQL: "INSERT INTO " + sh.orders + " (id, sku) VALUES ($1, 'pear')", Args: []any{key + "-positional"}},
@@ -188,7 +188,7 @@ func TestExecOneStatementEveryWay(t *testing.T) {
 		key += "-2"
 		l = sh.claim(t, key, "a", sh.now, sh.now.Add(time.Minute))
 		err = st.Complete(ctx, dedup.CompleteRequest{Lease: l, Response: []byte("r"), Now: sh.now, ExpiresAt: sh.now.Add(time.Hour),
-			Writes: []any{pgstore.Exec{SQL: "ROLLBACK; INSERT INTO " + sh.orders + " (id, sku) VALUES ($1, 'pear')", Args: []any{key}}}})
+			Writes: []dedup.Write{pgstore.Exec{SQL: "ROLLBACK; INSERT INTO " + sh.orders + " (id, sku) VALUES ($1, 'pear')", Args: []any{key}}}})
 		if err == nil || sh.hasOrder(t, key) || sh.status(t, key) != dedup.StatusPending {
 			t.Fatalf("store %d: two statements in one Exec: %v, order stored %v, record %s", i, err, sh.hasOrder(t, key), sh.status(t, key))
 		}

@@ -42,8 +42,8 @@ func newShop(t *testing.T) *shop {
 
 // order is the business effect of one message: an order row, and one
 // unit of stock taken only if there is one.
-func (sh *shop) order(id, sku string) []any {
-	return []any{
+func (sh *shop) order(id, sku string) []dedup.Write {
+	return []dedup.Write{
 		pgstore.Exec{SQL: "INSERT INTO " + sh.orders + " (id, sku) VALUES ($1, $2)", Args: []any{id, sku}},
 		pgstore.Exec{SQL: "UPDATE " + sh.stock + " SET n = n - 1 WHERE sku = $1 AND n > 0", Args: []any{sku}, MustAffect: true},
 	}
@@ -186,7 +186,7 @@ func TestClaimCompleteWrites(t *testing.T) {
 		t.Fatal("a half of ClaimComplete is missing")
 	}
 	ran := false
-	req.Owner, req.Writes = "b", []any{pgstore.Func(func(context.Context, pgx.Tx) error { ran = true; return nil })}
+	req.Owner, req.Writes = "b", []dedup.Write{pgstore.Func(func(context.Context, pgx.Tx) error { ran = true; return nil })}
 	if c, err = sh.store.ClaimComplete(ctx, req); err != nil || c.Acquired || c.Existing.Owner != "a" {
 		t.Fatalf("duplicate ClaimComplete: %+v, %v", c, err)
 	}

@@ -29,7 +29,17 @@ type Exec struct {
 // is returned as it is, classified as the Store's are.
 type Func func(ctx context.Context, tx pgx.Tx) error
 
-func asWrites(ws []any) ([]any, error) {
+// Kind is the kind of business write the Store commits: Exec's and Func's.
+const Kind dedup.WriteKind = "pgstore"
+
+// WriteKind implements dedup.Write.
+func (Exec) WriteKind() dedup.WriteKind { return Kind }
+
+// WriteKind implements dedup.Write.
+func (Func) WriteKind() dedup.WriteKind { return Kind }
+
+// asWrites checks ws are the Store's own writes: Exec, *Exec and Func.
+func asWrites(ws []dedup.Write) ([]dedup.Write, error) {
 	for i, w := range ws {
 		nilWrite := false
 		switch w := w.(type) {
@@ -37,8 +47,6 @@ func asWrites(ws []any) ([]any, error) {
 		case *Exec:
 			nilWrite = w == nil
 		case Func:
-			nilWrite = w == nil
-		case func(context.Context, pgx.Tx) error:
 			nilWrite = w == nil
 		case nil:
 			nilWrite = true
@@ -66,7 +74,7 @@ func (e *endedError) Error() string {
 // ended the transaction stops the rest (an *endedError): whatever runs
 // after it would run outside it, and COMMIT would report success for a
 // transaction that is no more.
-func applyWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
+func applyWrites(ctx context.Context, tx pgx.Tx, writes []dedup.Write) error {
 	for i, w := range writes {
 		if err := applyWrite(ctx, tx, i, w); err != nil {
 			return err
@@ -76,7 +84,7 @@ func applyWrites(ctx context.Context, tx pgx.Tx, writes []any) error {
 }
 
 // applyWrite runs write i, w, in tx, as applyWrites runs each.
-func applyWrite(ctx context.Context, tx pgx.Tx, i int, w any) error {
+func applyWrite(ctx context.Context, tx pgx.Tx, i int, w dedup.Write) error {
 	var err error
 	switch w := w.(type) {
 	case Exec:
@@ -84,8 +92,6 @@ func applyWrite(ctx context.Context, tx pgx.Tx, i int, w any) error {
 	case *Exec:
 		err = runExec(ctx, tx, *w)
 	case Func:
-		err = w(ctx, tx)
-	case func(context.Context, pgx.Tx) error:
 		err = w(ctx, tx)
 	}
 	// 'I': idle, outside any transaction ('T' in one, 'E' in a failed one).

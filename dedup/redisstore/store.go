@@ -263,7 +263,10 @@ func noOutbox(msgs []outbox.Message) error {
 	return nil
 }
 
-func noWrites(ws []any) error {
+// noWrites refuses business writes: without transactions, the Redis
+// store cannot commit them with COMPLETED, and its Capabilities declare
+// no write kind.
+func noWrites(ws []dedup.Write) error {
 	for i, w := range ws {
 		if w == nil {
 			return &dedup.NilWriteError{Index: i, Type: "<nil>"}

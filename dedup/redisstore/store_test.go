@@ -204,7 +204,7 @@ func TestNativeExpiry(t *testing.T) {
 func TestWritesUnsupported(t *testing.T) {
 	s := open(t, client(t, nil), redisstore.Prefix(prefix()))
 	now := time.Now()
-	_, err := s.ClaimComplete(testCtx(t), dedup.ClaimCompleteRequest{Key: "k", Owner: "o", Now: now, ExpiresAt: now.Add(time.Hour), Writes: []any{"x"}})
+	_, err := s.ClaimComplete(testCtx(t), dedup.ClaimCompleteRequest{Key: "k", Owner: "o", Now: now, ExpiresAt: now.Add(time.Hour), Writes: []dedup.Write{foreignWrite("x")}})
 	if !errors.Is(err, dedup.ErrUnsupportedWrite) {
 		t.Fatalf("ClaimComplete with writes: %v, want ErrUnsupportedWrite", err)
 	}
@@ -467,3 +467,8 @@ func TestCorruptRecordPermanent(t *testing.T) {
 	err = s.Fail(ctx, dedup.FailRequest{Lease: l, Now: now, RetryAt: now.Add(time.Second)})
 	wantClass(t, "Fail", err, retry.Permanent)
 }
+
+// foreignWrite is a business write of no Store this test runs.
+type foreignWrite string
+
+func (foreignWrite) WriteKind() dedup.WriteKind { return "foreign" }

@@ -20,7 +20,7 @@ import (
 type Inserts struct {
 	// Insert returns a write that records id, or whose condition fails
 	// (a *dedup.BusinessConditionError from Commit) when id is recorded.
-	Insert func(id string) any
+	Insert func(id string) dedup.Write
 	// Inserted reports whether id is recorded.
 	Inserted func(t *testing.T, id string) bool
 }
@@ -138,12 +138,12 @@ func keys(t *testing.T, n int) []string {
 func ids(t *testing.T, n int) []string { return keys(t, n) }
 
 // commit is a Commit at +10s whose keys are kept for an hour.
-func commit(l batch.Lease, from, next int64, writes []any, keys []string) batch.Commit {
+func commit(l batch.Lease, from, next int64, writes []dedup.Write, keys []string) batch.Commit {
 	return batch.Commit{Lease: l, From: from, Next: next, Writes: writes, Keys: keys, Now: at(10), ExpiresAt: at(3600)}
 }
 
-func insertsOf(ins Inserts, ids ...string) []any {
-	ws := make([]any, len(ids))
+func insertsOf(ins Inserts, ids ...string) []dedup.Write {
+	ws := make([]dedup.Write, len(ids))
 	for i, id := range ids {
 		ws[i] = ins.Insert(id)
 	}
@@ -412,10 +412,10 @@ func (s *suite) batchInvalid(t *testing.T, st dedup.Store, bs batch.Store) {
 			t.Fatalf("commit with %s: %v, want batch.ErrInvalidCommit", name, err)
 		}
 	}
-	if err := bs.Commit(ctx(t), commit(l, 0, 10, []any{nil}, nil)); !errors.Is(err, dedup.ErrNilWrite) {
+	if err := bs.Commit(ctx(t), commit(l, 0, 10, []dedup.Write{nil}, nil)); !errors.Is(err, dedup.ErrNilWrite) {
 		t.Fatalf("commit with a nil write: %v, want dedup.ErrNilWrite", err)
 	}
-	if err := bs.Commit(ctx(t), commit(l, 0, 10, []any{struct{ Nonsense int }{1}}, nil)); !errors.Is(err, dedup.ErrUnsupportedWrite) {
+	if err := bs.Commit(ctx(t), commit(l, 0, 10, []dedup.Write{nonsenseWrite{1}}, nil)); !errors.Is(err, dedup.ErrUnsupportedWrite) {
 		t.Fatalf("commit with a write of no Store: %v, want dedup.ErrUnsupportedWrite", err)
 	}
 	wantNothing(t, st, Inserts{}, ks, nil)

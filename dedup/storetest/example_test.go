@@ -29,7 +29,7 @@ func ExampleRun() {
 			// The nil values of the store's own write types, each of
 			// which Complete must refuse (a nil interface is always
 			// tried), and the response limit the stores were given.
-			NilWrites:       []any{(*memstore.Write)(nil)},
+			NilWrites:       []dedup.Write{(*memstore.Write)(nil)},
 			MaxResponseSize: dedup.DefaultMaxResponseSize,
 		})
 	}

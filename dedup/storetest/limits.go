@@ -60,11 +60,11 @@ func checkReason(t *testing.T, got string) {
 // anything is written: the lease stays held (the run can still fail or
 // retry), and a ClaimComplete leaves the key absent.
 func (s *suite) nilWrites(t *testing.T, st dedup.Store) {
-	writes := append([]any{nil}, s.opts.NilWrites...)
+	writes := append([]dedup.Write{nil}, s.opts.NilWrites...)
 	for i, w := range writes {
 		k := key(t)
 		l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
-		err := st.Complete(ctx(t), dedup.CompleteRequest{Lease: l, Response: []byte("x"), Now: at(1), ExpiresAt: at(3600), Writes: []any{w}})
+		err := st.Complete(ctx(t), dedup.CompleteRequest{Lease: l, Response: []byte("x"), Now: at(1), ExpiresAt: at(3600), Writes: []dedup.Write{w}})
 		var ne *dedup.NilWriteError
 		if !errors.Is(err, dedup.ErrNilWrite) || !errors.As(err, &ne) || ne.Index != 0 {
 			t.Fatalf("Complete with nil write %d (%T): %v, want a *dedup.NilWriteError for write 0", i, w, err)
@@ -80,7 +80,7 @@ func (s *suite) nilWrites(t *testing.T, st dedup.Store) {
 		}
 		k2 := key(t) + "-cc"
 		_, err = st.ClaimComplete(ctx(t), dedup.ClaimCompleteRequest{Key: k2, PayloadHash: "h1", Owner: "a", Response: []byte("x"),
-			Now: at(0), ExpiresAt: at(3600), Writes: []any{w}})
+			Now: at(0), ExpiresAt: at(3600), Writes: []dedup.Write{w}})
 		if !errors.Is(err, dedup.ErrNilWrite) {
 			t.Fatalf("ClaimComplete with nil write %d (%T): %v, want dedup.ErrNilWrite", i, w, err)
 		}

@@ -277,9 +277,9 @@ func (s *suite) outboxNeverWithoutCompleted(t *testing.T, st dedup.Store, ob out
 	msgs := []outbox.Message{msg(dest, "A", "1"), msg(dest, "", "2")}
 	k := key(t)
 	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
-	refusals := map[string][]any{"an unknown write": {struct{ Nonsense int }{1}}, "a nil write": {nil}}
+	refusals := map[string][]dedup.Write{"an unknown write": {nonsenseWrite{1}}, "a nil write": {nil}}
 	if s.opts.RejectingWrite != nil {
-		refusals["a rejecting write"] = []any{s.opts.RejectingWrite()}
+		refusals["a rejecting write"] = []dedup.Write{s.opts.RejectingWrite()}
 	}
 	for name, writes := range refusals {
 		if err := st.Complete(ctx(t), dedup.CompleteRequest{Lease: l, Response: []byte("x"), Now: at(1), ExpiresAt: at(3600),

@@ -40,7 +40,7 @@ type Options struct {
 	// NilWrites are nil values of the Store's own write types (a nil
 	// pointer, a nil func), each of which Complete must refuse with a
 	// *dedup.NilWriteError; a nil interface is always tried.
-	NilWrites []any
+	NilWrites []dedup.Write
 	// Inserts, for a Store whose Capabilities say Batch, makes the
 	// Store's own business writes for the batch cases; the cases that
 	// need writes are skipped without it.
@@ -53,7 +53,7 @@ type Options struct {
 	// condition fails, so that Complete refuses the commit with a
 	// *dedup.BusinessConditionError (the outbox cases check that such a
 	// commit sends nothing). Nil: that part is skipped.
-	RejectingWrite func() any
+	RejectingWrite func() dedup.Write
 	// MissingOutbox, for a Store whose Capabilities say Outbox, returns a
 	// Store whose outbox table does not exist, and that table's name: a
 	// relay over it stops at start with an error naming the table. A
@@ -562,7 +562,7 @@ func (s *suite) unsupportedWrite(t *testing.T, st dedup.Store) {
 	k := key(t)
 	l := mustAcquire(t, claim(t, st, k, "a", "h1", 0, 30), 1)
 	err := st.Complete(ctx(t), dedup.CompleteRequest{Lease: l, Response: []byte("x"), Now: at(1), ExpiresAt: at(3600),
-		Writes: []any{struct{ Nonsense int }{1}}})
+		Writes: []dedup.Write{nonsenseWrite{1}}})
 	if !errors.Is(err, dedup.ErrUnsupportedWrite) {
 		t.Fatalf("Complete with an unknown write: %v, want ErrUnsupportedWrite", err)
 	}

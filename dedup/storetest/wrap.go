@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -37,7 +36,7 @@ func (c *counting) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReq
 // cache in front) claims in one ClaimComplete call, never Claim.
 func (s *suite) wrapperKeepsCapabilities(t *testing.T, st dedup.Store) {
 	caps, got := st.Capabilities(), (Wrapped{st}).Capabilities()
-	if got.ClaimComplete != caps.ClaimComplete || got.TenantKeyed != caps.TenantKeyed || !slices.Equal(got.Writes, caps.Writes) {
+	if got.ClaimComplete != caps.ClaimComplete || got.TenantKeyed != caps.TenantKeyed || got.Writes != caps.Writes {
 		t.Fatalf("wrapped Capabilities %+v, the Store's %+v", got, caps)
 	}
 	w := &counting{Store: Wrapped{st}}

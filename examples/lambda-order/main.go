@@ -42,6 +42,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/lambda/sqslambda"
 )
@@ -143,17 +144,17 @@ func parseOrder(body []byte) (Order, error) {
 // the order's row is put, in the transaction of the COMPLETED record.
 type inventory struct{ inventory, orders string }
 
-func (d inventory) reserve(o Order) []any {
+func (d inventory) reserve(o Order) []dedup.Write {
 	qty := &types.AttributeValueMemberN{Value: strconv.FormatInt(o.Qty, 10)}
-	return []any{
-		types.TransactWriteItem{Update: &types.Update{
+	return []dedup.Write{
+		dynamostore.Write{Update: &types.Update{
 			TableName:                 aws.String(d.inventory),
 			Key:                       map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: o.SKU}},
 			UpdateExpression:          aws.String("SET available = available - :q, reserved = reserved + :q"),
 			ConditionExpression:       aws.String("available >= :q"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":q": qty},
 		}},
-		types.TransactWriteItem{Put: &types.Put{
+		dynamostore.Write{Put: &types.Put{
 			TableName: aws.String(d.orders),
 			Item: map[string]types.AttributeValue{
 				"order_id":    &types.AttributeValueMemberS{Value: o.OrderID},

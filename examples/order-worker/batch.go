@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkasource"
@@ -25,7 +26,7 @@ import (
 // taking its skus' rows in one transaction, take them in one order and
 // never deadlock.
 func batchReserveHandler(inv Inventory) batch.Handler {
-	return batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]any, error) {
+	return batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 		orders := make([]Order, len(msgs))
 		for i, m := range msgs {
 			o, err := parseOrder(m.Body)
@@ -38,7 +39,7 @@ func batchReserveHandler(inv Inventory) batch.Handler {
 		if br, ok := inv.(batchReserver); ok {
 			return br.ReserveBatch(orders), nil
 		}
-		var writes []any
+		var writes []dedup.Write
 		for _, o := range orders {
 			writes = append(writes, inv.Reserve(o)...)
 		}
@@ -50,14 +51,14 @@ func batchReserveHandler(inv Inventory) batch.Handler {
 // than each order's own.
 type batchReserver interface {
 	// ReserveBatch reserves orders, sorted by sku.
-	ReserveBatch(orders []Order) []any
+	ReserveBatch(orders []Order) []dedup.Write
 }
 
 // ReserveBatch updates each sku's item once, by the batch's total for it
 // (a DynamoDB transaction takes one operation per item), and puts each
 // order's row.
-func (d *dynamoInventory) ReserveBatch(orders []Order) []any {
-	var writes []any
+func (d *dynamoInventory) ReserveBatch(orders []Order) []dedup.Write {
+	var writes []dedup.Write
 	for i := 0; i < len(orders); {
 		total := Order{SKU: orders[i].SKU}
 		for ; i < len(orders) && orders[i].SKU == total.SKU; i++ {

@@ -1,6 +1,10 @@
 package main
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/onceq/onceq/dedup"
+)
 
 // directInventory is the memory inventory applied by the handler itself,
 // for a store that commits no business writes (-store redis): the
@@ -10,7 +14,7 @@ import "errors"
 type directInventory struct{ *memoryInventory }
 
 // Reserve returns no writes: ReserveNow has applied the reservation.
-func (directInventory) Reserve(Order) []any { return nil }
+func (directInventory) Reserve(Order) []dedup.Write { return nil }
 
 // ReserveNow reserves o unless it is already reserved; errOutOfStock when
 // the sku holds too little.

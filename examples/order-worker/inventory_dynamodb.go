@@ -10,6 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
 // dynamoInventory reserves stock in DynamoDB tables. Its writes are
@@ -25,17 +28,17 @@ type dynamoInventory struct {
 // cannot do arithmetic, so the item keeps both numbers and the condition
 // reads available alone; there is no other guard, so a double application
 // would show as over-reservation.
-func (d *dynamoInventory) Reserve(o Order) []any {
+func (d *dynamoInventory) Reserve(o Order) []dedup.Write {
 	qty := &types.AttributeValueMemberN{Value: strconv.FormatInt(o.Qty, 10)}
-	return []any{
-		types.TransactWriteItem{Update: &types.Update{
+	return []dedup.Write{
+		dynamostore.Write{Update: &types.Update{
 			TableName:                 aws.String(d.inventory),
 			Key:                       map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: o.SKU}},
 			UpdateExpression:          aws.String("SET available = available - :q, reserved = reserved + :q"),
 			ConditionExpression:       aws.String("available >= :q"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":q": qty},
 		}},
-		types.TransactWriteItem{Put: &types.Put{
+		dynamostore.Write{Put: &types.Put{
 			TableName: aws.String(d.ordersTable),
 			Item: map[string]types.AttributeValue{
 				"order_id":    &types.AttributeValueMemberS{Value: o.OrderID},

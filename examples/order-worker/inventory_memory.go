@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 )
 
@@ -28,8 +29,8 @@ func newMemoryInventory(skus int, available int64) *memoryInventory {
 
 var errOutOfStock = errors.New("out of stock")
 
-func (inv *memoryInventory) Reserve(o Order) []any {
-	return []any{memstore.Write{
+func (inv *memoryInventory) Reserve(o Order) []dedup.Write {
+	return []dedup.Write{memstore.Write{
 		Check: func() error {
 			inv.mu.Lock()
 			defer inv.mu.Unlock()

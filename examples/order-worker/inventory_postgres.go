@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
 )
 
@@ -24,8 +25,8 @@ func newPGInventory(inventory, orders string) *pgInventory {
 // Reserve takes the quantity only while enough is available (the
 // statement's WHERE is its condition) and puts the order row, whose
 // primary key refuses a second one.
-func (p *pgInventory) Reserve(o Order) []any {
-	return []any{
+func (p *pgInventory) Reserve(o Order) []dedup.Write {
+	return []dedup.Write{
 		pgstore.Exec{SQL: "UPDATE " + p.inventory + " SET available = available - $2, reserved = reserved + $2 WHERE sku = $1 AND available >= $2",
 			Args: []any{o.SKU, o.Qty}, MustAffect: true},
 		pgstore.Exec{SQL: "INSERT INTO " + p.orders + " (order_id, sku, qty, reserved_at) VALUES ($1, $2, $3, now())",

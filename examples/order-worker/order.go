@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 )
 
 // Order is the message body.
@@ -74,7 +75,7 @@ func parseOrder(body []byte) (Order, error) {
 // Inventory turns an order into the business writes that reserve it,
 // in the Store's own write type.
 type Inventory interface {
-	Reserve(o Order) []any
+	Reserve(o Order) []dedup.Write
 }
 
 var (

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/pgstore"
 )
 
@@ -31,16 +33,16 @@ func parseReserved(body []byte) (Order, error) {
 // shipWriter returns the store's write that records one shipment of an
 // order: an increment, never a put, so that a shipment committed twice
 // shows as shipped = 2.
-func shipWriter(o options) func(Order) any {
+func shipWriter(o options) func(Order) dedup.Write {
 	if o.store == "postgres" {
 		t := pgQuote(o.shipmentsTable)
-		return func(ord Order) any {
+		return func(ord Order) dedup.Write {
 			return pgstore.Exec{SQL: "INSERT INTO " + t + " (order_id, shipped) VALUES ($1, 1) ON CONFLICT (order_id) DO UPDATE SET shipped = " + t + ".shipped + 1",
 				Args: []any{ord.OrderID}}
 		}
 	}
-	return func(ord Order) any {
-		return types.TransactWriteItem{Update: &types.Update{
+	return func(ord Order) dedup.Write {
+		return dynamostore.Write{Update: &types.Update{
 			TableName:                 aws.String(o.shipmentsTable),
 			Key:                       map[string]types.AttributeValue{"order_id": &types.AttributeValueMemberS{Value: ord.OrderID}},
 			UpdateExpression:          aws.String("ADD shipped :one"),
@@ -54,12 +56,12 @@ func shipWriter(o options) func(Order) any {
 // of the event (a relay's re-dispatch, a redelivery) ships nothing again.
 // The event's key is its idempotency-key attribute or header, the outbox
 // ID the relay sends.
-func shipHandler(write func(Order) any) consumer.Handler {
+func shipHandler(write func(Order) dedup.Write) consumer.Handler {
 	return consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		o, err := parseReserved(m.Body)
 		if err != nil {
 			return consumer.Result{}, err
 		}
-		return consumer.Result{Writes: []any{write(o)}}, nil
+		return consumer.Result{Writes: []dedup.Write{write(o)}}, nil
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/pgstore"
 )
 
@@ -44,7 +45,7 @@ func TestShipHandler(t *testing.T) {
 	if err != nil || len(res.Writes) != 1 {
 		t.Fatalf("%+v, %v", res, err)
 	}
-	up := res.Writes[0].(types.TransactWriteItem).Update
+	up := res.Writes[0].(dynamostore.Write).Update
 	if *up.TableName != "ships" || *up.UpdateExpression != "ADD shipped :one" || up.Key["order_id"].(*types.AttributeValueMemberS).Value != "o-7" {
 		t.Fatalf("update %+v", up)
 	}

@@ -79,7 +79,7 @@ func startShipping(ctx context.Context, ob outbox.Store, logger *slog.Logger, me
 		if err != nil {
 			return consumer.Result{}, err
 		}
-		return consumer.Result{Writes: []any{memstore.Write{Apply: func() {
+		return consumer.Result{Writes: []dedup.Write{memstore.Write{Apply: func() {
 			s.mu.Lock()
 			s.shipped[o.OrderID]++
 			s.mu.Unlock()

@@ -81,8 +81,8 @@ func TestOutcomes(t *testing.T) {
 	_, _ = rec.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "b", Now: now, LeaseUntil: now.Add(time.Minute)})
 	_ = rec.Extend(ctx, dedup.ExtendRequest{Lease: dedup.Lease{Key: "k", Owner: "b", Version: 1}, Now: now, LeaseUntil: now.Add(time.Hour)})
 	refuse := memstore.Write{Check: func() error { return fmt.Errorf("out of stock") }}
-	_ = rec.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Now: now, ExpiresAt: now.Add(time.Hour), Writes: []any{refuse}})
-	_ = rec.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Now: now, ExpiresAt: now.Add(time.Hour), Writes: []any{"not a memstore write"}})
+	_ = rec.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Now: now, ExpiresAt: now.Add(time.Hour), Writes: []dedup.Write{refuse}})
+	_ = rec.Complete(ctx, dedup.CompleteRequest{Lease: c.Lease, Now: now, ExpiresAt: now.Add(time.Hour), Writes: []dedup.Write{foreignWrite("not a memstore write")}})
 	_, _ = rec.Get(ctx, "absent")
 	_, _ = rec.Get(ctx, "k")
 
@@ -113,3 +113,8 @@ func TestOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// foreignWrite is a business write of no Store this test runs.
+type foreignWrite string
+
+func (foreignWrite) WriteKind() dedup.WriteKind { return "foreign" }

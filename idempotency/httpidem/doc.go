@@ -13,7 +13,7 @@
 //     shares keys between callers);
 //   - the first request runs the handler; its status, allowlisted headers
 //     and body are stored with the COMPLETED record, and a business write
-//     the handler hands over (idempotency.Write on the request's context)
+//     the handler hands over (Tx(r).Write)
 //     commits in the same transaction where the Store allows;
 //   - a retry with the same fingerprint (method, request target in origin
 //     form with its query, and body; not the Host) gets the stored

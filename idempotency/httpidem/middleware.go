@@ -129,10 +129,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	var first *recorder
-	res, err := m.run.Do(r.Context(), m.storedKey(r, key), m.cfg.fingerprint(r, body), func(ctx context.Context) ([]byte, error) {
+	res, err := m.run.Do(r.Context(), m.storedKey(r, key), m.cfg.fingerprint(r, body), func(ctx context.Context, tx *idempotency.Tx) ([]byte, error) {
 		rec := &recorder{header: make(http.Header), status: http.StatusOK}
 		first = rec
-		req := r.WithContext(ctx)
+		req := r.WithContext(context.WithValue(ctx, txKey{}, tx))
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(rec, req)
 		rec.finish()
@@ -146,7 +146,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		// Stored instead when a business write's own condition refuses the
 		// commit: the handler's answer assumed its writes.
-		_ = idempotency.OnRejected(ctx, m.rejected)
+		_ = tx.OnRejected(m.rejected)
 		resp := encode(rec.status, rec.header, m.cfg.allow, rec.body.Bytes())
 		if limit := m.maxResponse(); len(resp) > limit {
 			// Its writes commit: the client gets this answer now and a
@@ -359,4 +359,15 @@ func (r *recorder) Write(b []byte) (int, error) {
 		r.WriteHeader(http.StatusOK)
 	}
 	return r.body.Write(b)
+}
+
+type txKey struct{}
+
+// Tx is the idempotency.Tx of the request's run: the handler hands its
+// business writes over with Tx(r).Write, to commit with its response. Nil
+// for a request the middleware does not run under a key (a GET, say),
+// whose Write then returns idempotency.ErrNotInCall.
+func Tx(r *http.Request) *idempotency.Tx {
+	tx, _ := r.Context().Value(txKey{}).(*idempotency.Tx)
+	return tx
 }

@@ -27,7 +27,7 @@ func TestWriteConditionRefusedIs409(t *testing.T) {
 	}
 	applied := false
 	srv := httptest.NewServer(mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = idempotency.Write(r.Context(), memstore.Write{Check: func() error { return errors.New("out of stock") }, Apply: func() { applied = true }})
+		_ = httpidem.Tx(r).Write(memstore.Write{Check: func() error { return errors.New("out of stock") }, Apply: func() { applied = true }})
 		w.WriteHeader(http.StatusCreated)
 	})))
 	defer srv.Close()

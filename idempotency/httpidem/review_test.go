@@ -502,7 +502,7 @@ func TestReviewTooManyRequestsNotStored(t *testing.T) {
 	} {
 		var runs, applied atomic.Int32
 		rs := newReviewServer(t, func(w http.ResponseWriter, r *http.Request) {
-			_ = idempotency.Write(r.Context(), memstore.Write{Apply: func() { applied.Add(1) }})
+			_ = httpidem.Tx(r).Write(memstore.Write{Apply: func() { applied.Add(1) }})
 			if runs.Add(1) == 1 {
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, "not now", c.status)

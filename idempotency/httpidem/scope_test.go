@@ -110,7 +110,7 @@ func TestStoreLimitBelowMaxResponseBytes(t *testing.T) {
 	var runs, applied atomic.Int32
 	post := serve(t, memstore.New(memstore.MaxResponseSize(4096)), func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
-		_ = idempotency.Write(r.Context(), memstore.Write{Apply: func() { applied.Add(1) }})
+		_ = httpidem.Tx(r).Write(memstore.Write{Apply: func() { applied.Add(1) }})
 		w.Header().Set("Location", "/orders/1")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(strings.Repeat("x", 10_000)))

@@ -38,7 +38,7 @@ type Options struct {
 // Effect is a Store's business write for the suite.
 type Effect struct {
 	// Write returns a write that counts one application for id.
-	Write func(id string) any
+	Write func(id string) dedup.Write
 	// Count reads how many times the writes for id were applied.
 	Count func(t *testing.T, id string) int
 }
@@ -180,7 +180,7 @@ func (a *app) pay(w http.ResponseWriter, r *http.Request) {
 		status = a.status(n)
 	}
 	if a.effect != nil && r.Method == http.MethodPost {
-		if err := idempotency.Write(r.Context(), a.effect.Write(key)); err != nil {
+		if err := httpidem.Tx(r).Write(a.effect.Write(key)); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}

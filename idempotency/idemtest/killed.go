@@ -163,7 +163,7 @@ func serveKilled(t *testing.T, k Killed, mode string) {
 	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := strings.Trim(r.Header.Get(httpidem.HeaderKey), `"`)
 		if eff.Write != nil {
-			if err := idempotency.Write(r.Context(), eff.Write(key)); err != nil {
+			if err := httpidem.Tx(r).Write(eff.Write(key)); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
@@ -161,8 +162,8 @@ func (f *fixture) raw(b *testing.B, group, insert string) time.Duration {
 // each batch's inserts committed with its partition's offset.
 func (f *fixture) batchMode(b *testing.B, group, insert string, store *counting) time.Duration {
 	start := time.Now()
-	h := batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]any, error) {
-		ws := make([]any, len(msgs))
+	h := batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
+		ws := make([]dedup.Write, len(msgs))
 		for i, m := range msgs {
 			ws[i] = pgstore.Exec{SQL: insert, Args: []any{m.ID, m.Body}}
 		}
@@ -205,7 +206,7 @@ func (f *fixture) perMessage(b *testing.B, group, insert string, store *pgstore.
 	}
 	acks := &settled{}
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
-		return consumer.Result{Writes: []any{pgstore.Exec{SQL: insert, Args: []any{m.ID, m.Body}}}}, nil
+		return consumer.Result{Writes: []dedup.Write{pgstore.Exec{SQL: insert, Args: []any{m.ID, m.Body}}}}, nil
 	})
 	c, err := consumer.New(src, store, h, consumer.Concurrency(16), consumer.MaxInFlight(512),
 		consumer.WithHooks(acks), consumer.WithoutDeadLetters(), consumer.WithLogger(slog.New(slog.DiscardHandler)))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -67,10 +68,10 @@ func BenchmarkBatchDynamoDB(b *testing.B) {
 			b.Fatal(err)
 		}
 		store := &counting{Store: st.Offsets()}
-		h := batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]any, error) {
-			ws := make([]any, len(msgs))
+		h := batch.HandlerFunc(func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
+			ws := make([]dedup.Write, len(msgs))
 			for i, m := range msgs {
-				ws[i] = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(rows),
+				ws[i] = dynamostore.Write{Put: &types.Put{TableName: aws.String(rows),
 					Item: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: m.ID}, "body": &types.AttributeValueMemberB{Value: m.Body}}}}
 			}
 			return ws, nil

@@ -272,7 +272,7 @@ func (f *fixture) handler(before func(ctx context.Context, m *consumer.Message, 
 			}
 		}
 		return consumer.Result{Response: []byte(`{"status":"booked"}`), RejectResponse: []byte(`{"status":"doubled"}`),
-			Writes: []any{ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{
+			Writes: []dedup.Write{dynamostore.Write{Put: &ddbtypes.Put{
 				TableName:           aws.String(f.ledger),
 				Item:                map[string]ddbtypes.AttributeValue{"k": &ddbtypes.AttributeValueMemberS{Value: key}},
 				ConditionExpression: aws.String("attribute_not_exists(k)"),

@@ -191,7 +191,7 @@ func (w *pgWorld) handler(f *fixture, before func() error) consumer.Handler {
 			}
 		}
 		return consumer.Result{Response: []byte(`{"status":"booked"}`), RejectResponse: []byte(`{"status":"doubled"}`),
-			Writes: []any{pgstore.Exec{SQL: "INSERT INTO " + w.ledger + " (k) VALUES ($1)", Args: []any{key}}}}, nil
+			Writes: []dedup.Write{pgstore.Exec{SQL: "INSERT INTO " + w.ledger + " (k) VALUES ($1)", Args: []any{key}}}}, nil
 	})
 }
 

@@ -147,7 +147,7 @@ func newWorker(t *testing.T, store dedup.Store, clk consumer.Clock, effects *eff
 			<-h.(*keyHold).gate
 		}
 		key := m.IdempotencyKey
-		return consumer.Result{Response: []byte("done"), Writes: []any{memstore.Write{Apply: func() { effects.add(key) }}}}, nil
+		return consumer.Result{Response: []byte("done"), Writes: []dedup.Write{memstore.Write{Apply: func() { effects.add(key) }}}}, nil
 	})
 	g, err := consumer.NewGuard(w.rec, h, consumer.WithClock(clk), consumer.LeaseTTL(time.Hour), consumer.HandlerTimeout(30*time.Minute),
 		// Store outages are retried after a real wait: keep it short.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -92,8 +93,8 @@ func runBatch(t *testing.T, src batchSource) (stop func()) {
 // effectsOf is a handler whose write counts each record's effect, by
 // record ID.
 func effectsOf(e *grouptest.Effects) batch.HandlerFunc {
-	return func(_ context.Context, msgs []*broker.Message) ([]any, error) {
-		ws := make([]any, len(msgs))
+	return func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
+		ws := make([]dedup.Write, len(msgs))
 		for i, m := range msgs {
 			ws[i] = e.Write(m.ID)
 		}
@@ -232,7 +233,7 @@ func TestBatchZombieFenced(t *testing.T) {
 			e := grouptest.NewEffects()
 			paused, wake := make(chan struct{}), make(chan struct{})
 			var once sync.Once
-			zombie := batch.HandlerFunc(func(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+			zombie := batch.HandlerFunc(func(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 				once.Do(func() { close(paused) })
 				<-wake // a paused process: it sees neither ctx nor the group
 				return effectsOf(e)(ctx, msgs)
@@ -278,7 +279,7 @@ func TestBatchFailingRecordDeadLettered(t *testing.T) {
 			produceN(t, addr, topic, 0, 0, 20)
 			store := memstore.New()
 			e := grouptest.NewEffects()
-			h := batch.HandlerFunc(func(ctx context.Context, msgs []*broker.Message) ([]any, error) {
+			h := batch.HandlerFunc(func(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 				for _, m := range msgs {
 					if string(m.Body) == "v7" {
 						return nil, fmt.Errorf("order %s refused", m.Body)

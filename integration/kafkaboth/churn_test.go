@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -134,7 +135,7 @@ func churn(t *testing.T, open func(t *testing.T, addr, group, topic string, hook
 				times[m.Origin.Partition] = append(times[m.Origin.Partition], time.Now())
 				tmu.Unlock()
 			}
-			return consumer.Result{Writes: []any{eff.Write(m.IdempotencyKey)}}, nil
+			return consumer.Result{Writes: []dedup.Write{eff.Write(m.IdempotencyKey)}}, nil
 		})
 	}
 	owners := make([]*owner, 3)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -48,7 +49,7 @@ func TestEndToEndDynamoDBStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
-		return consumer.Result{Writes: []any{types.TransactWriteItem{Update: &types.Update{
+		return consumer.Result{Writes: []dedup.Write{dynamostore.Write{Update: &types.Update{
 			TableName:                 aws.String(effects),
 			Key:                       map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: m.Attributes[consumer.IdempotencyKeyAttribute]}},
 			UpdateExpression:          aws.String("ADD applied :one"),

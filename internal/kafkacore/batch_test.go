@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
@@ -33,7 +34,7 @@ func (f *flaky) Acquire(ctx context.Context, p batch.Partition, member string) (
 
 func newBatching(t *testing.T, s batch.Store) *Batching[int64] {
 	t.Helper()
-	r, err := batch.NewRunner(s, batch.HandlerFunc(func(context.Context, []*broker.Message) ([]any, error) { return nil, nil }),
+	r, err := batch.NewRunner(s, batch.HandlerFunc(func(context.Context, []*broker.Message) ([]dedup.Write, error) { return nil, nil }),
 		batch.MaxRecords(2))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/lambda/kafkalambda"
 )
@@ -27,8 +28,8 @@ type applied struct {
 }
 
 func (a *applied) handler(fail string) batch.HandlerFunc {
-	return func(_ context.Context, msgs []*broker.Message) ([]any, error) {
-		ws := make([]any, len(msgs))
+	return func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
+		ws := make([]dedup.Write, len(msgs))
 		for i, m := range msgs {
 			if string(m.Body) == fail {
 				return nil, errors.New("refused")
@@ -132,7 +133,7 @@ func TestBatchFunctionFailingRecord(t *testing.T) {
 
 // NewBatch refuses what batch mode cannot take.
 func TestNewBatchInvalid(t *testing.T) {
-	r, err := batch.NewRunner(memstore.New().Offsets(), batch.HandlerFunc(func(context.Context, []*broker.Message) ([]any, error) { return nil, nil }))
+	r, err := batch.NewRunner(memstore.New().Offsets(), batch.HandlerFunc(func(context.Context, []*broker.Message) ([]dedup.Write, error) { return nil, nil }))
 	if err != nil {
 		t.Fatal(err)
 	}

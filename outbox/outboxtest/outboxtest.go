@@ -141,7 +141,7 @@ func RunDownstream(t *testing.T, src broker.Source) (d *Downstream, stop func())
 		byKey: map[string]map[consumer.Kind]int{}}
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		key := m.Attributes[broker.IdempotencyKeyAttribute]
-		return consumer.Result{Writes: []any{memstore.Write{Apply: func() {
+		return consumer.Result{Writes: []dedup.Write{memstore.Write{Apply: func() {
 			d.mu.Lock()
 			d.effects[key]++
 			d.bodies[m.OrderingKey] = append(d.bodies[m.OrderingKey], string(m.Body))

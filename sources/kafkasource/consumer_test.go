@@ -15,6 +15,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -64,7 +65,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 		mu.Lock()
 		running[key] = false
 		mu.Unlock()
-		return consumer.Result{Writes: []any{eff.Write(m.IdempotencyKey)}}, nil
+		return consumer.Result{Writes: []dedup.Write{eff.Write(m.IdempotencyKey)}}, nil
 	})
 	src := newSource(t, addr, group, []string{topic}) // OrderByKey is the default
 	if src.Capabilities().Ordering != consumer.OrderByKey {
@@ -113,7 +114,7 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 			attempts.Add(1)
 			return consumer.Result{}, errors.New("cannot parse")
 		}
-		return consumer.Result{Writes: []any{eff.Write(m.IdempotencyKey)}}, nil
+		return consumer.Result{Writes: []dedup.Write{eff.Write(m.IdempotencyKey)}}, nil
 	})
 	var dead atomic.Int64
 	src := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq),
@@ -166,7 +167,7 @@ func TestFingerprintThroughWrapper(t *testing.T) {
 	eff := grouptest.NewEffects()
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		runs.Add(1)
-		return consumer.Result{Writes: []any{eff.Write(m.OrderingKey)}}, nil
+		return consumer.Result{Writes: []dedup.Write{eff.Write(m.OrderingKey)}}, nil
 	})
 	src := sourcetest.Wrap(newSource(t, addr, group, []string{topic}))
 	m := grouptest.Start(t, src, memstore.New(), h)

@@ -12,6 +12,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -73,7 +74,7 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		handled.Add(1)
 		time.Sleep(time.Millisecond) // slow enough for the churn to land mid-run
-		return consumer.Result{Writes: []any{eff.Write(m.IdempotencyKey)}}, nil
+		return consumer.Result{Writes: []dedup.Write{eff.Write(m.IdempotencyKey)}}, nil
 	})
 	var lateAcks, rebalances atomic.Int64
 	hooks := kafkagroup.WithHooks(

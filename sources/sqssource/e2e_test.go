@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/retry"
@@ -125,7 +126,7 @@ func TestEndToEndDuplicates(t *testing.T) {
 	effects := map[string]int{}
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		key := m.Attributes[consumer.IdempotencyKeyAttribute]
-		return consumer.Result{Writes: []any{memstore.Write{Apply: func() {
+		return consumer.Result{Writes: []dedup.Write{memstore.Write{Apply: func() {
 			mu.Lock()
 			effects[key]++
 			mu.Unlock()
@@ -269,7 +270,7 @@ func TestEndToEndFIFOOrder(t *testing.T) {
 			delete(running, m.OrderingKey)
 		}
 		mu.Unlock()
-		return consumer.Result{Writes: []any{memstore.Write{Apply: func() {
+		return consumer.Result{Writes: []dedup.Write{memstore.Write{Apply: func() {
 			mu.Lock()
 			order[m.OrderingKey] = append(order[m.OrderingKey], string(m.Body))
 			mu.Unlock()

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
@@ -112,7 +113,7 @@ func (e Env) Handler() consumer.Handler {
 		case b.Fail:
 			return consumer.Result{}, errors.New("asked to fail")
 		}
-		return consumer.Result{Response: []byte(`{"done":"` + b.ID + `"}`), Writes: []any{effect(e.Effects, b.ID)}}, nil
+		return consumer.Result{Response: []byte(`{"done":"` + b.ID + `"}`), Writes: []dedup.Write{effect(e.Effects, b.ID)}}, nil
 	})
 }
 
@@ -143,8 +144,8 @@ func (e Env) firstDelivery(ctx context.Context, m *consumer.Message, id string) 
 }
 
 // effect adds one to the effects row of an id.
-func effect(table, id string) types.TransactWriteItem {
-	return types.TransactWriteItem{Update: &types.Update{
+func effect(table, id string) dynamostore.Write {
+	return dynamostore.Write{Update: &types.Update{
 		TableName:                 aws.String(table),
 		Key:                       map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
 		UpdateExpression:          aws.String("ADD n :one"),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/franzsource/franztxn"
@@ -100,7 +101,7 @@ func TestMisuseStopsWithTypedError(t *testing.T) {
 		want error
 	}{
 		"writes": {func(out string) consumer.Result {
-			return consumer.Result{Writes: []any{"x"}, Outbox: []outbox.Message{{Destination: out, Body: []byte("x")}}}
+			return consumer.Result{Writes: []dedup.Write{foreignWrite("x")}, Outbox: []outbox.Message{{Destination: out, Body: []byte("x")}}}
 		}, franztxn.ErrWritesUnsupported},
 		"unknown destination": {func(string) consumer.Result {
 			return consumer.Result{Outbox: []outbox.Message{{Destination: "no-such-topic-franztxn", Body: []byte("x")}}}
@@ -195,3 +196,8 @@ func TestNewRefusesBadArguments(t *testing.T) {
 		})
 	}
 }
+
+// foreignWrite is a business write of no Store this test runs.
+type foreignWrite string
+
+func (foreignWrite) WriteKind() dedup.WriteKind { return "foreign" }
