@@ -18,7 +18,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/internal/proccpu"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 const (

@@ -16,7 +16,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/internal/sidebyside"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 const benchSKUs = 256 // spread stock updates so transactions rarely wait on each other

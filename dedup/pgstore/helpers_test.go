@@ -11,7 +11,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/internal/faultproxy"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 func testCtx(t *testing.T) context.Context {

@@ -19,7 +19,7 @@ import (
 	"github.com/onceq/onceq/idempotency"
 	"github.com/onceq/onceq/idempotency/httpidem"
 	"github.com/onceq/onceq/internal/sidebyside"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // BenchmarkIdempotencyKey measures the Idempotency-Key middleware over

@@ -14,7 +14,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/redisstore"
 	"github.com/onceq/onceq/internal/sidebyside"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // BenchmarkRedis measures each store mode beside the minimal hand-written

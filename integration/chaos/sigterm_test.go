@@ -20,7 +20,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/internal/faultproxy"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // workerSummary is the order-worker's JSON line.

@@ -18,7 +18,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/grouptest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"

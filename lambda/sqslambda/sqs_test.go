@@ -22,7 +22,7 @@ import (
 	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/faultproxy"
 	"github.com/onceq/onceq/internal/lambdatest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/lambda/sqslambda"
 	"github.com/onceq/onceq/sources/sqssource"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/onceq/onceq/internal/grouptest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )

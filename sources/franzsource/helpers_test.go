@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceq/onceq/internal/grouptest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )

@@ -18,7 +18,7 @@ import (
 
 	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/faultproxy"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/outbox/outboxtest"
 	"github.com/onceq/onceq/sources/sqssource"

@@ -24,7 +24,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/metrictest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqssource"

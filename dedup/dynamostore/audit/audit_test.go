@@ -24,7 +24,7 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore/audit"
 	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/metrictest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // auditRig is a records table with its stream, an archive table, and an

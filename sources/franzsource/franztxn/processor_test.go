@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/franzsource/franztxn"
 )
