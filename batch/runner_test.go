@@ -15,7 +15,7 @@ import (
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/retry"
 )
 

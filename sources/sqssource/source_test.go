@@ -23,7 +23,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/awstest"
-	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"

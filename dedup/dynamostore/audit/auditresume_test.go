@@ -20,7 +20,7 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/dynamostore/audit"
 	"github.com/onceq/onceq/internal/awstest"
-	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
