@@ -12,7 +12,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/internal/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/internal/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
 	"github.com/onceq/onceq/internal/testsupport/metrictest"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/onceq/onceq/dedup/pgstore"
-	"github.com/onceq/onceq/internal/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 

@@ -19,7 +19,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceq/onceq/internal/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
