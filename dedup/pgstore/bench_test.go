@@ -15,7 +15,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
-	"github.com/onceq/onceq/internal/sidebyside"
+	"github.com/onceq/onceq/internal/testsupport/sidebyside"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/idempotency"
 	"github.com/onceq/onceq/idempotency/httpidem"
-	"github.com/onceq/onceq/internal/sidebyside"
+	"github.com/onceq/onceq/internal/testsupport/sidebyside"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
