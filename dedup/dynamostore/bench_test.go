@@ -17,7 +17,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/plainbody"
-	"github.com/onceq/onceq/internal/proccpu"
+	"github.com/onceq/onceq/internal/testsupport/proccpu"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
