@@ -17,7 +17,7 @@ import (
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/grouptest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"

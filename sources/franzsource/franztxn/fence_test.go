@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/grouptest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource/franztxn"
 )
