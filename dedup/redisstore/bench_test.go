@@ -19,7 +19,7 @@ import (
 
 // BenchmarkRedis measures each store mode beside the minimal hand-written
 // go-redis client doing the same job, 32 operations in flight
-// (internal/sidebyside: interleaved rounds, median ratios):
+// (internal/testsupport/sidebyside: interleaved rounds, median ratios):
 //
 //   - ClaimThenComplete: SET key owner NX PXAT, then a script that sets
 //     COMPLETED only while the owner still holds the key (2 calls a side);

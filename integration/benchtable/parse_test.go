@@ -186,7 +186,7 @@ func TestDynamoRows(t *testing.T) {
 }
 
 // BenchmarkPostgres and BenchmarkRedis print one line per mode
-// (internal/sidebyside); the table reads three rows from each.
+// (internal/testsupport/sidebyside); the table reads three rows from each.
 func TestStoreRows(t *testing.T) {
 	line := "BenchmarkPostgres/ClaimThenComplete-2         \t       1\t         1.029 cpu_vs_min\t         2.000 min_calls/msg\t        59.57 min_cpu-us/op\t      9552 min_msgs/s\t         2.000 onceq_calls/msg\t        61.39 onceq_cpu-us/op\t      9133 onceq_msgs/s\t         1.006 vs_min\n"
 	r, err := Parse(strings.NewReader(line))

@@ -133,7 +133,7 @@ func TestUpwardRule(t *testing.T) {
 		t.Errorf("upward = %v, want only dedup/memstore -> batch", up)
 	}
 	for pkg, want := range map[string]bool{
-		"dedup/storetest": true, "internal/testsupport/faultproxy": true, "internal/testenv": true,
+		"dedup/storetest": true, "internal/testsupport/faultproxy": true, "internal/testsupport/testenv": true,
 		"dedup/memstore": false, "internal/kafkacore": false, "idempotency/httpidem": false,
 	} {
 		if got := testSupport(library + pkg); got != want {
