@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkaopt"
 	"github.com/onceq/onceq/sources/franzsource/internal/kgox"
 	"github.com/onceq/onceq/sources/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/kafkaopt"
 )
 
 const instrumentationName = "github.com/onceq/onceq/sources/franzsource"
