@@ -117,7 +117,27 @@ func run(out io.Writer, inputs []string, md, cmd, note, profile string, extra ex
 		b.WriteString("\nWhere the memory pipeline's goroutines wait on locks, the top entries by delay, each charged to the function that held the lock (`go test -mutexprofile`, `go tool pprof -top -nodecount=5 -hide '^sync\\.'`):\n\n```\n" +
 			strings.TrimRight(string(mutexTop), "\n") + "\n```\n")
 	}
+	b.WriteString(keptSections(md))
 	return os.WriteFile(md, []byte(b.String()), 0o644)
+}
+
+// keptSections returns the sections ("## " headings onward) of the file
+// at md, which the table does not write: figures measured apart from it,
+// such as the constructions' that their comments point to. It returns ""
+// when there is no file or no such section.
+func keptSections(md string) string {
+	old, err := os.ReadFile(md)
+	if err != nil {
+		return ""
+	}
+	text := string(old)
+	if strings.HasPrefix(text, "## ") {
+		return "\n" + text
+	}
+	if i := strings.Index(text, "\n## "); i >= 0 {
+		return text[i:]
+	}
+	return ""
 }
 
 // mutexRow names the figure topShare reads from the mutex profile.

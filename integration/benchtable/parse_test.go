@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -151,6 +152,30 @@ func TestMarkdownCarriesProfile(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "| cached duplicates: store calls/msg | 0 |  |  | = 0 | met |") {
 		t.Fatalf("no cached-duplicate row:\n%s", out.String())
+	}
+}
+
+// A rewrite keeps the sections measured apart from the table (the
+// constructions' figures) and replaces the table.
+func TestMarkdownKeepsSections(t *testing.T) {
+	dir := t.TempDir()
+	in, md := dir+"/bench.out", dir+"/BENCHMARKS.md"
+	kept := "\n## Constructions\n\n| construction | measured |\n|---|---|\n| shared deadlines | 0 allocs |\n"
+	if err := os.WriteFile(md, []byte("# Benchmarks\n\nan old table\n"+kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, []byte(sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(io.Discard, []string{in}, md, "make bench", "", "", extras{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.HasSuffix(got, kept) || strings.Contains(got, "an old table") || strings.Count(got, "## Constructions") != 1 {
+		t.Fatalf("the rewrite did not keep the sections once and replace the rest:\n%s", got)
 	}
 }
 
