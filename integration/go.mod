@@ -60,6 +60,8 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/onceq/onceq/franztxn v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/internal/kgox v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -89,3 +91,7 @@ replace github.com/onceq/onceq/sources/sqssource => ../sources/sqssource
 replace github.com/onceq/onceq/internal/awstest => ../internal/awstest
 
 replace github.com/onceq/onceq/internal/lambdatest => ../internal/lambdatest
+
+replace github.com/onceq/onceq/franztxn => ../franztxn
+
+replace github.com/onceq/onceq/internal/kgox => ../internal/kgox
