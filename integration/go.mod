@@ -38,6 +38,8 @@ require (
 	golang.org/x/tools v0.49.0
 )
 
+require github.com/onceq/onceq/lambda/internal/lambdabatch v0.0.0-00010101000000-000000000000 // indirect
+
 require (
 	github.com/aws/aws-lambda-go v1.55.1 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
@@ -95,3 +97,5 @@ replace github.com/onceq/onceq/internal/lambdatest => ../internal/lambdatest
 replace github.com/onceq/onceq/franztxn => ../franztxn
 
 replace github.com/onceq/onceq/internal/kgox => ../internal/kgox
+
+replace github.com/onceq/onceq/lambda/internal/lambdabatch => ../lambda/internal/lambdabatch

@@ -95,3 +95,5 @@ replace github.com/onceq/onceq/internal/awstest => ../../internal/awstest
 replace github.com/onceq/onceq/internal/lambdatest => ../../internal/lambdatest
 
 replace github.com/onceq/onceq/internal/kgox => ../../internal/kgox
+
+replace github.com/onceq/onceq/lambda/internal/lambdabatch => ../../lambda/internal/lambdabatch
