@@ -141,3 +141,26 @@ func TestUpwardRule(t *testing.T) {
 		}
 	}
 }
+
+// A source hands messages to whatever runs them and knows none of the
+// runners: a package under sources/ that imports the consumer is a
+// runner, and its home is beside the others (batch, outbox, idempotency,
+// franztxn).
+func TestSourcesImportNoRunner(t *testing.T) {
+	g := importGraph(t)
+	n := 0
+	for p, imps := range g {
+		if room(p) != "sources" || testSupport(p) {
+			continue
+		}
+		n++
+		for _, q := range imps {
+			if q == library+"consumer" {
+				t.Errorf("%s imports the consumer: a runner belongs beside the others, not under sources/", p)
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("found %d packages under sources/: has the check lost its subject?", n)
+	}
+}
