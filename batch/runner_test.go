@@ -16,7 +16,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/retry"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/internal/proccpu"
+	"github.com/onceq/onceq/internal/testsupport/proccpu"
 	"github.com/onceq/onceq/sources/memsource"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/onceq/onceq/internal/proccpu"
+	"github.com/onceq/onceq/internal/testsupport/proccpu"
 )
 
 // These benchmarks set each of the consumer's less plain constructions

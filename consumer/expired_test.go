@@ -10,7 +10,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
 )
 
 type expiredLog struct {

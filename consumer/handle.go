@@ -42,12 +42,10 @@ func (a *attempt) runHandler() (Result, error) {
 // message's own (a trace context): the deadline is then between
 // HandlerTimeout less the window (a tenth of HandlerTimeout, at most a
 // second) and HandlerTimeout after start, never later. A context and a
-// timer of each handler's own (context.WithTimeout) cost 4 allocations,
-// where the shared deadline's child costs 2: in the memory pipeline (16
-// workers), 5 allocs and 880 B per message against 7 and 1080 B, and 8.8
-// µs CPU against 10.0 on one core (p=0.095; the 2-core machine was loaded
-// 4 to 5): go test -run '^$' -bench '^BenchmarkMemoryPipeline/workers=16$'
-// -benchmem -cpu 1,2 -count 5 ./consumer/, medians of 5 interleaved runs.
+// timer of each handler's own (context.WithTimeout) cost more allocations
+// than the shared deadline's child, on every message:
+// BenchmarkMemoryPipeline keeps the difference; its figures are in
+// BENCHMARKS.md.
 func (a *attempt) handlerContext(start time.Time) (context.Context, context.CancelFunc) {
 	if a.run != nil && a.run.handlers != nil && a.ctx == a.run.handlers.parent {
 		return context.WithCancel(a.run.handlers.get(start))
@@ -59,12 +57,10 @@ func (a *attempt) handlerContext(start time.Time) (context.Context, context.Canc
 // handler returns or it has run for renewFor, and stops the handler if the
 // lease is lost.
 //
-// A renewal and its timer are reused (Guard.renewals): on 2 cores, 701
-// ns/op, 227 ns CPU and 0 allocs per handler against 1.79 µs/op, 730 ns
-// CPU, 3 allocs and 416 B for a renewal and a time.AfterFunc made per
-// handler (p=0.008); in the memory pipeline, 8 allocs and 4.35 µs CPU per
-// message against 11 and 4.82 µs. go test -run '^$' -bench LeaseRenewal
-// -benchmem -cpu 1,2 -count 5 ./consumer/, medians of 5 interleaved runs.
+// A renewal and its timer are reused (Guard.renewals): a renewal and a
+// time.AfterFunc made per handler allocate on every message.
+// BenchmarkLeaseRenewal sets the two side by side; its figures are in
+// BENCHMARKS.md.
 type renewal struct {
 	mu     sync.Mutex
 	a      attempt // a copy: the attempt stays on its goroutine's stack

@@ -30,11 +30,9 @@ import (
 // ones while the limit is low.
 //
 // Every start and every end takes the one lock. A lock-free path while
-// nothing constrained the limit saved 50 ns of CPU per message alone (87
-// against 135 ns for an acquire and a release from 16 goroutines on 2
-// cores) but nothing the memory pipeline showed: 11.2 against 11.1 µs of
-// CPU per message with the limiter held locked, p=0.94, 6 interleaved
-// runs on 2 cores.
+// nothing constrained the limit was cheaper alone but showed nothing in
+// the memory pipeline (BenchmarkMemoryPipeline), so the simpler lock
+// stayed; the figures are in BENCHMARKS.md.
 type limiter struct {
 	mu           sync.Mutex
 	active       int     // messages started and not released

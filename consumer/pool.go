@@ -17,12 +17,8 @@ import (
 //
 // What it holds is under one lock (mu); the count held and the drain flag
 // are atomics. Locks split by ordering key and padded apart were measured
-// no faster, and so gave way: on 2 cores the memory pipeline (16 workers)
-// ran at 52.5 µs/op and 12.3 µs CPU per message under one lock against
-// 56.0 µs/op and 14.0 µs CPU in shards (p=0.49, 0.59), and the lock
-// pattern alone took 78.7 ns CPU unpadded against 76.7 ns padded (p=1.0);
-// medians of 5 interleaved runs of go test -bench 'PoolShards|ShardPadding'
-// -cpu 2 -count 5 ./consumer/ on the sharded pool.
+// no faster in the memory pipeline (BenchmarkMemoryPipeline), and so gave
+// way; the figures are in BENCHMARKS.md.
 type pool struct {
 	c      *Consumer
 	work   chan *slot

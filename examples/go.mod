@@ -62,6 +62,8 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/onceq/onceq/internal/kgox v0.0.0-00010101000000-000000000000 // indirect
+	github.com/onceq/onceq/lambda/internal/lambdabatch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -100,3 +102,7 @@ replace github.com/onceq/onceq/sources/sqssource => ../sources/sqssource
 replace github.com/onceq/onceq/internal/awstest => ../internal/awstest
 
 replace github.com/onceq/onceq/internal/lambdatest => ../internal/lambdatest
+
+replace github.com/onceq/onceq/internal/kgox => ../internal/kgox
+
+replace github.com/onceq/onceq/lambda/internal/lambdabatch => ../lambda/internal/lambdabatch

@@ -13,7 +13,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/idempotency"
-	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
 )
 
 // spans records the names of the spans ended.

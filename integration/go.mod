@@ -38,6 +38,8 @@ require (
 	golang.org/x/tools v0.49.0
 )
 
+require github.com/onceq/onceq/lambda/internal/lambdabatch v0.0.0-00010101000000-000000000000 // indirect
+
 require (
 	github.com/aws/aws-lambda-go v1.55.1 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
@@ -60,6 +62,8 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/onceq/onceq/franztxn v0.0.0-00010101000000-000000000000
+	github.com/onceq/onceq/internal/kgox v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -89,3 +93,9 @@ replace github.com/onceq/onceq/sources/sqssource => ../sources/sqssource
 replace github.com/onceq/onceq/internal/awstest => ../internal/awstest
 
 replace github.com/onceq/onceq/internal/lambdatest => ../internal/lambdatest
+
+replace github.com/onceq/onceq/franztxn => ../franztxn
+
+replace github.com/onceq/onceq/internal/kgox => ../internal/kgox
+
+replace github.com/onceq/onceq/lambda/internal/lambdabatch => ../lambda/internal/lambdabatch

@@ -34,6 +34,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/onceq/onceq/lambda/internal/lambdabatch v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -50,3 +51,5 @@ replace github.com/onceq/onceq/sources/sqssource => ../sources/sqssource
 replace github.com/onceq/onceq/internal/awstest => ../internal/awstest
 
 replace github.com/onceq/onceq/internal/lambdatest => ../internal/lambdatest
+
+replace github.com/onceq/onceq/lambda/internal/lambdabatch => ./internal/lambdabatch

@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/outbox"
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/goleak"

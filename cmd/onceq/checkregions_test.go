@@ -15,7 +15,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/awstest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // twoRegions stands a second DynamoDB Local in for region us-west-2: the

@@ -49,8 +49,10 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/onceq/onceq/internal/kgox v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -67,6 +69,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
@@ -90,3 +93,7 @@ replace github.com/onceq/onceq/sources/sqssource => ../../sources/sqssource
 replace github.com/onceq/onceq/internal/awstest => ../../internal/awstest
 
 replace github.com/onceq/onceq/internal/lambdatest => ../../internal/lambdatest
+
+replace github.com/onceq/onceq/internal/kgox => ../../internal/kgox
+
+replace github.com/onceq/onceq/lambda/internal/lambdabatch => ../../lambda/internal/lambdabatch

@@ -17,8 +17,8 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/plainbody"
-	"github.com/onceq/onceq/internal/proccpu"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/proccpu"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 const (

@@ -6,8 +6,8 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/internal/faultproxy"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // A claim of an absent key is one PutItem of the whole record (no

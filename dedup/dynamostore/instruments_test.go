@@ -9,7 +9,7 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/dedup/storetest"
-	"github.com/onceq/onceq/internal/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
 )
 
 // The DynamoDB store counts, hooks and retries as every store does: the

@@ -8,8 +8,8 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/internal/faultproxy"
-	"github.com/onceq/onceq/internal/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
 )
 
 // Throttles and condition failures are counted apart: the throttles under

@@ -34,15 +34,11 @@ const (
 // what it uses (DynamoDB refuses one it does not) and nothing needs
 // pruning afterwards.
 //
-// Measured before the switch (go test -bench, 2 loaded CPUs, -cpu 1,
-// best of 8; building a claim's UpdateItemInput): the expressions
-// assembled by hand and pruned by a token scanner 3.8 µs, 2512 B, 26
-// allocations; this builder 3.0 µs, 2632 B, 27 allocations;
-// feature/dynamodb/expression 19.9 µs, 13537 B, 244 allocations (it builds
-// and renders a tree with generated aliases on every call), so it is not
-// used. Through a whole Store call over the SDK with a canned HTTP answer
-// (BenchmarkClientCPU, ~45 µs and ~330 allocations, nearly all the SDK's)
-// the builder saves 0-3 allocations and ~0.5 KB per call.
+// It costs about what expressions assembled by hand and pruned by a token
+// scanner did, without the scanner. feature/dynamodb/expression builds and
+// renders a tree with generated aliases on every call, many times the
+// cost, so it is not used. BenchmarkClientCPU measures a whole Store call
+// over the SDK; the figures are in BENCHMARKS.md.
 type request struct {
 	names             map[string]string
 	values            map[string]types.AttributeValue

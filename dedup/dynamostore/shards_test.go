@@ -15,7 +15,7 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/dynamostore/audit"
 	"github.com/onceq/onceq/internal/awstest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // A record of a TenantShards table is read back with the key the consumer

@@ -100,11 +100,10 @@ func (sh *shard) newEntryLocked() *entry {
 // responseRun bytes; a longer one gets an allocation of its own. A run is
 // kept while any record still holds a response in it, so that a run
 // outlives its records by at most responseRun bytes per record kept.
-// A claim and a complete with a 2-byte response make 0 allocations
-// against 1 with a copy each (BenchmarkClaimComplete, in responses_test.go), and the memory
-// pipeline 7 per message against 8 (consumer BenchmarkMemoryPipeline,
-// -cpu 1,2, 5 interleaved runs; time per message within the noise of a
-// shared 2-core machine).
+// A short response then costs no allocation of its own, where a copy of
+// each would cost one a message: BenchmarkClaimComplete (in
+// responses_test.go) and the consumer's BenchmarkMemoryPipeline keep it;
+// the figures are in BENCHMARKS.md.
 const (
 	responseRun    = 1 << 10
 	responseRunMax = 128

@@ -15,8 +15,8 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
-	"github.com/onceq/onceq/internal/sidebyside"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/sidebyside"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 const benchSKUs = 256 // spread stock updates so transactions rarely wait on each other
@@ -24,7 +24,7 @@ const benchSKUs = 256 // spread stock updates so transactions rarely wait on eac
 // BenchmarkPostgres measures each store mode beside the minimal
 // hand-written pgx client doing the same job on a table of the same
 // layout, 32 operations in flight on one pool of 16 connections
-// (internal/sidebyside: interleaved rounds, median ratios):
+// (internal/testsupport/sidebyside: interleaved rounds, median ratios):
 //
 //   - ClaimThenComplete: INSERT … ON CONFLICT DO UPDATE … WHERE expired
 //     RETURNING, then a fenced UPDATE to COMPLETED (2 statements);

@@ -18,14 +18,14 @@ import (
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/idempotency"
 	"github.com/onceq/onceq/idempotency/httpidem"
-	"github.com/onceq/onceq/internal/sidebyside"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/sidebyside"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // BenchmarkIdempotencyKey measures the Idempotency-Key middleware over
 // PostgreSQL beside a bare handler that makes the same store calls by
 // hand, on one HTTP server and client in this process (32 requests in
-// flight, one pool of 16 connections; internal/sidebyside: interleaved
+// flight, one pool of 16 connections; internal/testsupport/sidebyside: interleaved
 // rounds, median ratios). Every request is a new key and records one
 // payment row, committed with COMPLETED: through the middleware, the
 // handler hands the row over (idempotency.Write); by hand, the handler

@@ -13,7 +13,7 @@ import (
 
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
 )
 

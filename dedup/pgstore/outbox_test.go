@@ -17,7 +17,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/dedup/storeinstr"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )

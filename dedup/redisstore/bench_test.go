@@ -13,13 +13,13 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/redisstore"
-	"github.com/onceq/onceq/internal/sidebyside"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/sidebyside"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // BenchmarkRedis measures each store mode beside the minimal hand-written
 // go-redis client doing the same job, 32 operations in flight
-// (internal/sidebyside: interleaved rounds, median ratios):
+// (internal/testsupport/sidebyside: interleaved rounds, median ratios):
 //
 //   - ClaimThenComplete: SET key owner NX PXAT, then a script that sets
 //     COMPLETED only while the owner still holds the key (2 calls a side);

@@ -19,7 +19,7 @@ import (
 	"github.com/onceq/onceq/dedup/cache"
 	"github.com/onceq/onceq/dedup/redisstore"
 	"github.com/onceq/onceq/dedup/storetest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 )
 

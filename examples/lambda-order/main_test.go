@@ -16,7 +16,7 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/lambdatest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 func TestOrderKey(t *testing.T) {

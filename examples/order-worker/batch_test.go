@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/onceq/onceq/examples/storehistory"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // Batch mode over both Kafka clients and the memory store: the fixture's

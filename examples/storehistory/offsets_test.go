@@ -7,7 +7,7 @@ import (
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // Offsets records each call on the offset rows with what the checker

@@ -12,7 +12,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // events parses what a Recorder wrote to buf.

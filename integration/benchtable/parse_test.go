@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -154,6 +155,30 @@ func TestMarkdownCarriesProfile(t *testing.T) {
 	}
 }
 
+// A rewrite keeps the sections measured apart from the table (the
+// constructions' figures) and replaces the table.
+func TestMarkdownKeepsSections(t *testing.T) {
+	dir := t.TempDir()
+	in, md := dir+"/bench.out", dir+"/BENCHMARKS.md"
+	kept := "\n## Constructions\n\n| construction | measured |\n|---|---|\n| shared deadlines | 0 allocs |\n"
+	if err := os.WriteFile(md, []byte("# Benchmarks\n\nan old table\n"+kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, []byte(sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(io.Discard, []string{in}, md, "make bench", "", "", extras{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.HasSuffix(got, kept) || strings.Contains(got, "an old table") || strings.Count(got, "## Constructions") != 1 {
+		t.Fatalf("the rewrite did not keep the sections once and replace the rest:\n%s", got)
+	}
+}
+
 // BenchmarkDynamoDB prints one line per mode with every side's figures;
 // the table reads each mode's rows from it.
 func TestDynamoRows(t *testing.T) {
@@ -186,7 +211,7 @@ func TestDynamoRows(t *testing.T) {
 }
 
 // BenchmarkPostgres and BenchmarkRedis print one line per mode
-// (internal/sidebyside); the table reads three rows from each.
+// (internal/testsupport/sidebyside); the table reads three rows from each.
 func TestStoreRows(t *testing.T) {
 	line := "BenchmarkPostgres/ClaimThenComplete-2         \t       1\t         1.029 cpu_vs_min\t         2.000 min_calls/msg\t        59.57 min_cpu-us/op\t      9552 min_msgs/s\t         2.000 onceq_calls/msg\t        61.39 onceq_cpu-us/op\t      9133 onceq_msgs/s\t         1.006 vs_min\n"
 	r, err := Parse(strings.NewReader(line))

@@ -13,7 +13,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // -pipeline's flags: refused with batch mode or without a relay or a

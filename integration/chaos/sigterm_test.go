@@ -19,8 +19,8 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceq/onceq/internal/faultproxy"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // workerSummary is the order-worker's JSON line.

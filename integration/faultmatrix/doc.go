@@ -3,7 +3,7 @@
 // holder's lease, clocks that disagree, a handler that ignores its
 // context, a long key, a queue without a dead-letter queue), each run as a
 // parallel subtest against the real consumer in-process over DynamoDB
-// Local (behind internal/faultproxy) and the SQS emulator, and, where
+// Local (behind internal/testsupport/faultproxy) and the SQS emulator, and, where
 // Kafka differs (a message given back is held at its offset, not hidden),
 // an in-process Kafka broker (kfake). The PostgreSQL and Redis stores
 // have their cases too (a missing table, a denied ACL, the server cut off

@@ -9,7 +9,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )

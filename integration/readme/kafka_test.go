@@ -15,7 +15,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/awstest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // The README's first worker on Kafka: the program of "Your first worker"

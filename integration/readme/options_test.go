@@ -28,7 +28,7 @@ var optionPages = []struct {
 	{"sources/kafkagroup", "sources.md", false},
 	{"sources/kafkasource", "sources.md", false},
 	{"sources/franzsource", "sources.md", false},
-	{"sources/franzsource/franztxn", "kafka-transactions.md", false},
+	{"franztxn", "kafka-transactions.md", false},
 	{"sources/memsource", "sources.md", false},
 	{"dedup/cache", "stores.md", false},
 	{"lambda/sqslambda", "lambda.md", false},

@@ -4,7 +4,7 @@
 // -bench` would print, so that benchtable reads it beside the benchmarks:
 //
 //	rssbench -messages 1000000
-//	BenchmarkRSS/messages=1000000  1  2100000000 ns/op  30.1 peak_rss_MB  476000 msgs/s
+//	BenchmarkRSS/messages=1000000  1  <ns> ns/op  <MB> peak_rss_MB  <n> msgs/s
 //
 // The source is fed as it drains and records are swept as they expire (on
 // a clock that advances with the work), so what grows with the message

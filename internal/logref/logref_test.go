@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/internal/logref"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 func TestInheritedUnlessGiven(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/internal/plainbody"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // A body with WriteTo, like smithy-go's, reaches the wrapped client

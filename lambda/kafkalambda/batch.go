@@ -16,7 +16,7 @@ import (
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/configerr"
-	"github.com/onceq/onceq/internal/lambdabatch"
+	"github.com/onceq/onceq/lambda/internal/lambdabatch"
 )
 
 // BatchFunction is a Lambda handler for Kafka events in batch mode: each

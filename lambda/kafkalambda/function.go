@@ -13,7 +13,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/internal/lambdabatch"
+	"github.com/onceq/onceq/lambda/internal/lambdabatch"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 

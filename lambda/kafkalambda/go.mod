@@ -34,6 +34,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/onceq/onceq/internal/awstest v0.0.0-00010101000000-000000000000 // indirect
+	github.com/onceq/onceq/lambda/internal/lambdabatch v0.0.0-00010101000000-000000000000
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -54,3 +55,5 @@ replace github.com/onceq/onceq/sources/sqssource => ../../sources/sqssource
 replace github.com/onceq/onceq/internal/awstest => ../../internal/awstest
 
 replace github.com/onceq/onceq/internal/lambdatest => ../../internal/lambdatest
+
+replace github.com/onceq/onceq/lambda/internal/lambdabatch => ../internal/lambdabatch

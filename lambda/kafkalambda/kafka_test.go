@@ -14,9 +14,9 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/internal/grouptest"
 	"github.com/onceq/onceq/internal/lambdatest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/lambda/kafkalambda"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/configerr"
-	"github.com/onceq/onceq/internal/lambdabatch"
+	"github.com/onceq/onceq/lambda/internal/lambdabatch"
 )
 
 // ErrInvalidConfig is wrapped by every error [New] returns for a wrong

@@ -12,7 +12,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceq/onceq/internal/lambdabatch"
+	"github.com/onceq/onceq/lambda/internal/lambdabatch"
 )
 
 // VisibilityChanger is the part of *sqs.Client that WithVisibility uses.

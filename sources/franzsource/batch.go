@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/batch"
-	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 

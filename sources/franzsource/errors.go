@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 

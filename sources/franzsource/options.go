@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
-	"github.com/onceq/onceq/internal/kafkaopt"
+	"github.com/onceq/onceq/sources/internal/kafkaopt"
 )
 
 // Option configures a Source (New, NewBatch): every kafkagroup.Option,

@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/outbox"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
 )
 
 // Sender is an outbox.Sender to Kafka over a franz-go client: each entry's

@@ -12,9 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkacore"
-	"github.com/onceq/onceq/internal/kafkaopt"
-	"github.com/onceq/onceq/sources/franzsource/internal/kgox"
+	"github.com/onceq/onceq/internal/kgox"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/kafkaopt"
+	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 const instrumentationName = "github.com/onceq/onceq/sources/franzsource"
@@ -216,7 +217,7 @@ func (s *Source) Check(ctx context.Context) error {
 
 // checkTopics proves, from the brokers' metadata, that topics exist.
 func (s *Source) checkTopics(ctx context.Context, topics []string) error {
-	return kgox.CheckTopics(ctx, s.prod, "franzsource", topics)
+	return kgox.CheckTopics(ctx, s.prod, "franzsource", topics, kafkagroup.ErrUnknownTopic)
 }
 
 // maxMessageBytes reads the topics' max.message.bytes from the brokers

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/grouptest"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/sourcetest"

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkaopt"
+	"github.com/onceq/onceq/sources/internal/kafkaopt"
 )
 
 // Option configures either Kafka source: every Option is a

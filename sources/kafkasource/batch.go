@@ -9,7 +9,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/batch"
-	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 

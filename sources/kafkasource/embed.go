@@ -6,7 +6,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
 )
 
 // ToMessage turns a record read by an existing kafka-go loop (a Reader's

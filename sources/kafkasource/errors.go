@@ -5,7 +5,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 

@@ -2,7 +2,7 @@ package kafkasource
 
 import (
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
 )
 
 // Fingerprint is the idempotency key for Kafka records, for the consumer's

@@ -6,7 +6,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/internal/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/grouptest"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 

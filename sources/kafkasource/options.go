@@ -5,7 +5,7 @@ import (
 
 	kgo "github.com/segmentio/kafka-go"
 
-	"github.com/onceq/onceq/internal/kafkaopt"
+	"github.com/onceq/onceq/sources/internal/kafkaopt"
 )
 
 // Option configures a Source (New, NewBatch): every kafkagroup.Option,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/kafkasource"
 )

@@ -9,8 +9,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkacore"
 	"github.com/onceq/onceq/outbox"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
 )
 
 // Sender is an outbox.Sender to Kafka over a kafka-go Writer: each

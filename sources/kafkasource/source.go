@@ -12,8 +12,8 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkacore"
-	"github.com/onceq/onceq/internal/kafkaopt"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/kafkaopt"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	kgo "github.com/segmentio/kafka-go"
 
-	"github.com/onceq/onceq/internal/grouptest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // Outgoing is a message the suite publishes.

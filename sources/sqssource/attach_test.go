@@ -12,8 +12,8 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/awstest"
-	"github.com/onceq/onceq/internal/faultproxy"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sqssource"
 )

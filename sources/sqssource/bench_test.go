@@ -16,7 +16,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/plainbody"
-	"github.com/onceq/onceq/internal/proccpu"
+	"github.com/onceq/onceq/internal/testsupport/proccpu"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqssource"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqssource"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/internal/proccpu"
+	"github.com/onceq/onceq/internal/testsupport/proccpu"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/sqssource"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqssource"
 )

@@ -23,8 +23,8 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/dynamostore/audit"
 	"github.com/onceq/onceq/internal/awstest"
-	"github.com/onceq/onceq/internal/metrictest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // auditRig is a records table with its stream, an archive table, and an

@@ -20,8 +20,8 @@ import (
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/dedup/dynamostore/audit"
 	"github.com/onceq/onceq/internal/awstest"
-	"github.com/onceq/onceq/internal/metrictest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/metrictest"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // streamSeam sits in a DynamoDB Streams client, at the SDK's first step:

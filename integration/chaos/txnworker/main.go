@@ -26,9 +26,9 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/franztxn"
 	"github.com/onceq/onceq/integration/history"
 	"github.com/onceq/onceq/outbox"
-	"github.com/onceq/onceq/sources/franzsource/franztxn"
 )
 
 type options struct {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkaopt"
 	"github.com/onceq/onceq/internal/logref"
+	"github.com/onceq/onceq/sources/internal/kafkaopt"
 )
 
 // Methods are the methods of a Kafka source's broker.Source that no

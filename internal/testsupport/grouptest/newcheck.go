@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 

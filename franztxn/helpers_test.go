@@ -16,10 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/internal/grouptest"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/franztxn"
+	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
-	"github.com/onceq/onceq/sources/franzsource/franztxn"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

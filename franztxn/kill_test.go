@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/franzsource/franztxn"
+	"github.com/onceq/onceq/franztxn"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // killChildEnv, set, makes TestKillMidTransaction the worker process:

@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/franzsource/franztxn"
+	"github.com/onceq/onceq/franztxn"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // A second member joins mid-stream and leaves again while records flow,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/internal/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
 )
 
 // backend is a real HTTP server standing for the service: it answers 200

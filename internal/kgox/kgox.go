@@ -12,8 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
 // Logger passes franz-go's messages to l: errors and warnings at warn,
@@ -43,9 +41,10 @@ func (k Logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 }
 
 // CheckTopics proves, from the brokers' metadata, that topics exist; a
-// missing one is kafkagroup.ErrUnknownTopic. pkg prefixes the other
-// errors.
-func CheckTopics(ctx context.Context, cl *kgo.Client, pkg string, topics []string) error {
+// missing one wraps unknown (the callers' kafkagroup.ErrUnknownTopic,
+// passed in so that this package imports nothing of onceq). pkg prefixes
+// the other errors.
+func CheckTopics(ctx context.Context, cl *kgo.Client, pkg string, topics []string, unknown error) error {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = false
 	for _, t := range topics {
@@ -60,11 +59,11 @@ func CheckTopics(ctx context.Context, cl *kgo.Client, pkg string, topics []strin
 	for _, t := range topics {
 		i := slices.IndexFunc(resp.Topics, func(rt kmsg.MetadataResponseTopic) bool { return rt.Topic != nil && *rt.Topic == t })
 		if i < 0 {
-			return fmt.Errorf("%w: %q", kafkagroup.ErrUnknownTopic, t)
+			return fmt.Errorf("%w: %q", unknown, t)
 		}
 		if err := kerr.ErrorForCode(resp.Topics[i].ErrorCode); err != nil {
 			if err == kerr.UnknownTopicOrPartition {
-				return fmt.Errorf("%w: %q: %w", kafkagroup.ErrUnknownTopic, t, err)
+				return fmt.Errorf("%w: %q: %w", unknown, t, err)
 			}
 			return fmt.Errorf("%s: metadata of %q: %w", pkg, t, err)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 func TestContextEndsAfterItsDuration(t *testing.T) {

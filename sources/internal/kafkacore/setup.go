@@ -6,8 +6,8 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/internal/kafkaopt"
 	"github.com/onceq/onceq/internal/logref"
+	"github.com/onceq/onceq/sources/internal/kafkaopt"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/internal/proccpu"
+	"github.com/onceq/onceq/internal/testsupport/proccpu"
 )
 
 // Side does one message's job once (a fresh key each call).

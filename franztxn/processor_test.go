@@ -11,9 +11,9 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/franztxn"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
-	"github.com/onceq/onceq/sources/franzsource/franztxn"
 )
 
 // Every input's outputs reach a read_committed reader exactly once, each

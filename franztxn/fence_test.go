@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/internal/grouptest"
-	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/sources/franzsource/franztxn"
+	"github.com/onceq/onceq/franztxn"
+	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // A worker whose transactional ID another producer takes over while its

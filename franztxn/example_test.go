@@ -8,8 +8,8 @@ import (
 	"syscall"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/franztxn"
 	"github.com/onceq/onceq/outbox"
-	"github.com/onceq/onceq/sources/franzsource/franztxn"
 )
 
 // A worker that reads orders and publishes orders.reserved, exactly once

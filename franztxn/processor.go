@@ -18,12 +18,12 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/kgox"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/franzsource"
-	"github.com/onceq/onceq/sources/franzsource/internal/kgox"
 )
 
-const instrumentationName = "github.com/onceq/onceq/sources/franzsource/franztxn"
+const instrumentationName = "github.com/onceq/onceq/franztxn"
 
 // Processor consumes topics as a member of a consumer group and, for each
 // poll, runs the handler over the records and commits the records the
@@ -453,7 +453,7 @@ func (p *Processor) destination(ctx context.Context, topic string) error {
 
 // checkTopics proves, from the brokers' metadata, that topics exist.
 func (p *Processor) checkTopics(ctx context.Context, topics []string) error {
-	if err := kgox.CheckTopics(ctx, p.sess.Client(), "franztxn", topics); err != nil {
+	if err := kgox.CheckTopics(ctx, p.sess.Client(), "franztxn", topics, ErrUnknownTopic); err != nil {
 		return err
 	}
 	p.knownMu.Lock()

@@ -16,8 +16,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
-	"github.com/onceq/onceq/internal/kafkacore"
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
@@ -214,10 +213,19 @@ func (f OnKafkaDeadLetter) OnKafkaDeadLetter(ctx context.Context, topic string, 
 }
 
 // DeadLetter is what the conformance suite reads of a dead-letter record.
-func DeadLetter[H kafkacore.ClientHeader](value []byte, headers []H) sourcetest.DeadLetter {
+// H is either client's header type: kafka-go's Header and franz-go's
+// RecordHeader are both this struct.
+func DeadLetter[H ~struct {
+	Key   string
+	Value []byte
+}](value []byte, headers []H) sourcetest.DeadLetter {
 	d := sourcetest.DeadLetter{Body: value, Attributes: map[string]string{}}
 	for _, h := range headers {
-		d.Attributes[kafkacore.Header(h).Key] = string(kafkacore.Header(h).Value)
+		kv := struct {
+			Key   string
+			Value []byte
+		}(h)
+		d.Attributes[kv.Key] = string(kv.Value)
 	}
 	d.Reason = d.Attributes[kafkagroup.ReasonHeader]
 	return d
