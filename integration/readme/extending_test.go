@@ -1,6 +1,7 @@
 package readme
 
 import (
+	"go/format"
 	"maps"
 	"os"
 	"os/exec"
@@ -34,6 +35,9 @@ func TestExtendingFromDocs(t *testing.T) {
 		name, ok := strings.CutPrefix(first, "// ")
 		if !ok || !strings.HasSuffix(name, ".go") || filepath.IsAbs(name) || strings.Contains(name, "..") {
 			t.Fatalf("a go block of docs/extending.md starts with %q, want the file it goes in (// pkg/file.go)", first)
+		}
+		if src, err := format.Source([]byte(b)); err != nil || string(src) != b {
+			t.Errorf("docs/extending.md's %s is not as gofmt writes it (%v)", name, err)
 		}
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
