@@ -18,11 +18,13 @@ import (
 const extending = "../../docs/extending.md"
 
 // TestExtendingFromDocs builds the store, the source and the sender of
-// docs/extending.md from the page's text (each ```go block is the file
-// its first line names) and runs their tests, which are the page's too:
-// the store passes storetest and idemtest, the source sourcetest, the
-// sender outboxtest. Every case a suite skips must be named on the page,
-// which tells the reader why, and the suites must have run their cases.
+// docs/extending.md from the page's text (each ```go block, as gofmt
+// writes it, is the file its first line names) and runs the page's own
+// tests of them under the race detector: the store passes storetest and
+// idemtest, the source sourcetest, the sender outboxtest. Every case a
+// suite skips must be named on the page, which tells the reader why, and
+// a case of each suite must have passed, so that a suite skipped whole
+// cannot pass for one run.
 func TestExtendingFromDocs(t *testing.T) {
 	page, err := os.ReadFile(extending)
 	if err != nil {
@@ -57,7 +59,7 @@ func TestExtendingFromDocs(t *testing.T) {
 	}
 	ctx := testenv.Context(t, 3*time.Minute)
 	for pkg, files := range pkgs {
-		cmd := exec.CommandContext(ctx, "go", append([]string{"test", "-count=1", "-v"}, files...)...)
+		cmd := exec.CommandContext(ctx, "go", append([]string{"test", "-race", "-count=1", "-v"}, files...)...)
 		cmd.Dir = "../.." // the repository root: the page's code builds against this tree
 		out, err := cmd.CombinedOutput()
 		if err != nil {
