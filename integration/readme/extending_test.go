@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 const extending = "../../docs/extending.md"
