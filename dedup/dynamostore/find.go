@@ -19,9 +19,10 @@ import (
 var ErrBadKeyHash = errors.New("dynamostore: a key hash is 12 hex digits (dedup.KeyHash)")
 
 // KeyHashSearch is what FindKeyHash found and what it cost: Scanned
-// counts the items read, ReadUnits the read capacity consumed (as
+// counts the items read (Unit says "items"), Exhausted whether the whole
+// table was, Metered that reads are billed, ReadUnits the read capacity consumed (as
 // DynamoDB reported it), and Unmatchable the items read whose fingerprint
-// (or tenant) is stored as its SHA-256 ("sha256:" form: too long for its
+// (or tenant) is stored as its SHA-256 (HashedKeys; "sha256:" form: too long for its
 // key attribute, or not UTF-8), whose key hash cannot be computed from
 // what is stored. Records are each read with a strongly consistent
 // GetItem.

@@ -13,9 +13,11 @@ import (
 	"github.com/onceq/onceq/outbox"
 )
 
-// KeyHashSearch is what FindKeyHash found and what it read: Scanned
-// counts rows, and Unmatchable the rows read whose key is stored as its
-// SHA-256 (a key longer than 1,024 bytes).
+// KeyHashSearch is what FindKeyHash found and what it read: Records the
+// matching records, Scanned the rows read (Unit says "rows"), Exhausted
+// whether every row was read, and Unmatchable the rows read whose key is
+// stored as its SHA-256 (a key longer than 1,024 bytes; HashedKeys says
+// which). Metered and ReadUnits stay zero: PostgreSQL bills no reads.
 type KeyHashSearch = dedup.KeyHashSearch
 
 var _ dedup.Inspector = (*Store)(nil)

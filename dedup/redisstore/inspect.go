@@ -15,8 +15,11 @@ import (
 )
 
 // KeyHashSearch is what FindKeyHash found and what it read: Scanned
-// counts the Redis keys under the prefix read. A record does not store
-// its key (its Redis key holds the key's SHA-256), so Records' Key is "".
+// counts the Redis keys under the prefix read (Unit says so), and
+// Exhausted whether every one was; Unmatchable is always 0. A record does not store its key (its
+// Redis key holds the key's SHA-256), so Records' Key is "", and
+// HashedKeys says so. Metered and ReadUnits stay zero: Redis bills no
+// reads.
 type KeyHashSearch = dedup.KeyHashSearch
 
 var _ dedup.Inspector = (*Store)(nil)
