@@ -165,8 +165,8 @@ type ExtendRequest struct {
 }
 
 // Store keeps records. Implementations must be safe for concurrent use,
-// implement Inspector (what an operator's tool reads through), and pass
-// storetest.Run.
+// hand over an Inspector (what an operator's tool reads through) in their
+// Capabilities, and pass storetest.Run.
 //
 // Throttles: a Store that retries throttled calls itself must tell the
 // observers it was handed (Runtime.Observe; keep them in a
@@ -213,7 +213,8 @@ type Store interface {
 	// errors.ErrUnsupported.
 	ClaimComplete(ctx context.Context, req ClaimCompleteRequest) (Claim, error)
 	// Capabilities declares what the Store supports and hands over its
-	// views (the relay's Outbox, batch mode's Offsets). It is a method of
+	// views (the relay's Outbox, batch mode's Offsets, the operator's
+	// Inspector). It is a method of
 	// every Store rather than a set of optional interfaces, so that a
 	// wrapper embedding a Store forwards it with the rest and keeps every
 	// capability and view of the Store it wraps. A Guard
@@ -251,9 +252,9 @@ type Runtime struct {
 // gives of itself: data only, read once. The zero value is a Store with
 // no optional feature and no view, which takes no business writes.
 //
-// A view (Outbox, Offsets) is a value of an interface of its own, over
-// the Store's tables, for a runner other than the consumer: the outbox
-// relay, batch mode. A Store hands it over here rather than as a method
+// A view (Outbox, Offsets, Inspector) is a value of an interface of its
+// own, over the Store's tables, for a reader other than the consumer: the
+// outbox relay, batch mode, an operator's tool. A Store hands it over here rather than as a method
 // to be found by a type assertion, so that every capability of a Store is
 // read in one place (the consumer, outbox.NewRelay's caller, the batch
 // Runner's caller and the onceq CLI all read it here), and so that a
@@ -287,6 +288,10 @@ type Capabilities struct {
 	// non-nil, the Store keeps Kafka partitions' offset rows for batch
 	// mode, committed with its records. Nil: the Store has no batch mode.
 	Offsets Offsets
+	// Inspector is the operator's view of the Store (the onceq CLI reads
+	// every Store through it). Not optional: every Store gives one, and
+	// storetest.Run fails a Store whose Capabilities give none.
+	Inspector Inspector
 }
 
 // ClaimCompleteRequest is the one-round-trip claim: the record is written

@@ -30,11 +30,12 @@
 // is handed over in one Attach call (Runtime). A wrapper that embeds a
 // Store forwards both with the rest, so wrapping never turns a feature
 // (the one-round-trip claim, the tenant layout) off unseen, nor hides a
-// view. The views are interfaces for the runners other than the
-// consumer: the outbox relay's (outbox.Store, in Capabilities.Outbox) and
+// view. The views are interfaces for the readers other than the
+// consumer: the outbox relay's (outbox.Store, in Capabilities.Outbox),
 // batch mode's offset rows (Offsets, in Capabilities.Offsets, declared
 // here with the types it takes, so that a Store implements it without
-// importing the batch runner):
+// importing the batch runner) and an operator's tool's (Inspector, in
+// Capabilities.Inspector, which every Store gives):
 //
 //	caps := st.Capabilities()
 //	if caps.Outbox != nil {

@@ -47,8 +47,10 @@ var _ dedup.Store = (*Store)(nil)
 // Capabilities implements dedup.Store: ClaimComplete works; no business
 // writes and no outgoing messages are committed (no Outbox: without
 // transactions they could not commit with COMPLETED), and there is no
-// batch mode (no Offsets).
-func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
+// batch mode (no Offsets). The Store is its own Inspector.
+func (s *Store) Capabilities() dedup.Capabilities {
+	return dedup.Capabilities{ClaimComplete: true, Inspector: s}
+}
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless
 // WithLogger gave it one (the last non-nil one handed over, when several
