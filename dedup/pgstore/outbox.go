@@ -129,9 +129,10 @@ CREATE INDEX IF NOT EXISTS ` + quote(n.outboxExpiresIdx) + ` ON ` + q + ` (expir
 }
 
 // Outbox is the relay's view of the Store's outbox table (outbox.Store),
-// which the Store's Capabilities hand over (and Store.Outbox returns). Complete and ClaimComplete insert the entries in the
-// transaction that writes COMPLETED, and notify the table's channel on
-// commit, which Wait listens to.
+// which the Store's Capabilities hand over (and Store.Outbox returns).
+// Complete and ClaimComplete insert the entries in the transaction that
+// writes COMPLETED, and notify the table's channel on commit, which Wait
+// listens to.
 //
 // Lease keeps each lane's order (Destination and OrderingKey) among
 // relays on several machines: in one transaction it locks, FOR UPDATE
