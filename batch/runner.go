@@ -66,7 +66,14 @@ type Runner struct {
 	tel   *telemetry
 }
 
-// NewRunner makes a Runner committing h's batches through store.
+// NewRunner makes a Runner committing h's batches through store: a
+// dedup.Store's batch view, which it hands over in its Capabilities
+// (dedup.Capabilities.Offsets; nil for a Store that keeps no offset
+// rows):
+//
+//	offsets := st.Capabilities().Offsets
+//	if offsets == nil { /* the Store has no batch mode */ }
+//	r, err := batch.NewRunner(offsets, h)
 func NewRunner(store Store, h Handler, opts ...Option) (*Runner, error) {
 	if store == nil || h == nil {
 		return nil, fmt.Errorf("%w: a Runner needs a Store and a Handler", ErrInvalidConfig)

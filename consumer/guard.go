@@ -75,7 +75,7 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 		// the mode.
 		return nil, configError("OneRoundTrip: the Store (%T) does not declare ClaimComplete in its Capabilities", store)
 	}
-	if cfg.sendsOnward && !caps.Outbox {
+	if cfg.sendsOnward && caps.Outbox == nil {
 		return nil, fmt.Errorf("consumer: %w: %w", ErrInvalidConfig, &OutboxUnsupportedError{Store: fmt.Sprintf("%T", store)})
 	}
 	if err := dedup.CheckNamespace(cfg.namespace); err != nil {
@@ -88,9 +88,9 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 	g := &Guard{cfg: cfg, store: safeStore{s: store, log: cfg.logger}, oneShot: cfg.oneRoundTrip, handler: h, obs: obs}
 	obs.mon = newMonitor(&g.cfg)
 	g.writes = writeKind{store: fmt.Sprintf("%T", store), kind: caps.Writes}
-	g.outbox = outboxSupport{store: fmt.Sprintf("%T", store), ok: caps.Outbox}
+	g.outbox = outboxSupport{store: fmt.Sprintf("%T", store), ok: caps.Outbox != nil}
 	if cfg.sendsOnward {
-		g.outbox.checkView = outboxCheck(store)
+		g.outbox.view = caps.Outbox
 	}
 	if cfg.cacheEntries > 0 {
 		g.completed = cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
 
 // ErrOutboxUnsupported: the handler sends onward (Result.Outbox, or the
 // SendsOnward option), and the Store does not commit outgoing messages
-// (its dedup.Capabilities do not say Outbox). The error is an
+// (its dedup.Capabilities give no Outbox). The error is an
 // *OutboxUnsupportedError.
 var ErrOutboxUnsupported = errors.New("consumer: the Store does not commit outgoing messages")
 
@@ -35,9 +34,9 @@ type OutboxUnsupportedError struct {
 
 func (e *OutboxUnsupportedError) Error() string {
 	if e.Messages == 0 {
-		return fmt.Sprintf("consumer: the handler sends onward, and the Store (%s) does not commit outgoing messages (its Capabilities do not say Outbox)", e.Store)
+		return fmt.Sprintf("consumer: the handler sends onward, and the Store (%s) does not commit outgoing messages (its Capabilities give no Outbox)", e.Store)
 	}
-	return fmt.Sprintf("consumer: the handler returned %d outgoing messages, and the Store (%s) does not commit outgoing messages (its Capabilities do not say Outbox)",
+	return fmt.Sprintf("consumer: the handler returned %d outgoing messages, and the Store (%s) does not commit outgoing messages (its Capabilities give no Outbox)",
 		e.Messages, e.Store)
 }
 
@@ -50,50 +49,31 @@ func (e *OutboxUnsupportedError) RetryClass() retry.Class { return retry.Misconf
 
 // SendsOnward declares that the handler returns outgoing messages
 // (Result.Outbox). New and NewGuard then refuse, with an
-// *OutboxUnsupportedError, a Store whose Capabilities do not say Outbox,
+// *OutboxUnsupportedError, a Store whose Capabilities give no Outbox,
 // before any message is taken, instead of stopping at the first message
-// that sends. Check (and Run) then check the Store's outbox too, where
-// its relay's view has a Check of its own (the PostgreSQL and DynamoDB
-// stores': their outbox table exists).
+// that sends. Check (and Run) then check the Store's outbox too, through
+// the relay's view its Capabilities hand over (outbox.Store.Check: the
+// PostgreSQL and DynamoDB stores' outbox table exists).
 func SendsOnward() GuardOption { return guardFunc(func(c *config) { c.sendsOnward = true }) }
 
 // outboxSupport is whether a Guard's Store commits outgoing messages.
 type outboxSupport struct {
 	store string // the Store's type, for the error
 	ok    bool
-	// checkView is the Check of the Store's outbox, when the handler
-	// sends onward and the Store's outbox has one; nil otherwise.
-	checkView func(ctx context.Context) error
-}
-
-// outboxCheck is the Check of store's outbox, found through the Store or
-// the Stores it wraps (an Unwrap method, as the COMPLETED cache's), or
-// nil.
-func outboxCheck(store dedup.Store) func(ctx context.Context) error {
-	for store != nil {
-		if v, ok := store.(interface{ Outbox() outbox.Store }); ok {
-			if c, ok := v.Outbox().(interface{ Check(context.Context) error }); ok {
-				return c.Check
-			}
-			return nil
-		}
-		u, ok := store.(interface{ Unwrap() dedup.Store })
-		if !ok {
-			return nil
-		}
-		store = u.Unwrap()
-	}
-	return nil
+	// view is the relay's view of the Store's outbox, as its
+	// Capabilities hand it over, when the handler sends onward (its Check
+	// is the Guard's); nil otherwise.
+	view outbox.Store
 }
 
 // checkOutbox runs the outbox's check, a panic in it being a fault of
 // the deployment.
 func (s outboxSupport) checkOutbox(ctx context.Context, log *slog.Logger) (err error) {
-	if s.checkView == nil {
+	if s.view == nil {
 		return nil
 	}
-	defer recovered(log, "store", "Outbox().Check", &err)
-	return s.checkView(ctx)
+	defer recovered(log, "store", "Outbox.Check", &err)
+	return s.view.Check(ctx)
 }
 
 // check refuses n outgoing messages the Store cannot commit.

@@ -22,7 +22,7 @@ type noOutboxStore struct{ commitCounting }
 
 func (s *noOutboxStore) Capabilities() dedup.Capabilities {
 	c := s.Store.Capabilities()
-	c.Outbox = false
+	c.Outbox = nil
 	return c
 }
 
@@ -233,7 +233,8 @@ func TestOutboxOverStoreWithoutOutboxGuardOutcome(t *testing.T) {
 }
 
 // brokenOutboxStore is a Store whose outbox cannot work (its table is
-// missing, say): its relay's view fails its Check.
+// missing, say): the relay's view its Capabilities hand over fails its
+// Check.
 type brokenOutboxStore struct{ *memstore.Store }
 
 type brokenOutbox struct{ outbox.Store }
@@ -241,16 +242,23 @@ type brokenOutbox struct{ outbox.Store }
 var errNoOutboxTable = errors.New("no outbox table")
 
 func (brokenOutbox) Check(context.Context) error { return errNoOutboxTable }
-func (s brokenOutboxStore) Outbox() outbox.Store { return brokenOutbox{s.Store.Outbox()} }
 
-// With SendsOnward, a Guard's Check checks the Store's outbox where its
-// view has a Check, found through a wrapper with Unwrap too; without it,
-// the outbox is not the Guard's concern.
+func (s brokenOutboxStore) Capabilities() dedup.Capabilities {
+	c := s.Store.Capabilities()
+	c.Outbox = brokenOutbox{c.Outbox}
+	return c
+}
+
+// With SendsOnward, a Guard's Check checks the outbox whose view the
+// Store's Capabilities hand over, through a wrapper of the Store (the
+// COMPLETED cache, one that embeds it) too; without it, the outbox is
+// not the Guard's concern.
 func TestSendsOnwardChecksTheOutbox(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	for name, store := range map[string]dedup.Store{
 		"the store":        brokenOutboxStore{memstore.New()},
 		"behind the cache": cache.Wrap(brokenOutboxStore{memstore.New()}, 10, 0),
+		"embedded":         struct{ dedup.Store }{brokenOutboxStore{memstore.New()}},
 	} {
 		g, err := consumer.NewGuard(store, h, consumer.SendsOnward())
 		if err != nil {

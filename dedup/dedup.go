@@ -131,7 +131,7 @@ type CompleteRequest struct {
 	Writes []Write
 	// Outbox are messages to send onward, committed as outbox entries in
 	// the same atomic commit (see package outbox). A Store whose
-	// Capabilities do not say Outbox returns ErrUnsupportedWrite for any.
+	// Capabilities give no Outbox returns ErrUnsupportedWrite for any.
 	Outbox []outbox.Message
 }
 
@@ -165,8 +165,8 @@ type ExtendRequest struct {
 }
 
 // Store keeps records. Implementations must be safe for concurrent use,
-// implement Inspector (what an operator's tool reads through), and pass
-// storetest.Run.
+// hand over an Inspector (what an operator's tool reads through) in their
+// Capabilities, and pass storetest.Run.
 //
 // Throttles: a Store that retries throttled calls itself must tell the
 // observers it was handed (Runtime.Observe; keep them in a
@@ -212,11 +212,13 @@ type Store interface {
 	// Store whose Capabilities say no ClaimComplete returns
 	// errors.ErrUnsupported.
 	ClaimComplete(ctx context.Context, req ClaimCompleteRequest) (Claim, error)
-	// Capabilities declares what the Store supports. It is a method of
+	// Capabilities declares what the Store supports and hands over its
+	// views (the relay's Outbox, batch mode's Offsets, the operator's
+	// Inspector). It is a method of
 	// every Store rather than a set of optional interfaces, so that a
 	// wrapper embedding a Store forwards it with the rest and keeps every
-	// capability of the Store it wraps. A Guard (consumer.NewGuard,
-	// consumer.New) calls it once, when it is built.
+	// capability and view of the Store it wraps. A Guard
+	// (consumer.NewGuard, consumer.New) calls it once, when it is built.
 	Capabilities() Capabilities
 	// Attach hands the Store what it needs from a Guard built over it (see
 	// Runtime). Each Guard calls it once, when it is built, before its
@@ -246,9 +248,22 @@ type Runtime struct {
 	Observe func(class retry.Class, err error)
 }
 
-// Capabilities is what a Store declares about itself: data only, read
-// once. The zero value is a Store with no optional feature, which takes
-// no business writes.
+// Capabilities is what a Store declares about itself, and the views it
+// gives of itself: data only, read once. The zero value is a Store with
+// no optional feature and no view, which takes no business writes.
+//
+// A view (Outbox, Offsets, Inspector) is a value of an interface of its
+// own, over the Store's tables, for a reader other than the consumer: the
+// outbox relay, batch mode, an operator's tool. A Store hands it over here rather than as a method
+// to be found by a type assertion, so that every capability of a Store is
+// read in one place (the consumer, outbox.NewRelay's caller, the batch
+// Runner's caller and the onceq CLI all read it here), and so that a
+// wrapper forwarding Capabilities (by embedding the Store, or by calling
+// the Store behind, as the COMPLETED cache does) hands every view on
+// without a method of its own for each: a wrapper cannot hide a view by
+// forgetting to forward it. A view is declared and given in one field,
+// so a Store cannot declare a feature whose view it does not give. A
+// wrapper that must see a view's calls returns its own in its place.
 type Capabilities struct {
 	// ClaimComplete: ClaimComplete works, so the consumer's one-round-trip
 	// mode (consumer.OneRoundTrip) can run over the Store.
@@ -263,14 +278,20 @@ type Capabilities struct {
 	// deployment (a handler written for another Store), never of the
 	// message. Empty: the Store commits no business writes.
 	Writes WriteKind
-	// Outbox: Complete and ClaimComplete commit outgoing messages with
-	// COMPLETED (CompleteRequest.Outbox), and the Store gives the relay's
-	// view of them. A Guard over a Store without it refuses, at start, a
-	// handler that is to send onward.
-	Outbox bool
-	// Batch: the Store keeps Kafka partitions' offset rows for batch mode
-	// (package batch): it is a batch.Provider, whose Offsets gives them.
-	Batch bool
+	// Outbox is the relay's view of the Store's outbox (give it to
+	// outbox.NewRelay): non-nil, Complete and ClaimComplete commit
+	// outgoing messages with COMPLETED (CompleteRequest.Outbox). Nil: the
+	// Store commits none, and a Guard over it refuses, at start, a
+	// handler that is to send onward (consumer.SendsOnward).
+	Outbox outbox.Store
+	// Offsets is the batch view of the Store (give it to batch.NewRunner):
+	// non-nil, the Store keeps Kafka partitions' offset rows for batch
+	// mode, committed with its records. Nil: the Store has no batch mode.
+	Offsets Offsets
+	// Inspector is the operator's view of the Store (the onceq CLI reads
+	// every Store through it). Not optional: every Store gives one, and
+	// storetest.Run fails a Store whose Capabilities give none.
+	Inspector Inspector
 }
 
 // ClaimCompleteRequest is the one-round-trip claim: the record is written

@@ -22,13 +22,28 @@
 // the message), one injective encoding every Store and the cache share; a
 // Store whose layout cannot hold a key part maps it with StorablePart.
 //
-// A Store declares its optional features and the business write types it
-// commits in one value of data, Capabilities (as a Source declares its own
-// in broker.Capabilities), instead of offering them as optional interfaces
-// to be discovered; what it needs from a Guard (a logger, a throttle
-// observer) is handed over in one Attach call (Runtime). A wrapper that
-// embeds a Store forwards both with the rest, so wrapping never turns a
-// feature (the one-round-trip claim, the tenant layout) off unseen.
+// A Store declares its optional features, the business write types it
+// commits and the views it gives of itself in one value of data,
+// Capabilities (as a Source declares its own in broker.Capabilities),
+// instead of offering them as optional interfaces or methods to be
+// discovered; what it needs from a Guard (a logger, a throttle observer)
+// is handed over in one Attach call (Runtime). A wrapper that embeds a
+// Store forwards both with the rest, so wrapping never turns a feature
+// (the one-round-trip claim, the tenant layout) off unseen, nor hides a
+// view. The views are interfaces for the readers other than the
+// consumer: the outbox relay's (outbox.Store, in Capabilities.Outbox),
+// batch mode's offset rows (Offsets, in Capabilities.Offsets, declared
+// here with the types it takes, so that a Store implements it without
+// importing the batch runner) and an operator's tool's (Inspector, in
+// Capabilities.Inspector, which every Store gives):
+//
+//	caps := st.Capabilities()
+//	if caps.Outbox != nil {
+//		relay, err := outbox.NewRelay(caps.Outbox, sender)
+//	}
+//	if caps.Offsets != nil {
+//		runner, err := batch.NewRunner(caps.Offsets, handler)
+//	}
 //
 // Business writes are typed: each Store declares its write types, which
 // implement Write by naming their WriteKind, and every path that carries
@@ -46,7 +61,8 @@
 // outside onceq; []any, the old contract, let any value through to be
 // found by reflection on each message.
 //
-// It imports only retry (the fault classes its errors carry) and no SDK:
-// the consumer and every Store import it; a Store adapter lives in its own
-// package and owns its SDK.
+// It imports only retry (the fault classes its errors carry) and outbox
+// (the outgoing messages a commit carries, and the relay's view), and no
+// SDK: the consumer and every Store import it; a Store adapter lives in
+// its own package and owns its SDK.
 package dedup

@@ -12,9 +12,10 @@ import (
 
 // Inspector is what an operator's tool reads of a store, beside Get (a
 // record by its stored key, which Key, DerivedKey and TenantKey make from
-// a message's key): every store implements it, so a tool written against
-// it works on every store, and a new store needs no code of its own there.
-// Nothing it does writes.
+// a message's key): every store hands one over in its Capabilities
+// (Capabilities.Inspector), so a tool written against it works on every
+// store, and a new store needs no code of its own there. Nothing it does
+// writes.
 type Inspector interface {
 	// Get is Store's: the record of a stored key, or ErrNotFound.
 	Get(ctx context.Context, key string) (Record, error)

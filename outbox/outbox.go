@@ -107,9 +107,16 @@ type LeaseRequest struct {
 	Max int
 }
 
-// Store is what a Relay needs from the store that holds the outbox. A
-// dedup.Store whose Capabilities say Outbox gives one.
+// Store is what a Relay needs from the store that holds the outbox: the
+// relay's view of it, which a dedup.Store that commits outgoing messages
+// hands over in its Capabilities (dedup.Capabilities.Outbox).
 type Store interface {
+	// Check verifies, before the first entry is committed or leased, that
+	// the outbox can work: its table exists with the expected layout and
+	// can be read and written. An error is a fault of the deployment (a
+	// consumer that sends onward does not start). An outbox with nothing
+	// to check (one in memory) returns nil.
+	Check(ctx context.Context) error
 	// Lease takes up to Max Pending entries whose lease is free, fenced
 	// by Owner and Version. It returns an entry only when every earlier
 	// Pending entry of its Destination and OrderingKey is returned with

@@ -47,6 +47,12 @@ type Relay struct {
 }
 
 // NewRelay returns a Relay that sends store's entries through sender.
+// store is the relay's view of a dedup.Store's outbox, which the Store
+// hands over in its Capabilities (nil for a Store that keeps none):
+//
+//	ob := st.Capabilities().Outbox
+//	if ob == nil { /* the Store commits no outgoing messages */ }
+//	relay, err := outbox.NewRelay(ob, sender)
 func NewRelay(store Store, sender Sender, opts ...Option) (*Relay, error) {
 	cfg := config{
 		batchSize:     DefaultBatchSize,

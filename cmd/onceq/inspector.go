@@ -19,9 +19,10 @@ type inspectAt struct {
 	shards          int
 }
 
-// inspected is a store opened for inspect. Every lookup goes through
-// dedup.Inspector, so the stores differ only in how they are opened and
-// in the words that name what they hold.
+// inspected is a store opened for inspect. Every lookup goes through the
+// dedup.Inspector the store hands over in its Capabilities, so the stores
+// differ only in how they are opened and in the words that name what they
+// hold.
 type inspected struct {
 	dedup.Inspector
 	where    string // where the records live: "table t", "prefix ... of Redis at ..."
@@ -48,14 +49,14 @@ func openInspector(ctx context.Context, sf *storeFlags, at inspectAt) (*inspecte
 			_ = conn.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
-		return &inspected{Inspector: store, where: "table " + at.table, noKey: "the table holds its SHA-256",
+		return &inspected{Inspector: store.Capabilities().Inspector, where: "table " + at.table, noKey: "the table holds its SHA-256",
 			close: func() { _ = conn.Close(context.WithoutCancel(ctx)) }}, nil
 	case storeRedis:
 		c, store, server, err := openRedis(ctx, sf)
 		if err != nil {
 			return nil, err
 		}
-		return &inspected{Inspector: store, where: fmt.Sprintf("prefix %q of %s", sf.redisPrefix, server),
+		return &inspected{Inspector: store.Capabilities().Inspector, where: fmt.Sprintf("prefix %q of %s", sf.redisPrefix, server),
 			noKey: "the Redis key holds its SHA-256", close: func() { _ = c.Close() }}, nil
 	}
 	client, err := dynamoClient(ctx)
@@ -78,7 +79,7 @@ func openInspector(ctx context.Context, sf *storeFlags, at inspectAt) (*inspecte
 			return nil, fmt.Errorf("-tenant: %w", err)
 		}
 	}
-	ins := &inspected{Inspector: store, where: "table " + at.table, noKey: "the table holds its SHA-256",
+	ins := &inspected{Inspector: store.Capabilities().Inspector, where: "table " + at.table, noKey: "the table holds its SHA-256",
 		listCost: fmt.Sprintf(" (a Query of %d partition keys)", at.shards), close: func() {}}
 	if at.tenant && at.shards == 1 {
 		ins.notFound = "onceq inspect: a store with TenantShards(n) keeps a tenant's record on partition key <tenant>#<shard>: give -shards n (or find it with -key-hash)"

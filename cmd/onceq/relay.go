@@ -129,16 +129,13 @@ func splitList(s string) []string {
 }
 
 // outboxOf is the outbox of a store that commits outgoing messages with
-// COMPLETED (its Capabilities say Outbox).
-func outboxOf(store any, name string) (outbox.Store, error) {
-	s, ok := store.(interface {
-		Capabilities() dedup.Capabilities
-		Outbox() outbox.Store
-	})
-	if !ok || !s.Capabilities().Outbox {
+// COMPLETED: the relay's view its Capabilities hand over.
+func outboxOf(store dedup.Store, name string) (outbox.Store, error) {
+	ob := store.Capabilities().Outbox
+	if ob == nil {
 		return nil, fmt.Errorf("the %s store keeps no outbox", name)
 	}
-	return s.Outbox(), nil
+	return ob, nil
 }
 
 // openOutbox opens the outbox of the chosen store.

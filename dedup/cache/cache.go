@@ -250,7 +250,8 @@ func (sh *shard) removeLocked(i int32) {
 // Store is a dedup.Store with a Cache in front: a claim of a key whose
 // COMPLETED record the cache holds is answered with no call to the Store
 // behind, and what that Store answers or completes is cached. It declares
-// the Capabilities of the Store behind.
+// the Capabilities of the Store behind, and so hands over its views (its
+// outbox, its offset rows, its Inspector) with no method of its own.
 type Store struct {
 	cache *Cache
 	next  dedup.Store
@@ -287,9 +288,6 @@ func (s *Store) leasesOf(key string) (*leaseShard, uint64) {
 	_, h := s.cache.shardOf(key)
 	return &s.leases[h&s.cache.mask], h
 }
-
-// Unwrap returns the Store behind the cache.
-func (s *Store) Unwrap() dedup.Store { return s.next }
 
 // Stats reports the cache's counters.
 func (s *Store) Stats() Stats { return s.cache.Stats() }
@@ -367,7 +365,8 @@ func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
 }
 
 // Capabilities implements dedup.Store: those of the Store behind, which
-// the cache passes every call on to.
+// the cache passes every call on to, views included: the relay, batch
+// mode and an operator's tool read the Store behind, never the cache.
 func (s *Store) Capabilities() dedup.Capabilities { return s.next.Capabilities() }
 
 // Attach implements dedup.Store: it attaches the Store behind.

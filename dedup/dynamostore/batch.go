@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/retry"
@@ -74,7 +73,7 @@ func createOffsetsTable(ctx context.Context, client *ddb.Client, table string, w
 // the group, the topic and the partition ("5:sales/orders/3"), which no
 // two partitions share whatever their names hold. Its client is the
 // partition's home region.
-func (s *Store) offsetKey(p batch.Partition) (map[string]types.AttributeValue, *ddb.Client, error) {
+func (s *Store) offsetKey(p dedup.Partition) (map[string]types.AttributeValue, *ddb.Client, error) {
 	pk := strconv.Itoa(len(p.Group)) + ":" + p.Group + "/" + p.Topic + "/" + strconv.Itoa(int(p.Partition))
 	if len(pk) > maxPartitionKey || !utf8.ValidString(pk) {
 		return nil, nil, retry.WithClass(fmt.Errorf("dynamostore: partition %s: its group and topic must be UTF-8 and fit %d bytes together",
@@ -83,28 +82,29 @@ func (s *Store) offsetKey(p batch.Partition) (map[string]types.AttributeValue, *
 	return map[string]types.AttributeValue{offPK: str(pk)}, s.client(pk), nil
 }
 
-// Offsets returns the Store's batch view (batch.Provider): each Kafka
+// Offsets returns the Store's batch view, which its Capabilities hand over
+// (dedup.Capabilities.Offsets; batch.Store): each Kafka
 // partition's offset row is an item of the offsets table beside the
 // records table (OffsetsTable, made by CreateTable), and a batch commits
 // as one TransactWriteItems of the offset row's conditional update, the
 // batch's writes (Write) and its Keys as COMPLETED
 // records of the records table: at most 100 items, the offset row
-// included, or the commit is refused with a *batch.TooLargeError before
+// included, or the commit is refused with a *dedup.CommitTooLargeError before
 // anything is sent.
-func (s *Store) Offsets() batch.Store { return (*batchView)(s) }
+func (s *Store) Offsets() dedup.Offsets { return (*batchView)(s) }
 
-// batchView is the Store seen as a batch.Store.
+// batchView is the Store seen as a dedup.Offsets.
 type batchView Store
 
-// Acquire implements batch.Store: one UpdateItem that raises the token
+// Acquire implements dedup.Offsets: one UpdateItem that raises the token
 // (from 0 for a new row, whose next offset is -1). Retried after a lost
 // answer, it may raise the token twice: the lease returned holds the
 // last.
-func (b *batchView) Acquire(ctx context.Context, p batch.Partition, member string) (batch.Lease, error) {
+func (b *batchView) Acquire(ctx context.Context, p dedup.Partition, member string) (dedup.OffsetLease, error) {
 	s := (*Store)(b)
 	key, client, err := s.offsetKey(p)
 	if err != nil {
-		return batch.Lease{}, err
+		return dedup.OffsetLease{}, err
 	}
 	in := &ddb.UpdateItemInput{
 		TableName:        aws.String(OffsetsTable(s.table)),
@@ -123,32 +123,32 @@ func (b *batchView) Acquire(ctx context.Context, p batch.Partition, member strin
 		return metadata(out), err
 	})
 	if err != nil {
-		return batch.Lease{}, s.batchError("acquire", p, err)
+		return dedup.OffsetLease{}, s.batchError("acquire", p, err)
 	}
 	l, err := decodeOffset(p, out.Attributes)
 	if err != nil {
-		return batch.Lease{}, s.batchError("acquire", p, err)
+		return dedup.OffsetLease{}, s.batchError("acquire", p, err)
 	}
 	return l, nil
 }
 
-// Offset implements batch.Store: a strongly consistent GetItem.
-func (b *batchView) Offset(ctx context.Context, p batch.Partition) (batch.Lease, error) {
+// Offset implements dedup.Offsets: a strongly consistent GetItem.
+func (b *batchView) Offset(ctx context.Context, p dedup.Partition) (dedup.OffsetLease, error) {
 	s := (*Store)(b)
 	key, client, err := s.offsetKey(p)
 	if err != nil {
-		return batch.Lease{}, err
+		return dedup.OffsetLease{}, err
 	}
 	item, err := s.readOffset(ctx, client, key)
 	if err != nil {
-		return batch.Lease{}, s.batchError("offset", p, err)
+		return dedup.OffsetLease{}, s.batchError("offset", p, err)
 	}
 	if len(item) == 0 {
-		return batch.Lease{}, fmt.Errorf("dynamostore: %w: %s", batch.ErrNotFound, p)
+		return dedup.OffsetLease{}, fmt.Errorf("dynamostore: %w: %s", dedup.ErrNoOffset, p)
 	}
 	l, err := decodeOffset(p, item)
 	if err != nil {
-		return batch.Lease{}, s.batchError("offset", p, err)
+		return dedup.OffsetLease{}, s.batchError("offset", p, err)
 	}
 	return l, nil
 }
@@ -169,8 +169,8 @@ func (s *Store) readOffset(ctx context.Context, client *ddb.Client, key map[stri
 }
 
 // decodeOffset reads an offset row's token, next offset and member.
-func decodeOffset(p batch.Partition, item map[string]types.AttributeValue) (batch.Lease, error) {
-	l := batch.Lease{Partition: p}
+func decodeOffset(p dedup.Partition, item map[string]types.AttributeValue) (dedup.OffsetLease, error) {
+	l := dedup.OffsetLease{Partition: p}
 	var err error
 	if l.Token, err = getN(item, offToken, true, 1, 1<<62); err == nil {
 		if l.Next, err = getN(item, offNext, true, -1, 1<<62); err == nil {
@@ -178,7 +178,7 @@ func decodeOffset(p batch.Partition, item map[string]types.AttributeValue) (batc
 		}
 	}
 	if err != nil {
-		return batch.Lease{}, retry.WithClass(fmt.Errorf("dynamostore: the offset row of %s is not one the store writes: %w", p, err), retry.Permanent)
+		return dedup.OffsetLease{}, retry.WithClass(fmt.Errorf("dynamostore: the offset row of %s is not one the store writes: %w", p, err), retry.Permanent)
 	}
 	return l, nil
 }
@@ -186,29 +186,29 @@ func decodeOffset(p batch.Partition, item map[string]types.AttributeValue) (batc
 // batchError names the partition of a failed batch call. A missing
 // offsets table (the error of an offsets call names it, see
 // nameMissingTable) keeps its class, Misconfigured.
-func (s *Store) batchError(op string, p batch.Partition, err error) error {
+func (s *Store) batchError(op string, p dedup.Partition, err error) error {
 	return fmt.Errorf("dynamostore: batch %s %s on table %s: %w", op, p, OffsetsTable(s.table), missingTable(OffsetsTable(s.table), err))
 }
 
-// Commit implements batch.Store: one TransactWriteItems, its items the
+// Commit implements dedup.Offsets: one TransactWriteItems, its items the
 // offset row's update first, then the writes in order, then the keys in
 // order. Cancellation reasons are read by index: the offset row's
-// condition is batch.ErrFenced (its token moved) or batch.ErrOffsetMismatch
+// condition is dedup.ErrFenced (its token moved) or dedup.ErrOffsetMismatch
 // (its next offset is not From); then a key's condition (a live record)
-// is a *batch.DuplicateKeysError naming every such key; then a write's is
+// is a *dedup.DuplicateKeysError naming every such key; then a write's is
 // a *dedup.BusinessConditionError. A transaction retried after a lost
 // answer that finds the row where it moves it reports success.
 //
 // With several regional clients (WithRegionalClients) the transaction
 // goes to the partition's home region, and Keys, each homed in a region
 // of its own, are refused.
-func (b *batchView) Commit(ctx context.Context, c batch.Commit) error {
+func (b *batchView) Commit(ctx context.Context, c dedup.OffsetCommit) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
 	s := (*Store)(b)
 	if n := 1 + len(c.Writes) + len(c.Keys); n > maxTransactItems {
-		return &batch.TooLargeError{Items: n, Max: maxTransactItems}
+		return &dedup.CommitTooLargeError{Items: n, Max: maxTransactItems}
 	}
 	writes, err := transactItems(c.Writes)
 	if err != nil {
@@ -283,7 +283,7 @@ func (b *batchView) Commit(ctx context.Context, c batch.Commit) error {
 		}
 	}
 	if dup != nil {
-		return &batch.DuplicateKeysError{Indexes: dup}
+		return &dedup.DuplicateKeysError{Indexes: dup}
 	}
 	return businessError(cn)
 }
@@ -293,7 +293,7 @@ func (b *batchView) Commit(ctx context.Context, c batch.Commit) error {
 // ErrFenced when its token is not the lease's (or it is gone),
 // ErrOffsetMismatch when its next offset is not From, nil when a retried
 // commit finds the row where it moves it (its first attempt committed).
-func (s *Store) offsetRefused(ctx context.Context, client *ddb.Client, key map[string]types.AttributeValue, c batch.Commit, item map[string]types.AttributeValue, retried bool) error {
+func (s *Store) offsetRefused(ctx context.Context, client *ddb.Client, key map[string]types.AttributeValue, c dedup.OffsetCommit, item map[string]types.AttributeValue, retried bool) error {
 	p := c.Lease.Partition
 	if len(item) == 0 {
 		var err error
@@ -302,16 +302,16 @@ func (s *Store) offsetRefused(ctx context.Context, client *ddb.Client, key map[s
 		}
 	}
 	if len(item) == 0 {
-		return s.batchError("commit", p, fmt.Errorf("%w: no offset row", batch.ErrFenced))
+		return s.batchError("commit", p, fmt.Errorf("%w: no offset row", dedup.ErrFenced))
 	}
 	row, err := decodeOffset(p, item)
 	switch {
 	case err != nil:
 		return s.batchError("commit", p, err)
 	case row.Token != c.Lease.Token:
-		return s.batchError("commit", p, fmt.Errorf("%w: token %d, stored %d", batch.ErrFenced, c.Lease.Token, row.Token))
+		return s.batchError("commit", p, fmt.Errorf("%w: token %d, stored %d", dedup.ErrFenced, c.Lease.Token, row.Token))
 	case retried && row.Next == c.Next:
 		return nil
 	}
-	return s.batchError("commit", p, fmt.Errorf("%w: commit from %d, stored next %d", batch.ErrOffsetMismatch, c.From, row.Next))
+	return s.batchError("commit", p, fmt.Errorf("%w: commit from %d, stored next %d", dedup.ErrOffsetMismatch, c.From, row.Next))
 }

@@ -124,8 +124,9 @@
 //
 // # Batch mode
 //
-// Offsets gives the Store's batch.Store. Each Kafka partition's offset
-// row (group, topic, partition, fencing token, next offset) is an item of
+// The Store's Capabilities hand over its batch view
+// (dedup.Capabilities.Offsets, batch.Store; Offsets returns it too).
+// Each Kafka partition's offset row (group, topic, partition, fencing token, next offset) is an item of
 // the offsets table, a table of its own beside the records table
 // (OffsetsTable; CreateTable makes both), keyed by the group's length,
 // the group, the topic and the partition, so that the records table's

@@ -482,7 +482,8 @@ func pendingShard(lane string) string {
 }
 
 // Outbox is the relay's view of the Store's outbox table (outbox.Store),
-// from Store.Outbox, on the Store's first client.
+// on the Store's first client, which the Store's Capabilities hand over
+// (and Store.Outbox returns).
 //
 // Lease keeps each lane's order and fences relays with conditional
 // writes: it finds the lanes with Pending entries in the global index
@@ -519,9 +520,10 @@ type leasedItem struct {
 
 var _ outbox.Store = (*Outbox)(nil)
 
-// Outbox gives the relay's view of the outbox table (see type Outbox).
-// The Store's Capabilities say Outbox: Complete and ClaimComplete commit
-// outgoing messages with COMPLETED, in the same TransactWriteItems.
+// Outbox returns the relay's view of the outbox table (see type Outbox),
+// the one the Store's Capabilities hand over (dedup.Capabilities.Outbox):
+// Complete and ClaimComplete commit outgoing messages with COMPLETED, in
+// the same TransactWriteItems.
 func (s *Store) Outbox() outbox.Store { return s.outbox }
 
 // forgetAfter is how long past its lease an unmarked entry's item is kept

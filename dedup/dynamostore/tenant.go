@@ -17,10 +17,12 @@ import (
 
 // Capabilities implements dedup.Store: ClaimComplete always; TenantKeyed
 // with TenantLayout, whose keys must carry the message's tenant; and the
-// business writes of Kind (Write and its pointer); Batch (Offsets).
+// business writes of Kind (Write and its pointer); outgoing messages (the
+// relay's view, Outbox, handed over); and batch mode's offset rows (the
+// batch view, Offsets). The Store is its own Inspector.
 func (s *Store) Capabilities() dedup.Capabilities {
 	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed,
-		Writes: Kind, Batch: true, Outbox: true}
+		Writes: Kind, Outbox: s.outbox, Offsets: s.Offsets(), Inspector: s}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/dedup"
 )
 
@@ -14,28 +13,29 @@ import (
 // is taken after writeMu and before any shard's.
 type offsetTable struct {
 	mu   sync.Mutex
-	rows map[batch.Partition]batch.Lease
+	rows map[dedup.Partition]dedup.OffsetLease
 }
 
-// Offsets returns the Store's batch view (batch.Provider): the offset rows
+// Offsets returns the Store's batch view, which its Capabilities hand over
+// (dedup.Capabilities.Offsets; batch.Store): the offset rows
 // of Kafka partitions in batch mode, committed with memstore Writes and
 // with Keys claimed as COMPLETED records of this Store, so that a later
 // Claim of such a key finds it completed.
-func (s *Store) Offsets() batch.Store { return (*batchView)(s) }
+func (s *Store) Offsets() dedup.Offsets { return (*batchView)(s) }
 
-// batchView is the Store seen as a batch.Store.
+// batchView is the Store seen as a dedup.Offsets.
 type batchView Store
 
-// Acquire implements batch.Store.
-func (o *batchView) Acquire(_ context.Context, p batch.Partition, member string) (batch.Lease, error) {
+// Acquire implements dedup.Offsets.
+func (o *batchView) Acquire(_ context.Context, p dedup.Partition, member string) (dedup.OffsetLease, error) {
 	t := &o.rows
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	row, ok := t.rows[p]
 	if !ok {
-		row = batch.Lease{Partition: p, Next: -1}
+		row = dedup.OffsetLease{Partition: p, Next: -1}
 		if t.rows == nil {
-			t.rows = map[batch.Partition]batch.Lease{}
+			t.rows = map[dedup.Partition]dedup.OffsetLease{}
 		}
 	}
 	row.Member, row.Token = member, row.Token+1
@@ -43,27 +43,27 @@ func (o *batchView) Acquire(_ context.Context, p batch.Partition, member string)
 	return row, nil
 }
 
-// Offset implements batch.Store.
-func (o *batchView) Offset(_ context.Context, p batch.Partition) (batch.Lease, error) {
+// Offset implements dedup.Offsets.
+func (o *batchView) Offset(_ context.Context, p dedup.Partition) (dedup.OffsetLease, error) {
 	t := &o.rows
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	row, ok := t.rows[p]
 	if !ok {
-		return batch.Lease{}, fmt.Errorf("%w: %s", batch.ErrNotFound, p)
+		return dedup.OffsetLease{}, fmt.Errorf("%w: %s", dedup.ErrNoOffset, p)
 	}
 	return row, nil
 }
 
-// Commit implements batch.Store. Its checks run in this order, and the
-// first that fails decides: the commit itself (batch.Commit.Check), the
-// token (batch.ErrFenced), From (batch.ErrOffsetMismatch), the Keys (a
-// *batch.DuplicateKeysError naming every key held by a live record), the
+// Commit implements dedup.Offsets. Its checks run in this order, and the
+// first that fails decides: the commit itself (dedup.OffsetCommit.Check), the
+// token (dedup.ErrFenced), From (dedup.ErrOffsetMismatch), the Keys (a
+// *dedup.DuplicateKeysError naming every key held by a live record), the
 // Writes' own conditions (a *dedup.BusinessConditionError). Only when all
 // pass is anything written: the Writes applied, each key's record made
 // COMPLETED (owned by the Lease's member, with its payload hash, no
 // response, expiring at ExpiresAt), the row's next offset moved.
-func (o *batchView) Commit(_ context.Context, c batch.Commit) error {
+func (o *batchView) Commit(_ context.Context, c dedup.OffsetCommit) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
@@ -82,10 +82,10 @@ func (o *batchView) Commit(_ context.Context, c batch.Commit) error {
 	p := c.Lease.Partition
 	row, ok := t.rows[p]
 	if !ok || row.Token != c.Lease.Token {
-		return fmt.Errorf("%w: %s token %d, stored %d", batch.ErrFenced, p, c.Lease.Token, row.Token)
+		return fmt.Errorf("%w: %s token %d, stored %d", dedup.ErrFenced, p, c.Lease.Token, row.Token)
 	}
 	if row.Next != -1 && row.Next != c.From {
-		return fmt.Errorf("%w: %s commit from %d, stored next %d", batch.ErrOffsetMismatch, p, c.From, row.Next)
+		return fmt.Errorf("%w: %s commit from %d, stored next %d", dedup.ErrOffsetMismatch, p, c.From, row.Next)
 	}
 	unlock := s.lockKeys(c.Keys)
 	defer unlock()
@@ -97,7 +97,7 @@ func (o *batchView) Commit(_ context.Context, c batch.Commit) error {
 		}
 	}
 	if dup != nil {
-		return &batch.DuplicateKeysError{Indexes: dup}
+		return &dedup.DuplicateKeysError{Indexes: dup}
 	}
 	if err := applyWrites(writes); err != nil {
 		return err

@@ -8,13 +8,15 @@
 // *dedup.NilWriteError, before anything is written. Fail stores its reason
 // as dedup.StorableReason makes it (valid UTF-8, at most 1,024 bytes).
 //
-// Batch mode: Offsets gives the Store's batch.Store, the offset rows of
+// Batch mode: the Store's Capabilities hand over its batch view
+// (dedup.Capabilities.Offsets, as Offsets gives it), the offset rows of
 // Kafka partitions, committed with memstore Writes and with the batch's
 // Keys as COMPLETED records of the same Store, all under one lock; a
 // commit has no bound on its size.
 //
 // Outgoing messages (dedup.CompleteRequest.Outbox) commit with COMPLETED
-// under the same locks; Outbox gives the relay's view of them.
+// under the same locks; the Store's Capabilities hand over the relay's
+// view of them (dedup.Capabilities.Outbox, as Outbox gives it).
 //
-// It imports only packages dedup, batch and outbox; anything may import it.
+// It imports only packages dedup and outbox; anything may import it.
 package memstore

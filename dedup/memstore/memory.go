@@ -312,10 +312,11 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 }
 
 // Capabilities implements dedup.Store: ClaimComplete works, the business
-// writes are Write and *Write, Offsets gives a batch view, and outgoing
-// messages commit with COMPLETED (see Outbox).
+// writes are Write and *Write, outgoing messages commit with COMPLETED
+// (the relay's view, Outbox, is handed over), and so do batch mode's
+// offset rows (the batch view, Offsets); the Store is its own Inspector.
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Batch: true, Outbox: true}
+	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Outbox: s.Outbox(), Offsets: s.Offsets(), Inspector: s}
 }
 
 // Attach implements dedup.Store. The in-memory store neither logs nor

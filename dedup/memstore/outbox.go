@@ -143,12 +143,17 @@ func (o *outboxLog) sweep(now time.Time) int {
 }
 
 // Outbox returns the relay's view of the Store's outbox entries, which
-// Complete and ClaimComplete commit with COMPLETED (see package outbox).
+// Complete and ClaimComplete commit with COMPLETED (see package outbox),
+// and which its Capabilities hand over (dedup.Capabilities.Outbox).
 // Sweep forgets the entries dispatched or dead past their retention.
 func (s *Store) Outbox() outbox.Store { return (*outboxView)(s) }
 
 // outboxView is the Store seen as an outbox.Store.
 type outboxView Store
+
+// Check implements outbox.Store: an outbox in memory has no table to
+// miss.
+func (*outboxView) Check(context.Context) error { return nil }
 
 // Lease implements outbox.Store: per lane, the longest run of free
 // Pending entries from the lane's front, up to Max in all. An entry held

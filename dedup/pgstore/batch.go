@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/storeinstr"
 )
@@ -118,22 +117,23 @@ func newBatchStatements(o, r string) *batchStatements {
 	}
 }
 
-// Offsets returns the Store's batch view (batch.Provider): the offset rows
+// Offsets returns the Store's batch view, which its Capabilities hand over
+// (dedup.Capabilities.Offsets; batch.Store): the offset rows
 // of Kafka partitions, in the offsets table beside the records table
 // (OffsetsTable, made by CreateTable), committed in one transaction with
 // the batch's Exec and Func writes and its Keys as COMPLETED records of
 // the records table.
-func (s *Store) Offsets() batch.Store { return (*batchView)(s) }
+func (s *Store) Offsets() dedup.Offsets { return (*batchView)(s) }
 
-// batchView is the Store seen as a batch.Store.
+// batchView is the Store seen as a dedup.Offsets.
 type batchView Store
 
-// Acquire implements batch.Store: one statement. Retried after a lost
+// Acquire implements dedup.Offsets: one statement. Retried after a lost
 // connection, it may raise the token twice: the lease returned holds the
 // last.
-func (b *batchView) Acquire(ctx context.Context, p batch.Partition, member string) (batch.Lease, error) {
+func (b *batchView) Acquire(ctx context.Context, p dedup.Partition, member string) (dedup.OffsetLease, error) {
 	s := (*Store)(b)
-	l := batch.Lease{Partition: p, Member: member}
+	l := dedup.OffsetLease{Partition: p, Member: member}
 	err := s.instr.Do(ctx, storeinstr.OpBatchAcquire, func(ctx context.Context, _ int) error {
 		bs, err := s.batchSQL(ctx)
 		if err != nil {
@@ -142,16 +142,16 @@ func (b *batchView) Acquire(ctx context.Context, p batch.Partition, member strin
 		return s.wrap("batch-acquire", s.db.QueryRow(ctx, bs.acquireSQL, p.Group, p.Topic, p.Partition, member).Scan(&l.Token, &l.Next))
 	})
 	if err != nil {
-		return batch.Lease{}, err
+		return dedup.OffsetLease{}, err
 	}
 	return l, nil
 }
 
-// Offset implements batch.Store.
-func (b *batchView) Offset(ctx context.Context, p batch.Partition) (batch.Lease, error) {
+// Offset implements dedup.Offsets.
+func (b *batchView) Offset(ctx context.Context, p dedup.Partition) (dedup.OffsetLease, error) {
 	s := (*Store)(b)
 	var (
-		l        batch.Lease
+		l        dedup.OffsetLease
 		notFound error
 	)
 	err := s.instr.Do(ctx, storeinstr.OpBatchOffset, func(ctx context.Context, _ int) error {
@@ -163,18 +163,18 @@ func (b *batchView) Offset(ctx context.Context, p batch.Partition) (batch.Lease,
 		return s.wrap("batch-offset", err)
 	})
 	if err != nil {
-		return batch.Lease{}, err
+		return dedup.OffsetLease{}, err
 	}
 	return l, notFound
 }
 
 // readOffset reads p's row; notFound (an answer, not a failure) when it
 // has none.
-func (s *Store) readOffset(ctx context.Context, bs *batchStatements, p batch.Partition) (l batch.Lease, notFound, err error) {
+func (s *Store) readOffset(ctx context.Context, bs *batchStatements, p dedup.Partition) (l dedup.OffsetLease, notFound, err error) {
 	l.Partition = p
 	err = s.db.QueryRow(ctx, bs.offsetSQL, p.Group, p.Topic, p.Partition).Scan(&l.Token, &l.Next, &l.Member)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return batch.Lease{}, fmt.Errorf("%w: %s", batch.ErrNotFound, p), nil
+		return dedup.OffsetLease{}, fmt.Errorf("%w: %s", dedup.ErrNoOffset, p), nil
 	}
 	return l, nil, err
 }
@@ -189,7 +189,7 @@ type batchSender interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// Commit implements batch.Store: one transaction, its first round trip
+// Commit implements dedup.Offsets: one transaction, its first round trip
 // BEGIN, the offset row's fenced UPDATE and the keys' one INSERT, then
 // the business writes in order (each run of plain Execs in one round
 // trip, see batchWrites), then COMMIT. The
@@ -201,7 +201,7 @@ type batchSender interface {
 // Committed says whether the offset row moved (and with it the keys and
 // the writes before it); Execs sent with it in one round trip after it
 // ran outside the transaction.
-func (b *batchView) Commit(ctx context.Context, c batch.Commit) error {
+func (b *batchView) Commit(ctx context.Context, c dedup.OffsetCommit) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
@@ -227,14 +227,14 @@ func (b *batchView) Commit(ctx context.Context, c batch.Commit) error {
 		}
 		var (
 			we *writeError
-			de *batch.DuplicateKeysError
+			de *dedup.DuplicateKeysError
 			ee *endedError
 		)
 		switch {
 		case errors.As(err, &ee):
 			decided = s.batchEnded(ctx, bs, c, ee)
 		case isDecision(err), errors.As(err, &we), errors.As(err, &de),
-			errors.Is(err, batch.ErrFenced), errors.Is(err, batch.ErrOffsetMismatch):
+			errors.Is(err, dedup.ErrFenced), errors.Is(err, dedup.ErrOffsetMismatch):
 			decided = err
 		default:
 			return err
@@ -248,7 +248,7 @@ func (b *batchView) Commit(ctx context.Context, c batch.Commit) error {
 }
 
 // commitBatch is one attempt of Commit's transaction.
-func (s *Store) commitBatch(ctx context.Context, bs *batchStatements, c batch.Commit, ids [][]byte, writes []dedup.Write) error {
+func (s *Store) commitBatch(ctx context.Context, bs *batchStatements, c dedup.OffsetCommit, ids [][]byte, writes []dedup.Write) error {
 	p := c.Lease.Partition
 	var (
 		q      pgx.Batch
@@ -295,7 +295,7 @@ func (s *Store) commitBatch(ctx context.Context, bs *batchStatements, c batch.Co
 				dup = append(dup, i)
 			}
 		}
-		return &batch.DuplicateKeysError{Indexes: dup}
+		return &dedup.DuplicateKeysError{Indexes: dup}
 	}
 	if err := batchWrites(ctx, tx, writes); err != nil {
 		return err
@@ -335,23 +335,23 @@ func readFence(br pgx.BatchResults, begun, keys bool) (moved bool, claimed map[s
 // token is not the lease's (or it is gone), ErrOffsetMismatch when its
 // next offset is not From, nil when a retried commit finds the row where
 // it moves it (its first attempt committed unseen).
-func (s *Store) offsetRefused(ctx context.Context, bs *batchStatements, c batch.Commit, retried bool) error {
+func (s *Store) offsetRefused(ctx context.Context, bs *batchStatements, c dedup.OffsetCommit, retried bool) error {
 	p := c.Lease.Partition
 	row, notFound, err := s.readOffset(ctx, bs, p)
 	switch {
 	case err != nil:
 		return s.wrap("batch-commit", err)
 	case notFound != nil || row.Token != c.Lease.Token:
-		return fmt.Errorf("pgstore: %w: %s token %d, stored %d", batch.ErrFenced, p, c.Lease.Token, row.Token)
+		return fmt.Errorf("pgstore: %w: %s token %d, stored %d", dedup.ErrFenced, p, c.Lease.Token, row.Token)
 	case retried && row.Next == c.Next:
 		return nil
 	}
-	return fmt.Errorf("pgstore: %w: %s commit from %d, stored next %d", batch.ErrOffsetMismatch, p, c.From, row.Next)
+	return fmt.Errorf("pgstore: %w: %s commit from %d, stored next %d", dedup.ErrOffsetMismatch, p, c.From, row.Next)
 }
 
 // batchEnded turns a write's ending of the transaction into a
 // *TxEndedError that says whether the offset row moved with it.
-func (s *Store) batchEnded(ctx context.Context, bs *batchStatements, c batch.Commit, ee *endedError) error {
+func (s *Store) batchEnded(ctx context.Context, bs *batchStatements, c dedup.OffsetCommit, ee *endedError) error {
 	row, notFound, err := s.readOffset(ctx, bs, c.Lease.Partition)
 	if err != nil {
 		return s.wrap("batch-commit", fmt.Errorf("%w (write %d); whether the batch was committed is unknown: %w", ErrTxEnded, ee.index, err))

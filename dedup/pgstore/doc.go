@@ -46,9 +46,10 @@
 // update, its row locked until commit); they may read or change the
 // records table as the role may, and should leave it alone.
 //
-// Batch mode: Offsets gives the Store's batch.Store. Each Kafka
-// partition's offset row (group, topic, partition, fencing token, next
-// offset) lives in the offsets table beside the records table
+// Batch mode: the Store's Capabilities hand over its batch view
+// (dedup.Capabilities.Offsets, batch.Store; Offsets returns it too).
+// Each Kafka partition's offset row (group, topic, partition, fencing
+// token, next offset) lives in the offsets table beside the records table
 // (OffsetsTable: the records table's name with "_offsets"; CreateTable
 // makes both). A batch commits in one transaction: its first round trip
 // begins it, moves the offset row only under the lease's token and from

@@ -129,9 +129,10 @@ CREATE INDEX IF NOT EXISTS ` + quote(n.outboxExpiresIdx) + ` ON ` + q + ` (expir
 }
 
 // Outbox is the relay's view of the Store's outbox table (outbox.Store),
-// from Store.Outbox. Complete and ClaimComplete insert the entries in the
-// transaction that writes COMPLETED, and notify the table's channel on
-// commit, which Wait listens to.
+// which the Store's Capabilities hand over (and Store.Outbox returns).
+// Complete and ClaimComplete insert the entries in the transaction that
+// writes COMPLETED, and notify the table's channel on commit, which Wait
+// listens to.
 //
 // Lease keeps each lane's order (Destination and OrderingKey) among
 // relays on several machines: in one transaction it locks, FOR UPDATE
@@ -163,9 +164,10 @@ type outboxStatements struct {
 
 var _ outbox.Store = (*Outbox)(nil)
 
-// Outbox implements the relay's view of the Store's outbox (see type
-// Outbox). The Store's Capabilities say Outbox: Complete and
-// ClaimComplete commit outgoing messages with COMPLETED.
+// Outbox returns the relay's view of the Store's outbox (see type
+// Outbox), the one its Capabilities hand over
+// (dedup.Capabilities.Outbox): Complete and ClaimComplete commit
+// outgoing messages with COMPLETED.
 func (s *Store) Outbox() outbox.Store { return s.outbox }
 
 // outboxSchemaSQL is the records table's schema ($1), or the outbox

@@ -133,11 +133,12 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 var _ dedup.Store = (*Store)(nil)
 
 // Capabilities implements dedup.Store: ClaimComplete works, the business
-// writes are Exec, *Exec, Func and a plain func of Func's type, Offsets
-// gives a batch view, and outgoing messages commit with COMPLETED (see
-// Outbox).
+// writes are Exec, *Exec, Func and a plain func of Func's type, outgoing
+// messages commit with COMPLETED (the relay's view, Outbox, is handed
+// over), and so do batch mode's offset rows (the batch view, Offsets);
+// the Store is its own Inspector.
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Batch: true, Outbox: true}
+	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Outbox: s.outbox, Offsets: s.Offsets(), Inspector: s}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless

@@ -44,9 +44,13 @@ type Store struct {
 
 var _ dedup.Store = (*Store)(nil)
 
-// Capabilities implements dedup.Store: ClaimComplete works, and no
-// business writes are committed.
-func (s *Store) Capabilities() dedup.Capabilities { return dedup.Capabilities{ClaimComplete: true} }
+// Capabilities implements dedup.Store: ClaimComplete works; no business
+// writes and no outgoing messages are committed (no Outbox: without
+// transactions they could not commit with COMPLETED), and there is no
+// batch mode (no Offsets). The Store is its own Inspector.
+func (s *Store) Capabilities() dedup.Capabilities {
+	return dedup.Capabilities{ClaimComplete: true, Inspector: s}
+}
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless
 // WithLogger gave it one (the last non-nil one handed over, when several
@@ -254,7 +258,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 }
 
 // noOutbox refuses outgoing messages: without transactions, the Redis
-// store cannot commit them with COMPLETED, and its Capabilities say no
+// store cannot commit them with COMPLETED, and its Capabilities give no
 // Outbox.
 func noOutbox(msgs []outbox.Message) error {
 	if len(msgs) > 0 {

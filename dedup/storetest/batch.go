@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/dedup"
 )
 
@@ -25,13 +24,14 @@ type Inserts struct {
 	Inserted func(t *testing.T, id string) bool
 }
 
-// runBatch runs the batch cases over the Stores newStore makes, when they
-// declare Batch: the offset rows of batch mode (package batch), fenced by
+// runBatch runs the batch cases over the Stores newStore makes, when
+// their Capabilities give a batch view (Capabilities.Offsets): the offset
+// rows of batch mode (package batch), fenced by
 // token, committed with the batch's Writes and Keys all or nothing.
 func (s *suite) runBatch(t *testing.T, newStore func(t *testing.T) dedup.Store) {
 	cases := []struct {
 		name string
-		fn   func(t *testing.T, st dedup.Store, bs batch.Store)
+		fn   func(t *testing.T, st dedup.Store, bs dedup.Offsets)
 	}{
 		{"AcquireCreatesRowAndRaisesToken", s.batchAcquire},
 		{"CommitMovesNextWithWrites", s.batchCommit},
@@ -48,27 +48,21 @@ func (s *suite) runBatch(t *testing.T, newStore func(t *testing.T) dedup.Store) 
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				st := newStore(t)
-				if !st.Capabilities().Batch {
-					t.Skip("the Store's Capabilities do not say Batch")
+				bs := st.Capabilities().Offsets
+				if bs == nil {
+					t.Skip("the Store's Capabilities give no Offsets: it has no batch mode")
 				}
-				p, ok := st.(batch.Provider)
-				if !ok {
-					// A wrapper forwards Capabilities by embedding, but
-					// not Offsets: the batch view is taken from the Store
-					// itself.
-					t.Skipf("%T declares Batch but gives no Offsets (a wrapper of the Store)", st)
-				}
-				tc.fn(t, st, p.Offsets())
+				tc.fn(t, st, bs)
 			})
 		}
 	})
 }
 
 // partition is a partition no other test uses.
-func partition(t *testing.T) batch.Partition {
+func partition(t *testing.T) dedup.Partition {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return batch.Partition{Group: "storetest-" + hex.EncodeToString(b), Topic: "orders.v1", Partition: 3}
+	return dedup.Partition{Group: "storetest-" + hex.EncodeToString(b), Topic: "orders.v1", Partition: 3}
 }
 
 // inserts returns the Store's Inserts, skipping a case that needs them
@@ -81,7 +75,7 @@ func (s *suite) inserts(t *testing.T, st dedup.Store) Inserts {
 	return s.opts.Inserts(t, st)
 }
 
-func acquire(t *testing.T, bs batch.Store, p batch.Partition, member string) batch.Lease {
+func acquire(t *testing.T, bs dedup.Offsets, p dedup.Partition, member string) dedup.OffsetLease {
 	t.Helper()
 	l, err := bs.Acquire(ctx(t), p, member)
 	if err != nil {
@@ -93,7 +87,7 @@ func acquire(t *testing.T, bs batch.Store, p batch.Partition, member string) bat
 	return l
 }
 
-func offset(t *testing.T, bs batch.Store, p batch.Partition) batch.Lease {
+func offset(t *testing.T, bs dedup.Offsets, p dedup.Partition) dedup.OffsetLease {
 	t.Helper()
 	l, err := bs.Offset(ctx(t), p)
 	if err != nil {
@@ -103,7 +97,7 @@ func offset(t *testing.T, bs batch.Store, p batch.Partition) batch.Lease {
 }
 
 // wantRow fails unless p's stored row has token and next.
-func wantRow(t *testing.T, bs batch.Store, p batch.Partition, token, next int64) {
+func wantRow(t *testing.T, bs dedup.Offsets, p dedup.Partition, token, next int64) {
 	t.Helper()
 	if got := offset(t, bs, p); got.Token != token || got.Next != next {
 		t.Fatalf("stored row of %s: token %d next %d, want token %d next %d", p, got.Token, got.Next, token, next)
@@ -138,8 +132,8 @@ func keys(t *testing.T, n int) []string {
 func ids(t *testing.T, n int) []string { return keys(t, n) }
 
 // commit is a Commit at +10s whose keys are kept for an hour.
-func commit(l batch.Lease, from, next int64, writes []dedup.Write, keys []string) batch.Commit {
-	return batch.Commit{Lease: l, From: from, Next: next, Writes: writes, Keys: keys, Now: at(10), ExpiresAt: at(3600)}
+func commit(l dedup.OffsetLease, from, next int64, writes []dedup.Write, keys []string) dedup.OffsetCommit {
+	return dedup.OffsetCommit{Lease: l, From: from, Next: next, Writes: writes, Keys: keys, Now: at(10), ExpiresAt: at(3600)}
 }
 
 func insertsOf(ins Inserts, ids ...string) []dedup.Write {
@@ -153,10 +147,10 @@ func insertsOf(ins Inserts, ids ...string) []dedup.Write {
 // batchAcquire: a partition without a row reads ErrNotFound; Acquire
 // creates its row with Next -1, and each Acquire, by any member, raises
 // the token and keeps Next.
-func (s *suite) batchAcquire(t *testing.T, _ dedup.Store, bs batch.Store) {
+func (s *suite) batchAcquire(t *testing.T, _ dedup.Store, bs dedup.Offsets) {
 	p := partition(t)
-	if _, err := bs.Offset(ctx(t), p); !errors.Is(err, batch.ErrNotFound) {
-		t.Fatalf("Offset of a partition never acquired: %v, want batch.ErrNotFound", err)
+	if _, err := bs.Offset(ctx(t), p); !errors.Is(err, dedup.ErrNoOffset) {
+		t.Fatalf("Offset of a partition never acquired: %v, want dedup.ErrNoOffset", err)
 	}
 	a := acquire(t, bs, p, "member-a")
 	if a.Next != -1 {
@@ -176,8 +170,8 @@ func (s *suite) batchAcquire(t *testing.T, _ dedup.Store, bs batch.Store) {
 	if got := offset(t, bs, p); got != a2 {
 		t.Fatalf("Offset %+v, want the last lease %+v", got, a2)
 	}
-	if _, err := bs.Offset(ctx(t), batch.Partition{Group: p.Group, Topic: p.Topic, Partition: 4}); !errors.Is(err, batch.ErrNotFound) {
-		t.Fatalf("Offset of the next partition: %v, want batch.ErrNotFound", err)
+	if _, err := bs.Offset(ctx(t), dedup.Partition{Group: p.Group, Topic: p.Topic, Partition: 4}); !errors.Is(err, dedup.ErrNoOffset) {
+		t.Fatalf("Offset of the next partition: %v, want dedup.ErrNoOffset", err)
 	}
 }
 
@@ -185,7 +179,7 @@ func (s *suite) batchAcquire(t *testing.T, _ dedup.Store, bs batch.Store) {
 // writes; the first commit starts anywhere (the row's Next is -1), each
 // later one where the last ended; an empty batch moves the offset alone;
 // a member acquiring again resumes from the stored offset.
-func (s *suite) batchCommit(t *testing.T, st dedup.Store, bs batch.Store) {
+func (s *suite) batchCommit(t *testing.T, st dedup.Store, bs dedup.Offsets) {
 	ins := s.inserts(t, st)
 	p, id := partition(t), ids(t, 3)
 	l := acquire(t, bs, p, "member-a")
@@ -215,14 +209,14 @@ func (s *suite) batchCommit(t *testing.T, st dedup.Store, bs batch.Store) {
 // batchZombie: member A acquires, member B acquires the same partition
 // (a rebalance A has not seen), A's commit is refused with ErrFenced and
 // writes nothing, B's is accepted.
-func (s *suite) batchZombie(t *testing.T, st dedup.Store, bs batch.Store) {
+func (s *suite) batchZombie(t *testing.T, st dedup.Store, bs dedup.Offsets) {
 	ins := s.inserts(t, st)
 	p, id, ks := partition(t), ids(t, 2), keys(t, 2)
 	a := acquire(t, bs, p, "member-a")
 	b := acquire(t, bs, p, "member-b")
 	err := bs.Commit(ctx(t), commit(a, 0, 10, insertsOf(ins, id[0]), ks[:1]))
-	if !errors.Is(err, batch.ErrFenced) {
-		t.Fatalf("zombie commit: %v, want batch.ErrFenced", err)
+	if !errors.Is(err, dedup.ErrFenced) {
+		t.Fatalf("zombie commit: %v, want dedup.ErrFenced", err)
 	}
 	wantNothing(t, st, ins, ks[:1], id[:1])
 	wantRow(t, bs, p, b.Token, -1)
@@ -231,21 +225,21 @@ func (s *suite) batchZombie(t *testing.T, st dedup.Store, bs batch.Store) {
 	}
 	wantRow(t, bs, p, b.Token, 10)
 	// The zombie stays fenced with the offset it would have continued at.
-	if err := bs.Commit(ctx(t), commit(a, 10, 20, nil, nil)); !errors.Is(err, batch.ErrFenced) {
-		t.Fatalf("zombie commit after the new member's: %v, want batch.ErrFenced", err)
+	if err := bs.Commit(ctx(t), commit(a, 10, 20, nil, nil)); !errors.Is(err, dedup.ErrFenced) {
+		t.Fatalf("zombie commit after the new member's: %v, want dedup.ErrFenced", err)
 	}
 	wantRow(t, bs, p, b.Token, 10)
 	// A lease for a partition never acquired fences too.
-	ghost := batch.Lease{Partition: partition(t), Member: "member-a", Token: a.Token, Next: -1}
-	if err := bs.Commit(ctx(t), commit(ghost, 0, 10, nil, nil)); !errors.Is(err, batch.ErrFenced) {
-		t.Fatalf("commit on a partition without a row: %v, want batch.ErrFenced", err)
+	ghost := dedup.OffsetLease{Partition: partition(t), Member: "member-a", Token: a.Token, Next: -1}
+	if err := bs.Commit(ctx(t), commit(ghost, 0, 10, nil, nil)); !errors.Is(err, dedup.ErrFenced) {
+		t.Fatalf("commit on a partition without a row: %v, want dedup.ErrFenced", err)
 	}
 }
 
 // batchMismatch: a commit whose From is not the stored next offset (the
 // same batch again, one behind, one past a gap) is refused with
 // ErrOffsetMismatch and writes nothing.
-func (s *suite) batchMismatch(t *testing.T, st dedup.Store, bs batch.Store) {
+func (s *suite) batchMismatch(t *testing.T, st dedup.Store, bs dedup.Offsets) {
 	ins := s.inserts(t, st)
 	p := partition(t)
 	l := acquire(t, bs, p, "member-a")
@@ -255,8 +249,8 @@ func (s *suite) batchMismatch(t *testing.T, st dedup.Store, bs batch.Store) {
 	for _, from := range []int64{0, 5, 11} {
 		id, ks := ids(t, 1), keys(t, 1)
 		err := bs.Commit(ctx(t), commit(l, from, from+5, insertsOf(ins, id...), ks))
-		if !errors.Is(err, batch.ErrOffsetMismatch) {
-			t.Fatalf("commit from %d with the stored next at 10: %v, want batch.ErrOffsetMismatch", from, err)
+		if !errors.Is(err, dedup.ErrOffsetMismatch) {
+			t.Fatalf("commit from %d with the stored next at 10: %v, want dedup.ErrOffsetMismatch", from, err)
 		}
 		wantNothing(t, st, ins, ks, id)
 		wantRow(t, bs, p, l.Token, 10)
@@ -266,7 +260,7 @@ func (s *suite) batchMismatch(t *testing.T, st dedup.Store, bs batch.Store) {
 // batchCondition: a write whose own condition fails cancels the whole
 // commit with a *dedup.BusinessConditionError naming it: no write, no
 // key, the next offset where it was.
-func (s *suite) batchCondition(t *testing.T, st dedup.Store, bs batch.Store) {
+func (s *suite) batchCondition(t *testing.T, st dedup.Store, bs dedup.Offsets) {
 	ins := s.inserts(t, st)
 	p, id, ks := partition(t), ids(t, 3), keys(t, 2)
 	l := acquire(t, bs, p, "member-a")
@@ -290,7 +284,7 @@ func (s *suite) batchCondition(t *testing.T, st dedup.Store, bs batch.Store) {
 // payload hashes, expiring at the commit's ExpiresAt, that a per-message
 // claim finds completed; a key whose record has expired is claimed
 // again, and one committed without hashes holds none.
-func (s *suite) batchKeys(t *testing.T, st dedup.Store, bs batch.Store) {
+func (s *suite) batchKeys(t *testing.T, st dedup.Store, bs dedup.Offsets) {
 	p, ks := partition(t), keys(t, 3)
 	l := acquire(t, bs, p, "member-a")
 	c := commit(l, 0, 2, nil, ks[:2])
@@ -309,11 +303,11 @@ func (s *suite) batchKeys(t *testing.T, st dedup.Store, bs batch.Store) {
 	}
 	// A key whose record expired (a COMPLETED record past its retention)
 	// is a new message: claimed again.
-	c = batch.Commit{Lease: l, From: 2, Next: 3, Keys: ks[2:], Now: at(10), ExpiresAt: at(100)}
+	c = dedup.OffsetCommit{Lease: l, From: 2, Next: 3, Keys: ks[2:], Now: at(10), ExpiresAt: at(100)}
 	if err := bs.Commit(ctx(t), c); err != nil {
 		t.Fatalf("commit with a key: %v", err)
 	}
-	c = batch.Commit{Lease: l, From: 3, Next: 4, Keys: ks[2:], Now: at(200), ExpiresAt: at(3600)}
+	c = dedup.OffsetCommit{Lease: l, From: 3, Next: 4, Keys: ks[2:], Now: at(200), ExpiresAt: at(3600)}
 	if err := bs.Commit(ctx(t), c); err != nil {
 		t.Fatalf("commit with a key past its retention: %v", err)
 	}
@@ -326,9 +320,9 @@ func (s *suite) batchKeys(t *testing.T, st dedup.Store, bs batch.Store) {
 // batchDuplicateKeys: a commit holding keys already COMPLETED (by an
 // earlier batch or a per-message run), live in another state (a message
 // being processed per message), or repeated within its Keys, is refused
-// with a *batch.DuplicateKeysError naming exactly those indexes, and
+// with a *dedup.DuplicateKeysError naming exactly those indexes, and
 // nothing is committed.
-func (s *suite) batchDuplicateKeys(t *testing.T, st dedup.Store, bs batch.Store) {
+func (s *suite) batchDuplicateKeys(t *testing.T, st dedup.Store, bs dedup.Offsets) {
 	ins := s.inserts(t, st)
 	p, ks, id := partition(t), keys(t, 6), ids(t, 1)
 	l := acquire(t, bs, p, "member-a")
@@ -343,19 +337,19 @@ func (s *suite) batchDuplicateKeys(t *testing.T, st dedup.Store, bs batch.Store)
 	// ks[0] by the batch, ks[1] completed, ks[2] pending, ks[3] twice.
 	batchKeys := []string{ks[3], ks[0], ks[4], ks[1], ks[2], ks[3], ks[5]}
 	err := bs.Commit(ctx(t), commit(l, 1, 8, insertsOf(ins, id...), batchKeys))
-	var de *batch.DuplicateKeysError
+	var de *dedup.DuplicateKeysError
 	if !errors.As(err, &de) {
-		t.Fatalf("commit with duplicate keys: %v, want a *batch.DuplicateKeysError", err)
+		t.Fatalf("commit with duplicate keys: %v, want a *dedup.DuplicateKeysError", err)
 	}
 	// A key repeated within Keys is named first, before any store call
-	// (batch.Commit.Check); the keys stored are named once it is gone.
+	// (dedup.OffsetCommit.Check); the keys stored are named once it is gone.
 	if !slices.Equal(de.Indexes, []int{5}) {
 		t.Fatalf("duplicate key indexes %v, want [5] (the repeat)", de.Indexes)
 	}
 	wantNothing(t, st, ins, []string{ks[3], ks[4], ks[5]}, id)
 	err = bs.Commit(ctx(t), commit(l, 1, 8, insertsOf(ins, id...), batchKeys[:5]))
 	if !errors.As(err, &de) || !slices.Equal(de.Indexes, []int{1, 3, 4}) {
-		t.Fatalf("commit with stored duplicate keys: %v, want a *batch.DuplicateKeysError for [1 3 4]", err)
+		t.Fatalf("commit with stored duplicate keys: %v, want a *dedup.DuplicateKeysError for [1 3 4]", err)
 	}
 	wantNothing(t, st, ins, []string{ks[3], ks[4]}, id)
 	wantRow(t, bs, p, l.Token, 1)
@@ -367,8 +361,8 @@ func (s *suite) batchDuplicateKeys(t *testing.T, st dedup.Store, bs batch.Store)
 
 // batchTooLarge: a commit of as many items as the Store's bound
 // (Options.BatchMax: the offset row, the writes and the keys) commits;
-// one more is refused with a *batch.TooLargeError and commits nothing.
-func (s *suite) batchTooLarge(t *testing.T, st dedup.Store, bs batch.Store) {
+// one more is refused with a *dedup.CommitTooLargeError and commits nothing.
+func (s *suite) batchTooLarge(t *testing.T, st dedup.Store, bs dedup.Offsets) {
 	max := s.opts.BatchMax
 	if max == 0 {
 		t.Skip("the Store has no bound on a commit (Options.BatchMax)")
@@ -377,9 +371,9 @@ func (s *suite) batchTooLarge(t *testing.T, st dedup.Store, bs batch.Store) {
 	p, id, ks := partition(t), ids(t, 3), keys(t, max-2)
 	l := acquire(t, bs, p, "member-a")
 	err := bs.Commit(ctx(t), commit(l, 0, 10, insertsOf(ins, id[0], id[1]), ks))
-	var te *batch.TooLargeError
+	var te *dedup.CommitTooLargeError
 	if !errors.As(err, &te) || te.Items != max+1 || te.Max != max {
-		t.Fatalf("commit of %d items: %v, want a *batch.TooLargeError of %d items, at most %d", max+1, err, max+1, max)
+		t.Fatalf("commit of %d items: %v, want a *dedup.CommitTooLargeError of %d items, at most %d", max+1, err, max+1, max)
 	}
 	wantNothing(t, st, ins, ks, id[:2])
 	wantRow(t, bs, p, l.Token, -1)
@@ -394,10 +388,10 @@ func (s *suite) batchTooLarge(t *testing.T, st dedup.Store, bs batch.Store) {
 
 // batchInvalid: a commit no Store can take is refused, typed, before
 // anything is written.
-func (s *suite) batchInvalid(t *testing.T, st dedup.Store, bs batch.Store) {
+func (s *suite) batchInvalid(t *testing.T, st dedup.Store, bs dedup.Offsets) {
 	p, ks := partition(t), keys(t, 1)
 	l := acquire(t, bs, p, "member-a")
-	bad := map[string]batch.Commit{
+	bad := map[string]dedup.OffsetCommit{
 		"negative From":   commit(l, -1, 10, nil, nil),
 		"Next < From":     commit(l, 10, 9, nil, nil),
 		"empty key":       commit(l, 0, 10, nil, []string{ks[0], ""}),
@@ -408,8 +402,8 @@ func (s *suite) batchInvalid(t *testing.T, st dedup.Store, bs batch.Store) {
 		"hashes without keys": {Lease: l, From: 0, Next: 10, Now: at(10), PayloadHashes: []string{"h0"}},
 	}
 	for name, c := range bad {
-		if err := bs.Commit(ctx(t), c); !errors.Is(err, batch.ErrInvalidCommit) {
-			t.Fatalf("commit with %s: %v, want batch.ErrInvalidCommit", name, err)
+		if err := bs.Commit(ctx(t), c); !errors.Is(err, dedup.ErrInvalidCommit) {
+			t.Fatalf("commit with %s: %v, want dedup.ErrInvalidCommit", name, err)
 		}
 	}
 	if err := bs.Commit(ctx(t), commit(l, 0, 10, []dedup.Write{nil}, nil)); !errors.Is(err, dedup.ErrNilWrite) {
@@ -426,14 +420,14 @@ func (s *suite) batchInvalid(t *testing.T, st dedup.Store, bs batch.Store) {
 // both commit the same next batch at the same time: each round exactly
 // one commit lands, the one whose token the row holds (the later
 // Acquire's), and the other is fenced with its write not applied.
-func (s *suite) batchRace(t *testing.T, st dedup.Store, bs batch.Store) {
+func (s *suite) batchRace(t *testing.T, st dedup.Store, bs dedup.Offsets) {
 	ins := s.inserts(t, st)
 	p := partition(t)
 	rounds := max(s.opts.RaceRounds/20, 5)
 	members := []string{"member-a", "member-b"}
 	next := int64(0)
 	for round := range rounds {
-		leases := make([]batch.Lease, 2)
+		leases := make([]dedup.OffsetLease, 2)
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
 		run := func(f func(i int)) {
@@ -467,7 +461,7 @@ func (s *suite) batchRace(t *testing.T, st dedup.Store, bs batch.Store) {
 		if leases[1].Token > leases[0].Token {
 			win = 1
 		}
-		if errs[win] != nil || !errors.Is(errs[1-win], batch.ErrFenced) {
+		if errs[win] != nil || !errors.Is(errs[1-win], dedup.ErrFenced) {
 			t.Fatalf("round %d: commits %v (token %d) and %v (token %d): want the higher token's to land, the other fenced",
 				round, errs[0], leases[0].Token, errs[1], leases[1].Token)
 		}

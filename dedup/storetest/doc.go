@@ -9,9 +9,11 @@
 // any failure reason is stored (valid UTF-8, bounded), a nil business
 // write is refused with a *dedup.NilWriteError, and a response over the
 // Store's MaxResponseSize with a *dedup.ResponseTooLargeError, nothing
-// committed. And it reads every Store through dedup.Inspector, as an
-// operator's tool does: a record found by its key hash, a listing by
-// status, the outbox entries a commit kept.
+// committed. It reads every view a Store gives from its Capabilities, as
+// the relay, batch mode and an operator's tool do, directly and through a
+// wrapper that forwards only the Store's methods: the relay's Outbox, the
+// batch Offsets, and the Inspector (a record found by its key hash, a
+// listing by status, the outbox entries a commit kept).
 //
 // RunInstruments is the case of the instruments every networked Store
 // shares (package storeinstr): the same metrics and hooks, and a fault of

@@ -8,38 +8,20 @@ import (
 	"github.com/onceq/onceq/outbox"
 )
 
-// inspectorOf is st as a dedup.Inspector, found through the wrappers the
-// suite puts around a Store and any with an Unwrap method.
-func inspectorOf(st dedup.Store) (dedup.Inspector, bool) {
-	for st != nil {
-		switch s := st.(type) {
-		case dedup.Inspector:
-			return s, true
-		case Wrapped:
-			st = s.Store
-		case interface{ Unwrap() dedup.Store }:
-			st = s.Unwrap()
-		default:
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
 // inspectLimit bounds the suite's reads: enough for its own records and
 // any other case's in a shared table.
 const inspectLimit = 100000
 
-// inspector: every Store implements dedup.Inspector, which an operator's
-// tool reads it through: a record is found by its key hash, a listing by
+// inspector: every Store hands over a dedup.Inspector in its
+// Capabilities, which an operator's tool reads it through: a record is found by its key hash, a listing by
 // status holds the records of that status and no other, and the outbox
 // entries a commit kept are listed (a Store without an outbox says so
 // with dedup.ErrNoOutbox). Records are told apart by owner, as a store
 // may keep no key.
 func (s *suite) inspector(t *testing.T, st dedup.Store) {
-	in, ok := inspectorOf(st)
-	if !ok {
-		t.Fatalf("the Store (%T) is no dedup.Inspector", st)
+	in := st.Capabilities().Inspector
+	if in == nil {
+		t.Fatalf("the Store (%T) gives no dedup.Inspector in its Capabilities", st)
 	}
 	dead, done := key(t), key(t)
 	deadOwner, doneOwner := "dead-"+dedup.KeyHash(dead), "done-"+dedup.KeyHash(done)
@@ -81,7 +63,7 @@ func (s *suite) inspector(t *testing.T, st dedup.Store) {
 		t.Fatal("List with no Limit: no error")
 	}
 
-	if !st.Capabilities().Outbox {
+	if st.Capabilities().Outbox == nil {
 		if _, err := in.OutboxEntries(ctx(t), outbox.Pending, 10); !errors.Is(err, dedup.ErrNoOutbox) {
 			t.Fatalf("OutboxEntries of a Store without an outbox: %v, want dedup.ErrNoOutbox", err)
 		}

@@ -18,41 +18,16 @@ import (
 	"github.com/onceq/onceq/retry"
 )
 
-// outboxViewer is a Store that gives the relay's view of its outbox.
-type outboxViewer interface{ Outbox() outbox.Store }
-
-// outboxOf is the relay's view of st's outbox, found through the
-// wrappers the suite puts around a Store and any with an Unwrap method
-// (the COMPLETED cache's).
-func outboxOf(st dedup.Store) (outbox.Store, bool) {
-	for st != nil {
-		switch s := st.(type) {
-		case outboxViewer:
-			return s.Outbox(), true
-		case Wrapped:
-			st = s.Store
-		case interface{ Unwrap() dedup.Store }:
-			st = s.Unwrap()
-		default:
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
-// outboxCases runs the outbox cases over a Store whose Capabilities say
-// Outbox, and over any other checks that it refuses what it cannot
-// commit. The Store's outbox may hold other cases' entries (a shared
+// outboxCases runs the outbox cases over a Store whose Capabilities give
+// the relay's view of its outbox (Capabilities.Outbox), and over any
+// other checks that it refuses what it cannot commit. The Store's outbox may hold other cases' entries (a shared
 // table): each case sends to a destination of its own and looks at its
 // own entries only.
 func (s *suite) outboxCases(t *testing.T, st dedup.Store) {
-	if !st.Capabilities().Outbox {
+	ob := st.Capabilities().Outbox
+	if ob == nil {
 		s.outboxRefused(t, st)
 		return
-	}
-	ob, ok := outboxOf(st)
-	if !ok {
-		t.Fatalf("the Store (%T) declares Outbox and gives no relay's view (an Outbox() outbox.Store method)", st)
 	}
 	cases := []struct {
 		name string
@@ -684,17 +659,21 @@ func (s *suite) outboxEntries(t *testing.T, st dedup.Store, ob outbox.Store) {
 	}
 }
 
-// outboxMissingTable: a relay over an outbox whose table does not exist
-// returns at start a Misconfigured error naming that table, and sends
-// nothing; it never polls on.
+// outboxMissingTable: the outbox's Check over a table that does not
+// exist fails naming the table, and a relay over it returns at start a
+// Misconfigured error naming that table, and sends nothing; it never
+// polls on.
 func (s *suite) outboxMissingTable(t *testing.T, _ dedup.Store, _ outbox.Store) {
 	if s.opts.MissingOutbox == nil {
 		t.Skip("the Store has no outbox table to miss (Options.MissingOutbox)")
 	}
 	st, table := s.opts.MissingOutbox(t)
-	ob, ok := outboxOf(st)
-	if !ok {
+	ob := st.Capabilities().Outbox
+	if ob == nil {
 		t.Fatalf("the Store (%T) gives no relay's view", st)
+	}
+	if err := ob.Check(ctx(t)); err == nil || !strings.Contains(err.Error(), table) {
+		t.Fatalf("the outbox's Check over a missing table: %v, want an error naming %s", err, table)
 	}
 	r, err := outbox.NewRelay(ob, neverSends{t}, outbox.PollInterval(10*time.Millisecond))
 	if err != nil {

@@ -41,7 +41,7 @@ type Options struct {
 	// pointer, a nil func), each of which Complete must refuse with a
 	// *dedup.NilWriteError; a nil interface is always tried.
 	NilWrites []dedup.Write
-	// Inserts, for a Store whose Capabilities say Batch, makes the
+	// Inserts, for a Store whose Capabilities give Offsets, makes the
 	// Store's own business writes for the batch cases; the cases that
 	// need writes are skipped without it.
 	Inserts func(t *testing.T, st dedup.Store) Inserts
@@ -54,9 +54,10 @@ type Options struct {
 	// *dedup.BusinessConditionError (the outbox cases check that such a
 	// commit sends nothing). Nil: that part is skipped.
 	RejectingWrite func() dedup.Write
-	// MissingOutbox, for a Store whose Capabilities say Outbox, returns a
-	// Store whose outbox table does not exist, and that table's name: a
-	// relay over it stops at start with an error naming the table. A
+	// MissingOutbox, for a Store whose Capabilities give an Outbox,
+	// returns a Store whose outbox table does not exist, and that table's
+	// name: the outbox's Check fails, and a relay over it stops at start,
+	// with an error naming the table. A
 	// Store with no table to miss (the in-memory one) leaves it nil and
 	// the case is skipped.
 	MissingOutbox func(t *testing.T) (dedup.Store, string)
@@ -105,6 +106,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"ClaimComplete", s.claimComplete},
 		{"ThrottleReachesObserver", s.throttleObserved},
 		{"WrapperKeepsCapabilities", s.wrapperKeepsCapabilities},
+		{"WrapperHandsOverViews", s.wrapperHandsOverViews},
 		{"CorruptRecordRefused", s.corruptRecordRefused},
 		{"FailReasonAlwaysLands", s.failReasons},
 		{"NilWriteRefused", s.nilWrites},

@@ -76,14 +76,13 @@ func (d *dynamoInventory) ReserveBatch(orders []Order) []dedup.Write {
 // are the truth, duplicates are dropped by the orders' keys (orderKey, the
 // per-message worker's), claimed in each batch's transaction.
 func workBatch(ctx context.Context, o options, w *wiring, logger *slog.Logger, mp metric.MeterProvider, stderr io.Writer) error {
-	prov, ok := w.store.(batch.Provider)
-	if !ok {
+	offsets := w.store.Capabilities().Offsets
+	if offsets == nil {
 		return fmt.Errorf("-batch: the %s store keeps no offset rows", o.store)
 	}
 	if _, ok := w.inventory.(directInventory); ok {
 		return errors.New("-batch: the inventory must commit with the store")
 	}
-	offsets := prov.Offsets()
 	if o.history != "" {
 		rec, closeHistory, err := openOffsetsHistory(o.history, offsets)
 		if err != nil {

@@ -151,17 +151,11 @@ func (s *shipping) await(ctx context.Context, want int64, within time.Duration) 
 	}
 }
 
-// outboxOf is the outbox of a store that commits outgoing messages.
-func outboxOf(store any) (outbox.Store, bool) {
-	type withOutbox interface {
-		Capabilities() dedup.Capabilities
-		Outbox() outbox.Store
-	}
-	s, ok := store.(withOutbox)
-	if !ok || !s.Capabilities().Outbox {
-		return nil, false
-	}
-	return s.Outbox(), true
+// outboxOf is the outbox of a store that commits outgoing messages: the
+// relay's view its Capabilities hand over.
+func outboxOf(store dedup.Store) (outbox.Store, bool) {
+	ob := store.Capabilities().Outbox
+	return ob, ob != nil
 }
 
 // report prints the second stage's line.

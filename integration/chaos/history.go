@@ -101,8 +101,8 @@ func checkOffsets(ctx context.Context, dir string, store dedup.Store, b *kafkaBr
 	if err != nil {
 		return nil, fmt.Errorf("worker offsets history: %w", err)
 	}
-	prov, ok := store.(batch.Provider)
-	if !ok {
+	offsets := store.Capabilities().Offsets
+	if offsets == nil {
 		return nil, fmt.Errorf("the %T store keeps no offset rows", store)
 	}
 	ends, err := b.ends(ctx, b.topic)
@@ -110,7 +110,7 @@ func checkOffsets(ctx context.Context, dir string, store dedup.Store, b *kafkaBr
 		return nil, err
 	}
 	var final bytes.Buffer
-	rec := storehistory.NewOffsets(prov.Offsets(), &final)
+	rec := storehistory.NewOffsets(offsets, &final)
 	for p, end := range ends {
 		part := batch.Partition{Group: b.group, Topic: b.topic, Partition: int32(p)}
 		_, _ = rec.Offset(ctx, part) // an error is recorded as an unknown read

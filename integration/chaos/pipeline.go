@@ -82,11 +82,11 @@ func (p *pipelineResult) line() string {
 
 // outboxOf is the outbox of store (every store the chaos run uses has one).
 func outboxOf(store dedup.Store) (outbox.Store, error) {
-	s, ok := store.(interface{ Outbox() outbox.Store })
-	if !ok || !store.Capabilities().Outbox {
+	ob := store.Capabilities().Outbox
+	if ob == nil {
 		return nil, fmt.Errorf("the %T store keeps no outbox", store)
 	}
-	return s.Outbox(), nil
+	return ob, nil
 }
 
 // outboxPending counts the outbox's Pending entries (at most limit).
