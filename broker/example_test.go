@@ -69,7 +69,11 @@ func ExampleSource() {
 		}
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.WithHooks(&stopAfter{n: 2, cancel: cancel}))
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	c, err := consumer.New(src, store, h, consumer.WithHooks(&stopAfter{n: 2, cancel: cancel}))
 	if err != nil {
 		panic(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -34,7 +34,7 @@ func TestCommitHoldBoundFromRetention(t *testing.T) {
 		handled.Add(1)
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.Retention(8*time.Hour))
+	c, err := consumer.New(src, memstoretest.New(t), h, consumer.Retention(8*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/memsource"
@@ -115,7 +116,7 @@ func TestExactlyOnceWithDuplicates(t *testing.T) {
 		_ = q.Send(ctx, memsource.Outgoing{Body: []byte(fmt.Sprintf(`{"order":%d}`, id)),
 			Attributes: map[string]string{"idempotency-key": fmt.Sprintf("order-%d", id)}})
 	}
-	store := memstore.New()
+	store := memstoretest.New(t)
 	src := newCounting(t, q.Source(), store)
 	led := newLedger()
 	var calls atomic.Int64
@@ -185,7 +186,7 @@ func (s *failingStore) Complete(ctx context.Context, req dedup.CompleteRequest) 
 func TestAckOnlyAfterCompleted(t *testing.T) {
 	q := memsource.NewQueue("ack")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("m1")})
-	store := &failingStore{Store: memstore.New(), completeErr: errors.New("injected: connection reset during complete")}
+	store := &failingStore{Store: memstoretest.New(t), completeErr: errors.New("injected: connection reset during complete")}
 	store.failures.Store(2)
 	src := newCounting(t, q.Source(), store)
 	led := newLedger()
@@ -242,7 +243,7 @@ func (c *manualClock) Advance(d time.Duration) {
 }
 
 func TestFencingAfterLeaseExpiry(t *testing.T) {
-	store := memstore.New()
+	store := memstoretest.New(t)
 	clock := &manualClock{now: time.Now()}
 	led := newLedger()
 	gates := []chan struct{}{make(chan struct{}), make(chan struct{})}
@@ -290,7 +291,7 @@ func TestDrainTimeoutBoundsRun(t *testing.T) {
 		<-ctx.Done() // a handler that only stops when told
 		return consumer.Result{}, ctx.Err()
 	})
-	store := memstore.New()
+	store := memstoretest.New(t)
 	c, err := consumer.New(q.Source(), store, h, consumer.Concurrency(2), consumer.DrainTimeout(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +329,7 @@ func TestDrainLetsInFlightFinish(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(q.Source(), memstore.New(), h)
+	c, _ := consumer.New(q.Source(), memstoretest.New(t), h)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(ctx) }()
@@ -357,7 +358,7 @@ func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(q.Source(), memstore.New(), h, consumer.FailedRetryDelay(5*time.Millisecond), consumer.MaxAttempts(3))
+	c, _ := consumer.New(q.Source(), memstoretest.New(t), h, consumer.FailedRetryDelay(5*time.Millisecond), consumer.MaxAttempts(3))
 	runUntil(t, c, func() bool { s := q.Stats(); return s.Acked == 1 && s.DeadLettered == 1 })
 	if onceCalls.Load() != 2 || alwaysCalls.Load() != 3 {
 		t.Fatalf("calls once=%d always=%d, want 2 and 3", onceCalls.Load(), alwaysCalls.Load())
@@ -386,7 +387,7 @@ func TestBadInputOutcomes(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1))
+	c, _ := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1))
 	runUntil(t, c, func() bool { s := q.Stats(); return s.Acked+s.DeadLettered == 5 })
 	reasons := map[string]string{}
 	for _, d := range q.DeadLetters() {
@@ -411,7 +412,7 @@ func TestInFlightElsewhereIsNotAcked(t *testing.T) {
 	for range 2 {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("same")})
 	}
-	store := memstore.New()
+	store := memstoretest.New(t)
 	src := newCounting(t, q.Source(), store)
 	var calls atomic.Int32
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -480,7 +481,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 		seen[m.OrderingKey] = append(seen[m.OrderingKey], string(m.Body))
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(orderedSource{q.Source()}, memstore.New(), h, consumer.Concurrency(16),
+	c, _ := consumer.New(orderedSource{q.Source()}, memstoretest.New(t), h, consumer.Concurrency(16),
 		consumer.MaxInFlight(64), consumer.FailedRetryDelay(20*time.Millisecond))
 	runUntil(t, c, func() bool { return q.Stats().Acked == keys*per })
 	mu.Lock()
@@ -537,7 +538,7 @@ func TestPartitionOrderIsPerTopic(t *testing.T) {
 			return consumer.Result{}, nil
 		}
 	})
-	c, _ := consumer.New(twoTopicSource{q.Source()}, memstore.New(), h, consumer.Concurrency(4))
+	c, _ := consumer.New(twoTopicSource{q.Source()}, memstoretest.New(t), h, consumer.Concurrency(4))
 	runUntil(t, c, func() bool { return q.Stats().Acked == 2 })
 }
 
@@ -554,14 +555,14 @@ func TestConfigurationRefused(t *testing.T) {
 		"zero attempts":              {consumer.MaxAttempts(0)},
 	}
 	for name, opts := range cases {
-		if _, err := consumer.New(src, memstore.New(), h, opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+		if _, err := consumer.New(src, memstoretest.New(t), h, opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := consumer.New(windowSource{src}, memstore.New(), h, consumer.Retention(48*time.Hour)); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(windowSource{src}, memstoretest.New(t), h, consumer.Retention(48*time.Hour)); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("retention below the redelivery window: %v", err)
 	}
-	if _, err := consumer.New(src, oneCallStore{memstore.New()}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(src, oneCallStore{memstoretest.New(t)}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("one round trip on a store without it: %v", err)
 	}
 }
@@ -574,14 +575,14 @@ func TestRetentionRaisedIsLogged(t *testing.T) {
 	})
 	src := windowSource{memsource.NewQueue("q").Source()}
 	var logs testenv.LogBuffer
-	if _, err := consumer.New(src, memstore.New(), h, consumer.WithLogger(logs.Logger(slog.LevelInfo))); err != nil {
+	if _, err := consumer.New(src, memstoretest.New(t), h, consumer.WithLogger(logs.Logger(slog.LevelInfo))); err != nil {
 		t.Fatal(err)
 	}
 	if got := logs.String(); !strings.Contains(got, "retention=97h0m0s") || !strings.Contains(got, "redelivery_window=96h0m0s") {
 		t.Errorf("no INFO line with the raised retention: %q", got)
 	}
 	var setLogs testenv.LogBuffer
-	if _, err := consumer.New(src, memstore.New(), h, consumer.Retention(100*time.Hour),
+	if _, err := consumer.New(src, memstoretest.New(t), h, consumer.Retention(100*time.Hour),
 		consumer.WithLogger(setLogs.Logger(slog.LevelInfo))); err != nil {
 		t.Fatal(err)
 	}
@@ -625,7 +626,7 @@ func TestCompletedCacheSavesStoreCalls(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := memsource.NewQueue("dups")
-			store := &claimCounter{Store: memstore.New()}
+			store := &claimCounter{Store: memstoretest.New(t)}
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Response: []byte("r")}, nil
 			})
@@ -704,7 +705,7 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 			for i := range total {
 				_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(fmt.Sprint(i))})
 			}
-			store := &throttlingStore{Store: memstore.New(), capacity: 3}
+			store := &throttlingStore{Store: memstoretest.New(t), capacity: 3}
 			led := newLedger()
 			h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Writes: []dedup.Write{led.write(string(m.Body))}}, nil
@@ -756,7 +757,7 @@ func TestSourceSuppliesDefaultKey(t *testing.T) {
 			calls.Add(1)
 			return consumer.Result{}, nil
 		})
-		c, err := consumer.New(keyedSource{q.Source()}, memstore.New(), h, append(opts, consumer.Concurrency(1))...)
+		c, err := consumer.New(keyedSource{q.Source()}, memstoretest.New(t), h, append(opts, consumer.Concurrency(1))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -792,7 +793,7 @@ func TestRunReportsCloseError(t *testing.T) {
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("m")})
 	errFlush := errors.New("final commit failed")
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	c, err := consumer.New(closeFailingSource{q.Source(), errFlush}, memstore.New(), h)
+	c, err := consumer.New(closeFailingSource{q.Source(), errFlush}, memstoretest.New(t), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -836,7 +837,7 @@ func TestHandlerTimeoutStopsHandler(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(q.Source(), memstore.New(), h, consumer.HandlerTimeout(timeout),
+	c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.HandlerTimeout(timeout),
 		consumer.FailedRetryDelay(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -871,7 +872,7 @@ func fingerprintKey(t *testing.T, body string) string {
 
 func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	ctx := context.Background()
-	store := memstore.New()
+	store := memstoretest.New(t)
 	// A record left by a consumer that stored a payload hash of its own:
 	// with a key that covers the body it is a duplicate, not a key reuse.
 	oldKey := fingerprintKey(t, "old")

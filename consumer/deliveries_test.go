@@ -13,6 +13,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -74,7 +75,7 @@ func TestOneDeliveryPerFailedAttempt(t *testing.T) {
 			return consumer.Result{}, errors.New("boom")
 		})
 		log := &outcomeLog{}
-		c, err := consumer.New(q.Source(), wholeSeconds{memstore.New()}, h, consumer.Concurrency(1),
+		c, err := consumer.New(q.Source(), wholeSeconds{memstoretest.New(t)}, h, consumer.Concurrency(1),
 			consumer.FailedRetryDelay(time.Second), consumer.MaxAttempts(3), consumer.WithHooks(log),
 			consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {

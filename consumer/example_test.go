@@ -38,7 +38,11 @@ func ExampleResult_writes() {
 			Writes:         []dedup.Write{reserve("sku-1")},
 		}, nil
 	})
-	guard, err := consumer.NewGuard(memstore.New(), h)
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	guard, err := consumer.NewGuard(store, h)
 	if err != nil {
 		panic(err)
 	}
@@ -79,7 +83,11 @@ func ExampleConsumer() {
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
 	seen := outcomes{want: 3, done: cancel}
-	c, err := consumer.New(queue.Source(), memstore.New(), h,
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	c, err := consumer.New(queue.Source(), store, h,
 		consumer.Concurrency(4), consumer.WithHooks(&seen))
 	if err != nil {
 		panic(err)
@@ -137,7 +145,11 @@ func ExampleGuard() {
 		}
 		return consumer.Result{Response: []byte("done")}, nil
 	})
-	guard, err := consumer.NewGuard(memstore.New(), h)
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	guard, err := consumer.NewGuard(store, h)
 	if err != nil {
 		panic(err)
 	}

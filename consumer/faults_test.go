@@ -11,7 +11,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -39,7 +39,7 @@ func TestMisconfiguredStoreStopsRun(t *testing.T) {
 		calls.Add(1)
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(q.Source(), deniedStore{memstore.New()}, h)
+	c, err := consumer.New(q.Source(), deniedStore{memstoretest.New(t)}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func (checkFailingStore) Check(context.Context) error {
 func TestCheckFailureStopsBeforeReceive(t *testing.T) {
 	q := memsource.NewQueue("check")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
-	c, err := consumer.New(q.Source(), checkFailingStore{memstore.New()}, noopHandler())
+	c, err := consumer.New(q.Source(), checkFailingStore{memstoretest.New(t)}, noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestStoreOutageHoldsMessage(t *testing.T) {
 	q := memsource.NewQueue("outage")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
 	// Claims fail as they do against an unreachable store.
-	store := &failingStore{Store: memstore.New(), claimErr: apiError{"InternalServerError"}}
+	store := &failingStore{Store: memstoretest.New(t), claimErr: apiError{"InternalServerError"}}
 	store.failures.Store(4)
 	src := newCounting(t, q.Source(), nil)
 	var outcomes sync.Map
@@ -119,7 +119,7 @@ func TestStoreOutageHoldsMessage(t *testing.T) {
 // plus a grace: then its lease runs out, another worker takes the key, and
 // the late result is refused.
 func TestHungHandlerLosesItsLease(t *testing.T) {
-	store := memstore.New()
+	store := memstoretest.New(t)
 	led := newLedger()
 	release := make(chan struct{})
 	var n atomic.Int32
@@ -198,11 +198,11 @@ func TestDeadLetterWithoutDestination(t *testing.T) {
 		return consumer.Result{}, consumer.Permanent(errors.New("bad input"))
 	})
 	src := noDLQSource{q.Source()}
-	if _, err := consumer.New(src, memstore.New(), h); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(src, memstoretest.New(t), h); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Fatalf("New without a dead-letter destination: %v, want ErrInvalidConfig", err)
 	}
 	rec := &settleRecorder{errs: map[consumer.Action][]error{}}
-	c, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.WithHooks(rec))
+	c, err := consumer.New(src, memstoretest.New(t), h, consumer.WithoutDeadLetters(), consumer.WithHooks(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func (deniedReceive) Receive(context.Context, int) ([]*consumer.Message, error) 
 // A receive refused for a reason of the deployment stops Run at once,
 // rather than retrying forever.
 func TestMisconfiguredReceiveStopsRun(t *testing.T) {
-	c, err := consumer.New(deniedReceive{memsource.NewQueue("gone").Source()}, memstore.New(), noopHandler())
+	c, err := consumer.New(deniedReceive{memsource.NewQueue("gone").Source()}, memstoretest.New(t), noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func (slowCheckStore) Check(ctx context.Context) error {
 // A Run cancelled while it checks the store has been stopped, not
 // misconfigured: it returns nil.
 func TestCancelDuringCheckIsAStop(t *testing.T) {
-	c, err := consumer.New(memsource.NewQueue("stop").Source(), slowCheckStore{memstore.New()}, noopHandler())
+	c, err := consumer.New(memsource.NewQueue("stop").Source(), slowCheckStore{memstoretest.New(t)}, noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -50,7 +50,7 @@ func probe(t *testing.T, method, url string) (int, consumer.Health) {
 func TestHealthEndpoints(t *testing.T) {
 	q := memsource.NewQueue("orders")
 	logs := newLogRecorder()
-	c, err := consumer.New(q.Source(), memstore.New(), noopHandler(), consumer.WithLogger(slog.New(logs)))
+	c, err := consumer.New(q.Source(), memstoretest.New(t), noopHandler(), consumer.WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestStalledIsNotLive(t *testing.T) {
 			<-release // ignores its context
 			return consumer.Result{}, nil
 		})
-		c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1),
+		c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1),
 			consumer.StallTimeout(3*time.Minute), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
@@ -156,7 +156,7 @@ func TestOutageIsNotAStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := memsource.NewQueue("orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
-		c, err := consumer.New(q.Source(), outageStore(1<<30), noopHandler(), consumer.StallTimeout(time.Minute), consumer.LeaseTTL(time.Minute),
+		c, err := consumer.New(q.Source(), outageStore(t, 1<<30), noopHandler(), consumer.StallTimeout(time.Minute), consumer.LeaseTTL(time.Minute),
 			consumer.HandlerTimeout(30*time.Second), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
@@ -175,7 +175,7 @@ func TestOutageIsNotAStall(t *testing.T) {
 // its full course would count as a stall.
 func TestStallTimeoutShorterThanLeaseRefused(t *testing.T) {
 	q := memsource.NewQueue("orders")
-	_, err := consumer.New(q.Source(), memstore.New(), noopHandler(), consumer.StallTimeout(time.Second))
+	_, err := consumer.New(q.Source(), memstoretest.New(t), noopHandler(), consumer.StallTimeout(time.Second))
 	if !errors.Is(err, consumer.ErrInvalidConfig) || !strings.Contains(err.Error(), "StallTimeout") {
 		t.Fatalf("StallTimeout 1s: %v, want ErrInvalidConfig naming StallTimeout", err)
 	}
@@ -201,7 +201,7 @@ func TestFailingSourceNotReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := memsource.NewQueue("orders")
 		src := &flakySource{Source: q.Source()}
-		c, err := consumer.New(src, memstore.New(), noopHandler(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
+		c, err := consumer.New(src, memstoretest.New(t), noopHandler(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -45,7 +45,7 @@ func TestOldestInFlightAge(t *testing.T) {
 			<-release
 			return consumer.Result{}, nil
 		})
-		c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1), consumer.LeaseTTL(time.Hour), consumer.HandlerTimeout(10*time.Minute),
+		c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1), consumer.LeaseTTL(time.Hour), consumer.HandlerTimeout(10*time.Minute),
 			consumer.WithMeterProvider(mp), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/payload"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -40,7 +40,7 @@ func runBodies(t *testing.T, bodies []string, opts ...consumer.Option) (*memsour
 	var kinds sync.Map
 	opts = append([]consumer.Option{consumer.Concurrency(1), consumer.WithKeyFunc(payload.JSONKey("order_id")),
 		consumer.WithHooks(outcomeByBody{&kinds})}, opts...)
-	c, err := consumer.New(q.Source(), memstore.New(), h, opts...)
+	c, err := consumer.New(q.Source(), memstoretest.New(t), h, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestUnreadableBodyIsDeadLettered(t *testing.T) {
 	}
 
 	// The payload hash's own failure, with the key from the attribute.
-	g, err := consumer.NewGuard(memstore.New(), noopHandler(), consumer.WithPayloadHash(payload.CanonicalJSON))
+	g, err := consumer.NewGuard(memstoretest.New(t), noopHandler(), consumer.WithPayloadHash(payload.CanonicalJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestUnreadableBodyIsDeadLettered(t *testing.T) {
 // After a change of mode, records stored under the old one are not
 // compared: a changed body is a duplicate, not a reused key.
 func TestModeChangeDoesNotFlagKeyReuse(t *testing.T) {
-	store := memstore.New()
+	store := memstoretest.New(t)
 	ctx := context.Background()
 	msg := func(body string) *consumer.Message { return &consumer.Message{Body: []byte(body)} }
 	key := consumer.WithKeyFunc(payload.JSONKey("order_id"))
@@ -167,7 +167,7 @@ func TestNilPayloadHashRefused(t *testing.T) {
 // body costs no store call, a changed one is still key reuse (no store
 // call either).
 func TestCachedDuplicateUsesConfiguredPayloadHash(t *testing.T) {
-	store := &claimCounter{Store: memstore.New()}
+	store := &claimCounter{Store: memstoretest.New(t)}
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok")}, nil
 	})

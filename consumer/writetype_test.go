@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -57,7 +58,7 @@ func TestWrongWriteTypeStopsRun(t *testing.T) {
 				runs.Add(1)
 				return consumer.Result{Response: []byte("ok"), Writes: []dedup.Write{memstore.Write{}, otherStoresWrite{SQL: "insert"}}}, nil
 			})
-			store := &commitCounting{Store: memstore.New()}
+			store := &commitCounting{Store: memstoretest.New(t)}
 			opts := []consumer.Option{consumer.Concurrency(1)}
 			if oneShot {
 				opts = append(opts, consumer.OneRoundTrip())
@@ -124,7 +125,7 @@ func TestWrongWriteTypeGuardOutcome(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Writes: []dedup.Write{otherStoresWrite{}}}, nil
 	})
-	g, err := consumer.NewGuard(memstore.New(), h)
+	g, err := consumer.NewGuard(memstoretest.New(t), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestResultWritesAreTyped(t *testing.T) {
 		t.Fatalf("Result.Writes is %v, want []dedup.Write", f.Type)
 	}
 	var w dedup.Write = memstore.Write{}
-	if w.WriteKind() != memstore.Kind || (memstore.New().Capabilities().Writes != memstore.Kind) {
-		t.Fatalf("memstore.Write's kind %q, the Store declares %q", w.WriteKind(), memstore.New().Capabilities().Writes)
+	if w.WriteKind() != memstore.Kind || (memstoretest.New(t).Capabilities().Writes != memstore.Kind) {
+		t.Fatalf("memstore.Write's kind %q, the Store declares %q", w.WriteKind(), memstoretest.New(t).Capabilities().Writes)
 	}
 }

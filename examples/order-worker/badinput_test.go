@@ -18,8 +18,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/awstest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -102,7 +102,7 @@ func malformedField(t *testing.T, o consumer.Outcome, field string) {
 // defined outcome and typed error, and a valid order still goes through
 // after it. The bad-input table of docs/development.md lists the same outcomes.
 func TestBadInputCorpus(t *testing.T) {
-	p := startPipeline(t, memstore.New(), reserveHandler(newMemoryInventory(100, 1_000_000)))
+	p := startPipeline(t, memstoretest.New(t), reserveHandler(newMemoryInventory(100, 1_000_000)))
 	key := func(k string) map[string]string { return map[string]string{consumer.IdempotencyKeyAttribute: k} }
 	order := func(id string) string { return fmt.Sprintf(`{"order_id":%q,"sku":"sku-2","qty":2}`, id) }
 	// 1 MiB is the most SQS delivers (256 KiB on older queues); the worker

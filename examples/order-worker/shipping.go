@@ -85,7 +85,11 @@ func startShipping(ctx context.Context, ob outbox.Store, logger *slog.Logger, me
 			s.mu.Unlock()
 		}}}}, nil
 	})
-	worker, err := consumer.New(s.queue.Source(), memstore.New(), ship, consumer.Concurrency(16),
+	store, err := memstore.New()
+	if err != nil {
+		return nil, err
+	}
+	worker, err := consumer.New(s.queue.Source(), store, ship, consumer.Concurrency(16),
 		consumer.WithLogger(logger), consumer.WithHooks(s), consumer.WithMeterProvider(meters))
 	if err != nil {
 		return nil, err

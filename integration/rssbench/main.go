@@ -79,7 +79,10 @@ func run(ctx context.Context, cfg config) (result, error) {
 		return result{}, errors.New("need messages ≥ 1, workers ≥ 1, max-in-flight ≥ workers")
 	}
 	q := memsource.NewQueue("rss")
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		return result{}, err
+	}
 	clk := &workClock{base: time.Now()}
 	resp := []byte("ok")
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {

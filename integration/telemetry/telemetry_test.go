@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -42,7 +42,7 @@ func TestTracesAndMetrics(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
-	c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1),
+	c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1),
 		consumer.WithTracerProvider(tp), consumer.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestSpansFollowTheGlobalProvider(t *testing.T) {
 		return consumer.Result{}, nil
 	})
 	newConsumer := func(q *memsource.Queue) *consumer.Consumer {
-		c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1))
+		c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1))
 		if err != nil {
 			t.Fatal(err)
 		}
