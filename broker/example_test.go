@@ -53,7 +53,10 @@ func (s *stopAfter) OnMessageOutcome(context.Context, *consumer.Message, consume
 // dead-letter destination, and the message the handler refuses reaches
 // that destination through the decorator.
 func ExampleSource() {
-	queue := memsource.NewQueue("orders")
+	queue, err := memsource.NewQueue("orders")
+	if err != nil {
+		panic(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = queue.Send(ctx, memsource.Outgoing{Body: []byte(`{"order_id":"o-1"}`)})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/proccpu"
 	"github.com/onceq/onceq/sources/memsource"
@@ -25,7 +26,7 @@ import (
 func BenchmarkMemoryPipeline(b *testing.B) {
 	for _, workers := range []int{1, 16} {
 		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
-			q := memsource.NewQueue("bench")
+			q := memsourcetest.NewQueue(b, "bench")
 			produce(b, q, b.N)
 			resp := []byte("ok")
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {

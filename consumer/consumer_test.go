@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
@@ -106,7 +107,7 @@ func runUntil(t *testing.T, c *consumer.Consumer, done func() bool) {
 
 func TestExactlyOnceWithDuplicates(t *testing.T) {
 	const total, unique = 10000, 7000
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	ctx := context.Background()
 	for i := range total {
 		id := i
@@ -184,7 +185,7 @@ func (s *failingStore) Complete(ctx context.Context, req dedup.CompleteRequest) 
 // message is acked only once COMPLETED, the handler does not run again and
 // no delivery is spent on the outage.
 func TestAckOnlyAfterCompleted(t *testing.T) {
-	q := memsource.NewQueue("ack")
+	q := memsourcetest.NewQueue(t, "ack")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("m1")})
 	store := &failingStore{Store: memstoretest.New(t), completeErr: errors.New("injected: connection reset during complete")}
 	store.failures.Store(2)
@@ -281,7 +282,7 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 }
 
 func TestDrainTimeoutBoundsRun(t *testing.T) {
-	q := memsource.NewQueue("drain")
+	q := memsourcetest.NewQueue(t, "drain")
 	for i := range 4 {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(fmt.Sprint(i))})
 	}
@@ -321,7 +322,7 @@ func TestDrainTimeoutBoundsRun(t *testing.T) {
 }
 
 func TestDrainLetsInFlightFinish(t *testing.T) {
-	q := memsource.NewQueue("finish")
+	q := memsourcetest.NewQueue(t, "finish")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("slow")})
 	started := make(chan struct{})
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -344,7 +345,7 @@ func TestDrainLetsInFlightFinish(t *testing.T) {
 }
 
 func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
-	q := memsource.NewQueue("panic")
+	q := memsourcetest.NewQueue(t, "panic")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("once")})
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("always")})
 	var onceCalls, alwaysCalls atomic.Int32
@@ -370,7 +371,7 @@ func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
 }
 
 func TestBadInputOutcomes(t *testing.T) {
-	q := memsource.NewQueue("bad")
+	q := memsourcetest.NewQueue(t, "bad")
 	send := func(body, key string) {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(body), Attributes: map[string]string{"idempotency-key": key}})
 	}
@@ -408,7 +409,7 @@ func TestBadInputOutcomes(t *testing.T) {
 }
 
 func TestInFlightElsewhereIsNotAcked(t *testing.T) {
-	q := memsource.NewQueue("elsewhere")
+	q := memsourcetest.NewQueue(t, "elsewhere")
 	for range 2 {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("same")})
 	}
@@ -452,7 +453,7 @@ func (o orderedSource) Capabilities() consumer.Capabilities {
 
 func TestKeyOrderUnderConcurrency(t *testing.T) {
 	const keys, per = 8, 40
-	q := memsource.NewQueue("ordered")
+	q := memsourcetest.NewQueue(t, "ordered")
 	for i := range per {
 		for k := range keys {
 			_ = q.Send(context.Background(), memsource.Outgoing{Key: fmt.Sprint(k), Body: []byte(fmt.Sprintf("%d/%d", k, i))})
@@ -520,7 +521,7 @@ func (s twoTopicSource) Receive(ctx context.Context, max int) ([]*consumer.Messa
 // Partition order holds within a topic, not across topics: partition 0 of
 // "a" must not wait for partition 0 of "b".
 func TestPartitionOrderIsPerTopic(t *testing.T) {
-	q := memsource.NewQueue("topics")
+	q := memsourcetest.NewQueue(t, "topics")
 	for _, b := range []string{"a", "b"} {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(b)})
 	}
@@ -543,7 +544,7 @@ func TestPartitionOrderIsPerTopic(t *testing.T) {
 }
 
 func TestConfigurationRefused(t *testing.T) {
-	src := memsource.NewQueue("cfg").Source()
+	src := memsourcetest.NewQueue(t, "cfg").Source()
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	cases := map[string][]consumer.Option{
 		"zero lease":                 {consumer.LeaseTTL(0)},
@@ -573,7 +574,7 @@ func TestRetentionRaisedIsLogged(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{}, nil
 	})
-	src := windowSource{memsource.NewQueue("q").Source()}
+	src := windowSource{memsourcetest.NewQueue(t, "q").Source()}
 	var logs testenv.LogBuffer
 	if _, err := consumer.New(src, memstoretest.New(t), h, consumer.WithLogger(logs.Logger(slog.LevelInfo))); err != nil {
 		t.Fatal(err)
@@ -625,7 +626,7 @@ func TestCompletedCacheSavesStoreCalls(t *testing.T) {
 		{"uncached", []consumer.Option{consumer.WithoutCompletedCache()}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := memsource.NewQueue("dups")
+			q := memsourcetest.NewQueue(t, "dups")
 			store := &claimCounter{Store: memstoretest.New(t)}
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Response: []byte("r")}, nil
@@ -701,7 +702,7 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 	for _, fixed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fixed=%v", fixed), func(t *testing.T) {
 			const total = 600
-			q := memsource.NewQueue("throttled")
+			q := memsourcetest.NewQueue(t, "throttled")
 			for i := range total {
 				_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(fmt.Sprint(i))})
 			}
@@ -745,7 +746,7 @@ func (k keyedSource) Capabilities() consumer.Capabilities {
 
 func TestSourceSuppliesDefaultKey(t *testing.T) {
 	run := func(t *testing.T, opts ...consumer.Option) int64 {
-		q := memsource.NewQueue("events")
+		q := memsourcetest.NewQueue(t, "events")
 		ctx := context.Background()
 		// One body, three ordering keys: three events by the source's key,
 		// one by the body's (the consumer's own default).
@@ -789,7 +790,7 @@ func (s closeFailingSource) Close(ctx context.Context) error {
 // sees it; what it did not ack is delivered again and answered from the
 // store as a duplicate.
 func TestRunReportsCloseError(t *testing.T) {
-	q := memsource.NewQueue("close")
+	q := memsourcetest.NewQueue(t, "close")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("m")})
 	errFlush := errors.New("final commit failed")
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
@@ -815,7 +816,7 @@ func TestRunReportsCloseError(t *testing.T) {
 // retried; its deadline is HandlerTimeout from its start.
 func TestHandlerTimeoutStopsHandler(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	q := memsource.NewQueue("timeout")
+	q := memsourcetest.NewQueue(t, "timeout")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("slow")})
 	var mu sync.Mutex
 	var left []time.Duration
@@ -884,7 +885,7 @@ func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	if err := store.Complete(ctx, dedup.CompleteRequest{Lease: c0.Lease, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	q := memsource.NewQueue("events")
+	q := memsourcetest.NewQueue(t, "events")
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("old")})
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("new")})
 	var kinds sync.Map // body → Kind

@@ -65,7 +65,10 @@ func ExampleResult_writes() {
 // in production they would be SQS or Kafka and DynamoDB. The same order
 // sent twice runs the handler once.
 func ExampleConsumer() {
-	queue := memsource.NewQueue("orders")
+	queue, err := memsource.NewQueue("orders")
+	if err != nil {
+		panic(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, id := range []string{"o-1", "o-2", "o-1"} {

@@ -11,6 +11,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -32,7 +33,7 @@ func (deniedStore) Claim(context.Context, dedup.ClaimRequest) (dedup.Claim, erro
 // A configuration fault met at run time stops Run with ErrMisconfigured;
 // the message is given back, never dead-lettered, and no handler runs.
 func TestMisconfiguredStoreStopsRun(t *testing.T) {
-	q := memsource.NewQueue("denied")
+	q := memsourcetest.NewQueue(t, "denied")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
 	var calls atomic.Int32
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
@@ -66,7 +67,7 @@ func (checkFailingStore) Check(context.Context) error {
 
 // Run checks the store before it receives: nothing is delivered.
 func TestCheckFailureStopsBeforeReceive(t *testing.T) {
-	q := memsource.NewQueue("check")
+	q := memsourcetest.NewQueue(t, "check")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
 	c, err := consumer.New(q.Source(), checkFailingStore{memstoretest.New(t)}, noopHandler())
 	if err != nil {
@@ -94,7 +95,7 @@ func TestMisspeltHookRefused(t *testing.T) {
 // (MaxAttempts 1 would dead-letter a second handler run), processed once
 // the store is back.
 func TestStoreOutageHoldsMessage(t *testing.T) {
-	q := memsource.NewQueue("outage")
+	q := memsourcetest.NewQueue(t, "outage")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
 	// Claims fail as they do against an unreachable store.
 	store := &failingStore{Store: memstoretest.New(t), claimErr: apiError{"InternalServerError"}}
@@ -192,7 +193,7 @@ func (r *settleRecorder) get(a consumer.Action) []error {
 // told, a failed dead letter is reported as one (never as done) and the
 // message is kept.
 func TestDeadLetterWithoutDestination(t *testing.T) {
-	q := memsource.NewQueue("no-dlq")
+	q := memsourcetest.NewQueue(t, "no-dlq")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("poison")})
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{}, consumer.Permanent(errors.New("bad input"))
@@ -226,7 +227,7 @@ func (deniedReceive) Receive(context.Context, int) ([]*consumer.Message, error) 
 // A receive refused for a reason of the deployment stops Run at once,
 // rather than retrying forever.
 func TestMisconfiguredReceiveStopsRun(t *testing.T) {
-	c, err := consumer.New(deniedReceive{memsource.NewQueue("gone").Source()}, memstoretest.New(t), noopHandler())
+	c, err := consumer.New(deniedReceive{memsourcetest.NewQueue(t, "gone").Source()}, memstoretest.New(t), noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func (slowCheckStore) Check(ctx context.Context) error {
 // A Run cancelled while it checks the store has been stopped, not
 // misconfigured: it returns nil.
 func TestCancelDuringCheckIsAStop(t *testing.T) {
-	c, err := consumer.New(memsource.NewQueue("stop").Source(), slowCheckStore{memstoretest.New(t)}, noopHandler())
+	c, err := consumer.New(memsourcetest.NewQueue(t, "stop").Source(), slowCheckStore{memstoretest.New(t)}, noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}

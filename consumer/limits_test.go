@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
@@ -100,7 +101,7 @@ func TestUnrecordableFailDeadLetters(t *testing.T) {
 		t.Fatalf("outcome %v (%v), want dead-lettered, saying the store refused the failure", o.Kind, o.Err)
 	}
 
-	q := memsource.NewQueue("unrecordable")
+	q := memsourcetest.NewQueue(t, "unrecordable")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("x")})
 	c, err := consumer.New(q.Source(), &failReasons{Store: memstoretest.New(t), refuse: refuseAll}, failingHandler(errors.New("boom")))
 	if err != nil {
@@ -205,7 +206,7 @@ func TestStorePanicIsADeploymentFault(t *testing.T) {
 	}
 
 	// Under Run: stopped, the message kept and not dead-lettered.
-	q := memsource.NewQueue("store-panic")
+	q := memsourcetest.NewQueue(t, "store-panic")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("x")})
 	c, err := consumer.New(q.Source(), panickingStore{Store: memstoretest.New(t), in: "Complete"}, noopHandler())
 	if err != nil {
@@ -268,7 +269,7 @@ func (s panickingSource) Close(ctx context.Context) error {
 func TestSourcePanicIsADeploymentFault(t *testing.T) {
 	for _, in := range []string{"Check", "Receive", "Ack", "Close"} {
 		t.Run(in, func(t *testing.T) {
-			q := memsource.NewQueue("source-panic")
+			q := memsourcetest.NewQueue(t, "source-panic")
 			_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("x")})
 			var logs testenv.LogBuffer
 			ctx, cancel := context.WithCancel(context.Background())

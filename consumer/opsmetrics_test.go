@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/sources/memsource"
@@ -35,7 +36,7 @@ func TestTakeoversCounted(t *testing.T) {
 func TestOldestInFlightAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := metrictest.Provider(t)
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		if err := q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")}); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/memsource"
@@ -149,7 +150,7 @@ func TestSendsOnwardRefusesStoreWithoutOutbox(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	store := &noOutboxStore{commitCounting{Store: memstoretest.New(t)}}
 	_, gerr := consumer.NewGuard(store, h, consumer.SendsOnward())
-	q := memsource.NewQueue("sends-onward")
+	q := memsourcetest.NewQueue(t, "sends-onward")
 	_, cerr := consumer.New(q.Source(), store, h, consumer.SendsOnward())
 	for name, err := range map[string]error{"NewGuard": gerr, "New": cerr} {
 		var oe *consumer.OutboxUnsupportedError
@@ -172,7 +173,7 @@ func TestOutboxOverStoreWithoutOutboxStopsRun(t *testing.T) {
 	for _, oneShot := range []bool{false, true} {
 		t.Run(map[bool]string{false: "lease", true: "one-round-trip"}[oneShot], func(t *testing.T) {
 			const secret = "customer-4711@example.com"
-			q := memsource.NewQueue("no-outbox")
+			q := memsourcetest.NewQueue(t, "no-outbox")
 			for range 3 {
 				_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("order"),
 					Attributes: map[string]string{consumer.IdempotencyKeyAttribute: secret}})

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/payload"
 	"github.com/onceq/onceq/sources/memsource"
@@ -28,7 +29,7 @@ const (
 // and how often the handler ran.
 func runBodies(t *testing.T, bodies []string, opts ...consumer.Option) (*memsource.Queue, map[string]consumer.Kind, int32) {
 	t.Helper()
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	for _, b := range bodies {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(b)})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -30,7 +31,7 @@ func refused(t *testing.T, opts ...consumer.GuardOption) {
 	for i, o := range opts {
 		copts[i] = o
 	}
-	if _, err := consumer.New(memsource.NewQueue("r").Source(), memstoretest.New(t), noopHandler(), copts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(memsourcetest.NewQueue(t, "r").Source(), memstoretest.New(t), noopHandler(), copts...); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("New: %v, want ErrInvalidConfig", err)
 	}
 	if _, err := consumer.NewGuard(memstoretest.New(t), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
@@ -73,7 +74,7 @@ func TestRegression_LeaseShorterThanHandlerTimeoutRefused(t *testing.T) {
 // was taken (a 12s handler once never committed, and ran again and again).
 func TestRegression_SlowHandlerCommits(t *testing.T) {
 	t.Parallel()
-	q := memsource.NewQueue("slow")
+	q := memsourcetest.NewQueue(t, "slow")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("slow")})
 	var runs atomic.Int32
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/memsource"
@@ -97,7 +98,7 @@ func (s *recordingStore) Check(ctx context.Context) error {
 // bound and a throttle observer that lowers the pool's concurrency; the
 // Store its logger and the same observer.
 func TestRuntimeHandedOverOnceAtStart(t *testing.T) {
-	q := memsource.NewQueue("runtime")
+	q := memsourcetest.NewQueue(t, "runtime")
 	src := &recordingSource{Source: q.Source()}
 	store := &recordingStore{Store: memstoretest.New(t)}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))

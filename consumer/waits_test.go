@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -159,7 +160,7 @@ func outageStore(t testing.TB, n int32) *failingStore {
 // that once, with the whole wait.
 func TestWaitForTheSourceLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		c, logs := newRecorded(t, q.Source(), memstoretest.New(t), noopHandler())
 		stop := runInBubble(t, c)
 		time.Sleep(35 * time.Second)
@@ -203,7 +204,7 @@ func TestKeyWaitLoggedOncePerLease(t *testing.T) {
 		const key = "order-secret-42"
 		store := memstoretest.New(t)
 		now := holdElsewhere(t, store, key)
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		sendKeyed(t, q, key)
 		c, logs := newRecorded(t, q.Source(), store, noopHandler(), consumer.WithoutPayloadCheck())
 		stop := runInBubble(t, c)
@@ -241,7 +242,7 @@ func TestKeyWaitLoggedOncePerLease(t *testing.T) {
 // and once when the store answers again, with how long it was out.
 func TestStoreOutageLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 		store := outageStore(t, 4) // retried after 1s, 2s, 4s, 8s
 		c, logs := newRecorded(t, q.Source(), store, noopHandler(), consumer.FailedRetryDelay(time.Second))
@@ -283,7 +284,7 @@ func TestStoreOutageLogged(t *testing.T) {
 // after the last line, while it lasts.
 func TestLongStoreOutageSaidAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 		c, logs := newRecorded(t, q.Source(), outageStore(t, 1<<30), noopHandler(), consumer.FailedRetryDelay(time.Second))
 		stop := runInBubble(t, c)
@@ -306,7 +307,7 @@ func TestLongStoreOutageSaidAgain(t *testing.T) {
 // answered as a duplicate, dead-lettered, in that interval.
 func TestProgressLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		for _, body := range []string{"a", "a", "poison"} {
 			_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte(body)})
 		}
@@ -345,7 +346,7 @@ func TestProgressLog(t *testing.T) {
 // Without WithProgressLog there is no progress line.
 func TestNoProgressLogByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("a")})
 		c, logs := newRecorded(t, q.Source(), memstoretest.New(t), noopHandler())
 		stop := runInBubble(t, c)
@@ -363,7 +364,7 @@ func TestNoProgressLogByDefault(t *testing.T) {
 func TestKeyWaitStormBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstoretest.New(t)
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		for i := range 15 {
 			key := "k" + strconv.Itoa(i)
 			holdElsewhere(t, store, key)

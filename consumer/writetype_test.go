@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -48,7 +49,7 @@ func TestWrongWriteTypeStopsRun(t *testing.T) {
 	for _, oneShot := range []bool{false, true} {
 		t.Run(map[bool]string{false: "lease", true: "one-round-trip"}[oneShot], func(t *testing.T) {
 			const secret = "customer-4711@example.com"
-			q := memsource.NewQueue("wrong-writes")
+			q := memsourcetest.NewQueue(t, "wrong-writes")
 			for range 3 {
 				_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("order"),
 					Attributes: map[string]string{consumer.IdempotencyKeyAttribute: secret}})

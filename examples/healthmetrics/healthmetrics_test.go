@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/examples/healthmetrics"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -52,7 +53,7 @@ func TestMetricsAndHealthServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = mp.Shutdown(context.Background()) }()
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 	done := make(settled, 1)
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })

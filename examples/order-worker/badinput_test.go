@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/awstest"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/memsource"
@@ -46,7 +47,7 @@ type pipeline struct {
 
 func startPipeline(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.Option) *pipeline {
 	t.Helper()
-	p := &pipeline{t: t, q: memsource.NewQueue("orders"), outs: make(outcomes, 16)}
+	p := &pipeline{t: t, q: memsourcetest.NewQueue(t, "orders"), outs: make(outcomes, 16)}
 	c, err := consumer.New(p.q.Source(), store, h, append([]consumer.Option{consumer.Concurrency(2), consumer.WithKeyFunc(orderKey),
 		consumer.WithHooks(p.outs)}, opts...)...)
 	if err != nil {

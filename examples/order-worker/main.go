@@ -191,7 +191,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err != nil {
 		return o, err
 	}
-	if _, err := consumer.New(memsource.NewQueue("flags").Source(), store, reserveHandler(nil), o.consumerOptions()...); err != nil {
+	queue, err := memsource.NewQueue("flags")
+	if err != nil {
+		return o, err
+	}
+	if _, err := consumer.New(queue.Source(), store, reserveHandler(nil), o.consumerOptions()...); err != nil {
 		return o, err
 	}
 	if o.kafkaDLQTopic == "" {

@@ -209,8 +209,11 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		}
 		w.source = src
 	default:
-		w.queue = memsource.NewQueue("orders")
-		w.source = w.queue.Source()
+		q, err := memsource.NewQueue("orders")
+		if err != nil {
+			return nil, err
+		}
+		w.queue, w.source = q, q.Source()
 	}
 	return w, nil
 }

@@ -78,7 +78,10 @@ func run(ctx context.Context, cfg config) (result, error) {
 	if cfg.messages < 1 || cfg.workers < 1 || cfg.maxInFlight < cfg.workers {
 		return result{}, errors.New("need messages ≥ 1, workers ≥ 1, max-in-flight ≥ workers")
 	}
-	q := memsource.NewQueue("rss")
+	q, err := memsource.NewQueue("rss")
+	if err != nil {
+		return result{}, err
+	}
 	store, err := memstore.New()
 	if err != nil {
 		return result{}, err

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -34,7 +35,7 @@ func TestTracesAndMetrics(t *testing.T) {
 		t.Fatalf("no traceparent injected: %v", attrs)
 	}
 
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	ctx := context.Background()
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("a"), Attributes: attrs})
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("a"), Attributes: map[string]string{"idempotency-key": "o-1"}})
@@ -150,7 +151,7 @@ func TestSpansFollowTheGlobalProvider(t *testing.T) {
 		return c
 	}
 	ctx := context.Background()
-	q1, q2 := memsource.NewQueue("before"), memsource.NewQueue("after")
+	q1, q2 := memsourcetest.NewQueue(t, "before"), memsourcetest.NewQueue(t, "after")
 	c1, c2 := newConsumer(q1), newConsumer(q2) // both built before a provider is set
 	_ = q1.Send(ctx, memsource.Outgoing{Body: []byte("a"), Attributes: attrs})
 	runUntil(t, c1, func() bool { return q1.Stats().Acked == 1 })

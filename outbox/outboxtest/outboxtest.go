@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
@@ -289,7 +290,7 @@ func (s *sendsThenFails) Send(ctx context.Context, entries []outbox.Entry) []err
 func pipeline(t *testing.T, c Case) {
 	const inputs, perInput = 12, 2
 	prefix := t.Name() + "-order-"
-	in := memsource.NewQueue("pipeline-in")
+	in := memsourcetest.NewQueue(t, "pipeline-in")
 	for i := range inputs {
 		for range 2 { // each input delivered twice
 			if err := in.Send(context.Background(), memsource.Outgoing{Body: fmt.Appendf(nil, "order-%d", i),
