@@ -13,6 +13,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // Over a real Store: batch mode's keys are per-message mode's, so a
@@ -21,7 +22,7 @@ import (
 // claim.
 func TestKeysShareThePerMessageScheme(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New()
+		store := memstoretest.New(t)
 		ctx := t.Context()
 		now := time.Now()
 		done, err := dedup.Key("orders", "a")
@@ -84,7 +85,7 @@ func TestKeysShareThePerMessageScheme(t *testing.T) {
 // the batch stored the payload hash the Guard compares.
 func TestBatchKeysAreDuplicatesToAGuard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New()
+		store := memstoretest.New(t)
 		r := newRunner(t, store.Offsets(), offsetWrites, batch.DedupKeys("orders"), batch.MaxRecords(2))
 		f := newFeed()
 		l, err := r.Acquire(t.Context(), part, "m1")

@@ -19,7 +19,11 @@ import (
 var ErrInvalidConfig = configerr.ErrInvalidConfig
 
 // Option configures a Runner.
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	maxRecords  int
@@ -84,24 +88,24 @@ func (c *config) retryDelay(attempt int) time.Duration {
 // 500). On DynamoDB a commit takes at most 100 items, the offset row
 // included: a batch whose writes do not fit is split and each part
 // commits on its own, so size it to fit.
-func MaxRecords(n int) Option { return func(c *config) { c.maxRecords = n } }
+func MaxRecords(n int) Option { return optionFunc(func(c *config) { c.maxRecords = n }) }
 
 // Window is how long a batch waits, after its first record, for more
 // (default 200ms): the latency a record may pay for the batching.
-func Window(d time.Duration) Option { return func(c *config) { c.window = d } }
+func Window(d time.Duration) Option { return optionFunc(func(c *config) { c.window = d }) }
 
 // MaxAttempts is how often a record that fails on its own runs before
 // it is dead-lettered (default 5). An error of retry class Permanent
 // (retry.WithClass), or a write's own condition refusing the record's
 // writes (a *dedup.BusinessConditionError), dead-letters it at once. A batch that fails is split until the
 // record that fails is alone: the records around it commit.
-func MaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+func MaxAttempts(n int) Option { return optionFunc(func(c *config) { c.maxAttempts = n }) }
 
 // RetryDelay is the wait before a failed record's second attempt,
 // doubling for each after, at most a minute (default 2s); also the
 // backoff of a Store commit that failed for a reason other than a
 // refusal.
-func RetryDelay(d time.Duration) Option { return func(c *config) { c.delay = d } }
+func RetryDelay(d time.Duration) Option { return optionFunc(func(c *config) { c.delay = d }) }
 
 // DedupKeys claims each record's idempotency key, under namespace, in the
 // batch's transaction (off by default): a business message its producer
@@ -115,27 +119,27 @@ func RetryDelay(d time.Duration) Option { return func(c *config) { c.delay = d }
 // commit (on DynamoDB, a batch of 99 records at most, and a write per
 // record) and the keys' storage for Retention.
 func DedupKeys(namespace string) Option {
-	return func(c *config) { c.keys, c.namespace = true, namespace }
+	return optionFunc(func(c *config) { c.keys, c.namespace = true, namespace })
 }
 
 // KeyFunc makes DedupKeys claim f's key of each record (under the
 // namespace, as the per-message consumer's WithKeyFunc does) instead of
 // the Kafka default. A record f fails for is dead-lettered.
 func KeyFunc(f func(*broker.Message) (string, error)) Option {
-	return func(c *config) { c.keyFunc = f }
+	return optionFunc(func(c *config) { c.keyFunc = f })
 }
 
 // Retention is how long claimed keys are kept (default 24h); with no
 // DedupKeys it does nothing.
-func Retention(d time.Duration) Option { return func(c *config) { c.retention = d } }
+func Retention(d time.Duration) Option { return optionFunc(func(c *config) { c.retention = d }) }
 
 // WithLogger sets where the Runner logs (default nowhere).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
 // WithMeterProvider sets where the Runner's metrics go (default the
 // global MeterProvider): onceq.batch.records, onceq.batch.commit.duration,
 // onceq.batch.group_lag, onceq.batch.dead_letters,
 // onceq.batch.duplicates and onceq.batch.splits.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) { c.meter = mp }
+	return optionFunc(func(c *config) { c.meter = mp })
 }

@@ -80,7 +80,9 @@ func NewRunner(store Store, h Handler, opts ...Option) (*Runner, error) {
 	}
 	cfg := defaults()
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
 	if err := cfg.check(); err != nil {
 		return nil, err

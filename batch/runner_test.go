@@ -16,6 +16,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/retry"
 )
@@ -543,7 +544,7 @@ func TestCommitWithLostAnswer(t *testing.T) {
 // commit.
 func TestRefusedWritesDeadLetteredAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New()
+		store := memstoretest.New(t)
 		var mu sync.Mutex
 		var applied []int64
 		h := func(_ context.Context, msgs []*broker.Message) ([]dedup.Write, error) {

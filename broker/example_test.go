@@ -53,7 +53,10 @@ func (s *stopAfter) OnMessageOutcome(context.Context, *consumer.Message, consume
 // dead-letter destination, and the message the handler refuses reaches
 // that destination through the decorator.
 func ExampleSource() {
-	queue := memsource.NewQueue("orders")
+	queue, err := memsource.NewQueue("orders")
+	if err != nil {
+		panic(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = queue.Send(ctx, memsource.Outgoing{Body: []byte(`{"order_id":"o-1"}`)})
@@ -69,7 +72,11 @@ func ExampleSource() {
 		}
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.WithHooks(&stopAfter{n: 2, cancel: cancel}))
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	c, err := consumer.New(src, store, h, consumer.WithHooks(&stopAfter{n: 2, cancel: cancel}))
 	if err != nil {
 		panic(err)
 	}

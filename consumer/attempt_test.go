@@ -13,7 +13,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // Outcome.Attempt is the attempt number of the claim the processing won,
@@ -42,7 +42,7 @@ func TestOutcomeAttemptIsTheClaimsInEveryMode(t *testing.T) {
 			fail = true
 			opts := append([]consumer.GuardOption{consumer.WithClock(clk), consumer.FailedRetryDelay(time.Second),
 				consumer.WithoutCompletedCache()}, mode.opts...)
-			g, err := consumer.NewGuard(memstore.New(), h, opts...)
+			g, err := consumer.NewGuard(memstoretest.New(t), h, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestRenewalReuseKeepsRenewalsApart(t *testing.T) {
 			}
 			return consumer.Result{}, nil
 		})
-		g, err := consumer.NewGuard(memstore.New(), h, consumer.LeaseTTL(3*time.Second), consumer.HandlerTimeout(time.Second/2),
+		g, err := consumer.NewGuard(memstoretest.New(t), h, consumer.LeaseTTL(3*time.Second), consumer.HandlerTimeout(time.Second/2),
 			consumer.WithHooks(log))
 		if err != nil {
 			t.Fatal(err)
@@ -136,7 +136,7 @@ func (s heldExtend) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 func TestRenewalInFlightNotReused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &heartbeatLog{}
-		store := heldExtend{Store: memstore.New(), release: make(chan struct{})}
+		store := heldExtend{Store: memstoretest.New(t), release: make(chan struct{})}
 		h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 			time.Sleep(1500 * time.Millisecond) // one renewal begun, at 1s
 			return consumer.Result{}, nil
@@ -173,7 +173,7 @@ func TestGuardLeaseRenewalsSeenByHooks(t *testing.T) {
 			time.Sleep(2200 * time.Millisecond) // two renewals: at 1s and 2s
 			return consumer.Result{}, nil
 		})
-		g, err := consumer.NewGuard(memstore.New(), h, consumer.LeaseTTL(3*time.Second), consumer.HandlerTimeout(time.Second/2),
+		g, err := consumer.NewGuard(memstoretest.New(t), h, consumer.LeaseTTL(3*time.Second), consumer.HandlerTimeout(time.Second/2),
 			consumer.WithHooks(log))
 		if err != nil {
 			t.Fatal(err)

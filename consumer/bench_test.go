@@ -10,7 +10,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/proccpu"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -25,13 +26,13 @@ import (
 func BenchmarkMemoryPipeline(b *testing.B) {
 	for _, workers := range []int{1, 16} {
 		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
-			q := memsource.NewQueue("bench")
+			q := memsourcetest.NewQueue(b, "bench")
 			produce(b, q, b.N)
 			resp := []byte("ok")
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Response: resp}, nil
 			})
-			c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(workers), consumer.MaxInFlight(max(64, 4*workers)), consumer.WithLogger(slog.New(slog.DiscardHandler)))
+			c, err := consumer.New(q.Source(), memstoretest.New(b), h, consumer.Concurrency(workers), consumer.MaxInFlight(max(64, 4*workers)), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -107,7 +108,7 @@ func (s *countingStore) Get(ctx context.Context, key string) (dedup.Record, erro
 // the cache to the store.
 func BenchmarkCachedDuplicates(b *testing.B) {
 	const distinct = 1024
-	store := &countingStore{Store: memstore.New()}
+	store := &countingStore{Store: memstoretest.New(b)}
 	resp := []byte("ok")
 	g, err := consumer.NewGuard(store, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: resp}, nil

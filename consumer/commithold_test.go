@@ -8,7 +8,8 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -26,7 +27,7 @@ func (h *holdLimited) Attach(rt broker.Runtime) { h.limit.Store(int64(rt.CommitH
 // the Source (Attach) to stop at 3/4 of Retention, so that the records completed
 // behind a held message still live when it is replayed.
 func TestCommitHoldBoundFromRetention(t *testing.T) {
-	q := memsource.NewQueue("hold")
+	q := memsourcetest.NewQueue(t, "hold")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("m")})
 	src := &holdLimited{Source: q.Source()}
 	var handled atomic.Int32
@@ -34,7 +35,7 @@ func TestCommitHoldBoundFromRetention(t *testing.T) {
 		handled.Add(1)
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.Retention(8*time.Hour))
+	c, err := consumer.New(src, memstoretest.New(t), h, consumer.Retention(8*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/memsource"
@@ -105,7 +107,7 @@ func runUntil(t *testing.T, c *consumer.Consumer, done func() bool) {
 
 func TestExactlyOnceWithDuplicates(t *testing.T) {
 	const total, unique = 10000, 7000
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	ctx := context.Background()
 	for i := range total {
 		id := i
@@ -115,7 +117,7 @@ func TestExactlyOnceWithDuplicates(t *testing.T) {
 		_ = q.Send(ctx, memsource.Outgoing{Body: []byte(fmt.Sprintf(`{"order":%d}`, id)),
 			Attributes: map[string]string{"idempotency-key": fmt.Sprintf("order-%d", id)}})
 	}
-	store := memstore.New()
+	store := memstoretest.New(t)
 	src := newCounting(t, q.Source(), store)
 	led := newLedger()
 	var calls atomic.Int64
@@ -183,9 +185,9 @@ func (s *failingStore) Complete(ctx context.Context, req dedup.CompleteRequest) 
 // message is acked only once COMPLETED, the handler does not run again and
 // no delivery is spent on the outage.
 func TestAckOnlyAfterCompleted(t *testing.T) {
-	q := memsource.NewQueue("ack")
+	q := memsourcetest.NewQueue(t, "ack")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("m1")})
-	store := &failingStore{Store: memstore.New(), completeErr: errors.New("injected: connection reset during complete")}
+	store := &failingStore{Store: memstoretest.New(t), completeErr: errors.New("injected: connection reset during complete")}
 	store.failures.Store(2)
 	src := newCounting(t, q.Source(), store)
 	led := newLedger()
@@ -242,7 +244,7 @@ func (c *manualClock) Advance(d time.Duration) {
 }
 
 func TestFencingAfterLeaseExpiry(t *testing.T) {
-	store := memstore.New()
+	store := memstoretest.New(t)
 	clock := &manualClock{now: time.Now()}
 	led := newLedger()
 	gates := []chan struct{}{make(chan struct{}), make(chan struct{})}
@@ -280,7 +282,7 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 }
 
 func TestDrainTimeoutBoundsRun(t *testing.T) {
-	q := memsource.NewQueue("drain")
+	q := memsourcetest.NewQueue(t, "drain")
 	for i := range 4 {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(fmt.Sprint(i))})
 	}
@@ -290,7 +292,7 @@ func TestDrainTimeoutBoundsRun(t *testing.T) {
 		<-ctx.Done() // a handler that only stops when told
 		return consumer.Result{}, ctx.Err()
 	})
-	store := memstore.New()
+	store := memstoretest.New(t)
 	c, err := consumer.New(q.Source(), store, h, consumer.Concurrency(2), consumer.DrainTimeout(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +322,7 @@ func TestDrainTimeoutBoundsRun(t *testing.T) {
 }
 
 func TestDrainLetsInFlightFinish(t *testing.T) {
-	q := memsource.NewQueue("finish")
+	q := memsourcetest.NewQueue(t, "finish")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("slow")})
 	started := make(chan struct{})
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -328,7 +330,7 @@ func TestDrainLetsInFlightFinish(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(q.Source(), memstore.New(), h)
+	c, _ := consumer.New(q.Source(), memstoretest.New(t), h)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(ctx) }()
@@ -343,7 +345,7 @@ func TestDrainLetsInFlightFinish(t *testing.T) {
 }
 
 func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
-	q := memsource.NewQueue("panic")
+	q := memsourcetest.NewQueue(t, "panic")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("once")})
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("always")})
 	var onceCalls, alwaysCalls atomic.Int32
@@ -357,7 +359,7 @@ func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(q.Source(), memstore.New(), h, consumer.FailedRetryDelay(5*time.Millisecond), consumer.MaxAttempts(3))
+	c, _ := consumer.New(q.Source(), memstoretest.New(t), h, consumer.FailedRetryDelay(5*time.Millisecond), consumer.MaxAttempts(3))
 	runUntil(t, c, func() bool { s := q.Stats(); return s.Acked == 1 && s.DeadLettered == 1 })
 	if onceCalls.Load() != 2 || alwaysCalls.Load() != 3 {
 		t.Fatalf("calls once=%d always=%d, want 2 and 3", onceCalls.Load(), alwaysCalls.Load())
@@ -369,7 +371,7 @@ func TestPanicIsRetriedThenDeadLettered(t *testing.T) {
 }
 
 func TestBadInputOutcomes(t *testing.T) {
-	q := memsource.NewQueue("bad")
+	q := memsourcetest.NewQueue(t, "bad")
 	send := func(body, key string) {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(body), Attributes: map[string]string{"idempotency-key": key}})
 	}
@@ -386,7 +388,7 @@ func TestBadInputOutcomes(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1))
+	c, _ := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1))
 	runUntil(t, c, func() bool { s := q.Stats(); return s.Acked+s.DeadLettered == 5 })
 	reasons := map[string]string{}
 	for _, d := range q.DeadLetters() {
@@ -407,11 +409,11 @@ func TestBadInputOutcomes(t *testing.T) {
 }
 
 func TestInFlightElsewhereIsNotAcked(t *testing.T) {
-	q := memsource.NewQueue("elsewhere")
+	q := memsourcetest.NewQueue(t, "elsewhere")
 	for range 2 {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("same")})
 	}
-	store := memstore.New()
+	store := memstoretest.New(t)
 	src := newCounting(t, q.Source(), store)
 	var calls atomic.Int32
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -451,7 +453,7 @@ func (o orderedSource) Capabilities() consumer.Capabilities {
 
 func TestKeyOrderUnderConcurrency(t *testing.T) {
 	const keys, per = 8, 40
-	q := memsource.NewQueue("ordered")
+	q := memsourcetest.NewQueue(t, "ordered")
 	for i := range per {
 		for k := range keys {
 			_ = q.Send(context.Background(), memsource.Outgoing{Key: fmt.Sprint(k), Body: []byte(fmt.Sprintf("%d/%d", k, i))})
@@ -480,7 +482,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 		seen[m.OrderingKey] = append(seen[m.OrderingKey], string(m.Body))
 		return consumer.Result{}, nil
 	})
-	c, _ := consumer.New(orderedSource{q.Source()}, memstore.New(), h, consumer.Concurrency(16),
+	c, _ := consumer.New(orderedSource{q.Source()}, memstoretest.New(t), h, consumer.Concurrency(16),
 		consumer.MaxInFlight(64), consumer.FailedRetryDelay(20*time.Millisecond))
 	runUntil(t, c, func() bool { return q.Stats().Acked == keys*per })
 	mu.Lock()
@@ -519,7 +521,7 @@ func (s twoTopicSource) Receive(ctx context.Context, max int) ([]*consumer.Messa
 // Partition order holds within a topic, not across topics: partition 0 of
 // "a" must not wait for partition 0 of "b".
 func TestPartitionOrderIsPerTopic(t *testing.T) {
-	q := memsource.NewQueue("topics")
+	q := memsourcetest.NewQueue(t, "topics")
 	for _, b := range []string{"a", "b"} {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(b)})
 	}
@@ -537,12 +539,12 @@ func TestPartitionOrderIsPerTopic(t *testing.T) {
 			return consumer.Result{}, nil
 		}
 	})
-	c, _ := consumer.New(twoTopicSource{q.Source()}, memstore.New(), h, consumer.Concurrency(4))
+	c, _ := consumer.New(twoTopicSource{q.Source()}, memstoretest.New(t), h, consumer.Concurrency(4))
 	runUntil(t, c, func() bool { return q.Stats().Acked == 2 })
 }
 
 func TestConfigurationRefused(t *testing.T) {
-	src := memsource.NewQueue("cfg").Source()
+	src := memsourcetest.NewQueue(t, "cfg").Source()
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	cases := map[string][]consumer.Option{
 		"zero lease":                 {consumer.LeaseTTL(0)},
@@ -554,14 +556,14 @@ func TestConfigurationRefused(t *testing.T) {
 		"zero attempts":              {consumer.MaxAttempts(0)},
 	}
 	for name, opts := range cases {
-		if _, err := consumer.New(src, memstore.New(), h, opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+		if _, err := consumer.New(src, memstoretest.New(t), h, opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := consumer.New(windowSource{src}, memstore.New(), h, consumer.Retention(48*time.Hour)); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(windowSource{src}, memstoretest.New(t), h, consumer.Retention(48*time.Hour)); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("retention below the redelivery window: %v", err)
 	}
-	if _, err := consumer.New(src, oneCallStore{memstore.New()}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(src, oneCallStore{memstoretest.New(t)}, h, consumer.OneRoundTrip()); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("one round trip on a store without it: %v", err)
 	}
 }
@@ -572,16 +574,16 @@ func TestRetentionRaisedIsLogged(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{}, nil
 	})
-	src := windowSource{memsource.NewQueue("q").Source()}
+	src := windowSource{memsourcetest.NewQueue(t, "q").Source()}
 	var logs testenv.LogBuffer
-	if _, err := consumer.New(src, memstore.New(), h, consumer.WithLogger(logs.Logger(slog.LevelInfo))); err != nil {
+	if _, err := consumer.New(src, memstoretest.New(t), h, consumer.WithLogger(logs.Logger(slog.LevelInfo))); err != nil {
 		t.Fatal(err)
 	}
 	if got := logs.String(); !strings.Contains(got, "retention=97h0m0s") || !strings.Contains(got, "redelivery_window=96h0m0s") {
 		t.Errorf("no INFO line with the raised retention: %q", got)
 	}
 	var setLogs testenv.LogBuffer
-	if _, err := consumer.New(src, memstore.New(), h, consumer.Retention(100*time.Hour),
+	if _, err := consumer.New(src, memstoretest.New(t), h, consumer.Retention(100*time.Hour),
 		consumer.WithLogger(setLogs.Logger(slog.LevelInfo))); err != nil {
 		t.Fatal(err)
 	}
@@ -624,8 +626,8 @@ func TestCompletedCacheSavesStoreCalls(t *testing.T) {
 		{"uncached", []consumer.Option{consumer.WithoutCompletedCache()}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := memsource.NewQueue("dups")
-			store := &claimCounter{Store: memstore.New()}
+			q := memsourcetest.NewQueue(t, "dups")
+			store := &claimCounter{Store: memstoretest.New(t)}
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Response: []byte("r")}, nil
 			})
@@ -700,11 +702,11 @@ func TestConcurrencyAdaptsToThrottles(t *testing.T) {
 	for _, fixed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fixed=%v", fixed), func(t *testing.T) {
 			const total = 600
-			q := memsource.NewQueue("throttled")
+			q := memsourcetest.NewQueue(t, "throttled")
 			for i := range total {
 				_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(fmt.Sprint(i))})
 			}
-			store := &throttlingStore{Store: memstore.New(), capacity: 3}
+			store := &throttlingStore{Store: memstoretest.New(t), capacity: 3}
 			led := newLedger()
 			h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Writes: []dedup.Write{led.write(string(m.Body))}}, nil
@@ -744,7 +746,7 @@ func (k keyedSource) Capabilities() consumer.Capabilities {
 
 func TestSourceSuppliesDefaultKey(t *testing.T) {
 	run := func(t *testing.T, opts ...consumer.Option) int64 {
-		q := memsource.NewQueue("events")
+		q := memsourcetest.NewQueue(t, "events")
 		ctx := context.Background()
 		// One body, three ordering keys: three events by the source's key,
 		// one by the body's (the consumer's own default).
@@ -756,7 +758,7 @@ func TestSourceSuppliesDefaultKey(t *testing.T) {
 			calls.Add(1)
 			return consumer.Result{}, nil
 		})
-		c, err := consumer.New(keyedSource{q.Source()}, memstore.New(), h, append(opts, consumer.Concurrency(1))...)
+		c, err := consumer.New(keyedSource{q.Source()}, memstoretest.New(t), h, append(opts, consumer.Concurrency(1))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -788,11 +790,11 @@ func (s closeFailingSource) Close(ctx context.Context) error {
 // sees it; what it did not ack is delivered again and answered from the
 // store as a duplicate.
 func TestRunReportsCloseError(t *testing.T) {
-	q := memsource.NewQueue("close")
+	q := memsourcetest.NewQueue(t, "close")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("m")})
 	errFlush := errors.New("final commit failed")
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	c, err := consumer.New(closeFailingSource{q.Source(), errFlush}, memstore.New(), h)
+	c, err := consumer.New(closeFailingSource{q.Source(), errFlush}, memstoretest.New(t), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -814,7 +816,7 @@ func TestRunReportsCloseError(t *testing.T) {
 // retried; its deadline is HandlerTimeout from its start.
 func TestHandlerTimeoutStopsHandler(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	q := memsource.NewQueue("timeout")
+	q := memsourcetest.NewQueue(t, "timeout")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("slow")})
 	var mu sync.Mutex
 	var left []time.Duration
@@ -836,7 +838,7 @@ func TestHandlerTimeoutStopsHandler(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(q.Source(), memstore.New(), h, consumer.HandlerTimeout(timeout),
+	c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.HandlerTimeout(timeout),
 		consumer.FailedRetryDelay(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -871,7 +873,7 @@ func fingerprintKey(t *testing.T, body string) string {
 
 func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	ctx := context.Background()
-	store := memstore.New()
+	store := memstoretest.New(t)
 	// A record left by a consumer that stored a payload hash of its own:
 	// with a key that covers the body it is a duplicate, not a key reuse.
 	oldKey := fingerprintKey(t, "old")
@@ -883,7 +885,7 @@ func TestBodyCoveringKeySkipsPayloadHash(t *testing.T) {
 	if err := store.Complete(ctx, dedup.CompleteRequest{Lease: c0.Lease, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	q := memsource.NewQueue("events")
+	q := memsourcetest.NewQueue(t, "events")
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("old")})
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("new")})
 	var kinds sync.Map // body → Kind

@@ -13,6 +13,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -67,14 +69,14 @@ func (l *outcomeLog) OnMessageOutcome(_ context.Context, m *consumer.Message, o 
 // assumes exactly this.
 func TestOneDeliveryPerFailedAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 			time.Sleep(300 * time.Millisecond) // off the whole second
 			return consumer.Result{}, errors.New("boom")
 		})
 		log := &outcomeLog{}
-		c, err := consumer.New(q.Source(), wholeSeconds{memstore.New()}, h, consumer.Concurrency(1),
+		c, err := consumer.New(q.Source(), wholeSeconds{memstoretest.New(t)}, h, consumer.Concurrency(1),
 			consumer.FailedRetryDelay(time.Second), consumer.MaxAttempts(3), consumer.WithHooks(log),
 			consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {

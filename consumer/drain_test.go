@@ -11,6 +11,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -33,9 +35,9 @@ func (s outageOnComplete) Complete(context.Context, dedup.CompleteRequest) error
 // the retries watch the drain.
 func TestHeldWriteEndsWithTheDrain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
-		store := outageOnComplete{Store: memstore.New(), failed: make(chan struct{}, 1)}
+		store := outageOnComplete{Store: memstoretest.New(t), failed: make(chan struct{}, 1)}
 		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 			return consumer.Result{}, nil
 		})

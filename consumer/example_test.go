@@ -38,7 +38,11 @@ func ExampleResult_writes() {
 			Writes:         []dedup.Write{reserve("sku-1")},
 		}, nil
 	})
-	guard, err := consumer.NewGuard(memstore.New(), h)
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	guard, err := consumer.NewGuard(store, h)
 	if err != nil {
 		panic(err)
 	}
@@ -61,7 +65,10 @@ func ExampleResult_writes() {
 // in production they would be SQS or Kafka and DynamoDB. The same order
 // sent twice runs the handler once.
 func ExampleConsumer() {
-	queue := memsource.NewQueue("orders")
+	queue, err := memsource.NewQueue("orders")
+	if err != nil {
+		panic(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, id := range []string{"o-1", "o-2", "o-1"} {
@@ -79,7 +86,11 @@ func ExampleConsumer() {
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
 	seen := outcomes{want: 3, done: cancel}
-	c, err := consumer.New(queue.Source(), memstore.New(), h,
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	c, err := consumer.New(queue.Source(), store, h,
 		consumer.Concurrency(4), consumer.WithHooks(&seen))
 	if err != nil {
 		panic(err)
@@ -137,7 +148,11 @@ func ExampleGuard() {
 		}
 		return consumer.Result{Response: []byte("done")}, nil
 	})
-	guard, err := consumer.NewGuard(memstore.New(), h)
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	guard, err := consumer.NewGuard(store, h)
 	if err != nil {
 		panic(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/metrictest"
 )
 
@@ -38,7 +38,7 @@ func TestExpiredPresentReportedInEveryMode(t *testing.T) {
 		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 			return consumer.Result{Response: []byte("ok")}, nil
 		})
-		g, err := consumer.NewGuard(memstore.New(), h, opts...)
+		g, err := consumer.NewGuard(memstoretest.New(t), h, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,8 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -32,14 +33,14 @@ func (deniedStore) Claim(context.Context, dedup.ClaimRequest) (dedup.Claim, erro
 // A configuration fault met at run time stops Run with ErrMisconfigured;
 // the message is given back, never dead-lettered, and no handler runs.
 func TestMisconfiguredStoreStopsRun(t *testing.T) {
-	q := memsource.NewQueue("denied")
+	q := memsourcetest.NewQueue(t, "denied")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
 	var calls atomic.Int32
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		calls.Add(1)
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(q.Source(), deniedStore{memstore.New()}, h)
+	c, err := consumer.New(q.Source(), deniedStore{memstoretest.New(t)}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +67,9 @@ func (checkFailingStore) Check(context.Context) error {
 
 // Run checks the store before it receives: nothing is delivered.
 func TestCheckFailureStopsBeforeReceive(t *testing.T) {
-	q := memsource.NewQueue("check")
+	q := memsourcetest.NewQueue(t, "check")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
-	c, err := consumer.New(q.Source(), checkFailingStore{memstore.New()}, noopHandler())
+	c, err := consumer.New(q.Source(), checkFailingStore{memstoretest.New(t)}, noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,10 +95,10 @@ func TestMisspeltHookRefused(t *testing.T) {
 // (MaxAttempts 1 would dead-letter a second handler run), processed once
 // the store is back.
 func TestStoreOutageHoldsMessage(t *testing.T) {
-	q := memsource.NewQueue("outage")
+	q := memsourcetest.NewQueue(t, "outage")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("valid")})
 	// Claims fail as they do against an unreachable store.
-	store := &failingStore{Store: memstore.New(), claimErr: apiError{"InternalServerError"}}
+	store := &failingStore{Store: memstoretest.New(t), claimErr: apiError{"InternalServerError"}}
 	store.failures.Store(4)
 	src := newCounting(t, q.Source(), nil)
 	var outcomes sync.Map
@@ -119,7 +120,7 @@ func TestStoreOutageHoldsMessage(t *testing.T) {
 // plus a grace: then its lease runs out, another worker takes the key, and
 // the late result is refused.
 func TestHungHandlerLosesItsLease(t *testing.T) {
-	store := memstore.New()
+	store := memstoretest.New(t)
 	led := newLedger()
 	release := make(chan struct{})
 	var n atomic.Int32
@@ -192,17 +193,17 @@ func (r *settleRecorder) get(a consumer.Action) []error {
 // told, a failed dead letter is reported as one (never as done) and the
 // message is kept.
 func TestDeadLetterWithoutDestination(t *testing.T) {
-	q := memsource.NewQueue("no-dlq")
+	q := memsourcetest.NewQueue(t, "no-dlq")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("poison")})
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{}, consumer.Permanent(errors.New("bad input"))
 	})
 	src := noDLQSource{q.Source()}
-	if _, err := consumer.New(src, memstore.New(), h); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(src, memstoretest.New(t), h); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Fatalf("New without a dead-letter destination: %v, want ErrInvalidConfig", err)
 	}
 	rec := &settleRecorder{errs: map[consumer.Action][]error{}}
-	c, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.WithHooks(rec))
+	c, err := consumer.New(src, memstoretest.New(t), h, consumer.WithoutDeadLetters(), consumer.WithHooks(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func (deniedReceive) Receive(context.Context, int) ([]*consumer.Message, error) 
 // A receive refused for a reason of the deployment stops Run at once,
 // rather than retrying forever.
 func TestMisconfiguredReceiveStopsRun(t *testing.T) {
-	c, err := consumer.New(deniedReceive{memsource.NewQueue("gone").Source()}, memstore.New(), noopHandler())
+	c, err := consumer.New(deniedReceive{memsourcetest.NewQueue(t, "gone").Source()}, memstoretest.New(t), noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func (slowCheckStore) Check(ctx context.Context) error {
 // A Run cancelled while it checks the store has been stopped, not
 // misconfigured: it returns nil.
 func TestCancelDuringCheckIsAStop(t *testing.T) {
-	c, err := consumer.New(memsource.NewQueue("stop").Source(), slowCheckStore{memstore.New()}, noopHandler())
+	c, err := consumer.New(memsourcetest.NewQueue(t, "stop").Source(), slowCheckStore{memstoretest.New(t)}, noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}

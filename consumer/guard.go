@@ -93,7 +93,11 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 		g.outbox.view = caps.Outbox
 	}
 	if cfg.cacheEntries > 0 {
-		g.completed = cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
+		completed, err := cache.New(cfg.cacheEntries, cfg.cacheBytes, cache.MaxAge(cfg.cacheMaxAge))
+		if err != nil {
+			return nil, fmt.Errorf("consumer: %w", err)
+		}
+		g.completed = completed
 		if err := obs.tel.observeCache(g.completed); err != nil {
 			return nil, fmt.Errorf("consumer: telemetry: %w", err)
 		}

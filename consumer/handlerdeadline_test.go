@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // The handlers a worker begins within one window share their deadline,
@@ -18,7 +18,7 @@ import (
 func TestHandlersShareTheirWorkersDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const timeout = 10 * time.Second
-		g, err := NewGuard(memstore.New(), HandlerFunc(func(context.Context, *Message) (Result, error) { return Result{}, nil }),
+		g, err := NewGuard(memstoretest.New(t), HandlerFunc(func(context.Context, *Message) (Result, error) { return Result{}, nil }),
 			HandlerTimeout(timeout))
 		if err != nil {
 			t.Fatal(err)

@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -48,9 +49,9 @@ func probe(t *testing.T, method, url string) (int, consumer.Health) {
 // and until the source answers, ready while receiving with the store
 // reachable; live until Run has returned; a JSON body that says why.
 func TestHealthEndpoints(t *testing.T) {
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	logs := newLogRecorder()
-	c, err := consumer.New(q.Source(), memstore.New(), noopHandler(), consumer.WithLogger(slog.New(logs)))
+	c, err := consumer.New(q.Source(), memstoretest.New(t), noopHandler(), consumer.WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,14 +104,14 @@ func TestHealthEndpoints(t *testing.T) {
 // livez), and live again once a message finishes.
 func TestStalledIsNotLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 		release := make(chan struct{})
 		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 			<-release // ignores its context
 			return consumer.Result{}, nil
 		})
-		c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1),
+		c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1),
 			consumer.StallTimeout(3*time.Minute), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
@@ -154,9 +155,9 @@ func TestStalledIsNotLive(t *testing.T) {
 // fail within their timeout, so messages keep finishing.
 func TestOutageIsNotAStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
-		c, err := consumer.New(q.Source(), outageStore(1<<30), noopHandler(), consumer.StallTimeout(time.Minute), consumer.LeaseTTL(time.Minute),
+		c, err := consumer.New(q.Source(), outageStore(t, 1<<30), noopHandler(), consumer.StallTimeout(time.Minute), consumer.LeaseTTL(time.Minute),
 			consumer.HandlerTimeout(30*time.Second), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
@@ -174,8 +175,8 @@ func TestOutageIsNotAStall(t *testing.T) {
 // A StallTimeout shorter than LeaseTTL is refused: a message that runs
 // its full course would count as a stall.
 func TestStallTimeoutShorterThanLeaseRefused(t *testing.T) {
-	q := memsource.NewQueue("orders")
-	_, err := consumer.New(q.Source(), memstore.New(), noopHandler(), consumer.StallTimeout(time.Second))
+	q := memsourcetest.NewQueue(t, "orders")
+	_, err := consumer.New(q.Source(), memstoretest.New(t), noopHandler(), consumer.StallTimeout(time.Second))
 	if !errors.Is(err, consumer.ErrInvalidConfig) || !strings.Contains(err.Error(), "StallTimeout") {
 		t.Fatalf("StallTimeout 1s: %v, want ErrInvalidConfig naming StallTimeout", err)
 	}
@@ -199,9 +200,9 @@ func (s *flakySource) Receive(ctx context.Context, max int) ([]*consumer.Message
 // since when; ready again once a Receive returns.
 func TestFailingSourceNotReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		src := &flakySource{Source: q.Source()}
-		c, err := consumer.New(src, memstore.New(), noopHandler(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
+		c, err := consumer.New(src, memstoretest.New(t), noopHandler(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}

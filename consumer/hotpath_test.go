@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // A duplicate of a key completed before is answered by the cache with no
@@ -13,7 +13,7 @@ import (
 // attribute; another payload under a cached key is still
 // key reuse.
 func TestCachedDuplicateCostsNothing(t *testing.T) {
-	store := &countingStore{Store: memstore.New()}
+	store := &countingStore{Store: memstoretest.New(t)}
 	g, err := consumer.NewGuard(store, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok")}, nil
 	}))
@@ -55,7 +55,7 @@ func TestCachedDuplicateCostsNothing(t *testing.T) {
 // With a KeyFunc the key is made first, then looked up: a cached
 // duplicate still makes no store call.
 func TestCachedDuplicateWithKeyFunc(t *testing.T) {
-	store := &countingStore{Store: memstore.New()}
+	store := &countingStore{Store: memstoretest.New(t)}
 	g, err := consumer.NewGuard(store, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok")}, nil
 	}), consumer.WithKeyFunc(func(m *consumer.Message) (string, error) { return m.ID, nil }))

@@ -10,7 +10,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // A namespace holding the separator is refused when the Guard is built:
@@ -18,7 +18,7 @@ import (
 // one record (issue 26.4 b).
 func TestNamespaceWithSeparatorRefused(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	_, err := consumer.NewGuard(memstore.New(), h, consumer.Namespace("shop#eu"))
+	_, err := consumer.NewGuard(memstoretest.New(t), h, consumer.Namespace("shop#eu"))
 	var ne *dedup.NamespaceError
 	if !errors.Is(err, consumer.ErrInvalidConfig) || !errors.Is(err, dedup.ErrBadNamespace) || !errors.As(err, &ne) {
 		t.Fatalf("NewGuard with namespace shop#eu: %v, want ErrInvalidConfig with a *dedup.NamespaceError", err)
@@ -38,7 +38,7 @@ func countingHandler(n *atomic.Int32) consumer.Handler {
 // processed, with the cache on and off (issue 27.3).
 func TestProducerKeyCannotPoseAsDerivedKey(t *testing.T) {
 	for _, cached := range []bool{false, true} {
-		var store dedup.Store = memstore.New()
+		var store dedup.Store = memstoretest.New(t)
 		if cached {
 			store = cache.Wrap(store, 100, 0)
 		}
@@ -67,7 +67,7 @@ func TestProducerKeyCannotPoseAsDerivedKey(t *testing.T) {
 // or from the cache (issue 27.3).
 func TestMissingStoredHashIsNotTheSamePayload(t *testing.T) {
 	for _, cached := range []bool{false, true} {
-		mem := memstore.New()
+		mem := memstoretest.New(t)
 		key, _ := dedup.Key("onceq", "o-1")
 		now := time.Now()
 		c, err := mem.Claim(t.Context(), dedup.ClaimRequest{Key: key, Owner: "old", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -103,7 +103,7 @@ func TestMissingStoredHashIsNotTheSamePayload(t *testing.T) {
 func TestCompletedPastRetentionIsANewMessage(t *testing.T) {
 	var runs atomic.Int32
 	clock := &manualClock{now: time.Now()}
-	g, err := consumer.NewGuard(memstore.New(), countingHandler(&runs), consumer.WithClock(clock), consumer.MaxAttempts(2),
+	g, err := consumer.NewGuard(memstoretest.New(t), countingHandler(&runs), consumer.WithClock(clock), consumer.MaxAttempts(2),
 		consumer.Retention(2*time.Minute), consumer.WithoutCompletedCache())
 	if err != nil {
 		t.Fatal(err)

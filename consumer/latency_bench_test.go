@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkLatencyHiding(b *testing.B) {
 func sleepyRun(b *testing.B, workers, rounds int, sleep time.Duration) float64 {
 	b.Helper()
 	ctx := context.Background()
-	q := memsource.NewQueue("sleepy")
+	q := memsourcetest.NewQueue(b, "sleepy")
 	n := workers * rounds
 	for i := range n {
 		_ = q.Send(ctx, memsource.Outgoing{Body: []byte("m" + strconv.Itoa(i))})
@@ -47,7 +48,7 @@ func sleepyRun(b *testing.B, workers, rounds int, sleep time.Duration) float64 {
 		}
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
-	c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(workers), consumer.MaxInFlight(2*workers))
+	c, err := consumer.New(q.Source(), memstoretest.New(b), h, consumer.Concurrency(workers), consumer.MaxInFlight(2*workers))
 	if err != nil {
 		b.Fatal(err)
 	}

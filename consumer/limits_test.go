@@ -12,6 +12,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/memsource"
@@ -59,7 +61,7 @@ func process(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consum
 // A failure reason is cut at a character boundary, never through one: a
 // store that keeps text would refuse the broken character.
 func TestFailReasonCutAtCharacter(t *testing.T) {
-	store := &failReasons{Store: memstore.New()}
+	store := &failReasons{Store: memstoretest.New(t)}
 	o := process(t, store, failingHandler(errors.New("x"+strings.Repeat("é", 2000))))
 	if o.Kind != consumer.Retrying {
 		t.Fatalf("outcome %v (%v), want retrying", o.Kind, o.Err)
@@ -75,7 +77,7 @@ func TestFailReasonCutAtCharacter(t *testing.T) {
 // one, so that the failed run is counted: the message cannot run forever
 // uncounted.
 func TestRefusedFailReasonRetriedPlain(t *testing.T) {
-	store := &failReasons{Store: memstore.New(), refuse: func(r string) bool { return strings.Contains(r, "poison") }}
+	store := &failReasons{Store: memstoretest.New(t), refuse: func(r string) bool { return strings.Contains(r, "poison") }}
 	o := process(t, store, failingHandler(errors.New("poison \x00 text")))
 	if o.Kind != consumer.Retrying {
 		t.Fatalf("outcome %v (%v), want retrying", o.Kind, o.Err)
@@ -94,14 +96,14 @@ func TestRefusedFailReasonRetriedPlain(t *testing.T) {
 // taken over and run again forever. Run sends it to the dead-letter queue.
 func TestUnrecordableFailDeadLetters(t *testing.T) {
 	refuseAll := func(string) bool { return true }
-	o := process(t, &failReasons{Store: memstore.New(), refuse: refuseAll}, failingHandler(errors.New("boom")))
+	o := process(t, &failReasons{Store: memstoretest.New(t), refuse: refuseAll}, failingHandler(errors.New("boom")))
 	if o.Kind != consumer.DeadLettered || !strings.Contains(o.Err.Error(), "refused") || !strings.Contains(o.Err.Error(), "boom") {
 		t.Fatalf("outcome %v (%v), want dead-lettered, saying the store refused the failure", o.Kind, o.Err)
 	}
 
-	q := memsource.NewQueue("unrecordable")
+	q := memsourcetest.NewQueue(t, "unrecordable")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("x")})
-	c, err := consumer.New(q.Source(), &failReasons{Store: memstore.New(), refuse: refuseAll}, failingHandler(errors.New("boom")))
+	c, err := consumer.New(q.Source(), &failReasons{Store: memstoretest.New(t), refuse: refuseAll}, failingHandler(errors.New("boom")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +119,7 @@ func TestResponseOverLimitDeadLetters(t *testing.T) {
 	})
 	for name, opts := range map[string][]consumer.GuardOption{"lease": nil, "one-round-trip": {consumer.OneRoundTrip()}} {
 		t.Run(name, func(t *testing.T) {
-			store := memstore.New(memstore.MaxResponseSize(8))
+			store := memstoretest.New(t, memstore.MaxResponseSize(8))
 			o := process(t, store, h, opts...)
 			var re *dedup.ResponseTooLargeError
 			if o.Kind != consumer.DeadLettered || !errors.As(o.Err, &re) || re.Size != 9 || re.Max != 8 {
@@ -138,7 +140,7 @@ func TestNilWriteDeadLetters(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Writes: []dedup.Write{(*memstore.Write)(nil)}}, nil
 	})
-	o := process(t, memstore.New(), h)
+	o := process(t, memstoretest.New(t), h)
 	if o.Kind != consumer.DeadLettered || !errors.Is(o.Err, dedup.ErrNilWrite) {
 		t.Fatalf("outcome %v (%v), want dead-lettered with ErrNilWrite", o.Kind, o.Err)
 	}
@@ -190,7 +192,7 @@ func TestStorePanicIsADeploymentFault(t *testing.T) {
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			var logs testenv.LogBuffer
-			store := panickingStore{Store: memstore.New(), in: tc.in}
+			store := panickingStore{Store: memstoretest.New(t), in: tc.in}
 			opts := append([]consumer.GuardOption{consumer.WithLogger(logs.Logger(slog.LevelInfo))}, tc.opts...)
 			o := process(t, store, tc.handler, opts...)
 			var pe *consumer.PanicError
@@ -204,9 +206,9 @@ func TestStorePanicIsADeploymentFault(t *testing.T) {
 	}
 
 	// Under Run: stopped, the message kept and not dead-lettered.
-	q := memsource.NewQueue("store-panic")
+	q := memsourcetest.NewQueue(t, "store-panic")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("x")})
-	c, err := consumer.New(q.Source(), panickingStore{Store: memstore.New(), in: "Complete"}, noopHandler())
+	c, err := consumer.New(q.Source(), panickingStore{Store: memstoretest.New(t), in: "Complete"}, noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +219,7 @@ func TestStorePanicIsADeploymentFault(t *testing.T) {
 		t.Fatalf("queue %+v, %d dead letters: want the message kept", s, len(q.DeadLetters()))
 	}
 	// A panicking Check is reported by Run as well.
-	c, err = consumer.New(q.Source(), panickingStore{Store: memstore.New(), in: "Check"}, noopHandler())
+	c, err = consumer.New(q.Source(), panickingStore{Store: memstoretest.New(t), in: "Check"}, noopHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +269,7 @@ func (s panickingSource) Close(ctx context.Context) error {
 func TestSourcePanicIsADeploymentFault(t *testing.T) {
 	for _, in := range []string{"Check", "Receive", "Ack", "Close"} {
 		t.Run(in, func(t *testing.T) {
-			q := memsource.NewQueue("source-panic")
+			q := memsourcetest.NewQueue(t, "source-panic")
 			_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("x")})
 			var logs testenv.LogBuffer
 			ctx, cancel := context.WithCancel(context.Background())
@@ -278,7 +280,7 @@ func TestSourcePanicIsADeploymentFault(t *testing.T) {
 					cancel()
 				}
 			})
-			c, err := consumer.New(panickingSource{q.Source(), in}, memstore.New(), noopHandler(),
+			c, err := consumer.New(panickingSource{q.Source(), in}, memstoretest.New(t), noopHandler(),
 				consumer.WithLogger(logs.Logger(slog.LevelInfo)), consumer.WithHooks(acked))
 			if err != nil {
 				t.Fatal(err)

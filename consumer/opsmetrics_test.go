@@ -10,7 +10,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -35,7 +36,7 @@ func TestTakeoversCounted(t *testing.T) {
 func TestOldestInFlightAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := metrictest.Provider(t)
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		if err := q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")}); err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestOldestInFlightAge(t *testing.T) {
 			<-release
 			return consumer.Result{}, nil
 		})
-		c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1), consumer.LeaseTTL(time.Hour), consumer.HandlerTimeout(10*time.Minute),
+		c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1), consumer.LeaseTTL(time.Hour), consumer.HandlerTimeout(10*time.Minute),
 			consumer.WithMeterProvider(mp), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)

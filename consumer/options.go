@@ -104,7 +104,9 @@ func newConfig[O Option](opts []O) config {
 		maxTakeovers:     DefaultMaxTakeovers,
 	}
 	for _, o := range opts {
-		o.apply(&cfg)
+		if any(o) != nil { // a nil Option sets nothing, as in every onceq package
+			o.apply(&cfg)
+		}
 	}
 	if cfg.maxInFlight == 0 {
 		cfg.maxInFlight = 2 * cfg.concurrency

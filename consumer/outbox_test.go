@@ -12,6 +12,8 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -52,7 +54,7 @@ func storedKey(t *testing.T, key string) string {
 func TestOutboxCommitsWithCompleted(t *testing.T) {
 	for _, oneShot := range []bool{false, true} {
 		t.Run(map[bool]string{false: "lease", true: "one-round-trip"}[oneShot], func(t *testing.T) {
-			store := memstore.New()
+			store := memstoretest.New(t)
 			h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 				return consumer.Result{Response: []byte("ok"), Outbox: onward}, nil
 			})
@@ -108,7 +110,7 @@ func TestOutboxNotCommittedWithoutSuccess(t *testing.T) {
 	for name, h := range cases {
 		for _, oneShot := range []bool{false, true} {
 			t.Run(name+map[bool]string{false: "/lease", true: "/one-round-trip"}[oneShot], func(t *testing.T) {
-				store := memstore.New()
+				store := memstoretest.New(t)
 				g := sendingGuard(t, store, h, oneShot)
 				o := g.Process(context.Background(), msgWithKey("m-1", "order-1"))
 				want := consumer.Rejected
@@ -146,9 +148,9 @@ func sendingGuard(t *testing.T, store dedup.Store, h consumer.Handler, oneShot b
 // by New and NewGuard, with the Store named, before any message is taken.
 func TestSendsOnwardRefusesStoreWithoutOutbox(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	store := &noOutboxStore{commitCounting{Store: memstore.New()}}
+	store := &noOutboxStore{commitCounting{Store: memstoretest.New(t)}}
 	_, gerr := consumer.NewGuard(store, h, consumer.SendsOnward())
-	q := memsource.NewQueue("sends-onward")
+	q := memsourcetest.NewQueue(t, "sends-onward")
 	_, cerr := consumer.New(q.Source(), store, h, consumer.SendsOnward())
 	for name, err := range map[string]error{"NewGuard": gerr, "New": cerr} {
 		var oe *consumer.OutboxUnsupportedError
@@ -157,7 +159,7 @@ func TestSendsOnwardRefusesStoreWithoutOutbox(t *testing.T) {
 			t.Errorf("%s = %v, want ErrInvalidConfig and an *OutboxUnsupportedError naming *consumer_test.noOutboxStore", name, err)
 		}
 	}
-	if _, err := consumer.NewGuard(memstore.New(), h, consumer.SendsOnward()); err != nil {
+	if _, err := consumer.NewGuard(memstoretest.New(t), h, consumer.SendsOnward()); err != nil {
 		t.Fatalf("NewGuard over a Store with an outbox: %v", err)
 	}
 }
@@ -171,7 +173,7 @@ func TestOutboxOverStoreWithoutOutboxStopsRun(t *testing.T) {
 	for _, oneShot := range []bool{false, true} {
 		t.Run(map[bool]string{false: "lease", true: "one-round-trip"}[oneShot], func(t *testing.T) {
 			const secret = "customer-4711@example.com"
-			q := memsource.NewQueue("no-outbox")
+			q := memsourcetest.NewQueue(t, "no-outbox")
 			for range 3 {
 				_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("order"),
 					Attributes: map[string]string{consumer.IdempotencyKeyAttribute: secret}})
@@ -181,7 +183,7 @@ func TestOutboxOverStoreWithoutOutboxStopsRun(t *testing.T) {
 				runs.Add(1)
 				return consumer.Result{Response: []byte("ok"), Outbox: onward}, nil
 			})
-			store := &noOutboxStore{commitCounting{Store: memstore.New()}}
+			store := &noOutboxStore{commitCounting{Store: memstoretest.New(t)}}
 			opts := []consumer.Option{consumer.Concurrency(1)}
 			if oneShot {
 				opts = append(opts, consumer.OneRoundTrip())
@@ -222,7 +224,7 @@ func TestOutboxOverStoreWithoutOutboxGuardOutcome(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Outbox: onward[:1]}, nil
 	})
-	g, err := consumer.NewGuard(&noOutboxStore{commitCounting{Store: memstore.New()}}, h)
+	g, err := consumer.NewGuard(&noOutboxStore{commitCounting{Store: memstoretest.New(t)}}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,9 +258,9 @@ func (s brokenOutboxStore) Capabilities() dedup.Capabilities {
 func TestSendsOnwardChecksTheOutbox(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	for name, store := range map[string]dedup.Store{
-		"the store":        brokenOutboxStore{memstore.New()},
-		"behind the cache": cache.Wrap(brokenOutboxStore{memstore.New()}, 10, 0),
-		"embedded":         struct{ dedup.Store }{brokenOutboxStore{memstore.New()}},
+		"the store":        brokenOutboxStore{memstoretest.New(t)},
+		"behind the cache": cache.Wrap(brokenOutboxStore{memstoretest.New(t)}, 10, 0),
+		"embedded":         struct{ dedup.Store }{brokenOutboxStore{memstoretest.New(t)}},
 	} {
 		g, err := consumer.NewGuard(store, h, consumer.SendsOnward())
 		if err != nil {
@@ -289,7 +291,7 @@ func TestOutboxUndeliverableMessageDeadLetters(t *testing.T) {
 	} {
 		for _, oneShot := range []bool{false, true} {
 			t.Run(name+"/"+map[bool]string{false: "lease", true: "one-round-trip"}[oneShot], func(t *testing.T) {
-				store := memstore.New()
+				store := memstoretest.New(t)
 				h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 					return consumer.Result{Response: []byte("ok"), Outbox: append(onward[:1:1], bad)}, nil
 				})

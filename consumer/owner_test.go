@@ -6,11 +6,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 func TestOwnersUniqueAcrossGoroutines(t *testing.T) {
-	g, err := NewGuard(memstore.New(), HandlerFunc(func(context.Context, *Message) (Result, error) { return Result{}, nil }))
+	g, err := NewGuard(memstoretest.New(t), HandlerFunc(func(context.Context, *Message) (Result, error) { return Result{}, nil }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/payload"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -28,7 +29,7 @@ const (
 // and how often the handler ran.
 func runBodies(t *testing.T, bodies []string, opts ...consumer.Option) (*memsource.Queue, map[string]consumer.Kind, int32) {
 	t.Helper()
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	for _, b := range bodies {
 		_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte(b)})
 	}
@@ -40,7 +41,7 @@ func runBodies(t *testing.T, bodies []string, opts ...consumer.Option) (*memsour
 	var kinds sync.Map
 	opts = append([]consumer.Option{consumer.Concurrency(1), consumer.WithKeyFunc(payload.JSONKey("order_id")),
 		consumer.WithHooks(outcomeByBody{&kinds})}, opts...)
-	c, err := consumer.New(q.Source(), memstore.New(), h, opts...)
+	c, err := consumer.New(q.Source(), memstoretest.New(t), h, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestUnreadableBodyIsDeadLettered(t *testing.T) {
 	}
 
 	// The payload hash's own failure, with the key from the attribute.
-	g, err := consumer.NewGuard(memstore.New(), noopHandler(), consumer.WithPayloadHash(payload.CanonicalJSON))
+	g, err := consumer.NewGuard(memstoretest.New(t), noopHandler(), consumer.WithPayloadHash(payload.CanonicalJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestUnreadableBodyIsDeadLettered(t *testing.T) {
 // After a change of mode, records stored under the old one are not
 // compared: a changed body is a duplicate, not a reused key.
 func TestModeChangeDoesNotFlagKeyReuse(t *testing.T) {
-	store := memstore.New()
+	store := memstoretest.New(t)
 	ctx := context.Background()
 	msg := func(body string) *consumer.Message { return &consumer.Message{Body: []byte(body)} }
 	key := consumer.WithKeyFunc(payload.JSONKey("order_id"))
@@ -167,7 +168,7 @@ func TestNilPayloadHashRefused(t *testing.T) {
 // body costs no store call, a changed one is still key reuse (no store
 // call either).
 func TestCachedDuplicateUsesConfiguredPayloadHash(t *testing.T) {
-	store := &claimCounter{Store: memstore.New()}
+	store := &claimCounter{Store: memstoretest.New(t)}
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok")}, nil
 	})

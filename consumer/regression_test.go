@@ -9,7 +9,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -30,10 +31,10 @@ func refused(t *testing.T, opts ...consumer.GuardOption) {
 	for i, o := range opts {
 		copts[i] = o
 	}
-	if _, err := consumer.New(memsource.NewQueue("r").Source(), memstore.New(), noopHandler(), copts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(memsourcetest.NewQueue(t, "r").Source(), memstoretest.New(t), noopHandler(), copts...); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("New: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := consumer.NewGuard(memstore.New(), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.NewGuard(memstoretest.New(t), noopHandler(), opts...); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Errorf("NewGuard: %v, want ErrInvalidConfig", err)
 	}
 }
@@ -60,10 +61,10 @@ func TestRegression_LeaseShorterThanHandlerTimeoutRefused(t *testing.T) {
 	refused(t, consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(66*time.Second-time.Nanosecond))
 	refused(t, consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second-time.Nanosecond))
 	refused(t, consumer.HandlerTimeout(0), consumer.LeaseTTL(time.Minute))
-	if _, err := consumer.NewGuard(memstore.New(), noopHandler(), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(66*time.Second)); err != nil {
+	if _, err := consumer.NewGuard(memstoretest.New(t), noopHandler(), consumer.HandlerTimeout(time.Minute), consumer.LeaseTTL(66*time.Second)); err != nil {
 		t.Errorf("lease of the handler timeout plus its 10%% margin refused: %v", err)
 	}
-	if _, err := consumer.NewGuard(memstore.New(), noopHandler(), consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second)); err != nil {
+	if _, err := consumer.NewGuard(memstoretest.New(t), noopHandler(), consumer.HandlerTimeout(time.Second), consumer.LeaseTTL(3*time.Second)); err != nil {
 		t.Errorf("lease of the handler timeout plus the 2s minimum margin refused: %v", err)
 	}
 }
@@ -73,7 +74,7 @@ func TestRegression_LeaseShorterThanHandlerTimeoutRefused(t *testing.T) {
 // was taken (a 12s handler once never committed, and ran again and again).
 func TestRegression_SlowHandlerCommits(t *testing.T) {
 	t.Parallel()
-	q := memsource.NewQueue("slow")
+	q := memsourcetest.NewQueue(t, "slow")
 	_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("slow")})
 	var runs atomic.Int32
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -81,7 +82,7 @@ func TestRegression_SlowHandlerCommits(t *testing.T) {
 		time.Sleep(11 * time.Second) // longer than a store call may take
 		return consumer.Result{Response: []byte("done")}, nil
 	})
-	c, err := consumer.New(q.Source(), deadlineStore{memstore.New()}, h)
+	c, err := consumer.New(q.Source(), deadlineStore{memstoretest.New(t)}, h)
 	if err != nil {
 		t.Fatal(err)
 	}

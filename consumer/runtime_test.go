@@ -15,6 +15,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -96,9 +98,9 @@ func (s *recordingStore) Check(ctx context.Context) error {
 // bound and a throttle observer that lowers the pool's concurrency; the
 // Store its logger and the same observer.
 func TestRuntimeHandedOverOnceAtStart(t *testing.T) {
-	q := memsource.NewQueue("runtime")
+	q := memsourcetest.NewQueue(t, "runtime")
 	src := &recordingSource{Source: q.Source()}
-	store := &recordingStore{Store: memstore.New()}
+	store := &recordingStore{Store: memstoretest.New(t)}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rec := &limitRecorder{}
 	rec.lowest.Store(1 << 30)
@@ -134,7 +136,7 @@ func TestRuntimeHandedOverOnceAtStart(t *testing.T) {
 // Store shared by two Guards is attached by each, and a logger is handed
 // over only when one was given.
 func TestGuardAttachesStore(t *testing.T) {
-	store := &recordingStore{Store: memstore.New()}
+	store := &recordingStore{Store: memstoretest.New(t)}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if _, err := consumer.NewGuard(store, noopHandler(), consumer.WithLogger(logger)); err != nil {
 		t.Fatal(err)
@@ -159,7 +161,7 @@ func (panickyAttach) Attach(dedup.Runtime) { panic("attach exploded") }
 
 // A panic in Attach is an error of the configuration, not a crash.
 func TestAttachPanicIsConfigError(t *testing.T) {
-	if _, err := consumer.NewGuard(panickyAttach{memstore.New()}, noopHandler()); err == nil {
+	if _, err := consumer.NewGuard(panickyAttach{memstoretest.New(t)}, noopHandler()); err == nil {
 		t.Fatal("NewGuard over a Store whose Attach panics: no error")
 	} else if !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Fatalf("NewGuard: %v, want ErrInvalidConfig", err)

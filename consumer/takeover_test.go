@@ -13,7 +13,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // crashLoop runs one message through a fresh Guard per worker process,
@@ -24,7 +24,7 @@ import (
 // store's record of the key. The hung handlers return once it is done.
 func crashLoop(t *testing.T, hangs int, opts ...consumer.GuardOption) (consumer.Outcome, int, dedup.Record) {
 	t.Helper()
-	store := memstore.New()
+	store := memstoretest.New(t)
 	release := make(chan struct{})
 	var runs atomic.Int32
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
@@ -103,7 +103,7 @@ func TestDefaultMaxTakeoversRunsAgain(t *testing.T) {
 
 func TestMaxTakeoversRefusesLessThanOne(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	_, err := consumer.NewGuard(memstore.New(), h, consumer.MaxTakeovers(0))
+	_, err := consumer.NewGuard(memstoretest.New(t), h, consumer.MaxTakeovers(0))
 	if !errors.Is(err, consumer.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxTakeovers 0") {
 		t.Fatalf("MaxTakeovers(0): %v, want ErrInvalidConfig naming the option", err)
 	}

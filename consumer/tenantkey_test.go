@@ -8,7 +8,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // billingGuards are two Guards on store, counting runs: one in namespace
@@ -34,7 +34,7 @@ func billingGuards(t *testing.T, store dedup.Store, runs *atomic.Int32, ns strin
 // first's response. Both run, with the cache on and off.
 func TestTenantKeyIsNotAnotherNamespacesKey(t *testing.T) {
 	for _, cached := range []bool{false, true} {
-		var store dedup.Store = memstore.New()
+		var store dedup.Store = memstoretest.New(t)
 		if cached {
 			store = cache.Wrap(store, 100, 0)
 		}
@@ -63,7 +63,7 @@ func TestTenantKeyIsNotAnotherNamespacesKey(t *testing.T) {
 // new encoding, so its redelivery is processed again; a record without a
 // tenant keeps its key, and its redelivery is still a duplicate.
 func TestTenantKeyUpgrade(t *testing.T) {
-	store := memstore.New()
+	store := memstoretest.New(t)
 	now := time.Now()
 	for _, old := range []string{"billing#invoice#123", "orders#o-1"} {
 		cl, err := store.Claim(t.Context(), dedup.ClaimRequest{Key: old, PayloadHash: dedup.PayloadHash([]byte("body")), Owner: "old", Now: now, LeaseUntil: now.Add(time.Minute)})

@@ -14,7 +14,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -147,8 +148,8 @@ func sendKeyed(t *testing.T, q *memsource.Queue, key string) {
 
 // outageStore is a store whose first n claims fail as against an
 // unreachable store.
-func outageStore(n int32) *failingStore {
-	s := &failingStore{Store: memstore.New(), claimErr: apiError{"InternalServerError"}}
+func outageStore(t testing.TB, n int32) *failingStore {
+	s := &failingStore{Store: memstoretest.New(t), claimErr: apiError{"InternalServerError"}}
 	s.failures.Store(n)
 	return s
 }
@@ -159,8 +160,8 @@ func outageStore(n int32) *failingStore {
 // that once, with the whole wait.
 func TestWaitForTheSourceLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
-		c, logs := newRecorded(t, q.Source(), memstore.New(), noopHandler())
+		q := memsourcetest.NewQueue(t, "orders")
+		c, logs := newRecorded(t, q.Source(), memstoretest.New(t), noopHandler())
 		stop := runInBubble(t, c)
 		time.Sleep(35 * time.Second)
 		synctest.Wait()
@@ -201,9 +202,9 @@ func TestWaitForTheSourceLogged(t *testing.T) {
 func TestKeyWaitLoggedOncePerLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const key = "order-secret-42"
-		store := memstore.New()
+		store := memstoretest.New(t)
 		now := holdElsewhere(t, store, key)
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		sendKeyed(t, q, key)
 		c, logs := newRecorded(t, q.Source(), store, noopHandler(), consumer.WithoutPayloadCheck())
 		stop := runInBubble(t, c)
@@ -241,9 +242,9 @@ func TestKeyWaitLoggedOncePerLease(t *testing.T) {
 // and once when the store answers again, with how long it was out.
 func TestStoreOutageLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
-		store := outageStore(4) // retried after 1s, 2s, 4s, 8s
+		store := outageStore(t, 4) // retried after 1s, 2s, 4s, 8s
 		c, logs := newRecorded(t, q.Source(), store, noopHandler(), consumer.FailedRetryDelay(time.Second))
 		stop := runInBubble(t, c)
 		time.Sleep(500 * time.Millisecond)
@@ -283,9 +284,9 @@ func TestStoreOutageLogged(t *testing.T) {
 // after the last line, while it lasts.
 func TestLongStoreOutageSaidAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
-		c, logs := newRecorded(t, q.Source(), outageStore(1<<30), noopHandler(), consumer.FailedRetryDelay(time.Second))
+		c, logs := newRecorded(t, q.Source(), outageStore(t, 1<<30), noopHandler(), consumer.FailedRetryDelay(time.Second))
 		stop := runInBubble(t, c)
 		// Retries at 1s, 3s, 7s, 15s, 31s, 63s, 127s: said at 0s, 31s, 63s.
 		time.Sleep(100 * time.Second)
@@ -306,7 +307,7 @@ func TestLongStoreOutageSaidAgain(t *testing.T) {
 // answered as a duplicate, dead-lettered, in that interval.
 func TestProgressLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		for _, body := range []string{"a", "a", "poison"} {
 			_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte(body)})
 		}
@@ -316,7 +317,7 @@ func TestProgressLog(t *testing.T) {
 			}
 			return consumer.Result{}, nil
 		})
-		c, logs := newRecorded(t, q.Source(), memstore.New(), h, consumer.Concurrency(1), consumer.WithProgressLog(10*time.Second))
+		c, logs := newRecorded(t, q.Source(), memstoretest.New(t), h, consumer.Concurrency(1), consumer.WithProgressLog(10*time.Second))
 		stop := runInBubble(t, c)
 		time.Sleep(25 * time.Second)
 		synctest.Wait()
@@ -345,9 +346,9 @@ func TestProgressLog(t *testing.T) {
 // Without WithProgressLog there is no progress line.
 func TestNoProgressLogByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("a")})
-		c, logs := newRecorded(t, q.Source(), memstore.New(), noopHandler())
+		c, logs := newRecorded(t, q.Source(), memstoretest.New(t), noopHandler())
 		stop := runInBubble(t, c)
 		time.Sleep(time.Hour)
 		synctest.Wait()
@@ -362,8 +363,8 @@ func TestNoProgressLogByDefault(t *testing.T) {
 // lines in 10s say so, and the next line counts the waits left unsaid.
 func TestKeyWaitStormBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New()
-		q := memsource.NewQueue("orders")
+		store := memstoretest.New(t)
+		q := memsourcetest.NewQueue(t, "orders")
 		for i := range 15 {
 			key := "k" + strconv.Itoa(i)
 			holdElsewhere(t, store, key)

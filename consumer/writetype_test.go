@@ -12,6 +12,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -47,7 +49,7 @@ func TestWrongWriteTypeStopsRun(t *testing.T) {
 	for _, oneShot := range []bool{false, true} {
 		t.Run(map[bool]string{false: "lease", true: "one-round-trip"}[oneShot], func(t *testing.T) {
 			const secret = "customer-4711@example.com"
-			q := memsource.NewQueue("wrong-writes")
+			q := memsourcetest.NewQueue(t, "wrong-writes")
 			for range 3 {
 				_ = q.Send(context.Background(), memsource.Outgoing{Body: []byte("order"),
 					Attributes: map[string]string{consumer.IdempotencyKeyAttribute: secret}})
@@ -57,7 +59,7 @@ func TestWrongWriteTypeStopsRun(t *testing.T) {
 				runs.Add(1)
 				return consumer.Result{Response: []byte("ok"), Writes: []dedup.Write{memstore.Write{}, otherStoresWrite{SQL: "insert"}}}, nil
 			})
-			store := &commitCounting{Store: memstore.New()}
+			store := &commitCounting{Store: memstoretest.New(t)}
 			opts := []consumer.Option{consumer.Concurrency(1)}
 			if oneShot {
 				opts = append(opts, consumer.OneRoundTrip())
@@ -124,7 +126,7 @@ func TestWrongWriteTypeGuardOutcome(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Writes: []dedup.Write{otherStoresWrite{}}}, nil
 	})
-	g, err := consumer.NewGuard(memstore.New(), h)
+	g, err := consumer.NewGuard(memstoretest.New(t), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func TestResultWritesAreTyped(t *testing.T) {
 		t.Fatalf("Result.Writes is %v, want []dedup.Write", f.Type)
 	}
 	var w dedup.Write = memstore.Write{}
-	if w.WriteKind() != memstore.Kind || (memstore.New().Capabilities().Writes != memstore.Kind) {
-		t.Fatalf("memstore.Write's kind %q, the Store declares %q", w.WriteKind(), memstore.New().Capabilities().Writes)
+	if w.WriteKind() != memstore.Kind || (memstoretest.New(t).Capabilities().Writes != memstore.Kind) {
+		t.Fatalf("memstore.Write's kind %q, the Store declares %q", w.WriteKind(), memstoretest.New(t).Capabilities().Writes)
 	}
 }

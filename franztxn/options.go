@@ -12,7 +12,11 @@ import (
 )
 
 // Option configures a Processor.
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	logger        *slog.Logger
@@ -62,58 +66,66 @@ func (c *config) validate() error {
 }
 
 // WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
 // WithHooks adds observers: each hook implements one or more Hook*
 // interfaces of this package.
-func WithHooks(hooks ...Hook) Option { return func(c *config) { c.hooks = append(c.hooks, hooks...) } }
+func WithHooks(hooks ...Hook) Option {
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, hooks...) })
+}
 
 // WithMeterProvider sets where the metrics go (default the global
 // provider).
-func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meter = mp } }
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meter = mp })
+}
 
 // HeartbeatInterval is the group heartbeat (default 3s).
-func HeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+func HeartbeatInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.heartbeat = d })
+}
 
 // SessionTimeout is how long the group waits for a silent member before
 // moving its partitions (default 45s).
-func SessionTimeout(d time.Duration) Option { return func(c *config) { c.session = d } }
+func SessionTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.session = d }) }
 
 // RebalanceTimeout bounds how long a rebalance waits for this member
 // (default 60s). A rebalance waits for the transaction under way to end,
 // so it must exceed the time one transaction takes: MaxPollRecords
 // handled, their outputs flushed, the commit.
-func RebalanceTimeout(d time.Duration) Option { return func(c *config) { c.rebalance = d } }
+func RebalanceTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.rebalance = d }) }
 
 // TransactionTimeout is how long the broker lets a transaction stay open
 // before aborting it (default 40s). A worker that dies mid-transaction
 // and is not restarted under the same transactional ID holds its
 // partitions' offsets unstable this long: the next owner waits for it.
-func TransactionTimeout(d time.Duration) Option { return func(c *config) { c.txnTimeout = d } }
+func TransactionTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.txnTimeout = d })
+}
 
 // FetchMaxWait bounds how long a fetch waits for records (default 5s).
-func FetchMaxWait(d time.Duration) Option { return func(c *config) { c.fetchMaxWait = d } }
+func FetchMaxWait(d time.Duration) Option { return optionFunc(func(c *config) { c.fetchMaxWait = d }) }
 
 // MaxPollRecords bounds the records of one transaction (default 500).
-func MaxPollRecords(n int) Option { return func(c *config) { c.maxPoll = n } }
+func MaxPollRecords(n int) Option { return optionFunc(func(c *config) { c.maxPoll = n }) }
 
 // Concurrency bounds the partitions handled at once within a transaction
 // (default 16). A partition's records are handled one at a time, in
 // offset order, so its outputs are produced in that order.
-func Concurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
 
 // WithKeyFunc sets the input's idempotency key, from which each output's
 // ID is derived (default broker.Fingerprint: the idempotency-key header,
 // else a hash of topic, record key and value, as the Kafka sources key a
 // record).
 func WithKeyFunc(f func(*broker.Message) (string, error)) Option {
-	return func(c *config) { c.key = f }
+	return optionFunc(func(c *config) { c.key = f })
 }
 
 // RetryBackoff is the first wait after a handler's error aborted a
 // transaction; it doubles up to max (default 100ms, 5s).
 func RetryBackoff(first, max time.Duration) Option {
-	return func(c *config) { c.retryBackoff, c.maxRetryDelay = first, max }
+	return optionFunc(func(c *config) { c.retryBackoff, c.maxRetryDelay = first, max })
 }
 
 // WithClientOptions adds franz-go options to the client (TLS, SASL, a
@@ -121,7 +133,7 @@ func RetryBackoff(first, max time.Duration) Option {
 // the transactional ID, isolation, the rebalance callbacks) are
 // overridden.
 func WithClientOptions(opts ...kgo.Opt) Option {
-	return func(c *config) { c.clientOpts = append(c.clientOpts, opts...) }
+	return optionFunc(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
 }
 
 // Hook is an observer given to WithHooks.

@@ -63,7 +63,9 @@ type Processor struct {
 func New(ctx context.Context, seeds []string, group string, topics []string, transactionalID string, h consumer.Handler, opts ...Option) (*Processor, error) {
 	cfg := defaults()
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
 	switch {
 	case len(seeds) == 0:

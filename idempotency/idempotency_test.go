@@ -14,6 +14,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/idempotency"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/retry"
 	"go.uber.org/goleak"
 )
@@ -51,7 +52,7 @@ func newRunner(t *testing.T, st dedup.Store, opts ...idempotency.Option) *idempo
 // A repeat gets the stored response, Replayed, without running the
 // function, and the replay hook sees it; the function's writes commit once.
 func TestDoReplaysStoredResponse(t *testing.T) {
-	st := memstore.New()
+	st := memstoretest.New(t)
 	h := newReplays()
 	r := newRunner(t, st, idempotency.WithHooks(h))
 	var runs, applied atomic.Int32
@@ -82,7 +83,7 @@ func TestDoReplaysStoredResponse(t *testing.T) {
 // The same key with another payload is ErrKeyReuse, whose text holds the
 // key's hash, never the key.
 func TestDoKeyReuse(t *testing.T) {
-	r := newRunner(t, memstore.New())
+	r := newRunner(t, memstoretest.New(t))
 	ok := func(context.Context, *idempotency.Tx) ([]byte, error) { return []byte("ok"), nil }
 	if _, err := r.Do(context.Background(), "secret-key-1", []byte("a"), ok); err != nil {
 		t.Fatal(err)
@@ -107,7 +108,7 @@ func TestDoInProgress(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			h := newReplays()
-			r := newRunner(t, memstore.New(), append(opts, idempotency.WithHooks(h))...)
+			r := newRunner(t, memstoretest.New(t), append(opts, idempotency.WithHooks(h))...)
 			started, release := make(chan struct{}), make(chan struct{})
 			var runs atomic.Int32
 			fn := func(context.Context, *idempotency.Tx) ([]byte, error) {
@@ -154,7 +155,7 @@ func TestDoInProgress(t *testing.T) {
 // A function's error is returned as it is and stores nothing: a repeat
 // runs the function again.
 func TestDoFunctionErrorStoresNothing(t *testing.T) {
-	r := newRunner(t, memstore.New())
+	r := newRunner(t, memstoretest.New(t))
 	boom := errors.New("card declined by the network")
 	var runs atomic.Int32
 	fn := func(context.Context, *idempotency.Tx) ([]byte, error) {
@@ -182,7 +183,7 @@ func (outage) Claim(context.Context, dedup.ClaimRequest) (dedup.Claim, error) {
 // A store outage is a *StoreError of class Transient, and the function
 // does not run.
 func TestDoStoreOutage(t *testing.T) {
-	r := newRunner(t, outage{memstore.New()}, idempotency.StoreRetryAfter(3*time.Second))
+	r := newRunner(t, outage{memstoretest.New(t)}, idempotency.StoreRetryAfter(3*time.Second))
 	ran := false
 	_, err := r.Do(context.Background(), "k", nil, func(context.Context, *idempotency.Tx) ([]byte, error) { ran = true; return nil, nil })
 	var se *idempotency.StoreError
@@ -200,10 +201,10 @@ func TestMisuse(t *testing.T) {
 	if err := (*idempotency.Tx)(nil).Write(memstore.Write{}); !errors.Is(err, idempotency.ErrNotInCall) {
 		t.Errorf("Write outside a call: %v", err)
 	}
-	if _, err := idempotency.New(memstore.New(), idempotency.InProgressExpiry(time.Second)); err == nil {
+	if _, err := idempotency.New(memstoretest.New(t), idempotency.InProgressExpiry(time.Second)); err == nil {
 		t.Error("an expiry of 1s was accepted")
 	}
-	if _, err := idempotency.New(memstore.New(), idempotency.WithHooks(struct{}{})); err == nil {
+	if _, err := idempotency.New(memstoretest.New(t), idempotency.WithHooks(struct{}{})); err == nil {
 		t.Error("a hook that implements nothing was accepted")
 	}
 }
@@ -211,7 +212,7 @@ func TestMisuse(t *testing.T) {
 // A business write refused by its own condition commits nothing, and the
 // function's OnRejected answer is stored and replayed.
 func TestDoRejectedByWriteCondition(t *testing.T) {
-	r := newRunner(t, memstore.New())
+	r := newRunner(t, memstoretest.New(t))
 	applied := false
 	fn := func(ctx context.Context, tx *idempotency.Tx) ([]byte, error) {
 		_ = tx.OnRejected([]byte("out of stock"))
@@ -232,7 +233,7 @@ func TestDoRejectedByWriteCondition(t *testing.T) {
 // *InProgressError, the first call still running.
 func TestDoWaitIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRunner(t, memstore.New(), idempotency.Wait(5*time.Second))
+		r := newRunner(t, memstoretest.New(t), idempotency.Wait(5*time.Second))
 		started, release := make(chan struct{}), make(chan struct{})
 		done := make(chan struct{})
 		go func() {
@@ -267,7 +268,7 @@ func TestKeyNeverLogged(t *testing.T) {
 		defer mu.Unlock()
 		return buf.Write(p)
 	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r := newRunner(t, memstore.New(), idempotency.WithLogger(log))
+	r := newRunner(t, memstoretest.New(t), idempotency.WithLogger(log))
 	const key = "customer-4711@example.com"
 	ok := func(context.Context, *idempotency.Tx) ([]byte, error) { return []byte("ok"), nil }
 	var errs []error
@@ -311,7 +312,7 @@ func (c *claims) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim
 // memory.
 func TestCompletedCache(t *testing.T) {
 	for _, cached := range []bool{false, true} {
-		st := &claims{Store: memstore.New()}
+		st := &claims{Store: memstoretest.New(t)}
 		var opts []idempotency.Option
 		if cached {
 			opts = append(opts, idempotency.CompletedCache(100, 1<<20))

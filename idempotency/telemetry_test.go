@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace/embedded"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/idempotency"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/metrictest"
 )
 
@@ -55,7 +55,7 @@ func (sp *span) End(...trace.SpanEndOption) {
 func TestSpansAndMetricsAreTheConsumers(t *testing.T) {
 	reader, mp := metrictest.Provider(t)
 	tp := &spans{}
-	r := newRunner(t, memstore.New(), idempotency.WithTracerProvider(tp), idempotency.WithMeterProvider(mp), idempotency.Namespace("payments"))
+	r := newRunner(t, memstoretest.New(t), idempotency.WithTracerProvider(tp), idempotency.WithMeterProvider(mp), idempotency.Namespace("payments"))
 	fn := func(context.Context, *idempotency.Tx) ([]byte, error) { return []byte("ok"), nil }
 	for range 2 {
 		if _, err := r.Do(context.Background(), "k", nil, fn); err != nil {

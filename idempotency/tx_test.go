@@ -8,13 +8,14 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/idempotency"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // The function's writes are handed over on its Tx, typed, not through its
 // context: they commit with the response, and a Tx kept past its
 // function takes nothing more.
 func TestTxWritesCommitWithResponse(t *testing.T) {
-	r := newRunner(t, memstore.New())
+	r := newRunner(t, memstoretest.New(t))
 	applied := 0
 	var kept *idempotency.Tx
 	fn := func(_ context.Context, tx *idempotency.Tx) ([]byte, error) {

@@ -9,12 +9,13 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/outbox"
 )
 
 // newStore is an in-memory store whose outbox the relay reads.
-func newStore() (*memstore.Store, outbox.Store) {
-	s := memstore.New()
+func newStore(t testing.TB) (*memstore.Store, outbox.Store) {
+	s := memstoretest.New(t)
 	return s, s.Outbox()
 }
 

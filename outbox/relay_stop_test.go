@@ -18,7 +18,7 @@ import (
 // only the head's give-back counts as a failed attempt.
 func TestRelayStoppedAfterAFailureGivesBackEachEntryOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		sender := &recordingSender{fail: func(e outbox.Entry, _ int) error {
 			cancel()

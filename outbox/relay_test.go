@@ -56,7 +56,7 @@ func states(t *testing.T, s outbox.Store) map[string]outbox.State {
 
 func TestRelayDispatchesAndMarks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{}
 		reader, mp := metrictest.Provider(t)
 		commit(t, db, "in-1", msg("q", "", "a"), msg("q", "", "b"))
@@ -119,7 +119,7 @@ func TestRelayDispatchesAndMarks(t *testing.T) {
 // lanes share the calls.
 func TestRelayKeepsLaneOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{}
 		commit(t, db, "in-1", msg("q", "k1", "1"), msg("q", "k1", "2"), msg("q", "k2", "x"), msg("q", "k1", "3"))
 		commit(t, db, "in-2", msg("q", "k1", "4"), msg("other", "k1", "y"))
@@ -159,7 +159,7 @@ var errMoment = errors.New("connection reset")
 // lane behind it with it; they go again, in order, after the backoff.
 func TestRelayRetriesAFailureOfTheMomentInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{fail: func(e outbox.Entry, sent int) error {
 			if string(e.Body) == "1" && sent < 2 {
 				return errMoment
@@ -202,7 +202,7 @@ func TestRelayRetriesAFailureOfTheMomentInOrder(t *testing.T) {
 // The backoff is the configured first delay, doubled per failure.
 func TestRelayBackoffDoubles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		var at []time.Duration
 		start := time.Now()
 		sender := &recordingSender{fail: func(e outbox.Entry, sent int) error {
@@ -237,7 +237,7 @@ func TestRelayBackoffDoubles(t *testing.T) {
 // A refused entry goes Dead and the entries behind it go on.
 func TestRelayRefusedEntryGoesDeadAndBlocksNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{fail: func(e outbox.Entry, _ int) error {
 			if string(e.Body) == "too big" {
 				return &outbox.RefusedError{Destination: e.Destination, Reason: "message too large"}
@@ -274,7 +274,7 @@ func TestRelayRefusedEntryGoesDeadAndBlocksNothing(t *testing.T) {
 // out; the entry is sent again (a re-dispatch) and counted as a takeover.
 func TestRelayTakesOverALapsedLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{}
 		reader, mp := metrictest.Provider(t)
 		commit(t, db, "in", msg("q", "", "1"))
@@ -312,7 +312,7 @@ func TestRelayTakesOverALapsedLease(t *testing.T) {
 // batch.
 func TestRelayOutlivingItsLeaseStopsAndCountsLeaseLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		slow := &recordingSender{block: make(chan struct{}), stall: true}
 		fast := &recordingSender{}
 		reader, mp := metrictest.Provider(t)
@@ -348,7 +348,7 @@ func TestRelayOutlivingItsLeaseStopsAndCountsLeaseLost(t *testing.T) {
 
 func TestRelayWakesOnSignal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{}
 		notify := make(chan struct{})
 		wait := func(ctx context.Context) error {
@@ -378,7 +378,7 @@ func TestRelayWakesOnSignal(t *testing.T) {
 // A failing wake signal falls back to polling, and Run still stops.
 func TestRelayWakeSignalFailurePolls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{}
 		r, err := outbox.NewRelay(store, sender, quiet, outbox.PollInterval(time.Second),
 			outbox.WakeOn(func(context.Context) error { return errors.New("listen: connection refused") }))
@@ -399,7 +399,7 @@ func TestRelayWakeSignalFailurePolls(t *testing.T) {
 // A full batch is followed at once by the next pass.
 func TestRelayDrainsFullBatchesWithoutWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{}
 		for i := range 25 {
 			commit(t, db, fmt.Sprint("in-", i), msg("q", "", "x"))
@@ -420,7 +420,7 @@ func TestRelayDrainsFullBatchesWithoutWaiting(t *testing.T) {
 // The marks of a pass under way when Run is cancelled are still written.
 func TestRelayMarksWhatItSentOnStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		sender := &recordingSender{fail: func(outbox.Entry, int) error { cancel(); return nil }}
 		commit(t, db, "in", msg("q", "", "1"))
@@ -448,7 +448,7 @@ func (shortSender) Send(context.Context, []outbox.Entry) []error { return nil }
 // entry sent again, rather than any taken as sent.
 func TestRelaySenderWithTooFewResultsRetriesAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		commit(t, db, "in", msg("q", "", "1"))
 		r, err := outbox.NewRelay(store, shortSender{}, quiet)
 		if err != nil {
@@ -465,7 +465,7 @@ func TestRelaySenderWithTooFewResultsRetriesAll(t *testing.T) {
 }
 
 func TestNewRelayRefusesBadConfig(t *testing.T) {
-	_, store := newStore()
+	_, store := newStore(t)
 	sender := &recordingSender{}
 	for name, c := range map[string]struct {
 		store  outbox.Store
@@ -509,7 +509,7 @@ func (s *cleaningStore) DeleteExpired(_ context.Context, before time.Time, limit
 // at once, again while a call finds a full batch, then every CleanupEvery.
 func TestRelayCleansUpExpiredEntries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, ob := newStore()
+		_, ob := newStore(t)
 		store := &cleaningStore{Store: ob, left: 2500}
 		r, err := outbox.NewRelay(store, &recordingSender{}, quiet, outbox.CleanupEvery(10*time.Minute), outbox.PollInterval(time.Second))
 		if err != nil {
@@ -566,7 +566,7 @@ func (s *overlapSender) Send(ctx context.Context, entries []outbox.Entry) []erro
 // once each, in commit order.
 func TestRelayConcurrentPassesKeepLaneOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &overlapSender{}
 		for i := range 40 {
 			msgs := make([]outbox.Message, 5)
@@ -620,7 +620,7 @@ func TestRelayConcurrentPassesKeepLaneOrder(t *testing.T) {
 // neither a takeover nor a re-dispatch.
 func TestRelayStoppedGivesBackWhatItDidNotSend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		first := &recordingSender{fail: func(outbox.Entry, int) error { cancel(); return nil }}
 		commit(t, db, "in", msg("q", "k", "1"), msg("q", "k", "2"), msg("q", "k", "3"))
@@ -690,7 +690,7 @@ func (l *logRecorder) warnings() []map[string]string {
 // the input's key.
 func TestRelayWarnsOfAnEntryThatKeepsFailing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{fail: func(outbox.Entry, int) error { return errMoment }}
 		commit(t, db, "secret-key", msg("q", "", "1"))
 		logs := &logRecorder{}

@@ -28,7 +28,7 @@ func (p partlyLost) Dispatched(_ context.Context, leases []outbox.Lease, _, _ ti
 // of the pass, even when another entry's lease was lost: those entries
 // were sent but are not marked, and are sent again.
 func TestReviewPartlyFailedMarkIsReported(t *testing.T) {
-	s, ob := newStore()
+	s, ob := newStore(t)
 	commit(t, s, "test#marks", outbox.Message{Destination: "q", Body: []byte("a")}, outbox.Message{Destination: "q", Body: []byte("b")},
 		outbox.Message{Destination: "q", Body: []byte("c")})
 	r, err := outbox.NewRelay(partlyLost{ob}, &recordingSender{})

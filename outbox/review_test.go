@@ -26,7 +26,7 @@ func (panicSender) Send(context.Context, []outbox.Entry) []error { panic("sender
 // the entry that makes it panic would otherwise crash every relay that
 // leases it, for ever, and stall the whole outbox.
 func TestReviewSenderPanicIsAFailureNotACrash(t *testing.T) {
-	db, store := newStore()
+	db, store := newStore(t)
 	commit(t, db, "in", msg("q", "", "1"))
 	r, err := outbox.NewRelay(store, panicSender{}, quiet)
 	if err != nil {
@@ -72,7 +72,7 @@ func (s ctxSender) Send(ctx context.Context, entries []outbox.Entry) []error {
 // as the Sender is.
 func TestReviewSendEndsWithTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		commit(t, db, "in", msg("q", "k", "1"))
 		sender := ctxSender{calls: make(chan struct{}, 10)}
 		r, err := outbox.NewRelay(store, sender, quiet, outbox.LeaseTTL(10*time.Second))
@@ -106,7 +106,7 @@ func TestReviewSendEndsWithTheLease(t *testing.T) {
 // line, on its first failure.
 func TestReviewHeldBackEntryKeepsItsOwnBackoffAndWarnCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &recordingSender{fail: func(e outbox.Entry, sent int) error {
 			switch {
 			case string(e.Body) == "1" && sent < 4:
@@ -149,7 +149,7 @@ func TestReviewHeldBackEntryKeepsItsOwnBackoffAndWarnCount(t *testing.T) {
 // They are lease_lost, as a lost Dispatched mark is.
 func TestReviewLostDeadAndRetryMarksCountAsLeaseLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		slow := &recordingSender{block: make(chan struct{}), stall: true, fail: func(e outbox.Entry, _ int) error {
 			if string(e.Body) == "refused" {
 				return &outbox.RefusedError{Destination: e.Destination, Reason: "too large"}
@@ -216,7 +216,7 @@ func (reorderingSender) Send(_ context.Context, entries []outbox.Entry) []error 
 // does with the slice it was handed: otherwise the failed entry is
 // marked DISPATCHED (lost) and the sent one given back.
 func TestReviewSenderReorderingItsSliceMarksEachEntryByItsAnswer(t *testing.T) {
-	db, store := newStore()
+	db, store := newStore(t)
 	commit(t, db, "in", msg("q", "", "fail"), msg("q", "", "ok"))
 	r, err := outbox.NewRelay(store, reorderingSender{}, quiet)
 	if err != nil {
@@ -258,7 +258,7 @@ func (typedNilSender) Send(_ context.Context, entries []outbox.Entry) []error {
 // method dereferences nil) nor send the entry DEAD: the entry is given
 // back, with a reason that names the Sender's slip.
 func TestReviewSenderTypedNilErrorIsNoCrash(t *testing.T) {
-	db, store := newStore()
+	db, store := newStore(t)
 	commit(t, db, "in", msg("q", "", "1"))
 	r, err := outbox.NewRelay(store, typedNilSender{}, quiet)
 	if err != nil {

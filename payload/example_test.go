@@ -17,7 +17,11 @@ func Example() {
 	handler := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("charged")}, nil
 	})
-	guard, err := consumer.NewGuard(memstore.New(), handler,
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	guard, err := consumer.NewGuard(store, handler,
 		consumer.WithKeyFunc(payload.JSONKey("order.id")),
 		consumer.WithPayloadHash(payload.CanonicalJSON),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)))

@@ -155,3 +155,14 @@ func TestInspectCannotBeForged(t *testing.T) {
 		wantRecordLines(t, "redis", out)
 	})
 }
+
+// An entry's line counts its failed sends and its releases apart: an
+// entry held back behind its lane's failures shows releases, not attempts.
+func TestPrintEntryCountsReleases(t *testing.T) {
+	var b bytes.Buffer
+	printEntry(&b, outbox.Entry{ID: "e-1", Message: outbox.Message{Destination: "orders"}, Attempts: 2, Releases: 3,
+		CreatedAt: time.Unix(0, 0), ExpiresAt: time.Unix(0, 0)})
+	if got := b.String(); !strings.Contains(got, " attempts=2 releases=3 ") {
+		t.Fatalf("entry printed as %q, want attempts=2 releases=3", got)
+	}
+}

@@ -276,10 +276,12 @@ func inspectOutbox(ctx context.Context, fs *flag.FlagSet, sf *storeFlags, table 
 }
 
 // printEntry prints an outbox entry on its line, and its reason on the
-// next when it has one.
+// next when it has one. attempts= counts failed sends, releases= the
+// times a relay gave the entry back unsent (held behind a failed entry
+// of its lane, or left when the relay stopped).
 func printEntry(w io.Writer, e outbox.Entry) {
-	fmt.Fprintf(w, "%s  destination=%s ordering_key=%s seq=%d attempts=%d bytes=%d created=%s expires=%s\n",
-		field(e.ID), field(e.Destination), field(e.OrderingKey), e.Seq, e.Attempts, len(e.Body),
+	fmt.Fprintf(w, "%s  destination=%s ordering_key=%s seq=%d attempts=%d releases=%d bytes=%d created=%s expires=%s\n",
+		field(e.ID), field(e.Destination), field(e.OrderingKey), e.Seq, e.Attempts, e.Releases, len(e.Body),
 		e.CreatedAt.UTC().Format(time.RFC3339), e.ExpiresAt.UTC().Format(time.RFC3339))
 	if e.LastError != "" {
 		fmt.Fprintf(w, "    reason: %s\n", field(e.LastError))

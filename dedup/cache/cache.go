@@ -101,8 +101,15 @@ const (
 )
 
 // New returns a cache of at most maxEntries records and maxBytes bytes
-// (keys and responses); zero or less takes the default.
-func New(maxEntries, maxBytes int, opts ...Option) *Cache {
+// (keys and responses); zero or less takes the default. It returns an
+// error as every onceq constructor does; none of its arguments is refused
+// today.
+func New(maxEntries, maxBytes int, opts ...Option) (*Cache, error) {
+	return newCache(maxEntries, maxBytes, opts), nil
+}
+
+// newCache is New, for Wrap too.
+func newCache(maxEntries, maxBytes int, opts []Option) *Cache {
 	if maxEntries <= 0 {
 		maxEntries = DefaultEntries
 	}
@@ -275,7 +282,7 @@ type leaseHash struct {
 // Wrap puts a cache of at most maxEntries records and maxBytes bytes (keys
 // and responses) in front of next; zero or less takes the default.
 func Wrap(next dedup.Store, maxEntries, maxBytes int, opts ...Option) *Store {
-	s := &Store{cache: New(maxEntries, maxBytes, opts...), next: next}
+	s := &Store{cache: newCache(maxEntries, maxBytes, opts), next: next}
 	s.leases = make([]leaseShard, len(s.cache.shards))
 	for i := range s.leases {
 		s.leases[i].m = map[uint64]leaseHash{}

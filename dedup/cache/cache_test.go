@@ -11,10 +11,11 @@ import (
 	"github.com/onceq/onceq/dedup/cache"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/dedup/storetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) dedup.Store { return cache.Wrap(memstore.New(), 100, 0) })
+	storetest.Run(t, func(*testing.T) dedup.Store { return cache.Wrap(memstoretest.New(t), 100, 0) })
 }
 
 // counting counts the calls that reach the store behind the cache.
@@ -30,7 +31,7 @@ func (c *counting) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Cla
 
 func TestDuplicatesOfCompletedMakeNoCall(t *testing.T) {
 	ctx := context.Background()
-	inner := &counting{Store: memstore.New()}
+	inner := &counting{Store: memstoretest.New(t)}
 	c := cache.Wrap(inner, 10, 0)
 	now := time.Now()
 	cl, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -61,7 +62,7 @@ func TestDuplicatesOfCompletedMakeNoCall(t *testing.T) {
 
 func TestNeverCachesPendingOrFailed(t *testing.T) {
 	ctx := context.Background()
-	inner := &counting{Store: memstore.New()}
+	inner := &counting{Store: memstoretest.New(t)}
 	c := cache.Wrap(inner, 10, 0)
 	now := time.Now()
 	cl, _ := c.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -83,7 +84,7 @@ func TestBoundedByEntriesAndBytes(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	for _, bound := range []struct{ entries, bytes int }{{5, 1 << 20}, {1000, 5 * (1024 + 200)}} {
-		c := cache.Wrap(memstore.New(), bound.entries, bound.bytes)
+		c := cache.Wrap(memstoretest.New(t), bound.entries, bound.bytes)
 		for i := range 50 {
 			k := fmt.Sprint("k", i)
 			cl, _ := c.Claim(ctx, dedup.ClaimRequest{Key: k, Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -102,16 +103,19 @@ type noOneShot struct{ dedup.Store }
 func (noOneShot) Capabilities() dedup.Capabilities { return dedup.Capabilities{} }
 
 func TestCapabilitiesPassedThrough(t *testing.T) {
-	if !cache.Wrap(memstore.New(), 0, 0).Capabilities().ClaimComplete {
+	if !cache.Wrap(memstoretest.New(t), 0, 0).Capabilities().ClaimComplete {
 		t.Fatal("the cache hides the store's one-round-trip claim")
 	}
-	if cache.Wrap(noOneShot{memstore.New()}, 0, 0).Capabilities().ClaimComplete {
+	if cache.Wrap(noOneShot{memstoretest.New(t)}, 0, 0).Capabilities().ClaimComplete {
 		t.Fatal("the cache claims a one-round-trip claim its store lacks")
 	}
 }
 
 func TestGetAllocatesNothing(t *testing.T) {
-	c := cache.New(0, 0)
+	c, err := cache.New(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 	c.Put("ns#k", dedup.Record{Key: "stored form", Status: dedup.StatusCompleted, PayloadHash: "h", Response: []byte("r"), ExpiresAt: now.Add(time.Hour)}, now)
 	c.Put("ns#pending", dedup.Record{Status: dedup.StatusPending, ExpiresAt: now.Add(time.Hour)}, now)
@@ -139,7 +143,7 @@ func TestShardedBoundsAndRecency(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	const bound = 4096
-	c := cache.Wrap(memstore.New(), bound, 0)
+	c := cache.Wrap(memstoretest.New(t), bound, 0)
 	complete := func(k string) {
 		cl, err := c.Claim(ctx, dedup.ClaimRequest{Key: k, Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
 		if err != nil || !cl.Acquired {
@@ -174,7 +178,7 @@ func TestShardedBoundsAndRecency(t *testing.T) {
 // within that bound, and by the store after it (issue 26.5).
 func TestEntryAgeIsBounded(t *testing.T) {
 	ctx := context.Background()
-	inner := &counting{Store: memstore.New()}
+	inner := &counting{Store: memstoretest.New(t)}
 	c := cache.Wrap(inner, 10, 0, cache.MaxAge(5*time.Second))
 	now := time.Now()
 	cl, err := c.Claim(ctx, dedup.ClaimRequest{Key: "k", PayloadHash: "h", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})

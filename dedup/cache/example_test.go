@@ -17,7 +17,11 @@ func ExampleStats() {
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("accepted")}, nil
 	})
-	guard, err := consumer.NewGuard(memstore.New(), h, consumer.CompletedCache(1_000, 1<<20))
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	guard, err := consumer.NewGuard(store, h, consumer.CompletedCache(1_000, 1<<20))
 	if err != nil {
 		panic(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // hashing is a Store that holds a key part longer than 64 bytes as its
@@ -78,7 +79,7 @@ func FuzzCacheKey(f *testing.F) {
 		if errA != nil || errB != nil || a == b || stored(a) == stored(b) {
 			return // the same tuple, or the store's own collision (FuzzStoredKey)
 		}
-		st := hashing{memstore.New()}
+		st := hashing{memstoretest.New(t)}
 		now := time.Now()
 		complete(t, cache.Wrap(st, 100, 0), a, "A", now)
 		// Another worker's cache learns A's record from the store; a claim
@@ -100,7 +101,7 @@ func FuzzCacheKey(f *testing.F) {
 // The COMPLETED record of a long key, held as its hash, is cached under
 // the key itself: a key that is literally that hash is not its duplicate.
 func TestCacheKeyIsTheCallersKey(t *testing.T) {
-	st := hashing{memstore.New()}
+	st := hashing{memstoretest.New(t)}
 	now := time.Now()
 	long, _ := dedup.Key("ns", strings.Repeat("k", 100))
 	complete(t, cache.Wrap(st, 100, 0), long, "long", now)

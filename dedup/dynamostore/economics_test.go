@@ -14,6 +14,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/testsupport/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -117,7 +118,7 @@ func runUnderCapacity(tb testing.TB, messages int, fixed bool) capacityResult {
 	st := newStore(tb, dynamoClient(tb, proxy.URL(), nil), table, dynamostore.WithLogger(slog.New(slog.DiscardHandler)))
 
 	ctx := context.Background()
-	q := memsource.NewQueue("capacity")
+	q := memsourcetest.NewQueue(tb, "capacity")
 	for i := range messages {
 		_ = q.Send(ctx, memsource.Outgoing{Body: []byte("order-" + strconv.Itoa(i))})
 	}

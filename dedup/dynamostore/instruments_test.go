@@ -18,7 +18,7 @@ import (
 func TestInstruments(t *testing.T) {
 	storetest.RunInstruments(t, storetest.Instrumented{
 		System: storeinstr.SystemDynamoDB,
-		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, storetest.Faults) {
+		New: func(t *testing.T, mp metric.MeterProvider, hooks ...storeinstr.Hook) (dedup.Store, storetest.Faults) {
 			hs := make([]dynamostore.Hook, len(hooks))
 			for i, h := range hooks {
 				hs[i] = h

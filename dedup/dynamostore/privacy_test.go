@@ -14,7 +14,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
@@ -95,7 +95,7 @@ func TestNoKeyInErrorsOrLogs(t *testing.T) {
 	check("Get on a missing table", err)
 
 	// The memory store's errors too.
-	mem := memstore.New()
+	mem := memstoretest.New(t)
 	now := time.Now()
 	check("memory lease lost", mem.Complete(t.Context(), dedup.CompleteRequest{Lease: dedup.Lease{Key: k, Owner: "a", Version: 1}, Now: now, ExpiresAt: now}))
 	_, err = mem.Get(t.Context(), k)

@@ -124,10 +124,7 @@ func (f cancellationFunc) OnDynamoCancellation(_ context.Context, _, reason stri
 
 func TestReadCancellation(t *testing.T) {
 	var seen []string
-	h, err := collectHooks([]Hook{cancellationFunc(func(r string) { seen = append(seen, r) })})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := hooks{cancellation: []HookDynamoCancellation{cancellationFunc(func(r string) { seen = append(seen, r) })}}
 	for _, tc := range []struct {
 		codes    []string
 		record   bool

@@ -92,10 +92,7 @@ func New(client *ddb.Client, opts ...Option) (*Store, error) {
 	if cfg.maxResponse <= 0 {
 		cfg.maxResponse = dedup.DefaultMaxResponseSize
 	}
-	hs, err := collectHooks(cfg.hooks)
-	if err != nil {
-		return nil, err
-	}
+	var hs hooks
 	clients := []*ddb.Client{ownClient(client)}
 	if len(cfg.regional) > 0 {
 		clients = make([]*ddb.Client, len(cfg.regional))
@@ -104,7 +101,7 @@ func New(client *ddb.Client, opts ...Option) (*Store, error) {
 		}
 	}
 	instr, err := storeinstr.New(storeinstr.SystemDynamoDB, "dynamostore", errorCode, storeinstr.Config{
-		Policy: cfg.policy, Hooks: hookList(cfg.hooks), Logger: cfg.logger, MeterProvider: cfg.meter, TracerProvider: cfg.tracer,
+		Policy: cfg.policy, Hooks: cfg.hooks, Own: hs.sorters(), Logger: cfg.logger, MeterProvider: cfg.meter, TracerProvider: cfg.tracer,
 	})
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/dedup/storetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // inserts are the batch cases' business writes: a set of ids, each Write
@@ -50,7 +51,7 @@ func inserts(*testing.T, dedup.Store) storetest.Inserts {
 // over the same Store that meets the message again, a duplicate: its
 // handler does not run.
 func TestBatchKeyDuplicateToGuard(t *testing.T) {
-	st := memstore.New()
+	st := memstoretest.New(t)
 	bs := st.Offsets()
 	ctx := context.Background()
 	p := batch.Partition{Group: "g", Topic: "orders", Partition: 0}

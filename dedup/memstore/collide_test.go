@@ -12,18 +12,21 @@ import (
 
 // colliding is a Store whose every key hashes alike, so all keys share one
 // chain: the chain, not the hash, must tell keys apart.
-func colliding() *Store {
-	s := New()
+func colliding(t testing.TB) *Store {
+	s, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.hash = func(string) uint64 { return 7 }
 	return s
 }
 
 func TestConformanceWithCollidingHashes(t *testing.T) {
-	storetest.Run(t, func(*testing.T) dedup.Store { return colliding() })
+	storetest.Run(t, func(t *testing.T) dedup.Store { return colliding(t) })
 }
 
 func TestSweepKeepsLiveKeysOfACollidingChain(t *testing.T) {
-	s := colliding()
+	s := colliding(t)
 	ctx := context.Background()
 	now := time.Now()
 	for i := range 6 {

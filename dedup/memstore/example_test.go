@@ -16,7 +16,10 @@ import (
 // COMPLETED record and its response instead of a lease.
 func ExampleStore() {
 	ctx := context.Background()
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	key, _ := dedup.Key("orders", "order-42")
 
@@ -60,7 +63,10 @@ func ExampleStore() {
 // is written, and the lease is still held.
 func ExampleWrite() {
 	ctx := context.Background()
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	balance := map[string]int{"alice": 10, "bob": 0}
 	transfer := func(from, to string, amount int) []dedup.Write {

@@ -7,12 +7,13 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/idempotency/idemtest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // The Idempotency-Key middleware over the in-memory store, its business
 // writes applied to a map in the commit.
 func TestIdempotencyKey(t *testing.T) {
-	idemtest.Run(t, func(*testing.T) dedup.Store { return memstore.New() }, idemtest.Options{
+	idemtest.Run(t, func(*testing.T) dedup.Store { return memstoretest.New(t) }, idemtest.Options{
 		Effect: func(*testing.T, dedup.Store) idemtest.Effect {
 			var mu sync.Mutex
 			applied := map[string]int{}

@@ -147,8 +147,10 @@ func (sh *shard) claimLocked(h uint64, old *dedup.Record, key, owner, payloadHas
 	return succeed(&e.rec, nil, key, owner, payloadHash, status, now, expires)
 }
 
-// New returns an empty Store.
-func New(opts ...Option) *Store {
+// New returns an empty Store. It returns an error as every store's New
+// does, so that opening one store reads as opening another; no option of
+// this package is refused today.
+func New(opts ...Option) (*Store, error) {
 	seed := maphash.MakeSeed()
 	s := &Store{hash: func(key string) uint64 { return maphash.String(seed, key) }, maxResponse: dedup.DefaultMaxResponseSize}
 	for _, o := range opts {
@@ -159,7 +161,7 @@ func New(opts ...Option) *Store {
 	for i := range s.shards {
 		s.shards[i].records = map[uint64]*entry{}
 	}
-	return s
+	return s, nil
 }
 
 // locate returns key's hash and its shard.

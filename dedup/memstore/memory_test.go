@@ -10,15 +10,16 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/dedup/storetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) dedup.Store { return memstore.New() }, storetest.Options{NilWrites: []dedup.Write{(*memstore.Write)(nil)}, Inserts: inserts,
+	storetest.Run(t, func(*testing.T) dedup.Store { return memstoretest.New(t) }, storetest.Options{NilWrites: []dedup.Write{(*memstore.Write)(nil)}, Inserts: inserts,
 		RejectingWrite: func() dedup.Write { return memstore.Write{Check: func() error { return errors.New("out of stock") }} }})
 }
 
 func TestWritesAllOrNothing(t *testing.T) {
-	st := memstore.New()
+	st := memstoretest.New(t)
 	ctx := context.Background()
 	now := time.Now()
 	stock := 3
@@ -67,7 +68,7 @@ func TestWritesAllOrNothing(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	st := memstore.New()
+	st := memstoretest.New(t)
 	ctx := context.Background()
 	now := time.Now()
 	for i, ttl := range []time.Duration{time.Second, time.Hour} {
@@ -83,7 +84,7 @@ func TestSweep(t *testing.T) {
 // The memory store has no key limits: a key is kept as given, however long
 // or whatever its bytes.
 func TestKeysKeptAsGiven(t *testing.T) {
-	st := memstore.New()
+	st := memstoretest.New(t)
 	now := time.Now()
 	for _, k := range []string{strings.Repeat("k", 10<<10), "ns#\xff\xfe", "ns#sha256:00"} {
 		c, err := st.Claim(context.Background(), dedup.ClaimRequest{Key: k, Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/outbox"
 )
 
@@ -14,7 +14,7 @@ import (
 // never a Pending one; a lane's Seq goes on rising while any of its
 // entries is kept.
 func TestSweepForgetsDoneEntries(t *testing.T) {
-	s := memstore.New()
+	s := memstoretest.New(t)
 	ctx := context.Background()
 	now := time.Now()
 	send := func(key string, at time.Time, n int) {

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // Small responses share the store's runs: each record keeps its own bytes
 // whatever the caller does with its slice afterwards, whatever a reader
 // appends to what it read, and the responses committed next to it.
 func TestResponsesKeptApart(t *testing.T) {
-	st := memstore.New()
+	st := memstoretest.New(t)
 	ctx := context.Background()
 	now := time.Now()
 	const n = 200 // past one run of every shard the keys fall in
@@ -69,7 +69,7 @@ func TestResponsesKeptApart(t *testing.T) {
 // and a complete with a small response, from every core (one op, one new
 // key).
 func BenchmarkClaimComplete(b *testing.B) {
-	st := memstore.New()
+	st := memstoretest.New(b)
 	ctx := context.Background()
 	now := time.Now()
 	resp := []byte("ok")

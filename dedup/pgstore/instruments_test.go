@@ -19,7 +19,7 @@ func TestInstruments(t *testing.T) {
 	table := recordsTable(t, pool(t))
 	storetest.RunInstruments(t, storetest.Instrumented{
 		System: storeinstr.SystemPostgreSQL,
-		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, storetest.Faults) {
+		New: func(t *testing.T, mp metric.MeterProvider, hooks ...storeinstr.Hook) (dedup.Store, storetest.Faults) {
 			db, proxy := proxiedPool(t)
 			st := newStore(t, db, table, pgstore.WithMeterProvider(mp), pgstore.WithHooks(hooks...),
 				pgstore.WithRetryPolicy(retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}))

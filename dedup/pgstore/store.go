@@ -18,7 +18,6 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/storeinstr"
-	"github.com/onceq/onceq/internal/hookset"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -102,11 +101,15 @@ func WithRetryPolicy(p retry.Policy) Option {
 	return optionFunc(func(c *config) { c.instr.Policy = p })
 }
 
-// WithHooks adds observers: storeinstr.HookStoreCall (every statement or
-// transaction sent) and storeinstr.HookStoreRetry (every retry). New
-// refuses a hook that implements neither, so a misspelt method is an
-// error, not silence.
-func WithHooks(hooks ...any) Option {
+// Hook is an observer of the store, given to WithHooks: it implements
+// storeinstr.HookStoreCall (every statement or transaction sent), storeinstr.HookStoreRetry
+// (every retry), or both. It is every store's Hook (storeinstr.Hook), so
+// one observer serves them all; New refuses one that implements none, so
+// a misspelt method is an error, not silence.
+type Hook = storeinstr.Hook
+
+// WithHooks adds observers (see Hook).
+func WithHooks(hooks ...Hook) Option {
 	return optionFunc(func(c *config) { c.instr.Hooks = append(c.instr.Hooks, hooks...) })
 }
 
@@ -165,11 +168,6 @@ func New(db DB, opts ...Option) (*Store, error) {
 	}
 	if err := checkName(cfg.table); err != nil {
 		return nil, (&Store{table: cfg.table}).wrap("new", err)
-	}
-	for _, h := range cfg.instr.Hooks {
-		if !storeinstr.Uses(h) {
-			return nil, fmt.Errorf("pgstore: %w: %w", ErrInvalidConfig, hookset.Unused("pgstore", h))
-		}
 	}
 	in, err := storeinstr.New(storeinstr.SystemPostgreSQL, "pgstore", errorCode, cfg.instr)
 	if err != nil {

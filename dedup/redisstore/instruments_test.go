@@ -22,7 +22,7 @@ import (
 func TestInstruments(t *testing.T) {
 	storetest.RunInstruments(t, storetest.Instrumented{
 		System: storeinstr.SystemRedis,
-		New: func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, storetest.Faults) {
+		New: func(t *testing.T, mp metric.MeterProvider, hooks ...storeinstr.Hook) (dedup.Store, storetest.Faults) {
 			proxy := faultproxy.NewTCP(t, testenv.RedisAddr(t))
 			c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, PoolSize: 1})
 			t.Cleanup(func() { _ = c.Close() })

@@ -19,7 +19,6 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/storeinstr"
 	"github.com/onceq/onceq/internal/configerr"
-	"github.com/onceq/onceq/internal/hookset"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
@@ -111,11 +110,15 @@ func WithRetryPolicy(p retry.Policy) Option {
 	return optionFunc(func(s *Store) { s.instrCfg.Policy = p })
 }
 
-// WithHooks adds observers: storeinstr.HookStoreCall (every call to
-// Redis: a claim's commands and scripts, one lease script) and
-// storeinstr.HookStoreRetry (every retry). New refuses a hook that
-// implements neither, so a misspelt method is an error, not silence.
-func WithHooks(hooks ...any) Option {
+// Hook is an observer of the store, given to WithHooks: it implements
+// storeinstr.HookStoreCall (every call to Redis), storeinstr.HookStoreRetry
+// (every retry), or both. It is every store's Hook (storeinstr.Hook), so
+// one observer serves them all; New refuses one that implements none, so
+// a misspelt method is an error, not silence.
+type Hook = storeinstr.Hook
+
+// WithHooks adds observers (see Hook).
+func WithHooks(hooks ...Hook) Option {
 	return optionFunc(func(s *Store) { s.instrCfg.Hooks = append(s.instrCfg.Hooks, hooks...) })
 }
 
@@ -160,11 +163,6 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, &OptionError{Option: "Prefix", Reason: "must not contain '{': Redis Cluster hashes a key's first {…}, which must be the record's own hash tag, or every record shares one slot"}
 	case c == nil:
 		return nil, fmt.Errorf("redisstore: %w: no client", ErrInvalidConfig)
-	}
-	for _, h := range s.instrCfg.Hooks {
-		if !storeinstr.Uses(h) {
-			return nil, fmt.Errorf("redisstore: %w: %w", ErrInvalidConfig, hookset.Unused("redisstore", h))
-		}
 	}
 	in, err := storeinstr.New(storeinstr.SystemRedis, "redisstore", errorCode, s.instrCfg)
 	if err != nil {

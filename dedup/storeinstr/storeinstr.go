@@ -85,9 +85,14 @@ type Config struct {
 	// Policy retries throttles and transient faults; the zero Policy is
 	// retry.DefaultPolicy().
 	Policy retry.Policy
-	// Hooks are the store's hooks; New keeps those that implement
-	// HookStoreCall or HookStoreRetry (see Instruments.Uses).
-	Hooks []any
+	// Hooks are the store's hooks (its WithHooks). New keeps those that
+	// implement HookStoreCall or HookStoreRetry and offers each to Own;
+	// it refuses one that neither takes.
+	Hooks []Hook
+	// Own sorts a hook into the store's own hook lists (hookset.Into):
+	// each reports whether it took the hook. Nil for a store with no hook
+	// interfaces of its own.
+	Own []func(h any) bool
 	// Logger, when nil, is the logger a Guard hands over (Attach), else
 	// slog.Default().
 	Logger         *slog.Logger
@@ -127,16 +132,17 @@ type setKey struct {
 // New returns the instruments of a store: system is its db.system.name,
 // pkg its package name (for log lines and errors), code the database's
 // error code of an error ("" when it has none). A hook of cfg.Hooks that
-// implements no interface of this package is left to the store (Uses
-// tells which); errors wrap configerr.ErrInvalidConfig.
+// implements neither this package's hook interfaces nor one cfg.Own
+// takes (a nil one included) is refused, so a misspelt method is an
+// error, not silence; errors wrap configerr.ErrInvalidConfig.
 func New(system, pkg string, code func(error) string, cfg Config) (*Instruments, error) {
 	if cfg.Policy == (retry.Policy{}) {
 		cfg.Policy = retry.DefaultPolicy()
 	}
 	in := &Instruments{system: system, pkg: pkg, code: code, policy: cfg.Policy, sets: map[setKey]metric.MeasurementOption{}}
-	for _, h := range cfg.Hooks {
-		hookset.Add(&in.calls, h)
-		hookset.Add(&in.retryHooks, h)
+	sorters := append([]func(h any) bool{hookset.Into(&in.calls), hookset.Into(&in.retryHooks)}, cfg.Own...)
+	if err := hookset.Collect(pkg, configerr.ErrInvalidConfig, cfg.Hooks, sorters...); err != nil {
+		return nil, fmt.Errorf("%s: %w", pkg, err)
 	}
 	in.logs = logref.New(cfg.Logger)
 	in.log = in.logs.Logger()
@@ -161,14 +167,6 @@ func New(system, pkg string, code func(error) string, cfg Config) (*Instruments,
 		return nil, fmt.Errorf("%s: %w: metrics: %w", pkg, configerr.ErrInvalidConfig, err)
 	}
 	return in, nil
-}
-
-// Uses reports whether h implements a hook interface of this package, for
-// a store that refuses a hook that implements none of its own either.
-func Uses(h any) bool {
-	_, call := h.(HookStoreCall)
-	_, rh := h.(HookStoreRetry)
-	return call || rh
 }
 
 // Logger is the store's logger: the one given in Config, else the last

@@ -3,6 +3,7 @@ package storeinstr_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/onceq/onceq/dedup/storeinstr"
+	"github.com/onceq/onceq/internal/configerr"
+	"github.com/onceq/onceq/internal/hookset"
 	"github.com/onceq/onceq/internal/testsupport/metrictest"
 	"github.com/onceq/onceq/retry"
 )
@@ -61,7 +64,7 @@ func (h *hooks) OnStoreRetry(_ context.Context, op string, c retry.Class, errorC
 func TestDoCountsRetriesAndErrors(t *testing.T) {
 	reader, mp := metrictest.Provider(t)
 	var h hooks
-	in, err := storeinstr.New(storeinstr.SystemPostgreSQL, "pgstore", code, storeinstr.Config{Policy: quick, Hooks: []any{&h}, MeterProvider: mp})
+	in, err := storeinstr.New(storeinstr.SystemPostgreSQL, "pgstore", code, storeinstr.Config{Policy: quick, Hooks: []storeinstr.Hook{&h}, MeterProvider: mp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,14 +123,21 @@ func TestDoCountsRetriesAndErrors(t *testing.T) {
 	}
 }
 
-// A hook of none of the shared interfaces is the store's to judge; New
-// keeps the shared ones.
-func TestUses(t *testing.T) {
-	if storeinstr.Uses(struct{}{}) || storeinstr.Uses(nil) || !storeinstr.Uses(&hooks{}) {
-		t.Fatal("Uses misjudges a hook")
+// A hook that implements neither the shared interfaces nor one the
+// store sorts for itself (Own) is refused; one the store takes is kept.
+func TestNewRefusesUnusedHook(t *testing.T) {
+	for name, h := range map[string]storeinstr.Hook{"none": struct{}{}, "nil": nil} {
+		if _, err := storeinstr.New(storeinstr.SystemRedis, "redisstore", code, storeinstr.Config{Hooks: []storeinstr.Hook{h}}); !errors.Is(err, configerr.ErrInvalidConfig) {
+			t.Errorf("%s: New: %v, want ErrInvalidConfig", name, err)
+		}
 	}
-	if _, err := storeinstr.New(storeinstr.SystemRedis, "redisstore", code, storeinstr.Config{Hooks: []any{struct{}{}}}); err != nil {
+	var own []fmt.Stringer
+	cfg := storeinstr.Config{Hooks: []storeinstr.Hook{&hooks{}, time.Second}, Own: []func(any) bool{hookset.Into(&own)}}
+	if _, err := storeinstr.New(storeinstr.SystemRedis, "redisstore", code, cfg); err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	if len(own) != 1 {
+		t.Fatalf("the store's own sorter took %d hooks, want 1", len(own))
 	}
 }
 

@@ -18,7 +18,11 @@ import (
 func ExampleRun() {
 	conformance := func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) dedup.Store {
-			return memstore.New()
+			store, err := memstore.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return store
 		}, storetest.Options{
 			// A store over a network sizes the one-key claim race down.
 			// One that retries throttles itself also sets Throttled, to a

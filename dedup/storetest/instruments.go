@@ -26,7 +26,7 @@ type Instrumented struct {
 	// its connection to inject (by a proxy, say). The Store sends its
 	// requests over one connection at a time, so that a fault meets the
 	// request the case makes next.
-	New func(t *testing.T, mp metric.MeterProvider, hooks ...any) (dedup.Store, Faults)
+	New func(t *testing.T, mp metric.MeterProvider, hooks ...storeinstr.Hook) (dedup.Store, Faults)
 }
 
 // Faults inject real faults of a Store's connection to its server.

@@ -73,7 +73,11 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	// The idempotency-key header when present, else topic + key + value:
 	// the key sources/kafkasource and sources/franzsource use.
-	guard, err := consumer.NewGuard(memstore.New(), charge(log), consumer.WithSourceKey(franzsource.Fingerprint, franzsource.KeyCoversBody))
+	store, err := memstore.New()
+	var guard *consumer.Guard
+	if err == nil {
+		guard, err = consumer.NewGuard(store, charge(log), consumer.WithSourceKey(franzsource.Fingerprint, franzsource.KeyCoversBody))
+	}
 	if err == nil {
 		err = run(c, guard)
 	}

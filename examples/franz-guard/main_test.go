@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"
@@ -40,7 +40,7 @@ func TestGuardedPollLoop(t *testing.T) {
 
 	effects := map[string]int{} // only the loop's goroutine writes, until it ends
 	errPoison := errors.New("not a payment")
-	guard, err := consumer.NewGuard(memstore.New(), consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+	guard, err := consumer.NewGuard(memstoretest.New(t), consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		if string(m.Body) == "poison" {
 			return consumer.Result{}, consumer.Permanent(errPoison)
 		}

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/healthmetrics"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -52,11 +53,11 @@ func TestMetricsAndHealthServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = mp.Shutdown(context.Background()) }()
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 	done := make(settled, 1)
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	c, err := consumer.New(q.Source(), memstore.New(), h, consumer.WithMeterProvider(mp), consumer.WithHooks(done),
+	c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.WithMeterProvider(mp), consumer.WithHooks(done),
 		consumer.WithProgressLog(time.Minute), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

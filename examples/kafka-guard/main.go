@@ -59,7 +59,12 @@ func main() {
 	dlq := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: *dlqTopic, RequiredAcks: kafka.RequireAll}
 	defer func() { _ = dlq.Close() }()
 
-	guard, err := consumer.NewGuard(memstore.New(), consumer.HandlerFunc(
+	store, err := memstore.New()
+	if err != nil {
+		log.Error("store", "err", err)
+		os.Exit(2)
+	}
+	guard, err := consumer.NewGuard(store, consumer.HandlerFunc(
 		func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 			// The effect: here a log line; in real code a charge, an email,
 			// a row. It runs once per idempotency key.

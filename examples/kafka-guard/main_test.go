@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
@@ -57,7 +57,7 @@ func TestGuardedLoopOnKafka(t *testing.T) {
 	var mu sync.Mutex
 	effects := map[string]int{}
 	errPoison := errors.New("not a payment")
-	guard, err := consumer.NewGuard(memstore.New(), consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
+	guard, err := consumer.NewGuard(memstoretest.New(t), consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		if string(m.Body) == "poison" {
 			return consumer.Result{}, consumer.Permanent(errPoison)
 		}

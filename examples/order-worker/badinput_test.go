@@ -18,8 +18,9 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/awstest"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -46,7 +47,7 @@ type pipeline struct {
 
 func startPipeline(t *testing.T, store dedup.Store, h consumer.Handler, opts ...consumer.Option) *pipeline {
 	t.Helper()
-	p := &pipeline{t: t, q: memsource.NewQueue("orders"), outs: make(outcomes, 16)}
+	p := &pipeline{t: t, q: memsourcetest.NewQueue(t, "orders"), outs: make(outcomes, 16)}
 	c, err := consumer.New(p.q.Source(), store, h, append([]consumer.Option{consumer.Concurrency(2), consumer.WithKeyFunc(orderKey),
 		consumer.WithHooks(p.outs)}, opts...)...)
 	if err != nil {
@@ -102,7 +103,7 @@ func malformedField(t *testing.T, o consumer.Outcome, field string) {
 // defined outcome and typed error, and a valid order still goes through
 // after it. The bad-input table of docs/development.md lists the same outcomes.
 func TestBadInputCorpus(t *testing.T) {
-	p := startPipeline(t, memstore.New(), reserveHandler(newMemoryInventory(100, 1_000_000)))
+	p := startPipeline(t, memstoretest.New(t), reserveHandler(newMemoryInventory(100, 1_000_000)))
 	key := func(k string) map[string]string { return map[string]string{consumer.IdempotencyKeyAttribute: k} }
 	order := func(id string) string { return fmt.Sprintf(`{"order_id":%q,"sku":"sku-2","qty":2}`, id) }
 	// 1 MiB is the most SQS delivers (256 KiB on older queues); the worker

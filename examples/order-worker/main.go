@@ -193,7 +193,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	// The consumer's own rules (concurrency, lease against handler
 	// timeout) decide; New checks them over an idle in-process queue.
-	if _, err := consumer.New(memsource.NewQueue("flags").Source(), memstore.New(), reserveHandler(nil), o.consumerOptions()...); err != nil {
+	store, err := memstore.New()
+	if err != nil {
+		return o, err
+	}
+	queue, err := memsource.NewQueue("flags")
+	if err != nil {
+		return o, err
+	}
+	if _, err := consumer.New(queue.Source(), store, reserveHandler(nil), o.consumerOptions()...); err != nil {
 		return o, err
 	}
 	if o.kafkaDLQTopic == "" {

@@ -63,14 +63,22 @@ type shipping struct {
 // startShipping runs the relay over ob and the shipping worker until
 // stop is called.
 func startShipping(ctx context.Context, ob outbox.Store, logger *slog.Logger, meters metric.MeterProvider) (*shipping, error) {
-	s := &shipping{queue: memsource.NewQueue("shipping"), shipped: map[string]int{}}
+	queue, err := memsource.NewQueue("shipping")
+	if err != nil {
+		return nil, err
+	}
+	sender, err := memsource.NewSender(queue)
+	if err != nil {
+		return nil, err
+	}
+	s := &shipping{queue: queue, shipped: map[string]int{}}
 	opts := []outbox.Option{outbox.PollInterval(20 * time.Millisecond), outbox.WithLogger(logger), outbox.WithMeterProvider(meters)}
 	if n, ok := ob.(interface{ Wait(context.Context) error }); ok {
 		// A store that notifies (PostgreSQL's LISTEN) wakes the relay
 		// as each commit lands.
 		opts = append(opts, outbox.WakeOn(n.Wait))
 	}
-	relay, err := outbox.NewRelay(ob, memsource.NewSender(s.queue), opts...)
+	relay, err := outbox.NewRelay(ob, sender, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +93,11 @@ func startShipping(ctx context.Context, ob outbox.Store, logger *slog.Logger, me
 			s.mu.Unlock()
 		}}}}, nil
 	})
-	worker, err := consumer.New(s.queue.Source(), memstore.New(), ship, consumer.Concurrency(16),
+	store, err := memstore.New()
+	if err != nil {
+		return nil, err
+	}
+	worker, err := consumer.New(s.queue.Source(), store, ship, consumer.Concurrency(16),
 		consumer.WithLogger(logger), consumer.WithHooks(s), consumer.WithMeterProvider(meters))
 	if err != nil {
 		return nil, err

@@ -137,7 +137,11 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		w.totals = func(context.Context) (int64, int, error) { r, n := inv.totals(); return r, n, nil }
 	default:
 		inv := newMemoryInventory(100, 1_000_000)
-		w.store, w.inventory = memstore.New(), inv
+		st, err := memstore.New()
+		if err != nil {
+			return nil, err
+		}
+		w.store, w.inventory = st, inv
 		w.totals = func(context.Context) (int64, int, error) { r, n := inv.totals(); return r, n, nil }
 	}
 
@@ -206,8 +210,11 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		}
 		w.source = src
 	default:
-		w.queue = memsource.NewQueue("orders")
-		w.source = w.queue.Source()
+		q, err := memsource.NewQueue("orders")
+		if err != nil {
+			return nil, err
+		}
+		w.queue, w.source = q, q.Source()
 	}
 	return w, nil
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/batch"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
@@ -14,7 +14,7 @@ import (
 // needs: the tokens and offsets, and a refusal's kind.
 func TestOffsetsRecordsCalls(t *testing.T) {
 	var buf testenv.LogBuffer
-	rec := storehistory.NewOffsets(memstore.New().Offsets(), &buf)
+	rec := storehistory.NewOffsets(memstoretest.New(t).Offsets(), &buf)
 	ctx := context.Background()
 	p := batch.Partition{Group: "g", Topic: "t", Partition: 3}
 	l1, err := rec.Acquire(ctx, p, "m1")

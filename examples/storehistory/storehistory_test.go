@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
@@ -46,7 +47,7 @@ func (b blocking) Claim(context.Context, dedup.ClaimRequest) (dedup.Claim, error
 // effect open is recorded as unknown.
 func TestCallWrittenBeforeTheStoreCall(t *testing.T) {
 	var buf testenv.LogBuffer
-	st := blocking{memstore.New(), make(chan struct{}), make(chan struct{})}
+	st := blocking{memstoretest.New(t), make(chan struct{}), make(chan struct{})}
 	rec := storehistory.New(st, &buf)
 	done := make(chan struct{})
 	now := time.Unix(100, 0)
@@ -72,7 +73,7 @@ func TestCallWrittenBeforeTheStoreCall(t *testing.T) {
 func TestOutcomes(t *testing.T) {
 	ctx := context.Background()
 	var buf testenv.LogBuffer
-	rec := storehistory.New(memstore.New(), &buf)
+	rec := storehistory.New(memstoretest.New(t), &buf)
 	now := time.Unix(100, 0)
 	c, err := rec.Claim(ctx, dedup.ClaimRequest{Key: "k", Owner: "a", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil {

@@ -64,7 +64,9 @@ func New(run *idempotency.Runner, opts ...Option) (*Middleware, error) {
 		fingerprint: DefaultFingerprint, maxBody: DefaultMaxBodyBytes, maxResponse: DefaultMaxResponseBytes,
 		docs: "about:blank", scope: DefaultScope}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
 	if cfg.fingerprint == nil || cfg.scope == nil || cfg.maxBody <= 0 {
 		return nil, fmt.Errorf("httpidem: %w: Fingerprint and Scope must not be nil (Unscoped shares keys between callers), MaxBodyBytes must be positive", consumer.ErrInvalidConfig)

@@ -8,7 +8,11 @@ import (
 )
 
 // Option configures a Middleware (New).
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	methods      []string
@@ -42,27 +46,27 @@ const DefaultMaxBodyBytes = 1 << 20
 
 // Methods sets the methods that require an Idempotency-Key (default POST
 // and PATCH). Requests with other methods pass through untouched.
-func Methods(methods ...string) Option { return func(c *config) { c.methods = methods } }
+func Methods(methods ...string) Option { return optionFunc(func(c *config) { c.methods = methods }) }
 
 // ReplayHeaders sets the response header fields stored and replayed
 // (default Content-Type and Location). Others are sent with the first
 // response only: a Set-Cookie or a Date should not be replayed.
-func ReplayHeaders(names ...string) Option { return func(c *config) { c.allow = names } }
+func ReplayHeaders(names ...string) Option { return optionFunc(func(c *config) { c.allow = names }) }
 
 // StoreServerErrors stores 5xx responses too, and replays them, as
 // Stripe does: the handler then never runs twice for a key, even after it
 // failed. Without it a 5xx is sent as it is, nothing is stored, and a
 // retry runs the handler again. A 503 (like a 408, 425 or 429) asks the
 // client to retry later, so it is never stored.
-func StoreServerErrors() Option { return func(c *config) { c.storeServer = true } }
+func StoreServerErrors() Option { return optionFunc(func(c *config) { c.storeServer = true }) }
 
 // Fingerprint sets what a retry must match (default: the method, the
 // request target with its query, and the body, see DefaultFingerprint).
-func Fingerprint(f FingerprintFunc) Option { return func(c *config) { c.fingerprint = f } }
+func Fingerprint(f FingerprintFunc) Option { return optionFunc(func(c *config) { c.fingerprint = f }) }
 
 // MaxBodyBytes bounds the request body read for the fingerprint (default
 // DefaultMaxBodyBytes); a longer one is refused with 413.
-func MaxBodyBytes(n int64) Option { return func(c *config) { c.maxBody = n } }
+func MaxBodyBytes(n int64) Option { return optionFunc(func(c *config) { c.maxBody = n }) }
 
 // DefaultMaxResponseBytes is MaxResponseBytes' default: the Stores'
 // default MaxResponseSize (256 KiB).
@@ -76,18 +80,18 @@ const DefaultMaxResponseBytes = dedup.DefaultMaxResponseSize
 // in its place is its status and replayed header fields with a problem
 // details body that names the limit: the handler never runs again for
 // the key.
-func MaxResponseBytes(n int) Option { return func(c *config) { c.maxResponse = n } }
+func MaxResponseBytes(n int) Option { return optionFunc(func(c *config) { c.maxResponse = n }) }
 
 // Scope sets whose keys a request's are (default DefaultScope: the
 // Authorization header field). An endpoint behind its own authentication
 // gives the account or tenant it resolved, which holds across a
 // client's token refreshes.
-func Scope(f ScopeFunc) Option { return func(c *config) { c.scope = f } }
+func Scope(f ScopeFunc) Option { return optionFunc(func(c *config) { c.scope = f }) }
 
 // Unscoped shares keys between every caller: a stored response is
 // replayed to any request with its key, whatever its credentials. Only
 // for an endpoint with no callers to tell apart.
-func Unscoped() Option { return func(c *config) { c.scope = unscoped } }
+func Unscoped() Option { return optionFunc(func(c *config) { c.scope = unscoped }) }
 
 func unscoped(*http.Request) string { return "" }
 
@@ -106,12 +110,12 @@ func DefaultScope(r *http.Request) string {
 // ProblemType sets the "type" of the problem details bodies, a link to
 // the documentation of the endpoint's idempotency (default
 // "about:blank").
-func ProblemType(uri string) Option { return func(c *config) { c.docs = uri } }
+func ProblemType(uri string) Option { return optionFunc(func(c *config) { c.docs = uri }) }
 
 // ExpiryHeader sends the expiry policy with every stored or replayed
 // response, as "Idempotency-Key-Expiry: <seconds>", the Runner's
 // Retention: how long a retry with the key gets the stored answer.
-func ExpiryHeader() Option { return func(c *config) { c.expiryHeader = true } }
+func ExpiryHeader() Option { return optionFunc(func(c *config) { c.expiryHeader = true }) }
 
 // DefaultFingerprint is the method, the request target in origin form
 // (path and query, as the request gave them) and the body, each after its

@@ -11,13 +11,14 @@ import (
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/idempotency"
 	"github.com/onceq/onceq/idempotency/httpidem"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // A business write refused by its own condition commits nothing: the
 // request is answered, and replayed, with a 409 problem, not with the
 // handler's response that assumed the write.
 func TestWriteConditionRefusedIs409(t *testing.T) {
-	run, err := idempotency.New(memstore.New())
+	run, err := idempotency.New(memstoretest.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/idempotency"
 	"github.com/onceq/onceq/idempotency/httpidem"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -47,7 +48,7 @@ func newReviewServer(t *testing.T, h http.HandlerFunc, opts ...httpidem.Option) 
 	rs := &reviewServer{done: make(outcomes, 100), logs: &bytes.Buffer{}}
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, rs.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	run, err := idempotency.New(memstore.New(), idempotency.WithHooks(rs.done), idempotency.WithLogger(logger))
+	run, err := idempotency.New(memstoretest.New(t), idempotency.WithHooks(rs.done), idempotency.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +624,7 @@ func (completeOutage) Complete(context.Context, dedup.CompleteRequest) error {
 // the handler again, and may answer otherwise).
 func TestReviewCompleteOutageIs503(t *testing.T) {
 	var runs atomic.Int32
-	run, err := idempotency.New(completeOutage{memstore.New()}, idempotency.InProgressExpiry(3*time.Second))
+	run, err := idempotency.New(completeOutage{memstoretest.New(t)}, idempotency.InProgressExpiry(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/idempotency"
 	"github.com/onceq/onceq/idempotency/httpidem"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // keysSeen is a Store that records the keys it is asked to claim.
@@ -68,7 +69,7 @@ func serve(t *testing.T, st dedup.Store, h http.HandlerFunc, opts ...httpidem.Op
 // The caller's scope is in the stored key as a hash: two credentials give
 // two keys, and neither credential is stored in clear.
 func TestStoredKeyHidesCredential(t *testing.T) {
-	st := &keysSeen{Store: memstore.New()}
+	st := &keysSeen{Store: memstoretest.New(t)}
 	post := serve(t, st, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
 	for _, auth := range []string{"Bearer alice-s3cret", "Bearer bob-s3cret"} {
 		if res, body := post("{}", httpidem.HeaderKey, `"order-1"`, "Authorization", auth); res.StatusCode != http.StatusCreated {
@@ -89,7 +90,7 @@ func TestStoredKeyHidesCredential(t *testing.T) {
 // resolved) decides whose a key is, whatever the credential.
 func TestScopeOption(t *testing.T) {
 	var runs atomic.Int32
-	post := serve(t, memstore.New(), func(w http.ResponseWriter, _ *http.Request) {
+	post := serve(t, memstoretest.New(t), func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = fmt.Fprint(w, runs.Add(1))
 	}, httpidem.Scope(func(r *http.Request) string { return r.Header.Get("X-Account") }))
@@ -108,7 +109,7 @@ func TestScopeOption(t *testing.T) {
 // handler's writes apply once, and it never runs again after they did.
 func TestStoreLimitBelowMaxResponseBytes(t *testing.T) {
 	var runs, applied atomic.Int32
-	post := serve(t, memstore.New(memstore.MaxResponseSize(4096)), func(w http.ResponseWriter, r *http.Request) {
+	post := serve(t, memstoretest.New(t, memstore.MaxResponseSize(4096)), func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
 		_ = httpidem.Tx(r).Write(memstore.Write{Apply: func() { applied.Add(1) }})
 		w.Header().Set("Location", "/orders/1")
@@ -138,7 +139,7 @@ func TestStoreLimitBelowMaxResponseBytes(t *testing.T) {
 // Options that would break the guarantees are refused when the
 // middleware is built.
 func TestNewRefusesBadOptions(t *testing.T) {
-	run, err := idempotency.New(memstore.New())
+	run, err := idempotency.New(memstoretest.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}

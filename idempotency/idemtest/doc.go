@@ -4,7 +4,13 @@
 // given dedup.Store. Every Store runs it from its tests:
 //
 //	func TestIdempotencyKey(t *testing.T) {
-//		idemtest.Run(t, func(t *testing.T) dedup.Store { return memstore.New() })
+//		idemtest.Run(t, func(t *testing.T) dedup.Store {
+//			store, err := memstore.New()
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return store
+//		})
 //	}
 //
 // A case per requirement of the draft "The Idempotency-Key HTTP Header

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
@@ -112,7 +112,7 @@ func TestVerifyPipelineCounts(t *testing.T) {
 	want := expected{orders: map[string]int64{"o-1": 1, "o-2": 1, "o-3": 2}}
 	tb := fakeShipments{rows: map[string]int64{"o-1": 1, "o-2": 2, "o-9": 1}}
 	var p pipelineResult
-	if err := verifyPipeline(context.Background(), tb, memstore.New().Outbox(), t.TempDir(), want, &p); err != nil {
+	if err := verifyPipeline(context.Background(), tb, memstoretest.New(t).Outbox(), t.TempDir(), want, &p); err != nil {
 		t.Fatal(err)
 	}
 	if p.shipped != 3 || p.lost != 1 || p.doubled != 2 || p.outboxPending != 0 || p.absorbed != 0 {
@@ -149,7 +149,7 @@ func TestShipmentsAreEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := checkHistory(context.Background(), dir, memstore.New(), fx)
+	r, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestShipmentsAreEffects(t *testing.T) {
 	if fx, err = p.effects(want); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := checkHistory(context.Background(), dir, memstore.New(), fx); err == nil || strings.Contains(err.Error(), "o-9") {
+	if _, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx); err == nil || strings.Contains(err.Error(), "o-9") {
 		t.Fatalf("a shipment under a key with no calls: %v, want an error naming its hash", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
 	"github.com/onceq/onceq/integration/history"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // unfenced is the broken Store: its Complete ignores the lease's owner and
@@ -241,7 +242,7 @@ func takeover(t *testing.T, store dedup.Store) (history.Report, *effects) {
 }
 
 func TestBrokenFencingIsCaught(t *testing.T) {
-	r, fx := takeover(t, unfenced{memstore.New()})
+	r, fx := takeover(t, unfenced{memstoretest.New(t)})
 	if r.OK() || r.Illegal != 1 || !strings.HasPrefix(r.Verdict(), "not linearizable: key_hash ") {
 		t.Fatalf("a store committing a fenced owner's result passed the check: %s", r.Line())
 	}
@@ -258,7 +259,7 @@ func TestBrokenFencingIsCaught(t *testing.T) {
 // leaves a history every later call agrees with; the model's lease check
 // alone makes it illegal.
 func TestStaleCommitIsCaught(t *testing.T) {
-	r, _ := takeover(t, staleCommit{memstore.New()})
+	r, _ := takeover(t, staleCommit{memstoretest.New(t)})
 	if r.Illegal != 1 || !strings.Contains(r.Violation, "no legal point for complete(owner ") {
 		t.Fatalf("a Complete committed from a stale lease passed the model: %s", r.Line())
 	}
@@ -268,7 +269,7 @@ func TestStaleCommitIsCaught(t *testing.T) {
 }
 
 func TestFencedStorePasses(t *testing.T) {
-	r, fx := takeover(t, memstore.New())
+	r, fx := takeover(t, memstoretest.New(t))
 	if !r.OK() || r.Verdict() != "linearizable" || r.Acks != 1 {
 		t.Fatalf("a correct store's history failed the check: %s", r.Line())
 	}
@@ -285,7 +286,7 @@ func TestFencedStorePasses(t *testing.T) {
 func TestUnknownOutcomes(t *testing.T) {
 	ctx := context.Background()
 	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	store := answerLost{memstore.New()}
+	store := answerLost{memstoretest.New(t)}
 	fx := &effects{}
 	ws := []*worker{newWorker(t, store, clk, fx), newWorker(t, store, clk, fx), newWorker(t, store, clk, fx)}
 	var wg sync.WaitGroup
@@ -437,7 +438,7 @@ func TestBudget(t *testing.T) {
 func TestTakeoverStorm(t *testing.T) {
 	ctx := context.Background()
 	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	store := &sometimesLost{Store: memstore.New()}
+	store := &sometimesLost{Store: memstoretest.New(t)}
 	fx := &effects{}
 	var ws []*worker
 	for range 3 {
@@ -588,7 +589,7 @@ func TestFreshClaimOverLiveCompleted(t *testing.T) {
 func TestDoubleCommitFromEffects(t *testing.T) {
 	ctx := context.Background()
 	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	store := &splitCommit{Store: memstore.New(), seen: map[string]bool{}}
+	store := &splitCommit{Store: memstoretest.New(t), seen: map[string]bool{}}
 	fx := &effects{}
 	w := newWorker(t, store, clk, fx)
 	keys := []string{"order-1", "order-2", "order-3"}
@@ -631,7 +632,7 @@ func TestDoubleCommitFromEffects(t *testing.T) {
 func TestTTLSweepBeforeLateComplete(t *testing.T) {
 	ctx := context.Background()
 	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	store := memstore.New()
+	store := memstoretest.New(t)
 	fx := &effects{}
 	a, b := newWorker(t, store, clk, fx), newWorker(t, store, clk, fx)
 	a.gate, a.entered = make(chan struct{}), make(chan struct{})

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/batch"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/examples/storehistory"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // rows builds one process's offset-row history of partition "g/t/0", a
@@ -258,8 +258,8 @@ func TestOffsetsBrokenFenceIsCaught(t *testing.T) {
 		store  batch.Store
 		caught bool
 	}{
-		{"memstore", memstore.New().Offsets(), false},
-		{"no fence", noFence{memstore.New().Offsets()}, true},
+		{"memstore", memstoretest.New(t).Offsets(), false},
+		{"no fence", noFence{memstoretest.New(t).Offsets()}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer

@@ -17,8 +17,8 @@ import (
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"
@@ -146,7 +146,7 @@ func TestBatchExactlyOnce(t *testing.T) {
 			createTopic(t, addr, topic, 2)
 			produceN(t, addr, topic, 0, 0, 150)
 			produceN(t, addr, topic, 1, 150, 50)
-			store := memstore.New()
+			store := memstoretest.New(t)
 			e := grouptest.NewEffects()
 			runBatch(t, c.open(t, addr, group, topic, newRunner(t, store.Offsets(), effectsOf(e), batch.MaxRecords(40))))
 			testenv.Eventually(t, 30*time.Second, "every record's effect", func() bool { return e.Total() >= 200 })
@@ -174,7 +174,7 @@ func TestBatchResumesFromTheStoredOffset(t *testing.T) {
 			topic, group := topicName(t, "batch"), topicName(t, "group")
 			createTopic(t, addr, topic, 1)
 			produceN(t, addr, topic, 0, 0, 50)
-			store := memstore.New()
+			store := memstoretest.New(t)
 			e := grouptest.NewEffects()
 			stop := runBatch(t, first.open(t, addr, group, topic, newRunner(t, store.Offsets(), effectsOf(e), batch.MaxRecords(20))))
 			testenv.Eventually(t, 30*time.Second, "the first member's effects", func() bool {
@@ -229,7 +229,7 @@ func TestBatchZombieFenced(t *testing.T) {
 			topic, group := topicName(t, "batch"), topicName(t, "group")
 			createTopic(t, addr, topic, 1)
 			produceN(t, addr, topic, 0, 0, 10)
-			store := &fenceLog{Store: memstore.New().Offsets(), refused: map[string][]error{}}
+			store := &fenceLog{Store: memstoretest.New(t).Offsets(), refused: map[string][]error{}}
 			e := grouptest.NewEffects()
 			paused, wake := make(chan struct{}), make(chan struct{})
 			var once sync.Once
@@ -277,7 +277,7 @@ func TestBatchFailingRecordDeadLettered(t *testing.T) {
 			createTopic(t, addr, topic, 1)
 			createTopic(t, addr, dlq, 1)
 			produceN(t, addr, topic, 0, 0, 20)
-			store := memstore.New()
+			store := memstoretest.New(t)
 			e := grouptest.NewEffects()
 			h := batch.HandlerFunc(func(ctx context.Context, msgs []*broker.Message) ([]dedup.Write, error) {
 				for _, m := range msgs {

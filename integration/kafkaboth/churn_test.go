@@ -15,8 +15,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
@@ -123,7 +123,7 @@ func churn(t *testing.T, open func(t *testing.T, addr, group, topic string, hook
 	rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
 	produce(t, client(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner())), recs...)
 
-	store := memstore.New()
+	store := memstoretest.New(t)
 	eff := grouptest.NewEffects()
 	var tmu sync.Mutex
 	times := map[int32][]time.Time{} // the survivor's processing, by partition

@@ -78,8 +78,14 @@ func run(ctx context.Context, cfg config) (result, error) {
 	if cfg.messages < 1 || cfg.workers < 1 || cfg.maxInFlight < cfg.workers {
 		return result{}, errors.New("need messages ≥ 1, workers ≥ 1, max-in-flight ≥ workers")
 	}
-	q := memsource.NewQueue("rss")
-	store := memstore.New()
+	q, err := memsource.NewQueue("rss")
+	if err != nil {
+		return result{}, err
+	}
+	store, err := memstore.New()
+	if err != nil {
+		return result{}, err
+	}
 	clk := &workClock{base: time.Now()}
 	resp := []byte("ok")
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {

@@ -14,7 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -34,7 +35,7 @@ func TestTracesAndMetrics(t *testing.T) {
 		t.Fatalf("no traceparent injected: %v", attrs)
 	}
 
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	ctx := context.Background()
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("a"), Attributes: attrs})
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("a"), Attributes: map[string]string{"idempotency-key": "o-1"}})
@@ -42,7 +43,7 @@ func TestTracesAndMetrics(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
-	c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1),
+	c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1),
 		consumer.WithTracerProvider(tp), consumer.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
@@ -143,14 +144,14 @@ func TestSpansFollowTheGlobalProvider(t *testing.T) {
 		return consumer.Result{}, nil
 	})
 	newConsumer := func(q *memsource.Queue) *consumer.Consumer {
-		c, err := consumer.New(q.Source(), memstore.New(), h, consumer.Concurrency(1))
+		c, err := consumer.New(q.Source(), memstoretest.New(t), h, consumer.Concurrency(1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
 	ctx := context.Background()
-	q1, q2 := memsource.NewQueue("before"), memsource.NewQueue("after")
+	q1, q2 := memsourcetest.NewQueue(t, "before"), memsourcetest.NewQueue(t, "after")
 	c1, c2 := newConsumer(q1), newConsumer(q2) // both built before a provider is set
 	_ = q1.Send(ctx, memsource.Outgoing{Body: []byte("a"), Attributes: attrs})
 	runUntil(t, c1, func() bool { return q1.Stats().Acked == 1 })

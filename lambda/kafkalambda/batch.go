@@ -47,7 +47,9 @@ type BatchFunction struct {
 func NewBatch(r *batch.Runner, group string, opts ...Option) (*BatchFunction, error) {
 	cfg := lambdabatch.NewConfig("kafkalambda", DefaultDeadlineMargin)
 	for _, o := range opts {
-		o.apply(&cfg)
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
 	invalid := func(what string) error { return fmt.Errorf("kafkalambda: %w: %s", configerr.ErrInvalidConfig, what) }
 	switch {

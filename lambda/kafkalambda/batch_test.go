@@ -18,6 +18,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/lambda/kafkalambda"
 )
 
@@ -69,7 +70,7 @@ func newBatchFunction(t *testing.T, store *memstore.Store, h batch.HandlerFunc, 
 // Every record of an event's partitions commits with its partition's
 // offset; the same event again (Lambda retrying it) runs nothing twice.
 func TestBatchFunctionExactlyOnce(t *testing.T) {
-	store := memstore.New()
+	store := memstoretest.New(t)
 	a := &applied{n: map[string]int{}}
 	f := newBatchFunction(t, store, a.handler(""))
 	for range 2 {
@@ -100,7 +101,7 @@ func TestBatchFunctionExactlyOnce(t *testing.T) {
 func TestBatchFunctionFailingRecord(t *testing.T) {
 	for _, withDLQ := range []bool{true, false} {
 		t.Run(fmt.Sprintf("dead-letters=%v", withDLQ), func(t *testing.T) {
-			store := memstore.New()
+			store := memstoretest.New(t)
 			a := &applied{n: map[string]int{}}
 			var dead []string
 			var opts []kafkalambda.Option
@@ -133,7 +134,7 @@ func TestBatchFunctionFailingRecord(t *testing.T) {
 
 // NewBatch refuses what batch mode cannot take.
 func TestNewBatchInvalid(t *testing.T) {
-	r, err := batch.NewRunner(memstore.New().Offsets(), batch.HandlerFunc(func(context.Context, []*broker.Message) ([]dedup.Write, error) { return nil, nil }))
+	r, err := batch.NewRunner(memstoretest.New(t).Offsets(), batch.HandlerFunc(func(context.Context, []*broker.Message) ([]dedup.Write, error) { return nil, nil }))
 	if err != nil {
 		t.Fatal(err)
 	}

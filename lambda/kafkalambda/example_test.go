@@ -27,7 +27,11 @@ func ExampleNew() {
 		fmt.Printf("processed %s\n", m.ID)
 		return consumer.Result{}, nil
 	})
-	f, err := kafkalambda.New(memstore.New(), h, kafkalambda.Concurrency(1))
+	store, err := memstore.New()
+	if err != nil {
+		panic(err) // a configuration error
+	}
+	f, err := kafkalambda.New(store, h, kafkalambda.Concurrency(1))
 	if err != nil {
 		panic(err) // a configuration error
 	}

@@ -47,7 +47,9 @@ type Function struct{ r *lambdabatch.Runner }
 func New(store dedup.Store, h consumer.Handler, opts ...Option) (*Function, error) {
 	cfg := lambdabatch.NewConfig("kafkalambda", DefaultDeadlineMargin)
 	for _, o := range opts {
-		o.apply(&cfg)
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
 	r, err := lambdabatch.New(store, h, cfg, consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody))
 	if err != nil {

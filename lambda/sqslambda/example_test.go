@@ -37,7 +37,11 @@ func ExampleNew() {
 		charges.Add(1)
 		return consumer.Result{Response: []byte("charged")}, nil
 	})
-	f, err := sqslambda.New(memstore.New(), h,
+	store, err := memstore.New()
+	if err != nil {
+		panic(err) // a configuration error
+	}
+	f, err := sqslambda.New(store, h,
 		sqslambda.WithDeadLetters(sqslambda.DeadLetterFunc(
 			func(ctx context.Context, m *consumer.Message, reason string) error {
 				fmt.Printf("dead letter %s: %s\n", m.ID, reason)

@@ -28,7 +28,9 @@ type Function struct {
 func New(store dedup.Store, h consumer.Handler, opts ...Option) (*Function, error) {
 	cfg := config{batch: lambdabatch.NewConfig("sqslambda", DefaultDeadlineMargin)}
 	for _, o := range opts {
-		o.apply(&cfg)
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
 	r, err := lambdabatch.New(store, h, cfg.batch)
 	if err != nil {

@@ -18,10 +18,10 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/awstest"
 	"github.com/onceq/onceq/internal/lambdatest"
 	"github.com/onceq/onceq/internal/testsupport/faultproxy"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/lambda/sqslambda"
 	"github.com/onceq/onceq/sources/sqssource"
@@ -462,7 +462,7 @@ func TestSQSDeadLetterReasonCleaned(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{}, consumer.Permanent(errors.New(reason))
 	})
-	f, err := sqslambda.New(memstore.New(), h, sqslambda.DeadLetterQueue(q.client, dlq.url))
+	f, err := sqslambda.New(memstoretest.New(t), h, sqslambda.DeadLetterQueue(q.client, dlq.url))
 	if err != nil {
 		t.Fatal(err)
 	}

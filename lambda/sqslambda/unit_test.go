@@ -12,7 +12,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -37,7 +37,7 @@ func TestConcurrencyBound(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	f, err := New(memstore.New(), h, Concurrency(limit))
+	f, err := New(memstoretest.New(t), h, Concurrency(limit))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func (misconfiguredStore) Claim(context.Context, dedup.ClaimRequest) (dedup.Clai
 // A Misconfigured outcome fails the invocation; no record is reported.
 func TestMisconfiguredFailsInvocation(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
-	f, err := New(misconfiguredStore{memstore.New()}, h)
+	f, err := New(misconfiguredStore{memstoretest.New(t)}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestNoTimeLeft(t *testing.T) {
 		ran.Add(1)
 		return consumer.Result{}, nil
 	})
-	f, err := New(memstore.New(), h, DeadlineMargin(2*time.Second))
+	f, err := New(memstoretest.New(t), h, DeadlineMargin(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

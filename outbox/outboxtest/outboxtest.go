@@ -15,6 +15,8 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/memsource"
@@ -149,7 +151,7 @@ func RunDownstream(t *testing.T, src broker.Source) (d *Downstream, stop func())
 			d.mu.Unlock()
 		}}}}, nil
 	})
-	cons, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.WithHooks(d),
+	cons, err := consumer.New(src, memstoretest.New(t), h, consumer.WithoutDeadLetters(), consumer.WithHooks(d),
 		consumer.WithLogger(testenv.Logger(t)), consumer.PendingRecheck(200*time.Millisecond))
 	if err != nil {
 		t.Fatalf("consumer downstream: %v", err)
@@ -288,7 +290,7 @@ func (s *sendsThenFails) Send(ctx context.Context, entries []outbox.Entry) []err
 func pipeline(t *testing.T, c Case) {
 	const inputs, perInput = 12, 2
 	prefix := t.Name() + "-order-"
-	in := memsource.NewQueue("pipeline-in")
+	in := memsourcetest.NewQueue(t, "pipeline-in")
 	for i := range inputs {
 		for range 2 { // each input delivered twice
 			if err := in.Send(context.Background(), memsource.Outgoing{Body: fmt.Appendf(nil, "order-%d", i),
@@ -297,7 +299,7 @@ func pipeline(t *testing.T, c Case) {
 			}
 		}
 	}
-	store := memstore.New()
+	store := memstoretest.New(t)
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		out := make([]outbox.Message, perInput)
 		for j := range out {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"
@@ -85,7 +85,7 @@ func TestDeadLetterMadeToFit(t *testing.T) {
 		return consumer.Result{}, consumer.Permanent(errors.New("malformed: " + strings.Repeat("x", 1_100_000)))
 	})
 	src := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq))
-	m := grouptest.Start(t, src, memstore.New(), h)
+	m := grouptest.Start(t, src, memstoretest.New(t), h)
 	waitCommitted(t, addr, group, topic, []int64{1})
 	m.Stop(t)
 	if n := runs.Load(); n != 1 {
@@ -121,7 +121,7 @@ func TestDeadLetterKeptWhenRefused(t *testing.T) {
 		return consumer.Result{}, nil
 	})
 	src := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq))
-	store := memstore.New()
+	store := memstoretest.New(t)
 	m := grouptest.Start(t, src, store, h)
 	p := producer(t, addr, topic)
 	produce(t, p, &kgo.Record{Value: []byte("fine-1")})

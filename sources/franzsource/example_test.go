@@ -30,7 +30,11 @@ func ExampleNew() {
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.Concurrency(16))
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := consumer.New(src, store, h, consumer.Concurrency(16))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -48,7 +52,11 @@ func ExampleToMessage() {
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("charged")}, nil
 	})
-	guard, err := consumer.NewGuard(memstore.New(), h, consumer.WithSourceKey(franzsource.Fingerprint, franzsource.KeyCoversBody))
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	guard, err := consumer.NewGuard(store, h, consumer.WithSourceKey(franzsource.Fingerprint, franzsource.KeyCoversBody))
 	if err != nil {
 		panic(err)
 	}

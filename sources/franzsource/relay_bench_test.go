@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/proccpu"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/franzsource"
@@ -68,7 +68,7 @@ func BenchmarkOutboxRelayFranz(b *testing.B) {
 
 		topic = topicName(b, fmt.Sprintf("relay-%d", n))
 		createTopic(b, addr, topic, partitions)
-		store := memstore.New()
+		store := memstoretest.New(b)
 		for i := range records {
 			now := time.Now()
 			if _, err := store.ClaimComplete(context.Background(), dedup.ClaimCompleteRequest{Key: fmt.Sprintf("onceq#%d", i), Owner: "w",

@@ -16,8 +16,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/sourcetest"
@@ -71,7 +71,7 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 	if src.Capabilities().Ordering != consumer.OrderByKey {
 		t.Fatalf("default ordering %v", src.Capabilities().Ordering)
 	}
-	m := grouptest.Start(t, sourcetest.Wrap(src), memstore.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
+	m := grouptest.Start(t, sourcetest.Wrap(src), memstoretest.New(t), h, consumer.Concurrency(16), consumer.MaxInFlight(256))
 	testenv.Eventually(t, 30*time.Second, "every message", func() bool { return eff.Total() == keys*per })
 	m.Stop(t)
 
@@ -119,7 +119,7 @@ func TestPoisonMessageToDeadLetterTopic(t *testing.T) {
 	var dead atomic.Int64
 	src := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq),
 		kafkagroup.WithHooks(onDeadLetter(func(context.Context, string, int32, int64, string) { dead.Add(1) })))
-	m := grouptest.Start(t, src, memstore.New(), h, consumer.MaxAttempts(3), consumer.FailedRetryDelay(20*time.Millisecond))
+	m := grouptest.Start(t, src, memstoretest.New(t), h, consumer.MaxAttempts(3), consumer.FailedRetryDelay(20*time.Millisecond))
 	testenv.Eventually(t, 30*time.Second, "the 19 good messages", func() bool { return eff.Total() == 19 })
 	waitCommitted(t, addr, group, topic, []int64{20})
 	m.Stop(t)
@@ -170,7 +170,7 @@ func TestFingerprintThroughWrapper(t *testing.T) {
 		return consumer.Result{Writes: []dedup.Write{eff.Write(m.OrderingKey)}}, nil
 	})
 	src := sourcetest.Wrap(newSource(t, addr, group, []string{topic}))
-	m := grouptest.Start(t, src, memstore.New(), h)
+	m := grouptest.Start(t, src, memstoretest.New(t), h)
 	testenv.Eventually(t, 30*time.Second, "all three records settled", func() bool { return src.Acks() == 3 })
 	m.Stop(t)
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
@@ -54,7 +54,7 @@ func TestDeadLetterMadeToFit(t *testing.T) {
 		return consumer.Result{}, consumer.Permanent(errors.New("malformed: " + strings.Repeat("x", 1_100_000)))
 	})
 	src := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq))
-	m := grouptest.Start(t, src, memstore.New(), h)
+	m := grouptest.Start(t, src, memstoretest.New(t), h)
 	waitCommitted(t, addr, group, topic, []int64{1})
 	m.Stop(t)
 	if n := runs.Load(); n != 1 {
@@ -87,7 +87,7 @@ func TestDeadLetterKeptWhenRefused(t *testing.T) {
 		return consumer.Result{}, nil
 	})
 	src := newSource(t, addr, group, []string{topic}, kafkagroup.DeadLetterTopic(dlq))
-	store := memstore.New()
+	store := memstoretest.New(t)
 	m := grouptest.Start(t, src, store, h)
 	w := writer(t, addr, topic)
 	produce(t, w, kgo.Message{Value: []byte("fine-1")})

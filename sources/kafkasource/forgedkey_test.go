@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/kafkasource"
 )
 
@@ -19,7 +19,7 @@ func TestHeaderCannotPoseAsFingerprint(t *testing.T) {
 		runs.Add(1)
 		return consumer.Result{Response: m.Body}, nil
 	})
-	g, err := consumer.NewGuard(memstore.New(), h, consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody))
+	g, err := consumer.NewGuard(memstoretest.New(t), h, consumer.WithSourceKey(kafkasource.Fingerprint, kafkasource.KeyCoversBody))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testsupport/grouptest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
@@ -68,7 +68,7 @@ func rebalanceRun(t *testing.T, drain time.Duration) {
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	produce(t, writer(t, addr, topic), out...)
 
-	store := memstore.New()
+	store := memstoretest.New(t)
 	eff := grouptest.NewEffects()
 	var handled atomic.Int64
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {

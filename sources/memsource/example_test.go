@@ -16,7 +16,10 @@ import (
 func ExampleQueue() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	queue := memsource.NewQueue("orders", memsource.VisibilityTimeout(time.Minute))
+	queue, err := memsource.NewQueue("orders", memsource.VisibilityTimeout(time.Minute))
+	if err != nil {
+		panic(err)
+	}
 	for _, body := range []string{"order a", "order b", "order c"} {
 		if err := queue.Send(ctx, memsource.Outgoing{Body: []byte(body)}); err != nil {
 			panic(err)
@@ -60,7 +63,10 @@ func ExampleQueue() {
 func ExampleOrdering() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	queue := memsource.NewQueue("payments.fifo", memsource.Ordering(broker.OrderByKey))
+	queue, err := memsource.NewQueue("payments.fifo", memsource.Ordering(broker.OrderByKey))
+	if err != nil {
+		panic(err)
+	}
 	for _, m := range []memsource.Outgoing{
 		{Key: "account-1", Body: []byte("debit 10")},
 		{Key: "account-1", Body: []byte("debit 20")},

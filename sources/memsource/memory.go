@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/internal/configerr"
 )
 
 // Outgoing is a message to send.
@@ -91,8 +92,17 @@ type entry struct {
 	owner     *Source
 }
 
-// NewQueue makes an empty queue.
-func NewQueue(name string, opts ...Option) *Queue {
+// ErrInvalidConfig wraps every configuration error of this package; it
+// is the ErrInvalidConfig of every onceq package.
+var ErrInvalidConfig = configerr.ErrInvalidConfig
+
+// NewQueue makes an empty queue. Its name is the Destination a Sender
+// sends to it: an empty one, which no outgoing message may name, is
+// refused with an error wrapping ErrInvalidConfig.
+func NewQueue(name string, opts ...Option) (*Queue, error) {
+	if name == "" {
+		return nil, fmt.Errorf("memsource: %w: NewQueue: an empty name (the Destination a Sender sends to)", ErrInvalidConfig)
+	}
 	q := &Queue{name: name, visibility: 30 * time.Second, keysBusy: map[string]int{}, wake: make(chan struct{})}
 	for i := range q.flight {
 		q.flight[i].held = map[*entry]struct{}{}
@@ -102,7 +112,7 @@ func NewQueue(name string, opts ...Option) *Queue {
 			o.apply(q)
 		}
 	}
-	return q
+	return q, nil
 }
 
 // Send enqueues a message.

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"github.com/onceq/onceq/sources/memsource"
 	"github.com/onceq/onceq/sources/sourcetest"
 )
 
 func harness(opts ...memsource.Option) func(t *testing.T) *sourcetest.Harness {
 	return func(t *testing.T) *sourcetest.Harness {
-		q := memsource.NewQueue(t.Name(), append([]memsource.Option{memsource.VisibilityTimeout(2 * time.Second)}, opts...)...)
+		q := memsourcetest.NewQueue(t, t.Name(), append([]memsource.Option{memsource.VisibilityTimeout(2 * time.Second)}, opts...)...)
 		return &sourcetest.Harness{
 			Source: q.Source(),
 			Send: func(ctx context.Context, m sourcetest.Outgoing) error {
@@ -43,7 +44,7 @@ func TestConformanceFIFO(t *testing.T) {
 
 func TestVisibilityExpiryRedelivers(t *testing.T) {
 	t.Parallel()
-	q := memsource.NewQueue("vis", memsource.VisibilityTimeout(200*time.Millisecond))
+	q := memsourcetest.NewQueue(t, "vis", memsource.VisibilityTimeout(200*time.Millisecond))
 	src := q.Source()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -2,6 +2,7 @@ package memsource
 
 import (
 	"context"
+	"fmt"
 	"maps"
 
 	"github.com/onceq/onceq/broker"
@@ -17,13 +18,21 @@ type Sender struct {
 	queues map[string]*Queue
 }
 
-// NewSender returns a Sender to queues.
-func NewSender(queues ...*Queue) *Sender {
+// NewSender returns a Sender to queues. A nil queue, or two queues of one
+// name (an entry could reach only one of them), is refused with an error
+// wrapping ErrInvalidConfig.
+func NewSender(queues ...*Queue) (*Sender, error) {
 	s := &Sender{queues: make(map[string]*Queue, len(queues))}
-	for _, q := range queues {
+	for i, q := range queues {
+		switch {
+		case q == nil:
+			return nil, fmt.Errorf("memsource: %w: NewSender: queue %d is nil", ErrInvalidConfig, i)
+		case s.queues[q.name] != nil:
+			return nil, fmt.Errorf("memsource: %w: NewSender: two queues named %q", ErrInvalidConfig, q.name)
+		}
 		s.queues[q.name] = q
 	}
-	return s
+	return s, nil
 }
 
 // Name is the queue's name: the Destination that a Sender sends to it.

@@ -12,7 +12,7 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
@@ -63,7 +63,7 @@ func runConsumer(t *testing.T, w *Wrapped, h consumer.Handler, opts ...consumer.
 	seen = &outcomes{}
 	base := []consumer.Option{consumer.WithHooks(seen), consumer.PendingRecheck(100 * time.Millisecond),
 		consumer.FailedRetryDelay(50 * time.Millisecond), consumer.DrainTimeout(10 * time.Second)}
-	c, err := consumer.New(w, memstore.New(), h, append(base, opts...)...)
+	c, err := consumer.New(w, memstoretest.New(t), h, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("consumer.New over a wrapped source: %v", err)
 	}
@@ -96,7 +96,7 @@ func testWrapperDeadLetter(t *testing.T, h *Harness) {
 		return consumer.Result{}, consumer.Permanent(errors.New("bad input"))
 	})
 	if !h.Source.Capabilities().DeadLetter {
-		if _, err := consumer.New(w, memstore.New(), poison); !errors.Is(err, consumer.ErrInvalidConfig) {
+		if _, err := consumer.New(w, memstoretest.New(t), poison); !errors.Is(err, consumer.ErrInvalidConfig) {
 			t.Fatalf("consumer.New accepted a source without a dead-letter destination: %v", err)
 		}
 		return
@@ -154,10 +154,10 @@ func testWrapperRedeliveryWindow(t *testing.T, h *Harness) {
 	nop := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 	// WithoutDeadLetters keeps the dead-letter check out of the way: the
 	// only reason left to refuse is the retention.
-	if _, err := consumer.New(w, memstore.New(), nop, consumer.WithoutDeadLetters(), consumer.Retention(window)); !errors.Is(err, consumer.ErrInvalidConfig) {
+	if _, err := consumer.New(w, memstoretest.New(t), nop, consumer.WithoutDeadLetters(), consumer.Retention(window)); !errors.Is(err, consumer.ErrInvalidConfig) {
 		t.Fatalf("Retention %v over a redelivery window of %v: %v, want ErrInvalidConfig", window, window, err)
 	}
-	if _, err := consumer.New(w, memstore.New(), nop, consumer.WithoutDeadLetters(), consumer.Retention(window+time.Hour)); err != nil {
+	if _, err := consumer.New(w, memstoretest.New(t), nop, consumer.WithoutDeadLetters(), consumer.Retention(window+time.Hour)); err != nil {
 		t.Fatalf("Retention above the redelivery window refused: %v", err)
 	}
 }

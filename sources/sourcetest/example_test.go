@@ -20,7 +20,10 @@ import (
 func ExampleRun() {
 	conformance := func(t *testing.T) {
 		sourcetest.Run(t, func(t *testing.T) *sourcetest.Harness {
-			q := memsource.NewQueue(t.Name(), memsource.VisibilityTimeout(2*time.Second))
+			q, err := memsource.NewQueue(t.Name(), memsource.VisibilityTimeout(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
 			return &sourcetest.Harness{
 				Source: q.Source(),
 				Send: func(ctx context.Context, m sourcetest.Outgoing) error {

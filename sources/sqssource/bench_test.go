@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/plainbody"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/proccpu"
 	"github.com/onceq/onceq/sources/sourcetest"
 	"github.com/onceq/onceq/sources/sqssource"
@@ -84,7 +84,7 @@ func BenchmarkRawVsConsumer(b *testing.B) {
 		h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
 		// The same receive concurrency as the raw loop: eight pollers,
 		// room for each one's ten messages.
-		cons, err := consumer.New(newSource(b, c, url, sqssource.Pollers(workers)), memstore.New(), h, consumer.WithoutDeadLetters(),
+		cons, err := consumer.New(newSource(b, c, url, sqssource.Pollers(workers)), memstoretest.New(b), h, consumer.WithoutDeadLetters(),
 			consumer.Concurrency(workers), consumer.MaxInFlight(10*workers), consumer.WithLogger(slog.New(slog.DiscardHandler)),
 			consumer.WithHooks(seen))
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 	"github.com/onceq/onceq/sources/sourcetest"
@@ -140,7 +141,7 @@ func TestEndToEndDuplicates(t *testing.T) {
 		t.Logf("%s failed: %v", op, err)
 	})))
 	seen := &outcomes{}
-	cons, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16), consumer.WithHooks(seen),
+	cons, err := consumer.New(src, memstoretest.New(t), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16), consumer.WithHooks(seen),
 		consumer.PendingRecheck(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +199,7 @@ func TestEndToEndLongHandler(t *testing.T) {
 	// visibility lapsing) is received by the pollers, which poll all along.
 	src := sourcetest.Wrap(newSource(t, c, url, sqssource.WaitTime(time.Second), sqssource.WithHooks(onExtended(func(context.Context, string, time.Duration) { extends.Add(1) }))))
 	seen := &outcomes{}
-	cons, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(4), consumer.WithHooks(seen),
+	cons, err := consumer.New(src, memstoretest.New(t), h, consumer.WithoutDeadLetters(), consumer.Concurrency(4), consumer.WithHooks(seen),
 		consumer.HandlerTimeout(20*time.Second), consumer.LeaseTTL(30*time.Second),
 		consumer.PendingRecheck(200*time.Millisecond))
 	if err != nil {
@@ -278,7 +279,7 @@ func TestEndToEndFIFOOrder(t *testing.T) {
 	})
 	src := newSource(t, c, url)
 	seen := &outcomes{}
-	cons, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16), consumer.WithHooks(seen))
+	cons, err := consumer.New(src, memstoretest.New(t), h, consumer.WithoutDeadLetters(), consumer.Concurrency(16), consumer.WithHooks(seen))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestEndToEndPoison(t *testing.T) {
 	const maxAttempts = 3
 	src := newSource(t, c, url, sqssource.DeadLetterQueue(dlqURL), sqssource.WaitTime(time.Second))
 	seen := &outcomes{}
-	cons, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.WithHooks(seen),
+	cons, err := consumer.New(src, memstoretest.New(t), h, consumer.WithoutDeadLetters(), consumer.WithHooks(seen),
 		consumer.MaxAttempts(maxAttempts), consumer.FailedRetryDelay(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +393,7 @@ func TestEndToEndDeadLetterMadeToFit(t *testing.T) {
 		t.Fatalf("Check of queues of equal limits: %v", err)
 	}
 	seen := &outcomes{}
-	cons, err := consumer.New(src, memstore.New(), h, consumer.WithHooks(seen))
+	cons, err := consumer.New(src, memstoretest.New(t), h, consumer.WithHooks(seen))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,11 @@ func ExampleNew() {
 	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{Response: []byte("ok")}, nil
 	})
-	c, err := consumer.New(source, memstore.New(), h, consumer.Concurrency(16))
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := consumer.New(source, store, h, consumer.Concurrency(16))
 	if err != nil {
 		log.Fatal(err)
 	}

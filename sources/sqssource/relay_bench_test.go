@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/proccpu"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/sources/sqssource"
@@ -94,7 +94,7 @@ func BenchmarkOutboxRelay(b *testing.B) {
 		// The outbox: commit each input with its outgoing message, then
 		// let a relay drain the outbox.
 		url, _ = createQueue(b, c, queueSpec{visibility: 30 * time.Second})
-		store := memstore.New()
+		store := memstoretest.New(b)
 		cpu = proccpu.Used()
 		for i := range benchMessages {
 			now := time.Now()
@@ -127,7 +127,7 @@ func BenchmarkOutboxRelay(b *testing.B) {
 
 		// By hand: commit, then send, ten to a batch.
 		url, _ = createQueue(b, c, queueSpec{visibility: 30 * time.Second})
-		store = memstore.New()
+		store = memstoretest.New(b)
 		cpu = proccpu.Used()
 		var batch []types.SendMessageBatchRequestEntry
 		for i := range benchMessages {

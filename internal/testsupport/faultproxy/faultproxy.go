@@ -119,16 +119,20 @@ type Stats struct {
 }
 
 // Option configures a Proxy.
-type Option func(*Proxy)
+type Option interface{ apply(*Proxy) }
+
+type optionFunc func(*Proxy)
+
+func (f optionFunc) apply(p *Proxy) { f(p) }
 
 // WithSeed seeds the generator that Rule.Rate draws from (default 1).
 func WithSeed(seed uint64) Option {
-	return func(p *Proxy) { p.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+	return optionFunc(func(p *Proxy) { p.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) })
 }
 
 // WithCapacity starts the proxy with a request-rate ceiling (see SetCapacity).
 func WithCapacity(perSecond int) Option {
-	return func(p *Proxy) { p.setCapacity(perSecond, time.Now()) }
+	return optionFunc(func(p *Proxy) { p.setCapacity(perSecond, time.Now()) })
 }
 
 // Proxy is a running fault-injecting proxy. Its methods are safe for
@@ -186,9 +190,11 @@ func New(target string, opts ...Option) (*Proxy, error) {
 		stats:  Stats{ByOp: map[string]int{}, Injected: map[Fault]int{}},
 	}
 	p.done, p.cancel = context.WithCancel(context.Background())
-	WithSeed(1)(p)
+	WithSeed(1).apply(p)
 	for _, o := range opts {
-		o(p)
+		if o != nil {
+			o.apply(p)
+		}
 	}
 	p.server = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

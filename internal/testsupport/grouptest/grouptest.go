@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/sourcetest"
@@ -164,7 +165,7 @@ func TimeConsumer(b *testing.B, start time.Time, src consumer.Source, records in
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.Concurrency(16), consumer.MaxInFlight(512),
+	c, err := consumer.New(src, memstoretest.New(b), h, consumer.Concurrency(16), consumer.MaxInFlight(512),
 		consumer.WithHooks(acks), consumer.WithoutDeadLetters())
 	if err != nil {
 		b.Fatal(err)

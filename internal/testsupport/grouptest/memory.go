@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
@@ -36,7 +36,7 @@ func MemoryBoundedByBytes(t *testing.T, produce func(key, value []byte), flush f
 		return consumer.Result{}, nil
 	})
 	const bound = 8 << 20
-	m := Start(t, newSource(kafkagroup.MaxInFlightBytes(bound)), memstore.New(), h, consumer.Concurrency(1), consumer.MaxInFlight(n))
+	m := Start(t, newSource(kafkagroup.MaxInFlightBytes(bound)), memstoretest.New(t), h, consumer.Concurrency(1), consumer.MaxInFlight(n))
 	var peak uint64
 	for range n {
 		select {

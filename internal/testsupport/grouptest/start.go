@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
@@ -122,7 +123,7 @@ func (s badStore) Check(ctx context.Context) error {
 // store's error. Run closes src.
 func StoreCheckedFirst(t *testing.T, src consumer.Source, joined <-chan struct{}) {
 	t.Helper()
-	c, err := consumer.New(src, badStore{memstore.New(), joined}, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
+	c, err := consumer.New(src, badStore{memstoretest.New(t), joined}, consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) {
 		return consumer.Result{}, nil
 	}), consumer.CheckTimeout(time.Second), consumer.WithLogger(testenv.Logger(t)), consumer.WithoutDeadLetters())
 	if err != nil {

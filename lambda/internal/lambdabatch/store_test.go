@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 )
 
 // A lease taken in an invocation, and its renewals, end no later than the
 // invocation's deadline, whatever LeaseTTL says.
 func TestLeaseCappedAtDeadline(t *testing.T) {
-	mem := memstore.New()
+	mem := memstoretest.New(t)
 	s := capLeases(mem)
 	now := time.Now()
 	limit := now.Add(3 * time.Second).Truncate(time.Second)

@@ -14,7 +14,7 @@ import (
 	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
@@ -56,14 +56,14 @@ func newBatching(t *testing.T, s batch.Store) *Batching[int64] {
 // the partition never starts from the group's offset instead.
 func TestBatchingAcquireRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBatching(t, &flaky{Store: memstore.New().Offsets(), fails: 3})
+		b := newBatching(t, &flaky{Store: memstoretest.New(t).Offsets(), fails: 3})
 		l, err := b.Acquire(t.Context(), "t", 0, "m1")
 		if err != nil || l.Token != 1 {
 			t.Fatalf("Acquire: %+v, %v; want the row taken after the failures", l, err)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		b = newBatching(t, &flaky{Store: memstore.New().Offsets(), fails: 1 << 30})
+		b = newBatching(t, &flaky{Store: memstoretest.New(t).Offsets(), fails: 1 << 30})
 		if _, err := b.Acquire(ctx, "t", 0, "m1"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Acquire with a Store that never answers: %v, want ctx's end", err)
 		}
@@ -74,7 +74,7 @@ func TestBatchingAcquireRetries(t *testing.T) {
 // following; once the Runner stopped, a push is dropped, not blocked.
 func TestBatchFeed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New().Offsets()
+		store := memstoretest.New(t).Offsets()
 		b := newBatching(t, store)
 		var committed []int64
 		b.Hooks.Commit = append(b.Hooks.Commit, commitHook(func(off int64) { committed = append(committed, off) }))
