@@ -72,6 +72,17 @@ bench ./dedup/pgstore/ -bench '^BenchmarkPostgres$' -count "$count"
 bench ./dedup/redisstore/ -bench '^BenchmarkRedis$' -count "$count"
 bench ./dedup/pgstore/ -bench '^BenchmarkIdempotencyKey$' -count "$count"
 bench ./integration/batchbench/ -bench '^BenchmarkBatch(Postgres|DynamoDB)$' -benchtime 1x -count "$count"
+bench ./integration/sharebench/ -bench '^BenchmarkShare(Postgres|Memory)$' -benchtime 1x -count "$count"
+# The share group's onceq side over the memory store, profiled: what bounds
+# the price of exactly once on a share group (printed, not in the table).
+echo "== ./integration/sharebench/ share group over the memory store, profiled" >&2
+if go test -run '^$' -bench '^BenchmarkShareMemory$' -benchtime 2x -cpuprofile "$ONCEQ_RUN_DIR/share-memory.prof" \
+    -o "$ONCEQ_RUN_DIR/sharebench.test" ./integration/sharebench/ >/dev/null; then
+  go tool pprof -top -nodecount=8 -tagfocus side=onceq "$ONCEQ_RUN_DIR/sharebench.test" "$ONCEQ_RUN_DIR/share-memory.prof" 2>/dev/null |
+    sed -n '/^ *flat/,$p' >&2
+else
+  failed=1
+fi
 
 rss="$ONCEQ_RUN_DIR/rssbench"
 if go build -o "$rss" ./integration/rssbench; then

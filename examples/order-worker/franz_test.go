@@ -17,8 +17,18 @@ import (
 // -source franz on an in-process Kafka broker and the memory store: each
 // order processed once, its duplicates (new records, same order) answered
 // by dedup, and the malformed records dead-lettered.
-func TestWorkerOnFranz(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(4, "orders", "orders-dlq"))
+func TestWorkerOnFranz(t *testing.T) { workerOnKafka(t, "franz") }
+
+// -source share, the same on a share group: every record, produced before
+// the worker joined, delivered (the worker reads from the earliest), and
+// the group's delivery-count limit checked against its attempts.
+func TestWorkerOnShare(t *testing.T) { workerOnKafka(t, "share") }
+
+func workerOnKafka(t *testing.T, source string) {
+	// Share groups: a delivery-count limit that the worker's MaxAttempts
+	// and LeaseTTL fit in (5 + 2 × ceil(60s / 30s)).
+	cluster, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(4, "orders", "orders-dlq"),
+		kfake.BrokerConfigs(map[string]string{"group.share.delivery.count.limit": "10"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +56,7 @@ func TestWorkerOnFranz(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts, err := parseFlags([]string{"-source", "franz", "-kafka-brokers", addr, "-kafka-session-timeout", "6s",
+	opts, err := parseFlags([]string{"-source", source, "-kafka-brokers", addr, "-kafka-session-timeout", "6s",
 		"-progress", "1h", "-metrics-addr", "127.0.0.1:0"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// A usage error is one line, printed by run; only -h lists the flags.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&o.source, "source", "memory", "message source: memory, sqs, kafka (kafka-go) or franz (franz-go, cooperative rebalancing)")
+	fs.StringVar(&o.source, "source", "memory", "message source: memory, sqs, kafka (kafka-go), franz (franz-go, cooperative rebalancing) or share (a Kafka share group on franz-go, read from the earliest record; -kafka-group names the share group)")
 	fs.StringVar(&o.store, "store", "memory", "idempotency store and inventory: memory, dynamodb, postgres, or redis (the memory inventory, reserved by the handler: not atomic with the record)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address for -store redis (keys prefixed with -idempotency-table and ':')")
 	fs.StringVar(&o.postgresURL, "postgres-url", "", "PostgreSQL connection URL for -store postgres (default: PostgreSQL's PG* environment variables)")
@@ -155,13 +155,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q: order-worker takes flags only", fs.Arg(0))
-	case o.source != "memory" && o.source != "sqs" && o.source != "kafka" && o.source != "franz":
-		return o, fmt.Errorf("-source %q: want memory, sqs, kafka or franz", o.source)
+	case o.source != "memory" && o.source != "sqs" && o.source != "kafka" && o.source != "franz" && o.source != "share":
+		return o, fmt.Errorf("-source %q: want memory, sqs, kafka, franz or share", o.source)
 	case o.store != "memory" && o.store != "dynamodb" && o.store != "postgres" && o.store != "redis":
 		return o, fmt.Errorf("-store %q: want memory, dynamodb, postgres or redis", o.store)
 	case o.source == "sqs" && o.sqsQueueURL == "":
 		return o, errors.New("-source sqs needs -sqs-queue-url")
-	case (o.source == "kafka" || o.source == "franz") && (len(o.brokers()) == 0 || o.kafkaTopic == "" || o.kafkaGroup == ""):
+	case (o.source == "kafka" || o.source == "franz" || o.source == "share") && (len(o.brokers()) == 0 || o.kafkaTopic == "" || o.kafkaGroup == ""):
 		return o, fmt.Errorf("-source %s needs -kafka-brokers, -kafka-topic and -kafka-group", o.source)
 	case o.kafkaSession < 0 || o.kafkaRebalance < 0 || o.kafkaHeartbeat < 0:
 		return o, errors.New("-kafka-session-timeout, -kafka-rebalance-timeout and -kafka-heartbeat must not be negative")

@@ -101,7 +101,7 @@ func explainStart(err error, o options, noDeadLetter bool) error {
 			return fail("create it, or pass the URL of one that exists", "the dead-letter queue %q does not exist", o.sqsDLQURL)
 		}
 		return fail("create it, or pass the URL of one that exists with -sqs-queue-url", "the SQS queue %q does not exist", o.sqsQueueURL)
-	case (o.source == "kafka" || o.source == "franz") && errors.As(err, &dial):
+	case (o.source == "kafka" || o.source == "franz" || o.source == "share") && errors.As(err, &dial):
 		return fail("start them, or fix -kafka-brokers", "cannot reach the Kafka brokers %q", o.kafkaBrokers)
 	case errors.Is(err, kafkagroup.ErrUnknownTopic):
 		return fail("create them on the cluster first", "the Kafka topic %q or %q does not exist", o.kafkaTopic, o.kafkaDLQTopic)

@@ -19,6 +19,7 @@ import (
 	"github.com/onceq/onceq/dedup/pgstore"
 	"github.com/onceq/onceq/dedup/redisstore"
 	"github.com/onceq/onceq/sources/franzsource"
+	"github.com/onceq/onceq/sources/franzsource/sharesource"
 	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/kafkasource"
 	"github.com/onceq/onceq/sources/memsource"
@@ -205,6 +206,16 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 			break
 		}
 		src, err := franzsource.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, opts...)
+		if err != nil {
+			return nil, err
+		}
+		w.source = src
+	case "share":
+		// A share group: records go to any member, unordered; the group
+		// reads from the earliest record, so orders sent before the
+		// first worker joined are delivered too.
+		src, err := sharesource.New(ctx, o.brokers(), o.kafkaGroup, []string{o.kafkaTopic}, sharesource.DeadLetterTopic(o.kafkaDLQTopic),
+			sharesource.WithLogger(logger), sharesource.FromEarliest(), sharesource.CheckAttempts(5, o.leaseTTL)) // the consumer's default MaxAttempts
 		if err != nil {
 			return nil, err
 		}

@@ -179,6 +179,7 @@ const legend = `Rows:
 - PostgreSQL, Redis: the servers integration/servers.sh starts, 32 operations in flight, each store mode beside the minimal hand-written client doing the same job, the two sides taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/testsupport/sidebyside); every message a new key. PostgreSQL (dedup/pgstore BenchmarkPostgres, pgx, one pool of 16 connections): minimal is INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING (which takes an expired record over in the same statement) plus a fenced UPDATE, the claim written as COMPLETED for "one statement", with the stock UPDATE in one transaction for the modes with a write; onceq claims a new key with INSERT … ON CONFLICT DO NOTHING and spends a second statement on a key that has a record. Calls are the statements a tracer on the pool counts, BEGIN and COMMIT included. Redis (dedup/redisstore BenchmarkRedis, go-redis): minimal is SET NX PXAT plus a script that completes while the owner holds the key, or SET NX of the completed value for "one round trip"; onceq claims a new key with SET NX of its whole record (one string; a GET more on a key that has a record) and completes with a fenced script. Calls are the commands a client hook counts. Client CPU as for DynamoDB.
 - Idempotency-Key middleware: one HTTP server and client in the benchmark's process, PostgreSQL beside it, 32 requests in flight, each a new key recording one payment row with its COMPLETED record (dedup/pgstore BenchmarkIdempotencyKey): the middleware (package idempotency/httpidem over a Runner, the row handed over with Tx.Write) beside a bare handler that reads the body, claims the key with the fingerprint's hash and completes with the row by hand, the two taking turns in rounds of 200 ms within one run, each ratio the median of the rounds' ratios (internal/testsupport/sidebyside). CPU is the whole process's: HTTP client and server, pgx, the middleware.
 - Kafka batch mode: the in-process kfake broker, six partitions, over sources/franzsource (integration/batchbench). PostgreSQL (BenchmarkBatchPostgres, 20,000 records, one INSERT per record, three groups in one run): batch mode (batches of up to 500 records of one partition, each committed with its partition's offset row, pgstore's offset table) beside a raw franz-go loop applying each poll's inserts (up to 500 records) in one transaction, then committing the group's offsets, with no exactly once, and beside per-message mode (the consumer, 16 handlers, each record claimed then completed with its insert); each timing from the client's creation to the last record committed. Messages per store call are the records per offset-row call of batch mode (Acquire and Commit). DynamoDB (BenchmarkBatchDynamoDB, DynamoDB Local, 5,000 records, one Put per record, batches of up to 100): a batch of 100 needs 101 items with its offset row, over a transaction's 100, and commits in two parts; store writes per message are the offset-row calls (each commit one TransactWriteItems) per record.
+- share group: the in-process kfake broker, six partitions of 1 KiB records, each side under a share group of its own reading every record once, the sides alternating within one run, each timed from its client's creation to the last record settled (integration/sharebench). PostgreSQL (BenchmarkSharePostgres, 5,000 records, a new records table per side and run): the consumer over sources/franzsource/sharesource and pgstore, 16 handlers doing nothing, against a hand-written franz-go share consumer that claims and completes each record of a poll, 16 at once, with the minimal statements of the PostgreSQL rows (INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING, a fenced UPDATE) and accepts it after its commit, then polls again. Memory (BenchmarkShareMemory, 20,000 records): the consumer over the share-group source and the memory store against a raw share consumer that accepts every record with no dedup. CPU per message is the whole process's, the in-process broker's included, on each side; each side runs under a profile label (side=raw or onceq) for go tool pprof -tagfocus.
 - capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is WithoutAdaptiveConcurrency with per-call backoff only (dedup/dynamostore BenchmarkCapacity).
 - outbox relay: entries committed beforehand in the memory store, drained by an outbox.Relay (passes of 100 to SQS, one at a time; four passes of 1000 at once to Kafka); SQS (sources/sqssource BenchmarkOutboxRelay) against a raw loop of SendMessageBatch calls of ten, ten at once, as the Sender makes them; Kafka (sources/franzsource BenchmarkOutboxRelayFranz) against a raw loop producing the same records (Produce each, then wait for every acknowledgement), 1 KiB, an order ID per record as its key. The per-message cost rows run the whole path in one process on the memory store, the commit of each input with its outgoing message and the relay's drain, against a hand-written loop that commits each input and then sends what it produced in batches of ten; store calls count the commits and the relay's leases and marks.
 - RSS: peak resident memory of a separate process per size (integration/rssbench), memory source and store, fixed MaxInFlight; "onceq" is 1M messages, "raw baseline" 100k.
@@ -249,6 +250,7 @@ var rows = slices.Concat(
 	idempotencyKeyRows,
 	outboxRows,
 	batchRows,
+	shareRows,
 )
 
 // idempotencyKeyRows are the Idempotency-Key middleware's, beside a bare
@@ -272,6 +274,22 @@ var outboxRows = []Row{
 	{Label: "outbox to SQS, per outgoing message: store calls, commit + relay vs commit, then send (by hand)", Onceq: Fig{relaySQS, "outbox_store-calls/msg"}, Raw: Fig{relaySQS, "hand_store-calls/msg"}, NoRatio: true},
 	{Label: "outbox relay to Kafka (kfake) over franz-go, 1 KiB: msgs/s, relay vs raw produce loop", Onceq: Fig{relayFranz, "relay_msgs/s"}, Raw: Fig{relayFranz, "raw_msgs/s"}, Ratio: Fig{relayFranz, "ratio"}, Target: AtLeast(0.8)},
 	{Label: "outbox relay to Kafka (kfake) over franz-go, 1 KiB: CPU µs/msg, broker included", Onceq: Fig{relayFranz, "relay_cpu-us/msg"}, Raw: Fig{relayFranz, "raw_cpu-us/msg"}},
+}
+
+// The share-group benchmarks (integration/sharebench).
+const (
+	sharePG  = "BenchmarkSharePostgres"
+	shareMem = "BenchmarkShareMemory"
+)
+
+// shareRows are the share-group source's: on PostgreSQL beside a
+// hand-written share consumer making the same statements, and over the
+// memory store beside a raw share consumer with no dedup.
+var shareRows = []Row{
+	{Label: "share group on PostgreSQL, 1 KiB: msgs/s, onceq vs hand-written (same claim and complete statements, accept after commit)", Onceq: Fig{sharePG, "onceq_msgs/s"}, Raw: Fig{sharePG, "raw_msgs/s"}, Ratio: Fig{sharePG, "ratio"}, Target: AtLeast(0.9)},
+	{Label: "share group on PostgreSQL, 1 KiB: CPU µs/msg, broker included, onceq vs hand-written", Onceq: Fig{sharePG, "onceq_cpu-us/msg"}, Raw: Fig{sharePG, "raw_cpu-us/msg"}},
+	{Label: "share group, memory store, 1 KiB: msgs/s, onceq vs raw share consumer accepting every record (the price of exactly once)", Onceq: Fig{shareMem, "onceq_msgs/s"}, Raw: Fig{shareMem, "raw_msgs/s"}, Ratio: Fig{shareMem, "ratio"}},
+	{Label: "share group, memory store, 1 KiB: CPU µs/msg, broker included, onceq vs raw share consumer", Onceq: Fig{shareMem, "onceq_cpu-us/msg"}, Raw: Fig{shareMem, "raw_cpu-us/msg"}},
 }
 
 // batchRows are Kafka batch mode's: on PostgreSQL beside the raw consumer

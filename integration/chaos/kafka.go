@@ -51,6 +51,9 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 		topics += "," + ship.topic + "," + ship.dlq
 	}
 	args := []string{"broker", "-port", "0", "-partitions", fmt.Sprint(cfg.partitions), "-topics", topics}
+	if cfg.source == "share" {
+		args = append(args, shareBrokerArgs()...)
+	}
 	if cfg.groupProtocol == "consumer" {
 		// KIP-848 moves the session timeout and the heartbeat interval to
 		// the broker: the same short timings as the classic members ask for.
@@ -91,6 +94,20 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 	b.tr = &kgo.Transport{}
 	b.client = &kgo.Client{Addr: kgo.TCP(b.addr), Transport: b.tr, Timeout: 10 * time.Second}
 	return b, nil
+}
+
+// shareLock is the share group's record lock: short, so that a frozen
+// member's records come back within a chaos run.
+const shareLock = 3 * time.Second
+
+// shareBrokerArgs are the broker settings of a share group's run: the lock,
+// swept often, a delivery-count limit the workers' MaxAttempts and lease
+// fit in (order-worker checks it at start), and quick heartbeats.
+func shareBrokerArgs() []string {
+	return []string{"-config", fmt.Sprintf("group.share.record.lock.duration.ms=%d", shareLock.Milliseconds()),
+		"-config", "share.record.lock.sweep.interval.ms=200",
+		"-config", "group.share.delivery.count.limit=10",
+		"-config", "group.share.heartbeat.interval.ms=500"}
 }
 
 func (b *kafkaBroker) workerArgs() []string {
@@ -168,6 +185,9 @@ func (b *kafkaBroker) send(ctx context.Context, ds []delivery) error {
 // partitions. The source commits only what was settled, and settles only
 // after COMPLETED (or a dead letter), so zero lag means nothing in flight.
 func (b *kafkaBroker) left(ctx context.Context) (int, string, error) {
+	if b.source == "share" {
+		return b.shareLeft(ctx)
+	}
 	ends, err := b.ends(ctx, b.topic)
 	if err != nil {
 		return 0, "", err

@@ -1,9 +1,10 @@
 // Command chaos is the reliability proof of the example order worker: it
 // runs several worker processes against the SQS emulator (-source sqs) or
-// a loopback Kafka broker process (-source kafka) and DynamoDB Local
+// a loopback Kafka broker process (-source kafka, franz or share) and DynamoDB Local
 // (behind the fault proxy, which throttles, fails, resets and delays
 // requests), SIGKILLs and restarts a random worker every few seconds (on
-// Kafka every third event is a graceful leave and rejoin instead), and
+// Kafka every third event is a graceful leave and rejoin instead, on a
+// share group a freeze past the record lock), and
 // once the queue or group is drained checks the tables: every unique valid order
 // applied exactly once, every malformed one in the dead-letter queue,
 // nothing left PENDING. It prints one line and exits non-zero on any loss
@@ -83,7 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.DurationVar(&c.relayLease, "relay-lease-ttl", 10*time.Second, "-pipeline: the relays' lease on the entries they send (a killed relay's are taken over after it)")
 	fs.BoolVar(&c.txn, "txn", false, "run Kafka transactions (-source franz): -workers franztxn processors, killed and restarted under their transactional IDs, commit each poll's outputs with its offsets in one transaction; a read_committed reader must see every input's outputs exactly once, in order (no store)")
 	fs.IntVar(&c.txnOutputs, "txn-outputs", 2, "-txn: output records per input")
-	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source) or franz (its franz-go source, on the same Kafka broker)")
+	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source), franz (its franz-go source, on the same Kafka broker) or share (a share group on that broker, its records redelivered by lock expiry when a frozen member's lock runs out)")
 	fs.StringVar(&c.store, "store", "dynamodb", "the workers' store: dynamodb (with the fault proxy's throttles, errors, resets and latency) or postgres (kills only; ONCEQ_POSTGRES_URL)")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the Kafka topics")
 	fs.StringVar(&c.groupProtocol, "group-protocol", "cooperative", "-source franz: the workers' group protocol: cooperative, consumer (KIP-848, the broker assigns partitions) or eager")
@@ -114,8 +115,10 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	c.sqsURL = os.Getenv("ONCEQ_SQS_ENDPOINT")
 	c.postgresURL = os.Getenv("ONCEQ_POSTGRES_URL")
 	switch {
-	case c.source != "sqs" && c.source != "kafka" && c.source != "franz":
-		return c, fmt.Errorf("-source %q: want sqs, kafka or franz", c.source)
+	case c.source != "sqs" && c.source != "kafka" && c.source != "franz" && c.source != "share":
+		return c, fmt.Errorf("-source %q: want sqs, kafka, franz or share", c.source)
+	case c.source == "share" && (c.batch || c.pipeline):
+		return c, errors.New("-source share does not go with -batch or -pipeline")
 	case c.groupProtocol != "cooperative" && c.groupProtocol != "consumer" && c.groupProtocol != "eager":
 		return c, fmt.Errorf("-group-protocol %q: want cooperative, consumer or eager", c.groupProtocol)
 	case c.groupProtocol != "cooperative" && (c.source != "franz" || c.txn):

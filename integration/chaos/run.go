@@ -45,6 +45,7 @@ type result struct {
 	messages, unique      int
 	malformed, dlq        int
 	kills, leaves         int
+	freezes               int // -source share: members frozen past the record lock
 	throttles, errors5xx  int
 	resets, delayed       int
 	duplicatesSuppressed  int
@@ -80,9 +81,17 @@ func (r *result) line() string {
 		return fmt.Sprintf("chaos: source=%s inputs=%d outputs_visible=%d outputs_aborted=%d kills=%d leaves=%d processor_restarts=%d lost=%d doubled=%d wall=%s%s",
 			r.source, r.messages, r.txn.Visible, r.txn.Aborted, r.kills, r.leaves, r.txnRestarts, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
 	}
-	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d malformed=%d dlq=%d dlq_copies=%d pending=%d lost=%d doubled=%d wall=%s%s",
-		r.source, r.messages, r.unique, r.kills, r.leaves, r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
+	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d%s throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d malformed=%d dlq=%d dlq_copies=%d pending=%d lost=%d doubled=%d wall=%s%s",
+		r.source, r.messages, r.unique, r.kills, r.leaves, r.freezeField(), r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
 		r.malformed, r.dlq, r.dlqCopies, r.pending, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
+}
+
+// freezeField is " freezes=N" on a share group, where members are frozen.
+func (r *result) freezeField() string {
+	if r.source != "share" {
+		return ""
+	}
+	return fmt.Sprintf(" freezes=%d", r.freezes)
 }
 
 // stopSuffix names the first failed SIGTERM stop, if any, at the end of
@@ -182,7 +191,7 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	}
 	var b broker
 	switch cfg.source {
-	case "kafka", "franz":
+	case "kafka", "franz", "share":
 		b, err = startKafka(ctx, cfg, tmp, n.suffix, logw)
 	default:
 		b, err = newSQS(ctx, awsCfg, cfg, n.suffix)
@@ -492,6 +501,17 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 		if cfg.killEvery > 0 && time.Now().After(nextKill) {
 			i := rng.IntN(processes(cfg))
 			events++
+			if cfg.source == "share" && events%3 == 0 {
+				// A frozen member keeps its connection, so its records come
+				// back only when their locks run out; thawed, it finishes
+				// handlers whose records another member may hold by then.
+				if err := p.freeze(i, shareLock+time.Second); err != nil {
+					return err
+				}
+				res.freezes++
+				nextKill = time.Now().Add(jitter(cfg.killEvery, rng))
+				continue
+			}
 			if cfg.source != "sqs" && events%3 == 0 {
 				if err := p.leave(i, 15*time.Second); err != nil {
 					res.workersExitedNonZero++
@@ -711,6 +731,22 @@ func (p *pool) kill(i int) error {
 		return err
 	}
 	<-pr.done
+	return nil
+}
+
+// freeze stops worker i with SIGSTOP for d, then lets it go on.
+func (p *pool) freeze(i int, d time.Duration) error {
+	p.mu.Lock()
+	pr := p.procs[i]
+	p.mu.Unlock()
+	if pr == nil {
+		return nil
+	}
+	if err := pr.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return nil // it exited meanwhile: p.check reports it
+	}
+	time.Sleep(d)
+	_ = pr.cmd.Process.Signal(syscall.SIGCONT)
 	return nil
 }
 

@@ -97,16 +97,31 @@ func (s *shell) env(ctx context.Context) []string {
 // promise: at most ten commands from `go mod init` to the first order
 // counted.
 func TestKafkaPostgresWalkthrough(t *testing.T) {
+	s, firstCheck := runWalkthrough(t, walkthrough)
+	if firstCheck == 0 || firstCheck > 10 {
+		t.Errorf("the first order is checked at command %d after go mod init; the page promises at most ten", firstCheck)
+	}
+	// The handler itself ran once for the order sent twice.
+	if runs := s.logCount("order_id=o-1 "); runs != 1 {
+		t.Errorf("the handler recorded order o-1 %d times, want once", runs)
+	}
+}
+
+// runWalkthrough runs a page from its text, as TestKafkaPostgresWalkthrough
+// says, and returns its shell and the command, counted from go mod init,
+// of its first `# prints` check.
+func runWalkthrough(t *testing.T, page string) (s *shell, firstCheck int) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds a module and starts servers")
 	}
 	testenv.PostgresURL(t) // the servers this page starts must be installable here
-	programs := fencedBlocks(t, walkthrough, "go")
+	programs := fencedBlocks(t, page, "go")
 	if len(programs) != 1 {
-		t.Fatalf("%s has %d go blocks, want the worker's one", walkthrough, len(programs))
+		t.Fatalf("%s has %d go blocks, want the worker's one", page, len(programs))
 	}
 	base, dir := pageDir(t, "orders", programs[0])
-	s := &shell{t: t, dir: dir, state: filepath.Join(base, "shell.env"), jobs: map[int]*process{}}
+	s = &shell{t: t, dir: dir, state: filepath.Join(base, "shell.env"), jobs: map[int]*process{}}
 	// The page's servers on a run directory of the test's own, stopped
 	// whatever happens.
 	if err := os.WriteFile(s.state, []byte("export ONCEQ_RUN_DIR="+filepath.Join(base, "run")+"\n"), 0o600); err != nil {
@@ -119,8 +134,8 @@ func TestKafkaPostgresWalkthrough(t *testing.T) {
 	})
 
 	ctx := testenv.Context(t, 12*time.Minute)
-	commands, firstCheck := 0, 0
-	for _, block := range fencedBlocks(t, walkthrough, "sh") {
+	commands := 0
+	for _, block := range fencedBlocks(t, page, "sh") {
 		for line := range strings.Lines(block) {
 			line = strings.TrimSpace(line)
 			if line == "" || strings.HasPrefix(line, "#") {
@@ -139,17 +154,17 @@ func TestKafkaPostgresWalkthrough(t *testing.T) {
 			s.step(ctx, dir, line, want, 3*time.Minute)
 		}
 	}
-	if firstCheck == 0 || firstCheck > 10 {
-		t.Errorf("the first order is checked at command %d after go mod init; the page promises at most ten", firstCheck)
-	}
-	// The handler itself ran once for the order sent twice.
-	runs := 0
+	return s, firstCheck
+}
+
+// logCount counts the lines containing text that the page's programs
+// logged, over every run of them.
+func (s *shell) logCount(text string) int {
+	n := 0
 	for _, p := range s.all {
-		runs += p.logs.count("order_id=o-1 ")
+		n += p.logs.count(text)
 	}
-	if runs != 1 {
-		t.Errorf("the handler recorded order o-1 %d times, want once", runs)
-	}
+	return n
 }
 
 // pageDir makes a directory name beside a link to this checkout
