@@ -108,8 +108,8 @@ type side struct {
 	rt   *tracer
 	be   *backends
 	// commit commits order key's business transaction with its message
-	// to topic.
-	commit func(ctx context.Context, topic, key string) error
+	// to topic, ordered by lane (onceq only: the others keep no order).
+	commit func(ctx context.Context, topic, key, lane string) error
 	// drain sends what is committed to topic until ctx ends.
 	drain func(ctx context.Context, topic string) error
 }
@@ -216,10 +216,12 @@ type figures struct {
 // forwarder.NewForwarder to Kafka), and a raw loop (INSERT of the order
 // and of the message; a drainer of SKIP LOCKED batches, produced, then
 // deleted). OUTBOXBENCH_MESSAGES (10000) per phase, OUTBOXBENCH_ROUNDS
-// (5).
+// (5); OUTBOXBENCH_LANES orders onceq's messages in that many lanes
+// (OrderingKey) rather than one per order.
 func BenchmarkOutboxVsWatermill(b *testing.B) {
 	messages := env("OUTBOXBENCH_MESSAGES", 10000)
 	rounds := env("OUTBOXBENCH_ROUNDS", 5)
+	lanes := env("OUTBOXBENCH_LANES", 0)
 	c, err := kfake.NewCluster(kfake.Ports(0), kfake.DefaultNumPartitions(partitions), kfake.AllowAutoTopicCreation())
 	if err != nil {
 		b.Fatal(err)
@@ -247,10 +249,10 @@ func BenchmarkOutboxVsWatermill(b *testing.B) {
 			for _, s := range sides {
 				run := fmt.Sprintf("%s-%d-%d", id, n, r)
 				topic := "t-" + s.name + "-" + run
-				commit := measure(s, messages, func() { commitAll(b, s, run+"-c", topic, messages) })
+				commit := measure(s, messages, func() { commitAll(b, s, run+"-c", topic, messages, lanes) })
 				drain := measure(s, messages, func() { drainUntil(b, s, topic, got, messages, nil) })
 				e2e := measure(s, messages, func() {
-					drainUntil(b, s, topic+"-e2e", got, messages, func() { commitAll(b, s, run+"-e", topic+"-e2e", messages) })
+					drainUntil(b, s, topic+"-e2e", got, messages, func() { commitAll(b, s, run+"-e", topic+"-e2e", messages, lanes) })
 				})
 				res[s.name]["commit"] = append(res[s.name]["commit"], commit)
 				res[s.name]["drain"] = append(res[s.name]["drain"], drain)
@@ -314,7 +316,7 @@ func measure(s *side, messages int, f func()) figures {
 
 // commitAll commits messages orders of run, their messages to topic,
 // committers at a time.
-func commitAll(b *testing.B, s *side, run, topic string, messages int) {
+func commitAll(b *testing.B, s *side, run, topic string, messages, lanes int) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range committers {
@@ -324,7 +326,12 @@ func commitAll(b *testing.B, s *side, run, topic string, messages int) {
 				if i >= messages {
 					return
 				}
-				if err := s.commit(context.Background(), topic, run+"-"+strconv.Itoa(i)); err != nil {
+				key := run + "-" + strconv.Itoa(i)
+				lane := key
+				if lanes > 0 {
+					lane = "lane-" + strconv.Itoa(i%lanes)
+				}
+				if err := s.commit(context.Background(), topic, key, lane); err != nil {
 					b.Error(err)
 					return
 				}
@@ -376,11 +383,11 @@ func onceqSide(b *testing.B, id string, body []byte, cl *kgo.Client, got *counte
 		b.Fatal(err)
 	}
 	s := &side{name: "onceq", pool: p, rt: rt, be: be}
-	s.commit = func(ctx context.Context, topic, key string) error {
+	s.commit = func(ctx context.Context, topic, key, lane string) error {
 		now := time.Now()
 		c, err := store.ClaimComplete(ctx, dedup.ClaimCompleteRequest{Key: key, Owner: "bench", Now: now, ExpiresAt: now.Add(time.Hour),
 			Writes: []dedup.Write{pgstore.Exec{SQL: "INSERT INTO " + orders + " (id, body) VALUES ($1, $2)", Args: []any{key, body}}},
-			Outbox: []outbox.Message{{Destination: topic, OrderingKey: key, Body: body}}})
+			Outbox: []outbox.Message{{Destination: topic, OrderingKey: lane, Body: body}}})
 		if err == nil && !c.Acquired {
 			err = fmt.Errorf("order %s: not acquired", key)
 		}
@@ -423,7 +430,7 @@ func watermillSide(b *testing.B, id string, body []byte, cl *kgo.Client, got *co
 		_, _ = p.Exec(context.Background(), `DROP TABLE IF EXISTS `+orders+`, "watermill_`+fwdTopic+`", "watermill_offsets_`+fwdTopic+`"`)
 	})
 	s := &side{name: "watermill", pool: p, rt: rt, be: be}
-	s.commit = func(ctx context.Context, topic, key string) error {
+	s.commit = func(ctx context.Context, topic, key, _ string) error {
 		tx, err := p.Begin(ctx)
 		if err != nil {
 			return err
@@ -473,7 +480,7 @@ func rawSide(b *testing.B, id string, body []byte, cl *kgo.Client, got *counter)
 	mustExec(b, p, "CREATE TABLE "+ob+" (id bigserial PRIMARY KEY, topic text NOT NULL, key text NOT NULL, body bytea NOT NULL)")
 	b.Cleanup(func() { _, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+orders+", "+ob) })
 	s := &side{name: "raw", pool: p, rt: rt, be: be}
-	s.commit = func(ctx context.Context, topic, key string) error {
+	s.commit = func(ctx context.Context, topic, key, _ string) error {
 		tx, err := p.Begin(ctx)
 		if err != nil {
 			return err
