@@ -187,6 +187,12 @@ type countingSender struct {
 	got *counter
 }
 
+// KeepsLaneOrder passes on the wrapped Sender's answer.
+func (c *countingSender) KeepsLaneOrder() bool {
+	ls, ok := c.Sender.(outbox.LaneSender)
+	return ok && ls.KeepsLaneOrder()
+}
+
 func (c *countingSender) Send(ctx context.Context, entries []outbox.Entry) []error {
 	errs := c.Sender.Send(ctx, entries)
 	taken := map[string]int{}
