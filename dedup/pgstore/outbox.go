@@ -132,17 +132,22 @@ CREATE INDEX IF NOT EXISTS ` + quote(n.outboxUnorderedIdx) + ` ON ` + q + ` (seq
 // Outbox is the relay's view of the Store's outbox table (outbox.Store),
 // from Store.Outbox. Complete and ClaimComplete insert the entries in the
 // transaction that writes COMPLETED, and notify the table's channel on
-// commit, which Wait listens to.
+// commit, which Wait listens to: at most one commit of a Store per 10 ms
+// notifies (a notification queues the committers behind it), and Wait
+// returns once more 20 ms after each notification, for the commits that
+// relied on it.
 //
 // Lease keeps each lane's order (Destination and OrderingKey) among
-// relays on several machines: in one transaction it locks, FOR UPDATE
-// SKIP LOCKED, the first Pending entry of each lane whose lease is free
-// (an entry with no OrderingKey is a lane of its own), so that a lane is
-// leased by one relay at a time; then it locks the lane's next Pending
-// entries, as many as one lease may take, and leases its free ones up to
-// the first that is not (held, or given back for a retry later). Commits to one ordered lane take a lock
-// of the lane (an advisory lock, held to their commit), so that its Seq
-// follows the order they commit in.
+// relays on several machines: in one statement it finds the first
+// Pending entry of each lane (an entry with no OrderingKey is a lane of
+// its own), visiting the lanes in turn from where the previous lease
+// stopped, and locks those whose lease is free, FOR UPDATE SKIP LOCKED,
+// so that a lane is leased by one relay at a time; then it locks the
+// lane's next Pending entries that the lease may take, and leases its
+// free ones up to the first that is not (held, or given back for a retry
+// later). Commits to one ordered lane take a lock of the lane (an
+// advisory lock, held to their commit), so that its Seq follows the
+// order they commit in.
 //
 // PostgreSQL has no TTL: DeleteExpired removes Dispatched and Dead
 // entries past their retention; run it from the relay or a job.
@@ -158,6 +163,10 @@ type Outbox struct {
 	// listen is the connection Wait listens on (nil until its first call).
 	mu     sync.Mutex
 	listen *pgx.Conn
+	// woke is when Wait last returned for a notification; lingered that
+	// it has returned once more since (see Wait).
+	woke     time.Time
+	lingered bool
 }
 
 type outboxStatements struct {
@@ -727,6 +736,11 @@ var ErrNoListen = errors.New("pgstore: the Store's DB gives no connection to lis
 // bounds each wait with a context (a poll interval): a notification is
 // a hint, and entries given back for a retry later wake no one. One
 // goroutine waits at a time. Close gives the connection back.
+//
+// The call after one that returned for a notification returns again
+// 2×10 ms after it: a commit within 10 ms of a notifying one sends none
+// (see type Outbox), and may have landed after the pass that
+// notification woke had leased.
 func (o *Outbox) Wait(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -736,9 +750,23 @@ func (o *Outbox) Wait(ctx context.Context) error {
 	if o.listen == nil {
 		return o.startListening(ctx)
 	}
+	if !o.woke.IsZero() && !o.lingered {
+		o.lingered = true
+		t := time.NewTimer(time.Until(o.woke.Add(2 * notifyEvery)))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
 	_, err := o.listen.WaitForNotification(ctx)
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if err == nil {
+		o.woke, o.lingered = time.Now(), false
 	}
 	return o.wrap("outbox-wait", err)
 }
