@@ -71,6 +71,7 @@ bench ./dedup/dynamostore/ -bench '^BenchmarkCapacity$' -benchtime 1x -count "$c
 bench ./dedup/pgstore/ -bench '^BenchmarkPostgres$' -count "$count"
 bench ./dedup/redisstore/ -bench '^BenchmarkRedis$' -count "$count"
 bench ./dedup/pgstore/ -bench '^BenchmarkIdempotencyKey$' -count "$count"
+bench ./integration/outboxbench/ -bench '^BenchmarkOutboxVsWatermill$' -benchtime 1x -count 1 -timeout 30m
 bench ./integration/batchbench/ -bench '^BenchmarkBatch(Postgres|DynamoDB)$' -benchtime 1x -count "$count"
 bench ./integration/sharebench/ -bench '^BenchmarkShare(Postgres|Memory)$' -benchtime 1x -count "$count"
 # The share group's onceq side over the memory store, profiled: what bounds

@@ -159,6 +159,20 @@ type Sender interface {
 	Send(ctx context.Context, entries []Entry) []error
 }
 
+// LaneSender is a Sender that keeps each lane's order within one Send:
+// of the entries of one Destination and OrderingKey it is handed, in
+// order, it delivers none after one it could not deliver for a reason of
+// the moment (each of those answers an error of the moment too; a
+// refusal blocks nothing). A Relay hands such a Sender every entry of a
+// pass in one call, a lane's entries together, rather than a lane's
+// entries one per call.
+type LaneSender interface {
+	Sender
+	// KeepsLaneOrder reports whether Send keeps each lane's order, as
+	// LaneSender says (a wrapper answers for the Sender it wraps).
+	KeepsLaneOrder() bool
+}
+
 // ErrRefused marks a destination's refusal of an entry for good.
 var ErrRefused = errors.New("outbox: the destination refused the message")
 

@@ -27,7 +27,9 @@ import (
 // same time. Within a lane (a Destination and an OrderingKey) it sends an
 // entry only once every earlier one was taken or refused: the entries of
 // a lane go out one per Send call, in order, while the entries of
-// different lanes (and those with no OrderingKey) share each call. An
+// different lanes (and those with no OrderingKey) share each call; a
+// LaneSender, which keeps a lane's order within a call, takes the whole
+// pass in one call, each lane's entries in order. An
 // entry whose send fails for a reason of the moment is given back with a
 // backoff (Store.Retry), and the entries of its lane behind it with it,
 // unsent (Store.Release: their own attempts are not counted); an entry the
@@ -393,6 +395,10 @@ type deadMark struct {
 // in its lane was taken or refused. An entry whose send failed holds back
 // the rest of its lane, given back with it.
 func (p *pass) send(ctx context.Context, entries []Entry) {
+	if ls, ok := p.r.sender.(LaneSender); ok && ls.KeepsLaneOrder() {
+		p.sendLanes(ctx, entries)
+		return
+	}
 	rank, rounds := laneRanks(entries)
 	var failed map[laneKey]retryMark // a lane's failed entry, which holds back those behind it
 	heldBack := func(e *Entry) bool {
@@ -469,6 +475,58 @@ func (p *pass) send(ctx context.Context, entries []Entry) {
 					}
 					failed[laneKey{e.Destination, e.OrderingKey}] = m
 				}
+			}
+		}
+	}
+}
+
+// sendLanes sends every entry in one call to a LaneSender, lanes in
+// order. An entry behind one of its lane that failed for the moment was
+// not delivered (LaneSender): it is given back unsent with it, as send
+// holds it back.
+func (p *pass) sendLanes(ctx context.Context, entries []Entry) {
+	p.dispatched = make([]*Entry, 0, len(entries))
+	if !time.Now().Before(p.leaseUntil) {
+		return // the leases ran out: another relay may hold them now
+	}
+	if ctx.Err() != nil {
+		now := time.Now()
+		for i := range entries {
+			p.retry = append(p.retry, retryMark{&entries[i], stoppedReason, now, true})
+		}
+		return
+	}
+	for i := range entries {
+		p.r.countRedispatch(ctx, &entries[i])
+	}
+	// A copy: the entries are marked by their place in entries, whatever
+	// the Sender does with the slice it is handed.
+	errs := p.sendRound(ctx, slices.Clone(entries))
+	var failed map[laneKey]retryMark
+	for i, err := range errs {
+		e := &entries[i]
+		k := laneKey{e.Destination, e.OrderingKey}
+		f, behind := failed[k]
+		behind = behind && e.OrderingKey != ""
+		switch {
+		case behind && err != nil && !errors.Is(err, ErrRefused):
+			p.retry = append(p.retry, retryMark{e, holdBackReason + f.reason, f.retryAt, true})
+		case err == nil:
+			if behind {
+				p.r.cfg.logger.ErrorContext(ctx, "outbox Sender delivered an entry behind a failed one of its lane: its KeepsLaneOrder is wrong; the lane's order is broken",
+					"entry_hash", idHash(e.ID), "destination", e.Destination)
+			}
+			p.dispatched = append(p.dispatched, e)
+		case errors.Is(err, ErrRefused):
+			p.dead = append(p.dead, deadMark{e, err.Error()})
+		default:
+			m := retryMark{e, err.Error(), time.Now().Add(p.r.backoff(e.Attempts)), false}
+			p.retry = append(p.retry, m)
+			if e.OrderingKey != "" {
+				if failed == nil {
+					failed = map[laneKey]retryMark{}
+				}
+				failed[k] = m
 			}
 		}
 	}

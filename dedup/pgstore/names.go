@@ -17,7 +17,10 @@ type names struct {
 	outboxPendingIdx  string
 	outboxLaneIdx     string
 	outboxExpiresIdx  string
-	offsets           string
+	// outboxUnorderedIdx: the Pending entries with no OrderingKey, which
+	// a lease takes in Seq order without reading the ordered lanes.
+	outboxUnorderedIdx string
+	offsets            string
 }
 
 // namesOf derives the names of the records table table (checked by
@@ -26,15 +29,16 @@ func namesOf(table string) names {
 	last := lastPart(table)
 	ob := fitName(last, outboxSuffix)
 	n := names{
-		schema:           table[:len(table)-len(last)],
-		records:          last,
-		outbox:           ob,
-		outboxPendingIdx: fitName(ob, "_pending_idx"),
-		outboxLaneIdx:    fitName(ob, "_lane_idx"),
-		outboxExpiresIdx: fitName(ob, "_expires_idx"),
-		offsets:          offsetsName(last),
+		schema:             table[:len(table)-len(last)],
+		records:            last,
+		outbox:             ob,
+		outboxPendingIdx:   fitName(ob, "_pending_idx"),
+		outboxLaneIdx:      fitName(ob, "_lane_idx"),
+		outboxExpiresIdx:   fitName(ob, "_expires_idx"),
+		outboxUnorderedIdx: fitName(ob, "_unordered_idx"),
+		offsets:            offsetsName(last),
 	}
-	taken := []string{n.records, n.outbox, n.outboxPendingIdx, n.outboxLaneIdx, n.outboxExpiresIdx, n.offsets}
+	taken := []string{n.records, n.outbox, n.outboxPendingIdx, n.outboxLaneIdx, n.outboxExpiresIdx, n.outboxUnorderedIdx, n.offsets}
 	n.recordsExpiresIdx = keepCut(last+"_expires_at_idx", taken, func() string { return fitName(last, "_expires_at_idx") })
 	taken = append(taken, n.recordsExpiresIdx)
 	n.outboxSeq = keepCut(n.outbox+"_seq", taken, func() string { return fitName(last, outboxSuffix+"_seq") })
@@ -43,7 +47,7 @@ func namesOf(table string) names {
 
 // all lists the names' last parts.
 func (n names) all() []string {
-	return []string{n.records, n.recordsExpiresIdx, n.outbox, n.outboxSeq, n.outboxPendingIdx, n.outboxLaneIdx, n.outboxExpiresIdx, n.offsets}
+	return []string{n.records, n.recordsExpiresIdx, n.outbox, n.outboxSeq, n.outboxPendingIdx, n.outboxLaneIdx, n.outboxExpiresIdx, n.outboxUnorderedIdx, n.offsets}
 }
 
 // keepCut is name when it fits. A longer one is the name PostgreSQL cut

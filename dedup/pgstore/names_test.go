@@ -56,7 +56,7 @@ func TestDerivedNamesFit(t *testing.T) {
 				if old := clip(n.outbox + "_seq"); old != n.outbox && n.outboxSeq != old {
 					t.Errorf("table %q: sequence %q, earlier %q", table, n.outboxSeq, old)
 				}
-				for suffix, idx := range map[string]string{"_pending_idx": n.outboxPendingIdx, "_lane_idx": n.outboxLaneIdx, "_expires_idx": n.outboxExpiresIdx} {
+				for suffix, idx := range map[string]string{"_pending_idx": n.outboxPendingIdx, "_lane_idx": n.outboxLaneIdx, "_expires_idx": n.outboxExpiresIdx, "_unordered_idx": n.outboxUnorderedIdx} {
 					if idx != fitName(n.outbox, suffix) {
 						t.Errorf("table %q: outbox index %q changed", table, idx)
 					}
@@ -101,7 +101,7 @@ func TestDerivedNamesOnServer(t *testing.T) {
 		}
 		n := namesOf(table)
 		for name, kind := range map[string]string{n.records: "r", n.recordsExpiresIdx: "i", n.outbox: "r", n.outboxSeq: "S",
-			n.outboxPendingIdx: "i", n.outboxLaneIdx: "i", n.outboxExpiresIdx: "i", n.offsets: "r"} {
+			n.outboxPendingIdx: "i", n.outboxLaneIdx: "i", n.outboxExpiresIdx: "i", n.outboxUnorderedIdx: "i", n.offsets: "r"} {
 			var got string
 			err := p.QueryRow(ctx, `SELECT c.relkind::text FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
 				WHERE s.nspname = $1 AND c.relname = $2`, schema, name).Scan(&got)

@@ -125,24 +125,29 @@ ALTER TABLE ` + q + ` ADD COLUMN IF NOT EXISTS releases integer NOT NULL DEFAULT
 CREATE SEQUENCE IF NOT EXISTS ` + quote(n.schema+n.outboxSeq) + ` INCREMENT BY ` + fmt.Sprint(seqBlock) + `;
 CREATE INDEX IF NOT EXISTS ` + quote(n.outboxPendingIdx) + ` ON ` + q + ` (seq) WHERE state = 'PENDING';
 CREATE INDEX IF NOT EXISTS ` + quote(n.outboxLaneIdx) + ` ON ` + q + ` (destination, ordering_key, seq) WHERE state = 'PENDING';
-CREATE INDEX IF NOT EXISTS ` + quote(n.outboxExpiresIdx) + ` ON ` + q + ` (expires_at) WHERE state <> 'PENDING'`
+CREATE INDEX IF NOT EXISTS ` + quote(n.outboxExpiresIdx) + ` ON ` + q + ` (expires_at) WHERE state <> 'PENDING';
+CREATE INDEX IF NOT EXISTS ` + quote(n.outboxUnorderedIdx) + ` ON ` + q + ` (seq) WHERE state = 'PENDING' AND ordering_key = ''::bytea`
 }
 
 // Outbox is the relay's view of the Store's outbox table (outbox.Store),
 // which the Store's Capabilities hand over (and Store.Outbox returns).
 // Complete and ClaimComplete insert the entries in the transaction that
-// writes COMPLETED, and notify the table's channel on commit, which Wait
-// listens to.
+// writes COMPLETED, and notify the table's channel on commit, which Wait listens to: at most one commit of a Store per 10 ms
+// notifies (a notification queues the committers behind it), and Wait
+// returns once more 20 ms after each notification, for the commits that
+// relied on it.
 //
 // Lease keeps each lane's order (Destination and OrderingKey) among
-// relays on several machines: in one transaction it locks, FOR UPDATE
-// SKIP LOCKED, the first Pending entry of each lane whose lease is free
-// (an entry with no OrderingKey is a lane of its own), so that a lane is
-// leased by one relay at a time; then it locks the lane's next Pending
-// entries, as many as one lease may take, and leases its free ones up to
-// the first that is not (held, or given back for a retry later). Commits to one ordered lane take a lock
-// of the lane (an advisory lock, held to their commit), so that its Seq
-// follows the order they commit in.
+// relays on several machines: in one statement it finds the first
+// Pending entry of each lane (an entry with no OrderingKey is a lane of
+// its own), visiting the lanes in turn from where the previous lease
+// stopped, and locks those whose lease is free, FOR UPDATE SKIP LOCKED,
+// so that a lane is leased by one relay at a time; then it locks the
+// lane's next Pending entries that the lease may take, and leases its
+// free ones up to the first that is not (held, or given back for a retry
+// later). Commits to one ordered lane take a lock of the lane (an
+// advisory lock, held to their commit), so that its Seq follows the
+// order they commit in.
 //
 // PostgreSQL has no TTL: DeleteExpired removes Dispatched and Dead
 // entries past their retention; run it from the relay or a job.
@@ -151,14 +156,22 @@ type Outbox struct {
 	// stmts are the statements, made on first use with the table's name
 	// qualified by the records table's schema.
 	stmts atomic.Pointer[outboxStatements]
+	// cursor is where the next Lease starts its round of the lanes.
+	cursor atomic.Pointer[laneCursor]
+	// notified is when (Unix nanoseconds) a commit last notified.
+	notified atomic.Int64
 	// listen is the connection Wait listens on (nil until its first call).
 	mu     sync.Mutex
 	listen *pgx.Conn
+	// woke is when Wait last returned for a notification; lingered that
+	// it has returned once more since (see Wait).
+	woke     time.Time
+	lingered bool
 }
 
 type outboxStatements struct {
 	table, seq, channel                                                                               string
-	lockSQL, insertSQL, headsSQL, laneSQL, leaseSQL                                                   string
+	insertSQL, leaseSQL                                                                               string
 	dispatchedSQL, retrySQL, releaseSQL, readSQL, deadSQL, entriesSQL, deleteSQL, checkSQL, listenSQL string
 }
 
@@ -211,14 +224,16 @@ func newOutboxStatements(q, seq string) *outboxStatements {
 		table: q, seq: seq,
 		// A channel of this table alone, short enough for any name.
 		channel: "onceq_outbox_" + hex.EncodeToString(sum[:8]),
-		// The lanes' locks, taken in one order so that two commits never
-		// wait on each other.
-		lockSQL: `SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS s`,
-		// One block of Seq for the commit's entries, in their order; an
-		// entry whose ID is stored (its key completed again after its
-		// record's retention) is replaced, on a new version so that a
-		// lease of the old one is fenced; then the relays are woken.
-		insertSQL: `WITH b AS (SELECT nextval($1::regclass) AS base),
+		// One statement: the ordered lanes' locks, taken in one order so
+		// that two commits never wait on each other, before the block of
+		// Seq is drawn (b reads l), so that a lane's Seq follows the order
+		// its commits end in; then the entries, in their order. An entry
+		// whose ID is stored (its key completed again after its record's
+		// retention) is replaced, on a new version so that a lease of the
+		// old one is fenced. The relays are notified only when $9 names
+		// the channel (see Outbox.insert).
+		insertSQL: `WITH l AS (SELECT count(pg_advisory_xact_lock(k)) AS n FROM (SELECT k FROM unnest($10::bigint[]) AS k ORDER BY k) AS s),
+b AS (SELECT nextval($1::regclass) AS base FROM l),
 ins AS (
 	INSERT INTO ` + q + ` AS r (id, ` + outboxCols + `)
 	SELECT u.id, u.entry_id, u.destination, u.ordering_key, b.base + u.ord - 1, 'PENDING', '', 0, 0, '', u.body, u.headers, $8::timestamptz, NULL, 0
@@ -228,36 +243,72 @@ ins AS (
 		ordering_key = EXCLUDED.ordering_key, seq = EXCLUDED.seq, state = 'PENDING', owner = '', version = r.version + 1,
 		attempts = 0, releases = 0, last_error = '', body = EXCLUDED.body, headers = EXCLUDED.headers, created_at = EXCLUDED.created_at, expires_at = NULL
 )
-SELECT pg_notify($9, '')`,
-		// The first free Pending entry of each lane no other relay is
-		// leasing (an unordered entry is a lane of its own). A lane whose
-		// first Pending entry is held waits.
-		headsSQL: `SELECT h.id FROM ` + q + ` h
-	WHERE h.state = 'PENDING' AND ` + free("h", "$1") + `
-		AND (h.ordering_key = ''::bytea OR NOT EXISTS (SELECT 1 FROM ` + q + ` e
-			WHERE e.state = 'PENDING' AND e.destination = h.destination AND e.ordering_key = h.ordering_key AND e.seq < h.seq))
-	ORDER BY h.seq LIMIT $2
-	FOR UPDATE OF h SKIP LOCKED`,
-		// The rest of those lanes that one lease may take (the first $2
-		// behind each head: a row further back has $2 earlier ones),
-		// locked (waiting for a mark in flight) before the lease reads
-		// them. A lock writes the row: a long lane's backlog is not
-		// rewritten by each lease.
-		laneSQL: `SELECT o.id FROM ` + q + ` h CROSS JOIN LATERAL (SELECT o.id FROM ` + q + ` o
+SELECT pg_notify($9::text, '') WHERE $9::text <> ''`,
+		// One statement, whose cost follows the entries it leases and the
+		// lanes it passes, never the backlog behind them nor the dead
+		// rows of entries already sent:
+		//
+		// walk and wrap visit the lanes (Destination, OrderingKey) in
+		// index order from the cursor ($1, $2) round to it, one index
+		// descent each, landing on each lane's first Pending entry, its
+		// head (the unordered entries of a Destination are passed as one
+		// lane, and taken by cand's second part, in Seq order); cand keeps
+		// the free heads; heads locks them, SKIP LOCKED, so that a lane is
+		// leased by one relay at a time. peek reads, unlocked, what each
+		// lane may add behind its head, up to the first entry that is not
+		// free, and reach bounds each lane at what the first $4 entries of
+		// all take; lane locks those (waiting for a mark in flight), and
+		// pick takes, from their fresh rows, each lane's free run up to $4
+		// in Seq order.
+		leaseSQL: `WITH RECURSIVE walk AS (
+	(SELECT o.destination, o.ordering_key, o.id, o.expires_at FROM ` + q + ` o
+		WHERE o.state = 'PENDING' AND (o.destination, o.ordering_key) >= ($1::bytea, $2::bytea)
+		ORDER BY o.destination, o.ordering_key, o.seq LIMIT 1)
+	UNION ALL
+	SELECT n.* FROM walk w CROSS JOIN LATERAL (SELECT o.destination, o.ordering_key, o.id, o.expires_at FROM ` + q + ` o
+		WHERE o.state = 'PENDING' AND (o.destination, o.ordering_key) > (w.destination, w.ordering_key)
+		ORDER BY o.destination, o.ordering_key, o.seq LIMIT 1) n
+), wrap AS (
+	(SELECT o.destination, o.ordering_key, o.id, o.expires_at FROM ` + q + ` o
+		WHERE o.state = 'PENDING' AND (o.destination, o.ordering_key) < ($1::bytea, $2::bytea)
+		ORDER BY o.destination, o.ordering_key, o.seq LIMIT 1)
+	UNION ALL
+	SELECT n.* FROM wrap w CROSS JOIN LATERAL (SELECT o.destination, o.ordering_key, o.id, o.expires_at FROM ` + q + ` o
+		WHERE o.state = 'PENDING' AND (o.destination, o.ordering_key) > (w.destination, w.ordering_key)
+			AND (o.destination, o.ordering_key) < ($1::bytea, $2::bytea)
+		ORDER BY o.destination, o.ordering_key, o.seq LIMIT 1) n
+), cand AS (
+	(SELECT l.id FROM (SELECT * FROM walk UNION ALL SELECT * FROM wrap) AS l
+		WHERE l.ordering_key <> ''::bytea AND ` + free("l", "$3") + ` LIMIT $4)
+	UNION ALL
+	(SELECT u.id FROM ` + q + ` u WHERE u.state = 'PENDING' AND u.ordering_key = ''::bytea AND ` + free("u", "$3") + `
+		ORDER BY u.seq LIMIT $4)
+), heads AS (
+	SELECT h.id, h.destination, h.ordering_key, h.seq FROM ` + q + ` h
+	WHERE h.id IN (SELECT id FROM cand) AND h.state = 'PENDING' AND ` + free("h", "$3") + `
+	ORDER BY h.seq LIMIT $4 FOR UPDATE OF h SKIP LOCKED
+), peek AS (
+	SELECT h.id AS lane, h.seq, true AS free FROM heads h
+	UNION ALL
+	SELECT h.id, f.seq, f.free FROM heads h CROSS JOIN LATERAL (SELECT o.seq, ` + free("o", "$3") + ` AS free FROM ` + q + ` o
 		WHERE o.state = 'PENDING' AND o.destination = h.destination AND o.ordering_key = h.ordering_key AND o.seq > h.seq
-		ORDER BY o.seq LIMIT $2 FOR UPDATE OF o) AS o
-	WHERE h.id = ANY($1::bytea[]) AND h.ordering_key <> ''::bytea`,
-		// Each lane's free entries up to the first that is not, the lowest
-		// Seq first up to Max.
-		leaseSQL: `WITH lane AS (
-	SELECT o.id, o.seq, bool_and(` + free("o", "$2") + `) OVER (
-		PARTITION BY o.destination, o.ordering_key, CASE WHEN o.ordering_key = ''::bytea THEN o.id END ORDER BY o.seq) AS free
-	FROM ` + q + ` o JOIN ` + q + ` h ON h.id = ANY($1::bytea[])
-		AND o.destination = h.destination AND o.ordering_key = h.ordering_key AND o.seq >= h.seq
-		AND (h.ordering_key <> ''::bytea OR o.id = h.id)
-	WHERE o.state = 'PENDING'
-), pick AS (SELECT id FROM lane WHERE free ORDER BY seq LIMIT $3)
-UPDATE ` + q + ` AS r SET owner = $4, version = r.version + 1, expires_at = $5
+		ORDER BY o.seq LIMIT $4) f
+	WHERE h.ordering_key <> ''::bytea
+), reach AS (
+	SELECT lane, max(seq) AS upto FROM (SELECT lane, seq FROM (SELECT lane, seq, bool_and(free) OVER (PARTITION BY lane ORDER BY seq) AS free FROM peek) AS p
+		WHERE free ORDER BY seq LIMIT $4) AS r GROUP BY lane
+), lane AS (
+	SELECT h.id AS lane, h.id, h.seq, true AS free FROM heads h
+	UNION ALL
+	SELECT h.id, f.id, f.seq, f.free FROM heads h JOIN reach ON reach.lane = h.id CROSS JOIN LATERAL (SELECT o.id, o.seq, ` + free("o", "$3") + ` AS free FROM ` + q + ` o
+		WHERE o.state = 'PENDING' AND o.destination = h.destination AND o.ordering_key = h.ordering_key AND o.seq > h.seq AND o.seq <= reach.upto
+		ORDER BY o.seq FOR UPDATE OF o) f
+	WHERE h.ordering_key <> ''::bytea
+), pick AS (
+	SELECT id FROM (SELECT id, seq, bool_and(free) OVER (PARTITION BY lane ORDER BY seq) AS free FROM lane) AS run
+	WHERE free ORDER BY seq LIMIT $4
+)
+UPDATE ` + q + ` AS r SET owner = $5, version = r.version + 1, expires_at = $6
 	FROM pick WHERE r.id = pick.id
 	RETURNING r.entry_id, r.destination, r.ordering_key, r.seq, r.state, r.owner, r.version, r.attempts, r.last_error,
 		r.body, r.headers, r.created_at, r.expires_at, r.releases`,
@@ -310,8 +361,17 @@ func checkOutbox(msgs []outbox.Message) error {
 	return nil
 }
 
+// notifyEvery is the least time between two commits of one Store that
+// notify the relays. A notification takes PostgreSQL's notification
+// queue lock to the end of its commit, which would queue every committer
+// behind the others; within notifyEvery of the last, a commit relies on
+// that one's wake-up: the relay it woke passes again while it finds
+// entries, and a relay that found none polls (outbox.PollInterval), which
+// bounds the wait of a commit no pass saw.
+const notifyEvery = 10 * time.Millisecond
+
 // insert writes msgs as the Pending entries of the input whose key is
-// key, in tx, committed at now, and notifies the relays on commit.
+// key, in tx, committed at now, in one statement (insertArgs).
 func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, key string, msgs []outbox.Message, now time.Time) error {
 	if len(msgs) == 0 {
 		return nil
@@ -320,17 +380,24 @@ func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, key string, msgs []outbo
 	if err != nil {
 		return err
 	}
+	_, err = tx.Exec(ctx, st.insertSQL, o.insertArgs(st, key, msgs, now)...)
+	return err
+}
+
+// insertArgs are insertSQL's arguments for msgs, the outgoing messages
+// of the input whose key is key: the channel to notify when no commit of
+// this Store notified in the last notifyEvery.
+func (o *Outbox) insertArgs(st *outboxStatements, key string, msgs []outbox.Message, now time.Time) []any {
 	var locks []int64
 	for _, m := range msgs {
 		if m.OrderingKey != "" {
 			locks = append(locks, laneLock(st.table, m))
 		}
 	}
-	if len(locks) > 0 {
-		slices.Sort(locks)
-		if _, err := tx.Exec(ctx, st.lockSQL, slices.Compact(locks)); err != nil {
-			return err
-		}
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
+	if locks == nil {
+		locks = []int64{}
 	}
 	n := len(msgs)
 	ids, entryIDs, dests, keys, bodies, headers := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
@@ -342,8 +409,12 @@ func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, key string, msgs []outbo
 			bodies[i] = []byte{}
 		}
 	}
-	_, err = tx.Exec(ctx, st.insertSQL, st.seq, ids, entryIDs, dests, keys, bodies, headers, now, st.channel)
-	return err
+	channel := ""
+	at := time.Now().UnixNano()
+	if last := o.notified.Load(); at-last >= int64(notifyEvery) && o.notified.CompareAndSwap(last, at) {
+		channel = st.channel
+	}
+	return []any{st.seq, ids, entryIDs, dests, keys, bodies, headers, now, channel, locks}
 }
 
 // scanEntry reads a row of outboxCols.
@@ -380,21 +451,18 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 		return nil, nil
 	}
 	var out []outbox.Entry
+	from := o.cursor.Load()
+	if from == nil {
+		from = &laneCursor{dest: []byte{}, key: []byte{}}
+	}
 	err := o.s.instr.Do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) error {
 		out = out[:0]
 		st, err := o.sql(ctx, o.s.db)
 		if err != nil {
 			return o.wrap("outbox-lease", err)
 		}
-		return o.inTx(ctx, "outbox-lease", func(tx pgx.Tx) error {
-			heads, err := ids(ctx, tx, st.headsSQL, req.Now, req.Max)
-			if err != nil || len(heads) == 0 {
-				return err
-			}
-			if _, err := ids(ctx, tx, st.laneSQL, heads, req.Max); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, st.leaseSQL, heads, req.Now, req.Max, req.Owner, req.LeaseUntil)
+		lease := func(q rowsQuerier) error {
+			rows, err := q.Query(ctx, st.leaseSQL, from.dest, from.key, req.Now, req.Max, req.Owner, req.LeaseUntil)
 			if err != nil {
 				return err
 			}
@@ -407,23 +475,53 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 				out = append(out, e)
 			}
 			return rows.Err()
-		})
+		}
+		// One statement, one round trip where the DB runs a Query (a
+		// pool, a connection); a transaction for it otherwise.
+		if q, ok := o.s.db.(rowsQuerier); ok {
+			return o.wrap("outbox-lease", lease(q))
+		}
+		return o.inTx(ctx, "outbox-lease", func(tx pgx.Tx) error { return lease(tx) })
 	})
 	if err != nil {
 		return nil, err
 	}
 	// Each lane's entries in Seq order, as Lease promises.
 	slices.SortFunc(out, func(a, b outbox.Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+	o.cursor.Store(nextCursor(out))
 	return out, nil
 }
 
-// ids runs a query of one bytea column and returns its values.
-func ids(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([][]byte, error) {
-	rows, err := tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
+// laneCursor is where the next lease starts its round of the lanes: just
+// after the last ordered lane the previous one took, so that lanes past
+// the first batch's worth are served in turn.
+type laneCursor struct{ dest, key []byte }
+
+// nextCursor follows the greatest ordered lane of entries (the start
+// when there is none): its key with a zero byte after it is the least
+// that sorts after it.
+func nextCursor(entries []outbox.Entry) *laneCursor {
+	var c *laneCursor
+	for i := range entries {
+		e := &entries[i]
+		if e.OrderingKey == "" {
+			continue
+		}
+		if c == nil || cmp.Or(strings.Compare(e.Destination, string(c.dest)), strings.Compare(e.OrderingKey, string(c.key))) > 0 {
+			c = &laneCursor{dest: []byte(e.Destination), key: []byte(e.OrderingKey)}
+		}
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if c == nil {
+		return &laneCursor{dest: []byte{}, key: []byte{}}
+	}
+	c.key = append(c.key, 0)
+	return c
+}
+
+// rowsQuerier runs a query of many rows (a pool, a connection, a
+// transaction).
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // inTx runs f in a transaction, committed when f returns nil.
@@ -639,6 +737,11 @@ var ErrNoListen = errors.New("pgstore: the Store's DB gives no connection to lis
 // bounds each wait with a context (a poll interval): a notification is
 // a hint, and entries given back for a retry later wake no one. One
 // goroutine waits at a time. Close gives the connection back.
+//
+// The call after one that returned for a notification returns again
+// 2×10 ms after it: a commit within 10 ms of a notifying one sends none
+// (see type Outbox), and may have landed after the pass that
+// notification woke had leased.
 func (o *Outbox) Wait(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -648,9 +751,23 @@ func (o *Outbox) Wait(ctx context.Context) error {
 	if o.listen == nil {
 		return o.startListening(ctx)
 	}
+	if !o.woke.IsZero() && !o.lingered {
+		o.lingered = true
+		t := time.NewTimer(time.Until(o.woke.Add(2 * notifyEvery)))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
 	_, err := o.listen.WaitForNotification(ctx)
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if err == nil {
+		o.woke, o.lingered = time.Now(), false
 	}
 	return o.wrap("outbox-wait", err)
 }

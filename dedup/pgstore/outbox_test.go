@@ -58,6 +58,16 @@ func TestOutboxWaitWakesOnCommit(t *testing.T) {
 	if err := <-woke; err != nil {
 		t.Fatalf("Wait after a commit: %v", err)
 	}
+	// The next returns once more, with no commit, for the commits that
+	// sent no notification of their own.
+	if err := ob.Wait(ctx); err != nil {
+		t.Fatalf("Wait after a notification: %v, want a return for the commits that relied on it", err)
+	}
+	short2, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel2()
+	if err := ob.Wait(short2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with nothing committed since: %v, want the context's end", err)
+	}
 	// A Store on one connection has none to listen on.
 	conn, err := pgx.Connect(ctx, testenv.PostgresURL(t))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/storeinstr"
+	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -629,10 +630,7 @@ func (s *Store) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 		if err := fenced("complete", tag, l); err != nil {
 			return err
 		}
-		if err := businessWrites(ctx, tx, writes); err != nil {
-			return err
-		}
-		return s.outbox.insert(ctx, tx, l.Key, req.Outbox, req.Now)
+		return s.writeAndSend(ctx, tx, l.Key, writes, req.Outbox, req.Now)
 	})
 	if retried && errors.Is(err, dedup.ErrLeaseLost) {
 		// The transaction is atomic: COMPLETED by us means the writes too.
@@ -694,6 +692,65 @@ func businessWrites(ctx context.Context, tx pgx.Tx, writes []dedup.Write) error 
 		return err
 	}
 	return &writeError{err: err}
+}
+
+// writeAndSend applies writes and inserts msgs, the outgoing messages of
+// the input whose key is key, in tx: in one round trip (a pipeline of
+// their statements) where every write may be pipelined (pipelined),
+// one statement after the other otherwise.
+func (s *Store) writeAndSend(ctx context.Context, tx pgx.Tx, key string, writes []dedup.Write, msgs []outbox.Message, now time.Time) error {
+	if len(msgs) == 0 || !pipelined(tx, writes) {
+		if err := businessWrites(ctx, tx, writes); err != nil {
+			return err
+		}
+		return s.outbox.insert(ctx, tx, key, msgs, now)
+	}
+	st, err := s.outbox.sql(ctx, tx)
+	if err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	execs := make([]Exec, len(writes))
+	for i, w := range writes {
+		execs[i], _ = plainExec(w)
+		b.Queue(execs[i].SQL, execs[i].Args...)
+	}
+	b.Queue(st.insertSQL, s.outbox.insertArgs(st, key, msgs, now)...)
+	br := tx.SendBatch(ctx, b)
+	// The first failure ends the pipeline: PostgreSQL skips the rest, and
+	// the caller rolls back what ran.
+	for i, e := range execs {
+		tag, err := br.Exec()
+		if err == nil && e.MustAffect && tag.RowsAffected() == 0 {
+			err = fmt.Errorf("%w: the statement changed no row", ErrRejected)
+		}
+		if err != nil {
+			_ = br.Close()
+			if err = writeFailed(i, err); !isDecision(err) {
+				err = &writeError{err: err}
+			}
+			return err
+		}
+	}
+	_, err = br.Exec()
+	return errors.Join(err, br.Close())
+}
+
+// pipelined reports whether writes may share one pipeline with the
+// outbox's insert: each a plain Exec (plainExec) with arguments, sent by
+// the extended protocol, which runs one statement each and none that
+// ends the transaction (COMMIT takes no argument), so that nothing of
+// the pipeline runs outside it.
+func pipelined(tx pgx.Tx, writes []dedup.Write) bool {
+	if tx.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		return false
+	}
+	for _, w := range writes {
+		if e, ok := plainExec(w); !ok || len(e.Args) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // isDecision tells the errors a transaction decided (the fence, a
@@ -761,10 +818,7 @@ func (s *Store) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteReques
 		if err != nil || !c.Acquired {
 			return err
 		}
-		if err := businessWrites(ctx, tx, writes); err != nil {
-			return err
-		}
-		return s.outbox.insert(ctx, tx, req.Key, req.Outbox, req.Now)
+		return s.writeAndSend(ctx, tx, req.Key, writes, req.Outbox, req.Now)
 	})
 	if err != nil {
 		if st == nil {

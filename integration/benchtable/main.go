@@ -182,6 +182,7 @@ const legend = `Rows:
 - share group: the in-process kfake broker, six partitions of 1 KiB records, each side under a share group of its own reading every record once, the sides alternating within one run, each timed from its client's creation to the last record settled (integration/sharebench). PostgreSQL (BenchmarkSharePostgres, 5,000 records, a new records table per side and run): the consumer over sources/franzsource/sharesource and pgstore, 16 handlers doing nothing, against a hand-written franz-go share consumer that claims and completes each record of a poll, 16 at once, with the minimal statements of the PostgreSQL rows (INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING, a fenced UPDATE) and accepts it after its commit, then polls again. Memory (BenchmarkShareMemory, 20,000 records): the consumer over the share-group source and the memory store against a raw share consumer that accepts every record with no dedup. CPU per message is the whole process's, the in-process broker's included, on each side; each side runs under a profile label (side=raw or onceq) for go tool pprof -tagfocus.
 - capacity: the consumer with the DynamoDB store behind a fault proxy that throttles beyond 300 requests/s; "onceq" is the adaptive limiter (the default), "raw baseline" is WithoutAdaptiveConcurrency with per-call backoff only (dedup/dynamostore BenchmarkCapacity).
 - outbox relay: entries committed beforehand in the memory store, drained by an outbox.Relay (passes of 100 to SQS, one at a time; four passes of 1000 at once to Kafka); SQS (sources/sqssource BenchmarkOutboxRelay) against a raw loop of SendMessageBatch calls of ten, ten at once, as the Sender makes them; Kafka (sources/franzsource BenchmarkOutboxRelayFranz) against a raw loop producing the same records (Produce each, then wait for every acknowledgement), 1 KiB, an order ID per record as its key. The per-message cost rows run the whole path in one process on the memory store, the commit of each input with its outgoing message and the relay's drain, against a hand-written loop that commits each input and then sends what it produced in batches of ten; store calls count the commits and the relay's leases and marks.
+- outbox on PostgreSQL to Kafka (integration/outboxbench BenchmarkOutboxVsWatermill, a module of its own): the same PostgreSQL and in-process kfake broker (six partitions), 8 committers, 10,000 messages of 1 KiB per phase, each a business transaction inserting an order's row and one outgoing message keyed by the order; each round runs each side in turn through three phases: commit only, the drain of that backlog only, then both at once on fresh messages (end to end, first commit to the last record the broker took); five rounds, medians, the slowest end-to-end round beside the median. onceq: ClaimComplete with the INSERT and the message (its COMPLETED record too), an outbox.Relay (passes of 100, woken by the outbox's notifications) with the franz-go Sender. Watermill: forwarder.NewPublisher over watermill-sql's publisher on the business transaction, forwarder.NewForwarder to Kafka through a franz-go publisher (Watermill's Kafka publisher needs Sarama). Raw: the two INSERTs in a transaction; a drainer taking 100 rows FOR UPDATE SKIP LOCKED, producing them, deleting them. Server CPU is the CPU time of each side's own PostgreSQL backends (/proc); round trips count each statement, BEGIN and COMMIT among them, and each pipeline as one.
 - RSS: peak resident memory of a separate process per size (integration/rssbench), memory source and store, fixed MaxInFlight; "onceq" is 1M messages, "raw baseline" 100k.
 `
 
@@ -249,6 +250,7 @@ var rows = slices.Concat(
 	sqlRows("Redis", rds+"ClaimComplete", "one round trip", 1),
 	idempotencyKeyRows,
 	outboxRows,
+	outboxPostgresRows,
 	batchRows,
 	shareRows,
 )
@@ -295,6 +297,22 @@ var shareRows = []Row{
 // batchRows are Kafka batch mode's: on PostgreSQL beside the raw consumer
 // and beside per-message mode, in one run; on DynamoDB its store writes
 // per message.
+// outboxPostgresRows are the PostgreSQL outbox's, relayed to Kafka,
+// beside Watermill's forwarder and a raw SKIP LOCKED loop, in alternating
+// rounds of one run.
+const obpg = "BenchmarkOutboxVsWatermill"
+
+var outboxPostgresRows = []Row{
+	{Label: "outbox, PostgreSQL to Kafka (kfake), end to end: msgs/s, onceq vs Watermill's forwarder", Onceq: Fig{obpg, "onceq_msgs/s"}, Raw: Fig{obpg, "watermill_msgs/s"}, Ratio: Fig{obpg, "vs_watermill"}, Target: AtLeast(1.0)},
+	{Label: "outbox, PostgreSQL to Kafka, end to end: msgs/s, onceq vs a raw SKIP LOCKED loop", Onceq: Fig{obpg, "onceq_msgs/s"}, Raw: Fig{obpg, "raw_msgs/s"}, Ratio: Fig{obpg, "vs_raw"}},
+	{Label: "outbox, PostgreSQL to Kafka, end to end: slowest round / median round, onceq vs Watermill", Onceq: Fig{obpg, "onceq_slowest_vs_median"}, Raw: Fig{obpg, "watermill_slowest_vs_median"}, NoRatio: true, Target: AtLeast(0.8)},
+	{Label: "outbox, PostgreSQL to Kafka, commit only: msgs/s, onceq vs Watermill", Onceq: Fig{obpg, "onceq_commit_msgs/s"}, Raw: Fig{obpg, "watermill_commit_msgs/s"}},
+	{Label: "outbox, PostgreSQL to Kafka, drain only: msgs/s, onceq relay vs Watermill forwarder", Onceq: Fig{obpg, "onceq_drain_msgs/s"}, Raw: Fig{obpg, "watermill_drain_msgs/s"}},
+	{Label: "outbox, PostgreSQL to Kafka, end to end: client CPU µs/msg, onceq vs Watermill", Onceq: Fig{obpg, "onceq_client_cpu-us/msg"}, Raw: Fig{obpg, "watermill_client_cpu-us/msg"}},
+	{Label: "outbox, PostgreSQL to Kafka, end to end: server CPU µs/msg (the side's backends), onceq vs Watermill", Onceq: Fig{obpg, "onceq_server_cpu-us/msg"}, Raw: Fig{obpg, "watermill_server_cpu-us/msg"}},
+	{Label: "outbox, PostgreSQL to Kafka, end to end: round trips/msg, onceq vs Watermill", Onceq: Fig{obpg, "onceq_round-trips/msg"}, Raw: Fig{obpg, "watermill_round-trips/msg"}, NoRatio: true},
+}
+
 var batchRows = []Row{
 	{Label: "Kafka batch mode on PostgreSQL: msgs/s, vs the raw consumer applying the same inserts", Onceq: Fig{bpg, "batch_msgs/s"}, Raw: Fig{bpg, "raw_msgs/s"}, Ratio: Fig{bpg, "vs_raw"}, Target: AtLeast(0.8)},
 	{Label: "Kafka batch mode on PostgreSQL: msgs/s, vs per-message mode", Onceq: Fig{bpg, "batch_msgs/s"}, Raw: Fig{bpg, "permsg_msgs/s"}, Ratio: Fig{bpg, "vs_permsg"}, Target: AtLeast(10)},

@@ -70,6 +70,14 @@ func (s *Sender) Send(ctx context.Context, entries []outbox.Entry) []error {
 	return errs
 }
 
+// KeepsLaneOrder implements outbox.LaneSender: a lane's entries go to
+// one partition, in order, and an idempotent client fails every record
+// buffered for a partition behind a batch that failed, so that none of a
+// lane lands after an earlier one that did not.
+func (s *Sender) KeepsLaneOrder() bool { return true }
+
+var _ outbox.LaneSender = (*Sender)(nil)
+
 // record is the Kafka record of e.
 func record(e *outbox.Entry) *kgo.Record {
 	r := &kgo.Record{Topic: e.Destination, Value: e.Body, Headers: make([]kgo.RecordHeader, 0, len(e.Headers)+1)}
