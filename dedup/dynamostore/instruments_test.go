@@ -19,11 +19,7 @@ func TestInstruments(t *testing.T) {
 	storetest.RunInstruments(t, storetest.Instrumented{
 		System: storeinstr.SystemDynamoDB,
 		New: func(t *testing.T, mp metric.MeterProvider, hooks ...storeinstr.Hook) (dedup.Store, storetest.Faults) {
-			hs := make([]dynamostore.Hook, len(hooks))
-			for i, h := range hooks {
-				hs[i] = h
-			}
-			rig := newFaultRig(t, fastPolicy(4), dynamostore.WithMeterProvider(mp), dynamostore.WithHooks(hs...))
+			rig := newFaultRig(t, fastPolicy(4), dynamostore.WithMeterProvider(mp), dynamostore.WithHooks(hooks...))
 			requests := map[string]string{storeinstr.OpClaim: "PutItem", storeinstr.OpComplete: "UpdateItem"}
 			return rig.st, storetest.Faults{
 				Cut: func() { rig.proxy.AddRule(faultproxy.Rule{Op: "PutItem", Times: 1, Fault: faultproxy.Reset}) },
