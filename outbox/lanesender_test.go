@@ -37,7 +37,7 @@ func (l *laneSender) Send(ctx context.Context, entries []outbox.Entry) []error {
 // A LaneSender takes a pass in one call, each lane's entries in order.
 func TestRelayLaneSenderTakesAPassInOneCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &laneSender{}
 		commit(t, db, "in-1", msg("q", "k1", "1"), msg("q", "k1", "2"), msg("q", "k2", "x"), msg("q", "k1", "3"))
 		commit(t, db, "in-2", msg("q", "k1", "4"), msg("other", "k1", "y"))
@@ -73,7 +73,7 @@ func TestRelayLaneSenderTakesAPassInOneCall(t *testing.T) {
 // (no attempt), and the lane goes again in order after the backoff.
 func TestRelayLaneSenderFailureHoldsBackTheLane(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, store := newStore()
+		db, store := newStore(t)
 		sender := &laneSender{recordingSender{fail: func(e outbox.Entry, sent int) error {
 			if string(e.Body) == "2" && sent == 0 {
 				return errMoment

@@ -141,7 +141,11 @@ func BenchmarkShareMemory(b *testing.B) {
 		func(int) time.Duration { return f.rawAccept(b, f.group(b, "raw")) },
 		func(int) time.Duration {
 			group := f.group(b, "onceq")
-			return f.runConsumer(b, group, memstore.New(), records)
+			store, err := memstore.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f.runConsumer(b, group, store, records)
 		})
 }
 

@@ -114,7 +114,11 @@ func TestKillBetweenNextPollAndSlowCommit(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters())
+	store, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := consumer.New(src, store, h, consumer.WithoutDeadLetters())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +164,12 @@ func runWorker(addr string) int {
 		}
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.WithHooks(printCompleted{}),
+	store, err := memstore.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	c, err := consumer.New(src, store, h, consumer.WithoutDeadLetters(), consumer.WithHooks(printCompleted{}),
 		consumer.HandlerTimeout(time.Hour), consumer.LeaseTTL(2*time.Hour))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
