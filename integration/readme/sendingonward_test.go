@@ -3,9 +3,9 @@ package readme
 import (
 	"context"
 	"os"
-	"regexp"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
