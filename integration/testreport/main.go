@@ -202,7 +202,7 @@ func (r *report) finished(pkg, action string, elapsed float64, output string) {
 		if g.failed > 0 {
 			state = fmt.Sprintf("%d FAILED", g.failed)
 		}
-		r.say("== %s: %d packages, %s, done %s into the run", g.name, g.total, state, since(r.began))
+		r.say("== %s: %s, %s, done %s into the run", g.name, packages(g.total), state, since(r.began))
 	}
 }
 
@@ -213,10 +213,10 @@ func (r *report) heartbeat() {
 	}
 	slices.Sort(names)
 	if len(names) == 0 {
-		r.say(".. %s into the run, %d packages done: building", since(r.began), r.done)
+		r.say(".. %s into the run, %s done; building the next", since(r.began), packages(r.done))
 		return
 	}
-	r.say(".. %s into the run, %d packages done; running: %s", since(r.began), r.done, strings.Join(names, ", "))
+	r.say(".. %s into the run, %s done; running: %s", since(r.began), packages(r.done), strings.Join(names, ", "))
 }
 
 func (r *report) end() bool {
@@ -230,9 +230,16 @@ func (r *report) end() bool {
 	}
 	if len(r.failed) > 0 {
 		slices.Sort(r.failed)
-		r.say("== %d packages in %s; FAILED: %s", r.done, since(r.began), strings.Join(slices.Compact(r.failed), ", "))
+		r.say("== %s in %s; FAILED: %s", packages(r.done), since(r.began), strings.Join(slices.Compact(r.failed), ", "))
 		return false
 	}
-	r.say("== %d packages in %s, all ok", r.done, since(r.began))
+	r.say("== %s in %s, all ok", packages(r.done), since(r.began))
 	return true
+}
+
+func packages(n int) string {
+	if n == 1 {
+		return "1 package"
+	}
+	return fmt.Sprintf("%d packages", n)
 }

@@ -35,7 +35,7 @@ func TestGroupsAndFailures(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"--- FAIL: TestX\nFAIL m/pgstore (2.5s)", "ok   m/redisstore (1.0s)",
-		"== stores: 2 packages, 1 FAILED, done ", "== others: 1 packages, ok", "FAILED: m/pgstore"} {
+		"== stores: 2 packages, 1 FAILED, done ", "== others: 1 package, ok", "FAILED: m/pgstore"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the report lacks %q:\n%s", want, got)
 		}
