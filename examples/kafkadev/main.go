@@ -79,6 +79,15 @@ func broker(ctx context.Context, args []string, stdout io.Writer) error {
 	topics := fs.String("topics", "", "comma-separated topics to create at start")
 	autoCreate := fs.Bool("auto-create", true, "create topics on first use (metadata requests that ask for it)")
 	verbose := fs.Bool("v", false, "log broker warnings and errors to stderr")
+	configs := map[string]string{}
+	fs.Func("config", "a broker setting as name=value, repeatable (group.consumer.session.timeout.ms, group.share.record.lock.duration.ms, ...)", func(v string) error {
+		name, value, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("want name=value, got %q", v)
+		}
+		configs[name] = value
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -96,6 +105,9 @@ func broker(ctx context.Context, args []string, stdout io.Writer) error {
 	seed := splitList(*topics)
 	if len(seed) > 0 {
 		opts = append(opts, kfake.SeedTopics(int32(*partitions), seed...))
+	}
+	if len(configs) > 0 {
+		opts = append(opts, kfake.BrokerConfigs(configs))
 	}
 	if *verbose {
 		opts = append(opts, kfake.WithLogger(kfake.BasicLogger(os.Stderr, kfake.LogLevelWarn)))

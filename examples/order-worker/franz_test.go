@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceq/onceq/sources/franzsource"
 )
 
 // -source franz on an in-process Kafka broker and the memory store: each
@@ -56,5 +58,28 @@ func TestWorkerOnFranz(t *testing.T) {
 	}
 	if s.Processed != unique || s.Duplicates != dups || s.DeadLettered != int64(len(malformed)) {
 		t.Fatalf("summary %+v: want %d processed, %d duplicates, %d dead-lettered", s, unique, dups, len(malformed))
+	}
+}
+
+// -kafka-group-protocol picks franz-go's group protocol, and only for
+// -source franz: kafka-go has the classic protocol alone.
+func TestGroupProtocolFlag(t *testing.T) {
+	base := []string{"-kafka-brokers", "127.0.0.1:1", "-metrics-addr", ""}
+	for name, want := range map[string]franzsource.Protocol{"consumer": franzsource.ConsumerProtocol, "eager": franzsource.Eager, "cooperative": franzsource.Cooperative} {
+		o, err := parseFlags(append([]string{"-source", "franz", "-kafka-group-protocol", name}, base...), &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := groupProtocol(o.kafkaProtocol); got != want {
+			t.Errorf("%s: protocol %v, want %v", name, got, want)
+		}
+	}
+	for _, args := range [][]string{
+		{"-source", "kafka", "-kafka-group-protocol", "consumer"},
+		{"-source", "franz", "-kafka-group-protocol", "next-gen"},
+	} {
+		if _, err := parseFlags(append(args, base...), &bytes.Buffer{}); err == nil {
+			t.Errorf("%q: no error", args)
+		}
 	}
 }

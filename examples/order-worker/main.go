@@ -44,6 +44,7 @@ type options struct {
 	kafkaTopic       string
 	kafkaGroup       string
 	kafkaDLQTopic    string
+	kafkaProtocol    string
 	kafkaSession     time.Duration
 	kafkaRebalance   time.Duration
 	kafkaHeartbeat   time.Duration
@@ -106,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap brokers (-source kafka or franz)")
 	fs.StringVar(&o.kafkaTopic, "kafka-topic", "orders", "Kafka topic of the orders")
 	fs.StringVar(&o.kafkaGroup, "kafka-group", "order-worker", "Kafka consumer group")
+	fs.StringVar(&o.kafkaProtocol, "kafka-group-protocol", "cooperative", "-source franz: how the group shares partitions: cooperative (the classic protocol, cooperative-sticky), consumer (KIP-848's broker-driven protocol, Kafka 4.0+) or eager")
 	fs.StringVar(&o.kafkaDLQTopic, "kafka-dlq-topic", "", "Kafka dead-letter topic (default: the orders topic + \"-dlq\")")
 	// Short group timings let the group notice a killed member quickly (chaos runs).
 	fs.DurationVar(&o.kafkaSession, "kafka-session-timeout", 0, "Kafka group session timeout; 0: kafka-go's 30s")
@@ -170,6 +172,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.source == "memory" && o.demo == 0:
 		// Nothing can send to the in-process queue: the worker would idle.
 		return o, errors.New("the memory source has no producer: pass -demo N, or -source sqs or kafka")
+	case o.kafkaProtocol != "cooperative" && o.kafkaProtocol != "consumer" && o.kafkaProtocol != "eager":
+		return o, fmt.Errorf("-kafka-group-protocol %q: want cooperative, consumer or eager", o.kafkaProtocol)
+	case o.kafkaProtocol != "cooperative" && o.source != "franz":
+		return o, fmt.Errorf("-kafka-group-protocol %s needs -source franz (kafka-go has only the classic, eager protocol)", o.kafkaProtocol)
 	case o.batch && o.source != "kafka" && o.source != "franz":
 		return o, fmt.Errorf("-batch runs on -source kafka or franz, not %s", o.source)
 	case o.batch && o.store != "memory" && o.store != "postgres" && o.store != "dynamodb":

@@ -182,7 +182,8 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 		// The same flags as -source kafka, over franz-go: cooperative
 		// rebalancing, so a member joining or leaving pauses only the
 		// partitions that move.
-		opts := []franzsource.Option{kafkagroup.DeadLetterTopic(o.kafkaDLQTopic), kafkagroup.WithLogger(logger), kafkagroup.WithMeterProvider(o.meters)}
+		opts := []franzsource.Option{kafkagroup.DeadLetterTopic(o.kafkaDLQTopic), kafkagroup.WithLogger(logger), kafkagroup.WithMeterProvider(o.meters),
+			franzsource.GroupProtocol(groupProtocol(o.kafkaProtocol))}
 		if o.kafkaSession > 0 {
 			heartbeat := o.kafkaHeartbeat
 			if heartbeat == 0 {
@@ -214,3 +215,15 @@ func wire(ctx context.Context, o options, logger *slog.Logger) (_ *wiring, err e
 // sendsOnward: the flags send events onward through the store's outbox
 // (the demo's shipping stage, -send-reserved-to).
 func (o options) sendsOnward() bool { return o.demo > 0 || o.sendReservedTo != "" }
+
+// groupProtocol is -kafka-group-protocol's franz-go protocol (parseFlags
+// has checked the name).
+func groupProtocol(name string) franzsource.Protocol {
+	switch name {
+	case "consumer":
+		return franzsource.ConsumerProtocol
+	case "eager":
+		return franzsource.Eager
+	}
+	return franzsource.Cooperative
+}

@@ -25,6 +25,7 @@ type kafkaBroker struct {
 	topic, dlq, group string
 	partitions        int
 	source            string // the worker's -source: kafka or franz
+	protocol          string // -source franz: the group protocol
 	session           time.Duration
 	rebalance         time.Duration
 	client            *kgo.Client
@@ -40,7 +41,7 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 		return nil, err
 	}
 	b := &kafkaBroker{topic: "chaos-orders-" + suffix, dlq: "chaos-dlq-" + suffix, group: "chaos-" + suffix,
-		partitions: cfg.partitions, source: cfg.source, session: cfg.kafkaSession, rebalance: cfg.kafkaRebalance, done: make(chan struct{})}
+		partitions: cfg.partitions, source: cfg.source, protocol: cfg.groupProtocol, session: cfg.kafkaSession, rebalance: cfg.kafkaRebalance, done: make(chan struct{})}
 	topics := b.topic + "," + b.dlq
 	if cfg.txn {
 		topics += "," + b.txnOut()
@@ -49,7 +50,14 @@ func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.W
 		ship := b.shipping()
 		topics += "," + ship.topic + "," + ship.dlq
 	}
-	b.cmd = exec.Command(bin, "broker", "-port", "0", "-partitions", fmt.Sprint(cfg.partitions), "-topics", topics)
+	args := []string{"broker", "-port", "0", "-partitions", fmt.Sprint(cfg.partitions), "-topics", topics}
+	if cfg.groupProtocol == "consumer" {
+		// KIP-848 moves the session timeout and the heartbeat interval to
+		// the broker: the same short timings as the classic members ask for.
+		args = append(args, "-config", fmt.Sprintf("group.consumer.session.timeout.ms=%d", cfg.kafkaSession.Milliseconds()),
+			"-config", "group.consumer.heartbeat.interval.ms=500")
+	}
+	b.cmd = exec.Command(bin, args...)
 	if cfg.verboseWorker {
 		b.cmd.Stderr = logw
 	}
@@ -95,7 +103,8 @@ func (b *kafkaBroker) workerArgs() []string {
 		// settles.
 		"-kafka-session-timeout", b.session.String(), "-kafka-rebalance-timeout", b.rebalance.String(),
 		// Frequent heartbeats: each member notices a rebalance sooner.
-		"-kafka-heartbeat", "500ms"}
+		"-kafka-heartbeat", "500ms",
+		"-kafka-group-protocol", b.protocol}
 }
 
 // shipping is -pipeline's second stage on the same broker process: the

@@ -36,6 +36,7 @@ type settings struct {
 	source         string
 	partitions     int
 	kafkaSession   time.Duration
+	groupProtocol  string
 	kafkaRebalance time.Duration
 	workers        int
 	orders         int
@@ -85,6 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source) or franz (its franz-go source, on the same Kafka broker)")
 	fs.StringVar(&c.store, "store", "dynamodb", "the workers' store: dynamodb (with the fault proxy's throttles, errors, resets and latency) or postgres (kills only; ONCEQ_POSTGRES_URL)")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the Kafka topics")
+	fs.StringVar(&c.groupProtocol, "group-protocol", "cooperative", "-source franz: the workers' group protocol: cooperative, consumer (KIP-848, the broker assigns partitions) or eager")
 	fs.DurationVar(&c.kafkaSession, "kafka-session-timeout", 6*time.Second, "the workers' Kafka group session timeout (brokers refuse less than 6s by default)")
 	fs.DurationVar(&c.kafkaRebalance, "kafka-rebalance-timeout", 3*time.Second, "the workers' Kafka group rebalance timeout")
 	fs.IntVar(&c.workers, "workers", 3, "worker processes")
@@ -114,6 +116,10 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	switch {
 	case c.source != "sqs" && c.source != "kafka" && c.source != "franz":
 		return c, fmt.Errorf("-source %q: want sqs, kafka or franz", c.source)
+	case c.groupProtocol != "cooperative" && c.groupProtocol != "consumer" && c.groupProtocol != "eager":
+		return c, fmt.Errorf("-group-protocol %q: want cooperative, consumer or eager", c.groupProtocol)
+	case c.groupProtocol != "cooperative" && (c.source != "franz" || c.txn):
+		return c, errors.New("-group-protocol needs -source franz and no -txn (the kafka-go source has only the classic protocol)")
 	case c.batch && c.source == "sqs":
 		return c, errors.New("-batch needs -source kafka or franz")
 	case c.pipeline && c.batch:
