@@ -6,17 +6,31 @@ STATICCHECK_VERSION := v0.7.0
 # every package of every module in go.work (./... would stop at the root module)
 PKGS        := github.com/onceq/onceq/...
 
-.PHONY: run test lint unit bench fuzz chaos servers-start servers-stop
+.PHONY: run test test-short lint unit bench fuzz chaos servers-start servers-stop
 
 ## run: the example order worker on the embedded default (no AWS needed)
 run:
-	$(GO) run ./examples/order-worker -demo 10000
+	@mkdir -p $(BIN)
+	@echo "make run: building the example order worker (the first build downloads and compiles its modules: a few minutes)..."
+	@t0=$$(date +%s); $(GO) build -o $(BIN)/order-worker ./examples/order-worker && \
+	  echo "make run: built in $$(( $$(date +%s) - t0 )) s; running 10,000 order deliveries through it in memory..."
+	$(BIN)/order-worker -demo 10000
 
-## test: lint, then every test against real servers it starts and stops
-test: lint
+## test: lint, then every test against real servers it starts and stops,
+## each stage and each group of packages timed as it ends
+test:
 	bash integration/run-tests.sh
 
-## unit: the tests that need no server (the rest skip outside CI)
+## test-short: every test that needs no server, with -short (a minute or
+## two); the tests that need one skip, CI or not, servers or not
+test-short:
+	@t0=$$(date +%s); \
+	env -u ONCEQ_DYNAMODB_ENDPOINT -u ONCEQ_DYNAMODB2_ENDPOINT -u ONCEQ_SQS_ENDPOINT -u ONCEQ_POSTGRES_URL \
+	  -u ONCEQ_REDIS_ADDR -u ONCEQ_KAFKA_BROKERS -u ONCEQ_LAMBDA_RIE -u ONCEQ_PROMTOOL CI= \
+	  $(GO) test -short -count=1 $(PKGS) && \
+	echo "make test-short: passed in $$(( $$(date +%s) - t0 )) s"
+
+## unit: the tests that need no server, with -race (the rest skip outside CI)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 

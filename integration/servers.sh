@@ -311,14 +311,18 @@ write_env() {
   local tmp="$ENV_FILE.tmp" any=0 p
   {
     echo "# Written by integration/servers.sh; load with: set -a; . integration/.run/env; set +a"
+    # The AWS_ENDPOINT_URL_* variables are the ones the AWS SDKs, the AWS CLI
+    # and onceq's CLI read: loading this file points them at the servers too.
     if running dynamodb && p="$(port_of dynamodb)"; then
       echo "ONCEQ_DYNAMODB_ENDPOINT=http://127.0.0.1:$p"; any=1
+      echo "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$p"
     fi
     if running dynamodb2 && p="$(port_of dynamodb2)"; then
       echo "ONCEQ_DYNAMODB2_ENDPOINT=http://127.0.0.1:$p"; any=1
     fi
     if running sqs && p="$(port_of sqs)"; then
       echo "ONCEQ_SQS_ENDPOINT=http://127.0.0.1:$p"; any=1
+      echo "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$p"
     fi
     if running postgres && p="$(port_of postgres)"; then
       echo "ONCEQ_POSTGRES_URL=postgres://postgres@127.0.0.1:$p/postgres?sslmode=disable"; any=1

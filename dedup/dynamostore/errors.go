@@ -80,15 +80,20 @@ type TransactionError struct {
 func (e *TransactionError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "dynamostore: %s: transaction cancelled (%s):", e.Op, e.class)
+	given := false
 	for i, r := range e.Reasons {
 		code := deref(r.Code)
 		if code == "" || code == "None" {
 			continue
 		}
+		given = true
 		fmt.Fprintf(&b, " [%d] %s", i, code)
 		if m := deref(r.Message); m != "" {
 			fmt.Fprintf(&b, " (%s)", m)
 		}
+	}
+	if !given {
+		b.WriteString(" DynamoDB gave no reason")
 	}
 	return b.String()
 }

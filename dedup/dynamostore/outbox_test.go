@@ -253,6 +253,11 @@ func TestMissingTablesNamed(t *testing.T) {
 		if !errors.As(err, &tnf) || tnf.Table != table || retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), table) {
 			t.Errorf("%s: %v (%v), want a *TableNotFoundError for %s, Misconfigured", what, err, retry.Classify(err), table)
 		}
+		if err != nil {
+			if at := testenv.EmptySegment(err.Error()); at != "" {
+				t.Errorf("%s: %q has an empty segment at %s", what, err, at)
+			}
+		}
 	}
 	wantMissing("Check of a missing records table", newStore(t, c, absent).Check(t.Context()), absent)
 	_, err := newStore(t, c, absent).Claim(t.Context(), dedup.ClaimRequest{Key: "k", Owner: "w", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})

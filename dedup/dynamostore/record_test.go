@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -151,6 +152,11 @@ func TestReadCancellation(t *testing.T) {
 			t.Errorf("%v: unexpected error %v", tc.codes, err)
 		case tc.class >= 0 && (err == nil || retry.Classify(err) != tc.class):
 			t.Errorf("%v: error %v, want class %v", tc.codes, err, tc.class)
+		}
+		if err != nil {
+			if at := testenv.EmptySegment(err.Error()); at != "" {
+				t.Errorf("%v: %q has an empty segment at %s", tc.codes, err, at)
+			}
 		}
 	}
 	if len(seen) == 0 || seen[0] != "ConditionalCheckFailed" {

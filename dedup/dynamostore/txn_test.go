@@ -510,6 +510,9 @@ func TestMissingBusinessTableNamed(t *testing.T) {
 	if c := retry.Classify(err); c != retry.Misconfigured {
 		t.Errorf("class %v, want misconfigured", c)
 	}
+	if at := testenv.EmptySegment(err.Error()); at != "" {
+		t.Errorf("%q has an empty segment at %s", err, at)
+	}
 	var rnf *types.ResourceNotFoundException
 	if !errors.As(err, &rnf) {
 		t.Errorf("%v does not wrap DynamoDB's ResourceNotFoundException", err)

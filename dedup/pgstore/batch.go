@@ -7,7 +7,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/storeinstr"
@@ -81,14 +80,19 @@ func (s *Store) batchSQL(ctx context.Context) (*batchStatements, error) {
 	var o string
 	err = s.db.QueryRow(ctx, resolveSQL, quote(OffsetsTable(s.table))).Scan(&o)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &pgconn.PgError{Code: "42P01", Message: "the offsets table " + OffsetsTable(s.table) +
-			" does not exist (or is not on the search_path): run pgstore.CreateTable"}
+		return nil, s.missingOffsets()
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.batchStmts.CompareAndSwap(nil, newBatchStatements(o, st.records))
 	return s.batchStmts.Load(), nil
+}
+
+// missingOffsets is the error of an offsets table that is not visible.
+func (s *Store) missingOffsets() error {
+	return catalogError("42P01", "the offsets table %s does not exist (or is not on the search_path): "+
+		"run pgstore.CreateTable, or onceq create-table -store postgres -table %s", OffsetsTable(s.table), s.table)
 }
 
 // newBatchStatements makes the statements for o and r, the quoted,

@@ -235,6 +235,9 @@ func TestBatchMissingOffsetsTable(t *testing.T) {
 	if retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), pgstore.OffsetsTable(table)) {
 		t.Fatalf("Acquire without the offsets table: %v (%v), want Misconfigured naming %s", err, retry.Classify(err), pgstore.OffsetsTable(table))
 	}
+	if at := testenv.EmptySegment(err.Error()); at != "" {
+		t.Fatalf("Acquire without the offsets table: %q has an empty segment at %s", err, at)
+	}
 	if err := pgstore.CreateTable(testCtx(t), p, table); err != nil {
 		t.Fatalf("CreateTable again: %v", err)
 	}

@@ -41,6 +41,14 @@ func (s *Store) wrap(op string, err error) error {
 	return &Error{Op: op, Table: s.table, Err: err, class: classOf(err)}
 }
 
+// catalogError is an error the store finds itself in the catalog (a
+// table that is missing, a privilege the role lacks), made as PostgreSQL
+// reports one so that classOf and errorCode read it alike. Its Severity
+// is set: PgError's text starts with it.
+func catalogError(code, format string, args ...any) *pgconn.PgError {
+	return &pgconn.PgError{Severity: "ERROR", Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
 // errorCode is the SQLSTATE of err, "" when it has none (a lost
 // connection): db.response.status_code of the store's metrics.
 func errorCode(err error) string {

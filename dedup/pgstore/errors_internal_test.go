@@ -3,10 +3,12 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -23,5 +25,26 @@ func TestClassOf(t *testing.T) {
 	}
 	if got := classOf(fmt.Errorf("x: %w", context.Canceled)); got != retry.Cancelled {
 		t.Errorf("cancelled: %v", got)
+	}
+}
+
+// Each error the store makes itself from the catalog reads as PostgreSQL's
+// own do through the store's wrapper: every segment of its text says
+// something, and it names the table.
+func TestCatalogErrorsHaveNoEmptySegment(t *testing.T) {
+	s := &Store{table: "orders_records"}
+	o := &Outbox{s: s}
+	for what, err := range map[string]error{
+		"records table missing": s.wrap("get", s.missing()),
+		"privileges missing":    s.wrap("check", s.unprivileged()),
+		"offsets table missing": s.wrap("batch-acquire", s.missingOffsets()),
+		"outbox tables missing": o.wrap("outbox-lease", o.missing()),
+	} {
+		if at := testenv.EmptySegment(err.Error()); at != "" {
+			t.Errorf("%s: %q has an empty segment at %s", what, err, at)
+		}
+		if !strings.Contains(err.Error(), "orders_records") || retry.Classify(err) != retry.Misconfigured {
+			t.Errorf("%s: %q (%v), want Misconfigured naming the table", what, err, retry.Classify(err))
+		}
 	}
 }

@@ -24,8 +24,8 @@ func claimReq() dedup.ClaimRequest {
 	return dedup.ClaimRequest{Key: secretKey, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)}
 }
 
-// wantClass checks err's class, that it names the table, and that it does
-// not carry the key.
+// wantClass checks err's class, that it names the table and not the key,
+// and that no segment of its text is empty.
 func wantClass(t *testing.T, what string, err error, class retry.Class, table string) {
 	t.Helper()
 	if err == nil {
@@ -36,6 +36,9 @@ func wantClass(t *testing.T, what string, err error, class retry.Class, table st
 	}
 	if !strings.Contains(err.Error(), table) || strings.Contains(err.Error(), secretKey) {
 		t.Fatalf("%s: %q should name table %s and not the key", what, err, table)
+	}
+	if at := testenv.EmptySegment(err.Error()); at != "" {
+		t.Fatalf("%s: %q has an empty segment at %s", what, err, at)
 	}
 }
 

@@ -199,8 +199,7 @@ func (o *Outbox) sql(ctx context.Context, q querier) (*outboxStatements, error) 
 	var schema string
 	err := q.QueryRow(ctx, outboxSchemaSQL, quote(o.s.table), quote(OutboxTable(o.s.table))).Scan(&schema)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: fmt.Sprintf("the outbox table %s does not exist, nor its records table %s (or they are not on the search_path): "+
-			"run pgstore.CreateTable, or onceq create-table -store postgres -table %s", OutboxTable(o.s.table), o.s.table, o.s.table)}
+		return nil, o.missing()
 	}
 	if err != nil {
 		return nil, err
@@ -208,6 +207,12 @@ func (o *Outbox) sql(ctx context.Context, q querier) (*outboxStatements, error) 
 	n := namesOf(o.s.table)
 	o.stmts.CompareAndSwap(nil, newOutboxStatements(pgx.Identifier{schema, n.outbox}.Sanitize(), pgx.Identifier{schema, n.outboxSeq}.Sanitize()))
 	return o.stmts.Load(), nil
+}
+
+// missing is the error of an outbox whose tables are not visible.
+func (o *Outbox) missing() error {
+	return catalogError("42P01", "the outbox table %s does not exist, nor its records table %s (or they are not on the search_path): "+
+		"run pgstore.CreateTable, or onceq create-table -store postgres -table %s", OutboxTable(o.s.table), o.s.table, o.s.table)
 }
 
 const outboxCols = "entry_id, destination, ordering_key, seq, state, owner, version, attempts, last_error, body, headers, created_at, expires_at, releases"

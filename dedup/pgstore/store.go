@@ -202,8 +202,13 @@ func checkName(table string) error {
 // missing is the error of a records table that is not visible: named,
 // with what makes it.
 func (s *Store) missing() error {
-	return &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: fmt.Sprintf("the records table %s does not exist (or is not on the search_path): "+
-		"run pgstore.CreateTable, or onceq create-table -store postgres -table %s", s.table, s.table)}
+	return catalogError("42P01", "the records table %s does not exist (or is not on the search_path): "+
+		"run pgstore.CreateTable, or onceq create-table -store postgres -table %s", s.table, s.table)
+}
+
+// unprivileged is the error of a records table the role cannot claim in.
+func (s *Store) unprivileged() error {
+	return catalogError("42501", "the role lacks SELECT, INSERT or UPDATE on the records table %s", s.table)
 }
 
 // resolveSQL is the table's schema-qualified name, quoted, or no row when
@@ -346,7 +351,7 @@ func (s *Store) Check(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		return s.wrap("check", &pgconn.PgError{Code: "42501", Message: "the role lacks SELECT, INSERT or UPDATE on the table"})
+		return s.wrap("check", s.unprivileged())
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
@@ -685,6 +686,9 @@ func (s *suite) outboxMissingTable(t *testing.T, _ dedup.Store, _ outbox.Store) 
 	err = r.Run(c)
 	if err == nil || retry.Classify(err) != retry.Misconfigured || !strings.Contains(err.Error(), table) {
 		t.Fatalf("Run over a missing outbox table: %v (%v), want a Misconfigured error naming %s at start", err, retry.Classify(err), table)
+	}
+	if at := testenv.EmptySegment(err.Error()); at != "" {
+		t.Fatalf("Run over a missing outbox table: %q has an empty segment at %s", err, at)
 	}
 }
 

@@ -146,6 +146,7 @@ func create(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("create", flag.ContinueOnError)
 	brokers := fs.String("brokers", defaultBrokers(), "comma-separated broker addresses (default: $KAFKA_BROKERS, else 127.0.0.1:9092)")
 	partitions := fs.Int("partitions", 3, "partitions of each topic")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the brokers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -155,13 +156,14 @@ func create(ctx context.Context, args []string, stdout io.Writer) error {
 	if *partitions < 1 {
 		return fmt.Errorf("create: -partitions %d: must be at least 1", *partitions)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(splitList(*brokers)...))
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	b := splitList(*brokers)
+	cl, err := connect(ctx, *timeout, b)
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	for _, t := range fs.Args() {
 		rt := kmsg.NewCreateTopicsRequestTopic()
@@ -170,7 +172,7 @@ func create(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return fmt.Errorf("create: %w", err)
+		return fmt.Errorf("create: brokers %s: %w", strings.Join(b, ","), err)
 	}
 	for _, rt := range resp.Topics {
 		switch err := kerr.ErrorForCode(rt.ErrorCode); {
@@ -179,7 +181,7 @@ func create(ctx context.Context, args []string, stdout io.Writer) error {
 		case errors.Is(err, kerr.TopicAlreadyExists):
 			fmt.Fprintf(stdout, "%s exists\n", rt.Topic)
 		default:
-			return fmt.Errorf("create topic %s: %w", rt.Topic, err)
+			return fmt.Errorf("create topic %s on brokers %s: %w", rt.Topic, strings.Join(b, ","), err)
 		}
 	}
 	return nil
@@ -192,6 +194,7 @@ func produce(ctx context.Context, args []string, stdin io.Reader) error {
 	key := fs.String("key", "", "record key of every record sent (the partition and ordering key)")
 	var headers headerFlags
 	fs.Var(&headers, "header", "a record header name=value (repeatable), e.g. idempotency-key=o-1")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the brokers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -210,20 +213,21 @@ func produce(ctx context.Context, args []string, stdin io.Reader) error {
 			}
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(splitList(*brokers)...), kgo.AllowAutoTopicCreation())
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	b := splitList(*brokers)
+	cl, err := connect(ctx, *timeout, b, kgo.AllowAutoTopicCreation())
 	if err != nil {
 		return fmt.Errorf("produce: %w", err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	for _, v := range values {
 		r := &kgo.Record{Topic: *topic, Value: []byte(v), Headers: headers}
 		if *key != "" {
 			r.Key = []byte(*key)
 		}
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			return fmt.Errorf("produce to topic %s: %w", *topic, err)
+			return fmt.Errorf("produce to topic %s on brokers %s: %w", *topic, strings.Join(b, ","), err)
 		}
 	}
 	return nil
@@ -234,15 +238,15 @@ func read(ctx context.Context, args []string, stdout io.Writer) error {
 	brokers := fs.String("brokers", defaultBrokers(), "comma-separated broker addresses (default: $KAFKA_BROKERS, else 127.0.0.1:9092)")
 	topic := fs.String("topic", "", "topic to read from its start (required)")
 	n := fs.Int("n", 0, "stop after this many records (0: stop once -wait passes with none)")
-	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the next record")
+	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the brokers, and then for each next record")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *topic == "" {
 		return errors.New("read: -topic is required")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(splitList(*brokers)...),
-		kgo.ConsumeTopics(*topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	b := splitList(*brokers)
+	cl, err := connect(ctx, *wait, b, kgo.ConsumeTopics(*topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
@@ -259,7 +263,7 @@ func read(ctx context.Context, args []string, stdout io.Writer) error {
 			if *n == 0 {
 				return nil
 			}
-			return fmt.Errorf("read: %d of %d records from topic %s within %s", seen, *n, *topic, *wait)
+			return fmt.Errorf("read: %d of %d records from topic %s on brokers %s within %s", seen, *n, *topic, strings.Join(b, ","), *wait)
 		}
 		for _, r := range fetches.Records() {
 			var b strings.Builder
@@ -275,6 +279,31 @@ func read(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// connect is a client of brokers once one of them has answered, so that a
+// wrong address, or a broker not started or not answering, is an error
+// naming the addresses at once rather than a silent wait for the
+// command's whole timeout.
+func connect(ctx context.Context, within time.Duration, brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
+	if len(brokers) == 0 {
+		return nil, errors.New("no broker address given (-brokers or $KAFKA_BROKERS)")
+	}
+	where := strings.Join(brokers, ",")
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("brokers %s: %w", where, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		cl.Close()
+		if errors.Is(pctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("brokers %s did not answer within %s: %w", where, within, err)
+		}
+		return nil, fmt.Errorf("brokers %s: %w", where, err)
+	}
+	return cl, nil
 }
 
 // defaultBrokers is $KAFKA_BROKERS, the variable a worker reads too, else

@@ -99,6 +99,9 @@ func TestChaosShortPostgres(t *testing.T) {
 // input's two outputs exactly once, in order, and the chaos must have
 // aborted some transactions.
 func TestChaosShortTxn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a chaos run: starts a broker, builds and kills worker processes")
+	}
 	cfg, err := parseFlags([]string{"-txn", "-source", "franz", "-orders", "300", "-kill-every", "2s", "-seed", "7", "-timeout", "2m"}, os.Stderr)
 	if err != nil {
 		t.Fatal(err)

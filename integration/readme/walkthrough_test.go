@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,10 @@ import (
 )
 
 const walkthrough = "../../docs/kafka-postgres.md"
+
+// metricsAddr is where the walkthrough's worker serves its metrics and
+// health.
+const metricsAddr = "127.0.0.1:9464"
 
 // fencedBlocks returns every ```lang block of file, in order.
 func fencedBlocks(t *testing.T, file, lang string) []string {
@@ -53,6 +58,7 @@ type shell struct {
 	// highest running one's plus one, 1 when none runs.
 	jobs map[int]*process
 	all  []*process
+	ran  []string // the page's commands, in the order they ran
 }
 
 func (s *shell) run(ctx context.Context, line string) string {
@@ -93,11 +99,20 @@ func (s *shell) env(ctx context.Context) []string {
 // own servers.sh line on a run directory of the test's own. A line ending
 // in `&` starts the worker, `kill -9 %N` and `kill %N` stop it (SIGKILL,
 // SIGTERM), and a line whose comment says `# prints X` must print X (it is
-// run again until it does, within a bound). It also holds the page to its
-// promise: at most ten commands from `go mod init` to the first order
-// counted.
+// run again until it does, within a bound). The worker's metrics and
+// health are on a free port in place of the page's 9464. It also holds
+// the page to its promise: at most ten commands from `go mod init` to the
+// first order counted; and to its end: `onceq inspect` finds the order's
+// record.
 func TestKafkaPostgresWalkthrough(t *testing.T) {
+	program := fencedBlocks(t, walkthrough, "go")
+	if len(program) == 1 && !strings.Contains(program[0], `"`+metricsAddr+`"`) {
+		t.Fatalf("%s's worker does not listen on %s, where the page reads its metrics", walkthrough, metricsAddr)
+	}
 	s, firstCheck := runWalkthrough(t, walkthrough)
+	if !slices.ContainsFunc(s.ran, func(line string) bool { return strings.Contains(line, "onceq inspect ") }) {
+		t.Errorf("%s runs no onceq inspect on the worker's records", walkthrough)
+	}
 	if firstCheck == 0 || firstCheck > 10 {
 		t.Errorf("the first order is checked at command %d after go mod init; the page promises at most ten", firstCheck)
 	}
@@ -116,11 +131,14 @@ func runWalkthrough(t *testing.T, page string) (s *shell, firstCheck int) {
 		t.Skip("builds a module and starts servers")
 	}
 	testenv.PostgresURL(t) // the servers this page starts must be installable here
+	// The worker's metrics and health, where a page has them, on a free
+	// port of the test's own, in the program and in the commands alike.
+	port := strings.NewReplacer(metricsAddr, freeAddr(t))
 	programs := fencedBlocks(t, page, "go")
 	if len(programs) != 1 {
 		t.Fatalf("%s has %d go blocks, want the worker's one", page, len(programs))
 	}
-	base, dir := pageDir(t, "orders", programs[0])
+	base, dir := pageDir(t, "orders", port.Replace(programs[0]))
 	s = &shell{t: t, dir: dir, state: filepath.Join(base, "shell.env"), jobs: map[int]*process{}}
 	// The page's servers on a run directory of the test's own, stopped
 	// whatever happens.
@@ -136,7 +154,7 @@ func runWalkthrough(t *testing.T, page string) (s *shell, firstCheck int) {
 	ctx := testenv.Context(t, 12*time.Minute)
 	commands := 0
 	for _, block := range fencedBlocks(t, page, "sh") {
-		for line := range strings.Lines(block) {
+		for line := range strings.Lines(port.Replace(block)) {
 			line = strings.TrimSpace(line)
 			if line == "" || strings.HasPrefix(line, "#") {
 				continue
@@ -152,6 +170,7 @@ func runWalkthrough(t *testing.T, page string) (s *shell, firstCheck int) {
 				}
 			}
 			s.step(ctx, dir, line, want, 3*time.Minute)
+			s.ran = append(s.ran, line)
 		}
 	}
 	return s, firstCheck

@@ -17,6 +17,9 @@ import (
 // where that user can reach it. Starting PostgreSQL alone needs neither npm
 // nor the Lambda emulator, and stop removes the data it made.
 func TestPostgresFromPrivateDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
 	if os.Getuid() != 0 {
 		t.Skip("servers.sh runs PostgreSQL as another user only when run by root")
 	}

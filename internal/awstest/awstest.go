@@ -1,6 +1,7 @@
 package awstest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,7 +16,8 @@ import (
 
 // Config returns an aws.Config for the local servers: static credentials
 // test/test, region us-east-1, no shared config or credentials files read.
-// If endpoint is not empty it is also set as cfg.BaseEndpoint; callers that
+// If endpoint is not empty it is also set as cfg.BaseEndpoint, and wins
+// over AWS_ENDPOINT_URL_<SERVICE> in the environment; callers that
 // build clients for more than one service should still set BaseEndpoint per
 // client, for example:
 //
@@ -37,8 +39,21 @@ func Config(t testing.TB, endpoint string) aws.Config {
 	}
 	if endpoint != "" {
 		cfg.BaseEndpoint = aws.String(endpoint)
+		// The SDK prefers AWS_ENDPOINT_URL_<SERVICE> to cfg.BaseEndpoint, and
+		// the servers' env file sets those: the endpoint a test names (a
+		// second region, a fault proxy) must still be the one it reaches.
+		cfg.ConfigSources = append([]any{ignoreConfiguredEndpoints{}}, cfg.ConfigSources...)
 	}
 	return cfg
+}
+
+// ignoreConfiguredEndpoints is a configuration source that turns off the
+// endpoints configured by environment or shared config
+// (AWS_IGNORE_CONFIGURED_ENDPOINT_URLS).
+type ignoreConfiguredEndpoints struct{}
+
+func (ignoreConfiguredEndpoints) GetIgnoreConfiguredEndpoints(context.Context) (bool, bool, error) {
+	return true, true, nil
 }
 
 // NoCredentialsConfig is Config with the credentials a machine without

@@ -47,3 +47,22 @@ func checkLoopback(t *testing.T, ep string) {
 		t.Fatalf("endpoint %q is not on loopback; tests only talk to servers on this machine", ep)
 	}
 }
+
+// The endpoint a test names is the one its clients reach, though the
+// environment (the servers' env file) sets the SDK's own per-service
+// endpoint variables; without one, those variables hold.
+func TestConfigEndpointWinsOverTheEnvironment(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:1")
+	t.Setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:2")
+	named := "http://127.0.0.1:3"
+	cfg := awstest.Config(t, named)
+	if got := aws.ToString(dynamodb.NewFromConfig(cfg).Options().BaseEndpoint); got != named {
+		t.Errorf("DynamoDB client of Config(%s): endpoint %s", named, got)
+	}
+	if got := aws.ToString(sqs.NewFromConfig(cfg).Options().BaseEndpoint); got != named {
+		t.Errorf("SQS client of Config(%s): endpoint %s", named, got)
+	}
+	if got := aws.ToString(dynamodb.NewFromConfig(awstest.Config(t, "")).Options().BaseEndpoint); got != "http://127.0.0.1:1" {
+		t.Errorf("DynamoDB client of Config(\"\"): endpoint %s, want the environment's", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -40,7 +41,15 @@ const RIEEnv = "ONCEQ_LAMBDA_RIE"
 // returns their exit code: a test package's TestMain is
 //
 //	func TestMain(m *testing.M) { os.Exit(lambdatest.Main(m, "./internal/testfunc", &bootstrap)) }
+//
+// Under -short it builds nothing and the tests that run the function skip
+// (Start): its build, with cgo off, compiles the AWS SDK anew, minutes on
+// a small machine.
 func Main(m *testing.M, pkg string, bootstrap *string) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "lambda-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -118,6 +127,9 @@ type Function struct {
 // the function's timeout in whole seconds.
 func Start(t testing.TB, bootstrap string, timeout int, env map[string]string) *Function {
 	t.Helper()
+	if bootstrap == "" {
+		t.Skip("-short: the test function is not built")
+	}
 	rie := findRIE(t)
 	api, emu := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(rie, bootstrap, "--runtime-interface-emulator-address", emu, "--runtime-api-address", api)

@@ -46,3 +46,27 @@ func TestLoggerFollowsTheEnvironment(t *testing.T) {
 		t.Fatal(testenv.LogEnv + "=1: want debug")
 	}
 }
+
+func TestEmptySegmentFindsWhatSaysNothing(t *testing.T) {
+	for _, text := range []string{
+		"pgstore: check on table t (misconfigured): : the role lacks SELECT on the records table t (SQLSTATE 42501)",
+		": the records table t does not exist",
+		"dynamostore: complete: transaction cancelled (transient):",
+		"consumer: misconfigured: store: ",
+		"redisstore: get (): connection refused",
+		"dynamostore: table %!q(int=1) does not exist",
+	} {
+		if testenv.EmptySegment(text) == "" {
+			t.Errorf("EmptySegment(%q) found nothing", text)
+		}
+	}
+	for _, text := range []string{
+		"pgstore: check on table t (misconfigured): ERROR: the records table t does not exist (SQLSTATE 42P01)",
+		"dial tcp 127.0.0.1:9092: connect: connection refused",
+		"consumer: misconfigured: store: dynamostore: table \"orders\" does not exist in this account and region: ResourceNotFoundException: Requested resource not found",
+	} {
+		if got := testenv.EmptySegment(text); got != "" {
+			t.Errorf("EmptySegment(%q) = %q, want none", text, got)
+		}
+	}
+}
