@@ -277,11 +277,12 @@ func (v *outboxView) Entries(_ context.Context, state outbox.State, limit int) (
 var _ outbox.Requeuer = (*outboxView)(nil)
 
 // Requeue implements outbox.Requeuer.
-func (v *outboxView) Requeue(_ context.Context, l outbox.Lease, reason string, now time.Time) error {
+func (v *outboxView) Requeue(_ context.Context, listed outbox.Entry, reason string, now time.Time) error {
+	l := listed.Lease
 	o := &v.outbox
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	e := o.byID[l.ID]
+	e := o.byID[listed.ID]
 	if e == nil || e.State != outbox.Dead || e.Lease.Version != l.Version {
 		return fmt.Errorf("memstore: requeue: %w: entry %s version %d", outbox.ErrEntryChanged, dedup.KeyHash(l.ID), l.Version)
 	}

@@ -698,9 +698,10 @@ func (o *Outbox) Close(ctx context.Context) error {
 var _ outbox.Requeuer = (*Outbox)(nil)
 
 // Requeue implements outbox.Requeuer, and wakes the relays listening.
-func (o *Outbox) Requeue(ctx context.Context, l outbox.Lease, reason string, now time.Time) error {
+func (o *Outbox) Requeue(ctx context.Context, e outbox.Entry, reason string, now time.Time) error {
+	l := e.Lease
 	n, _, err := o.mark(ctx, "outbox-requeue", storeinstr.OpOutboxRequeue, func(st *outboxStatements, retried bool) (string, []any) {
-		return st.requeueSQL, []any{rowID(l.ID), l.Version, dedup.StorableReason(reason), now, retried}
+		return st.requeueSQL, []any{rowID(e.ID), l.Version, dedup.StorableReason(reason), now, retried}
 	})
 	if err != nil {
 		return err

@@ -776,18 +776,18 @@ func (s *suite) outboxRequeue(t *testing.T, st dedup.Store, ob outbox.Store) {
 	if len(dead) != 1 {
 		t.Fatalf("dead entries %q, want 1", entryIDs(dead))
 	}
-	stale := dead[0].Lease
-	stale.Version--
+	stale := dead[0]
+	stale.Lease.Version--
 	if err := rq.Requeue(ctx(t), stale, "x", at(3)); !errors.Is(err, outbox.ErrEntryChanged) {
 		t.Fatalf("Requeue at a stale version: %v, want outbox.ErrEntryChanged", err)
 	}
-	if err := rq.Requeue(ctx(t), got[1].Lease, "x", at(3)); !errors.Is(err, outbox.ErrEntryChanged) {
+	if err := rq.Requeue(ctx(t), got[1], "x", at(3)); !errors.Is(err, outbox.ErrEntryChanged) {
 		t.Fatalf("Requeue of a Dispatched entry: %v, want outbox.ErrEntryChanged", err)
 	}
-	if err := rq.Requeue(ctx(t), dead[0].Lease, "the queue exists now", at(3)); err != nil {
+	if err := rq.Requeue(ctx(t), dead[0], "the queue exists now", at(3)); err != nil {
 		t.Fatalf("Requeue of a Dead entry: %v", err)
 	}
-	if err := rq.Requeue(ctx(t), dead[0].Lease, "again", at(3)); !errors.Is(err, outbox.ErrEntryChanged) {
+	if err := rq.Requeue(ctx(t), dead[0], "again", at(3)); !errors.Is(err, outbox.ErrEntryChanged) {
 		t.Fatalf("Requeue of the same listing twice: %v, want outbox.ErrEntryChanged", err)
 	}
 	pending := entries(t, ob, dest, outbox.Pending)
