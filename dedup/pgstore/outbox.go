@@ -278,7 +278,7 @@ SELECT coalesce(array_agg(id), '{}') FROM m`,
 		// the entry as it leaves it, and writes it again.
 		requeueSQL: `UPDATE ` + q + ` SET state = 'PENDING', owner = '', version = $2::bigint + 1, attempts = 0, releases = 0, last_error = $3, expires_at = $4
 	WHERE id = $1 AND ((state = 'DEAD' AND version = $2) OR ($5::bool AND state = 'PENDING' AND owner = '' AND version = $2::bigint + 1 AND last_error = $3))`,
-		notifySQL: `SELECT pg_notify($1, '')`,
+		notifySQL:  `SELECT pg_notify($1, '')`,
 		entriesSQL: `SELECT ` + outboxCols + ` FROM ` + q + ` WHERE ($1::text = '' OR state = $1::text) ORDER BY seq LIMIT $2`,
 		deleteSQL: `DELETE FROM ` + q + ` WHERE id IN (SELECT id FROM ` + q + `
 	WHERE state <> 'PENDING' AND expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
