@@ -31,7 +31,7 @@ type KafkaConfig struct {
 	// Key is the stored key of a letter's message (default
 	// RecordKeys("onceq"), the consumer's default namespace).
 	Key KeyFunc
-	// Idle ends the Lot after a poll this long found nothing (default 3s).
+	// Idle ends the Lot after a poll this long found nothing (default 2s).
 	Idle time.Duration
 	// Options are more franz-go options (TLS, SASL).
 	Options []kgo.Opt
@@ -64,7 +64,7 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 		cfg.Key = RecordKeys("onceq")
 	}
 	if cfg.Idle <= 0 {
-		cfg.Idle = 3 * time.Second
+		cfg.Idle = 2 * time.Second
 	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.DeadLetterTopic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -101,7 +101,7 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 	{
 		idle := k.cfg.Idle
 		if !k.polled {
-			idle *= 4 // the first also joins the group
+			idle *= 2 // the first also joins the group
 		}
 		pctx, cancel := context.WithTimeout(ctx, idle)
 		fs := k.cl.PollFetches(pctx)
