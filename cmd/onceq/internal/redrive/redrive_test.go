@@ -42,9 +42,12 @@ func (l *lot) Move(_ context.Context, x *Letter) error {
 	l.moved = append(l.moved, x.ID)
 	return nil
 }
-func (l *lot) Settle(_ context.Context, x *Letter) error { l.settled = append(l.settled, x.ID); return nil }
-func (l *lot) Pass(_ context.Context, x *Letter) error   { l.passed = append(l.passed, x.ID); return nil }
-func (l *lot) Close(context.Context) error               { l.closed = true; return nil }
+func (l *lot) Settle(_ context.Context, x *Letter) error {
+	l.settled = append(l.settled, x.ID)
+	return nil
+}
+func (l *lot) Pass(_ context.Context, x *Letter) error { l.passed = append(l.passed, x.ID); return nil }
+func (l *lot) Close(context.Context) error             { l.closed = true; return nil }
 
 func letter(id, key, reason string) *Letter {
 	return &Letter{ID: id, Key: key, KeyHash: dedup.KeyHash(key), Reason: reason, At: time.Now().Add(-time.Hour), From: "dlq", To: "queue"}

@@ -44,12 +44,12 @@ type SQSConfig struct {
 // adds no copy), then deleted by its receipt. The ones left are made
 // visible again by Close.
 type SQS struct {
-	client    *awssqs.Client
-	cfg       SQSConfig
-	from, to  string
-	fifo      bool
-	left      map[string]string // message ID → receipt handle, neither moved nor settled
-	empties   int
+	client   *awssqs.Client
+	cfg      SQSConfig
+	from, to string
+	fifo     bool
+	left     map[string]string // message ID → receipt handle, neither moved nor settled
+	empties  int
 }
 
 // NewSQS returns the Lot of cfg's dead-letter queue.
