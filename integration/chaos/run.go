@@ -199,6 +199,12 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		onceqBin string
 		ob       outbox.Store
 	)
+	if cfg.pipeline || cfg.redrive {
+		onceqBin = filepath.Join(tmp, "onceq")
+		if err := goBuild(ctx, onceqBin, "github.com/onceq/onceq/cmd/onceq"); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.pipeline {
 		if kb, ok := b.(*kafkaBroker); ok {
 			ship = kb.shipping()
