@@ -119,8 +119,10 @@ func redriveOnce(ctx context.Context, onceqBin string, args []string, cfg settin
 }
 
 // redrives runs onceq redrive on the dead-letter queue after delay: two
-// at once, then one more when both ended, while the workers are being
-// killed. It closes r.done when the three have ended.
+// at once, then one more a while after both ended (by when the workers
+// have dead-lettered more, among them letters the first two moved back),
+// while the workers are being killed. It closes r.done when the three
+// have ended.
 func redrives(ctx context.Context, onceqBin string, args []string, cfg settings, delay time.Duration, logf func(string, ...any), r *redriveResult) {
 	defer close(r.done)
 	select {
@@ -163,6 +165,12 @@ func redrives(ctx context.Context, onceqBin string, args []string, cfg settings,
 	wg.Wait()
 	for i := range 2 {
 		tally(outs[i], resets[i], errs[i])
+	}
+	select {
+	case <-ctx.Done():
+		r.err = ctx.Err()
+		return
+	case <-time.After(5 * delay):
 	}
 	tally(redriveOnce(ctx, onceqBin, args, cfg))
 }
