@@ -69,6 +69,7 @@ func (b *sqsBroker) park(ctx context.Context, ds []delivery) error {
 type redriveResult struct {
 	parked                                             int
 	runs, moved, completed, held, passed, taken, faild int
+	newer                                              int
 	// resets counts, by key_hash, the records the runs reset.
 	resets map[string]int
 	done   chan struct{}
@@ -80,12 +81,12 @@ func (r *redriveResult) line() string {
 	for _, c := range r.resets {
 		n += c
 	}
-	return fmt.Sprintf("chaos: redrive: parked=%d runs=%d moved=%d records_reset=%d completed=%d held=%d taken=%d failed=%d",
-		r.parked, r.runs, r.moved, n, r.completed, r.held, r.taken, r.faild)
+	return fmt.Sprintf("chaos: redrive: parked=%d runs=%d moved=%d records_reset=%d completed=%d held=%d taken=%d newer=%d failed=%d",
+		r.parked, r.runs, r.moved, n, r.completed, r.held, r.taken, r.newer, r.faild)
 }
 
 var (
-	summaryRE = regexp.MustCompile(`(\d+) looked at: moved (\d+), (\d+) completed \(not re-run\), (\d+) held by a worker, (\d+) passed over by the filter, (\d+) moved by another run, (\d+) failed`)
+	summaryRE = regexp.MustCompile(`(\d+) looked at: moved (\d+), (\d+) completed \(not re-run\), (\d+) held by a worker, (\d+) passed over by the filter, (\d+) moved by another run, (\d+) failed, (\d+) newer`)
 	resetRE   = regexp.MustCompile(`msg="redrive: moved" .*key_hash=([0-9a-f]{12}) .*why="record reset"`)
 )
 
@@ -143,7 +144,7 @@ func redrives(ctx context.Context, onceqBin string, args []string, cfg settings,
 		if m == nil {
 			return
 		}
-		var n [7]int
+		var n [8]int
 		for i := range n {
 			fmt.Sscan(m[i+1], &n[i])
 		}
@@ -153,6 +154,7 @@ func redrives(ctx context.Context, onceqBin string, args []string, cfg settings,
 		r.passed += n[4]
 		r.taken += n[5]
 		r.faild += n[6]
+		r.newer += n[7]
 		logf("redrive run %d: %s", r.runs, strings.TrimSpace(out))
 	}
 	var wg sync.WaitGroup

@@ -95,6 +95,10 @@ const (
 	Held Action = "held"
 	// Passed: the filter passed over it: left.
 	Passed Action = "passed"
+	// Newer: set aside after the run began (a letter it moved that failed
+	// again, most often): left untouched for the next run, so that a run
+	// never chases the letters it made.
+	Newer Action = "newer"
 	// Taken: another run moved it first.
 	Taken Action = "taken"
 	// Failed: a store or broker call failed: left, the run stops.
@@ -174,7 +178,7 @@ type Report struct {
 	// Seen counts the letters looked at.
 	Seen int
 	// By action.
-	Moved, Completed, Held, Passed, Taken, Failed int
+	Moved, Completed, Held, Passed, Newer, Taken, Failed int
 	// Started is when the run began, Took how long it ran.
 	Started time.Time
 	Took    time.Duration
@@ -191,6 +195,8 @@ func (r *Report) count(a Action) {
 		r.Held++
 	case Passed:
 		r.Passed++
+	case Newer:
+		r.Newer++
 	case Taken:
 		r.Taken++
 	case Failed:
@@ -204,8 +210,8 @@ func (r Report) String() string {
 	if r.DryRun {
 		verb = "would move"
 	}
-	return fmt.Sprintf("%d looked at: %s %d, %d completed (not re-run), %d held by a worker, %d passed over by the filter, %d moved by another run, %d failed, in %s",
-		r.Seen, verb, r.Moved, r.Completed, r.Held, r.Passed, r.Taken, r.Failed, r.Took.Round(time.Millisecond))
+	return fmt.Sprintf("%d looked at: %s %d, %d completed (not re-run), %d held by a worker, %d passed over by the filter, %d moved by another run, %d failed, %d newer than the run (left for the next), in %s",
+		r.Seen, verb, r.Moved, r.Completed, r.Held, r.Passed, r.Taken, r.Failed, r.Newer, r.Took.Round(time.Millisecond))
 }
 
 // Plan is Run with no write: what Run would do to each letter, logged and
@@ -226,7 +232,7 @@ func run(ctx context.Context, lot Lot, recs Records, f Filter, o Options, dry bo
 	if o.Rate < 0 {
 		return Report{}, fmt.Errorf("redrive: rate %v: want zero (no bound) or more", o.Rate)
 	}
-	r := &runner{lot: lot, recs: recs, f: f, o: o, dry: dry, log: o.Logger}
+	r := &runner{lot: lot, recs: recs, f: f, o: o, dry: dry, log: o.Logger, started: time.Now()}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -280,6 +286,8 @@ type runner struct {
 	dry  bool
 	log  *slog.Logger
 	pace *pacer
+	// started: a letter set aside after it is Newer.
+	started time.Time
 }
 
 // maxRereads bounds how often one letter's record is read again after a
@@ -288,6 +296,11 @@ const maxRereads = 3
 
 // one decides and does what becomes of l.
 func (r *runner) one(ctx context.Context, l *Letter) (Action, error) {
+	if l.At.After(r.started) {
+		// Neither passed nor settled: a Lot read in order stops short of
+		// it, and the next run finds it.
+		return r.logged(ctx, l, Newer, "set aside after the run began", nil), nil
+	}
 	if !r.f.selects(l, time.Now()) {
 		return r.pass(ctx, l, Passed, "")
 	}
@@ -378,7 +391,7 @@ func (r *runner) logged(ctx context.Context, l *Letter, a Action, why string, er
 		level = slog.LevelError
 		attrs = append(attrs, slog.String("err", err.Error()))
 	}
-	if a == Passed {
+	if a == Passed || a == Newer {
 		level = slog.LevelDebug
 	}
 	r.log.LogAttrs(ctx, level, msg, attrs...)

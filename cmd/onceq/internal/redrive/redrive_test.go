@@ -174,3 +174,16 @@ func TestRate(t *testing.T) {
 		}
 	})
 }
+
+// A letter set aside after the run began is left for the next run: a run
+// never moves again what it moved and the workers dead-lettered again.
+func TestRunLeavesNewerLetters(t *testing.T) {
+	st := memstore.New()
+	newer := letter("n", "", "x")
+	newer.At = time.Now().Add(time.Minute)
+	l := &lot{letters: []*Letter{letter("a", "", "x"), newer}}
+	rep, err := Run(t.Context(), l, st, Filter{}, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil || rep.Moved != 1 || rep.Newer != 1 || strings.Join(l.moved, ",") != "a" || len(l.passed) != 0 {
+		t.Fatalf("Run: %+v %v, moved %v, passed %v", rep, err, l.moved, l.passed)
+	}
+}
