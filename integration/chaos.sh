@@ -8,6 +8,10 @@
 # CHAOS_FLAGS=-pipeline runs the two-stage pipeline (order workers, onceq
 # relay processes, shipping workers, all killed) and checks every order
 # shipped exactly once on a "chaos: pipeline:" line.
+# CHAOS_FLAGS=-redrive (SQS) parks orders in the dead-letter queue and
+# redrives every dead letter with onceq redrive, twice at once and once
+# more, while workers are killed; its "chaos: redrive:" line counts what
+# the runs moved and reset.
 # CHAOS_FLAGS=-batch runs Kafka batch mode, on kafka-go and then on
 # franz-go unless -source names one; CHAOS_FLAGS=-txn runs Kafka
 # transactions (franztxn processors, on franz-go; no store, no servers).
@@ -51,6 +55,8 @@ case " $* " in
     case " $* " in
       *" -txn "*)
         "$bin/chaos" -source franz "$@" ;;
+      *" -redrive "*)
+        "$bin/chaos" -source sqs "$@" ;;
       *" -batch "*)
         "$bin/chaos" -source kafka "$@"
         "$bin/chaos" -source franz "$@" ;;

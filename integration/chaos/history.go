@@ -30,7 +30,10 @@ func historyPath(dir string, i, gen int) string {
 // business effects counted by key (nil: none are), and checks the whole.
 // An effect under a key no call was made for is an error of the run's
 // bookkeeping, not of the store.
-func checkHistory(ctx context.Context, dir string, store dedup.Store, effects map[string]int) (*history.Report, error) {
+//
+// resets counts, by key_hash, the records onceq redrive reset outside the
+// histories (nil: none).
+func checkHistory(ctx context.Context, dir string, store dedup.Store, effects map[string]int, resets map[string]int) (*history.Report, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "worker-*.history"))
 	if err != nil {
 		return nil, err
@@ -78,7 +81,7 @@ func checkHistory(ctx context.Context, dir string, store dedup.Store, effects ma
 		}
 		h.AddEffects(k, n)
 	}
-	r := history.Check(h, history.Options{Timeout: historyTimeout})
+	r := history.Check(h, history.Options{Timeout: historyTimeout, Resets: resets})
 	return &r, nil
 }
 

@@ -68,6 +68,9 @@ type settings struct {
 	relays      int
 	shipWorkers int
 	relayLease  time.Duration
+	// redrive parks orders in the dead-letter queue and redrives them
+	// with onceq redrive while the workers are killed.
+	redrive bool
 	// txn runs Kafka transactions: franztxn processors, no store.
 	txn        bool
 	txnOutputs int
@@ -83,6 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.IntVar(&c.shipWorkers, "ship-workers", 2, "-pipeline: shipping worker processes")
 	fs.DurationVar(&c.relayLease, "relay-lease-ttl", 10*time.Second, "-pipeline: the relays' lease on the entries they send (a killed relay's are taken over after it)")
 	fs.BoolVar(&c.txn, "txn", false, "run Kafka transactions (-source franz): -workers franztxn processors, killed and restarted under their transactional IDs, commit each poll's outputs with its offsets in one transaction; a read_committed reader must see every input's outputs exactly once, in order (no store)")
+	fs.BoolVar(&c.redrive, "redrive", false, "redrive dead letters (-source sqs): every twentieth order is parked in the dead-letter queue instead of sent, and once the orders are sent, two onceq redrive processes at once and then a third send back every dead letter (the parked ones, and the malformed ones the workers dead-lettered, whose records they reset) while workers are killed; every order must still be applied exactly once, and the history check counts the resets the redrives logged")
 	fs.IntVar(&c.txnOutputs, "txn-outputs", 2, "-txn: output records per input")
 	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source), franz (its franz-go source, on the same Kafka broker) or share (a share group on that broker, its records redelivered by lock expiry when a frozen member's lock runs out)")
 	fs.StringVar(&c.store, "store", "dynamodb", "the workers' store: dynamodb (with the fault proxy's throttles, errors, resets and latency) or postgres (kills only; ONCEQ_POSTGRES_URL)")
@@ -131,6 +135,8 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 		return c, errors.New("-txn needs -source franz (its processor is franz-go's)")
 	case c.txn && (c.batch || c.pipeline):
 		return c, errors.New("-txn does not go with -batch or -pipeline")
+	case c.redrive && (c.source != "sqs" || c.batch || c.pipeline || c.txn):
+		return c, errors.New("-redrive needs -source sqs, and goes with none of -batch, -pipeline and -txn")
 	case c.txn && c.txnOutputs < 1:
 		return c, errors.New("-txn-outputs must be at least 1")
 	case c.pipeline && (c.relays < 1 || c.shipWorkers < 1):
@@ -172,6 +178,9 @@ func main() {
 	}
 	if res != nil && res.pipeline != nil {
 		fmt.Println(res.pipeline.line())
+	}
+	if res != nil && res.redrive != nil {
+		fmt.Println(res.redrive.line())
 	}
 	if res != nil {
 		fmt.Println(res.line())

@@ -149,7 +149,7 @@ func TestShipmentsAreEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx)
+	r, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestShipmentsAreEffects(t *testing.T) {
 	if fx, err = p.effects(want); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx); err == nil || strings.Contains(err.Error(), "o-9") {
+	if _, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx, nil); err == nil || strings.Contains(err.Error(), "o-9") {
 		t.Fatalf("a shipment under a key with no calls: %v, want an error naming its hash", err)
 	}
 }

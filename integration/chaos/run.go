@@ -74,6 +74,8 @@ type result struct {
 	stopError string
 	// pipeline is -pipeline's second stage; nil without it.
 	pipeline *pipelineResult
+	// redrive is what -redrive's onceq redrive runs did; nil without it.
+	redrive *redriveResult
 }
 
 func (r *result) line() string {
@@ -206,14 +208,16 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		onceqBin string
 		ob       outbox.Store
 	)
+	if cfg.pipeline || cfg.redrive {
+		onceqBin = filepath.Join(tmp, "onceq")
+		if err := goBuild(ctx, onceqBin, "github.com/onceq/onceq/cmd/onceq"); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.pipeline {
 		if kb, ok := b.(*kafkaBroker); ok {
 			ship = kb.shipping()
 		} else if ship, err = newSQS(ctx, awsCfg, cfg, "ship-"+n.suffix); err != nil {
-			return nil, err
-		}
-		onceqBin = filepath.Join(tmp, "onceq")
-		if err := goBuild(ctx, onceqBin, "github.com/onceq/onceq/cmd/onceq"); err != nil {
 			return nil, err
 		}
 		if ob, err = outboxOf(final); err != nil {
@@ -240,6 +244,15 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		source += "-batch"
 	}
 	res := &result{source: source, messages: len(deliveries), unique: len(want.orders), malformed: len(want.malformed)}
+	if cfg.redrive {
+		var parked []delivery
+		deliveries, parked = parkPlan(deliveries)
+		if err := b.(*sqsBroker).park(ctx, parked); err != nil {
+			return nil, err
+		}
+		res.redrive = &redriveResult{parked: len(parked), resets: map[string]int{}, done: make(chan struct{})}
+		res.source += "-redrive"
+	}
 
 	pool := &pool{bin: bin, tmp: tmp, cfg: cfg, names: n, storeArgs: storeArgs, brokerArgs: b.workerArgs(), logw: logw}
 	if proxy != nil {
@@ -255,6 +268,12 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	left := b.left
 	if cfg.pipeline {
 		left = pipelineLeft(b, ob, ship)
+	}
+	if r := res.redrive; r != nil {
+		// The redrives start once every delivery was sent, and the queue
+		// is not drained before they have all ended.
+		go redrives(ctx, onceqBin, redriveArgs(cfg, n.idem, b.(*sqsBroker)), cfg, 4*cfg.killEvery, logf, r)
+		left = redriveLeft(b.left, r)
 	}
 	if err := churn(ctx, cfg, rng, pool, b, deliveries, left, logf, res); err != nil {
 		return res, err
@@ -286,7 +305,11 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 				return res, err
 			}
 		}
-		if res.history, err = checkHistory(ctx, tmp, final, effects); err != nil {
+		var resets map[string]int
+		if res.redrive != nil {
+			resets = res.redrive.resets
+		}
+		if res.history, err = checkHistory(ctx, tmp, final, effects, resets); err != nil {
 			return res, err
 		}
 	}
@@ -314,6 +337,9 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	}
 	if p := res.pipeline; p != nil && (p.lost > 0 || p.doubled > 0 || p.outboxPending > 0) {
 		problems = append(problems, fmt.Sprintf("shipping: lost %d, doubled %d shipments, %d outbox entries not dispatched", p.lost, p.doubled, p.outboxPending))
+	}
+	if r := res.redrive; r != nil && (r.err != nil || r.runs != 3) {
+		problems = append(problems, fmt.Sprintf("redrive: %d runs ended, want 3: %v", r.runs, r.err))
 	}
 	if res.workersExitedNonZero > 0 {
 		problems = append(problems, fmt.Sprintf("%d workers failed on SIGTERM, the first: %s", res.workersExitedNonZero, res.stopError))

@@ -92,6 +92,12 @@ type Options struct {
 	// passed count as TimedOut (their anomalies are still counted). Zero:
 	// 5 minutes.
 	Budget time.Duration
+	// Resets counts, by key_hash, the resets (dedup.Resetter) an
+	// operator's tool made outside the histories (onceq redrive logs each
+	// with its key_hash): the model lets such a key's FAILED, DEAD_LETTER
+	// or PENDING record become FAILED one version on, up to that many
+	// times between two calls, and nothing more.
+	Resets map[string]int
 }
 
 // Check checks every key's history for linearizability and counts the
@@ -126,7 +132,7 @@ func Check(h *History, o Options) Report {
 		wg.Go(func() {
 			for i := range work {
 				timeout := min(o.Timeout, time.Until(deadline))
-				results[i] = checkKey(hashes[keys[i]], h.keys[keys[i]], timeout)
+				results[i] = checkKey(hashes[keys[i]], h.keys[keys[i]], timeout, o.Resets[hashes[keys[i]]])
 			}
 		})
 	}
@@ -168,7 +174,7 @@ type keyResult struct {
 	lost, duplicated, ackedUncommitted, fencedCommits int
 }
 
-func checkKey(hash string, kh *keyHistory, timeout time.Duration) keyResult {
+func checkKey(hash string, kh *keyHistory, timeout time.Duration, resets int) keyResult {
 	kr := keyResult{ops: len(kh.ops)}
 	ops := make([]porcupine.Operation, 0, len(kh.ops))
 	for _, o := range kh.ops {
@@ -185,7 +191,7 @@ func checkKey(hash string, kh *keyHistory, timeout time.Duration) keyResult {
 		kr.verdict = porcupine.Unknown // the budget is spent
 		return kr
 	}
-	m := newModel()
+	m := newModel(resets)
 	kr.verdict = porcupine.CheckOperationsTimeout(m, ops, timeout)
 	if kr.verdict == porcupine.Illegal {
 		kr.violation = violation(hash, m, ops, timeout)

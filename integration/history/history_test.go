@@ -661,3 +661,39 @@ func TestTTLSweepBeforeLateComplete(t *testing.T) {
 		}
 	}
 }
+
+// TestResetsOutsideTheHistory: a claim that takes over a DEAD_LETTER
+// record one version on, as a redrive's reset leaves it, is a violation
+// unless the key's resets are counted (Options.Resets), and then only
+// over a record a reset takes: never a COMPLETED one, even past its
+// retention.
+func TestResetsOutsideTheHistory(t *testing.T) {
+	lines := func(status string) string {
+		return `{"id":1,"ev":"call","op":"claim","key":"k","t":100,"owner":"a","now":100,"until":1000}
+{"id":1,"ev":"return","op":"claim","key":"k","t":110,"out":"ok","acquired":true,"record":{"status":"PENDING","version":1,"owner":"a"}}
+{"id":2,"ev":"call","op":"` + map[string]string{"DEAD_LETTER": "fail", "COMPLETED": "complete"}[status] + `","key":"k","t":200,"owner":"a","version":1,"now":200,"until":250,"dead_letter":true}
+{"id":2,"ev":"return","op":"x","key":"k","t":210,"out":"ok"}
+{"id":3,"ev":"call","op":"claim","key":"k","t":300,"owner":"b","now":300,"until":1300}
+{"id":3,"ev":"return","op":"claim","key":"k","t":310,"out":"ok","acquired":true,"record":{"status":"PENDING","version":4,"owner":"b"},"previous":{"status":"FAILED","version":3,"owner":"a"}}
+`
+	}
+	check := func(status string, resets map[string]int) history.Report {
+		h := history.New()
+		if err := h.Add(strings.NewReader(strings.Replace(lines(status), `"op":"x"`, `"op":"`+map[string]string{"DEAD_LETTER": "fail", "COMPLETED": "complete"}[status]+`"`, 1))); err != nil {
+			t.Fatal(err)
+		}
+		r := history.Check(h, history.Options{Resets: resets})
+		t.Log(r.Line())
+		return r
+	}
+	hash := dedup.KeyHash("k")
+	if r := check("DEAD_LETTER", nil); r.Illegal != 1 {
+		t.Fatalf("a takeover of a record no call wrote passed: %s", r.Line())
+	}
+	if r := check("DEAD_LETTER", map[string]int{hash: 1}); !r.OK() {
+		t.Fatalf("a takeover of a reset dead letter refused: %s", r.Line())
+	}
+	if r := check("COMPLETED", map[string]int{hash: 1}); r.Illegal != 1 {
+		t.Fatalf("a reset of a COMPLETED record passed: %s", r.Line())
+	}
+}

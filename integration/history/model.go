@@ -48,11 +48,22 @@ func (s state) holds(in storehistory.Event) bool {
 // passed may have been removed by TTL (a PENDING one whose lease ran out
 // included), after which a late Complete or Fail finds nothing and the
 // next claim starts at version 1.
-func newModel() porcupine.Model {
+//
+// resets is how many resets an operator's tool made to the key outside
+// the history (Options.Resets): before each call, the record may have
+// been reset up to that many times.
+func newModel(resets int) porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Init: func() []any { return []any{state{}} },
 		Step: func(st, input, output any) []any {
-			next := step(st.(state), input.(storehistory.Event), output.(storehistory.Event))
+			var next []state
+			for _, s := range resetChain(st.(state), resets) {
+				for _, n := range step(s, input.(storehistory.Event), output.(storehistory.Event)) {
+					if !slices.Contains(next, n) {
+						next = append(next, n)
+					}
+				}
+			}
 			out := make([]any, len(next))
 			for i, s := range next {
 				out[i] = s
@@ -204,6 +215,22 @@ func apply(s state, in, out storehistory.Event) []state {
 		return nil // a read of nothing while the record was live
 	}
 	return []state{s} // an operation the model does not know changes nothing it sees
+}
+
+// resetChain is s and the records up to n resets (dedup.Resetter) make of
+// it: a FAILED, DEAD_LETTER or PENDING record becomes FAILED one version
+// on, claimable at once (the model has no time of the reset to judge a
+// PENDING lease's expiry by: the reset itself refuses a live one).
+func resetChain(s state, n int) []state {
+	out := []state{s}
+	for range n {
+		if !s.present || s.status == dedup.StatusCompleted {
+			break
+		}
+		s = state{true, dedup.StatusFailed, s.version + 1, s.owner, 0}
+		out = append(out, s)
+	}
+	return out
 }
 
 // claimVersions are the versions a claim that takes s may write: the
