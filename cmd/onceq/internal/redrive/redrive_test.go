@@ -77,7 +77,10 @@ func records(t *testing.T, st *memstore.Store) (done, dead, held, absent string)
 // and its record never reset; a dry run writes nothing; the log names
 // key hashes, never keys.
 func TestRunDecidesByRecord(t *testing.T) {
-	st := memstore.New()
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	done, dead, held, absent := records(t, st)
 	mk := func() *lot {
 		return &lot{letters: []*Letter{letter("1", done, "poison"), letter("2", dead, "poison"), letter("3", held, "poison"), letter("4", absent, "poison"),
@@ -130,7 +133,10 @@ func TestRunDecidesByRecord(t *testing.T) {
 // A letter another run moved first is counted as such; a broker's
 // refusal stops the run there, the letter left.
 func TestRunTakenAndFailed(t *testing.T) {
-	st := memstore.New()
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := &lot{letters: []*Letter{letter("1", "", "x"), letter("2", "", "x"), letter("3", "", "x")}, takenID: "1", moveErr: "2"}
 	rep, err := Run(t.Context(), l, st, Filter{}, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || rep.Taken != 1 || rep.Failed != 1 || rep.Seen != 2 || len(l.moved) != 0 || !l.closed {
@@ -140,7 +146,10 @@ func TestRunTakenAndFailed(t *testing.T) {
 
 // -max bounds the moves; the filter's key_hash and age select.
 func TestFilter(t *testing.T) {
-	st := memstore.New()
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	young := letter("y", "ns#y", "x")
 	young.At = time.Now()
 	l := &lot{letters: []*Letter{letter("a", "ns#a", "x"), young, letter("b", "ns#b", "x"), letter("c", "ns#c", "x")}}
@@ -178,7 +187,10 @@ func TestRate(t *testing.T) {
 // A letter set aside after the run began is left for the next run: a run
 // never moves again what it moved and the workers dead-lettered again.
 func TestRunLeavesNewerLetters(t *testing.T) {
-	st := memstore.New()
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	newer := letter("n", "", "x")
 	newer.At = time.Now().Add(time.Minute)
 	l := &lot{letters: []*Letter{letter("a", "", "x"), newer}}
