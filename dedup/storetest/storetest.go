@@ -113,6 +113,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"DeclaredWritesAreCommitted", s.declaredWrites},
 		{"Outbox", s.outboxCases},
 		{"Inspector", s.inspector},
+		{"Forget", s.forget},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
