@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -188,7 +188,9 @@ func fillConsole(t *testing.T, st dedup.Store) {
 	}
 	if p, ok := st.(batch.Provider); ok {
 		offsets := p.Offsets()
-		part := func(n int32) batch.Partition { return batch.Partition{Group: batchGroup, Topic: batchTopic, Partition: n} }
+		part := func(n int32) batch.Partition {
+			return batch.Partition{Group: batchGroup, Topic: batchTopic, Partition: n}
+		}
 		l0, err := offsets.Acquire(ctx, part(0), "member-a")
 		if err != nil {
 			t.Fatal(err)
@@ -329,7 +331,7 @@ func urlQuery(s string) string { return url.QueryEscape(s) }
 // count is how many elements sel selects.
 func (p pageCheck) count(sel string) int {
 	p.t.Helper()
-	n, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`document.querySelectorAll(` + strconv.Quote(sel) + `).length`))
+	n, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
 	if err != nil {
 		p.t.Fatalf("count %s: %v", sel, err)
 	}
