@@ -128,7 +128,3 @@ type Forgetter interface {
 	// message runs its handler as a new one.
 	Forget(ctx context.Context, key string, version int64) error
 }
-
-// ErrRecordChanged: the record moved on since the version Forget was
-// given; nothing was deleted.
-var ErrRecordChanged = errors.New("dedup: the record changed since it was read")

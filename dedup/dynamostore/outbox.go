@@ -1003,3 +1003,44 @@ func recordEstimate(key map[string]types.AttributeValue, response []byte) int {
 // maxIdentifierLen bounds an owner token or payload hash, for the
 // estimate.
 const maxIdentifierLen = 128
+
+var _ outbox.Requeuer = (*Outbox)(nil)
+
+// Requeue implements outbox.Requeuer: one conditional UpdateItem, which
+// puts the entry back in both pending indexes and takes off the expiry
+// its Dead mark set.
+func (o *Outbox) Requeue(ctx context.Context, e outbox.Entry, reason string, now time.Time) error {
+	lane := laneKey(e.ID, e.Message)
+	sk := sortKey(e.Seq, e.ID)
+	in := &ddb.UpdateItemInput{
+		TableName: o.table, Key: map[string]types.AttributeValue{oPK: str(lane), oSK: str(sk)},
+		UpdateExpression: aws.String("SET #state = :pending, #owner = :none, #version = :v1, #lease = :at, #err = :err, " +
+			"#attempts = :zero, #releases = :zero, #psk = :sk, #pq = :pq REMOVE #exp"),
+		ConditionExpression: aws.String("#state = :dead AND #version = :v"),
+		ExpressionAttributeNames: map[string]string{"#state": oState, "#owner": oOwner, "#version": oVersion, "#lease": oLease,
+			"#err": oError, "#attempts": oAttempts, "#releases": oReleases, "#psk": oPSK, "#pq": oPQ, "#exp": attrExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pending": str(string(outbox.Pending)), ":none": str(""),
+			":v1": num(e.Lease.Version + 1), ":at": num(now.UnixMilli()), ":err": str(dedup.StorableReason(reason)), ":zero": num(0),
+			":sk": str(sk), ":pq": str(pendingShard(lane)), ":dead": str(string(outbox.Dead)), ":v": num(e.Lease.Version)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	retried := false
+	err := o.s.do(ctx, storeinstr.OpOutboxRequeue, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
+		retried = attempt > 1
+		out, err := o.client().UpdateItem(ctx, in)
+		return metadata(out), err
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ccf):
+		it := ccf.Item
+		if retried && itemS(it, oState) == string(outbox.Pending) && itemS(it, oOwner) == "" && itemN(it, oVersion) == e.Lease.Version+1 {
+			return nil
+		}
+		return fmt.Errorf("dynamostore: outbox requeue on table %s: %w: entry %s version %d", aws.ToString(o.table), outbox.ErrEntryChanged,
+			dedup.KeyHash(e.ID), e.Lease.Version)
+	}
+	return o.wrap("requeue", err)
+}

@@ -209,6 +209,8 @@ func storeOp(op string) string {
 		return storeinstr.OpExtend
 	case "Get":
 		return storeinstr.OpGet
+	case "Reset":
+		return storeinstr.OpReset
 	case "DescribeTable", "DescribeTimeToLive", "GetItem", "PutItem":
 		return storeinstr.OpCheck
 	case "Query":

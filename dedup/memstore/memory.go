@@ -473,3 +473,19 @@ func succeed(rec, old *dedup.Record, key, owner, payloadHash string, status dedu
 	c.Attempt, c.Takeovers = rec.Attempts+1, rec.Takeovers
 	return rec, c
 }
+
+var _ dedup.Resetter = (*Store)(nil)
+
+// Reset implements dedup.Resetter.
+func (s *Store) Reset(_ context.Context, req dedup.ResetRequest) error {
+	h, sh := s.locate(req.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	r := sh.findLocked(h, req.Key)
+	if r == nil || r.Version != req.Version || !dedup.Resettable(*r, req.Now) {
+		return fmt.Errorf("memstore: reset: %w: key_hash %s version %d", dedup.ErrRecordChanged, dedup.KeyHash(req.Key), req.Version)
+	}
+	r.Status, r.Version, r.LastError, r.ExpiresAt = dedup.StatusFailed, r.Version+1, dedup.StorableReason(req.Reason), req.Now
+	r.Attempts, r.Takeovers = 0, 0
+	return nil
+}

@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -271,4 +272,26 @@ func (v *outboxView) Entries(_ context.Context, state outbox.State, limit int) (
 		}
 	}
 	return out, nil
+}
+
+var _ outbox.Requeuer = (*outboxView)(nil)
+
+// Requeue implements outbox.Requeuer.
+func (v *outboxView) Requeue(_ context.Context, listed outbox.Entry, reason string, now time.Time) error {
+	l := listed.Lease
+	o := &v.outbox
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.byID[listed.ID]
+	if e == nil || e.State != outbox.Dead || e.Lease.Version != l.Version {
+		return fmt.Errorf("memstore: requeue: %w: entry %s version %d", outbox.ErrEntryChanged, dedup.KeyHash(l.ID), l.Version)
+	}
+	e.State, e.Lease = outbox.Pending, outbox.Lease{ID: e.ID, Version: e.Lease.Version + 1}
+	e.Attempts, e.Releases, e.LastError, e.ExpiresAt = 0, 0, dedup.StorableReason(reason), now
+	ln := lane{e.Destination, e.OrderingKey}
+	ll := o.lanes[ln]
+	i, _ := slices.BinarySearchFunc(ll.pending, e.Seq, func(x *outbox.Entry, seq int64) int { return cmp.Compare(x.Seq, seq) })
+	ll.pending = slices.Insert(ll.pending, i, e)
+	o.queued[ln] = ll
+	return nil
 }

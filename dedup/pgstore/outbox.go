@@ -159,6 +159,7 @@ type outboxStatements struct {
 	table, seq, channel                                                                               string
 	lockSQL, insertSQL, headsSQL, laneSQL, leaseSQL                                                   string
 	dispatchedSQL, retrySQL, releaseSQL, readSQL, deadSQL, entriesSQL, deleteSQL, checkSQL, listenSQL string
+	requeueSQL, notifySQL                                                                             string
 }
 
 var _ outbox.Store = (*Outbox)(nil)
@@ -273,6 +274,11 @@ SELECT coalesce(array_agg(id), '{}') FROM m`,
 		readSQL: `SELECT state, owner, version FROM ` + q + ` WHERE id = $1`,
 		deadSQL: `UPDATE ` + q + ` SET state = 'DEAD', last_error = $4, expires_at = $5
 	WHERE id = $1 AND owner = $2 AND version = $3 AND (state = 'PENDING' OR ($6::bool AND state = 'DEAD'))`,
+		// A retried call ($5) whose first attempt committed unseen finds
+		// the entry as it leaves it, and writes it again.
+		requeueSQL: `UPDATE ` + q + ` SET state = 'PENDING', owner = '', version = $2::bigint + 1, attempts = 0, releases = 0, last_error = $3, expires_at = $4
+	WHERE id = $1 AND ((state = 'DEAD' AND version = $2) OR ($5::bool AND state = 'PENDING' AND owner = '' AND version = $2::bigint + 1 AND last_error = $3))`,
+		notifySQL:  `SELECT pg_notify($1, '')`,
 		entriesSQL: `SELECT ` + outboxCols + ` FROM ` + q + ` WHERE ($1::text = '' OR state = $1::text) ORDER BY seq LIMIT $2`,
 		deleteSQL: `DELETE FROM ` + q + ` WHERE id IN (SELECT id FROM ` + q + `
 	WHERE state <> 'PENDING' AND expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
@@ -687,4 +693,25 @@ func (o *Outbox) Close(ctx context.Context) error {
 	err := o.listen.Close(ctx)
 	o.listen = nil
 	return err
+}
+
+var _ outbox.Requeuer = (*Outbox)(nil)
+
+// Requeue implements outbox.Requeuer, and wakes the relays listening.
+func (o *Outbox) Requeue(ctx context.Context, e outbox.Entry, reason string, now time.Time) error {
+	l := e.Lease
+	n, _, err := o.mark(ctx, "outbox-requeue", storeinstr.OpOutboxRequeue, func(st *outboxStatements, retried bool) (string, []any) {
+		return st.requeueSQL, []any{rowID(e.ID), l.Version, dedup.StorableReason(reason), now, retried}
+	})
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("pgstore: outbox-requeue: %w: entry %s version %d", outbox.ErrEntryChanged, dedup.KeyHash(l.ID), l.Version)
+	}
+	// Best effort: a relay not woken finds it on its next poll.
+	if st, err := o.sql(ctx, o.s.db); err == nil {
+		_, _ = o.s.db.Exec(ctx, st.notifySQL, st.channel)
+	}
+	return nil
 }

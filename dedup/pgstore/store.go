@@ -59,7 +59,7 @@ type Store struct {
 
 // statements are the Store's SQL, for one schema-qualified table.
 type statements struct {
-	insertSQL, takeSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL string
+	insertSQL, takeSQL, readSQL, completeSQL, failSQL, extendSQL, checkSQL, deleteSQL, resetSQL string
 	// records is the table's quoted, qualified name.
 	records string
 }
@@ -288,6 +288,9 @@ FROM (SELECT 1) AS one LEFT JOIN won ON true
 	attempts = CASE WHEN $6::bool THEN 0 WHEN $7::bool THEN attempts ELSE attempts + 1 END,
 	takeovers = CASE WHEN $6::bool THEN 0 ELSE takeovers END
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
+		// What dedup.Resettable takes, at the version read.
+		resetSQL: `UPDATE ` + q + ` SET status = 'FAILED', version = version + 1, attempts = 0, takeovers = 0, last_error = $3, expires_at = $4
+	WHERE id = $1 AND version = $2 AND (status IN ('FAILED', 'DEAD_LETTER') OR (status = 'PENDING' AND expires_at < $4))`,
 		// A lease only moves forward: greatest keeps a longer expiry.
 		extendSQL: `UPDATE ` + q + ` SET expires_at = greatest(expires_at, $4)
 	WHERE id = $1 AND status = 'PENDING' AND owner = $2 AND version = $3`,
@@ -797,4 +800,35 @@ func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	l := req.Lease
 	return s.update(ctx, "extend", storeinstr.OpExtend, l, "", func(st *statements) string { return st.extendSQL },
 		rowID(l.Key), l.Owner, l.Version, req.LeaseUntil)
+}
+
+var _ dedup.Resetter = (*Store)(nil)
+
+// Reset implements dedup.Resetter: one conditional UPDATE. A retried
+// Reset whose first attempt committed unseen finds the record as it
+// leaves it, and succeeds.
+func (s *Store) Reset(ctx context.Context, req dedup.ResetRequest) error {
+	reason := dedup.StorableReason(req.Reason)
+	var tag pgconn.CommandTag
+	var st *statements
+	retried := false
+	err := s.instr.Do(ctx, storeinstr.OpReset, func(ctx context.Context, attempt int) error {
+		retried = attempt > 1
+		var err error
+		if st, err = s.sql(ctx); err != nil {
+			return s.wrap("reset", err)
+		}
+		tag, err = s.db.Exec(ctx, st.resetSQL, rowID(req.Key), req.Version, reason, req.Now)
+		return s.wrap("reset", err)
+	})
+	if err != nil || tag.RowsAffected() == 1 {
+		return err
+	}
+	if retried {
+		cur, err := s.read(ctx, st, s.db, req.Key)
+		if err == nil && cur.Status == dedup.StatusFailed && cur.Version == req.Version+1 && cur.Attempts == 0 && cur.LastError == reason {
+			return nil
+		}
+	}
+	return fmt.Errorf("pgstore: reset: %w: key_hash %s version %d", dedup.ErrRecordChanged, dedup.KeyHash(req.Key), req.Version)
 }

@@ -61,6 +61,8 @@ const (
 	OpExtend        = "extend"
 	OpGet           = "get"
 	OpCheck         = "check"
+	// OpReset is an operator's reset of a record (dedup.Resetter).
+	OpReset = "reset"
 	// The relay's calls on a Store's outbox (package outbox).
 	OpOutboxLease      = "outbox_lease"
 	OpOutboxDispatched = "outbox_dispatched"
@@ -68,6 +70,7 @@ const (
 	OpOutboxRelease    = "outbox_release"
 	OpOutboxDead       = "outbox_dead"
 	OpOutboxEntries    = "outbox_entries"
+	OpOutboxRequeue    = "outbox_requeue"
 )
 
 // CodeUnknown is db.response.status_code of an error the database gave no

@@ -71,6 +71,7 @@ func (s *suite) outboxCases(t *testing.T, st dedup.Store) {
 		{"EntriesLists", s.outboxEntries},
 		{"MissingTableStopsRelay", s.outboxMissingTable},
 		{"ReplacedEntryFencesOldLease", s.outboxReplacedFenced},
+		{"RequeueDead", s.outboxRequeue},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, st, ob) })
@@ -749,5 +750,60 @@ func (s *suite) outboxReplacedFenced(t *testing.T, st dedup.Store, ob outbox.Sto
 	p := entries(t, ob, dest, outbox.Pending)
 	if len(p) != 1 || string(p[0].Body) != "new" {
 		t.Fatalf("pending entries %+v, want the new one, unsent: the old entry's lease marked it", p)
+	}
+}
+
+// outboxRequeue: the Store's outbox is an outbox.Requeuer. A Dead entry
+// is put back to Pending once per listing, with its ID, in its place in
+// its lane, and leased and sent again; an entry not Dead at the listed
+// version is refused with outbox.ErrEntryChanged.
+func (s *suite) outboxRequeue(t *testing.T, st dedup.Store, ob outbox.Store) {
+	rq, ok := ob.(outbox.Requeuer)
+	if !ok {
+		t.Fatalf("the Store's outbox (%T) is no outbox.Requeuer", ob)
+	}
+	dest := destination(t)
+	k := send(t, st, 1, msg(dest, "A", "refused once"), msg(dest, "A", "fine"))
+	got := lease(t, ob, dest, "r1", 1, 100)
+	sameIDs(t, "lease", got, outbox.ID(k, 0), outbox.ID(k, 1))
+	if err := ob.Dead(ctx(t), got[0].Lease, "no such queue", at(2), at(3600)); err != nil {
+		t.Fatalf("Dead: %v", err)
+	}
+	if err := ob.Dispatched(ctx(t), leases(got[1]), at(2), at(3600)); err != nil {
+		t.Fatalf("Dispatched: %v", err)
+	}
+	dead := entries(t, ob, dest, outbox.Dead)
+	if len(dead) != 1 {
+		t.Fatalf("dead entries %q, want 1", entryIDs(dead))
+	}
+	stale := dead[0]
+	stale.Lease.Version--
+	if err := rq.Requeue(ctx(t), stale, "x", at(3)); !errors.Is(err, outbox.ErrEntryChanged) {
+		t.Fatalf("Requeue at a stale version: %v, want outbox.ErrEntryChanged", err)
+	}
+	if err := rq.Requeue(ctx(t), got[1], "x", at(3)); !errors.Is(err, outbox.ErrEntryChanged) {
+		t.Fatalf("Requeue of a Dispatched entry: %v, want outbox.ErrEntryChanged", err)
+	}
+	if err := rq.Requeue(ctx(t), dead[0], "the queue exists now", at(3)); err != nil {
+		t.Fatalf("Requeue of a Dead entry: %v", err)
+	}
+	if err := rq.Requeue(ctx(t), dead[0], "again", at(3)); !errors.Is(err, outbox.ErrEntryChanged) {
+		t.Fatalf("Requeue of the same listing twice: %v, want outbox.ErrEntryChanged", err)
+	}
+	pending := entries(t, ob, dest, outbox.Pending)
+	if len(pending) != 1 || pending[0].ID != dead[0].ID || pending[0].Seq != dead[0].Seq || pending[0].Attempts != 0 || pending[0].LastError != "the queue exists now" {
+		t.Fatalf("pending entries after Requeue %+v, want the dead one with its ID and Seq, no attempts, the reason kept", pending)
+	}
+	k2 := send(t, st, 4, msg(dest, "A", "later"))
+	again := lease(t, ob, dest, "r2", 4, 100)
+	sameIDs(t, "lease after Requeue", again, dead[0].ID, outbox.ID(k2, 0))
+	if again[0].ID != dead[0].ID || string(again[0].Body) != "refused once" {
+		t.Fatalf("lease after Requeue: %q first, want the requeued entry ahead of its lane", again[0].ID)
+	}
+	if err := ob.Dispatched(ctx(t), leases(again...), at(5), at(3600)); err != nil {
+		t.Fatalf("Dispatched of the requeued entry: %v", err)
+	}
+	if n := len(entries(t, ob, dest, outbox.Dispatched)); n != 3 {
+		t.Fatalf("%d entries dispatched, want 3", n)
 	}
 }

@@ -114,6 +114,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"Outbox", s.outboxCases},
 		{"Inspector", s.inspector},
 		{"Forget", s.forget},
+		{"Reset", s.reset},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })

@@ -1,0 +1,198 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/sources/kafkagroup"
+)
+
+// KafkaConfig says which dead-letter topic a Kafka Lot redrives.
+type KafkaConfig struct {
+	// Brokers are the bootstrap brokers.
+	Brokers []string
+	// DeadLetterTopic is the topic redriven.
+	DeadLetterTopic string
+	// Group is the redrive's consumer group: its committed offsets are
+	// where the next run in the group starts, so a letter looked at is
+	// not looked at again by the group (default
+	// "onceq-redrive-"+DeadLetterTopic).
+	Group string
+	// Topic, when set, is where every letter goes back to; by default
+	// each goes to the topic its kafkagroup.OriginalTopicHeader names.
+	Topic string
+	// Key is the stored key of a letter's message (default
+	// RecordKeys("onceq"), the consumer's default namespace).
+	Key KeyFunc
+	// Idle ends the Lot after a poll this long found nothing (default 2s).
+	Idle time.Duration
+	// Options are more franz-go options (TLS, SASL).
+	Options []kgo.Opt
+}
+
+// Kafka is the Lot of a Kafka dead-letter topic, read by a consumer
+// group with offsets committed by hand: a letter is produced back to its
+// original topic (its key, value and headers, less the ones its
+// dead-lettering added), and its offset is committed once it is moved or
+// passed. A group's partitions are read by one run at a time, and no
+// rebalance happens while a poll's letters are being decided.
+type Kafka struct {
+	cl      *kgo.Client
+	cfg     KafkaConfig
+	from    string
+	done    []*kgo.Record // moved, settled or passed, to commit
+	holding bool          // a poll's letters are being decided (rebalances blocked)
+	polled  bool          // a poll found letters: the group was joined
+}
+
+// NewKafka returns the Lot of cfg's dead-letter topic.
+func NewKafka(cfg KafkaConfig) (*Kafka, error) {
+	if cfg.DeadLetterTopic == "" || len(cfg.Brokers) == 0 {
+		return nil, errors.New("redrive: a Kafka dead-letter topic and brokers are needed")
+	}
+	if cfg.Group == "" {
+		cfg.Group = "onceq-redrive-" + cfg.DeadLetterTopic
+	}
+	if cfg.Key == nil {
+		cfg.Key = RecordKeys("onceq")
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = 2 * time.Second
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.DeadLetterTopic),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RequiredAcks(kgo.AllISRAcks())}, cfg.Options...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("redrive: Kafka client: %w", err)
+	}
+	return &Kafka{cl: cl, cfg: cfg, from: "Kafka topic " + cfg.DeadLetterTopic}, nil
+}
+
+// commit commits the offsets of the letters done with, and lets the group
+// rebalance again.
+func (k *Kafka) commit(ctx context.Context) error {
+	var err error
+	if len(k.done) > 0 {
+		if err = k.cl.CommitRecords(ctx, k.done...); err != nil {
+			err = fmt.Errorf("redrive: committing the offsets of group %s on %s: %w", k.cfg.Group, k.from, err)
+		}
+		k.done = k.done[:0]
+	}
+	if k.holding {
+		k.cl.AllowRebalance()
+		k.holding = false
+	}
+	return err
+}
+
+// Next implements Lot.
+func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
+	if err := k.commit(ctx); err != nil {
+		return nil, err
+	}
+	{
+		idle := k.cfg.Idle
+		if !k.polled {
+			idle *= 2 // the first also joins the group
+		}
+		pctx, cancel := context.WithTimeout(ctx, idle)
+		fs := k.cl.PollFetches(pctx)
+		cancel()
+		k.holding = true
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var errs []error
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				errs = append(errs, fmt.Errorf("redrive: reading %s partition %d: %w", topic, p, err))
+			}
+		})
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			return nil, nil // idle: caught up
+		}
+		k.polled = true
+		out := make([]*Letter, 0, len(recs))
+		for _, r := range recs {
+			out = append(out, k.letter(r))
+		}
+		return out, nil
+	}
+}
+
+func (k *Kafka) letter(r *kgo.Record) *Letter {
+	attrs := make(map[string]string, len(r.Headers))
+	for _, h := range r.Headers {
+		attrs[h.Key] = string(h.Value)
+	}
+	orig := attrs[kafkagroup.OriginalTopicHeader]
+	to := k.cfg.Topic
+	if to == "" {
+		to = orig
+	}
+	l := &Letter{ID: r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "@" + strconv.FormatInt(r.Offset, 10),
+		Reason: attrs[kafkagroup.ReasonHeader], At: r.Timestamp, From: k.from, To: "Kafka topic " + to, handle: r}
+	for _, h := range []string{kafkagroup.ReasonHeader, kafkagroup.OriginalTopicHeader, kafkagroup.OriginalPartitionHeader, kafkagroup.OriginalOffsetHeader} {
+		delete(attrs, h)
+	}
+	l.KeyHash = "none"
+	if orig == "" && k.cfg.Topic == "" {
+		l.To = ""
+		return l
+	}
+	key, err := k.cfg.Key(&broker.Message{ID: l.ID, OrderingKey: string(r.Key), Body: r.Value, Attributes: attrs,
+		Origin: broker.Origin{System: "kafka", Destination: to}})
+	if err == nil {
+		l.Key, l.KeyHash = key, dedup.KeyHash(key)
+	}
+	return l
+}
+
+// Move implements Lot.
+func (k *Kafka) Move(ctx context.Context, l *Letter) error {
+	r := l.handle.(*kgo.Record)
+	if l.To == "" {
+		return fmt.Errorf("redrive: %s carries no %s header: give the topic it goes back to", l.ID, kafkagroup.OriginalTopicHeader)
+	}
+	out := &kgo.Record{Topic: l.To[len("Kafka topic "):], Key: r.Key, Value: r.Value}
+	for _, h := range r.Headers {
+		switch h.Key {
+		case kafkagroup.ReasonHeader, kafkagroup.OriginalTopicHeader, kafkagroup.OriginalPartitionHeader, kafkagroup.OriginalOffsetHeader:
+		default:
+			out.Headers = append(out.Headers, h)
+		}
+	}
+	if err := k.cl.ProduceSync(ctx, out).FirstErr(); err != nil {
+		return fmt.Errorf("redrive: producing %s to %s: %w", l.ID, l.To, err)
+	}
+	return nil
+}
+
+// Settle implements Lot: its offset is committed with the poll's.
+func (k *Kafka) Settle(_ context.Context, l *Letter) error {
+	k.done = append(k.done, l.handle.(*kgo.Record))
+	return nil
+}
+
+// Pass implements Lot as Settle does: the group moves past it.
+func (k *Kafka) Pass(ctx context.Context, l *Letter) error { return k.Settle(ctx, l) }
+
+// Close implements Lot: the offsets of the letters done with are
+// committed, and the client leaves the group.
+func (k *Kafka) Close(ctx context.Context) error {
+	err := k.commit(ctx)
+	k.cl.Close()
+	return err
+}

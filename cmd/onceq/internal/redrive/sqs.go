@@ -1,0 +1,198 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/sources/sqssource"
+)
+
+// SQSConfig says which dead-letter queue an SQS Lot redrives, and to where.
+type SQSConfig struct {
+	// DeadLetterQueue is the dead-letter queue's URL.
+	DeadLetterQueue string
+	// Source is the URL of the queue its letters go back to. Empty: the
+	// one queue whose redrive policy names DeadLetterQueue (SQS's
+	// ListDeadLetterSourceQueues), an error when there is not exactly one.
+	Source string
+	// Key is the stored key of a letter's message (default BodyKeys("onceq"), the consumer's default namespace).
+	Key KeyFunc
+	// Hold is how long a letter received stays out of other readers'
+	// sight while the run decides (default 5m): a run that ends early
+	// gives back what it did not move; one that dies leaves it unseen
+	// until Hold ends.
+	Hold time.Duration
+	// EmptyReceives ends the Lot after this many receives in a row found
+	// nothing (default 2).
+	EmptyReceives int
+}
+
+// SQS is the Lot of an SQS dead-letter queue: a letter is received with a
+// visibility of Hold (no other run sees it meanwhile), sent back to the
+// source queue (a FIFO one with its group and its dead-letter copy's
+// MessageId as deduplication ID, so a send repeated within SQS's window
+// adds no copy), then deleted by its receipt. The ones left are made
+// visible again by Close.
+type SQS struct {
+	client    *awssqs.Client
+	cfg       SQSConfig
+	from, to  string
+	fifo      bool
+	left      map[string]string // message ID → receipt handle, neither moved nor settled
+	empties   int
+}
+
+// NewSQS returns the Lot of cfg's dead-letter queue.
+func NewSQS(ctx context.Context, client *awssqs.Client, cfg SQSConfig) (*SQS, error) {
+	if cfg.DeadLetterQueue == "" {
+		return nil, errors.New("redrive: no dead-letter queue URL")
+	}
+	if cfg.Key == nil {
+		cfg.Key = BodyKeys("onceq")
+	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = 5 * time.Minute
+	}
+	if cfg.EmptyReceives <= 0 {
+		cfg.EmptyReceives = 2
+	}
+	if cfg.Source == "" {
+		out, err := client.ListDeadLetterSourceQueues(ctx, &awssqs.ListDeadLetterSourceQueuesInput{QueueUrl: aws.String(cfg.DeadLetterQueue)})
+		if err != nil {
+			return nil, fmt.Errorf("redrive: finding the source queue of %s (give it): %w", queueName(cfg.DeadLetterQueue), err)
+		}
+		if len(out.QueueUrls) != 1 {
+			return nil, fmt.Errorf("redrive: %d queues name %s in their redrive policy, want exactly one: give the source queue", len(out.QueueUrls), queueName(cfg.DeadLetterQueue))
+		}
+		cfg.Source = out.QueueUrls[0]
+	}
+	return &SQS{client: client, cfg: cfg, from: "SQS queue " + queueName(cfg.DeadLetterQueue), to: "SQS queue " + queueName(cfg.Source),
+		fifo: strings.HasSuffix(cfg.Source, ".fifo"), left: map[string]string{}}, nil
+}
+
+func queueName(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }
+
+type sqsLetter struct {
+	receipt, group string
+	body           string
+	attrs          map[string]types.MessageAttributeValue
+}
+
+// Next implements Lot.
+func (s *SQS) Next(ctx context.Context) ([]*Letter, error) {
+	for s.empties < s.cfg.EmptyReceives {
+		out, err := s.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
+			QueueUrl: aws.String(s.cfg.DeadLetterQueue), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			VisibilityTimeout:           int32(s.cfg.Hold / time.Second),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameMessageGroupId},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("redrive: receiving from %s: %w", s.from, err)
+		}
+		if len(out.Messages) == 0 {
+			s.empties++
+			continue
+		}
+		s.empties = 0
+		letters := make([]*Letter, 0, len(out.Messages))
+		for _, m := range out.Messages {
+			letters = append(letters, s.letter(m))
+		}
+		return letters, nil
+	}
+	return nil, nil
+}
+
+func (s *SQS) letter(m types.Message) *Letter {
+	id := aws.ToString(m.MessageId)
+	s.left[id] = aws.ToString(m.ReceiptHandle)
+	attrs := map[string]string{}
+	for k, v := range m.MessageAttributes {
+		if dt := aws.ToString(v.DataType); (strings.HasPrefix(dt, "String") || strings.HasPrefix(dt, "Number")) && v.StringValue != nil {
+			attrs[k] = *v.StringValue
+		}
+	}
+	l := &Letter{ID: id, Reason: attrs[sqssource.ReasonAttribute], From: s.from, To: s.to,
+		handle: &sqsLetter{receipt: aws.ToString(m.ReceiptHandle), group: m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)],
+			body: aws.ToString(m.Body), attrs: m.MessageAttributes}}
+	if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
+		l.At = time.UnixMilli(ms)
+	}
+	delete(attrs, sqssource.ReasonAttribute)
+	delete(attrs, sqssource.OriginalIDAttribute)
+	key, err := s.cfg.Key(&broker.Message{ID: id, Body: []byte(aws.ToString(m.Body)), Attributes: attrs,
+		OrderingKey: l.handle.(*sqsLetter).group, Origin: broker.Origin{System: sqssource.System, Destination: s.cfg.Source}})
+	if err == nil {
+		l.Key, l.KeyHash = key, dedup.KeyHash(key)
+	} else {
+		// No key, no record to read: the consumer could not key it either
+		// (it dead-lettered it for that), and it goes back as it came.
+		l.KeyHash = "none"
+	}
+	return l
+}
+
+// Move implements Lot: the letter's body and attributes, less the two
+// its dead-lettering added, sent to the source queue.
+func (s *SQS) Move(ctx context.Context, l *Letter) error {
+	h := l.handle.(*sqsLetter)
+	attrs := make(map[string]types.MessageAttributeValue, len(h.attrs))
+	for k, v := range h.attrs {
+		if k == sqssource.ReasonAttribute || k == sqssource.OriginalIDAttribute {
+			continue
+		}
+		attrs[k] = types.MessageAttributeValue{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+	}
+	in := &awssqs.SendMessageInput{QueueUrl: aws.String(s.cfg.Source), MessageBody: aws.String(h.body), MessageAttributes: attrs}
+	if s.fifo {
+		group := h.group
+		if group == "" {
+			group = l.ID
+		}
+		in.MessageGroupId, in.MessageDeduplicationId = aws.String(group), aws.String(l.ID)
+	}
+	if _, err := s.client.SendMessage(ctx, in); err != nil {
+		return fmt.Errorf("redrive: sending %s to %s: %w", l.ID, s.to, err)
+	}
+	return nil
+}
+
+// Settle implements Lot: the letter is deleted from the dead-letter
+// queue by its receipt.
+func (s *SQS) Settle(ctx context.Context, l *Letter) error {
+	h := l.handle.(*sqsLetter)
+	if _, err := s.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(s.cfg.DeadLetterQueue), ReceiptHandle: aws.String(h.receipt)}); err != nil {
+		return fmt.Errorf("redrive: deleting %s from %s: %w", l.ID, s.from, err)
+	}
+	delete(s.left, l.ID)
+	return nil
+}
+
+// Pass implements Lot: a letter left stays in the dead-letter queue,
+// made visible again by Close.
+func (s *SQS) Pass(context.Context, *Letter) error { return nil }
+
+// Close implements Lot: the letters left are made visible again.
+func (s *SQS) Close(ctx context.Context) error {
+	var errs []error
+	for id, receipt := range s.left {
+		_, err := s.client.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(s.cfg.DeadLetterQueue),
+			ReceiptHandle: aws.String(receipt), VisibilityTimeout: 0})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("redrive: giving %s back to %s: %w", id, s.from, err))
+		}
+	}
+	clear(s.left)
+	return errors.Join(errs...)
+}
