@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/batch"
+	"github.com/onceq/onceq/cmd/onceq/internal/redrive"
 	"github.com/onceq/onceq/dedup"
 )
 
@@ -23,8 +24,9 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"Serves a web page of the store: a message's story by key or key_hash (its record, attempts,",
 		"takeovers, lease, response, reason and outgoing entries), the in-flight leases, the dead letters",
 		"and failures by reason, the outbox backlog per lane and its DEAD entries, batch mode's offsets.",
-		"Read-only unless -actions: then a record can be forgotten, each action confirmed on a page of",
-		"its own and refused from any other site. The page loads nothing from elsewhere; it works offline.",
+		"Read-only unless -actions: then a record can be forgotten, and a message's DEAD outbox entries",
+		"redriven (back to PENDING, as onceq redrive does), each action confirmed on a page of its own and",
+		"refused from any other site. The page loads nothing from elsewhere; it works offline.",
 		"It listens on loopback; an address other machines can reach needs -public (there is no login:",
 		"whoever reaches the page reads every key).",
 	)
@@ -32,7 +34,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	sf := addStoreFlags(fs)
 	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on, HOST:PORT (port 0: any free port)")
 	public := fs.Bool("public", false, "allow an -addr that is not loopback")
-	actions := fs.Bool("actions", false, "offer the actions that write (forget a record); read-only without")
+	actions := fs.Bool("actions", false, "offer the actions that write (forget a record, redrive DEAD outbox entries); read-only without")
 	c := consoleConfig{}
 	fs.StringVar(&c.namespace, "namespace", "onceq", "the consumers' namespace (consumer.Namespace), for keys typed in")
 	tenant := fs.Bool("tenant-layout", false, "DynamoDB: the table uses the tenant layout, and lists by tenant")
@@ -83,9 +85,9 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "onceq console: listen on %s: %v\n", *addr, err)
 		return 1
 	}
-	mode := "read-only (-actions to forget records)"
+	mode := "read-only (-actions to forget records and redrive DEAD outbox entries)"
 	if *actions {
-		mode = "with actions: forget a record"
+		mode = "with actions: forget a record, redrive DEAD outbox entries"
 	}
 	fmt.Fprintf(stdout, "onceq console on http://%s/ over %s, %s; Ctrl-C stops it\n", ln.Addr(), ins.where, mode)
 	if err := srv.serve(ctx, ln); err != nil {
@@ -132,6 +134,9 @@ type console struct {
 	cfg consoleConfig
 	// forget is the store's Forgetter when -actions is on, else nil.
 	forget dedup.Forgetter
+	// redrive sends a message's DEAD outbox entries back to PENDING, as
+	// onceq redrive does; nil without -actions or an outbox.
+	redrive outboxRedrive
 	// offsets is the store's batch view, nil when it keeps none.
 	offsets batch.Store
 	// token is the form token of this run, sent with every action.
@@ -152,6 +157,7 @@ func newConsole(ins *inspected, cfg consoleConfig, actions bool, log *slog.Logge
 			return nil, fmt.Errorf("-actions: the store (%T) cannot forget records", ins.Inspector)
 		}
 		c.forget = f
+		c.redrive = redriveOf(ins, log)
 	}
 	if p, ok := ins.Inspector.(batch.Provider); ok {
 		c.offsets = p.Offsets()
@@ -177,4 +183,25 @@ func (c *console) serve(ctx context.Context, ln net.Listener) error {
 		err = serr
 	}
 	return err
+}
+
+// outboxRedrive redrives the DEAD outbox entries of the message whose
+// key has keyHash.
+type outboxRedrive func(ctx context.Context, keyHash string) (redrive.Report, error)
+
+// redriveOf is onceq redrive's outbox run over the store, for one
+// message's entries at a time; nil for a store that keeps no outbox.
+func redriveOf(ins *inspected, log *slog.Logger) outboxRedrive {
+	recs, ok := ins.Inspector.(redrive.Records)
+	ob, err := outboxOf(ins.Inspector, "")
+	if !ok || err != nil {
+		return nil
+	}
+	return func(ctx context.Context, keyHash string) (redrive.Report, error) {
+		lot, err := redrive.NewOutbox(ob, ins.where, 0)
+		if err != nil {
+			return redrive.Report{}, err
+		}
+		return redrive.Run(ctx, lot, recs, redrive.Filter{KeyHash: keyHash}, redrive.Options{Logger: log})
+	}
 }

@@ -425,6 +425,23 @@ func TestConsoleInBrowser(t *testing.T) {
 				wantIn(t, "story", story, "This store keeps no outbox.")
 			}
 
+			if outboxes {
+				// Redrive the message's DEAD entry: its confirmation, then
+				// onceq redrive's run puts it back to PENDING.
+				p.do("redrive", "#confirm", chromedp.Click(chromedp.CSS("#redrive")))
+				p.shoot("redrive-confirm")
+				wantIn(t, "redrive confirmation", p.text("main"), "onceq#order-1001#out2\tDEAD\taudit-log", "Redrive 1 DEAD entry")
+				p.do("confirm the redrive", "#done", chromedp.Click(chromedp.CSS("#confirm")))
+				p.shoot("redrive-done")
+				wantIn(t, "redriven", p.text("#done"), "1 looked at: moved 1")
+				es, err := cs.st.(interface{ Outbox() outbox.Store }).Outbox().Entries(t.Context(), outbox.Dead, 10)
+				if err != nil || len(es) != 0 {
+					t.Errorf("after the redrive, DEAD entries: %v, %v; want none", es, err)
+				}
+				wantIn(t, "story after the redrive", p.load("/message?key=order-1001", "message-redriven"),
+					"onceq#order-1001#out2\tPENDING\taudit-log")
+			}
+
 			// By key_hash, as a log line carries it: Redis keeps no key.
 			hash := dedup.KeyHash(mustKey(t, consoleNS, "order-1004"))
 			text = p.load("/message?key_hash="+hash, "message-by-key-hash")

@@ -41,7 +41,7 @@ const (
 
 // pages are the console's templates, each the layout with its page's
 // content.
-var pageNames = []string{"home", "message", "records", "outbox", "batch", "forget"}
+var pageNames = []string{"home", "message", "records", "outbox", "batch", "forget", "redrive"}
 
 func (c *console) templates() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
@@ -72,6 +72,7 @@ type view struct {
 	Tab     string
 	Where   string
 	Actions bool
+	Redrive bool
 	Token   string
 	Error   string
 	Notice  string
@@ -89,7 +90,7 @@ func (c *console) handler() http.Handler {
 	static, _ := fs.Sub(consoleFiles, "console")
 	mux := http.NewServeMux()
 	render := func(w http.ResponseWriter, r *http.Request, name string, v view, status int) {
-		v.Where, v.Actions, v.Token, v.Tenants = c.ins.where, c.forget != nil, c.token, c.cfg.tenants
+		v.Where, v.Actions, v.Redrive, v.Token, v.Tenants = c.ins.where, c.forget != nil, c.redrive != nil, c.token, c.cfg.tenants
 		var b bytes.Buffer
 		if err := ts[name].ExecuteTemplate(&b, "layout.html", v); err != nil {
 			c.log.ErrorContext(r.Context(), "console: page", "page", name, "error", err)
@@ -120,6 +121,14 @@ func (c *console) handler() http.Handler {
 	mux.HandleFunc("POST /forget", func(w http.ResponseWriter, r *http.Request) {
 		v, status := c.doForget(r)
 		render(w, r, "forget", v, status)
+	})
+	mux.HandleFunc("GET /redrive", func(w http.ResponseWriter, r *http.Request) {
+		v, status := c.confirmRedrive(r)
+		render(w, r, "redrive", v, status)
+	})
+	mux.HandleFunc("POST /redrive", func(w http.ResponseWriter, r *http.Request) {
+		v, status := c.doRedrive(r)
+		render(w, r, "redrive", v, status)
 	})
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	// A form posted from another site is refused, by the browser's own
@@ -158,6 +167,7 @@ type story struct {
 	Shown     int // bytes of the response shown
 	Escaped   bool
 	Entries   []outbox.Entry
+	Dead      int // of Entries, DEAD
 	NoOutbox  bool
 	EntriesOf string // what was read to find Entries
 }
@@ -281,6 +291,9 @@ func (c *console) story(ctx context.Context, rec dedup.Record, keyHash string) s
 		for _, e := range es {
 			if rest, ok := strings.CutPrefix(e.ID, prefix); ok && digits(rest) {
 				s.Entries = append(s.Entries, e)
+				if e.State == outbox.Dead {
+					s.Dead++
+				}
 			}
 		}
 	}
@@ -550,8 +563,8 @@ func (c *console) doForget(r *http.Request) (view, int) {
 		v.Error = "this console is read-only: start it with -actions to forget records"
 		return v, http.StatusForbidden
 	}
-	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("token")), []byte(c.token)) != 1 {
-		v.Error = "the form's token is not this console's: reload the record's page and confirm again"
+	if !c.tokenOK(r) {
+		v.Error = badToken
 		return v, http.StatusForbidden
 	}
 	key := r.PostFormValue("stored_key")
@@ -576,5 +589,65 @@ func (c *console) doForget(r *http.Request) (view, int) {
 	}
 	c.log.InfoContext(r.Context(), "console: record forgotten", "key_hash", d.KeyHash, "version", version, "where", c.ins.where)
 	d.Done = true
+	return v, http.StatusOK
+}
+
+const badToken = "the form's token is not this console's: reload the record's page and confirm again"
+
+// tokenOK: the form carries this console's token.
+func (c *console) tokenOK(r *http.Request) bool {
+	return subtle.ConstantTimeCompare([]byte(r.PostFormValue("token")), []byte(c.token)) == 1
+}
+
+// redriveData is the redrive page: a message's DEAD entries to confirm,
+// or what the redrive did.
+type redriveData struct {
+	Story  story
+	Key    string
+	Report string
+	Done   bool
+	Back   string
+}
+
+const noRedrive = "this console does not redrive: start it with -actions, over a store that keeps an outbox"
+
+func (c *console) confirmRedrive(r *http.Request) (view, int) {
+	d := redriveData{Key: r.URL.Query().Get("stored_key")}
+	v := view{Title: "redrive DEAD outbox entries", Tab: "message", Data: &d}
+	d.Back = "/message?" + url.Values{"stored_key": {d.Key}}.Encode()
+	if c.redrive == nil {
+		v.Error = noRedrive
+		return v, http.StatusForbidden
+	}
+	rec, err := c.ins.Get(r.Context(), d.Key)
+	if err != nil {
+		v.Error = err.Error()
+		return v, http.StatusNotFound
+	}
+	d.Story = c.story(r.Context(), rec, "")
+	return v, http.StatusOK
+}
+
+func (c *console) doRedrive(r *http.Request) (view, int) {
+	d := redriveData{Key: r.PostFormValue("stored_key")}
+	v := view{Title: "redrive DEAD outbox entries", Tab: "message", Data: &d}
+	d.Back = "/message?" + url.Values{"stored_key": {d.Key}}.Encode()
+	switch {
+	case c.redrive == nil:
+		v.Error = noRedrive
+		return v, http.StatusForbidden
+	case !c.tokenOK(r):
+		v.Error = badToken
+		return v, http.StatusForbidden
+	case d.Key == "":
+		v.Error = "the form names no record"
+		return v, http.StatusBadRequest
+	}
+	rep, err := c.redrive(r.Context(), dedup.KeyHash(d.Key))
+	d.Report, d.Done = rep.String(), true
+	if err != nil {
+		v.Error = "the redrive stopped: " + err.Error()
+		return v, http.StatusInternalServerError
+	}
 	return v, http.StatusOK
 }
