@@ -129,6 +129,32 @@ func TestConsoleForgetGuarded(t *testing.T) {
 		t.Fatalf("after the forget: %v, want ErrNotFound", err)
 	}
 
+	// A redrive is guarded alike (the in-memory store keeps an outbox).
+	if con.redrive == nil {
+		t.Fatal("no redrive over the in-memory store")
+	}
+	redrive := url.Values{"stored_key": {key}, "token": {con.token}}
+	req := func(form url.Values, headers map[string]string) int {
+		t.Helper()
+		r, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/redrive", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range headers {
+			r.Header.Set(k, v)
+		}
+		res, err := srv.Client().Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if status := req(redrive, map[string]string{"Sec-Fetch-Site": "cross-site"}); status != http.StatusForbidden {
+		t.Errorf("a cross-site redrive: status %d, want 403", status)
+	}
+	if status := req(url.Values{"stored_key": {key}}, nil); status != http.StatusForbidden {
+		t.Errorf("a redrive without the token: status %d, want 403", status)
+	}
+
 	ro, st, key, con := memConsole(t, false)
 	status, body = post(t, ro, url.Values{"stored_key": {key}, "version": {"2"}, "token": {con.token}}, nil)
 	if status != http.StatusForbidden || !strings.Contains(body, "read-only") {
