@@ -7,31 +7,13 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// forgetterOf is st as a dedup.Forgetter, found as inspectorOf finds an
-// Inspector.
-func forgetterOf(st dedup.Store) (dedup.Forgetter, bool) {
-	for st != nil {
-		switch s := st.(type) {
-		case dedup.Forgetter:
-			return s, true
-		case Wrapped:
-			st = s.Store
-		case interface{ Unwrap() dedup.Store }:
-			st = s.Unwrap()
-		default:
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
 // forget: every Store implements dedup.Forgetter, which an operator's tool
 // deletes a record through. A record is deleted only at the version the
 // operator saw: one moved on since is kept (ErrRecordChanged), an absent
 // one is ErrNotFound; a forgotten key is claimed afresh, as a new
 // message, and the other records stay.
 func (s *suite) forget(t *testing.T, st dedup.Store) {
-	f, ok := forgetterOf(st)
+	f, ok := implementation[dedup.Forgetter](st)
 	if !ok {
 		t.Fatalf("the Store (%T) is no dedup.Forgetter", st)
 	}

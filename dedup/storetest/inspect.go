@@ -8,22 +8,25 @@ import (
 	"github.com/onceq/onceq/outbox"
 )
 
-// inspectorOf is st as a dedup.Inspector, found through the wrappers the
-// suite puts around a Store and any with an Unwrap method.
-func inspectorOf(st dedup.Store) (dedup.Inspector, bool) {
+// implementation is st as a T (dedup.Inspector, dedup.Forgetter, ...),
+// found through the wrappers the suite puts around a Store and any with
+// an Unwrap method.
+func implementation[T any](st dedup.Store) (T, bool) {
 	for st != nil {
-		switch s := st.(type) {
-		case dedup.Inspector:
+		if s, ok := st.(T); ok {
 			return s, true
+		}
+		switch s := st.(type) {
 		case Wrapped:
 			st = s.Store
 		case interface{ Unwrap() dedup.Store }:
 			st = s.Unwrap()
 		default:
-			return nil, false
+			st = nil
 		}
 	}
-	return nil, false
+	var none T
+	return none, false
 }
 
 // inspectLimit bounds the suite's reads: enough for its own records and
@@ -37,7 +40,7 @@ const inspectLimit = 100000
 // with dedup.ErrNoOutbox). Records are told apart by owner, as a store
 // may keep no key.
 func (s *suite) inspector(t *testing.T, st dedup.Store) {
-	in, ok := inspectorOf(st)
+	in, ok := implementation[dedup.Inspector](st)
 	if !ok {
 		t.Fatalf("the Store (%T) is no dedup.Inspector", st)
 	}
