@@ -80,6 +80,9 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "onceq console: %v\n", err)
 		return 1
 	}
+	if host, _, _ := net.SplitHostPort(*addr); net.ParseIP(host) == nil {
+		srv.host = host
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq console: listen on %s: %v\n", *addr, err)
@@ -141,6 +144,9 @@ type console struct {
 	offsets batch.Store
 	// token is the form token of this run, sent with every action.
 	token string
+	// host is the name -addr gave, answered besides IP addresses and
+	// localhost ("" when it gave an address or none).
+	host string
 	log   *slog.Logger
 	now   func() time.Time
 }

@@ -176,3 +176,39 @@ func TestConsoleForgetGuarded(t *testing.T) {
 		t.Errorf("Content-Security-Policy %q, want default-src 'none'", csp)
 	}
 }
+
+// A listing by tenant shows that tenant's records alone, where the
+// store lists by tenant.
+func TestConsoleListsByTenant(t *testing.T) {
+	st := memstore.New()
+	now := time.Now()
+	for _, tenant := range []string{"acme", "globex"} {
+		key, err := dedup.TenantKey(tenant, mustKey(t, "onceq", "order-of-"+tenant))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: key, Owner: "w", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Fail(t.Context(), dedup.FailRequest{Lease: c.Lease, Reason: "poison", Now: now, RetryAt: now.Add(time.Hour), DeadLetter: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	con, err := newConsole(&inspected{Inspector: st, where: "memory", close: func() {}},
+		consoleConfig{namespace: "onceq", pageSize: 50, since: time.Hour, scanLimit: 100, tenants: true}, false, (&testenv.LogBuffer{}).Logger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con.handler())
+	defer srv.Close()
+	res, err := srv.Client().Get(srv.URL + "/records?status=DEAD_LETTER&tenant=acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if page := string(b); !strings.Contains(page, "order-of-acme") || strings.Contains(page, "order-of-globex") || !strings.Contains(page, `name="tenant"`) {
+		t.Fatalf("tenant acme's dead letters: %s", page)
+	}
+}

@@ -137,16 +137,16 @@ func (c *console) handler() http.Handler {
 }
 
 // guard answers only requests addressed to this console by a name a
-// DNS rebinding cannot borrow (an IP address, localhost), and forbids
-// the pages being framed, run as script, or cached.
+// DNS rebinding cannot borrow (an IP address, localhost, the name -addr
+// gave), and forbids the pages being framed, run as script, or cached.
 func (c *console) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, err := net.SplitHostPort(r.Host)
 		if err != nil {
 			host = r.Host
 		}
-		if host != "localhost" && net.ParseIP(strings.Trim(host, "[]")) == nil {
-			http.Error(w, "the console answers requests for an IP address or localhost only", http.StatusMisdirectedRequest)
+		if host != "localhost" && (c.host == "" || host != c.host) && net.ParseIP(strings.Trim(host, "[]")) == nil {
+			http.Error(w, "the console answers requests for an IP address, localhost or the name -addr gives only", http.StatusMisdirectedRequest)
 			return
 		}
 		h := w.Header()
