@@ -147,8 +147,8 @@ type console struct {
 	// host is the name -addr gave, answered besides IP addresses and
 	// localhost ("" when it gave an address or none).
 	host string
-	log   *slog.Logger
-	now   func() time.Time
+	log  *slog.Logger
+	now  func() time.Time
 }
 
 func newConsole(ins *inspected, cfg consoleConfig, actions bool, log *slog.Logger) (*console, error) {
