@@ -25,7 +25,11 @@ const (
 
 // Record is the stored state of one key.
 type Record struct {
-	Key         string
+	Key string
+	// KeyHash is KeyHash(Key), set only where Key is "": by a store
+	// that keeps a key's SHA-256 instead of the key (Redis), when it lists
+	// or finds records, so that a tool can still name each one.
+	KeyHash     string
 	Status      Status
 	Version     int64  // increases by one on every transition of the key
 	Owner       string // token of the claim that wrote PENDING

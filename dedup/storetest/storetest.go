@@ -115,6 +115,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store, opts ...Options)
 		{"DeclaredWritesAreCommitted", s.declaredWrites},
 		{"Outbox", s.outboxCases},
 		{"Inspector", s.inspector},
+		{"Forget", s.forget},
 		{"Reset", s.reset},
 	}
 	for _, tc := range tests {

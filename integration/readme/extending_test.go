@@ -51,7 +51,7 @@ func TestExtendingFromDocs(t *testing.T) {
 		pkgs[filepath.Dir(name)] = append(pkgs[filepath.Dir(name)], path)
 	}
 	want := map[string][]string{ // a case of each suite, which must have passed
-		"mapstore":   {"TestConformance/ClaimFresh", "TestConformance/Wrapped/Inspector", "TestIdempotency/FiftyConcurrentRetriesRunOnce"},
+		"mapstore":   {"TestConformance/ClaimFresh", "TestConformance/Wrapped/Inspector", "TestConformance/Forget", "TestIdempotency/FiftyConcurrentRetriesRunOnce"},
 		"chansource": {"TestConformance/NothingLostOnClose", "TestConformance/WrapperKeepsDeadLetter", "TestSender/PipelineExactlyOnce"},
 	}
 	if got := slices.Sorted(maps.Keys(pkgs)); !slices.Equal(got, []string{"chansource", "mapstore"}) {

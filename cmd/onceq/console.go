@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/onceq/onceq/batch"
+	"github.com/onceq/onceq/cmd/onceq/internal/redrive"
+	"github.com/onceq/onceq/dedup"
+)
+
+func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("onceq console", stderr,
+		"usage: onceq console -table NAME [-addr 127.0.0.1:8080] [-actions] [store flags]",
+		"       onceq console -store postgres|redis ... [-addr 127.0.0.1:8080] [-actions]",
+		"Serves a web page of the store: a message's story by key or key_hash (its record, attempts,",
+		"takeovers, lease, response, reason and outgoing entries), the in-flight leases, the dead letters",
+		"and failures by reason, the outbox backlog per lane and its DEAD entries, batch mode's offsets.",
+		"Read-only unless -actions: then a record can be forgotten, and a message's DEAD outbox entries",
+		"redriven (back to PENDING, as onceq redrive does), each action confirmed on a page of its own and",
+		"refused from any other site. The page loads nothing from elsewhere; it works offline.",
+		"It listens on loopback; an address other machines can reach needs -public (there is no login:",
+		"whoever reaches the page reads every key).",
+	)
+	table := fs.String("table", "", "table name (required; -store postgres: default "+dedup.DefaultTable+")")
+	sf := addStoreFlags(fs)
+	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on, HOST:PORT (port 0: any free port)")
+	public := fs.Bool("public", false, "allow an -addr that is not loopback")
+	actions := fs.Bool("actions", false, "offer the actions that write (forget a record, redrive DEAD outbox entries); read-only without")
+	c := consoleConfig{}
+	fs.StringVar(&c.namespace, "namespace", "onceq", "the consumers' namespace (consumer.Namespace), for keys typed in")
+	tenant := fs.Bool("tenant-layout", false, "DynamoDB: the table uses the tenant layout, and lists by tenant")
+	shards := fs.Int("shards", 1, "DynamoDB tenant layout: the store's TenantShards")
+	fs.IntVar(&c.pageSize, "page-size", 50, "records or entries on a page")
+	fs.DurationVar(&c.since, "since", 24*time.Hour, "lists show what was created within this long")
+	fs.IntVar(&c.scanLimit, "scan-limit", defaultScanLimit, "a key_hash search reads at most this many records")
+	if err := fs.Parse(args); err != nil {
+		return usageExit(err)
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "onceq console: "+format+"\n", a...)
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErr("unexpected argument %q: flags only", fs.Arg(0))
+	case sf.problem(fs) != "":
+		return usageErr("%s", sf.problem(fs))
+	case sf.store == storeRedis && *table != "":
+		return usageErr("Redis has no table: its records are keys under -redis-prefix")
+	case *table == "" && sf.store == storeDynamo:
+		return usageErr("-table is required")
+	case sf.store != storeDynamo && (*tenant || *shards != 1):
+		return usageErr("-tenant-layout and -shards are DynamoDB's")
+	case c.pageSize < 1 || c.pageSize > 500:
+		return usageErr("-page-size %d: want 1 to 500", c.pageSize)
+	case c.since <= 0 || c.scanLimit < 1 || *shards < 1 || *shards > 1000:
+		return usageErr("-since and -scan-limit must be positive, -shards 1 to 1000")
+	}
+	if err := listenAllowed(*addr, *public); err != nil {
+		return usageErr("%v", err)
+	}
+	ins, err := openInspector(ctx, sf, inspectAt{table: *table, tenant: *tenant, shards: *shards, listing: *tenant})
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq console: %s\n", field(err.Error()))
+		return 1
+	}
+	defer ins.close()
+	c.tenants = *tenant || sf.store != storeDynamo
+	srv, err := newConsole(ins, c, *actions, slog.New(slog.NewTextHandler(stderr, nil)))
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq console: %v\n", err)
+		return 1
+	}
+	if host, _, _ := net.SplitHostPort(*addr); net.ParseIP(host) == nil {
+		srv.host = host
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq console: listen on %s: %v\n", *addr, err)
+		return 1
+	}
+	mode := "read-only (-actions to forget records and redrive DEAD outbox entries)"
+	if *actions {
+		mode = "with actions: forget a record, redrive DEAD outbox entries"
+	}
+	fmt.Fprintf(stdout, "onceq console on http://%s/ over %s, %s; Ctrl-C stops it\n", ln.Addr(), ins.where, mode)
+	if err := srv.serve(ctx, ln); err != nil {
+		fmt.Fprintf(stderr, "onceq console: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// listenAllowed refuses an address other machines may reach, unless
+// public: the page has no login.
+func listenAllowed(addr string, public bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-addr %q: want HOST:PORT (%v)", addr, err)
+	}
+	if public || host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	what := "a name that may resolve to any address"
+	if host == "" || net.ParseIP(host) != nil {
+		what = "not loopback"
+	}
+	return fmt.Errorf("-addr %q is %s: the console has no login, and whoever reaches it reads every key; give -public to serve it there all the same", addr, what)
+}
+
+// consoleConfig is what the console's pages show and how much.
+type consoleConfig struct {
+	namespace string
+	pageSize  int
+	since     time.Duration
+	scanLimit int
+	// tenants: the store lists by tenant (DynamoDB's tenant layout, or a
+	// store that filters keys by their tenant's prefix).
+	tenants bool
+}
+
+// console serves the pages over one store.
+type console struct {
+	ins *inspected
+	cfg consoleConfig
+	// forget is the store's Forgetter when -actions is on, else nil.
+	forget dedup.Forgetter
+	// redrive sends a message's DEAD outbox entries back to PENDING, as
+	// onceq redrive does; nil without -actions or an outbox.
+	redrive outboxRedrive
+	// offsets is the store's batch view, nil when it keeps none.
+	offsets batch.Store
+	// token is the form token of this run, sent with every action.
+	token string
+	// host is the name -addr gave, answered besides IP addresses and
+	// localhost ("" when it gave an address or none).
+	host string
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+func newConsole(ins *inspected, cfg consoleConfig, actions bool, log *slog.Logger) (*console, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	c := &console{ins: ins, cfg: cfg, token: hex.EncodeToString(b), log: log, now: time.Now}
+	if actions {
+		f, ok := ins.Inspector.(dedup.Forgetter)
+		if !ok {
+			return nil, fmt.Errorf("-actions: the store (%T) cannot forget records", ins.Inspector)
+		}
+		c.forget = f
+		c.redrive = redriveOf(ins, log)
+	}
+	if p, ok := ins.Inspector.(batch.Provider); ok {
+		c.offsets = p.Offsets()
+	}
+	return c, nil
+}
+
+// serve answers on ln until ctx is done.
+func (c *console) serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: c.handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := hs.Shutdown(shut)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// outboxRedrive redrives the DEAD outbox entries of the message whose
+// key has keyHash.
+type outboxRedrive func(ctx context.Context, keyHash string) (redrive.Report, error)
+
+// redriveOf is onceq redrive's outbox run over the store, for one
+// message's entries at a time; nil for a store that keeps no outbox.
+func redriveOf(ins *inspected, log *slog.Logger) outboxRedrive {
+	recs, ok := ins.Inspector.(redrive.Records)
+	ob, err := outboxOf(ins.Inspector, "")
+	if !ok || err != nil {
+		return nil
+	}
+	return func(ctx context.Context, keyHash string) (redrive.Report, error) {
+		lot, err := redrive.NewOutbox(ob, ins.where, 0)
+		if err != nil {
+			return redrive.Report{}, err
+		}
+		return redrive.Run(ctx, lot, recs, redrive.Filter{KeyHash: keyHash}, redrive.Options{Logger: log})
+	}
+}
