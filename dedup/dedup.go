@@ -296,6 +296,11 @@ type Capabilities struct {
 	// every Store through it). Not optional: every Store gives one, and
 	// storetest.Run fails a Store whose Capabilities give none.
 	Inspector Inspector
+	// Resetter and Forgetter are the operator's two writes to a record
+	// (onceq redrive resets a message that failed for good; onceq
+	// console forgets a record). Not optional, as Inspector.
+	Resetter  Resetter
+	Forgetter Forgetter
 }
 
 // ClaimCompleteRequest is the one-round-trip claim: the record is written

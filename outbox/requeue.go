@@ -7,8 +7,7 @@ import (
 )
 
 // Requeuer puts a Dead entry back to Pending, for an operator's redrive:
-// every Store of a dedup.Store whose Capabilities say Outbox implements
-// it. The entry keeps its ID, so that an onceq consumer downstream
+// a method of every Store. The entry keeps its ID, so that an onceq consumer downstream
 // absorbs a copy that had in fact arrived.
 type Requeuer interface {
 	// Requeue moves e, Dead at e.Lease.Version as Entries listed it, back

@@ -158,16 +158,14 @@ func newConsole(ins *inspected, cfg consoleConfig, actions bool, log *slog.Logge
 	}
 	c := &console{ins: ins, cfg: cfg, token: hex.EncodeToString(b), log: log, now: time.Now}
 	if actions {
-		f, ok := ins.Inspector.(dedup.Forgetter)
-		if !ok {
-			return nil, fmt.Errorf("-actions: the store (%T) cannot forget records", ins.Inspector)
+		f := ins.caps.Forgetter
+		if f == nil {
+			return nil, fmt.Errorf("-actions: the store (%T) hands over no dedup.Forgetter in its Capabilities", ins.Inspector)
 		}
 		c.forget = f
 		c.redrive = redriveOf(ins, log)
 	}
-	if p, ok := ins.Inspector.(batch.Provider); ok {
-		c.offsets = p.Offsets()
-	}
+	c.offsets = ins.caps.Offsets
 	return c, nil
 }
 
@@ -198,11 +196,11 @@ type outboxRedrive func(ctx context.Context, keyHash string) (redrive.Report, er
 // redriveOf is onceq redrive's outbox run over the store, for one
 // message's entries at a time; nil for a store that keeps no outbox.
 func redriveOf(ins *inspected, log *slog.Logger) outboxRedrive {
-	recs, ok := ins.Inspector.(redrive.Records)
-	ob, err := outboxOf(ins.Inspector, "")
-	if !ok || err != nil {
+	ob, err := outboxOf(ins.caps, "")
+	if ins.caps.Resetter == nil || err != nil {
 		return nil
 	}
+	recs := ins.records()
 	return func(ctx context.Context, keyHash string) (redrive.Report, error) {
 		lot, err := redrive.NewOutbox(ob, ins.where, 0)
 		if err != nil {

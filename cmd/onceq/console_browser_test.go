@@ -143,7 +143,7 @@ func fillConsole(t *testing.T, st dedup.Store) {
 	}
 	caps := st.Capabilities()
 	var msgs []outbox.Message
-	if caps.Outbox {
+	if caps.Outbox != nil {
 		msgs = []outbox.Message{
 			{Destination: "orders-shipped", OrderingKey: "customer-7", Body: []byte(`{"order":1001}`)},
 			{Destination: "orders-shipped", OrderingKey: "customer-7", Body: []byte(`{"order":1001,"part":2}`)},
@@ -169,7 +169,7 @@ func fillConsole(t *testing.T, st dedup.Store) {
 	} {
 		fail(claim(k(d.id), now, now.Add(time.Minute)), d.reason, now, now.Add(24*time.Hour), true)
 	}
-	if caps.Outbox {
+	if caps.Outbox != nil {
 		ob := st.(interface{ Outbox() outbox.Store }).Outbox()
 		es, err := ob.Lease(ctx, outbox.LeaseRequest{Owner: "relay-1", Now: now, LeaseUntil: now.Add(time.Minute), Max: 10})
 		if err != nil || len(es) != len(msgs) {
@@ -186,8 +186,7 @@ func fillConsole(t *testing.T, st dedup.Store) {
 			}
 		}
 	}
-	if p, ok := st.(batch.Provider); ok {
-		offsets := p.Offsets()
+	if offsets := caps.Offsets; offsets != nil {
 		part := func(n int32) batch.Partition {
 			return batch.Partition{Group: batchGroup, Topic: batchTopic, Partition: n}
 		}

@@ -48,7 +48,10 @@ func TestConsoleListenAddress(t *testing.T) {
 // letter, and its key.
 func memConsole(t *testing.T, actions bool) (*httptest.Server, *memstore.Store, string, *console) {
 	t.Helper()
-	st := memstore.New()
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := mustKey(t, "onceq", "order-1")
 	now := time.Now()
 	c, err := st.Claim(t.Context(), dedup.ClaimRequest{Key: key, Owner: "w", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -59,7 +62,7 @@ func memConsole(t *testing.T, actions bool) (*httptest.Server, *memstore.Store, 
 		t.Fatal(err)
 	}
 	log := &testenv.LogBuffer{}
-	con, err := newConsole(&inspected{Inspector: st, where: "memory", close: func() {}},
+	con, err := newConsole(&inspected{Inspector: st, caps: st.Capabilities(), where: "memory", close: func() {}},
 		consoleConfig{namespace: "onceq", pageSize: 50, since: time.Hour, scanLimit: 100}, actions, log.Logger(0))
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +183,10 @@ func TestConsoleForgetGuarded(t *testing.T) {
 // A listing by tenant shows that tenant's records alone, where the
 // store lists by tenant.
 func TestConsoleListsByTenant(t *testing.T) {
-	st := memstore.New()
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 	for _, tenant := range []string{"acme", "globex"} {
 		key, err := dedup.TenantKey(tenant, mustKey(t, "onceq", "order-of-"+tenant))
@@ -195,7 +201,7 @@ func TestConsoleListsByTenant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	con, err := newConsole(&inspected{Inspector: st, where: "memory", close: func() {}},
+	con, err := newConsole(&inspected{Inspector: st, caps: st.Capabilities(), where: "memory", close: func() {}},
 		consoleConfig{namespace: "onceq", pageSize: 50, since: time.Hour, scanLimit: 100, tenants: true}, false, (&testenv.LogBuffer{}).Logger(0))
 	if err != nil {
 		t.Fatal(err)

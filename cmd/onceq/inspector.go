@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/onceq/onceq/cmd/onceq/internal/redrive"
 	"io"
 	"time"
 
@@ -25,10 +26,11 @@ type inspectAt struct {
 // hold.
 type inspected struct {
 	dedup.Inspector
-	where    string // where the records live: "table t", "prefix ... of Redis at ..."
-	notFound string // a line more when a key has no record ("": none)
-	noKey    string // why a record comes without its key
-	listCost string // what a listing by tenant read, as " (...)"
+	caps     dedup.Capabilities // the store's, which gave the Inspector
+	where    string             // where the records live: "table t", "prefix ... of Redis at ..."
+	notFound string             // a line more when a key has no record ("": none)
+	noKey    string             // why a record comes without its key
+	listCost string             // what a listing by tenant read, as " (...)"
 	close    func()
 }
 
@@ -49,14 +51,14 @@ func openInspector(ctx context.Context, sf *storeFlags, at inspectAt) (*inspecte
 			_ = conn.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
-		return &inspected{Inspector: store.Capabilities().Inspector, where: "table " + at.table, noKey: "the table holds its SHA-256",
+		return &inspected{Inspector: store.Capabilities().Inspector, caps: store.Capabilities(), where: "table " + at.table, noKey: "the table holds its SHA-256",
 			close: func() { _ = conn.Close(context.WithoutCancel(ctx)) }}, nil
 	case storeRedis:
 		c, store, server, err := openRedis(ctx, sf)
 		if err != nil {
 			return nil, err
 		}
-		return &inspected{Inspector: store.Capabilities().Inspector, where: fmt.Sprintf("prefix %q of %s", sf.redisPrefix, server),
+		return &inspected{Inspector: store.Capabilities().Inspector, caps: store.Capabilities(), where: fmt.Sprintf("prefix %q of %s", sf.redisPrefix, server),
 			noKey: "the Redis key holds its SHA-256", close: func() { _ = c.Close() }}, nil
 	}
 	client, err := dynamoClient(ctx)
@@ -79,7 +81,7 @@ func openInspector(ctx context.Context, sf *storeFlags, at inspectAt) (*inspecte
 			return nil, fmt.Errorf("-tenant: %w", err)
 		}
 	}
-	ins := &inspected{Inspector: store.Capabilities().Inspector, where: "table " + at.table, noKey: "the table holds its SHA-256",
+	ins := &inspected{Inspector: store.Capabilities().Inspector, caps: store.Capabilities(), where: "table " + at.table, noKey: "the table holds its SHA-256",
 		listCost: fmt.Sprintf(" (a Query of %d partition keys)", at.shards), close: func() {}}
 	if at.tenant && at.shards == 1 {
 		ins.notFound = "onceq inspect: a store with TenantShards(n) keeps a tenant's record on partition key <tenant>#<shard>: give -shards n (or find it with -key-hash)"
@@ -141,4 +143,13 @@ func printRecords(stdout, stderr io.Writer, response, raw bool, recs []dedup.Rec
 		printRecord(stdout, r, now)
 	}
 	return 0
+}
+
+// records is what onceq redrive needs of the store: its records, and the
+// reset its Capabilities hand over.
+func (ins *inspected) records() redrive.Records {
+	return struct {
+		dedup.Inspector
+		dedup.Resetter
+	}{ins.Inspector, ins.caps.Resetter}
 }

@@ -89,11 +89,11 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	defer ins.close()
-	recs, ok := ins.Inspector.(redrive.Records)
-	if !ok {
-		fmt.Fprintf(stderr, "onceq redrive: the %s store cannot reset a record\n", sf.store)
+	if ins.caps.Resetter == nil {
+		fmt.Fprintf(stderr, "onceq redrive: the %s store hands over no dedup.Resetter in its Capabilities\n", sf.store)
 		return 1
 	}
+	recs := ins.records()
 	var lot redrive.Lot
 	switch {
 	case *sqsDLQ != "":
@@ -116,7 +116,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if sf.store == storeDynamo {
 			name = "DynamoDB"
 		}
-		o, err := outboxOf(ins.Inspector, name)
+		o, err := outboxOf(ins.caps, name)
 		if err == nil {
 			lot, err = redrive.NewOutbox(o, ins.where, 0)
 		}

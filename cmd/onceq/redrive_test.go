@@ -371,7 +371,7 @@ func TestRedriveOutbox(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			args, st := open(t)
-			ob, err := outboxOf(st, name)
+			ob, err := outboxOf(st.Capabilities(), name)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -130,8 +130,8 @@ func splitList(s string) []string {
 
 // outboxOf is the outbox of a store that commits outgoing messages with
 // COMPLETED: the relay's view its Capabilities hand over.
-func outboxOf(store dedup.Store, name string) (outbox.Store, error) {
-	ob := store.Capabilities().Outbox
+func outboxOf(caps dedup.Capabilities, name string) (outbox.Store, error) {
+	ob := caps.Outbox
 	if ob == nil {
 		return nil, fmt.Errorf("the %s store keeps no outbox", name)
 	}
@@ -161,7 +161,7 @@ func openOutbox(ctx context.Context, sf *storeFlags, table string) (outbox.Store
 		st, err := openPostgres(pool, table)
 		if err == nil {
 			var ob outbox.Store
-			if ob, err = outboxOf(st, "PostgreSQL"); err == nil {
+			if ob, err = outboxOf(st.Capabilities(), "PostgreSQL"); err == nil {
 				return ob, func() {
 					if c, ok := ob.(interface{ Close(context.Context) error }); ok {
 						_ = c.Close(context.WithoutCancel(ctx))
@@ -181,7 +181,7 @@ func openOutbox(ctx context.Context, sf *storeFlags, table string) (outbox.Store
 	if err != nil {
 		return nil, nil, err
 	}
-	ob, err := outboxOf(st, "DynamoDB")
+	ob, err := outboxOf(st.Capabilities(), "DynamoDB")
 	return ob, func() {}, err
 }
 

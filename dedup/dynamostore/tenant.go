@@ -22,7 +22,7 @@ import (
 // batch view, Offsets). The Store is its own Inspector.
 func (s *Store) Capabilities() dedup.Capabilities {
 	return dedup.Capabilities{ClaimComplete: true, TenantKeyed: s.tenantKeyed,
-		Writes: Kind, Outbox: s.outbox, Offsets: s.Offsets(), Inspector: s}
+		Writes: Kind, Outbox: s.outbox, Offsets: s.Offsets(), Inspector: s, Resetter: s, Forgetter: s}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless

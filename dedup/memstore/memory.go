@@ -318,7 +318,7 @@ func (s *Store) Complete(_ context.Context, req dedup.CompleteRequest) error {
 // (the relay's view, Outbox, is handed over), and so do batch mode's
 // offset rows (the batch view, Offsets); the Store is its own Inspector.
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Outbox: s.Outbox(), Offsets: s.Offsets(), Inspector: s}
+	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Outbox: s.Outbox(), Offsets: s.Offsets(), Inspector: s, Resetter: s, Forgetter: s}
 }
 
 // Attach implements dedup.Store. The in-memory store neither logs nor

@@ -142,7 +142,7 @@ var _ dedup.Store = (*Store)(nil)
 // over), and so do batch mode's offset rows (the batch view, Offsets);
 // the Store is its own Inspector.
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Outbox: s.outbox, Offsets: s.Offsets(), Inspector: s}
+	return dedup.Capabilities{ClaimComplete: true, Writes: Kind, Outbox: s.outbox, Offsets: s.Offsets(), Inspector: s, Resetter: s, Forgetter: s}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless

@@ -48,7 +48,7 @@ var _ dedup.Store = (*Store)(nil)
 // transactions they could not commit with COMPLETED), and there is no
 // batch mode (no Offsets). The Store is its own Inspector.
 func (s *Store) Capabilities() dedup.Capabilities {
-	return dedup.Capabilities{ClaimComplete: true, Inspector: s}
+	return dedup.Capabilities{ClaimComplete: true, Inspector: s, Resetter: s, Forgetter: s}
 }
 
 // Attach implements dedup.Store: the Store logs to rt.Logger unless

@@ -7,15 +7,16 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// forget: every Store implements dedup.Forgetter, which an operator's tool
+// forget: every Store hands over a dedup.Forgetter in its Capabilities,
+// which an operator's tool
 // deletes a record through. A record is deleted only at the version the
 // operator saw: one moved on since is kept (ErrRecordChanged), an absent
 // one is ErrNotFound; a forgotten key is claimed afresh, as a new
 // message, and the other records stay.
 func (s *suite) forget(t *testing.T, st dedup.Store) {
-	f, ok := implementation[dedup.Forgetter](st)
-	if !ok {
-		t.Fatalf("the Store (%T) is no dedup.Forgetter", st)
+	f := st.Capabilities().Forgetter
+	if f == nil {
+		t.Fatalf("the Store (%T) gives no dedup.Forgetter in its Capabilities", st)
 	}
 	gone, kept := key(t), key(t)
 	l := mustAcquire(t, claim(t, st, gone, "w1", "h1", 0, 30), 1)

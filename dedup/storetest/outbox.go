@@ -736,15 +736,12 @@ func (s *suite) outboxReplacedFenced(t *testing.T, st dedup.Store, ob outbox.Sto
 	}
 }
 
-// outboxRequeue: the Store's outbox is an outbox.Requeuer. A Dead entry
+// outboxRequeue: Requeue on the Store's outbox. A Dead entry
 // is put back to Pending once per listing, with its ID, in its place in
 // its lane, and leased and sent again; an entry not Dead at the listed
 // version is refused with outbox.ErrEntryChanged.
 func (s *suite) outboxRequeue(t *testing.T, st dedup.Store, ob outbox.Store) {
-	rq, ok := ob.(outbox.Requeuer)
-	if !ok {
-		t.Fatalf("the Store's outbox (%T) is no outbox.Requeuer", ob)
-	}
+	rq := ob
 	dest := destination(t)
 	k := send(t, st, 1, msg(dest, "A", "refused once"), msg(dest, "A", "fine"))
 	got := lease(t, ob, dest, "r1", 1, 100)

@@ -7,15 +7,15 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// reset: every Store implements dedup.Resetter. A record that failed for
+// reset: every Store hands over a dedup.Resetter in its Capabilities. A record that failed for
 // good (FAILED, DEAD_LETTER) or whose lease was abandoned is reset, once
 // per reading, to a FAILED record claimable at once with a full budget;
 // a COMPLETED record, a live lease, an absent key and a stale version are
 // refused with dedup.ErrRecordChanged and left as they were.
 func (s *suite) reset(t *testing.T, st dedup.Store) {
-	rs, ok := implementation[dedup.Resetter](st)
-	if !ok {
-		t.Fatalf("the Store (%T) is no dedup.Resetter", st)
+	rs := st.Capabilities().Resetter
+	if rs == nil {
+		t.Fatalf("the Store (%T) gives no dedup.Resetter in its Capabilities", st)
 	}
 	reset := func(k string, version int64, now int) error {
 		t.Helper()

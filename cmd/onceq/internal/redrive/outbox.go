@@ -29,14 +29,13 @@ type Outbox struct {
 // it is ("table orders"). batch bounds the entries listed at once
 // (default 100).
 func NewOutbox(ob outbox.Store, name string, batch int) (*Outbox, error) {
-	rq, ok := ob.(outbox.Requeuer)
-	if !ok {
-		return nil, fmt.Errorf("redrive: the outbox of %s cannot requeue its entries", name)
+	if ob == nil {
+		return nil, fmt.Errorf("redrive: %s keeps no outbox", name)
 	}
 	if batch <= 0 {
 		batch = 100
 	}
-	return &Outbox{ob: ob, rq: rq, name: "outbox of " + name, batch: batch, seen: map[string]bool{}}, nil
+	return &Outbox{ob: ob, rq: ob, name: "outbox of " + name, batch: batch, seen: map[string]bool{}}, nil
 }
 
 // Next implements Lot: the DEAD entries not looked at yet by this run.

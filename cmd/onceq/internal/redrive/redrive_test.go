@@ -171,7 +171,10 @@ func TestFilter(t *testing.T) {
 // -rate spaces the moves: ten at 5 a second take 1.8s of the clock.
 func TestRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := memstore.New()
+		st, err := memstore.New()
+		if err != nil {
+			t.Fatal(err)
+		}
 		l := &lot{}
 		for i := range 10 {
 			l.letters = append(l.letters, letter(string(rune('a'+i)), "", "x"))
