@@ -78,7 +78,8 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	// completed; stopping at 3/4 of it leaves the operator a quarter of
 	// Retention to mend what holds it before a restart would replay them
 	// as new.
-	rt := broker.Runtime{Logger: cfg.givenLogger(), CommitHold: cfg.retention / 4 * 3, Observe: c.observe}
+	rt := broker.Runtime{Logger: cfg.givenLogger(), CommitHold: cfg.retention / 4 * 3, Observe: c.observe,
+		Status: func(s broker.Status) { c.mon.brokerStatus(s, time.Now()) }}
 	if err := attach("Source", func() { src.Attach(rt) }); err != nil {
 		return nil, err
 	}

@@ -108,6 +108,8 @@ func (r *pool) serve(ctx context.Context) error {
 	r.c.mon.pool.Store(r)
 	progressDone := make(chan struct{})
 	go r.c.mon.logProgress(r, extendStop, progressDone)
+	watchDone := make(chan struct{})
+	go r.c.mon.watch(r.handlerCtx, extendStop, watchDone)
 
 	fetchCtx, stopFetch := context.WithCancel(ctx)
 	r.faultMu.Lock()
@@ -145,6 +147,7 @@ func (r *pool) serve(ctx context.Context) error {
 	close(extendStop)
 	<-extendDone
 	<-progressDone
+	<-watchDone
 	r.settles.stop()
 
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
@@ -222,6 +225,9 @@ func (r *pool) fetch(ctx context.Context) error {
 		failures = 0
 		wait.received()
 		now := time.Now()
+		if len(msgs) > 0 {
+			r.c.mon.brokerFlowing(now)
+		}
 		n := r.held.Add(int64(len(msgs)))
 		for _, m := range msgs {
 			s := &slot{run: run{settle: r.settle, stores: &r.settles}, m: m, lastSource: now}
