@@ -111,7 +111,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.mon.setState(stateChecking)
 	defer c.mon.setState(stateStopped)
 	if err := c.Check(ctx); err != nil {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.drainTimeout)
+		closeIn := c.cfg.drainTimeout
+		if ctx.Err() != nil {
+			closeIn = min(closeIn, stopGrace) // a stop: the source never received
+		}
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeIn)
 		defer cancel()
 		_ = c.src.Close(closeCtx)
 		if ctx.Err() != nil {

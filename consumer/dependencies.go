@@ -194,3 +194,58 @@ func (m *monitor) sayOutage(ctx context.Context, now time.Time) {
 	m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "store unavailable: messages are held, not failed, and retried",
 		slogErr(o.err), slog.Duration("unavailable_for", now.Sub(o.since).Round(time.Second)), slog.Int("failed_calls", o.failures))
 }
+
+// dependencyDown names the dependency that is down now, for a stop to cut
+// its drain short: the store in an outage, or the broker failing (for any
+// time: a stop does not wait for BrokerTimeout). Empty when none is.
+func (m *monitor) dependencyDown() string {
+	if since := m.storeDownSince.Load(); since != 0 {
+		return "the store, unavailable since " + unixTime(since).UTC().Format(time.RFC3339)
+	}
+	if d := m.storeUnanswered(time.Now()); d >= stopGrace {
+		return "the store, its calls unanswered for " + d.Round(time.Second).String()
+	}
+	if f, _ := m.brokerDown(time.Now()); !f.since.IsZero() {
+		return "the broker " + f.broker + ", failing since " + f.since.UTC().Format(time.RFC3339) + " (waiting for " + f.waiting + ")"
+	}
+	return ""
+}
+
+// storeSilentAfter is how long store calls may be under way with none
+// answered before the store counts as unavailable: a store that accepts
+// connections and never answers fails no call until its deadline
+// (settleTimeout).
+const storeSilentAfter = 5 * time.Second
+
+func (m *monitor) storeCallBegins(now time.Time) {
+	if m.storeCalls.Add(1) == 1 {
+		m.storeBusySince.Store(now.UnixNano())
+	}
+}
+
+func (m *monitor) storeCallEnds(now time.Time) {
+	if ns := now.UnixNano(); ns-m.storeAnswered.Load() >= int64(finishGranularity) {
+		m.storeAnswered.Store(ns)
+	}
+	m.storeCalls.Add(-1)
+}
+
+// storeUnanswered is how long, at now, store calls have been under way
+// with none answered; zero when none is under way.
+func (m *monitor) storeUnanswered(now time.Time) time.Duration {
+	if m.storeCalls.Load() <= 0 {
+		return 0
+	}
+	since := max(m.storeBusySince.Load(), m.storeAnswered.Load())
+	return max(now.Sub(time.Unix(0, since)), 0)
+}
+
+// storeSilentSince is since when the store has not answered, once that
+// has lasted storeSilentAfter.
+func (m *monitor) storeSilentSince(now time.Time) (time.Time, bool) {
+	d := m.storeUnanswered(now)
+	if d < storeSilentAfter {
+		return time.Time{}, false
+	}
+	return now.Add(-d), true
+}

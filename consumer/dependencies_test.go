@@ -1,17 +1,21 @@
 package consumer_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/sources/memsource"
 )
@@ -153,5 +157,139 @@ func TestBrokerFailureLogged(t *testing.T) {
 			t.Fatalf("answering lines %+v, want one naming the broker after 100s", back)
 		}
 		stop()
+	})
+}
+
+// pausedStore is a store whose calls, once paused, hang until their
+// context ends: a store that accepts connections and never answers.
+type pausedStore struct {
+	dedup.Store
+	paused atomic.Bool
+}
+
+func (s *pausedStore) hang(ctx context.Context) error {
+	if !s.paused.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return fmt.Errorf("store paused: %w", ctx.Err())
+}
+
+func (s *pausedStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
+	if err := s.hang(ctx); err != nil {
+		return dedup.Claim{}, err
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *pausedStore) Complete(ctx context.Context, req dedup.CompleteRequest) error {
+	if err := s.hang(ctx); err != nil {
+		return err
+	}
+	return s.Store.Complete(ctx, req)
+}
+
+// stopTook cancels Run's context and returns how long, in the bubble, Run
+// took to return.
+func stopTook(t *testing.T, cancel context.CancelFunc, errc <-chan error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("stopped in %v", took)
+	return took
+}
+
+// A stop in a store outage does not wait for the drain: the message held
+// through the outage is given back and Run returns within 10s, logging
+// what it gave back and why it did not wait.
+func TestStopInStoreOutageIsPrompt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := memsource.NewQueue("orders")
+		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
+		c, logs := newRecorded(t, q.Source(), outageStore(1<<30), noopHandler(), consumer.FailedRetryDelay(time.Second))
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- c.Run(ctx) }()
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if took := stopTook(t, cancel, errc); took > 10*time.Second {
+			t.Fatalf("stop took %v in a store outage, want at most 10s", took)
+		}
+		stopped := logs.with("stopped")
+		if len(stopped) != 1 || !strings.Contains(stopped[0].attrs["cut_short_by"].String(), "store") {
+			t.Fatalf("stop lines %+v: want one saying the store cut the drain short", stopped)
+		}
+		if st := q.Stats(); st.Acked != 0 {
+			t.Fatalf("queue %+v: want the message given back, not acked", st)
+		}
+	})
+}
+
+// A store that hangs (calls under way that it never answers) turns the
+// consumer not ready within 5s, before any call has failed; a stop then
+// returns within 10s: the calls are not waited for to their deadline.
+func TestStopWhileStoreHangsIsPrompt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := memsource.NewQueue("orders")
+		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("first")})
+		store := &pausedStore{Store: memstore.New()}
+		c, _ := newRecorded(t, q.Source(), store, noopHandler())
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- c.Run(ctx) }()
+		synctest.Wait()
+		store.paused.Store(true)
+		for _, body := range []string{"second", "third"} {
+			_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte(body)})
+		}
+		time.Sleep(500 * time.Millisecond) // their claims under way, unanswered
+		synctest.Wait()
+		if h := c.Health(); !h.StoreReachable {
+			t.Fatalf("health %+v: store unreachable after 500ms of a call under way", h)
+		}
+		time.Sleep(5 * time.Second)
+		if h := c.Health(); h.StoreReachable || h.Ready {
+			t.Fatalf("health %+v after 5.5s of calls unanswered: want the store unreachable, not ready", h)
+		}
+		if took := stopTook(t, cancel, errc); took > 10*time.Second {
+			t.Fatalf("stop took %v while the store hangs, want at most 10s", took)
+		}
+	})
+}
+
+// A stop while the broker fails does not wait for the drain either.
+func TestStopWhileBrokerFailsIsPrompt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := memsource.NewQueue("orders")
+		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
+		src := &reporting{Source: q.Source()}
+		release := make(chan struct{})
+		h := consumer.HandlerFunc(func(ctx context.Context, _ *consumer.Message) (consumer.Result, error) {
+			select { // a long handler, still running at the stop
+			case <-ctx.Done():
+				return consumer.Result{}, ctx.Err()
+			case <-release:
+				return consumer.Result{}, nil
+			}
+		})
+		c, logs := newRecorded(t, src, memstore.New(), h)
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- c.Run(ctx) }()
+		synctest.Wait()
+		src.rt.Status(broker.Status{Broker: brokerAddr, Waiting: "fetch", Err: errFetchTimeout})
+		if took := stopTook(t, cancel, errc); took > 10*time.Second {
+			t.Fatalf("stop took %v while the broker fails, want at most 10s", took)
+		}
+		close(release)
+		stopped := logs.with("stopped")
+		if len(stopped) != 1 || !strings.Contains(stopped[0].attrs["cut_short_by"].String(), brokerAddr) ||
+			stopped[0].attrs["handlers_cancelled"].Int64() != 1 {
+			t.Fatalf("stop lines %+v: want one naming the broker, with the handler cancelled", stopped)
+		}
 	})
 }

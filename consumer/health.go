@@ -127,6 +127,13 @@ type monitor struct {
 	// storeDownSince is when the current store outage began (Unix ns; 0:
 	// reachable); the rest of the outage's state is under outageMu.
 	storeDownSince atomic.Int64
+	// storeCalls is the store calls under way; storeBusySince when they
+	// last went from none to some, storeAnswered when one last ended
+	// (Unix ns): calls under way and none ended for long is a store that
+	// does not answer, before any call has failed for it.
+	storeCalls     atomic.Int64
+	storeBusySince atomic.Int64
+	storeAnswered  atomic.Int64
 	outageMu       sync.Mutex
 	outage         outageEpisode
 
@@ -193,6 +200,11 @@ func (m *monitor) health(now time.Time) Health {
 		Running:               int(m.running.Load()),
 		LastFinished:          unixTime(m.lastFinish.Load()),
 	}
+	if h.StoreUnavailableSince.IsZero() {
+		if since, ok := m.storeSilentSince(now); ok {
+			h.StoreUnavailableSince = since
+		}
+	}
 	h.StoreReachable = h.StoreUnavailableSince.IsZero()
 	f, down := m.brokerDown(now)
 	h.BrokerReachable = !down
@@ -228,7 +240,7 @@ func (m *monitor) health(now time.Time) Health {
 		h.Reasons = append(h.Reasons, r)
 	}
 	if !h.StoreReachable {
-		h.Reasons = append(h.Reasons, "store unavailable since "+h.StoreUnavailableSince.UTC().Format(time.RFC3339))
+		h.Reasons = append(h.Reasons, "store unavailable (calls failing or unanswered) since "+h.StoreUnavailableSince.UTC().Format(time.RFC3339))
 	}
 	if h.Stalled {
 		h.Reasons = append(h.Reasons, "stalled: "+h.LastFinished.UTC().Format(time.RFC3339)+" was the last message finished, with messages running")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +32,10 @@ type pool struct {
 	cancelHandler context.CancelFunc
 	// settles bound settle calls (store transitions, source acks,
 	// extensions): they outlive Run's context, so that a drain can still
-	// record its work.
-	settles sharedDeadlines
+	// record its work. cancelSettles ends them at a stop cut short by a
+	// dependency that is down.
+	settles       sharedDeadlines
+	cancelSettles context.CancelFunc
 
 	limiter *limiter      // nil with WithoutAdaptiveConcurrency
 	drained chan struct{} // closed when the drain starts
@@ -87,7 +90,9 @@ func newPool(c *Consumer) *pool {
 		r.limiter = newLimiter(c.cfg.concurrency, r.obs.limit)
 		c.limiter.Store(r.limiter) // the Store's and Source's throttles reach it (Consumer.observe)
 	}
-	r.settles = sharedDeadlines{parent: context.WithoutCancel(r.handlerCtx), window: time.Second, after: settleTimeout + time.Second}
+	var settleCtx context.Context
+	settleCtx, r.cancelSettles = context.WithCancel(context.WithoutCancel(r.handlerCtx))
+	r.settles = sharedDeadlines{parent: settleCtx, window: time.Second, after: settleTimeout + time.Second}
 	return r
 }
 
@@ -138,21 +143,51 @@ func (r *pool) serve(ctx context.Context) error {
 	for _, s := range unstarted {
 		r.returnUnstarted(s)
 	}
+	// A dependency that is down cuts the drain short: what waits on it
+	// would wait in vain, and the messages held stay with the broker and
+	// the store, to be run again.
 	reserve := min(time.Second, cfg.drainTimeout/5)
-	r.waitEmpty(cfg.drainTimeout - reserve)
+	down := r.waitEmptyUnlessDown(cfg.drainTimeout - reserve)
+	cancelled := r.c.mon.running.Load()
 	r.cancelHandler()
 	r.waitEmpty(reserve)
+	if down == "" {
+		down = r.c.mon.dependencyDown()
+	}
 	close(r.work)
+	if down != "" {
+		workersDone := make(chan struct{})
+		go func() { workers.Wait(); close(workersDone) }()
+		if waitFor(workersDone, stopGrace) {
+			r.cancelSettles() // store calls and acks still waiting on it
+		}
+	}
 	workers.Wait()
 	close(extendStop)
 	<-extendDone
 	<-progressDone
 	<-watchDone
 	r.settles.stop()
+	r.cancelSettles()
 
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
+	closeIn := max(cfg.drainTimeout-time.Since(drainStart), time.Second)
+	if down != "" {
+		closeIn = min(closeIn, stopGrace)
+	}
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeIn)
 	defer cancel()
+	leftHeld := r.held.Load()
 	closeErr := r.c.src.Close(closeCtx)
+	attrs := []slog.Attr{slog.Duration("took", time.Since(drainStart).Round(time.Millisecond)),
+		slog.Int("returned_unstarted", len(unstarted)), slog.Int64("handlers_cancelled", max(cancelled, 0)),
+		slog.Int64("left_with_broker", leftHeld)}
+	if down != "" {
+		attrs = append(attrs, slog.String("cut_short_by", down))
+	}
+	if closeErr != nil {
+		attrs = append(attrs, slog.String("source_close_error", closeErr.Error()))
+	}
+	cfg.logger.LogAttrs(ctx, slog.LevelInfo, "stopped: messages not settled stay with the broker, to be delivered again", attrs...)
 	r.faultMu.Lock()
 	fatal := r.fatal
 	r.faultMu.Unlock()
@@ -182,6 +217,46 @@ func (r *pool) oldest(now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(now.Sub(first), 0), true
+}
+
+// stopGrace bounds what a stop still waits for once a dependency is
+// down: the store calls and acks under way, and the Source's Close.
+const stopGrace = 3 * time.Second
+
+// waitEmptyUnlessDown waits up to d for nothing to be held, and less when
+// a dependency is or goes down: then it returns what is down. Messages
+// held with no handler running for stopGrace wait on calls to the store
+// or the broker that do not answer: a dependency down that has not yet
+// failed a call.
+func (r *pool) waitEmptyUnlessDown(d time.Duration) string {
+	if r.held.Load() == 0 {
+		return ""
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	look := time.NewTicker(100 * time.Millisecond)
+	defer look.Stop()
+	var idleSince time.Time
+	for {
+		if down := r.c.mon.dependencyDown(); down != "" {
+			return down
+		}
+		switch {
+		case r.c.mon.running.Load() > 0:
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+		case time.Since(idleSince) >= stopGrace:
+			return "calls to the store or the broker unanswered for " + stopGrace.String()
+		}
+		select {
+		case <-r.empty:
+			return ""
+		case <-deadline.C:
+			return ""
+		case <-look.C:
+		}
+	}
 }
 
 func (r *pool) waitEmpty(d time.Duration) {

@@ -184,7 +184,8 @@ func TestBrokerPausedTurnsReadiness(t *testing.T) {
 			createTopic(t, k.addr, topic, 1)
 			cl := client(t, k.addr, kgo.DefaultProduceTopic(topic))
 			produce(t, cl, &kgo.Record{Value: []byte("m1")})
-			w := startWorker(t, open(t, k.addr, group, topic))
+			src := open(t, k.addr, group, topic)
+			w := startWorker(t, src)
 			w.await(t, "m1")
 			w.until(t, true, 10*time.Second)
 
@@ -218,6 +219,12 @@ func TestBrokerPausedTurnsReadiness(t *testing.T) {
 			} else {
 				t.Logf("broker paused: stopped in %v", took.Round(100*time.Millisecond))
 			}
+			// What the stop left to finish in the background ends once the
+			// broker answers.
+			k.Resume()
+			if err := src.Close(testenv.Context(t, 30*time.Second)); err != nil {
+				t.Logf("source close after the broker resumed: %v", err)
+			}
 		})
 	}
 }
@@ -233,7 +240,8 @@ func TestBrokerKilledTurnsReadiness(t *testing.T) {
 			topic, group := topicName(t, "in"), topicName(t, "group")
 			createTopic(t, k.addr, topic, 1)
 			produce(t, client(t, k.addr, kgo.DefaultProduceTopic(topic)), &kgo.Record{Value: []byte("m1")})
-			w := startWorker(t, open(t, k.addr, group, topic))
+			src := open(t, k.addr, group, topic)
+			w := startWorker(t, src)
 			w.await(t, "m1")
 			w.until(t, true, 10*time.Second)
 
@@ -247,6 +255,9 @@ func TestBrokerKilledTurnsReadiness(t *testing.T) {
 				t.Fatalf("stop took %v with the broker gone, want at most %v", took, stopWithin)
 			} else {
 				t.Logf("broker killed: stopped in %v", took.Round(100*time.Millisecond))
+			}
+			if err := src.Close(testenv.Context(t, 30*time.Second)); err != nil {
+				t.Logf("source close with the broker gone: %v", err)
 			}
 		})
 	}
