@@ -31,12 +31,13 @@ const instrumentationName = "github.com/onceq/onceq/sources/franzsource"
 // kafkagroup.
 type Source struct {
 	methods
-	cfg     config
-	groupID string
-	topics  []string
-	seeds   string      // the seed brokers, as the broker reports name them
-	cl      *kgo.Client // the group member
-	prod    *kgo.Client // checks and dead letters; never joins the group
+	cfg      config
+	groupID  string
+	topics   []string
+	seeds    string // the seed brokers, as the broker reports name them
+	seedList []string
+	cl       *kgo.Client // the group member
+	prod     *kgo.Client // checks and dead letters; never joins the group
 	// dlqMax is the dead-letter topic's max.message.bytes, learned by New.
 	dlqMax int
 
@@ -116,7 +117,7 @@ func newSource(ctx context.Context, seeds []string, group string, topics []strin
 		return nil, err
 	}
 	s := &Source{
-		cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics), seeds: strings.Join(seeds, ","),
+		cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics), seeds: strings.Join(seeds, ","), seedList: slices.Clone(seeds),
 		parts:    map[topicPartition]*partition{},
 		pollDone: make(chan struct{}), tickDone: make(chan struct{}), room: make(chan struct{}, 1),
 		stop: kafkacore.NewStopping(),
@@ -219,7 +220,7 @@ func (s *Source) groupOpts() []kgo.Opt {
 // dead-letter topic if one is set, exist. It honours ctx, and is bounded
 // by 30 s when ctx has no deadline.
 func (s *Source) Check(ctx context.Context) error {
-	return kafkacore.Check(ctx, "franzsource", s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
+	return kafkacore.Check(ctx, "franzsource", s.seedList, s.cfg.Logger, s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
 }
 
 // checkTopics proves, from the brokers' metadata, that topics exist.

@@ -235,7 +235,7 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 // takes every record the topics do (max.message.bytes). Every dial and
 // read honours ctx, and is bounded by 30 s when ctx has no deadline.
 func (s *Source) Check(ctx context.Context) error {
-	return kafkacore.Check(ctx, "kafkasource", s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
+	return kafkacore.Check(ctx, "kafkasource", s.brokers, s.cfg.Logger, s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
 }
 
 // maxMessageBytes reads the topics' max.message.bytes from the brokers.
