@@ -170,7 +170,7 @@ func (r *pool) serve(ctx context.Context) error {
 	r.settles.stop()
 	r.cancelSettles()
 
-	closeIn := max(cfg.drainTimeout-time.Since(drainStart), time.Second)
+	closeIn := min(max(cfg.drainTimeout-time.Since(drainStart), time.Second), closeGrace)
 	if down != "" {
 		closeIn = min(closeIn, stopGrace)
 	}
@@ -188,6 +188,12 @@ func (r *pool) serve(ctx context.Context) error {
 		attrs = append(attrs, slog.String("source_close_error", closeErr.Error()))
 	}
 	cfg.logger.LogAttrs(ctx, slog.LevelInfo, "stopped: messages not settled stay with the broker, to be delivered again", attrs...)
+	if closeErr != nil && closeCtx.Err() != nil && errors.Is(closeErr, closeCtx.Err()) {
+		// The Source's Close ran out of its bound (a final commit held up
+		// by a rebalance or a broker down): what it did not commit is
+		// delivered again and answered by the store. Said, not failed.
+		closeErr = nil
+	}
 	r.faultMu.Lock()
 	fatal := r.fatal
 	r.faultMu.Unlock()
@@ -221,7 +227,12 @@ func (r *pool) oldest(now time.Time) (time.Duration, bool) {
 
 // stopGrace bounds what a stop still waits for once a dependency is
 // down: the store calls and acks under way, and the Source's Close.
-const stopGrace = 3 * time.Second
+// closeGrace bounds the Source's Close otherwise: its final commit or
+// flush, which a group rebalance under way can hold up.
+const (
+	stopGrace  = 3 * time.Second
+	closeGrace = 5 * time.Second
+)
 
 // waitEmptyUnlessDown waits up to d for nothing to be held, and less when
 // a dependency is or goes down: then it returns what is down. Messages

@@ -272,3 +272,53 @@ func lineWith(log, s string) string {
 	}
 	return ""
 }
+
+// A stop while the group join is under way (the broker holding its
+// answer) is prompt for either source.
+func TestStopDuringGroupJoinIsPrompt(t *testing.T) {
+	t.Parallel()
+	for name, open := range healthOpeners {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			k := newPausable(t)
+			topic, group := topicName(t, "in"), topicName(t, "group")
+			createTopic(t, k.addr, topic, 1)
+			produce(t, client(t, k.addr, kgo.DefaultProduceTopic(topic)), &kgo.Record{Value: []byte("m1")})
+			src := open(t, k.addr, group, topic)
+			w := startWorker(t, src)
+			w.await(t, "m1")
+			// A second member joins: the group rebalances, and the broker
+			// holds every join, the first member's rejoin too, until the
+			// stop is over.
+			joining, release := make(chan struct{}), make(chan struct{})
+			var joins atomic.Int32
+			k.ControlKey(kmsg.JoinGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+				k.KeepControl()
+				if joins.Add(1) == 2 { // the first member's rejoin
+					close(joining)
+				}
+				k.SleepControl(func() { <-release })
+				return nil, nil, false
+			})
+			second := open(t, k.addr, group, topic)
+			rctx, rcancel := context.WithCancel(context.Background())
+			rdone := make(chan struct{})
+			go func() { defer close(rdone); _, _ = second.Receive(rctx, 1) }()
+			select {
+			case <-joining:
+			case <-time.After(30 * time.Second):
+				t.Fatal("no join reached the broker")
+			}
+			took := w.stop(t)
+			close(release)
+			rcancel()
+			<-rdone
+			_ = second.Close(testenv.Context(t, 30*time.Second))
+			_ = src.Close(testenv.Context(t, 30*time.Second))
+			if took > stopWithin {
+				t.Fatalf("stop took %v with a group join under way, want at most %v", took, stopWithin)
+			}
+			t.Logf("group join under way: stopped in %v", took.Round(100*time.Millisecond))
+		})
+	}
+}
