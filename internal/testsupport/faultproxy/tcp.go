@@ -23,7 +23,7 @@ type TCP struct {
 	// held, while paused, is closed by Resume: the client writes wait
 	// for it.
 	held chan struct{}
-	wg    sync.WaitGroup
+	wg   sync.WaitGroup
 }
 
 // NewTCP listens on loopback and forwards every connection to target
