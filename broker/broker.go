@@ -115,6 +115,32 @@ type Runtime struct {
 	// class (give it to retry.Policy.Do): the consumer lowers its
 	// concurrency on throttles. Never nil.
 	Observe func(class retry.Class, err error)
+	// Status is told how the broker answers the Source: each failure to
+	// reach it or error it answers with, and its answers after a failure
+	// (see Status). The consumer turns it into its readiness and into a
+	// log line that names the broker while it fails. A Source with no
+	// broker to fail (an in-process queue) never calls it. Never nil.
+	Status func(Status)
+}
+
+// Status is one report of a Source about its broker, through
+// Runtime.Status. A failure (Err set) lasts, for the consumer, until a
+// report of the same Waiting without Err, or until Receive returns
+// messages: a Source reports the answers that end a failure, and may
+// report every answer (the consumer makes little of those while nothing
+// fails).
+type Status struct {
+	// Broker is the address the Source waited on: host:port, a list of
+	// them, or an endpoint URL. Never a credential.
+	Broker string
+	// Waiting is what the Source waited for from the broker, in a few
+	// words ("fetch", "connection", "group join", "ReceiveMessage"). Each
+	// Waiting is a failure of its own: an answer to one does not end a
+	// failure of another.
+	Waiting string
+	// Err is why the broker could not be reached, or the error it
+	// answered with; nil when it answered.
+	Err error
 }
 
 // KeyScheme says how a Source's messages are keyed by default.

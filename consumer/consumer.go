@@ -78,7 +78,8 @@ func New(src Source, store dedup.Store, h Handler, opts ...Option) (*Consumer, e
 	// completed; stopping at 3/4 of it leaves the operator a quarter of
 	// Retention to mend what holds it before a restart would replay them
 	// as new.
-	rt := broker.Runtime{Logger: cfg.givenLogger(), CommitHold: cfg.retention / 4 * 3, Observe: c.observe}
+	rt := broker.Runtime{Logger: cfg.givenLogger(), CommitHold: cfg.retention / 4 * 3, Observe: c.observe,
+		Status: func(s broker.Status) { c.mon.brokerStatus(s, time.Now()) }}
 	if err := attach("Source", func() { src.Attach(rt) }); err != nil {
 		return nil, err
 	}
@@ -110,7 +111,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.mon.setState(stateChecking)
 	defer c.mon.setState(stateStopped)
 	if err := c.Check(ctx); err != nil {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.drainTimeout)
+		closeIn := c.cfg.drainTimeout
+		if ctx.Err() != nil {
+			closeIn = min(closeIn, stopGrace) // a stop: the source never received
+		}
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeIn)
 		defer cancel()
 		_ = c.src.Close(closeCtx)
 		if ctx.Err() != nil {

@@ -16,7 +16,8 @@ import (
 // source has joined its group: it joins at the first Receive, which
 // returns once a partition it was assigned has a message) and its last
 // Receive did not fail, the store's last call did not fail for an outage,
-// and the run is not draining.
+// no failure of the broker has lasted BrokerTimeout, and the run is not
+// draining.
 //
 // Live: the run has not stopped and is not stalled. Stalled: messages are
 // running (in a worker, between claim and commit) and no worker has
@@ -40,6 +41,17 @@ type Health struct {
 	// SourceFailingSince is when Receive began to fail, while its calls
 	// fail (and are retried).
 	SourceFailingSince time.Time `json:"source_failing_since,omitzero"`
+	// BrokerReachable is false once a failure of the broker has lasted
+	// BrokerTimeout: unreachable, silent, or answering with errors, as
+	// the Source reports it (broker.Runtime.Status).
+	BrokerReachable bool `json:"broker_reachable"`
+	// While the broker fails: its address, what the Source waits for from
+	// it, since when, and its last error (a failure that has not yet
+	// lasted BrokerTimeout shows here while the consumer is still ready).
+	Broker             string    `json:"broker,omitempty"`
+	BrokerWaitingFor   string    `json:"broker_waiting_for,omitempty"`
+	BrokerFailingSince time.Time `json:"broker_failing_since,omitzero"`
+	BrokerError        string    `json:"broker_error,omitempty"`
 	Stalled            bool      `json:"stalled"`
 	// InFlight is the messages held (received, not yet settled); Running
 	// those of them in a worker now.
@@ -115,8 +127,18 @@ type monitor struct {
 	// storeDownSince is when the current store outage began (Unix ns; 0:
 	// reachable); the rest of the outage's state is under outageMu.
 	storeDownSince atomic.Int64
+	// storeCalls is the store calls under way; storeBusySince when they
+	// last went from none to some, storeAnswered when one last ended
+	// (Unix ns): calls under way and none ended for long is a store that
+	// does not answer, before any call has failed for it.
+	storeCalls     atomic.Int64
+	storeBusySince atomic.Int64
+	storeAnswered  atomic.Int64
 	outageMu       sync.Mutex
 	outage         outageEpisode
+
+	// broker is what the Source reported of its broker.
+	broker brokerState
 
 	waits keyWaits
 
@@ -178,7 +200,18 @@ func (m *monitor) health(now time.Time) Health {
 		Running:               int(m.running.Load()),
 		LastFinished:          unixTime(m.lastFinish.Load()),
 	}
+	if h.StoreUnavailableSince.IsZero() {
+		if since, ok := m.storeSilentSince(now); ok {
+			h.StoreUnavailableSince = since
+		}
+	}
 	h.StoreReachable = h.StoreUnavailableSince.IsZero()
+	f, down := m.brokerDown(now)
+	h.BrokerReachable = !down
+	if !f.since.IsZero() {
+		h.Broker, h.BrokerWaitingFor, h.BrokerFailingSince = f.broker, f.waiting, f.since
+		h.BrokerError = errText(f.err)
+	}
 	if p := m.pool.Load(); p != nil {
 		h.InFlight = int(p.held.Load())
 	}
@@ -198,13 +231,21 @@ func (m *monitor) health(now time.Time) Health {
 	if !h.SourceFailingSince.IsZero() {
 		h.Reasons = append(h.Reasons, "the source's Receive failing since "+h.SourceFailingSince.UTC().Format(time.RFC3339))
 	}
+	if down {
+		r := "broker " + f.broker + " failing for " + now.Sub(f.since).Round(time.Second).String() +
+			" (waiting for " + f.waiting + ")"
+		if f.err != nil {
+			r += ": " + f.err.Error()
+		}
+		h.Reasons = append(h.Reasons, r)
+	}
 	if !h.StoreReachable {
-		h.Reasons = append(h.Reasons, "store unavailable since "+h.StoreUnavailableSince.UTC().Format(time.RFC3339))
+		h.Reasons = append(h.Reasons, "store unavailable (calls failing or unanswered) since "+h.StoreUnavailableSince.UTC().Format(time.RFC3339))
 	}
 	if h.Stalled {
 		h.Reasons = append(h.Reasons, "stalled: "+h.LastFinished.UTC().Format(time.RFC3339)+" was the last message finished, with messages running")
 	}
-	h.Ready = state == stateReceiving && h.StoreReachable && h.SourceFailingSince.IsZero()
+	h.Ready = state == stateReceiving && h.StoreReachable && h.BrokerReachable && h.SourceFailingSince.IsZero()
 	h.Live = state != stateStopped && !h.Stalled
 	return h
 }
@@ -247,4 +288,11 @@ func (c *Consumer) HealthHandler() http.Handler {
 			_ = json.NewEncoder(w).Encode(h)
 		}
 	})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

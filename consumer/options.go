@@ -54,6 +54,7 @@ type config struct {
 	pendingRecheck   time.Duration
 	maxAttempts      int
 	drainTimeout     time.Duration
+	brokerTimeout    time.Duration
 	checkTimeout     time.Duration
 	skewMargin       time.Duration
 	namespace        string
@@ -93,6 +94,7 @@ func newConfig[O Option](opts []O) config {
 		pendingRecheck:   2 * time.Second,
 		maxAttempts:      5,
 		drainTimeout:     30 * time.Second,
+		brokerTimeout:    DefaultBrokerTimeout,
 		checkTimeout:     10 * time.Second,
 		skewMargin:       DefaultClockSkewMargin,
 		namespace:        "onceq",
@@ -161,6 +163,8 @@ func (c *config) validate() error {
 		return configError("MaxTakeovers %d: must be at least 1 (a worker killed by a deploy abandons every lease it holds)", c.maxTakeovers)
 	case c.drainTimeout <= 0:
 		return configError("DrainTimeout %v: must be positive", c.drainTimeout)
+	case c.brokerTimeout <= 0:
+		return configError("BrokerTimeout %v: must be positive", c.brokerTimeout)
 	case c.skewMargin < 0:
 		return configError("ClockSkewMargin %v: must not be negative", c.skewMargin)
 	case c.checkTimeout <= 0:

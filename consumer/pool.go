@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +32,10 @@ type pool struct {
 	cancelHandler context.CancelFunc
 	// settles bound settle calls (store transitions, source acks,
 	// extensions): they outlive Run's context, so that a drain can still
-	// record its work.
-	settles sharedDeadlines
+	// record its work. cancelSettles ends them at a stop cut short by a
+	// dependency that is down.
+	settles       sharedDeadlines
+	cancelSettles context.CancelFunc
 
 	limiter *limiter      // nil with WithoutAdaptiveConcurrency
 	drained chan struct{} // closed when the drain starts
@@ -87,7 +90,9 @@ func newPool(c *Consumer) *pool {
 		r.limiter = newLimiter(c.cfg.concurrency, r.obs.limit)
 		c.limiter.Store(r.limiter) // the Store's and Source's throttles reach it (Consumer.observe)
 	}
-	r.settles = sharedDeadlines{parent: context.WithoutCancel(r.handlerCtx), window: time.Second, after: settleTimeout + time.Second}
+	var settleCtx context.Context
+	settleCtx, r.cancelSettles = context.WithCancel(context.WithoutCancel(r.handlerCtx))
+	r.settles = sharedDeadlines{parent: settleCtx, window: time.Second, after: settleTimeout + time.Second}
 	return r
 }
 
@@ -108,6 +113,8 @@ func (r *pool) serve(ctx context.Context) error {
 	r.c.mon.pool.Store(r)
 	progressDone := make(chan struct{})
 	go r.c.mon.logProgress(r, extendStop, progressDone)
+	watchDone := make(chan struct{})
+	go r.c.mon.watch(r.handlerCtx, extendStop, watchDone)
 
 	fetchCtx, stopFetch := context.WithCancel(ctx)
 	r.faultMu.Lock()
@@ -136,20 +143,57 @@ func (r *pool) serve(ctx context.Context) error {
 	for _, s := range unstarted {
 		r.returnUnstarted(s)
 	}
+	// A dependency that is down cuts the drain short: what waits on it
+	// would wait in vain, and the messages held stay with the broker and
+	// the store, to be run again.
 	reserve := min(time.Second, cfg.drainTimeout/5)
-	r.waitEmpty(cfg.drainTimeout - reserve)
+	down := r.waitEmptyUnlessDown(cfg.drainTimeout - reserve)
+	cancelled := r.c.mon.running.Load()
 	r.cancelHandler()
 	r.waitEmpty(reserve)
+	if down == "" {
+		down = r.c.mon.dependencyDown()
+	}
 	close(r.work)
+	if down != "" {
+		workersDone := make(chan struct{})
+		go func() { workers.Wait(); close(workersDone) }()
+		if waitFor(workersDone, stopGrace) {
+			r.cancelSettles() // store calls and acks still waiting on it
+		}
+	}
 	workers.Wait()
 	close(extendStop)
 	<-extendDone
 	<-progressDone
+	<-watchDone
 	r.settles.stop()
+	r.cancelSettles()
 
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.drainTimeout-time.Since(drainStart), time.Second))
+	closeIn := min(max(cfg.drainTimeout-time.Since(drainStart), time.Second), closeGrace)
+	if down != "" {
+		closeIn = min(closeIn, stopGrace)
+	}
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeIn)
 	defer cancel()
+	leftHeld := r.held.Load()
 	closeErr := r.c.src.Close(closeCtx)
+	attrs := []slog.Attr{slog.Duration("took", time.Since(drainStart).Round(time.Millisecond)),
+		slog.Int("returned_unstarted", len(unstarted)), slog.Int64("handlers_cancelled", max(cancelled, 0)),
+		slog.Int64("left_with_broker", leftHeld)}
+	if down != "" {
+		attrs = append(attrs, slog.String("cut_short_by", down))
+	}
+	if closeErr != nil {
+		attrs = append(attrs, slog.String("source_close_error", closeErr.Error()))
+	}
+	cfg.logger.LogAttrs(ctx, slog.LevelInfo, "stopped: messages not settled stay with the broker, to be delivered again", attrs...)
+	if closeErr != nil && closeCtx.Err() != nil && errors.Is(closeErr, closeCtx.Err()) {
+		// The Source's Close ran out of its bound (a final commit held up
+		// by a rebalance or a broker down): what it did not commit is
+		// delivered again and answered by the store. Said, not failed.
+		closeErr = nil
+	}
 	r.faultMu.Lock()
 	fatal := r.fatal
 	r.faultMu.Unlock()
@@ -179,6 +223,51 @@ func (r *pool) oldest(now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(now.Sub(first), 0), true
+}
+
+// stopGrace bounds what a stop still waits for once a dependency is
+// down: the store calls and acks under way, and the Source's Close.
+// closeGrace bounds the Source's Close otherwise: its final commit or
+// flush, which a group rebalance under way can hold up.
+const (
+	stopGrace  = 3 * time.Second
+	closeGrace = 5 * time.Second
+)
+
+// waitEmptyUnlessDown waits up to d for nothing to be held, and less when
+// a dependency is or goes down: then it returns what is down. Messages
+// held with no handler running for stopGrace wait on calls to the store
+// or the broker that do not answer: a dependency down that has not yet
+// failed a call.
+func (r *pool) waitEmptyUnlessDown(d time.Duration) string {
+	if r.held.Load() == 0 {
+		return ""
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	look := time.NewTicker(100 * time.Millisecond)
+	defer look.Stop()
+	var idleSince time.Time
+	for {
+		if down := r.c.mon.dependencyDown(); down != "" {
+			return down
+		}
+		switch {
+		case r.c.mon.running.Load() > 0:
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+		case time.Since(idleSince) >= stopGrace:
+			return "calls to the store or the broker unanswered for " + stopGrace.String()
+		}
+		select {
+		case <-r.empty:
+			return ""
+		case <-deadline.C:
+			return ""
+		case <-look.C:
+		}
+	}
 }
 
 func (r *pool) waitEmpty(d time.Duration) {
@@ -222,6 +311,9 @@ func (r *pool) fetch(ctx context.Context) error {
 		failures = 0
 		wait.received()
 		now := time.Now()
+		if len(msgs) > 0 {
+			r.c.mon.brokerFlowing(now)
+		}
 		n := r.held.Add(int64(len(msgs)))
 		for _, m := range msgs {
 			s := &slot{run: run{settle: r.settle, stores: &r.settles}, m: m, lastSource: now}

@@ -20,10 +20,13 @@ func (a *attempt) storeCall(op storeOp, call func(ctx context.Context) error) er
 	start := time.Now()
 	ctx, cancel := a.storeCtx(start)
 	defer cancel()
+	mon := a.g.obs.mon
+	mon.storeCallBegins(start)
 	ctx, span := a.g.obs.tel.beginStore(ctx, op)
 	err := call(ctx)
 	a.g.obs.tel.endStore(ctx, span, op, start, err)
-	a.g.obs.mon.storeCalled(err, start)
+	mon.storeCallEnds(time.Now())
+	mon.storeCalled(err, start)
 	return err
 }
 

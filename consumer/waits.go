@@ -166,6 +166,7 @@ func (m *monitor) keyWait(ctx context.Context, msg *Message, o Outcome, ordered,
 type outageEpisode struct {
 	since    time.Time
 	failures int
+	err      error     // the last call's
 	logged   time.Time // when it was last said (zero: not yet)
 }
 
@@ -198,16 +199,17 @@ func (m *monitor) storeCalled(err error, now time.Time) {
 		m.storeDownSince.Store(now.UnixNano())
 	}
 	m.outage.failures++
+	m.outage.err = err
 }
 
 // storeRetry reports a retry after retryIn, at now, for an outage whose
 // last error is err: said at the first retry of the outage, then at most
-// every outageLogEvery.
+// every dependLogEvery (the watcher says it too, when no retry does).
 func (m *monitor) storeRetry(ctx context.Context, err error, retryIn time.Duration, now time.Time) {
 	m.outageMu.Lock()
 	defer m.outageMu.Unlock()
 	o := &m.outage
-	if o.since.IsZero() || (!o.logged.IsZero() && now.Sub(o.logged) < outageLogEvery) {
+	if o.since.IsZero() || (!o.logged.IsZero() && now.Sub(o.logged) < dependLogEvery) {
 		return // reachable again meanwhile, or said lately
 	}
 	o.logged = now

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,24 +279,37 @@ func TestStoreOutageLogged(t *testing.T) {
 	})
 }
 
-// An outage longer than 30s is said again, at the first retry 30s or more
-// after the last line, while it lasts.
+// An outage longer than 30s is said again while it lasts, however far
+// apart its retries: no two lines about it, nor its last line and now,
+// are more than 30s apart.
 func TestLongStoreOutageSaidAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 		c, logs := newRecorded(t, q.Source(), outageStore(t, 1<<30), noopHandler(), consumer.FailedRetryDelay(time.Second))
 		stop := runInBubble(t, c)
-		// Retries at 1s, 3s, 7s, 15s, 31s, 63s, 127s: said at 0s, 31s, 63s.
-		time.Sleep(100 * time.Second)
+		// Retries at 1s, 3s, 7s, 15s, 31s, 63s, 127s: more than 30s apart
+		// from the fifth on.
+		time.Sleep(200 * time.Second)
 		synctest.Wait()
 		down := logs.with("store unavailable")
 		var at []time.Duration
 		for _, d := range down {
 			at = append(at, d.attrs["unavailable_for"].Duration())
 		}
-		if want := []time.Duration{0, 31 * time.Second, 63 * time.Second}; !slices.Equal(at, want) {
-			t.Fatalf("outage lines at %v into the outage, want %v", at, want)
+		if len(at) == 0 || at[0] != 0 {
+			t.Fatalf("outage lines at %v into the outage, want the first at once", at)
+		}
+		at = append(at, 200*time.Second)
+		for i := 1; i < len(at); i++ {
+			if gap := at[i] - at[i-1]; gap > 30*time.Second {
+				t.Fatalf("outage lines at %v into the outage (then now, 200s): a gap of %v, want none over 30s", at[:len(at)-1], gap)
+			}
+		}
+		for _, d := range down {
+			if !strings.Contains(d.attrs["error"].String(), "InternalServerError") {
+				t.Fatalf("outage line %v: want the store's error", d.attrs)
+			}
 		}
 		stop()
 	})

@@ -134,7 +134,9 @@ func New(ctx context.Context, seeds []string, group string, topics []string, tra
 func (p *Processor) Close() { p.closeOnce.Do(p.sess.CloseAllowingRebalance) }
 
 // Run joins the group and processes until ctx ends (it then returns nil,
-// the transaction under way aborted, and leaves the group) or a fault
+// the transaction under way aborted, and leaves the group: it waits
+// leaveWait at most for the leave, which a join or rebalance under way
+// holds up, and the leave goes on after it returns) or a fault
 // stops it: ErrFenced, ErrTransaction, or a *RecordError (a handler's
 // permanent error, ErrWritesUnsupported, ErrUnknownTopic). A handler's
 // other errors abort the transaction, and its records are handled again
@@ -143,7 +145,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return errors.New("franztxn: Run called twice")
 	}
-	defer p.Close()
+	defer p.closeWithin(leaveWait)
 	p.sess.Client().AddConsumeTopics(p.topics...)
 	attempt := 1
 	for {
@@ -201,6 +203,32 @@ func (p *Processor) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// leaveWait bounds how long a stopping Run waits to leave the group.
+const leaveWait = 5 * time.Second
+
+// closeWithin closes the Processor, waiting up to d: a join or rebalance
+// under way holds the leave up until the group answers, which a stop
+// should not wait for. The close goes on meanwhile; a later Close waits
+// for it.
+func (p *Processor) closeWithin(d time.Duration) {
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Close()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		p.cfg.logger.Info("franztxn: stopped: left the group, the partitions given back; an open transaction was aborted",
+			"group", p.group, "took", time.Since(start).Round(time.Millisecond))
+	case <-t.C:
+		p.cfg.logger.Warn("franztxn: stopped: leaving the group goes on after Run returned, held up by a join or rebalance under way; the partitions are given back once the group answers, and an open transaction was aborted",
+			"group", p.group, "waited", d)
 	}
 }
 

@@ -13,9 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
+
+// waitFetch is what a fetch error, in a poll, is reported as waiting for.
+const waitFetch = "a fetch without errors"
 
 // maxPoll bounds the records one poll takes; what is left stays buffered
 // in the client for the next.
@@ -42,7 +46,12 @@ func (s *Source) poll() {
 			}
 			errs++
 			s.cfg.Logger.Warn("franzsource: fetch failed", "topic", topic, "partition", partition, "error", err.Error())
+			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: waitFetch,
+				Err: fmt.Errorf("fetching %s partition %d: %w", topic, partition, err)})
 		})
+		if errs == 0 {
+			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: waitFetch})
+		}
 		s.enqueue(fs)
 		s.cl.AllowRebalance()
 		if errs == 0 || fs.NumRecords() > 0 {

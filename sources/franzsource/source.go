@@ -2,10 +2,15 @@ package franzsource
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,11 +31,13 @@ const instrumentationName = "github.com/onceq/onceq/sources/franzsource"
 // kafkagroup.
 type Source struct {
 	methods
-	cfg     config
-	groupID string
-	topics  []string
-	cl      *kgo.Client // the group member
-	prod    *kgo.Client // checks and dead letters; never joins the group
+	cfg      config
+	groupID  string
+	topics   []string
+	seeds    string // the seed brokers, as the broker reports name them
+	seedList []string
+	cl       *kgo.Client // the group member
+	prod     *kgo.Client // checks and dead letters; never joins the group
 	// dlqMax is the dead-letter topic's max.message.bytes, learned by New.
 	dlqMax int
 
@@ -110,7 +117,7 @@ func newSource(ctx context.Context, seeds []string, group string, topics []strin
 		return nil, err
 	}
 	s := &Source{
-		cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics),
+		cfg: cfg, hooks: hs, groupID: group, topics: slices.Clone(topics), seeds: strings.Join(seeds, ","), seedList: slices.Clone(seeds),
 		parts:    map[topicPartition]*partition{},
 		pollDone: make(chan struct{}), tickDone: make(chan struct{}), room: make(chan struct{}, 1),
 		stop: kafkacore.NewStopping(),
@@ -165,7 +172,8 @@ func (s *Source) join() {
 
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	c := s.cfg
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: c.Logger})}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: c.Logger}),
+		kgo.WithHooks(brokerWatch{&s.d.Status})}
 	if c.dial != nil {
 		opts = append(opts, kgo.Dialer(c.dial))
 	}
@@ -212,7 +220,7 @@ func (s *Source) groupOpts() []kgo.Opt {
 // dead-letter topic if one is set, exist. It honours ctx, and is bounded
 // by 30 s when ctx has no deadline.
 func (s *Source) Check(ctx context.Context) error {
-	return kafkacore.Check(ctx, "franzsource", s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
+	return kafkacore.Check(ctx, "franzsource", s.seedList, s.cfg.Logger, s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
 }
 
 // checkTopics proves, from the brokers' metadata, that topics exist.
@@ -365,4 +373,28 @@ func value(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// brokerWatch reports to the consumer (broker.Runtime.Status) what each
+// broker answers: a dial that failed, a request it did not answer (a
+// broker paused or gone) and the answers, by request.
+type brokerWatch struct{ r *kafkacore.Reporter }
+
+func (w brokerWatch) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+		return
+	}
+	w.r.Report(broker.Status{Broker: brokerAddr(meta), Waiting: kafkacore.WaitConnection, Err: err})
+}
+
+func (w brokerWatch) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	err := e2e.Err()
+	if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+		return
+	}
+	w.r.Report(broker.Status{Broker: brokerAddr(meta), Waiting: kmsg.NameForKey(key), Err: err})
+}
+
+func brokerAddr(meta kgo.BrokerMetadata) string {
+	return net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
 }

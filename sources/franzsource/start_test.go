@@ -17,6 +17,12 @@ func TestNewSilentBrokerHonoursContext(t *testing.T) {
 	grouptest.NewSilentBrokerHonoursContext(t, grouptest.Opener(franzsource.New))
 }
 
+// A broker that never answers is named while New waits on it, and in its
+// error.
+func TestNewSilentBrokerNamed(t *testing.T) {
+	grouptest.NewSilentBrokerNamed(t, grouptest.Opener(franzsource.New))
+}
+
 // A broker address without a port is refused by New, naming it.
 func TestNewRefusesAddressWithoutPort(t *testing.T) {
 	grouptest.NewRefusesAddressWithoutPort(t, grouptest.Opener(franzsource.New))

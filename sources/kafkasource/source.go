@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -100,6 +101,18 @@ func New(ctx context.Context, brokers []string, group string, topics []string, o
 		stop:      kafkacore.NewStopping(),
 	}
 	s.methods = s.d.Configure(setMessage, s.spaceFreed, hs, &s.cfg.Settings, logs)
+	// Every connection, of the group, the partitions' readers and the
+	// dead-letter writer, reports to the consumer how its broker answers.
+	dial := cfg.dialer.DialFunc
+	if dial == nil {
+		nd := &net.Dialer{LocalAddr: cfg.dialer.LocalAddr, FallbackDelay: cfg.dialer.FallbackDelay, KeepAlive: cfg.dialer.KeepAlive}
+		if !cfg.dialer.DualStack {
+			nd.FallbackDelay = -1
+		}
+		dial = nd.DialContext
+	}
+	cfg.dialer.DialFunc = kafkacore.WatchDial(&s.d.Status, dial)
+	s.transport.Dial = cfg.dialer.DialFunc
 	s.kLog, s.kErrLog = kafkaLoggers(cfg.Logger)
 	tel, err := kafkacore.NewTelemetry(cfg.Meter, instrumentationName, group, topics, cfg.DeadLetterTopic, &s.d)
 	if err != nil {
@@ -222,7 +235,7 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 // takes every record the topics do (max.message.bytes). Every dial and
 // read honours ctx, and is bounded by 30 s when ctx has no deadline.
 func (s *Source) Check(ctx context.Context) error {
-	return kafkacore.Check(ctx, "kafkasource", s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
+	return kafkacore.Check(ctx, "kafkasource", s.brokers, s.cfg.Logger, s.topics, s.cfg.DeadLetterTopic, &s.dlqMax, s.checkTopics, s.maxMessageBytes)
 }
 
 // maxMessageBytes reads the topics' max.message.bytes from the brokers.

@@ -23,6 +23,12 @@ func TestNewSilentBrokerHonoursContext(t *testing.T) {
 	grouptest.NewSilentBrokerHonoursContext(t, grouptest.Opener(kafkasource.New))
 }
 
+// A broker that never answers is named while New waits on it, and in its
+// error.
+func TestNewSilentBrokerNamed(t *testing.T) {
+	grouptest.NewSilentBrokerNamed(t, grouptest.Opener(kafkasource.New))
+}
+
 // With no deadline in its context, New's check of a silent broker still
 // ends, after kafkacore's check timeout, with an error naming the brokers.
 func TestNewSilentBrokerBounded(t *testing.T) {

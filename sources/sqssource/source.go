@@ -97,6 +97,9 @@ type Source struct {
 	closeErr  error
 
 	observers retry.Observers // the consumer's, told of each retry (Attach)
+	// status is the consumer's broker.Runtime.Status (Attach), told how
+	// the queue's endpoint answers each ReceiveMessage.
+	status atomic.Pointer[func(broker.Status)]
 }
 
 type deadLetterQueue struct {
@@ -337,11 +340,30 @@ func (s *Source) Capabilities() broker.Capabilities {
 
 // Attach implements broker.Source: the Source logs to rt.Logger unless
 // WithLogger gave it one, and tells rt.Observe of each SQS call it retries
-// (a throttle slows the consumer's handlers). Its commits are never held,
-// so rt.CommitHold does not apply.
+// (a throttle slows the consumer's handlers), and rt.Status of each
+// ReceiveMessage that fails or goes unanswered past its long poll, and of
+// the answers. Its commits are never held, so rt.CommitHold does not
+// apply.
 func (s *Source) Attach(rt broker.Runtime) {
 	s.logs.Inherit(rt.Logger)
 	s.observers.Add(rt.Observe)
+	if rt.Status != nil {
+		s.status.Store(&rt.Status)
+	}
+}
+
+// pollAnswerMargin is how long past its long-poll wait a ReceiveMessage
+// may go unanswered before the queue's endpoint is reported failing.
+const pollAnswerMargin = 10 * time.Second
+
+// waitReceive is what a ReceiveMessage is reported as waiting for.
+const waitReceive = "ReceiveMessage"
+
+// report tells the consumer, once attached, how the endpoint answered.
+func (s *Source) report(err error) {
+	if f := s.status.Load(); f != nil {
+		(*f)(broker.Status{Broker: s.queueURL, Waiting: waitReceive, Err: err})
+	}
 }
 
 // Check reads the queue's attributes, and the dead-letter queue's, to
@@ -557,8 +579,16 @@ func (s *Source) poll(ctx, recvCtx context.Context) {
 			return
 		}
 		started := time.Now()
+		unanswered := s.cfg.waitTime + pollAnswerMargin
+		late := time.AfterFunc(unanswered, func() {
+			s.report(fmt.Errorf("sqssource: no answer to ReceiveMessage on %s for %v", s.queueURL, unanswered))
+		})
 		out, err := s.client.ReceiveMessage(recvCtx, in, callOptions)
+		late.Stop()
 		err = awscreds.Explain(err)
+		if ctx.Err() == nil {
+			s.report(err)
+		}
 		var msgs []*broker.Message
 		if err == nil {
 			msgs = s.convert(out.Messages, started)

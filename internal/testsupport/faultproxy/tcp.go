@@ -20,7 +20,10 @@ type TCP struct {
 	cut   int // client writes still to cut
 	lose  int // client writes still to forward with their answer lost
 	cuts  int // connections cut so far
-	wg    sync.WaitGroup
+	// held, while paused, is closed by Resume: the client writes wait
+	// for it.
+	held chan struct{}
+	wg   sync.WaitGroup
 }
 
 // NewTCP listens on loopback and forwards every connection to target
@@ -59,6 +62,28 @@ func (p *TCP) LoseReplyNext(n int) {
 	p.mu.Unlock()
 }
 
+// Pause holds every client write from now until Resume, on the
+// connections open and on those made meanwhile (still accepted): the
+// server gets nothing and the client waits for answers that do not come,
+// as with a server that hangs or a network that drops its packets.
+func (p *TCP) Pause() {
+	p.mu.Lock()
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+	p.mu.Unlock()
+}
+
+// Resume forwards what Pause held, and what follows.
+func (p *TCP) Resume() {
+	p.mu.Lock()
+	if p.held != nil {
+		close(p.held)
+		p.held = nil
+	}
+	p.mu.Unlock()
+}
+
 // Cuts is how many connections the proxy has cut.
 func (p *TCP) Cuts() int {
 	p.mu.Lock()
@@ -94,6 +119,12 @@ func (p *TCP) forward(c, s net.Conn, mute *atomic.Bool) {
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
+			p.mu.Lock()
+			held := p.held
+			p.mu.Unlock()
+			if held != nil {
+				<-held // Resume, or the proxy's close
+			}
 			cut, lose := p.next()
 			if cut {
 				return
@@ -173,6 +204,7 @@ func (p *TCP) drop(c, s net.Conn) {
 }
 
 func (p *TCP) close() {
+	p.Resume()
 	_ = p.ln.Close()
 	p.mu.Lock()
 	for x := range p.conns {

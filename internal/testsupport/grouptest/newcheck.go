@@ -3,6 +3,7 @@ package grouptest
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -72,4 +73,26 @@ func As[O any](opts []kafkagroup.Option) []O {
 		out = append(out, any(o).(O))
 	}
 	return out
+}
+
+// NewSilentBrokerNamed: a broker that takes the connection and never
+// answers is named while New waits on it (a line within
+// kafkacore.CheckWaitLogEvery) and in New's error once its context ends.
+func NewSilentBrokerNamed(t *testing.T, open New) {
+	t.Parallel()
+	addr, _ := SilentBroker(t)
+	var logs testenv.LogBuffer
+	err := open(testenv.Context(t, 12*time.Second), []string{addr}, kafkagroup.WithLogger(logs.Logger(slog.LevelInfo)))
+	if err == nil || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("New against a silent broker: %v, want an error naming %s", err, addr)
+	}
+	var said bool
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "waiting for the brokers") && strings.Contains(line, addr) {
+			said = true
+		}
+	}
+	if !said {
+		t.Fatalf("no line naming the silent broker %s while New waited 12s:\n%s", addr, logs.String())
+	}
 }

@@ -102,6 +102,9 @@ type Dispatcher[R, X any] struct {
 	Tel             *Telemetry
 	Hooks           Hooks
 	Logger          *slog.Logger
+	// Status passes the Source's reports of its brokers to the consumer
+	// (Methods.Attach).
+	Status Reporter
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 

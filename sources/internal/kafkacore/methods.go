@@ -32,10 +32,12 @@ func (m Methods[R, X]) Capabilities() broker.Capabilities {
 // Attach implements broker.Source: the Source logs to rt.Logger unless
 // WithLogger gave it one, and an unfinished record may hold back its
 // partition's commits for rt.CommitHold at most (see
-// kafkagroup.CommitHeldError).
+// kafkagroup.CommitHeldError); it reports to rt.Status each failure to
+// reach a broker, and the broker's answers.
 func (m Methods[R, X]) Attach(rt broker.Runtime) {
 	m.logs.Inherit(rt.Logger)
 	m.d.LimitHold(rt.CommitHold)
+	m.d.Status.Attach(rt.Status)
 }
 
 // Ack is [Dispatcher.Ack].
