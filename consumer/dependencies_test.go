@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +18,6 @@ import (
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/sources/memsource"
 )
 
@@ -48,10 +49,10 @@ func readyz(t *testing.T, c *consumer.Consumer) (int, string) {
 // was waited for in the body; its next answer turns it back to 200.
 func TestBrokerFailureTurnsReadiness(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 		src := &reporting{Source: q.Source()}
-		c, _ := newRecorded(t, src, memstore.New(), noopHandler())
+		c, _ := newRecorded(t, src, memstoretest.New(t), noopHandler())
 		stop := runInBubble(t, c)
 		synctest.Wait()
 		if code, body := readyz(t, c); code != http.StatusOK {
@@ -95,10 +96,10 @@ func TestBrokerFailureTurnsReadiness(t *testing.T) {
 // answer does.
 func TestBrokerTimeoutOptionAndFlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("first")})
 		src := &reporting{Source: q.Source()}
-		c, _ := newRecorded(t, src, memstore.New(), noopHandler(), consumer.BrokerTimeout(10*time.Second))
+		c, _ := newRecorded(t, src, memstoretest.New(t), noopHandler(), consumer.BrokerTimeout(10*time.Second))
 		stop := runInBubble(t, c)
 		synctest.Wait()
 		src.rt.Status(broker.Status{Broker: brokerAddr, Waiting: "fetch", Err: errFetchTimeout})
@@ -112,7 +113,7 @@ func TestBrokerTimeoutOptionAndFlow(t *testing.T) {
 			t.Fatalf("readyz %d %s once messages flow again, want 200", code, body)
 		}
 		stop()
-		if _, err := consumer.New(q.Source(), memstore.New(), noopHandler(), consumer.BrokerTimeout(0)); !errors.Is(err, consumer.ErrInvalidConfig) {
+		if _, err := consumer.New(q.Source(), memstoretest.New(t), noopHandler(), consumer.BrokerTimeout(0)); !errors.Is(err, consumer.ErrInvalidConfig) {
 			t.Fatalf("BrokerTimeout(0): %v, want ErrInvalidConfig", err)
 		}
 	})
@@ -122,10 +123,10 @@ func TestBrokerTimeoutOptionAndFlow(t *testing.T) {
 // long, within 10s and then at most 30s apart; its answer is said once.
 func TestBrokerFailureLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 		src := &reporting{Source: q.Source()}
-		c, logs := newRecorded(t, src, memstore.New(), noopHandler())
+		c, logs := newRecorded(t, src, memstoretest.New(t), noopHandler())
 		stop := runInBubble(t, c)
 		synctest.Wait()
 		// One failure only: a broker that hangs is reported once, when
@@ -208,9 +209,9 @@ func stopTook(t *testing.T, cancel context.CancelFunc, errc <-chan error) time.D
 // what it gave back and why it did not wait.
 func TestStopInStoreOutageIsPrompt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
-		c, logs := newRecorded(t, q.Source(), outageStore(1<<30), noopHandler(), consumer.FailedRetryDelay(time.Second))
+		c, logs := newRecorded(t, q.Source(), outageStore(t, 1<<30), noopHandler(), consumer.FailedRetryDelay(time.Second))
 		ctx, cancel := context.WithCancel(t.Context())
 		errc := make(chan error, 1)
 		go func() { errc <- c.Run(ctx) }()
@@ -234,9 +235,9 @@ func TestStopInStoreOutageIsPrompt(t *testing.T) {
 // returns within 10s: the calls are not waited for to their deadline.
 func TestStopWhileStoreHangsIsPrompt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("first")})
-		store := &pausedStore{Store: memstore.New()}
+		store := &pausedStore{Store: memstoretest.New(t)}
 		c, _ := newRecorded(t, q.Source(), store, noopHandler())
 		ctx, cancel := context.WithCancel(t.Context())
 		errc := make(chan error, 1)
@@ -264,7 +265,7 @@ func TestStopWhileStoreHangsIsPrompt(t *testing.T) {
 // A stop while the broker fails does not wait for the drain either.
 func TestStopWhileBrokerFailsIsPrompt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsource.NewQueue("orders")
+		q := memsourcetest.NewQueue(t, "orders")
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 		src := &reporting{Source: q.Source()}
 		release := make(chan struct{})
@@ -276,7 +277,7 @@ func TestStopWhileBrokerFailsIsPrompt(t *testing.T) {
 				return consumer.Result{}, nil
 			}
 		})
-		c, logs := newRecorded(t, src, memstore.New(), h)
+		c, logs := newRecorded(t, src, memstoretest.New(t), h)
 		ctx, cancel := context.WithCancel(t.Context())
 		errc := make(chan error, 1)
 		go func() { errc <- c.Run(ctx) }()

@@ -2,6 +2,7 @@ package faultmatrix_test
 
 import (
 	"context"
+	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestStorePausedTurnsReadinessAndStopIsPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := memsource.NewQueue("orders")
+	q := memsourcetest.NewQueue(t, "orders")
 	handled := make(chan string, 4)
 	h := consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) (consumer.Result, error) {
 		handled <- string(m.Body)

@@ -2,6 +2,7 @@ package kafkaboth_test
 
 import (
 	"context"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/consumer"
-	"github.com/onceq/onceq/dedup/memstore"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
@@ -103,7 +103,7 @@ func startWorker(t *testing.T, src consumer.Source) *worker {
 		w.handled <- string(m.Body)
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.BrokerTimeout(brokerBound), consumer.WithoutDeadLetters(),
+	c, err := consumer.New(src, memstoretest.New(t), h, consumer.BrokerTimeout(brokerBound), consumer.WithoutDeadLetters(),
 		consumer.WithLogger(w.logs.Logger(-4)))
 	if err != nil {
 		t.Fatal(err)

@@ -41,6 +41,7 @@ type Source struct {
 	log    *slog.Logger
 	group  string
 	topics []string
+	seeds  []string
 	admin  *kgo.Client // checks, configs and dead letters; never joins
 	// dlqMax is the dead-letter topic's max.message.bytes, learned by New.
 	dlqMax int
@@ -126,7 +127,7 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 		return nil, err
 	}
 	logs := logref.New(cfg.logger)
-	s := &Source{cfg: cfg, logs: logs, log: logs.Logger(), group: group, topics: slices.Clone(topics),
+	s := &Source{cfg: cfg, logs: logs, log: logs.Logger(), group: group, topics: slices.Clone(topics), seeds: slices.Clone(seeds),
 		delayed: map[*delivery]struct{}{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	common := s.clientOpts(seeds)
 	var err error
@@ -300,7 +301,7 @@ func (s *Source) setEarliest(ctx context.Context) error {
 // takes every record the topics do. It honours ctx, and is bounded by 30 s
 // when ctx has no deadline.
 func (s *Source) Check(ctx context.Context) error {
-	return kafkacore.Check(ctx, "sharesource", s.topics, s.cfg.dlq, &s.dlqMax,
+	return kafkacore.Check(ctx, "sharesource", s.seeds, s.log, s.topics, s.cfg.dlq, &s.dlqMax,
 		func(ctx context.Context, topics []string) error {
 			return kgox.CheckTopics(ctx, s.admin, "sharesource", topics, kafkagroup.ErrUnknownTopic)
 		},
