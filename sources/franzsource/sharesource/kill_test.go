@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource/sharesource"
 )
@@ -114,7 +115,7 @@ func TestKillBetweenNextPollAndSlowCommit(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters())
+	c, err := consumer.New(src, memstoretest.New(t), h, consumer.WithoutDeadLetters())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,12 @@ func runWorker(addr string) int {
 		}
 		return consumer.Result{}, nil
 	})
-	c, err := consumer.New(src, memstore.New(), h, consumer.WithoutDeadLetters(), consumer.WithHooks(printCompleted{}),
+	store, err := memstore.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	c, err := consumer.New(src, store, h, consumer.WithoutDeadLetters(), consumer.WithHooks(printCompleted{}),
 		consumer.HandlerTimeout(time.Hour), consumer.LeaseTTL(2*time.Hour))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
