@@ -64,6 +64,13 @@ type Source struct {
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{} // the shutdown ended
+
+	// flushed is set by the shutdown before it sends the last
+	// acknowledgements: an accept or reject after it would never reach the
+	// broker (leaving the group releases the record), so it is refused
+	// rather than reported done. settleMu orders the two.
+	settleMu sync.RWMutex
+	flushed  bool
 }
 
 // member is one share-group member: one franz-go client, which polls again
@@ -493,6 +500,10 @@ func (s *Source) signal() {
 // lock of a record waiting for a Receive; one whose lock ended before its
 // first renewal (it went back to the group) is not delivered.
 func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
+	if max < 1 {
+		// take would return nothing and wake this Receive again at once.
+		return nil, fmt.Errorf("sharesource: Receive max %d: want at least 1", max)
+	}
 	if s.ctx.Err() != nil {
 		return nil, broker.ErrSourceClosed
 	}
@@ -576,14 +587,27 @@ func (s *Source) delivery(m *broker.Message) (*delivery, error) {
 	return d, nil
 }
 
+// settle finishes d with an accept or a reject, unless the source has
+// already sent its last acknowledgements.
+func (s *Source) settle(d *delivery, status kgo.AckStatus) error {
+	s.settleMu.RLock()
+	defer s.settleMu.RUnlock()
+	if s.flushed {
+		return broker.ErrSourceClosed
+	}
+	return d.finish(held, status)
+}
+
 // Ack accepts the record. The acknowledgement goes to the broker within a
-// second, with others; Close sends what is pending.
+// second, with others; Close sends what is pending. Once Close has sent
+// them, Ack returns ErrSourceClosed: leaving the group released the
+// record, which is delivered again.
 func (s *Source) Ack(_ context.Context, m *broker.Message) error {
 	d, err := s.delivery(m)
 	if err != nil {
 		return err
 	}
-	return d.finish(held, kgo.AckAccept)
+	return s.settle(d, kgo.AckAccept)
 }
 
 // Nack releases the record, to be delivered again, to any member, with
@@ -637,7 +661,8 @@ func (s *Source) holdLocked(d *delivery, until time.Time) {
 // value and headers, the kafkagroup.ReasonHeader and the origin headers,
 // then accepts it. Without a DeadLetterTopic it rejects the record: the
 // broker archives it. A failed produce returns ErrDeadLetterFailed and
-// leaves the record held.
+// leaves the record held; after Close it returns ErrSourceClosed, as Ack
+// does.
 func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
 	d, err := s.delivery(m)
 	if err != nil {
@@ -647,7 +672,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 		return kafkagroup.ErrNotInFlight
 	}
 	if s.cfg.dlq == "" {
-		return d.finish(held, kgo.AckReject)
+		return s.settle(d, kgo.AckReject)
 	}
 	r := d.rec
 	rec := &kgo.Record{Topic: s.cfg.dlq, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
@@ -655,7 +680,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 	if err := s.admin.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("sharesource: %w to %q: %w", kafkagroup.ErrDeadLetterFailed, s.cfg.dlq, err)
 	}
-	return d.finish(held, kgo.AckAccept)
+	return s.settle(d, kgo.AckAccept)
 }
 
 // Extend renews the record's acquisition lock (a full lock duration from
@@ -703,6 +728,9 @@ func (s *Source) shutdown() {
 	}
 	clear(s.delayed)
 	s.mu.Unlock()
+	s.settleMu.Lock()
+	s.flushed = true
+	s.settleMu.Unlock()
 	var errs []error
 	for _, m := range s.members {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
