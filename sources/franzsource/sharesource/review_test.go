@@ -333,3 +333,28 @@ func deleteTopic(ctx context.Context, t *testing.T, addr, topic string) {
 		t.Fatalf("delete topic %s: %v", topic, err)
 	}
 }
+
+// RecordLock is for brokers that cannot be asked: where they say their
+// lock, theirs is the lock the records have. A RecordLock longer than the
+// brokers' would make every polled record look prefetched (less than half
+// of the assumed lock left), released at each poll until the
+// delivery-count limit archives it unprocessed.
+func TestReviewBrokerLockWinsOverRecordLock(t *testing.T) {
+	t.Parallel()
+	addr := cluster(t) // lock 4s
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	createTopic(t, addr, topic, 1)
+	produceN(t, addr, topic, 1)
+	src := newSource(t, addr, group, topic, sharesource.Members(1), sharesource.RecordLock(time.Minute))
+	if src.Lock() != testLock || src.Capabilities().DeliveryTimeout != testLock/2 {
+		t.Errorf("lock %v, delivery timeout %v: want the broker's %v and half", src.Lock(), src.Capabilities().DeliveryTimeout, testLock)
+	}
+	ctx := testenv.Context(t, 30*time.Second)
+	m := receiveN(t, ctx, src, 1)[0]
+	if m.Deliveries != 1 {
+		t.Fatalf("delivery %d, want 1: the record went back to the group unreceived", m.Deliveries)
+	}
+	if err := src.Ack(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -222,12 +222,19 @@ func (s *Source) readGroupSettings(ctx context.Context) error {
 		}
 		return 0
 	}
-	s.lock = s.cfg.lock
-	if s.lock == 0 {
-		s.lock = defaultLock
-		if ms := pick("share.record.lock.duration.ms", lockConfig); ms > 0 {
-			s.lock = time.Duration(ms) * time.Millisecond
+	// The brokers' lock is the one records have: a RecordLock longer than
+	// it would make every polled record look prefetched and be released
+	// at each poll, to be archived at the delivery-count limit unrun.
+	s.lock = defaultLock
+	switch ms := pick("share.record.lock.duration.ms", lockConfig); {
+	case ms > 0:
+		s.lock = time.Duration(ms) * time.Millisecond
+		if s.cfg.lock > 0 && s.cfg.lock != s.lock {
+			s.log.Warn("sharesource: RecordLock differs from the brokers' lock duration; using the brokers'",
+				"group", s.group, "record_lock", s.cfg.lock, "broker_lock", s.lock)
 		}
+	case s.cfg.lock > 0:
+		s.lock = s.cfg.lock
 	}
 	s.limit = pick("share.delivery.count.limit", limitConfig)
 	if s.cfg.attempts > 0 && s.limit > 0 {
