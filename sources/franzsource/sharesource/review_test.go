@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -357,4 +359,55 @@ func TestReviewBrokerLockWinsOverRecordLock(t *testing.T) {
 	if err := src.Ack(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A Nack on a record's last delivery makes the broker archive it, unrun:
+// the source must not let that pass silently.
+func TestReviewReleaseOnLastDeliveryLogged(t *testing.T) {
+	t.Parallel()
+	addr := cluster(t) // limit 10
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	createTopic(t, addr, topic, 1)
+	produceN(t, addr, topic, 1)
+	logs := &warnings{}
+	src := newSource(t, addr, group, topic, sharesource.Members(1), sharesource.WithLogger(slog.New(logs)))
+	ctx := testenv.Context(t, 30*time.Second)
+	for i := 1; i <= 10; i++ {
+		m := receiveN(t, ctx, src, 1)[0]
+		if m.Deliveries != i {
+			t.Fatalf("delivery %d, want %d", m.Deliveries, i)
+		}
+		if got := logs.count(); got != 0 {
+			t.Fatalf("%d warnings before the last delivery's release", got)
+		}
+		if err := src.Nack(ctx, m, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := logs.count(); got != 1 {
+		t.Fatalf("%d warnings after releasing the last delivery, want 1", got)
+	}
+}
+
+type warnings struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *warnings) WithGroup(string) slog.Handler            { return w }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn && strings.Contains(r.Message, "last delivery") {
+		w.mu.Lock()
+		w.n++
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+func (w *warnings) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
 }

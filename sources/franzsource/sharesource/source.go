@@ -621,13 +621,16 @@ func (s *Source) Ack(_ context.Context, m *broker.Message) error {
 // its delivery count one higher. A share group has no per-record delay:
 // with a positive delay the source holds the record itself until the delay
 // ends (renewing its lock), then releases it; its member polls again only
-// then.
+// then. A record released on its last delivery (DeliveryCountLimit) is
+// archived by the broker, never delivered again: the source logs a warning
+// naming it.
 func (s *Source) Nack(_ context.Context, m *broker.Message, delay time.Duration) error {
 	d, err := s.delivery(m)
 	if err != nil {
 		return err
 	}
 	if delay <= 0 {
+		s.warnLast(d)
 		return d.finish(held, kgo.AckRelease)
 	}
 	if !d.state.CompareAndSwap(held, delayed) {
@@ -660,8 +663,19 @@ func (s *Source) holdLocked(d *delivery, until time.Time) {
 			return
 		}
 		delete(s.delayed, d)
+		s.warnLast(d)
 		_ = d.finish(delayed, kgo.AckRelease)
 	})
+}
+
+// warnLast logs a release of a record on its last delivery: the broker
+// archives it, unrun, where no outcome of the store says so.
+func (s *Source) warnLast(d *delivery) {
+	if n := int(d.rec.DeliveryCount()); s.limit > 0 && n >= s.limit {
+		r := d.rec
+		s.log.Warn("sharesource: a record released on its last delivery is archived by the broker and not delivered again (group.share.delivery.count.limit)",
+			"group", s.group, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "deliveries", n, "limit", s.limit)
+	}
 }
 
 // DeadLetter produces the record to the DeadLetterTopic with its key,
