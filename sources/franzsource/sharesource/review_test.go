@@ -411,3 +411,35 @@ func (w *warnings) count() int {
 	defer w.mu.Unlock()
 	return w.n
 }
+
+// Close ends a waiting Receive with ErrSourceClosed; a Close whose ctx has
+// already ended returns its error and the shutdown goes on, so a second
+// Close finds it done.
+func TestReviewCloseDuringReceive(t *testing.T) {
+	t.Parallel()
+	addr := cluster(t)
+	topic, group := topicName(t, "in"), topicName(t, "group")
+	createTopic(t, addr, topic, 1)
+	src := newSource(t, addr, group, topic, sharesource.Members(2))
+	ctx := testenv.Context(t, 30*time.Second)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := src.Receive(ctx, 5)
+			errs <- err
+		}()
+	}
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := src.Close(dead); !errors.Is(err, context.Canceled) {
+		t.Fatalf("close with an ended ctx: %v", err)
+	}
+	for range 3 {
+		if err := <-errs; !errors.Is(err, broker.ErrSourceClosed) {
+			t.Fatalf("receive during close: %v, want ErrSourceClosed", err)
+		}
+	}
+	if err := src.Close(ctx); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+}
