@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup/memstore"
+	"github.com/onceq/onceq/internal/testsupport/memstoretest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource/sharesource"
 )
@@ -114,11 +115,7 @@ func TestKillBetweenNextPollAndSlowCommit(t *testing.T) {
 		}
 		return consumer.Result{}, nil
 	})
-	store, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := consumer.New(src, store, h, consumer.WithoutDeadLetters())
+	c, err := consumer.New(src, memstoretest.New(t), h, consumer.WithoutDeadLetters())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,9 @@ func MaxRecords(n int) Option { return optionFunc(func(c *config) { c.maxRecords
 // RecordLock is the group's acquisition lock duration, when the brokers
 // cannot be asked (default: read from group.share.record.lock.duration.ms
 // at New, else Kafka's default of 30s). Set it to what the broker uses: the
-// consumer renews each held record's lock at a quarter of it.
+// consumer renews each held record's lock at a quarter of it. Where the
+// brokers do say their lock duration, theirs is used, and a RecordLock
+// that differs is logged.
 func RecordLock(d time.Duration) Option { return optionFunc(func(c *config) { c.lock = d }) }
 
 // FromEarliest sets the group's share.auto.offset.reset to earliest at

@@ -65,6 +65,13 @@ type Source struct {
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{} // the shutdown ended
+
+	// flushed is set by the shutdown before it sends the last
+	// acknowledgements: an accept or reject after it would never reach the
+	// broker (leaving the group releases the record), so it is refused
+	// rather than reported done. settleMu orders the two.
+	settleMu sync.RWMutex
+	flushed  bool
 }
 
 // member is one share-group member: one franz-go client, which polls again
@@ -216,12 +223,19 @@ func (s *Source) readGroupSettings(ctx context.Context) error {
 		}
 		return 0
 	}
-	s.lock = s.cfg.lock
-	if s.lock == 0 {
-		s.lock = defaultLock
-		if ms := pick("share.record.lock.duration.ms", lockConfig); ms > 0 {
-			s.lock = time.Duration(ms) * time.Millisecond
+	// The brokers' lock is the one records have: a RecordLock longer than
+	// it would make every polled record look prefetched and be released
+	// at each poll, to be archived at the delivery-count limit unrun.
+	s.lock = defaultLock
+	switch ms := pick("share.record.lock.duration.ms", lockConfig); {
+	case ms > 0:
+		s.lock = time.Duration(ms) * time.Millisecond
+		if s.cfg.lock > 0 && s.cfg.lock != s.lock {
+			s.log.Warn("sharesource: RecordLock differs from the brokers' lock duration; using the brokers'",
+				"group", s.group, "record_lock", s.cfg.lock, "broker_lock", s.lock)
 		}
+	case s.cfg.lock > 0:
+		s.lock = s.cfg.lock
 	}
 	s.limit = pick("share.delivery.count.limit", limitConfig)
 	if s.cfg.attempts > 0 && s.limit > 0 {
@@ -494,6 +508,10 @@ func (s *Source) signal() {
 // lock of a record waiting for a Receive; one whose lock ended before its
 // first renewal (it went back to the group) is not delivered.
 func (s *Source) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
+	if max < 1 {
+		// take would return nothing and wake this Receive again at once.
+		return nil, fmt.Errorf("sharesource: Receive max %d: want at least 1", max)
+	}
 	if s.ctx.Err() != nil {
 		return nil, broker.ErrSourceClosed
 	}
@@ -577,27 +595,43 @@ func (s *Source) delivery(m *broker.Message) (*delivery, error) {
 	return d, nil
 }
 
+// settle finishes d with an accept or a reject, unless the source has
+// already sent its last acknowledgements.
+func (s *Source) settle(d *delivery, status kgo.AckStatus) error {
+	s.settleMu.RLock()
+	defer s.settleMu.RUnlock()
+	if s.flushed {
+		return broker.ErrSourceClosed
+	}
+	return d.finish(held, status)
+}
+
 // Ack accepts the record. The acknowledgement goes to the broker within a
-// second, with others; Close sends what is pending.
+// second, with others; Close sends what is pending. Once Close has sent
+// them, Ack returns ErrSourceClosed: leaving the group released the
+// record, which is delivered again.
 func (s *Source) Ack(_ context.Context, m *broker.Message) error {
 	d, err := s.delivery(m)
 	if err != nil {
 		return err
 	}
-	return d.finish(held, kgo.AckAccept)
+	return s.settle(d, kgo.AckAccept)
 }
 
 // Nack releases the record, to be delivered again, to any member, with
 // its delivery count one higher. A share group has no per-record delay:
 // with a positive delay the source holds the record itself until the delay
 // ends (renewing its lock), then releases it; its member polls again only
-// then.
+// then. A record released on its last delivery (DeliveryCountLimit) is
+// archived by the broker, never delivered again: the source logs a warning
+// naming it.
 func (s *Source) Nack(_ context.Context, m *broker.Message, delay time.Duration) error {
 	d, err := s.delivery(m)
 	if err != nil {
 		return err
 	}
 	if delay <= 0 {
+		s.warnLast(d)
 		return d.finish(held, kgo.AckRelease)
 	}
 	if !d.state.CompareAndSwap(held, delayed) {
@@ -630,15 +664,27 @@ func (s *Source) holdLocked(d *delivery, until time.Time) {
 			return
 		}
 		delete(s.delayed, d)
+		s.warnLast(d)
 		_ = d.finish(delayed, kgo.AckRelease)
 	})
+}
+
+// warnLast logs a release of a record on its last delivery: the broker
+// archives it, unrun, where no outcome of the store says so.
+func (s *Source) warnLast(d *delivery) {
+	if n := int(d.rec.DeliveryCount()); s.limit > 0 && n >= s.limit {
+		r := d.rec
+		s.log.Warn("sharesource: a record released on its last delivery is archived by the broker and not delivered again (group.share.delivery.count.limit)",
+			"group", s.group, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "deliveries", n, "limit", s.limit)
+	}
 }
 
 // DeadLetter produces the record to the DeadLetterTopic with its key,
 // value and headers, the kafkagroup.ReasonHeader and the origin headers,
 // then accepts it. Without a DeadLetterTopic it rejects the record: the
 // broker archives it. A failed produce returns ErrDeadLetterFailed and
-// leaves the record held.
+// leaves the record held; after Close it returns ErrSourceClosed, as Ack
+// does.
 func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason string) error {
 	d, err := s.delivery(m)
 	if err != nil {
@@ -648,7 +694,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 		return kafkagroup.ErrNotInFlight
 	}
 	if s.cfg.dlq == "" {
-		return d.finish(held, kgo.AckReject)
+		return s.settle(d, kgo.AckReject)
 	}
 	r := d.rec
 	rec := &kgo.Record{Topic: s.cfg.dlq, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
@@ -656,7 +702,7 @@ func (s *Source) DeadLetter(ctx context.Context, m *broker.Message, reason strin
 	if err := s.admin.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("sharesource: %w to %q: %w", kafkagroup.ErrDeadLetterFailed, s.cfg.dlq, err)
 	}
-	return d.finish(held, kgo.AckAccept)
+	return s.settle(d, kgo.AckAccept)
 }
 
 // Extend renews the record's acquisition lock (a full lock duration from
@@ -704,6 +750,9 @@ func (s *Source) shutdown() {
 	}
 	clear(s.delayed)
 	s.mu.Unlock()
+	s.settleMu.Lock()
+	s.flushed = true
+	s.settleMu.Unlock()
 	var errs []error
 	for _, m := range s.members {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
