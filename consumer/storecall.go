@@ -59,8 +59,15 @@ func faultOf(err error) fault {
 	switch {
 	case errors.Is(err, dedup.ErrLeaseLost), businessError(err) != nil:
 		return decided
+	case errors.Is(err, dedup.ErrUnsupportedWrite):
+		// A write the Store does not commit got past the Guard's kind
+		// check (a type that borrows the Store's kind, a wrapper whose
+		// Capabilities say more than the Store behind commits): a handler
+		// built for another Store, which every message meets alike, as a
+		// *WriteTypeError is.
+		return configFault
 	case errors.Is(err, dedup.ErrRecordTooLarge), errors.Is(err, dedup.ErrTooManyWrites),
-		errors.Is(err, dedup.ErrUnsupportedWrite), errors.Is(err, dedup.ErrEmptyKey),
+		errors.Is(err, dedup.ErrEmptyKey),
 		errors.Is(err, dedup.ErrResponseTooLarge), errors.Is(err, dedup.ErrNilWrite):
 		return messageFault
 	}
