@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/onceq/onceq/batch"
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/memstore"
@@ -56,4 +57,30 @@ func TestReviewBatchForeignWriteStopsRun(t *testing.T) {
 			t.Fatalf("offset row %+v, %v; want nothing committed (next -1)", row, err)
 		}
 	})
+}
+
+// nilOffsets is a Store's batch view left unset: its Capabilities hand
+// over a nil *nilOffsets in a non-nil dedup.Offsets.
+type nilOffsets struct{ rows map[dedup.Partition]dedup.OffsetLease }
+
+func (o *nilOffsets) Acquire(_ context.Context, p dedup.Partition, _ string) (dedup.OffsetLease, error) {
+	return o.rows[p], nil
+}
+func (o *nilOffsets) Commit(context.Context, dedup.OffsetCommit) error { return nil }
+func (o *nilOffsets) Offset(_ context.Context, p dedup.Partition) (dedup.OffsetLease, error) {
+	return o.rows[p], nil
+}
+
+// A nil view or a nil HandlerFunc behind a non-nil interface is refused at
+// NewRunner, as a nil one is, instead of crashing the partition's goroutine
+// at its first Acquire or batch.
+func TestReviewNewRunnerRefusesNilPointers(t *testing.T) {
+	var view *nilOffsets
+	if _, err := batch.NewRunner(view, batch.HandlerFunc(offsets)); !errors.Is(err, batch.ErrInvalidConfig) {
+		t.Errorf("NewRunner with a nil *nilOffsets: %v, want ErrInvalidConfig", err)
+	}
+	var h batch.HandlerFunc
+	if _, err := batch.NewRunner(memstoretest.New(t).Offsets(), h); !errors.Is(err, batch.ErrInvalidConfig) {
+		t.Errorf("NewRunner with a nil HandlerFunc: %v, want ErrInvalidConfig", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/onceq/onceq/broker"
@@ -80,6 +81,15 @@ type Runner struct {
 func NewRunner(store Store, h Handler, opts ...Option) (*Runner, error) {
 	if store == nil || h == nil {
 		return nil, fmt.Errorf("%w: a Runner needs a Store and a Handler", ErrInvalidConfig)
+	}
+	// A nil pointer or func in a non-nil interface (a Store's batch view
+	// never made, a nil HandlerFunc) would crash a partition's goroutine at
+	// its first call.
+	if nilValue(store) {
+		return nil, fmt.Errorf("%w: a Runner was given a nil %T as its Store", ErrInvalidConfig, store)
+	}
+	if nilValue(h) {
+		return nil, fmt.Errorf("%w: a Runner was given a nil %T as its Handler", ErrInvalidConfig, h)
 	}
 	cfg := defaults()
 	for _, o := range opts {
@@ -614,4 +624,14 @@ func keyOf(namespace string) func(m *broker.Message) (string, string, error) {
 		key, err := dedup.Key(namespace, k)
 		return key, dedup.PayloadHash(m.Body), err
 	}
+}
+
+// nilValue reports a nil pointer or func held by a non-nil interface.
+func nilValue(v any) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -94,11 +95,20 @@ func (c *config) validate(store Store, sender Sender) error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("outbox: "+format+": %w", append(args, ErrInvalidConfig)...))
 	}
-	if store == nil {
+	switch {
+	case store == nil:
 		bad("NewRelay needs a Store")
+	case nilPointer(store):
+		// A Store whose Capabilities hand over a view it never made (a
+		// nil pointer in a non-nil interface) would crash the relay's
+		// first pass.
+		bad("NewRelay was given a nil %T as its Store", store)
 	}
-	if sender == nil {
+	switch {
+	case sender == nil:
 		bad("NewRelay needs a Sender")
+	case nilPointer(sender):
+		bad("NewRelay was given a nil %T as its Sender", sender)
 	}
 	if c.batchSize < 1 {
 		bad("BatchSize %d: must be at least 1", c.batchSize)
@@ -679,4 +689,10 @@ func countLost(err error) (lost, other int) {
 func idHash(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:6])
+}
+
+// nilPointer reports a nil pointer held by a non-nil interface.
+func nilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
