@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -163,7 +164,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 			o.apply(&cfg)
 		}
 	}
-	if db == nil {
+	if db == nil || nilPointer(db) {
 		return nil, fmt.Errorf("pgstore: %w: no database", ErrInvalidConfig)
 	}
 	if err := checkName(cfg.table); err != nil {
@@ -796,4 +797,11 @@ func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	l := req.Lease
 	return s.update(ctx, "extend", storeinstr.OpExtend, l, "", func(st *statements) string { return st.extendSQL },
 		rowID(l.Key), l.Owner, l.Version, req.LeaseUntil)
+}
+
+// nilPointer reports a nil pointer held by a non-nil interface: a client
+// whose constructor's error went unread.
+func nilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
