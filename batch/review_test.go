@@ -61,7 +61,9 @@ func TestReviewBatchForeignWriteStopsRun(t *testing.T) {
 
 // nilOffsets is a Store's batch view left unset: its Capabilities hand
 // over a nil *nilOffsets in a non-nil dedup.Offsets.
-type nilOffsets struct{ rows map[dedup.Partition]dedup.OffsetLease }
+type nilOffsets struct {
+	rows map[dedup.Partition]dedup.OffsetLease
+}
 
 func (o *nilOffsets) Acquire(_ context.Context, p dedup.Partition, _ string) (dedup.OffsetLease, error) {
 	return o.rows[p], nil

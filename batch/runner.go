@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -85,10 +85,10 @@ func NewRunner(store Store, h Handler, opts ...Option) (*Runner, error) {
 	// A nil pointer or func in a non-nil interface (a Store's batch view
 	// never made, a nil HandlerFunc) would crash a partition's goroutine at
 	// its first call.
-	if nilValue(store) {
+	if configerr.NilValue(store) {
 		return nil, fmt.Errorf("%w: a Runner was given a nil %T as its Store", ErrInvalidConfig, store)
 	}
-	if nilValue(h) {
+	if configerr.NilValue(h) {
 		return nil, fmt.Errorf("%w: a Runner was given a nil %T as its Handler", ErrInvalidConfig, h)
 	}
 	cfg := defaults()
@@ -624,14 +624,4 @@ func keyOf(namespace string) func(m *broker.Message) (string, string, error) {
 		key, err := dedup.Key(namespace, k)
 		return key, dedup.PayloadHash(m.Body), err
 	}
-}
-
-// nilValue reports a nil pointer or func held by a non-nil interface.
-func nilValue(v any) bool {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Func:
-		return rv.IsNil()
-	}
-	return false
 }

@@ -61,3 +61,43 @@ func TestReviewUnsupportedWriteIsNotTheMessagesFault(t *testing.T) {
 		})
 	}
 }
+
+// A nil *memstore.Store (a store whose New error went unread) or a nil
+// HandlerFunc is refused by NewGuard, as a nil interface is, not met as a
+// panic at the first message.
+func TestReviewNewGuardRefusesNilPointers(t *testing.T) {
+	var st *memstore.Store
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
+	if _, err := consumer.NewGuard(st, h); !errors.Is(err, consumer.ErrInvalidConfig) {
+		t.Errorf("NewGuard(nil *memstore.Store): %v, want ErrInvalidConfig", err)
+	}
+	var nilH consumer.HandlerFunc
+	if _, err := consumer.NewGuard(memstoretest.New(t), nilH); !errors.Is(err, consumer.ErrInvalidConfig) {
+		t.Errorf("NewGuard(nil HandlerFunc): %v, want ErrInvalidConfig", err)
+	}
+}
+
+// noOneShot declares ClaimComplete (its Capabilities are the memory
+// store's) but answers it as a Store without the one-round-trip claim
+// does, with errors.ErrUnsupported.
+type noOneShot struct{ *memstore.Store }
+
+func (noOneShot) ClaimComplete(context.Context, dedup.ClaimCompleteRequest) (dedup.Claim, error) {
+	return dedup.Claim{}, errors.ErrUnsupported
+}
+
+// A Store (or a wrapper) whose Capabilities declare a feature it then
+// answers with errors.ErrUnsupported is a fault of the deployment: the
+// Misconfigured outcome, which stops a Consumer, not an outage held and
+// retried for ever.
+func TestReviewUnsupportedOperationIsMisconfigured(t *testing.T) {
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) (consumer.Result, error) { return consumer.Result{}, nil })
+	g, err := consumer.NewGuard(noOneShot{memstoretest.New(t)}, h, consumer.OneRoundTrip())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := g.Process(context.Background(), &consumer.Message{ID: "m-1", Body: []byte("b"), Deliveries: 1})
+	if o.Kind != consumer.Misconfigured || !errors.Is(o.Err, errors.ErrUnsupported) {
+		t.Fatalf("outcome %v, err %v: want Misconfigured with errors.ErrUnsupported", o.Kind, o.Err)
+	}
+}

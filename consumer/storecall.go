@@ -59,6 +59,11 @@ func faultOf(err error) fault {
 	switch {
 	case errors.Is(err, dedup.ErrLeaseLost), businessError(err) != nil:
 		return decided
+	case errors.Is(err, errors.ErrUnsupported):
+		// A call the Store's Capabilities declare and the Store does not
+		// make (ClaimComplete behind a wrapper that claims it): no retry
+		// mends it.
+		return configFault
 	case errors.Is(err, dedup.ErrUnsupportedWrite):
 		// A write the Store does not commit got past the Guard's kind
 		// check (a type that borrows the Store's kind, a wrapper whose

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -98,7 +98,7 @@ func (c *config) validate(store Store, sender Sender) error {
 	switch {
 	case store == nil:
 		bad("NewRelay needs a Store")
-	case nilPointer(store):
+	case configerr.NilValue(store):
 		// A Store whose Capabilities hand over a view it never made (a
 		// nil pointer in a non-nil interface) would crash the relay's
 		// first pass.
@@ -107,7 +107,7 @@ func (c *config) validate(store Store, sender Sender) error {
 	switch {
 	case sender == nil:
 		bad("NewRelay needs a Sender")
-	case nilPointer(sender):
+	case configerr.NilValue(sender):
 		bad("NewRelay was given a nil %T as its Sender", sender)
 	}
 	if c.batchSize < 1 {
@@ -689,10 +689,4 @@ func countLost(err error) (lost, other int) {
 func idHash(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:6])
-}
-
-// nilPointer reports a nil pointer held by a non-nil interface.
-func nilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/storeinstr"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -164,7 +164,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 			o.apply(&cfg)
 		}
 	}
-	if db == nil || nilPointer(db) {
+	if db == nil || configerr.NilValue(db) {
 		return nil, fmt.Errorf("pgstore: %w: no database", ErrInvalidConfig)
 	}
 	if err := checkName(cfg.table); err != nil {
@@ -797,11 +797,4 @@ func (s *Store) Extend(ctx context.Context, req dedup.ExtendRequest) error {
 	l := req.Lease
 	return s.update(ctx, "extend", storeinstr.OpExtend, l, "", func(st *statements) string { return st.extendSQL },
 		rowID(l.Key), l.Owner, l.Version, req.LeaseUntil)
-}
-
-// nilPointer reports a nil pointer held by a non-nil interface: a client
-// whose constructor's error went unread.
-func nilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

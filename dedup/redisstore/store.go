@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -162,7 +161,7 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, &OptionError{Option: "Grace", Reason: fmt.Sprintf("%v must be positive: Redis would delete a lease its holder still counts as live", s.grace)}
 	case strings.IndexByte(s.prefix, '{') >= 0:
 		return nil, &OptionError{Option: "Prefix", Reason: "must not contain '{': Redis Cluster hashes a key's first {…}, which must be the record's own hash tag, or every record shares one slot"}
-	case c == nil || nilPointer(c):
+	case c == nil || configerr.NilValue(c):
 		return nil, fmt.Errorf("redisstore: %w: no client", ErrInvalidConfig)
 	}
 	in, err := storeinstr.New(storeinstr.SystemRedis, "redisstore", errorCode, s.instrCfg)
@@ -653,11 +652,4 @@ func failStatus(req dedup.FailRequest) dedup.Status {
 		return dedup.StatusDeadLetter
 	}
 	return dedup.StatusFailed
-}
-
-// nilPointer reports a nil pointer held by a non-nil interface: a client
-// whose constructor's error went unread.
-func nilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
