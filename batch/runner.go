@@ -8,13 +8,17 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
 // Handler handles the records of one partition, in offset order, and
 // returns the batch's business writes, of the Store's own types. It may
 // run again for a part of a batch (a split) or the same records (a
-// retry): it must have no effect but the writes it returns.
+// retry): it must have no effect but the writes it returns. A write the
+// Store does not commit (a handler written for another Store) stops Run
+// with an error wrapping dedup.ErrUnsupportedWrite: nothing is committed
+// and no record is dead-lettered.
 type Handler interface {
 	HandleBatch(ctx context.Context, msgs []*broker.Message) (writes []dedup.Write, err error)
 }
@@ -77,6 +81,15 @@ type Runner struct {
 func NewRunner(store Store, h Handler, opts ...Option) (*Runner, error) {
 	if store == nil || h == nil {
 		return nil, fmt.Errorf("%w: a Runner needs a Store and a Handler", ErrInvalidConfig)
+	}
+	// A nil pointer or func in a non-nil interface (a Store's batch view
+	// never made, a nil HandlerFunc) would crash a partition's goroutine at
+	// its first call.
+	if configerr.NilValue(store) {
+		return nil, fmt.Errorf("%w: a Runner was given a nil %T as its Store", ErrInvalidConfig, store)
+	}
+	if configerr.NilValue(h) {
+		return nil, fmt.Errorf("%w: a Runner was given a nil %T as its Handler", ErrInvalidConfig, h)
 	}
 	cfg := defaults()
 	for _, o := range opts {
@@ -475,6 +488,14 @@ func (pr *partRun) commit(ctx context.Context, msgs []*broker.Message, writes []
 		}
 		if errors.Is(err, ErrOffsetMismatch) && attempt > 1 && pr.landed(ctx, next) {
 			break // an earlier attempt committed, its answer lost
+		}
+		if errors.Is(err, dedup.ErrUnsupportedWrite) {
+			// A write of a type the Store does not commit: a handler
+			// written for another Store, which every batch meets alike.
+			// The deployment's fault: stop, blame no record.
+			pr.r.cfg.logger.Error("batch: the Store refused the handler's writes as of another Store; the partition stops here",
+				"partition", pr.lease.Partition.String(), "error", err.Error())
+			return fmt.Errorf("batch: %s: %w", pr.lease.Partition, err)
 		}
 		if errors.Is(err, ErrOffsetMismatch) || errors.Is(err, ErrInvalidCommit) {
 			// This member's view of the partition is not the Store's:

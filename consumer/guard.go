@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/cache"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -59,6 +60,12 @@ func NewGuard(store dedup.Store, h Handler, opts ...GuardOption) (*Guard, error)
 func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class, error)) (*Guard, error) {
 	if store == nil || h == nil {
 		return nil, configError("a Store and a Handler are required")
+	}
+	// A nil pointer or func in a non-nil interface (a Store whose
+	// constructor's error went unread, a nil HandlerFunc) is refused here,
+	// not at the first message.
+	if configerr.NilValue(store) || configerr.NilValue(h) {
+		return nil, configError("a nil Store (%T) or Handler (%T)", store, h)
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err

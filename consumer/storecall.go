@@ -62,8 +62,20 @@ func faultOf(err error) fault {
 	switch {
 	case errors.Is(err, dedup.ErrLeaseLost), businessError(err) != nil:
 		return decided
+	case errors.Is(err, errors.ErrUnsupported):
+		// A call the Store's Capabilities declare and the Store does not
+		// make (ClaimComplete behind a wrapper that claims it): no retry
+		// mends it.
+		return configFault
+	case errors.Is(err, dedup.ErrUnsupportedWrite):
+		// A write the Store does not commit got past the Guard's kind
+		// check (a type that borrows the Store's kind, a wrapper whose
+		// Capabilities say more than the Store behind commits): a handler
+		// built for another Store, which every message meets alike, as a
+		// *WriteTypeError is.
+		return configFault
 	case errors.Is(err, dedup.ErrRecordTooLarge), errors.Is(err, dedup.ErrTooManyWrites),
-		errors.Is(err, dedup.ErrUnsupportedWrite), errors.Is(err, dedup.ErrEmptyKey),
+		errors.Is(err, dedup.ErrEmptyKey),
 		errors.Is(err, dedup.ErrResponseTooLarge), errors.Is(err, dedup.ErrNilWrite):
 		return messageFault
 	}

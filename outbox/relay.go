@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/retry"
 )
 
@@ -96,11 +97,20 @@ func (c *config) validate(store Store, sender Sender) error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("outbox: "+format+": %w", append(args, ErrInvalidConfig)...))
 	}
-	if store == nil {
+	switch {
+	case store == nil:
 		bad("NewRelay needs a Store")
+	case configerr.NilValue(store):
+		// A Store whose Capabilities hand over a view it never made (a
+		// nil pointer in a non-nil interface) would crash the relay's
+		// first pass.
+		bad("NewRelay was given a nil %T as its Store", store)
 	}
-	if sender == nil {
+	switch {
+	case sender == nil:
 		bad("NewRelay needs a Sender")
+	case configerr.NilValue(sender):
+		bad("NewRelay was given a nil %T as its Sender", sender)
 	}
 	if c.batchSize < 1 {
 		bad("BatchSize %d: must be at least 1", c.batchSize)

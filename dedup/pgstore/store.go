@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/storeinstr"
+	"github.com/onceq/onceq/internal/configerr"
 	"github.com/onceq/onceq/outbox"
 	"github.com/onceq/onceq/retry"
 )
@@ -164,7 +165,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 			o.apply(&cfg)
 		}
 	}
-	if db == nil {
+	if db == nil || configerr.NilValue(db) {
 		return nil, fmt.Errorf("pgstore: %w: no database", ErrInvalidConfig)
 	}
 	if err := checkName(cfg.table); err != nil {

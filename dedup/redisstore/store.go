@@ -161,7 +161,7 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, &OptionError{Option: "Grace", Reason: fmt.Sprintf("%v must be positive: Redis would delete a lease its holder still counts as live", s.grace)}
 	case strings.IndexByte(s.prefix, '{') >= 0:
 		return nil, &OptionError{Option: "Prefix", Reason: "must not contain '{': Redis Cluster hashes a key's first {…}, which must be the record's own hash tag, or every record shares one slot"}
-	case c == nil:
+	case c == nil || configerr.NilValue(c):
 		return nil, fmt.Errorf("redisstore: %w: no client", ErrInvalidConfig)
 	}
 	in, err := storeinstr.New(storeinstr.SystemRedis, "redisstore", errorCode, s.instrCfg)
