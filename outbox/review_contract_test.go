@@ -34,6 +34,9 @@ func (v *lazyView) Dead(context.Context, outbox.Lease, string, time.Time, time.T
 func (v *lazyView) Entries(context.Context, outbox.State, int) ([]outbox.Entry, error) {
 	return nil, fmt.Errorf("%d", v.n)
 }
+func (v *lazyView) Requeue(context.Context, outbox.Entry, string, time.Time) error {
+	return fmt.Errorf("%d", v.n)
+}
 
 // A nil view behind a non-nil interface is refused at NewRelay, as a nil
 // one is, instead of crashing the process at the relay's first pass.
