@@ -491,10 +491,12 @@ func pendingShard(lane string) string {
 // (the index holds each entry's lease_ms: each take and retry writes the
 // index too, the price of not reading every held lane on every pass), then
 // reads each lane's Pending entries in order from the local index
-// lane_pending with a strongly consistent query, and takes them one by one
-// with an UpdateItem conditioned on the version it read and a free lease,
+// lane_pending with a strongly consistent query, and takes them with an
+// UpdateItem each, conditioned on the version it read and a free lease,
 // stopping at the first that is held, due for a retry later, or taken by
-// another relay in between. An item it cannot read stops its own lane
+// another relay in between. The lanes are read and taken side by side, up
+// to 32 calls at once, a lane's entries one after another; Dispatched
+// marks its entries side by side too. An item it cannot read stops its own lane
 // only: Lease returns the entries of the other lanes with an error
 // naming the table. So two relays never hold one entry, and a
 // lane's entries are leased only behind every earlier one.
@@ -530,6 +532,11 @@ const forgetAfter = time.Hour
 
 func (o *Outbox) client() *ddb.Client { return o.s.clients[0] }
 
+// leaseParallel bounds the calls one Lease (and one Dispatched) has in
+// flight at once: the lanes are read and taken side by side, each lane's
+// entries one after another, in order.
+const leaseParallel = 32
+
 // Lease implements outbox.Store (see type Outbox).
 func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.Entry, error) {
 	if req.Max <= 0 {
@@ -540,45 +547,99 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 	if err != nil {
 		return nil, err
 	}
-	var out []outbox.Entry
-	var unreadable []error
-	for _, lane := range lanes {
-		if len(out) >= req.Max {
-			break
-		}
-		items, err := o.lanePending(ctx, lane, req.Max-len(out))
-		if err != nil {
-			return out, errors.Join(append(unreadable, err)...)
-		}
-		for _, it := range items {
-			version, leaseMS, err := laneHead(it)
-			if err == nil && leaseMS > req.Now.UnixMilli() {
-				break // held, or due for a retry later: the lane waits
-			}
-			var got outbox.Entry
-			ok := false
-			if err == nil {
-				var taken map[string]types.AttributeValue
-				if taken, ok, err = o.take(ctx, it, version, req); err != nil {
-					return out, errors.Join(append(unreadable, err)...)
-				}
-				if ok {
-					got, err = o.taken(taken, req.LeaseUntil)
-				}
-			}
+	// Read the lanes, a wave at a time, until they offer Max entries: each
+	// lane's entries that may be leased now, up to its first held one.
+	type lane struct {
+		items []map[string]types.AttributeValue
+		err   error // the read failed, or an item stopped the lane
+		quota int   // how many of items this Lease takes
+		got   []outbox.Entry
+	}
+	ls := make([]lane, len(lanes))
+	offered, read := 0, 0
+	for read < len(lanes) && offered < req.Max {
+		wave := min(len(lanes)-read, leaseParallel, max(req.Max-offered, 1))
+		parallel(wave, func(i int) {
+			l := &ls[read+i]
+			items, err := o.lanePending(ctx, lanes[read+i], req.Max)
 			if err != nil {
-				// An item this store did not write holds up its own lane,
-				// whose order it may belong to, and no other.
-				unreadable = append(unreadable, o.wrap("lease", err))
-				break
+				l.err = err
+				return
+			}
+			for _, it := range items {
+				_, leaseMS, err := laneHead(it)
+				if err != nil {
+					// An item this store did not write holds up its own
+					// lane, whose order it may belong to, and no other.
+					l.err = o.wrap("lease", err)
+					break
+				}
+				if leaseMS > req.Now.UnixMilli() {
+					break // held, or due for a retry later: the lane waits
+				}
+				l.items = append(l.items, it)
+			}
+		})
+		for i := read; i < read+wave; i++ {
+			ls[i].quota = min(len(ls[i].items), req.Max-offered)
+			offered += ls[i].quota
+		}
+		read += wave
+	}
+	// Take them: the lanes side by side, each lane's entries in order,
+	// stopping at the first another relay took in between.
+	parallel(read, func(i int) {
+		l := &ls[i]
+		for _, it := range l.items[:l.quota] {
+			version, _, _ := laneHead(it)
+			taken, ok, err := o.take(ctx, it, version, req)
+			if err != nil {
+				l.err = errors.Join(l.err, err)
+				return
 			}
 			if !ok {
-				break // another relay took it
+				return // another relay took it
 			}
-			out = append(out, got)
+			got, err := o.taken(taken, req.LeaseUntil)
+			if err != nil {
+				l.err = errors.Join(l.err, o.wrap("lease", err))
+				return
+			}
+			l.got = append(l.got, got)
+		}
+	})
+	var out []outbox.Entry
+	var errs []error
+	for i := range read {
+		out = append(out, ls[i].got...)
+		if ls[i].err != nil {
+			errs = append(errs, ls[i].err)
 		}
 	}
-	return out, errors.Join(unreadable...)
+	return out, errors.Join(errs...)
+}
+
+// parallel runs f(0) to f(n-1), up to leaseParallel at once, and returns
+// once all have.
+func parallel(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(n, leaseParallel) {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // forget drops the items of leases long over.
@@ -826,18 +887,16 @@ func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, u
 
 // Dispatched implements outbox.Store.
 func (o *Outbox) Dispatched(ctx context.Context, leases []outbox.Lease, _, retainUntil time.Time) error {
-	var errs []error
-	for _, l := range leases {
-		err := o.mark(ctx, "dispatched", storeinstr.OpOutboxDispatched, l, "SET #state = :dispatched, #exp = :exp REMOVE #psk, #pq",
+	errs := make([]error, len(leases))
+	parallel(len(leases), func(i int) {
+		l := leases[i]
+		errs[i] = o.mark(ctx, "dispatched", storeinstr.OpOutboxDispatched, l, "SET #state = :dispatched, #exp = :exp REMOVE #psk, #pq",
 			map[string]string{"#exp": attrExpires, "#psk": oPSK, "#pq": oPQ},
 			map[string]types.AttributeValue{":dispatched": str(string(outbox.Dispatched)), ":exp": num(ceilUnix(retainUntil))},
 			func(it map[string]types.AttributeValue) bool {
 				return itemS(it, oState) == string(outbox.Dispatched) && itemS(it, oOwner) == l.Owner && itemN(it, oVersion) == l.Version
 			})
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
+	})
 	return errors.Join(errs...)
 }
 
