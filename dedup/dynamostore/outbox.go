@@ -849,24 +849,44 @@ func (o *Outbox) wrap(op string, err error) error {
 // committed unseen is recognised by settled, given the item as it is.
 func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, update string, names map[string]string,
 	values map[string]types.AttributeValue, settled func(map[string]types.AttributeValue) bool) error {
-	key, ok := o.itemOf(l)
-	if !ok {
-		return o.lost(op, l)
-	}
+	return o.markAgain(ctx, op, instrOp, l, update, names, values, settled, false)
+}
+
+// markUpdate is the fenced update of the entry at key, leased as l.
+func (o *Outbox) markUpdate(key map[string]types.AttributeValue, l outbox.Lease, update string, names map[string]string,
+	values map[string]types.AttributeValue) *types.Update {
 	names = maps.Clone(names)
 	names["#state"], names["#owner"], names["#version"] = oState, oOwner, oVersion
 	values = maps.Clone(values)
 	values[":pending"], values[":fowner"], values[":fv"] = str(string(outbox.Pending)), str(l.Owner), num(l.Version)
-	in := &ddb.UpdateItemInput{
+	return &types.Update{
 		TableName: o.table, Key: key, UpdateExpression: aws.String(update),
-		ConditionExpression:                 aws.String("#state = :pending AND #owner = :fowner AND #version = :fv"),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
+		ConditionExpression:       aws.String("#state = :pending AND #owner = :fowner AND #version = :fv"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	}
+}
+
+// markAgain is mark; maybeDone says an earlier call may have written the
+// mark unseen (a transaction that failed), so that a refused condition
+// is checked with settled from the first attempt.
+func (o *Outbox) markAgain(ctx context.Context, op, instrOp string, l outbox.Lease, update string, names map[string]string,
+	values map[string]types.AttributeValue, settled func(map[string]types.AttributeValue) bool, maybeDone bool) error {
+	key, ok := o.itemOf(l)
+	if !ok {
+		return o.lost(op, l)
+	}
+	u := o.markUpdate(key, l, update, names, values)
+	in := &ddb.UpdateItemInput{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+		ConditionExpression:                 u.ConditionExpression,
+		ExpressionAttributeNames:            u.ExpressionAttributeNames,
+		ExpressionAttributeValues:           u.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	retried := false
+	retried := maybeDone
 	err := o.s.do(ctx, instrOp, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
-		retried = attempt > 1
+		retried = retried || attempt > 1
 		out, err := o.client().UpdateItem(ctx, in)
 		return metadata(out), err
 	})
@@ -885,17 +905,69 @@ func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, u
 	return o.wrap(op, err)
 }
 
-// Dispatched implements outbox.Store.
+// Dispatched implements outbox.Store: the marks go in transactions of up
+// to 100 entries, side by side, one call for a pass of the default size.
+// A transaction refused (a lease lost, a conflict, a failure) marks its
+// entries one by one, each one's fate its own.
 func (o *Outbox) Dispatched(ctx context.Context, leases []outbox.Lease, _, retainUntil time.Time) error {
-	errs := make([]error, len(leases))
-	parallel(len(leases), func(i int) {
-		l := leases[i]
-		errs[i] = o.mark(ctx, "dispatched", storeinstr.OpOutboxDispatched, l, "SET #state = :dispatched, #exp = :exp REMOVE #psk, #pq",
-			map[string]string{"#exp": attrExpires, "#psk": oPSK, "#pq": oPQ},
-			map[string]types.AttributeValue{":dispatched": str(string(outbox.Dispatched)), ":exp": num(ceilUnix(retainUntil))},
+	const update = "SET #state = :dispatched, #exp = :exp REMOVE #psk, #pq"
+	names := map[string]string{"#exp": attrExpires, "#psk": oPSK, "#pq": oPQ}
+	values := map[string]types.AttributeValue{":dispatched": str(string(outbox.Dispatched)), ":exp": num(ceilUnix(retainUntil))}
+	markOne := func(l outbox.Lease, maybeDone bool) error {
+		return o.markAgain(ctx, "dispatched", storeinstr.OpOutboxDispatched, l, update, names, values,
 			func(it map[string]types.AttributeValue) bool {
 				return itemS(it, oState) == string(outbox.Dispatched) && itemS(it, oOwner) == l.Owner && itemN(it, oVersion) == l.Version
-			})
+			}, maybeDone)
+	}
+	errs := make([]error, len(leases))
+	var chunks [][]int // indexes into leases of each transaction's entries
+	var chunk []int
+	var one []int // leases marked alone: unknown here (lost), or a transaction of one
+	for i, l := range leases {
+		if _, ok := o.itemOf(l); !ok {
+			one = append(one, i)
+			continue
+		}
+		chunk = append(chunk, i)
+		if len(chunk) == maxTransactItems {
+			chunks, chunk = append(chunks, chunk), nil
+		}
+	}
+	if len(chunk) == 1 {
+		one = append(one, chunk[0])
+	} else if len(chunk) > 1 {
+		chunks = append(chunks, chunk)
+	}
+	parallel(len(chunks)+len(one), func(n int) {
+		if n >= len(chunks) {
+			i := one[n-len(chunks)]
+			errs[i] = markOne(leases[i], false)
+			return
+		}
+		c := chunks[n]
+		items := make([]types.TransactWriteItem, 0, len(c))
+		for _, i := range c {
+			key, _ := o.itemOf(leases[i])
+			items = append(items, types.TransactWriteItem{Update: o.markUpdate(key, leases[i], update, names, values)})
+		}
+		// The SDK gives the call an idempotency token: a retry of a
+		// transaction that committed unseen succeeds again.
+		in := &ddb.TransactWriteItemsInput{TransactItems: items}
+		err := o.s.do(ctx, storeinstr.OpOutboxDispatched, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+			out, err := o.client().TransactWriteItems(ctx, in)
+			return metadata(out), err
+		})
+		if err == nil {
+			for _, i := range c {
+				o.done(leases[i].ID)
+			}
+			return
+		}
+		// One by one, each checked against the item as it is: the
+		// transaction may have been written unseen.
+		for _, i := range c {
+			errs[i] = markOne(leases[i], true)
+		}
 	})
 	return errors.Join(errs...)
 }
