@@ -549,13 +549,7 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 	}
 	// Read the lanes, a wave at a time, until they offer Max entries: each
 	// lane's entries that may be leased now, up to its first held one.
-	type lane struct {
-		items []map[string]types.AttributeValue
-		err   error // the read failed, or an item stopped the lane
-		quota int   // how many of items this Lease takes
-		got   []outbox.Entry
-	}
-	ls := make([]lane, len(lanes))
+	ls := make([]leaseLane, len(lanes))
 	offered, read := 0, 0
 	for read < len(lanes) && offered < req.Max {
 		wave := min(len(lanes)-read, leaseParallel, max(req.Max-offered, 1))
@@ -586,8 +580,13 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 		}
 		read += wave
 	}
-	// Take them: the lanes side by side, each lane's entries in order,
-	// stopping at the first another relay took in between.
+	// Take them: in one transaction when they fit; what it cannot take
+	// (more than a transaction holds, or it failed), the lanes side by
+	// side, each lane's entries in order, stopping at the first another
+	// relay took in between.
+	if offered <= maxTransactItems && offered > 1 && o.takeTogether(ctx, ls[:read], req) {
+		return leasedOf(ls[:read])
+	}
 	parallel(read, func(i int) {
 		l := &ls[i]
 		for _, it := range l.items[:l.quota] {
@@ -608,15 +607,155 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 			l.got = append(l.got, got)
 		}
 	})
+	return leasedOf(ls[:read])
+}
+
+// leaseLane is a lane as Lease reads and takes it.
+type leaseLane struct {
+	items []map[string]types.AttributeValue
+	err   error // the read failed, or an item stopped the lane
+	quota int   // how many of items this Lease takes
+	got   []outbox.Entry
+}
+
+// leasedOf is what Lease returns of ls: each lane's entries taken, in
+// order, lane after lane, and the errors that stopped lanes.
+func leasedOf(ls []leaseLane) ([]outbox.Entry, error) {
 	var out []outbox.Entry
 	var errs []error
-	for i := range read {
+	for i := range ls {
 		out = append(out, ls[i].got...)
 		if ls[i].err != nil {
 			errs = append(errs, ls[i].err)
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// takeTries bounds the transactions one takeTogether sends: each one
+// another relay beats to an entry drops that entry's lane from there on.
+const takeTries = 3
+
+// takeTogether takes the lanes' entries (each lane's quota) in one
+// TransactWriteItems, each Update conditioned as take's, then reads the
+// entries taken with one BatchGetItem. An entry another relay took in
+// between (its condition refused) cuts its lane there and the rest is
+// tried again. It reports false, having taken nothing, when the
+// transaction failed otherwise: the caller takes them one by one, and an
+// entry the transaction took unseen is found held and left to its
+// lease's end.
+func (o *Outbox) takeTogether(ctx context.Context, ls []leaseLane, req outbox.LeaseRequest) bool {
+	type pick struct{ lane, at int }
+	for range takeTries {
+		var picks []pick
+		var items []types.TransactWriteItem
+		for i := range ls {
+			for j, it := range ls[i].items[:ls[i].quota] {
+				version, _, _ := laneHead(it)
+				picks = append(picks, pick{i, j})
+				items = append(items, types.TransactWriteItem{Update: o.takeUpdate(it, version, req)})
+			}
+		}
+		if len(items) == 0 {
+			return true
+		}
+		// The SDK gives the call an idempotency token: a retry of a
+		// transaction that committed unseen succeeds again.
+		in := &ddb.TransactWriteItemsInput{TransactItems: items}
+		err := o.s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+			out, err := o.client().TransactWriteItems(ctx, in)
+			return metadata(out), err
+		})
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) && len(tce.CancellationReasons) == len(picks) {
+			cut := false
+			for k, r := range tce.CancellationReasons {
+				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+					l := &ls[picks[k].lane]
+					l.quota = min(l.quota, picks[k].at)
+					cut = true
+				}
+			}
+			if cut {
+				continue
+			}
+		}
+		if err != nil {
+			return false
+		}
+		o.readTaken(ctx, ls, req)
+		return true
+	}
+	return false
+}
+
+// takeUpdate is take's conditional update of the entry of it, as a
+// transaction's item.
+func (o *Outbox) takeUpdate(it map[string]types.AttributeValue, version int64, req outbox.LeaseRequest) *types.Update {
+	return &types.Update{
+		TableName:                aws.String(aws.ToString(o.table)),
+		Key:                      map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]},
+		UpdateExpression:         aws.String("SET #owner = :owner, #version = :v1, #lease = :until"),
+		ConditionExpression:      aws.String("#state = :pending AND #version = :v AND #lease <= :now"),
+		ExpressionAttributeNames: map[string]string{"#owner": oOwner, "#version": oVersion, "#lease": oLease, "#state": oState},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":owner": str(req.Owner), ":v1": num(version + 1), ":until": num(req.LeaseUntil.UnixMilli()),
+			":pending": str(string(outbox.Pending)), ":v": num(version), ":now": num(req.Now.UnixMilli()),
+		},
+	}
+}
+
+// readTaken reads the entries just taken (each lane's quota) with
+// strongly consistent BatchGetItem calls, into each lane's got. A lane
+// whose entry cannot be read stops there, with the error: the entries it
+// holds from there on are left to their leases' end.
+func (o *Outbox) readTaken(ctx context.Context, ls []leaseLane, req outbox.LeaseRequest) {
+	key := func(it map[string]types.AttributeValue) string { return itemS(it, oPK) + "\x00" + itemS(it, oSK) }
+	var keys []map[string]types.AttributeValue
+	for i := range ls {
+		for _, it := range ls[i].items[:ls[i].quota] {
+			keys = append(keys, map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]})
+		}
+	}
+	found := make(map[string]map[string]types.AttributeValue, len(keys))
+	var readErr error
+	for tries := 0; len(keys) > 0 && tries < 10; tries++ {
+		in := &ddb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			aws.ToString(o.table): {Keys: keys, ConsistentRead: aws.Bool(true)}}}
+		var out *ddb.BatchGetItemOutput
+		readErr = o.s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+			var err error
+			out, err = o.client().BatchGetItem(ctx, in)
+			if out == nil {
+				return middleware.Metadata{}, err
+			}
+			return out.ResultMetadata, err
+		})
+		if readErr != nil {
+			readErr = o.wrap("lease", readErr)
+			break
+		}
+		for _, it := range out.Responses[aws.ToString(o.table)] {
+			found[key(it)] = it
+		}
+		keys = out.UnprocessedKeys[aws.ToString(o.table)].Keys
+	}
+	for i := range ls {
+		l := &ls[i]
+		for _, it := range l.items[:l.quota] {
+			got, ok := found[key(it)]
+			if !ok {
+				l.err = errors.Join(l.err, cmp.Or(readErr, o.wrap("lease", fmt.Errorf("dynamostore: outbox item %s taken but not read back", dedup.KeyHash(key(it))))))
+				break
+			}
+			e, err := o.taken(got, req.LeaseUntil)
+			if err != nil {
+				l.err = errors.Join(l.err, o.wrap("lease", err))
+				break
+			}
+			l.got = append(l.got, e)
+		}
+	}
 }
 
 // parallel runs f(0) to f(n-1), up to leaseParallel at once, and returns
