@@ -491,12 +491,16 @@ func pendingShard(lane string) string {
 // (the index holds each entry's lease_ms: each take and retry writes the
 // index too, the price of not reading every held lane on every pass), then
 // reads each lane's Pending entries in order from the local index
-// lane_pending with a strongly consistent query, and takes them with an
-// UpdateItem each, conditioned on the version it read and a free lease,
-// stopping at the first that is held, due for a retry later, or taken by
-// another relay in between. The lanes are read and taken side by side, up
-// to 32 calls at once, a lane's entries one after another; Dispatched
-// marks its entries side by side too. An item it cannot read stops its own lane
+// lane_pending with a strongly consistent query (the lanes side by side,
+// up to 32 queries at once), stopping at the first that is held or due for
+// a retry later, and takes them with one TransactWriteItems, each Update
+// conditioned on the version it read and a free lease, then reads them
+// with one BatchGetItem. An entry another relay took in between cuts its
+// lane there, and the rest is taken again; when the transaction fails
+// otherwise (or a pass is larger than a transaction), the entries are
+// taken with an UpdateItem each, the lanes side by side, a lane's entries
+// one after another. Dispatched marks a pass in transactions of up to 100
+// entries, and one by one when one is refused. An item it cannot read stops its own lane
 // only: Lease returns the entries of the other lanes with an error
 // naming the table. So two relays never hold one entry, and a
 // lane's entries are leased only behind every earlier one.
