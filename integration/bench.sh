@@ -66,6 +66,7 @@ bench ./integration/kafkacontrol/ -bench '^BenchmarkGroupThroughput$' -benchtime
 bench ./sources/franzsource/ -bench '^BenchmarkFranzThroughput$' -benchtime 1x -count "$count"
 bench ./sources/sqssource/ -bench '^BenchmarkOutboxRelay$' -benchtime 1x -count "$count"
 bench ./sources/franzsource/ -bench '^BenchmarkOutboxRelayFranz$' -benchtime 1x -count "$count"
+bench ./dedup/dynamostore/ -bench '^BenchmarkOutboxRelayDynamoDB$' -benchtime 1x -count "$count"
 bench ./dedup/dynamostore/ -bench '^BenchmarkDynamoDB$' -count "$count"
 bench ./dedup/dynamostore/ -bench '^BenchmarkCapacity$' -benchtime 1x -count "$capcount" -timeout 30m
 bench ./dedup/pgstore/ -bench '^BenchmarkPostgres$' -count "$count"

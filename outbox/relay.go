@@ -147,7 +147,8 @@ func (r *Relay) Owner() string { return r.cfg.owner }
 
 // Run sends entries until ctx is cancelled: a pass at once, then again
 // after each pass, waiting PollInterval (or a WakeOn signal) after a pass
-// that found less than a full batch. A failing pass is logged and tried
+// that found less than a full batch. After a full batch it leases the
+// next while the one before is still being sent (see Concurrency). A failing pass is logged and tried
 // again after PollInterval. The marks of the pass under way when ctx ends
 // are still written, so that what was sent is not sent again. It returns
 // nil after a cancel. A Relay runs once.
@@ -191,15 +192,40 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // loop runs passes until ctx ends, waiting after one that found less than
-// a full batch.
+// a full batch. It leases the next batch while the one before is still
+// being sent: a lane's entries held by the pass in flight are not leased
+// again until they are marked (Store.Lease), so that each lane keeps its
+// order, while the two passes' sends overlap. At most two passes of a
+// loop are under way at once.
 func (r *Relay) loop(ctx context.Context, wake <-chan struct{}, cleans bool) {
 	cleaner, _ := r.store.(expiredDeleter)
 	if !cleans {
 		cleaner = nil
 	}
 	var lastCleanup time.Time
+	var inflight chan error // the pass being sent, nil when none
+	settle := func() {
+		if inflight == nil {
+			return
+		}
+		if err := <-inflight; err != nil && ctx.Err() == nil {
+			r.cfg.logger.WarnContext(ctx, "outbox relay pass failed; polling again", "error", err)
+		}
+		inflight = nil
+	}
+	defer settle()
 	for ctx.Err() == nil {
-		n, err := r.Pass(ctx)
+		b, err := r.lease(ctx)
+		if len(b.entries) > 0 {
+			// The pass before this one goes on; this one is sent beside
+			// it, and the loop leases again once the one before is done.
+			done, leaseErr := make(chan error, 1), err
+			go func() { done <- errors.Join(leaseErr, r.finish(ctx, b)) }()
+			settle()
+			inflight, err = done, nil
+		} else {
+			settle()
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -212,9 +238,10 @@ func (r *Relay) loop(ctx context.Context, wake <-chan struct{}, cleans bool) {
 		}
 		if err != nil {
 			r.cfg.logger.WarnContext(ctx, "outbox relay pass failed; polling again", "error", err)
-		} else if n >= r.cfg.batchSize || more {
+		} else if len(b.entries) >= r.cfg.batchSize || more {
 			continue // more may be waiting
 		}
+		settle()
 		t := time.NewTimer(r.cfg.pollInterval)
 		select {
 		case <-ctx.Done():
@@ -274,27 +301,45 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 // calls it in a loop; a caller driven by events of its own (a stream
 // handler) may call it directly.
 func (r *Relay) Pass(ctx context.Context) (int, error) {
+	b, err := r.lease(ctx)
+	if len(b.entries) == 0 {
+		return 0, err
+	}
+	return len(b.entries), errors.Join(err, r.finish(ctx, b))
+}
+
+// batch is what one pass leased.
+type batch struct {
+	entries    []Entry
+	leaseUntil time.Time
+}
+
+// lease leases one batch. A Lease that failed part way still holds what
+// it took, returned with its error: those are sent rather than left
+// leased, unsent, until their leases end.
+func (r *Relay) lease(ctx context.Context) (batch, error) {
 	now := time.Now()
-	leaseUntil := now.Add(r.cfg.leaseTTL)
-	entries, err := r.store.Lease(ctx, LeaseRequest{Owner: r.cfg.owner, Now: now, LeaseUntil: leaseUntil, Max: r.cfg.batchSize})
+	b := batch{leaseUntil: now.Add(r.cfg.leaseTTL)}
+	var err error
+	b.entries, err = r.store.Lease(ctx, LeaseRequest{Owner: r.cfg.owner, Now: now, LeaseUntil: b.leaseUntil, Max: r.cfg.batchSize})
 	if err != nil {
 		err = fmt.Errorf("outbox: leasing entries: %w", err)
 	}
-	if len(entries) == 0 {
-		return 0, err
+	return b, err
+}
+
+// finish sends a leased batch and marks it.
+func (r *Relay) finish(ctx context.Context, b batch) error {
+	for i := range b.entries {
+		r.countTakeover(ctx, &b.entries[i])
 	}
-	// A Lease that failed part way still holds what it took: those are
-	// sent now rather than left leased, unsent, until their leases end.
-	for i := range entries {
-		r.countTakeover(ctx, &entries[i])
-	}
-	p := pass{r: r, leaseUntil: leaseUntil}
-	p.send(ctx, entries)
+	p := pass{r: r, leaseUntil: b.leaseUntil}
+	p.send(ctx, b.entries)
 	// The marks are written even when ctx ended during the sends: what
 	// was sent must not be sent again for want of a mark.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.leaseTTL)
 	defer cancel()
-	return len(entries), errors.Join(err, p.mark(mctx))
+	return p.mark(mctx)
 }
 
 // countTakeover counts an entry taken over from a relay whose lease on it

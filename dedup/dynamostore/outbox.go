@@ -492,10 +492,16 @@ func pendingShard(lane string) string {
 // (the index holds each entry's lease_ms: each take and retry writes the
 // index too, the price of not reading every held lane on every pass), then
 // reads each lane's Pending entries in order from the local index
-// lane_pending with a strongly consistent query, and takes them one by one
-// with an UpdateItem conditioned on the version it read and a free lease,
-// stopping at the first that is held, due for a retry later, or taken by
-// another relay in between. An item it cannot read stops its own lane
+// lane_pending with a strongly consistent query (the lanes side by side,
+// up to 32 queries at once), stopping at the first that is held or due for
+// a retry later, and takes them with one TransactWriteItems, each Update
+// conditioned on the version it read and a free lease, then reads them
+// with one BatchGetItem. An entry another relay took in between cuts its
+// lane there, and the rest is taken again; when the transaction fails
+// otherwise (or a pass is larger than a transaction), the entries are
+// taken with an UpdateItem each, the lanes side by side, a lane's entries
+// one after another. Dispatched marks a pass in transactions of up to 100
+// entries, and one by one when one is refused. An item it cannot read stops its own lane
 // only: Lease returns the entries of the other lanes with an error
 // naming the table. So two relays never hold one entry, and a
 // lane's entries are leased only behind every earlier one.
@@ -532,6 +538,11 @@ const forgetAfter = time.Hour
 
 func (o *Outbox) client() *ddb.Client { return o.s.clients[0] }
 
+// leaseParallel bounds the calls one Lease (and one Dispatched) has in
+// flight at once: the lanes are read and taken side by side, each lane's
+// entries one after another, in order.
+const leaseParallel = 32
+
 // Lease implements outbox.Store (see type Outbox).
 func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.Entry, error) {
 	if req.Max <= 0 {
@@ -542,45 +553,238 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 	if err != nil {
 		return nil, err
 	}
-	var out []outbox.Entry
-	var unreadable []error
-	for _, lane := range lanes {
-		if len(out) >= req.Max {
-			break
-		}
-		items, err := o.lanePending(ctx, lane, req.Max-len(out))
-		if err != nil {
-			return out, errors.Join(append(unreadable, err)...)
-		}
-		for _, it := range items {
-			version, leaseMS, err := laneHead(it)
-			if err == nil && leaseMS > req.Now.UnixMilli() {
-				break // held, or due for a retry later: the lane waits
-			}
-			var got outbox.Entry
-			ok := false
-			if err == nil {
-				var taken map[string]types.AttributeValue
-				if taken, ok, err = o.take(ctx, it, version, req); err != nil {
-					return out, errors.Join(append(unreadable, err)...)
-				}
-				if ok {
-					got, err = o.taken(taken, req.LeaseUntil)
-				}
-			}
+	// Read the lanes, a wave at a time, until they offer Max entries: each
+	// lane's entries that may be leased now, up to its first held one.
+	ls := make([]leaseLane, len(lanes))
+	offered, read := 0, 0
+	for read < len(lanes) && offered < req.Max {
+		wave := min(len(lanes)-read, leaseParallel, max(req.Max-offered, 1))
+		parallel(wave, func(i int) {
+			l := &ls[read+i]
+			items, err := o.lanePending(ctx, lanes[read+i], req.Max)
 			if err != nil {
-				// An item this store did not write holds up its own lane,
-				// whose order it may belong to, and no other.
-				unreadable = append(unreadable, o.wrap("lease", err))
-				break
+				l.err = err
+				return
+			}
+			for _, it := range items {
+				_, leaseMS, err := laneHead(it)
+				if err != nil {
+					// An item this store did not write holds up its own
+					// lane, whose order it may belong to, and no other.
+					l.err = o.wrap("lease", err)
+					break
+				}
+				if leaseMS > req.Now.UnixMilli() {
+					break // held, or due for a retry later: the lane waits
+				}
+				l.items = append(l.items, it)
+			}
+		})
+		for i := read; i < read+wave; i++ {
+			ls[i].quota = min(len(ls[i].items), req.Max-offered)
+			offered += ls[i].quota
+		}
+		read += wave
+	}
+	// Take them: in one transaction when they fit; what it cannot take
+	// (more than a transaction holds, or it failed), the lanes side by
+	// side, each lane's entries in order, stopping at the first another
+	// relay took in between.
+	if offered <= maxTransactItems && offered > 1 && o.takeTogether(ctx, ls[:read], req) {
+		return leasedOf(ls[:read])
+	}
+	parallel(read, func(i int) {
+		l := &ls[i]
+		for _, it := range l.items[:l.quota] {
+			version, _, _ := laneHead(it)
+			taken, ok, err := o.take(ctx, it, version, req)
+			if err != nil {
+				l.err = errors.Join(l.err, err)
+				return
 			}
 			if !ok {
-				break // another relay took it
+				return // another relay took it
 			}
-			out = append(out, got)
+			got, err := o.taken(taken, req.LeaseUntil)
+			if err != nil {
+				l.err = errors.Join(l.err, o.wrap("lease", err))
+				return
+			}
+			l.got = append(l.got, got)
+		}
+	})
+	return leasedOf(ls[:read])
+}
+
+// leaseLane is a lane as Lease reads and takes it.
+type leaseLane struct {
+	items []map[string]types.AttributeValue
+	err   error // the read failed, or an item stopped the lane
+	quota int   // how many of items this Lease takes
+	got   []outbox.Entry
+}
+
+// leasedOf is what Lease returns of ls: each lane's entries taken, in
+// order, lane after lane, and the errors that stopped lanes.
+func leasedOf(ls []leaseLane) ([]outbox.Entry, error) {
+	var out []outbox.Entry
+	var errs []error
+	for i := range ls {
+		out = append(out, ls[i].got...)
+		if ls[i].err != nil {
+			errs = append(errs, ls[i].err)
 		}
 	}
-	return out, errors.Join(unreadable...)
+	return out, errors.Join(errs...)
+}
+
+// takeTries bounds the transactions one takeTogether sends: each one
+// another relay beats to an entry drops that entry's lane from there on.
+const takeTries = 3
+
+// takeTogether takes the lanes' entries (each lane's quota) in one
+// TransactWriteItems, each Update conditioned as take's, then reads the
+// entries taken with one BatchGetItem. An entry another relay took in
+// between (its condition refused) cuts its lane there and the rest is
+// tried again. It reports false, having taken nothing, when the
+// transaction failed otherwise: the caller takes them one by one, and an
+// entry the transaction took unseen is found held and left to its
+// lease's end.
+func (o *Outbox) takeTogether(ctx context.Context, ls []leaseLane, req outbox.LeaseRequest) bool {
+	type pick struct{ lane, at int }
+	for range takeTries {
+		var picks []pick
+		var items []types.TransactWriteItem
+		for i := range ls {
+			for j, it := range ls[i].items[:ls[i].quota] {
+				version, _, _ := laneHead(it)
+				picks = append(picks, pick{i, j})
+				items = append(items, types.TransactWriteItem{Update: o.takeUpdate(it, version, req)})
+			}
+		}
+		if len(items) == 0 {
+			return true
+		}
+		// The SDK gives the call an idempotency token: a retry of a
+		// transaction that committed unseen succeeds again.
+		in := &ddb.TransactWriteItemsInput{TransactItems: items}
+		err := o.s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+			out, err := o.client().TransactWriteItems(ctx, in)
+			return metadata(out), err
+		})
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) && len(tce.CancellationReasons) == len(picks) {
+			cut := false
+			for k, r := range tce.CancellationReasons {
+				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+					l := &ls[picks[k].lane]
+					l.quota = min(l.quota, picks[k].at)
+					cut = true
+				}
+			}
+			if cut {
+				continue
+			}
+		}
+		if err != nil {
+			return false
+		}
+		o.readTaken(ctx, ls, req)
+		return true
+	}
+	return false
+}
+
+// takeUpdate is take's conditional update of the entry of it, as a
+// transaction's item.
+func (o *Outbox) takeUpdate(it map[string]types.AttributeValue, version int64, req outbox.LeaseRequest) *types.Update {
+	return &types.Update{
+		TableName:                aws.String(aws.ToString(o.table)),
+		Key:                      map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]},
+		UpdateExpression:         aws.String("SET #owner = :owner, #version = :v1, #lease = :until"),
+		ConditionExpression:      aws.String("#state = :pending AND #version = :v AND #lease <= :now"),
+		ExpressionAttributeNames: map[string]string{"#owner": oOwner, "#version": oVersion, "#lease": oLease, "#state": oState},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":owner": str(req.Owner), ":v1": num(version + 1), ":until": num(req.LeaseUntil.UnixMilli()),
+			":pending": str(string(outbox.Pending)), ":v": num(version), ":now": num(req.Now.UnixMilli()),
+		},
+	}
+}
+
+// readTaken reads the entries just taken (each lane's quota) with
+// strongly consistent BatchGetItem calls, into each lane's got. A lane
+// whose entry cannot be read stops there, with the error: the entries it
+// holds from there on are left to their leases' end.
+func (o *Outbox) readTaken(ctx context.Context, ls []leaseLane, req outbox.LeaseRequest) {
+	key := func(it map[string]types.AttributeValue) string { return itemS(it, oPK) + "\x00" + itemS(it, oSK) }
+	var keys []map[string]types.AttributeValue
+	for i := range ls {
+		for _, it := range ls[i].items[:ls[i].quota] {
+			keys = append(keys, map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]})
+		}
+	}
+	found := make(map[string]map[string]types.AttributeValue, len(keys))
+	var readErr error
+	for tries := 0; len(keys) > 0 && tries < 10; tries++ {
+		in := &ddb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			aws.ToString(o.table): {Keys: keys, ConsistentRead: aws.Bool(true)}}}
+		var out *ddb.BatchGetItemOutput
+		readErr = o.s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+			var err error
+			out, err = o.client().BatchGetItem(ctx, in)
+			if out == nil {
+				return middleware.Metadata{}, err
+			}
+			return out.ResultMetadata, err
+		})
+		if readErr != nil {
+			readErr = o.wrap("lease", readErr)
+			break
+		}
+		for _, it := range out.Responses[aws.ToString(o.table)] {
+			found[key(it)] = it
+		}
+		keys = out.UnprocessedKeys[aws.ToString(o.table)].Keys
+	}
+	for i := range ls {
+		l := &ls[i]
+		for _, it := range l.items[:l.quota] {
+			got, ok := found[key(it)]
+			if !ok {
+				l.err = errors.Join(l.err, cmp.Or(readErr, o.wrap("lease", fmt.Errorf("dynamostore: outbox item %s taken but not read back", dedup.KeyHash(key(it))))))
+				break
+			}
+			e, err := o.taken(got, req.LeaseUntil)
+			if err != nil {
+				l.err = errors.Join(l.err, o.wrap("lease", err))
+				break
+			}
+			l.got = append(l.got, e)
+		}
+	}
+}
+
+// parallel runs f(0) to f(n-1), up to leaseParallel at once, and returns
+// once all have.
+func parallel(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(n, leaseParallel) {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // forget drops the items of leases long over.
@@ -790,24 +994,44 @@ func (o *Outbox) wrap(op string, err error) error {
 // committed unseen is recognised by settled, given the item as it is.
 func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, update string, names map[string]string,
 	values map[string]types.AttributeValue, settled func(map[string]types.AttributeValue) bool) error {
-	key, ok := o.itemOf(l)
-	if !ok {
-		return o.lost(op, l)
-	}
+	return o.markAgain(ctx, op, instrOp, l, update, names, values, settled, false)
+}
+
+// markUpdate is the fenced update of the entry at key, leased as l.
+func (o *Outbox) markUpdate(key map[string]types.AttributeValue, l outbox.Lease, update string, names map[string]string,
+	values map[string]types.AttributeValue) *types.Update {
 	names = maps.Clone(names)
 	names["#state"], names["#owner"], names["#version"] = oState, oOwner, oVersion
 	values = maps.Clone(values)
 	values[":pending"], values[":fowner"], values[":fv"] = str(string(outbox.Pending)), str(l.Owner), num(l.Version)
-	in := &ddb.UpdateItemInput{
+	return &types.Update{
 		TableName: o.table, Key: key, UpdateExpression: aws.String(update),
-		ConditionExpression:                 aws.String("#state = :pending AND #owner = :fowner AND #version = :fv"),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
+		ConditionExpression:       aws.String("#state = :pending AND #owner = :fowner AND #version = :fv"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	}
+}
+
+// markAgain is mark; maybeDone says an earlier call may have written the
+// mark unseen (a transaction that failed), so that a refused condition
+// is checked with settled from the first attempt.
+func (o *Outbox) markAgain(ctx context.Context, op, instrOp string, l outbox.Lease, update string, names map[string]string,
+	values map[string]types.AttributeValue, settled func(map[string]types.AttributeValue) bool, maybeDone bool) error {
+	key, ok := o.itemOf(l)
+	if !ok {
+		return o.lost(op, l)
+	}
+	u := o.markUpdate(key, l, update, names, values)
+	in := &ddb.UpdateItemInput{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+		ConditionExpression:                 u.ConditionExpression,
+		ExpressionAttributeNames:            u.ExpressionAttributeNames,
+		ExpressionAttributeValues:           u.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	retried := false
+	retried := maybeDone
 	err := o.s.do(ctx, instrOp, func(ctx context.Context, attempt int) (middleware.Metadata, error) {
-		retried = attempt > 1
+		retried = retried || attempt > 1
 		out, err := o.client().UpdateItem(ctx, in)
 		return metadata(out), err
 	})
@@ -826,20 +1050,70 @@ func (o *Outbox) mark(ctx context.Context, op, instrOp string, l outbox.Lease, u
 	return o.wrap(op, err)
 }
 
-// Dispatched implements outbox.Store.
+// Dispatched implements outbox.Store: the marks go in transactions of up
+// to 100 entries, side by side, one call for a pass of the default size.
+// A transaction refused (a lease lost, a conflict, a failure) marks its
+// entries one by one, each one's fate its own.
 func (o *Outbox) Dispatched(ctx context.Context, leases []outbox.Lease, _, retainUntil time.Time) error {
-	var errs []error
-	for _, l := range leases {
-		err := o.mark(ctx, "dispatched", storeinstr.OpOutboxDispatched, l, "SET #state = :dispatched, #exp = :exp REMOVE #psk, #pq",
-			map[string]string{"#exp": attrExpires, "#psk": oPSK, "#pq": oPQ},
-			map[string]types.AttributeValue{":dispatched": str(string(outbox.Dispatched)), ":exp": num(ceilUnix(retainUntil))},
+	const update = "SET #state = :dispatched, #exp = :exp REMOVE #psk, #pq"
+	names := map[string]string{"#exp": attrExpires, "#psk": oPSK, "#pq": oPQ}
+	values := map[string]types.AttributeValue{":dispatched": str(string(outbox.Dispatched)), ":exp": num(ceilUnix(retainUntil))}
+	markOne := func(l outbox.Lease, maybeDone bool) error {
+		return o.markAgain(ctx, "dispatched", storeinstr.OpOutboxDispatched, l, update, names, values,
 			func(it map[string]types.AttributeValue) bool {
 				return itemS(it, oState) == string(outbox.Dispatched) && itemS(it, oOwner) == l.Owner && itemN(it, oVersion) == l.Version
-			})
-		if err != nil {
-			errs = append(errs, err)
+			}, maybeDone)
+	}
+	errs := make([]error, len(leases))
+	var chunks [][]int // indexes into leases of each transaction's entries
+	var chunk []int
+	var one []int // leases marked alone: unknown here (lost), or a transaction of one
+	for i, l := range leases {
+		if _, ok := o.itemOf(l); !ok {
+			one = append(one, i)
+			continue
+		}
+		chunk = append(chunk, i)
+		if len(chunk) == maxTransactItems {
+			chunks, chunk = append(chunks, chunk), nil
 		}
 	}
+	if len(chunk) == 1 {
+		one = append(one, chunk[0])
+	} else if len(chunk) > 1 {
+		chunks = append(chunks, chunk)
+	}
+	parallel(len(chunks)+len(one), func(n int) {
+		if n >= len(chunks) {
+			i := one[n-len(chunks)]
+			errs[i] = markOne(leases[i], false)
+			return
+		}
+		c := chunks[n]
+		items := make([]types.TransactWriteItem, 0, len(c))
+		for _, i := range c {
+			key, _ := o.itemOf(leases[i])
+			items = append(items, types.TransactWriteItem{Update: o.markUpdate(key, leases[i], update, names, values)})
+		}
+		// The SDK gives the call an idempotency token: a retry of a
+		// transaction that committed unseen succeeds again.
+		in := &ddb.TransactWriteItemsInput{TransactItems: items}
+		err := o.s.do(ctx, storeinstr.OpOutboxDispatched, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+			out, err := o.client().TransactWriteItems(ctx, in)
+			return metadata(out), err
+		})
+		if err == nil {
+			for _, i := range c {
+				o.done(leases[i].ID)
+			}
+			return
+		}
+		// One by one, each checked against the item as it is: the
+		// transaction may have been written unseen.
+		for _, i := range c {
+			errs[i] = markOne(leases[i], true)
+		}
+	})
 	return errors.Join(errs...)
 }
 

@@ -312,3 +312,91 @@ func TestOutboxEntryAtTheLimitCommitsAndIsMarked(t *testing.T) {
 		t.Fatalf("Dead of the entry at the limit: %v", err)
 	}
 }
+
+// A pass of a hundred entries, in fifty lanes of two, is leased in one
+// transaction and marked dispatched in one: no UpdateItem per entry, each
+// lane's entries in order, the second of a lane never without its first.
+func TestOutboxLeasesAndMarksInBulk(t *testing.T) {
+	s, _, c := outboxStore(t)
+	now := time.Now()
+	msgs := make([]outbox.Message, 0, 100)
+	for i := range 50 {
+		for range 2 {
+			msgs = append(msgs, outbox.Message{Destination: "q", OrderingKey: "o-" + strconv.Itoa(i), Body: []byte("b")})
+		}
+	}
+	for i := 0; i < len(msgs); i += 10 {
+		l := claimAt(t, s, "test#bulk"+strconv.Itoa(i), now)
+		if err := s.Complete(t.Context(), dedup.CompleteRequest{Lease: l, Now: now, ExpiresAt: now.Add(time.Hour), Outbox: msgs[i : i+10]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ob := s.Outbox()
+	c.reset()
+	got, err := ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r1", Now: now, LeaseUntil: now.Add(time.Minute), Max: 100})
+	if err != nil || len(got) != 100 {
+		t.Fatalf("lease: %d entries, %v; want 100", len(got), err)
+	}
+	if n := c.get("UpdateItem"); n != 0 {
+		t.Errorf("lease: %d UpdateItem calls; want the entries taken in a transaction", n)
+	}
+	if n := c.get("TransactWriteItems"); n != 1 {
+		t.Errorf("lease: %d TransactWriteItems calls; want 1", n)
+	}
+	seen := map[string]int64{}
+	leases := make([]outbox.Lease, len(got))
+	for i, e := range got {
+		if last, ok := seen[e.OrderingKey]; ok && last >= e.Seq {
+			t.Errorf("lane %s: entry seq %d after seq %d", e.OrderingKey, e.Seq, last)
+		}
+		seen[e.OrderingKey] = e.Seq
+		leases[i] = e.Lease
+	}
+	c.reset()
+	if err := ob.Dispatched(t.Context(), leases, now, now.Add(time.Hour)); err != nil {
+		t.Fatalf("dispatched: %v", err)
+	}
+	if u, tx := c.get("UpdateItem"), c.get("TransactWriteItems"); u != 0 || tx != 1 {
+		t.Errorf("dispatched: %d UpdateItem and %d TransactWriteItems calls; want one transaction", u, tx)
+	}
+	if sent, err := ob.Entries(t.Context(), outbox.Dispatched, 0); err != nil || len(sent) != 100 {
+		t.Errorf("dispatched entries: %d, %v; want 100", len(sent), err)
+	}
+}
+
+// A transaction of marks refused for one lost lease marks the others one
+// by one: only the lost one is ErrLeaseLost.
+func TestOutboxBulkMarkLostLeaseIsItsOwn(t *testing.T) {
+	s, _, _ := outboxStore(t)
+	now := time.Now()
+	msgs := make([]outbox.Message, 5)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Destination: "q", OrderingKey: "k" + strconv.Itoa(i), Body: []byte("b")}
+	}
+	l := claimAt(t, s, "test#bulklost", now)
+	if err := s.Complete(t.Context(), dedup.CompleteRequest{Lease: l, Now: now, ExpiresAt: now.Add(time.Hour), Outbox: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	ob := s.Outbox()
+	got, err := ob.Lease(t.Context(), outbox.LeaseRequest{Owner: "r1", Now: now, LeaseUntil: now.Add(time.Second), Max: 5})
+	if err != nil || len(got) != 5 {
+		t.Fatalf("lease: %d entries, %v", len(got), err)
+	}
+	// Another relay takes the first entry over once its lease ends.
+	later := now.Add(2 * time.Second)
+	taken, err := s.Outbox().Lease(t.Context(), outbox.LeaseRequest{Owner: "r2", Now: later, LeaseUntil: later.Add(time.Minute), Max: 1})
+	if err != nil || len(taken) != 1 {
+		t.Fatalf("takeover: %d entries, %v", len(taken), err)
+	}
+	leases := make([]outbox.Lease, len(got))
+	for i, e := range got {
+		leases[i] = e.Lease
+	}
+	err = ob.Dispatched(t.Context(), leases, later, later.Add(time.Hour))
+	if !errors.Is(err, outbox.ErrLeaseLost) {
+		t.Fatalf("dispatched: %v; want ErrLeaseLost for the entry taken over", err)
+	}
+	if sent, err := ob.Entries(t.Context(), outbox.Dispatched, 0); err != nil || len(sent) != 4 {
+		t.Errorf("dispatched entries: %d, %v; want the 4 still held", len(sent), err)
+	}
+}

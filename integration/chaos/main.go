@@ -68,6 +68,7 @@ type settings struct {
 	relays      int
 	shipWorkers int
 	relayLease  time.Duration
+	relayBatch  int
 	// redrive parks orders in the dead-letter queue and redrives them
 	// with onceq redrive while the workers are killed.
 	redrive bool
@@ -84,7 +85,8 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.BoolVar(&c.pipeline, "pipeline", false, "run the two-stage pipeline: the order workers send order.reserved through the store's outbox to a second queue or topic, -relays onceq relay processes send it, -ship-workers shipping workers ship each order; all three are killed, and every order must ship exactly once")
 	fs.IntVar(&c.relays, "relays", 2, "-pipeline: relay processes (onceq relay)")
 	fs.IntVar(&c.shipWorkers, "ship-workers", 2, "-pipeline: shipping worker processes")
-	fs.DurationVar(&c.relayLease, "relay-lease-ttl", 10*time.Second, "-pipeline: the relays' lease on the entries they send (a killed relay's are taken over after it)")
+	fs.DurationVar(&c.relayLease, "relay-lease-ttl", 0, "-pipeline: the relays' lease on the entries they send (a killed relay's are taken over after it); 0: onceq relay's default")
+	fs.IntVar(&c.relayBatch, "relay-batch", 0, "-pipeline: the entries a relay leases per pass; 0: onceq relay's default")
 	fs.BoolVar(&c.txn, "txn", false, "run Kafka transactions (-source franz): -workers franztxn processors, killed and restarted under their transactional IDs, commit each poll's outputs with its offsets in one transaction; a read_committed reader must see every input's outputs exactly once, in order (no store)")
 	fs.BoolVar(&c.redrive, "redrive", false, "redrive dead letters (-source sqs): every twentieth order is parked in the dead-letter queue instead of sent, and once the orders are sent, two onceq redrive processes at once and then a third send back every dead letter (the parked ones, and the malformed ones the workers dead-lettered, whose records they reset) while workers are killed; every order must still be applied exactly once, and the history check counts the resets the redrives logged")
 	fs.IntVar(&c.txnOutputs, "txn-outputs", 2, "-txn: output records per input")

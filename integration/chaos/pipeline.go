@@ -234,15 +234,18 @@ func (p pgTables) shipments(ctx context.Context) (map[string]int64, error) {
 }
 
 // relayArgs are the onceq relay flags of a relay process: the run's
-// store and table, the shipping broker's sender, a short lease and poll,
-// so that a killed relay's entries are taken over soon, and small
-// batches: a pass leases its entries one by one, and one that outlasts
-// the lease (a batch of 100 under the injected faults) has its entries
-// taken over before it marks them, by a relay whose pass outlasts its
-// lease too.
+// store and table, the shipping broker's sender, a short poll, and the
+// relay's own lease and pass size unless -relay-lease-ttl or -relay-batch
+// set them: the run checks that its defaults hold under the injected
+// faults, a pass marking its entries before its lease ends.
 func (p *pool) relayArgs() []string {
-	args := []string{"relay", "-table", p.names.idem, "-lease-ttl", p.cfg.relayLease.String(), "-poll", "100ms",
-		"-batch", "10", "-concurrency", "4"}
+	args := []string{"relay", "-table", p.names.idem, "-poll", "100ms", "-concurrency", "4"}
+	if p.cfg.relayLease > 0 {
+		args = append(args, "-lease-ttl", p.cfg.relayLease.String())
+	}
+	if p.cfg.relayBatch > 0 {
+		args = append(args, "-batch", strconv.Itoa(p.cfg.relayBatch))
+	}
 	if p.cfg.store == "postgres" {
 		args = append(args, "-store", "postgres", "-postgres-url", p.cfg.postgresURL)
 	} else {

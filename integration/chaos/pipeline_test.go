@@ -47,6 +47,34 @@ func TestPipelineFlags(t *testing.T) {
 	}
 }
 
+// The relays run onceq relay's own lease and pass size, unless
+// -relay-lease-ttl or -relay-batch set them.
+func TestRelayArgsKeepTheDefaults(t *testing.T) {
+	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("ONCEQ_SQS_ENDPOINT", "http://127.0.0.1:1")
+	for _, c := range []struct {
+		flags      []string
+		has, hasnt string
+	}{
+		{[]string{"-pipeline"}, "", "-lease-ttl -batch"},
+		{[]string{"-pipeline", "-relay-lease-ttl", "10s", "-relay-batch", "10"}, "-lease-ttl 10s -batch 10", ""},
+	} {
+		cfg, err := parseFlags(c.flags, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := " " + strings.Join((&pool{cfg: cfg, ship: &sqsBroker{}}).relayArgs(), " ") + " "
+		if c.has != "" && !strings.Contains(args, " "+c.has+" ") {
+			t.Errorf("%q: relay args %q; want %q", c.flags, args, c.has)
+		}
+		for _, f := range strings.Fields(c.hasnt) {
+			if strings.Contains(args, " "+f+" ") {
+				t.Errorf("%q: relay args %q; want no %s", c.flags, args, f)
+			}
+		}
+	}
+}
+
 // absorbed counts the shipping workers' claims that found the record
 // COMPLETED, and nothing else: not an acquired claim, a claim that found
 // a lease held, a call's start or a cut last line.
