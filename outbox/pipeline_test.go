@@ -36,7 +36,7 @@ func (f senderFunc) Send(ctx context.Context, entries []outbox.Entry) []error { 
 // second batch holds none of the lanes the first one holds.
 func TestRelayLeasesTheNextBatchWhileOneIsSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem, ob := newStore()
+		mem, ob := newStore(t)
 		for i := range 4 {
 			commit(t, mem, fmt.Sprintf("in-%d", i), msg("q", "a", fmt.Sprintf("a%d", i)), msg("q", fmt.Sprintf("u%d", i), "u"))
 		}
