@@ -2,6 +2,7 @@ package faultmatrix_test
 
 import (
 	"context"
+	"crypto/rand"
 	"github.com/onceq/onceq/internal/testsupport/memsourcetest"
 	"strings"
 	"testing"
@@ -22,7 +23,9 @@ import (
 func TestStorePausedTurnsReadinessAndStopIsPrompt(t *testing.T) {
 	t.Parallel()
 	p := faultproxy.NewTCP(t, testenv.RedisAddr(t))
-	store, err := redisstore.New(redisClient(t, &redis.Options{Addr: p.Addr()}), redisstore.Prefix("pause:"+t.Name()+":"))
+	// A prefix of this run's own: a record an earlier run left under the
+	// same message would answer m1 as a duplicate, never handled.
+	store, err := redisstore.New(redisClient(t, &redis.Options{Addr: p.Addr()}), redisstore.Prefix("pause:"+rand.Text()+":"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +45,15 @@ func TestStorePausedTurnsReadinessAndStopIsPrompt(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	_ = q.Send(ctx, memsource.Outgoing{Body: []byte("m1")})
-	if got := <-handled; got != "m1" {
-		t.Fatalf("handled %q", got)
+	select {
+	case got := <-handled:
+		if got != "m1" {
+			t.Fatalf("handled %q", got)
+		}
+	case err := <-done:
+		t.Fatalf("Run returned before the first message: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first message was not handled within 60s")
 	}
 	testenv.Eventually(t, 10*time.Second, "ready", func() bool { return c.Health().Ready })
 
