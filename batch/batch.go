@@ -18,22 +18,30 @@ import "github.com/onceq/onceq/dedup"
 // Store that implements it and hands it over (dedup.Capabilities.Offsets);
 // batch mode names it here under its own names, which are the same types.
 type (
-	// Partition names one Kafka partition consumed by one group.
+	// Partition names one Kafka partition consumed by one group: Group,
+	// Topic and Partition.
 	Partition = dedup.Partition
 	// Lease is a member's hold on a partition's offset row, taken on
-	// assignment (see dedup.OffsetLease).
+	// assignment (see dedup.OffsetLease): its Partition, the Member that
+	// holds it, the fencing Token, and Next, the offset to read from.
 	Lease = dedup.OffsetLease
-	// Commit is one batch's commit: its writes and the partition's new
-	// next offset, in one transaction (see dedup.OffsetCommit).
+	// Commit is one batch's commit, in one transaction (see
+	// dedup.OffsetCommit): under Lease, the records From its first offset
+	// to Next, their business Writes, their Keys (and PayloadHashes)
+	// recorded COMPLETED, at Now, expiring at ExpiresAt.
 	Commit = dedup.OffsetCommit
 	// Store keeps partitions' offset rows: a dedup.Store's batch view,
-	// handed over in its Capabilities.Offsets (see dedup.Offsets).
+	// handed over in its Capabilities.Offsets (see dedup.Offsets). Acquire
+	// takes a partition's row on assignment, Commit commits a batch with
+	// it, Offset reads it.
 	Store = dedup.Offsets
 	// DuplicateKeysError is a commit refused because records' keys were
-	// already COMPLETED, or repeated within the commit.
+	// already COMPLETED, or repeated within the commit: Indexes are their
+	// places in Commit.Keys.
 	DuplicateKeysError = dedup.DuplicateKeysError
 	// TooLargeError is a commit over what the Store can write in one
-	// transaction (see dedup.CommitTooLargeError).
+	// transaction (see dedup.CommitTooLargeError): Items it needed, Max
+	// it may.
 	TooLargeError = dedup.CommitTooLargeError
 )
 

@@ -97,7 +97,7 @@ func FromEarliest() Option { return optionFunc(func(c *config) { c.earliest = tr
 // CheckAttempts makes New refuse a group whose delivery-count limit
 // (group.share.delivery.count.limit) would archive a record before the
 // consumer spent maxAttempts on it, with leaseTTL the consumer's LeaseTTL:
-// see consumer.ReceivesNeeded. Pass the consumer's MaxAttempts and
+// see broker.ReceivesNeeded. Pass the consumer's MaxAttempts and
 // LeaseTTL.
 func CheckAttempts(maxAttempts int, leaseTTL time.Duration) Option {
 	return optionFunc(func(c *config) { c.attempts, c.leaseTTL = maxAttempts, leaseTTL })

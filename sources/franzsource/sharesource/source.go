@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/internal/kgox"
 	"github.com/onceq/onceq/internal/logref"
 	"github.com/onceq/onceq/retry"
@@ -239,7 +238,7 @@ func (s *Source) readGroupSettings(ctx context.Context) error {
 	}
 	s.limit = pick("share.delivery.count.limit", limitConfig)
 	if s.cfg.attempts > 0 && s.limit > 0 {
-		if need := consumer.ReceivesNeeded(s.cfg.attempts, s.cfg.leaseTTL, s.lock); s.limit < need {
+		if need := broker.ReceivesNeeded(s.cfg.attempts, s.cfg.leaseTTL, s.lock); s.limit < need {
 			return &DeliveryLimitError{Group: s.group, Limit: s.limit, Need: need, MaxAttempts: s.cfg.attempts}
 		}
 	}
@@ -772,7 +771,7 @@ func (s *Source) shutdown() {
 type DeliveryLimitError struct {
 	Group       string
 	Limit       int // the group's delivery-count limit
-	Need        int // the deliveries MaxAttempts needs (consumer.ReceivesNeeded)
+	Need        int // the deliveries MaxAttempts needs (broker.ReceivesNeeded)
 	MaxAttempts int
 }
 
