@@ -118,7 +118,10 @@ func TestReviewLeaseFailingPartWayStrandsNoEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The second take is throttled: the first entry is taken already.
+	// The pass's one transaction is throttled, and then, of the takes one
+	// by one it falls back to, the second: the first entry is taken
+	// already.
+	p.AddRule(faultproxy.Rule{Op: "TransactWriteItems", Nth: 1, Fault: faultproxy.Throttle})
 	p.AddRule(faultproxy.Rule{Op: "UpdateItem", Nth: 2, Fault: faultproxy.Throttle})
 	if _, err := relay.Pass(t.Context()); err == nil {
 		t.Fatal("the pass whose second take was throttled reports no error")
