@@ -373,7 +373,17 @@ func TestConsoleInBrowser(t *testing.T) {
 			wantIn(t, "home", p.load("/", "home"), "By key", "By key_hash")
 
 			text := p.load("/records?status=PENDING", "in-flight")
-			wantIn(t, "in flight", text, listed("order-1002"), listed("order-1003"), "abandoned", "worker-order-1002")
+			inFlight := []string{listed("order-1002"), "worker-order-1002"}
+			// The abandoned lease has expired: a store with a TTL (DynamoDB)
+			// may have removed it already, which the page must then not show.
+			if _, err := cs.st.Get(t.Context(), mustKey(t, consoleNS, "order-1003")); errors.Is(err, dedup.ErrNotFound) {
+				if strings.Contains(text, listed("order-1003")) {
+					t.Errorf("in flight: order-1003, removed by the store's TTL, still shown")
+				}
+			} else {
+				inFlight = append(inFlight, listed("order-1003"), "abandoned")
+			}
+			wantIn(t, "in flight", text, inFlight...)
 
 			text = p.load("/records?status=DEAD_LETTER", "dead-letters")
 			wantIn(t, "dead letters", text, schemaError+"\t2", poisonError+"\t1", hostileReason+"\t1", "4 record(s) read", "next →")
