@@ -195,13 +195,9 @@ func TestBrokerPausedTurnsReadiness(t *testing.T) {
 				t.Fatalf("readyz body %s: want the broker's address %s", body, k.addr)
 			}
 			t.Logf("broker paused: not ready after %v: %s", took.Round(100*time.Millisecond), strings.TrimSpace(body))
-			said := time.Now()
-			for !strings.Contains(w.logs.String(), "waiting for the broker") {
-				if time.Since(said) > 30*time.Second {
-					t.Fatal("no line waiting for the broker within 30s of not ready")
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			testenv.Eventually(t, 30*time.Second, "a line waiting for the broker, after not ready", func() bool {
+				return strings.Contains(w.logs.String(), "waiting for the broker")
+			})
 			if line := lineWith(w.logs.String(), "waiting for the broker"); !strings.Contains(line, k.addr) {
 				t.Fatalf("line %q: want the broker's address %s", line, k.addr)
 			}
