@@ -503,8 +503,18 @@ func churn(ctx context.Context, cfg settings, rng *mrand.Rand, p *pool, b broker
 // batched delete or commit still pending keeps its message counted). On
 // Kafka every third event is a graceful leave (SIGTERM) instead of a kill:
 // the group sees members both vanish and leave.
+//
+// Once everything was sent, an event waits for progress: the next kill
+// comes only after something settled since the last one. On a loaded
+// machine a group's recovery (a session timing out, a rebalance, a
+// transactional ID fencing its predecessor) can take longer than the
+// kill interval, and chaos that outruns recovery would stall the run
+// without testing anything more.
 func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *pool, left func(context.Context) (int, string, error), sendErr <-chan error, logf func(string, ...any), res *result) error {
 	sent, empty, events := false, 0, 0
+	// left's count when the last event came after everything was sent;
+	// -1 while none has.
+	leftAtEvent := -1
 	nextKill := time.Now().Add(jitter(cfg.killEvery, rng))
 	poll := time.NewTicker(500 * time.Millisecond)
 	defer poll.Stop()
@@ -524,7 +534,16 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 		if err := p.check(); err != nil {
 			return err
 		}
-		if cfg.killEvery > 0 && time.Now().After(nextKill) {
+		n, desc := -1, ""
+		if sent {
+			var err error
+			if n, desc, err = left(ctx); err != nil {
+				return err
+			}
+		}
+		stalled := n >= 0 && leftAtEvent >= 0 && n >= leftAtEvent
+		if cfg.killEvery > 0 && time.Now().After(nextKill) && !stalled {
+			leftAtEvent = n
 			i := rng.IntN(processes(cfg))
 			events++
 			if cfg.source == "share" && events%3 == 0 {
@@ -563,10 +582,6 @@ func chaosUntilDrained(ctx context.Context, cfg settings, rng *mrand.Rand, p *po
 		}
 		if !sent {
 			continue
-		}
-		n, desc, err := left(ctx)
-		if err != nil {
-			return err
 		}
 		if time.Since(lastLog) > 5*time.Second {
 			logf("%s, %d kills, %d leaves", desc, res.kills, res.leaves)
