@@ -77,7 +77,8 @@ type Lot interface {
 	// reads in order, as a Kafka group does, moves past it).
 	Pass(ctx context.Context, l *Letter) error
 	// Close gives back the letters neither moved, settled nor passed
-	// (they stay on the Lot) and ends the Lot's work.
+	// (they stay on the Lot, for a later run: a Lot read in order starts
+	// there) and ends the Lot's work.
 	Close(ctx context.Context) error
 }
 
@@ -324,7 +325,9 @@ func (r *runner) one(ctx context.Context, l *Letter) (Action, error) {
 				}
 				return r.pass(ctx, l, Completed, why)
 			case !dedup.Resettable(rec, time.Now()):
-				return r.pass(ctx, l, Held, fmt.Sprintf("a worker holds its key until %s", rec.ExpiresAt.UTC().Format(time.RFC3339)))
+				// Neither passed nor settled: left for a later run, which a
+				// Lot read in order starts from it.
+				return r.logged(ctx, l, Held, fmt.Sprintf("a worker holds its key until %s", rec.ExpiresAt.UTC().Format(time.RFC3339)), nil), nil
 			default:
 				version = rec.Version
 			}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/cmd/onceq/internal/redrive"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
+	"github.com/onceq/onceq/sources/kafkagroup"
+)
+
+// deadLetters produces to dlt one dead letter per record key, as
+// kafkagroup dead-letters a record read from orig, and returns the stored
+// key of each letter's message (the consumer's, under namespace onceq).
+func deadLetters(t *testing.T, cl *kgo.Client, orig, dlt string, keys ...string) []string {
+	t.Helper()
+	var recs []*kgo.Record
+	var stored []string
+	for i, k := range keys {
+		value := []byte(`{"n":` + string(rune('0'+i)) + `}`)
+		recs = append(recs, &kgo.Record{Topic: dlt, Key: []byte(k), Value: value, Headers: []kgo.RecordHeader{
+			{Key: kafkagroup.ReasonHeader, Value: []byte("poison")}, {Key: kafkagroup.OriginalTopicHeader, Value: []byte(orig)},
+			{Key: kafkagroup.OriginalPartitionHeader, Value: []byte("0")}, {Key: kafkagroup.OriginalOffsetHeader, Value: []byte("7")}}})
+		key, err := redrive.RecordKeys("onceq")(&broker.Message{OrderingKey: k, Body: value, Origin: broker.Origin{Destination: orig}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, key)
+	}
+	// The original topic exists, as it would: its first record is there.
+	if err := cl.ProduceSync(t.Context(), append([]*kgo.Record{{Topic: orig, Key: []byte("first")}}, recs...)...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return stored
+}
+
+// readTopic returns the records of topic but its first, once want have
+// come.
+func readTopic(t *testing.T, brokers, topic string, want int) []*kgo.Record {
+	t.Helper()
+	rd, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var got []*kgo.Record
+	for len(got) < want && ctx.Err() == nil {
+		for _, r := range rd.PollFetches(ctx).Records() {
+			if string(r.Key) != "first" {
+				got = append(got, r)
+			}
+		}
+	}
+	if len(got) < want {
+		t.Fatalf("%s holds %d records beside its first, want %d", topic, len(got), want)
+	}
+	return got
+}
+
+// A Kafka dead letter whose key a worker holds is "left for a later run"
+// (docs/cli.md): once the worker has dead-lettered it for good, the next
+// run in the same group moves it. Neither its offset nor that of a letter
+// after it in its partition (one the run moved) may be committed while it
+// is held, or the group never reads it again.
+func TestReviewRedriveKafkaHeldLetterMovedByALaterRun(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	s := redriveStores(t)["postgres"](t)
+	name := tableName(t)
+	orig, dlt := name+"-orders", name+"-orders-dlt"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// The same record key: one partition, the held letter first.
+	keys := deadLetters(t, cl, orig, dlt, "order-held", "order-held")
+	now := time.Now()
+	c, err := s.st.Claim(t.Context(), dedup.ClaimRequest{Key: keys[0], Owner: "w", Now: now, LeaseUntil: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string{"redrive"}, s.args...), "-kafka-dlt", dlt, "-kafka-brokers", brokers)
+	code, out, errOut := onceq(args...)
+	if code != 0 || !strings.Contains(out, "2 looked at: moved 1, 0 completed (not re-run), 1 held by a worker") {
+		t.Fatalf("first redrive: exit %d, %s\n%s", code, out, errOut)
+	}
+	// The worker gives up on it: its record is dead-lettered.
+	if err := s.st.Fail(t.Context(), dedup.FailRequest{Lease: c.Lease, Reason: "poison", Now: time.Now(), RetryAt: time.Now().Add(time.Hour), DeadLetter: true}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = onceq(args...)
+	moved := `msg="redrive: moved" id=` + dlt
+	if code != 0 || !strings.Contains(errOut, moved) || !strings.Contains(errOut[strings.Index(errOut, moved):], "key_hash="+dedup.KeyHash(keys[0])+" ") {
+		t.Fatalf("redrive after the worker let go: exit %d, %s\n%s\nwant the held letter moved now", code, out, errOut)
+	}
+	found := false
+	for _, r := range readTopic(t, brokers, orig, 2) {
+		found = found || string(r.Value) == `{"n":0}`
+	}
+	if !found {
+		t.Fatal("the held letter is not in the original topic")
+	}
+	if r, err := s.st.Get(t.Context(), keys[0]); err != nil || r.Status != dedup.StatusFailed {
+		t.Fatalf("record after the move: %+v %v, want reset", r, err)
+	}
+}
+
+// -kafka-topic sends the letters elsewhere, but the record that says
+// whether a letter's effect committed is the one of the topic it was read
+// from (its onceq-original-topic header): a letter whose effect committed
+// there is not re-run through another topic.
+func TestReviewRedriveKafkaTopicOverrideKeepsCompleted(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	s := redriveStores(t)["postgres"](t)
+	name := tableName(t)
+	orig, dlt, retry := name+"-orders", name+"-orders-dlt", name+"-orders-retry"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	keys := deadLetters(t, cl, orig, dlt, "order-done", "order-failed")
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: retry, Key: []byte("first")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := s.st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: keys[0], Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string{"redrive"}, s.args...), "-kafka-dlt", dlt, "-kafka-brokers", brokers, "-kafka-topic", retry)
+	code, out, errOut := onceq(args...)
+	if code != 0 || !strings.Contains(out, "2 looked at: moved 1, 1 completed (not re-run)") {
+		t.Fatalf("redrive to %s: exit %d, %s\n%s\nwant the completed letter not re-run", retry, code, out, errOut)
+	}
+	if got := readTopic(t, brokers, retry, 1); string(got[0].Key) != "order-failed" {
+		t.Fatalf("%s holds %q, want order-failed", retry, got[0].Key)
+	}
+}
