@@ -29,7 +29,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	sf := addStoreFlags(fs)
 	sqsDLQ := fs.String("sqs-dlq", "", "the SQS dead-letter queue's URL")
 	sqsSource := fs.String("sqs-source", "", "-sqs-dlq: the queue its letters go back to (default: the one queue whose redrive policy names it)")
-	hold := fs.Duration("hold", 5*time.Minute, "-sqs-dlq: how long a letter received stays out of other readers' sight while it is decided")
+	hold := fs.Duration("hold", 5*time.Minute, "-sqs-dlq: how long a letter received stays out of other readers' sight while it is decided (1s to 12h)")
 	dlt := fs.String("kafka-dlt", "", "the Kafka dead-letter topic")
 	brokers := fs.String("kafka-brokers", "", "-kafka-dlt: comma-separated bootstrap brokers")
 	group := fs.String("kafka-group", "", "-kafka-dlt: the redrive's consumer group, whose offsets say what was looked at (default onceq-redrive-TOPIC)")

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/broker"
@@ -142,5 +146,51 @@ func TestReviewRedriveKafkaTopicOverrideKeepsCompleted(t *testing.T) {
 	}
 	if got := readTopic(t, brokers, retry, 1); string(got[0].Key) != "order-failed" {
 		t.Fatalf("%s holds %q, want order-failed", retry, got[0].Key)
+	}
+}
+
+// sqsPair is a source queue and its dead-letter queue, deleted after t.
+func sqsPair(t *testing.T, q *awssqs.Client) (qn, src, dlq string) {
+	t.Helper()
+	qn = "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
+	src, _ = createQueue(t, q, qn, nil)
+	dlq, _ = createQueue(t, q, qn+"-dlq", nil)
+	t.Cleanup(func() {
+		for _, u := range []string{src, dlq} {
+			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	return qn, src, dlq
+}
+
+// A run looks at each dead letter once, even when a letter it left comes
+// back into sight while it runs (-hold shorter than the run): it ends,
+// and its report counts the letter once.
+func TestReviewRedriveSQSLetterBackInSightLookedAtOnce(t *testing.T) {
+	q := localSQS(t)
+	s := redriveStores(t)["redis"](t)
+	_, src, dlq := sqsPair(t, q)
+	key := "done-" + tableName(t)
+	now := time.Now()
+	if _, err := s.st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: mustKey(t, "onceq", key), Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.SendMessage(t.Context(), &awssqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String("b"),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{broker.IdempotencyKeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(key)}}}); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string{"redrive"}, s.args...), "-sqs-dlq", dlq, "-sqs-source", src)
+	if code, _, errOut := onceq(append(args, "-hold", "500ms")...); code != 1 || !strings.Contains(errOut, "hold 500ms: want 1s to 12h") {
+		t.Fatalf("redrive -hold 500ms: exit %d, %s; want refused (SQS hides nothing for less than a second)", code, errOut)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, append(args, "-hold", "1s"), &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), "1 looked at: moved 0, 1 completed (not re-run)") {
+		t.Fatalf("redrive -hold 1s: exit %d, %s\n%s\nwant it to end, the letter looked at once", code, out.String(), errOut.String())
+	}
+	if n := queueDepth(t, q, dlq); n != 1 {
+		t.Fatalf("the dead-letter queue holds %d, want the completed letter", n)
 	}
 }

@@ -28,7 +28,7 @@ type SQSConfig struct {
 	// Key is the stored key of a letter's message (default BodyKeys("onceq"), the consumer's default namespace).
 	Key KeyFunc
 	// Hold is how long a letter received stays out of other readers'
-	// sight while the run decides (default 5m): a run that ends early
+	// sight while the run decides (default 5m; 1s to 12h): a run that ends early
 	// gives back what it did not move; one that dies leaves it unseen
 	// until Hold ends.
 	Hold time.Duration
@@ -49,7 +49,10 @@ type SQS struct {
 	from, to string
 	fifo     bool
 	left     map[string]string // message ID → receipt handle, neither moved nor settled
-	empties  int
+	// seen: the message IDs this run looked at. A letter left comes back
+	// into sight once Hold ends, and is not looked at again by this run.
+	seen    map[string]bool
+	empties int
 }
 
 // NewSQS returns the Lot of cfg's dead-letter queue.
@@ -60,8 +63,13 @@ func NewSQS(ctx context.Context, client *awssqs.Client, cfg SQSConfig) (*SQS, er
 	if cfg.Key == nil {
 		cfg.Key = BodyKeys("onceq")
 	}
-	if cfg.Hold <= 0 {
+	if cfg.Hold == 0 {
 		cfg.Hold = 5 * time.Minute
+	}
+	if cfg.Hold < time.Second || cfg.Hold > 12*time.Hour {
+		// SQS counts a visibility in whole seconds, up to 12 hours: a
+		// shorter one hides nothing from another run.
+		return nil, fmt.Errorf("redrive: hold %v: want 1s to 12h, SQS's bounds of a visibility", cfg.Hold)
 	}
 	if cfg.EmptyReceives <= 0 {
 		cfg.EmptyReceives = 2
@@ -77,7 +85,7 @@ func NewSQS(ctx context.Context, client *awssqs.Client, cfg SQSConfig) (*SQS, er
 		cfg.Source = out.QueueUrls[0]
 	}
 	return &SQS{client: client, cfg: cfg, from: "SQS queue " + queueName(cfg.DeadLetterQueue), to: "SQS queue " + queueName(cfg.Source),
-		fifo: strings.HasSuffix(cfg.Source, ".fifo"), left: map[string]string{}}, nil
+		fifo: strings.HasSuffix(cfg.Source, ".fifo"), left: map[string]string{}, seen: map[string]bool{}}, nil
 }
 
 func queueName(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }
@@ -100,15 +108,22 @@ func (s *SQS) Next(ctx context.Context) ([]*Letter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redrive: receiving from %s: %w", s.from, err)
 		}
-		if len(out.Messages) == 0 {
+		letters := make([]*Letter, 0, len(out.Messages))
+		for _, m := range out.Messages {
+			id := aws.ToString(m.MessageId)
+			if s.seen[id] {
+				// Back in sight: hidden again, given back by Close.
+				s.left[id] = aws.ToString(m.ReceiptHandle)
+				continue
+			}
+			s.seen[id] = true
+			letters = append(letters, s.letter(m))
+		}
+		if len(letters) == 0 {
 			s.empties++
 			continue
 		}
 		s.empties = 0
-		letters := make([]*Letter, 0, len(out.Messages))
-		for _, m := range out.Messages {
-			letters = append(letters, s.letter(m))
-		}
 		return letters, nil
 	}
 	return nil, nil
