@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +194,58 @@ func TestReviewRedriveSQSLetterBackInSightLookedAtOnce(t *testing.T) {
 	}
 	if n := queueDepth(t, q, dlq); n != 1 {
 		t.Fatalf("the dead-letter queue holds %d, want the completed letter", n)
+	}
+}
+
+// Two redrives of one Kafka dead-letter topic at once, in the same group,
+// move each letter once: the group hands each partition to one of them.
+func TestReviewRedriveKafkaTwoAtOnce(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	s := redriveStores(t)["redis"](t)
+	name := tableName(t)
+	orig, dlt := name+"-orders", name+"-orders-dlt"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 40
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("order-%d", i)
+	}
+	deadLetters(t, cl, orig, dlt, keys...)
+	args := append(append([]string{"redrive"}, s.args...), "-kafka-dlt", dlt, "-kafka-brokers", brokers)
+	var wg sync.WaitGroup
+	var outs [2]string
+	for i := range outs {
+		wg.Go(func() {
+			var out, errOut bytes.Buffer
+			if code := run(t.Context(), args, &out, &errOut); code != 0 {
+				t.Errorf("redrive %d: exit %d: %s", i, code, errOut.String())
+			}
+			outs[i] = out.String()
+		})
+	}
+	wg.Wait()
+	moved := 0
+	for _, o := range outs {
+		var seen, m int
+		if _, err := fmt.Sscanf(o, "onceq redrive: %d looked at: moved %d", &seen, &m); err != nil {
+			t.Fatalf("summary %q: %v", o, err)
+		}
+		moved += m
+	}
+	got := map[string]int{}
+	for _, r := range readTopic(t, brokers, orig, n) {
+		got[string(r.Key)]++
+	}
+	if moved != n || len(got) != n {
+		t.Fatalf("two redrives moved %d (summaries %q); the original topic got %v; want each of %d once", moved, outs, got, n)
+	}
+	for k, c := range got {
+		if c != 1 {
+			t.Fatalf("%s sent back %d times (summaries %q)", k, c, outs)
+		}
 	}
 }
