@@ -78,7 +78,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("-outbox reads no record: -namespace does not go with it")
 	case filter.Validate() != nil:
 		return usageErr("%s", filter.Validate())
-	case *rate < 0:
+	case !(*rate >= 0): // NaN too
 		return usageErr("-rate %v: want zero (no bound) or more", *rate)
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q: onceq redrive takes flags only", fs.Arg(0))

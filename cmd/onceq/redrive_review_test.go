@@ -249,3 +249,11 @@ func TestReviewRedriveKafkaTwoAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// -rate NaN is a usage error, as a negative rate is.
+func TestReviewRedriveRateNaN(t *testing.T) {
+	code, _, errOut := onceq("redrive", "-store", "postgres", "-outbox", "-rate", "NaN")
+	if code != 2 || !strings.Contains(errOut, "-rate NaN") {
+		t.Fatalf("onceq redrive -rate NaN: exit %d, %q; want 2 naming the rate", code, errOut)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -230,7 +231,7 @@ func run(ctx context.Context, lot Lot, recs Records, f Filter, o Options, dry bo
 	if err := f.Validate(); err != nil {
 		return Report{}, err
 	}
-	if o.Rate < 0 {
+	if !(o.Rate >= 0) { // NaN too
 		return Report{}, fmt.Errorf("redrive: rate %v: want zero (no bound) or more", o.Rate)
 	}
 	r := &runner{lot: lot, recs: recs, f: f, o: o, dry: dry, log: o.Logger, started: time.Now()}
@@ -238,7 +239,12 @@ func run(ctx context.Context, lot Lot, recs Records, f Filter, o Options, dry bo
 		r.log = slog.Default()
 	}
 	if o.Rate > 0 {
-		r.pace = &pacer{every: time.Duration(float64(time.Second) / o.Rate)}
+		// A rate so small that its interval overflows a Duration waits
+		// the longest one, rather than wrapping to no wait at all.
+		r.pace = &pacer{every: time.Duration(math.MaxInt64)}
+		if every := float64(time.Second) / o.Rate; every < math.MaxInt64 {
+			r.pace.every = time.Duration(every)
+		}
 	}
 	every := o.ProgressEvery
 	if every <= 0 {

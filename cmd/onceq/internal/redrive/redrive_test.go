@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -200,5 +201,35 @@ func TestRunLeavesNewerLetters(t *testing.T) {
 	rep, err := Run(t.Context(), l, st, Filter{}, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil || rep.Moved != 1 || rep.Newer != 1 || strings.Join(l.moved, ",") != "a" || len(l.passed) != 0 {
 		t.Fatalf("Run: %+v %v, moved %v, passed %v", rep, err, l.moved, l.passed)
+	}
+}
+
+// A rate too small for its interval to fit a time.Duration still paces:
+// the first letter moves, the second waits (it wrapped to no wait at all,
+// and -rate 1e-10 moved everything at once). NaN is refused.
+func TestReviewRateTinyStillPaces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := memstore.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &lot{letters: []*Letter{letter("a", "", "x"), letter("b", "", "x")}}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan Report)
+		go func() {
+			rep, _ := Run(ctx, l, st, Filter{}, Options{Rate: 1e-10, Logger: slog.New(slog.DiscardHandler)})
+			done <- rep
+		}()
+		synctest.Wait() // the run is blocked: on its pace, or done
+		if strings.Join(l.moved, ",") != "a" {
+			t.Fatalf("at rate 1e-10, moved %v before the clock moved; want a alone, b waiting", l.moved)
+		}
+		cancel()
+		if rep := <-done; rep.Moved != 1 || rep.Failed != 1 {
+			t.Fatalf("Run cancelled while pacing: %+v", rep)
+		}
+	})
+	if _, err := Run(t.Context(), &lot{}, nil, Filter{}, Options{Rate: math.NaN()}); err == nil {
+		t.Fatal("Run at rate NaN: no error")
 	}
 }
