@@ -257,3 +257,51 @@ func TestReviewRedriveRateNaN(t *testing.T) {
 		t.Fatalf("onceq redrive -rate NaN: exit %d, %q; want 2 naming the rate", code, errOut)
 	}
 }
+
+// A FIFO dead-letter queue returns none of a group's letters while one of
+// them is out of sight: a letter the run leaves (here, one whose effect
+// committed, first in its group) must not hide the letters behind it.
+// Twelve letters of one group, the first completed: one run moves the
+// other eleven, each once, in order.
+func TestReviewRedriveSQSFIFOLetterLeftDoesNotHideItsGroup(t *testing.T) {
+	q := localSQS(t)
+	s := redriveStores(t)["redis"](t)
+	qn := "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
+	fifo := map[string]string{"FifoQueue": "true"}
+	src, _ := createQueue(t, q, qn+".fifo", fifo)
+	dlq, _ := createQueue(t, q, qn+"-dlq.fifo", fifo)
+	t.Cleanup(func() {
+		for _, u := range []string{src, dlq} {
+			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	const n = 12
+	now := time.Now()
+	for i := range n {
+		key := fmt.Sprintf("%s-%02d", qn, i)
+		if i == 0 {
+			if _, err := s.st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: mustKey(t, "onceq", key), Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := q.SendMessage(t.Context(), &awssqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String(key),
+			MessageGroupId: aws.String("customer-7"), MessageDeduplicationId: aws.String(key),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{broker.IdempotencyKeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(key)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := onceq(append(append([]string{"redrive"}, s.args...), "-sqs-dlq", dlq, "-sqs-source", src)...)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d looked at: moved %d, 1 completed (not re-run)", n, n-1)) {
+		t.Fatalf("redrive: exit %d, %s\n%s\nwant the %d letters behind the completed one moved", code, out, errOut, n-1)
+	}
+	var bodies []string
+	for _, m := range drain(t, q, src, n-1) {
+		bodies = append(bodies, aws.ToString(m.Body))
+	}
+	for i, b := range bodies {
+		if want := fmt.Sprintf("%s-%02d", qn, i+1); b != want {
+			t.Fatalf("source queue got %q, want %s-01 to -%02d in order", bodies, qn, n-1)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package redrive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,15 +44,26 @@ type SQSConfig struct {
 // MessageId as deduplication ID, so a send repeated within SQS's window
 // adds no copy), then deleted by its receipt. The ones left are made
 // visible again by Close.
+//
+// A FIFO dead-letter queue returns none of a group's letters while one of
+// them is out of sight, and always its oldest first: a letter left there
+// would hide the letters behind it from every run. So a letter a run
+// leaves on a FIFO queue goes to the back of its group (sent again, then
+// deleted) before the next receive, and is not looked at again.
 type SQS struct {
 	client   *awssqs.Client
 	cfg      SQSConfig
 	from, to string
 	fifo     bool
 	left     map[string]string // message ID → receipt handle, neither moved nor settled
-	// seen: the message IDs this run looked at. A letter left comes back
-	// into sight once Hold ends, and is not looked at again by this run.
-	seen    map[string]bool
+	// seen: the message IDs this run looked at, or sent to the back of
+	// their group. A letter left comes back into sight once Hold ends, and
+	// is not looked at again by this run.
+	seen map[string]bool
+	// fifoDLQ: the dead-letter queue is FIFO; batch is the last receive's
+	// letters, the ones left of which go to the back of their group.
+	fifoDLQ bool
+	batch   []*Letter
 	empties int
 }
 
@@ -85,7 +97,8 @@ func NewSQS(ctx context.Context, client *awssqs.Client, cfg SQSConfig) (*SQS, er
 		cfg.Source = out.QueueUrls[0]
 	}
 	return &SQS{client: client, cfg: cfg, from: "SQS queue " + queueName(cfg.DeadLetterQueue), to: "SQS queue " + queueName(cfg.Source),
-		fifo: strings.HasSuffix(cfg.Source, ".fifo"), left: map[string]string{}, seen: map[string]bool{}}, nil
+		fifo: strings.HasSuffix(cfg.Source, ".fifo"), fifoDLQ: strings.HasSuffix(cfg.DeadLetterQueue, ".fifo"),
+		left: map[string]string{}, seen: map[string]bool{}}, nil
 }
 
 func queueName(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }
@@ -98,6 +111,9 @@ type sqsLetter struct {
 
 // Next implements Lot.
 func (s *SQS) Next(ctx context.Context) ([]*Letter, error) {
+	if err := s.toBack(ctx); err != nil {
+		return nil, err
+	}
 	for s.empties < s.cfg.EmptyReceives {
 		out, err := s.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
 			QueueUrl: aws.String(s.cfg.DeadLetterQueue), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
@@ -124,9 +140,39 @@ func (s *SQS) Next(ctx context.Context) ([]*Letter, error) {
 			continue
 		}
 		s.empties = 0
+		if s.fifoDLQ {
+			s.batch = letters
+		}
 		return letters, nil
 	}
 	return nil, nil
+}
+
+// toBack sends the letters of the last receive that the run left on a
+// FIFO dead-letter queue to the back of their group: a copy (body,
+// attributes, group) is sent, then the letter deleted. A run that stops
+// between the two leaves both, each decided alike by the next.
+func (s *SQS) toBack(ctx context.Context) error {
+	for len(s.batch) > 0 {
+		l := s.batch[0]
+		receipt, left := s.left[l.ID]
+		if left {
+			h := l.handle.(*sqsLetter)
+			out, err := s.client.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(s.cfg.DeadLetterQueue),
+				MessageBody: aws.String(h.body), MessageAttributes: h.attrs, MessageGroupId: aws.String(cmp.Or(h.group, l.ID)),
+				MessageDeduplicationId: aws.String(l.ID)})
+			if err != nil {
+				return fmt.Errorf("redrive: sending %s, left, to the back of its group in %s: %w", l.ID, s.from, err)
+			}
+			s.seen[aws.ToString(out.MessageId)] = true
+			if _, err := s.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(s.cfg.DeadLetterQueue), ReceiptHandle: aws.String(receipt)}); err != nil {
+				return fmt.Errorf("redrive: deleting %s, sent to the back of its group, from %s: %w", l.ID, s.from, err)
+			}
+			delete(s.left, l.ID)
+		}
+		s.batch = s.batch[1:]
+	}
+	return nil
 }
 
 func (s *SQS) letter(m types.Message) *Letter {
