@@ -305,3 +305,69 @@ func TestReviewRedriveSQSFIFOLetterLeftDoesNotHideItsGroup(t *testing.T) {
 		}
 	}
 }
+
+// Two redrives of one FIFO dead-letter queue at once end, and move each
+// letter once: a letter one sends to the back of its group is newer than
+// the other run, which leaves it where it is.
+func TestReviewRedriveSQSFIFOTwoAtOnce(t *testing.T) {
+	q := localSQS(t)
+	s := redriveStores(t)["redis"](t)
+	qn := "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
+	fifo := map[string]string{"FifoQueue": "true"}
+	src, _ := createQueue(t, q, qn+".fifo", fifo)
+	dlq, _ := createQueue(t, q, qn+"-dlq.fifo", fifo)
+	t.Cleanup(func() {
+		for _, u := range []string{src, dlq} {
+			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	const n = 6
+	now := time.Now()
+	for i := range n {
+		key := fmt.Sprintf("%s-%02d", qn, i)
+		if i%3 == 0 {
+			if _, err := s.st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: mustKey(t, "onceq", key), Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := q.SendMessage(t.Context(), &awssqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String(key),
+			MessageGroupId: aws.String(fmt.Sprint("g", i%2)), MessageDeduplicationId: aws.String(key),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{broker.IdempotencyKeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(key)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	args := append(append([]string{"redrive"}, s.args...), "-sqs-dlq", dlq, "-sqs-source", src)
+	var wg sync.WaitGroup
+	var outs [2]string
+	for i := range outs {
+		wg.Go(func() {
+			var out, errOut bytes.Buffer
+			if code := run(ctx, args, &out, &errOut); code != 0 {
+				t.Errorf("redrive %d: exit %d: %s", i, code, errOut.String())
+			}
+			outs[i] = out.String()
+		})
+	}
+	wg.Wait()
+	moved := 0
+	for _, o := range outs {
+		var seen, m int
+		if _, err := fmt.Sscanf(o, "onceq redrive: %d looked at: moved %d", &seen, &m); err != nil {
+			t.Fatalf("summary %q: %v", o, err)
+		}
+		moved += m
+	}
+	got := map[string]int{}
+	for _, m := range drain(t, q, src, n-2) {
+		got[aws.ToString(m.Body)]++
+	}
+	if moved != n-2 || len(got) != n-2 {
+		t.Fatalf("two redrives moved %d (summaries %q); the source queue got %v; want the %d not completed once each", moved, outs, got, n-2)
+	}
+	if d := queueDepth(t, q, dlq); d != 2 {
+		t.Fatalf("the dead-letter queue holds %d, want the 2 completed letters", d)
+	}
+}

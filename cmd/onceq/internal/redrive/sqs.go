@@ -64,6 +64,10 @@ type SQS struct {
 	// letters, the ones left of which go to the back of their group.
 	fifoDLQ bool
 	batch   []*Letter
+	// start: a letter set aside since is left where it is (the run's
+	// newer ones): sent to the back, it would come to another run at
+	// once, which would send it back in turn.
+	start   time.Time
 	empties int
 }
 
@@ -98,7 +102,7 @@ func NewSQS(ctx context.Context, client *awssqs.Client, cfg SQSConfig) (*SQS, er
 	}
 	return &SQS{client: client, cfg: cfg, from: "SQS queue " + queueName(cfg.DeadLetterQueue), to: "SQS queue " + queueName(cfg.Source),
 		fifo: strings.HasSuffix(cfg.Source, ".fifo"), fifoDLQ: strings.HasSuffix(cfg.DeadLetterQueue, ".fifo"),
-		left: map[string]string{}, seen: map[string]bool{}}, nil
+		left: map[string]string{}, seen: map[string]bool{}, start: time.Now()}, nil
 }
 
 func queueName(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }
@@ -156,7 +160,7 @@ func (s *SQS) toBack(ctx context.Context) error {
 	for len(s.batch) > 0 {
 		l := s.batch[0]
 		receipt, left := s.left[l.ID]
-		if left {
+		if left && !l.At.After(s.start) {
 			h := l.handle.(*sqsLetter)
 			out, err := s.client.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(s.cfg.DeadLetterQueue),
 				MessageBody: aws.String(h.body), MessageAttributes: h.attrs, MessageGroupId: aws.String(cmp.Or(h.group, l.ID)),
