@@ -29,7 +29,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	sf := addStoreFlags(fs)
 	sqsDLQ := fs.String("sqs-dlq", "", "the SQS dead-letter queue's URL")
 	sqsSource := fs.String("sqs-source", "", "-sqs-dlq: the queue its letters go back to (default: the one queue whose redrive policy names it)")
-	hold := fs.Duration("hold", 5*time.Minute, "-sqs-dlq: how long a letter received stays out of other readers' sight while it is decided")
+	hold := fs.Duration("hold", 5*time.Minute, "-sqs-dlq: how long a letter received stays out of other readers' sight while it is decided (1s to 12h)")
 	dlt := fs.String("kafka-dlt", "", "the Kafka dead-letter topic")
 	brokers := fs.String("kafka-brokers", "", "-kafka-dlt: comma-separated bootstrap brokers")
 	group := fs.String("kafka-group", "", "-kafka-dlt: the redrive's consumer group, whose offsets say what was looked at (default onceq-redrive-TOPIC)")
@@ -78,7 +78,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("-outbox reads no record: -namespace does not go with it")
 	case filter.Validate() != nil:
 		return usageErr("%s", filter.Validate())
-	case *rate < 0:
+	case !(*rate >= 0): // NaN too
 		return usageErr("-rate %v: want zero (no bound) or more", *rate)
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q: onceq redrive takes flags only", fs.Arg(0))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -41,15 +42,23 @@ type KafkaConfig struct {
 // group with offsets committed by hand: a letter is produced back to its
 // original topic (its key, value and headers, less the ones its
 // dead-lettering added), and its offset is committed once it is moved or
-// passed. A group's partitions are read by one run at a time, and no
-// rebalance happens while a poll's letters are being decided.
+// passed, short of the first letter of its partition left on the Lot (a
+// worker holds its key, or it is newer than the run): the group's next
+// run starts there. A group's partitions are read by one run at a time,
+// and no rebalance happens while a poll's letters are being decided.
 type Kafka struct {
-	cl      *kgo.Client
-	cfg     KafkaConfig
-	from    string
-	done    []*kgo.Record // moved, settled or passed, to commit
-	holding bool          // a poll's letters are being decided (rebalances blocked)
-	polled  bool          // a poll found letters: the group was joined
+	cl   *kgo.Client
+	cfg  KafkaConfig
+	from string
+	done []*kgo.Record // moved, settled or passed, to commit
+	poll []*kgo.Record // the last poll's letters
+	// left is, by partition, the lowest offset of a letter polled and
+	// neither settled nor passed (held by a worker, newer than the run,
+	// not reached): no offset from it on is committed, so that the
+	// group's next run reads it again.
+	left    map[partition]int64
+	holding bool // a poll's letters are being decided (rebalances blocked)
+	polled  bool // a poll found letters: the group was joined
 }
 
 // NewKafka returns the Lot of cfg's dead-letter topic.
@@ -73,12 +82,32 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redrive: Kafka client: %w", err)
 	}
-	return &Kafka{cl: cl, cfg: cfg, from: "Kafka topic " + cfg.DeadLetterTopic}, nil
+	return &Kafka{cl: cl, cfg: cfg, from: "Kafka topic " + cfg.DeadLetterTopic, left: map[partition]int64{}}, nil
 }
 
-// commit commits the offsets of the letters done with, and lets the group
-// rebalance again.
+type partition struct {
+	topic string
+	p     int32
+}
+
+// commit commits the offsets of the letters done with, short of the first
+// letter left in each partition, and lets the group rebalance again.
 func (k *Kafka) commit(ctx context.Context) error {
+	done := make(map[*kgo.Record]bool, len(k.done))
+	for _, r := range k.done {
+		done[r] = true
+	}
+	for _, r := range k.poll {
+		at := partition{r.Topic, r.Partition}
+		if o, ok := k.left[at]; !done[r] && (!ok || r.Offset < o) {
+			k.left[at] = r.Offset
+		}
+	}
+	k.poll = k.poll[:0]
+	k.done = slices.DeleteFunc(k.done, func(r *kgo.Record) bool {
+		o, ok := k.left[partition{r.Topic, r.Partition}]
+		return ok && r.Offset >= o
+	})
 	var err error
 	if len(k.done) > 0 {
 		if err = k.cl.CommitRecords(ctx, k.done...); err != nil {
@@ -124,6 +153,7 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 			return nil, nil // idle: caught up
 		}
 		k.polled = true
+		k.poll = append(k.poll, recs...)
 		out := make([]*Letter, 0, len(recs))
 		for _, r := range recs {
 			out = append(out, k.letter(r))
@@ -152,8 +182,14 @@ func (k *Kafka) letter(r *kgo.Record) *Letter {
 		l.To = ""
 		return l
 	}
+	// Its record is the one of the topic it was read from, where its
+	// effect ran or not, wherever it goes back to.
+	read := orig
+	if read == "" {
+		read = to
+	}
 	key, err := k.cfg.Key(&broker.Message{ID: l.ID, OrderingKey: string(r.Key), Body: r.Value, Attributes: attrs,
-		Origin: broker.Origin{System: "kafka", Destination: to}})
+		Origin: broker.Origin{System: "kafka", Destination: read}})
 	if err == nil {
 		l.Key, l.KeyHash = key, dedup.KeyHash(key)
 	}

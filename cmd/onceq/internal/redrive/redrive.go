@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -77,7 +78,8 @@ type Lot interface {
 	// reads in order, as a Kafka group does, moves past it).
 	Pass(ctx context.Context, l *Letter) error
 	// Close gives back the letters neither moved, settled nor passed
-	// (they stay on the Lot) and ends the Lot's work.
+	// (they stay on the Lot, for a later run: a Lot read in order starts
+	// there) and ends the Lot's work.
 	Close(ctx context.Context) error
 }
 
@@ -229,7 +231,7 @@ func run(ctx context.Context, lot Lot, recs Records, f Filter, o Options, dry bo
 	if err := f.Validate(); err != nil {
 		return Report{}, err
 	}
-	if o.Rate < 0 {
+	if !(o.Rate >= 0) { // NaN too
 		return Report{}, fmt.Errorf("redrive: rate %v: want zero (no bound) or more", o.Rate)
 	}
 	r := &runner{lot: lot, recs: recs, f: f, o: o, dry: dry, log: o.Logger, started: time.Now()}
@@ -237,7 +239,12 @@ func run(ctx context.Context, lot Lot, recs Records, f Filter, o Options, dry bo
 		r.log = slog.Default()
 	}
 	if o.Rate > 0 {
-		r.pace = &pacer{every: time.Duration(float64(time.Second) / o.Rate)}
+		// A rate so small that its interval overflows a Duration waits
+		// the longest one, rather than wrapping to no wait at all.
+		r.pace = &pacer{every: time.Duration(math.MaxInt64)}
+		if every := float64(time.Second) / o.Rate; every < math.MaxInt64 {
+			r.pace.every = time.Duration(every)
+		}
 	}
 	every := o.ProgressEvery
 	if every <= 0 {
@@ -324,7 +331,9 @@ func (r *runner) one(ctx context.Context, l *Letter) (Action, error) {
 				}
 				return r.pass(ctx, l, Completed, why)
 			case !dedup.Resettable(rec, time.Now()):
-				return r.pass(ctx, l, Held, fmt.Sprintf("a worker holds its key until %s", rec.ExpiresAt.UTC().Format(time.RFC3339)))
+				// Neither passed nor settled: left for a later run, which a
+				// Lot read in order starts from it.
+				return r.logged(ctx, l, Held, fmt.Sprintf("a worker holds its key until %s", rec.ExpiresAt.UTC().Format(time.RFC3339)), nil), nil
 			default:
 				version = rec.Version
 			}

@@ -1,6 +1,7 @@
 package redrive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +29,7 @@ type SQSConfig struct {
 	// Key is the stored key of a letter's message (default BodyKeys("onceq"), the consumer's default namespace).
 	Key KeyFunc
 	// Hold is how long a letter received stays out of other readers'
-	// sight while the run decides (default 5m): a run that ends early
+	// sight while the run decides (default 5m; 1s to 12h): a run that ends early
 	// gives back what it did not move; one that dies leaves it unseen
 	// until Hold ends.
 	Hold time.Duration
@@ -43,13 +44,31 @@ type SQSConfig struct {
 // MessageId as deduplication ID, so a send repeated within SQS's window
 // adds no copy), then deleted by its receipt. The ones left are made
 // visible again by Close.
+//
+// A FIFO dead-letter queue returns none of a group's letters while one of
+// them is out of sight, and always its oldest first: a letter left there
+// would hide the letters behind it from every run. So a letter a run
+// leaves on a FIFO queue goes to the back of its group (sent again, then
+// deleted) before the next receive, and is not looked at again.
 type SQS struct {
 	client   *awssqs.Client
 	cfg      SQSConfig
 	from, to string
 	fifo     bool
 	left     map[string]string // message ID → receipt handle, neither moved nor settled
-	empties  int
+	// seen: the message IDs this run looked at, or sent to the back of
+	// their group. A letter left comes back into sight once Hold ends, and
+	// is not looked at again by this run.
+	seen map[string]bool
+	// fifoDLQ: the dead-letter queue is FIFO; batch is the last receive's
+	// letters, the ones left of which go to the back of their group.
+	fifoDLQ bool
+	batch   []*Letter
+	// start: a letter set aside since is left where it is (the run's
+	// newer ones): sent to the back, it would come to another run at
+	// once, which would send it back in turn.
+	start   time.Time
+	empties int
 }
 
 // NewSQS returns the Lot of cfg's dead-letter queue.
@@ -60,8 +79,13 @@ func NewSQS(ctx context.Context, client *awssqs.Client, cfg SQSConfig) (*SQS, er
 	if cfg.Key == nil {
 		cfg.Key = BodyKeys("onceq")
 	}
-	if cfg.Hold <= 0 {
+	if cfg.Hold == 0 {
 		cfg.Hold = 5 * time.Minute
+	}
+	if cfg.Hold < time.Second || cfg.Hold > 12*time.Hour {
+		// SQS counts a visibility in whole seconds, up to 12 hours: a
+		// shorter one hides nothing from another run.
+		return nil, fmt.Errorf("redrive: hold %v: want 1s to 12h, SQS's bounds of a visibility", cfg.Hold)
 	}
 	if cfg.EmptyReceives <= 0 {
 		cfg.EmptyReceives = 2
@@ -77,7 +101,8 @@ func NewSQS(ctx context.Context, client *awssqs.Client, cfg SQSConfig) (*SQS, er
 		cfg.Source = out.QueueUrls[0]
 	}
 	return &SQS{client: client, cfg: cfg, from: "SQS queue " + queueName(cfg.DeadLetterQueue), to: "SQS queue " + queueName(cfg.Source),
-		fifo: strings.HasSuffix(cfg.Source, ".fifo"), left: map[string]string{}}, nil
+		fifo: strings.HasSuffix(cfg.Source, ".fifo"), fifoDLQ: strings.HasSuffix(cfg.DeadLetterQueue, ".fifo"),
+		left: map[string]string{}, seen: map[string]bool{}, start: time.Now()}, nil
 }
 
 func queueName(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }
@@ -90,6 +115,9 @@ type sqsLetter struct {
 
 // Next implements Lot.
 func (s *SQS) Next(ctx context.Context) ([]*Letter, error) {
+	if err := s.toBack(ctx); err != nil {
+		return nil, err
+	}
 	for s.empties < s.cfg.EmptyReceives {
 		out, err := s.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
 			QueueUrl: aws.String(s.cfg.DeadLetterQueue), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
@@ -100,18 +128,55 @@ func (s *SQS) Next(ctx context.Context) ([]*Letter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redrive: receiving from %s: %w", s.from, err)
 		}
-		if len(out.Messages) == 0 {
+		letters := make([]*Letter, 0, len(out.Messages))
+		for _, m := range out.Messages {
+			id := aws.ToString(m.MessageId)
+			if s.seen[id] {
+				// Back in sight: hidden again, given back by Close.
+				s.left[id] = aws.ToString(m.ReceiptHandle)
+				continue
+			}
+			s.seen[id] = true
+			letters = append(letters, s.letter(m))
+		}
+		if len(letters) == 0 {
 			s.empties++
 			continue
 		}
 		s.empties = 0
-		letters := make([]*Letter, 0, len(out.Messages))
-		for _, m := range out.Messages {
-			letters = append(letters, s.letter(m))
+		if s.fifoDLQ {
+			s.batch = letters
 		}
 		return letters, nil
 	}
 	return nil, nil
+}
+
+// toBack sends the letters of the last receive that the run left on a
+// FIFO dead-letter queue to the back of their group: a copy (body,
+// attributes, group) is sent, then the letter deleted. A run that stops
+// between the two leaves both, each decided alike by the next.
+func (s *SQS) toBack(ctx context.Context) error {
+	for len(s.batch) > 0 {
+		l := s.batch[0]
+		receipt, left := s.left[l.ID]
+		if left && !l.At.After(s.start) {
+			h := l.handle.(*sqsLetter)
+			out, err := s.client.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(s.cfg.DeadLetterQueue),
+				MessageBody: aws.String(h.body), MessageAttributes: h.attrs, MessageGroupId: aws.String(cmp.Or(h.group, l.ID)),
+				MessageDeduplicationId: aws.String(l.ID)})
+			if err != nil {
+				return fmt.Errorf("redrive: sending %s, left, to the back of its group in %s: %w", l.ID, s.from, err)
+			}
+			s.seen[aws.ToString(out.MessageId)] = true
+			if _, err := s.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(s.cfg.DeadLetterQueue), ReceiptHandle: aws.String(receipt)}); err != nil {
+				return fmt.Errorf("redrive: deleting %s, sent to the back of its group, from %s: %w", l.ID, s.from, err)
+			}
+			delete(s.left, l.ID)
+		}
+		s.batch = s.batch[1:]
+	}
+	return nil
 }
 
 func (s *SQS) letter(m types.Message) *Letter {
