@@ -62,7 +62,8 @@ func (s stats) cpuPerOp() float64 {
 // cpu_vs_min, and with Options.Calls onceq_calls/msg and min_calls/msg.
 // CPU is the whole process's (user and system): the server is
 // another process, so it is the client's. One invocation runs its rounds
-// whatever b.N is.
+// whatever b.N is. In a CPU profile each side's goroutines carry the label
+// side=onceq or side=min.
 func Run(b *testing.B, o Options, onceq, min Side) {
 	if o.Workers <= 0 {
 		o.Workers = 32
@@ -82,7 +83,8 @@ func Run(b *testing.B, o Options, onceq, min Side) {
 	for r := range rounds {
 		for i := range sides {
 			s := (r + i) % 2
-			got := round(b, o, sides[s], o.Round)
+			var got stats
+			pprof.Do(b.Context(), pprof.Labels("side", sideNames[s]), func(context.Context) { got = round(b, o, sides[s], o.Round) })
 			rounds[r][s] = got
 			total[s].ops += got.ops
 			total[s].elapsed += got.elapsed
