@@ -186,6 +186,10 @@ func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
 			if pr.first < 0 {
 				pr.first = m.Origin.Offset
 			}
+			if buf == nil {
+				// Room for a whole batch up to a bound, not grown by doubling.
+				buf = make([]*broker.Message, 0, min(r.cfg.maxRecords, maxPrealloc))
+			}
 			buf = append(buf, m)
 			if len(buf) == 1 {
 				timer = time.NewTimer(r.cfg.window)
@@ -205,6 +209,10 @@ func (r *Runner) Run(ctx context.Context, lease Lease, feed Feed) error {
 		armGroup()
 	}
 }
+
+// maxPrealloc bounds the room a batch's buffer takes before its records
+// come: MaxRecords may be far above what a window brings.
+const maxPrealloc = 1024
 
 // groupRetry is how long a group offset behind the stored one waits
 // before it is committed again.

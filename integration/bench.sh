@@ -74,6 +74,9 @@ bench ./dedup/redisstore/ -bench '^BenchmarkRedis$' -count "$count"
 bench ./dedup/pgstore/ -bench '^BenchmarkIdempotencyKey$' -count "$count"
 bench ./integration/outboxbench/ -bench '^BenchmarkOutboxVsWatermill$' -benchtime 1x -count 1 -timeout 30m
 bench ./integration/batchbench/ -bench '^BenchmarkBatch(Postgres|DynamoDB)$' -benchtime 1x -count "$count"
+# Batch mode and the raw consumer in alternating passes, six rounds in each
+# run (about a minute a run on 2 cores).
+bench ./integration/batchbench/ -bench '^BenchmarkBatchPostgresInterleaved$' -benchtime 1x -count "$count"
 bench ./integration/sharebench/ -bench '^BenchmarkShare(Postgres|Memory)$' -benchtime 1x -count "$count"
 # The share group's onceq side over the memory store, profiled: what bounds
 # the price of exactly once on a share group (printed, not in the table).

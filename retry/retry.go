@@ -198,36 +198,60 @@ func (p Policy) withDefaults() Policy {
 // cenkalti/backoff's exponential backoff: Initial × Multiplier^(n-1),
 // capped at Max, spread by ±Jitter, never past MaxElapsed.
 func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error, observe func(Class, error)) error {
+	// The first attempt runs before anything of the backoff is built: it
+	// is the only one of almost every call, so a success costs op alone.
+	start := time.Now()
+	err := op(ctx)
+	if err == nil {
+		return nil
+	}
 	p = p.withDefaults()
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(p.Initial),
-		backoff.WithMaxInterval(p.Max),
-		backoff.WithMultiplier(p.Multiplier),
-		backoff.WithRandomizationFactor(p.Jitter),
-		backoff.WithMaxElapsedTime(p.MaxElapsed),
-	)
-	var last error
-	err := backoff.Retry(func() error {
-		err := op(ctx)
-		if err == nil {
-			return nil
-		}
-		last = err
+	var b *backoff.ExponentialBackOff
+	for attempt := 1; ; attempt++ {
 		class := Classify(err)
 		if !class.Retryable() || ctx.Err() != nil {
-			return backoff.Permanent(err)
+			return err
 		}
 		if observe != nil {
 			observe(class, err)
 		}
-		return err
-	}, backoff.WithContext(backoff.WithMaxRetries(b, uint64(p.MaxAttempts-1)), ctx))
-	if err != nil && last != nil {
-		// The op's own error, also when ctx ended during a wait: callers
+		if attempt >= p.MaxAttempts {
+			return err
+		}
+		if b == nil {
+			b = backoff.NewExponentialBackOff(
+				backoff.WithInitialInterval(p.Initial),
+				backoff.WithMaxInterval(p.Max),
+				backoff.WithMultiplier(p.Multiplier),
+				backoff.WithRandomizationFactor(p.Jitter),
+				backoff.WithMaxElapsedTime(0), // checked below, from the first attempt
+			)
+		}
+		wait := b.NextBackOff()
+		if time.Since(start)+wait > p.MaxElapsed {
+			return err
+		}
+		// The op's own error, also when ctx ends during the wait: callers
 		// classify what the store said, not the cancellation.
-		return last
+		if !sleep(ctx, wait) {
+			return err
+		}
+		if err = op(ctx); err == nil {
+			return nil
+		}
 	}
-	return err
+}
+
+// sleep waits d, and reports false when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Observers is the observers a component tells of each failure it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/onceq/onceq/retry"
@@ -164,5 +165,52 @@ func BenchmarkPolicyDo(b *testing.B) {
 		if err := p.Do(ctx, op, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// MaxElapsed counts from the first attempt, its own time included: a
+// wait that would end past it is not begun.
+func TestPolicyMaxElapsedFromTheFirstAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := retry.Policy{Initial: 2 * time.Second, Jitter: 0.01, MaxElapsed: 4 * time.Second, MaxAttempts: 10}
+		calls, seen := 0, 0
+		start := time.Now()
+		err := p.Do(t.Context(), func(context.Context) error {
+			calls++
+			time.Sleep(3 * time.Second) // a slow first answer
+			return statusOnly(503)
+		}, func(retry.Class, error) { seen++ })
+		if calls != 1 || seen != 1 || !errors.Is(err, statusOnly(503)) {
+			t.Fatalf("%d calls, %d observed, err %v; want 1, 1 and the op's error", calls, seen, err)
+		}
+		if took := time.Since(start); took != 3*time.Second {
+			t.Fatalf("gave up after %v, want right after the first attempt (3s)", took)
+		}
+	})
+}
+
+// A context that ends during a wait ends it: Do returns the op's last
+// error at once, not the cancellation.
+func TestPolicyCancelDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(time.Second, cancel)
+		p := retry.Policy{Initial: time.Hour, Max: time.Hour, MaxElapsed: 10 * time.Hour, MaxAttempts: 3}
+		start := time.Now()
+		err := p.Do(ctx, func(context.Context) error { return statusOnly(500) }, nil)
+		if !errors.Is(err, statusOnly(500)) || time.Since(start) != time.Second {
+			t.Fatalf("err %v after %v; want the op's error when ctx ended (1s)", err, time.Since(start))
+		}
+	})
+}
+
+// A call that succeeds first time costs the op alone: nothing of the
+// backoff is built.
+func TestPolicyFirstSuccessAllocatesNothing(t *testing.T) {
+	p := retry.DefaultPolicy()
+	ctx := context.Background()
+	op := func(context.Context) error { return nil }
+	if n := testing.AllocsPerRun(100, func() { _ = p.Do(ctx, op, nil) }); n != 0 {
+		t.Fatalf("%v allocations per successful call, want 0", n)
 	}
 }

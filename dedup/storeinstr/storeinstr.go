@@ -123,9 +123,23 @@ type Instruments struct {
 
 	// Attribute sets, and the options that carry them, are built once per
 	// combination: building one per call would allocate on every request.
+	// ok holds a success's duration options for every operation, built in
+	// New and only read after, so the common case takes no lock.
+	ok   map[string][]metric.RecordOption
 	mu   sync.RWMutex
-	sets map[setKey]metric.MeasurementOption
+	sets map[setKey]options
 }
+
+// options carry one attribute set, as the slices Record and Add take (a
+// slice passed whole is not allocated again on each call).
+type options struct {
+	rec []metric.RecordOption
+	add []metric.AddOption
+}
+
+// ops are the operations of every store, whose successes New prepares.
+var ops = [...]string{OpClaim, OpClaimComplete, OpComplete, OpFail, OpExtend, OpGet, OpCheck, OpReset,
+	OpOutboxLease, OpOutboxDispatched, OpOutboxRetry, OpOutboxRelease, OpOutboxDead, OpOutboxEntries, OpOutboxRequeue}
 
 type setKey struct {
 	metric, op, code string
@@ -142,7 +156,11 @@ func New(system, pkg string, code func(error) string, cfg Config) (*Instruments,
 	if cfg.Policy == (retry.Policy{}) {
 		cfg.Policy = retry.DefaultPolicy()
 	}
-	in := &Instruments{system: system, pkg: pkg, code: code, policy: cfg.Policy, sets: map[setKey]metric.MeasurementOption{}}
+	in := &Instruments{system: system, pkg: pkg, code: code, policy: cfg.Policy, sets: map[setKey]options{}}
+	in.ok = make(map[string][]metric.RecordOption, len(ops))
+	for _, op := range ops {
+		in.ok[op] = in.build(setKey{metric: MetricDuration, op: op, class: -1}).rec
+	}
 	sorters := append([]func(h any) bool{hookset.Into(&in.calls), hookset.Into(&in.retryHooks)}, cfg.Own...)
 	if err := hookset.Collect(pkg, configerr.ErrInvalidConfig, cfg.Hooks, sorters...); err != nil {
 		return nil, fmt.Errorf("%s: %w", pkg, err)
@@ -218,7 +236,7 @@ func (in *Instruments) Do(ctx context.Context, op string, call func(ctx context.
 			h.OnStoreRetry(ctx, op, c, raw)
 		}
 		code := cmp.Or(raw, CodeUnknown)
-		in.retries.Add(ctx, 1, in.set(setKey{metric: MetricRetries, op: op, code: code, class: c}))
+		in.retries.Add(ctx, 1, in.set(setKey{metric: MetricRetries, op: op, code: code, class: c}).add...)
 		if span != nil {
 			span.AddEvent("retry", trace.WithAttributes(AttrRetryClass.String(c.String()), AttrStatusCode.String(code)))
 		}
@@ -242,12 +260,16 @@ func (in *Instruments) Do(ctx context.Context, op string, call func(ctx context.
 // requested counts one request: its duration, and its error if any.
 func (in *Instruments) requested(ctx context.Context, op string, took time.Duration, err error) {
 	if err == nil {
-		in.duration.Record(ctx, took.Seconds(), in.set(setKey{metric: MetricDuration, op: op, class: -1}))
+		o, ok := in.ok[op]
+		if !ok {
+			o = in.set(setKey{metric: MetricDuration, op: op, class: -1}).rec
+		}
+		in.duration.Record(ctx, took.Seconds(), o...)
 		return
 	}
 	class := retry.Classify(err)
 	code := in.codeOf(err)
-	in.duration.Record(ctx, took.Seconds(), in.set(setKey{metric: MetricDuration, op: op, class: class}))
+	in.duration.Record(ctx, took.Seconds(), in.set(setKey{metric: MetricDuration, op: op, class: class}).rec...)
 	// A throttle's code counts as one wherever it appears (a throttled
 	// cancellation reason too), whatever class the error states.
 	if class != retry.Throttled && retry.Classify(codeError(code)) == retry.Throttled {
@@ -256,19 +278,30 @@ func (in *Instruments) requested(ctx context.Context, op string, took time.Durat
 	if class != retry.Throttled {
 		class = retry.Transient // the errors metric tells throttles only
 	}
-	in.errors.Add(ctx, 1, in.set(setKey{metric: MetricErrors, op: op, code: code, class: class}))
+	in.errors.Add(ctx, 1, in.set(setKey{metric: MetricErrors, op: op, code: code, class: class}).add...)
 }
 
 func (in *Instruments) codeOf(err error) string { return cmp.Or(in.code(err), CodeUnknown) }
 
-// set is the option carrying the attribute set of k, built once.
-func (in *Instruments) set(k setKey) metric.MeasurementOption {
+// set is the options carrying the attribute set of k, built once.
+func (in *Instruments) set(k setKey) options {
 	in.mu.RLock()
-	s, ok := in.sets[k]
+	o, ok := in.sets[k]
 	in.mu.RUnlock()
 	if ok {
-		return s
+		return o
 	}
+	o = in.build(k)
+	in.mu.Lock()
+	if len(in.sets) < maxAttrSets {
+		in.sets[k] = o
+	}
+	in.mu.Unlock()
+	return o
+}
+
+// build makes the options carrying the attribute set of k.
+func (in *Instruments) build(k setKey) options {
 	attrs := []attribute.KeyValue{AttrSystem.String(in.system), AttrOperation.String(k.op)}
 	switch k.metric {
 	case MetricDuration:
@@ -280,13 +313,8 @@ func (in *Instruments) set(k setKey) metric.MeasurementOption {
 	case MetricRetries:
 		attrs = append(attrs, AttrStatusCode.String(k.code), AttrRetryClass.String(k.class.String()), AttrThrottle.Bool(k.class == retry.Throttled))
 	}
-	s = metric.WithAttributeSet(attribute.NewSet(attrs...))
-	in.mu.Lock()
-	if len(in.sets) < maxAttrSets {
-		in.sets[k] = s
-	}
-	in.mu.Unlock()
-	return s
+	s := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	return options{rec: []metric.RecordOption{s}, add: []metric.AddOption{s}}
 }
 
 // codeError is a bare error code, to classify.

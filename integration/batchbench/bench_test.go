@@ -20,6 +20,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/pgstore"
+	"github.com/onceq/onceq/internal/testsupport/sidebyside"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/franzsource"
 	"github.com/onceq/onceq/sources/kafkagroup"
@@ -249,4 +250,32 @@ func BenchmarkBatchPostgres(b *testing.B) {
 	b.ReportMetric(rate(batchT)/rate(rawT), "vs_raw")
 	b.ReportMetric(rate(batchT)/rate(perT), "vs_permsg")
 	b.ReportMetric(float64(records*b.N)/float64(calls), "msgs/store_call")
+}
+
+// BenchmarkBatchPostgresInterleaved sets batch mode beside the raw
+// consumer of BenchmarkBatchPostgres in rounds that take turns (the side
+// that goes first alternating), each pass a new group reading the same
+// records from the start into a table of its own, so that a machine whose
+// load drifts moves both sides alike: vs_min is the median of the rounds'
+// own ratios, batch mode over raw, and slowest_vs_min the lowest.
+func BenchmarkBatchPostgresInterleaved(b *testing.B) {
+	// Passes long enough that a group's join is a small part of each.
+	const (
+		records = 100000
+		rounds  = 6
+	)
+	f := newFixture(b, records)
+	batchPass := func(b *testing.B) (int64, time.Duration) {
+		s := suffix()
+		store := &counting{Store: f.idemTable(b, "bench_idem_"+s).Offsets()}
+		return records, f.batchMode(b, "batch-"+s, f.table(b, "bench_batch_"+s), store)
+	}
+	rawPass := func(b *testing.B) (int64, time.Duration) {
+		s := suffix()
+		return records, f.raw(b, "raw-"+s, f.table(b, "bench_raw_"+s))
+	}
+	b.ResetTimer()
+	for range b.N {
+		sidebyside.Alternate(b, rounds, batchPass, rawPass)
+	}
 }

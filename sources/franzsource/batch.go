@@ -122,6 +122,7 @@ func (b *BatchSource) poll(ctx context.Context) {
 			errs++
 			b.src.cfg.Logger.Warn("franzsource: fetch failed", "topic", topic, "partition", partition, "error", err.Error())
 		})
+		received := time.Now() // one reading for the poll's records
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 			b.mu.Lock()
 			p := b.parts[topicPartition{ftp.Topic, ftp.Partition}]
@@ -129,11 +130,9 @@ func (b *BatchSource) poll(ctx context.Context) {
 			if p == nil {
 				return
 			}
-			for _, r := range ftp.Records {
-				if !p.feed.Push(ctx, r) {
-					return // its Runner stopped (the partition moved), or Run's end
-				}
-			}
+			// False once its Runner stopped (the partition moved), or at
+			// Run's end: the rest is dropped.
+			p.feed.PushAll(ctx, ftp.Records, received)
 		})
 		b.src.cl.AllowRebalance()
 		if errs == 0 || fs.NumRecords() > 0 {

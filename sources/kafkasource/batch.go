@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	kgo "github.com/segmentio/kafka-go"
 
@@ -158,7 +159,7 @@ func (b *BatchSource) fetch(ctx context.Context, topic string, id int, start int
 			continue
 		}
 		failures = 0
-		if !feed.Push(ctx, m) {
+		if !feed.Push(ctx, m, time.Now()) {
 			return
 		}
 	}

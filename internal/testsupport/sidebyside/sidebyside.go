@@ -2,12 +2,15 @@
 // client doing the same job, in one benchmark run: the two sides take
 // turns in rounds of a fixed time (the order alternating), each with the
 // same operations in flight, and every ratio is the median of the rounds'
-// own ratios, so a machine whose load drifts moves it little. Only
-// benchmarks import it.
+// own ratios, so a machine whose load drifts moves it little (Run).
+// Sides that each move a fixed amount of work, such as a consumer reading
+// a topic to its end, take turns by whole passes instead (Alternate).
+// Only benchmarks import it.
 package sidebyside
 
 import (
 	"context"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -59,7 +62,8 @@ func (s stats) cpuPerOp() float64 {
 // cpu_vs_min, and with Options.Calls onceq_calls/msg and min_calls/msg.
 // CPU is the whole process's (user and system): the server is
 // another process, so it is the client's. One invocation runs its rounds
-// whatever b.N is.
+// whatever b.N is. In a CPU profile each side's goroutines carry the label
+// side=onceq or side=min.
 func Run(b *testing.B, o Options, onceq, min Side) {
 	if o.Workers <= 0 {
 		o.Workers = 32
@@ -79,7 +83,8 @@ func Run(b *testing.B, o Options, onceq, min Side) {
 	for r := range rounds {
 		for i := range sides {
 			s := (r + i) % 2
-			got := round(b, o, sides[s], o.Round)
+			var got stats
+			pprof.Do(b.Context(), pprof.Labels("side", sideNames[s]), func(context.Context) { got = round(b, o, sides[s], o.Round) })
 			rounds[r][s] = got
 			total[s].ops += got.ops
 			total[s].elapsed += got.elapsed
@@ -146,4 +151,74 @@ func round(b *testing.B, o Options, side Side, d time.Duration) stats {
 		b.Fatal(*p)
 	}
 	return s
+}
+
+// sideNames label the two sides' goroutines in a CPU profile.
+var sideNames = [2]string{"onceq", "min"}
+
+// Pass is one round of a side that moves a fixed amount of work once (a
+// topic read from its start by a new group, a queue drained): it returns
+// the messages it moved and the time they took, by its own clock (from
+// its client's creation to its last commit, say).
+type Pass func(b *testing.B) (msgs int64, took time.Duration)
+
+// Alternate measures onceq beside min when a side is a whole pass, not an
+// operation repeated for a time: rounds of the two taking turns, the side
+// that goes first alternating, so drift in the machine's load falls on
+// both. It reports onceq_msgs/s and min_msgs/s (each the median of its
+// rounds' rates), vs_min (the median of the rounds' own ratios),
+// slowest_vs_min (the lowest of them), onceq_cpu-us/op, min_cpu-us/op
+// (the process's CPU per message over all rounds) and cpu_vs_min (the
+// median of the rounds' CPU ratios). The process's CPU includes whatever
+// else it runs during a pass (an in-process broker). In a CPU profile the
+// goroutines each pass starts carry the label side=onceq or side=min.
+func Alternate(b *testing.B, rounds int, onceq, min Pass) {
+	if rounds <= 0 {
+		rounds = 6
+	}
+	sides := [2]Pass{onceq, min}
+	var total [2]stats
+	rs := make([][2]stats, rounds)
+	for r := range rs {
+		for i := range sides {
+			s := (r + i) % 2
+			var n int64
+			var took time.Duration
+			cpu0 := proccpu.Used()
+			// Labelled for a CPU profile: the goroutines a pass starts
+			// carry its side (pprof -tagfocus side=onceq).
+			pprof.Do(b.Context(), pprof.Labels("side", sideNames[s]), func(context.Context) { n, took = sides[s](b) })
+			got := stats{ops: n, elapsed: took, cpu: proccpu.Used() - cpu0}
+			rs[r][s] = got
+			total[s].ops += got.ops
+			total[s].cpu += got.cpu
+		}
+	}
+	median := func(xs []float64) float64 {
+		slices.Sort(xs)
+		if n := len(xs); n%2 == 0 {
+			return (xs[n/2-1] + xs[n/2]) / 2
+		}
+		return xs[len(xs)/2]
+	}
+	var rate [2][]float64
+	var ratio, cpuRatio []float64
+	for _, r := range rs {
+		rate[0] = append(rate[0], r[0].rate())
+		rate[1] = append(rate[1], r[1].rate())
+		ratio = append(ratio, r[0].rate()/r[1].rate())
+		if d := r[1].cpuPerOp(); d > 0 {
+			cpuRatio = append(cpuRatio, r[0].cpuPerOp()/d)
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(median(rate[0]), "onceq_msgs/s")
+	b.ReportMetric(median(rate[1]), "min_msgs/s")
+	b.ReportMetric(median(ratio), "vs_min")
+	b.ReportMetric(slices.Min(ratio), "slowest_vs_min")
+	b.ReportMetric(total[0].cpuPerOp(), "onceq_cpu-us/op")
+	b.ReportMetric(total[1].cpuPerOp(), "min_cpu-us/op")
+	if len(cpuRatio) > 0 {
+		b.ReportMetric(median(cpuRatio), "cpu_vs_min")
+	}
 }

@@ -92,13 +92,30 @@ type BatchFeed[R any] struct {
 // Lease is the lease the partition was taken with.
 func (f *BatchFeed[R]) Lease() batch.Lease { return f.lease }
 
-// Push queues r for the Runner, waiting for room. It returns false, and
-// drops r, once the Runner stopped or ctx ended.
-func (f *BatchFeed[R]) Push(ctx context.Context, r R) bool {
-	m := &broker.Message{}
+// Push queues r, received at received, for the Runner, waiting for room.
+// It returns false, and drops r, once the Runner stopped or ctx ended.
+func (f *BatchFeed[R]) Push(ctx context.Context, r R, received time.Time) bool {
+	return f.push(ctx, &broker.Message{}, r, received)
+}
+
+// PushAll queues the records of one fetch, received at received, in
+// order, as Push does each: their messages are allocated together, one
+// allocation for the fetch where Push makes one per record. It returns
+// false once the Runner stopped or ctx ended, dropping the rest.
+func (f *BatchFeed[R]) PushAll(ctx context.Context, rs []R, received time.Time) bool {
+	ms := make([]broker.Message, len(rs))
+	for i, r := range rs {
+		if !f.push(ctx, &ms[i], r, received) {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *BatchFeed[R]) push(ctx context.Context, m *broker.Message, r R, received time.Time) bool {
 	f.b.ToMessage(m, r, 1)
 	m.Handle = r
-	m.ReceivedAt = time.Now()
+	m.ReceivedAt = received
 	select {
 	case <-f.done: // before a send the buffer might still take
 		return false

@@ -87,16 +87,22 @@ func TestBatchFeed(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { b.Run(ctx, f); close(done) }()
-		for off := range int64(4) {
-			if !f.Push(ctx, off) {
+		if !f.PushAll(ctx, []int64{0, 1}, time.Now()) {
+			t.Fatal("a fetch's push refused while running")
+		}
+		for off := int64(2); off < 4; off++ {
+			if !f.Push(ctx, off, time.Now()) {
 				t.Fatalf("push %d refused while running", off)
 			}
 		}
 		synctest.Wait()
 		cancel()
 		<-done
-		if f.Push(t.Context(), 4) {
+		if f.Push(t.Context(), 4, time.Now()) {
 			t.Fatal("a push after the Runner stopped was taken")
+		}
+		if f.PushAll(t.Context(), []int64{4, 5}, time.Now()) {
+			t.Fatal("a fetch's push after the Runner stopped was taken")
 		}
 		row, err := store.Offset(t.Context(), l.Partition)
 		if err != nil || row.Next != 4 || len(groups) != 2 || groups[1] != 4 || len(committed) != 2 {
