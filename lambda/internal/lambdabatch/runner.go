@@ -38,7 +38,7 @@ func New(store dedup.Store, h consumer.Handler, cfg Config, sourceOpts ...consum
 	} else {
 		cfg.Logger = slog.Default()
 	}
-	wrapped := capLeases(store)
+	wrapped := capLeases(store, newStoreWatch(store, cfg.Name, cfg.Logger))
 	g, err := consumer.NewGuard(wrapped, h, append(guardOpts, cfg.GuardOptions...)...)
 	if err != nil {
 		return nil, err
@@ -86,6 +86,7 @@ func (r *Runner) Run(ctx context.Context, recs []Record, groups [][]int) error {
 	r.capped.sweep(now)
 	callCtx, stopCalls := r.CallContext(ctx)
 	defer stopCalls()
+	defer r.capped.watch.watching(ctx)()
 	if !r.checked.Load() {
 		// Once per container, on its first invocation: a missing table or
 		// denied access fails the invocation before any record is claimed.
@@ -140,6 +141,9 @@ func (r *Runner) runGroup(ctx, hctx context.Context, recs []Record, group []int,
 			return
 		}
 		o := r.guard.Process(hctx, rec.Msg)
+		if o.Kind == consumer.StoreUnavailable {
+			r.capped.watch.unavailable(ctx, o.Err)
+		}
 		if o.Kind == consumer.Misconfigured || errors.Is(o.Err, consumer.ErrMisconfigured) {
 			err := o.Err
 			if !errors.Is(err, consumer.ErrMisconfigured) {
