@@ -104,9 +104,10 @@ func (w *storeWatch) end(ctx context.Context, c *storeCall, err error) {
 	}
 }
 
-// unavailable reports a record the store could not take, for err (the
-// outcome's): said at once at the first of an outage, then as due.
-func (w *storeWatch) unavailable(ctx context.Context, err error) {
+// unavailable reports n records the store could not take, for err (the
+// outcome's, or the check's): said at once at the first of an outage,
+// then as due.
+func (w *storeWatch) unavailable(ctx context.Context, err error, n int) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -114,12 +115,13 @@ func (w *storeWatch) unavailable(ctx context.Context, err error) {
 	if o.since.IsZero() {
 		o.since = now.Add(-w.failed.waited)
 	}
-	o.failures++
+	first := o.failures == 0
+	o.failures += n
 	o.op, o.err = w.failed.op, err
 	if o.op == "" {
 		o.op = "a store call"
 	}
-	if o.failures > 1 && !w.due(now) {
+	if !first && !w.due(now) {
 		return
 	}
 	w.said = now
