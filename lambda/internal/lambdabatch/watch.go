@@ -164,7 +164,7 @@ func (w *storeWatch) look(ctx context.Context, now time.Time) {
 		attrs = append(attrs, slog.Duration("unavailable_for", now.Sub(o.since).Round(time.Second)),
 			slog.Int("records_given_back", o.failures), slog.String("error", o.err.Error()))
 	}
-	w.log.LogAttrs(ctx, slog.LevelWarn, w.prefix+": waiting for the store: unanswered or failing calls; their records come back", attrs...)
+	w.log.LogAttrs(ctx, slog.LevelWarn, w.prefix+": waiting for the store: calls unanswered or failing", attrs...)
 }
 
 // run looks every watchEvery until stop is closed, then closes done.
