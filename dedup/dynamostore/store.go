@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -1145,3 +1146,30 @@ var fixedRecordSize = itemSize(map[string]types.AttributeValue{
 	attrError:     str(""),
 	attrTakeovers: num(1<<31 - 1),
 })
+
+// String names the store as log lines do: its table, and where its
+// client sends requests (the endpoint it was given, else its region;
+// each region's, for regional clients). It carries no credential.
+func (s *Store) String() string {
+	where := make([]string, 0, len(s.clients))
+	for _, c := range s.clients {
+		o := c.Options()
+		w := "region " + o.Region
+		if e := aws.ToString(o.BaseEndpoint); e != "" {
+			w = endpointName(e)
+		}
+		where = append(where, w)
+	}
+	return "DynamoDB table " + s.table + " (" + strings.Join(where, ", ") + ")"
+}
+
+// endpointName is an endpoint URL without the user information it might
+// carry.
+func endpointName(e string) string {
+	u, err := url.Parse(e)
+	if err != nil {
+		return "an endpoint that is not a URL"
+	}
+	u.User = nil
+	return u.String()
+}

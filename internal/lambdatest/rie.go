@@ -115,8 +115,9 @@ func freeAddr(t testing.TB) string {
 
 // Function is a test function running under its own emulator.
 type Function struct {
-	t   testing.TB
-	url string
+	t    testing.TB
+	url  string
+	logs string // the file the emulator and the function write to
 	// Addr is the emulator's host:port, for a test that sends its own
 	// request (a documented invocation URL).
 	Addr string
@@ -163,7 +164,18 @@ func Start(t testing.TB, bootstrap string, timeout int, env map[string]string) *
 		}
 		return err == nil
 	})
-	return &Function{t: t, url: "http://" + emu + "/2015-03-31/functions/function/invocations", Addr: emu}
+	return &Function{t: t, url: "http://" + emu + "/2015-03-31/functions/function/invocations", Addr: emu, logs: logs}
+}
+
+// Log is what the function and the emulator have written so far, for a
+// test of what the function logs.
+func (f *Function) Log() string {
+	f.t.Helper()
+	b, err := os.ReadFile(f.logs)
+	if err != nil {
+		f.t.Fatalf("function log: %v", err)
+	}
+	return string(b)
 }
 
 // Invocation is what one invocation answered.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/dynamostore"
 	"github.com/onceq/onceq/internal/lambdatest"
+	"github.com/onceq/onceq/internal/testsupport/faultproxy"
 	"github.com/onceq/onceq/internal/testsupport/grouptest"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/lambda/kafkalambda"
@@ -230,5 +232,52 @@ func TestKafkaFunctionTimeout(t *testing.T) {
 	}
 	if eff := tb.Effects(t); eff["k1"] != 1 || eff["k2"] != 1 || eff["k3"] != 1 {
 		t.Errorf("effects %v, want each once", eff)
+	}
+}
+
+// A store that does not answer the claims makes the invocation say so in
+// its log, naming the table and the endpoint, what it waited for and for
+// how long, and give the partition back at its first record (reported,
+// not failed), in time to answer.
+func TestKafkaStoreDownLogged(t *testing.T) {
+	t.Parallel()
+	tb := lambdatest.NewTables(t)
+	proxy := faultproxy.Start(t, tb.Endpoint)
+	proxy.AddRule(faultproxy.Rule{Op: "PutItem", Table: tb.Idempotency, Fault: faultproxy.Latency, Delay: time.Minute,
+		Body: func(body []byte) bool { return !strings.Contains(string(body), "onceq-check#") }})
+	addr := testenv.KafkaBrokers(t)
+	topic := grouptest.TopicName(t, "storedown")
+	createTopic(t, addr, topic, 1)
+	recs := produce(t, addr, topic, 0,
+		kafkago.Message{Key: []byte("1"), Value: []byte(`{"id":"d1"}`)},
+		kafkago.Message{Key: []byte("2"), Value: []byte(`{"id":"d2"}`)},
+	)
+	env := tb.Env()
+	env["TESTFUNC_DDB_ENDPOINT"] = proxy.URL()
+	f := lambdatest.Start(t, bootstrap, 30, env)
+
+	inv := f.Invoke(testenv.Context(t, time.Minute), kafkaEvent(recs...))
+	var resp kafkalambda.EventResponse
+	want := kafkalambda.ItemIdentifier{Partition: topic + "-0", Offset: recs[0].Offset}
+	if err := json.Unmarshal(inv.Body, &resp); inv.TimedOut || err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != want {
+		t.Fatalf("invocation: %s, want partition 0 given back at %+v", inv.Body, want)
+	}
+	if eff := tb.Effects(t); len(eff) != 0 {
+		t.Errorf("effects %v, want none", eff)
+	}
+	store := "DynamoDB table " + tb.Idempotency + " (" + proxy.URL() + ")"
+	for _, what := range []string{"waiting for the store", "store unavailable"} {
+		line := ""
+		for l := range strings.Lines(f.Log()) {
+			if strings.Contains(l, what) {
+				line = l
+				break
+			}
+		}
+		for _, want := range []string{store, "waiting_for=Claim", "waited="} {
+			if !strings.Contains(line, want) {
+				t.Errorf("line %q: want %q in it", line, want)
+			}
+		}
 	}
 }

@@ -484,3 +484,84 @@ func TestSQSDeadLetterReasonCleaned(t *testing.T) {
 		t.Errorf("reason %q lost its text", got)
 	}
 }
+
+// A store that does not answer makes the invocation say so in its log,
+// naming the table and the endpoint, what it waited for and for how long,
+// and give its records back (reported, not failed), in time to answer:
+// whether it hangs in the first invocation's check (no fault of the
+// deployment, which would fail the invocation) or in the claims. Once it
+// answers, that is said, and the records are done.
+func TestSQSStoreDownLogged(t *testing.T) {
+	t.Parallel()
+	tb := lambdatest.NewTables(t)
+	proxy := faultproxy.Start(t, tb.Endpoint)
+	q := newQueue(t, "lambda-storedown", false)
+	env := tb.Env()
+	env["TESTFUNC_DDB_ENDPOINT"] = proxy.URL()
+	f := lambdatest.Start(t, bootstrap, 30, env)
+	ctx := testenv.Context(t, 2*time.Minute)
+	store := "DynamoDB table " + tb.Idempotency + " (" + proxy.URL() + ")"
+	a, b := q.send(`{"id":"a"}`, "", ""), q.send(`{"id":"b"}`, "", "")
+	logged := func(what, waiting string) {
+		t.Helper()
+		line := lineWith(f.Log(), what+"|"+waiting)
+		for _, want := range []string{store, "waited="} {
+			if !strings.Contains(line, want) {
+				t.Errorf("line %q: want %q in it", line, want)
+			}
+		}
+	}
+
+	// Every write hangs (the store calls end at their 10s deadline): the
+	// check's probe write first.
+	proxy.AddRule(faultproxy.Rule{Op: "PutItem", Table: tb.Idempotency, Fault: faultproxy.Latency, Delay: time.Minute})
+	ms := receiveN(t, q, 2)
+	if got := failures(t, f.Invoke(ctx, q.event(ms))); !slices.Equal(got, sorted(a, b)) {
+		t.Fatalf("store down at the check: reported %v, want both records given back: %v", got, sorted(a, b))
+	}
+	q.returnAll(ms)
+	logged("waiting for the store", "waiting_for=Check")
+	logged("store unavailable", "waiting_for=Check")
+	if line := lineWith(f.Log(), "store unavailable|waiting_for=Check"); strings.Contains(line, "misconfigured") {
+		t.Errorf("line %q: a store that does not answer is not a fault of the deployment", line)
+	}
+
+	// The check's probe passes; every claim hangs.
+	proxy.ClearRules()
+	proxy.AddRule(faultproxy.Rule{Op: "PutItem", Table: tb.Idempotency, Fault: faultproxy.Latency, Delay: time.Minute,
+		Body: func(body []byte) bool { return !strings.Contains(string(body), "onceq-check#") }})
+	ms = receiveN(t, q, 2)
+	if got := failures(t, f.Invoke(ctx, q.event(ms))); !slices.Equal(got, sorted(a, b)) {
+		t.Fatalf("store down at the claims: reported %v, want both records given back: %v", got, sorted(a, b))
+	}
+	q.returnAll(ms)
+	logged("store unavailable", "waiting_for=Claim")
+
+	proxy.ClearRules()
+	ms = receiveN(t, q, 2)
+	if got := failures(t, f.Invoke(ctx, q.event(ms))); len(got) != 0 {
+		t.Fatalf("store back: reported %v, want none", got)
+	}
+	q.settle(ms, nil)
+	if line := lineWith(f.Log(), "store reachable again"); !strings.Contains(line, store) {
+		t.Errorf("line %q: want the store back, named %s", line, store)
+	}
+	if eff := tb.Effects(t); eff["a"] != 1 || eff["b"] != 1 {
+		t.Errorf("effects %v, want each once", eff)
+	}
+}
+
+// lineWith is the first line of log that holds each of the |-separated
+// strings of s.
+func lineWith(log, s string) string {
+	for line := range strings.Lines(log) {
+		all := true
+		for w := range strings.SplitSeq(s, "|") {
+			all = all && strings.Contains(line, w)
+		}
+		if all {
+			return line
+		}
+	}
+	return ""
+}

@@ -13,13 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/sources/franzsource/internal/brokerwatch"
 	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
-
-// waitFetch is what a fetch error, in a poll, is reported as waiting for.
-const waitFetch = "a fetch without errors"
 
 // maxPoll bounds the records one poll takes; what is left stays buffered
 // in the client for the next.
@@ -39,19 +36,9 @@ func (s *Source) poll() {
 			s.cl.AllowRebalance()
 			return
 		}
-		errs := 0
-		fs.EachError(func(topic string, partition int32, err error) {
-			if errors.Is(err, context.Canceled) {
-				return
-			}
-			errs++
+		errs := brokerwatch.Fetches(&s.d.Status, s.seeds, fs, func(topic string, partition int32, err error) {
 			s.cfg.Logger.Warn("franzsource: fetch failed", "topic", topic, "partition", partition, "error", err.Error())
-			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: waitFetch,
-				Err: fmt.Errorf("fetching %s partition %d: %w", topic, partition, err)})
 		})
-		if errs == 0 {
-			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: waitFetch})
-		}
 		s.enqueue(fs)
 		s.cl.AllowRebalance()
 		if errs == 0 || fs.NumRecords() > 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/consumer"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/configerr"
+	"github.com/onceq/onceq/retry"
 )
 
 // Runner runs one invocation's records through the Guard.
@@ -38,7 +39,7 @@ func New(store dedup.Store, h consumer.Handler, cfg Config, sourceOpts ...consum
 	} else {
 		cfg.Logger = slog.Default()
 	}
-	wrapped := capLeases(store)
+	wrapped := capLeases(store, newStoreWatch(store, cfg.Name, cfg.Logger))
 	g, err := consumer.NewGuard(wrapped, h, append(guardOpts, cfg.GuardOptions...)...)
 	if err != nil {
 		return nil, err
@@ -86,11 +87,22 @@ func (r *Runner) Run(ctx context.Context, recs []Record, groups [][]int) error {
 	r.capped.sweep(now)
 	callCtx, stopCalls := r.CallContext(ctx)
 	defer stopCalls()
+	defer r.capped.watch.watching(ctx)()
 	if !r.checked.Load() {
 		// Once per container, on its first invocation: a missing table or
 		// denied access fails the invocation before any record is claimed.
 		if err := r.guard.Check(callCtx); err != nil {
-			return err
+			if !storeDown(err) {
+				return err
+			}
+			// The store did not answer, or answered that it is down: no
+			// fault of the deployment, and none of the records, which
+			// come back; the next invocation checks again.
+			r.capped.watch.unavailable(ctx, checkCause(err), len(recs))
+			for i := range recs {
+				recs[i].Back = true
+			}
+			return nil
 		}
 		r.checked.Store(true)
 	}
@@ -140,6 +152,9 @@ func (r *Runner) runGroup(ctx, hctx context.Context, recs []Record, group []int,
 			return
 		}
 		o := r.guard.Process(hctx, rec.Msg)
+		if o.Kind == consumer.StoreUnavailable {
+			r.capped.watch.unavailable(ctx, o.Err, 1)
+		}
 		if o.Kind == consumer.Misconfigured || errors.Is(o.Err, consumer.ErrMisconfigured) {
 			err := o.Err
 			if !errors.Is(err, consumer.ErrMisconfigured) {
@@ -189,4 +204,30 @@ func (r *Runner) mustComeBack(ctx context.Context, m *consumer.Message, o consum
 	r.cfg.Logger.InfoContext(ctx, r.cfg.Name+": record comes back",
 		slog.String("id", m.ID), slog.String("outcome", o.Kind.String()), slog.String("retry_after", o.RetryAfter.String()))
 	return true
+}
+
+// storeDown says whether a failed check failed for the store's being
+// down or slow (a fault worth retrying, a throttle, a deadline), as the
+// stores class their errors, rather than for the deployment (a missing
+// table, denied access, a wrong layout).
+func storeDown(err error) bool {
+	switch retry.Classify(err) {
+	case retry.Transient, retry.Throttled, retry.Cancelled:
+		return true
+	}
+	return false
+}
+
+// checkCause is the store's error in a failed check's, which the Guard
+// wraps with consumer.ErrMisconfigured: a store that is down is no fault
+// of the deployment, and its line must not say so.
+func checkCause(err error) error {
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range m.Unwrap() {
+			if !errors.Is(e, consumer.ErrMisconfigured) {
+				return e
+			}
+		}
+	}
+	return err
 }

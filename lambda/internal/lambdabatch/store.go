@@ -52,16 +52,38 @@ func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // cappedStore caps every lease at the deadline of the invocation that took
 // it. The cap comes with the claim's context; renewals (which the Guard
-// makes on a context of its own) find it by the lease's owner token.
+// makes on a context of its own) find it by the lease's owner token. It
+// reports every call to watch.
 type cappedStore struct {
 	dedup.Store
-	mu   sync.Mutex
-	caps map[string]time.Time // lease owner → cap
+	watch *storeWatch
+	mu    sync.Mutex
+	caps  map[string]time.Time // lease owner → cap
 }
 
 // capLeases wraps s; it declares s's Capabilities (by embedding).
-func capLeases(s dedup.Store) *cappedStore {
-	return &cappedStore{Store: s, caps: make(map[string]time.Time)}
+func capLeases(s dedup.Store, watch *storeWatch) *cappedStore {
+	return &cappedStore{Store: s, watch: watch, caps: make(map[string]time.Time)}
+}
+
+// Check is the Store's, watched: a store that does not answer the first
+// invocation's check is said while the check waits.
+func (s *cappedStore) Check(ctx context.Context) error {
+	return watchedErr(ctx, s, "Check", s.Store.Check)
+}
+
+// watched makes call, op, reporting it to the watch.
+func watched[T any](ctx context.Context, s *cappedStore, op string, call func(ctx context.Context) (T, error)) (T, error) {
+	c := s.watch.begin(op)
+	v, err := call(ctx)
+	s.watch.end(ctx, c, err)
+	return v, err
+}
+
+// watchedErr is watched for a call that returns only an error.
+func watchedErr(ctx context.Context, s *cappedStore, op string, call func(ctx context.Context) error) error {
+	_, err := watched(ctx, s, op, func(ctx context.Context) (struct{}, error) { return struct{}{}, call(ctx) })
+	return err
 }
 
 func (s *cappedStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.Claim, error) {
@@ -71,7 +93,7 @@ func (s *cappedStore) Claim(ctx context.Context, req dedup.ClaimRequest) (dedup.
 	}
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	c, err := s.Store.Claim(ctx, req)
+	c, err := watched(ctx, s, "Claim", func(ctx context.Context) (dedup.Claim, error) { return s.Store.Claim(ctx, req) })
 	if err == nil && c.Acquired && capped {
 		s.mu.Lock()
 		s.caps[c.Lease.Owner] = limit
@@ -89,13 +111,13 @@ func (s *cappedStore) Extend(ctx context.Context, req dedup.ExtendRequest) error
 	}
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	return outOfTime(ctx, s.Store.Extend(ctx, req))
+	return outOfTime(ctx, watchedErr(ctx, s, "Extend", func(ctx context.Context) error { return s.Store.Extend(ctx, req) }))
 }
 
 func (s *cappedStore) Complete(ctx context.Context, req dedup.CompleteRequest) error {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	err := outOfTime(ctx, s.Store.Complete(ctx, req))
+	err := outOfTime(ctx, watchedErr(ctx, s, "Complete", func(ctx context.Context) error { return s.Store.Complete(ctx, req) }))
 	s.forget(req.Lease.Owner)
 	return err
 }
@@ -103,7 +125,7 @@ func (s *cappedStore) Complete(ctx context.Context, req dedup.CompleteRequest) e
 func (s *cappedStore) Fail(ctx context.Context, req dedup.FailRequest) error {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	err := outOfTime(ctx, s.Store.Fail(ctx, req))
+	err := outOfTime(ctx, watchedErr(ctx, s, "Fail", func(ctx context.Context) error { return s.Store.Fail(ctx, req) }))
 	s.forget(req.Lease.Owner)
 	return err
 }
@@ -111,7 +133,7 @@ func (s *cappedStore) Fail(ctx context.Context, req dedup.FailRequest) error {
 func (s *cappedStore) Get(ctx context.Context, key string) (dedup.Record, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	return s.Store.Get(ctx, key)
+	return watched(ctx, s, "Get", func(ctx context.Context) (dedup.Record, error) { return s.Store.Get(ctx, key) })
 }
 
 func (s *cappedStore) forget(owner string) {
@@ -136,5 +158,5 @@ func (s *cappedStore) sweep(now time.Time) {
 func (s *cappedStore) ClaimComplete(ctx context.Context, req dedup.ClaimCompleteRequest) (dedup.Claim, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	return s.Store.ClaimComplete(ctx, req)
+	return watched(ctx, s, "ClaimComplete", func(ctx context.Context) (dedup.Claim, error) { return s.Store.ClaimComplete(ctx, req) })
 }

@@ -2,6 +2,7 @@ package lambdabatch
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // invocation's deadline, whatever LeaseTTL says.
 func TestLeaseCappedAtDeadline(t *testing.T) {
 	mem := memstoretest.New(t)
-	s := capLeases(mem)
+	s := capLeases(mem, newStoreWatch(mem, "lambdabatch", slog.Default()))
 	now := time.Now()
 	limit := now.Add(3 * time.Second).Truncate(time.Second)
 	ctx := withLimits(context.Background(), limits{leaseCap: limit, callsEnd: limit})

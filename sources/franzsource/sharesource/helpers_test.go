@@ -32,6 +32,12 @@ const testLock = 4 * time.Second
 // short lock, swept often, and stops it when the test ends.
 func cluster(t testing.TB) string {
 	t.Helper()
+	return newCluster(t).ListenAddrs()[0]
+}
+
+// newCluster is cluster's broker, for a test that controls its answers.
+func newCluster(t testing.TB) *kfake.Cluster {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.Ports(0), kfake.BrokerConfigs(map[string]string{
 		"group.share.record.lock.duration.ms": "4000",
 		"share.record.lock.sweep.interval.ms": "100",
@@ -42,7 +48,7 @@ func cluster(t testing.TB) string {
 		t.Fatalf("kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()[0]
+	return c
 }
 
 func client(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/onceq/onceq/internal/kgox"
 	"github.com/onceq/onceq/internal/logref"
 	"github.com/onceq/onceq/retry"
+	"github.com/onceq/onceq/sources/franzsource/internal/brokerwatch"
 	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
@@ -41,7 +43,9 @@ type Source struct {
 	group  string
 	topics []string
 	seeds  []string
-	admin  *kgo.Client // checks, configs and dead letters; never joins
+	// seedList is seeds as the status reports name them.
+	seedList string
+	admin    *kgo.Client // checks, configs and dead letters; never joins
 	// dlqMax is the dead-letter topic's max.message.bytes, learned by New.
 	dlqMax int
 	// lock is the acquisition lock duration; limit the group's
@@ -51,6 +55,9 @@ type Source struct {
 
 	members []*member
 	observe atomic.Pointer[func(retry.Class, error)]
+	// status is the consumer's broker.Runtime.Status (Attach), told what
+	// every client meets of the brokers and each poll's fetch errors.
+	status kafkacore.Reporter
 
 	mu      sync.Mutex
 	ready   []*delivery            // polled, not yet received
@@ -134,7 +141,8 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 	}
 	logs := logref.New(cfg.logger)
 	s := &Source{cfg: cfg, logs: logs, log: logs.Logger(), group: group, topics: slices.Clone(topics), seeds: slices.Clone(seeds),
-		delayed: map[*delivery]struct{}{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		seedList: strings.Join(seeds, ","),
+		delayed:  map[*delivery]struct{}{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	common := s.clientOpts(seeds)
 	var err error
 	if s.admin, err = kgo.NewClient(append(common, kgo.ProducerLinger(0))...); err != nil {
@@ -179,7 +187,8 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	c := s.cfg
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: s.log})}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: s.log}),
+		kgo.WithHooks(brokerwatch.Hooks{R: &s.status})}
 	switch {
 	case c.dial != nil:
 		opts = append(opts, kgo.Dialer(c.dial))
@@ -342,11 +351,15 @@ func (s *Source) Capabilities() broker.Capabilities {
 }
 
 // Attach implements broker.Source: the source logs to rt.Logger unless
-// WithLogger gave it one, and reports the poll failures it retries to
-// rt.Observe. A share group holds no commit back, so CommitHold does not
-// apply.
+// WithLogger gave it one, reports the poll failures it retries to
+// rt.Observe, and reports to rt.Status what its clients meet of the
+// brokers (a dial that failed, a request unanswered or answered with an
+// error, a poll's fetch errors) and their answers, as the group sources
+// do: the consumer's readiness follows the brokers. A share group holds no
+// commit back, so CommitHold does not apply.
 func (s *Source) Attach(rt broker.Runtime) {
 	s.logs.Inherit(rt.Logger)
+	s.status.Attach(rt.Status)
 	if rt.Observe != nil {
 		s.observe.Store(&rt.Observe)
 	}
@@ -411,14 +424,12 @@ func (m *member) loop() {
 		if s.ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
-		failed := false
-		fs.EachError(func(topic string, p int32, err error) {
-			failed = true
+		failed := brokerwatch.Fetches(&s.status, s.seedList, fs, func(topic string, p int32, err error) {
 			s.log.Warn("sharesource: fetch failed; retrying", "group", s.group, "topic", topic, "partition", p, "error", err.Error())
 			if f := s.observe.Load(); f != nil {
 				(*f)(retry.Classify(err), err)
 			}
-		})
+		}) > 0
 		now := time.Now()
 		var fresh []*delivery
 		fs.EachRecord(func(r *kgo.Record) {
