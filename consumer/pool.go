@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +45,13 @@ type pool struct {
 	slots map[*slot]struct{}   // the messages held
 	keys  map[orderKey][]*slot // a key present is busy, with those waiting behind it
 
+	// receivers is how many goroutines receive: one per core for an
+	// unordered source, one for an ordered source, since the order messages
+	// are handed on in is the order their keys run in.
+	receivers int
 	held      atomic.Int64
+	// taken is held plus the room reserved by Receives under way.
+	taken     atomic.Int64
 	draining  atomic.Bool
 	space     chan struct{} // a slot was freed
 	empty     chan struct{} // closed when draining and nothing is held
@@ -71,7 +78,6 @@ type slot struct {
 	run
 	m          *Message
 	key        orderKey
-	started    bool
 	lastSource time.Time
 	retry      *time.Timer
 	// waitSince is when the message first found its key held by another
@@ -83,7 +89,10 @@ type slot struct {
 
 func newPool(c *Consumer) *pool {
 	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight), slots: map[*slot]struct{}{}, keys: map[orderKey][]*slot{},
-		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{}), obs: c.obs}
+		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{}), obs: c.obs, receivers: 1}
+	if c.caps.Ordering == Unordered {
+		r.receivers = max(min(runtime.GOMAXPROCS(0), c.cfg.concurrency), 1)
+	}
 	r.settle = &settleStage{src: c.src, replayable: c.caps.Replayable, keptDelay: c.cfg.maxRetryDelay, log: c.cfg.logger, obs: c.obs}
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
 	if !c.cfg.fixedConcurrency {
@@ -277,17 +286,49 @@ func (r *pool) waitEmpty(d time.Duration) {
 }
 
 // fetch receives while there is room, until ctx ends or the source fails
-// for good, and hands each message on (dispatchLocked).
+// for good, and hands each message on (dispatchLocked): with r.receivers
+// goroutines, so that receiving an unordered source is no one core's
+// serial stage.
 func (r *pool) fetch(ctx context.Context) error {
-	failures := 0
 	wait := r.c.mon.awaitSource(sourceName(r.c.src))
 	defer wait.stop()
+	n := r.receivers
+	if n == 1 {
+		return r.receive(ctx, wait)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			err := r.receive(ctx, wait)
+			if err != nil {
+				cancel() // the source failed for good: the others stop too
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// receive is one goroutine of fetch.
+func (r *pool) receive(ctx context.Context, wait *sourceWait) error {
+	failures := 0
 	for {
-		free, ok := r.waitFree(ctx)
+		free, ok := r.reserve(ctx)
 		if !ok {
 			return nil
 		}
 		msgs, err := r.c.src.Receive(ctx, free)
+		if unused := free - len(msgs); unused > 0 {
+			r.unreserve(unused)
+		}
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -310,11 +351,14 @@ func (r *pool) fetch(ctx context.Context) error {
 		}
 		failures = 0
 		wait.received()
-		now := time.Now()
-		if len(msgs) > 0 {
-			r.c.mon.brokerFlowing(now)
+		if len(msgs) == 0 {
+			continue
 		}
+		now := time.Now()
+		r.c.mon.brokerFlowing(now)
 		n := r.held.Add(int64(len(msgs)))
+		// One lock for the whole take, not one a message.
+		r.mu.Lock()
 		for _, m := range msgs {
 			s := &slot{run: run{settle: r.settle, stores: &r.settles}, m: m, lastSource: now}
 			switch r.c.caps.Ordering {
@@ -323,27 +367,53 @@ func (r *pool) fetch(ctx context.Context) error {
 			case OrderByPartition:
 				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
-			r.mu.Lock()
 			r.slots[s] = struct{}{}
 			r.dispatchLocked(s)
-			r.mu.Unlock()
 		}
+		r.mu.Unlock()
 		r.obs.inFlight(int(n))
 	}
 }
 
-// waitFree blocks until fewer than MaxInFlight messages are held and says
-// how many more may be taken.
-func (r *pool) waitFree(ctx context.Context) (int, bool) {
+// reserve blocks until fewer than MaxInFlight messages are held or being
+// received, and reserves room for one Receive: its share of the room left,
+// so that the receiving goroutines wait in Receive side by side, and
+// together never take more than MaxInFlight.
+func (r *pool) reserve(ctx context.Context) (int, bool) {
 	for {
-		if free := r.c.cfg.maxInFlight - int(r.held.Load()); free > 0 {
-			return free, ctx.Err() == nil
+		taken := r.taken.Load()
+		if free := r.c.cfg.maxInFlight - int(taken); free > 0 {
+			if ctx.Err() != nil {
+				return 0, false
+			}
+			share := (free + r.receivers - 1) / r.receivers
+			if r.taken.CompareAndSwap(taken, taken+int64(share)) {
+				if share < free {
+					r.signalSpace() // room for another receiving goroutine
+				}
+				return share, true
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
 			return 0, false
 		case <-r.space:
 		}
+	}
+}
+
+// unreserve gives back room a Receive reserved and did not fill.
+func (r *pool) unreserve(n int) {
+	r.taken.Add(-int64(n))
+	r.signalSpace()
+}
+
+// signalSpace wakes a receiving goroutine waiting for room.
+func (r *pool) signalSpace() {
+	select {
+	case r.space <- struct{}{}:
+	default:
 	}
 }
 
@@ -384,11 +454,15 @@ func (r *pool) handle(ctx context.Context, s *slot) {
 		r.returnUnstarted(s)
 		return
 	}
-	r.mu.Lock()
-	draining := r.draining.Load()
-	s.started, s.retry = !draining, nil
-	r.mu.Unlock()
-	if draining {
+	if s.retry != nil {
+		// Run again after a hold: the drain no longer has a timer to stop.
+		r.mu.Lock()
+		s.retry = nil
+		r.mu.Unlock()
+	}
+	// No lock for the check: a message handed to a worker is the drain's
+	// to return only while its hold's timer is pending, and it is not.
+	if r.draining.Load() {
 		r.returnUnstarted(s)
 	} else {
 		r.c.mon.begin()
@@ -459,7 +533,6 @@ func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 	if redelivery {
 		s.m.Deliveries++
 	}
-	s.started = false
 	s.retry = time.AfterFunc(delay, func() {
 		r.mu.Lock()
 		if r.draining.Load() {
@@ -497,10 +570,8 @@ func (r *pool) release(s *slot) {
 	if n == 0 && r.draining.Load() {
 		r.emptyOnce.Do(func() { close(r.empty) })
 	}
-	select {
-	case r.space <- struct{}{}:
-	default:
-	}
+	r.taken.Add(-1)
+	r.signalSpace()
 	r.obs.inFlight(int(n))
 }
 
