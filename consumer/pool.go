@@ -42,7 +42,7 @@ type pool struct {
 	drained chan struct{} // closed when the drain starts
 
 	mu    sync.Mutex
-	slots map[*slot]struct{}   // the messages held
+	first *slot                // the messages held, a list through their prev and next
 	keys  map[orderKey][]*slot // a key present is busy, with those waiting behind it
 
 	// receivers is how many goroutines receive: one per core for an
@@ -78,6 +78,7 @@ type slot struct {
 	run
 	m          *Message
 	key        orderKey
+	prev, next *slot // in the pool's list of messages held
 	lastSource time.Time
 	retry      *time.Timer
 	// waitSince is when the message first found its key held by another
@@ -88,7 +89,7 @@ type slot struct {
 }
 
 func newPool(c *Consumer) *pool {
-	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight), slots: map[*slot]struct{}{}, keys: map[orderKey][]*slot{},
+	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight), keys: map[orderKey][]*slot{},
 		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{}), obs: c.obs, receivers: 1}
 	if c.caps.Ordering == Unordered {
 		r.receivers = max(min(runtime.GOMAXPROCS(0), c.cfg.concurrency), 1)
@@ -139,7 +140,7 @@ func (r *pool) serve(ctx context.Context) error {
 	close(r.drained)
 	var unstarted []*slot
 	r.mu.Lock()
-	for s := range r.slots {
+	for s := r.first; s != nil; s = s.next {
 		if s.retry != nil && s.retry.Stop() {
 			unstarted = append(unstarted, s)
 		}
@@ -222,7 +223,7 @@ func (r *pool) serve(ctx context.Context) error {
 func (r *pool) oldest(now time.Time) (time.Duration, bool) {
 	var first time.Time
 	r.mu.Lock()
-	for s := range r.slots {
+	for s := r.first; s != nil; s = s.next {
 		if at := s.m.ReceivedAt; !at.IsZero() && (first.IsZero() || at.Before(first)) {
 			first = at
 		}
@@ -320,6 +321,7 @@ func (r *pool) fetch(ctx context.Context) error {
 // receive is one goroutine of fetch.
 func (r *pool) receive(ctx context.Context, wait *sourceWait) error {
 	failures := 0
+	var slots []*slot // one take's, reused
 	for {
 		free, ok := r.reserve(ctx)
 		if !ok {
@@ -357,8 +359,7 @@ func (r *pool) receive(ctx context.Context, wait *sourceWait) error {
 		now := time.Now()
 		r.c.mon.brokerFlowing(now)
 		n := r.held.Add(int64(len(msgs)))
-		// One lock for the whole take, not one a message.
-		r.mu.Lock()
+		slots = slots[:0]
 		for _, m := range msgs {
 			s := &slot{run: run{settle: r.settle, stores: &r.settles}, m: m, lastSource: now}
 			switch r.c.caps.Ordering {
@@ -367,10 +368,25 @@ func (r *pool) receive(ctx context.Context, wait *sourceWait) error {
 			case OrderByPartition:
 				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
-			r.slots[s] = struct{}{}
-			r.dispatchLocked(s)
+			slots = append(slots, s)
+		}
+		// One lock for the whole take, not one a message; an unordered
+		// message is handed to a worker after it, so that waking workers
+		// does not hold the lock.
+		r.mu.Lock()
+		for _, s := range slots {
+			r.holdLocked(s)
+			if r.c.caps.Ordering != Unordered {
+				r.dispatchLocked(s)
+			}
 		}
 		r.mu.Unlock()
+		if r.c.caps.Ordering == Unordered {
+			for _, s := range slots {
+				r.work <- s // never blocks: the channel holds MaxInFlight
+			}
+		}
+		clear(slots)
 		r.obs.inFlight(int(n))
 	}
 }
@@ -415,6 +431,29 @@ func (r *pool) signalSpace() {
 	case r.space <- struct{}{}:
 	default:
 	}
+}
+
+// holdLocked adds s to the messages held; forgetLocked takes it out. r.mu
+// is held. A list, not a map: adding and taking out are a few pointer
+// writes under the pool's one lock, with no hashing.
+func (r *pool) holdLocked(s *slot) {
+	s.next = r.first
+	if r.first != nil {
+		r.first.prev = s
+	}
+	r.first = s
+}
+
+func (r *pool) forgetLocked(s *slot) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		r.first = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	}
+	s.prev, s.next = nil, nil
 }
 
 // dispatchLocked hands s to a worker, or queues it behind its key; r.mu
@@ -556,7 +595,7 @@ func (r *pool) returnUnstarted(s *slot) {
 // release forgets s and lets its key's next message run.
 func (r *pool) release(s *slot) {
 	r.mu.Lock()
-	delete(r.slots, s)
+	r.forgetLocked(s)
 	if waiting, busy := r.keys[s.key]; busy && r.c.caps.Ordering != Unordered {
 		if len(waiting) > 0 && !r.draining.Load() {
 			r.keys[s.key] = waiting[1:]
@@ -598,7 +637,7 @@ func (r *pool) extendDeliveries(stop <-chan struct{}, done chan<- struct{}) {
 		now := time.Now()
 		due = due[:0]
 		r.mu.Lock()
-		for s := range r.slots {
+		for s := r.first; s != nil; s = s.next {
 			// A leased handler that ignores its context past its
 			// renewals: let its delivery run out too, so another worker
 			// can take over.
