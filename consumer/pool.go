@@ -17,7 +17,8 @@ import (
 // per-key queues and the loop that extends their deliveries. It receives;
 // every other Source call is its settle stage's.
 //
-// What it holds is under one lock (mu); the count held and the drain flag
+// What it holds is under one lock (mu), taken once per take from the
+// Source and once per message released; the count held and the drain flag
 // are atomics. Locks split by ordering key and padded apart were measured
 // no faster in the memory pipeline (BenchmarkMemoryPipeline), and so gave
 // way; the figures are in BENCHMARKS.md.
