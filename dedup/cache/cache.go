@@ -6,7 +6,6 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/onceq/onceq/dedup"
@@ -51,8 +50,7 @@ type Stats struct {
 // answer for.
 //
 // The records are spread over shards, each with its own lock, so that
-// workers looking up different keys do not wait for one another, and
-// lookups of one shard's keys do not wait for each other either; each
+// workers looking up different keys do not wait for one another; each
 // shard holds its share of the bounds and evicts by the clock
 // (second-chance) rule, an approximation of least recently used whose
 // lookups write one flag instead of relinking a list.
@@ -64,10 +62,7 @@ type Cache struct {
 }
 
 type shard struct {
-	// mu is taken to read by lookups, which then run side by side: a
-	// lookup writes only its entry's recent flag and the counters, all
-	// atomics; puts, evictions and removals take it to write.
-	mu sync.RWMutex
+	mu sync.Mutex
 	// index finds a key's entry by the key's hash (the entry's own key
 	// is compared on a hit): hashing a key once serves the shard and the
 	// map, and an integer key costs the map little. Two keys of one hash
@@ -80,11 +75,10 @@ type shard struct {
 	bytes      int
 	maxEntries int
 	maxBytes   int
-	// The counters are the shard's: counters shared by all shards would
-	// move one cache line between cores on every lookup.
-	hits, misses atomic.Int64
-	evictions    int64    // under mu, to write
-	_            [64]byte // keeps neighbouring shards' locks off one cache line
+	// The counters are the shard's, under its lock: counters shared by
+	// all shards would move one cache line between cores on every lookup.
+	hits, misses, evictions int64
+	_                       [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 type entry struct {
@@ -95,7 +89,7 @@ type entry struct {
 	hash   uint64 // of rec.Key
 	size   int
 	used   bool
-	recent atomic.Bool // looked up since the hand last passed
+	recent bool // looked up since the hand last passed
 }
 
 // Shards hold at least this many entries and bytes each, so that a small
@@ -150,8 +144,8 @@ func (c *Cache) Stats() Stats {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		st.Hits += sh.hits.Load()
-		st.Misses += sh.misses.Load()
+		st.Hits += sh.hits
+		st.Misses += sh.misses
 		st.Evictions += sh.evictions
 		st.Entries += len(sh.index)
 		st.Bytes += sh.bytes
@@ -164,25 +158,32 @@ func (c *Cache) Stats() Stats {
 // now, and counts the hit or the miss. A lookup allocates nothing.
 func (c *Cache) Get(key string, now time.Time) (dedup.Record, bool) {
 	sh, h := c.shardOf(key)
-	sh.mu.RLock()
-	var r dedup.Record
-	i, live := sh.index[h]
+	sh.mu.Lock()
+	i, ok := sh.index[h]
+	ok = ok && sh.entries[i].rec.Key == key
+	r, live := sh.liveLocked(i, ok, now)
 	if live {
-		// An expired entry is left for a put to replace or the hand to
-		// evict: dropping it here would take the lock to write.
-		e := &sh.entries[i]
-		if live = e.rec.Key == key && !now.After(e.until); live {
-			e.recent.Store(true)
-			r = e.rec
-		}
-	}
-	sh.mu.RUnlock()
-	if live {
-		sh.hits.Add(1)
+		sh.hits++
 	} else {
-		sh.misses.Add(1)
+		sh.misses++
 	}
+	sh.mu.Unlock()
 	return r, live
+}
+
+// liveLocked returns entry i's record if it is live at now (found says
+// whether the key had an entry at all); an expired one is dropped.
+func (sh *shard) liveLocked(i int32, found bool, now time.Time) (dedup.Record, bool) {
+	if !found {
+		return dedup.Record{}, false
+	}
+	e := &sh.entries[i]
+	if now.After(e.until) {
+		sh.removeLocked(i)
+		return dedup.Record{}, false
+	}
+	e.recent = true
+	return e.rec, true
 }
 
 // Put caches r, a record known at now, as the answer for key: the key the
@@ -239,8 +240,8 @@ func (sh *shard) evictLocked() {
 		e := &sh.entries[i]
 		switch {
 		case !e.used:
-		case e.recent.Load():
-			e.recent.Store(false)
+		case e.recent:
+			e.recent = false
 		default:
 			sh.removeLocked(int32(i))
 			return
