@@ -44,7 +44,10 @@ type Source interface {
 	Check(ctx context.Context) error
 	// Receive blocks until at least one message is available, ctx is done,
 	// or the Source is closed, and returns at most max messages. It
-	// returns ErrSourceClosed once closed.
+	// returns ErrSourceClosed once closed. The consumer calls it from one
+	// goroutine for an ordered Source, and for an Unordered one from up to
+	// one goroutine per core at once, each asking for its share of the
+	// room left.
 	Receive(ctx context.Context, max int) ([]*Message, error)
 	// Ack settles a message whose record is COMPLETED. It may finish
 	// asynchronously (batched); Close flushes what is pending.

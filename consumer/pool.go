@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,8 @@ import (
 // per-key queues and the loop that extends their deliveries. It receives;
 // every other Source call is its settle stage's.
 //
-// What it holds is under one lock (mu); the count held and the drain flag
+// What it holds is under one lock (mu), taken once per take from the
+// Source and once per message released; the count held and the drain flag
 // are atomics. Locks split by ordering key and padded apart were measured
 // no faster in the memory pipeline (BenchmarkMemoryPipeline), and so gave
 // way; the figures are in BENCHMARKS.md.
@@ -41,10 +43,16 @@ type pool struct {
 	drained chan struct{} // closed when the drain starts
 
 	mu    sync.Mutex
-	slots map[*slot]struct{}   // the messages held
+	first *slot                // the messages held, a list through their prev and next
 	keys  map[orderKey][]*slot // a key present is busy, with those waiting behind it
 
+	// receivers is how many goroutines receive: one per core for an
+	// unordered source, one for an ordered source, since the order messages
+	// are handed on in is the order their keys run in.
+	receivers int
 	held      atomic.Int64
+	// taken is held plus the room reserved by Receives under way.
+	taken     atomic.Int64
 	draining  atomic.Bool
 	space     chan struct{} // a slot was freed
 	empty     chan struct{} // closed when draining and nothing is held
@@ -71,7 +79,7 @@ type slot struct {
 	run
 	m          *Message
 	key        orderKey
-	started    bool
+	prev, next *slot // in the pool's list of messages held
 	lastSource time.Time
 	retry      *time.Timer
 	// waitSince is when the message first found its key held by another
@@ -82,8 +90,11 @@ type slot struct {
 }
 
 func newPool(c *Consumer) *pool {
-	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight), slots: map[*slot]struct{}{}, keys: map[orderKey][]*slot{},
-		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{}), obs: c.obs}
+	r := &pool{c: c, work: make(chan *slot, c.cfg.maxInFlight), keys: map[orderKey][]*slot{},
+		space: make(chan struct{}, 1), empty: make(chan struct{}), drained: make(chan struct{}), obs: c.obs, receivers: 1}
+	if c.caps.Ordering == Unordered {
+		r.receivers = max(min(runtime.GOMAXPROCS(0), c.cfg.concurrency), 1)
+	}
 	r.settle = &settleStage{src: c.src, replayable: c.caps.Replayable, keptDelay: c.cfg.maxRetryDelay, log: c.cfg.logger, obs: c.obs}
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
 	if !c.cfg.fixedConcurrency {
@@ -130,7 +141,7 @@ func (r *pool) serve(ctx context.Context) error {
 	close(r.drained)
 	var unstarted []*slot
 	r.mu.Lock()
-	for s := range r.slots {
+	for s := r.first; s != nil; s = s.next {
 		if s.retry != nil && s.retry.Stop() {
 			unstarted = append(unstarted, s)
 		}
@@ -213,7 +224,7 @@ func (r *pool) serve(ctx context.Context) error {
 func (r *pool) oldest(now time.Time) (time.Duration, bool) {
 	var first time.Time
 	r.mu.Lock()
-	for s := range r.slots {
+	for s := r.first; s != nil; s = s.next {
 		if at := s.m.ReceivedAt; !at.IsZero() && (first.IsZero() || at.Before(first)) {
 			first = at
 		}
@@ -277,17 +288,50 @@ func (r *pool) waitEmpty(d time.Duration) {
 }
 
 // fetch receives while there is room, until ctx ends or the source fails
-// for good, and hands each message on (dispatchLocked).
+// for good, and hands each message on (dispatchLocked): with r.receivers
+// goroutines, so that receiving an unordered source is no one core's
+// serial stage.
 func (r *pool) fetch(ctx context.Context) error {
-	failures := 0
 	wait := r.c.mon.awaitSource(sourceName(r.c.src))
 	defer wait.stop()
+	n := r.receivers
+	if n == 1 {
+		return r.receive(ctx, wait)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			err := r.receive(ctx, wait)
+			if err != nil {
+				cancel() // the source failed for good: the others stop too
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// receive is one goroutine of fetch.
+func (r *pool) receive(ctx context.Context, wait *sourceWait) error {
+	failures := 0
+	var slots []*slot // one take's, reused
 	for {
-		free, ok := r.waitFree(ctx)
+		free, ok := r.reserve(ctx)
 		if !ok {
 			return nil
 		}
 		msgs, err := r.c.src.Receive(ctx, free)
+		if unused := free - len(msgs); unused > 0 {
+			r.unreserve(unused)
+		}
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -310,11 +354,13 @@ func (r *pool) fetch(ctx context.Context) error {
 		}
 		failures = 0
 		wait.received()
-		now := time.Now()
-		if len(msgs) > 0 {
-			r.c.mon.brokerFlowing(now)
+		if len(msgs) == 0 {
+			continue
 		}
+		now := time.Now()
+		r.c.mon.brokerFlowing(now)
 		n := r.held.Add(int64(len(msgs)))
+		slots = slots[:0]
 		for _, m := range msgs {
 			s := &slot{run: run{settle: r.settle, stores: &r.settles}, m: m, lastSource: now}
 			switch r.c.caps.Ordering {
@@ -323,21 +369,48 @@ func (r *pool) fetch(ctx context.Context) error {
 			case OrderByPartition:
 				s.key = orderKey{destination: m.Origin.Destination, partition: m.Origin.Partition}
 			}
-			r.mu.Lock()
-			r.slots[s] = struct{}{}
-			r.dispatchLocked(s)
-			r.mu.Unlock()
+			slots = append(slots, s)
 		}
+		// One lock for the whole take, not one a message; an unordered
+		// message is handed to a worker after it, so that waking workers
+		// does not hold the lock.
+		r.mu.Lock()
+		for _, s := range slots {
+			r.holdLocked(s)
+			if r.c.caps.Ordering != Unordered {
+				r.dispatchLocked(s)
+			}
+		}
+		r.mu.Unlock()
+		if r.c.caps.Ordering == Unordered {
+			for _, s := range slots {
+				r.work <- s // never blocks: the channel holds MaxInFlight
+			}
+		}
+		clear(slots)
 		r.obs.inFlight(int(n))
 	}
 }
 
-// waitFree blocks until fewer than MaxInFlight messages are held and says
-// how many more may be taken.
-func (r *pool) waitFree(ctx context.Context) (int, bool) {
+// reserve blocks until fewer than MaxInFlight messages are held or being
+// received, and reserves room for one Receive: its share of the room left,
+// so that the receiving goroutines wait in Receive side by side, and
+// together never take more than MaxInFlight.
+func (r *pool) reserve(ctx context.Context) (int, bool) {
 	for {
-		if free := r.c.cfg.maxInFlight - int(r.held.Load()); free > 0 {
-			return free, ctx.Err() == nil
+		taken := r.taken.Load()
+		if free := r.c.cfg.maxInFlight - int(taken); free > 0 {
+			if ctx.Err() != nil {
+				return 0, false
+			}
+			share := (free + r.receivers - 1) / r.receivers
+			if r.taken.CompareAndSwap(taken, taken+int64(share)) {
+				if share < free {
+					r.signalSpace() // room for another receiving goroutine
+				}
+				return share, true
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -345,6 +418,43 @@ func (r *pool) waitFree(ctx context.Context) (int, bool) {
 		case <-r.space:
 		}
 	}
+}
+
+// unreserve gives back room a Receive reserved and did not fill.
+func (r *pool) unreserve(n int) {
+	r.taken.Add(-int64(n))
+	r.signalSpace()
+}
+
+// signalSpace wakes a receiving goroutine waiting for room.
+func (r *pool) signalSpace() {
+	select {
+	case r.space <- struct{}{}:
+	default:
+	}
+}
+
+// holdLocked adds s to the messages held; forgetLocked takes it out. r.mu
+// is held. A list, not a map: adding and taking out are a few pointer
+// writes under the pool's one lock, with no hashing.
+func (r *pool) holdLocked(s *slot) {
+	s.next = r.first
+	if r.first != nil {
+		r.first.prev = s
+	}
+	r.first = s
+}
+
+func (r *pool) forgetLocked(s *slot) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		r.first = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	}
+	s.prev, s.next = nil, nil
 }
 
 // dispatchLocked hands s to a worker, or queues it behind its key; r.mu
@@ -384,11 +494,15 @@ func (r *pool) handle(ctx context.Context, s *slot) {
 		r.returnUnstarted(s)
 		return
 	}
-	r.mu.Lock()
-	draining := r.draining.Load()
-	s.started, s.retry = !draining, nil
-	r.mu.Unlock()
-	if draining {
+	if s.retry != nil {
+		// Run again after a hold: the drain no longer has a timer to stop.
+		r.mu.Lock()
+		s.retry = nil
+		r.mu.Unlock()
+	}
+	// No lock for the check: a message handed to a worker is the drain's
+	// to return only while its hold's timer is pending, and it is not.
+	if r.draining.Load() {
 		r.returnUnstarted(s)
 	} else {
 		r.c.mon.begin()
@@ -459,7 +573,6 @@ func (r *pool) holdInPlace(s *slot, delay time.Duration, redelivery bool) bool {
 	if redelivery {
 		s.m.Deliveries++
 	}
-	s.started = false
 	s.retry = time.AfterFunc(delay, func() {
 		r.mu.Lock()
 		if r.draining.Load() {
@@ -483,7 +596,7 @@ func (r *pool) returnUnstarted(s *slot) {
 // release forgets s and lets its key's next message run.
 func (r *pool) release(s *slot) {
 	r.mu.Lock()
-	delete(r.slots, s)
+	r.forgetLocked(s)
 	if waiting, busy := r.keys[s.key]; busy && r.c.caps.Ordering != Unordered {
 		if len(waiting) > 0 && !r.draining.Load() {
 			r.keys[s.key] = waiting[1:]
@@ -497,10 +610,8 @@ func (r *pool) release(s *slot) {
 	if n == 0 && r.draining.Load() {
 		r.emptyOnce.Do(func() { close(r.empty) })
 	}
-	select {
-	case r.space <- struct{}{}:
-	default:
-	}
+	r.taken.Add(-1)
+	r.signalSpace()
 	r.obs.inFlight(int(n))
 }
 
@@ -527,7 +638,7 @@ func (r *pool) extendDeliveries(stop <-chan struct{}, done chan<- struct{}) {
 		now := time.Now()
 		due = due[:0]
 		r.mu.Lock()
-		for s := range r.slots {
+		for s := r.first; s != nil; s = s.next {
 			// A leased handler that ignores its context past its
 			// renewals: let its delivery run out too, so another worker
 			// can take over.

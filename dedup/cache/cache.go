@@ -6,7 +6,6 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/onceq/onceq/dedup"
@@ -60,8 +59,6 @@ type Cache struct {
 	shards []shard
 	mask   uint64
 	maxAge time.Duration
-
-	hits, misses, evictions atomic.Int64
 }
 
 type shard struct {
@@ -78,7 +75,10 @@ type shard struct {
 	bytes      int
 	maxEntries int
 	maxBytes   int
-	_          [64]byte // keeps neighbouring shards' locks off one cache line
+	// The counters are the shard's, under its lock: counters shared by
+	// all shards would move one cache line between cores on every lookup.
+	hits, misses, evictions int64
+	_                       [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 type entry struct {
@@ -140,10 +140,13 @@ func (c *Cache) shardOf(key string) (*shard, uint64) {
 
 // Stats reports the counters.
 func (c *Cache) Stats() Stats {
-	st := Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load()}
+	var st Stats
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
+		st.Hits += sh.hits
+		st.Misses += sh.misses
+		st.Evictions += sh.evictions
 		st.Entries += len(sh.index)
 		st.Bytes += sh.bytes
 		sh.mu.Unlock()
@@ -159,12 +162,12 @@ func (c *Cache) Get(key string, now time.Time) (dedup.Record, bool) {
 	i, ok := sh.index[h]
 	ok = ok && sh.entries[i].rec.Key == key
 	r, live := sh.liveLocked(i, ok, now)
-	sh.mu.Unlock()
 	if live {
-		c.hits.Add(1)
+		sh.hits++
 	} else {
-		c.misses.Add(1)
+		sh.misses++
 	}
+	sh.mu.Unlock()
 	return r, live
 }
 
@@ -204,7 +207,7 @@ func (c *Cache) Put(key string, r dedup.Record, now time.Time) {
 	}
 	for len(sh.index) >= sh.maxEntries || sh.bytes+size > sh.maxBytes {
 		sh.evictLocked()
-		c.evictions.Add(1)
+		sh.evictions++
 	}
 	var i int32
 	if n := len(sh.free); n > 0 {

@@ -77,6 +77,7 @@ type shard struct {
 	// the same reason: one allocation per response would be one per
 	// commit.
 	responses []byte
+	_         [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 type entry struct {
