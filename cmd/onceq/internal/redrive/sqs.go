@@ -80,6 +80,9 @@ func NewSQS(ctx context.Context, client *awssqs.Client, cfg SQSConfig) (*SQS, er
 		fifo: strings.HasSuffix(cfg.Source, ".fifo"), left: map[string]string{}}, nil
 }
 
+// Source is the URL of the queue the letters go back to.
+func (s *SQS) Source() string { return s.cfg.Source }
+
 func queueName(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }
 
 type sqsLetter struct {

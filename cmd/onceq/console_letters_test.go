@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/chromedp/chromedp"
+
+	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/sources/sqssource"
+)
+
+// The dead-letter flags of onceq console need -actions, one source, and
+// the flags of that source only.
+func TestConsoleLettersUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"console", "-table", "t", "-sqs-dlq", "u"}, "they need -actions"},
+		{[]string{"console", "-table", "t", "-actions", "-sqs-dlq", "u", "-kafka-dlt", "d", "-kafka-brokers", "b"}, "give one of -sqs-dlq and -kafka-dlt"},
+		{[]string{"console", "-table", "t", "-actions", "-sqs-source", "u"}, "-sqs-source goes with -sqs-dlq"},
+		{[]string{"console", "-table", "t", "-actions", "-kafka-dlt", "d"}, "-kafka-dlt needs -kafka-brokers"},
+		{[]string{"console", "-table", "t", "-actions", "-kafka-brokers", "b"}, "go with -kafka-dlt"},
+	} {
+		code, _, errOut := onceq(c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("onceq %s: exit %d, %q; want 2 and %q", strings.Join(c.args, " "), code, errOut, c.want)
+		}
+	}
+}
+
+// A message's dead letter redriven from its page in headless Chromium,
+// over PostgreSQL and the SQS emulator: the failed message's letter goes
+// back to its source queue and its record is reset (a claim acquires it
+// again); the completed message's letter is not sent back, its record is
+// kept, and both the confirmation and the result say so; the letter of a
+// third message, looked at on the way, stays in the dead-letter queue.
+// Screenshots of each step are saved in the test's artifact directory.
+func TestConsoleRedrivesDeadLettersInBrowser(t *testing.T) {
+	chromiumPath(t)
+	q := localSQS(t)
+	s := redriveStores(t)["postgres"](t)
+	qn := "onceq-console-" + tableName(t)[len("onceq_cli_"):]
+	src, _ := createQueue(t, q, qn, nil)
+	dlq, _ := createQueue(t, q, qn+"-dlq", nil)
+	t.Cleanup(func() {
+		for _, u := range []string{src, dlq} {
+			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	completed, failed, absent, _ := redriveRecords(t, s.st, "order-"+qn)
+	for _, k := range []string{completed, failed, absent} {
+		_, err := q.SendMessage(t.Context(), &awssqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String("body of " + k),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+				broker.IdempotencyKeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(k)},
+				sqssource.ReasonAttribute:      {DataType: aws.String("String"), StringValue: aws.String("handler: poison")},
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	failedKey, completedKey := mustKey(t, "onceq", failed), mustKey(t, "onceq", completed)
+
+	base := startConsole(t, append(s.args, "-actions", "-sqs-dlq", dlq, "-sqs-source", src)...)
+	p := pageCheck{t: t, ctx: browser(t), base: base, dir: t.ArtifactDir()}
+
+	// The failed message: its letter goes back, its record reset.
+	wantIn(t, "failed message", p.load("/message?key="+urlQuery(failed), "letter-message"), "DEAD_LETTER", "poison")
+	p.do("redrive its letter", "#confirm", chromedp.Click(chromedp.CSS("#redrive-letter")))
+	p.shoot("letter-confirm")
+	wantIn(t, "confirmation", p.text("main"), failedKey, "DEAD_LETTER", "SQS queue "+qn+"-dlq", "Redrive its dead letter")
+	if n := p.count("#completed"); n != 0 {
+		t.Errorf("the failed record's confirmation warns of a COMPLETED record")
+	}
+	if n := queueDepth(t, q, src); n != 0 {
+		t.Fatalf("the source queue holds %d before the confirmation", n)
+	}
+	p.do("confirm the redrive", "#done", chromedp.Click(chromedp.CSS("#confirm")))
+	p.shoot("letter-done")
+	wantIn(t, "redriven", p.text("#done"), "1 dead letter(s) sent back to the source, the record reset first", dedup.KeyHash(failedKey))
+	got := drain(t, q, src, 1)
+	if len(got) != 1 || aws.ToString(got[0].MessageAttributes[broker.IdempotencyKeyAttribute].StringValue) != failed || aws.ToString(got[0].Body) != "body of "+failed {
+		t.Fatalf("the source queue got %d messages, want the failed message's letter once", len(got))
+	}
+	if r, err := s.st.Get(t.Context(), failedKey); err != nil || r.Status != dedup.StatusFailed || r.Attempts != 0 || !strings.Contains(r.LastError, "redriven from SQS queue") {
+		t.Fatalf("the failed record after the redrive: %+v, %v; want it reset", r, err)
+	}
+
+	// The completed message: not re-run, and the pages say so.
+	wantIn(t, "completed message", p.load("/message?key="+urlQuery(completed), "letter-completed-message"), "COMPLETED")
+	p.do("redrive its letter", "#confirm", chromedp.Click(chromedp.CSS("#redrive-letter")))
+	p.shoot("letter-completed-confirm")
+	wantIn(t, "completed confirmation", p.text("#completed"), "Its record is COMPLETED", "will not be sent back")
+	p.do("confirm the redrive", "#done", chromedp.Click(chromedp.CSS("#confirm")))
+	p.shoot("letter-completed-done")
+	wantIn(t, "not redriven", p.text("#done"), "1 dead letter(s) NOT sent back: the record is COMPLETED", "stays in SQS queue "+qn+"-dlq")
+	if r, err := s.st.Get(t.Context(), completedKey); err != nil || r.Status != dedup.StatusCompleted {
+		t.Fatalf("the completed record after the redrive: %+v, %v; want it kept", r, err)
+	}
+	// Every letter not moved is given back: the completed message's and
+	// the third message's, passed over on the way.
+	if n := queueDepth(t, q, src); n != 0 {
+		t.Fatalf("the source queue holds %d after the completed message's redrive, want none", n)
+	}
+	if n := queueDepth(t, q, dlq); n != 2 {
+		t.Fatalf("the dead-letter queue holds %d, want the completed and the third message's letters", n)
+	}
+
+	// Now claimable again: the reset record runs the message once more.
+	c, err := s.st.Claim(t.Context(), dedup.ClaimRequest{Key: failedKey, Owner: "w2", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	if err != nil || !c.Acquired {
+		t.Fatalf("claim of the redriven message: %+v, %v; want it acquired", c, err)
+	}
+	t.Logf("screenshots in %s", p.dir)
+}
