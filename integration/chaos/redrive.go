@@ -336,8 +336,10 @@ func chosen(id string) (refuse, send bool) {
 func (f *refuser) run(ctx context.Context) {
 	defer close(f.done)
 	refusals := map[string]int{}
-	// Often: the relays poll every 100ms too.
-	tick := time.NewTicker(50 * time.Millisecond)
+	// A few entries at a time, a few times a second: each entry leased
+	// and given back is two writes, which must not load the store more
+	// than the relays do.
+	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
@@ -348,7 +350,7 @@ func (f *refuser) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		now := time.Now()
-		es, err := f.ob.Lease(ctx, outbox.LeaseRequest{Owner: "chaos-refuser", Now: now, LeaseUntil: now.Add(time.Minute), Max: 20})
+		es, err := f.ob.Lease(ctx, outbox.LeaseRequest{Owner: "chaos-refuser", Now: now, LeaseUntil: now.Add(time.Minute), Max: 5})
 		if err != nil {
 			f.logf("refuser: lease: %v", err)
 		}
