@@ -138,7 +138,7 @@ type redriveResult struct {
 	// refused counts the outbox entries the refuser marked DEAD, sent
 	// the copies it sent to the shipping queue or topic before (as a
 	// destination that took a message and answered with a refusal).
-	refused, sent int
+	refused, sent    int
 	letters, entries tally
 	// deadLeft counts the outbox entries still DEAD at the end: each an
 	// order whose shipping event no redrive sent back.

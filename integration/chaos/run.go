@@ -289,7 +289,9 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		defer func() { f.stopRefusing() }()
 		store := redriveStore(cfg, n.idem)
 		plan := redrivePlan{
-			letters:      func(run string) []string { return append(append(slices.Clone(store), pk.redriveFrom(run)...), "-remove-completed") },
+			letters: func(run string) []string {
+				return append(append(slices.Clone(store), pk.redriveFrom(run)...), "-remove-completed")
+			},
 			entries:      append(slices.Clone(store), "-outbox"),
 			stopRefusing: f.stopRefusing,
 			firstRefusal: f.first,
