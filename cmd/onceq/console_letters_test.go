@@ -10,9 +10,12 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/testsupport/testenv"
+	"github.com/onceq/onceq/sources/kafkagroup"
 	"github.com/onceq/onceq/sources/sqssource"
 )
 
@@ -119,4 +122,82 @@ func TestConsoleRedrivesDeadLettersInBrowser(t *testing.T) {
 		t.Fatalf("claim of the redriven message: %+v, %v; want it acquired", c, err)
 	}
 	t.Logf("screenshots in %s", p.dir)
+}
+
+// The same on Kafka, over PostgreSQL: the console reads the dead-letter
+// topic with no consumer group, sends the failed message's letter back to
+// its original topic (its record reset), not the completed one's, and
+// commits nothing: onceq redrive's group then finds all three letters.
+func TestConsoleRedrivesKafkaDeadLettersInBrowser(t *testing.T) {
+	chromiumPath(t)
+	brokers := testenv.KafkaBrokers(t)
+	s := redriveStores(t)["postgres"](t)
+	name := tableName(t)
+	orig, dlt := name+"-orders", name+"-orders-dlt"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	completed, failed, absent, _ := redriveRecords(t, s.st, "order-"+name)
+	recs := []*kgo.Record{{Topic: orig, Key: []byte("first")}}
+	for _, k := range []string{completed, failed, absent} {
+		recs = append(recs, &kgo.Record{Topic: dlt, Key: []byte(k), Value: []byte("body of " + k), Headers: []kgo.RecordHeader{
+			{Key: broker.IdempotencyKeyAttribute, Value: []byte(k)}, {Key: kafkagroup.ReasonHeader, Value: []byte("handler: poison")},
+			{Key: kafkagroup.OriginalTopicHeader, Value: []byte(orig)}, {Key: kafkagroup.OriginalPartitionHeader, Value: []byte("0")},
+			{Key: kafkagroup.OriginalOffsetHeader, Value: []byte("7")}}})
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	failedKey, completedKey := mustKey(t, "onceq", failed), mustKey(t, "onceq", completed)
+
+	base := startConsole(t, append(s.args, "-actions", "-kafka-dlt", dlt, "-kafka-brokers", brokers)...)
+	p := pageCheck{t: t, ctx: browser(t), base: base, dir: t.ArtifactDir()}
+
+	p.load("/message?key="+urlQuery(failed), "kafka-letter-message")
+	p.do("redrive its letter", "#confirm", chromedp.Click(chromedp.CSS("#redrive-letter")))
+	wantIn(t, "confirmation", p.text("main"), failedKey, "DEAD_LETTER", "Kafka topic "+dlt)
+	p.do("confirm the redrive", "#done", chromedp.Click(chromedp.CSS("#confirm")))
+	p.shoot("kafka-letter-done")
+	wantIn(t, "redriven", p.text("#done"), "1 dead letter(s) sent back to the source, the record reset first")
+	if r, err := s.st.Get(t.Context(), failedKey); err != nil || r.Status != dedup.StatusFailed || r.Attempts != 0 {
+		t.Fatalf("the failed record after the redrive: %+v, %v; want it reset", r, err)
+	}
+
+	p.load("/message?key="+urlQuery(completed), "kafka-letter-completed-message")
+	p.do("redrive its letter", "#confirm", chromedp.Click(chromedp.CSS("#redrive-letter")))
+	p.do("confirm the redrive", "#done", chromedp.Click(chromedp.CSS("#confirm")))
+	p.shoot("kafka-letter-completed-done")
+	wantIn(t, "not redriven", p.text("#done"), "1 dead letter(s) NOT sent back: the record is COMPLETED")
+	if r, err := s.st.Get(t.Context(), completedKey); err != nil || r.Status != dedup.StatusCompleted {
+		t.Fatalf("the completed record after the redrive: %+v, %v; want it kept", r, err)
+	}
+
+	// The original topic holds its first record and the failed letter.
+	rd, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(orig), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var moved []string
+	testenv.Eventually(t, 30*time.Second, "the failed letter in the original topic", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		for _, r := range rd.PollFetches(ctx).Records() {
+			if string(r.Key) != "first" {
+				moved = append(moved, string(r.Value))
+			}
+		}
+		return len(moved) > 0
+	})
+	if len(moved) != 1 || moved[0] != "body of "+failed {
+		t.Fatalf("the original topic got %q, want the failed message's letter alone", moved)
+	}
+	// The console committed no offset: onceq redrive's group looks at all
+	// three letters, and moves only the one with no record.
+	code, out, errOut := onceq(append(append([]string{"redrive"}, s.args...), "-kafka-dlt", dlt, "-kafka-brokers", brokers)...)
+	if code != 0 || !strings.Contains(out, "3 looked at: moved 2, 1 completed (not re-run)") {
+		t.Fatalf("onceq redrive after the console: exit %d, %s\n%s", code, out, errOut)
+	}
 }
