@@ -273,12 +273,14 @@ func redrives(ctx context.Context, onceqBin string, p redrivePlan, cfg settings,
 		return
 	}
 	if p.firstRefusal != nil {
-		// The first runs find an entry DEAD.
+		// The first runs find an entry DEAD, unless none was refused in
+		// a long while (the line's outbox_dead=0 then says so).
 		select {
 		case <-ctx.Done():
 			r.err = ctx.Err()
 			return
 		case <-p.firstRefusal:
+		case <-time.After(10 * max(delay, time.Second)):
 		}
 	}
 	round(2, "first")
@@ -336,21 +338,24 @@ func chosen(id string) (refuse, send bool) {
 func (f *refuser) run(ctx context.Context) {
 	defer close(f.done)
 	refusals := map[string]int{}
-	// A few entries at a time, a few times a second: each entry leased
-	// and given back is two writes, which must not load the store more
-	// than the relays do.
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
+	// Until the first refusal, often and many at a time (the first
+	// redrives wait for it); then a few entries a few times a second:
+	// each entry leased and given back is two writes, which must not load
+	// the store more than the relays do.
+	every, n := 50*time.Millisecond, 20
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-f.stop:
 			return
-		case <-tick.C:
+		case <-time.After(every):
+		}
+		if f.r.refused > 0 {
+			every, n = 250*time.Millisecond, 5
 		}
 		now := time.Now()
-		es, err := f.ob.Lease(ctx, outbox.LeaseRequest{Owner: "chaos-refuser", Now: now, LeaseUntil: now.Add(time.Minute), Max: 5})
+		es, err := f.ob.Lease(ctx, outbox.LeaseRequest{Owner: "chaos-refuser", Now: now, LeaseUntil: now.Add(time.Minute), Max: n})
 		if err != nil {
 			f.logf("refuser: lease: %v", err)
 		}
