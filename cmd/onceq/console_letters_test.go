@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/cmd/onceq/internal/redrive"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/testsupport/testenv"
 	"github.com/onceq/onceq/sources/kafkagroup"
@@ -199,5 +203,88 @@ func TestConsoleRedrivesKafkaDeadLettersInBrowser(t *testing.T) {
 	code, out, errOut := onceq(append(append([]string{"redrive"}, s.args...), "-kafka-dlt", dlt, "-kafka-brokers", brokers)...)
 	if code != 0 || !strings.Contains(out, "3 looked at: moved 2, 1 completed (not re-run)") {
 		t.Fatalf("onceq redrive after the console: exit %d, %s\n%s", code, out, errOut)
+	}
+}
+
+// A dead letter's redrive is refused from another site, without this
+// console's token, and by a console given no dead-letter queue or topic;
+// the run is made only for the console's own confirmed form, for the
+// form's key_hash.
+func TestConsoleLetterRedriveGuarded(t *testing.T) {
+	srv, _, key, con := memConsole(t, true)
+	var runs []string
+	con.letters = &letterRedrive{from: "SQS queue orders-dlq", run: func(_ context.Context, keyHash string) (redrive.Report, error) {
+		runs = append(runs, keyHash)
+		return redrive.Report{Seen: 1, Moved: 1}, nil
+	}}
+	send := func(form url.Values, headers map[string]string) (int, string) {
+		t.Helper()
+		r, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/redrive-letter", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range headers {
+			r.Header.Set(k, v)
+		}
+		res, err := srv.Client().Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	form := url.Values{"stored_key": {key}, "token": {con.token}}
+	for _, c := range []struct {
+		what    string
+		form    url.Values
+		headers map[string]string
+	}{
+		{"a cross-site form", form, map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		{"another origin", form, map[string]string{"Origin": "http://console.example"}},
+		{"no token", url.Values{"stored_key": {key}}, nil},
+		{"another token", url.Values{"stored_key": {key}, "token": {strings.Repeat("0", 64)}}, nil},
+	} {
+		if status, body := send(c.form, c.headers); status != http.StatusForbidden {
+			t.Errorf("%s: status %d, want 403: %s", c.what, status, body)
+		}
+	}
+	if len(runs) != 0 {
+		t.Fatalf("refused forms ran %d redrives", len(runs))
+	}
+	status, body := send(form, map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": srv.URL})
+	if status != http.StatusOK || !strings.Contains(body, "1 dead letter(s) sent back") || len(runs) != 1 || runs[0] != dedup.KeyHash(key) {
+		t.Fatalf("the console's own form: status %d, runs %q: %s", status, runs, body)
+	}
+
+	// Without -sqs-dlq or -kafka-dlt, no page offers it and the form is refused.
+	srv, _, key, con = memConsole(t, true)
+	if status, body := send(url.Values{"stored_key": {key}, "token": {con.token}}, nil); status != http.StatusForbidden || !strings.Contains(body, "does not redrive dead letters") {
+		t.Errorf("a console with no dead-letter queue: status %d: %s", status, body)
+	}
+	res, err := srv.Client().Get(srv.URL + "/message?stored_key=" + url.QueryEscape(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if strings.Contains(string(b), `id="redrive-letter"`) || !strings.Contains(string(b), `id="forget"`) {
+		t.Errorf("a console with no dead-letter queue offers a dead letter's redrive, or no forget")
+	}
+}
+
+// What the result page says of each outcome.
+func TestLetterOutcome(t *testing.T) {
+	for _, c := range []struct {
+		rep  redrive.Report
+		want string
+	}{
+		{redrive.Report{Seen: 1, Moved: 1}, "1 dead letter(s) sent back to the source, the record reset first"},
+		{redrive.Report{Seen: 1, Completed: 1}, "NOT sent back: the record is COMPLETED"},
+		{redrive.Report{Seen: 1, Held: 1}, "a worker holds the key now"},
+		{redrive.Report{Seen: 1, Taken: 1}, "moved by another redrive first"},
+		{redrive.Report{Seen: 3, Passed: 3}, "No dead letter of this message is in SQS queue q."},
+	} {
+		if got := strings.Join(letterOutcome(c.rep, "SQS queue q"), " "); !strings.Contains(got, c.want) {
+			t.Errorf("%+v: %q, want %q", c.rep, got, c.want)
+		}
 	}
 }
