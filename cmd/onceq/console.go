@@ -283,7 +283,6 @@ func kafkaLetters(ins *inspected, cfg redrive.KafkaConfig, log *slog.Logger) (*l
 		return nil, err
 	}
 	_ = k.Close(context.Background()) // it checked cfg: it commits nothing
-
 	return lettersOver(ins, "Kafka topic "+cfg.DeadLetterTopic, func(context.Context) (redrive.Lot, error) {
 		return redrive.NewKafka(cfg)
 	}, log)
