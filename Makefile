@@ -60,6 +60,8 @@ fuzz:
 ## every order checked exactly once; on SQS, then on Kafka
 ## (CHAOS_FLAGS="-orders 5000 -workers 4"; "-source kafka" runs one mode)
 ## ("-pipeline": order workers, relays and shipping workers, every order shipped once;
+##  "-redrive": the pipeline, with dead letters and DEAD outbox entries sent back by
+##  onceq redrive, two runs at once and a third, every order still reserved and shipped once;
 ##  "-batch": Kafka batch mode, each partition's offsets committed once, in order;
 ##  "-txn": Kafka transactions, each input's outputs visible once read_committed)
 ## Each run prints a "chaos: history: ... verdict: linearizable" line

@@ -8,10 +8,12 @@
 # CHAOS_FLAGS=-pipeline runs the two-stage pipeline (order workers, onceq
 # relay processes, shipping workers, all killed) and checks every order
 # shipped exactly once on a "chaos: pipeline:" line.
-# CHAOS_FLAGS=-redrive (SQS) parks orders in the dead-letter queue and
-# redrives every dead letter with onceq redrive, twice at once and once
-# more, while workers are killed; its "chaos: redrive:" line counts what
-# the runs moved and reset.
+# CHAOS_FLAGS=-redrive runs the pipeline, parks orders in the dead-letter
+# queue or topic and has some outbox entries refused (DEAD), and redrives
+# every dead letter and DEAD entry with onceq redrive, twice at once and
+# once more, while workers, relays and shipping workers are killed; on SQS
+# and then on Kafka unless -source names one. Its "chaos: redrive:" line
+# counts what the runs moved and reset.
 # CHAOS_FLAGS=-batch runs Kafka batch mode, on kafka-go and then on
 # franz-go unless -source names one; CHAOS_FLAGS=-txn runs Kafka
 # transactions (franztxn processors, on franz-go; no store, no servers).
@@ -55,8 +57,6 @@ case " $* " in
     case " $* " in
       *" -txn "*)
         "$bin/chaos" -source franz "$@" ;;
-      *" -redrive "*)
-        "$bin/chaos" -source sqs "$@" ;;
       *" -batch "*)
         "$bin/chaos" -source kafka "$@"
         "$bin/chaos" -source franz "$@" ;;

@@ -65,9 +65,13 @@ long="integration/chaos integration/readme integration/faultmatrix integration/k
   go list github.com/onceq/onceq/... | grep -vxF -f <(for p in $long; do echo "github.com/onceq/onceq/$p"; done)
 } >"$list"
 go build -o "$ONCEQ_RUN_DIR/testreport" ./integration/testreport
+# What tests save as artifacts (the console's screenshots, one per view)
+# is kept under $ONCEQ_RUN_DIR/test-output/_artifacts.
+rm -rf "$ONCEQ_RUN_DIR/test-output"
+mkdir -p "$ONCEQ_RUN_DIR/test-output"
 tests() {
   # shellcheck disable=SC2046
-  go test -json -race -count=1 -timeout 14m $(cat "$list") 2>&1 |
+  go test -json -race -count=1 -timeout 14m -artifacts -outputdir "$ONCEQ_RUN_DIR/test-output" $(cat "$list") 2>&1 |
     "$ONCEQ_RUN_DIR/testreport" -packages "$list" \
       -group "stores=/dedup/dynamostore|/dedup/pgstore|/dedup/redisstore" \
       -group "sources=/sources/" \
@@ -77,4 +81,4 @@ tests() {
       -group "core=github.com/onceq/onceq"
 }
 stage -quiet "tests (go test -race, every package)" tests
-echo "make test: all passed in $(( SECONDS - began )) s"
+echo "make test: all passed in $(( SECONDS - began )) s; test artifacts (the console's screenshots) in $ONCEQ_RUN_DIR/test-output/_artifacts"

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/onceq/onceq/batch"
@@ -24,9 +25,11 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"Serves a web page of the store: a message's story by key or key_hash (its record, attempts,",
 		"takeovers, lease, response, reason and outgoing entries), the in-flight leases, the dead letters",
 		"and failures by reason, the outbox backlog per lane and its DEAD entries, batch mode's offsets.",
-		"Read-only unless -actions: then a record can be forgotten, and a message's DEAD outbox entries",
-		"redriven (back to PENDING, as onceq redrive does), each action confirmed on a page of its own and",
-		"refused from any other site. The page loads nothing from elsewhere; it works offline.",
+		"Read-only unless -actions: then a record can be forgotten, a message's DEAD outbox entries",
+		"redriven (back to PENDING, as onceq redrive does), and, given -sqs-dlq or -kafka-dlt, a message's",
+		"dead letter sent back to its source with its record reset (never one whose record is COMPLETED),",
+		"each action confirmed on a page of its own and refused from any other site. The page loads",
+		"nothing from elsewhere; it works offline.",
 		"It listens on loopback; an address other machines can reach needs -public (there is no login:",
 		"whoever reaches the page reads every key).",
 	)
@@ -34,7 +37,12 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	sf := addStoreFlags(fs)
 	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on, HOST:PORT (port 0: any free port)")
 	public := fs.Bool("public", false, "allow an -addr that is not loopback")
-	actions := fs.Bool("actions", false, "offer the actions that write (forget a record, redrive DEAD outbox entries); read-only without")
+	actions := fs.Bool("actions", false, "offer the actions that write (forget a record, redrive DEAD outbox entries, and dead letters with -sqs-dlq or -kafka-dlt); read-only without")
+	sqsDLQ := fs.String("sqs-dlq", "", "-actions: the SQS dead-letter queue whose letters a message's page redrives")
+	sqsSource := fs.String("sqs-source", "", "-sqs-dlq: the queue its letters go back to (default: the one queue whose redrive policy names it)")
+	dlt := fs.String("kafka-dlt", "", "-actions: the Kafka dead-letter topic whose letters a message's page redrives (read from its start, committing no offsets)")
+	brokers := fs.String("kafka-brokers", "", "-kafka-dlt: comma-separated bootstrap brokers")
+	topic := fs.String("kafka-topic", "", "-kafka-dlt: send a letter to this topic (default: the topic its onceq-original-topic header names)")
 	c := consoleConfig{}
 	fs.StringVar(&c.namespace, "namespace", "onceq", "the consumers' namespace (consumer.Namespace), for keys typed in")
 	tenant := fs.Bool("tenant-layout", false, "DynamoDB: the table uses the tenant layout, and lists by tenant")
@@ -64,6 +72,16 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("-page-size %d: want 1 to 500", c.pageSize)
 	case c.since <= 0 || c.scanLimit < 1 || *shards < 1 || *shards > 1000:
 		return usageErr("-since and -scan-limit must be positive, -shards 1 to 1000")
+	case (*sqsDLQ != "" || *dlt != "") && !*actions:
+		return usageErr("-sqs-dlq and -kafka-dlt redrive dead letters, an action: they need -actions")
+	case *sqsDLQ != "" && *dlt != "":
+		return usageErr("give one of -sqs-dlq and -kafka-dlt")
+	case *sqsDLQ == "" && *sqsSource != "":
+		return usageErr("-sqs-source goes with -sqs-dlq")
+	case *dlt != "" && len(splitList(*brokers)) == 0:
+		return usageErr("-kafka-dlt needs -kafka-brokers")
+	case *dlt == "" && (*brokers != "" || *topic != ""):
+		return usageErr("-kafka-brokers and -kafka-topic go with -kafka-dlt")
 	}
 	if err := listenAllowed(*addr, *public); err != nil {
 		return usageErr("%v", err)
@@ -75,9 +93,21 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer ins.close()
 	c.tenants = *tenant || sf.store != storeDynamo
-	srv, err := newConsole(ins, c, *actions, slog.New(slog.NewTextHandler(stderr, nil)))
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	srv, err := newConsole(ins, c, *actions, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq console: %v\n", err)
+		return 1
+	}
+	switch {
+	case *sqsDLQ != "":
+		srv.letters, err = sqsLetters(ctx, ins, redrive.SQSConfig{DeadLetterQueue: *sqsDLQ, Source: *sqsSource, Key: redrive.BodyKeys(c.namespace)}, log)
+	case *dlt != "":
+		srv.letters, err = kafkaLetters(ins, redrive.KafkaConfig{Brokers: splitList(*brokers), DeadLetterTopic: *dlt, Topic: *topic,
+			Key: redrive.RecordKeys(c.namespace), NoGroup: true}, log)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "onceq console: %s\n", field(err.Error()))
 		return 1
 	}
 	if host, _, _ := net.SplitHostPort(*addr); net.ParseIP(host) == nil {
@@ -91,6 +121,9 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	mode := "read-only (-actions to forget records and redrive DEAD outbox entries)"
 	if *actions {
 		mode = "with actions: forget a record, redrive DEAD outbox entries"
+		if srv.letters != nil {
+			mode += ", redrive dead letters from " + srv.letters.from
+		}
 	}
 	fmt.Fprintf(stdout, "onceq console on http://%s/ over %s, %s; Ctrl-C stops it\n", ln.Addr(), ins.where, mode)
 	if err := srv.serve(ctx, ln); err != nil {
@@ -140,6 +173,9 @@ type console struct {
 	// redrive sends a message's DEAD outbox entries back to PENDING, as
 	// onceq redrive does; nil without -actions or an outbox.
 	redrive outboxRedrive
+	// letters redrives a message's dead letters (-sqs-dlq or -kafka-dlt
+	// with -actions); nil without.
+	letters *letterRedrive
 	// offsets is the store's batch view, nil when it keeps none.
 	offsets batch.Store
 	// token is the form token of this run, sent with every action.
@@ -208,4 +244,60 @@ func redriveOf(ins *inspected, log *slog.Logger) outboxRedrive {
 		}
 		return redrive.Run(ctx, lot, recs, redrive.Filter{KeyHash: keyHash}, redrive.Options{Logger: log})
 	}
+}
+
+// letterRedrive is onceq redrive's run over a dead-letter queue or topic,
+// for one message's letters at a time.
+type letterRedrive struct {
+	// from names the queue or topic ("SQS queue orders-dlq").
+	from string
+	run  func(ctx context.Context, keyHash string) (redrive.Report, error)
+}
+
+// sqsLetters redrives the letters of cfg's dead-letter queue, its source
+// queue found once now when cfg names none. A letter of another message
+// is looked at and given back at once.
+func sqsLetters(ctx context.Context, ins *inspected, cfg redrive.SQSConfig, log *slog.Logger) (*letterRedrive, error) {
+	client, err := sqsClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lot, err := redrive.NewSQS(ctx, client, cfg)
+	if err != nil {
+		return nil, err
+	}
+	_ = lot.Close(ctx) // nothing received: it found the source queue
+	cfg.Source = lot.Source()
+	cfg.Hold = time.Minute
+	return lettersOver(ins, "SQS queue "+cfg.DeadLetterQueue[strings.LastIndexByte(cfg.DeadLetterQueue, '/')+1:], func(ctx context.Context) (redrive.Lot, error) {
+		return redrive.NewSQS(ctx, client, cfg)
+	}, log)
+}
+
+// kafkaLetters redrives the letters of cfg's dead-letter topic, read from
+// its start with no consumer group: the group of onceq redrive's runs
+// keeps its offsets.
+func kafkaLetters(ins *inspected, cfg redrive.KafkaConfig, log *slog.Logger) (*letterRedrive, error) {
+	k, err := redrive.NewKafka(cfg)
+	if err != nil {
+		return nil, err
+	}
+	_ = k.Close(context.Background()) // it checked cfg: it commits nothing
+	return lettersOver(ins, "Kafka topic "+cfg.DeadLetterTopic, func(context.Context) (redrive.Lot, error) {
+		return redrive.NewKafka(cfg)
+	}, log)
+}
+
+func lettersOver(ins *inspected, from string, lot func(context.Context) (redrive.Lot, error), log *slog.Logger) (*letterRedrive, error) {
+	if ins.caps.Resetter == nil {
+		return nil, fmt.Errorf("-sqs-dlq and -kafka-dlt: the store (%T) hands over no dedup.Resetter in its Capabilities", ins.Inspector)
+	}
+	recs := ins.records()
+	return &letterRedrive{from: from, run: func(ctx context.Context, keyHash string) (redrive.Report, error) {
+		l, err := lot(ctx)
+		if err != nil {
+			return redrive.Report{}, err
+		}
+		return redrive.Run(ctx, l, recs, redrive.Filter{KeyHash: keyHash}, redrive.Options{Logger: log})
+	}}, nil
 }

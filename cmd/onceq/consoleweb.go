@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/batch"
+	"github.com/onceq/onceq/cmd/onceq/internal/redrive"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/outbox"
 )
@@ -41,7 +42,7 @@ const (
 
 // pages are the console's templates, each the layout with its page's
 // content.
-var pageNames = []string{"home", "message", "records", "outbox", "batch", "forget", "redrive"}
+var pageNames = []string{"home", "message", "records", "outbox", "batch", "forget", "redrive", "letter"}
 
 func (c *console) templates() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
@@ -73,6 +74,8 @@ type view struct {
 	Where   string
 	Actions bool
 	Redrive bool
+	// Letters: a message's dead letter can be redriven.
+	Letters bool
 	Token   string
 	Error   string
 	Notice  string
@@ -91,6 +94,7 @@ func (c *console) handler() http.Handler {
 	mux := http.NewServeMux()
 	render := func(w http.ResponseWriter, r *http.Request, name string, v view, status int) {
 		v.Where, v.Actions, v.Redrive, v.Token, v.Tenants = c.ins.where, c.forget != nil, c.redrive != nil, c.token, c.cfg.tenants
+		v.Letters = c.letters != nil
 		var b bytes.Buffer
 		if err := ts[name].ExecuteTemplate(&b, "layout.html", v); err != nil {
 			c.log.ErrorContext(r.Context(), "console: page", "page", name, "error", err)
@@ -129,6 +133,14 @@ func (c *console) handler() http.Handler {
 	mux.HandleFunc("POST /redrive", func(w http.ResponseWriter, r *http.Request) {
 		v, status := c.doRedrive(r)
 		render(w, r, "redrive", v, status)
+	})
+	mux.HandleFunc("GET /redrive-letter", func(w http.ResponseWriter, r *http.Request) {
+		v, status := c.confirmLetter(r)
+		render(w, r, "letter", v, status)
+	})
+	mux.HandleFunc("POST /redrive-letter", func(w http.ResponseWriter, r *http.Request) {
+		v, status := c.doLetter(r)
+		render(w, r, "letter", v, status)
 	})
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	// A form posted from another site is refused, by the browser's own
@@ -650,4 +662,85 @@ func (c *console) doRedrive(r *http.Request) (view, int) {
 		return v, http.StatusInternalServerError
 	}
 	return v, http.StatusOK
+}
+
+// letterData is the page that redrives a message's dead letter: its
+// record to confirm, or what the redrive did.
+type letterData struct {
+	Record  dedup.Record
+	Key     string
+	KeyHash string
+	From    string
+	Report  string
+	// Outcome says in words what became of the message's letters.
+	Outcome []string
+	Done    bool
+	Back    string
+}
+
+const noLetters = "this console does not redrive dead letters: start it with -actions and -sqs-dlq or -kafka-dlt"
+
+func (c *console) confirmLetter(r *http.Request) (view, int) {
+	d := letterData{Key: r.URL.Query().Get("stored_key")}
+	v := view{Title: "redrive a dead letter", Tab: "message", Data: &d}
+	d.Back, d.KeyHash = "/message?"+url.Values{"stored_key": {d.Key}}.Encode(), dedup.KeyHash(d.Key)
+	if c.letters == nil {
+		v.Error = noLetters
+		return v, http.StatusForbidden
+	}
+	d.From = c.letters.from
+	rec, err := c.ins.Get(r.Context(), d.Key)
+	if err != nil {
+		v.Error = err.Error()
+		return v, http.StatusNotFound
+	}
+	d.Record = rec
+	return v, http.StatusOK
+}
+
+func (c *console) doLetter(r *http.Request) (view, int) {
+	d := letterData{Key: r.PostFormValue("stored_key")}
+	v := view{Title: "redrive a dead letter", Tab: "message", Data: &d}
+	d.Back, d.KeyHash = "/message?"+url.Values{"stored_key": {d.Key}}.Encode(), dedup.KeyHash(d.Key)
+	switch {
+	case c.letters == nil:
+		v.Error = noLetters
+		return v, http.StatusForbidden
+	case !c.tokenOK(r):
+		v.Error = badToken
+		return v, http.StatusForbidden
+	case d.Key == "":
+		v.Error = "the form names no record"
+		return v, http.StatusBadRequest
+	}
+	d.From = c.letters.from
+	rep, err := c.letters.run(r.Context(), d.KeyHash)
+	d.Report, d.Done, d.Outcome = rep.String(), true, letterOutcome(rep, d.From)
+	if err != nil {
+		v.Error = "the redrive stopped: " + err.Error()
+		return v, http.StatusInternalServerError
+	}
+	c.log.InfoContext(r.Context(), "console: dead letters redriven", "key_hash", d.KeyHash, "from", d.From, "moved", rep.Moved, "completed", rep.Completed)
+	return v, http.StatusOK
+}
+
+// letterOutcome says what a redrive of one message's letters did.
+func letterOutcome(rep redrive.Report, from string) []string {
+	var out []string
+	if rep.Moved > 0 {
+		out = append(out, fmt.Sprintf("%d dead letter(s) sent back to the source, the record reset first: the message runs again.", rep.Moved))
+	}
+	if rep.Completed > 0 {
+		out = append(out, fmt.Sprintf("%d dead letter(s) NOT sent back: the record is COMPLETED, its effect committed, and running it again would do it twice. The letter stays in %s.", rep.Completed, from))
+	}
+	if rep.Held > 0 {
+		out = append(out, fmt.Sprintf("%d dead letter(s) left in %s: a worker holds the key now; redrive it once the worker is done.", rep.Held, from))
+	}
+	if rep.Taken > 0 {
+		out = append(out, fmt.Sprintf("%d dead letter(s) moved by another redrive first.", rep.Taken))
+	}
+	if rep.Seen-rep.Passed == 0 {
+		out = append(out, "No dead letter of this message is in "+from+".")
+	}
+	return out
 }

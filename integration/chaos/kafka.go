@@ -8,6 +8,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -36,9 +37,12 @@ type kafkaBroker struct {
 }
 
 func startKafka(ctx context.Context, cfg settings, tmp, suffix string, logw io.Writer) (*kafkaBroker, error) {
-	bin := filepath.Join(tmp, "kafkadev")
-	if err := goBuild(ctx, bin, "github.com/onceq/onceq/examples/kafkadev"); err != nil {
-		return nil, err
+	bin := cfg.kafkadevBin
+	if bin == "" {
+		bin = filepath.Join(tmp, "kafkadev")
+		if err := goBuild(ctx, bin, "github.com/onceq/onceq/examples/kafkadev"); err != nil {
+			return nil, err
+		}
 	}
 	b := &kafkaBroker{topic: "chaos-orders-" + suffix, dlq: "chaos-dlq-" + suffix, group: "chaos-" + suffix,
 		partitions: cfg.partitions, source: cfg.source, protocol: cfg.groupProtocol, session: cfg.kafkaSession, rebalance: cfg.kafkaRebalance, done: make(chan struct{})}
@@ -245,7 +249,9 @@ func (b *kafkaBroker) ends(ctx context.Context, topic string) (map[int]int64, er
 	return ends, nil
 }
 
-// deadLetters reads every partition of the dead-letter topic up to its end.
+// deadLetters reads every partition of the dead-letter topic up to its
+// end: the workers' dead letters, which carry their original offset (the
+// letters -redrive parked there carry none, and stay after a redrive).
 func (b *kafkaBroker) deadLetters(ctx context.Context) ([]string, error) {
 	ends, err := b.ends(ctx, b.dlq)
 	if err != nil {
@@ -265,7 +271,9 @@ func (b *kafkaBroker) deadLetters(ctx context.Context) ([]string, error) {
 				_ = r.Close()
 				return nil, fmt.Errorf("read %s/%d: %w", b.dlq, p, err)
 			}
-			bodies = append(bodies, string(m.Value))
+			if slices.ContainsFunc(m.Headers, func(h kgo.Header) bool { return h.Key == "onceq-original-offset" }) {
+				bodies = append(bodies, string(m.Value))
+			}
 			if m.Offset+1 >= end {
 				break
 			}

@@ -56,6 +56,8 @@ type settings struct {
 	timeout        time.Duration
 	seed           uint64
 	workerBin      string // prebuilt order-worker; empty builds it
+	onceqBin       string // prebuilt onceq (relays, redrives); empty builds it
+	kafkadevBin    string // prebuilt kafkadev (the Kafka broker); empty builds it
 	dynamoDBURL    string
 	store          string
 	postgresURL    string
@@ -71,7 +73,8 @@ type settings struct {
 	relayBatch  int
 	// redrive parks orders in the dead-letter queue and redrives them
 	// with onceq redrive while the workers are killed.
-	redrive bool
+	redrive      bool
+	redriveDelay time.Duration
 	// txn runs Kafka transactions: franztxn processors, no store.
 	txn        bool
 	txnOutputs int
@@ -88,7 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.DurationVar(&c.relayLease, "relay-lease-ttl", 0, "-pipeline: the relays' lease on the entries they send (a killed relay's are taken over after it); 0: onceq relay's default")
 	fs.IntVar(&c.relayBatch, "relay-batch", 0, "-pipeline: the entries a relay leases per pass; 0: onceq relay's default")
 	fs.BoolVar(&c.txn, "txn", false, "run Kafka transactions (-source franz): -workers franztxn processors, killed and restarted under their transactional IDs, commit each poll's outputs with its offsets in one transaction; a read_committed reader must see every input's outputs exactly once, in order (no store)")
-	fs.BoolVar(&c.redrive, "redrive", false, "redrive dead letters (-source sqs): every twentieth order is parked in the dead-letter queue instead of sent, and once the orders are sent, two onceq redrive processes at once and then a third send back every dead letter (the parked ones, and the malformed ones the workers dead-lettered, whose records they reset) while workers are killed; every order must still be applied exactly once, and the history check counts the resets the redrives logged")
+	fs.BoolVar(&c.redrive, "redrive", false, "redrive dead letters and DEAD outbox entries (-source sqs, kafka or franz; turns on -pipeline): every twentieth order is parked in the dead-letter queue or topic instead of sent, and a refuser beside the relays marks every tenth outbox entry DEAD (some twice; half of them after sending a copy, as a destination that took it and answered with a refusal); two onceq redrive processes at once and then a third send back every dead letter (the parked ones, and the malformed ones the workers dead-lettered, whose records they reset; on Kafka the third reads the topic from its start in a group of its own, so it looks at every letter again) and as many send the DEAD entries back to PENDING, while workers, relays and shipping workers are killed; every order must still be applied and shipped exactly once, and the history check counts the resets the redrives logged")
+	fs.DurationVar(&c.redriveDelay, "redrive-delay", 0, "-redrive: when the first two redrives of each kind start, after the workers; the third starts five times as long after they end (0: four -kill-every)")
 	fs.IntVar(&c.txnOutputs, "txn-outputs", 2, "-txn: output records per input")
 	fs.StringVar(&c.source, "source", "sqs", "broker: sqs, kafka (the worker's kafka-go source), franz (its franz-go source, on the same Kafka broker) or share (a share group on that broker, its records redelivered by lock expiry when a frozen member's lock runs out)")
 	fs.StringVar(&c.store, "store", "dynamodb", "the workers' store: dynamodb (with the fault proxy's throttles, errors, resets and latency) or postgres (kills only; ONCEQ_POSTGRES_URL)")
@@ -113,9 +117,18 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.DurationVar(&c.timeout, "timeout", 45*time.Minute, "give up (and fail) after this long (Kafka runs are slower: every kill or leave is a group rebalance)")
 	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "random seed (faults, kills, order of sends)")
 	fs.StringVar(&c.workerBin, "worker-bin", "", "order-worker binary (default: built from examples/order-worker)")
+	fs.StringVar(&c.onceqBin, "onceq-bin", "", "onceq binary, for -pipeline's relays and -redrive's redrives (default: built from cmd/onceq)")
+	fs.StringVar(&c.kafkadevBin, "kafkadev-bin", "", "kafkadev binary, the Kafka broker (default: built from examples/kafkadev)")
 	fs.BoolVar(&c.verboseWorker, "worker-logs", false, "pass the workers' stderr through")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.redrive {
+		// The outbox's DEAD entries are the pipeline's.
+		c.pipeline = true
+		if c.redriveDelay == 0 {
+			c.redriveDelay = 4 * c.killEvery
+		}
 	}
 	c.dynamoDBURL = os.Getenv("ONCEQ_DYNAMODB_ENDPOINT")
 	c.sqsURL = os.Getenv("ONCEQ_SQS_ENDPOINT")
@@ -137,8 +150,10 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 		return c, errors.New("-txn needs -source franz (its processor is franz-go's)")
 	case c.txn && (c.batch || c.pipeline):
 		return c, errors.New("-txn does not go with -batch or -pipeline")
-	case c.redrive && (c.source != "sqs" || c.batch || c.pipeline || c.txn):
-		return c, errors.New("-redrive needs -source sqs, and goes with none of -batch, -pipeline and -txn")
+	case c.redrive && (c.source == "share" || c.batch || c.txn):
+		return c, errors.New("-redrive needs -source sqs, kafka or franz, and goes with neither -batch nor -txn")
+	case c.redriveDelay < 0:
+		return c, errors.New("-redrive-delay must not be negative")
 	case c.txn && c.txnOutputs < 1:
 		return c, errors.New("-txn-outputs must be at least 1")
 	case c.pipeline && (c.relays < 1 || c.shipWorkers < 1):

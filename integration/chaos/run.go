@@ -142,7 +142,13 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 	rng := mrand.New(mrand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15))
-	logf := func(format string, a ...any) { fmt.Fprintf(logw, "chaos: "+format+"\n", a...) }
+	// The redrives and the refuser log from goroutines of their own.
+	var logMu sync.Mutex
+	logf := func(format string, a ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(logw, "chaos: "+format+"\n", a...)
+	}
 
 	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("us-east-1"),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
@@ -208,7 +214,7 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		onceqBin string
 		ob       outbox.Store
 	)
-	if cfg.pipeline || cfg.redrive {
+	if onceqBin = cfg.onceqBin; onceqBin == "" && cfg.pipeline {
 		onceqBin = filepath.Join(tmp, "onceq")
 		if err := goBuild(ctx, onceqBin, "github.com/onceq/onceq/cmd/onceq"); err != nil {
 			return nil, err
@@ -244,10 +250,15 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		source += "-batch"
 	}
 	res := &result{source: source, messages: len(deliveries), unique: len(want.orders), malformed: len(want.malformed)}
+	var pk parker
 	if cfg.redrive {
+		var ok bool
+		if pk, ok = b.(parker); !ok {
+			return nil, fmt.Errorf("-redrive: the %s broker parks no dead letters", cfg.source)
+		}
 		var parked []delivery
 		deliveries, parked = parkPlan(deliveries)
-		if err := b.(*sqsBroker).park(ctx, parked); err != nil {
+		if err := pk.park(ctx, parked); err != nil {
 			return nil, err
 		}
 		res.redrive = &redriveResult{parked: len(parked), resets: map[string]int{}, done: make(chan struct{})}
@@ -270,10 +281,23 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		left = pipelineLeft(b, ob, ship)
 	}
 	if r := res.redrive; r != nil {
-		// The redrives start once every delivery was sent, and the queue
-		// is not drained before they have all ended.
-		go redrives(ctx, onceqBin, redriveArgs(cfg, n.idem, b.(*sqsBroker)), cfg, 4*cfg.killEvery, logf, r)
-		left = redriveLeft(b.left, r)
+		// The refuser marks outbox entries DEAD until the last redrives
+		// start; the redrives start once every delivery was sent, and
+		// nothing is drained before they have all ended.
+		f := &refuser{ob: ob, ship: ship, r: r, logf: logf, stop: make(chan struct{}), done: make(chan struct{}), first: make(chan struct{})}
+		go f.run(ctx)
+		defer func() { f.stopRefusing() }()
+		store := redriveStore(cfg, n.idem)
+		plan := redrivePlan{
+			letters: func(run string) []string {
+				return append(append(slices.Clone(store), pk.redriveFrom(run)...), "-remove-completed")
+			},
+			entries:      append(slices.Clone(store), "-outbox"),
+			stopRefusing: f.stopRefusing,
+			firstRefusal: f.first,
+		}
+		go redrives(ctx, onceqBin, plan, cfg, cfg.redriveDelay, logf, r)
+		left = redriveLeft(left, r)
 	}
 	if err := churn(ctx, cfg, rng, pool, b, deliveries, left, logf, res); err != nil {
 		return res, err
@@ -293,6 +317,13 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		if err := verifyPipeline(ctx, tb, ob, tmp, want, res.pipeline); err != nil {
 			return res, err
 		}
+	}
+	if r := res.redrive; r != nil {
+		dead, err := ob.Entries(ctx, outbox.Dead, 1000)
+		if err != nil {
+			return res, fmt.Errorf("outbox entries: %w", err)
+		}
+		r.deadLeft = len(dead)
 	}
 	if cfg.batch { // batch mode's calls are on the partitions' offset rows
 		if res.offsets, err = checkOffsets(ctx, tmp, final, b.(*kafkaBroker)); err != nil {
@@ -338,8 +369,11 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	if p := res.pipeline; p != nil && (p.lost > 0 || p.doubled > 0 || p.outboxPending > 0) {
 		problems = append(problems, fmt.Sprintf("shipping: lost %d, doubled %d shipments, %d outbox entries not dispatched", p.lost, p.doubled, p.outboxPending))
 	}
-	if r := res.redrive; r != nil && (r.err != nil || r.runs != 3) {
-		problems = append(problems, fmt.Sprintf("redrive: %d runs ended, want 3: %v", r.runs, r.err))
+	if r := res.redrive; r != nil && (r.err != nil || r.letters.runs != 3 || r.entries.runs != 3) {
+		problems = append(problems, fmt.Sprintf("redrive: %d runs of the dead letters and %d of the outbox ended, want 3 each: %v", r.letters.runs, r.entries.runs, r.err))
+	}
+	if r := res.redrive; r != nil && (r.letters.failed > 0 || r.entries.failed > 0 || r.deadLeft > 0) {
+		problems = append(problems, fmt.Sprintf("redrive: %d dead letters and %d outbox entries failed, %d entries left DEAD", r.letters.failed, r.entries.failed, r.deadLeft))
 	}
 	if res.workersExitedNonZero > 0 {
 		problems = append(problems, fmt.Sprintf("%d workers failed on SIGTERM, the first: %s", res.workersExitedNonZero, res.stopError))

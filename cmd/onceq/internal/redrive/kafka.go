@@ -36,6 +36,13 @@ type KafkaConfig struct {
 	Idle time.Duration
 	// Options are more franz-go options (TLS, SASL).
 	Options []kgo.Opt
+	// NoGroup reads every partition from its start with no consumer
+	// group, and commits nothing: a run for one message (the console's)
+	// that leaves the group's offsets to the runs over the whole topic.
+	// Two such runs at once may both move a letter; the record's reset is
+	// still conditional, and the consumer absorbs the second copy as the
+	// same key.
+	NoGroup bool
 }
 
 // Kafka is the Lot of a Kafka dead-letter topic, read by a consumer
@@ -66,7 +73,7 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 	if cfg.DeadLetterTopic == "" || len(cfg.Brokers) == 0 {
 		return nil, errors.New("redrive: a Kafka dead-letter topic and brokers are needed")
 	}
-	if cfg.Group == "" {
+	if cfg.Group == "" && !cfg.NoGroup {
 		cfg.Group = "onceq-redrive-" + cfg.DeadLetterTopic
 	}
 	if cfg.Key == nil {
@@ -75,9 +82,14 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 	if cfg.Idle <= 0 {
 		cfg.Idle = 2 * time.Second
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.DeadLetterTopic),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RequiredAcks(kgo.AllISRAcks())}, cfg.Options...)
+	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumeTopics(cfg.DeadLetterTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequiredAcks(kgo.AllISRAcks())}
+	if cfg.NoGroup {
+		cfg.Group = ""
+	} else {
+		opts = append(opts, kgo.ConsumerGroup(cfg.Group), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+	}
+	opts = append(opts, cfg.Options...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("redrive: Kafka client: %w", err)
@@ -109,6 +121,10 @@ func (k *Kafka) commit(ctx context.Context) error {
 		return ok && r.Offset >= o
 	})
 	var err error
+	if k.cfg.NoGroup {
+		k.done = k.done[:0]
+		return nil
+	}
 	if len(k.done) > 0 {
 		if err = k.cl.CommitRecords(ctx, k.done...); err != nil {
 			err = fmt.Errorf("redrive: committing the offsets of group %s on %s: %w", k.cfg.Group, k.from, err)

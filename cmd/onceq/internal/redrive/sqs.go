@@ -105,6 +105,9 @@ func NewSQS(ctx context.Context, client *awssqs.Client, cfg SQSConfig) (*SQS, er
 		left: map[string]string{}, seen: map[string]bool{}, start: time.Now()}, nil
 }
 
+// Source is the URL of the queue the letters go back to.
+func (s *SQS) Source() string { return s.cfg.Source }
+
 func queueName(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }
 
 type sqsLetter struct {
