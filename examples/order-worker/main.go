@@ -61,6 +61,7 @@ type options struct {
 	metricsAddrSet bool
 	leaseTTL       time.Duration
 	handlerTimeout time.Duration
+	checkTimeout   time.Duration
 	// stopAfter ends the run once this many messages settled (tests).
 	stopAfter int
 	// meters is where the store and source report (set by work).
@@ -124,6 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// Short leases let a crashed worker's claims be taken over quickly (chaos runs).
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 60*time.Second, "idempotency lease; must exceed -handler-timeout by max(2s, 10%)")
 	fs.DurationVar(&o.handlerTimeout, "handler-timeout", 30*time.Second, "handler timeout")
+	fs.DurationVar(&o.checkTimeout, "check-timeout", 10*time.Second, "how long each start-up check (the store's table, the queue or topic) may take before the worker stops as misconfigured")
 	fs.BoolVar(&o.batch, "batch", false, "Kafka batch mode (-source kafka or franz; -store memory, postgres or dynamodb): each partition's orders are reserved a batch at a time, committed with the partition's offset in one transaction; duplicates are dropped by their keys, claimed in the same transaction")
 	fs.IntVar(&o.batchSize, "batch-size", 100, "the most orders of one partition in a batch (-batch); on DynamoDB a batch whose writes exceed a transaction (100 items) is split")
 	fs.StringVar(&o.history, "history", "", "append every idempotency-store call (with its call and return times and outcome) and every settled message to this file, one JSON line each, for a linearizability check (the chaos driver's); with -batch, every call on the partitions' offset rows instead; empty: none")
@@ -227,6 +229,7 @@ func (o options) consumerOptions() []consumer.Option {
 		consumer.Concurrency(o.concurrency),
 		consumer.LeaseTTL(o.leaseTTL),
 		consumer.HandlerTimeout(o.handlerTimeout),
+		consumer.CheckTimeout(o.checkTimeout),
 		consumer.WithKeyFunc(orderKey),
 	}
 }

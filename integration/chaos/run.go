@@ -704,7 +704,11 @@ func (p *pool) start(i int) error {
 	common := []string{
 		"-idempotency-table", p.names.idem, "-inventory-table", p.names.inventory, "-orders-table", p.names.orders,
 		"-concurrency", strconv.Itoa(c.concurrency), "-lease-ttl", c.leaseTTL.String(), "-handler-timeout", c.handlerTO.String(),
-		"-progress", "1h", "-metrics-addr", ""} // several workers share the machine: no fixed port
+		"-progress", "1h", "-metrics-addr", "", // several workers share the machine: no fixed port
+		// A loaded machine's DynamoDB Local can take longer than the
+		// default to describe a table; a worker that stopped on that
+		// would end the run without testing anything.
+		"-check-timeout", "1m"}
 	var cmd *exec.Cmd
 	switch roleOf(c, i) {
 	case roleTxn:
