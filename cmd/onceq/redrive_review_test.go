@@ -371,3 +371,49 @@ func TestReviewRedriveSQSFIFOTwoAtOnce(t *testing.T) {
 		t.Fatalf("the dead-letter queue holds %d, want the 2 completed letters", d)
 	}
 }
+
+// A Kafka dead letter without the original-topic header (written by a
+// producer other than onceq's) names nowhere to go back to. The run says
+// so and goes on with the letters behind it; the letter is left, and a
+// later run in the same group that names a topic (-kafka-topic) finds it
+// and sends it there.
+func TestReviewRedriveKafkaLetterWithoutOriginalTopic(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	s := redriveStores(t)["postgres"](t)
+	name := tableName(t)
+	orig, dlt := name+"-orders", name+"-orders-dlt"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// The same record key: one partition, the headerless letter first.
+	foreign := &kgo.Record{Topic: dlt, Key: []byte("order-1"), Value: []byte(`{"foreign":true}`),
+		Headers: []kgo.RecordHeader{{Key: kafkagroup.ReasonHeader, Value: []byte("poison")}}}
+	if err := cl.ProduceSync(t.Context(), foreign).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	deadLetters(t, cl, orig, dlt, "order-1")
+	args := append(append([]string{"redrive"}, s.args...), "-kafka-dlt", dlt, "-kafka-brokers", brokers)
+	code, out, errOut := onceq(args...)
+	if code != 0 || !strings.Contains(out, "2 looked at: moved 1,") || !strings.Contains(out, "1 naming nowhere to go back to (left)") {
+		t.Fatalf("first redrive: exit %d, %s\n%s\nwant the onceq letter moved and the foreign one left", code, out, errOut)
+	}
+	if got := readTopic(t, brokers, orig, 1); string(got[0].Value) != `{"n":0}` {
+		t.Fatalf("%s holds %q, want the onceq letter", orig, got[0].Value)
+	}
+	// The letter behind the left one is read again too (no offset is
+	// committed past a letter left), and sent again: no worker ran it in
+	// between, and a consumer absorbs the copy under the same key.
+	code, out, errOut = onceq(append(args, "-kafka-topic", orig)...)
+	if code != 0 || !strings.Contains(out, "2 looked at: moved 2,") || !strings.Contains(out, "0 naming nowhere") {
+		t.Fatalf("redrive naming -kafka-topic: exit %d, %s\n%s\nwant the foreign letter moved", code, out, errOut)
+	}
+	found := false
+	for _, r := range readTopic(t, brokers, orig, 3) {
+		found = found || string(r.Value) == `{"foreign":true}`
+	}
+	if !found {
+		t.Fatalf("the foreign letter is not in %s", orig)
+	}
+}

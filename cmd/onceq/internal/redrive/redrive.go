@@ -105,6 +105,11 @@ const (
 	Taken Action = "taken"
 	// Failed: a store or broker call failed: left, the run stops.
 	Failed Action = "failed"
+	// Unaddressed: it names nowhere to go back to (a Kafka letter without
+	// the original-topic header, written by another producer than
+	// onceq's): left, as a held letter is, for a run told where to send
+	// it; the run goes on with the others.
+	Unaddressed Action = "unaddressed"
 )
 
 // ErrTaken is a Lot's Move of a letter another run moved first.
@@ -180,7 +185,7 @@ type Report struct {
 	// Seen counts the letters looked at.
 	Seen int
 	// By action.
-	Moved, Completed, Held, Passed, Newer, Taken, Failed int
+	Moved, Completed, Held, Passed, Newer, Taken, Failed, Unaddressed int
 	// Started is when the run began, Took how long it ran.
 	Started time.Time
 	Took    time.Duration
@@ -203,6 +208,8 @@ func (r *Report) count(a Action) {
 		r.Taken++
 	case Failed:
 		r.Failed++
+	case Unaddressed:
+		r.Unaddressed++
 	}
 }
 
@@ -212,8 +219,8 @@ func (r Report) String() string {
 	if r.DryRun {
 		verb = "would move"
 	}
-	return fmt.Sprintf("%d looked at: %s %d, %d completed (not re-run), %d held by a worker, %d passed over by the filter, %d moved by another run, %d failed, %d newer than the run (left for the next), in %s",
-		r.Seen, verb, r.Moved, r.Completed, r.Held, r.Passed, r.Taken, r.Failed, r.Newer, r.Took.Round(time.Millisecond))
+	return fmt.Sprintf("%d looked at: %s %d, %d completed (not re-run), %d held by a worker, %d passed over by the filter, %d moved by another run, %d failed, %d newer than the run (left for the next), %d naming nowhere to go back to (left), in %s",
+		r.Seen, verb, r.Moved, r.Completed, r.Held, r.Passed, r.Taken, r.Failed, r.Newer, r.Unaddressed, r.Took.Round(time.Millisecond))
 }
 
 // Plan is Run with no write: what Run would do to each letter, logged and
@@ -310,6 +317,11 @@ func (r *runner) one(ctx context.Context, l *Letter) (Action, error) {
 	}
 	if !r.f.selects(l, time.Now()) {
 		return r.pass(ctx, l, Passed, "")
+	}
+	if l.To == "" {
+		// Neither passed nor settled: a run that names a destination for
+		// it (on Kafka, -kafka-topic) finds it again.
+		return r.logged(ctx, l, Unaddressed, "it names no destination to go back to; run again naming one", nil), nil
 	}
 	var version int64 = -1 // no record to reset
 	if l.Key != "" {
