@@ -14,12 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/sources/franzsource/internal/brokerwatch"
 	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
-
-// waitFetch is what a fetch error, in a poll, is reported as waiting for.
-const waitFetch = "a fetch without errors"
 
 // maxPoll bounds the records one poll takes; what is left stays buffered
 // in the client for the next.
@@ -46,11 +44,11 @@ func (s *Source) poll() {
 			}
 			errs++
 			s.cfg.Logger.Warn("franzsource: fetch failed", "topic", topic, "partition", partition, "error", err.Error())
-			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: waitFetch,
+			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: brokerwatch.WaitFetch,
 				Err: fmt.Errorf("fetching %s partition %d: %w", topic, partition, err)})
 		})
 		if errs == 0 {
-			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: waitFetch})
+			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: brokerwatch.WaitFetch})
 		}
 		s.enqueue(fs)
 		s.cl.AllowRebalance()

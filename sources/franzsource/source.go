@@ -2,15 +2,11 @@ package franzsource
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/internal/kgox"
+	"github.com/onceq/onceq/sources/franzsource/internal/brokerwatch"
 	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/internal/kafkaopt"
 	"github.com/onceq/onceq/sources/kafkagroup"
@@ -173,7 +170,7 @@ func (s *Source) join() {
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	c := s.cfg
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: c.Logger}),
-		kgo.WithHooks(brokerWatch{&s.d.Status})}
+		kgo.WithHooks(brokerwatch.Hooks{R: &s.d.Status})}
 	if c.dial != nil {
 		opts = append(opts, kgo.Dialer(c.dial))
 	}
@@ -375,26 +372,3 @@ func value(p *string) string {
 	return *p
 }
 
-// brokerWatch reports to the consumer (broker.Runtime.Status) what each
-// broker answers: a dial that failed, a request it did not answer (a
-// broker paused or gone) and the answers, by request.
-type brokerWatch struct{ r *kafkacore.Reporter }
-
-func (w brokerWatch) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
-		return
-	}
-	w.r.Report(broker.Status{Broker: brokerAddr(meta), Waiting: kafkacore.WaitConnection, Err: err})
-}
-
-func (w brokerWatch) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
-	err := e2e.Err()
-	if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
-		return
-	}
-	w.r.Report(broker.Status{Broker: brokerAddr(meta), Waiting: kmsg.NameForKey(key), Err: err})
-}
-
-func brokerAddr(meta kgo.BrokerMetadata) string {
-	return net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
-}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/onceq/onceq/internal/kgox"
 	"github.com/onceq/onceq/internal/logref"
 	"github.com/onceq/onceq/retry"
+	"github.com/onceq/onceq/sources/franzsource/internal/brokerwatch"
 	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
@@ -51,6 +53,9 @@ type Source struct {
 
 	members []*member
 	observe atomic.Pointer[func(retry.Class, error)]
+	// status passes what the brokers answer the clients on to the
+	// consumer (broker.Runtime.Status), once attached.
+	status kafkacore.Reporter
 
 	mu      sync.Mutex
 	ready   []*delivery            // polled, not yet received
@@ -179,7 +184,8 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	c := s.cfg
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: s.log})}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: s.log}),
+		kgo.WithHooks(brokerwatch.Hooks{R: &s.status})}
 	switch {
 	case c.dial != nil:
 		opts = append(opts, kgo.Dialer(c.dial))
@@ -342,11 +348,14 @@ func (s *Source) Capabilities() broker.Capabilities {
 }
 
 // Attach implements broker.Source: the source logs to rt.Logger unless
-// WithLogger gave it one, and reports the poll failures it retries to
-// rt.Observe. A share group holds no commit back, so CommitHold does not
-// apply.
+// WithLogger gave it one, reports the poll failures it retries to
+// rt.Observe, and to rt.Status each broker's answers and failures (a
+// dial that failed, a request left unanswered or failed on the wire, by
+// request, and the partition errors a poll returns). A share group holds
+// no commit back, so CommitHold does not apply.
 func (s *Source) Attach(rt broker.Runtime) {
 	s.logs.Inherit(rt.Logger)
+	s.status.Attach(rt.Status)
 	if rt.Observe != nil {
 		s.observe.Store(&rt.Observe)
 	}
@@ -418,7 +427,12 @@ func (m *member) loop() {
 			if f := s.observe.Load(); f != nil {
 				(*f)(retry.Classify(err), err)
 			}
+			s.status.Report(broker.Status{Broker: strings.Join(s.seeds, ","), Waiting: brokerwatch.WaitFetch,
+				Err: fmt.Errorf("fetching %s partition %d: %w", topic, p, err)})
 		})
+		if !failed {
+			s.status.Report(broker.Status{Broker: strings.Join(s.seeds, ","), Waiting: brokerwatch.WaitFetch})
+		}
 		now := time.Now()
 		var fresh []*delivery
 		fs.EachRecord(func(r *kgo.Record) {
