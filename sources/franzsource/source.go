@@ -371,4 +371,3 @@ func value(p *string) string {
 	}
 	return *p
 }
-
