@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/broker"
-	"github.com/onceq/onceq/sources/franzsource/internal/brokerwatch"
 	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
@@ -44,11 +43,11 @@ func (s *Source) poll() {
 			}
 			errs++
 			s.cfg.Logger.Warn("franzsource: fetch failed", "topic", topic, "partition", partition, "error", err.Error())
-			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: brokerwatch.WaitFetch,
+			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: kafkacore.WaitFetch,
 				Err: fmt.Errorf("fetching %s partition %d: %w", topic, partition, err)})
 		})
 		if errs == 0 {
-			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: brokerwatch.WaitFetch})
+			s.d.Status.Report(broker.Status{Broker: s.seeds, Waiting: kafkacore.WaitFetch})
 		}
 		s.enqueue(fs)
 		s.cl.AllowRebalance()

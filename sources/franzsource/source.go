@@ -195,6 +195,11 @@ func (s *Source) groupOpts() []kgo.Opt {
 		// No topics yet: the client joins the group once join adds them.
 		kgo.ConsumerGroup(s.groupID),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		// A partition error the client retries itself (a broker's failed
+		// disk: KAFKA_STORAGE_ERROR, say) is returned too, so that poll
+		// reports it: stripped, a broker answering every fetch with one
+		// would leave the consumer ready and nothing logged.
+		kgo.KeepRetryableFetchErrors(),
 		kgo.ConsumeResetOffset(resetOffset(c.Reset)),
 		kgo.FetchMaxWait(c.FetchMaxWait), kgo.FetchMaxBytes(int32(c.FetchMaxBytes)),
 		kgo.HeartbeatInterval(c.Heartbeat), kgo.SessionTimeout(c.Session), kgo.RebalanceTimeout(c.Rebalance),

@@ -427,11 +427,11 @@ func (m *member) loop() {
 			if f := s.observe.Load(); f != nil {
 				(*f)(retry.Classify(err), err)
 			}
-			s.status.Report(broker.Status{Broker: strings.Join(s.seeds, ","), Waiting: brokerwatch.WaitFetch,
+			s.status.Report(broker.Status{Broker: strings.Join(s.seeds, ","), Waiting: kafkacore.WaitFetch,
 				Err: fmt.Errorf("fetching %s partition %d: %w", topic, p, err)})
 		})
 		if !failed {
-			s.status.Report(broker.Status{Broker: strings.Join(s.seeds, ","), Waiting: brokerwatch.WaitFetch})
+			s.status.Report(broker.Status{Broker: strings.Join(s.seeds, ","), Waiting: kafkacore.WaitFetch})
 		}
 		now := time.Now()
 		var fresh []*delivery

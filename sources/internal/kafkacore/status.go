@@ -38,6 +38,10 @@ const (
 	WaitAnswer     = "answer"
 )
 
+// WaitFetch is what the partition errors a fetch returns are reported as
+// waiting for.
+const WaitFetch = "a fetch without errors"
+
 // WatchDial wraps dial so that every connection it makes reports to r: a
 // dial that fails, a read that times out or is reset (a broker that hangs
 // or went away), and the reads that answer.

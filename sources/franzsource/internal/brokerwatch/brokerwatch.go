@@ -18,9 +18,6 @@ import (
 	"github.com/onceq/onceq/sources/internal/kafkacore"
 )
 
-// WaitFetch is what a fetch error, in a poll, is reported as waiting for.
-const WaitFetch = "a fetch without errors"
-
 // Hooks reports to R what each broker answers: a dial that failed, a
 // request it did not answer (a broker paused or gone) and the answers,
 // by request. Give it to a client with kgo.WithHooks.
