@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceq/onceq/internal/testsupport/testenv"
 )
 
 // A broker that answers every fetch, promptly, with a partition error (a
@@ -71,5 +73,38 @@ func TestReviewFetchErrorsTurnReadiness(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A group join the broker holds, at the first Receive, is said within
+// 30s by a line that names the broker's address.
+func TestReviewHeldGroupJoinNamesTheBroker(t *testing.T) {
+	t.Parallel()
+	for name, open := range healthOpeners {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			k := newPausable(t)
+			topic, group := topicName(t, "in"), topicName(t, "group")
+			createTopic(t, k.addr, topic, 1)
+			release := make(chan struct{})
+			k.ControlKey(kmsg.JoinGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+				k.KeepControl()
+				k.SleepControl(func() { <-release })
+				return nil, nil, false
+			})
+			src := open(t, k.addr, group, topic)
+			w := startWorker(t, src)
+			testenv.Eventually(t, 30*time.Second, "a line saying what the worker waits for", func() bool {
+				return strings.Contains(w.logs.String(), "waiting for the source")
+			})
+			if line := lineWith(w.logs.String(), "waiting for the source"); !strings.Contains(line, k.addr) {
+				t.Fatalf("line %q: want the broker's address %s", line, k.addr)
+			}
+			took := w.stop(t)
+			close(release)
+			if took > stopWithin {
+				t.Fatalf("stop took %v with the group join held, want at most %v", took, stopWithin)
+			}
+		})
 	}
 }

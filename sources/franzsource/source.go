@@ -167,6 +167,12 @@ func (s *Source) join() {
 	})
 }
 
+// String names the source in the consumer's log lines: its group, topics
+// and brokers.
+func (s *Source) String() string {
+	return kafkacore.SourceName("franzsource", s.groupID, s.topics, s.seeds)
+}
+
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	c := s.cfg
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: c.Logger}),

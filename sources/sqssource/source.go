@@ -371,6 +371,9 @@ func (s *Source) report(err error) {
 	}
 }
 
+// String names the source in the consumer's log lines: its queue URL.
+func (s *Source) String() string { return "sqssource: queue " + s.queueURL }
+
 // Check reads the queue's attributes, and the dead-letter queue's, to
 // prove both can still be reached, and that the dead-letter queue takes
 // every message the queue does (MaximumMessageSize).
