@@ -167,6 +167,12 @@ func (s *Source) join() {
 	})
 }
 
+// String names the source in the consumer's log lines: its group, topics
+// and brokers.
+func (s *Source) String() string {
+	return kafkacore.SourceName("franzsource", s.groupID, s.topics, s.seeds)
+}
+
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	c := s.cfg
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: c.Logger}),
@@ -195,6 +201,11 @@ func (s *Source) groupOpts() []kgo.Opt {
 		// No topics yet: the client joins the group once join adds them.
 		kgo.ConsumerGroup(s.groupID),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		// A partition error the client retries itself (a broker's failed
+		// disk: KAFKA_STORAGE_ERROR, say) is returned too, so that poll
+		// reports it: stripped, a broker answering every fetch with one
+		// would leave the consumer ready and nothing logged.
+		kgo.KeepRetryableFetchErrors(),
 		kgo.ConsumeResetOffset(resetOffset(c.Reset)),
 		kgo.FetchMaxWait(c.FetchMaxWait), kgo.FetchMaxBytes(int32(c.FetchMaxBytes)),
 		kgo.HeartbeatInterval(c.Heartbeat), kgo.SessionTimeout(c.Session), kgo.RebalanceTimeout(c.Rebalance),

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
 
+	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/sources/internal/kafkacore"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
@@ -202,28 +204,72 @@ func (s *Source) fetch(ctx context.Context, p *partition) {
 		return
 	}
 	failures := 0
+	// Each partition's fetch errors are a failure of their own, so that
+	// another partition's fetches do not end it; one that the generation
+	// ends is no longer this member's to wait for.
+	waiting := fmt.Sprintf("%s (%s partition %d)", kafkacore.WaitFetch, p.Topic, p.ID)
+	defer func() {
+		if failures > 0 {
+			s.d.Status.Report(broker.Status{Broker: strings.Join(s.brokers, ","), Waiting: waiting})
+		}
+	}()
 	space := false // told by the last enqueue: then no wait, no second lock
 	for {
 		if !space && !s.waitSpace(ctx, p) {
 			return
 		}
 		space = false
-		m, err := r.FetchMessage(ctx)
+		fctx, cancel := ctx, context.CancelFunc(func() {})
+		if failures > 0 {
+			// kafka-go retries a failed fetch itself: a fetch left without
+			// an error for fetchQuiet is answered, records or none.
+			fctx, cancel = context.WithTimeout(ctx, fetchQuiet)
+		}
+		m, err := r.FetchMessage(fctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
+			if failures > 0 && errors.Is(err, context.DeadlineExceeded) && errors.Is(fctx.Err(), context.DeadlineExceeded) {
+				s.d.Status.Report(broker.Status{Broker: strings.Join(s.brokers, ","), Waiting: waiting})
+				failures = 0
+				continue
+			}
 			failures++
+			s.d.Status.Report(broker.Status{Broker: strings.Join(s.brokers, ","), Waiting: waiting,
+				Err: fmt.Errorf("fetching %s partition %d: %w", p.Topic, p.ID, err)})
 			s.fetchFailed(ctx, p.Topic, p.ID, err, failures)
 			continue
+		}
+		if failures > 0 {
+			s.d.Status.Report(broker.Status{Broker: strings.Join(s.brokers, ","), Waiting: waiting})
 		}
 		failures = 0
 		space = s.enqueue(p, m)
 	}
 }
 
+// fetchQuiet is how long after a failed fetch the next must go without
+// an error for the partition's fetches to count as answered again: longer
+// than kafka-go's and fetchFailed's waits between retries.
+const fetchQuiet = 10 * time.Second
+
 // fetchFailed logs a failed fetch and waits before the next, backing off.
+// An error the broker answered with is not waited on: kafka-go retries
+// such a fetch itself, backing off, and queues each error it gets ahead
+// of the records that follow; a wait per error here would leave records
+// behind a queue of stale errors long after the broker recovered. Those
+// are logged at the 1st, 2nd, 4th, 8th… failure in a row.
 func (s *Source) fetchFailed(ctx context.Context, topic string, id int32, err error, failures int) {
+	var answered kgo.Error
+	if errors.As(err, &answered) {
+		if failures&(failures-1) == 0 {
+			s.cfg.Logger.Warn("kafkasource: fetch failed; the reader retries it", "topic", topic, "partition", id,
+				"error", err.Error(), "failures", failures)
+		}
+		return
+	}
 	delay := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
 	s.cfg.Logger.Warn("kafkasource: fetch failed", "topic", topic, "partition", id, "error", err.Error(), "retry_in", delay)
 	select {

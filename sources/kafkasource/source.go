@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,6 +229,12 @@ func kafkaLoggers(l *slog.Logger) (info, errs kgo.Logger) {
 		})
 	}
 	return info, errs
+}
+
+// String names the source in the consumer's log lines: its group, topics
+// and brokers.
+func (s *Source) String() string {
+	return kafkacore.SourceName("kafkasource", s.groupID, s.topics, strings.Join(s.brokers, ","))
 }
 
 // Check proves the brokers can be reached and the topics, and the

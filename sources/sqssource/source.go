@@ -22,6 +22,7 @@ import (
 	"github.com/onceq/onceq/internal/awscreds"
 	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
+	"github.com/onceq/onceq/sources/internal/kafkacore"
 )
 
 const (
@@ -204,6 +205,10 @@ func New(ctx context.Context, client *awssqs.Client, queueURL string, opts ...Op
 }
 
 func (s *Source) queueAttributes(ctx context.Context, url string) (map[string]string, error) {
+	// An endpoint that takes the connection and never answers fails no
+	// call until ctx ends: said while it lasts, naming the queue.
+	defer kafkacore.SayWait(ctx, s.log, "sqssource: waiting for the queue's endpoint to answer GetQueueAttributes",
+		slog.String("queue_url", url))()
 	var out *awssqs.GetQueueAttributesOutput
 	err := s.cfg.policy.Do(ctx, func(ctx context.Context) error {
 		var err error
@@ -365,6 +370,9 @@ func (s *Source) report(err error) {
 		(*f)(broker.Status{Broker: s.queueURL, Waiting: waitReceive, Err: err})
 	}
 }
+
+// String names the source in the consumer's log lines: its queue URL.
+func (s *Source) String() string { return "sqssource: queue " + s.queueURL }
 
 // Check reads the queue's attributes, and the dead-letter queue's, to
 // prove both can still be reached, and that the dead-letter queue takes

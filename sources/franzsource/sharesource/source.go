@@ -185,6 +185,12 @@ func New(ctx context.Context, seeds []string, group string, topics []string, opt
 	return s, nil
 }
 
+// String names the source in the consumer's log lines: its share group,
+// topics and brokers.
+func (s *Source) String() string {
+	return kafkacore.SourceName("sharesource", s.group, s.topics, strings.Join(s.seeds, ","))
+}
+
 func (s *Source) clientOpts(seeds []string) []kgo.Opt {
 	c := s.cfg
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(c.clientID), kgo.WithLogger(kgox.Logger{L: s.log}),

@@ -186,7 +186,8 @@ func Check(ctx context.Context, pkg string, brokers []string, log *slog.Logger, 
 	exist func(context.Context, []string) error, limits func(context.Context, []string) (MessageLimits, error)) (err error) {
 	ctx, cancel := BoundCheck(ctx)
 	defer cancel()
-	defer SayWait(ctx, log, pkg+": waiting for the brokers to answer the check of the topics", brokers)()
+	defer SayWait(ctx, log, pkg+": waiting for the brokers to answer the check of the topics",
+		slog.String("brokers", strings.Join(brokers, ",")))()
 	defer func() {
 		if err != nil && !namesAny(err, brokers) {
 			err = fmt.Errorf("%w (brokers %s)", err, strings.Join(brokers, ","))
@@ -228,9 +229,10 @@ func CheckDeadLetterRoom(limits map[string]int, topics []string, dlq string) err
 // CheckWaitLogEvery is how often a wait on the brokers at start is said.
 const CheckWaitLogEvery = 10 * time.Second
 
-// SayWait logs msg, with the brokers and the time waited, every
-// CheckWaitLogEvery until the returned stop is called or ctx ends.
-func SayWait(ctx context.Context, log *slog.Logger, msg string, brokers []string) (stop func()) {
+// SayWait logs msg, with what it waits on (attr: the brokers, an SQS
+// queue) and the time waited, every CheckWaitLogEvery until the returned
+// stop is called or ctx ends.
+func SayWait(ctx context.Context, log *slog.Logger, msg string, attr slog.Attr) (stop func()) {
 	start := time.Now()
 	done := make(chan struct{})
 	ended := make(chan struct{})
@@ -245,8 +247,7 @@ func SayWait(ctx context.Context, log *slog.Logger, msg string, brokers []string
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				log.WarnContext(ctx, msg, slog.String("brokers", strings.Join(brokers, ",")),
-					slog.Duration("waited", time.Since(start).Round(time.Second)))
+				log.WarnContext(ctx, msg, attr, slog.Duration("waited", time.Since(start).Round(time.Second)))
 			}
 		}
 	}()

@@ -3,7 +3,9 @@ package kafkacore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 
 	"github.com/onceq/onceq/broker"
@@ -37,6 +39,10 @@ const (
 	WaitConnection = "connection"
 	WaitAnswer     = "answer"
 )
+
+// WaitFetch is what the partition errors a fetch returns are reported as
+// waiting for.
+const WaitFetch = "a fetch without errors"
 
 // WatchDial wraps dial so that every connection it makes reports to r: a
 // dial that fails, a read that times out or is reset (a broker that hangs
@@ -91,4 +97,11 @@ func brokerFault(err error) bool {
 	}
 	var op *net.OpError
 	return errors.As(err, &op)
+}
+
+// SourceName is a Kafka source's String: what the consumer's log lines
+// name it by while they wait on it (a group join at the first Receive),
+// with the brokers it waits on.
+func SourceName(pkg, group string, topics []string, brokers string) string {
+	return fmt.Sprintf("%s: group %s, topics %s, brokers %s", pkg, group, strings.Join(topics, ","), brokers)
 }
