@@ -23,6 +23,19 @@ func TestMain(m *testing.M) {
 // shortRun runs the driver with args and fails t unless every order was
 // applied exactly once, every malformed one (12) is in the dead-letter
 // queue and chaos did happen; the caller checks what differs by source.
+// besideOthers checks that the servers a run takes from the environment
+// are there (a skip, or a failure in CI), then lets the run go beside the
+// other short runs: each has its own tables, queues and broker, and they
+// spend most of their time waiting on kills, rebalances and leases. The
+// environment is read, never set, by a run that goes beside others.
+func besideOthers(t *testing.T, servers ...func(testing.TB) string) {
+	t.Helper()
+	for _, server := range servers {
+		server(t)
+	}
+	t.Parallel()
+}
+
 func shortRun(t *testing.T, args ...string) *result {
 	t.Helper()
 	cfg, err := parseFlags(append(args, "-malformed", "12", "-kill-every", "4s", "-seed", "7"), os.Stderr)
@@ -61,10 +74,8 @@ func shortRun(t *testing.T, args ...string) *result {
 // processes, a kill every few seconds, throttles, 500s, resets and
 // latency at DynamoDB; the tables must show every order exactly once.
 func TestChaosShort(t *testing.T) {
-	dbEP, sqsEP := testenv.DynamoDBEndpoint(t), testenv.SQSEndpoint(t)
-	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", dbEP)
-	t.Setenv("ONCEQ_SQS_ENDPOINT", sqsEP)
-	res := shortRun(t, "-orders", "2000", "-timeout", "4m")
+	besideOthers(t, testenv.DynamoDBEndpoint, testenv.SQSEndpoint)
+	res := shortRun(t, "-orders", "2000", "-timeout", "6m")
 	if res.resets == 0 || res.duplicatesSuppressed != 400 {
 		t.Fatalf("resets %d, duplicates suppressed %d (want 400): %s", res.resets, res.duplicatesSuppressed, res.line())
 	}
@@ -75,8 +86,8 @@ func TestChaosShort(t *testing.T) {
 // rejoin, every few seconds; the same checks, dead letters read back
 // from the dead-letter topic.
 func TestChaosShortKafka(t *testing.T) {
-	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", testenv.DynamoDBEndpoint(t))
-	if res := shortRun(t, "-source", "kafka", "-orders", "1500", "-timeout", "3m"); res.duplicatesSuppressed != 300 {
+	besideOthers(t, testenv.DynamoDBEndpoint)
+	if res := shortRun(t, "-source", "kafka", "-orders", "1500", "-timeout", "6m"); res.duplicatesSuppressed != 300 {
 		t.Fatalf("duplicates suppressed %d, want 300", res.duplicatesSuppressed)
 	}
 }
@@ -86,9 +97,8 @@ func TestChaosShortKafka(t *testing.T) {
 // commits in its COMPLETED record's transaction, so the tables must show
 // every order exactly once.
 func TestChaosShortPostgres(t *testing.T) {
-	t.Setenv("ONCEQ_POSTGRES_URL", testenv.PostgresURL(t))
-	t.Setenv("ONCEQ_SQS_ENDPOINT", testenv.SQSEndpoint(t))
-	if res := shortRun(t, "-store", "postgres", "-orders", "2000", "-timeout", "4m"); res.duplicatesSuppressed != 400 {
+	besideOthers(t, testenv.PostgresURL, testenv.SQSEndpoint)
+	if res := shortRun(t, "-store", "postgres", "-orders", "2000", "-timeout", "6m"); res.duplicatesSuppressed != 400 {
 		t.Fatalf("duplicates suppressed %d, want 400: %s", res.duplicatesSuppressed, res.line())
 	}
 }
@@ -102,7 +112,8 @@ func TestChaosShortTxn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a chaos run: starts a broker, builds and kills worker processes")
 	}
-	cfg, err := parseFlags([]string{"-txn", "-source", "franz", "-orders", "300", "-kill-every", "2s", "-seed", "7", "-timeout", "2m"}, os.Stderr)
+	besideOthers(t)
+	cfg, err := parseFlags([]string{"-txn", "-source", "franz", "-orders", "300", "-kill-every", "2s", "-seed", "7", "-timeout", "4m"}, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +141,8 @@ func TestChaosShortTxn(t *testing.T) {
 // must show every order once, and every partition's offset row must have
 // been committed once per offset, in order, under rising tokens.
 func TestChaosShortBatch(t *testing.T) {
-	t.Setenv("ONCEQ_POSTGRES_URL", testenv.PostgresURL(t))
-	res := shortRunBatch(t, "-source", "franz", "-batch", "-store", "postgres", "-orders", "300", "-timeout", "3m")
+	besideOthers(t, testenv.PostgresURL)
+	res := shortRunBatch(t, "-source", "franz", "-batch", "-store", "postgres", "-orders", "300", "-timeout", "5m")
 	if res.duplicatesSuppressed != 60 {
 		t.Fatalf("duplicates suppressed %d, want 60: %s", res.duplicatesSuppressed, res.line())
 	}

@@ -112,9 +112,8 @@ func TestAbsorbedCountsCompletedClaims(t *testing.T) {
 // SQS and DynamoDB (behind the fault proxy), all killed; every order must
 // ship exactly once and the outbox end empty.
 func TestChaosShortPipeline(t *testing.T) {
-	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", testenv.DynamoDBEndpoint(t))
-	t.Setenv("ONCEQ_SQS_ENDPOINT", testenv.SQSEndpoint(t))
-	res := shortRun(t, "-pipeline", "-orders", "500", "-timeout", "5m")
+	besideOthers(t, testenv.DynamoDBEndpoint, testenv.SQSEndpoint)
+	res := shortRun(t, "-pipeline", "-orders", "500", "-timeout", "6m")
 	p := res.pipeline
 	if p == nil || p.lost != 0 || p.doubled != 0 || p.outboxPending != 0 || p.shipped != res.unique {
 		t.Fatalf("shipping: %+v: %s", p, res.line())

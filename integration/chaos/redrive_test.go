@@ -93,14 +93,12 @@ func TestChaosShortRedrive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos runs: start a broker, build and kill worker processes")
 	}
-	dbEP, sqsEP := testenv.DynamoDBEndpoint(t), testenv.SQSEndpoint(t)
-	t.Setenv("ONCEQ_DYNAMODB_ENDPOINT", dbEP)
-	t.Setenv("ONCEQ_SQS_ENDPOINT", sqsEP)
+	besideOthers(t, testenv.DynamoDBEndpoint, testenv.SQSEndpoint)
 	dir := t.TempDir()
 	bins := map[string]string{"worker-bin": "examples/order-worker", "onceq-bin": "cmd/onceq", "kafkadev-bin": "examples/kafkadev"}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(bins))
-	args := []string{"-redrive", "-redrive-delay", "1s", "-orders", "300", "-relays", "1", "-ship-workers", "1", "-timeout", "3m"}
+	args := []string{"-redrive", "-redrive-delay", "1s", "-orders", "300", "-relays", "1", "-ship-workers", "1", "-timeout", "5m"}
 	for flag, pkg := range bins {
 		out := filepath.Join(dir, filepath.Base(pkg))
 		args = append(args, "-"+flag, out)
