@@ -18,11 +18,13 @@ import (
 // A broker that answers every fetch, promptly, with a partition error (a
 // failed disk: KAFKA_STORAGE_ERROR; or UNKNOWN_SERVER_ERROR) turns either
 // source's consumer not ready within the bound, naming the broker, and
-// ready again once records flow.
+// ready again once the fetches succeed: once records flow, and on an idle
+// topic too.
 func TestReviewFetchErrorsTurnReadiness(t *testing.T) {
 	t.Parallel()
 	for name, open := range healthOpeners {
 		for _, code := range []*kerr.Error{kerr.KafkaStorageError, kerr.UnknownServerError} {
+			idle := code == kerr.KafkaStorageError
 			t.Run(name+"/"+code.Message, func(t *testing.T) {
 				t.Parallel()
 				k := newPausable(t)
@@ -63,6 +65,11 @@ func TestReviewFetchErrorsTurnReadiness(t *testing.T) {
 				t.Logf("fetches failing: not ready after %v: %s", took.Round(100*time.Millisecond), strings.TrimSpace(body))
 
 				failing.Store(false)
+				if idle {
+					// A poll returns only with records or errors: the
+					// failure must not stay open while the topic is idle.
+					w.until(t, true, 30*time.Second)
+				}
 				produce(t, cl, &kgo.Record{Value: []byte("m2")})
 				w.await(t, "m2")
 				w.until(t, true, 30*time.Second)

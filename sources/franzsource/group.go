@@ -31,7 +31,9 @@ func (s *Source) poll() {
 	defer close(s.pollDone)
 	failures := 0
 	for s.waitRoom() {
-		fs := s.cl.PollRecords(s.ctx, maxPoll)
+		fs := brokerwatch.Poll(s.ctx, &s.d.Status, s.seeds, failures > 0, func(ctx context.Context) kgo.Fetches {
+			return s.cl.PollRecords(ctx, maxPoll)
+		})
 		if s.ctx.Err() != nil || fs.IsClientClosed() {
 			s.cl.AllowRebalance()
 			return

@@ -78,3 +78,35 @@ func Fetches(r *kafkacore.Reporter, seeds string, fs kgo.Fetches, each func(topi
 	}
 	return n
 }
+
+// quiet bounds a poll that follows one with errors. A franz-go poll
+// returns only with records or errors, so on an idle topic the failure a
+// poll reported would stay open, and readiness false, after the broker
+// recovered; the client surfaces a fetch error again at each fetch, so a
+// bounded poll that ends with neither is an answer.
+const quiet = 5 * time.Second
+
+// Poll runs poll(ctx); after a poll with errors (failing) it bounds it by
+// a few seconds and reports one that ends with no record and no error as
+// an answer to r, returning no fetches for it.
+func Poll(ctx context.Context, r *kafkacore.Reporter, seeds string, failing bool, poll func(context.Context) kgo.Fetches) kgo.Fetches {
+	if !failing {
+		return poll(ctx)
+	}
+	pctx, cancel := context.WithTimeout(ctx, quiet)
+	defer cancel()
+	fs := poll(pctx)
+	if ctx.Err() == nil && pctx.Err() != nil && fs.NumRecords() == 0 {
+		n := 0
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				n++
+			}
+		})
+		if n == 0 {
+			r.Report(broker.Status{Broker: seeds, Waiting: WaitFetch})
+			return nil
+		}
+	}
+	return fs
+}
