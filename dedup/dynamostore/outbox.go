@@ -568,6 +568,9 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 			}
 			for _, it := range items {
 				_, leaseMS, err := laneHead(it)
+				if err == nil {
+					_, err = decodeEntry(it)
+				}
 				if err != nil {
 					// An item this store did not write holds up its own
 					// lane, whose order it may belong to, and no other.
@@ -643,8 +646,7 @@ func leasedOf(ls []leaseLane) ([]outbox.Entry, error) {
 const takeTries = 3
 
 // takeTogether takes the lanes' entries (each lane's quota) in one
-// TransactWriteItems, each Update conditioned as take's, then reads the
-// entries taken with one BatchGetItem. An entry another relay took in
+// TransactWriteItems, each Update conditioned as take's (keepTaken). An entry another relay took in
 // between (its condition refused) cuts its lane there and the rest is
 // tried again. It reports false, having taken nothing, when the
 // transaction failed otherwise: the caller takes them one by one, and an
@@ -689,7 +691,7 @@ func (o *Outbox) takeTogether(ctx context.Context, ls []leaseLane, req outbox.Le
 		if err != nil {
 			return false
 		}
-		o.readTaken(ctx, ls, req)
+		o.keepTaken(ls, req)
 		return true
 	}
 	return false
@@ -711,50 +713,17 @@ func (o *Outbox) takeUpdate(it map[string]types.AttributeValue, version int64, r
 	}
 }
 
-// readTaken reads the entries just taken (each lane's quota) with
-// strongly consistent BatchGetItem calls, into each lane's got. A lane
-// whose entry cannot be read stops there, with the error: the entries it
-// holds from there on are left to their leases' end.
-func (o *Outbox) readTaken(ctx context.Context, ls []leaseLane, req outbox.LeaseRequest) {
-	key := func(it map[string]types.AttributeValue) string { return itemS(it, oPK) + "\x00" + itemS(it, oSK) }
-	var keys []map[string]types.AttributeValue
-	for i := range ls {
-		for _, it := range ls[i].items[:ls[i].quota] {
-			keys = append(keys, map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]})
-		}
-	}
-	found := make(map[string]map[string]types.AttributeValue, len(keys))
-	var readErr error
-	for tries := 0; len(keys) > 0 && tries < 10; tries++ {
-		in := &ddb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-			aws.ToString(o.table): {Keys: keys, ConsistentRead: aws.Bool(true)}}}
-		var out *ddb.BatchGetItemOutput
-		readErr = o.s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
-			var err error
-			out, err = o.client().BatchGetItem(ctx, in)
-			if out == nil {
-				return middleware.Metadata{}, err
-			}
-			return out.ResultMetadata, err
-		})
-		if readErr != nil {
-			readErr = o.wrap("lease", readErr)
-			break
-		}
-		for _, it := range out.Responses[aws.ToString(o.table)] {
-			found[key(it)] = it
-		}
-		keys = out.UnprocessedKeys[aws.ToString(o.table)].Keys
-	}
+// keepTaken records, in each lane's got, the entries just taken (each
+// lane's quota): the transaction took each at the version read, so that
+// each is the item read with the take's owner, version and lease, and
+// needs no second read. An item that cannot be read stops its lane with
+// the error; Lease checks each one before taking it.
+func (o *Outbox) keepTaken(ls []leaseLane, req outbox.LeaseRequest) {
 	for i := range ls {
 		l := &ls[i]
 		for _, it := range l.items[:l.quota] {
-			got, ok := found[key(it)]
-			if !ok {
-				l.err = errors.Join(l.err, cmp.Or(readErr, o.wrap("lease", fmt.Errorf("dynamostore: outbox item %s taken but not read back", dedup.KeyHash(key(it))))))
-				break
-			}
-			e, err := o.taken(got, req.LeaseUntil)
+			version, _, _ := laneHead(it)
+			e, err := o.taken(takenItem(it, version, req), req.LeaseUntil)
 			if err != nil {
 				l.err = errors.Join(l.err, o.wrap("lease", err))
 				break
@@ -762,6 +731,13 @@ func (o *Outbox) readTaken(ctx context.Context, ls []leaseLane, req outbox.Lease
 			l.got = append(l.got, e)
 		}
 	}
+}
+
+// takenItem is it, read at version, as take's update leaves it.
+func takenItem(it map[string]types.AttributeValue, version int64, req outbox.LeaseRequest) map[string]types.AttributeValue {
+	out := maps.Clone(it)
+	out[oOwner], out[oVersion], out[oLease] = str(req.Owner), num(version+1), num(req.LeaseUntil.UnixMilli())
+	return out
 }
 
 // parallel runs f(0) to f(n-1), up to leaseParallel at once, and returns
@@ -861,10 +837,12 @@ func (o *Outbox) pendingLanes(ctx context.Context, max int, now time.Time) ([]st
 }
 
 // lanePending reads up to n of a lane's Pending entries, in order, with
-// strong consistency.
+// strong consistency: whole, the index fetching from the table what it
+// does not hold, so that an entry taken needs no second read.
 func (o *Outbox) lanePending(ctx context.Context, lane string, n int) ([]map[string]types.AttributeValue, error) {
 	in := &ddb.QueryInput{
 		TableName: o.table, IndexName: aws.String(lanePendingIndex), ConsistentRead: aws.Bool(true),
+		Select:                    types.SelectAllAttributes,
 		KeyConditionExpression:    aws.String("#pk = :pk"),
 		ExpressionAttributeNames:  map[string]string{"#pk": oPK},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(lane)},
