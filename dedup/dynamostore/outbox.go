@@ -488,17 +488,17 @@ func pendingShard(lane string) string {
 // Lease keeps each lane's order and fences relays with conditional
 // writes: it finds the lanes with Pending entries in the global index
 // pending, its shards read side by side (eventually consistent: a commit
-// is found a moment later),
-// passing over those whose oldest entry is held or waits for a retry
-// (the index holds each entry's lease_ms: each take and retry writes the
-// index too, the price of not reading every held lane on every pass), then
-// reads each lane's Pending entries in order from the local index
-// lane_pending with a strongly consistent query (the lanes side by side,
-// up to 32 queries at once), stopping at the first that is held or due for
-// a retry later, and takes them with one TransactWriteItems, each Update
-// conditioned on the version it read and a free lease (the query read
-// them whole: nothing is read back). An entry another relay took in between cuts its
-// lane there, and the rest is taken again; when the transaction fails
+// is found a moment later), passing over those whose oldest entry is held
+// or waits for a retry (the index holds each entry's lease_ms: each take
+// and retry writes the index too, the price of not reading every held
+// lane on every pass), then reads each lane's Pending entries in order
+// from the local index lane_pending with a strongly consistent query (the
+// lanes side by side, up to 32 queries at once), stopping at the first
+// that is held or due for a retry later, and takes them with one
+// TransactWriteItems, each Update conditioned on the version it read and
+// a free lease (the query read them whole: nothing is read back). An
+// entry another relay took in between cuts its lane there, and the rest
+// is taken again; when the transaction fails
 // otherwise (or a pass is larger than a transaction), the entries are
 // taken with an UpdateItem each, the lanes side by side, a lane's entries
 // one after another. Dispatched marks a pass in transactions of up to 100

@@ -2,8 +2,10 @@ package dynamostore_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceq/onceq/dedup"
@@ -143,5 +147,67 @@ func TestOutboxLeaseReadsLanesSideBySide(t *testing.T) {
 	}
 	if !slices.Equal(taken, want) {
 		t.Fatalf("leased %v, want %v", taken, want)
+	}
+}
+
+// A shard query that fails fails the pass, with an error naming the
+// table, and stops the shard queries beside it: they are in flight when
+// it fails, and end when their context is cancelled.
+func TestOutboxLeaseShardFailureStopsTheOthers(t *testing.T) {
+	others := dynamostore.OutboxShards - 1
+	var (
+		inFlight     = make(chan struct{}, others)
+		on           atomic.Bool
+		notCancelled atomic.Int32
+		allIn        atomic.Bool // the others were in flight when it failed
+		refused      = &smithy.GenericAPIError{Code: "ValidationException", Message: "refused by the test"}
+	)
+	gate := func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("onceqShardFailure",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				q, ok := in.Parameters.(*ddb.QueryInput)
+				if !ok || !on.Load() || aws.ToString(q.IndexName) != "pending" {
+					return next.HandleInitialize(ctx, in)
+				}
+				timer := time.NewTimer(20 * time.Second)
+				defer timer.Stop()
+				if pq, _ := q.ExpressionAttributeValues[":pq"].(*types.AttributeValueMemberS); pq != nil && pq.Value == "p#0" {
+					for range others { // fail once the others are in flight
+						select {
+						case <-inFlight:
+						case <-timer.C:
+							return middleware.InitializeOutput{}, middleware.Metadata{}, refused
+						}
+					}
+					allIn.Store(true)
+					return middleware.InitializeOutput{}, middleware.Metadata{}, refused
+				}
+				inFlight <- struct{}{}
+				select {
+				case <-ctx.Done():
+					return middleware.InitializeOutput{}, middleware.Metadata{}, ctx.Err()
+				case <-timer.C:
+					notCancelled.Add(1)
+					return next.HandleInitialize(ctx, in)
+				}
+			}), middleware.After)
+	}
+	base := dynamoClient(t, testenv.DynamoDBEndpoint(t), nil)
+	client := ddb.New(base.Options(), func(o *ddb.Options) { o.APIOptions = append(o.APIOptions, gate) })
+	table := recordsTable(t, client, dynamostore.WithOutbox())
+	s := newStore(t, client, table)
+	now := time.Now()
+	on.Store(true)
+	got, err := s.Outbox().Lease(t.Context(), outbox.LeaseRequest{Owner: "r", Now: now, LeaseUntil: now.Add(time.Minute), Max: 10})
+	on.Store(false)
+	var api *smithy.GenericAPIError
+	if len(got) != 0 || !errors.As(err, &api) || api.Code != "ValidationException" || !strings.Contains(err.Error(), table) {
+		t.Fatalf("Lease: %d entries, %v; want none and the refusal, naming the table %s", len(got), err, table)
+	}
+	if !allIn.Load() {
+		t.Fatalf("the failing shard query was not beside the %d others", others)
+	}
+	if n := notCancelled.Load(); n != 0 {
+		t.Fatalf("%d shard queries ran on after the failure", n)
 	}
 }
