@@ -21,3 +21,6 @@ func (s *Store) ItemKey(key string) (map[string]types.AttributeValue, error) {
 func PendingShard(destination, orderingKey string) string {
 	return pendingShard(laneKey("", outbox.Message{Destination: destination, OrderingKey: orderingKey}))
 }
+
+// OutboxShards is how many shards the pending index spreads lanes over.
+const OutboxShards = outboxShards

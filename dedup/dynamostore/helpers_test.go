@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
@@ -25,8 +26,9 @@ import (
 // calls counts DynamoDB requests by operation, from SDK middleware placed
 // after the retry step, so every HTTP attempt is one call.
 type calls struct {
-	mu sync.Mutex
-	by map[string]int
+	mu   sync.Mutex
+	by   map[string]int
+	took map[string]time.Duration // each operation's calls' time together
 }
 
 func (c *calls) add(op string) {
@@ -58,26 +60,53 @@ func (c *calls) get(op string) int {
 	return c.by[op]
 }
 
+// byOp is a copy of the counts by operation.
+func (c *calls) byOp() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.by)
+}
+
+// latency is each operation's mean time a call.
+func (c *calls) latency() map[string]time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]time.Duration{}
+	for op, d := range c.took {
+		out[op] = d / time.Duration(c.by[op])
+	}
+	return out
+}
+
 // take returns the total and resets.
 func (c *calls) take() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.sum()
-	c.by = nil
+	c.by, c.took = nil, nil
 	return n
 }
 
 func (c *calls) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.by = nil
+	c.by, c.took = nil, nil
 }
 
 func (c *calls) middleware(st *middleware.Stack) error {
 	return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("onceqCountCalls",
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-			c.add(middleware.GetOperationName(ctx))
-			return next.HandleFinalize(ctx, in)
+			op := middleware.GetOperationName(ctx)
+			c.add(op)
+			start := time.Now()
+			out, md, err := next.HandleFinalize(ctx, in)
+			c.mu.Lock()
+			if c.took == nil {
+				c.took = map[string]time.Duration{}
+			}
+			c.took[op] += time.Since(start)
+			c.mu.Unlock()
+			return out, md, err
 		}), middleware.After)
 }
 

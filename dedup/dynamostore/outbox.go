@@ -487,17 +487,18 @@ func pendingShard(lane string) string {
 //
 // Lease keeps each lane's order and fences relays with conditional
 // writes: it finds the lanes with Pending entries in the global index
-// pending (eventually consistent: a commit is found a moment later),
-// passing over those whose oldest entry is held or waits for a retry
-// (the index holds each entry's lease_ms: each take and retry writes the
-// index too, the price of not reading every held lane on every pass), then
-// reads each lane's Pending entries in order from the local index
-// lane_pending with a strongly consistent query (the lanes side by side,
-// up to 32 queries at once), stopping at the first that is held or due for
-// a retry later, and takes them with one TransactWriteItems, each Update
-// conditioned on the version it read and a free lease, then reads them
-// with one BatchGetItem. An entry another relay took in between cuts its
-// lane there, and the rest is taken again; when the transaction fails
+// pending, its shards read side by side (eventually consistent: a commit
+// is found a moment later), passing over those whose oldest entry is held
+// or waits for a retry (the index holds each entry's lease_ms: each take
+// and retry writes the index too, the price of not reading every held
+// lane on every pass), then reads each lane's Pending entries in order
+// from the local index lane_pending with a strongly consistent query (the
+// lanes side by side, up to 32 queries at once), stopping at the first
+// that is held or due for a retry later, and takes them with one
+// TransactWriteItems, each Update conditioned on the version it read and
+// a free lease (the query read them whole: nothing is read back). An
+// entry another relay took in between cuts its lane there, and the rest
+// is taken again; when the transaction fails
 // otherwise (or a pass is larger than a transaction), the entries are
 // taken with an UpdateItem each, the lanes side by side, a lane's entries
 // one after another. Dispatched marks a pass in transactions of up to 100
@@ -540,7 +541,9 @@ func (o *Outbox) client() *ddb.Client { return o.s.clients[0] }
 
 // leaseParallel bounds the calls one Lease (and one Dispatched) has in
 // flight at once: the lanes are read and taken side by side, each lane's
-// entries one after another, in order.
+// entries one after another, in order. Enough calls to overlap a pass's
+// round trips; few enough that one relay neither drains the client's
+// connections nor bursts on the table's partitions.
 const leaseParallel = 32
 
 // Lease implements outbox.Store (see type Outbox).
@@ -557,7 +560,7 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 	// lane's entries that may be leased now, up to its first held one.
 	ls := make([]leaseLane, len(lanes))
 	offered, read := 0, 0
-	for read < len(lanes) && offered < req.Max {
+	for read < len(lanes) && offered < req.Max && ctx.Err() == nil {
 		wave := min(len(lanes)-read, leaseParallel, max(req.Max-offered, 1))
 		parallel(wave, func(i int) {
 			l := &ls[read+i]
@@ -568,6 +571,9 @@ func (o *Outbox) Lease(ctx context.Context, req outbox.LeaseRequest) ([]outbox.E
 			}
 			for _, it := range items {
 				_, leaseMS, err := laneHead(it)
+				if err == nil {
+					_, err = decodeEntry(it)
+				}
 				if err != nil {
 					// An item this store did not write holds up its own
 					// lane, whose order it may belong to, and no other.
@@ -643,8 +649,7 @@ func leasedOf(ls []leaseLane) ([]outbox.Entry, error) {
 const takeTries = 3
 
 // takeTogether takes the lanes' entries (each lane's quota) in one
-// TransactWriteItems, each Update conditioned as take's, then reads the
-// entries taken with one BatchGetItem. An entry another relay took in
+// TransactWriteItems, each Update conditioned as take's (keepTaken). An entry another relay took in
 // between (its condition refused) cuts its lane there and the rest is
 // tried again. It reports false, having taken nothing, when the
 // transaction failed otherwise: the caller takes them one by one, and an
@@ -689,7 +694,7 @@ func (o *Outbox) takeTogether(ctx context.Context, ls []leaseLane, req outbox.Le
 		if err != nil {
 			return false
 		}
-		o.readTaken(ctx, ls, req)
+		o.keepTaken(ls, req)
 		return true
 	}
 	return false
@@ -711,50 +716,17 @@ func (o *Outbox) takeUpdate(it map[string]types.AttributeValue, version int64, r
 	}
 }
 
-// readTaken reads the entries just taken (each lane's quota) with
-// strongly consistent BatchGetItem calls, into each lane's got. A lane
-// whose entry cannot be read stops there, with the error: the entries it
-// holds from there on are left to their leases' end.
-func (o *Outbox) readTaken(ctx context.Context, ls []leaseLane, req outbox.LeaseRequest) {
-	key := func(it map[string]types.AttributeValue) string { return itemS(it, oPK) + "\x00" + itemS(it, oSK) }
-	var keys []map[string]types.AttributeValue
-	for i := range ls {
-		for _, it := range ls[i].items[:ls[i].quota] {
-			keys = append(keys, map[string]types.AttributeValue{oPK: it[oPK], oSK: it[oSK]})
-		}
-	}
-	found := make(map[string]map[string]types.AttributeValue, len(keys))
-	var readErr error
-	for tries := 0; len(keys) > 0 && tries < 10; tries++ {
-		in := &ddb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-			aws.ToString(o.table): {Keys: keys, ConsistentRead: aws.Bool(true)}}}
-		var out *ddb.BatchGetItemOutput
-		readErr = o.s.do(ctx, storeinstr.OpOutboxLease, func(ctx context.Context, _ int) (middleware.Metadata, error) {
-			var err error
-			out, err = o.client().BatchGetItem(ctx, in)
-			if out == nil {
-				return middleware.Metadata{}, err
-			}
-			return out.ResultMetadata, err
-		})
-		if readErr != nil {
-			readErr = o.wrap("lease", readErr)
-			break
-		}
-		for _, it := range out.Responses[aws.ToString(o.table)] {
-			found[key(it)] = it
-		}
-		keys = out.UnprocessedKeys[aws.ToString(o.table)].Keys
-	}
+// keepTaken records, in each lane's got, the entries just taken (each
+// lane's quota): the transaction took each at the version read, so that
+// each is the item read with the take's owner, version and lease, and
+// needs no second read. An item that cannot be read stops its lane with
+// the error; Lease checks each one before taking it.
+func (o *Outbox) keepTaken(ls []leaseLane, req outbox.LeaseRequest) {
 	for i := range ls {
 		l := &ls[i]
 		for _, it := range l.items[:l.quota] {
-			got, ok := found[key(it)]
-			if !ok {
-				l.err = errors.Join(l.err, cmp.Or(readErr, o.wrap("lease", fmt.Errorf("dynamostore: outbox item %s taken but not read back", dedup.KeyHash(key(it))))))
-				break
-			}
-			e, err := o.taken(got, req.LeaseUntil)
+			version, _, _ := laneHead(it)
+			e, err := o.taken(takenItem(it, version, req), req.LeaseUntil)
 			if err != nil {
 				l.err = errors.Join(l.err, o.wrap("lease", err))
 				break
@@ -762,6 +734,13 @@ func (o *Outbox) readTaken(ctx context.Context, ls []leaseLane, req outbox.Lease
 			l.got = append(l.got, e)
 		}
 	}
+}
+
+// takenItem is it, read at version, as take's update leaves it.
+func takenItem(it map[string]types.AttributeValue, version int64, req outbox.LeaseRequest) map[string]types.AttributeValue {
+	out := maps.Clone(it)
+	out[oOwner], out[oVersion], out[oLease] = str(req.Owner), num(version+1), num(req.LeaseUntil.UnixMilli())
+	return out
 }
 
 // parallel runs f(0) to f(n-1), up to leaseParallel at once, and returns
@@ -815,44 +794,20 @@ const (
 // passed over, not counted, and the pages after it are read. (An index
 // made without lease_ms judges none held.)
 func (o *Outbox) pendingLanes(ctx context.Context, max int, now time.Time) ([]string, error) {
-	type head struct{ lane, sk string }
-	var heads []head
-	nowMS := now.UnixMilli()
-	for n := range outboxShards {
-		in := &ddb.QueryInput{
-			TableName: o.table, IndexName: aws.String(pendingIndex),
-			KeyConditionExpression:    aws.String("#pq = :pq"),
-			ExpressionAttributeNames:  map[string]string{"#pq": oPQ},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pq": str("p#" + strconv.Itoa(n))},
-			Limit:                     aws.Int32(int32(min(max*4, discoveryPageSize))),
-		}
-		seen := map[string]bool{} // lanes met in this shard, free or not
-		free := 0
-		for page := 0; page < discoveryPages && free < max; page++ {
-			items, next, err := o.query(ctx, in)
-			if err != nil {
-				return nil, err
-			}
-			for _, it := range items {
-				lane := itemS(it, oPK)
-				if seen[lane] {
-					continue
-				}
-				seen[lane] = true
-				if itemN(it, oLease) > nowMS {
-					continue // its head cannot be leased now
-				}
-				heads = append(heads, head{lane: lane, sk: itemS(it, oSK)})
-				free++
-			}
-			if len(next) == 0 {
-				break
-			}
-			in.ExclusiveStartKey = next
-			in.Limit = aws.Int32(discoveryPageSize)
-		}
+	// The shards are read side by side (all of them: there are few), each
+	// into its own slice, and joined in shard order, so that the lanes come
+	// out as when read one after another.
+	shards := make([][]laneHeadAt, outboxShards)
+	err := sideBySide(ctx, outboxShards, func(ctx context.Context, n int) error {
+		heads, err := o.shardHeads(ctx, n, max, now.UnixMilli())
+		shards[n] = heads
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(heads, func(a, b head) int { return strings.Compare(a.sk, b.sk) })
+	heads := slices.Concat(shards...)
+	slices.SortFunc(heads, func(a, b laneHeadAt) int { return strings.Compare(a.sk, b.sk) })
 	lanes := make([]string, len(heads))
 	for i, h := range heads {
 		lanes[i] = h.lane
@@ -860,11 +815,76 @@ func (o *Outbox) pendingLanes(ctx context.Context, max int, now time.Time) ([]st
 	return lanes, nil
 }
 
+// laneHeadAt is a lane whose head may be leased, and the head's sort key.
+type laneHeadAt struct{ lane, sk string }
+
+// shardHeads lists up to max lanes of shard n of the pending index whose
+// head may be leased at nowMS, in the index's order.
+func (o *Outbox) shardHeads(ctx context.Context, n, max int, nowMS int64) ([]laneHeadAt, error) {
+	in := &ddb.QueryInput{
+		TableName: o.table, IndexName: aws.String(pendingIndex),
+		KeyConditionExpression:    aws.String("#pq = :pq"),
+		ExpressionAttributeNames:  map[string]string{"#pq": oPQ},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pq": str("p#" + strconv.Itoa(n))},
+		Limit:                     aws.Int32(int32(min(max*4, discoveryPageSize))),
+	}
+	var heads []laneHeadAt
+	seen := map[string]bool{} // lanes met in this shard, free or not
+	for page := 0; page < discoveryPages && len(heads) < max; page++ {
+		items, next, err := o.query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			lane := itemS(it, oPK)
+			if seen[lane] {
+				continue
+			}
+			seen[lane] = true
+			if itemN(it, oLease) > nowMS {
+				continue // its head cannot be leased now
+			}
+			heads = append(heads, laneHeadAt{lane: lane, sk: itemS(it, oSK)})
+		}
+		if len(next) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = next
+		in.Limit = aws.Int32(discoveryPageSize)
+	}
+	return heads, nil
+}
+
+// sideBySide runs f(ctx, 0) to f(ctx, n-1) at once, each in a goroutine
+// it waits for, and returns the first error one returned: that error
+// cancels the context the others run under, so that they stop early.
+func sideBySide(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for i := range n {
+		wg.Go(func() {
+			if err := f(ctx, i); err != nil {
+				once.Do(func() {
+					first = err
+					cancel(err)
+				})
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
 // lanePending reads up to n of a lane's Pending entries, in order, with
-// strong consistency.
+// strong consistency: whole, the index fetching from the table what it
+// does not hold, so that an entry taken needs no second read.
 func (o *Outbox) lanePending(ctx context.Context, lane string, n int) ([]map[string]types.AttributeValue, error) {
 	in := &ddb.QueryInput{
 		TableName: o.table, IndexName: aws.String(lanePendingIndex), ConsistentRead: aws.Bool(true),
+		Select:                    types.SelectAllAttributes,
 		KeyConditionExpression:    aws.String("#pk = :pk"),
 		ExpressionAttributeNames:  map[string]string{"#pk": oPK},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(lane)},

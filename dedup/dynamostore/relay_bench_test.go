@@ -38,10 +38,12 @@ func (s *takingSender) Send(_ context.Context, entries []outbox.Entry) []error {
 // work alone; one DynamoDB Local, in the same run.
 func BenchmarkOutboxRelayDynamoDB(b *testing.B) {
 	const entries, page = 1000, 100
-	client := dynamoClient(b, testenv.DynamoDBEndpoint(b), nil)
+	calls := &calls{}
+	client := dynamoClient(b, testenv.DynamoDBEndpoint(b), calls)
 	body := make([]byte, 1024)
 	ctx := b.Context()
 	var rawTime, relayTime, rawCPU, relayCPU time.Duration
+	var rawCalls, relayCalls int
 	for n := range b.N {
 		// The raw side: a table of (pk, sk) items.
 		raw := uniqueName("rawoutbox")
@@ -64,6 +66,7 @@ func BenchmarkOutboxRelayDynamoDB(b *testing.B) {
 			b.Fatal(err)
 		}
 		var rawSent atomic.Int64
+		calls.reset()
 		cpu, start := proccpu.Used(), time.Now()
 		for rawSent.Load() < entries {
 			out, err := client.Query(ctx, &ddb.QueryInput{TableName: aws.String(raw), ConsistentRead: aws.Bool(true),
@@ -90,6 +93,10 @@ func BenchmarkOutboxRelayDynamoDB(b *testing.B) {
 		}
 		rawTime += time.Since(start)
 		rawCPU += proccpu.Used() - cpu
+		if n == 0 {
+			b.Logf("raw requests by operation: %v, mean latency %v", calls.byOp(), calls.latency())
+		}
+		rawCalls += calls.take()
 
 		// The relay's side: the same entries, committed to the outbox.
 		st := newStore(b, client, recordsTable(b, client, dynamostore.WithOutbox()))
@@ -107,6 +114,7 @@ func BenchmarkOutboxRelayDynamoDB(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		calls.reset()
 		cpu, start = proccpu.Used(), time.Now()
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -120,6 +128,10 @@ func BenchmarkOutboxRelayDynamoDB(b *testing.B) {
 		}
 		relayTime += time.Since(start)
 		relayCPU += proccpu.Used() - cpu
+		if n == 0 {
+			b.Logf("relay requests by operation: %v, mean latency %v", calls.byOp(), calls.latency())
+		}
+		relayCalls += calls.take()
 		if sent, _ := st.Outbox().Entries(ctx, outbox.Dispatched, 0); len(sent) != entries {
 			b.Fatalf("the relay dispatched %d entries, want %d", len(sent), entries)
 		}
@@ -131,6 +143,8 @@ func BenchmarkOutboxRelayDynamoDB(b *testing.B) {
 	b.ReportMetric(rate(relayTime)/rate(rawTime), "ratio")
 	b.ReportMetric(perMsg(rawCPU), "raw_cpu-us/msg")
 	b.ReportMetric(perMsg(relayCPU), "relay_cpu-us/msg")
+	b.ReportMetric(float64(rawCalls)/float64(entries*b.N), "raw_reqs/msg")
+	b.ReportMetric(float64(relayCalls)/float64(entries*b.N), "relay_reqs/msg")
 }
 
 // fill runs f(0) … f(n-1), 32 at once, and returns the first error.
