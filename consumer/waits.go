@@ -14,10 +14,12 @@ import (
 // at a bounded rate while the episode lasts.
 
 // Source waits: the first line comes after sourceWaitFirst, the next ones
-// twice as far apart each time, up to sourceWaitMax.
+// twice as far apart each time, up to sourceWaitMax: a group join the
+// broker holds is a dependency being slow, said at least every 30s like
+// the others.
 const (
 	sourceWaitFirst = 10 * time.Second
-	sourceWaitMax   = 5 * time.Minute
+	sourceWaitMax   = 30 * time.Second
 )
 
 // outageLogEvery is how often a store outage is said again while it

@@ -154,9 +154,9 @@ func outageStore(t testing.TB, n int32) *failingStore {
 }
 
 // While the first Receive has not returned (a Kafka source joining its
-// group), the consumer says so after 10s and then at doubling intervals,
-// with the time spent, naming the source; once the source answers it says
-// that once, with the whole wait.
+// group), the consumer says so after 10s and then at doubling intervals
+// up to 30s, with the time spent, naming the source; once the source
+// answers it says that once, with the whole wait.
 func TestWaitForTheSourceLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := memsourcetest.NewQueue(t, "orders")
@@ -179,16 +179,24 @@ func TestWaitForTheSourceLogged(t *testing.T) {
 		if len(logs.with("receiving from the source")) != 0 {
 			t.Fatal("receiving logged before the source answered")
 		}
+		time.Sleep(100 * time.Second) // 135s in
+		synctest.Wait()
+		waits = logs.with("waiting for the source")
+		for i, want := range []time.Duration{10, 30, 60, 90, 120} {
+			if i >= len(waits) || waits[i].attrs["waited"].Duration() != want*time.Second {
+				t.Fatalf("waiting lines %+v: want one at 10s, 30s and every 30s after", waits)
+			}
+		}
 		_ = q.Send(t.Context(), memsource.Outgoing{Body: []byte("order")})
 		synctest.Wait()
 		got := logs.with("receiving from the source")
-		if len(got) != 1 || got[0].attrs["waited"].Duration() != 35*time.Second {
-			t.Fatalf("receiving lines %+v, want one with waited 35s", got)
+		if len(got) != 1 || got[0].attrs["waited"].Duration() != 135*time.Second {
+			t.Fatalf("receiving lines %+v, want one with waited 135s", got)
 		}
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
-		if n := len(logs.with("waiting for the source")); n != 2 {
-			t.Fatalf("%d waiting lines after the source answered, want still 2", n)
+		if n := len(logs.with("waiting for the source")); n != 5 {
+			t.Fatalf("%d waiting lines after the source answered, want still 5", n)
 		}
 		stop()
 	})
