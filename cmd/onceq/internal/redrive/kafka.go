@@ -66,6 +66,24 @@ type Kafka struct {
 	left    map[partition]int64
 	holding bool // a poll's letters are being decided (rebalances blocked)
 	polled  bool // a poll found letters: the group was joined
+	// joinBy is when a run that has not joined its group yet gives up.
+	joinBy time.Time
+}
+
+// joinWait bounds the wait for the group's join, however slow the broker:
+// a run that ended at its first idle poll before it had its partitions
+// would report no letter looked at while the topic holds some.
+const joinWait = 30 * time.Second
+
+// joined reports whether the run may call itself caught up: it reads
+// with no group, or its group has a generation (this member was given
+// its partitions, none if other runs hold them all).
+func (k *Kafka) joined() bool {
+	if k.cfg.NoGroup || k.polled {
+		return true
+	}
+	_, gen := k.cl.GroupMetadata()
+	return gen >= 0
 }
 
 // NewKafka returns the Lot of cfg's dead-letter topic.
@@ -143,11 +161,14 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 	if err := k.commit(ctx); err != nil {
 		return nil, err
 	}
-	{
+	for {
 		idle := k.cfg.Idle
 		if !k.polled {
 			idle *= 2 // the first also joins the group
 		}
+		// A poll begun before the group had a generation does not show the
+		// run caught up: the assignment and the first fetch come after.
+		wasJoined := k.joined()
 		pctx, cancel := context.WithTimeout(ctx, idle)
 		fs := k.cl.PollFetches(pctx)
 		cancel()
@@ -165,6 +186,19 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 			return nil, errors.Join(errs...)
 		}
 		recs := fs.Records()
+		if len(recs) == 0 && !wasJoined {
+			// Not caught up: the group has not given this run its
+			// partitions yet (a join slowed by a loaded broker).
+			if k.joinBy.IsZero() {
+				k.joinBy = time.Now().Add(joinWait)
+			}
+			if time.Now().Before(k.joinBy) {
+				k.cl.AllowRebalance() // the join goes on between polls
+				k.holding = false
+				continue
+			}
+			return nil, fmt.Errorf("redrive: consumer group %s was given no partitions of %s in %v", k.cfg.Group, k.cfg.DeadLetterTopic, joinWait)
+		}
 		if len(recs) == 0 {
 			return nil, nil // idle: caught up
 		}

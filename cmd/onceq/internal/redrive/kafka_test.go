@@ -1,0 +1,54 @@
+package redrive
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceq/onceq/sources/kafkagroup"
+)
+
+// A group join slower than the first idle poll (a loaded broker) does not
+// make the run call itself caught up with letters in the topic: Next
+// waits for the group's partitions and returns the letter.
+func TestKafkaSlowJoinIsNotCaughtUp(t *testing.T) {
+	k, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(1, "orders-dlt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	addr := k.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	letter := &kgo.Record{Topic: "orders-dlt", Key: []byte("o-1"), Value: []byte(`{}`),
+		Headers: []kgo.RecordHeader{{Key: kafkagroup.OriginalTopicHeader, Value: []byte("orders")}}}
+	if err := cl.ProduceSync(t.Context(), letter).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The broker holds the group's join past the first poll's idle
+	// window (twice Idle), then lets it through.
+	const idle = 200 * time.Millisecond
+	k.ControlKey(kmsg.JoinGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		k.SleepControl(func() { time.Sleep(4 * idle) })
+		return nil, nil, false
+	})
+	lot, err := NewKafka(KafkaConfig{Brokers: []string{addr}, DeadLetterTopic: "orders-dlt", Idle: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	defer func() { _ = lot.Close(ctx) }()
+	got, err := lot.Next(ctx)
+	if err != nil || len(got) != 1 || got[0].To != "Kafka topic orders" {
+		t.Fatalf("Next: %d letters, %v; want the one letter, bound for orders", len(got), err)
+	}
+}
