@@ -22,7 +22,7 @@ import (
 	"github.com/onceq/onceq/internal/awscreds"
 	"github.com/onceq/onceq/internal/plainbody"
 	"github.com/onceq/onceq/retry"
-	"github.com/onceq/onceq/sources/internal/kafkacore"
+	"github.com/onceq/onceq/sources/internal/waitlog"
 )
 
 const (
@@ -207,7 +207,7 @@ func New(ctx context.Context, client *awssqs.Client, queueURL string, opts ...Op
 func (s *Source) queueAttributes(ctx context.Context, url string) (map[string]string, error) {
 	// An endpoint that takes the connection and never answers fails no
 	// call until ctx ends: said while it lasts, naming the queue.
-	defer kafkacore.SayWait(ctx, s.log, "sqssource: waiting for the queue's endpoint to answer GetQueueAttributes",
+	defer waitlog.Say(ctx, s.log, "sqssource: waiting for the queue's endpoint to answer GetQueueAttributes",
 		slog.String("queue_url", url))()
 	var out *awssqs.GetQueueAttributesOutput
 	err := s.cfg.policy.Do(ctx, func(ctx context.Context) error {

@@ -77,7 +77,7 @@ func As[O any](opts []kafkagroup.Option) []O {
 
 // NewSilentBrokerNamed: a broker that takes the connection and never
 // answers is named while New waits on it (a line within
-// kafkacore.CheckWaitLogEvery) and in New's error once its context ends.
+// waitlog.Every) and in New's error once its context ends.
 func NewSilentBrokerNamed(t *testing.T, open New) {
 	t.Parallel()
 	addr, _ := SilentBroker(t)

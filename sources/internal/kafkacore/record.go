@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/onceq/onceq/broker"
+	"github.com/onceq/onceq/sources/internal/waitlog"
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
@@ -180,13 +180,13 @@ func (l MessageLimits) Fill(topics []string) MessageLimits {
 // dlq's max.message.bytes in *dlqMax, unless it holds one (learned once,
 // by New, before the client that writes dead letters exists); pkg names
 // the source in its errors. While brokers keep it waiting it says so on
-// log (CheckWaitLogEvery), and an error that does not name them is given
+// log (every waitlog.Every), and an error that does not name them is given
 // their addresses.
 func Check(ctx context.Context, pkg string, brokers []string, log *slog.Logger, topics []string, dlq string, dlqMax *int,
 	exist func(context.Context, []string) error, limits func(context.Context, []string) (MessageLimits, error)) (err error) {
 	ctx, cancel := BoundCheck(ctx)
 	defer cancel()
-	defer SayWait(ctx, log, pkg+": waiting for the brokers to answer the check of the topics",
+	defer waitlog.Say(ctx, log, pkg+": waiting for the brokers to answer the check of the topics",
 		slog.String("brokers", strings.Join(brokers, ",")))()
 	defer func() {
 		if err != nil && !namesAny(err, brokers) {
@@ -224,34 +224,6 @@ func CheckDeadLetterRoom(limits map[string]int, topics []string, dlq string) err
 		}
 	}
 	return nil
-}
-
-// CheckWaitLogEvery is how often a wait on the brokers at start is said.
-const CheckWaitLogEvery = 10 * time.Second
-
-// SayWait logs msg, with what it waits on (attr: the brokers, an SQS
-// queue) and the time waited, every CheckWaitLogEvery until the returned
-// stop is called or ctx ends.
-func SayWait(ctx context.Context, log *slog.Logger, msg string, attr slog.Attr) (stop func()) {
-	start := time.Now()
-	done := make(chan struct{})
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		t := time.NewTicker(CheckWaitLogEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				log.WarnContext(ctx, msg, attr, slog.Duration("waited", time.Since(start).Round(time.Second)))
-			}
-		}
-	}()
-	return func() { close(done); <-ended }
 }
 
 func namesAny(err error, brokers []string) bool {
