@@ -12,11 +12,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,15 +104,22 @@ func findRIE(t testing.TB) string {
 	return ""
 }
 
+// freeAddr is a loopback address free now, for the emulator to bind. Its
+// port is drawn below the kernel's ephemeral range: a port the kernel
+// hands to another test's listen on port 0, between this check and the
+// emulator's bind, would be taken (the emulator then panics, and a dial
+// reaches the other test's listener instead).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000)))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			_ = l.Close()
+			return addr
+		}
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	t.Fatal("no free port for the emulator in 20000-31999")
+	return ""
 }
 
 // Function is a test function running under its own emulator.
