@@ -57,7 +57,10 @@ set +a
 # starts packages in the order they are named, so the few that run for
 # minutes (mostly waiting on the servers and on worker processes they
 # kill) are named first and overlap the many short ones, instead of
-# starting last and running alone.
+# starting last and running alone. Three packages run at once, not one
+# per core: most of them spend most of their time waiting on the servers,
+# on leases and on worker processes (a 2-core machine sits 70-90% idle
+# with two at once once the first two are done).
 list="$ONCEQ_RUN_DIR/packages"
 long="integration/chaos integration/readme integration/faultmatrix integration/kafkaboth dedup/dynamostore examples/order-worker sources/sqssource cmd/onceq sources/franzsource sources/kafkasource consumer sources/franzsource/sharesource"
 {
@@ -71,7 +74,7 @@ rm -rf "$ONCEQ_RUN_DIR/test-output"
 mkdir -p "$ONCEQ_RUN_DIR/test-output"
 tests() {
   # shellcheck disable=SC2046
-  go test -json -race -count=1 -timeout 14m -artifacts -outputdir "$ONCEQ_RUN_DIR/test-output" $(cat "$list") 2>&1 |
+  go test -json -race -count=1 -p 3 -timeout 14m -artifacts -outputdir "$ONCEQ_RUN_DIR/test-output" $(cat "$list") 2>&1 |
     "$ONCEQ_RUN_DIR/testreport" -packages "$list" \
       -group "stores=/dedup/dynamostore|/dedup/pgstore|/dedup/redisstore" \
       -group "sources=/sources/" \
