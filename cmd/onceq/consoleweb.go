@@ -644,16 +644,9 @@ func (c *console) doRedrive(r *http.Request) (view, int) {
 	d := redriveData{Key: r.PostFormValue("stored_key")}
 	v := view{Title: "redrive DEAD outbox entries", Tab: "message", Data: &d}
 	d.Back = "/message?" + url.Values{"stored_key": {d.Key}}.Encode()
-	switch {
-	case c.redrive == nil:
-		v.Error = noRedrive
-		return v, http.StatusForbidden
-	case !c.tokenOK(r):
-		v.Error = badToken
-		return v, http.StatusForbidden
-	case d.Key == "":
-		v.Error = "the form names no record"
-		return v, http.StatusBadRequest
+	if msg, status := c.refused(r, c.redrive != nil, noRedrive, d.Key); msg != "" {
+		v.Error = msg
+		return v, status
 	}
 	rep, err := c.redrive(r.Context(), dedup.KeyHash(d.Key))
 	d.Report, d.Done = rep.String(), true
@@ -662,6 +655,22 @@ func (c *console) doRedrive(r *http.Request) (view, int) {
 		return v, http.StatusInternalServerError
 	}
 	return v, http.StatusOK
+}
+
+// refused says why a redrive posted with r, for the record of key, is
+// refused, with its status: the action is off (enabled false: off says
+// how to turn it on), the form's token is wrong, or it names no record.
+// It returns "" when the redrive may go on.
+func (c *console) refused(r *http.Request, enabled bool, off, key string) (string, int) {
+	switch {
+	case !enabled:
+		return off, http.StatusForbidden
+	case !c.tokenOK(r):
+		return badToken, http.StatusForbidden
+	case key == "":
+		return "the form names no record", http.StatusBadRequest
+	}
+	return "", 0
 }
 
 // letterData is the page that redrives a message's dead letter: its
@@ -702,16 +711,9 @@ func (c *console) doLetter(r *http.Request) (view, int) {
 	d := letterData{Key: r.PostFormValue("stored_key")}
 	v := view{Title: "redrive a dead letter", Tab: "message", Data: &d}
 	d.Back, d.KeyHash = "/message?"+url.Values{"stored_key": {d.Key}}.Encode(), dedup.KeyHash(d.Key)
-	switch {
-	case c.letters == nil:
-		v.Error = noLetters
-		return v, http.StatusForbidden
-	case !c.tokenOK(r):
-		v.Error = badToken
-		return v, http.StatusForbidden
-	case d.Key == "":
-		v.Error = "the form names no record"
-		return v, http.StatusBadRequest
+	if msg, status := c.refused(r, c.letters != nil, noLetters, d.Key); msg != "" {
+		v.Error = msg
+		return v, status
 	}
 	d.From = c.letters.from
 	rep, err := c.letters.run(r.Context(), d.KeyHash)
