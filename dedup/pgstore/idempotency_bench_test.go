@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -76,7 +77,15 @@ func BenchmarkIdempotencyKey(b *testing.B) {
 	}
 	keyOf := func(r *http.Request) string { return strings.Trim(r.Header.Get(httpidem.HeaderKey), `"`) }
 	mux := http.NewServeMux()
-	mux.Handle("POST /idem/payments", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The server's goroutines carry the side's profile label too, as the
+	// client's do (sidebyside), so that go tool pprof -tagfocus side=onceq
+	// or side=min shows a side's server half with its client half.
+	label := func(side string, h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			pprof.Do(r.Context(), pprof.Labels("side", side), func(context.Context) { h.ServeHTTP(w, r) })
+		})
+	}
+	mux.Handle("POST /idem/payments", label("onceq", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		key := keyOf(r)
 		if err := httpidem.Tx(r).Write(pgstore.Exec{SQL: insert, Args: []any{key, 1250}}); err != nil {
@@ -84,9 +93,9 @@ func BenchmarkIdempotencyKey(b *testing.B) {
 			return
 		}
 		answer(w, key, body)
-	})))
+	}))))
 	var owners atomic.Int64
-	mux.HandleFunc("POST /bare/payments", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /bare/payments", label("min", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		raw := keyOf(r)
 		key, err := dedup.Key("idempotency", raw)
@@ -110,7 +119,7 @@ func BenchmarkIdempotencyKey(b *testing.B) {
 			return
 		}
 		answer(w, raw, body)
-	})
+	})))
 	srv := httptest.NewServer(mux)
 	b.Cleanup(srv.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
