@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench-cores.sh: how the core scales with cores. Runs the memory pipeline,
-# the cached-duplicate path and both Kafka sources (each beside its raw
-# client, in-process kfake broker; no other server) at several GOMAXPROCS
+# bench-cores.sh: how the core scales with cores. Runs the memory pipeline
+# (with its control: the same shape of work without onceq, the machine's
+# own ceiling), the cached-duplicate path and both Kafka sources (each
+# beside its raw client, in-process kfake broker; no other server) at several GOMAXPROCS
 # settings in one invocation, and prints one table: each figure per core
 # count, and each throughput over its 1-core figure.
 #
@@ -35,7 +36,7 @@ run() {
   out="$dir/cores.out"
   : >"$out"
   cd "$dir"
-  ./consumer.test -test.run '^$' -test.bench '^BenchmarkMemoryPipeline$/^workers=16$' \
+  ./consumer.test -test.run '^$' -test.bench '^BenchmarkMemoryPipeline$/^workers=16$|^BenchmarkPipelineControl$' \
     -test.cpu "$cpus" -test.count "$count" | tee -a "$out"
   ./consumer.test -test.run '^$' -test.bench '^BenchmarkCachedDuplicates$' \
     -test.cpu "$cpus" -test.count "$count" | tee -a "$out"

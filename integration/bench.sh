@@ -38,10 +38,11 @@ load_start=$(loadavg)
 start=$(date +%s)
 bench ./consumer/ -bench '^(BenchmarkMemoryPipeline|BenchmarkCachedDuplicates|BenchmarkLatencyHiding)$' -benchmem -count "$count"
 # The same pipeline on 1 core and on 2, in one run, for the scaling row
-# (kept apart from the figures above, which run on every core).
+# (kept apart from the figures above, which run on every core), with the
+# control that shows how far the machine lets this shape of work scale.
 scaling="$ONCEQ_RUN_DIR/memory-pipeline-scaling.out"
-echo "== ./consumer/ memory pipeline, -cpu 1,2" >&2
-go test -run '^$' -bench '^BenchmarkMemoryPipeline/workers=16$' -cpu 1,2 -count "$count" ./consumer/ 2>&1 | tee "$scaling" || failed=1
+echo "== ./consumer/ memory pipeline and its control, -cpu 1,2" >&2
+go test -run '^$' -bench '^BenchmarkMemoryPipeline/workers=16$|^BenchmarkPipelineControl$' -cpu 1,2 -count "$count" ./consumer/ 2>&1 | tee "$scaling" || failed=1
 # Once more under the CPU profiler, for the top entries under the table
 # (not into the table: a profiled run is slower).
 profile_top="$ONCEQ_RUN_DIR/memory-pipeline.top"

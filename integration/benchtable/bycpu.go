@@ -13,6 +13,8 @@ import (
 var scalingFigures = []struct{ bench, unit, label string }{
 	{mem, "msgs/s", "memory pipeline, 16 workers: msgs/s"},
 	{mem, "cpu-us/msg", "memory pipeline: CPU µs/msg"},
+	{ctlH, "msgs/s", "control, the pipeline's shape without onceq (channel hand-off to 16 workers): msgs/s"},
+	{ctlP, "msgs/s", "control, the same work on every core, no hand-off: msgs/s"},
 	{dup, "msgs/s", "cached duplicates: msgs/s"},
 	{kafka, "onceq_msgs/s", "Kafka (kafka-go): onceq msgs/s"},
 	{kafka, "raw_msgs/s", "Kafka (kafka-go): raw msgs/s"},

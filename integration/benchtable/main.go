@@ -169,7 +169,7 @@ func profileSection(top string) string {
 }
 
 const legend = `Rows:
-- memory: the memory source and store, no-op handler (consumer BenchmarkMemoryPipeline); one op is one message, produced before the timer starts, so allocations and CPU count the consumer, the source's receive and settles and the store, not the producing. CPU µs per message is the process's CPU time (user and system) over the timed part, divided by the messages. "2 cores vs 1" runs the 16-worker pipeline with -cpu 1,2 in one invocation; "largest share of lock delay" is the top entry of its mutex profile, each delay charged to the function that held the lock, so a sharded lock's shards count together.
+- memory: the memory source and store, no-op handler (consumer BenchmarkMemoryPipeline); one op is one message, produced before the timer starts, so allocations and CPU count the consumer, the source's receive and settles and the store, not the producing. CPU µs per message is the process's CPU time (user and system) over the timed part, divided by the messages. "2 cores vs 1" runs the 16-worker pipeline with -cpu 1,2 in one invocation, and with it the two control rows (consumer BenchmarkPipelineControl), the machine's own ceiling for this shape of work with nothing of onceq in it: one goroutine hands each message over a channel to 16 workers, each does a few microseconds of arithmetic (about the pipeline's CPU per message) and hands it on to one settling goroutine; and the same work on every core with no hand-off at all. Where the controls scale far below 1.8 too, the cores were not free to take; "largest share of lock delay" is the top entry of its mutex profile, each delay charged to the function that held the lock, so a sharded lock's shards count together.
 - cached duplicates: Guard.Process, from every core, of messages whose keys the COMPLETED cache holds (consumer BenchmarkCachedDuplicates); store calls are counted behind the cache.
 - latency hiding: a handler sleeping 10 ms, 64 workers against 1 (consumer BenchmarkLatencyHiding).
 - SQS: the fauxqs emulator, 10,000 messages, a raw ReceiveMessage(10) + DeleteMessageBatch loop against the consumer with the memory store, both 8-way (eight receivers; the source with Pollers(8)) (sources/sqssource BenchmarkRawVsConsumer). Client CPU µs per message is this process's CPU time over each side, per message; the emulator is another process, but shares the cores.
@@ -190,6 +190,8 @@ const (
 	mem   = "BenchmarkMemoryPipeline/workers=16"
 	dup   = "BenchmarkCachedDuplicates"
 	mem1  = "BenchmarkMemoryPipeline/workers=1"
+	ctlH  = "BenchmarkPipelineControl/handoff"
+	ctlP  = "BenchmarkPipelineControl/parallel"
 	lat   = "BenchmarkLatencyHiding"
 	sqs   = "BenchmarkRawVsConsumer"
 	kafka = "BenchmarkGroupThroughput"
@@ -213,6 +215,8 @@ var rowsBeforeDynamo = []Row{
 	{Label: "memory, 16 workers: allocs/msg", Onceq: Fig{mem, "allocs/op"}, Target: AtMost(5)},
 	{Label: "memory, 16 workers: CPU µs/msg", Onceq: Fig{mem, "cpu-us/msg"}},
 	{Label: "memory, 16 workers: msgs/s, 2 cores vs 1 (-cpu 1,2, same run)", Onceq: Fig{mem + "@2", "msgs/s"}, Raw: Fig{mem + "@1", "msgs/s"}, Target: AtLeast(1.8)},
+	{Label: "control, the memory pipeline's shape without onceq (a channel hand-off to 16 workers): msgs/s, 2 cores vs 1 (same run)", Onceq: Fig{ctlH + "@2", "msgs/s"}, Raw: Fig{ctlH + "@1", "msgs/s"}},
+	{Label: "control, the same work on every core, no hand-off: msgs/s, 2 cores vs 1 (same run)", Onceq: Fig{ctlP + "@2", "msgs/s"}, Raw: Fig{ctlP + "@1", "msgs/s"}},
 	{Label: "memory, 16 workers: largest share of lock delay, % (one function)", Onceq: Fig{mutexRow, "top_%"}, Target: AtMost(20)},
 	{Label: "memory, 1 worker: msgs/s", Onceq: Fig{mem1, "msgs/s"}},
 	{Label: "memory, 1 worker: allocs/msg", Onceq: Fig{mem1, "allocs/op"}, Target: AtMost(5)},

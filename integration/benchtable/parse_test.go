@@ -250,7 +250,11 @@ func TestScalingAndMutexRows(t *testing.T) {
 	out := "BenchmarkMemoryPipeline/workers=16 \t 1000 \t 100 msgs/s\n" +
 		"BenchmarkMemoryPipeline/workers=16-2 \t 1000 \t 190 msgs/s\n" +
 		"BenchmarkMemoryPipeline/workers=16 \t 1000 \t 100 msgs/s\n" +
-		"BenchmarkMemoryPipeline/workers=16-2 \t 1000 \t 170 msgs/s\n"
+		"BenchmarkMemoryPipeline/workers=16-2 \t 1000 \t 170 msgs/s\n" +
+		"BenchmarkPipelineControl/handoff \t 1000 \t 200 msgs/s \t 5 cpu-us/msg\n" +
+		"BenchmarkPipelineControl/handoff-2 \t 1000 \t 300 msgs/s \t 5 cpu-us/msg\n" +
+		"BenchmarkPipelineControl/parallel \t 1000 \t 200 msgs/s \t 5 cpu-us/msg\n" +
+		"BenchmarkPipelineControl/parallel-2 \t 1000 \t 390 msgs/s \t 5 cpu-us/msg\n"
 	top := "      flat  flat%   sum%        cum   cum%\n  142.77ms 63.71% 63.71%   142.77ms 63.71%  dedup/cache.(*Store).hit\n"
 	for name, text := range map[string]string{in: sample, scaling: out, mutex: top} {
 		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
@@ -263,6 +267,8 @@ func TestScalingAndMutexRows(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| memory, 16 workers: msgs/s, 2 cores vs 1 (-cpu 1,2, same run) | 180 | 100 | 1.8 | ≥ 1.8 | met |",
+		"| control, the memory pipeline's shape without onceq (a channel hand-off to 16 workers): msgs/s, 2 cores vs 1 (same run) | 300 | 200 | 1.5 |  |  |",
+		"| control, the same work on every core, no hand-off: msgs/s, 2 cores vs 1 (same run) | 390 | 200 | 1.95 |  |  |",
 		"| memory, 16 workers: largest share of lock delay, % (one function) | 63.7 |  |  | ≤ 20 | missed |",
 	} {
 		if !strings.Contains(b.String(), want) {
@@ -276,6 +282,8 @@ func TestScalingAndMutexRows(t *testing.T) {
 func TestRenderByCPU(t *testing.T) {
 	out := "BenchmarkMemoryPipeline/workers=16 \t 10 \t 100 msgs/s \t 5 cpu-us/msg\n" +
 		"BenchmarkMemoryPipeline/workers=16-4 \t 10 \t 300 msgs/s \t 6 cpu-us/msg\n" +
+		"BenchmarkPipelineControl/parallel \t 10 \t 200 msgs/s \t 5 cpu-us/msg\n" +
+		"BenchmarkPipelineControl/parallel-4 \t 10 \t 760 msgs/s \t 5 cpu-us/msg\n" +
 		"BenchmarkGroupThroughput \t 1 \t 50 onceq_msgs/s \t 100 raw_msgs/s \t 0.5 ratio\n" +
 		"BenchmarkGroupThroughput-4 \t 1 \t 160 onceq_msgs/s \t 200 raw_msgs/s \t 0.8 ratio\n"
 	res, err := ParseByCPU(strings.NewReader(out))
@@ -288,6 +296,7 @@ func TestRenderByCPU(t *testing.T) {
 		"| memory pipeline, 16 workers: msgs/s | 100 | 300 |\n| … over its 1-core figure | 1× | 3× |\n",
 		"| Kafka (kafka-go): onceq msgs/s | 50 | 160 |\n| … over its 1-core figure | 1× | 3.2× |\n",
 		"| Kafka (kafka-go): onceq ÷ raw | 0.5 | 0.8 |\n",
+		"| control, the same work on every core, no hand-off: msgs/s | 200 | 760 |\n| … over its 1-core figure | 1× | 3.8× |\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
