@@ -219,18 +219,7 @@ func TestConsoleLetterRedriveGuarded(t *testing.T) {
 	}}
 	send := func(form url.Values, headers map[string]string) (int, string) {
 		t.Helper()
-		r, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/redrive-letter", strings.NewReader(form.Encode()))
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for k, v := range headers {
-			r.Header.Set(k, v)
-		}
-		res, err := srv.Client().Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return postTo(t, srv, "/redrive-letter", form, headers)
 	}
 	form := url.Values{"stored_key": {key}, "token": {con.token}}
 	for _, c := range []struct {
@@ -298,15 +287,7 @@ func TestConsoleLetterRedriveNoRecord(t *testing.T) {
 	}
 	send := func(form url.Values) (int, string) {
 		t.Helper()
-		r, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/redrive-letter", strings.NewReader(form.Encode()))
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		res, err := srv.Client().Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return postTo(t, srv, "/redrive-letter", form, nil)
 	}
 
 	if status, body := get("/message?stored_key=" + url.QueryEscape(gone)); status != http.StatusOK ||

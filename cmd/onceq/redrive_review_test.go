@@ -165,6 +165,22 @@ func sqsPair(t *testing.T, q *awssqs.Client) (qn, src, dlq string) {
 	return qn, src, dlq
 }
 
+// fifoPair is a FIFO source queue and its FIFO dead-letter queue, named
+// after qn, deleted at the end of the test.
+func fifoPair(t *testing.T, q *awssqs.Client) (qn, src, dlq string) {
+	t.Helper()
+	qn = "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
+	fifo := map[string]string{"FifoQueue": "true"}
+	src, _ = createQueue(t, q, qn+".fifo", fifo)
+	dlq, _ = createQueue(t, q, qn+"-dlq.fifo", fifo)
+	t.Cleanup(func() {
+		for _, u := range []string{src, dlq} {
+			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	return qn, src, dlq
+}
+
 // A run looks at each dead letter once, even when a letter it left comes
 // back into sight while it runs (-hold shorter than the run): it ends,
 // and its report counts the letter once.
@@ -266,15 +282,7 @@ func TestReviewRedriveRateNaN(t *testing.T) {
 func TestReviewRedriveSQSFIFOLetterLeftDoesNotHideItsGroup(t *testing.T) {
 	q := localSQS(t)
 	s := redriveStores(t)["redis"](t)
-	qn := "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
-	fifo := map[string]string{"FifoQueue": "true"}
-	src, _ := createQueue(t, q, qn+".fifo", fifo)
-	dlq, _ := createQueue(t, q, qn+"-dlq.fifo", fifo)
-	t.Cleanup(func() {
-		for _, u := range []string{src, dlq} {
-			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-		}
-	})
+	qn, src, dlq := fifoPair(t, q)
 	const n = 12
 	now := time.Now()
 	for i := range n {
@@ -312,15 +320,7 @@ func TestReviewRedriveSQSFIFOLetterLeftDoesNotHideItsGroup(t *testing.T) {
 func TestReviewRedriveSQSFIFOTwoAtOnce(t *testing.T) {
 	q := localSQS(t)
 	s := redriveStores(t)["redis"](t)
-	qn := "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
-	fifo := map[string]string{"FifoQueue": "true"}
-	src, _ := createQueue(t, q, qn+".fifo", fifo)
-	dlq, _ := createQueue(t, q, qn+"-dlq.fifo", fifo)
-	t.Cleanup(func() {
-		for _, u := range []string{src, dlq} {
-			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-		}
-	})
+	qn, src, dlq := fifoPair(t, q)
 	const n = 6
 	now := time.Now()
 	for i := range n {
@@ -426,15 +426,7 @@ func TestReviewRedriveKafkaLetterWithoutOriginalTopic(t *testing.T) {
 func TestRedriveSQSFIFODryRunWritesNothing(t *testing.T) {
 	q := localSQS(t)
 	s := redriveStores(t)["redis"](t)
-	qn := "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
-	fifo := map[string]string{"FifoQueue": "true"}
-	src, _ := createQueue(t, q, qn+".fifo", fifo)
-	dlq, _ := createQueue(t, q, qn+"-dlq.fifo", fifo)
-	t.Cleanup(func() {
-		for _, u := range []string{src, dlq} {
-			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-		}
-	})
+	qn, src, dlq := fifoPair(t, q)
 	const n = 6
 	now := time.Now()
 	var ids []string
