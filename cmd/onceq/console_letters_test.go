@@ -219,18 +219,7 @@ func TestConsoleLetterRedriveGuarded(t *testing.T) {
 	}}
 	send := func(form url.Values, headers map[string]string) (int, string) {
 		t.Helper()
-		r, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/redrive-letter", strings.NewReader(form.Encode()))
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for k, v := range headers {
-			r.Header.Set(k, v)
-		}
-		res, err := srv.Client().Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return postTo(t, srv, "/redrive-letter", form, headers)
 	}
 	form := url.Values{"stored_key": {key}, "token": {con.token}}
 	for _, c := range []struct {
@@ -271,6 +260,67 @@ func TestConsoleLetterRedriveGuarded(t *testing.T) {
 	}
 }
 
+// A dead letter outlives its record (expired, forgotten, or never made),
+// and the run moves it with no record to reset. For such a key the
+// confirmation page and the form agree: the message's page offers the
+// redrive, the confirmation says there is no record and what the run
+// will do, and the confirmed form runs it, the result saying no record
+// was reset. A link or form naming no key is refused by both. The DEAD
+// outbox entries' confirmation shows a key with no record alike.
+func TestConsoleLetterRedriveNoRecord(t *testing.T) {
+	srv, _, _, con := memConsole(t, true)
+	var runs []string
+	con.letters = &letterRedrive{from: "SQS queue orders-dlq", run: func(_ context.Context, keyHash string) (redrive.Report, error) {
+		runs = append(runs, keyHash)
+		return redrive.Report{Seen: 1, Moved: 1}, nil
+	}}
+	gone := mustKey(t, "onceq", "order-gone")
+	get := func(path string) (int, string) {
+		t.Helper()
+		res, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	send := func(form url.Values) (int, string) {
+		t.Helper()
+		return postTo(t, srv, "/redrive-letter", form, nil)
+	}
+
+	if status, body := get("/message?stored_key=" + url.QueryEscape(gone)); status != http.StatusOK ||
+		!strings.Contains(body, "no record of key_hash "+dedup.KeyHash(gone)) || !strings.Contains(body, `id="redrive-letter"`) {
+		t.Errorf("the page of a key with no record: status %d, want it to offer the dead letter's redrive: %s", status, body)
+	}
+	status, body := get("/redrive-letter?stored_key=" + url.QueryEscape(gone))
+	if status != http.StatusOK || !strings.Contains(body, `id="norecord"`) || !strings.Contains(body, "with no record to reset") ||
+		!strings.Contains(body, `name="stored_key" value="`+gone+`"`) || !strings.Contains(body, `name="token" value="`+con.token+`"`) {
+		t.Fatalf("the confirmation for a key with no record: status %d, want 200 saying so, with the form: %s", status, body)
+	}
+	if len(runs) != 0 {
+		t.Fatalf("the confirmation ran %d redrives", len(runs))
+	}
+	status, body = send(url.Values{"stored_key": {gone}, "token": {con.token}})
+	if status != http.StatusOK || len(runs) != 1 || runs[0] != dedup.KeyHash(gone) || !strings.Contains(body, "with no record to reset: the message runs as a new one") {
+		t.Fatalf("the confirmed form for a key with no record: status %d, runs %q: %s", status, runs, body)
+	}
+
+	// No key: both refuse, and nothing runs.
+	if status, _ := get("/redrive-letter?stored_key="); status != http.StatusBadRequest {
+		t.Errorf("a confirmation naming no key: status %d, want 400", status)
+	}
+	if status, _ := send(url.Values{"stored_key": {""}, "token": {con.token}}); status != http.StatusBadRequest || len(runs) != 1 {
+		t.Errorf("a form naming no key: status %d, %d runs; want 400 and no run", status, len(runs))
+	}
+
+	// The DEAD outbox entries' confirmation agrees with its form too.
+	if status, body := get("/redrive?stored_key=" + url.QueryEscape(gone)); status != http.StatusOK || !strings.Contains(body, `id="norecord"`) {
+		t.Errorf("the outbox redrive's confirmation for a key with no record: status %d, want 200 saying so: %s", status, body)
+	}
+}
+
 // What the result page says of each outcome.
 func TestLetterOutcome(t *testing.T) {
 	for _, c := range []struct {
@@ -283,7 +333,7 @@ func TestLetterOutcome(t *testing.T) {
 		{redrive.Report{Seen: 1, Taken: 1}, "moved by another redrive first"},
 		{redrive.Report{Seen: 3, Passed: 3}, "No dead letter of this message is in SQS queue q."},
 	} {
-		if got := strings.Join(letterOutcome(c.rep, "SQS queue q"), " "); !strings.Contains(got, c.want) {
+		if got := strings.Join(letterOutcome(c.rep, "SQS queue q", false), " "); !strings.Contains(got, c.want) {
 			t.Errorf("%+v: %q, want %q", c.rep, got, c.want)
 		}
 	}

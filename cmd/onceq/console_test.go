@@ -75,7 +75,14 @@ func memConsole(t *testing.T, actions bool) (*httptest.Server, *memstore.Store, 
 // post sends the forget form with the given headers set.
 func post(t *testing.T, srv *httptest.Server, form url.Values, headers map[string]string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/forget", strings.NewReader(form.Encode()))
+	return postTo(t, srv, "/forget", form, headers)
+}
+
+// postTo sends form to the console's path with the given headers set
+// (Host: the request's host).
+func postTo(t *testing.T, srv *httptest.Server, path string, form url.Values, headers map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	for k, v := range headers {
 		if k == "Host" {

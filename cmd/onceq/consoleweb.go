@@ -190,6 +190,9 @@ type messageData struct {
 	Stored, Asked                   bool
 	Stories                         []story
 	Searched                        string
+	// Absent is the stored key looked up and not found: its dead letter
+	// may still be redriven.
+	Absent string
 }
 
 func (c *console) message(r *http.Request) view {
@@ -234,6 +237,7 @@ func (c *console) message(r *http.Request) view {
 		switch {
 		case errors.Is(err, dedup.ErrNotFound):
 			d.Searched = "no record of key_hash " + dedup.KeyHash(key) + " in " + c.ins.where
+			d.Absent = key
 		case err != nil:
 			v.Error = err.Error()
 			return v
@@ -617,8 +621,10 @@ type redriveData struct {
 	Story  story
 	Key    string
 	Report string
-	Done   bool
-	Back   string
+	// NoRecord: the store holds no record of the key.
+	NoRecord bool
+	Done     bool
+	Back     string
 }
 
 const noRedrive = "this console does not redrive: start it with -actions, over a store that keeps an outbox"
@@ -631,13 +637,36 @@ func (c *console) confirmRedrive(r *http.Request) (view, int) {
 		v.Error = noRedrive
 		return v, http.StatusForbidden
 	}
-	rec, err := c.ins.Get(r.Context(), d.Key)
-	if err != nil {
-		v.Error = err.Error()
-		return v, http.StatusNotFound
+	rec, absent, msg, status := c.toConfirm(r, d.Key)
+	if msg != "" {
+		v.Error = msg
+		return v, status
+	}
+	if absent {
+		// Entries outlive their record (it expired, or was forgotten):
+		// they are found by the key, as the run finds them by its hash.
+		d.NoRecord, rec = true, dedup.Record{Key: d.Key}
 	}
 	d.Story = c.story(r.Context(), rec, "")
 	return v, http.StatusOK
+}
+
+// toConfirm reads the record of key for an action's confirmation page.
+// No record (absent) is no refusal: a message's dead letters and outbox
+// entries outlive its record, and the action's form runs for such a key
+// too. It returns why the page refuses, with its status, or "".
+func (c *console) toConfirm(r *http.Request, key string) (rec dedup.Record, absent bool, msg string, status int) {
+	if key == "" {
+		return rec, false, "the link names no key", http.StatusBadRequest
+	}
+	rec, err := c.ins.Get(r.Context(), key)
+	switch {
+	case errors.Is(err, dedup.ErrNotFound):
+		return dedup.Record{}, true, "", 0
+	case err != nil:
+		return dedup.Record{}, false, err.Error(), http.StatusInternalServerError
+	}
+	return rec, false, "", 0
 }
 
 func (c *console) doRedrive(r *http.Request) (view, int) {
@@ -657,10 +686,12 @@ func (c *console) doRedrive(r *http.Request) (view, int) {
 	return v, http.StatusOK
 }
 
-// refused says why a redrive posted with r, for the record of key, is
+// refused says why a redrive posted with r, for the message of key, is
 // refused, with its status: the action is off (enabled false: off says
-// how to turn it on), the form's token is wrong, or it names no record.
-// It returns "" when the redrive may go on.
+// how to turn it on), the form's token is wrong, or it names no key. A
+// key with no record is not refused: its letters and entries outlive it,
+// and its confirmation page says what the run does to them. It returns
+// "" when the redrive may go on.
 func (c *console) refused(r *http.Request, enabled bool, off, key string) (string, int) {
 	switch {
 	case !enabled:
@@ -668,7 +699,7 @@ func (c *console) refused(r *http.Request, enabled bool, off, key string) (strin
 	case !c.tokenOK(r):
 		return badToken, http.StatusForbidden
 	case key == "":
-		return "the form names no record", http.StatusBadRequest
+		return "the form names no key", http.StatusBadRequest
 	}
 	return "", 0
 }
@@ -683,8 +714,10 @@ type letterData struct {
 	Report  string
 	// Outcome says in words what became of the message's letters.
 	Outcome []string
-	Done    bool
-	Back    string
+	// NoRecord: the store holds no record of the key.
+	NoRecord bool
+	Done     bool
+	Back     string
 }
 
 const noLetters = "this console does not redrive dead letters: start it with -actions and -sqs-dlq or -kafka-dlt"
@@ -698,12 +731,16 @@ func (c *console) confirmLetter(r *http.Request) (view, int) {
 		return v, http.StatusForbidden
 	}
 	d.From = c.letters.from
-	rec, err := c.ins.Get(r.Context(), d.Key)
-	if err != nil {
-		v.Error = err.Error()
-		return v, http.StatusNotFound
+	var msg string
+	var status int
+	// A letter outlives its record (expired, forgotten, or never made):
+	// the run moves it, with no record to reset, as onceq redrive does;
+	// the page says so before.
+	d.Record, d.NoRecord, msg, status = c.toConfirm(r, d.Key)
+	if msg != "" {
+		v.Error = msg
+		return v, status
 	}
-	d.Record = rec
 	return v, http.StatusOK
 }
 
@@ -716,8 +753,10 @@ func (c *console) doLetter(r *http.Request) (view, int) {
 		return v, status
 	}
 	d.From = c.letters.from
+	_, err := c.ins.Get(r.Context(), d.Key)
+	d.NoRecord = errors.Is(err, dedup.ErrNotFound)
 	rep, err := c.letters.run(r.Context(), d.KeyHash)
-	d.Report, d.Done, d.Outcome = rep.String(), true, letterOutcome(rep, d.From)
+	d.Report, d.Done, d.Outcome = rep.String(), true, letterOutcome(rep, d.From, d.NoRecord)
 	if err != nil {
 		v.Error = "the redrive stopped: " + err.Error()
 		return v, http.StatusInternalServerError
@@ -726,10 +765,14 @@ func (c *console) doLetter(r *http.Request) (view, int) {
 	return v, http.StatusOK
 }
 
-// letterOutcome says what a redrive of one message's letters did.
-func letterOutcome(rep redrive.Report, from string) []string {
+// letterOutcome says what a redrive of one message's letters did;
+// noRecord: the store held no record of it.
+func letterOutcome(rep redrive.Report, from string, noRecord bool) []string {
 	var out []string
-	if rep.Moved > 0 {
+	switch {
+	case rep.Moved > 0 && noRecord:
+		out = append(out, fmt.Sprintf("%d dead letter(s) sent back to the source, with no record to reset: the message runs as a new one.", rep.Moved))
+	case rep.Moved > 0:
 		out = append(out, fmt.Sprintf("%d dead letter(s) sent back to the source, the record reset first: the message runs again.", rep.Moved))
 	}
 	if rep.Completed > 0 {

@@ -165,6 +165,22 @@ func sqsPair(t *testing.T, q *awssqs.Client) (qn, src, dlq string) {
 	return qn, src, dlq
 }
 
+// fifoPair is a FIFO source queue and its FIFO dead-letter queue, named
+// after qn, deleted at the end of the test.
+func fifoPair(t *testing.T, q *awssqs.Client) (qn, src, dlq string) {
+	t.Helper()
+	qn = "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
+	fifo := map[string]string{"FifoQueue": "true"}
+	src, _ = createQueue(t, q, qn+".fifo", fifo)
+	dlq, _ = createQueue(t, q, qn+"-dlq.fifo", fifo)
+	t.Cleanup(func() {
+		for _, u := range []string{src, dlq} {
+			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	})
+	return qn, src, dlq
+}
+
 // A run looks at each dead letter once, even when a letter it left comes
 // back into sight while it runs (-hold shorter than the run): it ends,
 // and its report counts the letter once.
@@ -266,15 +282,7 @@ func TestReviewRedriveRateNaN(t *testing.T) {
 func TestReviewRedriveSQSFIFOLetterLeftDoesNotHideItsGroup(t *testing.T) {
 	q := localSQS(t)
 	s := redriveStores(t)["redis"](t)
-	qn := "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
-	fifo := map[string]string{"FifoQueue": "true"}
-	src, _ := createQueue(t, q, qn+".fifo", fifo)
-	dlq, _ := createQueue(t, q, qn+"-dlq.fifo", fifo)
-	t.Cleanup(func() {
-		for _, u := range []string{src, dlq} {
-			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-		}
-	})
+	qn, src, dlq := fifoPair(t, q)
 	const n = 12
 	now := time.Now()
 	for i := range n {
@@ -312,15 +320,7 @@ func TestReviewRedriveSQSFIFOLetterLeftDoesNotHideItsGroup(t *testing.T) {
 func TestReviewRedriveSQSFIFOTwoAtOnce(t *testing.T) {
 	q := localSQS(t)
 	s := redriveStores(t)["redis"](t)
-	qn := "onceq-redrive-" + tableName(t)[len("onceq_cli_"):]
-	fifo := map[string]string{"FifoQueue": "true"}
-	src, _ := createQueue(t, q, qn+".fifo", fifo)
-	dlq, _ := createQueue(t, q, qn+"-dlq.fifo", fifo)
-	t.Cleanup(func() {
-		for _, u := range []string{src, dlq} {
-			_, _ = q.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-		}
-	})
+	qn, src, dlq := fifoPair(t, q)
 	const n = 6
 	now := time.Now()
 	for i := range n {
@@ -415,5 +415,74 @@ func TestReviewRedriveKafkaLetterWithoutOriginalTopic(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the foreign letter is not in %s", orig)
+	}
+}
+
+// A dry run writes nothing to a FIFO dead-letter queue: no letter goes
+// to the back of its group (a new message, with a new ID and a new sent
+// time, in place of the old). Right after it the letters are in sight,
+// each with its own ID, and the real run that follows moves them, in
+// order.
+func TestRedriveSQSFIFODryRunWritesNothing(t *testing.T) {
+	q := localSQS(t)
+	s := redriveStores(t)["redis"](t)
+	qn, src, dlq := fifoPair(t, q)
+	const n = 6
+	now := time.Now()
+	var ids []string
+	for i := range n {
+		key := fmt.Sprintf("%s-%02d", qn, i)
+		if i == 0 {
+			if _, err := s.st.ClaimComplete(t.Context(), dedup.ClaimCompleteRequest{Key: mustKey(t, "onceq", key), Owner: "w", Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := q.SendMessage(t.Context(), &awssqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String(key),
+			MessageGroupId: aws.String("customer-7"), MessageDeduplicationId: aws.String(key),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{broker.IdempotencyKeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(key)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, aws.ToString(out.MessageId))
+	}
+	args := append(append([]string{"redrive"}, s.args...), "-sqs-dlq", dlq, "-sqs-source", src)
+	// It looks at the front of the group, at least the completed first
+	// letter, and counts the letters behind, which it cannot see without
+	// moving the ones before.
+	code, out, errOut := onceq(append(args, "-dry-run")...)
+	var seen, moved, unseen int
+	if _, err := fmt.Sscanf(out, "onceq redrive: %d looked at: would move %d, 1 completed", &seen, &moved); err != nil || code != 0 || seen < 1 || moved != seen-1 {
+		t.Fatalf("dry run: exit %d, %s\n%s", code, out, errOut)
+	}
+	if seen < n {
+		_, after, _ := strings.Cut(out, "(left), about ")
+		if _, err := fmt.Sscanf(after, "%d not looked at", &unseen); err != nil || seen+unseen != n {
+			t.Fatalf("dry run: %s; want the %d letters it did not look at counted", out, n-seen)
+		}
+	}
+	// In sight, each letter as it was: a receive hands out the front of
+	// the group, the letters first sent.
+	rec, err := q.ReceiveMessage(t.Context(), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10, VisibilityTimeout: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range rec.Messages {
+		got = append(got, aws.ToString(m.MessageId))
+		if _, err := q.ChangeMessageVisibility(t.Context(), &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(dlq), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) == 0 || strings.Join(got, ",") != strings.Join(ids[:len(got)], ",") || queueDepth(t, q, dlq) != n {
+		t.Fatalf("after the dry run the dead-letter queue hands out %q, want its letters as sent, %q, all %d there", got, ids, n)
+	}
+	code, out, errOut = onceq(args...)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d looked at: moved %d, 1 completed (not re-run)", n, n-1)) {
+		t.Fatalf("the run after the dry run: exit %d, %s\n%s", code, out, errOut)
+	}
+	for i, m := range drain(t, q, src, n-1) {
+		if want := fmt.Sprintf("%s-%02d", qn, i+1); aws.ToString(m.Body) != want {
+			t.Fatalf("source queue's letter %d is %q, want %s", i, aws.ToString(m.Body), want)
+		}
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -1172,48 +1174,123 @@ func (o *Outbox) Dead(ctx context.Context, l outbox.Lease, reason string, _, ret
 }
 
 // Entries implements outbox.Store: a scan of the table, for operators and
-// tests, in Seq order; limit <= 0 lists all.
+// tests, in Seq order; limit <= 0 lists all. It reads the whole table
+// whatever limit is: EntriesPage reads it a page at a time.
 func (o *Outbox) Entries(ctx context.Context, state outbox.State, limit int) ([]outbox.Entry, error) {
-	in := &ddb.ScanInput{TableName: o.table, ConsistentRead: aws.Bool(true)}
-	if state != "" {
-		in.FilterExpression = aws.String("#state = :state")
-		in.ExpressionAttributeNames = map[string]string{"#state": oState}
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":state": str(string(state))}
-	}
+	in := entriesScan(o.table, state)
 	var out []outbox.Entry
 	for {
-		var page *ddb.ScanOutput
-		err := o.s.do(ctx, storeinstr.OpOutboxEntries, func(ctx context.Context, _ int) (middleware.Metadata, error) {
-			var err error
-			page, err = o.client().Scan(ctx, in)
-			if page == nil {
-				return middleware.Metadata{}, err
-			}
-			return page.ResultMetadata, err
-		})
+		es, last, err := o.scanEntries(ctx, in)
 		if err != nil {
-			return nil, o.wrap("entries", err)
+			return nil, err
 		}
-		for _, it := range page.Items {
-			if itemS(it, oSK) == laneCounterSK {
-				continue
-			}
-			e, err := decodeEntry(it)
-			if err != nil {
-				return nil, o.wrap("entries", err)
-			}
-			out = append(out, e)
-		}
-		if len(page.LastEvaluatedKey) == 0 {
+		out = append(out, es...)
+		if len(last) == 0 {
 			break
 		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+		in.ExclusiveStartKey = last
 	}
 	slices.SortFunc(out, func(a, b outbox.Entry) int { return cmp.Compare(a.Seq, b.Seq) })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+var _ outbox.Pager = (*Outbox)(nil)
+
+// EntriesPage implements outbox.Pager: one Scan request of the table,
+// from the item after the cursor's (the scan's LastEvaluatedKey), of at
+// most limit items (limit <= 0: DynamoDB's page, up to 1 MB), those in
+// state among them.
+func (o *Outbox) EntriesPage(ctx context.Context, state outbox.State, cursor string, limit int) ([]outbox.Entry, string, error) {
+	in := entriesScan(o.table, state)
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(min(limit, math.MaxInt32)))
+	}
+	if cursor != "" {
+		k, err := cursorKey(cursor)
+		if err != nil {
+			return nil, "", fmt.Errorf("dynamostore: outbox entries on table %s: %w", aws.ToString(o.table), err)
+		}
+		in.ExclusiveStartKey = k
+	}
+	es, last, err := o.scanEntries(ctx, in)
+	if err != nil {
+		return nil, "", err
+	}
+	next, err := keyCursor(last)
+	if err != nil {
+		return nil, "", fmt.Errorf("dynamostore: outbox entries on table %s: %w", aws.ToString(o.table), err)
+	}
+	return es, next, nil
+}
+
+// entriesScan is the scan of table's entries in state (all when "").
+func entriesScan(table *string, state outbox.State) *ddb.ScanInput {
+	in := &ddb.ScanInput{TableName: table, ConsistentRead: aws.Bool(true)}
+	if state != "" {
+		in.FilterExpression = aws.String("#state = :state")
+		in.ExpressionAttributeNames = map[string]string{"#state": oState}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":state": str(string(state))}
+	}
+	return in
+}
+
+// scanEntries sends one Scan request and returns its entries (a lane's
+// counter is none) and its LastEvaluatedKey.
+func (o *Outbox) scanEntries(ctx context.Context, in *ddb.ScanInput) ([]outbox.Entry, map[string]types.AttributeValue, error) {
+	var page *ddb.ScanOutput
+	err := o.s.do(ctx, storeinstr.OpOutboxEntries, func(ctx context.Context, _ int) (middleware.Metadata, error) {
+		var err error
+		page, err = o.client().Scan(ctx, in)
+		if page == nil {
+			return middleware.Metadata{}, err
+		}
+		return page.ResultMetadata, err
+	})
+	if err != nil {
+		return nil, nil, o.wrap("entries", err)
+	}
+	out := make([]outbox.Entry, 0, len(page.Items))
+	for _, it := range page.Items {
+		if itemS(it, oSK) == laneCounterSK {
+			continue
+		}
+		e, err := decodeEntry(it)
+		if err != nil {
+			return nil, nil, o.wrap("entries", err)
+		}
+		out = append(out, e)
+	}
+	return out, page.LastEvaluatedKey, nil
+}
+
+// keyCursor is EntriesPage's cursor of a scan's LastEvaluatedKey ("" for
+// none): the item's pk and sk, each in base64, joined by a dot.
+func keyCursor(k map[string]types.AttributeValue) (string, error) {
+	if len(k) == 0 {
+		return "", nil
+	}
+	pk, okP := k[oPK].(*types.AttributeValueMemberS)
+	sk, okS := k[oSK].(*types.AttributeValueMemberS)
+	if !okP || !okS || len(k) != 2 {
+		return "", fmt.Errorf("the scan's last key is not an item's %s and %s (%d attributes)", oPK, oSK, len(k))
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(pk.Value)) + "." + base64.RawURLEncoding.EncodeToString([]byte(sk.Value)), nil
+}
+
+// cursorKey is the LastEvaluatedKey of a cursor keyCursor made. The error
+// does not quote the cursor: it holds an entry's lane, which may hold
+// its key.
+func cursorKey(c string) (map[string]types.AttributeValue, error) {
+	p, q, ok := strings.Cut(c, ".")
+	pk, errP := base64.RawURLEncoding.DecodeString(p)
+	sk, errQ := base64.RawURLEncoding.DecodeString(q)
+	if !ok || errP != nil || errQ != nil || len(pk) == 0 || len(sk) == 0 {
+		return nil, outbox.ErrBadCursor
+	}
+	return map[string]types.AttributeValue{oPK: str(string(pk)), oSK: str(string(sk))}, nil
 }
 
 // Check verifies that the outbox table exists with its keys and indexes.

@@ -48,6 +48,7 @@ func (s *suite) outboxCases(t *testing.T, st dedup.Store) {
 		{"MissingTableStopsRelay", s.outboxMissingTable},
 		{"ReplacedEntryFencesOldLease", s.outboxReplacedFenced},
 		{"RequeueDead", s.outboxRequeue},
+		{"EntriesPaged", s.outboxEntriesPaged},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, st, ob) })
@@ -658,6 +659,61 @@ func (s *suite) outboxEntries(t *testing.T, st dedup.Store, ob outbox.Store) {
 	}
 	if len(es) == 1 && es[0].Destination == dest && es[0].ID != outbox.ID(k, 1) {
 		t.Fatalf("Lease with Max 1 took %s, not the lane's first Pending entry %s", es[0].ID, outbox.ID(k, 1))
+	}
+}
+
+// outboxEntriesPaged: an outbox that pages (outbox.Pager) lists, over
+// its pages from the first to the last, each entry in the state asked
+// once, and refuses a cursor it did not return with outbox.ErrBadCursor.
+// One that does not page skips it.
+func (s *suite) outboxEntriesPaged(t *testing.T, st dedup.Store, ob outbox.Store) {
+	p, ok := ob.(outbox.Pager)
+	if !ok {
+		t.Skip("the Store's outbox does not page (outbox.Pager)")
+	}
+	dest := destination(t)
+	k := send(t, st, 1, msg(dest, "A", "1"), msg(dest, "B", "2"), msg(dest, "C", "3"), msg(dest, "D", "4"), msg(dest, "E", "5"))
+	ids := []string{outbox.ID(k, 0), outbox.ID(k, 1), outbox.ID(k, 2), outbox.ID(k, 3), outbox.ID(k, 4)}
+	got := lease(t, ob, dest, "r1", 1, 30)
+	sameIDs(t, "lease", got, ids...)
+	slices.SortFunc(got, func(a, b outbox.Entry) int { return strings.Compare(a.ID, b.ID) })
+	for _, e := range got[:3] {
+		if err := ob.Dead(ctx(t), e.Lease, "no such queue", at(2), at(3600)); err != nil {
+			t.Fatalf("Dead: %v", err)
+		}
+	}
+	if err := ob.Dispatched(ctx(t), leases(got[3:]...), at(2), at(3600)); err != nil {
+		t.Fatalf("Dispatched: %v", err)
+	}
+	pass := func(state outbox.State) []outbox.Entry {
+		t.Helper()
+		var mine []outbox.Entry
+		cursor := ""
+		for range 100000 {
+			es, next, err := p.EntriesPage(ctx(t), state, cursor, 10)
+			if err != nil {
+				t.Fatalf("EntriesPage(%q): %v", state, err)
+			}
+			for _, e := range es {
+				if state != "" && e.State != state {
+					t.Fatalf("EntriesPage(%q) listed entry %s in state %s", state, e.ID, e.State)
+				}
+				if e.Destination == dest {
+					mine = append(mine, e)
+				}
+			}
+			if next == "" {
+				return mine
+			}
+			cursor = next
+		}
+		t.Fatalf("EntriesPage(%q): no last page", state)
+		return nil
+	}
+	sameIDs(t, "the Dead entries, paged", pass(outbox.Dead), entryIDs(got[:3])...)
+	sameIDs(t, "all the entries, paged", pass(""), ids...)
+	if _, _, err := p.EntriesPage(ctx(t), outbox.Dead, "not a cursor", 10); !errors.Is(err, outbox.ErrBadCursor) {
+		t.Fatalf("EntriesPage with a cursor it did not return: %v, want outbox.ErrBadCursor", err)
 	}
 }
 

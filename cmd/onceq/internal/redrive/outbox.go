@@ -16,6 +16,10 @@ import (
 // was listed at, so that two runs requeue it once; a relay then sends it,
 // and an onceq consumer downstream absorbs a copy that had in fact
 // arrived. Its input completed, so no record is read.
+//
+// A store that pages (outbox.Pager, as DynamoDB's does) is read a page at
+// a time, each page from where the last ended: a run reads it once. Any
+// other is listed again for each batch, past the entries looked at.
 type Outbox struct {
 	ob    outbox.Store
 	rq    outbox.Requeuer
@@ -23,11 +27,13 @@ type Outbox struct {
 	batch int
 	seen  map[string]bool
 	done  bool
+	// cursor is the next page's (outbox.Pager).
+	cursor string
 }
 
 // NewOutbox returns the Lot of ob's DEAD entries; name says whose outbox
 // it is ("table orders"). batch bounds the entries listed at once
-// (default 100).
+// (default 100), but for a store that pages: a page of its own.
 func NewOutbox(ob outbox.Store, name string, batch int) (*Outbox, error) {
 	if ob == nil {
 		return nil, fmt.Errorf("redrive: %s keeps no outbox", name)
@@ -40,12 +46,20 @@ func NewOutbox(ob outbox.Store, name string, batch int) (*Outbox, error) {
 
 // Next implements Lot: the DEAD entries not looked at yet by this run.
 func (o *Outbox) Next(ctx context.Context) ([]*Letter, error) {
+	p, pages := o.ob.(outbox.Pager)
 	for !o.done {
-		es, err := o.ob.Entries(ctx, outbox.Dead, o.batch+len(o.seen))
+		var es []outbox.Entry
+		var err error
+		if pages {
+			es, o.cursor, err = p.EntriesPage(ctx, outbox.Dead, o.cursor, 0)
+			o.done = err == nil && o.cursor == ""
+		} else {
+			es, err = o.ob.Entries(ctx, outbox.Dead, o.batch+len(o.seen))
+			o.done = len(es) < o.batch+len(o.seen)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("redrive: listing the DEAD entries of the %s: %w", o.name, err)
 		}
-		o.done = len(es) < o.batch+len(o.seen)
 		var out []*Letter
 		for _, e := range es {
 			if o.seen[e.ID] || e.State != outbox.Dead {

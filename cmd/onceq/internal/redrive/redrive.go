@@ -83,6 +83,15 @@ type Lot interface {
 	Close(ctx context.Context) error
 }
 
+// planner is a Lot whose reads write (an SQS receive hides a letter and
+// counts a receive): Plan tells it, before its first Next, that the run
+// writes nothing, so that it undoes what its reads did as it goes; and
+// asks it at the end about how many letters it could not look at so.
+type planner interface {
+	plan()
+	unseen(ctx context.Context) int
+}
+
 // Action is what became of a letter (or would, in a Plan).
 type Action string
 
@@ -186,6 +195,10 @@ type Report struct {
 	Seen int
 	// By action.
 	Moved, Completed, Held, Passed, Newer, Taken, Failed, Unaddressed int
+	// Unseen is, after a dry run, about how many letters it could not look
+	// at without a write (on a FIFO SQS queue, those behind the front of
+	// their group).
+	Unseen int
 	// Started is when the run began, Took how long it ran.
 	Started time.Time
 	Took    time.Duration
@@ -219,8 +232,12 @@ func (r Report) String() string {
 	if r.DryRun {
 		verb = "would move"
 	}
-	return fmt.Sprintf("%d looked at: %s %d, %d completed (not re-run), %d held by a worker, %d passed over by the filter, %d moved by another run, %d failed, %d newer than the run (left for the next), %d naming nowhere to go back to (left), in %s",
-		r.Seen, verb, r.Moved, r.Completed, r.Held, r.Passed, r.Taken, r.Failed, r.Newer, r.Unaddressed, r.Took.Round(time.Millisecond))
+	s := fmt.Sprintf("%d looked at: %s %d, %d completed (not re-run), %d held by a worker, %d passed over by the filter, %d moved by another run, %d failed, %d newer than the run (left for the next), %d naming nowhere to go back to (left)",
+		r.Seen, verb, r.Moved, r.Completed, r.Held, r.Passed, r.Taken, r.Failed, r.Newer, r.Unaddressed)
+	if r.Unseen > 0 {
+		s += fmt.Sprintf(", about %d not looked at (behind the first of their FIFO group, which a dry run does not move)", r.Unseen)
+	}
+	return s + ", in " + r.Took.Round(time.Millisecond).String()
 }
 
 // Plan is Run with no write: what Run would do to each letter, logged and
@@ -257,9 +274,17 @@ func run(ctx context.Context, lot Lot, recs Records, f Filter, o Options, dry bo
 	if every <= 0 {
 		every = 2 * time.Second
 	}
+	p, planned := lot.(planner)
+	planned = planned && dry
+	if planned {
+		p.plan()
+	}
 	rep = Report{DryRun: dry, Started: time.Now()}
 	lastProgress := rep.Started
 	defer func() {
+		if planned {
+			rep.Unseen = p.unseen(context.WithoutCancel(ctx))
+		}
 		if cerr := lot.Close(context.WithoutCancel(ctx)); cerr != nil {
 			err = errors.Join(err, cerr)
 		}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +71,10 @@ type SQS struct {
 	// once, which would send it back in turn.
 	start   time.Time
 	empties int
+	// dry: Plan reads the Lot, which writes nothing (see plan); looked
+	// holds the IDs of the last letters Next returned.
+	dry    bool
+	looked []string
 }
 
 // NewSQS returns the Lot of cfg's dead-letter queue.
@@ -116,9 +122,45 @@ type sqsLetter struct {
 	attrs          map[string]types.MessageAttributeValue
 }
 
+// plan makes the Lot Plan's: SQS reads a letter only by receiving it,
+// which counts a receive and hides it, so a letter Plan has looked at
+// goes back into sight at once, before the next receive, rather than at
+// the end of the run; and no letter is sent to the back of its FIFO
+// group, a write. A letter received again during the run stays out of
+// sight until its end, so that the receives reach the letters not looked
+// at yet; on a FIFO queue those are the ones at the front of their group
+// (unseen counts the others).
+func (s *SQS) plan() { s.dry = true }
+
+// unseen is, after a dry run of a FIFO queue, about how many letters it
+// did not look at: SQS hands out none behind a letter of its group that
+// is out of sight, and a dry run sends none to the back. 0 for a
+// standard queue, or when SQS does not say.
+func (s *SQS) unseen(ctx context.Context) int {
+	if !s.dry || !s.fifoDLQ {
+		return 0
+	}
+	names := []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}
+	out, err := s.client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(s.cfg.DeadLetterQueue), AttributeNames: names})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, a := range names {
+		v, _ := strconv.Atoi(out.Attributes[string(a)])
+		n += v
+	}
+	return max(n-len(s.seen), 0)
+}
+
 // Next implements Lot.
 func (s *SQS) Next(ctx context.Context) ([]*Letter, error) {
-	if err := s.toBack(ctx); err != nil {
+	if s.dry {
+		if err := s.giveBack(ctx, s.looked); err != nil {
+			return nil, err
+		}
+		s.looked = s.looked[:0]
+	} else if err := s.toBack(ctx); err != nil {
 		return nil, err
 	}
 	for s.empties < s.cfg.EmptyReceives {
@@ -147,7 +189,12 @@ func (s *SQS) Next(ctx context.Context) ([]*Letter, error) {
 			continue
 		}
 		s.empties = 0
-		if s.fifoDLQ {
+		switch {
+		case s.dry:
+			for _, l := range letters {
+				s.looked = append(s.looked, l.ID)
+			}
+		case s.fifoDLQ:
 			s.batch = letters
 		}
 		return letters, nil
@@ -253,14 +300,27 @@ func (s *SQS) Pass(context.Context, *Letter) error { return nil }
 
 // Close implements Lot: the letters left are made visible again.
 func (s *SQS) Close(ctx context.Context) error {
+	err := s.giveBack(ctx, slices.Collect(maps.Keys(s.left)))
+	clear(s.left)
+	return err
+}
+
+// giveBack makes the letters of ids that are out of sight (left)
+// visible again, each tried.
+func (s *SQS) giveBack(ctx context.Context, ids []string) error {
 	var errs []error
-	for id, receipt := range s.left {
+	for _, id := range ids {
+		receipt, ok := s.left[id]
+		if !ok {
+			continue
+		}
 		_, err := s.client.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(s.cfg.DeadLetterQueue),
 			ReceiptHandle: aws.String(receipt), VisibilityTimeout: 0})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("redrive: giving %s back to %s: %w", id, s.from, err))
+			continue
 		}
+		delete(s.left, id)
 	}
-	clear(s.left)
 	return errors.Join(errs...)
 }
