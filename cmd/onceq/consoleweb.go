@@ -698,6 +698,10 @@ func (c *console) confirmLetter(r *http.Request) (view, int) {
 		return v, http.StatusForbidden
 	}
 	d.From = c.letters.from
+	if msg := c.letters.refuses(d.Key); msg != "" {
+		v.Error = msg
+		return v, http.StatusForbidden
+	}
 	rec, err := c.ins.Get(r.Context(), d.Key)
 	if err != nil {
 		v.Error = err.Error()
@@ -716,6 +720,10 @@ func (c *console) doLetter(r *http.Request) (view, int) {
 		return v, status
 	}
 	d.From = c.letters.from
+	if msg := c.letters.refuses(d.Key); msg != "" {
+		v.Error = msg
+		return v, http.StatusForbidden
+	}
 	rep, err := c.letters.run(r.Context(), d.KeyHash)
 	d.Report, d.Done, d.Outcome = rep.String(), true, letterOutcome(rep, d.From)
 	if err != nil {
