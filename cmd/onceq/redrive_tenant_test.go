@@ -107,11 +107,13 @@ func sendLetters(t *testing.T, q *awssqs.Client, dlq string, ms ...*consumer.Mes
 	}
 }
 
+// tenantMessage is a message of key, of tenant ("": none) in its
+// "tenant" attribute and in its JSON body.
 func tenantMessage(tenant, key string) *consumer.Message {
-	m := &consumer.Message{ID: key, Deliveries: 1, Body: []byte("body of " + key), Attributes: map[string]string{broker.IdempotencyKeyAttribute: key}}
+	m := &consumer.Message{ID: key, Deliveries: 1, Body: []byte(`{"id":"` + key + `"}`), Attributes: map[string]string{broker.IdempotencyKeyAttribute: key}}
 	if tenant != "" {
 		m.Attributes["tenant"] = tenant
-		m.Body = []byte("body of " + tenant + "/" + key)
+		m.Body = []byte(`{"tenant":"` + tenant + `","id":"` + key + `"}`)
 	}
 	return m
 }
@@ -131,7 +133,8 @@ func wantReset(t *testing.T, st dedup.Store, key string, before dedup.Record) {
 // its record (under its tenant) reset first; the completed one's is not
 // re-run; another tenant's letter with the same idempotency key has no
 // record and is moved; a letter without the attribute is left and
-// counted. The letters left stay in the dead-letter queue.
+// counted. The letters left stay in the dead-letter queue. A dry run
+// reading the tenant from the JSON body (-tenant-json-key) decides alike.
 func TestRedriveSQSTenantAttribute(t *testing.T) {
 	q := localSQS(t)
 	for name, open := range redriveStores(t) {
@@ -144,8 +147,13 @@ func TestRedriveSQSTenantAttribute(t *testing.T) {
 			processed(t, s.st, false, done)
 			sendLetters(t, q, dlq, failed, done, other, untenanted)
 
-			args := append(append([]string{"redrive"}, s.args...), "-sqs-dlq", dlq, "-sqs-source", src, "-tenant-attribute", "tenant")
-			code, out, errOut := onceq(args...)
+			args := append(append([]string{"redrive"}, s.args...), "-sqs-dlq", dlq, "-sqs-source", src)
+			// The tenant read from the body instead: the same decisions.
+			code, out, errOut := onceq(append(args, "-tenant-json-key", "tenant", "-dry-run")...)
+			if code != 0 || !strings.Contains(out, "4 looked at: would move 2, 1 completed (not re-run), 0 held") || !strings.Contains(out, "1 naming no tenant (left)") {
+				t.Fatalf("redrive -tenant-json-key -dry-run: exit %d, %s\n%s", code, out, errOut)
+			}
+			code, out, errOut = onceq(append(args, "-tenant-attribute", "tenant")...)
 			if code != 0 || !strings.Contains(out, "4 looked at: moved 2, 1 completed (not re-run), 0 held") || !strings.Contains(out, "1 naming no tenant (left)") {
 				t.Fatalf("redrive: exit %d, %s\n%s", code, out, errOut)
 			}
