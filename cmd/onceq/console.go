@@ -28,8 +28,10 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"Read-only unless -actions: then a record can be forgotten, a message's DEAD outbox entries",
 		"redriven (back to PENDING, as onceq redrive does), and, given -sqs-dlq or -kafka-dlt, a message's",
 		"dead letter sent back to its source with its record reset (never one whose record is COMPLETED),",
-		"each action confirmed on a page of its own and refused from any other site. The page loads",
-		"nothing from elsewhere; it works offline.",
+		"each action confirmed on a page of its own and refused from any other site. A tenant's record",
+		"(consumer.WithTenantFunc) has its dead letter redriven only by a console told where each letter's",
+		"tenant is (-tenant-attribute or -tenant-json-key), and a record without a tenant only by one not told.",
+		"The page loads nothing from elsewhere; it works offline.",
 		"It listens on loopback; an address other machines can reach needs -public (there is no login:",
 		"whoever reaches the page reads every key).",
 	)
@@ -43,6 +45,8 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	dlt := fs.String("kafka-dlt", "", "-actions: the Kafka dead-letter topic whose letters a message's page redrives (read from its start, committing no offsets)")
 	brokers := fs.String("kafka-brokers", "", "-kafka-dlt: comma-separated bootstrap brokers")
 	topic := fs.String("kafka-topic", "", "-kafka-dlt: send a letter to this topic (default: the topic its onceq-original-topic header names)")
+	tenantAttr := fs.String("tenant-attribute", "", "-sqs-dlq or -kafka-dlt, for a consumer with a tenant function: the SQS message attribute or Kafka header that holds each letter's tenant")
+	tenantJSON := fs.String("tenant-json-key", "", "-sqs-dlq or -kafka-dlt, for a consumer with a tenant function: the path of each letter's tenant in its JSON body (payload.JSONKey)")
 	c := consoleConfig{}
 	fs.StringVar(&c.namespace, "namespace", "onceq", "the consumers' namespace (consumer.Namespace), for keys typed in")
 	tenant := fs.Bool("tenant-layout", false, "DynamoDB: the table uses the tenant layout, and lists by tenant")
@@ -82,6 +86,10 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("-kafka-dlt needs -kafka-brokers")
 	case *dlt == "" && (*brokers != "" || *topic != ""):
 		return usageErr("-kafka-brokers and -kafka-topic go with -kafka-dlt")
+	case *sqsDLQ == "" && *dlt == "" && (*tenantAttr != "" || *tenantJSON != ""):
+		return usageErr("-tenant-attribute and -tenant-json-key say where a dead letter's tenant is: they go with -sqs-dlq or -kafka-dlt")
+	case *tenantAttr != "" && *tenantJSON != "":
+		return usageErr("-tenant-attribute and -tenant-json-key each say where a letter's tenant comes from: give one")
 	}
 	if err := listenAllowed(*addr, *public); err != nil {
 		return usageErr("%v", err)
@@ -99,12 +107,22 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "onceq console: %v\n", err)
 		return 1
 	}
+	lt := letterTenants{}
+	switch {
+	case *tenantAttr != "":
+		lt.from, lt.of = "-tenant-attribute "+*tenantAttr, redrive.TenantAttribute(*tenantAttr)
+	case *tenantJSON != "":
+		lt.from, lt.of = "-tenant-json-key "+*tenantJSON, redrive.TenantJSONKey(*tenantJSON)
+	}
 	switch {
 	case *sqsDLQ != "":
-		srv.letters, err = sqsLetters(ctx, ins, redrive.SQSConfig{DeadLetterQueue: *sqsDLQ, Source: *sqsSource, Key: redrive.BodyKeys(c.namespace)}, log)
+		srv.letters, err = sqsLetters(ctx, ins, redrive.SQSConfig{DeadLetterQueue: *sqsDLQ, Source: *sqsSource, Key: lt.keys(redrive.BodyKeys(c.namespace))}, log)
 	case *dlt != "":
 		srv.letters, err = kafkaLetters(ins, redrive.KafkaConfig{Brokers: splitList(*brokers), DeadLetterTopic: *dlt, Topic: *topic,
-			Key: redrive.RecordKeys(c.namespace), NoGroup: true}, log)
+			Key: lt.keys(redrive.RecordKeys(c.namespace)), NoGroup: true}, log)
+	}
+	if srv.letters != nil {
+		srv.letters.tenants = lt.from
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq console: %s\n", field(err.Error()))
@@ -251,7 +269,51 @@ func redriveOf(ins *inspected, log *slog.Logger) outboxRedrive {
 type letterRedrive struct {
 	// from names the queue or topic ("SQS queue orders-dlq").
 	from string
-	run  func(ctx context.Context, keyHash string) (redrive.Report, error)
+	// tenants names the flag the letters' tenants are read by
+	// ("-tenant-attribute tenant"); "" when they are keyed without one.
+	tenants string
+	run     func(ctx context.Context, keyHash string) (redrive.Report, error)
+}
+
+// letterTenants is where the console reads each dead letter's tenant:
+// from, the flag that says so ("" and of nil: letters have no tenant).
+type letterTenants struct {
+	from string
+	of   redrive.TenantFunc
+}
+
+// keys is k, behind each letter's tenant when the letters have one.
+func (t letterTenants) keys(k redrive.KeyFunc) redrive.KeyFunc {
+	if t.of == nil {
+		return k
+	}
+	return redrive.TenantKeys(k, t.of)
+}
+
+// refuses says why the letters of the record of key cannot be told from
+// other messages' letters, or "". A tenant's key is found in a letter
+// only with that letter's own tenant: keyed under the record's tenant, a
+// letter of another tenant with the same key would pass for it. So a
+// tenant's record needs the letters' tenants read, and a record without a
+// tenant needs them not read.
+func (l *letterRedrive) refuses(key string) string {
+	switch {
+	case hasTenant(key) && l.tenants == "":
+		return "this record is a tenant's (its consumer has a tenant function), and this console reads no dead letter's tenant, " +
+			"so it cannot tell this tenant's letter from another tenant's with the same key: start it with -tenant-attribute NAME " +
+			"or -tenant-json-key PATH, where the consumer reads the tenant (or run onceq redrive -tenant)"
+	case !hasTenant(key) && l.tenants != "":
+		return "this record has no tenant, and this console keys each dead letter by its tenant (" + l.tenants +
+			"): a console started without it redrives this record's letters"
+	}
+	return ""
+}
+
+// hasTenant: key is a tenant's stored key (dedup.TenantKey): its first
+// part is followed by dedup.TenantMark.
+func hasTenant(key string) bool {
+	_, rest, ok := strings.Cut(key, "#")
+	return ok && strings.HasPrefix(rest, dedup.TenantMark)
 }
 
 // sqsLetters redrives the letters of cfg's dead-letter queue, its source

@@ -731,6 +731,10 @@ func (c *console) confirmLetter(r *http.Request) (view, int) {
 		return v, http.StatusForbidden
 	}
 	d.From = c.letters.from
+	if msg := c.letters.refuses(d.Key); msg != "" {
+		v.Error = msg
+		return v, http.StatusForbidden
+	}
 	var msg string
 	var status int
 	// A letter outlives its record (expired, forgotten, or never made):
@@ -753,6 +757,10 @@ func (c *console) doLetter(r *http.Request) (view, int) {
 		return v, status
 	}
 	d.From = c.letters.from
+	if msg := c.letters.refuses(d.Key); msg != "" {
+		v.Error = msg
+		return v, http.StatusForbidden
+	}
 	_, err := c.ins.Get(r.Context(), d.Key)
 	d.NoRecord = errors.Is(err, dedup.ErrNotFound)
 	rep, err := c.letters.run(r.Context(), d.KeyHash)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,15 +10,21 @@ import (
 
 	"github.com/onceq/onceq/cmd/onceq/internal/redrive"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/dynamostore"
 )
 
 func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("onceq redrive", stderr,
-		"usage: onceq redrive [-store dynamodb|postgres|redis] [-table NAME] FROM [filters] [-dry-run] [-rate N]",
+		"usage: onceq redrive [-store dynamodb|postgres|redis] [-table NAME [-tenant-layout [-shards N]]] FROM [TENANT] [filters] [-dry-run] [-rate N]",
 		"  FROM is one of:",
 		"    -sqs-dlq URL [-sqs-source URL]      an SQS dead-letter queue, back to its source queue",
 		"    -kafka-dlt TOPIC -kafka-brokers B   a Kafka dead-letter topic, back to each record's original topic",
 		"    -outbox                             the store's DEAD outbox entries, back to PENDING (-store postgres or dynamodb)",
+		"  TENANT, for a consumer with a tenant function (consumer.WithTenantFunc), is one of:",
+		"    -tenant T                           every letter of the run is tenant T's",
+		"    -tenant-attribute NAME              each letter's tenant is its SQS message attribute or Kafka header NAME",
+		"    -tenant-json-key PATH               each letter's tenant is its JSON body's value at PATH (payload.JSONKey)",
+		"  A letter that names no tenant is left where it is, and counted.",
 		"Sends dead letters back to where they came from without running any message's effect twice: a letter",
 		"whose record is COMPLETED is not re-run (the report counts it); one whose record failed is reset to run",
 		"again with a full budget, then moved; one whose key a worker holds is left for a later run. An outbox",
@@ -35,6 +42,11 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	group := fs.String("kafka-group", "", "-kafka-dlt: the redrive's consumer group, whose offsets say what was looked at (default onceq-redrive-TOPIC)")
 	topic := fs.String("kafka-topic", "", "-kafka-dlt: send every letter to this topic (default: the topic its onceq-original-topic header names)")
 	ob := fs.Bool("outbox", false, "redrive the store's DEAD outbox entries")
+	tenant := fs.String("tenant", "", "the tenant of every letter of the run, for a consumer with a tenant function")
+	tenantAttr := fs.String("tenant-attribute", "", "the SQS message attribute or Kafka header that holds each letter's tenant")
+	tenantJSON := fs.String("tenant-json-key", "", "the path of each letter's tenant in its JSON body, as payload.JSONKey reads it")
+	tenantLayout := fs.Bool("tenant-layout", false, "-store dynamodb: the table uses the tenant layout (created with -tenant-layout)")
+	shards := fs.Int("shards", 1, "-tenant-layout: the store's TenantShards (n of dynamostore.TenantShards)")
 	ns := fs.String("namespace", "onceq", "the consumer's namespace (consumer.Namespace), to find each letter's record")
 	reason := fs.String("reason", "", "only the letters whose reason holds this text")
 	keyHash := fs.String("key-hash", "", "only the letters of this key_hash")
@@ -58,6 +70,12 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	set := setFlags(fs)
+	tenants := 0
+	for _, name := range []string{"tenant", "tenant-attribute", "tenant-json-key"} {
+		if set[name] {
+			tenants++
+		}
+	}
 	filter := redrive.Filter{Reason: *reason, KeyHash: *keyHash, OlderThan: *olderThan, Max: *maxMoves}
 	switch {
 	case sf.problem(fs) != "":
@@ -74,8 +92,20 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("-kafka-brokers, -kafka-group and -kafka-topic go with -kafka-dlt")
 	case *sqsDLQ == "" && (set["sqs-source"] || set["hold"]):
 		return usageErr("-sqs-source and -hold go with -sqs-dlq")
-	case *ob && set["namespace"]:
-		return usageErr("-outbox reads no record: -namespace does not go with it")
+	case *ob && (set["namespace"] || set["tenant"] || set["tenant-attribute"] || set["tenant-json-key"] || set["tenant-layout"] || set["shards"]):
+		return usageErr("-outbox reads no record: -namespace, -tenant, -tenant-attribute, -tenant-json-key, -tenant-layout and -shards do not go with it")
+	case tenants > 1:
+		return usageErr("-tenant, -tenant-attribute and -tenant-json-key each say where a letter's tenant comes from: give one")
+	case set["tenant"] && *tenant == "" || set["tenant-attribute"] && *tenantAttr == "" || set["tenant-json-key"] && *tenantJSON == "":
+		return usageErr("-tenant, -tenant-attribute and -tenant-json-key must not be empty")
+	case set["tenant"] && badTenant(*tenant) != nil:
+		return usageErr("-tenant %q: %v", *tenant, badTenant(*tenant))
+	case sf.store != storeDynamo && (set["tenant-layout"] || set["shards"]):
+		return usageErr("-tenant-layout and -shards are DynamoDB's: the other stores keep a tenant's key as any other")
+	case set["shards"] && !*tenantLayout:
+		return usageErr("-shards goes with -tenant-layout")
+	case *shards < 1 || *shards > 1000:
+		return usageErr("-shards %d: want 1 to 1000", *shards)
 	case filter.Validate() != nil:
 		return usageErr("%s", filter.Validate())
 	case !(*rate >= 0): // NaN too
@@ -83,7 +113,8 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q: onceq redrive takes flags only", fs.Arg(0))
 	}
-	ins, err := openInspector(ctx, sf, inspectAt{table: *table})
+	// The table's layout and shards, as onceq inspect reads them.
+	ins, err := openInspector(ctx, sf, inspectAt{table: *table, tenant: *tenantLayout, shards: *shards})
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq redrive: %s\n", field(err.Error()))
 		return 1
@@ -94,19 +125,34 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	recs := ins.records()
+	var tenantOf redrive.TenantFunc
+	switch {
+	case set["tenant"]:
+		tenantOf = redrive.Tenant(*tenant)
+	case set["tenant-attribute"]:
+		tenantOf = redrive.TenantAttribute(*tenantAttr)
+	case set["tenant-json-key"]:
+		tenantOf = redrive.TenantJSONKey(*tenantJSON)
+	}
+	keys := func(k redrive.KeyFunc) redrive.KeyFunc {
+		if tenantOf == nil {
+			return k
+		}
+		return redrive.TenantKeys(k, tenantOf)
+	}
 	var lot redrive.Lot
 	switch {
 	case *sqsDLQ != "":
 		client, err := sqsClient(ctx)
 		if err == nil {
-			lot, err = redrive.NewSQS(ctx, client, redrive.SQSConfig{DeadLetterQueue: *sqsDLQ, Source: *sqsSource, Key: redrive.BodyKeys(*ns), Hold: *hold})
+			lot, err = redrive.NewSQS(ctx, client, redrive.SQSConfig{DeadLetterQueue: *sqsDLQ, Source: *sqsSource, Key: keys(redrive.BodyKeys(*ns)), Hold: *hold})
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "onceq redrive: %s\n", field(err.Error()))
 			return 1
 		}
 	case *dlt != "":
-		lot, err = redrive.NewKafka(redrive.KafkaConfig{Brokers: splitList(*brokers), DeadLetterTopic: *dlt, Group: *group, Topic: *topic, Key: redrive.RecordKeys(*ns)})
+		lot, err = redrive.NewKafka(redrive.KafkaConfig{Brokers: splitList(*brokers), DeadLetterTopic: *dlt, Group: *group, Topic: *topic, Key: keys(redrive.RecordKeys(*ns))})
 		if err != nil {
 			fmt.Fprintf(stderr, "onceq redrive: %s\n", field(err.Error()))
 			return 1
@@ -140,7 +186,17 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stdout, "onceq redrive: %s\n", rep)
 	if err != nil {
 		fmt.Fprintf(stderr, "onceq redrive: stopped: %s\n", field(err.Error()))
+		if refused := (*dynamostore.RequestRefusedError)(nil); errors.As(err, &refused) {
+			// A key of the other layout: the table's is fixed when it is made.
+			fmt.Fprintf(stderr, "onceq redrive: table %s refused the record's key: give -tenant-layout for a table made with it, and leave it out for one made without\n", *table)
+		}
 		return 1
 	}
 	return 0
+}
+
+// badTenant says why tenant cannot key a record (dedup.TenantKey), or nil.
+func badTenant(tenant string) error {
+	_, err := dedup.EscapeTenant(tenant)
+	return err
 }

@@ -242,6 +242,8 @@ func (k *Kafka) letter(r *kgo.Record) *Letter {
 		Origin: broker.Origin{System: "kafka", Destination: read}})
 	if err == nil {
 		l.Key, l.KeyHash = key, dedup.KeyHash(key)
+	} else {
+		l.keyErr = err
 	}
 	return l
 }

@@ -62,6 +62,8 @@ type Letter struct {
 	From, To string
 	// lot's own state of the letter.
 	handle any
+	// keyErr is why its key could not be made (Key is "").
+	keyErr error
 }
 
 // Lot is what is redriven, one letter at a time. A Lot is used by one
@@ -119,6 +121,10 @@ const (
 	// onceq's): left, as a held letter is, for a run told where to send
 	// it; the run goes on with the others.
 	Unaddressed Action = "unaddressed"
+	// Untenanted: the run reads each letter's tenant (TenantKeys), and
+	// this one names none (ErrNoTenant), so its record cannot be found:
+	// left, as an unaddressed letter is, never moved unchecked.
+	Untenanted Action = "untenanted"
 )
 
 // ErrTaken is a Lot's Move of a letter another run moved first.
@@ -194,7 +200,7 @@ type Report struct {
 	// Seen counts the letters looked at.
 	Seen int
 	// By action.
-	Moved, Completed, Held, Passed, Newer, Taken, Failed, Unaddressed int
+	Moved, Completed, Held, Passed, Newer, Taken, Failed, Unaddressed, Untenanted int
 	// Unseen is, after a dry run, about how many letters it could not look
 	// at without a write (on a FIFO SQS queue, those behind the front of
 	// their group).
@@ -223,6 +229,8 @@ func (r *Report) count(a Action) {
 		r.Failed++
 	case Unaddressed:
 		r.Unaddressed++
+	case Untenanted:
+		r.Untenanted++
 	}
 }
 
@@ -232,8 +240,8 @@ func (r Report) String() string {
 	if r.DryRun {
 		verb = "would move"
 	}
-	s := fmt.Sprintf("%d looked at: %s %d, %d completed (not re-run), %d held by a worker, %d passed over by the filter, %d moved by another run, %d failed, %d newer than the run (left for the next), %d naming nowhere to go back to (left)",
-		r.Seen, verb, r.Moved, r.Completed, r.Held, r.Passed, r.Taken, r.Failed, r.Newer, r.Unaddressed)
+	s := fmt.Sprintf("%d looked at: %s %d, %d completed (not re-run), %d held by a worker, %d passed over by the filter, %d moved by another run, %d failed, %d newer than the run (left for the next), %d naming nowhere to go back to (left), %d naming no tenant (left)",
+		r.Seen, verb, r.Moved, r.Completed, r.Held, r.Passed, r.Taken, r.Failed, r.Newer, r.Unaddressed, r.Untenanted)
 	if r.Unseen > 0 {
 		s += fmt.Sprintf(", about %d not looked at (behind the first of their FIFO group, which a dry run does not move)", r.Unseen)
 	}
@@ -347,6 +355,12 @@ func (r *runner) one(ctx context.Context, l *Letter) (Action, error) {
 		// Neither passed nor settled: a run that names a destination for
 		// it (on Kafka, -kafka-topic) finds it again.
 		return r.logged(ctx, l, Unaddressed, "it names no destination to go back to; run again naming one", nil), nil
+	}
+	if errors.Is(l.keyErr, ErrNoTenant) {
+		// Neither passed nor settled: its record is under a tenant the
+		// run cannot tell. Moved unchecked, a failed message would meet
+		// its record un-reset, and a completed one be counted moved.
+		return r.logged(ctx, l, Untenanted, l.keyErr.Error()+"; its record cannot be found: left", nil), nil
 	}
 	var version int64 = -1 // no record to reset
 	if l.Key != "" {

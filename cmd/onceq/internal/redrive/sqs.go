@@ -252,8 +252,9 @@ func (s *SQS) letter(m types.Message) *Letter {
 		l.Key, l.KeyHash = key, dedup.KeyHash(key)
 	} else {
 		// No key, no record to read: the consumer could not key it either
-		// (it dead-lettered it for that), and it goes back as it came.
-		l.KeyHash = "none"
+		// (it dead-lettered it for that), and it goes back as it came;
+		// but a letter naming no tenant (ErrNoTenant) is left.
+		l.KeyHash, l.keyErr = "none", err
 	}
 	return l
 }
