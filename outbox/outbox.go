@@ -143,6 +143,9 @@ type Store interface {
 	// Entries lists stored entries, in Seq order per lane, for operators
 	// (onceq inspect) and tests: those in state, or all when state is "".
 	Entries(ctx context.Context, state State, limit int) ([]Entry, error)
+	// Pager lists entries a page at a time, for an operator's pass over
+	// all of them (onceq redrive) that reads the outbox once.
+	Pager
 	// Requeuer puts a Dead entry back to Pending, for an operator's
 	// redrive.
 	Requeuer

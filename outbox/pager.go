@@ -5,12 +5,11 @@ import (
 	"errors"
 )
 
-// Pager is a Store that can list its entries a page at a time, each page
-// read from where the one before ended, so that going through them all
-// reads the store once: for a store whose Entries reads the whole outbox
-// on every call (DynamoDB's scans its table), an operator's pass over the
-// Dead entries (onceq redrive) is one read of it, not one per batch.
-// A Store need not be one.
+// Pager lists a Store's entries a page at a time, each page read from
+// where the one before ended, so that going through them all reads the
+// store once: for a store whose Entries reads the whole outbox on every
+// call (DynamoDB's scans its table), an operator's pass over the Dead
+// entries (onceq redrive) is one read of it, not one per batch.
 type Pager interface {
 	// EntriesPage lists the entries in state (all when "") of one page,
 	// the one after cursor ("": the first), and returns the cursor of the

@@ -34,6 +34,9 @@ func (v *lazyView) Dead(context.Context, outbox.Lease, string, time.Time, time.T
 func (v *lazyView) Entries(context.Context, outbox.State, int) ([]outbox.Entry, error) {
 	return nil, fmt.Errorf("%d", v.n)
 }
+func (v *lazyView) EntriesPage(context.Context, outbox.State, string, int) ([]outbox.Entry, string, error) {
+	return nil, "", fmt.Errorf("%d", v.n)
+}
 func (v *lazyView) Requeue(context.Context, outbox.Entry, string, time.Time) error {
 	return fmt.Errorf("%d", v.n)
 }

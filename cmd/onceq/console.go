@@ -256,7 +256,7 @@ func redriveOf(ins *inspected, log *slog.Logger) outboxRedrive {
 	}
 	recs := ins.records()
 	return func(ctx context.Context, keyHash string) (redrive.Report, error) {
-		lot, err := redrive.NewOutbox(ob, ins.where, 0)
+		lot, err := redrive.NewOutbox(ob, ins.where)
 		if err != nil {
 			return redrive.Report{}, err
 		}

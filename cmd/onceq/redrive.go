@@ -164,7 +164,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		o, err := outboxOf(ins.caps, name)
 		if err == nil {
-			lot, err = redrive.NewOutbox(o, ins.where, 0)
+			lot, err = redrive.NewOutbox(o, ins.where)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "onceq redrive: %s\n", field(err.Error()))

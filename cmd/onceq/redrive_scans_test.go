@@ -28,7 +28,7 @@ func (c *scanCount) OnStoreCall(_ context.Context, op string, _ time.Duration, _
 
 // The outbox redrive over DynamoDB reads the outbox table once a run,
 // however many batches it takes: 24 DEAD entries of one message and one
-// of another, in batches of 5. Redriving the one message's entry (as the
+// of another, in pages of the store's own size. Redriving the one message's entry (as the
 // console does) passes over the 24 others, and a run over all of them
 // moves 24: each run sends one Scan request (the table fits DynamoDB's
 // 1 MB page), where listing each batch anew scanned the table per batch.
@@ -68,7 +68,7 @@ func TestRedriveOutboxDynamoScansOnce(t *testing.T) {
 	})
 	run := func(f redrive.Filter) (redrive.Report, int64) {
 		t.Helper()
-		lot, err := redrive.NewOutbox(ob, "table "+table, 5)
+		lot, err := redrive.NewOutbox(ob, "table "+table)
 		if err != nil {
 			t.Fatal(err)
 		}

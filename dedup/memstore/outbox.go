@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,9 +19,13 @@ import (
 // Seq order per lane), and per lane its Pending entries, which a relay
 // leases from the front. Locked after a commit's shard, never before.
 type outboxLog struct {
-	mu    sync.Mutex
-	all   []*outbox.Entry // in commit order
-	byID  map[string]*outbox.Entry
+	mu   sync.Mutex
+	all  []*outbox.Entry // in commit order
+	byID map[string]*outbox.Entry
+	// ord numbers each entry of all in commit order (from added), so
+	// that a page of EntriesPage resumes after the last one listed.
+	ord   map[*outbox.Entry]int64
+	added int64
 	lanes map[lane]*laneLog // every lane with an entry stored
 	// queued is the lanes with Pending entries, which Lease looks at.
 	queued map[lane]*laneLog
@@ -49,6 +54,7 @@ func (o *outboxLog) add(key string, msgs []outbox.Message, now time.Time) {
 	defer o.mu.Unlock()
 	if o.byID == nil {
 		o.byID, o.lanes, o.queued = map[string]*outbox.Entry{}, map[lane]*laneLog{}, map[lane]*laneLog{}
+		o.ord = map[*outbox.Entry]int64{}
 	}
 	for i, m := range msgs {
 		id := outbox.ID(key, i)
@@ -75,6 +81,8 @@ func (o *outboxLog) add(key string, msgs []outbox.Message, now time.Time) {
 		}
 		ll.pending = append(ll.pending, e)
 		o.all = append(o.all, e)
+		o.added++
+		o.ord[e] = o.added
 		o.byID[id] = e
 	}
 }
@@ -82,6 +90,7 @@ func (o *outboxLog) add(key string, msgs []outbox.Message, now time.Time) {
 // removeLocked forgets e.
 func (o *outboxLog) removeLocked(e *outbox.Entry) {
 	delete(o.byID, e.ID)
+	delete(o.ord, e)
 	o.all = slices.DeleteFunc(o.all, func(x *outbox.Entry) bool { return x == e })
 	o.unqueueLocked(e)
 	o.forgetLocked(e)
@@ -136,6 +145,7 @@ func (o *outboxLog) sweep(now time.Time) int {
 			return false
 		}
 		delete(o.byID, e.ID)
+		delete(o.ord, e)
 		o.forgetLocked(e)
 		n++
 		return true
@@ -277,6 +287,33 @@ func (v *outboxView) Entries(_ context.Context, state outbox.State, limit int) (
 		}
 	}
 	return out, nil
+}
+
+// EntriesPage implements outbox.Pager: at most limit entries (all when
+// limit <= 0) in commit order, from the one after the cursor's.
+func (v *outboxView) EntriesPage(_ context.Context, state outbox.State, cursor string, limit int) ([]outbox.Entry, string, error) {
+	after := int64(0)
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, "", fmt.Errorf("memstore: outbox entries: %w", outbox.ErrBadCursor)
+		}
+		after = n
+	}
+	o := &v.outbox
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(o.all, after+1, func(e *outbox.Entry, n int64) int { return cmp.Compare(o.ord[e], n) })
+	var out []outbox.Entry
+	for ; i < len(o.all); i++ {
+		if limit > 0 && len(out) >= limit {
+			return out, strconv.FormatInt(o.ord[o.all[i-1]], 10), nil
+		}
+		if e := o.all[i]; state == "" || e.State == state {
+			out = append(out, *e)
+		}
+	}
+	return out, "", nil
 }
 
 var _ outbox.Requeuer = (*outboxView)(nil)

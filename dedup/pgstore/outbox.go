@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,7 +173,7 @@ type Outbox struct {
 type outboxStatements struct {
 	table, seq, channel                                                                               string
 	insertSQL, leaseSQL                                                                               string
-	dispatchedSQL, retrySQL, releaseSQL, readSQL, deadSQL, entriesSQL, deleteSQL, checkSQL, listenSQL string
+	dispatchedSQL, retrySQL, releaseSQL, readSQL, deadSQL, entriesSQL, entriesPageSQL, deleteSQL, checkSQL, listenSQL string
 	requeueSQL, notifySQL                                                                             string
 }
 
@@ -338,6 +339,8 @@ SELECT coalesce(array_agg(id), '{}') FROM m`,
 	WHERE id = $1 AND ((state = 'DEAD' AND version = $2) OR ($5::bool AND state = 'PENDING' AND owner = '' AND version = $2::bigint + 1 AND last_error = $3))`,
 		notifySQL:  `SELECT pg_notify($1, '')`,
 		entriesSQL: `SELECT ` + outboxCols + ` FROM ` + q + ` WHERE ($1::text = '' OR state = $1::text) ORDER BY seq LIMIT $2`,
+		// seq comes from one sequence, so it orders the whole table.
+		entriesPageSQL: `SELECT ` + outboxCols + ` FROM ` + q + ` WHERE ($1::text = '' OR state = $1::text) AND seq > $2 ORDER BY seq LIMIT $3`,
 		deleteSQL: `DELETE FROM ` + q + ` WHERE id IN (SELECT id FROM ` + q + `
 	WHERE state <> 'PENDING' AND expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		checkSQL: `SELECT has_table_privilege($1::text, 'SELECT') AND has_table_privilege($1::text, 'INSERT')
@@ -687,6 +690,44 @@ func (o *Outbox) Entries(ctx context.Context, state outbox.State, limit int) ([]
 		return nil, err
 	}
 	return out, nil
+}
+
+// entriesPage is EntriesPage's page when its limit is not set.
+const entriesPage = 1000
+
+// EntriesPage implements outbox.Pager: at most limit entries in state
+// (1000 when limit <= 0), in Seq order, from the one after the cursor's.
+func (o *Outbox) EntriesPage(ctx context.Context, state outbox.State, cursor string, limit int) ([]outbox.Entry, string, error) {
+	var after int64
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil {
+			return nil, "", o.wrap("outbox-entries", outbox.ErrBadCursor)
+		}
+		after = n
+	}
+	if limit <= 0 {
+		limit = entriesPage
+	}
+	var out []outbox.Entry
+	err := o.s.instr.Do(ctx, storeinstr.OpOutboxEntries, func(ctx context.Context, _ int) error {
+		st, err := o.sql(ctx, o.s.db)
+		if err != nil {
+			return o.wrap("outbox-entries", err)
+		}
+		return o.inTx(ctx, "outbox-entries", func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, st.entriesPageSQL, string(state), after, limit)
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Entry, error) { return scanEntry(r) })
+			return err
+		})
+	})
+	if err != nil || len(out) < limit {
+		return out, "", err
+	}
+	return out, strconv.FormatInt(out[len(out)-1].Seq, 10), nil
 }
 
 // DeleteExpired deletes at most limit Dispatched or Dead entries whose

@@ -17,55 +17,38 @@ import (
 // and an onceq consumer downstream absorbs a copy that had in fact
 // arrived. Its input completed, so no record is read.
 //
-// A store that pages (outbox.Pager, as DynamoDB's does) is read a page at
-// a time, each page from where the last ended: a run reads it once. Any
-// other is listed again for each batch, past the entries looked at.
+// The store is read a page at a time (outbox.Pager), each page from
+// where the last ended: a run reads it once.
 type Outbox struct {
 	ob    outbox.Store
-	rq    outbox.Requeuer
-	name  string
-	batch int
-	seen  map[string]bool
-	done  bool
-	// cursor is the next page's (outbox.Pager).
+	name string
+	done bool
+	// cursor is the next page's.
 	cursor string
 }
 
 // NewOutbox returns the Lot of ob's DEAD entries; name says whose outbox
-// it is ("table orders"). batch bounds the entries listed at once
-// (default 100), but for a store that pages: a page of its own.
-func NewOutbox(ob outbox.Store, name string, batch int) (*Outbox, error) {
+// it is ("table orders"). Each page is the store's own size.
+func NewOutbox(ob outbox.Store, name string) (*Outbox, error) {
 	if ob == nil {
 		return nil, fmt.Errorf("redrive: %s keeps no outbox", name)
 	}
-	if batch <= 0 {
-		batch = 100
-	}
-	return &Outbox{ob: ob, rq: ob, name: "outbox of " + name, batch: batch, seen: map[string]bool{}}, nil
+	return &Outbox{ob: ob, name: "outbox of " + name}, nil
 }
 
 // Next implements Lot: the DEAD entries not looked at yet by this run.
 func (o *Outbox) Next(ctx context.Context) ([]*Letter, error) {
-	p, pages := o.ob.(outbox.Pager)
 	for !o.done {
-		var es []outbox.Entry
-		var err error
-		if pages {
-			es, o.cursor, err = p.EntriesPage(ctx, outbox.Dead, o.cursor, 0)
-			o.done = err == nil && o.cursor == ""
-		} else {
-			es, err = o.ob.Entries(ctx, outbox.Dead, o.batch+len(o.seen))
-			o.done = len(es) < o.batch+len(o.seen)
-		}
+		es, next, err := o.ob.EntriesPage(ctx, outbox.Dead, o.cursor, 0)
 		if err != nil {
 			return nil, fmt.Errorf("redrive: listing the DEAD entries of the %s: %w", o.name, err)
 		}
+		o.cursor, o.done = next, next == ""
 		var out []*Letter
 		for _, e := range es {
-			if o.seen[e.ID] || e.State != outbox.Dead {
+			if e.State != outbox.Dead {
 				continue
 			}
-			o.seen[e.ID] = true
 			out = append(out, o.letter(e))
 		}
 		if len(out) > 0 {
@@ -89,7 +72,7 @@ func (o *Outbox) letter(e outbox.Entry) *Letter {
 // Move implements Lot: the entry goes back to PENDING.
 func (o *Outbox) Move(ctx context.Context, l *Letter) error {
 	e := l.handle.(outbox.Entry)
-	err := o.rq.Requeue(ctx, e, "requeued by onceq redrive; was DEAD: "+e.LastError, time.Now())
+	err := o.ob.Requeue(ctx, e, "requeued by onceq redrive; was DEAD: "+e.LastError, time.Now())
 	if errors.Is(err, outbox.ErrEntryChanged) {
 		return fmt.Errorf("%w: %s is no longer DEAD at the version listed", ErrTaken, l.ID)
 	}
