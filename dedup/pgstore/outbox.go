@@ -171,10 +171,10 @@ type Outbox struct {
 }
 
 type outboxStatements struct {
-	table, seq, channel                                                                               string
-	insertSQL, leaseSQL                                                                               string
+	table, seq, channel                                                                                               string
+	insertSQL, leaseSQL                                                                                               string
 	dispatchedSQL, retrySQL, releaseSQL, readSQL, deadSQL, entriesSQL, entriesPageSQL, deleteSQL, checkSQL, listenSQL string
-	requeueSQL, notifySQL                                                                             string
+	requeueSQL, notifySQL                                                                                             string
 }
 
 var _ outbox.Store = (*Outbox)(nil)

@@ -20,7 +20,7 @@ import (
 // The store is read a page at a time (outbox.Pager), each page from
 // where the last ended: a run reads it once.
 type Outbox struct {
-	ob    outbox.Store
+	ob   outbox.Store
 	name string
 	done bool
 	// cursor is the next page's.
