@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/dedup"
@@ -68,6 +70,12 @@ type Kafka struct {
 	polled  bool // a poll found letters: the group was joined
 	// joinBy is when a run that has not joined its group yet gives up.
 	joinBy time.Time
+	// ends is, with no group, each partition's end offset as the run
+	// began, and read how far the run has read each: it has looked at
+	// every letter once it has read up to the ends, however slow the
+	// first fetch (an idle poll alone can come before it).
+	ends, read map[int32]int64
+	endsBy     time.Time
 }
 
 // joinWait bounds the wait for the group's join, however slow the broker:
@@ -84,6 +92,59 @@ func (k *Kafka) joined() bool {
 	}
 	_, gen := k.cl.GroupMetadata()
 	return gen >= 0
+}
+
+// caughtUp reports whether a run with no group has read every partition
+// up to its end offset as the run began.
+func (k *Kafka) caughtUp() bool {
+	for p, end := range k.ends {
+		if k.read[p] < end {
+			return false
+		}
+	}
+	return true
+}
+
+// endOffsets returns the end offset of each partition of topic.
+func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
+	meta := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	mresp, err := meta.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if len(mresp.Topics) != 1 {
+		return nil, fmt.Errorf("no metadata for topic %s", topic)
+	}
+	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
+		return nil, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	for _, p := range mresp.Topics[0].Partitions {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.Timestamp = p.Partition, -1 // -1: the end
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	lo.Topics = append(lo.Topics, lt)
+	lresp, err := lo.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for _, t := range lresp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("topic %s partition %d: %w", topic, p.Partition, err)
+			}
+			out[p.Partition] = p.Offset
+		}
+	}
+	return out, nil
 }
 
 // NewKafka returns the Lot of cfg's dead-letter topic.
@@ -161,6 +222,13 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 	if err := k.commit(ctx); err != nil {
 		return nil, err
 	}
+	if k.cfg.NoGroup && k.ends == nil {
+		ends, err := endOffsets(ctx, k.cl, k.cfg.DeadLetterTopic)
+		if err != nil {
+			return nil, fmt.Errorf("redrive: the end offsets of %s: %w", k.from, err)
+		}
+		k.ends, k.read, k.endsBy = ends, map[int32]int64{}, time.Now().Add(joinWait)
+	}
 	for {
 		idle := k.cfg.Idle
 		if !k.polled {
@@ -199,8 +267,16 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 			}
 			return nil, fmt.Errorf("redrive: consumer group %s was given no partitions of %s in %v", k.cfg.Group, k.cfg.DeadLetterTopic, joinWait)
 		}
+		if len(recs) == 0 && k.cfg.NoGroup && !k.caughtUp() && time.Now().Before(k.endsBy) {
+			continue // the first fetch is slow: not caught up yet
+		}
 		if len(recs) == 0 {
 			return nil, nil // idle: caught up
+		}
+		for _, r := range recs {
+			if k.read != nil && r.Offset+1 > k.read[r.Partition] {
+				k.read[r.Partition] = r.Offset + 1
+			}
 		}
 		k.polled = true
 		k.poll = append(k.poll, recs...)

@@ -52,3 +52,44 @@ func TestKafkaSlowJoinIsNotCaughtUp(t *testing.T) {
 		t.Fatalf("Next: %d letters, %v; want the one letter, bound for orders", len(got), err)
 	}
 }
+
+// A run with no group (the console's) whose first fetch comes after its
+// first idle poll has not looked at every letter: it reads on to the end
+// offsets the topic had as it began.
+func TestKafkaNoGroupSlowFetchIsNotCaughtUp(t *testing.T) {
+	k, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(3, "orders-dlt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	addr := k.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	letter := &kgo.Record{Topic: "orders-dlt", Partition: 0, Key: []byte("o-1"), Value: []byte(`{}`),
+		Headers: []kgo.RecordHeader{{Key: kafkagroup.OriginalTopicHeader, Value: []byte("orders")}}}
+	if err := cl.ProduceSync(t.Context(), letter).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The broker answers every fetch after more than the first poll's
+	// idle window (twice Idle).
+	const idle = 200 * time.Millisecond
+	k.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		k.SleepControl(func() { time.Sleep(4 * idle) })
+		return nil, nil, false
+	})
+	lot, err := NewKafka(KafkaConfig{Brokers: []string{addr}, DeadLetterTopic: "orders-dlt", Idle: idle, NoGroup: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	defer func() { _ = lot.Close(ctx) }()
+	got, err := lot.Next(ctx)
+	if err != nil || len(got) != 1 || got[0].To != "Kafka topic orders" {
+		t.Fatalf("Next: %d letters, %v; want the one letter, bound for orders", len(got), err)
+	}
+}
