@@ -670,6 +670,11 @@ func (o *Outbox) Entries(ctx context.Context, state outbox.State, limit int) ([]
 	if limit > 0 {
 		lim = &limit
 	}
+	return o.list(ctx, func(st *outboxStatements) string { return st.entriesSQL }, string(state), lim)
+}
+
+// list runs the listing query that sql picks with args.
+func (o *Outbox) list(ctx context.Context, sql func(*outboxStatements) string, args ...any) ([]outbox.Entry, error) {
 	var out []outbox.Entry
 	err := o.s.instr.Do(ctx, storeinstr.OpOutboxEntries, func(ctx context.Context, _ int) error {
 		st, err := o.sql(ctx, o.s.db)
@@ -678,7 +683,7 @@ func (o *Outbox) Entries(ctx context.Context, state outbox.State, limit int) ([]
 		}
 		// A transaction for its Query, which DB does not have.
 		return o.inTx(ctx, "outbox-entries", func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, st.entriesSQL, string(state), lim)
+			rows, err := tx.Query(ctx, sql(st), args...)
 			if err != nil {
 				return err
 			}
@@ -709,21 +714,7 @@ func (o *Outbox) EntriesPage(ctx context.Context, state outbox.State, cursor str
 	if limit <= 0 {
 		limit = entriesPage
 	}
-	var out []outbox.Entry
-	err := o.s.instr.Do(ctx, storeinstr.OpOutboxEntries, func(ctx context.Context, _ int) error {
-		st, err := o.sql(ctx, o.s.db)
-		if err != nil {
-			return o.wrap("outbox-entries", err)
-		}
-		return o.inTx(ctx, "outbox-entries", func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, st.entriesPageSQL, string(state), after, limit)
-			if err != nil {
-				return err
-			}
-			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Entry, error) { return scanEntry(r) })
-			return err
-		})
-	})
+	out, err := o.list(ctx, func(st *outboxStatements) string { return st.entriesPageSQL }, string(state), after, limit)
 	if err != nil || len(out) < limit {
 		return out, "", err
 	}

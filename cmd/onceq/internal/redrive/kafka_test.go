@@ -15,12 +15,15 @@ import (
 // A group join slower than the first idle poll (a loaded broker) does not
 // make the run call itself caught up with letters in the topic: Next
 // waits for the group's partitions and returns the letter.
-func TestKafkaSlowJoinIsNotCaughtUp(t *testing.T) {
-	k, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(1, "orders-dlt"))
+// oneLetter is an in-process broker whose topic orders-dlt, of
+// partitions partitions, holds one letter bound for orders.
+func oneLetter(t *testing.T, partitions int32) (*kfake.Cluster, string) {
+	t.Helper()
+	k, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(partitions, "orders-dlt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Close()
+	t.Cleanup(k.Close)
 	addr := k.ListenAddrs()[0]
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -32,6 +35,11 @@ func TestKafkaSlowJoinIsNotCaughtUp(t *testing.T) {
 	if err := cl.ProduceSync(t.Context(), letter).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	return k, addr
+}
+
+func TestKafkaSlowJoinIsNotCaughtUp(t *testing.T) {
+	k, addr := oneLetter(t, 1)
 	// The broker holds the group's join past the first poll's idle
 	// window (twice Idle), then lets it through.
 	const idle = 200 * time.Millisecond
@@ -57,22 +65,7 @@ func TestKafkaSlowJoinIsNotCaughtUp(t *testing.T) {
 // first idle poll has not looked at every letter: it reads on to the end
 // offsets the topic had as it began.
 func TestKafkaNoGroupSlowFetchIsNotCaughtUp(t *testing.T) {
-	k, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(3, "orders-dlt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
-	addr := k.ListenAddrs()[0]
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	letter := &kgo.Record{Topic: "orders-dlt", Partition: 0, Key: []byte("o-1"), Value: []byte(`{}`),
-		Headers: []kgo.RecordHeader{{Key: kafkagroup.OriginalTopicHeader, Value: []byte("orders")}}}
-	if err := cl.ProduceSync(t.Context(), letter).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	k, addr := oneLetter(t, 3)
 	// The broker answers every fetch after more than the first poll's
 	// idle window (twice Idle).
 	const idle = 200 * time.Millisecond
