@@ -106,6 +106,9 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("-shards goes with -tenant-layout")
 	case *shards < 1 || *shards > 1000:
 		return usageErr("-shards %d: want 1 to 1000", *shards)
+	case *tenantLayout && tenants == 0:
+		// Found under no tenant, every letter would be moved unchecked.
+		return usageErr("-tenant-layout: every record of the table is a tenant's: give where each letter's tenant is, -tenant, -tenant-attribute or -tenant-json-key")
 	case filter.Validate() != nil:
 		return usageErr("%s", filter.Validate())
 	case !(*rate >= 0): // NaN too
