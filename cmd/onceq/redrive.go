@@ -24,7 +24,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"    -tenant T                           every letter of the run is tenant T's",
 		"    -tenant-attribute NAME              each letter's tenant is its SQS message attribute or Kafka header NAME",
 		"    -tenant-json-key PATH               each letter's tenant is its JSON body's value at PATH (payload.JSONKey)",
-		"  A letter that names no tenant is left where it is, and counted.",
+		"  A letter that names no tenant is left where it is, and counted. -tenant-layout needs one of the three.",
 		"Sends dead letters back to where they came from without running any message's effect twice: a letter",
 		"whose record is COMPLETED is not re-run (the report counts it); one whose record failed is reset to run",
 		"again with a full budget, then moved; one whose key a worker holds is left for a later run. An outbox",
@@ -106,6 +106,9 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("-shards goes with -tenant-layout")
 	case *shards < 1 || *shards > 1000:
 		return usageErr("-shards %d: want 1 to 1000", *shards)
+	case *tenantLayout && tenants == 0:
+		// Found under no tenant, every letter would be moved unchecked.
+		return usageErr("-tenant-layout: every record of the table is a tenant's: give where each letter's tenant is, -tenant, -tenant-attribute or -tenant-json-key")
 	case filter.Validate() != nil:
 		return usageErr("%s", filter.Validate())
 	case !(*rate >= 0): // NaN too

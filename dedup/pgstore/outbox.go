@@ -705,8 +705,10 @@ const entriesPage = 1000
 func (o *Outbox) EntriesPage(ctx context.Context, state outbox.State, cursor string, limit int) ([]outbox.Entry, string, error) {
 	var after int64
 	if cursor != "" {
+		// A page's cursor is an entry's seq, drawn from a sequence
+		// that starts at 1.
 		n, err := strconv.ParseInt(cursor, 10, 64)
-		if err != nil {
+		if err != nil || n <= 0 {
 			return nil, "", o.wrap("outbox-entries", outbox.ErrBadCursor)
 		}
 		after = n

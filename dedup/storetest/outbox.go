@@ -49,6 +49,7 @@ func (s *suite) outboxCases(t *testing.T, st dedup.Store) {
 		{"ReplacedEntryFencesOldLease", s.outboxReplacedFenced},
 		{"RequeueDead", s.outboxRequeue},
 		{"EntriesPaged", s.outboxEntriesPaged},
+		{"ReviewEntriesPagedThroughChanges", s.outboxEntriesPagedThroughChanges},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, st, ob) })
@@ -710,6 +711,71 @@ func (s *suite) outboxEntriesPaged(t *testing.T, st dedup.Store, ob outbox.Store
 	sameIDs(t, "all the entries, paged", pass(""), ids...)
 	if _, _, err := p.EntriesPage(ctx(t), outbox.Dead, "not a cursor", 10); !errors.Is(err, outbox.ErrBadCursor) {
 		t.Fatalf("EntriesPage with a cursor it did not return: %v, want outbox.ErrBadCursor", err)
+	}
+}
+
+// outboxEntriesPagedThroughChanges: a pass over the Dead entries, a page
+// of one at a time, lists each entry Dead through it once, while the
+// entry listed first is requeued and goes Dead again behind the cursor
+// (as onceq redrive's own move that fails again) and entries are added
+// and go Dead meanwhile; that one is listed no second time, so a pass
+// never comes back to what it changed. A cursor no page returned, a
+// seq-like number included, is refused with outbox.ErrBadCursor.
+func (s *suite) outboxEntriesPagedThroughChanges(t *testing.T, st dedup.Store, ob outbox.Store) {
+	dest := destination(t)
+	k := send(t, st, 1, msg(dest, "A", "1"), msg(dest, "B", "2"), msg(dest, "C", "3"), msg(dest, "D", "4"))
+	for _, e := range lease(t, ob, dest, "r1", 1, 30) {
+		if err := ob.Dead(ctx(t), e.Lease, "no such queue", at(2), at(3600)); err != nil {
+			t.Fatalf("Dead: %v", err)
+		}
+	}
+	listed := map[string]int{}
+	changed, cursor := "", ""
+	for range 100000 {
+		es, next, err := ob.EntriesPage(ctx(t), outbox.Dead, cursor, 1)
+		if err != nil {
+			t.Fatalf("EntriesPage: %v", err)
+		}
+		for _, e := range es {
+			if e.Destination != dest {
+				continue
+			}
+			listed[e.ID]++
+			if changed != "" {
+				continue
+			}
+			changed = e.ID
+			if err := ob.Requeue(ctx(t), e, "requeued", at(3)); err != nil {
+				t.Fatalf("Requeue: %v", err)
+			}
+			again := send(t, st, 4, msg(dest, "E", "5"))
+			for _, l := range lease(t, ob, dest, "r2", 5, 60) {
+				if err := ob.Dead(ctx(t), l.Lease, "no such queue again", at(6), at(3600)); err != nil {
+					t.Fatalf("Dead: %v", err)
+				}
+			}
+			if es := entries(t, ob, dest, outbox.Dead); len(es) != 5 {
+				t.Fatalf("Dead entries after the changes: %q, want the four and %s", entryIDs(es), outbox.ID(again, 0))
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	for i := range 4 {
+		id := outbox.ID(k, i)
+		if id != changed && listed[id] != 1 {
+			t.Errorf("entry %s, Dead through the pass, listed %d times, want once", id, listed[id])
+		}
+	}
+	if listed[changed] != 1 {
+		t.Errorf("entry %s, requeued and Dead again behind the cursor, listed %d times, want once", changed, listed[changed])
+	}
+	for _, c := range []string{"0", "-1"} {
+		if _, _, err := ob.EntriesPage(ctx(t), outbox.Dead, c, 10); !errors.Is(err, outbox.ErrBadCursor) {
+			t.Errorf("EntriesPage with cursor %q, which no page returned: %v, want outbox.ErrBadCursor", c, err)
+		}
 	}
 }
 
