@@ -18,10 +18,11 @@ type Pager interface {
 	// one request); it may list none of state and still have a next
 	// page. The pages list the entries in no set order; an entry in
 	// state through the pass is listed once, one that changes state
-	// meanwhile may be listed or not. A cursor the store did not return
-	// is refused with an error wrapping ErrBadCursor.
+	// meanwhile may be listed or not. A cursor that cannot be one the
+	// store returned (not of its form) is refused with an error wrapping
+	// ErrBadCursor; one of its form lists from where it points.
 	EntriesPage(ctx context.Context, state State, cursor string, limit int) (entries []Entry, next string, err error)
 }
 
-// ErrBadCursor is a cursor that EntriesPage did not return.
-var ErrBadCursor = errors.New("outbox: the cursor is not one the store's EntriesPage returned")
+// ErrBadCursor is a cursor that cannot be one EntriesPage returned.
+var ErrBadCursor = errors.New("outbox: the cursor is not one the store's EntriesPage returns")
