@@ -329,6 +329,8 @@ func (d *Dispatcher[R, X]) heldTooLong() error {
 // Receive returns up to max messages, waiting for one. Partitions are
 // served in turn; each in offset order. Once a partition's commit has been
 // held past the LimitHold bound it fails with a *kafkagroup.CommitHeldError.
+// A caller whose ctx is over is handed nothing, even with messages
+// queued: it would hold them unsettled until their partition is revoked.
 func (d *Dispatcher[R, X]) Receive(ctx context.Context, max int) ([]*broker.Message, error) {
 	max = min(max, 1<<16)
 	if max < 1 {
@@ -337,6 +339,9 @@ func (d *Dispatcher[R, X]) Receive(ctx context.Context, max int) ([]*broker.Mess
 	for {
 		if d.Closed() {
 			return nil, broker.ErrSourceClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		if err := d.heldTooLong(); err != nil {
 			return nil, err

@@ -183,6 +183,21 @@ func TestDeadLetterAfterReleaseDropped(t *testing.T) {
 	}
 }
 
+// A Receive whose context is over takes none of the queued messages: its
+// caller could not settle them, and they would wait for a revoke.
+func TestReceiveAfterContextTakesNothing(t *testing.T) {
+	d, ps, _ := newTestDispatcher(t, 1)
+	enqueueAll(t, d, ps[0], 3)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if ms, err := d.Receive(ctx, 3); len(ms) != 0 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Receive with its context over: %d messages, %v; want none and context.Canceled", len(ms), err)
+	}
+	if ms, err := d.Receive(t.Context(), 3); err != nil || len(ms) != 3 {
+		t.Fatalf("Receive after: %d messages, %v; want the 3 queued", len(ms), err)
+	}
+}
+
 // TestAckTakesOnlyItsPartition: while one partition's lock is held (a
 // fetch enqueueing, a commit reading its tracker, a settle), the messages
 // of the others are still acked.
