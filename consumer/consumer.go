@@ -126,12 +126,43 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return newPool(c).serve(ctx)
 }
 
+// checkStore runs the Guard's check until it passes, fails for a reason
+// other than the store's being down for the moment, or CheckTimeout has
+// passed.
+func (c *Consumer) checkStore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.checkTimeout)
+	defer cancel()
+	for {
+		err := c.guard.Check(ctx)
+		if err == nil {
+			return nil
+		}
+		switch retry.Classify(err) {
+		case retry.Transient, retry.Throttled:
+		default:
+			return err
+		}
+		c.cfg.logger.WarnContext(ctx, "the store's start-up check failed for the moment; checking again", "err", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+}
+
 // Check runs the Store's and the Source's checks (the table exists with the
 // right layout, the queue or topic and the dead-letter destination can be
 // reached), each bounded by CheckTimeout. An error wraps ErrMisconfigured.
 // Run calls it before the first receive.
+//
+// A store that answers with a fault of the moment (a 5xx, a throttle, a
+// reset) is checked again, a second apart, until CheckTimeout: one
+// failed request at start-up is an outage, not a wrong deployment.
 func (c *Consumer) Check(ctx context.Context) error {
-	if err := c.guard.Check(ctx); err != nil {
+	if err := c.checkStore(ctx); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.checkTimeout)

@@ -256,6 +256,8 @@ func DrainTimeout(d time.Duration) Option {
 // CheckTimeout bounds each of the checks Run makes before it starts (the
 // Store's, then the Source's; default 10s). A check that does not answer
 // in time is a failure: an unreachable endpoint is most often a wrong one.
+// A Store check that fails for the moment (a 5xx, a throttle, a reset) is
+// made again a second later, within the same bound.
 func CheckTimeout(d time.Duration) GuardOption {
 	return guardFunc(func(c *config) { c.checkTimeout = d })
 }
