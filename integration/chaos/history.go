@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,21 +36,21 @@ func historyPath(dir string, i, gen int) string {
 //
 // resets counts, by key_hash, the records onceq redrive reset outside the
 // histories (nil: none).
-func checkHistory(ctx context.Context, dir string, store dedup.Store, effects map[string]int, resets map[string]int) (*history.Report, error) {
+func checkHistory(ctx context.Context, dir string, store dedup.Store, effects map[string]int, resets map[string]int) (*history.Report, []string, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "worker-*.history"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// -pipeline's shipping workers share the records table, under keys of
 	// their own (the outbox IDs).
 	ship, err := filepath.Glob(filepath.Join(dir, "ship-*.history"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	paths = append(paths, ship...)
 	h, err := history.LoadFiles(paths...)
 	if err != nil {
-		return nil, fmt.Errorf("worker history: %w", err)
+		return nil, nil, fmt.Errorf("worker history: %w", err)
 	}
 	var final bytes.Buffer
 	rec := storehistory.New(store, &final)
@@ -66,10 +69,10 @@ func checkHistory(ctx context.Context, dir string, store dedup.Store, effects ma
 	close(keys)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("final reads: %w", err)
+		return nil, nil, fmt.Errorf("final reads: %w", err)
 	}
 	if err := h.Add(&final); err != nil {
-		return nil, fmt.Errorf("final reads: %w", err)
+		return nil, nil, fmt.Errorf("final reads: %w", err)
 	}
 	called := make(map[string]bool, len(h.Keys()))
 	for _, k := range h.Keys() {
@@ -77,12 +80,46 @@ func checkHistory(ctx context.Context, dir string, store dedup.Store, effects ma
 	}
 	for k, n := range effects {
 		if n > 0 && !called[k] {
-			return nil, fmt.Errorf("effects: key_hash %s was applied %d times and has no store call in any history", dedup.KeyHash(k), n)
+			return nil, nil, fmt.Errorf("effects: key_hash %s was applied %d times and has no store call in any history", dedup.KeyHash(k), n)
 		}
 		h.AddEffects(k, n)
 	}
 	r := history.Check(h, history.Options{Timeout: historyTimeout, Resets: resets})
-	return &r, nil
+	return &r, pendingStories(final.Bytes(), paths), nil
+}
+
+// pendingStories are, for the first few keys whose final read found a
+// PENDING record, every event of that key in the workers' histories: what
+// a failed run needs to tell which calls left the record behind.
+func pendingStories(final []byte, paths []string) []string {
+	var keys []string
+	for line := range bytes.Lines(final) {
+		var e storehistory.Event
+		if json.Unmarshal(line, &e) == nil && e.Kind == storehistory.KindReturn && e.Record != nil &&
+			e.Record.Status == dedup.StatusPending && len(keys) < 3 {
+			keys = append(keys, e.Key)
+		}
+	}
+	stories := make([]string, 0, len(keys))
+	for _, k := range keys {
+		quoted, _ := json.Marshal(k)
+		needle := append([]byte(`"key":`), quoted...)
+		var b strings.Builder
+		fmt.Fprintf(&b, "key %s (key_hash %s):", k, dedup.KeyHash(k))
+		for _, path := range paths {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				continue
+			}
+			for line := range bytes.Lines(data) {
+				if bytes.Contains(line, needle) {
+					fmt.Fprintf(&b, "\n  %s: %s", filepath.Base(path), bytes.TrimSpace(line))
+				}
+			}
+		}
+		stories = append(stories, b.String())
+	}
+	return stories
 }
 
 // offsetsPath is batch mode's offset-row history file of worker i's

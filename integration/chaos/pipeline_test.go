@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/examples/storehistory"
@@ -176,7 +177,7 @@ func TestShipmentsAreEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx, nil)
+	r, _, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,31 @@ func TestShipmentsAreEffects(t *testing.T) {
 	if fx, err = p.effects(want); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx, nil); err == nil || strings.Contains(err.Error(), "o-9") {
+	if _, _, err := checkHistory(context.Background(), dir, memstoretest.New(t), fx, nil); err == nil || strings.Contains(err.Error(), "o-9") {
 		t.Fatalf("a shipment under a key with no calls: %v, want an error naming its hash", err)
+	}
+}
+
+// A malformed message's record left PENDING (its worker killed after the
+// dead letter was sent, before the failure was recorded) is not counted
+// as left PENDING; a valid order's is.
+func TestUnrecordedDeadLettersCountOnlyMalformed(t *testing.T) {
+	ctx := context.Background()
+	st := memstoretest.New(t)
+	now := time.Now()
+	for _, k := range []string{"bad-key-0", "o-1"} {
+		if _, err := st.Claim(ctx, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := `not json 0`
+	ds := []delivery{{body: bad, key: "bad-key-0"}, {body: `{"order_id":"o-1"}`, key: "o-1"}, {body: `not json 2`}}
+	want := expected{malformed: map[string]bool{bad: true, `not json 2`: true}}
+	res := &result{pending: 2}
+	if err := unrecordedDeadLetters(ctx, st, ds, want, res); err != nil {
+		t.Fatal(err)
+	}
+	if res.pending != 1 || res.deadLettersUnrecorded != 1 {
+		t.Fatalf("pending %d, dead letters unrecorded %d; want 1 and 1 (the valid order's record still counts)", res.pending, res.deadLettersUnrecorded)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -75,8 +76,23 @@ func (p pgTables) reserved(ctx context.Context) (map[string]int64, error) {
 	return got, rows.Err()
 }
 
-func (p pgTables) pending(ctx context.Context) (int, error) {
-	var n int
-	err := p.pg.QueryRow(ctx, "SELECT count(*) FROM "+p.n.idem+" WHERE status = 'PENDING'").Scan(&n)
-	return n, err
+func (p pgTables) pending(ctx context.Context) ([]string, error) {
+	rows, err := p.pg.Query(ctx, "SELECT encode(id, 'hex'), version, owner, attempts, takeovers, last_error, created_at, expires_at FROM "+p.n.idem+" WHERE status = 'PENDING'")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var left []string
+	for rows.Next() {
+		var id, owner, lastErr string
+		var version int64
+		var attempts, takeovers int
+		var created, expires time.Time
+		if err := rows.Scan(&id, &version, &owner, &attempts, &takeovers, &lastErr, &created, &expires); err != nil {
+			return nil, err
+		}
+		left = append(left, fmt.Sprintf("id=%s version=%d owner=%s attempts=%d takeovers=%d last_error=%q created_at=%s expires_at=%s",
+			id, version, owner, attempts, takeovers, lastErr, created.Format(time.RFC3339Nano), expires.Format(time.RFC3339Nano)))
+	}
+	return left, rows.Err()
 }

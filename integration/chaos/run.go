@@ -41,21 +41,27 @@ var ErrNotExactlyOnce = errors.New("not exactly once")
 
 // result is what a run saw and checked.
 type result struct {
-	source                string
-	messages, unique      int
-	malformed, dlq        int
-	kills, leaves         int
-	freezes               int // -source share: members frozen past the record lock
-	throttles, errors5xx  int
-	resets, delayed       int
-	duplicatesSuppressed  int
-	pending               int
-	lost, doubled, extra  int
-	unitsWant, unitsGot   int64
-	wall                  time.Duration
-	workerSummaries       []string
-	workersExitedNonZero  int
-	dlqMissing, dlqUnseen int
+	source               string
+	messages, unique     int
+	malformed, dlq       int
+	kills, leaves        int
+	freezes              int // -source share: members frozen past the record lock
+	throttles, errors5xx int
+	resets, delayed      int
+	duplicatesSuppressed int
+	pending              int
+	// deadLettersUnrecorded are malformed messages' records left PENDING
+	// after their dead letter was sent (not counted in pending).
+	deadLettersUnrecorded int
+	// pendingRecords are the records left PENDING; pendingStories the
+	// history events of their keys.
+	pendingRecords, pendingStories []string
+	lost, doubled, extra           int
+	unitsWant, unitsGot            int64
+	wall                           time.Duration
+	workerSummaries                []string
+	workersExitedNonZero           int
+	dlqMissing, dlqUnseen          int
 	// history is the check of the workers' store histories.
 	history *history.Report
 	// offsets is batch mode's check of the offset rows' histories.
@@ -83,9 +89,9 @@ func (r *result) line() string {
 		return fmt.Sprintf("chaos: source=%s inputs=%d outputs_visible=%d outputs_aborted=%d kills=%d leaves=%d processor_restarts=%d lost=%d doubled=%d wall=%s%s",
 			r.source, r.messages, r.txn.Visible, r.txn.Aborted, r.kills, r.leaves, r.txnRestarts, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
 	}
-	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d%s throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d malformed=%d dlq=%d dlq_copies=%d pending=%d lost=%d doubled=%d wall=%s%s",
+	return fmt.Sprintf("chaos: source=%s messages=%d unique=%d kills=%d leaves=%d%s throttles=%d 5xx=%d resets=%d delayed=%d duplicates_suppressed=%d malformed=%d dlq=%d dlq_copies=%d dead_letters_unrecorded=%d pending=%d lost=%d doubled=%d wall=%s%s",
 		r.source, r.messages, r.unique, r.kills, r.leaves, r.freezeField(), r.throttles, r.errors5xx, r.resets, r.delayed, r.duplicatesSuppressed,
-		r.malformed, r.dlq, r.dlqCopies, r.pending, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
+		r.malformed, r.dlq, r.dlqCopies, r.deadLettersUnrecorded, r.pending, r.lost, r.doubled, r.wall.Round(100*time.Millisecond), r.stopSuffix())
 }
 
 // freezeField is " freezes=N" on a share group, where members are frozen.
@@ -313,6 +319,9 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 	if err := verify(ctx, tb, b, want, res); err != nil {
 		return res, err
 	}
+	if err := unrecordedDeadLetters(ctx, final, deliveries, want, res); err != nil {
+		return res, err
+	}
 	if res.pipeline != nil {
 		if err := verifyPipeline(ctx, tb, ob, tmp, want, res.pipeline); err != nil {
 			return res, err
@@ -340,7 +349,7 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		if res.redrive != nil {
 			resets = res.redrive.resets
 		}
-		if res.history, err = checkHistory(ctx, tmp, final, effects, resets); err != nil {
+		if res.history, res.pendingStories, err = checkHistory(ctx, tmp, final, effects, resets); err != nil {
 			return res, err
 		}
 	}
@@ -353,7 +362,8 @@ func run(ctx context.Context, cfg settings, logw io.Writer) (*result, error) {
 		problems = append(problems, fmt.Sprintf("reserved %d units, want %d", res.unitsGot, res.unitsWant))
 	}
 	if res.pending > 0 {
-		problems = append(problems, fmt.Sprintf("%d records left PENDING", res.pending))
+		problems = append(problems, fmt.Sprintf("%d records left PENDING:\n%s\n%s", res.pending,
+			strings.Join(res.pendingRecords[:min(len(res.pendingRecords), 3)], "\n"), strings.Join(res.pendingStories, "\n")))
 	}
 	if res.dlqMissing > 0 || res.dlqUnseen > 0 {
 		problems = append(problems, fmt.Sprintf("%d malformed orders not in the DLQ, %d valid ones in it", res.dlqMissing, res.dlqUnseen))
@@ -906,7 +916,8 @@ func lastLines(b []byte, n int) string {
 type tables interface {
 	orderRows(ctx context.Context) (map[string]int, error)
 	reserved(ctx context.Context) (map[string]int64, error)
-	pending(ctx context.Context) (int, error)
+	// pending describes each record left PENDING (its stored fields).
+	pending(ctx context.Context) ([]string, error)
 	// shipments are -pipeline's shipments by order ID.
 	shipments(ctx context.Context) (map[string]int64, error)
 }
@@ -937,13 +948,55 @@ func (d dynamoTables) reserved(ctx context.Context) (map[string]int64, error) {
 	})
 }
 
-func (d dynamoTables) pending(ctx context.Context) (int, error) {
-	n := 0
-	return n, scan(ctx, d.db, d.n.idem, func(it map[string]ddbtypes.AttributeValue) {
-		if s, ok := it["status"].(*ddbtypes.AttributeValueMemberS); ok && s.Value == "PENDING" {
-			n++
+func (d dynamoTables) pending(ctx context.Context) ([]string, error) {
+	var left []string
+	return left, scan(ctx, d.db, d.n.idem, func(it map[string]ddbtypes.AttributeValue) {
+		if s, ok := it["status"].(*ddbtypes.AttributeValueMemberS); !ok || s.Value != "PENDING" {
+			return
 		}
+		fields := make([]string, 0, len(it))
+		for name, v := range it {
+			switch v := v.(type) {
+			case *ddbtypes.AttributeValueMemberS:
+				fields = append(fields, name+"="+v.Value)
+			case *ddbtypes.AttributeValueMemberN:
+				fields = append(fields, name+"="+v.Value)
+			default:
+				fields = append(fields, fmt.Sprintf("%s=%T", name, v))
+			}
+		}
+		slices.Sort(fields)
+		left = append(left, strings.Join(fields, " "))
 	})
+}
+
+// unrecordedDeadLetters takes out of res.pending the records of malformed
+// messages left PENDING by a worker killed after their dead letter was sent
+// (with it, on SQS, the original deleted) and before the failure was
+// recorded: the copy in the DLQ is the message's fate, and the record, its
+// lease run out, is claimable like a FAILED one. A valid order's PENDING
+// record stays a failure.
+func unrecordedDeadLetters(ctx context.Context, final dedup.Store, ds []delivery, want expected, res *result) error {
+	if res.pending == 0 || res.dlqMissing > 0 {
+		return nil
+	}
+	for _, d := range ds {
+		if d.key == "" || !want.malformed[d.body] {
+			continue
+		}
+		r, err := final.Get(ctx, d.key)
+		if errors.Is(err, dedup.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading the record of dead-lettered key_hash %s: %w", dedup.KeyHash(d.key), err)
+		}
+		if r.Status == dedup.StatusPending {
+			res.deadLettersUnrecorded++
+		}
+	}
+	res.pending -= res.deadLettersUnrecorded
+	return nil
 }
 
 // verify reads the tables and the DLQ directly (not through the proxy).
@@ -975,9 +1028,10 @@ func verify(ctx context.Context, tb tables, b broker, want expected, res *result
 			res.doubled += int(d)
 		}
 	}
-	if res.pending, err = tb.pending(ctx); err != nil {
+	if res.pendingRecords, err = tb.pending(ctx); err != nil {
 		return err
 	}
+	res.pending = len(res.pendingRecords)
 	if res.doubled == 0 && res.extra == 0 {
 		res.duplicatesSuppressed = res.messages - res.malformed - len(rows)
 	}
