@@ -341,6 +341,9 @@ func (d *Dispatcher[R, X]) Receive(ctx context.Context, max int) ([]*broker.Mess
 			return nil, broker.ErrSourceClosed
 		}
 		if err := ctx.Err(); err != nil {
+			// The wake-up this caller may have taken is handed on: another
+			// Receive, still live, may wait for the message that sent it.
+			d.signal()
 			return nil, err
 		}
 		if err := d.heldTooLong(); err != nil {
