@@ -132,23 +132,36 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) checkStore(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.checkTimeout)
 	defer cancel()
+	// last is the last failure of the moment: what CheckTimeout ending the
+	// retries reports, rather than the deadline alone.
+	var last error
 	for {
-		err := c.guard.Check(ctx)
+		what, err := c.guard.checkStore(ctx)
+		// Health shows a store failing its start-up check as unavailable,
+		// as it shows an outage met later.
+		c.mon.storeCalled(err, time.Now())
 		if err == nil {
 			return nil
 		}
+		retryable := false
 		switch retry.Classify(err) {
 		case retry.Transient, retry.Throttled:
-		default:
-			return err
+			retryable = ctx.Err() == nil
 		}
-		c.cfg.logger.WarnContext(ctx, "the store's start-up check failed for the moment; checking again", "err", err)
+		if !retryable {
+			if last != nil && ctx.Err() != nil {
+				return fmt.Errorf("%w: %s: %w (CheckTimeout %v ran out; it failed before with: %w)", ErrMisconfigured, what, err, c.cfg.checkTimeout, last)
+			}
+			return fmt.Errorf("%w: %s: %w", ErrMisconfigured, what, err)
+		}
+		last = err
+		c.cfg.logger.WarnContext(ctx, "the store's start-up check failed for the moment; checking again", "check", what, slogErr(err))
 		t := time.NewTimer(time.Second)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return fmt.Errorf("%w: %s: %w (checked until CheckTimeout %v ran out)", ErrMisconfigured, what, err, c.cfg.checkTimeout)
 		}
 	}
 }

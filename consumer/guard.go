@@ -125,13 +125,23 @@ func newGuard(cfg config, store dedup.Store, h Handler, observe func(retry.Class
 func (g *Guard) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.checkTimeout)
 	defer cancel()
-	if err := g.store.Check(ctx); err != nil {
-		return fmt.Errorf("%w: store: %w", ErrMisconfigured, err)
-	}
-	if err := g.outbox.checkOutbox(ctx, g.cfg.logger); err != nil {
-		return fmt.Errorf("%w: store's outbox: %w", ErrMisconfigured, err)
+	what, err := g.checkStore(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrMisconfigured, what, err)
 	}
 	return nil
+}
+
+// checkStore runs the store's checks once: the error is the store's own,
+// what names the part that failed.
+func (g *Guard) checkStore(ctx context.Context) (what string, err error) {
+	if err := g.store.Check(ctx); err != nil {
+		return "store", err
+	}
+	if err := g.outbox.checkOutbox(ctx, g.cfg.logger); err != nil {
+		return "store's outbox", err
+	}
+	return "", nil
 }
 
 // CacheStats reports the COMPLETED-record cache's counters, if it is on.
