@@ -105,6 +105,23 @@ func (k *Kafka) caughtUp() bool {
 	return true
 }
 
+// beforeEnds notes how far a run with no group has read each partition
+// and keeps the letters it looks at: those below the partition's end
+// offset as the run began (a letter written since is the next run's), and
+// no transaction marker.
+func (k *Kafka) beforeEnds(recs []*kgo.Record) []*kgo.Record {
+	kept := recs[:0]
+	for _, r := range recs {
+		if r.Offset+1 > k.read[r.Partition] {
+			k.read[r.Partition] = r.Offset + 1
+		}
+		if end, ok := k.ends[r.Partition]; ok && r.Offset < end && !r.Attrs.IsControl() {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
 // endOffsets returns the end offset of each partition of topic.
 func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
 	meta := kmsg.NewPtrMetadataRequest()
@@ -123,6 +140,7 @@ func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]in
 	}
 	lo := kmsg.NewPtrListOffsetsRequest()
 	lo.ReplicaID = -1
+	lo.IsolationLevel = 1 // read_committed: the last stable offset, as the run reads
 	lt := kmsg.NewListOffsetsRequestTopic()
 	lt.Topic = topic
 	for _, p := range mresp.Topics[0].Partitions {
@@ -161,10 +179,16 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 	if cfg.Idle <= 0 {
 		cfg.Idle = 2 * time.Second
 	}
+	// Read committed: a letter of an aborted transaction was never dead-
+	// lettered, and is not listed or moved.
 	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumeTopics(cfg.DeadLetterTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequiredAcks(kgo.AllISRAcks())}
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted())}
 	if cfg.NoGroup {
 		cfg.Group = ""
+		// Transaction markers are read too, so that a partition whose last
+		// offset is a marker is seen read up to its end.
+		opts = append(opts, kgo.KeepControlRecords())
 	} else {
 		opts = append(opts, kgo.ConsumerGroup(cfg.Group), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
 	}
@@ -273,9 +297,13 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 		if len(recs) == 0 {
 			return nil, nil // idle: caught up
 		}
-		for _, r := range recs {
-			if k.read != nil && r.Offset+1 > k.read[r.Partition] {
-				k.read[r.Partition] = r.Offset + 1
+		if k.cfg.NoGroup {
+			recs = k.beforeEnds(recs)
+			if len(recs) == 0 && k.caughtUp() {
+				return nil, nil // what follows was written after the run began
+			}
+			if len(recs) == 0 {
+				continue // transaction markers only
 			}
 		}
 		k.polled = true
