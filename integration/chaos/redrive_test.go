@@ -79,7 +79,7 @@ func checkRedrive(t *testing.T, res *result) {
 	case r.parked == 0 || r.letters.moved < r.parked:
 		t.Fatalf("parked %d, moved %d: every parked letter must go back", r.parked, r.letters.moved)
 	case r.refused == 0 || r.entries.moved < r.refused || r.deadLeft != 0:
-		t.Fatalf("outbox: %d refused, %d requeued, %d left DEAD: every refused entry must go back", r.refused, r.entries.moved, r.deadLeft)
+		t.Fatalf("outbox: %d refused (of %d the refuser leased), %d requeued, %d left DEAD: every refused entry must go back", r.refused, r.refuserLeased, r.entries.moved, r.deadLeft)
 	case p.lost != 0 || p.doubled != 0 || p.outboxPending != 0 || p.shipped != res.unique:
 		t.Fatalf("shipping: %s", p.line())
 	}
