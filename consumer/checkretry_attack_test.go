@@ -72,15 +72,10 @@ func TestStoreCheckFaultOfDeploymentNotRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := memsourcetest.NewQueue(t, "check-fatal")
 				store := &scriptedCheckStore{Store: memstoretest.New(t), script: tc.script}
-				c, err := consumer.New(q.Source(), store, noopHandler(), consumer.CheckTimeout(time.Minute),
-					consumer.WithLogger(slog.New(slog.DiscardHandler)))
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := checkConsumer(t, "check-fatal", store, time.Minute)
 				start := time.Now()
-				err = c.Run(context.Background())
+				err := c.Run(context.Background())
 				if !errors.Is(err, consumer.ErrMisconfigured) {
 					t.Fatalf("Run = %v, want ErrMisconfigured", err)
 				}
@@ -108,13 +103,8 @@ func TestStoreCheckRetriesThrottleAndReset(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := memsourcetest.NewQueue(t, "check-throttle")
 				store := &scriptedCheckStore{Store: memstoretest.New(t), script: []error{tc.err, tc.err, nil}}
-				c, err := consumer.New(q.Source(), store, noopHandler(), consumer.CheckTimeout(10*time.Second),
-					consumer.WithLogger(slog.New(slog.DiscardHandler)))
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := checkConsumer(t, "check-throttle", store, 10*time.Second)
 				start := time.Now()
 				if err := c.Check(context.Background()); err != nil {
 					t.Fatalf("Check = %v, want the store checked again until it answers", err)
@@ -132,13 +122,8 @@ func TestStoreCheckRetriesThrottleAndReset(t *testing.T) {
 func TestStoreCheckRetryEndsAtCancel(t *testing.T) {
 	t.Run("Run", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			q := memsourcetest.NewQueue(t, "check-cancel")
 			store := &scriptedCheckStore{Store: memstoretest.New(t), script: []error{apiError{"InternalServerError"}}}
-			c, err := consumer.New(q.Source(), store, noopHandler(), consumer.CheckTimeout(time.Hour),
-				consumer.WithLogger(slog.New(slog.DiscardHandler)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := checkConsumer(t, "check-cancel", store, time.Hour)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- c.Run(ctx) }()
@@ -164,13 +149,8 @@ func TestStoreCheckRetryEndsAtCancel(t *testing.T) {
 	})
 	t.Run("Check", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			q := memsourcetest.NewQueue(t, "check-cancel")
 			store := &scriptedCheckStore{Store: memstoretest.New(t), script: []error{apiError{"InternalServerError"}}}
-			c, err := consumer.New(q.Source(), store, noopHandler(), consumer.CheckTimeout(time.Hour),
-				consumer.WithLogger(slog.New(slog.DiscardHandler)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := checkConsumer(t, "check-cancel", store, time.Hour)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- c.Check(ctx) }()
@@ -205,15 +185,10 @@ func TestStoreCheckRetryWithinCheckTimeout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := memsourcetest.NewQueue(t, "check-bound")
 				store := &scriptedCheckStore{Store: memstoretest.New(t), script: []error{apiError{"InternalServerError"}}, delay: tc.delay}
-				c, err := consumer.New(q.Source(), store, noopHandler(), consumer.CheckTimeout(bound),
-					consumer.WithLogger(slog.New(slog.DiscardHandler)))
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := checkConsumer(t, "check-bound", store, bound)
 				start := time.Now()
-				err = c.Run(context.Background())
+				err := c.Run(context.Background())
 				took := time.Since(start)
 				if !errors.Is(err, consumer.ErrMisconfigured) {
 					t.Fatalf("Run = %v, want ErrMisconfigured", err)
@@ -273,13 +248,8 @@ func TestStoreCheckRetryLogged(t *testing.T) {
 // store is not reachable and since when, as it does for an outage met later.
 func TestHealthWhileStoreCheckRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := memsourcetest.NewQueue(t, "check-health")
 		store := &scriptedCheckStore{Store: memstoretest.New(t), script: []error{apiError{"InternalServerError"}}}
-		c, err := consumer.New(q.Source(), store, noopHandler(), consumer.CheckTimeout(time.Hour),
-			consumer.WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := checkConsumer(t, "check-health", store, time.Hour)
 		start := time.Now()
 		stop := runInBubble(t, c)
 		time.Sleep(2500 * time.Millisecond) // in the bubble: fake time
@@ -291,4 +261,17 @@ func TestHealthWhileStoreCheckRetried(t *testing.T) {
 				h.State, h.Ready, h.StoreReachable, h.StoreUnavailableSince, h.Reasons, start)
 		}
 	})
+}
+
+// checkConsumer is a consumer of a new memory queue over store, its
+// start-up checks bounded by timeout, its log discarded.
+func checkConsumer(t *testing.T, queue string, store dedup.Store, timeout time.Duration) *consumer.Consumer {
+	t.Helper()
+	q := memsourcetest.NewQueue(t, queue)
+	c, err := consumer.New(q.Source(), store, noopHandler(), consumer.CheckTimeout(timeout),
+		consumer.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
