@@ -138,11 +138,7 @@ func TestConsoleRedrivesKafkaDeadLettersInBrowser(t *testing.T) {
 	s := redriveStores(t)["postgres"](t)
 	name := tableName(t)
 	orig, dlt := name+"-orders", name+"-orders-dlt"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := redriveKafka(t, brokers)
 	completed, failed, absent, _ := redriveRecords(t, s.st, "order-"+name)
 	recs := []*kgo.Record{{Topic: orig, Key: []byte("first")}}
 	for _, k := range []string{completed, failed, absent} {

@@ -21,6 +21,18 @@ import (
 	"github.com/onceq/onceq/sources/kafkagroup"
 )
 
+// redriveKafka is a client of the test's brokers that creates the topics
+// it produces to, closed when the test ends.
+func redriveKafka(t *testing.T, brokers string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
 // deadLetters produces to dlt one dead letter per record key, as
 // kafkagroup dead-letters a record read from orig, and returns the stored
 // key of each letter's message (the consumer's, under namespace onceq).
@@ -81,11 +93,7 @@ func TestReviewRedriveKafkaHeldLetterMovedByALaterRun(t *testing.T) {
 	s := redriveStores(t)["postgres"](t)
 	name := tableName(t)
 	orig, dlt := name+"-orders", name+"-orders-dlt"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := redriveKafka(t, brokers)
 	// The same record key: one partition, the held letter first.
 	keys := deadLetters(t, cl, orig, dlt, "order-held", "order-held")
 	now := time.Now()
@@ -128,11 +136,7 @@ func TestReviewRedriveKafkaTopicOverrideKeepsCompleted(t *testing.T) {
 	s := redriveStores(t)["postgres"](t)
 	name := tableName(t)
 	orig, dlt, retry := name+"-orders", name+"-orders-dlt", name+"-orders-retry"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := redriveKafka(t, brokers)
 	keys := deadLetters(t, cl, orig, dlt, "order-done", "order-failed")
 	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: retry, Key: []byte("first")}).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -220,11 +224,7 @@ func TestReviewRedriveKafkaTwoAtOnce(t *testing.T) {
 	s := redriveStores(t)["redis"](t)
 	name := tableName(t)
 	orig, dlt := name+"-orders", name+"-orders-dlt"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := redriveKafka(t, brokers)
 	const n = 40
 	keys := make([]string, n)
 	for i := range keys {
@@ -382,11 +382,7 @@ func TestReviewRedriveKafkaLetterWithoutOriginalTopic(t *testing.T) {
 	s := redriveStores(t)["postgres"](t)
 	name := tableName(t)
 	orig, dlt := name+"-orders", name+"-orders-dlt"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := redriveKafka(t, brokers)
 	// The same record key: one partition, the headerless letter first.
 	foreign := &kgo.Record{Topic: dlt, Key: []byte("order-1"), Value: []byte(`{"foreign":true}`),
 		Headers: []kgo.RecordHeader{{Key: kafkagroup.ReasonHeader, Value: []byte("poison")}}}

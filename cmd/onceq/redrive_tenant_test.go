@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceq/onceq/broker"
 	"github.com/onceq/onceq/consumer"
@@ -184,11 +183,7 @@ func TestRedriveKafkaTenant(t *testing.T) {
 	s := redriveStores(t)["postgres"](t)
 	name := tableName(t)
 	orig, dlt := name+"-orders", name+"-orders-dlt"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := redriveKafka(t, brokers)
 	keys := deadLetters(t, cl, orig, dlt, "order-failed", "order-done")
 	now := time.Now()
 	failedKey, err := dedup.TenantKey("acme", keys[0])

@@ -290,11 +290,7 @@ func TestRedriveKafka(t *testing.T) {
 	s := redriveStores(t)["postgres"](t)
 	name := tableName(t)
 	orig, dlt := name+"-orders", name+"-orders-dlt"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := redriveKafka(t, brokers)
 	// Two letters; the key of the first completed.
 	letters := []*kgo.Record{
 		{Topic: dlt, Key: []byte("order-1"), Value: []byte(`{"n":1}`)},

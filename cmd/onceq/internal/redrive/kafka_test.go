@@ -43,11 +43,7 @@ func TestKafkaSlowJoinIsNotCaughtUp(t *testing.T) {
 	// The broker holds the group's join past the first poll's idle
 	// window (twice Idle), then lets it through.
 	const idle = 200 * time.Millisecond
-	k.ControlKey(kmsg.JoinGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		k.KeepControl()
-		k.SleepControl(func() { time.Sleep(4 * idle) })
-		return nil, nil, false
-	})
+	holdEvery(k, kmsg.JoinGroup, 4*idle)
 	lot, err := NewKafka(KafkaConfig{Brokers: []string{addr}, DeadLetterTopic: "orders-dlt", Idle: idle})
 	if err != nil {
 		t.Fatal(err)
@@ -69,11 +65,7 @@ func TestKafkaNoGroupSlowFetchIsNotCaughtUp(t *testing.T) {
 	// The broker answers every fetch after more than the first poll's
 	// idle window (twice Idle).
 	const idle = 200 * time.Millisecond
-	k.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		k.KeepControl()
-		k.SleepControl(func() { time.Sleep(4 * idle) })
-		return nil, nil, false
-	})
+	holdEvery(k, kmsg.Fetch, 4*idle)
 	lot, err := NewKafka(KafkaConfig{Brokers: []string{addr}, DeadLetterTopic: "orders-dlt", Idle: idle, NoGroup: true})
 	if err != nil {
 		t.Fatal(err)
@@ -85,4 +77,15 @@ func TestKafkaNoGroupSlowFetchIsNotCaughtUp(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].To != "Kafka topic orders" {
 		t.Fatalf("Next: %d letters, %v; want the one letter, bound for orders", len(got), err)
 	}
+}
+
+// holdEvery makes the broker answer every request of key after d, as a
+// slow broker does. The wait is the broker's, in real time: it runs a
+// network server, which a synctest bubble cannot hold.
+func holdEvery(k *kfake.Cluster, key kmsg.Key, d time.Duration) {
+	k.ControlKey(key.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		k.SleepControl(func() { time.Sleep(d) })
+		return nil, nil, false
+	})
 }
