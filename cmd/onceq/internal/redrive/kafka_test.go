@@ -44,17 +44,7 @@ func TestKafkaSlowJoinIsNotCaughtUp(t *testing.T) {
 	// window (twice Idle), then lets it through.
 	const idle = 200 * time.Millisecond
 	holdEvery(k, kmsg.JoinGroup, 4*idle)
-	lot, err := NewKafka(KafkaConfig{Brokers: []string{addr}, DeadLetterTopic: "orders-dlt", Idle: idle})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	defer func() { _ = lot.Close(ctx) }()
-	got, err := lot.Next(ctx)
-	if err != nil || len(got) != 1 || got[0].To != "Kafka topic orders" {
-		t.Fatalf("Next: %d letters, %v; want the one letter, bound for orders", len(got), err)
-	}
+	firstNextIsTheLetter(t, KafkaConfig{Brokers: []string{addr}, DeadLetterTopic: "orders-dlt", Idle: idle})
 }
 
 // A run with no group (the console's) whose first fetch comes after its
@@ -66,17 +56,7 @@ func TestKafkaNoGroupSlowFetchIsNotCaughtUp(t *testing.T) {
 	// idle window (twice Idle).
 	const idle = 200 * time.Millisecond
 	holdEvery(k, kmsg.Fetch, 4*idle)
-	lot, err := NewKafka(KafkaConfig{Brokers: []string{addr}, DeadLetterTopic: "orders-dlt", Idle: idle, NoGroup: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	defer func() { _ = lot.Close(ctx) }()
-	got, err := lot.Next(ctx)
-	if err != nil || len(got) != 1 || got[0].To != "Kafka topic orders" {
-		t.Fatalf("Next: %d letters, %v; want the one letter, bound for orders", len(got), err)
-	}
+	firstNextIsTheLetter(t, KafkaConfig{Brokers: []string{addr}, DeadLetterTopic: "orders-dlt", Idle: idle, NoGroup: true})
 }
 
 // holdEvery makes the broker answer every request of key after d, as a
@@ -88,4 +68,21 @@ func holdEvery(k *kfake.Cluster, key kmsg.Key, d time.Duration) {
 		k.SleepControl(func() { time.Sleep(d) })
 		return nil, nil, false
 	})
+}
+
+// firstNextIsTheLetter checks that a Lot of cfg returns, at its first
+// Next, the one letter of oneLetter's topic, bound for orders.
+func firstNextIsTheLetter(t *testing.T, cfg KafkaConfig) {
+	t.Helper()
+	lot, err := NewKafka(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	defer func() { _ = lot.Close(ctx) }()
+	got, err := lot.Next(ctx)
+	if err != nil || len(got) != 1 || got[0].To != "Kafka topic orders" {
+		t.Fatalf("Next: %d letters, %v; want the one letter, bound for orders", len(got), err)
+	}
 }
