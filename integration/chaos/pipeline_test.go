@@ -200,7 +200,11 @@ func TestUnrecordedDeadLettersCountOnlyMalformed(t *testing.T) {
 	ctx := context.Background()
 	st := memstoretest.New(t)
 	now := time.Now()
-	for _, k := range []string{"bad-key-0", "o-1"} {
+	for _, id := range []string{"bad-key-0", "o-1"} {
+		k, err := dedup.Key(workerNamespace, id) // as the order worker keys its records
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := st.Claim(ctx, dedup.ClaimRequest{Key: k, PayloadHash: "h", Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}

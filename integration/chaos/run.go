@@ -950,7 +950,7 @@ func (d dynamoTables) reserved(ctx context.Context) (map[string]int64, error) {
 
 func (d dynamoTables) pending(ctx context.Context) ([]string, error) {
 	var left []string
-	return left, scan(ctx, d.db, d.n.idem, func(it map[string]ddbtypes.AttributeValue) {
+	err := scan(ctx, d.db, d.n.idem, func(it map[string]ddbtypes.AttributeValue) {
 		if s, ok := it["status"].(*ddbtypes.AttributeValueMemberS); !ok || s.Value != "PENDING" {
 			return
 		}
@@ -968,6 +968,7 @@ func (d dynamoTables) pending(ctx context.Context) ([]string, error) {
 		slices.Sort(fields)
 		left = append(left, strings.Join(fields, " "))
 	})
+	return left, err
 }
 
 // unrecordedDeadLetters takes out of res.pending the records of malformed
@@ -984,7 +985,11 @@ func unrecordedDeadLetters(ctx context.Context, final dedup.Store, ds []delivery
 		if d.key == "" || !want.malformed[d.body] {
 			continue
 		}
-		r, err := final.Get(ctx, d.key)
+		k, err := dedup.Key(workerNamespace, d.key)
+		if err != nil {
+			return err
+		}
+		r, err := final.Get(ctx, k)
 		if errors.Is(err, dedup.ErrNotFound) {
 			continue
 		}
