@@ -71,7 +71,8 @@ type Kafka struct {
 	// joinBy is when a run that has not joined its group yet gives up.
 	joinBy time.Time
 	// ends is, with no group, each partition's end offset as the run
-	// began, and read how far the run has read each: it has looked at
+	// began, and read how far the run has read each (from its start
+	// offset): it has looked at
 	// every letter once it has read up to the ends, however slow the
 	// first fetch (an idle poll alone can come before it).
 	ends, read map[int32]int64
@@ -122,47 +123,58 @@ func (k *Kafka) beforeEnds(recs []*kgo.Record) []*kgo.Record {
 	return kept
 }
 
-// endOffsets returns the end offset of each partition of topic.
-func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
+// endOffsets returns the start and the end offset of each partition of
+// topic: a partition whose letters all expired (or were deleted) starts at
+// its end, and is read to it with nothing fetched.
+func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (starts, ends map[int32]int64, err error) {
 	meta := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = kmsg.StringPtr(topic)
 	meta.Topics = append(meta.Topics, mt)
 	mresp, err := meta.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(mresp.Topics) != 1 {
-		return nil, fmt.Errorf("no metadata for topic %s", topic)
+		return nil, nil, fmt.Errorf("no metadata for topic %s", topic)
 	}
 	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
-		return nil, fmt.Errorf("topic %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("topic %s: %w", topic, err)
 	}
-	lo := kmsg.NewPtrListOffsetsRequest()
-	lo.ReplicaID = -1
-	lo.IsolationLevel = 1 // read_committed: the last stable offset, as the run reads
-	lt := kmsg.NewListOffsetsRequestTopic()
-	lt.Topic = topic
-	for _, p := range mresp.Topics[0].Partitions {
-		lp := kmsg.NewListOffsetsRequestTopicPartition()
-		lp.Partition, lp.Timestamp = p.Partition, -1 // -1: the end
-		lt.Partitions = append(lt.Partitions, lp)
-	}
-	lo.Topics = append(lo.Topics, lt)
-	lresp, err := lo.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, err
-	}
-	out := map[int32]int64{}
-	for _, t := range lresp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("topic %s partition %d: %w", topic, p.Partition, err)
-			}
-			out[p.Partition] = p.Offset
+	list := func(timestamp int64) (map[int32]int64, error) {
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.ReplicaID = -1
+		lo.IsolationLevel = 1 // read_committed: the last stable offset, as the run reads
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = topic
+		for _, p := range mresp.Topics[0].Partitions {
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Partition, lp.Timestamp = p.Partition, timestamp
+			lt.Partitions = append(lt.Partitions, lp)
 		}
+		lo.Topics = append(lo.Topics, lt)
+		lresp, err := lo.RequestWith(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		out := map[int32]int64{}
+		for _, t := range lresp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return nil, fmt.Errorf("topic %s partition %d: %w", topic, p.Partition, err)
+				}
+				out[p.Partition] = p.Offset
+			}
+		}
+		return out, nil
 	}
-	return out, nil
+	if starts, err = list(-2); err != nil { // -2: the start
+		return nil, nil, err
+	}
+	if ends, err = list(-1); err != nil { // -1: the end
+		return nil, nil, err
+	}
+	return starts, ends, nil
 }
 
 // NewKafka returns the Lot of cfg's dead-letter topic.
@@ -247,11 +259,13 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 		return nil, err
 	}
 	if k.cfg.NoGroup && k.ends == nil {
-		ends, err := endOffsets(ctx, k.cl, k.cfg.DeadLetterTopic)
+		starts, ends, err := endOffsets(ctx, k.cl, k.cfg.DeadLetterTopic)
 		if err != nil {
 			return nil, fmt.Errorf("redrive: the end offsets of %s: %w", k.from, err)
 		}
-		k.ends, k.read, k.endsBy = ends, map[int32]int64{}, time.Now().Add(joinWait)
+		// Read from each partition's start: none of it is fetched where it
+		// has nothing left.
+		k.ends, k.read, k.endsBy = ends, starts, time.Now().Add(joinWait)
 	}
 	for {
 		idle := k.cfg.Idle
