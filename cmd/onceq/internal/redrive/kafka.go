@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -70,13 +71,16 @@ type Kafka struct {
 	polled  bool // a poll found letters: the group was joined
 	// joinBy is when a run that has not joined its group yet gives up.
 	joinBy time.Time
-	// ends is, with no group, each partition's end offset as the run
-	// began, and read how far the run has read each (from its start
-	// offset): it has looked at
-	// every letter once it has read up to the ends, however slow the
-	// first fetch (an idle poll alone can come before it).
+	// ends is each partition's end offset as the run began, and read how
+	// far the run has read each (from its start offset): it has looked at
+	// every letter of its partitions once it has read up to their ends,
+	// however slow the first fetch (an idle poll alone can come before
+	// it). With a group, its partitions are those assigned, and a
+	// partition's committed offset counts as read.
 	ends, read map[int32]int64
 	endsBy     time.Time
+	amu        sync.Mutex
+	assigned   map[int32]bool // with a group: this run's partitions, under amu
 }
 
 // joinWait bounds the wait for the group's join, however slow the broker:
@@ -95,28 +99,55 @@ func (k *Kafka) joined() bool {
 	return gen >= 0
 }
 
-// caughtUp reports whether a run with no group has read every partition
-// up to its end offset as the run began.
+// caughtUp reports whether the run has read each of its partitions (with
+// no group, every one) up to its end offset as the run began.
 func (k *Kafka) caughtUp() bool {
-	for p, end := range k.ends {
-		if k.read[p] < end {
+	if k.cfg.NoGroup {
+		for p, end := range k.ends {
+			if k.read[p] < end {
+				return false
+			}
+		}
+		return true
+	}
+	committed := k.cl.CommittedOffsets()[k.cfg.DeadLetterTopic]
+	k.amu.Lock()
+	defer k.amu.Unlock()
+	for p := range k.assigned {
+		if end, ok := k.ends[p]; ok && max(k.read[p], committed[p].Offset) < end {
 			return false
 		}
 	}
 	return true
 }
 
-// beforeEnds notes how far a run with no group has read each partition
-// and keeps the letters it looks at: those below the partition's end
-// offset as the run began (a letter written since is the next run's), and
-// no transaction marker.
-func (k *Kafka) beforeEnds(recs []*kgo.Record) []*kgo.Record {
+// assign notes the partitions the group gave this run (add) or took back.
+func (k *Kafka) assign(m map[string][]int32, add bool) {
+	k.amu.Lock()
+	defer k.amu.Unlock()
+	for _, p := range m[k.cfg.DeadLetterTopic] {
+		if add {
+			k.assigned[p] = true
+		} else {
+			delete(k.assigned, p)
+		}
+	}
+}
+
+// letters notes how far the run has read each partition and keeps the
+// letters among recs: no transaction marker, and with no group only those
+// below the partition's end offset as the run began (a letter written
+// since is the next look's; a group's run sets it aside by its time).
+func (k *Kafka) letters(recs []*kgo.Record) []*kgo.Record {
 	kept := recs[:0]
 	for _, r := range recs {
 		if r.Offset+1 > k.read[r.Partition] {
 			k.read[r.Partition] = r.Offset + 1
 		}
-		if end, ok := k.ends[r.Partition]; ok && r.Offset < end && !r.Attrs.IsControl() {
+		if r.Attrs.IsControl() {
+			continue
+		}
+		if end, ok := k.ends[r.Partition]; !k.cfg.NoGroup || ok && r.Offset < end {
 			kept = append(kept, r)
 		}
 	}
@@ -196,20 +227,25 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumeTopics(cfg.DeadLetterTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	// Transaction markers are read too, so that a partition whose last
+	// offset is a marker is seen read up to its end.
+	opts = append(opts, kgo.KeepControlRecords())
+	k := &Kafka{cfg: cfg, from: "Kafka topic " + cfg.DeadLetterTopic, left: map[partition]int64{}, assigned: map[int32]bool{}}
 	if cfg.NoGroup {
-		cfg.Group = ""
-		// Transaction markers are read too, so that a partition whose last
-		// offset is a marker is seen read up to its end.
-		opts = append(opts, kgo.KeepControlRecords())
+		k.cfg.Group = ""
 	} else {
-		opts = append(opts, kgo.ConsumerGroup(cfg.Group), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+		opts = append(opts, kgo.ConsumerGroup(cfg.Group), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { k.assign(m, true) }),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { k.assign(m, false) }),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { k.assign(m, false) }))
 	}
 	opts = append(opts, cfg.Options...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("redrive: Kafka client: %w", err)
 	}
-	return &Kafka{cl: cl, cfg: cfg, from: "Kafka topic " + cfg.DeadLetterTopic, left: map[partition]int64{}}, nil
+	k.cl = cl
+	return k, nil
 }
 
 type partition struct {
@@ -258,7 +294,7 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 	if err := k.commit(ctx); err != nil {
 		return nil, err
 	}
-	if k.cfg.NoGroup && k.ends == nil {
+	if k.ends == nil {
 		starts, ends, err := endOffsets(ctx, k.cl, k.cfg.DeadLetterTopic)
 		if err != nil {
 			return nil, fmt.Errorf("redrive: the end offsets of %s: %w", k.from, err)
@@ -305,20 +341,15 @@ func (k *Kafka) Next(ctx context.Context) ([]*Letter, error) {
 			}
 			return nil, fmt.Errorf("redrive: consumer group %s was given no partitions of %s in %v", k.cfg.Group, k.cfg.DeadLetterTopic, joinWait)
 		}
-		if len(recs) == 0 && k.cfg.NoGroup && !k.caughtUp() && time.Now().Before(k.endsBy) {
-			continue // the first fetch is slow: not caught up yet
+		recs = k.letters(recs)
+		if len(recs) == 0 && !k.caughtUp() && time.Now().Before(k.endsBy) {
+			// A slow first fetch (or offset fetch), or markers only.
+			k.cl.AllowRebalance()
+			k.holding = false
+			continue
 		}
 		if len(recs) == 0 {
 			return nil, nil // idle: caught up
-		}
-		if k.cfg.NoGroup {
-			recs = k.beforeEnds(recs)
-			if len(recs) == 0 && k.caughtUp() {
-				return nil, nil // what follows was written after the run began
-			}
-			if len(recs) == 0 {
-				continue // transaction markers only
-			}
 		}
 		k.polled = true
 		k.poll = append(k.poll, recs...)
